@@ -1,0 +1,49 @@
+"""Normalisation: RMSNorm with a zero-centred weight, the gated RMSNorm of linear attention, and l2norm.
+
+RMSNorm divides a vector by its root mean square and rescales each dimension. Qwen3.5 (like Gemma) stores the
+scale as an offset from 1 and applies (1 + w): a weight of 0 means "leave the scale alone", and bf16 is much finer
+near 0 than near 1. The gated norm of the DeltaNet output keeps a plain weight (initialised to 1) and multiplies
+by silu(gate). Statistics are always taken in fp32; the result is cast back to the input dtype.
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def rms_normalize(x, eps):
+    """x / sqrt(mean(x²) + eps) over the last dimension, computed in fp32 (squares of bf16 values lose digits)."""
+    xf = x.float()
+    return xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+
+
+class RMSNorm(nn.Module):
+    """y = x̂ · (1 + w). Used before every mixer and MLP, after the last layer, and per head on q and k."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(dim))  # zero-centred: 0 is a scale of 1
+        self.eps = eps
+
+    def forward(self, x):  # x: (..., dim)
+        # the scale is applied in fp32 and the product rounded once (Llama rounds x̂ first, then multiplies)
+        return (rms_normalize(x, self.eps) * (1 + self.weight.float())).to(x.dtype)
+
+
+class GatedRMSNorm(nn.Module):
+    """y = w · x̂ · silu(z): normalise first, then let the gate z decide how much passes. Plain weight, init 1."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))  # plain, NOT zero-centred: 1 is a scale of 1
+        self.eps = eps
+
+    def forward(self, x, gate):  # x, gate: (..., dim)
+        # One rounding at the end. transformers rounds x̂ to the input dtype and multiplies by w there first,
+        # so in bf16 the two can differ by one rounding step; in fp32 they agree.
+        y = rms_normalize(x, self.eps) * self.weight.float() * F.silu(gate.float())
+        return y.to(x.dtype)
+
+
+def l2norm(x, eps=1e-6):
+    """Scale the last dimension to unit length: x / sqrt(Σx² + eps). The eps sits inside the root (not F.normalize)."""
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)

@@ -1,0 +1,167 @@
+"""A synthetic Qwen3.5 checkpoint: the real layout with random weights, so the whole course runs offline.
+
+Same config.json shape (the multimodal composite config), same tensor names, dtype (bf16), depth and [L,L,L,F]x6
+pattern, the real vocabulary and tokenizer; only the widths are narrow and the numbers random. Value heads are twice
+the key heads (as in the 2B-27B sizes) so that head grouping is exercised. A few `mtp.*` and `model.visual.*`
+tensors are included because real checkpoints have them and loaders must skip them. Run: python -m qwen.synthetic
+"""
+import json
+import math
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from qwen.weights import DATA_DIR
+
+VERSION = 1  # bump when the layout or the numbers change: an older data/synthetic is then rebuilt
+MARKER = "qwen_by_hand_synthetic"  # key in config.json that says "these weights are random"
+BANNER = ("*** SYNTHETIC WEIGHTS: random numbers in the real Qwen3.5 layout (names, shapes, dtypes, tokenizer are "
+          "real; values and widths are not). ***\n*** Get the real model with --model Qwen/Qwen3.5-0.8B "
+          "(1.7 GB download) to see the real figures. ***")
+
+TEXT = dict(  # the real 0.8B text config with narrow widths
+    vocab_size=248320, hidden_size=64, intermediate_size=192, num_hidden_layers=24,
+    num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+    linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32, linear_value_head_dim=32,
+    linear_conv_kernel_dim=4, hidden_act="silu", rms_norm_eps=1e-6, max_position_embeddings=262144,
+    rope_parameters=dict(rope_type="default", rope_theta=10_000_000, partial_rotary_factor=0.25,
+                         mrope_section=[3, 3, 2], mrope_interleaved=True),  # 8 rotary frequencies: 3 + 3 + 2
+    layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(24)],
+    full_attention_interval=4, attn_output_gate=True, mamba_ssm_dtype="float32",
+    mtp_num_hidden_layers=1, mtp_use_dedicated_embeddings=False, attention_bias=False, attention_dropout=0.0,
+    initializer_range=0.02, use_cache=True, tie_word_embeddings=True, eos_token_id=248044, dtype="bfloat16",
+    model_type="qwen3_5_text",
+)
+VISION = dict(model_type="qwen3_5_vision", depth=1, hidden_size=32, intermediate_size=64, num_heads=2,
+              in_channels=3, patch_size=16, temporal_patch_size=2, spatial_merge_size=2, out_hidden_size=64,
+              num_position_embeddings=64, hidden_act="gelu_pytorch_tanh", initializer_range=0.02)
+
+
+def synthetic_path(root=DATA_DIR):
+    """The synthetic checkpoint's folder, generated on first use (a few seconds) and reused afterwards."""
+    out = Path(root) / "synthetic"
+    if not is_synthetic(out) or json.loads((out / "config.json").read_text())[MARKER]["version"] != VERSION:
+        generate(out)
+    return out
+
+
+def is_synthetic(path):
+    file = Path(path) / "config.json"
+    return file.is_file() and MARKER in json.loads(file.read_text())
+
+
+def _tensors(seed=0):
+    """Every tensor of the checkpoint, keyed by its real name. Deterministic for a given seed."""
+    g = torch.Generator().manual_seed(seed)
+    t = TEXT
+    d, r = t["hidden_size"], t["intermediate_size"]
+    Hq, Hkv, D = t["num_attention_heads"], t["num_key_value_heads"], t["head_dim"]
+    Hk, Hv, dk, dv = (t["linear_num_key_heads"], t["linear_num_value_heads"],
+                      t["linear_key_head_dim"], t["linear_value_head_dim"])
+    conv = 2 * Hk * dk + Hv * dv
+
+    def normal(*shape, std=1.0, mean=0.0):
+        return torch.randn(*shape, generator=g) * std + mean
+
+    def linear(out, inp):  # std 1/sqrt(fan_in) keeps activations at unit scale
+        return normal(out, inp, std=1 / math.sqrt(inp))
+
+    def attention(p):
+        return {p + "self_attn.q_proj.weight": linear(2 * Hq * D, d),  # query and gate, interleaved per head
+                p + "self_attn.k_proj.weight": linear(Hkv * D, d), p + "self_attn.v_proj.weight": linear(Hkv * D, d),
+                p + "self_attn.o_proj.weight": linear(d, Hq * D),
+                p + "self_attn.q_norm.weight": normal(D, std=0.2, mean=0.4),  # zero-centred: scale 1 + w
+                p + "self_attn.k_norm.weight": normal(D, std=0.2, mean=0.2)}
+
+    def mlp(p):
+        return {p + "mlp.gate_proj.weight": linear(r, d), p + "mlp.up_proj.weight": linear(r, d),
+                p + "mlp.down_proj.weight": linear(d, r)}
+
+    W = {"model.language_model.embed_tokens.weight": normal(t["vocab_size"], d, std=0.02)}
+    L = t["num_hidden_layers"]
+    for i, kind in enumerate(t["layer_types"]):
+        p = f"model.language_model.layers.{i}."
+        # norm weights drift with depth, like trained ones: the ch03 plots then have something to show
+        W[p + "input_layernorm.weight"] = normal(d, std=0.15, mean=0.24 + 0.6 * i / L).clamp(-0.9, 3.0)
+        W[p + "post_attention_layernorm.weight"] = normal(d, std=0.2, mean=0.5 + 1.0 * i / L).clamp(-0.9, 4.0)
+        W.update(mlp(p))
+        if kind == "full_attention":
+            W.update(attention(p))
+            continue
+        W.update({p + "linear_attn.in_proj_qkv.weight": linear(conv, d),  # [q | k | v], head-major in each
+                  p + "linear_attn.in_proj_z.weight": linear(Hv * dv, d),
+                  p + "linear_attn.in_proj_b.weight": linear(Hv, d), p + "linear_attn.in_proj_a.weight": linear(Hv, d),
+                  p + "linear_attn.conv1d.weight": normal(conv, 1, t["linear_conv_kernel_dim"], std=0.5),  # no bias
+                  p + "linear_attn.dt_bias": normal(Hv, std=0.5, mean=1.0),
+                  p + "linear_attn.A_log": torch.log(torch.rand(Hv, generator=g) * 15 + 1),  # decay rates in 1..16
+                  p + "linear_attn.norm.weight": normal(dv, std=0.1, mean=1.0),  # plain weight, around 1
+                  p + "linear_attn.out_proj.weight": linear(d, Hv * dv)})
+    W["model.language_model.norm.weight"] = normal(d, std=1.0, mean=3.3).clamp(-0.8, 5.3)
+    # multi-token prediction block and a one-block vision tower: present in real checkpoints, unused by the text model
+    mtp = {"mtp.fc.weight": linear(d, 2 * d), "mtp.pre_fc_norm_embedding.weight": normal(d, std=0.1),
+           "mtp.pre_fc_norm_hidden.weight": normal(d, std=0.1), "mtp.norm.weight": normal(d, std=0.1),
+           "mtp.layers.0.input_layernorm.weight": normal(d, std=0.1),
+           "mtp.layers.0.post_attention_layernorm.weight": normal(d, std=0.1)}
+    mtp.update(attention("mtp.layers.0."))
+    mtp.update(mlp("mtp.layers.0."))
+    v = VISION
+    c, m, ps, tp = v["hidden_size"], v["intermediate_size"], v["patch_size"], v["temporal_patch_size"]
+    merged = c * v["spatial_merge_size"] ** 2
+    vis = {"patch_embed.proj.weight": linear(c, v["in_channels"] * tp * ps * ps).view(c, v["in_channels"], tp, ps, ps),
+           "patch_embed.proj.bias": normal(c, std=0.02), "pos_embed.weight": normal(v["num_position_embeddings"], c, std=0.02),
+           "merger.norm.weight": normal(c, std=0.1, mean=1.0), "merger.norm.bias": normal(c, std=0.02),
+           "merger.linear_fc1.weight": linear(merged, merged), "merger.linear_fc1.bias": normal(merged, std=0.02),
+           "merger.linear_fc2.weight": linear(v["out_hidden_size"], merged),
+           "merger.linear_fc2.bias": normal(v["out_hidden_size"], std=0.02)}
+    for n, shape in (("norm1", (c,)), ("norm2", (c,)), ("attn.qkv", (3 * c, c)), ("attn.proj", (c, c)),
+                     ("mlp.linear_fc1", (m, c)), ("mlp.linear_fc2", (c, m))):
+        w = normal(*shape, std=0.1, mean=1.0) if n.startswith("norm") else linear(*shape)
+        vis[f"blocks.0.{n}.weight"], vis[f"blocks.0.{n}.bias"] = w, normal(shape[0], std=0.02)
+    W.update({"model.visual." + k: x for k, x in vis.items()})
+    W.update(mtp)
+    return {k: x.to(torch.bfloat16).contiguous() for k, x in W.items()}
+
+
+def generate(out, seed=0):
+    """Write the checkpoint to `out`, atomically: built in a temporary folder, then renamed into place."""
+    from qwen.make_tokenizer import write_tokenizer_files
+
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    W = _tensors(seed)
+    # two shards, like the larger real checkpoints: the embedding (and vision tower) in one, the rest in the other
+    first = {k: x for k, x in W.items() if k.startswith(("model.language_model.embed_tokens", "model.visual."))}
+    shards = [first, {k: x for k, x in W.items() if k not in first}]
+    weight_map = {}
+    for i, shard in enumerate(shards, 1):
+        name = f"model.safetensors-{i:05d}-of-{len(shards):05d}.safetensors"
+        save_file(shard, tmp / name, metadata={"format": "pt"})
+        weight_map.update({k: name for k in shard})
+    total = sum(x.numel() * x.element_size() for x in W.values())
+    index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+    (tmp / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    config = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+              "text_config": TEXT, "vision_config": VISION, "image_token_id": 248056, "video_token_id": 248057,
+              "vision_start_token_id": 248053, "vision_end_token_id": 248054, "tie_word_embeddings": True,
+              "transformers_version": "5.24.0",
+              MARKER: {"version": VERSION, "seed": seed, "note": "random weights, real layout; see qwen/synthetic.py"}}
+    (tmp / "config.json").write_text(json.dumps(config, indent=2))
+    write_tokenizer_files(tmp)
+    if out.exists():  # an older version, or a half-written one from an interrupted run
+        shutil.rmtree(out)
+    try:
+        tmp.rename(out)
+    except OSError:  # another process finished first: keep its copy
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+if __name__ == "__main__":
+    path = synthetic_path(sys.argv[1] if len(sys.argv) > 1 else DATA_DIR)
+    print(f"synthetic Qwen3.5 checkpoint at {path}")
