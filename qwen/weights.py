@@ -219,8 +219,8 @@ def load(module, W, prefix=""):
     missing = [prefix + n for n in params if prefix + n not in W]
     unexpected = [k for k in W if k.startswith(prefix) and k[len(prefix):] not in params]
     if missing or unexpected:
-        what = (f"missing {missing[:3]}{' …' if len(missing) > 3 else ''}" if missing else
-                f"unexpected {unexpected[:3]}{' …' if len(unexpected) > 3 else ''}")
+        what = "; ".join(f"{kind} {keys[:3]}{' …' if len(keys) > 3 else ''}"
+                         for kind, keys in (("missing", missing), ("unexpected", unexpected)) if keys)
         raise ValueError(f"loading {type(module).__name__} from {prefix!r}: {what} (the module has "
                          f"{sorted(params)[:4]}{' …' if len(params) > 4 else ''})")
     for name, p in params.items():

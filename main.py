@@ -1,0 +1,16 @@
+"""Run the course: every chapter script in order, with the same arguments (e.g. --model synthetic).
+
+Run: python main.py [--model PATH|HUB_ID|synthetic]   (bash course.sh does the set-up first)
+"""
+import subprocess
+import sys
+from pathlib import Path
+
+chapters = sorted((Path(__file__).resolve().parent / "chapters").glob("ch[0-9][0-9]_*.py"))
+for script in chapters:
+    print(f"\n{'=' * 30} {script.stem} {'=' * 30}", flush=True)
+    code = subprocess.call([sys.executable, str(script), *sys.argv[1:]])
+    if code != 0:
+        sys.exit(f"{script.name} stopped with exit code {code}; fix what it says above and run again")
+print(f"\nall {len(chapters)} chapters ran. Next: the notebooks (bash course.sh lab) and the exercises "
+      f"(python practice/judge.py list)")

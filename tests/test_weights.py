@@ -1,0 +1,180 @@
+"""qwen/weights.py: Config, load_weights and load, against transformers' reading of the same checkpoints."""
+import json
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import AutoConfig, AutoModelForCausalLM, Qwen3_5ForConditionalGeneration, Qwen3_5TextConfig
+
+from qwen.norm import RMSNorm
+from qwen.weights import Config, load, load_weights
+
+
+def hf_name(name):
+    return name if name == "lm_head.weight" else "model." + name
+
+
+def test_transformers_loads_synthetic_with_no_missing_keys(synthetic):
+    for cls in (AutoModelForCausalLM, Qwen3_5ForConditionalGeneration):
+        _, info = cls.from_pretrained(synthetic, output_loading_info=True)
+        assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"], info
+
+
+def test_load_weights_equals_transformers(synthetic, hf_model):
+    W = load_weights(synthetic)
+    sd = hf_model.state_dict()
+    assert {hf_name(n) for n in W} == set(sd)
+    for name in W:
+        assert torch.equal(W[name].float(), sd[hf_name(name)]), name
+
+
+def test_load_weights_is_lazy(synthetic):
+    W = load_weights(synthetic)
+    assert W.files == {}, "no file should be opened for data before a tensor is asked for"
+    W["norm.weight"]
+    assert len(W.files) == 1
+
+
+def test_skips_mtp_and_vision(synthetic):
+    index = json.loads((synthetic / "model.safetensors.index.json").read_text())["weight_map"]
+    assert any(k.startswith("mtp.") for k in index) and any(k.startswith("model.visual.") for k in index)
+    assert not any(n.startswith(("mtp.", "visual.", "model.")) for n in load_weights(synthetic))
+
+
+def test_config_equals_transformers(synthetic):
+    ours, theirs = Config.load(synthetic), AutoConfig.from_pretrained(synthetic)
+    text = theirs.text_config
+    for f in Config.__dataclass_fields__:
+        if f in ("rope_theta", "partial_rotary_factor", "mrope_section"):
+            assert getattr(ours, f) == text.rope_parameters[f], f
+        elif f == "tie_word_embeddings":
+            assert ours.tie_word_embeddings == theirs.tie_word_embeddings  # the top-level flag decides
+        elif f == "dtype":
+            assert ours.dtype == str(text.dtype).removeprefix("torch.")
+        else:
+            assert getattr(ours, f) == getattr(text, f), f
+
+
+def write_config(folder, text, composite=True):
+    cfg = {"model_type": "qwen3_5", "text_config": text} if composite else dict(text, model_type="qwen3_5_text")
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
+
+
+@pytest.mark.parametrize("interval", [2, 4])
+def test_layer_types_derived_like_transformers(tmp_path, interval):
+    text = {"num_hidden_layers": 8, "full_attention_interval": interval}
+    ours = Config.load(write_config(tmp_path, text, composite=False))
+    assert ours.layer_types == Qwen3_5TextConfig(**text).layer_types
+
+
+def test_rope_defaults_like_transformers(tmp_path):
+    ours = Config.load(write_config(tmp_path, {"num_hidden_layers": 4}))
+    theirs = Qwen3_5TextConfig(num_hidden_layers=4)
+    assert ours.rope_theta == theirs.rope_parameters["rope_theta"] == 10000
+    assert ours.partial_rotary_factor == theirs.rope_parameters["partial_rotary_factor"] == 0.25
+    old_style = Config.load(write_config(tmp_path, {"num_hidden_layers": 4, "rope_theta": 5e6}))  # top-level key
+    assert old_style.rope_theta == Qwen3_5TextConfig(num_hidden_layers=4, rope_theta=5e6).rope_parameters["rope_theta"]
+
+
+def test_tie_flag_comes_from_top_level(tmp_path):
+    cfg = {"model_type": "qwen3_5", "tie_word_embeddings": True, "text_config": {"tie_word_embeddings": False}}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert Config.load(tmp_path).tie_word_embeddings is True
+
+
+@pytest.mark.parametrize("config, found", [
+    ({"model_type": "qwen3", "hidden_size": 1024}, "qwen3 config"),
+    ({"model_type": "qwen3_5_moe", "text_config": {}}, "qwen3_5_moe config"),
+    ({"hello": "world"}, "non-model config"),
+    ([1, 2, 3], "non-model config"),
+])
+def test_not_qwen35_config(tmp_path, config, found):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=f"is a {found}, not a dense Qwen3.5 one"):
+        Config.load(tmp_path)
+
+
+def test_broken_config_json(tmp_path):
+    (tmp_path / "config.json").write_text("{ not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        Config.load(tmp_path)
+
+
+def copy_checkpoint(src, dst):
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_truncated_file(synthetic, tmp_path):
+    ckpt = copy_checkpoint(synthetic, tmp_path / "ckpt")
+    shard = ckpt / "model.safetensors-00002-of-00002.safetensors"
+    data = shard.read_bytes()
+    shard.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=r"truncated: its header promises [\d,]+ bytes, the file has [\d,]+"):
+        load_weights(ckpt)
+    shard.write_bytes(data[:5])  # not even the 8-byte length
+    with pytest.raises(ValueError, match="truncated or not a safetensors file"):
+        load_weights(ckpt)
+
+
+def single_file_checkpoint(synthetic, folder, rename=None, text_only=False):
+    """Merge the shards into one model.safetensors, optionally renaming keys; no index."""
+    folder.mkdir()
+    tensors = {}
+    for f in sorted(synthetic.glob("*.safetensors")):
+        tensors.update(load_file(f))
+    if rename:
+        tensors = {rename(k): v for k, v in tensors.items() if rename(k)}
+    save_file(tensors, folder / "model.safetensors")
+    raw = json.loads((synthetic / "config.json").read_text())
+    if text_only:  # a flat text config, as Qwen3_5ForCausalLM.save_pretrained writes it
+        raw = dict(raw["text_config"], tie_word_embeddings=raw["tie_word_embeddings"])
+    (folder / "config.json").write_text(json.dumps(raw))
+    return folder
+
+
+def test_single_file_checkpoint(synthetic, tmp_path, hf_model):
+    ckpt = single_file_checkpoint(synthetic, tmp_path / "single")
+    W = load_weights(ckpt)
+    sd = hf_model.state_dict()
+    assert {hf_name(n) for n in W} == set(sd)
+    assert all(torch.equal(W[n].float(), sd[hf_name(n)]) for n in W)
+
+
+def test_model_prefix_checkpoint(synthetic, tmp_path):
+    """The CausalLM layout: `model.*` keys and a flat qwen3_5_text config; transformers reads the same tensors."""
+    def rename(k):
+        return None if k.startswith(("mtp.", "model.visual.")) else k.replace("model.language_model.", "model.")
+    ckpt = single_file_checkpoint(synthetic, tmp_path / "causal", rename=rename, text_only=True)
+    theirs, info = AutoModelForCausalLM.from_pretrained(ckpt, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    W, sd = load_weights(ckpt), theirs.state_dict()
+    assert {hf_name(n) for n in W} == set(sd)
+    assert all(torch.equal(W[n].float(), sd[hf_name(n)]) for n in W)
+
+
+def test_stored_head_wins_over_tying(synthetic, tmp_path):
+    """Tying on but an lm_head.weight in the file that differs: transformers uses the stored head; so do we."""
+    ckpt = single_file_checkpoint(synthetic, tmp_path / "head")
+    tensors = load_file(ckpt / "model.safetensors")
+    tensors["lm_head.weight"] = torch.randn_like(tensors["model.language_model.embed_tokens.weight"].float()).bfloat16()
+    save_file(tensors, ckpt / "model.safetensors")
+    theirs = AutoModelForCausalLM.from_pretrained(ckpt)
+    W = load_weights(ckpt)
+    assert torch.equal(W["lm_head.weight"].float(), theirs.lm_head.weight)
+    assert not torch.equal(W["lm_head.weight"], W["embed_tokens.weight"])
+
+
+def test_load_copies_and_checks(synthetic):
+    W = load_weights(synthetic)
+    d = Config.load(synthetic).hidden_size
+    norm = load(RMSNorm(d), W, "norm.")
+    assert torch.equal(norm.weight, W["norm.weight"].float())
+    with pytest.raises(ValueError, match=r"norm\.weight: the checkpoint has shape \(64,\), RMSNorm\.weight expects \(65,\)"):
+        load(RMSNorm(d + 1), W, "norm.")
+    with pytest.raises(ValueError, match=r"missing \['nope\.weight'\]"):
+        load(RMSNorm(d), W, "nope.")
+    with pytest.raises(ValueError, match=r"missing \['layers\.0\.weight'\]; unexpected \['layers\.0\.input_layernorm\.weight"):
+        load(RMSNorm(d), W, "layers.0.")  # a whole layer's tensors do not fit one norm
