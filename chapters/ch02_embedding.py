@@ -42,11 +42,11 @@ ids = tok.encode(text)
 pieces = [tok.decode([i]) for i in ids]
 print(f"text: {text!r}")
 print(f"{len(ids)} tokens: {ids}")
-print("pieces:", " | ".join(repr(p)[1:-1] for p in pieces))
+print("pieces:", " ".join(repr(p) for p in pieces))
 print(f"decode(encode(text)) == text: {tok.decode(ids) == text}")
 chat = "<|im_start|>user\nHi<|im_end|>"
 print(f"special tokens are single ids: {chat!r} -> {tok.encode(chat)}")
-print(f"tokenizer: {tok.n_vocab:,} ids in use; the embedding has {cfg.vocab_size:,} rows, "
+print(f"tokenizer: {tok.n_vocab:,} ids in use; the embedding has {cfg.vocab_size:,} rows "
       f"= {cfg.vocab_size // 256} x 256 rows, so {cfg.vocab_size - tok.n_vocab} rows are never looked up")
 
 # %% [markdown]
