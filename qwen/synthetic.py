@@ -45,6 +45,7 @@ def synthetic_path(root=DATA_DIR):
     """The synthetic checkpoint's folder, generated on first use (a few seconds) and reused afterwards."""
     out = Path(root) / "synthetic"
     if not is_synthetic(out) or json.loads((out / "config.json").read_text())[MARKER]["version"] != VERSION:
+        print(f"generating the synthetic checkpoint in {out} (first use only, a few seconds)...", file=sys.stderr)
         generate(out)
     return out
 
