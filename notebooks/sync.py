@@ -1,0 +1,115 @@
+"""Write the notebooks from the chapter scripts: chapters/chNN_topic.py -> notebooks/chNN_topic.ipynb.
+
+The scripts are the one source. They are jupytext "percent" files: `# %%` starts a code cell, `# %% [markdown]` a
+markdown cell. A cell marked `active="ipynb"` (a plot, a source listing) is commented out in the script, so the
+command line never runs it; in the notebook it is live code. The script's docstring (its run command) is left out
+of the notebook. Notebooks are written without outputs, with ids taken from each cell's content and fixed
+metadata, so writing them again gives the same bytes. tests/test_notebooks.py fails when one is out of date.
+
+Run: python notebooks/sync.py           rewrite every notebook whose script changed
+     python notebooks/sync.py --check   write nothing; exit 1 naming each notebook that is out of date
+"""
+import ast
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS, NOTEBOOKS = ROOT / "chapters", ROOT / "notebooks"
+CELL_KEYS = ("tags", "active")  # the cell metadata the scripts may set; anything Jupyter adds on a run is dropped
+METADATA = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"}}
+
+
+def scripts():
+    return sorted(CHAPTERS.glob("ch[0-9][0-9]_*.py"))
+
+
+def notebook_of(script):
+    return NOTEBOOKS / f"{Path(script).stem}.ipynb"
+
+
+def _is_docstring(source):
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    return len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+        and isinstance(body[0].value.value, str)
+
+
+def _clean(nb):
+    """No outputs, no run metadata, ids from content: the same notebook always serialises to the same bytes."""
+    seen = set()
+    for cell in nb.cells:
+        cell.metadata = {k: cell.metadata[k] for k in CELL_KEYS if k in cell.metadata}
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        cell.pop("attachments", None)
+        base = hashlib.sha1(f"{cell.cell_type}\n{cell.source}".encode()).hexdigest()[:8]
+        cell.id, n = base, 1
+        while cell.id in seen:  # two identical cells: number the later ones
+            n += 1
+            cell.id = f"{base}-{n}"
+        seen.add(cell.id)
+    nb.metadata = json.loads(json.dumps(METADATA))
+    nb.nbformat, nb.nbformat_minor = 4, 5
+    nbformat.validate(nb)
+    return nbformat.writes(nb) + "\n"
+
+
+def render(script):
+    """The notebook text for a chapter script."""
+    nb = jupytext.reads(Path(script).read_text(encoding="utf-8"), fmt="py:percent")
+    if nb.cells and nb.cells[0].cell_type == "code" and _is_docstring(nb.cells[0].source):
+        nb.cells.pop(0)  # the run command: the notebook's first cell is the chapter's title instead
+    return _clean(nb)
+
+
+def without_run(text):
+    """A notebook as it would be before anyone ran it: what Jupyter adds when a learner runs and saves is removed."""
+    return _clean(nbformat.reads(text, as_version=4))
+
+
+def uncommented_notebook_cells(script):
+    """Lines of notebook-only cells that the script would execute: each must be commented out (or blank)."""
+    bad, live = [], False
+    for n, line in enumerate(Path(script).read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("# %%"):
+            active = re.search(r'active="([^"]*)"', line)
+            live = bool(active) and "py" not in active.group(1).split(",")
+        elif live and line.strip() and not line.startswith("#"):
+            bad.append(f"{Path(script).name}:{n}: {line}")
+    return bad
+
+
+def main(argv):
+    check = argv == ["--check"]
+    if argv and not check:
+        sys.exit(__doc__)
+    bad = [line for script in scripts() for line in uncommented_notebook_cells(script)]
+    if bad:  # the script would run them: fix the script before writing anything
+        sys.exit('notebook-only cells (active="ipynb") must be commented out in the script, each line behind "# ":\n'
+                 + "\n".join(bad))
+    stale = []
+    for script in scripts():
+        nb, text = notebook_of(script), render(script)
+        if nb.is_file() and nb.read_text(encoding="utf-8") == text:
+            continue
+        stale.append(nb.relative_to(ROOT))
+        if not check:
+            nb.write_text(text, encoding="utf-8")
+            print(f"wrote {nb.relative_to(ROOT)}")
+    if check and stale:
+        sys.exit(f"out of date: {', '.join(map(str, stale))}; run: python notebooks/sync.py")
+    if not stale:
+        print(f"all {len(scripts())} notebooks are up to date")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

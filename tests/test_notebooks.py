@@ -1,0 +1,172 @@
+"""The notebooks are written from the chapter scripts (notebooks/sync.py) and must stay so; each one runs top to
+bottom on the synthetic checkpoint in a kernel of this environment, prints what its script prints, and draws its
+figures, titled "synthetic weights" when they show the checkpoint's numbers."""
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from jupyter_client import KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "notebooks"))
+import sync  # noqa: E402  (notebooks/sync.py: the one way notebooks are written)
+
+SCRIPTS = [s.stem for s in sync.scripts()]
+# tag of the cell that draws it -> whether it shows the checkpoint's numbers (then its title says so when synthetic)
+FIGURES = {
+    "ch01_weights": {"fig-layers": True, "fig-params": True},
+    "ch02_embedding": {"fig-row-norms": True, "fig-tied-head": True},
+    "ch03_norm": {"fig-rms": True, "fig-scales": True, "fig-bf16": False, "fig-gate": True},
+}
+SECONDS = 60  # per notebook, on the synthetic checkpoint
+# Runs first in the kernel: remembers the titles of every figure the notebook displays, in order.
+RECORD_TITLES = """
+import matplotlib.backend_bases
+_figure_titles = []
+_print_figure = matplotlib.backend_bases.FigureCanvasBase.print_figure
+def _recording_print_figure(self, *args, **kwargs):
+    _figure_titles.append([self.figure.get_suptitle()] + [ax.get_title() for ax in self.figure.axes])
+    return _print_figure(self, *args, **kwargs)
+matplotlib.backend_bases.FigureCanvasBase.print_figure = _recording_print_figure
+"""
+PRINT_TITLES = "import json; print('FIGURE TITLES ' + json.dumps(_figure_titles))"
+
+
+def test_every_chapter_has_a_notebook():
+    assert SCRIPTS[:3] == list(FIGURES), SCRIPTS
+    for name in SCRIPTS:
+        assert sync.notebook_of(ROOT / "chapters" / f"{name}.py").is_file(), \
+            f"notebooks/{name}.ipynb is missing: run python notebooks/sync.py"
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_notebook_is_in_sync_with_its_script(name):
+    script = ROOT / "chapters" / f"{name}.py"
+    assert not sync.uncommented_notebook_cells(script), \
+        "notebook-only cells would run in the script; comment each line out:\n" + \
+        "\n".join(sync.uncommented_notebook_cells(script))
+    expected = sync.render(script)
+    assert expected == sync.render(script), "writing the notebook twice gives different bytes"
+    on_disk = sync.notebook_of(script).read_text(encoding="utf-8")
+    fix = f"notebooks/{name}.ipynb is not what chapters/{name}.py gives: run python notebooks/sync.py"
+    if os.environ.get("CI"):  # what is committed: exactly the tool's output, without outputs
+        assert on_disk == expected, fix
+    else:  # a learner who ran the notebook has outputs in it: fine, as long as the cells are the script's
+        assert sync.without_run(on_disk) == expected, fix
+
+
+def test_sync_check_fails_on_a_stale_notebook(tmp_path, monkeypatch):
+    """The tool itself: it writes a notebook, --check passes, and fails once the script changes."""
+    script = tmp_path / "chapters" / "ch99_test.py"
+    script.parent.mkdir()
+    script.write_text('"""Doc."""\n# %% [markdown]\n# # Title\n\n# %%\nx = 1\n\n# %% active="ipynb"\n# print(x)\n')
+    monkeypatch.setattr(sync, "CHAPTERS", script.parent)
+    monkeypatch.setattr(sync, "NOTEBOOKS", tmp_path)
+    monkeypatch.setattr(sync, "ROOT", tmp_path)
+    sync.main([])
+    nb = nbformat.reads((tmp_path / "ch99_test.ipynb").read_text(), as_version=4)
+    assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code"]  # the docstring is left out
+    assert nb.cells[2].source == "print(x)" and not nb.cells[1].outputs
+    sync.main(["--check"])
+    script.write_text(script.read_text().replace("x = 1", "x = 2"))
+    with pytest.raises(SystemExit, match="out of date"):
+        sync.main(["--check"])
+    script.write_text(script.read_text().replace("# print(x)", "print(x)"))
+    with pytest.raises(SystemExit, match="must be commented out"):
+        sync.main([])
+
+
+@pytest.fixture(scope="module")
+def kernel_dir(tmp_path_factory, synthetic):
+    """A kernel spec for this very Python, so the notebooks run in this environment whatever else is installed."""
+    folder = tmp_path_factory.mktemp("kernels")
+    (folder / "qwen-by-hand").mkdir()
+    (folder / "qwen-by-hand" / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "qwen-by-hand tests", "language": "python",
+        "env": {"QWEN_MODEL": str(synthetic),  # what chapter_args falls back on without --model
+                "MPLBACKEND": "module://matplotlib_inline.backend_inline"}}))
+    return folder
+
+
+_runs = {}
+
+
+@pytest.fixture
+def executed(kernel_dir):
+    """Run a notebook once (it is cached for the other tests): (notebook with outputs, seconds, error or None)."""
+    def run(name):
+        if name not in _runs:
+            nb = nbformat.read(sync.notebook_of(ROOT / "chapters" / f"{name}.py"), as_version=4)
+            nb.cells.insert(0, nbformat.v4.new_code_cell(RECORD_TITLES))
+            nb.cells.append(nbformat.v4.new_code_cell(PRINT_TITLES))
+            km = KernelManager(kernel_name="qwen-by-hand", kernel_spec_manager=KernelSpecManager(
+                kernel_dirs=[str(kernel_dir)]))
+            client = NotebookClient(nb, km=km, timeout=SECONDS,
+                                    resources={"metadata": {"path": str(ROOT / "notebooks")}})  # the cwd
+            started, error = time.perf_counter(), None
+            try:
+                client.execute()
+            except CellExecutionError as e:
+                error = str(e)
+            _runs[name] = nb, time.perf_counter() - started, error
+        return _runs[name]
+    return run
+
+
+def stdout_of(cells):
+    return "".join(o.text for c in cells if c.cell_type == "code" for o in c.outputs
+                   if o.output_type == "stream" and o.name == "stdout")
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_notebook_runs_clean_and_fast(executed, name):
+    nb, seconds, error = executed(name)
+    assert error is None, f"notebooks/{name}.ipynb failed:\n{error}"
+    assert seconds < SECONDS, f"notebooks/{name}.ipynb took {seconds:.0f} s (at most {SECONDS} s)"
+    assert stdout_of(nb.cells).startswith("*** SYNTHETIC WEIGHTS")
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_notebook_draws_its_figures(executed, name):
+    nb, _, error = executed(name)
+    assert error is None, error
+    images = [(c.metadata.get("tags", []), o) for c in nb.cells if c.cell_type == "code" for o in c.outputs
+              if "image/png" in o.get("data", {})]
+    titles = json.loads(stdout_of(nb.cells[-1:]).removeprefix("FIGURE TITLES "))
+    assert len(titles) == len(images), (titles, len(images))
+    drawn = {}
+    for (tags, output), title in zip(images, titles):
+        assert base64.b64decode(output.data["image/png"]).startswith(b"\x89PNG")
+        for tag in tags:
+            drawn.setdefault(tag, []).append(" | ".join(title))
+    tagged = {t for c in nb.cells for t in c.metadata.get("tags", []) if t.startswith("fig-")}
+    for tag in tagged | set(FIGURES.get(name, {})):
+        assert len(drawn.get(tag, [])) == 1, f"the cell tagged {tag!r} should draw one figure, drew {drawn.get(tag)}"
+    for tag, from_checkpoint in FIGURES.get(name, {}).items():
+        assert ("synthetic weights" in drawn[tag][0]) == from_checkpoint, \
+            f"{tag}: the title {drawn[tag][0]!r} must say 'synthetic weights' exactly when it shows the checkpoint"
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_notebook_prints_what_the_script_prints(executed, name):
+    """The cells the two share print the same lines: the notebook-only cells must not change the story (they draw
+    their own random numbers, for one). Timings are masked."""
+    nb, _, error = executed(name)
+    assert error is None, error
+    shared = [c for c in nb.cells[1:-1] if "active" not in c.metadata]
+    script = subprocess.run([sys.executable, str(ROOT / "chapters" / f"{name}.py"), "--model", "synthetic"],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert script.returncode == 0, script.stderr
+    mask = lambda text: re.sub(r"\d+(\.\d+)? ms\b", "_ ms", text)  # noqa: E731
+    assert mask(stdout_of(shared)) == mask(script.stdout)
