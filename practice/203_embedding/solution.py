@@ -1,0 +1,12 @@
+"""Problem 203, reference solution: the embedding lookup and the tied output head."""
+import torch
+
+
+def embed(ids: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
+    """ids: (...) int64 token ids in [0, V); E: (V, D). Returns (..., D): row ids[i] of E for each id, E's dtype."""
+    return E[ids]  # (...) -> (..., D); no scaling by sqrt(D) in Qwen3.5
+
+
+def tied_logits(h: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
+    """h: (..., D); E: (V, D), same dtype. Returns (..., V) in that dtype: logit v = h · E[v]."""
+    return h @ E.T  # (..., D) @ (D, V) -> (..., V); a matmul accumulates in fp32 even for bf16

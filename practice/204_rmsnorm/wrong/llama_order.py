@@ -1,0 +1,20 @@
+# expect: WA llama_order
+"""A wrong solution to problem 204. Llama's order: round x̂ to the input dtype, then scale."""
+import torch
+import torch.nn.functional as F
+
+
+def rms_norm(x, weight, eps=1e-6):
+    xf = x.float()
+    x_hat = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    return x_hat * (1 + weight.float()).to(x.dtype)
+
+
+def gated_rms_norm(x, gate, weight, eps=1e-6):
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (y * weight.float() * F.silu(gate.float())).to(x.dtype)
+
+
+def l2norm(x, eps=1e-6):
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)

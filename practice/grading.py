@@ -1,0 +1,234 @@
+"""Grading: test cases, tolerances, comparison and known-mistake hints. Used by judge.py, never by learner code.
+
+Each problem's cases.py builds its cases (with expected values from an oracle that is always installed: the `qwen`
+package, torch, hand math) and lists its known mistakes, with the classes below. tests/test_practice.py proves
+those oracles equal transformers.
+"""
+import copy
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+LOW_PRECISION = {torch.bfloat16: 7, torch.float16: 10}  # dtype -> explicit mantissa bits
+SMALLEST = {torch.bfloat16: 2.0 ** -133, torch.float16: 2.0 ** -24}  # smallest subnormal: the grid step at 0
+
+
+@dataclass(frozen=True)
+class Tol:
+    """How close a float tensor must be to the expected one, element by element.
+
+    bf16/fp16: |got - expected| <= steps x (the dtype's grid spacing at |expected|).
+    fp32/fp64: |got - expected| <= atol x max(1, max|expected|) + rtol x |expected|.
+    Integer and bool tensors, and everything that is not a tensor, must match exactly.
+    """
+    steps: float = 0.0
+    rtol: float = 0.0
+    atol: float = 0.0
+
+    def allowed(self, exp, dtype):
+        """The allowed |Δ| per element (float64), for expected values `exp` (float64) of dtype `dtype`."""
+        if dtype in LOW_PRECISION:
+            _, e = torch.frexp(exp)  # |exp| = m·2^e with m in [0.5, 1): the spacing there is 2^(e-1-mantissa)
+            step = torch.ldexp(torch.ones_like(exp), e - 1 - LOW_PRECISION[dtype])
+            step = torch.where(exp == 0, torch.full_like(exp, SMALLEST[dtype]), step).clamp_min(SMALLEST[dtype])
+            return self.steps * step
+        scale = max(1.0, float(exp.abs().max())) if exp.numel() and torch.isfinite(exp).all() else 1.0
+        return self.atol * scale + self.rtol * exp.abs()
+
+    def loose(self):
+        """A wider tolerance for recognising a known mistake (a learner's version of it may round differently)."""
+        return Tol(max(4.0, 4 * self.steps), max(1e-4, 10 * self.rtol), max(1e-5, 10 * self.atol))
+
+    def describe(self, dtype):
+        """The rule in words, y being the expected value (the statements use the same letters)."""
+        if dtype is None or not dtype.is_floating_point or (self.steps, self.rtol, self.atol) == (0, 0, 0):
+            return "exact"
+        if dtype in LOW_PRECISION:
+            name = "bf16" if dtype == torch.bfloat16 else "fp16"
+            return f"|Δ| <= {self.steps:g} {name} grid step{'s' if self.steps != 1 else ''} at y"
+        return f"|Δ| <= {self.atol:g}·max(1, max|y|) + {self.rtol:g}·|y|"
+
+
+EXACT = Tol()
+
+
+@dataclass
+class Case:
+    """One call of one learner function. `args` is a list of (parameter name, value); calls are positional."""
+    label: str  # "example 1", "hidden 4"
+    fn: str
+    args: list
+    expected: object
+    tol: Tol = EXACT
+    seed: int | None = None
+    note: str = ""
+
+    @property
+    def visible(self):
+        return self.label.startswith("example")
+
+    def values(self):
+        return [v for _, v in self.args]
+
+    def call_text(self):
+        return f"{self.fn}({', '.join(f'{k}={describe(v)}' for k, v in self.args)})"
+
+
+@dataclass
+class Mistake:
+    """A known wrong variant of `fn`. If the learner's output matches it on a failing case, the hint is shown."""
+    key: str
+    fn: str
+    variant: object  # callable(*values) -> the wrong output; or None when `check(got)` recognises it instead
+    hint: dict  # {"en": ..., "zh": ...}
+    check: object = None  # optional callable(got, case) -> bool
+
+
+@dataclass
+class Mismatch:
+    where: str  # "output", "output['norm.weight']", "output[1]"
+    kind: str  # type | len | keys | shape | dtype | value (tensor elements) | scalar
+    info: dict = field(default_factory=dict)
+
+
+DTYPE_NAMES = {torch.float32: "fp32", torch.float64: "fp64", torch.bfloat16: "bf16", torch.float16: "fp16",
+               torch.int64: "int64", torch.int32: "int32", torch.int16: "int16", torch.int8: "int8",
+               torch.uint8: "uint8", torch.bool: "bool"}
+
+
+def dtype_name(dt):
+    return DTYPE_NAMES.get(dt, str(dt).replace("torch.", ""))
+
+
+def describe(v):
+    """A short description of a value: 'bf16[4, 64]', 'dict (5 keys)', '1e-06', "'path.safetensors'"."""
+    if isinstance(v, torch.Tensor):
+        return f"{dtype_name(v.dtype)}{list(v.shape)}"
+    if isinstance(v, dict) and "__unsupported__" in v:
+        return f"a {v['__unsupported__']}"
+    if isinstance(v, dict):
+        return f"dict ({len(v)} key{'s' if len(v) != 1 else ''})"
+    if isinstance(v, (list, tuple)):
+        inner = ", ".join(describe(x) for x in v[:4]) + (", …" if len(v) > 4 else "")
+        return f"({inner})" if isinstance(v, tuple) else f"[{inner}]"
+    if isinstance(v, str):
+        s = repr(Path(v).name) if ("/" in v or "\\" in v) else repr(v)
+        return s if len(s) <= 60 else s[:57] + "…'"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if v is None or isinstance(v, (bool, int)):
+        return repr(v)
+    return type(v).__name__
+
+
+def compare(got, exp, tol=EXACT, where="output"):
+    """None if `got` matches `exp`, else the first Mismatch. Tuples and lists are interchangeable."""
+    if isinstance(exp, torch.Tensor):
+        return _compare_tensor(got, exp, tol, where)
+    if isinstance(exp, dict):
+        if not isinstance(got, dict) or "__unsupported__" in got:
+            return Mismatch(where, "type", {"expected": "dict", "got": describe(got)})
+        missing, extra = [k for k in exp if k not in got], [k for k in got if k not in exp]
+        if missing or extra:
+            return Mismatch(where, "keys", {"missing": missing, "extra": extra})
+        for k in exp:
+            m = compare(got[k], exp[k], tol, f"{where}[{k!r}]")
+            if m:
+                return m
+        return None
+    if isinstance(exp, (tuple, list)):
+        if not isinstance(got, (tuple, list)):
+            return Mismatch(where, "type", {"expected": "tuple" if isinstance(exp, tuple) else "list",
+                                            "got": describe(got)})
+        if len(got) != len(exp):
+            return Mismatch(where, "len", {"expected": len(exp), "got": len(got)})
+        for i, (g, e) in enumerate(zip(got, exp)):
+            m = compare(g, e, tol, f"{where}[{i}]")
+            if m:
+                return m
+        return None
+    if isinstance(exp, bool) or exp is None or isinstance(exp, str):
+        if type(got) is not type(exp) or got != exp:
+            return Mismatch(where, "scalar", {"expected": repr(exp), "got": repr(got) if _plain(got) else describe(got)})
+        return None
+    if isinstance(exp, int):
+        ok = (isinstance(got, int) and not isinstance(got, bool)) or (isinstance(got, float) and got.is_integer())
+        if not ok or int(got) != exp:
+            return Mismatch(where, "scalar", {"expected": repr(exp), "got": repr(got) if _plain(got) else describe(got)})
+        return None
+    if isinstance(exp, float):
+        if not isinstance(got, (int, float)) or isinstance(got, bool) or not math.isclose(got, exp, rel_tol=1e-9):
+            return Mismatch(where, "scalar", {"expected": repr(exp), "got": repr(got) if _plain(got) else describe(got)})
+        return None
+    raise TypeError(f"cannot compare against an expected {type(exp).__name__}")  # a bug in cases.py
+
+
+def _plain(v):
+    return v is None or isinstance(v, (bool, int, float, str))
+
+
+def _compare_tensor(got, exp, tol, where):
+    if not isinstance(got, torch.Tensor):
+        return Mismatch(where, "type", {"expected": "torch.Tensor", "got": describe(got)})
+    if tuple(got.shape) != tuple(exp.shape):
+        return Mismatch(where, "shape", {"expected": list(exp.shape), "got": list(got.shape)})
+    if got.dtype != exp.dtype:
+        return Mismatch(where, "dtype", {"expected": dtype_name(exp.dtype), "got": dtype_name(got.dtype)})
+    if exp.numel() == 0:
+        return None
+    if not exp.dtype.is_floating_point:
+        bad = got != exp
+        g64, e64 = got.double(), exp.double()
+    else:
+        g64, e64 = got.double(), exp.double()
+        with torch.no_grad():
+            diff = (g64 - e64).abs()
+            same = (g64 == e64) | (torch.isnan(g64) & torch.isnan(e64))  # equal infinities count as equal
+            bad = ~same & ~(diff <= tol.allowed(e64, exp.dtype))  # NaN differences are never <= anything
+    if not bool(bad.any()):
+        return None
+    diff = (g64 - e64).abs()
+    first = tuple(int(i) for i in torch.nonzero(bad)[0]) if bad.dim() else ()
+    finite = diff[~torch.isnan(diff)]
+    worst = float(finite.max()) if finite.numel() else float("nan")
+    return Mismatch(where, "value", {
+        "n_bad": int(bad.sum()), "n": exp.numel(), "first": list(first),
+        "exp_at": float(e64[first]) if exp.dtype.is_floating_point else int(exp[first]),
+        "got_at": float(g64[first]) if exp.dtype.is_floating_point else int(got[first]),
+        "max_abs": float("nan") if bool(torch.isnan(diff[bad]).any()) else worst,
+        "nan": int(torch.isnan(g64).sum()), "tol": tol.describe(exp.dtype)})
+
+
+def diagnose(problem, case, got):
+    """The keys of the known mistakes that explain `got` on this failing case (possibly none).
+
+    Each wrong variant runs on the case; it must differ from the right answer there, and the learner's result must
+    match it: within the case's own tolerance if any variant does, else within a looser one (a learner's version of
+    a mistake may round differently from ours)."""
+    strict, loose = [], []
+    for m in problem.mistakes:
+        if m.fn != case.fn:
+            continue
+        try:
+            if m.check is not None:
+                if m.check(got, case):
+                    strict.append(m.key)
+                continue
+            wrong = m.variant(*copy.deepcopy(case.values()))
+            if compare(wrong, case.expected, case.tol) is None:
+                continue  # indistinguishable from the right answer on this case
+            if compare(got, wrong, case.tol) is None:
+                strict.append(m.key)
+            elif compare(got, wrong, case.tol.loose()) is None:
+                loose.append(m.key)
+        except Exception:  # a variant that cannot run on this case says nothing
+            continue
+    found = strict or loose
+    if not found and isinstance(got, torch.Tensor) and isinstance(case.expected, torch.Tensor) \
+            and got.dtype != case.expected.dtype and got.shape == case.expected.shape \
+            and got.dtype.is_floating_point and case.expected.dtype.is_floating_point:
+        if compare(got.to(case.expected.dtype), case.expected, case.tol.loose()) is None:
+            found.append("wrong_dtype")  # the right numbers in the wrong dtype: a missing cast back
+    return found

@@ -1,0 +1,19 @@
+# expect: RE case=1 died
+"""Calls os._exit(0): the process vanishes mid-case with a success code."""
+import torch
+import torch.nn.functional as F
+import os
+
+
+def rms_norm(x, weight, eps=1e-6):
+    os._exit(0)
+
+
+def gated_rms_norm(x, gate, weight, eps=1e-6):
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (y * weight.float() * F.silu(gate.float())).to(x.dtype)
+
+
+def l2norm(x, eps=1e-6):
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)

@@ -1,0 +1,19 @@
+# expect: RE case=1 died
+"""Crashes the interpreter (a null pointer read through ctypes)."""
+import torch
+import torch.nn.functional as F
+import ctypes
+
+
+def rms_norm(x, weight, eps=1e-6):
+    return ctypes.string_at(0)
+
+
+def gated_rms_norm(x, gate, weight, eps=1e-6):
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (y * weight.float() * F.silu(gate.float())).to(x.dtype)
+
+
+def l2norm(x, eps=1e-6):
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)

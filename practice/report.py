@@ -1,0 +1,304 @@
+"""What the judge prints: short, labelled lines, in English or Chinese. No torch at import (list/show stay fast)."""
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+VERDICT = {
+    "en": {"AC": "Accepted", "WA": "Wrong Answer", "RE": "Runtime Error", "TLE": "Time Limit Exceeded",
+           "CE": "Compile Error", None: "not run"},
+    "zh": {"AC": "通过", "WA": "答案错误", "RE": "运行错误", "TLE": "超出时间限制", "CE": "编译错误", None: "未运行"},
+}
+
+MSG = {
+    "en": {
+        "problem": "Problem", "file": "File", "verdict": "Verdict", "call": "Call", "expected": "Expected",
+        "got": "Got", "where": "At", "maxdiff": "Max |Δ|", "first": "First bad", "tol": "Tolerance",
+        "hint": "Hint", "error": "Error", "output": "Output", "passed": "Passed", "limit": "Limit",
+        "on_case": "on case {i} ({label})", "seed": "seed {seed}",
+        "n_bad": "{n_bad} of {n} elements outside the tolerance", "nan": "{nan} NaN",
+        "index": "index {idx}: expected {e}, got {g}",
+        "keys_missing": "missing keys: {keys}", "keys_extra": "unexpected keys: {keys}",
+        "shape": "shape {v}", "dtype": "dtype {v}", "len": "{v} items", "type": "{v}",
+        "mutated": "your function changed its input in place; leave the caller's tensors and dicts alone "
+                   "(work on a copy, or build a new result)",
+        "tle_killed": "still running after {t:g} s; the judge stopped it", "tle_slow": "took {t:.2f} s",
+        "tle_load": "importing your file took more than {t:g} s; the judge stopped it",
+        "died": "the process ended during this case ({how}): os._exit, a crash, or out of memory",
+        "exit_code": "exit code {rc}", "signal": "signal {sig}",
+        "sysexit": "your code called sys.exit({code}); return a value instead of exiting",
+        "load_error": "your file raised an error while being imported, before any case ran:",
+        "missing": "your file does not define {names} (keep the starter's names and signatures)",
+        "summary": "{k} of {n} cases · {t:.2f} s",
+        "all_passed": "All {n} cases passed. Progress saved in {path}.",
+        "again": "Fix it and run again: {cmd}",
+        "printed": "(your code printed {size}; the judge kept the first {cap})",
+        "no_file": "No file at {path}. Start one with: {cmd}",
+        "created": "Created {path} from the starter. Edit it, then grade it with: {cmd}",
+        "exists": "{path} already exists; it was left as it is. Grade it with: {cmd}",
+        "unknown": "No problem {n}. The problems are: {all}",
+        "list_head": "Practice problems (✓ accepted · ✗ tried, not accepted yet · – not tried)",
+        "list_foot": "Read one: {show}    Start one: {start}",
+        "bad_progress": "warning: {path} is unreadable or corrupt ({why}); treating your progress as empty. "
+                        "It will be rewritten at the next grading.",
+        "save_failed": "warning: could not save progress to {path} ({why})",
+        "judge_error": "The judge could not run your file ({why}). This is not your code's fault; details:",
+        "interrupted": "Interrupted: the judge stopped your code. Nothing was recorded.",
+        "in_process": "(graded in this process: a case that hangs cannot be stopped; interrupt the kernel)",
+        "hint_not_implemented": "this function still raises NotImplementedError: replace the starter's body",
+        "hint_wrong_dtype": "the numbers are right but the dtype is not: return {dtype} (cast the result back)",
+    },
+    "zh": {
+        "problem": "题目", "file": "文件", "verdict": "结果", "call": "调用", "expected": "期望", "got": "实际",
+        "where": "位置", "maxdiff": "最大 |Δ|", "first": "首个错误", "tol": "容差", "hint": "提示",
+        "error": "错误", "output": "输出", "passed": "合计", "limit": "时限",
+        "on_case": "于用例 {i}（{label}）", "seed": "种子 {seed}",
+        "n_bad": "{n} 个元素中有 {n_bad} 个超出容差", "nan": "{nan} 个 NaN",
+        "index": "下标 {idx}：期望 {e}，实际 {g}",
+        "keys_missing": "缺少的键：{keys}", "keys_extra": "多出的键：{keys}",
+        "shape": "形状 {v}", "dtype": "dtype {v}", "len": "{v} 项", "type": "{v}",
+        "mutated": "你的函数原地修改了输入；不要改动调用者的张量和字典（在副本上算，或新建结果）",
+        "tle_killed": "运行 {t:g} 秒仍未结束，评测已终止它", "tle_slow": "用时 {t:.2f} 秒",
+        "tle_load": "导入你的文件超过 {t:g} 秒，评测已终止它",
+        "died": "进程在这个用例中途结束（{how}）：可能调用了 os._exit、崩溃或内存耗尽",
+        "exit_code": "退出码 {rc}", "signal": "信号 {sig}",
+        "sysexit": "你的代码调用了 sys.exit({code})；请返回结果，不要退出",
+        "load_error": "导入你的文件时出错，还没有运行任何用例：",
+        "missing": "你的文件没有定义 {names}（请保留起始文件里的函数名和签名）",
+        "summary": "{n} 个用例通过 {k} 个 · {t:.2f} 秒",
+        "all_passed": "全部 {n} 个用例通过。进度已保存到 {path}。",
+        "again": "改好后再运行：{cmd}",
+        "printed": "（你的代码打印了 {size}；评测只保留前 {cap}）",
+        "no_file": "{path} 不存在。先用这条命令创建：{cmd}",
+        "created": "已从起始文件创建 {path}。编辑它，然后评测：{cmd}",
+        "exists": "{path} 已存在，未做改动。评测它：{cmd}",
+        "unknown": "没有第 {n} 题。现有题目：{all}",
+        "list_head": "练习题（✓ 已通过 · ✗ 做过但未通过 · – 未做）",
+        "list_foot": "看题：{show}    开始：{start}",
+        "bad_progress": "警告：{path} 无法读取或已损坏（{why}），进度按空处理；下次评测时会重写。",
+        "save_failed": "警告：无法把进度保存到 {path}（{why}）",
+        "judge_error": "评测无法运行你的文件（{why}）。这不是你代码的问题；详情：",
+        "interrupted": "已中断：评测终止了你的代码，没有记录结果。",
+        "in_process": "（在当前进程内评测：卡住的用例无法被终止，请中断内核）",
+        "hint_not_implemented": "这个函数仍然抛出 NotImplementedError：把起始文件里的函数体换成你的实现",
+        "hint_wrong_dtype": "数值对了但 dtype 不对：应返回 {dtype}（把结果转回去）",
+    },
+}
+
+OUTPUT_CAP = 64 * 1024  # bytes of the learner's printed output the judge keeps; the rest is counted and dropped
+SHOW_OUTPUT = 20  # lines of it shown with a verdict that is not Accepted
+
+
+@dataclass
+class CaseResult:
+    case: object
+    verdict: str | None = None  # AC, WA, RE, TLE; None: not run
+    time: float | None = None  # seconds inside the learner's function
+    got: object = None
+    mismatch: object = None
+    mutated: bool = False
+    error: str = ""  # traceback, or "died:exit:N" / "died:signal:N"
+    hints: list = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    problem: object
+    file: object  # a Path, or "notebook"
+    time_limit: float = 0.0  # seconds per case
+    load_limit: float = 0.0  # seconds to import the learner's file
+    verdict: str = "AC"  # AC, WA, RE, TLE, CE; JE when the judge itself could not run
+    results: list = field(default_factory=list)
+    message: str = ""  # for verdicts before any case: compile error text, load traceback, "missing:…", "load"
+    output: bytes = b""  # the head of what the learner printed
+    output_bytes: int = 0
+    seconds: float = 0.0
+    in_process: bool = False
+
+    @property
+    def passed(self):
+        return sum(r.verdict == "AC" for r in self.results)
+
+    @property
+    def failure(self):
+        return next((r for r in self.results if r.verdict not in ("AC", None)), None)
+
+
+def width(s):
+    return sum(2 if ord(ch) >= 0x2E80 else 1 for ch in s)  # CJK characters take two columns
+
+
+def size_text(n):
+    return f"{n / 2 ** 20:.1f} MB" if n >= 2 ** 20 else f"{n / 1024:.0f} KB" if n >= 1024 else f"{n} bytes"
+
+
+class Printer:
+    def __init__(self, lang, out=print):
+        self.lang, self.m, self.v, self.out = lang, MSG[lang], VERDICT[lang], out
+
+    def line(self, key, value=""):
+        label = self.m[key]
+        self.out(f"{label}{' ' * max(1, 10 - width(label))}{value}".rstrip())
+
+    def block(self, text):
+        for ln in text.splitlines():
+            self.out("  " + ln)
+
+    def report(self, rep, shown_file, again_cmd, progress_file):
+        prob = rep.problem
+        self.line("problem", f"{prob.number} · {prob.title(self.lang)}")
+        self.line("file", shown_file)
+        if rep.in_process:
+            self.out(self.m["in_process"])
+        if rep.verdict == "JE":
+            self.out(self.m["judge_error"].format(why=rep.message))
+            self.block(rep.output.decode("utf-8", "replace")[-3000:])
+            return
+        if rep.message:  # decided before any case ran
+            self.line("verdict", self.v[rep.verdict])
+            self._message(rep)
+        else:
+            self._cases(rep)
+            failure = rep.failure
+            if failure is None:
+                self.line("verdict", self.v["AC"])
+            else:
+                self._failure(rep, failure)
+            self.line("passed", self.m["summary"].format(k=rep.passed, n=len(rep.results), t=rep.seconds))
+        self._output(rep)
+        if rep.verdict == "AC":
+            self.out(self.m["all_passed"].format(n=len(rep.results), path=progress_file))
+        elif again_cmd:
+            self.out(self.m["again"].format(cmd=again_cmd))
+
+    def label(self, case):
+        if self.lang == "zh":
+            return case.label.replace("example", "样例").replace("hidden", "隐藏")
+        return case.label
+
+    def _cases(self, rep):
+        for i, r in enumerate(rep.results, 1):
+            mark = {"AC": "✓", None: "·"}.get(r.verdict, "✗")
+            t = f"{r.time * 1000:9.2f} ms" if r.time is not None else ""
+            verdict = self.v[r.verdict]
+            label = self.label(r.case)
+            self.out(f"  {mark} {i:>2}  {label}{' ' * max(1, 11 - width(label))}{r.case.fn:<17} {verdict}"
+                     f"{' ' * max(1, 20 - width(verdict))}{t}".rstrip())
+
+    def _message(self, rep):
+        msg = rep.message
+        if msg.startswith("missing:"):
+            self.line("error", self.m["missing"].format(names=msg[len("missing:"):]))
+        elif msg == "load":
+            self.line("error", self.m["tle_load"].format(t=rep.load_limit))
+        elif rep.verdict == "CE":
+            self.line("error")
+            self.block(msg)
+        else:  # an error at import time
+            body, _, code = msg.partition("\nsysexit:")
+            self.line("error", self.m["load_error"])
+            self.block(body)
+            if code:
+                self.line("hint", self.m["sysexit"].format(code=code))
+
+    def _died(self, how):
+        kind, _, val = how.partition(":")
+        if kind == "signal":
+            try:
+                val = signal.Signals(int(val)).name
+            except (ValueError, AttributeError):
+                pass
+            return self.m["died"].format(how=self.m["signal"].format(sig=val))
+        return self.m["died"].format(how=self.m["exit_code"].format(rc=val))
+
+    def _failure(self, rep, r):
+        from practice.grading import describe
+
+        m, case = self.m, r.case
+        idx = rep.results.index(r) + 1
+        label = self.label(case) + (", " + m["seed"].format(seed=case.seed) if case.seed is not None else "")
+        label += f": {case.note}" if case.note else ""
+        self.line("verdict", f"{self.v[r.verdict]} {m['on_case'].format(i=idx, label=label)}")
+        self.line("call", case.call_text())
+        if r.verdict == "TLE":
+            self.line("error", m["tle_slow"].format(t=r.time) if r.time is not None
+                      else m["tle_killed"].format(t=rep.time_limit))
+            self.line("limit", f"{rep.time_limit:g} s")
+        elif r.verdict == "RE":
+            if r.error.startswith("died:"):
+                self.line("error", self._died(r.error[5:]))
+            else:
+                body, _, code = r.error.partition("\nsysexit:")
+                self.line("error")
+                self.block(body)
+                if code:
+                    self.line("hint", m["sysexit"].format(code=code))
+        elif r.mismatch is None:  # the right answer, but the input was changed in place
+            self.line("error", m["mutated"])
+        else:
+            mm, info = r.mismatch, r.mismatch.info
+            if mm.where == "output":
+                self.line("expected", describe(case.expected))
+                self.line("got", describe(r.got))
+            else:  # inside a dict or tuple: say where, then what differs there
+                self.line("where", mm.where)
+            if mm.kind == "value":
+                worst = _num(info["max_abs"]) + (f" ({m['nan'].format(nan=info['nan'])})" if info["nan"] else "")
+                self.line("maxdiff", f"{worst}; " + m["n_bad"].format(n_bad=info["n_bad"], n=info["n"]))
+                self.line("first", m["index"].format(idx=tuple(info["first"]), e=_num(info["exp_at"]),
+                                                     g=_num(info["got_at"])))
+                self.line("tol", info["tol"])
+            elif mm.kind == "keys":
+                if info["missing"]:
+                    self.line("error", m["keys_missing"].format(keys=_keys(info["missing"])))
+                if info["extra"]:
+                    self.line("error", m["keys_extra"].format(keys=_keys(info["extra"])))
+            elif mm.kind in ("shape", "dtype", "len", "type"):
+                if mm.where != "output" or mm.kind == "len":  # at the top the two lines above said it
+                    self.line("expected", m[mm.kind].format(v=info["expected"]))
+                    self.line("got", m[mm.kind].format(v=info["got"]))
+            else:
+                self.line("expected", info["expected"])
+                self.line("got", info["got"])
+            if r.mutated:
+                self.line("error", m["mutated"])
+        for key in r.hints:
+            if key == "not_implemented":
+                text = m["hint_not_implemented"]
+            elif key == "wrong_dtype":
+                text = m["hint_wrong_dtype"].format(dtype=describe(case.expected).split("[")[0])
+            else:
+                text = rep.problem.hint_text(key, self.lang) or key
+            self.line("hint", text)
+
+    def _output(self, rep):
+        if not rep.output_bytes:
+            return
+        cut = rep.output_bytes > len(rep.output)
+        if rep.verdict != "AC":
+            lines = rep.output.decode("utf-8", "replace").splitlines()
+            self.line("output")
+            for ln in lines[:SHOW_OUTPUT]:
+                self.out("  | " + ln[:200])
+            cut = cut or len(lines) > SHOW_OUTPUT
+        if cut:
+            self.out(self.m["printed"].format(size=size_text(rep.output_bytes), cap=size_text(len(rep.output))))
+
+
+def _num(x):
+    if isinstance(x, float):
+        return "nan" if x != x else f"{x:.6g}"
+    return str(x)
+
+
+def _keys(keys):
+    shown = ", ".join(repr(k) for k in keys[:4])
+    return shown + (f" … (+{len(keys) - 4})" if len(keys) > 4 else "")
+
+
+def shown_path(path):
+    """The path relative to the current folder when it lies inside it, else absolute."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

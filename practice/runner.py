@@ -1,0 +1,227 @@
+"""Runs a learner's functions on the judge's inputs and reports what happened, one event per line.
+
+Started by judge.py as a separate process (python practice/runner.py INPUTS OUTDIR FILE FUNCTIONS): it loads the
+learner's file, calls each case's function, saves each result to OUTDIR/<i>.pt and reports events as JSON lines on
+a private copy of stdout (the learner's own prints go to stderr, which the judge caps). It never grades: the judge
+compares the saved results in its own process, out of reach of the learner's bugs (no local judge can stop
+deliberate cheating). check() in judge.py uses `run` in-process for notebooks.
+"""
+import copy
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+import types
+
+import torch
+
+MAX_TENSOR_BYTES = 256 * 2 ** 20  # a returned tensor larger than this is not sent back (it is surely wrong)
+MAX_ITEMS = 100_000
+
+
+def bits(t):
+    return t.detach().cpu().reshape(-1).contiguous().view(torch.uint8)  # bitwise, so a NaN equals the same NaN
+
+
+def mutated(before, after):
+    """True if `after` differs from `before` (catches functions that change their inputs in place)."""
+    if isinstance(before, torch.Tensor):
+        return not (isinstance(after, torch.Tensor) and after.dtype == before.dtype
+                    and after.shape == before.shape and torch.equal(bits(after), bits(before)))
+    if isinstance(before, dict):
+        return not isinstance(after, dict) or before.keys() != after.keys() or any(
+            mutated(before[k], after[k]) for k in before)
+    if isinstance(before, (list, tuple)):
+        return not isinstance(after, (list, tuple)) or len(before) != len(after) or any(
+            mutated(b, a) for b, a in zip(before, after))
+    return before != after
+
+
+def _unsupported(obj, why=None):
+    try:
+        text = repr(obj)[:200]
+    except BaseException:
+        text = "?"
+    kind = type(obj).__module__ + "." + type(obj).__qualname__
+    kind = kind.replace("builtins.", "")
+    return {"__unsupported__": why or kind, "repr": text}
+
+
+def sanitize(obj, depth=0):
+    """The learner's result as plain data that torch.load(weights_only=True) can read back safely."""
+    if depth > 20:
+        return _unsupported(obj, "structure nested too deep")
+    if isinstance(obj, torch.Tensor):
+        try:
+            t = obj.detach()
+            if type(t) is not torch.Tensor:
+                t = t.as_subclass(torch.Tensor)
+            if t.numel() * t.element_size() > MAX_TENSOR_BYTES:
+                return _unsupported(obj, f"tensor of {t.numel() * t.element_size() / 2 ** 20:.0f} MiB")
+            return t.to("cpu").clone()
+        except BaseException:
+            return _unsupported(obj, "tensor that cannot be copied to the CPU")
+    if obj is None or isinstance(obj, bool):
+        return None if obj is None else bool(obj)
+    if isinstance(obj, str):
+        return str(obj)
+    if isinstance(obj, torch.Size):
+        return tuple(int(i) for i in obj)
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return float(obj)
+    if type(obj).__module__ == "numpy" and hasattr(obj, "item") and getattr(obj, "ndim", 1) == 0:
+        return sanitize(obj.item(), depth + 1)  # numpy scalars
+    if isinstance(obj, (list, tuple)):
+        if len(obj) > MAX_ITEMS:
+            return _unsupported(obj, f"{type(obj).__name__} of {len(obj)} items")
+        items = [sanitize(x, depth + 1) for x in obj]
+        return tuple(items) if isinstance(obj, tuple) else items
+    if isinstance(obj, dict):
+        if len(obj) > MAX_ITEMS or not all(isinstance(k, (str, int)) for k in obj):
+            return _unsupported(obj, "dict with keys that are not str or int" if len(obj) <= MAX_ITEMS else None)
+        return {(str(k) if isinstance(k, str) else int(k)): sanitize(v, depth + 1) for k, v in obj.items()}
+    return _unsupported(obj)
+
+
+def _own(filename, path):
+    if path != "<notebook>":
+        return filename == path
+    # in a notebook the learner's cells have kernel-made file names: keep what is neither this file nor a library
+    return (filename != __file__ and "site-packages" not in filename
+            and not filename.startswith((sys.prefix, sys.base_prefix)))
+
+
+def learner_traceback(exc, path):
+    """The traceback cut to the learner's own frames, then the exception line."""
+    path = path if path == "<notebook>" else os.path.abspath(path)
+    lines = []
+    for fr in traceback.extract_tb(exc.__traceback__):
+        if _own(fr.filename, path):
+            lines.append(f'  File "{os.path.basename(fr.filename)}", line {fr.lineno}, in {fr.name}')
+            if fr.line:
+                lines.append(f"    {fr.line.strip()}")
+    return "\n".join(lines + [exception_line(exc)])
+
+
+def exception_line(exc):
+    try:
+        msg = str(exc)
+    except BaseException:
+        msg = "?"
+    if len(msg) > 1500:
+        msg = msg[:1500] + " …"
+    name = type(exc).__name__
+    return f"{name}: {msg}" if msg else name
+
+
+def load_file(path):
+    """Compile and import the learner's file. Returns (module, None) or (None, failure event)."""
+    path = os.path.abspath(path)
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as e:
+        return None, {"ev": "compile_error", "msg": f"cannot read {path}: {e}"}
+    try:
+        code = compile(source, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as e:
+        where = f"line {e.lineno}: " if getattr(e, "lineno", None) else ""
+        text = (getattr(e, "text", None) or "").rstrip("\n")
+        caret = f"\n    {text}\n    {' ' * max(0, (e.offset or 1) - 1)}^" if text else ""
+        return None, {"ev": "compile_error", "msg": f"{type(e).__name__}, {where}{getattr(e, 'msg', e)}{caret}"}
+    mod = types.ModuleType("learner")
+    mod.__file__ = path
+    sys.modules["learner"] = mod
+    try:
+        exec(code, mod.__dict__)
+    except ImportError as e:
+        return None, {"ev": "compile_error", "msg": learner_traceback(e, path)}
+    except BaseException as e:  # SystemExit included: a file that exits while importing
+        return None, {"ev": "load_error", "exc": type(e).__name__, "tb": learner_traceback(e, path),
+                      "code": repr(e.code) if isinstance(e, SystemExit) else None}
+    return mod, None
+
+
+def run(functions, calls, emit, store, path, reraise=()):
+    """Call functions[name](*values) for each (name, values) in `calls`; store(i, result); emit events."""
+    for i, (name, values) in enumerate(calls):
+        emit({"ev": "begin", "i": i})
+        before = copy.deepcopy(values)
+        t0 = time.perf_counter()
+        try:
+            out = functions[name](*values)
+            ok = True
+        except reraise:
+            raise
+        except BaseException as e:  # SystemExit, KeyboardInterrupt raised by the learner: all a Runtime Error
+            ok, err = False, e
+        t = time.perf_counter() - t0
+        if ok:
+            try:
+                store(i, sanitize(out))
+                emit({"ev": "end", "i": i, "ok": True, "t": t, "mutated": bool(mutated(before, values))})
+            except Exception as e:
+                emit({"ev": "end", "i": i, "ok": False, "t": t, "exc": "JudgeError",
+                      "tb": f"the judge could not read your result back: {exception_line(e)}"})
+        else:
+            emit({"ev": "end", "i": i, "ok": False, "t": t, "exc": type(err).__name__,
+                  "tb": learner_traceback(err, path),
+                  "code": repr(err.code) if isinstance(err, SystemExit) else None})
+    emit({"ev": "done"})
+
+
+def _watchdog(parent):
+    """If the judge dies (say, kill -9), stop: the learner's code must not run on, unwatched, forever."""
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(1)
+
+
+def main(inputs, outdir, path, names):
+    threading.Thread(target=_watchdog, args=(os.getppid(),), daemon=True).start()
+    proto = os.dup(1)  # the judge reads events here; the learner's prints go to stderr (fd 1 now points there)
+    os.dup2(2, 1)
+
+    def emit(event):
+        data = (json.dumps(event) + "\n").encode()
+        while data:
+            data = data[os.write(proto, data):]
+
+    calls = torch.load(inputs, weights_only=True)
+    sys.path[0] = os.path.dirname(os.path.abspath(path))  # the learner may import helpers next to the file
+    emit({"ev": "ready"})
+    mod, failure = load_file(path)
+    if failure:
+        emit(failure)
+        return
+    missing = [n for n in names if not callable(getattr(mod, n, None))]
+    if missing:
+        emit({"ev": "missing", "names": missing})
+        return
+    emit({"ev": "loaded"})
+
+    def store(i, value):
+        torch.save(value, os.path.join(outdir, f"{i}.pt"))
+
+    run({n: getattr(mod, n) for n in names}, calls, emit, store, path)
+
+
+if __name__ == "__main__":
+    status = 0
+    try:
+        main(sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]))
+    except BaseException:  # a failure of the runner itself (the learner's errors are caught in run)
+        traceback.print_exc()
+        status = 70
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        os._exit(status)  # skip learner atexit hooks and non-daemon threads: the judge has everything it needs

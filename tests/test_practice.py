@@ -1,0 +1,298 @@
+"""The practice problems: their oracles equal transformers, their solutions pass, their starters and every known
+wrong solution fail with the expected verdict and hint. Graded in this process (fast); tests/test_judge.py runs the
+real judge, in a child process, on a few of them and on hostile files."""
+import ast
+import dataclasses
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+from transformers import Qwen3_5TextConfig
+from transformers.models.qwen3_5.modeling_qwen3_5 import (Qwen3_5ForCausalLM, Qwen3_5RMSNorm,
+                                                          Qwen3_5RMSNormGated)
+from transformers.models.qwen3_5.modeling_qwen3_5 import l2norm as hf_l2norm
+
+from practice.grading import EXACT, Tol, compare
+from practice.judge import grade_in_process, problems
+from practice.layout import count_by_part, is_zero_centred, tensor_shapes
+from qwen.norm import rms_normalize
+from qwen.weights import Config, load_weights, read_header
+
+PROBLEMS = problems()
+WRONG = [(n, f) for n, p in PROBLEMS.items() for f in sorted((p.folder / "wrong").glob("*.py"))]
+
+
+def cases_of(number):
+    tmp = Path(tempfile.mkdtemp(prefix="practice-test-"))
+    return PROBLEMS[number].cases(tmp)
+
+
+def expectation(path):
+    """The first line of a wrong/hostile file: '# expect: VERDICT [hint-or-marker ...]'."""
+    words = Path(path).read_text(encoding="utf-8").splitlines()[0].split(":", 1)[1].split()
+    return words[0], words[1:]
+
+
+# ---------------------------------------------------------------- the problem set itself
+
+def test_numbering():
+    """2xx = part 2 of the course, "writing the parts"; chapters 1-3 have 201-205, 204 is RMSNorm as in the source."""
+    assert sorted(PROBLEMS) == [201, 202, 203, 204, 205]
+    assert PROBLEMS[204].slug == "rmsnorm"
+    assert [PROBLEMS[n].meta["chapter"] for n in sorted(PROBLEMS)] == [1, 1, 2, 3, 3]
+
+
+@pytest.mark.parametrize("number", sorted(PROBLEMS))
+def test_problem_folder(number):
+    prob = PROBLEMS[number]
+    for name in ("meta.json", "README.md", "README.zh.md", "starter.py", "solution.py", "cases.py"):
+        assert (prob.folder / name).is_file(), f"{prob.folder.name} lacks {name}"
+    assert len(list((prob.folder / "wrong").glob("*.py"))) >= 5, "too few known wrong solutions"
+    for lang in ("en", "zh"):
+        text = prob.statement(lang)
+        assert text.startswith(f"# {number} · {prob.title(lang)}")
+        for fn in prob.functions:
+            assert f"def {fn}(" in text, f"the {lang} statement does not show the signature of {fn}"
+        assert f"judge.py start {number}" in text
+    cases = cases_of(number)
+    assert any(c.visible for c in cases) and sum(not c.visible for c in cases) >= 8
+    assert {c.fn for c in cases} == set(prob.functions), "every function must be graded"
+    assert len({c.label for c in cases}) == len(cases)
+
+
+def _signatures(path):
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+            a = node.args
+            out[node.name] = (
+                [(x.arg, ast.unparse(x.annotation) if x.annotation else None) for x in a.posonlyargs + a.args],
+                [ast.unparse(d) for d in a.defaults],
+                ast.unparse(node.returns) if node.returns else None,
+                [(x.arg, ast.unparse(x.annotation) if x.annotation else None) for x in a.kwonlyargs],
+            )
+    return out, tree
+
+
+@pytest.mark.parametrize("number", sorted(PROBLEMS))
+def test_starter_and_solution_signatures_match(number):
+    """Same public functions, same typed signatures and defaults (tiny-llm's diff_api idea); starter bodies raise."""
+    prob = PROBLEMS[number]
+    starter, tree = _signatures(prob.folder / "starter.py")
+    solution, _ = _signatures(prob.folder / "solution.py")
+    assert starter == solution, f"starter and solution differ:\n{starter}\n{solution}"
+    assert sorted(starter) == sorted(prob.functions)
+    for name, (args, _, returns, _) in starter.items():
+        assert returns is not None and all(ann for _, ann in args), f"{name}: every parameter and result is typed"
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+            assert len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.unparse(
+                body[0]), f"starter {node.name} must only raise NotImplementedError"
+
+
+@pytest.mark.parametrize("number", sorted(PROBLEMS))
+def test_solution_accepted_and_starter_rejected(number):
+    prob = PROBLEMS[number]
+    report = grade_in_process(prob, path=prob.folder / "solution.py")
+    assert report.verdict == "AC", [(r.case.label, r.verdict, r.mismatch, r.error) for r in report.results]
+    report = grade_in_process(prob, path=prob.folder / "starter.py")
+    assert report.verdict == "RE" and report.passed == 0
+    assert report.failure.hints == ["not_implemented"]
+
+
+@pytest.mark.parametrize("number,path", WRONG, ids=[f"{n}-{p.stem}" for n, p in WRONG])
+def test_wrong_solution_rejected_with_its_hint(number, path):
+    verdict, marks = expectation(path)
+    report = grade_in_process(PROBLEMS[number], path=path)
+    failure = report.failure
+    assert report.verdict == verdict, (report.verdict, failure and (failure.case.label, failure.error))
+    if verdict == "AC":
+        return
+    hints = failure.hints if failure else []
+    for mark in marks:
+        if mark == "mutated":
+            assert failure.mutated
+        else:
+            assert mark in hints, f"expected hint {mark!r}, got {hints} on {failure.case.label}"
+    if verdict == "WA" and not marks:
+        assert hints == [], f"no named hint expected, got {hints}"
+
+
+def test_every_known_mistake_has_a_wrong_solution():
+    """Each hint in MISTAKES and ERROR_HINTS is exercised by at least one file in wrong/ (or by the starter)."""
+    for number, prob in PROBLEMS.items():
+        keys = {m.key for m in prob.mistakes} | {k for _, k, _ in prob.error_hints}
+        covered = {mark for n, p in WRONG if n == number for mark in expectation(p)[1]}
+        if number == 204:
+            keys -= {"raw_gate"}  # the same family as sigmoid_gate / no_gate, kept for the learner's sake
+        assert keys <= covered, f"{number}: hints without a wrong solution: {sorted(keys - covered)}"
+
+
+# ---------------------------------------------------------------- tolerances and comparison
+
+def test_bf16_and_fp16_steps():
+    one = Tol(steps=1)
+    exp = torch.tensor([1.0, 0.75, 3.0, 0.0, -1.0], dtype=torch.float64)
+    assert one.allowed(exp, torch.bfloat16).tolist() == [2 ** -7, 2 ** -8, 2 ** -6, 2 ** -133, 2 ** -7]
+    assert one.allowed(exp, torch.float16)[0].item() == 2 ** -10
+    y = torch.tensor([1.0], dtype=torch.bfloat16)
+    next_up = torch.tensor([1.0 + 2 ** -7], dtype=torch.bfloat16)
+    two_up = torch.tensor([1.0 + 2 ** -6], dtype=torch.bfloat16)
+    assert compare(next_up, y, one) is None and compare(two_up, y, one) is not None
+    assert compare(two_up, y, Tol(steps=2)) is None
+
+
+def test_compare_is_strict_where_it_must_be():
+    x = torch.tensor([1.0, float("inf"), -2.0])
+    assert compare(x.clone(), x, EXACT) is None  # equal infinities are equal
+    assert compare(torch.tensor([1.0, float("nan"), -2.0]), x, Tol(rtol=1, atol=1)).kind == "value"  # NaN never
+    assert compare(x.double(), x, Tol(rtol=1, atol=1)).kind == "dtype"
+    assert compare(x[:2], x, EXACT).kind == "shape"
+    assert compare([1, 2], (1, 2)) is None and compare(("F32", [3]), ("F32", (3,))) is None
+    assert compare({"a": 1}, {"a": 1, "b": 2}).kind == "keys"
+    assert compare(752393024.0, 752393024) is None and compare(752.4, 752) is not None
+    assert compare(True, 1) is not None and compare("F32", "BF16") is not None
+    m = compare(torch.tensor([[0.0, 1.0], [2.0, 3.5]]), torch.tensor([[0.0, 1.0], [2.0, 3.0]]), Tol(rtol=1e-5))
+    assert m.info["first"] == [1, 1] and m.info["n_bad"] == 1 and m.info["max_abs"] == 0.5
+
+
+# ---------------------------------------------------------------- oracles: what the judge uses equals transformers
+
+def _hf_norm(cls, weight, eps):
+    norm = cls(weight.shape[0], eps=eps).to(weight.dtype)
+    with torch.no_grad():
+        norm.weight.copy_(weight)
+    return norm
+
+
+@torch.no_grad()
+def test_204_oracle_equals_transformers():
+    """RMSNorm and l2norm: bit-exact in every dtype. Gated: fp32 to 1e-6; bf16/fp16 up to 2 grid steps (HF rounds
+    x̂ and x̂·w to the input dtype before the gate), which is why the judge allows 2 steps there."""
+    gated_steps = []
+    for c in cases_of(204):
+        if c.fn == "rms_norm":
+            x, w, eps = c.values()
+            want = _hf_norm(Qwen3_5RMSNorm, w, eps)(x)
+            assert torch.equal(c.expected, want), c.label
+        elif c.fn == "gated_rms_norm":
+            x, z, w, eps = c.values()
+            want = _hf_norm(Qwen3_5RMSNormGated, w, eps)(x, z)
+            assert want.dtype == c.expected.dtype
+            if x.dtype == torch.float32:
+                torch.testing.assert_close(c.expected, want, rtol=1e-6, atol=1e-6 * want.abs().max().item())
+            else:
+                assert compare(want, c.expected, Tol(steps=2)) is None, c.label
+                step = Tol(steps=1).allowed(c.expected.double(), x.dtype)
+                gated_steps.append(((want.double() - c.expected.double()).abs() / step).max().item())
+        else:
+            x, eps = c.values()
+            assert torch.equal(c.expected, hf_l2norm(x, dim=-1, eps=eps)), c.label
+    print(f"bf16/fp16 gated norm: transformers is up to {max(gated_steps):g} grid steps from the oracle")
+    assert max(gated_steps) > 1, "the 2-step tolerance would not be needed"
+
+
+def _tiny_hf(V, D, dtype):
+    cfg = Qwen3_5TextConfig(vocab_size=V, hidden_size=D, intermediate_size=4, num_hidden_layers=1,
+                            num_attention_heads=1, num_key_value_heads=1, head_dim=4, linear_num_key_heads=1,
+                            linear_num_value_heads=1, linear_key_head_dim=4, linear_value_head_dim=4,
+                            layer_types=["full_attention"], tie_word_embeddings=True)
+    return Qwen3_5ForCausalLM(cfg).to(dtype)
+
+
+@torch.no_grad()
+def test_203_oracle_equals_transformers():
+    """embed_tokens and the tied lm_head of transformers' Qwen3.5 give the judge's expected values bit for bit."""
+    for c in cases_of(203):
+        first, E = c.values()
+        model = _tiny_hf(*E.shape, E.dtype)
+        model.model.embed_tokens.weight.copy_(E)
+        assert model.lm_head.weight is model.model.embed_tokens.weight  # tied
+        want = model.model.embed_tokens(first) if c.fn == "embed" else model.lm_head(first)
+        assert torch.equal(c.expected, want), c.label
+
+
+def _hf_shapes(cfg):
+    with torch.device("meta"):
+        model = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**cfg))
+    return {n.removeprefix("model."): tuple(p.shape) for n, p in model.named_parameters()}, model
+
+
+def test_202_oracle_equals_transformers_on_every_case():
+    """Name by name and shape by shape, for Qwen3.5-0.8B, the synthetic config and every hidden config."""
+    for c in cases_of(202):
+        (cfg,) = c.values()
+        hf, _ = _hf_shapes(cfg)
+        assert tensor_shapes(cfg) == hf, c.label
+        assert c.expected == count_by_part(hf)
+        assert c.expected["total"] == sum(map(lambda s: torch.Size(s).numel(), hf.values()))
+
+
+def test_202_real_figures():
+    """The reference's meta-device figures for Qwen3.5-0.8B: 752.4M text parameters, 254M of them the embedding."""
+    (real,) = cases_of(202)[0].values()
+    _, model = _hf_shapes(real)
+    assert sum(p.numel() for p in model.parameters()) == 752_393_024
+    assert cases_of(202)[0].expected == {"embedding": 254_279_680, "lm_head": 0, "linear_attention": 189_778_752,
+                                         "full_attention": 44_043_264, "mlp": 264_241_152, "norms": 50_176,
+                                         "total": 752_393_024}
+
+
+def test_202_oracle_equals_the_synthetic_checkpoint(synthetic):
+    """The synthetic checkpoint's text tensors are exactly the ones the oracle lists for its config."""
+    cfg = dataclasses.asdict(Config.load(synthetic))
+    W = load_weights(synthetic)
+    stored = {name: tuple(W[name].shape) for name in W if name != "lm_head.weight" or not cfg["tie_word_embeddings"]}
+    assert stored == tensor_shapes(cfg)
+    example = next(c for c in cases_of(202) if c.note == "the synthetic checkpoint")
+    assert example.expected["total"] == sum(torch.Size(s).numel() for s in stored.values())
+
+
+def test_201_files_read_back_with_safetensors():
+    """Every file the judge writes is a valid safetensors file that says what the expected answers say."""
+    seen = set()
+    for c in cases_of(201):
+        path = c.values()[0]
+        with safe_open(path, framework="pt") as f:
+            if c.fn == "read_header":
+                got = {k: (f.get_slice(k).get_dtype(), tuple(f.get_slice(k).get_shape())) for k in f.keys()}
+                assert got == c.expected, c.label
+                assert {k: (v["dtype"], tuple(v["shape"])) for k, v in read_header(path).items()} == c.expected
+                seen.add(f.metadata() is not None)
+            else:
+                t = f.get_tensor(c.values()[1])
+                assert t.dtype == c.expected.dtype and torch.equal(t, c.expected), c.label
+    assert seen == {True, False}, "files with and without __metadata__"
+
+
+@torch.no_grad()
+def test_205_plain_weights_give_the_same_outputs():
+    """transformers' Qwen3_5RMSNorm with the zero-centred w and a plain norm (x̂ · p, rounded once) with the plain
+    p agree bit for bit, in bf16 and fp32, both ways; and the names converted are exactly transformers'
+    Qwen3_5RMSNorm modules (not its Qwen3_5RMSNormGated)."""
+    g = torch.Generator().manual_seed(0)
+    checked = 0
+    for c in cases_of(205):
+        (state,) = c.values()
+        centred, plain = (state, c.expected) if c.fn == "centred_to_plain" else (c.expected, state)
+        for name in state:
+            if not is_zero_centred(name):
+                assert torch.equal(c.expected[name], state[name]) and c.expected[name].dtype == state[name].dtype
+                continue
+            assert c.expected[name].dtype == torch.float32
+            norm = Qwen3_5RMSNorm(centred[name].shape[0], eps=1e-6)
+            norm.weight = torch.nn.Parameter(centred[name].clone())  # exactly the stored weight, its dtype kept
+            for dtype in (torch.bfloat16, torch.float32):
+                x = (torch.randn(5, centred[name].shape[0], generator=g) * 3).to(dtype)
+                assert torch.equal((rms_normalize(x, 1e-6) * plain[name].float()).to(dtype), norm(x)), name
+                checked += 1
+    assert checked > 50
+    cfg = dict(PROBLEMS[202].module.REAL_08B, num_hidden_layers=4, layer_types=["linear_attention", "full_attention"] * 2)
+    _, model = _hf_shapes(cfg)
+    rms = {n.removeprefix("model.") + ".weight" for n, m in model.named_modules() if isinstance(m, Qwen3_5RMSNorm)}
+    assert rms == {n for n in tensor_shapes(cfg) if is_zero_centred(n)}
+    assert any(isinstance(m, Qwen3_5RMSNormGated) for m in model.modules())  # the one that must not be shifted
