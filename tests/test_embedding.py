@@ -1,0 +1,45 @@
+"""qwen/embedding.py against transformers' embedding and lm_head on the same checkpoint (fp32 and bf16)."""
+import pytest
+import torch
+
+from qwen.embedding import Embedding, tied_logits
+from qwen.weights import Config, load, load_weights
+
+
+@pytest.fixture(scope="module")
+def ours(synthetic):
+    cfg = Config.load(synthetic)
+    return load(Embedding(cfg.vocab_size, cfg.hidden_size), load_weights(synthetic), "embed_tokens.")
+
+
+def test_lookup_equals_transformers(ours, hf_model):
+    ids = torch.tensor([[0, 1, 248044, 248319], [5, 5, 100000, 7]])
+    assert torch.equal(ours(ids), hf_model.get_input_embeddings()(ids))
+
+
+def test_tied_head_equals_transformers(ours, hf_model):
+    h = torch.randn(2, 3, ours.weight.shape[1], generator=torch.Generator().manual_seed(0))
+    got, want = tied_logits(h, ours.weight), hf_model.lm_head(h)
+    print(f"fp32 logits max |diff| = {(got - want).abs().max():.2e}")
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
+
+
+def test_bf16_head_equals_transformers(ours, hf_model):
+    h = torch.randn(4, ours.weight.shape[1], generator=torch.Generator().manual_seed(1)).bfloat16()
+    got = tied_logits(h, ours.weight.bfloat16())
+    want = torch.nn.functional.linear(h, hf_model.lm_head.weight.bfloat16())  # what the bf16 model's head computes
+    assert got.dtype == torch.bfloat16 and torch.equal(got, want)
+
+
+def test_by_hand():
+    """Hand math: with E = [[1, 0], [0, 2], [1, 1]], the row of id 1 is (0, 2) and h = (1, 1) scores (1, 2, 2)."""
+    emb = Embedding(3, 2)
+    with torch.no_grad():
+        emb.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]]))
+    assert emb(torch.tensor([1])).tolist() == [[0.0, 2.0]]
+    assert tied_logits(torch.tensor([1.0, 1.0]), emb.weight).tolist() == [1.0, 2.0, 2.0]
+
+
+def test_out_of_range_id_is_a_clear_error(ours):
+    with pytest.raises(IndexError, match=r"token ids must lie in \[0, 248320\), got 3\.\.248320"):
+        ours(torch.tensor([3, 248320]))
