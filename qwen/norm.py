@@ -45,5 +45,5 @@ class GatedRMSNorm(nn.Module):
 
 
 def l2norm(x, eps=1e-6):
-    """Scale the last dimension to unit length: x / sqrt(Σx² + eps). The eps sits inside the root (not F.normalize)."""
+    """Scale the last dimension to unit length: x / sqrt(Σx² + eps). eps sits inside the root (not F.normalize)."""
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)

@@ -113,7 +113,8 @@ def _tensors(seed=0):
     c, m, ps, tp = v["hidden_size"], v["intermediate_size"], v["patch_size"], v["temporal_patch_size"]
     merged = c * v["spatial_merge_size"] ** 2
     vis = {"patch_embed.proj.weight": linear(c, v["in_channels"] * tp * ps * ps).view(c, v["in_channels"], tp, ps, ps),
-           "patch_embed.proj.bias": normal(c, std=0.02), "pos_embed.weight": normal(v["num_position_embeddings"], c, std=0.02),
+           "patch_embed.proj.bias": normal(c, std=0.02),
+           "pos_embed.weight": normal(v["num_position_embeddings"], c, std=0.02),
            "merger.norm.weight": normal(c, std=0.1, mean=1.0), "merger.norm.bias": normal(c, std=0.02),
            "merger.linear_fc1.weight": linear(merged, merged), "merger.linear_fc1.bias": normal(merged, std=0.02),
            "merger.linear_fc2.weight": linear(v["out_hidden_size"], merged),

@@ -85,8 +85,8 @@ class Config:
                                for i in range(cfg.num_hidden_layers)]
         bad = set(cfg.layer_types) - {"linear_attention", "full_attention"}
         if len(cfg.layer_types) != cfg.num_hidden_layers or bad:
-            raise ValueError(f"{file}: layer_types must list {cfg.num_hidden_layers} entries of 'linear_attention'"
-                             f" or 'full_attention', got {len(cfg.layer_types)} entries{' with ' + str(bad) if bad else ''}")
+            raise ValueError(f"{file}: layer_types must list {cfg.num_hidden_layers} entries of 'linear_attention' or "
+                             f"'full_attention', got {len(cfg.layer_types)}{' with ' + str(bad) if bad else ''}")
         return cfg
 
 

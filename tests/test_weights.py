@@ -178,3 +178,10 @@ def test_load_copies_and_checks(synthetic):
         load(RMSNorm(d), W, "nope.")
     with pytest.raises(ValueError, match=r"missing \['layers\.0\.weight'\]; unexpected \['layers\.0\.input_layernorm\.weight"):
         load(RMSNorm(d), W, "layers.0.")  # a whole layer's tensors do not fit one norm
+
+
+def test_bad_layer_types(tmp_path):
+    config = {"model_type": "qwen3_5_text", "num_hidden_layers": 3, "layer_types": ["x", "full_attention"]}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"layer_types must list 3 entries .* got 2 with \{'x'\}"):
+        Config.load(tmp_path)
