@@ -27,6 +27,7 @@ class Tokenizer:
         if not config.is_file():
             raise FileNotFoundError(f"{config} not found: it names the eos token; it sits next to tokenizer.json")
         eos = json.loads(config.read_text(encoding="utf-8"))["eos_token"]
+        eos = eos["content"] if isinstance(eos, dict) else eos  # older files wrap the name in an AddedToken dict
 
         # The added tokens (ids 248044..): encode() matches their text before any splitting, so the chat markup
         # "<|im_start|>" is one id, not the 6 ids of its characters.
