@@ -1,13 +1,38 @@
 """Shared fixtures: the synthetic checkpoint (generated once into data/) and transformers' view of it."""
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from qwen.synthetic import synthetic_path
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_chapter(script, *args):
+    """Run chapters/<script> as a learner would: (exit code, stdout, stderr)."""
+    r = subprocess.run([sys.executable, str(ROOT / "chapters" / script), *args], capture_output=True, text=True,
+                       timeout=300, cwd=ROOT)
+    return r.returncode, r.stdout, r.stderr
+
 
 @pytest.fixture(scope="session")
 def synthetic():
     return synthetic_path()
+
+
+@pytest.fixture(scope="session")
+def chapter_outputs(synthetic):
+    """Each chapter script run once on the synthetic checkpoint, shared by the chapter and notebook tests."""
+    runs = {}
+
+    def output(script):
+        if script not in runs:
+            runs[script] = run_chapter(script, "--model", "synthetic")
+        return runs[script]
+    return output
 
 
 @pytest.fixture(scope="session")

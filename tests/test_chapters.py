@@ -1,29 +1,21 @@
 """Each chapter script runs end to end on the synthetic checkpoint; the facts it prints that do not depend on the
 random weights are checked against independent values (hand math, the config, transformers)."""
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import run_chapter as run
 
-
-def run(script, *args):
-    r = subprocess.run([sys.executable, str(ROOT / "chapters" / script), *args], capture_output=True, text=True,
-                       timeout=300, cwd=ROOT)
-    return r.returncode, r.stdout, r.stderr
+SCRIPTS = ("ch01_weights.py", "ch02_embedding.py", "ch03_norm.py")
 
 
 @pytest.fixture(scope="module")
-def outputs(synthetic):
-    """Run every chapter once on the synthetic checkpoint."""
-    return {s: run(s, "--model", "synthetic") for s in ("ch01_weights.py", "ch02_embedding.py", "ch03_norm.py")}
+def outputs(chapter_outputs):
+    return {s: chapter_outputs(s) for s in SCRIPTS}
 
 
-@pytest.mark.parametrize("script", ["ch01_weights.py", "ch02_embedding.py", "ch03_norm.py"])
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_runs_and_says_synthetic(outputs, script):
     rc, out, err = outputs[script]
     assert rc == 0, err

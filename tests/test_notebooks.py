@@ -5,7 +5,6 @@ import base64
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -159,14 +158,13 @@ def test_notebook_draws_its_figures(executed, name):
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_notebook_prints_what_the_script_prints(executed, name):
+def test_notebook_prints_what_the_script_prints(executed, chapter_outputs, name):
     """The cells the two share print the same lines: the notebook-only cells must not change the story (they draw
     their own random numbers, for one). Timings are masked."""
     nb, _, error = executed(name)
     assert error is None, error
     shared = [c for c in nb.cells[1:-1] if "active" not in c.metadata]
-    script = subprocess.run([sys.executable, str(ROOT / "chapters" / f"{name}.py"), "--model", "synthetic"],
-                            capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert script.returncode == 0, script.stderr
+    code, stdout, stderr = chapter_outputs(f"{name}.py")
+    assert code == 0, stderr
     mask = lambda text: re.sub(r"\d+(\.\d+)? ms\b", "_ ms", text)  # noqa: E731
-    assert mask(stdout_of(shared)) == mask(script.stdout)
+    assert mask(stdout_of(shared)) == mask(stdout)
