@@ -158,15 +158,18 @@ print(f"row lengths |E_v|: mean {norms[:tok.n_vocab].mean():.3f}, min {norms.min
 
 # %%
 head = W["lm_head.weight"]  # tied: load_weights hands back the embedding for this name
-print(f"tied: {cfg.tie_word_embeddings}; lm_head.weight is the embedding table: {torch.equal(head, W['embed_tokens.weight'])}")
+print(f"tied: {cfg.tie_word_embeddings}; "
+      f"lm_head.weight is the embedding table: {torch.equal(head, W['embed_tokens.weight'])}")
 h = x[0, -1]  # stand-in for the model's last hidden state: the embedding of the last token
-logits = tied_logits(h, emb.weight)
-print(f"h ({cfg.hidden_size},) · Eᵀ ({cfg.hidden_size}, {cfg.vocab_size}) -> logits {tuple(logits.shape)}")
+logits = tied_logits(h, head.to(h))  # the same product with an untied head (2B and up): h · lm_headᵀ
+name = "E" if cfg.tie_word_embeddings else "lm_head"
+print(f"h ({cfg.hidden_size},) · {name}ᵀ ({cfg.hidden_size}, {cfg.vocab_size}) -> logits {tuple(logits.shape)}")
 top = logits.float().topk(5)
 print("top 5 tokens for h = E[last token]:",
       ", ".join(f"{tok.decode([i])!r} {v:.3f}" for v, i in zip(top.values.tolist(), top.indices.tolist())))
-print(f"h · E[v] peaks at v = the token itself (|E_v|² = {norms[ids[-1]] ** 2:.3f}) unless another row is longer "
-      f"and points the same way; the trained layers in between are what turn this into next-token prediction")
+if cfg.tie_word_embeddings:
+    print(f"h · E[v] peaks at v = the token itself (|E_v|² = {norms[ids[-1]] ** 2:.3f}) unless another row is longer "
+          f"and points the same way; the trained layers in between are what turn this into next-token prediction")
 
 # %% [markdown]
 # The tied head on a short sentence. Each token's own embedding row goes through the head, as if the model had no
