@@ -24,7 +24,7 @@ SCRIPTS = [s.stem for s in sync.scripts()]
 # the figures each notebook draws: the name given to book.show (or, in a LEGACY script, the tag of the cell) ->
 # whether it shows the checkpoint's numbers (then its title says so when synthetic)
 FIGURES = {
-    "ch01_weights": {"fig-layers": True, "fig-params": True},
+    "ch01_weights": {"ch01-map": False, "ch01-layers": True, "ch01-params": True},
     "ch02_embedding": {"fig-row-norms": True, "fig-tied-head": True},
     "ch03_norm": {"fig-rms": True, "fig-scales": True, "fig-bf16": False, "fig-gate": True},
 }
