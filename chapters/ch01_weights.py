@@ -197,8 +197,9 @@ print(f"on disk: {on_disk / 1e6:,.1f} MB in {len(list(path.glob('*.safetensors')
       f"(text, vision and MTP tensors plus headers)")
 print(f"the text model in memory: {text_bytes / 1e6:,.1f} MB as stored, "
       f"{from_file['total'] * 4 / 1e6:,.1f} MB in fp32")
-print(f"{REAL}: {real_counts['total']:,} parameters x 2 bytes ({real.dtype}) = "
-      f"{real_counts['total'] * 2 / 1e9:.2f} GB, {real_counts['total'] * 4 / 1e9:.2f} GB in fp32")
+real_bytes = torch.empty(0, dtype=getattr(torch, real.dtype)).element_size()  # its config's dtype: bfloat16
+print(f"{REAL}: {real_counts['total']:,} parameters x {real_bytes} bytes ({real.dtype}) = "
+      f"{real_counts['total'] * real_bytes / 1e9:.2f} GB, {real_counts['total'] * 4 / 1e9:.2f} GB in fp32")
 
 # %% [markdown]
 # ## 5. The safetensors format, read by hand
