@@ -8,14 +8,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from practice.judge import (check, detect_lang, grade_in_process, load_progress, problems, record, run_file,
-                            save_progress)
+from practice.judge import (check, detect_lang, grade_events, grade_in_process, load_progress, problems, record,
+                            run_file, save_progress)
 from practice.report import OUTPUT_CAP, Printer, Report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -572,3 +573,16 @@ def test_judge_refuses_an_edited_reference_file(tmp_path):
                          env=dict(os.environ, PRACTICE_PROGRESS=str(tmp_path / "p.json")), timeout=120)
     assert out.returncode == 2 and "204_rmsnorm/cases.py" in out.stderr and "git checkout" in out.stderr, out
     assert not (tmp_path / "p.json").exists()
+
+
+def test_the_judges_own_clock_overrules_the_runners():
+    """The runner says case 1 took no time; the judge saw 5 s pass between its begin and its return: too slow."""
+    prob = PROBLEMS[204]
+    cases = prob.cases(Path(tempfile.mkdtemp(prefix="judge-test-")))
+    events = [{"ev": "ready"}, {"ev": "loaded"}, {"ev": "begin", "i": 0, "_at": 100.0},
+              {"ev": "ret", "i": 0, "t": 0.0, "_at": 105.0}, {"ev": "end", "i": 0, "ok": True, "mutated": False}]
+    report = grade_events(prob, cases, events, lambda i: cases[i].expected, Report(prob, Path("x.py"), 3.0, 10.0))
+    assert report.results[0].verdict == "TLE" and report.results[0].time == 5.0
+    events[3]["_at"] = 100.5  # within the limit by both clocks
+    report = grade_events(prob, cases, events, lambda i: cases[i].expected, Report(prob, Path("x.py"), 3.0, 10.0))
+    assert report.results[0].verdict == "AC" and report.results[0].time == 0.0
