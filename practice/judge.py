@@ -483,6 +483,17 @@ class _Capped:
                 self.head += chunk[:OUTPUT_CAP - len(self.head)]
 
 
+def _running(proc):
+    """True until `proc` exits. It is not reaped here, so its pid (and process group id) cannot be reused by an
+    unrelated process before _kill_tree signals them."""
+    if not hasattr(os, "waitid"):
+        return proc.poll() is None
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except ChildProcessError:  # already reaped
+        return False
+
+
 def _kill_tree(proc):
     """Kill the runner's sandbox and every process below it (Linux: it is a subreaper, so daemons that left the
     process group are still below it), then its process group; elsewhere the process group or tree only."""
@@ -584,7 +595,7 @@ def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
                     except (ValueError, Garbled) as e:
                         garbled = str(e) if isinstance(e, Garbled) else "a line that is not an event"
                         break
-                elif proc.poll() is not None:  # exited, though something it started may hold the pipe open
+                elif not _running(proc):  # exited, though something it started may hold the pipe open
                     exited = exited or time.monotonic()
                     if eof or time.monotonic() - exited > 0.5:
                         break
@@ -592,6 +603,9 @@ def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
                     stopped = proto.state
                     break
         finally:  # also on Ctrl-C: never leave the learner's code running
+            end = time.monotonic() + 1.0
+            while proto.state == "over" and _running(proc) and time.monotonic() < end:
+                time.sleep(0.01)  # the runner is exiting: let the sandbox reap it and its leftovers first
             _kill_tree(proc)
             rc = proc.wait()
             printed.thread.join(timeout=1.0)
