@@ -328,14 +328,16 @@ class Protocol:
             self.state = "ready"
             return {"ev": kind}
         if st == "ready" and kind in ("loaded", "compile_error", "missing", "load_error"):
-            self.state = "between" if kind == "loaded" else "over"
             if kind == "missing":
                 names = ev.get("names")
                 if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
                     raise Garbled("missing names that are not a list of text")
-                return {"ev": kind, "names": [n[:100] for n in names[:50]]}
-            return {"ev": kind, "msg": _text(ev.get("msg")), "exc": _text(ev.get("exc"), 200),
-                    "tb": _text(ev.get("tb")), "code": _text(ev.get("code"), 200)}
+                out = {"ev": kind, "names": [n[:100] for n in names[:50]]}
+            else:
+                out = {"ev": kind, "msg": _text(ev.get("msg")), "exc": _text(ev.get("exc"), 200),
+                       "tb": _text(ev.get("tb")), "code": _text(ev.get("code"), 200)}
+            self.state = "between" if kind == "loaded" else "over"
+            return out
         if st == "between" and kind == "done" and self.i + 1 == self.n:
             self.state = "over"
             return {"ev": kind}
@@ -355,9 +357,10 @@ class Protocol:
             ok, mutated = ev.get("ok"), ev.get("mutated", False)
             if type(ok) is not bool or type(mutated) is not bool:
                 raise Garbled("an end event without a true/false outcome")
+            out = {"ev": kind, "i": i, "ok": ok, "mutated": mutated, "exc": _text(ev.get("exc"), 200),
+                   "tb": _text(ev.get("tb")), "code": _text(ev.get("code"), 200)}
             self.state = "between"
-            return {"ev": kind, "i": i, "ok": ok, "mutated": mutated, "exc": _text(ev.get("exc"), 200),
-                    "tb": _text(ev.get("tb")), "code": _text(ev.get("code"), 200)}
+            return out
         raise Garbled(f"an event {str(kind)[:20]!r}, where the judge expected {self._expected()}")
 
     def _expected(self):
@@ -571,7 +574,7 @@ def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
 
         def take(item):
             stamp, line = item
-            ev = proto.accept(json.loads(line))  # ValueError (not JSON) or Garbled
+            ev = proto.accept(json.loads(line))  # ValueError (not JSON), RecursionError (nested too deep), Garbled
             ev["_at"] = stamp
             events.append(ev)
             return stamp + limits.get(Protocol.LIMIT.get(proto.state), 0.0)
@@ -592,7 +595,7 @@ def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
                 elif item:
                     try:
                         deadline = take(item)
-                    except (ValueError, Garbled) as e:
+                    except (ValueError, RecursionError, Garbled) as e:
                         garbled = str(e) if isinstance(e, Garbled) else "a line that is not an event"
                         break
                 elif not _running(proc):  # exited, though something it started may hold the pipe open
@@ -618,7 +621,7 @@ def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
                 break
             try:
                 take(item)
-            except (ValueError, Garbled) as e:
+            except (ValueError, RecursionError, Garbled) as e:
                 garbled = str(e) if isinstance(e, Garbled) else "a line that is not an event"
         report.output, report.output_bytes = bytes(printed.head), printed.total
         if not events:
