@@ -65,7 +65,7 @@ def compare(T, Hk, Hv, device, repeats):
             runs[fn].append(timed(fn, args, device))
     (a_wall, a_cpu), (b_wall, b_cpu) = ([statistics.median(col) for col in zip(*runs[fn])] for fn in (ours, theirs))
     cpu = f"   CPU time: ratio {a_cpu / b_cpu:.2f}" if device.type == "cpu" else ""
-    print(f"T={T:5d}  heads {Hk:2d} k / {Hv:2d} v   ours {a_wall * 1e3:8.1f} ms   transformers {b_wall * 1e3:8.1f} ms   "
+    print(f"T={T:5d}  heads {Hk:2d} k / {Hv:2d} v   ours {a_wall * 1e3:8.1f} ms   transformers {b_wall * 1e3:8.1f} ms  "
           f"ratio {a_wall / b_wall:.2f}{cpu}   (max |diff| {diff:.1e})")
 
 
