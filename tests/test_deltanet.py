@@ -3,7 +3,8 @@ computations of the delta rule, and the identity recurrent ≡ chunked (which sh
 import pytest
 import torch
 from transformers import AutoConfig, DynamicCache, Qwen3_5TextConfig
-from transformers.models.qwen3_5.modeling_qwen3_5 import (Qwen3_5GatedDeltaNet, torch_chunk_gated_delta_rule,
+from transformers.models.qwen3_5.modeling_qwen3_5 import (Qwen3_5GatedDeltaNet, causal_conv1d_fn,
+                                                          causal_conv1d_update, torch_chunk_gated_delta_rule,
                                                           torch_recurrent_gated_delta_rule)
 
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet, causal_conv, chunked_delta_rule, recurrent_delta_rule
@@ -174,6 +175,25 @@ def test_causal_conv_by_hand():
     pre = torch.tensor([4.0, 43.0, 432.0, 4321.0, 3210.0]) / 1000
     torch.testing.assert_close(u.view(5), torch.nn.functional.silu(pre))
     torch.testing.assert_close(state.view(3), x.view(5)[-3:])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("T", [1, 2, 9])
+def test_causal_conv_matches_transformers(dtype, T):
+    """Without a state against causal_conv1d_fn, with one against causal_conv1d_update (whose state holds K inputs;
+    only the newest K − 1 matter). Bit for bit in bf16; in fp32 conv1d's padded path may sum in another order."""
+    gen = torch.Generator().manual_seed(T)
+    x, w = torch.randn(2, T, 24, generator=gen).to(dtype), torch.randn(24, 1, 4, generator=gen).to(dtype)
+    past = torch.randn(2, 24, 4, generator=gen).to(dtype)
+    tol = dict(rtol=0, atol=0) if dtype == torch.bfloat16 else dict(rtol=1e-6, atol=1e-7)
+    got, state = causal_conv(x, w)
+    want = causal_conv1d_fn(x.transpose(1, 2), w.squeeze(1), activation="silu").transpose(1, 2)
+    torch.testing.assert_close(got, want, **tol)
+    got, state = causal_conv(x, w, past[:, :, 1:])
+    theirs = past.clone()
+    want = causal_conv1d_update(x.transpose(1, 2), theirs, w.squeeze(1), activation="silu").transpose(1, 2)
+    torch.testing.assert_close(got, want, **tol)
+    assert torch.equal(state, theirs[:, :, 1:])
 
 
 # ---------------------------------------------------------------- the layer against transformers
