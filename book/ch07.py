@@ -103,9 +103,11 @@ def chunk_figure(Gamma, A, head, synthetic):
 
     tag = " (synthetic weights)" if synthetic else ""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), layout="constrained")
+    below = A.tril(-1)  # A's diagonal is all ones: drawn apart, it would set the colour scale
     for ax, values, title, cmap in ((axes[0], Gamma, "Γ_ij = e^(G_i − G_j), 0 above the diagonal", "viridis"),
-                                    (axes[1], A, "A = I + strictly_lower(βKKᵀ ⊙ Γ)", "coolwarm")):
-        limit = float(abs(values).max()) if cmap == "coolwarm" else 1.0
+                                    (axes[1], below, "A − I = strictly_lower(βKKᵀ ⊙ Γ); A's diagonal is 1",
+                                     "coolwarm")):
+        limit = max(float(abs(values).max()), 1e-12) if cmap == "coolwarm" else 1.0
         image = ax.imshow(values, cmap=cmap, vmin=-limit if cmap == "coolwarm" else 0, vmax=limit)
         ax.set_xlabel("j (the token that wrote)")
         ax.set_ylabel("i (the token that reads)")
