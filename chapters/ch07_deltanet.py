@@ -7,8 +7,8 @@ Its notebook, notebooks/ch07_deltanet.ipynb, is written from this file by python
 # %% [markdown]
 # # Chapter 7 · Gated DeltaNet: a memory of fixed size
 #
-# Three layers in four of Qwen3.5 are not attention. Attention keeps every past key and value and compares the new
-# query with all of them; a Gated DeltaNet layer keeps one matrix per head, a memory S that maps keys to values,
+# Three layers in four of Qwen3.5 are not softmax attention. Attention keeps every past key and value and compares
+# the new query with all of them; a Gated DeltaNet layer keeps one matrix per head, a memory S that maps keys to values,
 # and updates it as each token arrives. Its cost per token does not grow with the context, and neither does its
 # cache. This chapter writes the memory's update rule (the *delta rule*) token by token, then derives the chunked
 # form that computes the same thing with matrix products, proves the two equal, and adds up what the fixed-size
