@@ -7,7 +7,7 @@ import torch
 
 from conftest import run_chapter as run
 
-SCRIPTS = ("ch01_weights.py", "ch02_embedding.py", "ch03_norm.py")
+SCRIPTS = ("ch01_weights.py", "ch02_embedding.py", "ch03_norm.py", "ch07_deltanet.py")
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +86,28 @@ def test_bad_model_is_one_clear_line(tmp_path):
     (tmp_path / "config.json").write_text('{"model_type": "qwen3"}')
     rc, out, err = run("ch01_weights.py", "--model", str(tmp_path))
     assert rc != 0 and "is a qwen3 config, not a dense Qwen3.5 one" in err and "Traceback" not in err
+
+
+def test_ch07_facts(outputs):
+    """The toy memory against what the algebra says, the kernels' agreement, and the memory bill by hand."""
+    out = outputs["ch07_deltanet.py"][1]
+    errors = dict(re.findall(r"^(orthogonal keys|orthogonal keys, each written twice|random unit keys)\s+largest "
+                             r"recall error: delta rule ([\d.e+-]+)", out, re.M))
+    assert float(errors["orthogonal keys"]) < 1e-13 and float(errors["orthogonal keys, each written twice"]) < 1e-13
+    twice = r"written twice\s+largest recall error: delta rule \S+, plain linear attention [1-9][\d.]*e[+-]0[0-1]"
+    assert re.search(twice, out)  # old + new: an error of the size of a value
+    last = float(re.search(r"the last pair written: delta rule error (\S+)", out).group(1))
+    assert last < 1e-13  # β = 1 and a unit key: the memory returns exactly the value just written
+    assert "e^g =  0.5: after 10 tokens 0.001 of a memory is left" in out  # 0.5^10 = 0.00098, by hand
+    assert "half-life    1.0 tokens" in out and "half-life   69.0 tokens" in out  # ln 0.5 / ln 0.99 = 68.97
+    assert re.search(r"torch.float64\s+max \|chunked − recurrent\| = \S+", out)
+    f64 = float(re.search(r"torch.float64\s+max \|chunked − recurrent\| = (\S+);", out).group(1))
+    f32 = float(re.search(r"torch.float32\s+max \|chunked − recurrent\| = (\S+);", out).group(1))
+    assert f64 < 1e-12 and f32 < 1e-5
+    held = re.search(r"this checkpoint's layer 0 keeps ([\d,]+) bytes per sequence; the formula says ([\d,]+)", out)
+    assert held.group(1) == held.group(2) == f"{4 * 32 * 32 * 4 + 3 * (2 * 2 * 32 + 4 * 32) * 2:,}"  # by hand
+    # real 0.8B: (16·128·128·4 + 3·6144·2) B of state against 2·2·256·2 B of KV per token
+    assert f"one linear layer holds as much as a full layer's KV cache at {1_085_440 / 2048:,.0f} tokens" in out
+    assert re.search(r"Qwen3.5-0.8B\s+1.04 MiB\s+2,048 B\s+64 MiB\s+0.39 GiB\s+1.50 GiB", out)
+    for number in (210, 211, 212):
+        assert f"» exercise {number} (" in out

@@ -1,0 +1,148 @@
+"""Chapter 7's figures, and the sizes of the Qwen3.5 family that the memory bill needs.
+
+Each figure function takes what the chapter computed and returns a matplotlib Figure; matplotlib is imported inside,
+so the chapter script starts without it.
+"""
+# The five dense sizes, from the "Model Overview" of each published model card (Qwen/Qwen3.5-0.8B … 27B), read from
+# public copies: the build machines cannot reach the hub, so they are not verified here. The 0.8B's also match its
+# config.json (book.real; tests/test_book_ch07.py checks it). Every layer pattern is [L, L, L, F] repeated.
+SIZES = {
+    "0.8B": dict(layers=24, d=1024, H=8, Hkv=2, D=256, Hk=16, Hv=16, dk=128, dv=128, K=4),
+    "2B": dict(layers=24, d=2048, H=8, Hkv=2, D=256, Hk=16, Hv=16, dk=128, dv=128, K=4),
+    "4B": dict(layers=32, d=2560, H=16, Hkv=4, D=256, Hk=16, Hv=32, dk=128, dv=128, K=4),
+    "9B": dict(layers=32, d=4096, H=16, Hkv=4, D=256, Hk=16, Hv=32, dk=128, dv=128, K=4),
+    "27B": dict(layers=64, d=5120, H=24, Hkv=4, D=256, Hk=16, Hv=48, dk=128, dv=128, K=4),
+}
+STATE_BYTES, MODEL_BYTES = 4, 2  # the recurrent state is fp32; the conv state and the KV cache are in bf16
+
+
+def linear_layer_bytes(s):
+    """One linear-attention layer's cache, whatever the context: the fp32 state (Hv, dk, dv) and the last K − 1
+    pre-conv inputs (2·Hk·dk + Hv·dv channels), per sequence."""
+    return s["Hv"] * s["dk"] * s["dv"] * STATE_BYTES + (s["K"] - 1) * (2 * s["Hk"] * s["dk"] + s["Hv"] * s["dv"]) \
+        * MODEL_BYTES
+
+
+def kv_bytes_per_token(s):
+    """One full-attention layer's KV cache grows by a key and a value (Hkv heads of D) per token."""
+    return 2 * s["Hkv"] * s["D"] * MODEL_BYTES
+
+
+def cache_bytes(s, tokens):
+    """The whole model's cache for one sequence of `tokens`: 3 layers in 4 keep a state, 1 in 4 a KV cache."""
+    full = s["layers"] // 4
+    return (s["layers"] - full) * linear_layer_bytes(s) + full * tokens * kv_bytes_per_token(s)
+
+
+def all_attention_bytes(s, tokens):
+    """The same model's cache if every layer were full attention (the comparison the hybrid design is about)."""
+    return s["layers"] * tokens * kv_bytes_per_token(s)
+
+
+def memory_figure(errors, decays, tokens=40):
+    """Left: recall error of the delta rule and of plain linear attention on the chapter's key → value tests.
+    Right: what the forgetting gate leaves of a memory written n tokens ago, e^(g·n), for a few decays."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
+    names = list(errors)
+    x = np.arange(len(names))
+    for i, (label, colour) in enumerate((("delta rule", "#2a9d8f"), ("plain linear attention", "#e76f51"))):
+        values = [max(errors[n][i], 1e-17) for n in names]
+        ax.bar(x + (i - 0.5) * 0.38, values, 0.38, label=label, color=colour)
+    ax.set_yscale("log")
+    ax.set_xticks(x, names, fontsize=8)
+    ax.set_ylabel("largest recall error |Sᵀk − v|")
+    ax.set_title("reading back what was written (float64; bars at 1e-16 are exact)")
+    ax.legend()
+    n = np.arange(tokens + 1)
+    for e in decays:
+        bx.plot(n, e ** n, label=f"e^g = {e:g}")
+    bx.set_xlabel("tokens since the write")
+    bx.set_ylabel("share of the memory left")
+    bx.set_title("the forgetting gate: every step multiplies the state by e^g")
+    bx.legend()
+    return fig
+
+
+def gates_figure(tokens, decay, beta, synthetic):
+    """Heatmaps, one row per value head, one column per token: the decay e^g and the write strength β."""
+    import matplotlib.pyplot as plt
+
+    tag = " (synthetic weights)" if synthetic else ""
+    fig, axes = plt.subplots(2, 1, figsize=(max(8, 0.45 * len(tokens)), 5.5), layout="constrained", sharex=True)
+    for ax, values, title in ((axes[0], decay, f"decay e^g per token and value head, layer 0{tag}"),
+                              (axes[1], beta, f"write strength β = sigmoid(b), layer 0{tag}")):
+        image = ax.imshow(values.T, aspect="auto", cmap="viridis", vmin=0, vmax=1)
+        ax.set_ylabel("value head")
+        ax.set_title(title)
+        fig.colorbar(image, ax=ax)
+    axes[1].set_xticks(range(len(tokens)), tokens, rotation=60, fontsize=8)
+    return fig
+
+
+def state_norm_figure(tokens, norms, synthetic):
+    """The Frobenius norm of each value head's state after each token (the memory filling up and fading)."""
+    import matplotlib.pyplot as plt
+
+    tag = " (synthetic weights)" if synthetic else ""
+    fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(tokens)), 3.8), layout="constrained")
+    for h in range(norms.shape[1]):
+        ax.plot(norms[:, h], marker=".", label=f"head {h}")
+    ax.set_xticks(range(len(tokens)), tokens, rotation=60, fontsize=8)
+    ax.set_ylabel("‖S‖ (Frobenius)")
+    ax.set_title(f"the state's size as the sentence goes on, layer 0{tag}")
+    ax.legend(fontsize=8, ncols=4)
+    return fig
+
+
+def chunk_figure(Gamma, A, head, synthetic):
+    """One chunk of one value head: the decay matrix Γ and the unit lower-triangular matrix A of the system."""
+    import matplotlib.pyplot as plt
+
+    tag = " (synthetic weights)" if synthetic else ""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), layout="constrained")
+    below = A.tril(-1)  # A's diagonal is all ones: drawn apart, it would set the colour scale
+    for ax, values, title, cmap in ((axes[0], Gamma, "Γ_ij = e^(G_i − G_j), 0 above the diagonal", "viridis"),
+                                    (axes[1], below, "A − I = strictly_lower(βKKᵀ ⊙ Γ); A's diagonal is 1",
+                                     "coolwarm")):
+        limit = max(float(abs(values).max()), 1e-12) if cmap == "coolwarm" else 1.0
+        image = ax.imshow(values, cmap=cmap, vmin=-limit if cmap == "coolwarm" else 0, vmax=limit)
+        ax.set_xlabel("j (the token that wrote)")
+        ax.set_ylabel("i (the token that reads)")
+        ax.set_title(title, fontsize=10)
+        fig.colorbar(image, ax=ax)
+    fig.suptitle(f"one chunk of value head {head}, layer 0{tag}")
+    return fig
+
+
+def memory_bill_figure(sizes=SIZES, tokens=32768):
+    """Left: bytes one layer keeps for one sequence, by context length, in the 0.8B: a linear-attention layer's
+    state (flat) and a full-attention layer's KV cache (a line). Right: the whole model's cache at `tokens` for
+    each size, against the same model with full attention in every layer."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.5), layout="constrained")
+    s = sizes["0.8B"]
+    T = np.arange(0, tokens + 1, 256)
+    ax.plot(T, T * kv_bytes_per_token(s) / 2 ** 20, label="full attention: KV cache")
+    ax.plot(T, np.full(T.shape, linear_layer_bytes(s) / 2 ** 20), label="Gated DeltaNet: state + conv state")
+    ax.set_xlabel("tokens in the context")
+    ax.set_ylabel("MiB per layer, per sequence")
+    ax.set_title("one layer of the real Qwen3.5-0.8B")
+    ax.legend()
+    names = list(sizes)
+    x = np.arange(len(names))
+    hybrid = [cache_bytes(sizes[n], tokens) / 2 ** 30 for n in names]
+    full = [all_attention_bytes(sizes[n], tokens) / 2 ** 30 for n in names]
+    bx.bar(x - 0.2, hybrid, 0.4, label="Qwen3.5 ([L, L, L, F] layers)", color="#2a9d8f")
+    bx.bar(x + 0.2, full, 0.4, label="the same with full attention everywhere", color="#bbbbbb")
+    for i, (a, b) in enumerate(zip(hybrid, full)):
+        bx.text(i - 0.2, a, f"{a:.2f}", ha="center", va="bottom", fontsize=8)
+    bx.set_xticks(x, [f"Qwen3.5-{n}" for n in names])
+    bx.set_ylabel(f"GiB for one sequence of {tokens:,} tokens")
+    bx.set_title("the whole model's cache (sizes from the published model cards)")
+    bx.legend()
+    return fig
