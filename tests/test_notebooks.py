@@ -25,8 +25,9 @@ SCRIPTS = [s.stem for s in sync.scripts()]
 # whether it shows the checkpoint's numbers (then its title says so when synthetic)
 FIGURES = {
     "ch01_weights": {"fig-layers": True, "fig-params": True},
-    "ch02_embedding": {"fig-row-norms": True, "fig-tied-head": True},
-    "ch03_norm": {"fig-rms": True, "fig-scales": True, "fig-bf16": False, "fig-gate": True},
+    "ch02_embedding": {"ch02-map": False, "ch02-bpe-word": False, "ch02-bpe-cjk": False, "ch02-row-norms": True,
+                       "ch02-head": True},
+    "ch03_norm": {"ch03-map": False, "ch03-rms": True, "ch03-scales": True, "ch03-bf16": False, "ch03-gate": True},
 }
 SECONDS = 60  # per notebook, on the synthetic checkpoint
 # Runs first in the kernel: remembers the titles of every figure the notebook displays, in order.
