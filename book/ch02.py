@@ -5,6 +5,7 @@ are drawn with the first installed CJK font as a fallback; when none is installe
 shown as □ and the title says so.
 """
 import numpy as np
+import torch
 
 # Fonts with CJK glyphs that matplotlib can fall back to, most common first (Linux, macOS, Windows).
 CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
@@ -46,6 +47,7 @@ class Glyphs:
                "Sans CJK to see Chinese characters)"
 
 
+@torch.no_grad()  # figures want plain tensors
 def row_norms(norms, n_plain, n_used, marked, synthetic=""):
     """Histogram of the row lengths |E_v| in three groups: ordinary tokens, added tokens, padding rows.
 
@@ -74,6 +76,7 @@ def row_norms(norms, n_plain, n_used, marked, synthetic=""):
     return fig
 
 
+@torch.no_grad()  # figures want plain tensors
 def head_top5(E, ids, decode, head=None, synthetic="", glyphs=None):
     """For each id, the head's five highest logits when h is that token's own embedding row (the token in red).
 

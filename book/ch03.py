@@ -22,6 +22,7 @@ def _rms(t):
     return t.float().pow(2).mean(-1).sqrt().cpu().numpy()
 
 
+@torch.no_grad()  # figures want plain tensors
 def rms_before_after(vecs, after, synthetic=""):
     """Histograms of the RMS of `vecs` before and after each norm of `after` ({label: module}), on one log x scale
     for both panels; the real model's RMS after layer 0's input norm and the final norm are drawn as dashed lines."""
@@ -60,6 +61,7 @@ def _real_range(ax, x, stats):
     ax.errorbar([x], [mean], yerr=[[mean - lo], [hi - mean]], fmt="D", color="black", ms=5, capsize=3, zorder=5)
 
 
+@torch.no_grad()  # figures want plain tensors
 def scales(W, layer_types, synthetic=""):
     """Every norm's effective scale, one box per norm: 1 + w for the RMSNorms and q/k norms, plain w for the gated
     norms. W maps the checkpoint's names (without the language-model prefix) to tensors."""
@@ -145,6 +147,7 @@ def bf16_grid():
     return fig
 
 
+@torch.no_grad()  # figures want plain tensors
 def gate(gated, h, synthetic=""):
     """GatedRMSNorm against the gate z (the same for every dimension): silu(z), the signed gain of the output along
     the ungated output w · x̂ (it is silu(z), sign included), and the output RMS (|silu(z)| times a fixed size).

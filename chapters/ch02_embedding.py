@@ -43,6 +43,7 @@ from qwen.tokenizer import load_tokenizer
 from qwen.weights import Config, load, load_weights
 
 torch.manual_seed(0)
+torch.set_grad_enabled(False)  # nothing is trained here
 args = chapter_args(__doc__)
 cfg = Config.load(args.path)
 W = load_weights(args.path)
@@ -256,7 +257,6 @@ book.show("ch02-head", ch02.head_top5, emb.weight, tok.encode("The capital of Fr
 # give exactly our numbers, in the checkpoint's own dtype (a lookup copies; the head is the same matrix product).
 
 # %%
-@torch.no_grad()
 def compare(transformers, path, ids):
     model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16)
     ours = load(Embedding(cfg.vocab_size, cfg.hidden_size), W, "embed_tokens.").bfloat16()

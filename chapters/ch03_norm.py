@@ -259,7 +259,6 @@ print(f"the model has {2 * cfg.num_hidden_layers + 1} RMSNorms, {2 * n_full} per
 # ours before the last rounding, which can add one more. Ours rounds once, and is the closer to the exact value.
 
 # %%
-@torch.no_grad()
 def compare(transformers, W):
     from transformers.models.qwen3_5 import modeling_qwen3_5 as hf
 
