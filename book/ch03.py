@@ -98,8 +98,8 @@ def scales(W, layer_types, synthetic=""):
         lo, hi = ax.get_ylim()
         ax.set_ylim(lo, hi + 0.3 * (hi - lo))
     ax1.set_xticks(list(range(L)) + [L + 0.5], [f"{i}\n{letters[i]}" for i in range(L)] + ["final"])
-    note = "\nsynthetic: every box is a random draw around a mean qwen/synthetic.py chose; a trend with depth is " \
-           "planted there, not learned" if synthetic else ""
+    note = "\nsynthetic: every box is a random draw around the weight's initial value (qwen/synthetic.py); " \
+           "nothing in it was learned" if synthetic else ""
     fig.suptitle(f"The effective scale of every norm in the model{synthetic}{note}")
     return fig
 

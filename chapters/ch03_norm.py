@@ -66,8 +66,9 @@ book.show("ch03-map", book.model_map.draw, "norm")
 # ## 1. What it does
 # With w = 0 (a scale of exactly 1) a vector comes out with a root mean square of 1 — as long as mean(x²) is much
 # larger than ε. The ε inside the root matters for tiny vectors: at RMS 10⁻³, mean(x²) = 10⁻⁶ = ε, and the output
-# RMS is √(1/2) ≈ 0.707. The trained weights then move the scale. The synthetic numbers below come from random
-# weights whose means `qwen/synthetic.py` chose; only the real ones printed beside them are findings.
+# RMS is √(1/2) ≈ 0.707. The trained weights then move the scale. On the synthetic checkpoint the weights are
+# random draws around their initial values (`qwen/synthetic.py`); only the real values printed beside them are
+# findings.
 
 # %%
 x = torch.randn(2, 3, d, device=dev) * 5
@@ -105,7 +106,8 @@ book.show("ch03-rms", ch03.rms_before_after, vecs,
 # Every norm of the model as its effective scale: one box per norm, the spread of its per-dimension scales; the
 # dashed line is a scale of 1. In the real model layer 0's input norm scales by about 1.24 on average and the
 # final norm by about 4.3 (the black diamonds: the real means and ranges). On the synthetic checkpoint each box is
-# a random draw around a mean that `qwen/synthetic.py` chose: any trend with depth in it was put there, not learned.
+# a random draw around the weight's initial value (0 for w, so a scale of 1; 1 for the gated norm): the boxes show
+# random spread, nothing learned.
 #
 # Why would the final norm scale by 4.3? Its output goes straight into the head: logits = h · Eᵀ (chapter 2). The
 # gain sets the size of h and so the size of the logits — how peaked the softmax over the next token is. Nothing
