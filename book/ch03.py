@@ -36,14 +36,14 @@ def rms_before_after(vecs, after, synthetic=""):
     for (label, norm), color in zip(after.items(), ("C2", "C0", "C3")):
         y = _rms(norm(vecs))
         ax1.hist(y, bins=bins, color=color, alpha=0.8, label=f"{label}: mean {y.mean():.2f}")
-    for value, name, y, side in ((REAL["layer0_rms"], "layer 0 input norm", 0.95, "right"),
-                                 (REAL["final_rms"], "final norm", 0.6, "left")):
+    for value, name, text_at in ((REAL["layer0_rms"], "layer 0 input norm", (0.01, 0.9)),
+                                 (REAL["final_rms"], "final norm", (8, 0.6))):
         ax1.axvline(value, color="black", ls="--", lw=1)
-        ax1.annotate(f"{REAL_LABEL},\n{name}: {value}", (value, y), xycoords=("data", "axes fraction"),
-                     xytext=(-4 if side == "right" else 4, 0), textcoords="offset points", ha=side, va="top",
-                     fontsize=8)
+        ax1.annotate(f"{REAL_LABEL},\n{name}: {value}", (value, 0.85), xycoords=("data", "axes fraction"),
+                     xytext=text_at, textcoords=("data", "axes fraction"), va="top", fontsize=8,
+                     arrowprops=dict(arrowstyle="->", color="black", lw=0.8))
     ax1.set(xlabel="RMS of a vector (log scale)", ylabel="number of vectors", title="after normalisation")
-    ax1.legend(loc="center left", fontsize=9)
+    ax1.legend(loc="lower left", fontsize=8)
     fig.suptitle(f"RMS of {len(vecs):,} random vectors before and after RMSNorm{synthetic}")
     return fig
 

@@ -200,8 +200,20 @@ book.show("ch03-bf16", ch03.bf16_grid)
 # (applied as 1 + w, initialised to 0); some norms have no scale. They are one function: p = 1 + w. PyTorch's own
 # `F.rms_norm` takes a plain weight, so it is an independent check of our RMSNorm with the converted weight.
 #
-# **Exercise 205** converts every norm of a whole state dict between the two conventions (and must leave the gated
-# norm alone): `python practice/judge.py start 205`.
+# **Try it**: exercise 205 converts every norm weight of a whole state dict between the two conventions, and must
+# leave the gated norm alone. Start it with `python practice/judge.py start 205`, or write the two functions in
+# the next cell and run it.
+
+# %%
+def centred_to_plain(state):
+    raise NotImplementedError  # a new dict: 1 + w (in fp32) for every zero-centred norm weight, the rest unchanged
+
+
+def plain_to_centred(state):
+    raise NotImplementedError  # the way back: p - 1
+
+
+book.attempt(205, centred_to_plain, plain_to_centred)
 
 # %%
 theirs = F.rms_norm(x.float(), (d,), weight=(1 + w0).to(dev), eps=eps)
@@ -300,7 +312,8 @@ book.notation(args.path)
 # File added in this chapter: `qwen/norm.py`.
 #
 # **Exercises**: 204 · Zero-centred RMSNorm and gated RMSNorm (`python practice/judge.py start 204`, or the cell in
-# section 2) · 205 · Convert norm weights between conventions (`python practice/judge.py start 205`).
+# section 2) · 205 · Convert norm weights between conventions (`python practice/judge.py start 205`, or the cell
+# in section 4).
 #
 # ## How to explain it
 #

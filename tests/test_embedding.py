@@ -65,3 +65,18 @@ def test_padding_rows_get_a_logit(ours):
     logits = head_logits(h, ours.weight)
     assert logits.shape[-1] == 248320 and logits[..., 248077:].shape[-1] == 243
     assert (logits[..., 248077:] != 0).all()
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_which_rows_training_updates(tied):
+    """The claim of chapter 2: with a tied head every row gets a gradient at every step (through the softmax), even
+    rows never looked up or predicted; with an untied head an input row of a token absent from the batch gets none."""
+    g = torch.Generator().manual_seed(4)
+    E = torch.randn(10, 4, generator=g, requires_grad=True)
+    head = E if tied else torch.randn(10, 4, generator=g, requires_grad=True)
+    ids, targets = torch.tensor([1, 2, 3]), torch.tensor([2, 3, 4])  # rows 0 and 5..9 are never used
+    loss = torch.nn.functional.cross_entropy(head_logits(E[ids], head), targets)
+    loss.backward()
+    touched = (E.grad.abs().sum(-1) > 0).tolist()
+    assert touched == ([True] * 10 if tied else [False, True, True, True] + [False] * 6)
+
