@@ -128,9 +128,9 @@ for piece in (" tokenization", "北京是中国的首都"):
 print(f"the whole text by hand: equal to the tokenizer's ids: {bpe.encode(text) == ids}")
 
 # %% [markdown]
-# The same merges as pictures: one row per merge, one column per byte. A Chinese character is 3 bytes of UTF-8,
-# so the first merges build characters (boxes of 3 columns), and the later ones join characters into the words
-# the vocabulary has. A symbol that is only part of a character is shown as its bytes in hex.
+# The same merges as pictures: one row per merge, one column per byte. A Chinese character is 3 bytes of UTF-8:
+# most early merges join bytes inside a character (boxes of 2, then 3 columns), and the later ones join characters
+# into the words the vocabulary has. A symbol that is only part of a character is shown as its bytes in hex.
 
 # %%
 book.show("ch02-bpe-word", ch02.bpe_merges, " tokenization", merges_of(" tokenization"), bpe.to_bytes)
@@ -207,7 +207,8 @@ print(f"row lengths |E_v|{SYNTHETIC}: mean {norms[:tok.n_vocab].mean():.3f}, min
 # What would training do to them? With a tied head (the 0.8B) every row is also an output row, and every row gets
 # a gradient at every training step through the softmax (the loss lowers the score of every token that was not
 # the target), so no row of the 0.8B's table is left untouched, padding rows included. Only an *untied* input
-# table can keep rows that training never updates: rows of tokens that never occur in the data.
+# table can keep rows that the loss never updates (weight decay aside): rows of tokens that never occur in the
+# data. tests/test_embedding.py checks both on a small table.
 
 # %%
 book.show("ch02-row-norms", ch02.row_norms, norms, min(tok.special_tokens.values()), tok.n_vocab, ids, SYNTHETIC)

@@ -42,7 +42,8 @@ def test_rms_before_after_one_x_scale(ckpt):
         fig = ch03.rms_before_after(vecs, {"RMSNorm, weight 0": RMSNorm(d),
                                            "final norm": load(RMSNorm(d), W, "norm.")}, " (synthetic weights)")
     assert fig.axes[0].get_xlim() == fig.axes[1].get_xlim() and fig.axes[0].get_xscale() == "log"
-    assert "synthetic weights" in titles(fig) and "real Qwen3.5-0.8B" in " ".join(t.get_text() for t in fig.axes[1].texts)
+    assert "synthetic weights" in titles(fig)
+    assert "real Qwen3.5-0.8B" in " ".join(t.get_text() for t in fig.axes[1].texts)
 
 
 def test_scales_says_planted(ckpt):

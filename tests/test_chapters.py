@@ -72,7 +72,8 @@ def test_ch02_facts(outputs):
     assert "lookup equals one-hot · E: True" in out
     assert "plain indexing with id -1 gives the last row: True; Embedding refuses it: token ids must lie in" in out
     assert "E in the file: 15,892,480 numbers x 2 bytes (torch.bfloat16)" in out  # 248,320 x 64, bf16 on disk
-    assert f"real Qwen3.5-0.8B: 248,320 x 1,024 = {248320 * 1024:,} numbers = {248320 * 1024 * 2 / 2**20:.0f} MiB" in out
+    n = 248320 * 1024
+    assert f"real Qwen3.5-0.8B: 248,320 x 1,024 = {n:,} numbers = {n * 2 / 2**20:.0f} MiB" in out
     assert "lm_head.weight is the embedding table: True" in out
     assert "-> logits (248320,), 243 of them for padding rows" in out
     assert "top 5 tokens for h = E[last token] (synthetic weights)" in out
