@@ -247,8 +247,8 @@ book.show("ch02-head", ch02.head_top5, emb.weight, tok.encode("The capital of Fr
 # %% [markdown]
 # ## Try this
 #
-# - A string that is not NFC: `tok.encode("Å")` with the Ångström sign U+212B, or `"한"` decomposed into its jamo
-#   (`unicodedata.normalize("NFD", "한")`). What comes back from `decode`?
+# - A string that is not NFC: the Ångström sign, `tok.encode("\u212b")`, or "한" decomposed into its jamo,
+#   `tok.encode(unicodedata.normalize("NFD", "한"))` (after `import unicodedata`). What does `decode` give back?
 # - Half a character: "北" is 3 bytes, and each byte alone is a token too. What does
 #   `tok.decode([bpe.vocab[bpe.symbols("北")[0]]])` give, and why?
 # - `emb(torch.tensor([cfg.vocab_size]))` and `emb.weight[torch.tensor([-2])]`: one is refused, one is not.
