@@ -63,7 +63,7 @@ def row_norms(norms, n_plain, n_used, marked, synthetic=""):
     values = norms.numpy()
     bins = np.linspace(values.min(), values.max(), 80) if values.max() > values.min() else 80
     fig, ax = plt.subplots(figsize=(11, 5), layout="constrained")
-    for (label, group), color, style in zip(groups.items(), ("C0", "C1", "C3"), ("bar", "step", "step")):
+    for (label, group), color, style in zip(groups.items(), ("C0", "C1", "C3"), ("stepfilled", "step", "step")):
         if len(group):
             ax.hist(group.numpy(), bins=bins, color=color, histtype=style, lw=2, alpha=0.8,
                     label=f"{label}: {len(group):,} rows")
