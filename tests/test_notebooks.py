@@ -196,3 +196,12 @@ def test_notebook_prints_what_the_script_prints(executed, chapter_outputs, name)
 
 
 MODE_DEPENDENT = re.compile(r"\bbook\.(show|listing|attempt|proof)\(")
+
+
+def test_ch01_shows_the_proof(executed):
+    """With transformers installed the notebook runs the proof cell: transformers reads the same tensors."""
+    nb, _, error = executed("ch01_weights")
+    assert error is None, error
+    out = stdout_of(nb.cells)
+    assert "321 tensors, the same names as load_weights: True; max |ours - theirs| over all of them: 0.0" in out
+    assert "exercise 202 (Count the parameters from the config): replace the line that raises NotImplementedError" in out
