@@ -205,3 +205,22 @@ def test_ch01_shows_the_proof(executed):
     out = stdout_of(nb.cells)
     assert "321 tensors, the same names as load_weights: True; max |ours - theirs| over all of them: 0.0" in out
     assert "exercise 202 (Count the parameters from the config): replace the line that raises NotImplementedError" in out
+
+
+def test_ch02_ch03_show_the_proof_and_the_exercises(executed):
+    """With transformers installed the notebooks run the proof cells (embedding and head exact; RMSNorm exact and
+    the gated norm within 2 bf16 steps in bf16), and each exercise cell says how to attempt it."""
+    nb, _, error = executed("ch02_embedding")
+    assert error is None, error
+    out = stdout_of(nb.cells)
+    assert "embedding lookup (bf16): max |ours - transformers| = 0 = 0 bf16 steps" in out
+    assert "head logits (bf16): max |ours - transformers| = 0 = 0 bf16 steps" in out
+    assert "exercise 203 (Embedding lookup and the tied head): replace the line that raises" in out
+    nb, _, error = executed("ch03_norm")
+    assert error is None, error
+    out = stdout_of(nb.cells)
+    assert "final norm, bf16: max |ours - transformers| = 0 = 0 bf16 steps" in out
+    steps = re.search(r"gated norm of layer 0, bf16: max \|ours - transformers\| = \S+ = (\S+) bf16 steps", out)
+    assert steps and 0 < float(steps.group(1)) <= 2, out
+    for number in (204, 205):
+        assert f"exercise {number} (" in out
