@@ -118,7 +118,7 @@ for piece in (" tokenization", "北京是中国的首都"):
     steps = merges_of(piece)
     print(f"{piece!r}: {len(piece.encode('utf-8'))} bytes -> {' '.join(steps[0])}")
     for k, symbols in enumerate(steps[1:], 1):
-        if k <= 3 or k == len(steps) - 1:
+        if len(steps) <= 12 or k <= 3 or k == len(steps) - 1:  # a short word: every merge
             print(f"  merge {k:2d}: {' '.join(symbols)}")
         elif k == 4:
             print(f"  ... ({len(steps) - 5} more merges)")
@@ -128,12 +128,10 @@ for piece in (" tokenization", "北京是中国的首都"):
 print(f"the whole text by hand: equal to the tokenizer's ids: {bpe.encode(text) == ids}")
 
 # %% [markdown]
-# The same merges as pictures: one row per merge, one column per byte. A Chinese character is 3 bytes of UTF-8:
-# most early merges join bytes inside a character (boxes of 2, then 3 columns), and the later ones join characters
-# into the words the vocabulary has. A symbol that is only part of a character is shown as its bytes in hex.
-
-# %%
-book.show("ch02-bpe-word", ch02.bpe_merges, " tokenization", merges_of(" tokenization"), bpe.to_bytes)
+# The Chinese string's merges as a picture: one row per merge, one column per byte. A Chinese character is 3 bytes
+# of UTF-8: most early merges join bytes inside a character (boxes of 2, then 3 columns), and the later ones join
+# characters into the words the vocabulary has. A symbol that is only part of a character is shown as its bytes in
+# hex.
 
 # %%
 book.show("ch02-bpe-cjk", ch02.bpe_merges, "北京是中国的首都", merges_of("北京是中国的首都"), bpe.to_bytes)

@@ -25,7 +25,7 @@ SCRIPTS = [s.stem for s in sync.scripts()]
 # whether it shows the checkpoint's numbers (then its title says so when synthetic)
 FIGURES = {
     "ch01_weights": {"ch01-map": False, "ch01-layers": True, "ch01-params": True},
-    "ch02_embedding": {"ch02-map": False, "ch02-bpe-word": False, "ch02-bpe-cjk": False, "ch02-row-norms": True,
+    "ch02_embedding": {"ch02-map": False, "ch02-bpe-cjk": False, "ch02-row-norms": True,
                        "ch02-head": True},
     "ch03_norm": {"ch03-map": False, "ch03-rms": True, "ch03-scales": True, "ch03-bf16": False, "ch03-gate": True},
 }
