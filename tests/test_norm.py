@@ -68,7 +68,7 @@ def test_gated_fp32(seed, scale):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_gated_bf16_within_one_rounding(seed):
+def test_gated_bf16_within_two_steps(seed):
     """transformers rounds x̂ to bf16 and multiplies by w in bf16 before the gate; we round once at the end.
     So the results may differ, but by at most one rounding of an intermediate: 2 bf16 steps of the output."""
     ours, theirs = GatedRMSNorm(32), Qwen3_5RMSNormGated(32)
