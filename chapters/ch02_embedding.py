@@ -1,24 +1,21 @@
-"""Chapter 2: from text to vectors and back — tokens, the embedding table, and the tied output head.
+"""Chapter 2: from text to vectors and back — tokens, byte-level BPE by hand, the embedding table, and the head.
 
-Run: python chapters/ch02_embedding.py [--model PATH|HUB_ID|synthetic]
-Its notebook, notebooks/ch02_embedding.ipynb, is written from this file by python notebooks/sync.py. Cells marked
-active="ipynb" (figures, source listings) are commented out here: they run only in the notebook.
+Run: python chapters/ch02_embedding.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
+Its notebook, notebooks/ch02_embedding.ipynb, is written from this file by python notebooks/sync.py.
 """
 # %% [markdown]
-# # Chapter 2 · Embedding and the tied head
+# # Chapter 2 · Embedding and the output head
 #
 # Text becomes token ids (the tokenizer), ids become vectors (a row of the embedding table E), and at the very end
 # of the model a hidden vector becomes one score per token (logits = h · Eᵀ). Qwen3.5-0.8B uses the same table at
-# both ends: the checkpoint stores E once.
+# both ends: the checkpoint stores E once. This chapter builds the two ends of the model, highlighted on the map.
 #
 # ```
 # qwen/
-# ├── weights.py            (chapter 1)
-# ├── synthetic.py          (chapter 1)
-# ├── make_tokenizer.py     (chapter 1)
-# ├── course.py             (chapter 1)
+# ├── weights.py, hub.py, synthetic.py, make_tokenizer.py, course.py   (chapter 1)
 # ├── tokenizer.py          + text <-> token ids, read from the checkpoint's tokenizer.json
-# └── embedding.py          + Embedding (a row lookup) and tied_logits
+# ├── bpe.py                + byte-level BPE by hand: what the tokenizer library runs inside
+# └── embedding.py          + Embedding (a row lookup) and head_logits (h · headᵀ)
 # chapters/
 # └── ch02_embedding.py     + this chapter's script
 # notebooks/
@@ -27,198 +24,288 @@ active="ipynb" (figures, source listings) are commented out here: they run only 
 # + new in this chapter · ~ changed in this chapter · unmarked: from an earlier chapter
 # ```
 #
-# The command line runs the same code: `python chapters/ch02_embedding.py` (a few seconds). Both use the real
-# Qwen3.5-0.8B when they find it and the synthetic checkpoint otherwise. The synthetic one has the real tokenizer,
-# so the tokens below are the real ones; its embedding table is random, so the figures made from it (their titles
-# say "synthetic weights") show noise where the real model shows structure.
+# The command line runs the same code: `python chapters/ch02_embedding.py` (add `--figures` to save the figures,
+# `--proof` to compare with transformers). Both use the real Qwen3.5-0.8B when they find it and the synthetic
+# checkpoint otherwise. The synthetic one has the real tokenizer, so every token below is the real one; its
+# embedding table is random, so what is drawn from it (titled "synthetic weights") shows noise, not the real
+# model's structure.
 
 # %%
 import torch
 
+import book
+from book import ch02
+from qwen.bpe import ByteLevelBPE
 from qwen.course import chapter_args
-from qwen.embedding import Embedding, tied_logits
+from qwen.embedding import Embedding, head_logits
+from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import Config, load, load_weights
 
 torch.manual_seed(0)
+torch.set_grad_enabled(False)  # nothing is trained here
 args = chapter_args(__doc__)
 cfg = Config.load(args.path)
 W = load_weights(args.path)
 tok = load_tokenizer(args.path)
+SYNTHETIC = " (synthetic weights)" if is_synthetic(args.path) else ""  # goes into the title of every such figure
 
-# %% active="ipynb"
-# import matplotlib.pyplot as plt
-# import numpy as np
-# from matplotlib.font_manager import FontProperties, findfont
-# from matplotlib.ft2font import FT2Font
-#
-# from qwen.synthetic import is_synthetic
-#
-# torch.set_grad_enabled(False)  # nothing is trained here: the plots want plain tensors
-# SYNTHETIC = " (synthetic weights)" if is_synthetic(args.path) else ""  # goes into every figure's title
-# font = FT2Font(findfont(FontProperties()))  # the font the figures are drawn in
-#
-#
-# def shown(piece, width=14):
-#     """A token as the figures can draw it: a space as ␣, a character the font lacks (CJK, emoji) as □."""
-#     text = "".join("␣" if c == " " else c if c.isprintable() and font.get_char_index(ord(c)) else "□"
-#                    for c in piece)
-#     return text if len(text) <= width else text[:width - 1] + "…"
-
-
-# %% [markdown]
-# ## The code: `qwen/tokenizer.py` and `qwen/embedding.py`
-
-# %% active="ipynb"
-# import inspect
-#
-# from IPython.display import Code, display
-#
-# import qwen.embedding
-# import qwen.tokenizer
-#
-# display(Code(inspect.getsource(qwen.tokenizer.Tokenizer), language="python"))
-# Code(inspect.getsource(qwen.embedding), language="python")
-
-# %% [markdown]
-# - **`Tokenizer`** does not implement BPE: the `tokenizers` library runs the pipeline that `tokenizer.json`
-#   describes (Unicode normalisation, the split regex, byte-level BPE, the added tokens). The wrapper gives plain
-#   lists of ids, the special tokens by name, and the id that ends a chat turn. Because it reads the checkpoint's
-#   own file, the same code serves every Qwen3.5 size.
-# - **`Embedding`** is a table `weight` of shape (vocab, d) and a lookup `weight[ids]`. It checks the ids first:
-#   indexing with an id out of range would otherwise fail with an unhelpful message (or, on a GPU, an
-#   asynchronous device error).
-# - **`tied_logits`** is one matrix product: the hidden vector against every row of the table. It becomes the
-#   model's output layer once the layers in between exist.
+# %%
+book.show("ch02-map", book.model_map.draw, "embedding")
 
 # %% [markdown]
 # ## 1. Text → token ids
-# The tokenizer is byte-level BPE with a vocabulary of 248,044 pieces plus 33 special tokens. Digits are split one
-# per token; common words are one token, often with their leading space.
+# The tokenizer is a byte-level BPE: 248,044 ordinary tokens, then 33 added tokens (ids 248,044 to 248,076) such as
+# `<|im_start|>`. 21 of the added tokens are marked special (`decode(..., skip_special_tokens=True)` drops them);
+# 12 — `<think>`, `<tool_call>`, the fill-in-the-middle markers — are not, because the model writes them as text.
+# Digits are split one per token; common words are one token, often with their leading space.
 
 # %%
 text = "The capital of France is Paris. 北京是中国的首都。 2 + 2 = 4 🙂"
 ids = tok.encode(text)
-pieces = [tok.decode([i]) for i in ids]
 print(f"text: {text!r}")
 print(f"{len(ids)} tokens: {ids}")
-print("pieces:", " ".join(repr(p) for p in pieces))
+print("pieces:", " ".join(repr(tok.decode([i])) for i in ids))
 print(f"decode(encode(text)) == text: {tok.decode(ids) == text}")
-chat = "<|im_start|>user\nHi<|im_end|>"
-print(f"special tokens are single ids: {chat!r} -> {tok.encode(chat)}")
+kept = [s for s, i in tok.special_tokens.items() if tok.decode([i], skip_special_tokens=True) == s]
+print(f"added tokens: {len(tok.special_tokens)}, of which {len(tok.special_tokens) - len(kept)} special and "
+      f"{len(kept)} not: {' '.join(kept)}")
 print(f"tokenizer: {tok.n_vocab:,} ids in use; the embedding has {cfg.vocab_size:,} rows "
       f"= {cfg.vocab_size // 256} x 256 rows, so {cfg.vocab_size - tok.n_vocab} rows are never looked up")
 
 # %% [markdown]
-# ## 2. Token ids → vectors
-# The embedding is a table E with one row per token; a lookup copies rows. It is the same as multiplying a one-hot
-# vector by E, only without the multiplication. Qwen3.5 does not scale the result.
+# The round trip holds for this text, but not for every text, in two ways:
+#
+# - The tokenizer first normalises to Unicode NFC. A string in another normal form — `'e\u0301'`, an e followed by
+#   a combining accent — comes back composed, as `'é'`: equal on screen, not equal as a string.
+# - Added tokens are matched in the raw text before anything else. So a user's text that contains `<|im_start|>`
+#   becomes the control token itself, not the ids of its characters: a chat application must escape or strip such
+#   markup from untrusted text.
+
+# %%
+nfd = "e\u0301cole"
+print(f"{nfd!r} ({len(nfd)} code points) -> {tok.encode(nfd)} -> {tok.decode(tok.encode(nfd))!r}: "
+      f"round trip {tok.decode(tok.encode(nfd)) == nfd}")
+chat = "<|im_start|>user\nHi<|im_end|>"
+print(f"added tokens are single ids: {chat!r} -> {tok.encode(chat)}")
+
+# %% [markdown]
+# ## 2. Byte-level BPE by hand
+# What does `encode` do inside? `qwen/bpe.py` writes it out, and a test proves it gives the same ids as the
+# tokenizer on a thousand random strings. Four steps:
+#
+# 1. **Split** the text into pieces with the regex in `tokenizer.json`: a word with its leading space, one digit,
+#    a run of punctuation, whitespace. (Python's `re` has no `\p{L}`, so the regex runs on the library's engine;
+#    the rest is ours.)
+# 2. **Bytes.** Each piece becomes its UTF-8 bytes, and each byte one printable character by GPT-2's
+#    byte-to-unicode map (a space byte is `Ġ`). That is why no text is ever "unknown": any string is bytes.
+# 3. **Whole piece.** A piece that is itself in the vocabulary is taken whole.
+# 4. **Merges.** Otherwise, of all adjacent pairs, the one that comes first in the list of merges is joined; again
+#    and again, until no adjacent pair is a merge. Each final symbol is a token; its id comes from the vocabulary.
+
+# %%
+bpe = ByteLevelBPE(args.path)
+
+
+def merges_of(piece):
+    """The symbols of `piece` before any merge, then after each merge."""
+    steps = [bpe.symbols(piece)]
+    bpe.merge(piece, steps)
+    return steps
+
+
+for piece in (" tokenization", "北京是中国的首都"):
+    steps = merges_of(piece)
+    print(f"{piece!r}: {len(piece.encode('utf-8'))} bytes -> {' '.join(steps[0])}")
+    for k, symbols in enumerate(steps[1:], 1):
+        if len(steps) <= 12 or k <= 3 or k == len(steps) - 1:  # a short word: every merge
+            print(f"  merge {k:2d}: {' '.join(symbols)}")
+        elif k == 4:
+            print(f"  ... ({len(steps) - 5} more merges)")
+    by_hand = [bpe.vocab[s] for s in steps[-1]]
+    print(f"  tokens {[bpe.to_bytes(s).decode('utf-8') for s in steps[-1]]}, ids {by_hand}; "
+          f"the tokenizer: {tok.encode(piece)}; equal: {by_hand == tok.encode(piece)}")
+print(f"the whole text by hand: equal to the tokenizer's ids: {bpe.encode(text) == ids}")
+
+# %% [markdown]
+# The Chinese string's merges as a picture: one row per merge, one column per byte. A Chinese character is 3 bytes
+# of UTF-8: most early merges join bytes inside a character (boxes of 2, then 3 columns), and the later ones join
+# characters into the words the vocabulary has. A symbol that is only part of a character is shown as its bytes in
+# hex.
+
+# %%
+book.show("ch02-bpe-cjk", ch02.bpe_merges, "北京是中国的首都", merges_of("北京是中国的首都"), bpe.to_bytes)
+
+# %% [markdown]
+# ## 3. Token ids → vectors
+# The embedding is a table E with one row per token, shape (V, d); a lookup copies rows. It equals multiplying a
+# one-hot vector by E, only without the multiplication. Qwen3.5 does not scale the result (Gemma multiplies by √d).
+#
+# **Try it first**: exercise 203 asks for exactly this lookup and for the head of section 4. Start it with
+# `python practice/judge.py start 203`, or write the two functions in the next cell and run it: the judge grades
+# them here. The finished module follows.
+
+# %%
+def embed(ids, E):
+    raise NotImplementedError  # ids (...) -> (..., d): row ids of E
+
+
+def tied_logits(h, E):
+    raise NotImplementedError  # h (..., d) -> (..., V): h · E[v] for every row v
+
+
+book.attempt(203, embed, tied_logits)
+
+# %% [markdown]
+# ## The code: `qwen/tokenizer.py`, `qwen/embedding.py`
+
+# %%
+book.listing("qwen/tokenizer.py", "Tokenizer")
+book.listing("qwen/embedding.py")
+
+# %% [markdown]
+# - **`Tokenizer`** does not implement BPE itself: the `tokenizers` library runs the pipeline that `tokenizer.json`
+#   describes (section 2 did it by hand). The wrapper gives plain lists of ids, the added tokens by name, and the
+#   id that ends a chat turn. Because it reads the checkpoint's own file, the same code serves every Qwen3.5 size.
+# - **`Embedding`** is a table `weight` of shape (V, d) and a lookup `weight[ids]`. It checks the ids first, for
+#   one reason above all: a negative id does not fail in PyTorch, it silently picks a row from the end of the
+#   table (`weight[-1]` is the last row). An id ≥ V does fail, but on a GPU as an asynchronous device error far
+#   from its cause.
+# - **`head_logits`** is one matrix product: the hidden vector against every row of the head. The head is E when
+#   the weights are tied (0.8B) and `lm_head.weight` when they are not (2B and up); the product is the same.
 
 # %%
 emb = load(Embedding(cfg.vocab_size, cfg.hidden_size), W, "embed_tokens.").to(args.device)
 x = emb(torch.tensor([ids], device=args.device))  # (1, T) -> (1, T, d)
-print(f"E: {tuple(emb.weight.shape)}; ids (1, {len(ids)}) -> vectors {tuple(x.shape)} on {x.device}")
+print(f"E: {tuple(emb.weight.shape)} {emb.weight.dtype}; ids (1, {len(ids)}) -> vectors {tuple(x.shape)} "
+      f"on {x.device}")
 one_hot = torch.nn.functional.one_hot(torch.tensor(ids[:3], device=args.device), cfg.vocab_size).float()
 print(f"lookup equals one-hot · E: {torch.equal(one_hot @ emb.weight, x[0, :3])}")
+print(f"plain indexing with id -1 gives the last row: {torch.equal(emb.weight[torch.tensor([-1])][0], emb.weight[-1])}"
+      f"; Embedding refuses it:", end=" ")
+try:
+    emb(torch.tensor([-1], device=args.device))
+except IndexError as e:
+    print(e)
+real = book.real.config()
+size = W["embed_tokens.weight"]
+print(f"E in the file: {size.numel():,} numbers x {size.element_size()} bytes ({size.dtype}) = "
+      f"{size.numel() * size.element_size() / 2**20:.1f} MiB; real Qwen3.5-0.8B: {real.vocab_size:,} x "
+      f"{real.hidden_size:,} = {real.vocab_size * real.hidden_size:,} numbers = "
+      f"{real.vocab_size * real.hidden_size * size.element_size() / 2**20:.0f} MiB in the same dtype")
 norms = emb.weight.float().norm(dim=-1)
-print(f"row lengths |E_v|: mean {norms[:tok.n_vocab].mean():.3f}, min {norms.min():.3f}, max {norms.max():.3f}")
+print(f"row lengths |E_v|{SYNTHETIC}: mean {norms[:tok.n_vocab].mean():.3f}, min {norms.min():.3f}, "
+      f"max {norms.max():.3f}")
 
 # %% [markdown]
-# The length of every row of E, in three groups: the ordinary tokens, the 33 added tokens (`<|im_start|>` and
-# friends, ids from 248,044), and the padding rows after them that no token id reaches. The tokens of the text
-# above are marked along the bottom. With the real weights, compare the groups: a row that training seldom or
-# never updated (a rare token, a padding row) keeps roughly the length it was initialised with, which is one way to
-# find under-trained tokens. With random weights every group has the same spread of lengths.
+# The length of every row of E, in three groups: the ordinary tokens, the 33 added tokens, and the padding rows
+# after them that no token id reaches. The tokens of the text above are marked along the bottom. On the synthetic
+# checkpoint every row is drawn from one random distribution, so the groups look alike.
+#
+# What would training do to them? With a tied head (the 0.8B) every row is also an output row, and every row gets
+# a gradient at every training step through the softmax (the loss lowers the score of every token that was not
+# the target), so no row of the 0.8B's table is left untouched, padding rows included. Only an *untied* input
+# table can keep rows that the loss never updates (weight decay aside): rows of tokens that never occur in the
+# data. tests/test_embedding.py checks both on a small table.
 
-# %% tags=["fig-row-norms"] active="ipynb"
-# n_plain = min(tok.special_tokens.values())  # ordinary tokens come first, the added ones after them
-# groups = {f"ordinary tokens (ids 0–{n_plain - 1:,})": norms[:n_plain],
-#           f"added tokens (ids {n_plain:,}–{tok.n_vocab - 1:,})": norms[n_plain:tok.n_vocab],
-#           f"padding rows (ids {tok.n_vocab:,}–{cfg.vocab_size - 1:,}), never looked up": norms[tok.n_vocab:]}
-# values = norms.float().cpu().numpy()
-# bins = np.linspace(values.min(), values.max(), 80) if values.max() > values.min() else 80
-# fig, ax = plt.subplots(figsize=(11, 5), layout="constrained")
-# for (label, group), color, style in zip(groups.items(), ("C0", "C1", "C3"), ("bar", "step", "step")):
-#     if len(group):
-#         ax.hist(group.float().cpu().numpy(), bins=bins, color=color, histtype=style, lw=2, alpha=0.8,
-#                 label=f"{label}: {len(group):,} rows")
-# ax.plot(norms[ids].float().cpu().numpy(), np.full(len(ids), 0.7), "|", color="black", markersize=14,
-#         label=f"the {len(ids)} tokens of the text above")
-# ax.set(yscale="log", xlabel="row length |E_v| (Euclidean norm)", ylabel="number of rows (log scale)",
-#        title=f"Lengths of the {cfg.vocab_size:,} rows of the embedding table{SYNTHETIC}")
-# ax.set_ylim(bottom=0.5)
-# ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
-# plt.show()
+# %%
+book.show("ch02-row-norms", ch02.row_norms, norms, min(tok.special_tokens.values()), tok.n_vocab, ids, SYNTHETIC)
 
 # %% [markdown]
-# ## 3. A vector → a score for every token (the tied head)
-# The last hidden vector h is compared with every row of E by a dot product: logits = h · Eᵀ, shape (vocab,).
-# The larger sizes store a separate `lm_head.weight` of the same shape; the 0.8B reuses E, which saves
-# vocab × d parameters (a third of the 0.8B model).
+# ## 4. A vector → a score for every token (the head)
+# The last hidden vector h is compared with every row of the head by a dot product: logits = h · headᵀ, shape (V,).
+# The 0.8B's head is E itself, which saves V × d parameters (a third of the 0.8B model); the larger sizes store a
+# separate `lm_head.weight` of the same shape. Every row gets a score at every position — the padding rows
+# included: nothing is ever trained to pick them, but they are not removed from the softmax.
 
 # %%
 head = W["lm_head.weight"]  # tied: load_weights hands back the embedding for this name
 print(f"tied: {cfg.tie_word_embeddings}; "
       f"lm_head.weight is the embedding table: {torch.equal(head, W['embed_tokens.weight'])}")
-h = x[0, -1]  # stand-in for the model's last hidden state: the embedding of the last token
-logits = tied_logits(h, head.to(h))  # the same product with an untied head (2B and up): h · lm_headᵀ
+h = x[0, -1]  # a stand-in for the model's last hidden state: the embedding of the last token
+logits = head_logits(h, head.to(h))
 name = "E" if cfg.tie_word_embeddings else "lm_head"
-print(f"h ({cfg.hidden_size},) · {name}ᵀ ({cfg.hidden_size}, {cfg.vocab_size}) -> logits {tuple(logits.shape)}")
+print(f"h ({cfg.hidden_size},) · {name}ᵀ ({cfg.hidden_size}, {cfg.vocab_size}) -> logits {tuple(logits.shape)}, "
+      f"{cfg.vocab_size - tok.n_vocab} of them for padding rows")
 top = logits.float().topk(5)
-print("top 5 tokens for h = E[last token]:",
+print(f"top 5 tokens for h = E[last token]{SYNTHETIC}:",
       ", ".join(f"{tok.decode([i])!r} {v:.3f}" for v, i in zip(top.values.tolist(), top.indices.tolist())))
-if cfg.tie_word_embeddings:
-    print(f"h · E[v] peaks at v = the token itself (|E_v|² = {norms[ids[-1]] ** 2:.3f}) unless another row is longer "
-          f"and points the same way; the trained layers in between are what turn this into next-token prediction")
 
 # %% [markdown]
-# The tied head on a short sentence. Each token's own embedding row goes through the head, as if the model had no
-# layers at all, and the bars show the five highest-scoring tokens (the token itself in red). With no layers in
-# between, the head can only find rows that point the same way as the input row — with trained weights, mostly the
-# token itself and its relatives (other capitalisations, plurals, the same word without its leading space) — not
-# the next word. Predicting " Paris" after " is" is the work of the 24 layers the next chapters build.
+# The head on a short sentence. Each token's own embedding row goes through the head, as if the model had no
+# layers at all; the bars show the five highest-scoring tokens (the token itself in red), all panels on one x
+# scale. With the head tied, h · E_v for h = E_u is largest for rows that are long and point the way E_u does,
+# which is often the token itself — not the next word. Predicting " Paris" after " is" is the work of the 24
+# layers the next chapters build.
 
-# %% tags=["fig-tied-head"] active="ipynb"
-# sentence = "The capital of France is"
-# ids_s = tok.encode(sentence)
-# fig, axes = plt.subplots(1, len(ids_s), figsize=(3.2 * len(ids_s), 3.4), layout="constrained")
-# for ax, i in zip(np.atleast_1d(axes), ids_s):
-#     scores = tied_logits(emb.weight[i], emb.weight).float()
-#     top = scores.topk(5)
-#     ax.barh(range(5), top.values.cpu().numpy(), color=["C3" if j == i else "C0" for j in top.indices.tolist()])
-#     ax.set_yticks(range(5), [shown(tok.decode([j])) for j in top.indices.tolist()])
-#     ax.invert_yaxis()
-#     ax.set(title=f"h = E[{shown(tok.decode([i]))}]", xlabel="logit h · E_v")
-# fig.suptitle(f"Top 5 tokens of the tied head for each token of {sentence!r}{SYNTHETIC}\n"
-#              f"(␣ is a space, □ a character this font cannot draw)")
-# plt.show()
+# %%
+book.show("ch02-head", ch02.head_top5, emb.weight, tok.encode("The capital of France is"), tok.decode,
+          head.to(emb.weight), SYNTHETIC)
+
+# %% [markdown]
+# ## Try this
+#
+# - A string that is not NFC: the Ångström sign, `tok.encode("\u212b")`, or "한" decomposed into its jamo,
+#   `tok.encode(unicodedata.normalize("NFD", "한"))` (after `import unicodedata`). What does `decode` give back?
+# - Half a character: "北" is 3 bytes, and each byte alone is a token too. What does
+#   `tok.decode([bpe.vocab[bpe.symbols("北")[0]]])` give, and why?
+# - `emb(torch.tensor([cfg.vocab_size]))` and `emb.weight[torch.tensor([-2])]`: one is refused, one is not.
+#
+# ## Show the proof
+# When transformers is installed, its Qwen3.5 model loads the same checkpoint: its embedding and its head must
+# give exactly our numbers, in the checkpoint's own dtype (a lookup copies; the head is the same matrix product).
+
+# %%
+def compare(transformers, path, ids):
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16)
+    ours = load(Embedding(cfg.vocab_size, cfg.hidden_size), W, "embed_tokens.").bfloat16()
+    ids = torch.tensor([ids])
+    book.oracle.difference("embedding lookup (bf16)", ours(ids), model.get_input_embeddings()(ids))
+    h = torch.randn(1, len(ids[0]), cfg.hidden_size, generator=torch.Generator().manual_seed(0)).bfloat16()
+    book.oracle.difference("head logits (bf16)", head_logits(h, W["lm_head.weight"]), model.lm_head(h))
+    print("both 0: a lookup copies rows, and both heads are one bf16 matrix product over the same table")
+
+
+book.proof(compare, args.path, ids)
 
 # %% [markdown]
 # ## Summary
 #
-# - Text → ids: a byte-level BPE with 248,044 ordinary tokens and 33 added ones; any text round-trips, and the chat
-#   markup is single ids.
-# - Ids → vectors: a row lookup in E, shape (248,320, d), the same as a one-hot vector times E. The table has 243
-#   more rows than there are ids, so that its height is a multiple of 256.
-# - Vector → scores: logits = h · Eᵀ, one dot product per row. The 0.8B ties the head to E (one table, a third of
-#   its parameters); the larger sizes store a separate `lm_head.weight`.
-# - Applied straight to an embedding row, the head finds the token itself and its relatives: the prediction is the
-#   work of the layers in between, which the next chapters build.
+# - Text → ids: a byte-level BPE with 248,044 ordinary tokens and 33 added ones (21 special). NFC text round-trips;
+#   other text comes back NFC-normalised, and markup such as `<|im_start|>` in the text becomes the control token.
+# - BPE by hand: split with the regex, map bytes to printable characters, take a piece whole if it is a token, else
+#   join the adjacent pair that comes first in the merge list until none is left.
+# - Ids → vectors: a row lookup in E, shape (V, d) = (248,320, d), the same as a one-hot vector times E. The table
+#   has 243 more rows than there are ids, so that its height is a multiple of 256. Negative ids must be refused:
+#   PyTorch wraps them.
+# - Vector → scores: logits = h · headᵀ, one dot product per row, padding rows included. The 0.8B ties the head to
+#   E (one table, a third of its parameters); the larger sizes store a separate `lm_head.weight`.
 #
-# Files added in this chapter: `qwen/tokenizer.py`, `qwen/embedding.py`.
+# Shapes in this chapter (the course's notation; B and T are set by the input):
+
+# %%
+book.notation(args.path)
+
+# %% [markdown]
+# Files added in this chapter: `qwen/tokenizer.py`, `qwen/bpe.py`, `qwen/embedding.py`.
+#
+# **Exercise**: 203 · Embedding lookup and the tied head — `python practice/judge.py start 203`, then
+# `python practice/judge.py 203` to grade it (or the cell in section 3).
 #
 # ## How to explain it
 #
 # An interviewer wants the path from text to logits and the costs along it.
 #
 # 1. **Tokenizer.** Byte-level BPE: text becomes UTF-8 bytes, and learned merges join frequent byte sequences into
-#    tokens, so there is no unknown token and any string round-trips. A large vocabulary (about 248 k) makes
-#    text in many languages short in tokens, at the cost of a large embedding and a large softmax.
+#    tokens, so there is no unknown token: any string can be encoded, and NFC text decodes back to itself. A large
+#    vocabulary (about 248 k) makes text in many languages short in tokens, at the cost of a large embedding and a
+#    large softmax.
 # 2. **Embedding.** A lookup of row `id` in a (V, d) table, mathematically a one-hot vector times the table, but
 #    without the multiplication. Qwen3.5 does not scale it (Gemma multiplies by √d).
 # 3. **Tied head.** logits = h · Eᵀ: the score of a token is how well the final hidden vector lines up with its
-#    row. Tying reuses E as the output layer: it saves V·d parameters (a third of the 0.8B) and ties the meaning of
-#    "input token" to "output token"; large models untie, because the saving is relatively small for them.
+#    row. Tying reuses E as the output layer: it saves V·d parameters (a third of the 0.8B) and gives every row a
+#    gradient at every step; large models untie, because the saving is relatively small for them.
 # 4. **Details worth a sentence.** The vocabulary is padded to a multiple of 256 so that the matrix shapes suit the
-#    hardware; the padding rows are never looked up or predicted. The last matrix product, d × 248 k per token, is
-#    a large part of a small model's compute, so generation computes logits only at the last position.
+#    hardware; the padding rows are never looked up, but they still get a logit at every position. The last matrix
+#    product, d × 248 k per token, is a large part of a small model's compute, so generation computes logits only
+#    at the last position.

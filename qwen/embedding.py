@@ -1,26 +1,29 @@
-"""Token embedding and the tied output head.
+"""Token embedding and the output head.
 
-A token id picks one row of the embedding table E (vocab, D). At the other end of the model the same table turns a
-hidden vector h back into one score per token: logits = h · Eᵀ. Qwen3.5-0.8B ties the two (the file stores E once);
-the larger sizes keep a separate lm_head with the same shape. Qwen3.5 does not scale the embedding (Gemma does).
+A token id picks one row of the embedding table E (V, d). At the other end of the model a table of the same shape
+turns a hidden vector h back into one score per token: logits = h · Eᵀ. Qwen3.5-0.8B ties the two (the file stores
+E once and the head reuses it); the larger sizes store a separate lm_head.weight. Qwen3.5 does not scale the
+embedding (Gemma multiplies it by √d).
 """
 import torch
 import torch.nn as nn
 
 
 class Embedding(nn.Module):
-    """ids (B, T) -> vectors (B, T, D): a row lookup, nothing more."""
+    """ids (B, T) -> vectors (B, T, d): a row lookup, nothing more."""
 
     def __init__(self, vocab_size, dim):
         super().__init__()
-        self.weight = nn.Parameter(torch.empty(vocab_size, dim))  # E: (V, D), loaded from embed_tokens.weight
+        self.weight = nn.Parameter(torch.empty(vocab_size, dim))  # E: (V, d), loaded from embed_tokens.weight
 
     def forward(self, ids):
+        # weight[-1] would silently return the last row (negative indices wrap), so check both ends
         if ids.numel() and (ids.min() < 0 or ids.max() >= self.weight.shape[0]):
             raise IndexError(f"token ids must lie in [0, {self.weight.shape[0]}), got {ids.min()}..{ids.max()}")
-        return self.weight[ids]  # (B, T) -> (B, T, D)
+        return self.weight[ids]  # (B, T) -> (B, T, d)
 
 
-def tied_logits(h, E):
-    """h (..., D) · Eᵀ (D, V) -> logits (..., V): the score of token v is the dot product of h with row v of E."""
-    return h @ E.T
+def head_logits(h, head):
+    """h (..., d) · headᵀ (d, V) -> logits (..., V): the score of token v is the dot product of h with row v of the
+    head, which is the embedding table E when the weights are tied (0.8B) and lm_head.weight otherwise."""
+    return h @ head.T

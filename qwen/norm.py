@@ -38,8 +38,10 @@ class GatedRMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x, gate):  # x, gate: (..., dim)
-        # One rounding at the end. transformers rounds x̂ to the input dtype and multiplies by w there first,
-        # so in bf16 the two can differ by one rounding step; in fp32 they agree.
+        # One rounding at the end. transformers rounds twice before the gate (x̂ to the input dtype, then w · x̂ in
+        # it), each by up to half a step, so in bf16 its value can be a full step from ours before the last
+        # rounding, and that rounding can add one more: up to 2 bf16 steps apart (tests/test_norm.py measures it).
+        # In fp32 they agree to rounding.
         y = rms_normalize(x, self.eps) * self.weight.float() * F.silu(gate.float())
         return y.to(x.dtype)
 

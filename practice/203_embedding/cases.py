@@ -1,6 +1,6 @@
 """Problem 203: cases, oracle and known mistakes.
 
-Oracle: qwen/embedding.py (Embedding, tied_logits), which tests/test_practice.py proves equal to transformers'
+Oracle: qwen/embedding.py (Embedding, head_logits), which tests/test_practice.py proves equal to transformers'
 Qwen3_5ForCausalLM with tied embeddings: embed_tokens bit-exact, lm_head bit-exact.
 """
 import torch
@@ -8,7 +8,7 @@ import torch.nn as nn
 
 from practice.grading import Case, EXACT, Mistake, Tol
 from qwen.embedding import Embedding
-from qwen.embedding import tied_logits as qwen_tied_logits
+from qwen.embedding import head_logits
 
 # fp32: 1e-5 * max(1, max|logit|) + 1e-5 * |logit| (sums of D products in another order round differently);
 # bf16: one grid step (any matrix product accumulates in fp32 and rounds once, so at most one step apart).
@@ -24,7 +24,7 @@ def oracle_embed(ids, E):
 
 @torch.no_grad()
 def oracle_logits(h, E):
-    return qwen_tied_logits(h, E)
+    return head_logits(h, E)
 
 
 def _ids(g, shape, V):

@@ -1,0 +1,138 @@
+"""Chapter 2's figures: the lengths of the embedding rows, and what the head scores when fed an embedding row.
+
+Each function takes what it draws and returns a matplotlib Figure (the chapter shows it with book.show). Tokens
+are drawn with the first installed CJK font as a fallback; when none is installed, a character no font can draw is
+shown as □ and the title says so.
+"""
+import numpy as np
+import torch
+
+# Fonts with CJK glyphs that matplotlib can fall back to, most common first (Linux, macOS, Windows).
+CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
+             "WenQuanYi Micro Hei", "Droid Sans Fallback", "PingFang SC", "Hiragino Sans GB", "Microsoft YaHei",
+             "SimHei", "Arial Unicode MS")
+
+
+def font_families():
+    """matplotlib's default sans-serif font, then the first installed CJK font (if any) for glyphs it lacks."""
+    from matplotlib import font_manager, rcParams
+
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    return [rcParams["font.sans-serif"][0]] + [f for f in CJK_FONTS if f in installed][:1]
+
+
+class Glyphs:
+    """Which characters the figure fonts can draw, and a token's text as a figure can show it."""
+
+    def __init__(self, families=None):
+        from matplotlib.font_manager import FontProperties, findfont
+        from matplotlib.ft2font import FT2Font
+
+        self.families = families or font_families()
+        self.fonts = [FT2Font(findfont(FontProperties(family=f))) for f in self.families]
+        self.cjk = len(self.families) > 1
+
+    def drawable(self, c):
+        return c.isprintable() and any(f.get_char_index(ord(c)) for f in self.fonts)
+
+    def shown(self, piece, width=14):
+        """A space as ␣, a character no font has as □, cut to `width` characters."""
+        text = "".join("␣" if c == " " else c if self.drawable(c) else "□" for c in piece)
+        return text if len(text) <= width else text[:width - 1] + "…"
+
+    def caption(self):
+        if self.cjk:
+            return f"␣ is a space; CJK characters drawn with {self.families[1]}, □ a character no font here has"
+        return "␣ is a space, □ a character the installed fonts cannot draw (no CJK font found: install e.g. Noto " \
+               "Sans CJK to see Chinese characters)"
+
+
+@torch.no_grad()  # figures want plain tensors
+def row_norms(norms, n_plain, n_used, marked, synthetic=""):
+    """Histogram of the row lengths |E_v| in three groups: ordinary tokens, added tokens, padding rows.
+
+    norms: (V,) row lengths; n_plain: first added id (248044); n_used: ids the tokenizer has (248077);
+    marked: the ids of a text, drawn as ticks; synthetic: a note for the title (empty for real weights).
+    """
+    import matplotlib.pyplot as plt
+
+    norms = norms.float().cpu()
+    groups = {f"ordinary tokens (ids 0–{n_plain - 1:,})": norms[:n_plain],
+              f"added tokens (ids {n_plain:,}–{n_used - 1:,})": norms[n_plain:n_used],
+              f"padding rows (ids {n_used:,}–{len(norms) - 1:,}), never looked up": norms[n_used:]}
+    values = norms.numpy()
+    bins = np.linspace(values.min(), values.max(), 80) if values.max() > values.min() else 80
+    fig, ax = plt.subplots(figsize=(11, 5), layout="constrained")
+    for (label, group), color, style in zip(groups.items(), ("C0", "C1", "C3"), ("stepfilled", "step", "step")):
+        if len(group):
+            ax.hist(group.numpy(), bins=bins, color=color, histtype=style, lw=2, alpha=0.8,
+                    label=f"{label}: {len(group):,} rows")
+    ax.plot(norms[list(marked)].numpy(), np.full(len(marked), 0.7), "|", color="black", markersize=14,
+            label=f"the {len(marked)} tokens of the text above")
+    ax.set(yscale="log", xlabel="row length |E_v| (Euclidean norm)", ylabel="number of rows (log scale)",
+           title=f"Lengths of the {len(norms):,} rows of the embedding table{synthetic}")
+    ax.set_ylim(bottom=0.5)
+    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
+    return fig
+
+
+@torch.no_grad()  # figures want plain tensors
+def head_top5(E, ids, decode, head=None, synthetic="", glyphs=None):
+    """For each id, the head's five highest logits when h is that token's own embedding row (the token in red).
+
+    E: (V, d) embedding table; head: (V, d) output head (E itself when tied); decode: ids -> text. All panels share
+    one x scale, so the bars of different tokens can be compared.
+    """
+    import matplotlib.pyplot as plt
+
+    from qwen.embedding import head_logits
+
+    head = E if head is None else head
+    glyphs = glyphs or Glyphs()
+    fig, axes = plt.subplots(1, len(ids), figsize=(3.2 * len(ids), 3.6), layout="constrained", sharex=True,
+                             squeeze=False)
+    for ax, i in zip(axes[0], ids):
+        top = head_logits(E[i].float(), head.float()).topk(5)
+        ax.barh(range(5), top.values.cpu().numpy(), color=["C3" if j == i else "C0" for j in top.indices.tolist()])
+        ax.set_yticks(range(5), [glyphs.shown(decode([j])) for j in top.indices.tolist()],
+                      fontfamily=glyphs.families)
+        ax.invert_yaxis()
+        ax.set_xlabel("logit h · head_v")
+        ax.set_title(f"h = E[{glyphs.shown(decode([i]))}]", fontfamily=glyphs.families)
+    fig.suptitle(f"Top 5 tokens of the head for each token's own embedding row{synthetic}\n({glyphs.caption()})")
+    return fig
+
+
+def bpe_merges(piece, steps, to_bytes, glyphs=None):
+    """The symbols of one piece after each merge, one row per step: how byte-level BPE builds the tokens.
+
+    piece: the text; steps: lists of spelled symbols, the first being its single bytes; to_bytes: symbol -> the
+    bytes it stands for.
+    A symbol that is not whole UTF-8 (part of a CJK character) is drawn as its bytes in hex.
+    """
+    import matplotlib.pyplot as plt
+
+    glyphs = glyphs or Glyphs()
+
+    def label(symbol):
+        raw = to_bytes(symbol)
+        try:
+            return glyphs.shown(raw.decode("utf-8"), width=12)
+        except UnicodeDecodeError:
+            return raw.hex(" ")
+
+    n = len(steps[0])
+    fig, ax = plt.subplots(figsize=(min(1.0 * n + 1.5, 24), 0.42 * len(steps) + 1.2), layout="constrained")
+    for row, symbols in enumerate(steps):
+        x = 0
+        for k, s in enumerate(symbols):
+            w = len(to_bytes(s))  # one column per byte, so a token's box spans its bytes
+            ax.add_patch(plt.Rectangle((x + 0.05, -row - 0.4), w - 0.1, 0.8, color=f"C{k % 10}", alpha=0.25))
+            ax.text(x + w / 2, -row, label(s), ha="center", va="center", fontsize=8, fontfamily=glyphs.families)
+            x += w
+    ax.set(xlim=(0, n), ylim=(-len(steps) + 0.5, 0.5), xticks=[], yticks=-np.arange(len(steps)),
+           yticklabels=["bytes"] + [f"merge {k}" for k in range(1, len(steps))],
+           title=f"Byte-level BPE of {glyphs.shown(piece, width=40)!r}: {len(steps[0])} bytes, "
+                 f"{len(steps) - 1} merges, {len(steps[-1])} tokens\n({glyphs.caption()})")
+    return fig
+

@@ -1,0 +1,192 @@
+"""Chapter 3's figures: RMS before and after the norms, the trained scales, the bf16 grid, and the gate.
+
+Each function takes what it draws and returns a matplotlib Figure (the chapter shows it with book.show). Where the
+real Qwen3.5-0.8B's value is known it is drawn beside the checkpoint's, marked "real Qwen3.5-0.8B".
+"""
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from qwen.norm import rms_normalize
+
+# Printed by the source tutorial's chapter 3 on the real Qwen3.5-0.8B weights (/work/shared/seeds/004_*.txt):
+# RMS after layer 0's input norm and after the final norm (three random vectors), the stored w of those two norms,
+# and the output RMS of layer 0's gated norm (four random head outputs) for gates −6, 0, +6.
+REAL = {"layer0_rms": 1.24, "final_rms": 4.33,
+        "layer0_w": dict(mean=0.238, min=-0.11, max=1.00), "final_w": dict(mean=3.309, min=-0.78, max=5.31),
+        "gate_rms": {-6.0: 0.014, 0.0: 0.000, 6.0: 5.730}}
+REAL_LABEL = "real Qwen3.5-0.8B"
+
+
+def _rms(t):
+    return t.float().pow(2).mean(-1).sqrt().cpu().numpy()
+
+
+@torch.no_grad()  # figures want plain tensors
+def rms_before_after(vecs, after, synthetic=""):
+    """Histograms of the RMS of `vecs` before and after each norm of `after` ({label: module}), on one log x scale
+    for both panels; the real model's RMS after layer 0's input norm and the final norm are drawn as dashed lines."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4), sharex=True, layout="constrained")
+    bins = np.logspace(-2.5, 2.5, 201)
+    ax0.hist(_rms(vecs), bins=bins, color="gray", histtype="stepfilled")  # one polygon: fast to draw
+    ax0.set(xscale="log", xlabel="RMS of a vector (log scale)", ylabel="number of vectors",
+            title="before normalisation")
+    for (label, norm), color in zip(after.items(), ("C2", "C0", "C3")):
+        y = _rms(norm(vecs))
+        ax1.hist(y, bins=bins, color=color, alpha=0.8, histtype="stepfilled", label=f"{label}: mean {y.mean():.2f}")
+    for value, name, text_at in ((REAL["layer0_rms"], "layer 0 input norm", (0.01, 0.9)),
+                                 (REAL["final_rms"], "final norm", (8, 0.6))):
+        ax1.axvline(value, color="black", ls="--", lw=1)
+        ax1.annotate(f"{REAL_LABEL},\n{name}: {value}", (value, 0.85), xycoords=("data", "axes fraction"),
+                     xytext=text_at, textcoords=("data", "axes fraction"), va="top", fontsize=8,
+                     arrowprops=dict(arrowstyle="->", color="black", lw=0.8))
+    ax1.set(xlabel="RMS of a vector (log scale)", ylabel="number of vectors", title="after normalisation")
+    ax1.legend(loc="lower left", fontsize=8)
+    fig.suptitle(f"RMS of {len(vecs):,} random vectors before and after RMSNorm{synthetic}")
+    return fig
+
+
+def _boxes(ax, data, positions, color, width=0.35):
+    ax.boxplot([t.float().cpu().numpy() for t in data], positions=positions, widths=width, patch_artist=True,
+               boxprops=dict(facecolor=color, alpha=0.8), medianprops=dict(color="black"),
+               flierprops=dict(marker=".", markersize=2, alpha=0.4), whiskerprops=dict(color=color),
+               capprops=dict(color=color))
+
+
+def _real_range(ax, x, stats):
+    """The real model's mean scale 1 + w and its range, as a diamond with a bar, just left of the box."""
+    mean, lo, hi = 1 + stats["mean"], 1 + stats["min"], 1 + stats["max"]
+    ax.errorbar([x], [mean], yerr=[[mean - lo], [hi - mean]], fmt="D", color="black", ms=5, capsize=3, zorder=5)
+
+
+@torch.no_grad()  # figures want plain tensors
+def scales(W, layer_types, synthetic=""):
+    """Every norm's effective scale, one box per norm: 1 + w for the RMSNorms and q/k norms, plain w for the gated
+    norms. W maps the checkpoint's names (without the language-model prefix) to tensors."""
+    import matplotlib.pyplot as plt
+
+    L = len(layer_types)
+    letters = ["F" if t == "full_attention" else "L" for t in layer_types]
+    fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(13, 7.5), sharex=True, layout="constrained")
+    for k, (kind, color) in enumerate((("input_layernorm", "C0"), ("post_attention_layernorm", "C1"))):
+        _boxes(ax0, [1 + W[f"layers.{i}.{kind}.weight"].float() for i in range(L)], np.arange(L) + (k - 0.5) * 0.4,
+               color)
+    _boxes(ax0, [1 + W["norm.weight"].float()], [L + 0.5], "C3", width=0.6)
+    _real_range(ax0, -0.55, REAL["layer0_w"])
+    _real_range(ax0, L - 0.05, REAL["final_w"])
+    ax0.axhline(1, color="gray", ls="--", lw=1)
+    ax0.set(ylabel="scale 1 + w", title="the RMSNorms of the residual stream")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in ("C0", "C1", "C3")]
+    handles.append(plt.Line2D([], [], marker="D", color="black", ls="none"))
+    ax0.legend(handles=handles, labels=["input_layernorm (before the mixer)", "post_attention_layernorm (before the "
+                                        "MLP)", "final norm", f"{REAL_LABEL}: mean and range"],
+               loc="upper left", ncol=2, fontsize=9)
+    full = [i for i in range(L) if letters[i] == "F"]
+    linear = [i for i in range(L) if letters[i] == "L"]
+    _boxes(ax1, [1 + W[f"layers.{i}.self_attn.q_norm.weight"].float() for i in full], np.array(full) - 0.2, "C4")
+    _boxes(ax1, [1 + W[f"layers.{i}.self_attn.k_norm.weight"].float() for i in full], np.array(full) + 0.2, "C5")
+    _boxes(ax1, [W[f"layers.{i}.linear_attn.norm.weight"].float() for i in linear], linear, "C7", width=0.5)
+    ax1.axhline(1, color="gray", ls="--", lw=1)
+    ax1.set(ylabel="scale", xlabel="layer (L = linear attention, F = full attention)",
+            title="per-head norms: q_norm and k_norm (1 + w) in full attention, the gated norm (plain w) in linear "
+                  "attention")
+    ax1.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in ("C4", "C5", "C7")],
+               labels=["q_norm: 1 + w", "k_norm: 1 + w", "linear_attn.norm: w"], loc="upper left", ncol=3)
+    for ax in (ax0, ax1):  # head room for the legends
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi + 0.3 * (hi - lo))
+    ax1.set_xticks(list(range(L)) + [L + 0.5], [f"{i}\n{letters[i]}" for i in range(L)] + ["final"])
+    note = "\nsynthetic: every box is a random draw around the weight's initial value (qwen/synthetic.py); " \
+           "nothing in it was learned" if synthetic else ""
+    fig.suptitle(f"The effective scale of every norm in the model{synthetic}{note}")
+    return fig
+
+
+def _gap(values, dtype):
+    """Distance from each value (rounded to dtype) to the next representable number: add 1 to its bits."""
+    bits = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}[dtype]
+    v = values.to(dtype)
+    return ((v.view(bits) + 1).view(dtype).double() - v.double()).numpy()
+
+
+def bf16_grid():
+    """The gap between neighbouring numbers of bf16, fp16 and fp32 against magnitude, and the bf16 numbers near 1."""
+    import matplotlib.pyplot as plt
+
+    xs = torch.logspace(-4, 1, 3000, dtype=torch.float64)
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw=dict(width_ratios=[1.3, 1]),
+                                   layout="constrained")
+    for dtype, color in ((torch.bfloat16, "C3"), (torch.float16, "C1"), (torch.float32, "C0")):
+        ax0.step(xs.numpy(), _gap(xs, dtype), where="post", color=color, label=str(dtype).replace("torch.", ""))
+    ax0.axhline(2e-3, color="gray", ls=":", lw=1)
+    ax0.text(1.2e-4, 2.6e-3, "gap 0.002: an update of 0.001 is rounded away above this line", fontsize=9,
+             color="gray")
+    for value, text, offset in ((1.0, "1 + 0.001 → 1.0\n(gap 2⁻⁷ ≈ 0.0078)", (-110, 20)),
+                                (1e-3, "0.001 → 0.000999\n(gap ≈ 7.6e-6)", (15, 25))):
+        g = _gap(torch.tensor([value], dtype=torch.float64), torch.bfloat16)[0]
+        ax0.plot(value, g, "o", color="black", zorder=3)
+        ax0.annotate(text, (value, g), xytext=offset, textcoords="offset points", fontsize=9,
+                     arrowprops=dict(arrowstyle="-", color="black", lw=0.8))
+    ax0.set(xscale="log", yscale="log", xlabel="magnitude of the stored number (log scale)",
+            ylabel="gap to the next representable number (log scale)", title="spacing of representable numbers",
+            ylim=(3e-12, 1.0))  # room for the labels above the curves
+    ax0.legend(loc="lower right")
+
+    grid = torch.arange(0x3F79, 0x3F85, dtype=torch.int16).view(torch.bfloat16).float().numpy()  # bf16 around 1
+    ax1.vlines(grid, 0, 1, color="C3", lw=1.5, label="a bf16 number")
+    ax1.axvspan(1 - 2 ** -9, 1 + 2 ** -8, color="C3", alpha=0.15, label="rounds to 1.0")
+    ax1.plot([1.001], [0.5], "o", color="black", label="1.001")
+    ax1.annotate("", xy=(1.0, 0.5), xytext=(1.001, 0.5), arrowprops=dict(arrowstyle="->", color="black", lw=1.5))
+    ax1.text(1.001, 0.62, "1.001 → 1.0", fontsize=10, ha="center", bbox=dict(fc="white", ec="none"), zorder=4)
+    ax1.set(xlim=(grid[0] - 0.002, grid[-1] + 0.002), ylim=(0, 1), yticks=[], xlabel="value",
+            title="the bf16 numbers around 1: gaps of 2⁻⁸ below, 2⁻⁷ above")
+    ax1.legend(loc="upper right", fontsize=9)
+    fig.suptitle("The bf16 grid: fine near 0, coarse near 1 — one reason Qwen3.5 stores w, not 1 + w")
+    return fig
+
+
+@torch.no_grad()  # figures want plain tensors
+def gate(gated, h, synthetic=""):
+    """GatedRMSNorm against the gate z (the same for every dimension): silu(z), the signed gain of the output along
+    the ungated output w · x̂ (it is silu(z), sign included), and the output RMS (|silu(z)| times a fixed size).
+    gated: a GatedRMSNorm; h: (N, dv) head outputs."""
+    import matplotlib.pyplot as plt
+
+    zs = torch.linspace(-8, 8, 321, device=h.device)
+    heads = h.expand(len(zs), *h.shape)  # the same N head outputs under every gate value
+    out = gated(heads, zs.view(-1, 1, 1).expand_as(heads)).float()  # (321, N, dv)
+    ungated = rms_normalize(h, gated.eps) * gated.weight.float()  # w · x̂: the output before the gate, (N, dv)
+    gain = (out * ungated).sum(-1) / ungated.pow(2).sum(-1)  # (321, N): signed, per head
+    z, s = zs.cpu().numpy(), F.silu(zs).cpu().numpy()
+    fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(15, 4), sharex=True, layout="constrained")
+    ax0.plot(z, s, color="C0", label="silu(z) = z · sigmoid(z)")
+    ax0.plot(z, z, color="gray", ls=":", lw=1, label="z")
+    ax0.axhline(0, color="black", lw=0.5)
+    zmin = -1.2785
+    ax0.plot([zmin], [F.silu(torch.tensor(zmin)).item()], "o", color="C0")
+    ax0.annotate("minimum −0.278 at z ≈ −1.278;\nnegative for every z < 0", (zmin, -0.278), xytext=(-7.8, 3),
+                 fontsize=9, arrowprops=dict(arrowstyle="->"))
+    ax0.set(xlabel="gate value z", ylabel="silu(z)", ylim=(-1, 8.5), title="the silu curve")
+    ax0.legend(loc="upper left", fontsize=9)
+    ax1.plot(z, gain.mean(-1).cpu().numpy(), color="C2", lw=2, label="⟨y, w·x̂⟩ / |w·x̂|², mean of the heads")
+    ax1.axhline(0, color="black", lw=0.5)
+    ax1.set(xlabel="gate value z", ylabel="signed gain", ylim=(-1, 8.5),
+            title="the sign: below z = 0 the head comes out flipped")
+    ax1.legend(loc="upper left", fontsize=9)
+    inset = ax1.inset_axes([0.12, 0.3, 0.45, 0.35])
+    inset.plot(z, gain.mean(-1).cpu().numpy(), color="C2")
+    inset.axhline(0, color="black", lw=0.5)
+    inset.set(xlim=(-8, 1), ylim=(-0.32, 0.1))
+    inset.tick_params(labelsize=7)
+    rms = out.pow(2).mean(-1).sqrt().mean(-1).cpu().numpy()
+    ax2.plot(z, rms, color="C3", lw=2, label="output RMS of GatedRMSNorm")
+    ax2.plot(z, np.abs(s) * ungated.pow(2).mean(-1).sqrt().mean().item(), color="black", ls="--", lw=1,
+             label="|silu(z)| × RMS(w · x̂)")
+    ax2.plot(list(REAL["gate_rms"]), list(REAL["gate_rms"].values()), "D", color="black", ms=5,
+             label=f"{REAL_LABEL}, layer 0 (its own 4 heads)")
+    ax2.set(xlabel="gate value z", ylabel="RMS of the output", title="the size: |silu(z)| times the head's size")
+    ax2.legend(loc="upper left", fontsize=9)
+    fig.suptitle(f"The gate of GatedRMSNorm, layer 0, {len(h)} random head outputs{synthetic}")
+    return fig
