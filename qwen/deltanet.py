@@ -24,7 +24,8 @@ def causal_conv(x, weight, state=None):
         state = x.new_zeros(B, C, K - 1)
     x = torch.cat([state, x], dim=-1)  # (B, C, K−1+T): the past the first outputs look at
     u = F.conv1d(x, weight, groups=C)  # (B, C, T): no padding, so output t sees inputs t..t+K−1 of the padded x
-    return F.silu(u).transpose(1, 2), x[:, :, -(K - 1):]
+    # clone: a slice is a view that would keep the whole (B, C, K−1+T) prompt alive in the cache
+    return F.silu(u).transpose(1, 2), x[:, :, -(K - 1):].clone()
 
 
 def _check(q, k, v, g, beta, state):

@@ -323,13 +323,15 @@ def test_bf16_cache_keeps_fp32_state(synthetic):
 
 @torch.no_grad()
 def test_decode_step_has_fixed_size_whatever_the_prompt(synthetic_twins):
-    """A KV cache grows with the prompt; this one does not. Shapes only (no timing)."""
+    """A KV cache grows with the prompt; this one does not. Shapes and bytes held (no timing)."""
     ours = synthetic_twins[0]
     d, C = ours.in_proj_qkv.in_features, ours.in_proj_qkv.out_features
     shapes = []
     for T in (3, 300):
         cache = DeltaNetCache()
         ours(inputs(1, T, d), cache=cache)
+        for x in (cache.conv, cache.state):  # the memory held, not only the shape: a view would pin the prompt
+            assert x.untyped_storage().nbytes() == x.numel() * x.element_size()
         ours(inputs(1, 1, d, seed=T), cache=cache)
         shapes.append((tuple(cache.conv.shape), tuple(cache.state.shape)))
     assert shapes[0] == shapes[1] == ((1, C, 3), (1, ours.Hv, ours.dk, ours.dv))
