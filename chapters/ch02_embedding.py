@@ -172,7 +172,8 @@ book.listing("qwen/embedding.py")
 #   table (`weight[-1]` is the last row). An id ≥ V does fail, but on a GPU as an asynchronous device error far
 #   from its cause.
 # - **`head_logits`** is one matrix product: the hidden vector against every row of the head. The head is E when
-#   the weights are tied (0.8B) and `lm_head.weight` when they are not (2B and up); the product is the same.
+#   the weights are tied (as in the 0.8B) and `lm_head.weight` in a size with an untied head; the product is the
+#   same.
 
 # %%
 emb = load(Embedding(cfg.vocab_size, cfg.hidden_size), W, "embed_tokens.").to(args.device)
@@ -214,8 +215,8 @@ book.show("ch02-row-norms", ch02.row_norms, norms, min(tok.special_tokens.values
 # %% [markdown]
 # ## 4. A vector → a score for every token (the head)
 # The last hidden vector h is compared with every row of the head by a dot product: logits = h · headᵀ, shape (V,).
-# The 0.8B's head is E itself, which saves V × d parameters (a third of the 0.8B model); the larger sizes store a
-# separate `lm_head.weight` of the same shape. Every row gets a score at every position — the padding rows
+# The 0.8B's head is E itself, which saves V × d parameters (a third of the 0.8B model); a size with an untied
+# head stores a separate `lm_head.weight` of the same shape (`tie_word_embeddings` in its config.json says which). Every row gets a score at every position — the padding rows
 # included: nothing is ever trained to pick them, but they are not removed from the softmax.
 
 # %%
@@ -279,7 +280,7 @@ book.proof(compare, args.path, ids)
 #   has 243 more rows than there are ids, so that its height is a multiple of 256. Negative ids must be refused:
 #   PyTorch wraps them.
 # - Vector → scores: logits = h · headᵀ, one dot product per row, padding rows included. The 0.8B ties the head to
-#   E (one table, a third of its parameters); the larger sizes store a separate `lm_head.weight`.
+#   E (one table, a third of its parameters); sizes with an untied head store a separate `lm_head.weight`.
 #
 # Shapes in this chapter (the course's notation; B and T are set by the input):
 
@@ -304,7 +305,7 @@ book.notation(args.path)
 #    without the multiplication. Qwen3.5 does not scale it (Gemma multiplies by √d).
 # 3. **Tied head.** logits = h · Eᵀ: the score of a token is how well the final hidden vector lines up with its
 #    row. Tying reuses E as the output layer: it saves V·d parameters (a third of the 0.8B) and gives every row a
-#    gradient at every step; large models untie, because the saving is relatively small for them.
+#    gradient at every step. Larger models often untie: for them V·d is a small share of the parameters.
 # 4. **Details worth a sentence.** The vocabulary is padded to a multiple of 256 so that the matrix shapes suit the
 #    hardware; the padding rows are never looked up, but they still get a logit at every position. The last matrix
 #    product, d × 248 k per token, is a large part of a small model's compute, so generation computes logits only

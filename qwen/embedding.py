@@ -2,8 +2,8 @@
 
 A token id picks one row of the embedding table E (V, d). At the other end of the model a table of the same shape
 turns a hidden vector h back into one score per token: logits = h · Eᵀ. Qwen3.5-0.8B ties the two (the file stores
-E once and the head reuses it); the larger sizes store a separate lm_head.weight. Qwen3.5 does not scale the
-embedding (Gemma multiplies it by √d).
+E once and the head reuses it); a size with an untied head stores a separate lm_head.weight (config.json's
+tie_word_embeddings says which). Qwen3.5 does not scale the embedding (Gemma multiplies it by √d).
 """
 import torch
 import torch.nn as nn
