@@ -3,10 +3,10 @@ import torch
 
 
 def embed(ids: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
-    """ids: (...) int64 token ids in [0, V); E: (V, D). Returns (..., D): row ids[i] of E for each id, E's dtype."""
-    return E[ids]  # (...) -> (..., D); no scaling by sqrt(D) in Qwen3.5
+    """ids: (...) int64 token ids in [0, V); E: (V, d). Returns (..., d): row ids[i] of E for each id, E's dtype."""
+    return E[ids]  # (...) -> (..., d); no scaling by sqrt(d) in Qwen3.5
 
 
 def tied_logits(h: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
-    """h: (..., D); E: (V, D), same dtype. Returns (..., V) in that dtype: logit v = h · E[v]."""
-    return h @ E.T  # (..., D) @ (D, V) -> (..., V); a matmul accumulates in fp32 even for bf16
+    """h: (..., d); E: (V, d), same dtype. Returns (..., V) in that dtype: logit v = h · E[v]."""
+    return h @ E.T  # (..., d) @ (d, V) -> (..., V); a matmul accumulates in fp32 even for bf16

@@ -7,10 +7,10 @@ import torch
 
 
 def embed(ids: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
-    """ids: (...) int64 token ids in [0, V); E: (V, D). Returns (..., D): row ids[i] of E for each id, E's dtype."""
+    """ids: (...) int64 token ids in [0, V); E: (V, d). Returns (..., d): row ids[i] of E for each id, E's dtype."""
     raise NotImplementedError("embed")
 
 
 def tied_logits(h: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
-    """h: (..., D); E: (V, D), same dtype. Returns (..., V) in that dtype: logit v = h · E[v]."""
+    """h: (..., d); E: (V, d), same dtype. Returns (..., V) in that dtype: logit v = h · E[v]."""
     raise NotImplementedError("tied_logits")
