@@ -109,15 +109,16 @@ print(f"random unit keys, the last pair written: delta rule error "
 # - **The same keys written twice**, new values replacing old: linear attention returns old + new; the delta rule
 #   subtracts what the memory held before writing, so it returns the new value, exactly.
 # - **Keys that are not orthogonal** (five random directions in 8 dimensions overlap): both make errors, because
-#   a later write to an overlapping key disturbs the earlier ones. The delta rule's last write is always exact; the
-#   earlier ones are partly overwritten (writing them again would bring them closer: each write is one step of
-#   gradient descent on that pair's error). No rule stores more than dk independent keys exactly in dk
-#   dimensions; each of Qwen3.5's heads has dk = 128, and there are many heads.
+#   a later write to an overlapping key disturbs the earlier ones. The delta rule's last write is exact (β = 1,
+#   unit keys); the earlier ones are partly overwritten (writing them again would bring them closer: each write is
+#   one step of gradient descent on that pair's error). Whatever the rule, a memory read as Sᵀk returns arbitrary
+#   values exactly for at most dk keys: with more keys than dimensions, some key is a combination of the others,
+#   and so is what it reads back. Each of Qwen3.5's heads has dk = 128, and there are many heads.
 #
 # A memory that is only ever written fills up with stale pairs. The **forgetting gate** multiplies the whole state
 # by e^g ≤ 1 before each write (g ≤ 0 is computed from the token): whatever was written n tokens ago is read back
-# at e^(g₁ + … + gₙ) of its strength. Each head learns its own range of g, so some heads forget within a few tokens
-# and others keep a memory across hundreds.
+# at e^(g₁ + … + gₙ) of its strength. Each head has its own learned rate, so one head can forget within a few
+# tokens while another keeps a memory across hundreds (e^g = 0.99 halves it only every 69 tokens).
 
 # %%
 for e in (0.5, 0.9, 0.99):
@@ -353,9 +354,9 @@ print(f"real Qwen3.5-0.8B: one linear layer holds as much as a full layer's KV c
 
 # %% [markdown]
 # A DeltaNet layer's state costs as much as a few hundred tokens of KV cache, and never more. At 32k tokens the
-# whole model's cache is about a quarter of what the same model with full attention everywhere would keep (the 6
-# or 16 full-attention layers still grow), and the state part is fixed: doubling the context doubles only the
-# full-attention part.
+# whole model's cache is about a quarter of what the same model with full attention everywhere would keep (its
+# full-attention layers, 6 to 16 of them by size, still grow), and the state part is fixed: doubling the context
+# doubles only the full-attention part.
 
 # %%
 book.show("ch07-bill", ch07.memory_bill_figure)
@@ -429,7 +430,8 @@ book.notation(args.path)
 #    q: the sum can be kept as one matrix, updated per token. Fixed memory, fixed cost per token.
 # 2. **What the delta rule corrects.** Plain linear attention only adds, so the matrix accumulates every pair and
 #    old values interfere with new ones. The delta rule treats S as a key → value memory trained online: it
-#    predicts the value for k, Sᵀk, and writes β times the error — one step of gradient descent on ‖Sᵀk − v‖².
+#    predicts the value for k, Sᵀk, and writes β times the error — one step of gradient descent, learning rate β,
+#    on ½‖Sᵀk − v‖².
 #    Rewriting a key replaces its value.
 # 3. **What the gates do.** β (per token, per head) is the learning rate of that step; e^g (per token, per head)
 #    decays the whole memory first, so a head can forget old context quickly or keep it. Mamba2's gate and the delta
