@@ -185,7 +185,7 @@ def gate(gated, h, synthetic=""):
     ax2.plot(z, np.abs(s) * ungated.pow(2).mean(-1).sqrt().mean().item(), color="black", ls="--", lw=1,
              label="|silu(z)| × RMS(w · x̂)")
     ax2.plot(list(REAL["gate_rms"]), list(REAL["gate_rms"].values()), "D", color="black", ms=5,
-             label=f"{REAL_LABEL}, layer 0 (its own 4 heads)")
+             label=f"{REAL_LABEL}, layer 0's weight (on its own 4 random vectors)")
     ax2.set(xlabel="gate value z", ylabel="RMS of the output", title="the size: |silu(z)| times the head's size")
     ax2.legend(loc="upper left", fontsize=9)
     fig.suptitle(f"The gate of GatedRMSNorm, layer 0, {len(h)} random head outputs{synthetic}")
