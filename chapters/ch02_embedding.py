@@ -216,8 +216,9 @@ book.show("ch02-row-norms", ch02.row_norms, norms, min(tok.special_tokens.values
 # ## 4. A vector → a score for every token (the head)
 # The last hidden vector h is compared with every row of the head by a dot product: logits = h · headᵀ, shape (V,).
 # The 0.8B's head is E itself, which saves V × d parameters (a third of the 0.8B model); a size with an untied
-# head stores a separate `lm_head.weight` of the same shape (`tie_word_embeddings` in its config.json says which). Every row gets a score at every position — the padding rows
-# included: nothing is ever trained to pick them, but they are not removed from the softmax.
+# head stores a separate `lm_head.weight` of the same shape (`tie_word_embeddings` in its config.json says which).
+# Every row gets a score at every position — the padding rows included: nothing is ever trained to pick them, but
+# they are not removed from the softmax.
 
 # %%
 head = W["lm_head.weight"]  # tied: load_weights hands back the embedding for this name

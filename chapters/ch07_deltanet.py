@@ -146,7 +146,8 @@ book.show("ch07-memory", ch07.memory_figure, errors, (0.5, 0.9, 0.99))
 #   the few tokens just before it.
 # - q and k are split into Hk heads of dk and **l2-normalised** (unit length: k must be a direction for the delta
 #   rule's correction to be a projection); q is also scaled by dk^−½. v is split into Hv heads of dv. When Hv > Hk
-#   (the 4B, 9B and 27B have 2 or 3 value heads per key head), value head h uses key head ⌊h / (Hv/Hk)⌋.
+#   (by their published model cards, the 4B, 9B and 27B have 2 or 3 value heads per key head), value head h uses
+#   key head ⌊h / (Hv/Hk)⌋.
 # - **β = sigmoid(b)** with b = `in_proj_b`(x): how much of its error each token writes, per value head.
 # - **g = −e^{A_log} · softplus(a + dt_bias)** with a = `in_proj_a`(x), in fp32: a learned rate e^{A_log} per head
 #   times a token-dependent, positive step size; so g ≤ 0, and e^g ∈ (0, 1].
