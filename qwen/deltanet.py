@@ -158,7 +158,8 @@ class GatedDeltaNet(nn.Module):
         k = l2norm(k.reshape(B, T, self.Hk, self.dk).float())  # key heads stay Hk: the kernels share them
         v = v.reshape(B, T, self.Hv, self.dv)
         beta = self.in_proj_b(x).sigmoid()  # (B, T, Hv), in the model dtype
-        # g = log of the decay, in fp32 (in fp16, e^A_log would overflow); softplus keeps it ≤ 0
+        # g = log of the decay, in fp32 as the reference computes it (the kernel sums it into e^(G_i − G_j) over a
+        # chunk: bf16's 8 bits per term would shift every decay); softplus > 0 keeps g ≤ 0
         g = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias.float())
         state = cache.state if cache is not None else None
         rule = recurrent_delta_rule if T == 1 and state is not None else chunked_delta_rule
