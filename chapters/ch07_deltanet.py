@@ -329,7 +329,8 @@ book.listing("qwen/deltanet.py")
 
 # %%
 cache = DeltaNetCache()
-layer.to(torch.bfloat16)(x.bfloat16(), cache=cache)
+bf16_layer = load(GatedDeltaNet(cfg), W, "layers.0.linear_attn.").to(torch.bfloat16)  # as stored; `layer` stays fp32
+bf16_layer(x.bfloat16(), cache=cache)
 kept = cache.state.numel() * cache.state.element_size() + cache.conv.numel() * cache.conv.element_size()
 this = dict(Hv=Hv, dk=dk, dv=dv, K=cfg.linear_conv_kernel_dim, Hk=Hk)
 print(f"this checkpoint's layer 0 keeps {kept:,} bytes per sequence; the formula says "
@@ -365,13 +366,15 @@ book.show("ch07-bill", ch07.memory_bill_figure)
 # %% [markdown]
 # ## Try this
 #
-# - In section 1, write the random unit keys with β = 0.5 instead of 1 (`write(pairs, delta=True, beta=0.5)`):
-#   does the last pair's error stay 0? Then write 12 random unit keys into the 8 dimensions
-#   (`l2norm(torch.randn(12, 8, dtype=torch.float64))`): which pairs can still be read back?
+# - In section 1, write the random unit keys with β = 0.5 instead of 1
+#   (`write(tests["random unit keys"][0], delta=True, beta=0.5)`): does the last pair's error stay 0? Then write
+#   12 random unit keys into the 8 dimensions (`l2norm(torch.randn(12, 8, dtype=torch.float64))`): which pairs can
+#   still be read back?
 # - Run `chunked_delta_rule` on section 4's inputs with `chunk_size=1`, `3` and `64`: the answers agree to rounding;
 #   time them with `%timeit` in the notebook. Why is chunk size 1 the recurrent form in disguise?
-# - Prefill the layer with the first 10 tokens (`layer(x[:, :10], cache=c)`), then feed the rest one at a time: the
-#   outputs equal one pass over the whole sentence (tests/test_deltanet.py checks it against transformers' cache).
+# - Prefill the layer with the first 10 tokens (`c = DeltaNetCache(); layer(x[:, :10], cache=c)`), then feed the
+#   rest one at a time: the outputs equal one pass over the whole sentence (tests/test_deltanet.py checks it
+#   against transformers' cache).
 #
 # ## Show the proof
 # transformers' `Qwen3_5GatedDeltaNet` on the same weights and the same input. In fp32 the difference is the order
