@@ -54,6 +54,7 @@ args = chapter_args(__doc__)
 cfg = Config.load(args.path)
 W = load_weights(args.path)
 SYNTHETIC = is_synthetic(args.path)
+TAG = " (synthetic weights)" if SYNTHETIC else ""  # on every line printed from the weights
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
 
@@ -189,7 +190,7 @@ layer = load(GatedDeltaNet(cfg), W, "layers.0.linear_attn.")  # fp32: bf16 weigh
 beta = layer.in_proj_b(x).sigmoid()[0]  # (T, Hv)
 g = -layer.A_log.float().exp() * F.softplus(layer.in_proj_a(x).float() + layer.dt_bias.float())
 decay = g[0].exp()  # (T, Hv)
-print(f"{len(tokens)} tokens, {cfg.linear_num_value_heads} value heads in layer 0")
+print(f"{len(tokens)} tokens, {cfg.linear_num_value_heads} value heads in layer 0{TAG}")
 for h in range(cfg.linear_num_value_heads):
     print(f"head {h}: e^A_log = {float(layer.A_log.exp()[h]):5.2f}, dt_bias = {float(layer.dt_bias[h]):+.2f} -> "
           f"decay e^g from {float(decay[:, h].min()):.3f} to {float(decay[:, h].max()):.3f}, "
@@ -215,7 +216,7 @@ for t in range(ids.shape[1]):
     norms.append(cache.state[0].flatten(1).norm(dim=1))  # (Hv,)
 norms = torch.stack(norms)  # (T, Hv)
 print(f"after {len(tokens)} tokens the cache holds conv {tuple(cache.conv.shape)} {cache.conv.dtype} and state "
-      f"{tuple(cache.state.shape)} {cache.state.dtype}; ‖S‖ per head: "
+      f"{tuple(cache.state.shape)} {cache.state.dtype}; ‖S‖ per head{TAG}: "
       f"{', '.join(f'{n:.2f}' for n in norms[-1].tolist())}")
 
 # %%
@@ -267,7 +268,7 @@ kh = k[0, :, h // (Hv // Hk)]  # (T, dk): value head h reads key head ⌊h / r�
 A = torch.eye(len(G)) + ((beta[:, h, None] * kh @ kh.T) * Gamma).tril(-1)
 print(f"the first chunk of value head {h}: {len(G)} tokens; Γ below the diagonal from "
       f"{float(Gamma.tril(-1).max()):.3f} down to {float(Gamma[Gamma > 0].min()):.1e}; "
-      f"A's largest entry below the diagonal {float(A.tril(-1).abs().max()):.3f}")
+      f"A's largest entry below the diagonal {float(A.tril(-1).abs().max()):.3f}{TAG}")
 
 # %%
 book.show("ch07-chunk", ch07.chunk_figure, Gamma, A, h, SYNTHETIC)
