@@ -99,7 +99,9 @@ print(f"added tokens are single ids: {chat!r} -> {tok.encode(chat)}")
 #    the rest is ours.)
 # 2. **Bytes.** Each piece becomes its UTF-8 bytes, and each byte one printable character by GPT-2's
 #    byte-to-unicode map (a space byte is `Ġ`). That is why no text is ever "unknown": any string is bytes.
-# 3. **Whole piece.** A piece that is itself in the vocabulary is taken whole.
+# 3. **Whole piece.** A piece that is itself in the vocabulary is taken whole — when `tokenizer.json` says
+#    `"ignore_merges": true`, as the course's file does (`qwen/bpe.py` reads the flag). Without it, even such a
+#    piece goes through the merges.
 # 4. **Merges.** Otherwise, of all adjacent pairs, the one that comes first in the list of merges is joined; again
 #    and again, until no adjacent pair is a merge. Each final symbol is a token; its id comes from the vocabulary.
 

@@ -3,8 +3,9 @@
 Text is NFC-normalised, the added tokens (<|im_start|>, ...) are cut out whole, and the rest is split into pieces by
 the regex in tokenizer.json (words with their leading space, single digits, punctuation runs, whitespace). Each
 piece becomes its UTF-8 bytes, each byte one printable character (GPT-2's byte-to-unicode map: a space is 'Ġ').
-A piece that is itself a token is emitted whole; otherwise the adjacent pair of symbols whose merge comes first in
-the merge list is joined, again and again, until no adjacent pair is a merge. Symbols are then looked up as ids.
+When the file sets ignore_merges (the course's tokenizer.json does), a piece that is itself a token is emitted
+whole; otherwise the adjacent pair of symbols whose merge comes first in the merge list is joined, again and again,
+until no adjacent pair is a merge. Symbols are then looked up as ids.
 tests/test_bpe.py proves the result equal to Tokenizer.encode.
 """
 import json
@@ -23,6 +24,7 @@ class ByteLevelBPE:
         self.vocab = spec["model"]["vocab"]  # spelled token -> id
         # merge list order = priority; older files spell a merge as one string "a b"
         self.rank = {tuple(m.split(" ") if isinstance(m, str) else m): r for r, m in enumerate(spec["model"]["merges"])}
+        self.ignore_merges = spec["model"].get("ignore_merges", False)  # take a piece that is a token whole
         self.added = {t["content"]: t["id"] for t in spec["added_tokens"]}
         self.byte_to_unicode = byte_to_unicode()
         self.unicode_to_byte = {c: b for b, c in self.byte_to_unicode.items()}
@@ -51,7 +53,7 @@ class ByteLevelBPE:
     def merge(self, piece, steps=None):
         """The BPE loop on one piece -> its tokens (spelled). `steps`, a list, receives the symbols after each merge."""
         symbols = self.symbols(piece)
-        if "".join(symbols) in self.vocab:  # ignore_merges: a piece that is a token is taken whole
+        if self.ignore_merges and "".join(symbols) in self.vocab:  # a piece that is a token is taken whole
             return ["".join(symbols)]
         while len(symbols) > 1:
             ranks = [self.rank.get(pair, len(self.rank)) for pair in zip(symbols, symbols[1:])]

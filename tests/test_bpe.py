@@ -45,3 +45,26 @@ def test_merges_by_hand(bpe, tok):
     assert bpe.symbols("北京") == [bpe.byte_to_unicode[b] for b in "北京".encode("utf-8")] and len("北京".encode()) == 6
     assert bpe.to_bytes("Ġtoken") == b" token"
     assert bpe.merge(" embeddings") == ["Ġembeddings"]  # a piece that is a token is taken whole, with no merge steps
+
+
+@pytest.mark.parametrize("ignore_merges", [True, False])
+def test_ignore_merges_is_read_from_the_file(tmp_path, ignore_merges):
+    """A tiny tokenizer where the flag changes the answer: "abc" is a token, but no merge reaches it ((b, c) comes
+    first, then (a, bc) is not a merge). Taken whole with the flag, [a, bc] without; the library decides."""
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
+
+    from qwen.make_tokenizer import byte_to_unicode
+
+    vocab = {c: i for i, c in enumerate(byte_to_unicode().values())}
+    vocab.update({"bc": 256, "ab": 257, "abc": 258})
+    lib = Tokenizer(models.BPE(vocab, [("b", "c"), ("a", "b")], ignore_merges=ignore_merges))
+    lib.normalizer = normalizers.NFC()
+    lib.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r"\s+|\S+"), "isolated"),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    lib.add_special_tokens(["<|x|>"])
+    lib.save(str(tmp_path / "tokenizer.json"))
+    ours = ByteLevelBPE(tmp_path)
+    want = [258] if ignore_merges else [vocab["a"], 256]
+    for text in ("abc", "abc <|x|> cab"):
+        assert ours.encode(text) == lib.encode(text).ids
+    assert ours.encode("abc") == want
