@@ -36,7 +36,7 @@ class ByteLevelBPE:
         """NFC, then the added tokens whole and the regex pieces of the text between them, in order."""
         text = unicodedata.normalize("NFC", text)
         added = "|".join(re.escape(s) for s in sorted(self.added, key=len, reverse=True))
-        for part in re.split(f"({added})", text):
+        for part in re.split(f"({added})", text) if added else [text]:  # an empty pattern would split everywhere
             if part in self.added:
                 yield part
             elif part:

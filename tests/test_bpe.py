@@ -50,7 +50,8 @@ def test_merges_by_hand(bpe, tok):
 @pytest.mark.parametrize("ignore_merges", [True, False])
 def test_ignore_merges_is_read_from_the_file(tmp_path, ignore_merges):
     """A tiny tokenizer where the flag changes the answer: "abc" is a token, but no merge reaches it ((b, c) comes
-    first, then (a, bc) is not a merge). Taken whole with the flag, [a, bc] without; the library decides."""
+    first, then (a, bc) is not a merge). Taken whole with the flag, [a, bc] without; the library decides. One of
+    the two files has an added token, the other none."""
     from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
     from qwen.make_tokenizer import byte_to_unicode
@@ -61,7 +62,8 @@ def test_ignore_merges_is_read_from_the_file(tmp_path, ignore_merges):
     lib.normalizer = normalizers.NFC()
     lib.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r"\s+|\S+"), "isolated"),
                                                  pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    lib.add_special_tokens(["<|x|>"])
+    if ignore_merges:  # and a file without added tokens in the other case
+        lib.add_special_tokens(["<|x|>"])
     lib.save(str(tmp_path / "tokenizer.json"))
     ours = ByteLevelBPE(tmp_path)
     want = [258] if ignore_merges else [vocab["a"], 256]
