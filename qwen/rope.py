@@ -26,7 +26,7 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        self.R = int(cfg.head_dim * cfg.partial_rotary_factor)  # rotary width, 64 for every Qwen3.5 size
+        self.R = int(cfg.head_dim * cfg.partial_rotary_factor)  # rotary width: 256 · 0.25 = 64 in Qwen3.5-0.8B
         # Plain attributes, not buffers: model.to(torch.bfloat16) must not round the frequencies.
         self.inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, self.R, 2, dtype=torch.float) / self.R))  # (R/2,)
         self.axis = mrope_axes(self.R // 2, cfg.mrope_section)  # (R/2,) values in {0, 1, 2}
