@@ -9,8 +9,7 @@ Its notebook, notebooks/ch05_mlp.ipynb, is written from this file by python note
 # Every decoder layer (24 in the 0.8B) ends with an MLP: after the mixer has moved information between tokens, the
 # MLP works on each token on its own. It widens the vector from d to I, lets a **gate** decide how much of each
 # hidden unit passes, and projects back to d. Outside the embedding it holds most of the weights (264M of 498M in
-# the 0.8B). This
-# chapter writes `qwen/mlp.py` and runs one layer's MLP on a sentence.
+# the 0.8B). This chapter writes `qwen/mlp.py` and runs one layer's MLP on a sentence.
 
 # %%
 import torch
