@@ -158,6 +158,16 @@ def test_score_depends_only_on_distance():
     assert abs(score(5, 0) - score(0, 5)) > 1e-3 * scale  # a distance, with a sign: it can fail
 
 
+def test_built_on_the_meta_device_still_works():
+    """A model built under torch.device("meta") (no memory) still gets real frequencies, as transformers'."""
+    cfg = Config(head_dim=256, rope_theta=1e7)
+    with torch.device("meta"):
+        rope = RotaryEmbedding(cfg)
+    assert torch.equal(rope.inv_freq, RotaryEmbedding(cfg).inv_freq)
+    assert torch.equal(rope(torch.arange(5)[None], torch.float32)[0], RotaryEmbedding(cfg)(torch.arange(5)[None],
+                                                                                         torch.float32)[0])
+
+
 def test_model_to_bf16_keeps_fp32_frequencies():
     rope = RotaryEmbedding(Config(head_dim=64, rope_theta=1e7))
     before = rope(torch.arange(100)[None], torch.float32)
