@@ -1,5 +1,6 @@
 """Each chapter script runs end to end on the synthetic checkpoint; the facts it prints that do not depend on the
 random weights are checked against independent values (hand math, the config, transformers)."""
+import math
 import re
 
 import pytest
@@ -7,7 +8,7 @@ import torch
 
 from conftest import run_chapter as run
 
-SCRIPTS = ("ch01_weights.py", "ch02_embedding.py", "ch03_norm.py")
+SCRIPTS = ("ch01_weights.py", "ch02_embedding.py", "ch03_norm.py", "ch04_rope.py", "ch05_mlp.py")
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +83,41 @@ def test_bad_model_is_one_clear_line(tmp_path):
     (tmp_path / "config.json").write_text('{"model_type": "qwen3"}')
     rc, out, err = run("ch01_weights.py", "--model", str(tmp_path))
     assert rc != 0 and "is a qwen3 config, not a dense Qwen3.5 one" in err and "Traceback" not in err
+
+
+def test_ch04_facts(outputs):
+    """RoPE has no weights: everything ch04 prints about the real 0.8B follows from its config, checked here by hand
+    math (wavelength 2π θ^(2j/R), θ = 1e7, R = 64, context 262,144)."""
+    out = outputs["ch04_rope.py"][1]
+    lam = [2 * math.pi * 1e7 ** (2 * j / 64) for j in range(32)]
+    never = sum(w > 262144 for w in lam)
+    assert f"real Qwen3.5-0.8B: {never} of 32 frequencies never finish a turn within its 262,144-token context" in out
+    assert f"of j = 31: {lam[31]:,.0f} tokens" in out
+    assert f"inv_freq_1 = {10 ** (-7 / 32):.4f}" in out
+    assert f"(x_0, x_32) = (1, 0) at position 1 -> ({math.cos(1):.4f}, {math.sin(1):.4f})" in out
+    assert f"position   2: cos of pairs 0, 1, 31 = {math.cos(2):+.4f} {math.cos(2 * 10 ** (-7 / 32)):+.4f}" in out
+    assert "text through M-RoPE == plain RoPE, bit for bit: True" in out
+    axes = "".join("H" if j % 3 == 1 and j < 33 else "W" if j % 3 == 2 and j < 30 else "T" for j in range(32))
+    assert f"mrope_section [11, 11, 10]: axis per frequency {axes}" in out  # reference §4, by hand
+    bf16 = torch.tensor(math.cos(1000)).bfloat16().item()
+    assert f"cos in fp32 {math.cos(1000):.7f}, in bf16 {bf16:.7f}" in out
+
+
+def test_ch05_facts(outputs):
+    out = outputs["ch05_mlp.py"][1]
+    per_layer = 3 * 1024 * 3584
+    assert f"{per_layer / 1e6:7.3f}M weights per MLP, {24 * per_layer / 1e6:8.2f}M in 24 layers" in out
+    silu = [z / (1 + math.exp(-z)) for z in (-6.0, -1.2785, -1.0, 0.0, 1.0, 6.0)]
+    assert "silu(z)  : " + str([f"{v:+.4f}" for v in silu]) in out
+    assert "after changing token 2's input: ['0', '0', " in out and "'0', '0']" in out.split("token 2's input")[1]
+    assert "tokens, 192 units (synthetic weights)" in out
+
+
+@pytest.mark.parametrize("script", ["ch04_rope.py", "ch05_mlp.py"])
+def test_proof_against_transformers(script):
+    """--proof compares the chapter's module with transformers' on the same checkpoint: equal, in fp32 and bf16."""
+    rc, out, err = run(script, "--model", "synthetic", "--proof")
+    assert rc == 0, err
+    lines = [line for line in out.splitlines() if "max |ours - transformers|" in line]
+    assert len(lines) == (4 if script == "ch04_rope.py" else 2), out
+    assert all(line.split("= ")[1].split()[0] == "0" for line in lines), lines

@@ -10,8 +10,9 @@ import pytest
 import torch
 from safetensors import safe_open
 from transformers import Qwen3_5TextConfig
-from transformers.models.qwen3_5.modeling_qwen3_5 import (Qwen3_5ForCausalLM, Qwen3_5RMSNorm,
-                                                          Qwen3_5RMSNormGated)
+from transformers.models.qwen3_5.modeling_qwen3_5 import (Qwen3_5ForCausalLM, Qwen3_5MLP, Qwen3_5RMSNorm,
+                                                          Qwen3_5RMSNormGated, Qwen3_5TextRotaryEmbedding,
+                                                          apply_rotary_pos_emb)
 from transformers.models.qwen3_5.modeling_qwen3_5 import l2norm as hf_l2norm
 
 from practice.grading import EXACT, Tol, compare
@@ -39,9 +40,9 @@ def expectation(path):
 
 def test_numbering():
     """2xx = part 2 of the course, "writing the parts"; chapters 1-3 have 201-205, 204 is RMSNorm as in the source."""
-    assert sorted(PROBLEMS) == [201, 202, 203, 204, 205, 208, 209]
+    assert sorted(PROBLEMS) == [201, 202, 203, 204, 205, 206, 207, 208, 209]
     assert PROBLEMS[204].slug == "rmsnorm"
-    assert [PROBLEMS[n].meta["chapter"] for n in sorted(PROBLEMS)] == [1, 1, 2, 3, 3, 6, 6]
+    assert [PROBLEMS[n].meta["chapter"] for n in sorted(PROBLEMS)] == [1, 1, 2, 3, 3, 4, 5, 6, 6]
 
 
 @pytest.mark.parametrize("number", sorted(PROBLEMS))
@@ -296,6 +297,49 @@ def test_205_plain_weights_give_the_same_outputs():
     rms = {n.removeprefix("model.") + ".weight" for n, m in model.named_modules() if isinstance(m, Qwen3_5RMSNorm)}
     assert rms == {n for n in tensor_shapes(cfg) if is_zero_centred(n)}
     assert any(isinstance(m, Qwen3_5RMSNormGated) for m in model.modules())  # the one that must not be shifted
+
+
+@torch.no_grad()
+def test_206_oracle_equals_transformers():
+    """inv_freq, the cos/sin tables and the rotation of every case are transformers' own, bit for bit."""
+    for c in cases_of(206):
+        if c.fn == "inv_frequencies":
+            head_dim, factor, theta = c.values()
+            hf = Qwen3_5TextRotaryEmbedding(Qwen3_5TextConfig(head_dim=head_dim, rope_parameters={
+                "rope_type": "default", "rope_theta": theta, "partial_rotary_factor": factor}))
+            assert torch.equal(c.expected, hf.inv_freq), c.label
+        elif c.fn == "rope_tables":
+            positions, inv_freq, dtype = c.values()
+            hf = Qwen3_5TextRotaryEmbedding(Qwen3_5TextConfig(head_dim=2 * inv_freq.numel(), rope_parameters={
+                "rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 1.0}))
+            hf.inv_freq = inv_freq  # the case's frequencies (text positions: the M-RoPE axes play no part)
+            cos, sin = hf(torch.zeros(1, dtype=dtype), positions)
+            assert torch.equal(c.expected[0], cos) and torch.equal(c.expected[1], sin), c.label
+        else:
+            x, cos, sin = c.values()
+            want, _ = apply_rotary_pos_emb(x, x, cos, sin)
+            assert torch.equal(c.expected, want), c.label
+
+
+@torch.no_grad()
+def test_207_oracle_equals_transformers():
+    """The MLP cases: transformers' Qwen3_5MLP gives the judge's expected values (fp32 to 1e-5, bf16 bit for bit);
+    silu: F.silu within fp32 rounding."""
+    for c in cases_of(207):
+        if c.fn == "silu":
+            (z,) = c.values()
+            torch.testing.assert_close(c.expected, torch.nn.functional.silu(z), rtol=1e-6, atol=1e-7)
+            continue
+        x, g, u, d = c.values()
+        hf = Qwen3_5MLP(Qwen3_5TextConfig(hidden_size=x.shape[-1]), intermediate_size=g.shape[0]).to(x.dtype)
+        hf.gate_proj.weight.copy_(g)
+        hf.up_proj.weight.copy_(u)
+        hf.down_proj.weight.copy_(d)
+        want = hf(x)
+        if x.dtype == torch.float32:
+            torch.testing.assert_close(c.expected, want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
+        else:
+            assert torch.equal(c.expected, want), c.label
 
 
 # ---------------------------------------------------------------- 208, 209: attention against transformers' eager path
