@@ -29,6 +29,7 @@ FIGURES = {
     "ch03_norm": {"fig-rms": True, "fig-scales": True, "fig-bf16": False, "fig-gate": True},
     "ch04_rope": {"ch04-map": False, "ch04-angles": False, "ch04-score": False, "ch04-mrope": False},
     "ch05_mlp": {"ch05-map": False, "ch05-activations": False, "ch05-gates": True},
+    "ch06_attention": {"ch06-map": False, "ch06-maps": True, "ch06-gate": True, "ch06-kv-bytes": False},
 }
 SECONDS = 60  # per notebook, on the synthetic checkpoint
 # Runs first in the kernel: remembers the titles of every figure the notebook displays, in order.
