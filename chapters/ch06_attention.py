@@ -165,9 +165,9 @@ print(f"RoPE keeps each head's length: max change {(qr.norm(dim=-1) - qn.norm(di
 # four lines: scores, mask, softmax, weighted sum.
 
 # %%
-group = H // Hkv
+group, real_group = H // Hkv, real.num_attention_heads // real.num_key_value_heads
 print(f"H = {H} query heads, Hkv = {Hkv} K/V heads: query head h reads K/V head {[h // group for h in range(H)]}"
-      f" ({REAL}: {[h // (real.num_attention_heads // real.num_key_value_heads) for h in range(real.num_attention_heads)]})")
+      f" ({REAL}: {[h // real_group for h in range(real.num_attention_heads)]})")
 kx, vx = kr.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (1, H, T, D)
 raw = qr @ kx.transpose(-2, -1)  # (1, H, T, T): one score per (query, key)
 scores = raw * D ** -0.5
@@ -254,7 +254,8 @@ cache, outs, start = KVCache(), [], 0
 for n in [2, 5] + [1] * (T - 7):
     end = start + n
     outs.append(attn(x[:, start:end], cos[:, start:end], sin[:, start:end], cache=cache))
-    print(f"   {n} new token{'s' if n > 1 else ' '} -> cache keys {tuple(cache.k.shape)}, values {tuple(cache.v.shape)}")
+    print(f"   {n} new token{'s' if n > 1 else ' '} -> cache keys {tuple(cache.k.shape)}, "
+          f"values {tuple(cache.v.shape)}")
     start = end
 print(f"in pieces vs at once: max |diff| = {(torch.cat(outs, 1) - whole).abs().max():.1e} (fp32 rounding); "
       f"cached keys vs the keys after k_norm and RoPE above: max |diff| = {(cache.k - kr).abs().max():.1e}")

@@ -47,7 +47,8 @@ def pair(text, dtype, tmp_path, seed=0):
         for p in theirs.parameters():  # norm weights too: (1 + w) must matter
             p.copy_(torch.randn_like(p) * (0.3 if p.dim() == 1 else p.shape[1] ** -0.5))
     ours = load(GatedAttention(cfg), theirs.state_dict())
-    return ours.to(dtype).eval(), theirs.to(dtype).eval(), RotaryEmbedding(cfg), Qwen3_5TextRotaryEmbedding(hf_cfg), hf_cfg
+    rotaries = RotaryEmbedding(cfg), Qwen3_5TextRotaryEmbedding(hf_cfg)
+    return ours.to(dtype).eval(), theirs.to(dtype).eval(), *rotaries, hf_cfg
 
 
 def theirs_forward(theirs, rotary, hf_cfg, x, positions, mask=None, cache=None):

@@ -59,7 +59,7 @@ def padding(B, T, pads):
 ATTEND = [(1, 8, 2, 7, 7, 16, torch.float32, None, 1.0, "fp32, 8 query heads share 2 K/V heads"),
           (1, 6, 2, 5, 9, 48, torch.float32, None, 1.0, "fp32, 3 query heads per K/V head, 4 keys from a cache"),
           (1, 4, 4, 1, 12, 32, torch.float32, None, 1.0, "fp32, one new token after 11 cached ones, no sharing"),
-          (2, 4, 2, 6, 6, 64, torch.float32, [2, 0], 1.0, "fp32, left padding: the first 2 queries of row 0 see no key"),
+          (2, 4, 2, 6, 6, 64, torch.float32, [2, 0], 1.0, "fp32, left padding: 2 queries see no key"),
           (2, 8, 2, 4, 10, 256, torch.float32, [3, 0], 2.0, "fp32, D = 256 as in Qwen3.5, padded cache"),
           (1, 2, 1, 64, 64, 16, torch.float32, None, 2.0, "fp32, 64 tokens"),
           (2, 8, 2, 9, 9, 64, torch.bfloat16, [0, 4], 1.0, "bf16, left padding"),
@@ -71,7 +71,7 @@ GATED = [(1, 64, 4, 2, 16, 6, 0.5, 1e4, 1e-6, torch.float32, None, "fp32, d = HÂ
          (2, 64, 4, 2, 64, 7, 0.25, 1e7, 1e-6, torch.float32, [0, 3], "fp32, the synthetic checkpoint's sizes, padded"),
          (1, 40, 4, 4, 8, 5, 1.0, 500.0, 1e-6, torch.float32, None, "fp32, no sharing, every dim rotates"),
          (1, 128, 8, 2, 32, 3, 0.25, 1e7, 1e-6, torch.float32, None, "fp32, 4 query heads per K/V head"),
-         (2, 64, 4, 2, 64, 9, 0.25, 1e7, 1e-6, torch.bfloat16, [2, 0], "bf16, the synthetic checkpoint's sizes, padded"),
+         (2, 64, 4, 2, 64, 9, 0.25, 1e7, 1e-6, torch.bfloat16, [2, 0], "bf16, the synthetic checkpoint's sizes, pads"),
          (1, 1024, 8, 2, 256, 4, 0.25, 1e7, 1e-6, torch.bfloat16, None, "bf16, the real 0.8B's sizes"),
          (1, 96, 6, 2, 16, 6, 0.25, 1e4, 1e-6, torch.bfloat16, None, "bf16, rope_theta 10000 (the default)")]
 

@@ -16,8 +16,8 @@ from qwen.attention import KVCache
 from qwen.rope import RotaryEmbedding
 from qwen.weights import Config
 
-_spec = importlib.util.spec_from_file_location("practice_cases_208_for_209",
-                                               Path(__file__).resolve().parent.parent / "208_gated_attention" / "cases.py")
+_spec = importlib.util.spec_from_file_location(
+    "practice_cases_208_for_209", Path(__file__).resolve().parent.parent / "208_gated_attention" / "cases.py")
 P208 = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(P208)  # problem 208's weights, padding and oracle module: one source for both
 TOL = P208.TOL
