@@ -181,7 +181,7 @@ print(f"every row of probabilities sums to 1: max |sum - 1| = {(probs.sum(-1) - 
 
 # %% [markdown]
 # Why divide by √D: a dot product of D terms grows like √D. Without the scale the softmax of a large head
-# (D = 256 in every Qwen3.5 size) is far sharper; with it, the spread of the scores no longer depends on D.
+# (D = 256 in the real 0.8B) is far sharper; with it, the spread of the scores no longer depends on D.
 
 # %%
 unscaled = torch.softmax(raw.masked_fill(~allowed, torch.finfo(raw.dtype).min), dim=-1, dtype=torch.float32)
@@ -383,7 +383,8 @@ book.attempt(209)
 # 2. **What Qwen3.5 changes.** QK-norm (RMSNorm of q and k per head, before RoPE) bounds the logits and stabilises
 #    training; partial RoPE (a quarter of each head's dims rotate); GQA (8 query heads share 2 K/V heads in the 0.8B),
 #    which cuts the KV cache by H/Hkv; and an output gate, sigmoid of a second projection of the input, applied per
-#    dimension before o_proj — a head can switch itself off, and the attention sink goes away.
+#    dimension before o_proj — a head can switch itself off, and the Qwen team reports that the attention sink
+#    goes away.
 # 3. **The cache.** Decoding reuses every past key and value, stored after norm and RoPE, so each step projects only
 #    the new token; the cost is memory that grows with the context — 2·Hkv·D·2 bytes per token per attention layer.
 #    Qwen3.5 keeps it small by putting full attention in only a quarter of its layers; the other three quarters
