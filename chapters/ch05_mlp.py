@@ -6,10 +6,10 @@ Its notebook, notebooks/ch05_mlp.ipynb, is written from this file by python note
 # %% [markdown]
 # # Chapter 5 · The SwiGLU MLP
 #
-# Every one of the 24 decoder layers ends with an MLP: after the mixer has moved information between tokens, the
+# Every decoder layer (24 in the 0.8B) ends with an MLP: after the mixer has moved information between tokens, the
 # MLP works on each token on its own. It widens the vector from d to I, lets a **gate** decide how much of each
-# hidden unit passes, and projects back to d. It holds most of the model's weights outside the embedding. This
-# chapter writes `qwen/mlp.py` and runs one layer's MLP on a sentence.
+# hidden unit passes, and projects back to d. Outside the embedding it holds most of the weights (264M of 498M in
+# the 0.8B). This chapter writes `qwen/mlp.py` and runs one layer's MLP on a sentence.
 
 # %%
 import torch

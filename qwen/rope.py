@@ -15,7 +15,7 @@ import torch.nn as nn
 def mrope_axes(n_freq, mrope_section):
     """Which axis (0 = T, 1 = H, 2 = W) frequency j reads its angle from: H takes j ≡ 1 (mod 3) below
     3·s_H, W takes j ≡ 2 (mod 3) below 3·s_W, T takes the rest. s_T = mrope_section[0] is never read."""
-    axis = torch.zeros(n_freq, dtype=torch.long)
+    axis = torch.zeros(n_freq, dtype=torch.long, device="cpu")
     for a in (1, 2):
         axis[a:3 * mrope_section[a]:3] = a
     return axis
@@ -26,9 +26,11 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        self.R = int(cfg.head_dim * cfg.partial_rotary_factor)  # rotary width, 64 for every Qwen3.5 size
-        # Plain attributes, not buffers: model.to(torch.bfloat16) must not round the frequencies.
-        self.inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, self.R, 2, dtype=torch.float) / self.R))  # (R/2,)
+        self.R = int(cfg.head_dim * cfg.partial_rotary_factor)  # rotary width: 256 · 0.25 = 64 in Qwen3.5-0.8B
+        # Plain fp32 attributes on the CPU, as transformers computes them, not buffers: neither model.to(bf16) nor
+        # building the model on the meta device can touch them; forward moves them to the positions' device.
+        j2 = torch.arange(0, self.R, 2, dtype=torch.float, device="cpu")  # 2j for j = 0 … R/2 − 1
+        self.inv_freq = 1.0 / (cfg.rope_theta ** (j2 / self.R))  # (R/2,)
         self.axis = mrope_axes(self.R // 2, cfg.mrope_section)  # (R/2,) values in {0, 1, 2}
 
     def forward(self, positions, dtype):

@@ -3,6 +3,7 @@ import copy
 
 import pytest
 import torch
+import torch.nn.functional as F
 from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5MLP
 
@@ -87,3 +88,13 @@ def test_parameter_names_are_checkpoint_names(cfg, synthetic):
 def test_other_activation_is_a_clear_error():
     with pytest.raises(ValueError, match="hidden_act is 'gelu'; every Qwen3.5 checkpoint uses 'silu'"):
         MLP(Config(hidden_size=8, intermediate_size=8, hidden_act="gelu"))
+
+
+def test_silu_in_fp32_rounded_equals_bf16_silu_everywhere():
+    """Problem 207's hint says: use F.silu, or silu in fp32 rounded once. Over every finite bf16 value the two agree
+    bit for bit, while z · sigmoid(z) in bf16 (two roundings) does not."""
+    z = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    z = z[torch.isfinite(z.float())]
+    ref = F.silu(z)
+    assert torch.equal((z.float() * torch.sigmoid(z.float())).bfloat16(), ref)
+    assert not torch.equal(z * torch.sigmoid(z), ref)

@@ -158,6 +158,16 @@ def test_score_depends_only_on_distance():
     assert abs(score(5, 0) - score(0, 5)) > 1e-3 * scale  # a distance, with a sign: it can fail
 
 
+def test_built_on_the_meta_device_still_works():
+    """A model built under torch.device("meta") (no memory) still gets real frequencies, as transformers'."""
+    cfg = Config(head_dim=256, rope_theta=1e7)
+    with torch.device("meta"):
+        rope = RotaryEmbedding(cfg)
+    assert torch.equal(rope.inv_freq, RotaryEmbedding(cfg).inv_freq)
+    assert torch.equal(rope(torch.arange(5)[None], torch.float32)[0], RotaryEmbedding(cfg)(torch.arange(5)[None],
+                                                                                         torch.float32)[0])
+
+
 def test_model_to_bf16_keeps_fp32_frequencies():
     rope = RotaryEmbedding(Config(head_dim=64, rope_theta=1e7))
     before = rope(torch.arange(100)[None], torch.float32)
@@ -168,3 +178,16 @@ def test_model_to_bf16_keeps_fp32_frequencies():
 def test_bad_positions_shape_is_a_clear_error():
     with pytest.raises(ValueError, match=r"positions must be \(B, T\) or \(3, B, T\), got shape \(2, 2, 5\)"):
         RotaryEmbedding(Config())(torch.zeros(2, 2, 5, dtype=torch.long), torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_pair_formula_is_the_same_bits(dtype):
+    """Problem 206 grades bf16 rotations exactly. The pair formula written out, (x1 cos − x2 sin, x2 cos + x1 sin),
+    is the same products and sums as x·cos + rotate_half(x)·sin, so it gives the same bits: exactness is fair."""
+    rope = RotaryEmbedding(Config(head_dim=256, rope_theta=1e7))
+    x = (torch.randn(2, 8, 33, 256, generator=torch.Generator().manual_seed(5)) * 3).to(dtype)
+    cos, sin = rope(torch.randint(0, 30000, (2, 33), generator=torch.Generator().manual_seed(6)), dtype)
+    c, s = cos[:, None, :, :32], sin[:, None, :, :32]
+    x1, x2 = x[..., :32], x[..., 32:64]
+    by_pairs = torch.cat((x1 * c - x2 * s, x2 * c + x1 * s, x[..., 64:]), dim=-1)
+    assert torch.equal(by_pairs, apply_rope(x, cos, sin))

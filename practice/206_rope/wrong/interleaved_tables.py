@@ -4,7 +4,7 @@ import torch
 
 
 def inv_frequencies(head_dim: int, partial_rotary_factor: float, rope_theta: float) -> torch.Tensor:
-    """inv_freq_j = rope_theta ** (−2j / R) for j = 0 … R/2 − 1, R = int(head_dim · partial_rotary_factor). fp32 (R/2,)."""
+    """inv_freq_j = rope_theta ** (−2j / R), j = 0 … R/2 − 1, R = int(head_dim · partial_rotary_factor): fp32 (R/2,)."""
     R = int(head_dim * partial_rotary_factor)  # only the first R dims of a head rotate (64 of 256)
     return 1.0 / (rope_theta ** (torch.arange(0, R, 2, dtype=torch.float32) / R))
 
