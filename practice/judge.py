@@ -328,14 +328,16 @@ class Protocol:
             self.state = "ready"
             return {"ev": kind}
         if st == "ready" and kind in ("loaded", "compile_error", "missing", "load_error"):
-            self.state = "between" if kind == "loaded" else "over"
             if kind == "missing":
                 names = ev.get("names")
                 if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
                     raise Garbled("missing names that are not a list of text")
-                return {"ev": kind, "names": [n[:100] for n in names[:50]]}
-            return {"ev": kind, "msg": _text(ev.get("msg")), "exc": _text(ev.get("exc"), 200),
-                    "tb": _text(ev.get("tb")), "code": _text(ev.get("code"), 200)}
+                out = {"ev": kind, "names": [n[:100] for n in names[:50]]}
+            else:
+                out = {"ev": kind, "msg": _text(ev.get("msg")), "exc": _text(ev.get("exc"), 200),
+                       "tb": _text(ev.get("tb")), "code": _text(ev.get("code"), 200)}
+            self.state = "between" if kind == "loaded" else "over"
+            return out
         if st == "between" and kind == "done" and self.i + 1 == self.n:
             self.state = "over"
             return {"ev": kind}
@@ -355,9 +357,10 @@ class Protocol:
             ok, mutated = ev.get("ok"), ev.get("mutated", False)
             if type(ok) is not bool or type(mutated) is not bool:
                 raise Garbled("an end event without a true/false outcome")
+            out = {"ev": kind, "i": i, "ok": ok, "mutated": mutated, "exc": _text(ev.get("exc"), 200),
+                   "tb": _text(ev.get("tb")), "code": _text(ev.get("code"), 200)}
             self.state = "between"
-            return {"ev": kind, "i": i, "ok": ok, "mutated": mutated, "exc": _text(ev.get("exc"), 200),
-                    "tb": _text(ev.get("tb")), "code": _text(ev.get("code"), 200)}
+            return out
         raise Garbled(f"an event {str(kind)[:20]!r}, where the judge expected {self._expected()}")
 
     def _expected(self):
@@ -483,6 +486,17 @@ class _Capped:
                 self.head += chunk[:OUTPUT_CAP - len(self.head)]
 
 
+def _running(proc):
+    """True until `proc` exits. It is not reaped here, so its pid (and process group id) cannot be reused by an
+    unrelated process before _kill_tree signals them."""
+    if not hasattr(os, "waitid"):
+        return proc.poll() is None
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except ChildProcessError:  # already reaped
+        return False
+
+
 def _kill_tree(proc):
     """Kill the runner's sandbox and every process below it (Linux: it is a subreaper, so daemons that left the
     process group are still below it), then its process group; elsewhere the process group or tree only."""
@@ -560,7 +574,7 @@ def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
 
         def take(item):
             stamp, line = item
-            ev = proto.accept(json.loads(line))  # ValueError (not JSON) or Garbled
+            ev = proto.accept(json.loads(line))  # ValueError (not JSON), RecursionError (nested too deep), Garbled
             ev["_at"] = stamp
             events.append(ev)
             return stamp + limits.get(Protocol.LIMIT.get(proto.state), 0.0)
@@ -581,10 +595,10 @@ def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
                 elif item:
                     try:
                         deadline = take(item)
-                    except (ValueError, Garbled) as e:
+                    except (ValueError, RecursionError, Garbled) as e:
                         garbled = str(e) if isinstance(e, Garbled) else "a line that is not an event"
                         break
-                elif proc.poll() is not None:  # exited, though something it started may hold the pipe open
+                elif not _running(proc):  # exited, though something it started may hold the pipe open
                     exited = exited or time.monotonic()
                     if eof or time.monotonic() - exited > 0.5:
                         break
@@ -592,6 +606,9 @@ def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
                     stopped = proto.state
                     break
         finally:  # also on Ctrl-C: never leave the learner's code running
+            end = time.monotonic() + 1.0
+            while proto.state == "over" and _running(proc) and time.monotonic() < end:
+                time.sleep(0.01)  # the runner is exiting: let the sandbox reap it and its leftovers first
             _kill_tree(proc)
             rc = proc.wait()
             printed.thread.join(timeout=1.0)
@@ -604,7 +621,7 @@ def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
                 break
             try:
                 take(item)
-            except (ValueError, Garbled) as e:
+            except (ValueError, RecursionError, Garbled) as e:
                 garbled = str(e) if isinstance(e, Garbled) else "a line that is not an event"
         report.output, report.output_bytes = bytes(printed.head), printed.total
         if not events:

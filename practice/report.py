@@ -171,6 +171,8 @@ def width(s):
 
 
 def size_text(n):
+    if n >= 2 ** 30:
+        return f"{n / 2 ** 30:.3g} GB"
     return f"{n / 2 ** 20:.1f} MB" if n >= 2 ** 20 else f"{n / 1024:.0f} KB" if n >= 1024 else f"{n} bytes"
 
 

@@ -586,3 +586,28 @@ def test_the_judges_own_clock_overrules_the_runners():
     events[3]["_at"] = 100.5  # within the limit by both clocks
     report = grade_events(prob, cases, events, lambda i: cases[i].expected, Report(prob, Path("x.py"), 3.0, 10.0))
     assert report.results[0].verdict == "AC" and report.results[0].time == 0.0
+
+
+def test_protocol_accepts_only_the_runners_own_order():
+    """What the judge accepts on its private pipe: the runner's events in their one order, well-formed; anything
+    a learner's code could forge out of order or malformed is Garbled (their Runtime Error, never a crash)."""
+    from practice.judge import Garbled, Protocol
+
+    good = [{"ev": "ready"}, {"ev": "loaded"}, {"ev": "begin", "i": 0}, {"ev": "ret", "i": 0, "t": 0.25},
+            {"ev": "end", "i": 0, "ok": True, "mutated": False, "extra": "dropped"}, {"ev": "done"}]
+    proto = Protocol(1)
+    assert [proto.accept(ev) for ev in good][4] == {"ev": "end", "i": 0, "ok": True, "mutated": False,
+                                                     "exc": None, "tb": None, "code": None}
+    assert proto.state == "over"
+    bad_at = {3: [{"ev": "ret", "i": 0, "t": t} for t in ("soon", float("nan"), float("inf"), -1.0, True, None)],
+              2: [{"ev": "begin", "i": i} for i in (1, -1, True, 0.0, "0")] + [{"ev": "done"}, {"ev": "ready"}],
+              4: [{"ev": "end", "i": 0, "ok": "yes"}, {"ev": "end", "i": 0, "ok": True, "tb": 5},
+                  {"ev": "begin", "i": 0}, {"ev": "ret", "i": 0, "t": 1.0}],
+              0: [{"ev": "loaded"}, [], "ready", {"ev": "begin", "i": 0}]}
+    for at, forged in bad_at.items():
+        for ev in forged:
+            proto = Protocol(1)
+            for ok in good[:at]:
+                proto.accept(ok)
+            with pytest.raises(Garbled):
+                proto.accept(ev)
