@@ -165,7 +165,28 @@ def test_ch05_facts(outputs):
     assert "tokens, 192 units (synthetic weights)" in out
 
 
-@pytest.mark.parametrize("script", ["ch04_rope.py", "ch05_mlp.py"])
+def test_ch06_facts(outputs):
+    """What ch06 prints that does not depend on the random weights: the real 0.8B's shapes and counts (the
+    reference's 44,043,264 full-attention parameters), the layout facts, exact identities, and the KV arithmetic."""
+    out = outputs["ch06_attention.py"][1]
+    assert "full-attention layers: [3, 7, 11, 15, 19, 23] (6 of 24)" in out
+    assert "q_proj.weight    (512, 64)        (2·H·D, d)   (4096, 1024)" in out
+    assert "real Qwen3.5-0.8B: H = 8, Hkv = 2, D = 256: 7,340,544 weights per layer, 44,043,264 in its 6" in out
+    assert "'query head 1' would be head 0's gate: True" in out
+    assert "query head h reads K/V head [0, 0, 1, 1] (real Qwen3.5-0.8B: [0, 0, 0, 0, 1, 1, 1, 1])" in out
+    assert "above the diagonal exactly 0: True; the first token attends only to itself: True" in out
+    assert "the steps by hand vs GatedAttention: max |diff| = 0.0e+00" in out
+    diff = float(out.split("in pieces vs at once: max |diff| = ")[1].split()[0])
+    assert diff <= 1e-5
+    assert "cache keys (1, 2, 11, 64), values (1, 2, 11, 64)" in out
+    assert f"Qwen3.5-0.8B:  {6 * 2 * 2 * 256 * 2:,} bytes per token" in out
+    assert f"Qwen3.5-27B :  {16 * 2 * 4 * 256 * 2:,} bytes per token" in out
+    state = 18 * (16 * 128 * 128 * 4 + (2 * 16 * 128 + 16 * 128) * 3 * 2)  # fp32 state + bf16 conv inputs, by hand
+    assert f"18 DeltaNet layers keep {state / 2 ** 20:.1f} MiB" in out
+    assert float(out.split("vs the written-out attention: max |diff| = ")[1].split()[0]) <= 1e-5
+
+
+@pytest.mark.parametrize("script", ["ch04_rope.py", "ch05_mlp.py", "ch06_attention.py"])
 def test_proof_against_transformers(script):
     """--proof compares the chapter's module with transformers' on the same checkpoint: equal, in fp32 and bf16."""
     rc, out, err = run(script, "--model", "synthetic", "--proof")

@@ -40,9 +40,9 @@ def expectation(path):
 
 def test_numbering():
     """2xx = part 2 of the course, "writing the parts"; chapters 1-3 have 201-205, 204 is RMSNorm as in the source."""
-    assert sorted(PROBLEMS) == [201, 202, 203, 204, 205, 206, 207, 210, 211, 212]
+    assert sorted(PROBLEMS) == [201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212]
     assert PROBLEMS[204].slug == "rmsnorm"
-    assert [PROBLEMS[n].meta["chapter"] for n in sorted(PROBLEMS)] == [1, 1, 2, 3, 3, 4, 5, 7, 7, 7]
+    assert [PROBLEMS[n].meta["chapter"] for n in sorted(PROBLEMS)] == [1, 1, 2, 3, 3, 4, 5, 6, 6, 7, 7, 7]
 
 
 @pytest.mark.parametrize("number", sorted(PROBLEMS))
@@ -340,3 +340,90 @@ def test_207_oracle_equals_transformers():
             torch.testing.assert_close(c.expected, want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
         else:
             assert torch.equal(c.expected, want), c.label
+
+
+# ---------------------------------------------------------------- 208, 209: attention against transformers' eager path
+
+def _hf_attention(weights, eps):
+    """transformers' Qwen3_5Attention (eager) holding `weights`, and its config; sizes read off the weights."""
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5Attention
+
+    D = weights["q_norm.weight"].shape[0]
+    d = weights["q_proj.weight"].shape[1]
+    cfg = Qwen3_5TextConfig(hidden_size=d, num_attention_heads=weights["q_proj.weight"].shape[0] // (2 * D),
+                            num_key_value_heads=weights["k_proj.weight"].shape[0] // D, head_dim=D,
+                            rms_norm_eps=eps, num_hidden_layers=1, layer_types=["full_attention"])
+    cfg._attn_implementation = "eager"
+    attn = Qwen3_5Attention(cfg, layer_idx=0).to(weights["q_proj.weight"].dtype)
+    attn.load_state_dict(weights)
+    return attn.eval(), cfg
+
+
+def _hf_mask(cfg, x, mask, cache):
+    from transformers.masking_utils import create_causal_mask
+
+    return create_causal_mask(config=cfg, inputs_embeds=x, attention_mask=mask, cache=cache)
+
+
+def _same(got, want, label):
+    """bf16: bit for bit (the same operations in the same order); fp32: within 1e-5 of the output's scale."""
+    if got.dtype == torch.bfloat16:
+        assert torch.equal(got, want), f"{label}: max |diff| {(got.float() - want.float()).abs().max():.3e}"
+    else:
+        assert (got - want).abs().max() <= 1e-5 * max(1.0, want.abs().max().item()), label
+
+
+@torch.no_grad()
+def test_208_oracle_equals_transformers():
+    """gated_attention cases: transformers' attention with the same weights, RoPE tables and mask. attend cases:
+    transformers' eager_attention_forward, with its causal mask placed after S - T cached keys (a DynamicCache)."""
+    from transformers import DynamicCache
+    from transformers.models.qwen3_5.modeling_qwen3_5 import eager_attention_forward
+
+    for c in cases_of(208):
+        if c.fn == "gated_attention":
+            x, w, cos, sin, mask, eps = c.values()
+            attn, cfg = _hf_attention(w, eps)
+            _same(c.expected, attn(x, (cos, sin), _hf_mask(cfg, x, mask, None))[0], c.label)
+            continue
+        q, k, v, mask = c.values()
+        (B, H, T, D), (Hkv, S) = q.shape, k.shape[1:3]
+        cfg = Qwen3_5TextConfig(hidden_size=H * D, num_attention_heads=H, num_key_value_heads=Hkv, head_dim=D,
+                                num_hidden_layers=1, layer_types=["full_attention"])
+        cfg._attn_implementation = "eager"
+        cache = DynamicCache(config=cfg)
+        if S > T:
+            cache.update(k[:, :, :S - T], v[:, :, :S - T], 0)
+        full = _hf_mask(cfg, torch.zeros(B, T, H * D, dtype=q.dtype), None if mask is None else mask.long(), cache)
+        module = torch.nn.Module()
+        module.num_key_value_groups, module.training = H // Hkv, False
+        want = eager_attention_forward(module, q, k, v, full, scaling=D ** -0.5)[0].transpose(1, 2)
+        _same(c.expected, want, c.label)
+
+
+@torch.no_grad()
+def test_209_cached_step_equals_the_whole_sequence_and_transformers():
+    """Each case's expected output is the tail of the whole sequence (S0 + T tokens) processed at once by problem
+    208's oracle (real tokens; fp32 to 1e-5, bf16 within the judge's 1 step); and transformers' attention, given
+    the same cache in a DynamicCache, returns the same output and the same grown cache."""
+    from transformers import DynamicCache
+
+    module = PROBLEMS[209].module
+    for c, row in zip(cases_of(209), module.STEPS):
+        args, x, cos, sin = module.step_inputs(*row[:-1], c.seed)
+        assert [a[0] for a in args] == [a[0] for a in c.args]
+        _, w, _, _, cache_k, cache_v, mask, eps = c.values()
+        S0 = cache_k.shape[2]
+        whole = module.P208.oracle_gated(x, w, cos, sin, mask, eps)[:, S0:]
+        real = torch.ones(whole.shape[:2], dtype=torch.bool) if mask is None else mask[:, S0:]
+        assert compare(c.expected[0][real], whole[real], c.tol) is None, c.label
+        attn, cfg = _hf_attention(w, eps)
+        cache = DynamicCache(config=cfg)
+        if S0:
+            cache.update(cache_k, cache_v, 0)
+        new = c.values()[0]
+        hf_mask = None if mask is None else mask.long()
+        out = attn(new, (cos[:, S0:], sin[:, S0:]), _hf_mask(cfg, new, hf_mask, cache), cache=cache)[0]
+        for got, want, what in zip(c.expected, (out, cache.layers[0].keys, cache.layers[0].values),
+                                   ("output", "keys", "values")):
+            _same(got, want, f"{c.label} {what}")
