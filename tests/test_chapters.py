@@ -1,14 +1,16 @@
 """Each chapter script runs end to end on the synthetic checkpoint; the facts it prints that do not depend on the
 random weights are checked against independent values (hand math, the config, transformers)."""
+import math
 import re
 import unicodedata
 
 import pytest
 import torch
 
+from conftest import ROOT
 from conftest import run_chapter as run
 
-SCRIPTS = ("ch01_weights.py", "ch02_embedding.py", "ch03_norm.py", "ch07_deltanet.py")
+SCRIPTS = tuple(p.name for p in sorted((ROOT / "chapters").glob("ch[0-9][0-9]_*.py")))
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +137,60 @@ def test_ch07_facts(outputs):
     assert re.search(r"Qwen3.5-0.8B\s+1.04 MiB\s+2,048 B\s+64 MiB\s+0.39 GiB\s+1.50 GiB", out)
     for number in (210, 211, 212):
         assert f"» exercise {number} (" in out
+def test_ch04_facts(outputs):
+    """RoPE has no weights: everything ch04 prints about the real 0.8B follows from its config, checked here by hand
+    math (wavelength 2π θ^(2j/R), θ = 1e7, R = 64, context 262,144)."""
+    out = outputs["ch04_rope.py"][1]
+    lam = [2 * math.pi * 1e7 ** (2 * j / 64) for j in range(32)]
+    never = sum(w > 262144 for w in lam)
+    assert f"real Qwen3.5-0.8B: {never} of 32 frequencies never finish a turn within its 262,144-token context" in out
+    assert f"of j = 31: {lam[31]:,.0f} tokens" in out
+    assert f"inv_freq_1 = {10 ** (-7 / 32):.4f}" in out
+    assert f"(x_0, x_32) = (1, 0) at position 1 -> ({math.cos(1):.4f}, {math.sin(1):.4f})" in out
+    assert f"position   2: cos of pairs 0, 1, 31 = {math.cos(2):+.4f} {math.cos(2 * 10 ** (-7 / 32)):+.4f}" in out
+    assert "text through M-RoPE == plain RoPE, bit for bit: True" in out
+    axes = "".join("H" if j % 3 == 1 and j < 33 else "W" if j % 3 == 2 and j < 30 else "T" for j in range(32))
+    assert f"mrope_section [11, 11, 10]: axis per frequency {axes}" in out  # reference §4, by hand
+    bf16 = torch.tensor(math.cos(1000)).bfloat16().item()
+    assert f"cos in fp32 {math.cos(1000):.7f}, in bf16 {bf16:.7f}" in out
+
+
+def test_ch05_facts(outputs):
+    out = outputs["ch05_mlp.py"][1]
+    per_layer = 3 * 1024 * 3584
+    assert f"{per_layer / 1e6:7.3f}M weights per MLP, {24 * per_layer / 1e6:8.2f}M in 24 layers" in out
+    silu = [z / (1 + math.exp(-z)) for z in (-6.0, -1.2785, -1.0, 0.0, 1.0, 6.0)]
+    assert "silu(z)  : " + str([f"{v:+.4f}" for v in silu]) in out
+    assert "after changing token 2's input: ['0', '0', " in out and "'0', '0']" in out.split("token 2's input")[1]
+    assert "tokens, 192 units (synthetic weights)" in out
+
+
+def test_ch06_facts(outputs):
+    """What ch06 prints that does not depend on the random weights: the real 0.8B's shapes and counts (the
+    reference's 44,043,264 full-attention parameters), the layout facts, exact identities, and the KV arithmetic."""
+    out = outputs["ch06_attention.py"][1]
+    assert "full-attention layers: [3, 7, 11, 15, 19, 23] (6 of 24)" in out
+    assert "q_proj.weight    (512, 64)        (2·H·D, d)   (4096, 1024)" in out
+    assert "real Qwen3.5-0.8B: H = 8, Hkv = 2, D = 256: 7,340,544 weights per layer, 44,043,264 in its 6" in out
+    assert "'query head 1' would be head 0's gate: True" in out
+    assert "query head h reads K/V head [0, 0, 1, 1] (real Qwen3.5-0.8B: [0, 0, 0, 0, 1, 1, 1, 1])" in out
+    assert "above the diagonal exactly 0: True; the first token attends only to itself: True" in out
+    assert "the steps by hand vs GatedAttention: max |diff| = 0.0e+00" in out
+    diff = float(out.split("in pieces vs at once: max |diff| = ")[1].split()[0])
+    assert diff <= 1e-5
+    assert "cache keys (1, 2, 11, 64), values (1, 2, 11, 64)" in out
+    assert f"Qwen3.5-0.8B:  {6 * 2 * 2 * 256 * 2:,} bytes per token" in out
+    assert f"Qwen3.5-27B :  {16 * 2 * 4 * 256 * 2:,} bytes per token" in out
+    state = 18 * (16 * 128 * 128 * 4 + (2 * 16 * 128 + 16 * 128) * 3 * 2)  # fp32 state + bf16 conv inputs, by hand
+    assert f"18 DeltaNet layers keep {state / 2 ** 20:.1f} MiB" in out
+    assert float(out.split("vs the written-out attention: max |diff| = ")[1].split()[0]) <= 1e-5
+
+
+@pytest.mark.parametrize("script", ["ch04_rope.py", "ch05_mlp.py", "ch06_attention.py"])
+def test_proof_against_transformers(script):
+    """--proof compares the chapter's module with transformers' on the same checkpoint: equal, in fp32 and bf16."""
+    rc, out, err = run(script, "--model", "synthetic", "--proof")
+    assert rc == 0, err
+    lines = [line for line in out.splitlines() if "max |ours - transformers|" in line]
+    assert len(lines) == (4 if script == "ch04_rope.py" else 2), out
+    assert all(line.split("= ")[1].split()[0] == "0" for line in lines), lines

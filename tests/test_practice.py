@@ -10,8 +10,9 @@ import pytest
 import torch
 from safetensors import safe_open
 from transformers import Qwen3_5TextConfig
-from transformers.models.qwen3_5.modeling_qwen3_5 import (Qwen3_5ForCausalLM, Qwen3_5RMSNorm,
-                                                          Qwen3_5RMSNormGated)
+from transformers.models.qwen3_5.modeling_qwen3_5 import (Qwen3_5ForCausalLM, Qwen3_5MLP, Qwen3_5RMSNorm,
+                                                          Qwen3_5RMSNormGated, Qwen3_5TextRotaryEmbedding,
+                                                          apply_rotary_pos_emb)
 from transformers.models.qwen3_5.modeling_qwen3_5 import l2norm as hf_l2norm
 
 from practice.grading import EXACT, Tol, compare
@@ -39,9 +40,9 @@ def expectation(path):
 
 def test_numbering():
     """2xx = part 2 of the course, "writing the parts"; chapters 1-3 have 201-205, 204 is RMSNorm as in the source."""
-    assert sorted(PROBLEMS) == [201, 202, 203, 204, 205, 210, 211, 212]
+    assert sorted(PROBLEMS) == [201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212]
     assert PROBLEMS[204].slug == "rmsnorm"
-    assert [PROBLEMS[n].meta["chapter"] for n in sorted(PROBLEMS)] == [1, 1, 2, 3, 3, 7, 7, 7]
+    assert [PROBLEMS[n].meta["chapter"] for n in sorted(PROBLEMS)] == [1, 1, 2, 3, 3, 4, 5, 6, 6, 7, 7, 7]
 
 
 @pytest.mark.parametrize("number", sorted(PROBLEMS))
@@ -296,3 +297,133 @@ def test_205_plain_weights_give_the_same_outputs():
     rms = {n.removeprefix("model.") + ".weight" for n, m in model.named_modules() if isinstance(m, Qwen3_5RMSNorm)}
     assert rms == {n for n in tensor_shapes(cfg) if is_zero_centred(n)}
     assert any(isinstance(m, Qwen3_5RMSNormGated) for m in model.modules())  # the one that must not be shifted
+
+
+@torch.no_grad()
+def test_206_oracle_equals_transformers():
+    """inv_freq, the cos/sin tables and the rotation of every case are transformers' own, bit for bit."""
+    for c in cases_of(206):
+        if c.fn == "inv_frequencies":
+            head_dim, factor, theta = c.values()
+            hf = Qwen3_5TextRotaryEmbedding(Qwen3_5TextConfig(head_dim=head_dim, rope_parameters={
+                "rope_type": "default", "rope_theta": theta, "partial_rotary_factor": factor}))
+            assert torch.equal(c.expected, hf.inv_freq), c.label
+        elif c.fn == "rope_tables":
+            positions, inv_freq, dtype = c.values()
+            hf = Qwen3_5TextRotaryEmbedding(Qwen3_5TextConfig(head_dim=2 * inv_freq.numel(), rope_parameters={
+                "rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 1.0}))
+            hf.inv_freq = inv_freq  # the case's frequencies (text positions: the M-RoPE axes play no part)
+            cos, sin = hf(torch.zeros(1, dtype=dtype), positions)
+            assert torch.equal(c.expected[0], cos) and torch.equal(c.expected[1], sin), c.label
+        else:
+            x, cos, sin = c.values()
+            want, _ = apply_rotary_pos_emb(x, x, cos, sin)
+            assert torch.equal(c.expected, want), c.label
+
+
+@torch.no_grad()
+def test_207_oracle_equals_transformers():
+    """The MLP cases: transformers' Qwen3_5MLP gives the judge's expected values (fp32 to 1e-5, bf16 bit for bit);
+    silu: F.silu within fp32 rounding."""
+    for c in cases_of(207):
+        if c.fn == "silu":
+            (z,) = c.values()
+            torch.testing.assert_close(c.expected, torch.nn.functional.silu(z), rtol=1e-6, atol=1e-7)
+            continue
+        x, g, u, d = c.values()
+        hf = Qwen3_5MLP(Qwen3_5TextConfig(hidden_size=x.shape[-1]), intermediate_size=g.shape[0]).to(x.dtype)
+        hf.gate_proj.weight.copy_(g)
+        hf.up_proj.weight.copy_(u)
+        hf.down_proj.weight.copy_(d)
+        want = hf(x)
+        if x.dtype == torch.float32:
+            torch.testing.assert_close(c.expected, want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
+        else:
+            assert torch.equal(c.expected, want), c.label
+
+
+# ---------------------------------------------------------------- 208, 209: attention against transformers' eager path
+
+def _hf_attention(weights, eps):
+    """transformers' Qwen3_5Attention (eager) holding `weights`, and its config; sizes read off the weights."""
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5Attention
+
+    D = weights["q_norm.weight"].shape[0]
+    d = weights["q_proj.weight"].shape[1]
+    cfg = Qwen3_5TextConfig(hidden_size=d, num_attention_heads=weights["q_proj.weight"].shape[0] // (2 * D),
+                            num_key_value_heads=weights["k_proj.weight"].shape[0] // D, head_dim=D,
+                            rms_norm_eps=eps, num_hidden_layers=1, layer_types=["full_attention"])
+    cfg._attn_implementation = "eager"
+    attn = Qwen3_5Attention(cfg, layer_idx=0).to(weights["q_proj.weight"].dtype)
+    attn.load_state_dict(weights)
+    return attn.eval(), cfg
+
+
+def _hf_mask(cfg, x, mask, cache):
+    from transformers.masking_utils import create_causal_mask
+
+    return create_causal_mask(config=cfg, inputs_embeds=x, attention_mask=mask, cache=cache)
+
+
+def _same(got, want, label):
+    """bf16: bit for bit (the same operations in the same order); fp32: within 1e-5 of the output's scale."""
+    if got.dtype == torch.bfloat16:
+        assert torch.equal(got, want), f"{label}: max |diff| {(got.float() - want.float()).abs().max():.3e}"
+    else:
+        assert (got - want).abs().max() <= 1e-5 * max(1.0, want.abs().max().item()), label
+
+
+@torch.no_grad()
+def test_208_oracle_equals_transformers():
+    """gated_attention cases: transformers' attention with the same weights, RoPE tables and mask. attend cases:
+    transformers' eager_attention_forward, with its causal mask placed after S - T cached keys (a DynamicCache)."""
+    from transformers import DynamicCache
+    from transformers.models.qwen3_5.modeling_qwen3_5 import eager_attention_forward
+
+    for c in cases_of(208):
+        if c.fn == "gated_attention":
+            x, w, cos, sin, mask, eps = c.values()
+            attn, cfg = _hf_attention(w, eps)
+            _same(c.expected, attn(x, (cos, sin), _hf_mask(cfg, x, mask, None))[0], c.label)
+            continue
+        q, k, v, mask = c.values()
+        (B, H, T, D), (Hkv, S) = q.shape, k.shape[1:3]
+        cfg = Qwen3_5TextConfig(hidden_size=H * D, num_attention_heads=H, num_key_value_heads=Hkv, head_dim=D,
+                                num_hidden_layers=1, layer_types=["full_attention"])
+        cfg._attn_implementation = "eager"
+        cache = DynamicCache(config=cfg)
+        if S > T:
+            cache.update(k[:, :, :S - T], v[:, :, :S - T], 0)
+        full = _hf_mask(cfg, torch.zeros(B, T, H * D, dtype=q.dtype), None if mask is None else mask.long(), cache)
+        module = torch.nn.Module()
+        module.num_key_value_groups, module.training = H // Hkv, False
+        want = eager_attention_forward(module, q, k, v, full, scaling=D ** -0.5)[0].transpose(1, 2)
+        _same(c.expected, want, c.label)
+
+
+@torch.no_grad()
+def test_209_cached_step_equals_the_whole_sequence_and_transformers():
+    """Each case's expected output is the tail of the whole sequence (S0 + T tokens) processed at once by problem
+    208's oracle (real tokens; fp32 to 1e-5, bf16 within the judge's 1 step); and transformers' attention, given
+    the same cache in a DynamicCache, returns the same output and the same grown cache."""
+    from transformers import DynamicCache
+
+    module = PROBLEMS[209].module
+    for c, row in zip(cases_of(209), module.STEPS):
+        args, x, cos, sin = module.step_inputs(*row[:-1], c.seed)
+        assert [a[0] for a in args] == [a[0] for a in c.args]
+        _, w, _, _, cache_k, cache_v, mask, eps = c.values()
+        S0 = cache_k.shape[2]
+        whole = module.P208.oracle_gated(x, w, cos, sin, mask, eps)[:, S0:]
+        real = torch.ones(whole.shape[:2], dtype=torch.bool) if mask is None else mask[:, S0:]
+        assert compare(c.expected[0][real], whole[real], c.tol) is None, c.label
+        attn, cfg = _hf_attention(w, eps)
+        cache = DynamicCache(config=cfg)
+        if S0:
+            cache.update(cache_k, cache_v, 0)
+        new = c.values()[0]
+        hf_mask = None if mask is None else mask.long()
+        out = attn(new, (cos[:, S0:], sin[:, S0:]), _hf_mask(cfg, new, hf_mask, cache), cache=cache)[0]
+        for got, want, what in zip(c.expected, (out, cache.layers[0].keys, cache.layers[0].values),
+                                   ("output", "keys", "values")):
+            _same(got, want, f"{c.label} {what}")

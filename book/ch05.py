@@ -1,0 +1,59 @@
+"""Chapter 5's figures: silu against relu and gelu, and the gate activations of one MLP on a sentence.
+
+Each function returns a matplotlib Figure. The activation curves are plain math. The gate figure draws whatever
+checkpoint it is given; on the synthetic one the weights are random, the title says so, and its shape says
+nothing about the real model.
+"""
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def activations():
+    """silu(z) = z·sigmoid(z) against relu and gelu (left), and their slopes (right)."""
+    import matplotlib.pyplot as plt
+
+    z = torch.linspace(-6, 6, 601, requires_grad=True)
+    curves = {"silu(z) = z · sigmoid(z)": F.silu, "relu(z) = max(z, 0)": F.relu, "gelu(z) = z · Φ(z)": F.gelu}
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(13, 4.2), layout="constrained")
+    for (name, f), colour in zip(curves.items(), ("C0", "gray", "C1")):
+        y = f(z)
+        (slope,) = torch.autograd.grad(y.sum(), z)
+        ax0.plot(z.detach(), y.detach(), color=colour, lw=2 if "silu" in name else 1.2, label=name)
+        ax1.plot(z.detach(), slope, color=colour, lw=2 if "silu" in name else 1.2, label=name.split("(")[0])
+    zmin = -1.2785  # silu's minimum: where sigmoid(z)·(1 + z·(1 − sigmoid(z))) = 0
+    ax0.plot([zmin], [F.silu(torch.tensor(zmin)).item()], "o", color="C0")
+    ax0.annotate("minimum −0.278 at z ≈ −1.28", (zmin, -0.278), xytext=(-5.8, 2.0), fontsize=9,
+                 arrowprops=dict(arrowstyle="->"))
+    ax0.axhline(0, color="black", lw=0.5)
+    ax0.set(xlabel="z", ylabel="activation", ylim=(-1, 6), title="the curves: silu is smooth and dips below 0")
+    ax1.axhline(0, color="black", lw=0.5)
+    ax1.set(xlabel="z", ylabel="slope d/dz", title="their slopes: relu's jumps from 0 to 1, silu's overshoots 1")
+    ax0.legend(loc="upper left")
+    ax1.legend(loc="upper left")
+    fig.suptitle("The activation of the gate branch: silu (Qwen3.5), relu and gelu")
+    return fig
+
+
+def gate_activations(gate, up, tokens, title):
+    """For one MLP on one sentence: the histogram of the gate pre-activations z = gate_proj(x) and of silu(z)
+    (left), and per token the share of hidden units whose |silu(z) · up| is below 1 % of that token's largest
+    (right). gate, up: (T, I) tensors; tokens: T strings."""
+    import matplotlib.pyplot as plt
+
+    z = gate.float()
+    h = F.silu(z) * up.float()  # what down_proj receives
+    small = (h.abs() < 0.01 * h.abs().amax(-1, keepdim=True)).float().mean(-1).numpy()
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(13, 4.2), layout="constrained",
+                                   gridspec_kw=dict(width_ratios=[1.2, 1]))
+    bins = np.linspace(float(z.min()), float(z.max()), 80)
+    ax0.hist(z.flatten().numpy(), bins=bins, color="gray", alpha=0.7, label="z = gate_proj(x)")
+    ax0.hist(F.silu(z).flatten().numpy(), bins=bins, color="C0", alpha=0.7, label="silu(z)")
+    ax0.set(xlabel="value", ylabel="number of (token, unit) pairs", title=f"{z.shape[1]:,} units × {z.shape[0]} "
+            "tokens: silu squeezes the negative side towards 0")
+    ax0.legend()
+    ax1.bar(range(len(tokens)), 100 * small, color="C0")
+    ax1.set_xticks(range(len(tokens)), tokens, rotation=60, ha="right", fontsize=8)
+    ax1.set(ylabel="% of units", ylim=(0, 100), title="units with |silu(z) · up| < 1 % of the token's largest")
+    fig.suptitle(title)
+    return fig

@@ -1,0 +1,92 @@
+"""Every figure function of chapter 6 (book/ch06.py) draws, and draws what it claims: the attention maps are the
+probabilities given, tokens on both axes; the gate histogram counts every (token, dim) once; the KV-cache lines
+are the bytes transformers' own cache holds per token, for every size."""
+import matplotlib
+import numpy as np
+import torch
+from transformers import DynamicCache, Qwen3_5TextConfig
+
+import book
+from book import ch06
+from qwen.attention import GatedAttention
+from qwen.rope import RotaryEmbedding
+from qwen.weights import Config, load, load_weights
+
+matplotlib.use("Agg")
+
+
+def close(fig):
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+
+
+def test_attention_maps_show_the_probabilities(synthetic):
+    cfg = Config.load(synthetic)
+    T, heads = 6, [0, 3]
+    g = torch.Generator().manual_seed(0)
+    probs = torch.softmax(torch.randn(cfg.num_attention_heads, T, T, generator=g).masked_fill(
+        ~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf")), -1)
+    tokens = [f"t{i}" for i in range(T)]
+    fig = ch06.attention_maps(probs, tokens, heads, "title (synthetic weights)")
+    panels = [ax for ax in fig.axes if ax.images]
+    assert len(panels) == len(heads)
+    for ax, h in zip(panels, heads):
+        np.testing.assert_array_equal(ax.images[0].get_array(), probs[h].numpy())
+        assert [t.get_text() for t in ax.get_xticklabels()] == tokens == [t.get_text() for t in ax.get_yticklabels()]
+        assert ax.get_title() == f"head {h}"
+    assert fig.get_suptitle().endswith("(synthetic weights)")
+    close(fig)
+
+
+def test_gate_distribution_counts_every_value(synthetic):
+    cfg = Config.load(synthetic)
+    W = load_weights(synthetic)
+    attn = load(GatedAttention(cfg), W, f"layers.{cfg.layer_types.index('full_attention')}.self_attn.")
+    x = torch.randn(1, 7, cfg.hidden_size, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        gate = attn.q_proj(x).view(7, cfg.num_attention_heads, 2, cfg.head_dim)[:, :, 1].reshape(7, -1)
+    fig = ch06.gate_distribution(gate, cfg.num_attention_heads, "gate (synthetic weights)")
+    hist, bars = fig.axes[:2]
+    assert sum(p.get_height() for p in hist.patches) == gate.numel()
+    s = torch.sigmoid(gate).view(7, cfg.num_attention_heads, cfg.head_dim)
+    means = [p.get_height() for p in bars.patches[:cfg.num_attention_heads]]
+    np.testing.assert_allclose(means, s.mean(dim=(0, 2)).numpy(), rtol=1e-5)
+    close(fig)
+
+
+def test_kv_bytes_are_what_transformers_caches():
+    """Per token, for each size: the bytes of K and V that transformers' DynamicCache holds after one bf16 token
+    (it decides from the config which layers keep K/V and their shapes); and 12 KiB for the real 0.8B by hand."""
+    for name, c in ch06.SIZES.items():
+        hf = Qwen3_5TextConfig(**{k: v for k, v in c.items() if k != "source"})
+        cache = DynamicCache(config=hf)
+        for i, kind in enumerate(hf.layer_types):
+            if kind == "full_attention":
+                kv = torch.zeros(1, c["num_key_value_heads"], 1, c["head_dim"], dtype=torch.bfloat16)
+                cache.update(kv, kv.clone(), i)
+        held = sum(t.numel() * t.element_size() for layer in cache.layers if hasattr(layer, "keys")
+                   and layer.keys is not None and layer.keys.numel() for t in (layer.keys, layer.values))
+        assert held == ch06.kv_bytes_per_token(**c), name
+    assert ch06.kv_bytes_per_token(**ch06.SIZES["0.8B"]) == 6 * 2 * 2 * 256 * 2 == 12 * 1024
+    real = book.real.TEXT_CONFIG
+    assert {k: real[k] for k in ("num_hidden_layers", "num_key_value_heads", "head_dim", "num_attention_heads",
+                                 "hidden_size")} == {k: v for k, v in ch06.SIZES["0.8B"].items() if k != "source"}
+
+
+def test_kv_cache_figure_lines():
+    fig = ch06.kv_cache_bytes(ch06.SIZES, 262_144, deltanet_bytes=19_537_920)
+    ax = fig.axes[0]
+    lines = ax.get_lines()[:len(ch06.SIZES)]
+    for line, c in zip(lines, ch06.SIZES.values()):
+        x, y = line.get_data()
+        np.testing.assert_allclose(y / x, ch06.kv_bytes_per_token(**c))
+        assert x[-1] == 262_144
+    assert any("DeltaNet" in t.get_text() for t in ax.get_legend().get_texts())
+    close(fig)
+
+
+def test_rope_tables_used_by_the_chapter_are_the_checkpoints(synthetic):
+    """The chapter's attention maps come from the checkpoint's own RoPE (R = D · partial_rotary_factor)."""
+    cfg = Config.load(synthetic)
+    cos, sin = RotaryEmbedding(cfg)(torch.arange(5)[None], torch.float32)
+    assert cos.shape == sin.shape == (1, 5, int(cfg.head_dim * cfg.partial_rotary_factor))
