@@ -178,7 +178,7 @@ book.listing("qwen/embedding.py")
 #   same.
 
 # %%
-emb = load(Embedding(cfg.vocab_size, cfg.hidden_size), W, "embed_tokens.").to(args.device)
+emb = load(Embedding(cfg.vocab_size, cfg.hidden_size), W, "embed_tokens.").to(args.device)  # fp32: bf16 widens exactly
 x = emb(torch.tensor([ids], device=args.device))  # (1, T) -> (1, T, d)
 print(f"E: {tuple(emb.weight.shape)} {emb.weight.dtype}; ids (1, {len(ids)}) -> vectors {tuple(x.shape)} "
       f"on {x.device}")
