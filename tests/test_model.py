@@ -17,11 +17,11 @@ CONFIGS = {
     "Hv=Hk, GQA 1, tied": (text_config(linear_num_key_heads=2, linear_num_value_heads=2, num_attention_heads=4,
                                        num_key_value_heads=4), True, False),
     "Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3": (
-        text_config(linear_value_head_dim=24, num_attention_heads=6, num_key_value_heads=2, rms_norm_eps=1e-5,
+        text_config(linear_value_head_dim=48, num_attention_heads=6, num_key_value_heads=2, rms_norm_eps=1e-5,
                     num_hidden_layers=6, full_attention_interval=3), False, True),
     "Hv=3Hk, dk!=dv, GQA 4, no layer_types": (
-        text_config(linear_num_key_heads=1, linear_num_value_heads=3, linear_key_head_dim=32,
-                    linear_value_head_dim=16, num_attention_heads=8, num_key_value_heads=2, num_hidden_layers=5),
+        text_config(linear_num_key_heads=1, linear_num_value_heads=3, linear_key_head_dim=64,
+                    linear_value_head_dim=32, num_attention_heads=8, num_key_value_heads=2, num_hidden_layers=5),
         True, True),
 }
 
