@@ -1,6 +1,6 @@
 """Run the course: every chapter script in order, with the same arguments (e.g. --model synthetic).
 
-Run: python main.py [--model PATH|HUB_ID|synthetic]   (bash course.sh does the set-up first)
+Run: python main.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]   (bash course.sh does the set-up first)
 """
 import subprocess
 import sys

@@ -114,9 +114,8 @@ def attempt(number, *functions):
              f"python practice/judge.py {number}")
         return None
     if not functions or all(_is_stub(f) for f in functions):
-        print(f"exercise {number} ({title}): write {wanted} in the cell above, in place of the line that raises "
-              f"NotImplementedError, and run both cells to grade it (statement: python practice/judge.py show "
-              f"{number})")
+        print(f"exercise {number} ({title}): replace the line that raises NotImplementedError in {wanted} with your "
+              f"code and run the cell again to grade it (statement: python practice/judge.py show {number})")
         return None
     from practice.judge import check
 

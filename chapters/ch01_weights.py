@@ -171,6 +171,9 @@ for name, (shapes, types) in {"this checkpoint": (file_shapes, cfg.layer_types),
     mixer, _ = ch01.per_layer(shapes, len(types))
     mixers[name] = [mixer[types.index(k)] for k in ("linear_attention", "full_attention")]
     print(f"one layer's mixer, {name}: Gated DeltaNet {mixers[name][0]:,}, full attention {mixers[name][1]:,}")
+if is_synthetic(path):
+    print(f"the synthetic checkpoint's shares and per-layer proportions are not the real ones (its width is "
+          f"{cfg.hidden_size}, its vocabulary the real {cfg.vocab_size:,}): read the {REAL} column")
 
 # %% [markdown]
 # The same counts as bars. In the real 0.8B the 24 MLPs are the largest part, the embedding table (248,320 rows
@@ -184,22 +187,27 @@ book.show("ch01-params", ch01.parts_figure, from_file, real_counts, cfg.layer_ty
 
 # %% [markdown]
 # ## 4. Dtypes, file size and memory
-# Each header gives its tensor's dtype; bytes = parameters × the dtype's size. config.json's `dtype` says what the
-# checkpoint was saved in.
+# Each header gives its tensor's dtype; bytes = parameters × the dtype's size. config.json's `dtype` (bfloat16)
+# is what most tensors are saved in, not all: the published Qwen3.5 checkpoints keep each DeltaNet layer's `A_log`
+# and gated-norm weight in fp32 (as reported by projects that load them; the synthetic checkpoint does the same).
+# So count bytes from the headers, never as parameters × 2.
 
 # %%
 BYTES = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8}  # safetensors dtype names -> bytes per number
 dtypes = Counter(headers[W.where[n][1]]["dtype"] for n in file_shapes)
 text_bytes = sum(torch.Size(s).numel() * BYTES[headers[W.where[n][1]]["dtype"]] for n, s in file_shapes.items())
 on_disk = sum(f.stat().st_size for f in path.glob("*.safetensors"))
-print(f"dtypes of the text tensors: {dict(dtypes)} (config.json says {cfg.dtype})")
+print(f"dtypes of the text tensors: {dict(sorted(dtypes.items()))} (config.json says {cfg.dtype}); in fp32: "
+      f"{sorted({n.split('.', 2)[-1] for n in file_shapes if headers[W.where[n][1]]['dtype'] == 'F32'})}")
 print(f"on disk: {on_disk / 1e6:,.1f} MB in {len(list(path.glob('*.safetensors')))} file(s) "
       f"(text, vision and MTP tensors plus headers)")
 print(f"the text model in memory: {text_bytes / 1e6:,.1f} MB as stored, "
       f"{from_file['total'] * 4 / 1e6:,.1f} MB in fp32")
-real_bytes = torch.empty(0, dtype=getattr(torch, real.dtype)).element_size()  # its config's dtype: bfloat16
-print(f"{REAL}: {real_counts['total']:,} parameters x {real_bytes} bytes ({real.dtype}) = "
-      f"{real_counts['total'] * real_bytes / 1e9:.2f} GB, {real_counts['total'] * 4 / 1e9:.2f} GB in fp32")
+real_fp32 = sum(torch.Size(s).numel() for n, s in real_shapes.items() if n.endswith(book.real.FP32))
+real_bytes = (real_counts["total"] - real_fp32) * torch.empty(0, dtype=getattr(torch, real.dtype)).element_size() \
+    + real_fp32 * 4
+print(f"{REAL}: {real_counts['total']:,} parameters, {real_fp32:,} of them in fp32 and the rest in {real.dtype}: "
+      f"{real_bytes / 1e9:.2f} GB; {real_counts['total'] * 4 / 1e9:.2f} GB all in fp32")
 
 # %% [markdown]
 # ## 5. The safetensors format, read by hand
@@ -263,12 +271,13 @@ book.listing("qwen/weights.py", "read_header", "Weights", "load")
 #
 # ## Show the proof
 # transformers reads the same checkpoint into its own `Qwen3_5ForCausalLM`. Its tensors should be ours: the same
-# names, and the same numbers to the bit, since both read the same bytes (transformers loads them in the config's
-# dtype, bf16). Skipped with one line when transformers is not installed.
+# names, and the same numbers to the bit, since both read the same bytes. We load it in fp32, which holds every bf16
+# and fp32 number exactly (by default transformers would round the two fp32 tensors to the config's bf16).
+# Skipped with one line when transformers is not installed.
 
 # %%
 def compare(transformers, path, W):
-    model = transformers.AutoModelForCausalLM.from_pretrained(path)  # its dtype: config.json's
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     theirs = {k.removeprefix("model."): v for k, v in model.state_dict().items()}
     worst = max(float((W[n].float() - theirs[n].float()).abs().max()) for n in W)
     print(f"transformers {transformers.__version__}: {len(theirs)} tensors, the same names as load_weights: "
@@ -299,7 +308,7 @@ book.proof(compare, path, W)
 #   parameters: the MLPs hold the most (35.1%), the embedding is the largest single tensor (33.8%), and the tied
 #   head stores no second copy.
 # - Bytes are parameters × the dtype's size, read from each header: the real 0.8B is saved in bf16, 2 bytes a
-#   number, about 1.5 GB for the text model; fp32 doubles that.
+#   number, except A_log and the gated norm's weight in fp32 — about 1.5 GB for the text model; fp32 doubles that.
 # - A safetensors file is an 8-byte length, a JSON header and raw bytes: reading it executes nothing, and a
 #   tensor can be read alone.
 #

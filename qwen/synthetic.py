@@ -1,7 +1,7 @@
 """A synthetic Qwen3.5 checkpoint: the real layout with random weights, so the whole course runs offline.
 
-Real: the config.json layout (the multimodal composite config), tensor names, dtype (bf16), depth and the
-[L,L,L,F]x6 pattern, the vocabulary and tokenizer. Not real: the widths (d = 64, not 1024), so every shape and
+Real: the config.json layout (the multimodal composite config), tensor names, dtypes (bf16, except the two
+DeltaNet tensors the real checkpoints keep in fp32), depth and the [L,L,L,F]x6 pattern, the vocabulary and tokenizer. Not real: the widths (d = 64, not 1024), so every shape and
 parameter count, and every value. Value heads are twice the key heads (as in the 2B-27B sizes) so that head grouping
 is exercised. A few `mtp.*` and `model.visual.*` tensors are included because real checkpoints have them and loaders
 must skip them.
@@ -23,7 +23,10 @@ from safetensors.torch import save_file
 
 from qwen.weights import DATA_DIR
 
-VERSION = 2  # bump when the layout or the numbers change: an older data/synthetic is then rebuilt
+VERSION = 3  # bump when the layout or the numbers change: an older data/synthetic is then rebuilt
+# Stored in fp32 in the real checkpoints, every other tensor in bf16 (third-party reports of the published files:
+# Qwen3.5-0.8B has 36 F32 tensors, these two in each of its 18 DeltaNet layers; not verified here, no hub access)
+REAL_FP32 = ("linear_attn.A_log", "linear_attn.norm.weight")
 MARKER = "qwen_by_hand_synthetic"  # key in config.json that says "these weights are random"
 BANNER = ("*** SYNTHETIC WEIGHTS: random numbers in the real Qwen3.5 layout. Real: tensor names, dtypes, depth and "
           "layer pattern, vocabulary and tokenizer, config layout. Not real: widths, so shapes and parameter counts, "
@@ -65,8 +68,8 @@ def _tensors(seed=0):
     """Every tensor of the checkpoint, keyed by its real name. Deterministic for a given seed."""
     g = torch.Generator().manual_seed(seed)
     t = TEXT
-    d, r = t["hidden_size"], t["intermediate_size"]
-    Hq, Hkv, D = t["num_attention_heads"], t["num_key_value_heads"], t["head_dim"]
+    d, I = t["hidden_size"], t["intermediate_size"]  # the letters of the notation table (book.notation)
+    H, Hkv, D = t["num_attention_heads"], t["num_key_value_heads"], t["head_dim"]
     Hk, Hv, dk, dv = (t["linear_num_key_heads"], t["linear_num_value_heads"],
                       t["linear_key_head_dim"], t["linear_value_head_dim"])
     conv = 2 * Hk * dk + Hv * dv
@@ -78,15 +81,15 @@ def _tensors(seed=0):
         return normal(out, inp, std=1 / math.sqrt(inp))
 
     def attention(p):
-        return {p + "self_attn.q_proj.weight": linear(2 * Hq * D, d),  # query and gate, interleaved per head
+        return {p + "self_attn.q_proj.weight": linear(2 * H * D, d),  # query and gate, interleaved per head
                 p + "self_attn.k_proj.weight": linear(Hkv * D, d), p + "self_attn.v_proj.weight": linear(Hkv * D, d),
-                p + "self_attn.o_proj.weight": linear(d, Hq * D),
+                p + "self_attn.o_proj.weight": linear(d, H * D),
                 p + "self_attn.q_norm.weight": normal(D, std=0.1),  # zero-centred: scale 1 + w
                 p + "self_attn.k_norm.weight": normal(D, std=0.1)}
 
     def mlp(p):
-        return {p + "mlp.gate_proj.weight": linear(r, d), p + "mlp.up_proj.weight": linear(r, d),
-                p + "mlp.down_proj.weight": linear(d, r)}
+        return {p + "mlp.gate_proj.weight": linear(I, d), p + "mlp.up_proj.weight": linear(I, d),
+                p + "mlp.down_proj.weight": linear(d, I)}
 
     W = {"model.language_model.embed_tokens.weight": normal(t["vocab_size"], d, std=0.02)}
     for i, kind in enumerate(t["layer_types"]):
@@ -129,7 +132,7 @@ def _tensors(seed=0):
         vis[f"blocks.0.{n}.weight"], vis[f"blocks.0.{n}.bias"] = w, normal(shape[0], std=0.02)
     W.update({"model.visual." + k: x for k, x in vis.items()})
     W.update(mtp)
-    return {k: x.to(torch.bfloat16).contiguous() for k, x in W.items()}
+    return {k: x.to(torch.float32 if k.endswith(REAL_FP32) else torch.bfloat16).contiguous() for k, x in W.items()}
 
 
 def generate(out, seed=0):

@@ -24,9 +24,9 @@ TEXT_PREFIXES = ("model.language_model.", "model.")  # multimodal layout first: 
 @dataclass
 class Config:
     """The text-model numbers. Defaults are transformers' Qwen3_5TextConfig defaults, used when a key is absent."""
-    vocab_size: int = 248320
+    vocab_size: int = 248320  # V
     hidden_size: int = 4096  # d, the width of the residual stream
-    intermediate_size: int = 12288  # SwiGLU width
+    intermediate_size: int = 12288  # I, the SwiGLU width
     num_hidden_layers: int = 32
     num_attention_heads: int = 16  # H, query heads of full attention
     num_key_value_heads: int = 4  # Hkv, shared K/V heads (GQA)

@@ -135,7 +135,7 @@ def test_attempt_in_a_script_says_how_to_start(script, capsys):
 def test_attempt_in_a_notebook_grades(notebook, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("PRACTICE_PROGRESS", str(tmp_path / "progress.json"))  # the learner's progress is untouched
     assert book.attempt(202, starter_stub) is None  # the stub is not graded
-    assert "write count_parameters in the cell above" in capsys.readouterr().out
+    assert "NotImplementedError in count_parameters with your code" in capsys.readouterr().out
     assert not (tmp_path / "progress.json").exists()
     sys.path.insert(0, str(show_module.ROOT / "practice" / "202_param_count"))
     try:

@@ -46,8 +46,12 @@ def test_ch01_facts(outputs, hf_model):
              sum(p.numel() for p in real.model.layers[3].self_attn.parameters())]
     assert mixer == [10_543_264, 7_340_544]  # the real per-layer proportion the figure shows: DeltaNet heavier
     assert f"real Qwen3.5-0.8B: Gated DeltaNet {mixer[0]:,}, full attention {mixer[1]:,}" in out
-    assert f"real Qwen3.5-0.8B: {n_real:,} parameters x 2 bytes (bfloat16) = {n_real * 2 / 1e9:.2f} GB" in out
-    assert "dtypes of the text tensors: {'BF16': 320} (config.json says bfloat16)" in out
+    fp32 = sum(p.numel() for n, p in real.named_parameters() if n.endswith(("A_log", "linear_attn.norm.weight")))
+    assert fp32 == 18 * (16 + 128)
+    assert f"real Qwen3.5-0.8B: {n_real:,} parameters, {fp32:,} of them in fp32 and the rest in bfloat16: " \
+           f"{(2 * n_real + 2 * fp32) / 1e9:.2f} GB" in out
+    assert "dtypes of the text tensors: {'BF16': 284, 'F32': 36} (config.json says bfloat16); in fp32: " \
+           "['linear_attn.A_log', 'linear_attn.norm.weight']" in out
     assert "equal to the library's tensor: True" in out
     for number in (201, 202):
         assert f"» exercise {number} (" in out and f"python practice/judge.py start {number}" in out

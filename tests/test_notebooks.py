@@ -203,4 +203,4 @@ def test_ch01_shows_the_proof(executed):
     assert error is None, error
     out = stdout_of(nb.cells)
     assert "321 tensors, the same names as load_weights: True; max |ours - theirs| over all of them: 0.0" in out
-    assert "exercise 202 (Count the parameters from the config): write count_parameters in the cell above" in out
+    assert "exercise 202 (Count the parameters from the config): replace the line that raises NotImplementedError" in out
