@@ -216,6 +216,9 @@ print(f"prefill {T - 1} tokens, then 1 with the cache: max |diff| to the full pa
 # - Skip the last full-attention layer (`model.layers[23]`) in the loop of section 3: how much does the final
 #   prediction change, compared with skipping a DeltaNet layer (`model.layers[22]`)?
 # - Load with `dtype=torch.float32` and compare the top-5 probabilities with bf16.
+# - Put your own part in the model: after solving an exercise of chapters 3–7, run
+#   `from practice.plugin import plug_in; plug_in(204, rms_norm, gated_rms_norm, l2norm)` in a cell (or
+#   `python practice/judge.py 204 --plug-in`): the top-5 with the course's part and with yours, side by side.
 #
 # ## Show the proof
 # `python -m qwen.diff --model ...` compares every module with transformers on one prompt. Here: the logits.
