@@ -288,3 +288,8 @@ def test_wrong_shape_is_a_clear_error(layouts, tmp_path):
     (tmp_path / "model.safetensors").symlink_to(folder / "model.safetensors")
     with pytest.raises(ValueError, match=r"layers\.0\.mlp\.gate_proj\.weight has shape \(96, 64\) in the checkpoint"):
         load_model(tmp_path)
+
+
+def test_bad_dtype_is_a_clear_error(synthetic):
+    with pytest.raises(ValueError, match="dtype 'int8': use one of bf16, bfloat16"):
+        load_model(synthetic, dtype="int8")
