@@ -886,6 +886,15 @@ Language: --lang, else the locale (LANG=zh_CN.UTF-8 gives Chinese).
 """
 
 
+def plug_in_file(number, file):
+    """The plug-in mode (practice/plugin.py), in a child process: the learner's file is imported there, not here."""
+    prob = find_problem(number, "en")
+    path = Path(file) if file else work_dir() / prob.work_name
+    return subprocess.run([sys.executable, str(HERE / "plugin.py"), str(int(prob.number)), str(path.resolve())],
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                              [str(HERE.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))).returncode
+
+
 def main(argv=None):
     for stream in (sys.stdout, sys.stderr):  # a console that cannot show ✓ or Chinese gets '?', not a crash
         try:
@@ -900,6 +909,8 @@ def main(argv=None):
     parser.add_argument("--lang", choices=["en", "zh"], help="language of messages and statements")
     parser.add_argument("--file", metavar="PATH", help="grade this file instead of practice/work/N_*.py")
     parser.add_argument("--time-limit", type=float, metavar="S", help="seconds per case (default: the problem's)")
+    parser.add_argument("--plug-in", action="store_true", help="after Accepted on a model part (204, 206, 207, 208, "
+                        "211, 212), run the whole model with your part and compare the next-token prediction")
     args = parser.parse_args(argv)
     if args.time_limit is not None and not 0 < args.time_limit <= MAX_TIME_LIMIT:  # NaN fails both
         parser.error(f"--time-limit must be a number of seconds above 0 and at most {MAX_TIME_LIMIT:g}")
@@ -916,7 +927,10 @@ def main(argv=None):
             return cmd_start(words[1], lang)
         return cmd_test(words[1], lang, args.file, args.time_limit)
     if len(words) == 1 and words[0].split("_")[0].isdigit():
-        return cmd_test(words[0], lang, args.file, args.time_limit)
+        code = cmd_test(words[0], lang, args.file, args.time_limit)
+        if args.plug_in and code == 0:
+            code = plug_in_file(words[0], args.file)
+        return code
     parser.print_usage(sys.stderr)
     print(f"{parser.prog}: error: unknown command {' '.join(words)!r} (see --help)", file=sys.stderr)
     return 2

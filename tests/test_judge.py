@@ -274,7 +274,7 @@ def test_list_show_and_languages(env):
     out = judge("list")
     assert out.returncode == 0
     rows = [ln for ln in out.stdout.splitlines() if ln.startswith("  ")]
-    assert [ln.split()[1] for ln in rows] == ["201", "202", "203", "204", "205"] and all("–" in ln for ln in rows)
+    assert [ln.split()[1] for ln in rows] == ["201", "202", "203", "204", "205", "213"] and all("–" in ln for ln in rows)
     en, zh = judge("show", "204"), judge("show", "204", "--lang", "zh")
     assert "def rms_norm(x: torch.Tensor" in en.stdout and "Tolerances" in en.stdout
     assert "零中心" in zh.stdout and "容差" in zh.stdout
@@ -449,7 +449,7 @@ def test_problems_ship_with_a_non_editable_install(tmp_path):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
     ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json")
-    for pkg in ("qwen", "practice"):
+    for pkg in ("qwen", "practice", "book"):  # the packages pyproject.toml lists
         shutil.copytree(REPO / pkg, src / pkg, ignore=ignore)
     build = subprocess.run([sys.executable, "-c", "from setuptools.build_meta import build_wheel; "
                             f"print(build_wheel({str(tmp_path / 'dist')!r}))"], cwd=src, capture_output=True,
