@@ -176,10 +176,10 @@ if is_synthetic(path):
           f"{cfg.hidden_size}, its vocabulary the real {cfg.vocab_size:,}): read the {REAL} column")
 
 # %% [markdown]
-# The same counts as bars. In the real 0.8B the 24 MLPs are the largest part, the embedding table (248,320 rows
-# of 1,024) a close second and the largest single tensor, and the 49 norms a rounding error. The synthetic
-# checkpoint keeps the real vocabulary with a width of 64, so its embedding takes almost everything: its
-# proportions are not the real ones.
+# The same counts as bars, each part's share of its model, on one scale for both. In the real 0.8B the 24 MLPs
+# are the largest part, the embedding table (248,320 rows of 1,024) a close second and the largest single
+# tensor, and the 49 layer and final norms a rounding error. The synthetic checkpoint keeps the real vocabulary
+# with a width of 64, so its embedding takes almost everything: its proportions are not the real ones.
 
 # %%
 book.show("ch01-params", ch01.parts_figure, from_file, real_counts, cfg.layer_types.count("linear_attention"),
@@ -246,7 +246,9 @@ by_hand = torch.frombuffer(bytearray(raw_bytes), dtype=torch.bfloat16).view(head
 with safe_open(file, framework="pt") as lib:
     print(f"   the bytes at those offsets, as bf16: {by_hand[:4].tolist()} ...; equal to the library's tensor: "
           f"{torch.equal(by_hand, lib.get_tensor(key))}")
-print(f"load_weights opened {len(W)} text tensors in {opened_ms:.1f} ms by reading headers only; "
+tied = " (the file's tensors, plus lm_head.weight: the tied head's name for the embedding)" \
+    if cfg.tie_word_embeddings and len(W) > len(file_shapes) else ""
+print(f"load_weights opened {len(W)} text names{tied} in {opened_ms:.1f} ms by reading headers only; "
       f"a tensor is read from disk when a chapter asks for it")
 
 # %% [markdown]
