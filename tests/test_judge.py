@@ -611,3 +611,45 @@ def test_protocol_accepts_only_the_runners_own_order():
                 proto.accept(ok)
             with pytest.raises(Garbled):
                 proto.accept(ev)
+
+
+def test_clumsy_commands_say_what_to_type(env, tmp_path):
+    """What a learner types by mistake gets one line with the command they meant, not 'unknown command'."""
+    for word in ("show", "start", "test"):
+        out = judge(word)
+        assert out.returncode == 2 and f"python practice/judge.py {word} N" in out.stderr and "201" in out.stderr
+    judge("start", "204")
+    work = env / "work" / "204_rmsnorm.py"
+    out = judge(work)  # a file where the problem number goes
+    assert out.returncode == 2 and f"python practice/judge.py 204 --file {work}" in out.stderr, out.stderr
+    for name in ("204.py", "practice/work/204_no_such_file.py"):  # no such file: the problem was meant
+        out = judge(name)
+        assert out.returncode == 2 and "did you mean: python practice/judge.py 204\n" in out.stderr, out.stderr
+    out = judge("201", "202")
+    assert out.returncode == 2 and "one problem at a time" in out.stderr
+    folder = judge("204", "--file", tmp_path)
+    assert folder.returncode == 2 and "is a folder" in folder.stderr
+    notebook = tmp_path / "ch03_norm.ipynb"
+    notebook.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    out = judge("204", "--file", notebook)
+    assert out.returncode == 2 and "check(204" in out.stderr and "NameError" not in out.stdout + out.stderr
+    assert notebook.read_text().startswith('{"cells"')  # never written
+
+
+def test_a_closed_pipe_is_not_a_traceback(env):
+    """python practice/judge.py show 204 | head -1: the reader leaves early; the judge ends quietly."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the judge writes a byte
+    try:
+        out = subprocess.run([sys.executable, str(PRACTICE / "judge.py"), "show", "204"], cwd=REPO, stdout=write,
+                             stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write)
+    assert out.stderr == "" and out.returncode != 0, out.stderr
+
+
+def test_sizes_are_binary_units_said_so():
+    from practice.report import size_text
+
+    assert size_text(4096 * 2 ** 20) == "4 GiB" and size_text(64 * 1024) == "64 KiB"
+    assert size_text(3 * 2 ** 20) == "3.0 MiB" and size_text(10) == "10 bytes"
