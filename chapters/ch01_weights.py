@@ -117,8 +117,12 @@ for file in sorted({f for f, _ in W.where.values()}):
     headers.update(qwen.weights.read_header(file))
 skipped = Counter("mtp" if k.startswith("mtp.") else "model.visual" for k in headers
                   if k.startswith(("mtp.", "model.visual.")))
+depth = raw.get("vision_config", {}).get("depth", "?")
 print(f"also in the files, skipped by load_weights: {skipped['mtp']} mtp.* tensors (multi-token prediction)"
-      f" and {skipped['model.visual']} model.visual.* tensors (the vision tower)")
+      f" and {skipped['model.visual']} model.visual.* tensors (the vision tower: {depth} block(s) in this config)")
+if is_synthetic(path):
+    print(f"   the synthetic vision tower is a one-block stand-in, there only to be skipped; the {REAL}'s is a "
+          f"full vision encoder, skipped the same way")
 
 # %% [markdown]
 # All 24 layers at once: one row per tensor name, one column per layer, coloured by the tensor's size. The
