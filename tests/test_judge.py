@@ -653,3 +653,12 @@ def test_sizes_are_binary_units_said_so():
 
     assert size_text(4096 * 2 ** 20) == "4 GiB" and size_text(64 * 1024) == "64 KiB"
     assert size_text(3 * 2 ** 20) == "3.0 MiB" and size_text(10) == "10 bytes"
+
+
+def test_a_file_saved_as_utf16_is_told_to_save_as_utf8(tmp_path):
+    """Some Windows editors save UTF-16: Python sees null bytes; the learner needs to hear the encoding."""
+    sol = (PRACTICE / "202_param_count" / "solution.py").read_text(encoding="utf-8")
+    path = tmp_path / "202_param_count.py"
+    path.write_bytes(sol.encode("utf-16"))
+    report = grade_in_process(PROBLEMS[202], path=path)
+    assert report.verdict == "CE" and "UTF-16" in report.message and "UTF-8" in report.message, report.message
