@@ -96,7 +96,8 @@ def layers_figure(shapes, layer_types, real_config, synthetic):
     axes[2].set_yticks(range(len(rows)), rows, fontsize=9)
     axes[2].set_xticks(range(L), [f"{i}\n{c}" for i, c in enumerate(letters)])
     axes[2].set(xlabel="layer (L = linear attention, F = full attention)",
-                title=f"this checkpoint{tag}: one row per tensor name, its size in each layer (empty: no such tensor)")
+                title=f"this checkpoint{tag}: one row per tensor name, its size in each layer (empty: no such tensor)"
+                      + ("\nthe pattern is the real one; the sizes are at the synthetic widths" if synthetic else ""))
     fig.colorbar(image, ax=axes[2], label="parameters in the tensor (log scale)", fraction=0.03, pad=0.01)
     fig.suptitle(f"The tensors of the {L} layers: the [L, L, L, F] pattern{tag}")
     return fig
