@@ -449,7 +449,7 @@ def test_problems_ship_with_a_non_editable_install(tmp_path):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
     ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json")
-    for pkg in ("qwen", "practice"):
+    for pkg in ("qwen", "practice", "book"):  # the packages pyproject.toml lists (202's cases import book.real)
         shutil.copytree(REPO / pkg, src / pkg, ignore=ignore)
     build = subprocess.run([sys.executable, "-c", "from setuptools.build_meta import build_wheel; "
                             f"print(build_wheel({str(tmp_path / 'dist')!r}))"], cwd=src, capture_output=True,
@@ -466,7 +466,9 @@ def test_problems_ship_with_a_non_editable_install(tmp_path):
     code = ("import importlib.util, practice.judge as j\n"
             "spec = importlib.util.spec_from_file_location('s', j.HERE / '204_rmsnorm' / 'solution.py')\n"
             "s = importlib.util.module_from_spec(spec); spec.loader.exec_module(s)\n"
-            "print(j.HERE); print(j.check(204, s))\n")
+            "spec = importlib.util.spec_from_file_location('c', j.HERE / '202_param_count' / 'solution.py')\n"
+            "c = importlib.util.module_from_spec(spec); spec.loader.exec_module(c)\n"
+            "print(j.HERE); print(j.check(202, c) and j.check(204, s))\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRACTICE_")}
     env.update(PYTHONPATH=str(site), HOME=str(tmp_path / "home"))
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
