@@ -96,32 +96,36 @@ def layers_figure(shapes, layer_types, real_config, synthetic):
     axes[2].set_yticks(range(len(rows)), rows, fontsize=9)
     axes[2].set_xticks(range(L), [f"{i}\n{c}" for i, c in enumerate(letters)])
     axes[2].set(xlabel="layer (L = linear attention, F = full attention)",
-                title=f"this checkpoint{tag}: one row per tensor name, its size in each layer (empty: no such tensor)")
+                title=f"this checkpoint{tag}: one row per tensor name, its size in each layer (empty: no such tensor)"
+                      + ("\nthe pattern is the real one; the sizes are at the synthetic widths" if synthetic else ""))
     fig.colorbar(image, ax=axes[2], label="parameters in the tensor (log scale)", fraction=0.03, pad=0.01)
     fig.suptitle(f"The tensors of the {L} layers: the [L, L, L, F] pattern{tag}")
     return fig
 
 
 def parts_figure(counts, real_counts, n_linear, n_full, synthetic):
-    """Parameters by part, this checkpoint beside the real 0.8B; counts as practice.layout.count_by_part gives."""
+    """Parameters by part, this checkpoint beside the real 0.8B; counts as practice.layout.count_by_part gives.
+    Both panels share one x scale, the share of the model, so the two proportions compare at a glance; each bar
+    is labelled with its count."""
     import matplotlib.pyplot as plt
     import numpy as np
 
     parts = ("embedding", "lm_head", "linear_attention", "full_attention", "mlp", "norms")
     L = n_linear + n_full
     labels = ["embedding", "lm_head\n(0 when tied)", f"linear attention\n({n_linear} layers)",
-              f"full attention\n({n_full} layers)", f"MLP\n({L} layers)", f"norms\n({2 * L + 1})"]
+              f"full attention\n({n_full} layers)", f"MLP\n({L} layers)", f"layer and final\nnorms ({2 * L + 1})"]
     tag = " (synthetic weights)" if synthetic else ""
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4), layout="constrained", sharex=True)
     for ax, c, title in ((axes[0], counts, f"this checkpoint{tag}"),
                          (axes[1], real_counts, "real Qwen3.5-0.8B, from its config")):
         values = np.array([c[k] for k in parts])
-        ax.barh(labels, values / 1e6, color=["C2", "C4", "C0", "C1", "C7", "C3"])
-        for y, v in enumerate(values):
-            ax.text(v / 1e6, y, f"  {v:,} ({v / values.sum():.1%})", va="center", fontsize=9)
-        ax.set_xlim(0, values.max() / 1e6 * 1.7)
+        shares = 100 * values / values.sum()
+        ax.barh(labels, shares, color=["C2", "C4", "C0", "C1", "C7", "C3"])
+        for y, (v, share) in enumerate(zip(values, shares)):
+            ax.text(share, y, f"  {v:,} ({share / 100:.1%})", va="center", fontsize=9)
         ax.invert_yaxis()
-        ax.set(xlabel="parameters (millions)", title=f"{title}: {values.sum() / 1e6:,.1f} M")
-    fig.suptitle("Parameters by part of the model")
+        ax.set(xlabel="share of the model's parameters (%)", title=f"{title}: {values.sum():,} parameters")
+    axes[0].set_xlim(0, 130)  # room for the labels beside the longest bar
+    axes[0].set_xticks(range(0, 101, 20))
+    fig.suptitle("Parameters by part of the model (q/k norms and the gated norm count with their mixer)")
     return fig
-

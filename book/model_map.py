@@ -4,6 +4,7 @@ the chapter that builds it. Every chapter draws it with its own part highlighted
 CHAPTERS = {"weights": 1, "embedding": 2, "norm": 3, "rope": 4, "mlp": 5, "attention": 6, "deltanet": 7,
             "model": 8, "generate": 9}
 PARTS = tuple(CHAPTERS)
+TAG = 0.3  # width kept free for a box's chapter tag, in map units
 WHAT = {"weights": "the checkpoint: every box that holds tensors", "embedding": "embedding and tied head",
         "norm": "the norms", "rope": "rotary position embedding", "mlp": "the SwiGLU MLP",
         "attention": "gated full attention", "deltanet": "Gated DeltaNet (linear attention)",
@@ -19,8 +20,8 @@ def _layer(x, kind):
              (x, 6.95, 4.4, 0.45, "post_attention_layernorm: RMSNorm (d)", "norm", True),
              (x, 7.6, 4.4, 0.6, "mlp: down_proj(silu(gate_proj(x)) · up_proj(x))", "mlp", True)]
     if kind == "L":
-        boxes += [(x, 2.0, 1.6, 0.45, "in_proj_qkv", mixer, True), (x + 1.7, 2.0, 0.9, 0.45, "in_proj_z", mixer, True),
-                  (x + 2.7, 2.0, 0.8, 0.45, "in_proj_b", mixer, True), (x + 3.6, 2.0, 0.8, 0.45, "in_proj_a", mixer, True),
+        boxes += [(x, 2.0, 1.3, 0.45, "in_proj_qkv", mixer, True), (x + 1.4, 2.0, 1.0, 0.45, "in_proj_z", mixer, True),
+                  (x + 2.5, 2.0, 0.9, 0.45, "in_proj_b", mixer, True), (x + 3.5, 2.0, 0.9, 0.45, "in_proj_a", mixer, True),
                   (x, 2.65, 1.6, 0.45, "conv1d, silu", mixer, True),
                   (x + 2.7, 2.65, 1.7, 0.45, "β, decay g\n(A_log, dt_bias)", mixer, True),
                   (x, 3.3, 1.6, 0.45, "l2norm of q, k", "norm", False),
@@ -59,6 +60,7 @@ def draw(highlight):
     from matplotlib.patches import FancyBboxPatch
 
     fig, ax = plt.subplots(figsize=(15, 9.5))
+    fig.subplots_adjust(left=0.01, right=0.99, bottom=0.01, top=0.95)  # the map is the whole figure
     ax.set(xlim=(0, 15), ylim=(0, 9.9))
     ax.axis("off")
 
@@ -70,9 +72,10 @@ def draw(highlight):
         ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.02,rounding_size=0.06",
                                     facecolor=COLOURS[highlight] if on else "#f1f1f1",
                                     edgecolor="black" if on else "#bbbbbb", linewidth=1.6 if on else 0.8))
-        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize,
+        tagged = h >= 0.4  # the chapter that builds it, in the top right corner, beside the name
+        ax.text(x + (w - TAG * tagged) / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize,
                 color="black" if on else "#888888", weight="bold" if on else "normal")
-        if h >= 0.4:  # the chapter that builds it, in the corner
+        if tagged:
             ax.text(x + w - 0.05, y + h - 0.04, f"ch{CHAPTERS[part]}", ha="right", va="top", fontsize=6,
                     color="black" if on else "#aaaaaa")
 
@@ -81,7 +84,7 @@ def draw(highlight):
         ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.05,rounding_size=0.1", facecolor="none",
                                     edgecolor="black" if on else "#bbbbbb", linewidth=2 if on else 1,
                                     linestyle="-" if on else "--"))
-        ax.text(x + 0.05, y + h + 0.06, f"{text} · ch{CHAPTERS[part]}", fontsize=9,
+        ax.text(x + 0.05, y + h + 0.1, f"{text} · ch{CHAPTERS[part]}", fontsize=9, va="bottom",
                 color="black" if on else "#888888", weight="bold" if on else "normal")
 
     for b in _boxes():

@@ -101,10 +101,11 @@ def _is_stub(function):
     return code is not None and code.co_names == ("NotImplementedError",)
 
 
-def attempt(number, *functions):
+def attempt(number, *functions, **named):
     """Exercise `number` at the point where the learner should try it. In a notebook: grade the functions given
-    (defined in the notebook) with the judge, unless they are still the starter's stubs. In a script: say how to
-    start the exercise and grade it."""
+    (defined in the notebook; by position, matched by their names, or as name=function like check() takes them)
+    with the judge, unless they are still the starter's stubs. In a script: say how to start the exercise and
+    grade it."""
     folder, meta = exercise(number)
     title = meta["title"]["en"]
     wanted = ", ".join(meta["functions"])
@@ -113,11 +114,12 @@ def attempt(number, *functions):
              f"starter to practice/work/{folder.name}.py; write {wanted} there, then grade it with "
              f"python practice/judge.py {number}")
         return None
-    if not functions or all(_is_stub(f) for f in functions):
+    given = functions + tuple(named.values())
+    if not given or all(_is_stub(f) for f in given):
         print(f"exercise {number} ({title}): replace the line that raises NotImplementedError in {wanted} with your "
               f"code and run the cell again to grade it (statement: python practice/judge.py show {number})")
         return None
     from practice.judge import check
 
-    check(number, *functions)  # prints the verdict
+    check(number, *functions, **named)  # prints the verdict
     return None

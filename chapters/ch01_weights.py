@@ -29,11 +29,12 @@ Its notebook, notebooks/ch01_weights.ipynb, is written from this file by python 
 #
 # The command line runs the same code: `python chapters/ch01_weights.py` (a few seconds; `--figures` saves the
 # figures to `data/figures/`). Both look for the real Qwen3.5-0.8B — `--model` (in a notebook: the environment
-# variable `QWEN_MODEL`), then `data/Qwen3.5-0.8B/`, then the Hugging Face cache, then a download of about 1.7 GB —
-# and use the synthetic checkpoint when none of that works. The synthetic checkpoint has the real tensor names,
-# dtypes, depth and layer pattern, vocabulary and tokenizer, and config layout; its widths (so its shapes and
-# counts) and all its values are not real. Everything made from it says so: a banner in the output, "synthetic
-# weights" in the figure titles, and the real 0.8B's numbers printed beside its own.
+# variable `QWEN_MODEL`, which also takes `synthetic`), then `data/Qwen3.5-0.8B/`, then the Hugging Face cache,
+# then a download of about 1.7 GB — and use the synthetic checkpoint when none of that works. The synthetic
+# checkpoint has the real tensor names, dtypes, depth and layer pattern, vocabulary and tokenizer, and config
+# layout; its widths (so its shapes and counts) and all its values are not real. Everything made from it says
+# so: a banner in the output, "synthetic weights" in the figure titles, and the real 0.8B's numbers printed
+# beside its own.
 #
 # Where this chapter sits in the model: it reads every box of the map below that holds tensors.
 
@@ -117,8 +118,12 @@ for file in sorted({f for f, _ in W.where.values()}):
     headers.update(qwen.weights.read_header(file))
 skipped = Counter("mtp" if k.startswith("mtp.") else "model.visual" for k in headers
                   if k.startswith(("mtp.", "model.visual.")))
+depth = raw.get("vision_config", {}).get("depth", "?")
 print(f"also in the files, skipped by load_weights: {skipped['mtp']} mtp.* tensors (multi-token prediction)"
-      f" and {skipped['model.visual']} model.visual.* tensors (the vision tower)")
+      f" and {skipped['model.visual']} model.visual.* tensors (the vision tower: {depth} block(s) in this config)")
+if is_synthetic(path):
+    print(f"   the synthetic vision tower is a one-block stand-in, there only to be skipped; the {REAL}'s is a "
+          f"full vision encoder, skipped the same way")
 
 # %% [markdown]
 # All 24 layers at once: one row per tensor name, one column per layer, coloured by the tensor's size. The
@@ -176,10 +181,10 @@ if is_synthetic(path):
           f"{cfg.hidden_size}, its vocabulary the real {cfg.vocab_size:,}): read the {REAL} column")
 
 # %% [markdown]
-# The same counts as bars. In the real 0.8B the 24 MLPs are the largest part, the embedding table (248,320 rows
-# of 1,024) a close second and the largest single tensor, and the 49 norms a rounding error. The synthetic
-# checkpoint keeps the real vocabulary with a width of 64, so its embedding takes almost everything: its
-# proportions are not the real ones.
+# The same counts as bars, each part's share of its model, on one scale for both. In the real 0.8B the 24 MLPs
+# are the largest part, the embedding table (248,320 rows of 1,024) a close second and the largest single
+# tensor, and the 49 layer and final norms a rounding error. The synthetic checkpoint keeps the real vocabulary
+# with a width of 64, so its embedding takes almost everything: its proportions are not the real ones.
 
 # %%
 book.show("ch01-params", ch01.parts_figure, from_file, real_counts, cfg.layer_types.count("linear_attention"),
@@ -246,7 +251,9 @@ by_hand = torch.frombuffer(bytearray(raw_bytes), dtype=torch.bfloat16).view(head
 with safe_open(file, framework="pt") as lib:
     print(f"   the bytes at those offsets, as bf16: {by_hand[:4].tolist()} ...; equal to the library's tensor: "
           f"{torch.equal(by_hand, lib.get_tensor(key))}")
-print(f"load_weights opened {len(W)} text tensors in {opened_ms:.1f} ms by reading headers only; "
+tied = " (the file's tensors, plus lm_head.weight: the tied head's name for the embedding)" \
+    if cfg.tie_word_embeddings and len(W) > len(file_shapes) else ""
+print(f"load_weights opened {len(W)} text names{tied} in {opened_ms:.1f} ms by reading headers only; "
       f"a tensor is read from disk when a chapter asks for it")
 
 # %% [markdown]

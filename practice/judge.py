@@ -840,7 +840,12 @@ def cmd_test(n, lang, file=None, time_limit=None):
     default = work_dir() / prob.work_name
     path = Path(file) if file else default
     if not path.is_file():
-        print(MSG[lang]["no_file"].format(path=shown_path(path), cmd=cmd("start", prob.number)), file=sys.stderr)
+        key = "is_folder" if path.is_dir() else "no_file_given" if file else "no_file"
+        print(MSG[lang][key].format(path=shown_path(path), cmd=cmd("start", prob.number)), file=sys.stderr)
+        return 2
+    if path.suffix == ".ipynb":  # JSON, not Python: importing it would only say "name 'null' is not defined"
+        print(MSG[lang]["is_notebook"].format(path=shown_path(path), n=prob.number,
+                                              functions=", ".join(prob.functions)), file=sys.stderr)
         return 2
     try:
         report = run_file(prob, path, time_limit)
@@ -895,6 +900,22 @@ def plug_in_file(number, file):
                               [str(HERE.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))).returncode
 
 
+def _meant(words):
+    """For a command typed by mistake: (message key, its fields) giving the command the learner meant, or None."""
+    numbers = ", ".join(map(str, problems()))
+    if len(words) == 1 and words[0] in ("show", "start", "test"):
+        return "needs_number", dict(word=words[0], cmd=cmd(words[0], "N"), all=numbers)
+    if len(words) == 1 and (words[0].endswith(".py") or os.sep in words[0] or "/" in words[0]):
+        number = re.match(r"(\d{3})(_|\.py$)", os.path.basename(words[0]))
+        if Path(words[0]).is_file():
+            return "file_as_command", dict(cmd=cmd(number.group(1) if number else "N", "--file", words[0]))
+        if number:  # no such file: they meant the problem, whose working file is practice/work/NNN_slug.py
+            return "did_you_mean", dict(cmd=cmd(number.group(1)))
+    if len(words) > 1 and all(w.split("_")[0].isdigit() for w in words):
+        return "one_at_a_time", dict(cmd=cmd(words[0]))
+    return None
+
+
 def main(argv=None):
     for stream in (sys.stdout, sys.stderr):  # a console that cannot show ✓ or Chinese gets '?', not a crash
         try:
@@ -926,15 +947,26 @@ def main(argv=None):
         if words[0] == "start":
             return cmd_start(words[1], lang)
         return cmd_test(words[1], lang, args.file, args.time_limit)
-    if len(words) == 1 and words[0].split("_")[0].isdigit():
+    if len(words) == 1 and words[0].split("_")[0].isdigit() and not words[0].endswith(".py") \
+            and "/" not in words[0] and os.sep not in words[0]:
         code = cmd_test(words[0], lang, args.file, args.time_limit)
         if args.plug_in and code == 0:
             code = plug_in_file(words[0], args.file)
         return code
+    mistaken = _meant(words)
+    if mistaken:
+        print(MSG[lang][mistaken[0]].format(**mistaken[1]), file=sys.stderr)
+        return 2
     parser.print_usage(sys.stderr)
     print(f"{parser.prog}: error: unknown command {' '.join(words)!r} (see --help)", file=sys.stderr)
     return 2
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (judge.py show 204 | head): nothing left to say, no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush cannot fail again
+        code = 1
+    sys.exit(code)

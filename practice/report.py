@@ -37,6 +37,14 @@ MSG = {
         "again": "Fix it and run again: {cmd}",
         "printed": "(your code printed {size}; the judge kept the first {cap})",
         "no_file": "No file at {path}. Start one with: {cmd}",
+        "no_file_given": "No file at {path}: check the path after --file (or start the exercise: {cmd})",
+        "is_folder": "{path} is a folder: give --file the path of your .py file",
+        "is_notebook": "{path} is a notebook: the judge grades a .py file. In the notebook, run the exercise's "
+                       "grading cell, or: from practice.judge import check; check({n}, {functions})",
+        "needs_number": "{word} needs a problem number: {cmd}   (the problems: {all})",
+        "file_as_command": "to grade a file, give the problem number and the file: {cmd}",
+        "one_at_a_time": "one problem at a time: {cmd}",
+        "did_you_mean": "did you mean: {cmd}",
         "created": "Created {path} from the starter. Edit it, then grade it with: {cmd}",
         "exists": "{path} already exists; it was left as it is. Grade it with: {cmd}",
         "unknown": "No problem {n}. The problems are: {all}",
@@ -88,6 +96,14 @@ MSG = {
         "again": "改好后再运行：{cmd}",
         "printed": "（你的代码打印了 {size}；评测只保留前 {cap}）",
         "no_file": "{path} 不存在。先用这条命令创建：{cmd}",
+        "no_file_given": "{path} 不存在：请检查 --file 后面的路径（或者开始这道题：{cmd}）",
+        "is_folder": "{path} 是文件夹：--file 后面要写你的 .py 文件的路径",
+        "is_notebook": "{path} 是 notebook：评测只评 .py 文件。在 notebook 里运行这道题的评测单元，或："
+                       "from practice.judge import check; check({n}, {functions})",
+        "needs_number": "{word} 需要题号：{cmd}   （现有题目：{all}）",
+        "file_as_command": "要评测一个文件，请写出题号和文件：{cmd}",
+        "one_at_a_time": "一次评测一道题：{cmd}",
+        "did_you_mean": "你是想运行：{cmd}",
         "created": "已从起始文件创建 {path}。编辑它，然后评测：{cmd}",
         "exists": "{path} 已存在，未做改动。评测它：{cmd}",
         "unknown": "没有第 {n} 题。现有题目：{all}",
@@ -171,9 +187,10 @@ def width(s):
 
 
 def size_text(n):
+    """Binary units, named as such (the course's MB and GB elsewhere are 10**6 and 10**9 bytes)."""
     if n >= 2 ** 30:
-        return f"{n / 2 ** 30:.3g} GB"
-    return f"{n / 2 ** 20:.1f} MB" if n >= 2 ** 20 else f"{n / 1024:.0f} KB" if n >= 1024 else f"{n} bytes"
+        return f"{n / 2 ** 30:.3g} GiB"
+    return f"{n / 2 ** 20:.1f} MiB" if n >= 2 ** 20 else f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} bytes"
 
 
 class Printer:

@@ -168,6 +168,9 @@ def load_file(path):
             source = f.read()
     except OSError as e:
         return None, {"ev": "compile_error", "msg": f"cannot read {path}: {e}"}
+    if source.startswith((b"\xff\xfe", b"\xfe\xff")) or source[:200].count(b"\x00") > 1:
+        return None, {"ev": "compile_error", "msg": "your file is saved as UTF-16 (it has null bytes), which Python "
+                                                   "does not read: save it as UTF-8 in your editor"}
     try:
         code = compile(source, path, "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as e:

@@ -5,6 +5,7 @@ found (or downloaded) with `find_model()`; when that is impossible, the syntheti
 says, in a banner, that its weights are random.
 """
 import argparse
+import os
 import sys
 
 import torch
@@ -24,7 +25,7 @@ def pick_device():
 
 def open_model(name=None):
     """Resolve --model to a checkpoint folder; fall back to the synthetic one only when no model was asked for."""
-    if name == "synthetic":
+    if name == "synthetic" or (not name and os.environ.get("QWEN_MODEL") == "synthetic"):  # a notebook's --model
         path = synthetic_path()
     elif name:
         path = find_model(name)  # an explicit request that fails is an error, not a silent fallback

@@ -85,6 +85,7 @@ def test_parts_figure():
     assert "synthetic weights" in figure_text(fig)
     widths = [p.get_width() for p in fig.axes[1].patches]
     assert widths[4] > widths[0]  # real 0.8B: the MLPs outweigh the embedding
+    assert abs(sum(widths) - 100) < 1e-9 and fig.axes[0].get_xlim() == fig.axes[1].get_xlim()  # one scale: shares
     labels = [t.get_text() for t in fig.axes[1].texts]
     assert "  264,241,152 (35.1%)" in labels and "  254,279,680 (33.8%)" in labels
     plt.close("all")

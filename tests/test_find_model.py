@@ -141,3 +141,13 @@ def test_open_model_falls_back_with_the_reason(monkeypatch, capsys, synthetic):
     assert first == "(no real model: Qwen/Qwen3.5-0.8B is not here; using the synthetic checkpoint)"
     with pytest.raises(ModelNotFound, match="is not here. Fix: download it"):
         qwen.course.open_model("Qwen/Qwen3.5-0.8B")  # asked for by name: an error, not a fallback
+
+
+def test_qwen_model_synthetic_in_a_notebook(monkeypatch, capsys, synthetic):
+    """A notebook has no --model: QWEN_MODEL=synthetic picks the synthetic checkpoint, without a 'no real model'
+    line that blames the word synthetic for not being a folder or a hub id."""
+    import qwen.course
+
+    monkeypatch.setenv("QWEN_MODEL", "synthetic")
+    assert qwen.course.open_model(None) == synthetic
+    assert capsys.readouterr().out.startswith("*** SYNTHETIC WEIGHTS")

@@ -449,7 +449,7 @@ def test_problems_ship_with_a_non_editable_install(tmp_path):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
     ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json")
-    for pkg in ("qwen", "practice", "book"):  # the packages pyproject.toml lists
+    for pkg in ("qwen", "practice", "book"):  # the packages pyproject.toml lists (202's cases import book.real)
         shutil.copytree(REPO / pkg, src / pkg, ignore=ignore)
     build = subprocess.run([sys.executable, "-c", "from setuptools.build_meta import build_wheel; "
                             f"print(build_wheel({str(tmp_path / 'dist')!r}))"], cwd=src, capture_output=True,
@@ -466,7 +466,9 @@ def test_problems_ship_with_a_non_editable_install(tmp_path):
     code = ("import importlib.util, practice.judge as j\n"
             "spec = importlib.util.spec_from_file_location('s', j.HERE / '204_rmsnorm' / 'solution.py')\n"
             "s = importlib.util.module_from_spec(spec); spec.loader.exec_module(s)\n"
-            "print(j.HERE); print(j.check(204, s))\n")
+            "spec = importlib.util.spec_from_file_location('c', j.HERE / '202_param_count' / 'solution.py')\n"
+            "c = importlib.util.module_from_spec(spec); spec.loader.exec_module(c)\n"
+            "print(j.HERE); print(j.check(202, c) and j.check(204, s))\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRACTICE_")}
     env.update(PYTHONPATH=str(site), HOME=str(tmp_path / "home"))
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -611,3 +613,54 @@ def test_protocol_accepts_only_the_runners_own_order():
                 proto.accept(ok)
             with pytest.raises(Garbled):
                 proto.accept(ev)
+
+
+def test_clumsy_commands_say_what_to_type(env, tmp_path):
+    """What a learner types by mistake gets one line with the command they meant, not 'unknown command'."""
+    for word in ("show", "start", "test"):
+        out = judge(word)
+        assert out.returncode == 2 and f"python practice/judge.py {word} N" in out.stderr and "201" in out.stderr
+    judge("start", "204")
+    work = env / "work" / "204_rmsnorm.py"
+    out = judge(work)  # a file where the problem number goes
+    assert out.returncode == 2 and f"python practice/judge.py 204 --file {work}" in out.stderr, out.stderr
+    for name in ("204.py", "practice/work/204_no_such_file.py"):  # no such file: the problem was meant
+        out = judge(name)
+        assert out.returncode == 2 and "did you mean: python practice/judge.py 204\n" in out.stderr, out.stderr
+    out = judge("201", "202")
+    assert out.returncode == 2 and "one problem at a time" in out.stderr
+    folder = judge("204", "--file", tmp_path)
+    assert folder.returncode == 2 and "is a folder" in folder.stderr
+    notebook = tmp_path / "ch03_norm.ipynb"
+    notebook.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    out = judge("204", "--file", notebook)
+    assert out.returncode == 2 and "check(204" in out.stderr and "NameError" not in out.stdout + out.stderr
+    assert notebook.read_text().startswith('{"cells"')  # never written
+
+
+def test_a_closed_pipe_is_not_a_traceback(env):
+    """python practice/judge.py show 204 | head -1: the reader leaves early; the judge ends quietly."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the judge writes a byte
+    try:
+        out = subprocess.run([sys.executable, str(PRACTICE / "judge.py"), "show", "204"], cwd=REPO, stdout=write,
+                             stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write)
+    assert out.stderr == "" and out.returncode != 0, out.stderr
+
+
+def test_sizes_are_binary_units_said_so():
+    from practice.report import size_text
+
+    assert size_text(4096 * 2 ** 20) == "4 GiB" and size_text(64 * 1024) == "64 KiB"
+    assert size_text(3 * 2 ** 20) == "3.0 MiB" and size_text(10) == "10 bytes"
+
+
+def test_a_file_saved_as_utf16_is_told_to_save_as_utf8(tmp_path):
+    """Some Windows editors save UTF-16: Python sees null bytes; the learner needs to hear the encoding."""
+    sol = (PRACTICE / "202_param_count" / "solution.py").read_text(encoding="utf-8")
+    path = tmp_path / "202_param_count.py"
+    path.write_bytes(sol.encode("utf-16"))
+    report = grade_in_process(PROBLEMS[202], path=path)
+    assert report.verdict == "CE" and "UTF-16" in report.message and "UTF-8" in report.message, report.message

@@ -32,6 +32,8 @@ FIGURES = {
                       "ch07-chunk": True, "ch07-bill": False},
     "ch04_rope": {"ch04-map": False, "ch04-angles": False, "ch04-score": False, "ch04-mrope": False},
     "ch05_mlp": {"ch05-map": False, "ch05-activations": False, "ch05-gates": True},
+    "ch08_model": {"ch08-map": False, "ch08-pattern": False, "ch08-residual": True, "ch08-lens": True,
+                   "ch08-shares": True},
     "ch06_attention": {"ch06-map": False, "ch06-maps": True, "ch06-gate": True, "ch06-kv-bytes": False},
 }
 SECONDS = 300  # per notebook: a guard against a hang, not a speed goal (the CPU may be shared)
