@@ -795,13 +795,15 @@ def grade_in_process(prob, space=None, path=None, progress=None):
 def cmd_list(lang):
     records = load_progress(lang)
     print(MSG[lang]["list_head"])
+    width = lambda text: sum(2 if ord(ch) >= 0x2E80 else 1 for ch in text)  # noqa: E731  (CJK is two columns)
+    column = 2 + max(width(prob.title(lang)) for prob in problems().values())
     for number, prob in problems().items():
         rec = records.get(str(number))
         mark = "–" if not rec else "✓" if rec.get("accepted") else "✗"
         chapter = prob.meta.get("chapter")
         where = "" if not chapter else f"ch{chapter}" if lang == "en" else f"第 {chapter} 章"
         title, level = prob.title(lang), prob.meta.get("level", {}).get(lang, "")
-        pad = " " * max(1, 44 - sum(2 if ord(ch) >= 0x2E80 else 1 for ch in title))
+        pad = " " * (column - width(title))
         print(f"  {mark} {number}  {title}{pad}{level:<7}{where}")
     print(MSG[lang]["list_foot"].format(show=cmd("show", "N"), start=cmd("start", "N")))
     return 0
