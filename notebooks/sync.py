@@ -1,10 +1,12 @@
 """Write the notebooks from the chapter scripts: chapters/chNN_topic.py -> notebooks/chNN_topic.ipynb.
 
 The scripts are the one source. They are jupytext "percent" files: `# %%` starts a code cell, `# %% [markdown]` a
-markdown cell. A cell marked `active="ipynb"` (a plot, a source listing) is commented out in the script, so the
-command line never runs it; in the notebook it is live code. The script's docstring (its run command) is left out
-of the notebook. Notebooks are written without outputs, with ids taken from each cell's content and fixed
-metadata, so writing them again gives the same bytes. tests/test_notebooks.py fails when one is out of date.
+markdown cell. Every code cell is live in both: a figure is one call, `book.show(name, draw, ...)`, that draws
+inline in the notebook and prints one line (or saves the figure, with --figures) on the command line. So a script
+holds no commented-out code: a cell marked `active="ipynb"` is refused, except in the scripts listed in LEGACY,
+which still await their second edition. The script's docstring (its run command) is left out of the notebook.
+Notebooks are written without outputs, with ids taken from each cell's content and fixed metadata, so writing them
+again gives the same bytes. tests/test_notebooks.py fails when one is out of date.
 
 Run: python notebooks/sync.py           rewrite every notebook whose script changed
      python notebooks/sync.py --check   write nothing; exit 1 naming each notebook that is out of date
@@ -22,6 +24,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS, NOTEBOOKS = ROOT / "chapters", ROOT / "notebooks"
 CELL_KEYS = ("tags", "active")  # the cell metadata the scripts may set; anything Jupyter adds on a run is dropped
+LEGACY = {"ch01_weights", "ch02_embedding", "ch03_norm"}  # first-edition scripts with notebook-only cells: remove each once converted
 METADATA = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
             "language_info": {"name": "python"}}
 
@@ -76,15 +79,19 @@ def without_run(text):
     return _clean(nbformat.reads(text, as_version=4))
 
 
-def uncommented_notebook_cells(script):
-    """Lines of notebook-only cells that the script would execute: each must be commented out (or blank)."""
+def notebook_only_cells(script):
+    """Problems with the script's notebook-only (`active=...`) cells: none are allowed, except in a LEGACY script,
+    where each of their lines must be commented out (or blank) so that the command line never runs it."""
+    script = Path(script)
     bad, live = [], False
-    for n, line in enumerate(Path(script).read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(script.read_text(encoding="utf-8").splitlines(), 1):
         if line.startswith("# %%"):
             active = re.search(r'active="([^"]*)"', line)
+            if active and script.stem not in LEGACY:
+                bad.append(f"{script.name}:{n}: a notebook-only cell; make it a live cell (a figure: book.show(...))")
             live = bool(active) and "py" not in active.group(1).split(",")
-        elif live and line.strip() and not line.startswith("#"):
-            bad.append(f"{Path(script).name}:{n}: {line}")
+        elif live and script.stem in LEGACY and line.strip() and not line.startswith("#"):
+            bad.append(f"{script.name}:{n}: a notebook-only line the script would run: {line}")
     return bad
 
 
@@ -92,10 +99,9 @@ def main(argv):
     check = argv == ["--check"]
     if argv and not check:
         sys.exit(__doc__)
-    bad = [line for script in scripts() for line in uncommented_notebook_cells(script)]
-    if bad:  # the script would run them: fix the script before writing anything
-        sys.exit('notebook-only cells (active="ipynb") must be commented out in the script, each line behind "# ":\n'
-                 + "\n".join(bad))
+    bad = [line for script in scripts() for line in notebook_only_cells(script)]
+    if bad:  # fix the script before writing anything
+        sys.exit("chapter scripts hold live code only:\n" + "\n".join(bad))
     stale = []
     for script in scripts():
         nb, text = notebook_of(script), render(script)

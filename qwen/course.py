@@ -40,10 +40,13 @@ def open_model(name=None):
 
 
 def chapter_args(doc):
-    """Parse the chapter's command line: --model and --device."""
+    """Parse the chapter's command line: --model, --device, and --figures and --proof (read by book.show and
+    book.proof: save the figures to data/figures/, compare with transformers)."""
     parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
     parser.add_argument("--model", help="checkpoint folder, hub id (default Qwen/Qwen3.5-0.8B), size or 'synthetic'")
     parser.add_argument("--device", help="cpu, cuda or mps (default: the fastest available)")
+    parser.add_argument("--figures", action="store_true", help="draw the chapter's figures into data/figures/")
+    parser.add_argument("--proof", action="store_true", help="compare the chapter's module with transformers")
     args = parser.parse_args([] if "ipykernel" in sys.modules else None)  # a notebook's argv is the kernel's
     try:
         args.path = open_model(args.model)

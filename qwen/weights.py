@@ -59,6 +59,11 @@ class Config:
             raw = json.loads(file.read_text())
         except json.JSONDecodeError as e:
             raise ValueError(f"{file} is not valid JSON ({e}): download the checkpoint again") from None
+        return cls.from_dict(raw, file)
+
+    @classmethod
+    def from_dict(cls, raw, file="config"):
+        """The same from config.json's contents (`file` names it in error messages)."""
         kind = raw.get("model_type") if isinstance(raw, dict) else None
         if kind == "qwen3_5" and isinstance(raw.get("text_config"), dict):
             text = dict(raw["text_config"])

@@ -21,7 +21,8 @@ sys.path.insert(0, str(ROOT / "notebooks"))
 import sync  # noqa: E402  (notebooks/sync.py: the one way notebooks are written)
 
 SCRIPTS = [s.stem for s in sync.scripts()]
-# tag of the cell that draws it -> whether it shows the checkpoint's numbers (then its title says so when synthetic)
+# the figures each notebook draws: the name given to book.show (or, in a LEGACY script, the tag of the cell) ->
+# whether it shows the checkpoint's numbers (then its title says so when synthetic)
 FIGURES = {
     "ch01_weights": {"fig-layers": True, "fig-params": True},
     "ch02_embedding": {"fig-row-norms": True, "fig-tied-head": True},
@@ -51,9 +52,7 @@ def test_every_chapter_has_a_notebook():
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_notebook_is_in_sync_with_its_script(name):
     script = ROOT / "chapters" / f"{name}.py"
-    assert not sync.uncommented_notebook_cells(script), \
-        "notebook-only cells would run in the script; comment each line out:\n" + \
-        "\n".join(sync.uncommented_notebook_cells(script))
+    assert not sync.notebook_only_cells(script), "\n".join(sync.notebook_only_cells(script))
     expected = sync.render(script)
     assert expected == sync.render(script), "writing the notebook twice gives different bytes"
     on_disk = sync.notebook_of(script).read_text(encoding="utf-8")
@@ -68,21 +67,35 @@ def test_sync_check_fails_on_a_stale_notebook(tmp_path, monkeypatch):
     """The tool itself: it writes a notebook, --check passes, and fails once the script changes."""
     script = tmp_path / "chapters" / "ch99_test.py"
     script.parent.mkdir()
-    script.write_text('"""Doc."""\n# %% [markdown]\n# # Title\n\n# %%\nx = 1\n\n# %% active="ipynb"\n# print(x)\n')
+    script.write_text('"""Doc."""\n# %% [markdown]\n# # Title\n\n# %%\nx = 1\n\n# %% tags=["t"]\nprint(x)\n')
     monkeypatch.setattr(sync, "CHAPTERS", script.parent)
     monkeypatch.setattr(sync, "NOTEBOOKS", tmp_path)
     monkeypatch.setattr(sync, "ROOT", tmp_path)
     sync.main([])
     nb = nbformat.reads((tmp_path / "ch99_test.ipynb").read_text(), as_version=4)
     assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code"]  # the docstring is left out
-    assert nb.cells[2].source == "print(x)" and not nb.cells[1].outputs
+    assert nb.cells[2].source == "print(x)" and not nb.cells[1].outputs and nb.cells[2].metadata == {"tags": ["t"]}
     sync.main(["--check"])
     script.write_text(script.read_text().replace("x = 1", "x = 2"))
     with pytest.raises(SystemExit, match="out of date"):
         sync.main(["--check"])
-    script.write_text(script.read_text().replace("# print(x)", "print(x)"))
-    with pytest.raises(SystemExit, match="must be commented out"):
+    sync.main([])
+    script.write_text(script.read_text().replace('tags=["t"]\nprint(x)', 'active="ipynb"\n# print(x)'))
+    with pytest.raises(SystemExit, match="ch99_test.py:8: a notebook-only cell; make it a live cell"):
         sync.main([])
+    monkeypatch.setattr(sync, "LEGACY", {"ch99_test"})  # a first-edition script: its notebook-only lines stay comments
+    sync.main([])
+    script.write_text(script.read_text().replace("# print(x)", "print(x)"))
+    with pytest.raises(SystemExit, match="ch99_test.py:9: a notebook-only line the script would run: print"):
+        sync.main([])
+
+
+def test_legacy_lists_only_first_edition_scripts():
+    """LEGACY exists for scripts that still have notebook-only cells; a converted script leaves it."""
+    for name in sync.LEGACY:
+        script = ROOT / "chapters" / f"{name}.py"
+        assert 'active="ipynb"' in script.read_text(encoding="utf-8"), \
+            f"{name} has no notebook-only cells any more: remove it from LEGACY in notebooks/sync.py"
 
 
 @pytest.fixture(scope="module")
@@ -140,31 +153,45 @@ def test_notebook_runs_clean_and_fast(executed, name):
 def test_notebook_draws_its_figures(executed, name):
     nb, _, error = executed(name)
     assert error is None, error
-    images = [(c.metadata.get("tags", []), o) for c in nb.cells if c.cell_type == "code" for o in c.outputs
+    images = [(figure_names(c), o) for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if "image/png" in o.get("data", {})]
     titles = json.loads(stdout_of(nb.cells[-1:]).removeprefix("FIGURE TITLES "))
     assert len(titles) == len(images), (titles, len(images))
     drawn = {}
-    for (tags, output), title in zip(images, titles):
+    for (names, output), title in zip(images, titles):
         assert base64.b64decode(output.data["image/png"]).startswith(b"\x89PNG")
-        for tag in tags:
-            drawn.setdefault(tag, []).append(" | ".join(title))
-    tagged = {t for c in nb.cells for t in c.metadata.get("tags", []) if t.startswith("fig-")}
-    for tag in tagged | set(FIGURES.get(name, {})):
-        assert len(drawn.get(tag, [])) == 1, f"the cell tagged {tag!r} should draw one figure, drew {drawn.get(tag)}"
-    for tag, from_checkpoint in FIGURES.get(name, {}).items():
-        assert ("synthetic weights" in drawn[tag][0]) == from_checkpoint, \
-            f"{tag}: the title {drawn[tag][0]!r} must say 'synthetic weights' exactly when it shows the checkpoint"
+        for figure in names:
+            drawn.setdefault(figure, []).append(" | ".join(title))
+    named = {f for c in nb.cells if c.cell_type == "code" for f in figure_names(c)}
+    for figure in named | set(FIGURES.get(name, {})):
+        assert len(drawn.get(figure, [])) == 1, f"the cell of {figure!r} should draw one figure, drew {drawn.get(figure)}"
+    for figure, from_checkpoint in FIGURES.get(name, {}).items():
+        assert ("synthetic weights" in drawn[figure][0]) == from_checkpoint, \
+            f"{figure}: the title {drawn[figure][0]!r} must say 'synthetic weights' exactly when it shows the checkpoint"
+
+
+def figure_names(cell):
+    """The figures a cell draws: the names it passes to book.show, and (LEGACY scripts) its fig-* tags."""
+    return re.findall(r'book\.show\(\s*"([^"]+)"', cell.source) + \
+        [t for t in cell.metadata.get("tags", []) if t.startswith("fig-")]
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_notebook_prints_what_the_script_prints(executed, chapter_outputs, name):
-    """The cells the two share print the same lines: the notebook-only cells must not change the story (they draw
-    their own random numbers, for one). Timings are masked."""
+    """The cells print the same lines in both, except what book shows differently: a figure, a listing, an
+    exercise, the proof (a notebook shows them; a script prints one line each, starting with book's NOTE).
+    LEGACY notebook-only cells must not change the story either (they draw their own random numbers, for one).
+    Timings are masked."""
     nb, _, error = executed(name)
     assert error is None, error
-    shared = [c for c in nb.cells[1:-1] if "active" not in c.metadata]
+    shared = [c for c in nb.cells[1:-1] if "active" not in c.metadata and not MODE_DEPENDENT.search(c.source)]
     code, stdout, stderr = chapter_outputs(f"{name}.py")
     assert code == 0, stderr
+    from book.show import NOTE
+
+    stdout = "".join(line for line in stdout.splitlines(keepends=True) if not line.startswith(NOTE))
     mask = lambda text: re.sub(r"\d+(\.\d+)? ms\b", "_ ms", text)  # noqa: E731
     assert mask(stdout_of(shared)) == mask(stdout)
+
+
+MODE_DEPENDENT = re.compile(r"\bbook\.(show|listing|attempt|proof)\(")

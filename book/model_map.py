@@ -1,0 +1,108 @@
+"""A map of the Qwen3.5 text model: the whole stack, and one decoder layer of each kind, each part labelled with
+the chapter that builds it. Every chapter draws it with its own part highlighted: draw("norm") and so on."""
+
+CHAPTERS = {"weights": 1, "embedding": 2, "norm": 3, "rope": 4, "mlp": 5, "attention": 6, "deltanet": 7,
+            "model": 8, "generate": 9}
+PARTS = tuple(CHAPTERS)
+WHAT = {"weights": "the checkpoint: every box that holds tensors", "embedding": "embedding and tied head",
+        "norm": "the norms", "rope": "rotary position embedding", "mlp": "the SwiGLU MLP",
+        "attention": "gated full attention", "deltanet": "Gated DeltaNet (linear attention)",
+        "model": "the decoder layers and the stack", "generate": "generation: the loop and the caches"}
+COLOURS = {"weights": "#e9c46a", "embedding": "#8ecae6", "norm": "#f4a261", "rope": "#b5e48c", "mlp": "#cdb4db",
+           "attention": "#ffafcc", "deltanet": "#90e0ef", "model": "#e9edc9", "generate": "#ffd6a5"}
+
+
+def _layer(x, kind):
+    """The boxes of one decoder layer drawn at column x: (x, y, width, height, text, part, holds weights)."""
+    mixer = "deltanet" if kind == "L" else "attention"
+    boxes = [(x, 1.2, 4.4, 0.45, "input_layernorm: RMSNorm, scale 1 + w (d)", "norm", True),
+             (x, 6.95, 4.4, 0.45, "post_attention_layernorm: RMSNorm (d)", "norm", True),
+             (x, 7.6, 4.4, 0.6, "mlp: down_proj(silu(gate_proj(x)) · up_proj(x))", "mlp", True)]
+    if kind == "L":
+        boxes += [(x, 2.0, 1.6, 0.45, "in_proj_qkv", mixer, True), (x + 1.7, 2.0, 0.9, 0.45, "in_proj_z", mixer, True),
+                  (x + 2.7, 2.0, 0.8, 0.45, "in_proj_b", mixer, True), (x + 3.6, 2.0, 0.8, 0.45, "in_proj_a", mixer, True),
+                  (x, 2.65, 1.6, 0.45, "conv1d, silu", mixer, True),
+                  (x + 2.7, 2.65, 1.7, 0.45, "β, decay g\n(A_log, dt_bias)", mixer, True),
+                  (x, 3.3, 1.6, 0.45, "l2norm of q, k", "norm", False),
+                  (x, 3.95, 3.0, 0.6, "delta rule: state S (Hv, dk, dv)", mixer, False),
+                  (x + 3.1, 3.95, 1.3, 0.6, "conv and state\ncache", "generate", False),
+                  (x, 4.75, 4.4, 0.45, "norm: gated RMSNorm · silu(z) (dv)", "norm", True),
+                  (x, 5.4, 4.4, 0.45, "out_proj", mixer, True)]
+    else:
+        boxes += [(x, 2.0, 2.0, 0.45, "q_proj (query + gate)", mixer, True),
+                  (x + 2.1, 2.0, 1.1, 0.45, "k_proj", mixer, True), (x + 3.3, 2.0, 1.1, 0.45, "v_proj", mixer, True),
+                  (x, 2.65, 2.0, 0.45, "q_norm (D)", "norm", True), (x + 2.1, 2.65, 1.1, 0.45, "k_norm (D)", "norm", True),
+                  (x, 3.3, 3.2, 0.45, "RoPE on q, k (first D/4 dims)", "rope", False),
+                  (x, 3.95, 3.2, 0.6, "causal attention, GQA", mixer, False),
+                  (x + 3.3, 3.95, 1.1, 0.6, "KV cache", "generate", False),
+                  (x, 4.75, 4.4, 0.45, "· sigmoid(gate)", mixer, False),
+                  (x, 5.4, 4.4, 0.45, "o_proj", mixer, True)]
+    return boxes
+
+
+def _boxes():
+    stack = [(0.4, 0.7, 3.4, 0.6, "embed_tokens (V, d)", "embedding", True),
+             (0.4, 7.95, 3.4, 0.45, "norm: final RMSNorm (d)", "norm", True),
+             (0.4, 8.55, 3.4, 0.45, "lm_head (V, d), tied: = embed_tokens", "embedding", True),
+             (0.4, 9.15, 3.4, 0.4, "logits → next token → append", "generate", False)]
+    for i in range(24):  # [L, L, L, F] x 6, bottom to top
+        kind = "F" if (i + 1) % 4 == 0 else "L"
+        stack.append((0.4, 1.55 + i * 0.25, 1.3, 0.21, f"{i} {kind}", "attention" if kind == "F" else "deltanet", True))
+    return stack + _layer(4.8, "L") + _layer(10.3, "F")
+
+
+def draw(highlight):
+    """The map, with the boxes of part `highlight` (one of PARTS) in colour and the rest grey."""
+    if highlight not in CHAPTERS:
+        raise ValueError(f"unknown part {highlight!r}: one of {', '.join(PARTS)}")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyBboxPatch
+
+    fig, ax = plt.subplots(figsize=(15, 9.5))
+    ax.set(xlim=(0, 15), ylim=(0, 9.9))
+    ax.axis("off")
+
+    def lit(part, weights):
+        return part == highlight or (highlight == "weights" and weights)
+
+    def box(x, y, w, h, text, part, weights, fontsize=8):
+        on = lit(part, weights)
+        ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.02,rounding_size=0.06",
+                                    facecolor=COLOURS[highlight] if on else "#f1f1f1",
+                                    edgecolor="black" if on else "#bbbbbb", linewidth=1.6 if on else 0.8))
+        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize,
+                color="black" if on else "#888888", weight="bold" if on else "normal")
+        if h >= 0.4:  # the chapter that builds it, in the corner
+            ax.text(x + w - 0.05, y + h - 0.04, f"ch{CHAPTERS[part]}", ha="right", va="top", fontsize=6,
+                    color="black" if on else "#aaaaaa")
+
+    def frame(x, y, w, h, text, part):
+        on = part == highlight
+        ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.05,rounding_size=0.1", facecolor="none",
+                                    edgecolor="black" if on else "#bbbbbb", linewidth=2 if on else 1,
+                                    linestyle="-" if on else "--"))
+        ax.text(x + 0.05, y + h + 0.06, f"{text} · ch{CHAPTERS[part]}", fontsize=9,
+                color="black" if on else "#888888", weight="bold" if on else "normal")
+
+    for b in _boxes():
+        box(*b, fontsize=6 if b[3] < 0.3 else 8)
+    frame(0.25, 1.45, 3.7, 6.15, "24 decoder layers, [L, L, L, F] × 6", "model")
+    ax.text(1.9, 4.5, "L: linear attention\n(Gated DeltaNet),\n18 layers\n\nF: full attention,\n6 layers\n\n"
+            "each one:\nx + mixer(norm(x)),\nthen + mlp(norm(x))", fontsize=8, va="center", color="#555555")
+    ax.text(2.1, 0.25, "token ids (B, T)", ha="center", fontsize=9)
+    for x, kind, mixer, name in ((4.8, "L", "deltanet", "linear_attn: Gated DeltaNet"),
+                                 (10.3, "F", "attention", "self_attn: gated attention")):
+        count = "18 of 24" if kind == "L" else "6 of 24"
+        frame(x - 0.2, 0.75, 4.8, 8.05, f"one {kind} layer ({count})", "model")
+        frame(x - 0.1, 1.85, 4.6, 4.3, name, mixer)
+        ax.text(x + 2.2, 0.9, "x (B, T, d)", ha="center", fontsize=8)
+        for y, (part, text) in ((6.45, ("model", "⊕ x + mixer(input_layernorm(x))")),
+                                (8.45, ("model", "⊕ h + mlp(post_attention_layernorm(h))"))):
+            ax.text(x + 2.2, y + 0.1, text, ha="center", fontsize=8, color="black" if part == highlight else "#888888",
+                    weight="bold" if part == highlight else "normal")
+    loop = "black" if highlight == "generate" else "#bbbbbb"  # the generated token goes back in at the bottom
+    ax.plot([0.4, 0.1, 0.1], [9.35, 9.35, 0.33], color=loop, linewidth=1)
+    ax.annotate("", xy=(1.15, 0.33), xytext=(0.1, 0.33), arrowprops=dict(arrowstyle="->", color=loop))
+    ax.set_title(f"The Qwen3.5 text model. Highlighted: {WHAT[highlight]} (chapter {CHAPTERS[highlight]}). "
+                 f"Names are the checkpoint's; chN marks the chapter that builds each part.", fontsize=10)
+    return fig

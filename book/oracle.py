@@ -1,0 +1,42 @@
+"""The optional proof: the chapter's module next to transformers' on the same checkpoint.
+
+transformers is the course's test oracle, a dev dependency: a learner may not have it. So it is imported only
+here and only when asked for; without it the proof is one line and the chapter goes on. A script runs the proof
+only with --proof (importing transformers takes seconds); a notebook runs it whenever transformers is there.
+"""
+import sys
+
+from book.show import in_notebook, note
+
+
+def proof(compare, *args, **kwargs):
+    """Run `compare(transformers, *args, **kwargs)` (it prints the differences) and return what it returns; None,
+    after one line, when transformers is not installed or (in a script) --proof was not given."""
+    if not in_notebook() and "--proof" not in sys.argv[1:]:
+        note("the proof against transformers: rerun with --proof (needs pip install transformers)")
+        return None
+    try:
+        import transformers
+    except ImportError:
+        print("transformers is not installed, so the comparison with it is skipped "
+              "(pip install 'qwen-by-hand[dev]' to see it)")
+        return None
+    return compare(transformers, *args, **kwargs)
+
+
+def bf16_steps(ours, theirs):
+    """The largest distance between two tensors in bf16 grid steps (spacing of bf16 numbers where they sit)."""
+    import torch
+
+    ours, theirs = ours.float(), theirs.float()
+    scale = torch.maximum(ours.abs(), theirs.abs()).clamp_min(torch.finfo(torch.bfloat16).tiny)
+    step = torch.pow(2.0, torch.floor(torch.log2(scale)) - 7)  # bf16 keeps 8 significant bits
+    return float(((ours - theirs).abs() / step).max())
+
+
+def difference(label, ours, theirs):
+    """Print and return max |ours - theirs| (and, for bf16 tensors, how many bf16 steps that is)."""
+    delta = float((ours.float() - theirs.float()).abs().max())
+    steps = f" = {bf16_steps(ours, theirs):g} bf16 steps" if "bfloat16" in str(ours.dtype) else ""
+    print(f"{label}: max |ours - transformers| = {delta:.3g}{steps}")
+    return delta

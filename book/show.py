@@ -1,0 +1,122 @@
+"""How a chapter shows what is not plain text: figures, listings of the finished module, and its exercises.
+
+The same chapter code runs in two places. In a notebook a figure is drawn inline, a listing is shown as code, and
+an exercise cell grades the learner's attempt with the judge. In a script each of these is one line (a figure is
+saved to data/figures/ when the script ran with --figures), so the command line stays fast: matplotlib is imported
+only when something is drawn. Lines that only a script prints start with NOTE, so a test can tell them apart.
+"""
+import ast
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIGURES = ROOT / "data" / "figures"
+NOTE = "» "  # starts every line that only the command line prints (the notebook shows the thing itself)
+
+
+def in_notebook():
+    """True inside a Jupyter kernel (where a figure can be shown inline)."""
+    return "ipykernel" in sys.modules
+
+
+def note(text):
+    print(NOTE + text)
+
+
+def _notebook_name():
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if script and script.suffix == ".py" and script.parent.name == "chapters":
+        return f"notebooks/{script.stem}.ipynb"
+    return "the chapter's notebook"
+
+
+def show(name, draw, *args, **kwargs):
+    """Draw the figure `draw(*args, **kwargs)` returns: inline in a notebook; in a script saved to
+    data/figures/<name>.png when the script ran with --figures, else one line that says where to see it."""
+    if in_notebook():
+        from IPython.display import display
+
+        figure = draw(*args, **kwargs)
+        display(figure)
+        _close(figure)  # shown once: the inline backend must not show it again at the end of the cell
+        return figure
+    if "--figures" not in sys.argv[1:]:
+        note(f"figure {name}: see it in {_notebook_name()}, or rerun with --figures to save it to "
+             f"data/figures/{name}.png")
+        return None
+    import matplotlib
+
+    if "matplotlib.pyplot" not in sys.modules:
+        matplotlib.use("Agg")  # a file, not a window: works without a display
+    figure = draw(*args, **kwargs)
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    out = FIGURES / f"{name}.png"
+    figure.savefig(out, dpi=110, bbox_inches="tight")
+    _close(figure)
+    note(f"figure {name}: saved to {out.relative_to(ROOT)}")
+    return figure
+
+
+def _close(figure):
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+
+
+def listing(path, *names):
+    """The finished module at `path` (relative to the repository root), or only its top-level `names` (functions,
+    classes), in the order given: shown as code in a notebook, one line in a script."""
+    file = ROOT / path
+    source = file.read_text(encoding="utf-8")
+    if names:
+        tree = ast.parse(source)
+        found = {node.name: node for node in tree.body if hasattr(node, "name")}
+        missing = [n for n in names if n not in found]
+        if missing:
+            raise ValueError(f"{path} defines no {', '.join(missing)} (it has {', '.join(found)})")
+        source = "\n\n\n".join(ast.get_source_segment(source, found[n], padded=True) for n in names)
+    if not in_notebook():
+        what = ", ".join(names) if names else f"{len(source.splitlines())} lines"
+        note(f"the finished code: {path} ({what}); the notebook shows it, or open the file")
+        return None
+    from IPython.display import Code, display
+
+    display(Code(source, language="python"))
+    return source
+
+
+def exercise(number):
+    """(folder, meta) of practice problem `number`, read from its meta.json."""
+    folders = sorted((ROOT / "practice").glob(f"{number}_*"))
+    if not folders or not (folders[0] / "meta.json").is_file():
+        raise ValueError(f"there is no practice problem {number} (see python practice/judge.py list)")
+    return folders[0], json.loads((folders[0] / "meta.json").read_text(encoding="utf-8"))
+
+
+def _is_stub(function):
+    """A starter's body: it only raises NotImplementedError."""
+    code = getattr(function, "__code__", None)
+    return code is not None and code.co_names == ("NotImplementedError",)
+
+
+def attempt(number, *functions):
+    """Exercise `number` at the point where the learner should try it. In a notebook: grade the functions given
+    (defined in the notebook) with the judge, unless they are still the starter's stubs. In a script: say how to
+    start the exercise and grade it."""
+    folder, meta = exercise(number)
+    title = meta["title"]["en"]
+    wanted = ", ".join(meta["functions"])
+    if not in_notebook():
+        note(f"exercise {number} ({title}): try it first. python practice/judge.py start {number} copies the "
+             f"starter to practice/work/{folder.name}.py; write {wanted} there, then grade it with "
+             f"python practice/judge.py {number}")
+        return None
+    if not functions or all(_is_stub(f) for f in functions):
+        print(f"exercise {number} ({title}): write {wanted} in the cell above, in place of the line that raises "
+              f"NotImplementedError, and run both cells to grade it (statement: python practice/judge.py show "
+              f"{number})")
+        return None
+    from practice.judge import check
+
+    return check(number, *functions)

@@ -1,0 +1,97 @@
+"""Gated full attention, the mixer of every 4th Qwen3.5 layer, and the KV cache it reads and grows.
+
+Softmax attention as in "Attention Is All You Need", with four Qwen3.5 departures: q_proj also makes a per-head
+output gate (its rows interleaved per head: [q_0 | gate_0 | q_1 | gate_1 | ...]); q and k are RMS-normalised per
+head (QK-norm) before RoPE, which keeps the scores bounded; K/V heads are shared by groups of consecutive query
+heads (grouped-query attention, as in Llama 2/3); and the heads' output is multiplied by sigmoid(gate) before
+o_proj (Qwen3-Next's gated attention). The cache stores keys after norm and RoPE, so a new token never needs the
+old tokens again: it attends to what is stored. Reference: transformers' Qwen3_5Attention (eager path).
+"""
+import torch
+import torch.nn as nn
+
+from qwen.norm import RMSNorm
+from qwen.rope import apply_rope
+
+
+class KVCache:
+    """One full-attention layer's memory: keys (after k_norm and RoPE) and values, each (B, Hkv, S, D).
+
+    S grows by the number of new tokens on every call. Nothing is ever recomputed: a key is rotated once, at the
+    position where its token was seen, and stays valid because RoPE makes q·k depend only on the distance."""
+
+    def __init__(self):
+        self.k = self.v = None  # (B, Hkv, S, D) once something is stored
+
+    @property
+    def length(self):
+        return 0 if self.k is None else self.k.shape[2]
+
+    def update(self, k, v):
+        """Append the new keys and values (B, Hkv, T, D) along S; return all of them, (B, Hkv, S + T, D)."""
+        if self.k is None:
+            self.k, self.v = k, v
+        else:
+            self.k, self.v = torch.cat((self.k, k), dim=2), torch.cat((self.v, v), dim=2)
+        return self.k, self.v
+
+
+def attention(q, k, v, allowed):
+    """softmax(q kᵀ / √D, over the allowed keys) · v, written out. q (B, H, T, D); k, v (B, H, S, D); allowed a bool
+    mask broadcastable to (B, H, T, S), True where query t may look at key s. Returns (B, H, T, D)."""
+    scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5  # (B, H, T, S); 1/√D keeps the logits' spread at ~1
+    # The most negative finite number, not -inf: a row with no allowed key (a padding query) then gets a uniform
+    # softmax instead of NaN, and a NaN would leak into real tokens through 0 · NaN in the next layer.
+    scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # fp32: exp of bf16 logits loses digits
+    return probs @ v  # (B, H, T, D): each query's weighted average of the values
+
+
+def causal_mask(T, past, mask=None, device=None):
+    """(B or 1, 1, T, S) bool: new token i sits at position past + i and may see keys 0..past + i that are not
+    padding. mask: None or (B, S) bool over all key positions, True = a real token."""
+    S = past + T
+    rows = torch.arange(past, S, device=device)[:, None]  # (T, 1): the queries' positions
+    allowed = torch.arange(S, device=device)[None, :] <= rows  # (T, S): no key from the future
+    if mask is not None:
+        if mask.dim() != 2 or mask.shape[1] != S:
+            raise ValueError(f"mask must be (B, S) with S = {S} (cached {past} + new {T} tokens), "
+                             f"got shape {tuple(mask.shape)}")
+        allowed = allowed & mask.bool()[:, None, None, :]  # (B, 1, T, S)
+    return allowed[None, None] if allowed.dim() == 2 else allowed
+
+
+class GatedAttention(nn.Module):
+    """x (B, T, d) -> (B, T, d). Parameter names are the checkpoint's (layers.{i}.self_attn.*)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.H, self.Hkv, self.D = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        assert self.H % self.Hkv == 0, f"{self.H} query heads cannot share {self.Hkv} K/V heads evenly"
+        d = cfg.hidden_size
+        self.q_proj = nn.Linear(d, self.H * 2 * self.D, bias=False)  # per head: D query rows, then D gate rows
+        self.k_proj = nn.Linear(d, self.Hkv * self.D, bias=False)
+        self.v_proj = nn.Linear(d, self.Hkv * self.D, bias=False)
+        self.o_proj = nn.Linear(self.H * self.D, d, bias=False)
+        self.q_norm = RMSNorm(self.D, cfg.rms_norm_eps)  # one (1 + w) over D, shared by every head
+        self.k_norm = RMSNorm(self.D, cfg.rms_norm_eps)
+
+    def forward(self, x, cos, sin, cache=None, mask=None):
+        """cos, sin (B, T, R): RoPE tables of the new tokens. cache: a KVCache (read, then grown) or None.
+        mask: None or (B, S) bool over cached + new keys, True = real token. The causal mask is always applied."""
+        B, T, _ = x.shape
+        H, Hkv, D = self.H, self.Hkv, self.D
+        past = cache.length if cache is not None else 0
+        q, gate = self.q_proj(x).view(B, T, H, 2 * D).split(D, dim=-1)  # each (B, T, H, D): interleaved per head
+        q = self.q_norm(q).transpose(1, 2)  # (B, H, T, D): normalise each head's query before rotating it
+        k = self.k_norm(self.k_proj(x).view(B, T, Hkv, D)).transpose(1, 2)  # (B, Hkv, T, D)
+        v = self.v_proj(x).view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D): values get no norm, no RoPE
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, Hkv, S, D) with S = past + T
+        # GQA: query head h reads K/V head h // (H / Hkv), so each K/V head serves a run of consecutive heads
+        k, v = k.repeat_interleave(H // Hkv, dim=1), v.repeat_interleave(H // Hkv, dim=1)  # (B, H, S, D)
+        out = attention(q, k, v, causal_mask(T, past, mask, x.device))  # (B, H, T, D)
+        out = out.transpose(1, 2).reshape(B, T, H * D)  # heads side by side, head-major like the gate
+        out = out * torch.sigmoid(gate.reshape(B, T, H * D))  # each head's output dimension opens 0..1
+        return self.o_proj(out)  # (B, T, d)

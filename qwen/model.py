@@ -1,0 +1,130 @@
+"""The whole Qwen3.5 text model: embedding, 24 decoder layers in an [L,L,L,F] rhythm, final norm, head.
+
+Every layer is pre-norm: h = x + Mixer(norm(x)), out = h + MLP(norm(h)). The mixer is Gated DeltaNet on
+"linear_attention" layers (a fixed-size state, three of every four layers) and gated attention on "full_attention"
+layers (a KV cache that grows). The embedding is not scaled and the logits are not capped. The 0.8B ties the head to
+the embedding; larger sizes store their own. Source: transformers' Qwen3_5TextModel and Qwen3_5ForConditionalGeneration.
+"""
+import torch
+import torch.nn as nn
+
+from qwen.attention import GatedAttention, KVCache
+from qwen.deltanet import DeltaNetCache, GatedDeltaNet
+from qwen.embedding import Embedding
+from qwen.mlp import MLP
+from qwen.norm import RMSNorm
+from qwen.rope import RotaryEmbedding
+from qwen.weights import Config, load_weights
+
+
+class DecoderLayer(nn.Module):
+    """One layer: a token mixer (which one depends on the layer type) and an MLP, each behind its own RMSNorm."""
+
+    def __init__(self, cfg, kind):
+        super().__init__()
+        self.kind = kind  # "linear_attention" or "full_attention"
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        if kind == "linear_attention":
+            self.linear_attn = GatedDeltaNet(cfg)
+        else:
+            self.self_attn = GatedAttention(cfg)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = MLP(cfg)
+
+    def mix(self, h, cos, sin, cache, mask):
+        """The token mixer alone: the only place where tokens see each other."""
+        if self.kind == "linear_attention":  # DeltaNet needs no positions: order lives in its recurrence
+            return self.linear_attn(h, cache, None if mask is None else mask[:, -h.shape[1]:])
+        return self.self_attn(h, cos, sin, cache, mask)
+
+    def forward(self, x, cos, sin, cache=None, mask=None):  # x: (B, T, d)
+        x = x + self.mix(self.input_layernorm(x), cos, sin, cache, mask)  # the residual stream is never normalised
+        return x + self.mlp(self.post_attention_layernorm(x))  # (B, T, d)
+
+
+class Cache:
+    """Everything the model remembers between calls: one entry per layer, plus the number of tokens seen.
+    Full-attention layers keep keys and values (growing with the text); DeltaNet layers keep the last K-1 conv inputs
+    and a (Hv, dk, dv) state (fixed size)."""
+
+    def __init__(self, layer_types):
+        self.layers = [KVCache() if kind == "full_attention" else DeltaNetCache() for kind in layer_types]
+        self.length = 0  # tokens seen so far, padding included
+
+
+class Qwen35(nn.Module):
+    """ids (B, T) -> logits (B, T, V). Attribute names are the checkpoint's, minus "model.language_model."."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.rotary = RotaryEmbedding(cfg)  # computed, not stored: cos/sin tables for the attention layers
+        self.layers = nn.ModuleList(DecoderLayer(cfg, kind) for kind in cfg.layer_types)
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        if cfg.tie_word_embeddings:  # one (V, d) table read in and out: the 0.8B saves 254M parameters this way
+            self.lm_head.weight = self.embed_tokens.weight
+
+    def new_cache(self):
+        return Cache(self.cfg.layer_types)
+
+    def positions(self, B, T, past, mask, device):
+        """Position of each new token: its index among the real tokens (left padding is skipped), as generate does."""
+        if mask is None:
+            return torch.arange(past, past + T, device=device).expand(B, T)  # (B, T)
+        return (mask.long().cumsum(-1) - 1).clamp(min=0)[:, -T:]  # pads get 0; nothing reads them
+
+    def forward(self, input_ids, cache=None, mask=None, last_only=False):
+        B, T = input_ids.shape
+        past = cache.length if cache is not None else 0
+        if mask is not None:
+            if mask.shape != (B, past + T):
+                raise ValueError(f"mask must be (B, cached + new) = ({B}, {past + T}), got {tuple(mask.shape)}")
+            mask = mask.bool()
+        x = self.embed_tokens(input_ids)  # (B, T, d)
+        cos, sin = self.rotary(self.positions(B, T, past, mask, x.device), x.dtype)  # (B, T, R) each
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, None if cache is None else cache.layers[i], mask)
+        if cache is not None:
+            cache.length += T
+        if last_only:  # generation needs only the last position: skip V x d work for the others
+            x = x[:, -1:]
+        return self.lm_head(self.norm(x))  # (B, T, V) in the model dtype
+
+
+DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32,
+          "fp16": torch.float16, "float16": torch.float16}
+
+
+def load_model(path, dtype=None, device=None):
+    """The model with the checkpoint's weights, in `dtype` (default: the checkpoint's own) on `device` (default cpu).
+    Built on the meta device (no memory), then each parameter becomes the tensor read from the file: no fp32
+    detour, no random init to overwrite, no second copy. Peak memory is about the weights themselves."""
+    cfg = Config.load(path)  # a clear error for a folder that is not a Qwen3.5 checkpoint
+    dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype or DTYPES.get(cfg.dtype or "")
+    W = load_weights(path)
+    cfg.tie_word_embeddings = W.where.get("lm_head.weight") == W.where.get("embed_tokens.weight")  # stored head wins
+    with torch.device("meta"):
+        model = Qwen35(cfg)
+    with torch.device(device or "cpu"):
+        model.rotary = RotaryEmbedding(cfg)  # tables are computed, not loaded: build them for real
+    params = dict(model.named_parameters())  # the tied head appears once, as embed_tokens.weight
+    missing = [n for n in params if n not in W]
+    unexpected = [n for n in W if n not in params and not (n == "lm_head.weight" and cfg.tie_word_embeddings)]
+    if missing or unexpected:
+        what = "; ".join(f"{kind} {names[:3]}{' …' if len(names) > 3 else ''} ({len(names)})"
+                         for kind, names in (("missing", missing), ("unexpected", unexpected)) if names)
+        raise ValueError(f"{path}: the weights do not match its config.json ({what}): the download is incomplete or "
+                         f"the files belong to another model; download the checkpoint again")
+    for name, p in params.items():
+        t = W[name]
+        if t.shape != p.shape:
+            raise ValueError(f"{path}: {name} has shape {tuple(t.shape)} in the checkpoint, the config implies "
+                             f"{tuple(p.shape)}")
+        module, _, leaf = name.rpartition(".")
+        t = t.to(device=device, dtype=dtype or t.dtype)  # a no-op when both already match
+        setattr(model.get_submodule(module), leaf, nn.Parameter(t, requires_grad=False))
+    if cfg.tie_word_embeddings:
+        model.lm_head.weight = model.embed_tokens.weight
+    return model.eval()

@@ -1,0 +1,216 @@
+"""book/: every function a chapter calls, in script mode (one line, or a saved figure with --figures) and in
+notebook mode (drawn, shown, graded), on the synthetic checkpoint."""
+import sys
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+import book  # noqa: E402
+from book import model_map, oracle, real, shapes  # noqa: E402
+
+show_module = sys.modules["book.show"]  # book.show is the function; its module holds the rest
+
+
+@pytest.fixture
+def script(monkeypatch):
+    """Run as `python chapters/ch99_test.py [flags]` would: no kernel, that argv."""
+    monkeypatch.setattr(show_module, "in_notebook", lambda: False)
+    monkeypatch.setattr(oracle, "in_notebook", lambda: False)
+
+    def argv(*flags):
+        monkeypatch.setattr(sys, "argv", ["chapters/ch99_test.py", *flags])
+    argv()
+    return argv
+
+
+@pytest.fixture
+def notebook(monkeypatch):
+    """Run as a notebook cell would: shown things go to IPython's display, recorded here."""
+    shown = []
+    monkeypatch.setattr(show_module, "in_notebook", lambda: True)
+    monkeypatch.setattr(oracle, "in_notebook", lambda: True)
+    import IPython.display
+
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    return shown
+
+
+def line_figure(values, title="a figure"):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot(values)
+    ax.set_title(title)
+    return fig
+
+
+@pytest.mark.parametrize("part", model_map.PARTS)
+def test_model_map_draws_every_part(part):
+    import matplotlib.pyplot as plt
+
+    fig = model_map.draw(part)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert f"chapter {model_map.CHAPTERS[part]}" in fig.axes[0].get_title()
+    for name in ("embed_tokens (V, d)", "in_proj_qkv", "conv1d, silu", "q_proj (query + gate)",
+                 "q_norm (D)", "o_proj", "out_proj", "norm: final RMSNorm (d)", "3 F", "23 F", "0 L"):
+        assert name in texts, name
+    assert sum(t.startswith("mlp:") for t in texts) == 2  # one per layer kind
+    bold = {t.get_text() for t in fig.axes[0].texts if t.get_weight() == "bold"}
+    assert bold, f"nothing is highlighted for {part}"
+    plt.close(fig)
+
+
+def test_model_map_highlights_the_right_boxes():
+    import matplotlib.pyplot as plt
+
+    def lit(part):
+        fig = model_map.draw(part)
+        out = {t.get_text() for t in fig.axes[0].texts if t.get_weight() == "bold"}
+        plt.close(fig)
+        return out
+    assert {"RoPE on q, k (first D/4 dims)"} <= lit("rope") and "o_proj" not in lit("rope")
+    assert {"q_norm (D)", "k_norm (D)", "l2norm of q, k", "norm: final RMSNorm (d)"} <= lit("norm")
+    assert "in_proj_qkv" in lit("weights") and "l2norm of q, k" not in lit("weights")  # l2norm has no weight
+    with pytest.raises(ValueError, match="unknown part 'nrom'"):
+        model_map.draw("nrom")
+
+
+def test_show_in_a_script_is_one_line_without_figures(script, capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(show_module, "FIGURES", tmp_path / "figures")
+    drawn = []
+    assert book.show("ch99-line", lambda *a: drawn.append(a)) is None
+    out = capsys.readouterr().out
+    assert out == ("» figure ch99-line: see it in notebooks/ch99_test.ipynb, or rerun with --figures to save it to "
+                   "data/figures/ch99-line.png\n")
+    assert not drawn and not (tmp_path / "figures").exists()
+
+
+def test_show_in_a_script_saves_with_figures(script, capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(show_module, "FIGURES", tmp_path / "figures")
+    monkeypatch.setattr(show_module, "ROOT", tmp_path)
+    script("--model", "synthetic", "--figures")
+    fig = book.show("ch99-line", line_figure, [1, 3, 2], title="t")
+    saved = tmp_path / "figures" / "ch99-line.png"
+    assert saved.read_bytes().startswith(b"\x89PNG") and fig.axes[0].get_title() == "t"
+    assert capsys.readouterr().out == "» figure ch99-line: saved to figures/ch99-line.png\n"
+
+
+def test_show_in_a_notebook_displays_once(notebook, capsys):
+    import matplotlib.pyplot as plt
+
+    fig = book.show("ch99-line", line_figure, [1, 2])
+    assert notebook == [fig] and capsys.readouterr().out == ""
+    assert not plt.fignum_exists(fig.number)  # closed: the inline backend will not draw it a second time
+
+
+def test_listing(script, notebook, capsys, monkeypatch):
+    monkeypatch.setattr(show_module, "in_notebook", lambda: False)
+    assert book.listing("qwen/course.py") is None
+    assert capsys.readouterr().out.startswith("» the finished code: qwen/course.py (")
+    monkeypatch.setattr(show_module, "in_notebook", lambda: True)
+    source = book.listing("qwen/course.py", "pick_device", "open_model")
+    assert source.startswith("def pick_device():") and "\ndef open_model(" in source
+    assert "def chapter_args" not in source and notebook[-1].data == source
+    with pytest.raises(ValueError, match="defines no nothing_here"):
+        book.listing("qwen/course.py", "nothing_here")
+
+
+def starter_stub(config):
+    raise NotImplementedError("count_parameters")
+
+
+def test_attempt_in_a_script_says_how_to_start(script, capsys):
+    assert book.attempt(202) is None
+    out = capsys.readouterr().out
+    assert out.startswith("» exercise 202 (Count the parameters from the config): try it first.")
+    assert "python practice/judge.py start 202" in out and "python practice/judge.py 202" in out
+    with pytest.raises(ValueError, match="no practice problem 299"):
+        book.attempt(299)
+
+
+def test_attempt_in_a_notebook_grades(notebook, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("PRACTICE_PROGRESS", str(tmp_path / "progress.json"))  # the learner's progress is untouched
+    assert book.attempt(202, starter_stub) is None  # the stub is not graded
+    assert "write count_parameters in the cell above" in capsys.readouterr().out
+    assert not (tmp_path / "progress.json").exists()
+    sys.path.insert(0, str(show_module.ROOT / "practice" / "202_param_count"))
+    try:
+        from solution import count_parameters
+    finally:
+        sys.path.pop(0)
+    assert book.attempt(202, count_parameters) is True
+    assert "Accepted" in capsys.readouterr().out
+
+    def wrong(config):
+        return dict(count_parameters(config), total=0)
+    wrong.__name__ = "count_parameters"
+    assert book.attempt(202, wrong) is False
+
+
+def test_notation_table(synthetic, capsys):
+    text = book.notation(synthetic)
+    assert capsys.readouterr().out == text + "\n"
+    head, *rows = text.splitlines()
+    assert "real Qwen3.5-0.8B" in head and "synthetic checkpoint" in head
+    letters = [r.split()[0] for r in rows]
+    assert letters == ["B", "T", "V", "d", "I", "H", "Hkv", "D", "Hk", "Hv", "dk", "dv", "K"]
+    row = dict(zip(letters, rows))
+    assert row["d"].split()[-2:] == ["1,024", "64"] and row["V"].split()[-2:] == ["248,320", "248,320"]
+    assert row["D"].split()[-2:] == ["256", "64"] and row["Hv"].split()[-2:] == ["16", "4"]
+    assert row["B"].endswith("your input")
+    assert "this checkpoint" in book.notation(real.config()).splitlines()[0]
+
+
+def test_real_config_is_the_published_one():
+    """The real 0.8B config as the course reads it; its counts against transformers' own model on the meta device
+    (tests/test_chapters.py and tests/test_practice.py check the same numbers from other sides)."""
+    torch = pytest.importorskip("torch")
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    fields = {k: v for k, v in real.TEXT_CONFIG.items() if k not in ("model_type", "dtype")}
+    with torch.device("meta"):
+        hf = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**fields))
+    cfg = real.config()
+    assert sum(p.numel() for p in hf.parameters()) == 752_393_024
+    assert hf.model.embed_tokens.weight.shape == (cfg.vocab_size, cfg.hidden_size)
+    assert cfg.layer_types == hf.config.layer_types and cfg.tie_word_embeddings
+
+
+def test_proof(script, notebook, capsys, monkeypatch):
+    import torch
+
+    def compare(transformers, x):
+        assert transformers.__name__ == "transformers"
+        return oracle.difference("ones", x, torch.ones_like(x))
+    monkeypatch.setattr(oracle, "in_notebook", lambda: False)
+    assert book.proof(compare, torch.ones(3)) is None
+    assert capsys.readouterr().out.startswith("» the proof against transformers: rerun with --proof")
+    script("--proof")
+    assert book.proof(compare, torch.full((3,), 1.5)) == 0.5
+    assert capsys.readouterr().out == "ones: max |ours - transformers| = 0.5\n"
+    monkeypatch.setattr(oracle, "in_notebook", lambda: True)
+    monkeypatch.setitem(sys.modules, "transformers", None)  # as if it were not installed
+    assert book.proof(compare, torch.ones(3)) is None
+    assert capsys.readouterr().out.startswith("transformers is not installed, so the comparison with it is skipped")
+
+
+def test_bf16_steps():
+    import torch
+
+    x = torch.tensor([1.0, 3.0, -0.5, 1e-3]).bfloat16()
+    up = torch.nextafter(x, torch.full_like(x, 10.0))  # one bf16 step towards +10
+    assert oracle.bf16_steps(x, up) == 1.0 and oracle.bf16_steps(x, x) == 0.0
+    two = torch.nextafter(up, torch.full_like(x, 10.0))
+    assert oracle.bf16_steps(x, two) == 2.0
+    assert oracle.difference("x", x, two) == pytest.approx(float((two.float() - x.float()).abs().max()))
+
+
+def test_book_imports_no_matplotlib_or_transformers():
+    import subprocess
+
+    code = ("import sys, book; bad = [m for m in ('matplotlib', 'transformers', 'IPython') if m in sys.modules]; "
+            "print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=show_module.ROOT)
+    assert out.stdout.strip() == "[]", out.stderr

@@ -1,0 +1,217 @@
+"""qwen/model.py: the whole model against transformers (eager) on the synthetic checkpoint and on small random
+checkpoints written by transformers with configs the course never saw; caches, left padding, loading and its errors."""
+import json
+
+import pytest
+import torch
+from hf_checkpoint import hf_load, save_checkpoint, text_config
+from safetensors.torch import load_file, save_file
+
+from qwen.model import load_model
+
+B, T = 2, 150  # longer than two DeltaNet chunks of 64
+FP32_TOL = 1e-4
+
+# name -> (text config, tied head, drop layer_types from config.json)
+CONFIGS = {
+    "Hv=Hk, GQA 1, tied": (text_config(linear_num_key_heads=2, linear_num_value_heads=2, num_attention_heads=4,
+                                       num_key_value_heads=4), True, False),
+    "Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3": (
+        text_config(linear_value_head_dim=24, num_attention_heads=6, num_key_value_heads=2, rms_norm_eps=1e-5,
+                    num_hidden_layers=6, full_attention_interval=3), False, True),
+    "Hv=3Hk, dk!=dv, GQA 4, no layer_types": (
+        text_config(linear_num_key_heads=1, linear_num_value_heads=3, linear_key_head_dim=32,
+                    linear_value_head_dim=16, num_attention_heads=8, num_key_value_heads=2, num_hidden_layers=5),
+        True, True),
+}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    out = {}
+    for i, (name, (text, tied, drop)) in enumerate(CONFIGS.items()):
+        out[name] = save_checkpoint(tmp_path_factory.mktemp(f"cfg{i}"), text, tied=tied, seed=i,
+                                    drop_layer_types=drop)
+    return out
+
+
+def ids_for(vocab, seed=0, shape=(B, T)):
+    return torch.randint(0, vocab, shape, generator=torch.Generator().manual_seed(seed))
+
+
+def compare_fp32(folder, ids):
+    ours, theirs = load_model(folder, dtype=torch.float32), hf_load(folder)
+    with torch.no_grad():
+        got, want = ours(ids), theirs(ids).logits
+    err = (got - want).abs().max().item()
+    print(f"fp32 logits max |diff| = {err:.2e} (max |logit| {want.abs().max():.2f})")
+    assert got.dtype == torch.float32 and got.shape == want.shape
+    assert err <= FP32_TOL
+
+
+def compare_bf16(folder, ids):
+    ours, theirs = load_model(folder, dtype=torch.bfloat16), hf_load(folder, torch.bfloat16)
+    with torch.no_grad():
+        got, want = ours(ids), theirs(ids).logits
+    agree = (got.argmax(-1) == want.argmax(-1)).float().mean().item()
+    print(f"bf16 top-1 agreement {agree:.2%}, logits max |diff| = {(got.float() - want.float()).abs().max():.2e}")
+    assert got.dtype == torch.bfloat16 and agree >= 0.99
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_fp32_equals_transformers(folders, name):
+    compare_fp32(folders[name], ids_for(CONFIGS[name][0]["vocab_size"]))
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_bf16_top1_equals_transformers(folders, name):
+    compare_bf16(folders[name], ids_for(CONFIGS[name][0]["vocab_size"]))
+
+
+def test_synthetic_equals_transformers(synthetic):
+    ids = ids_for(248320)
+    compare_fp32(synthetic, ids)
+    compare_bf16(synthetic, ids)
+
+
+@pytest.fixture(scope="module")
+def model(folders):
+    return load_model(folders["Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3"], dtype=torch.float32)
+
+
+def run_in_pieces(model, ids, pieces, mask=None):
+    cache, out, start = model.new_cache(), [], 0
+    for n in pieces:
+        m = None if mask is None else mask[:, :start + n]
+        out.append(model(ids[:, start:start + n], cache=cache, mask=m))
+        start += n
+    assert start == ids.shape[1] and cache.length == start
+    return torch.cat(out, 1)
+
+
+@pytest.mark.parametrize("pieces", [[130] + [1] * 20, [2, 68, 3, 60, 1, 16], [1] * 10 + [140]],
+                         ids=["prefill then token by token", "uneven pieces", "tokens then a long piece"])
+def test_cache_equals_full_forward(model, pieces):
+    ids = ids_for(512, seed=1)
+    with torch.no_grad():
+        full, pieced = model(ids), run_in_pieces(model, ids, pieces)
+    err = (pieced - full).abs().max().item()
+    print(f"cached vs full forward: max |diff| = {err:.2e}")
+    assert err <= FP32_TOL
+
+
+def test_last_only(model):
+    ids = ids_for(512, shape=(2, 20))
+    with torch.no_grad():
+        full, cache = model(ids), model.new_cache()
+        assert torch.equal(model(ids, last_only=True), full[:, -1:])
+        model(ids[:, :19], cache=cache)
+        torch.testing.assert_close(model(ids[:, 19:], cache=cache, last_only=True), full[:, -1:])
+
+
+def left_padded(rows, pad=0):
+    """Left-pad token lists into one batch, as generate does: (ids, mask)."""
+    width = max(map(len, rows))
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    return ids, mask
+
+
+def test_left_padding_equals_each_row_alone(model):
+    """Identity: a left-padded batch, then cached decode steps, gives each row what it gets alone (fp32)."""
+    rows = [ids_for(512, seed=2, shape=(1, 90))[0].tolist(), ids_for(512, seed=3, shape=(1, 23))[0].tolist()]
+    ids, mask = left_padded(rows)
+    steps = ids_for(512, seed=4, shape=(2, 3))
+    with torch.no_grad():
+        cache = model.new_cache()
+        logits = [model(ids, cache=cache, mask=mask)]
+        for t in range(3):
+            mask = torch.cat([mask, torch.ones(2, 1, dtype=mask.dtype)], 1)
+            logits.append(model(steps[:, t:t + 1], cache=cache, mask=mask))
+        logits = torch.cat(logits, 1)
+        for b, row in enumerate(rows):
+            alone = model(torch.tensor([row + steps[b].tolist()]))[0]
+            err = (logits[b, -alone.shape[0]:] - alone).abs().max().item()
+            print(f"row {b} ({len(row)} tokens): padded batch vs alone max |diff| = {err:.2e}")
+            assert err <= FP32_TOL
+
+
+def test_left_padding_equals_transformers(folders):
+    """transformers with the same mask and generate's positions (cumsum(mask) - 1): equal on the real tokens."""
+    folder = folders["Hv=Hk, GQA 1, tied"]
+    ours, theirs = load_model(folder, dtype=torch.float32), hf_load(folder)
+    ids, mask = left_padded([ids_for(512, seed=5, shape=(1, 100))[0].tolist(), [7, 8, 9, 10, 11]])
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        got = ours(ids, mask=mask)
+        want = theirs(ids, attention_mask=mask, position_ids=positions).logits
+    real = mask.bool()
+    err = (got[real] - want[real]).abs().max().item()
+    print(f"left-padded batch vs transformers: max |diff| on real tokens = {err:.2e}")
+    assert err <= FP32_TOL
+
+
+def test_bad_mask_shape_is_a_clear_error(model):
+    with pytest.raises(ValueError, match=r"mask must be \(B, cached \+ new\) = \(1, 3\), got \(1, 2\)"):
+        model(torch.tensor([[1, 2, 3]]), mask=torch.ones(1, 2))
+
+
+# loading
+
+
+@pytest.fixture(scope="module")
+def layouts(tmp_path_factory):
+    """One bf16 model saved four ways: single file or sharded, tied or untied head."""
+    text = text_config()
+    out = {}
+    for tied in (True, False):
+        for sharded in (False, True):
+            folder = tmp_path_factory.mktemp(f"tied{tied}_sharded{sharded}")
+            save_checkpoint(folder, text, tied=tied, dtype=torch.bfloat16, seed=7,
+                            max_shard_size="100KB" if sharded else None)
+            assert (folder / "model.safetensors.index.json").is_file() == sharded
+            out[tied, sharded] = folder
+    return out
+
+
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
+@pytest.mark.parametrize("sharded", [False, True], ids=["single file", "sharded"])
+def test_load_layouts(layouts, tied, sharded):
+    folder = layouts[tied, sharded]
+    ours, theirs = load_model(folder), hf_load(folder, torch.bfloat16)
+    assert all(p.dtype == torch.bfloat16 for p in ours.parameters()), "dtype=None keeps the checkpoint's bf16"
+    assert (ours.lm_head.weight is ours.embed_tokens.weight) == tied
+    sd = theirs.state_dict()
+    for name, p in ours.named_parameters(remove_duplicate=False):
+        assert torch.equal(p, sd["lm_head.weight" if name == "lm_head.weight" else "model.language_model." + name])
+    ids = ids_for(512, shape=(1, 40))
+    with torch.no_grad():
+        got, want = ours(ids), theirs(ids).logits
+    assert got.dtype == torch.bfloat16
+    assert (got.argmax(-1) == want.argmax(-1)).float().mean() >= 0.99
+
+
+def test_not_qwen_folder_is_a_clear_error(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
+    with pytest.raises(ValueError, match="is a llama config, not a dense Qwen3.5 one"):
+        load_model(tmp_path)
+
+
+def test_missing_tensor_is_a_clear_error(layouts, tmp_path):
+    folder = layouts[True, False]
+    (tmp_path / "config.json").write_text((folder / "config.json").read_text())
+    tensors = load_file(folder / "model.safetensors")
+    del tensors["model.language_model.layers.2.mlp.up_proj.weight"]
+    save_file(tensors, tmp_path / "model.safetensors")
+    with pytest.raises(ValueError, match=r"missing \['layers\.2\.mlp\.up_proj\.weight'\].*download the checkpoint"):
+        load_model(tmp_path)
+
+
+def test_wrong_shape_is_a_clear_error(layouts, tmp_path):
+    folder = layouts[True, False]
+    raw = json.loads((folder / "config.json").read_text())
+    raw["text_config"]["intermediate_size"] = 80
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    (tmp_path / "model.safetensors").symlink_to(folder / "model.safetensors")
+    with pytest.raises(ValueError, match=r"layers\.0\.mlp\.gate_proj\.weight has shape \(96, 64\) in the checkpoint"):
+        load_model(tmp_path)
