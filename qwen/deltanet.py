@@ -1,0 +1,163 @@
+"""Gated DeltaNet: the linear attention of three Qwen3.5 layers in four, a fixed-size memory instead of a KV cache.
+
+Each value head keeps a matrix S (dk × dv) that maps keys to values. Per token it forgets (S ← e^g·S, g ≤ 0), then
+writes only what it got wrong: S ← S + k ⊗ β(v − Sᵀk) (the delta rule), then reads o = Sᵀq. The same rule is
+written twice: `recurrent_delta_rule`, token by token like the equations, and `chunked_delta_rule`, which turns each
+chunk of 64 tokens into matrix products and one triangular solve (derived in chapter 7) and is proven equal to it.
+Around the kernel: a causal depthwise conv, the gates, l2-normalised q and k, and a gated RMSNorm on the output.
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from qwen.norm import GatedRMSNorm, l2norm
+
+
+def causal_conv(x, weight, state=None):
+    """silu of a depthwise causal conv: u_t[c] = Σ_i w[c, i]·x_{t−K+1+i}[c]; the K−1 inputs before x come from
+    `state` (zeros at the start). x: (B, T, C); weight: (C, 1, K); state: (B, C, K−1). Returns u and the new state.
+    F.conv1d accumulates bf16 in fp32 and rounds once, as the reference does (a per-tap bf16 sum would not)."""
+    B, T, C = x.shape
+    K = weight.shape[-1]
+    x = x.transpose(1, 2)  # (B, C, T): channels first, as conv1d wants
+    if state is None:
+        state = x.new_zeros(B, C, K - 1)
+    x = torch.cat([state, x], dim=-1)  # (B, C, K−1+T): the past the first outputs look at
+    u = F.conv1d(x, weight, groups=C)  # (B, C, T): no padding, so output t sees inputs t..t+K−1 of the padded x
+    return F.silu(u).transpose(1, 2), x[:, :, -(K - 1):]
+
+
+def _check(q, k, v, g, beta, state):
+    """The shapes the kernels expect, checked up front; returns the dtype to compute in: fp32 for bf16/fp16/fp32
+    inputs, float64 for float64 ones (so the two kernels can be compared to 1e-12)."""
+    (B, T, H, dv), (Hk, dk) = v.shape, k.shape[2:]
+    if H % Hk:
+        raise ValueError(f"delta rule: v has {H} heads {tuple(v.shape)}, not a multiple of k's {Hk} {tuple(k.shape)}")
+    want = dict(q=(B, T, Hk, dk), k=(B, T, Hk, dk), g=(B, T, H), beta=(B, T, H), state=(B, H, dk, dv))
+    for name, x in dict(q=q, k=k, g=g, beta=beta, state=state).items():
+        if x is not None and tuple(x.shape) != want[name]:
+            raise ValueError(f"delta rule: {name} has shape {tuple(x.shape)}, expected {want[name]} "
+                             f"(from v {tuple(v.shape)} = (B, T, H, dv) and k {tuple(k.shape)} = (B, T, Hk, dk))")
+    wide = torch.float64 in (q.dtype, k.dtype, v.dtype, getattr(state, "dtype", None))
+    return torch.float64 if wide else torch.float32
+
+
+def recurrent_delta_rule(q, k, v, g, beta, state=None):
+    """The gated delta rule, one token at a time. q, k: (B, T, Hk, dk), l2-normalised, q scaled by dk^-½;
+    v: (B, T, H, dv); g, beta: (B, T, H); state: (B, H, dk, dv) or None. H = Hk, or a multiple of it (value head h
+    reads key head ⌊h / (H/Hk)⌋). Returns out (B, T, H, dv) in v's dtype and the final state (B, H, dk, dv) in the
+    compute dtype (fp32, or float64 for float64 inputs)."""
+    B, T, H, dv = v.shape
+    out_dtype, dtype = v.dtype, _check(q, k, v, g, beta, state)
+    r = H // k.shape[2]
+    q, k = (x.repeat_interleave(r, dim=2).to(dtype) for x in (q, k))  # (B, T, H, dk): consecutive heads share
+    v, g, beta = v.to(dtype), g.to(dtype), beta.to(dtype)
+    S = q.new_zeros(B, H, k.shape[-1], dv) if state is None else state.to(dtype)  # (B, H, dk, dv)
+    out = v.new_empty(B, T, H, dv)
+    for t in range(T):
+        S = S * g[:, t, :, None, None].exp()  # forget: every memory fades by e^g ≤ 1
+        prediction = torch.einsum("bhk,bhkv->bhv", k[:, t], S)  # what the memory returns for k: Sᵀk
+        delta = beta[:, t, :, None] * (v[:, t] - prediction)  # β·(v − Sᵀk): only the error is written
+        S = S + torch.einsum("bhk,bhv->bhkv", k[:, t], delta)  # S += k ⊗ delta
+        out[:, t] = torch.einsum("bhk,bhkv->bhv", q[:, t], S)  # read: Sᵀq
+    return out.to(out_dtype), S
+
+
+def chunked_delta_rule(q, k, v, g, beta, state=None, chunk_size=64):
+    """The same rule, a chunk of C tokens at a time (same arguments and results as `recurrent_delta_rule`).
+
+    Inside a chunk, with G = cumsum(g) and Γ_ij = e^(G_i − G_j) for j ≤ i (0 above), the corrections U that the
+    tokens write solve a unit lower-triangular system (I + strictly_lower(βKKᵀ ⊙ Γ)) U = βV − (βe^G K) S_prev.
+    One triangular solve finds all of them; then O = (e^G Q) S_prev + (QKᵀ ⊙ Γ) U and
+    S_next = e^(G_C) S_prev + (e^(G_C − G) K)ᵀ U. Only the step from chunk to chunk is a loop.
+    """
+    B, T, H, dv = v.shape
+    Hk, dk = k.shape[2:]
+    r, C = H // Hk, chunk_size
+    out_dtype, dtype = v.dtype, _check(q, k, v, g, beta, state)
+    pad = -T % C  # zeros at the end: g = 0 keeps the state, k = v = β = 0 write nothing
+    N = (T + pad) // C
+
+    def chunks(x, heads):  # (B, T, heads·…, ·) -> (B, Hk, heads // Hk, N, C, ·): value heads grouped by key head
+        x = F.pad(x.to(dtype).transpose(1, 2), (0, 0, 0, pad) if x.dim() == 4 else (0, pad))
+        return x.reshape(B, Hk, heads // Hk, N, C, *x.shape[3:])
+
+    q, k, v = chunks(q, Hk), chunks(k, Hk), chunks(v, H)  # q, k: (B, Hk, 1, N, C, dk); v: (B, Hk, r, N, C, dv)
+    g, beta = chunks(g, H), chunks(beta, H)  # (B, Hk, r, N, C)
+
+    G = g.cumsum(-1)  # log of the decay from the chunk's start to each token, inclusive
+    causal = torch.ones(C, C, dtype=torch.bool, device=v.device).tril()
+    # Γ_ij = e^(G_i − G_j): the decay between token j's write and token i's read. Masked before the exp: above the
+    # diagonal G_i − G_j > 0 can overflow to inf, and inf · 0 is nan
+    Gamma = (G[..., :, None] - G[..., None, :]).masked_fill(~causal, float("-inf")).exp()  # (B, Hk, r, N, C, C)
+    KK = k @ k.transpose(-1, -2)  # (B, Hk, 1, N, C, C): once per key head, shared by its r value heads
+    QK = q @ k.transpose(-1, -2)
+    # A = I + strictly_lower(βKKᵀ ⊙ Γ). The solver is told the diagonal is 1 and reads only below it,
+    # so the diagonal and upper part of this product are never used.
+    A = beta[..., None] * KK * Gamma
+    rhs = torch.cat([beta[..., None] * v, (beta * G.exp())[..., None] * k], dim=-1)  # [βV | βe^G K]
+    U, W = torch.linalg.solve_triangular(A, rhs, upper=False, unitriangular=True).split([dv, dk], dim=-1)
+    P = QK * Gamma  # (B, Hk, r, N, C, C): within-chunk attention, with its diagonal (Γ_ii = 1)
+    Qd = q * G.exp()[..., None]  # (B, Hk, r, N, C, dk): q reads a state that has decayed by e^G_i
+    Kd = k * (G[..., -1:] - G).exp()[..., None]  # k's write still decays by e^(G_C − G_j) before the chunk ends
+    chunk_decay = G[..., -1].exp()[..., None, None]  # (B, Hk, r, N, 1, 1)
+
+    S = v.new_zeros(B, Hk, r, dk, dv) if state is None else state.to(dtype).reshape(B, Hk, r, dk, dv)
+    out = torch.empty_like(v)  # (B, Hk, r, N, C, dv)
+    for n in range(N):
+        V_new = U[..., n, :, :] - W[..., n, :, :] @ S  # the corrections, now that the carried state is known
+        out[..., n, :, :] = Qd[..., n, :, :] @ S + P[..., n, :, :] @ V_new
+        S = chunk_decay[..., n, :, :] * S + Kd[..., n, :, :].transpose(-1, -2) @ V_new
+    out = out.reshape(B, H, N * C, dv)[:, :, :T].transpose(1, 2)  # (B, T, H, dv)
+    return out.to(out_dtype), S.reshape(B, H, dk, dv)
+
+
+class DeltaNetCache:
+    """What one linear-attention layer remembers between calls: the last K−1 pre-conv inputs `conv` (B, C, K−1),
+    in the model dtype, and the fp32 recurrent `state` (B, Hv, dk, dv). Neither grows with the context."""
+
+    def __init__(self):
+        self.conv = None
+        self.state = None
+
+
+class GatedDeltaNet(nn.Module):
+    """One linear-attention mixer, `layers.N.linear_attn.*`: (B, T, d) -> (B, T, d)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg.hidden_size
+        self.Hk, self.Hv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
+        self.dk, self.dv = cfg.linear_key_head_dim, cfg.linear_value_head_dim
+        assert self.Hv % self.Hk == 0, f"value heads ({self.Hv}) must be a multiple of key heads ({self.Hk})"
+        C = 2 * self.Hk * self.dk + self.Hv * self.dv  # conv channels: [q | k | v]
+        self.in_proj_qkv = nn.Linear(d, C, bias=False)
+        self.in_proj_z = nn.Linear(d, self.Hv * self.dv, bias=False)  # the output gate
+        self.in_proj_b = nn.Linear(d, self.Hv, bias=False)  # write strength β = sigmoid(b)
+        self.in_proj_a = nn.Linear(d, self.Hv, bias=False)  # decay g = −e^A_log · softplus(a + dt_bias)
+        self.conv1d = nn.Conv1d(C, C, cfg.linear_conv_kernel_dim, groups=C, bias=False)  # weight (C, 1, K)
+        self.dt_bias = nn.Parameter(torch.ones(self.Hv))
+        self.A_log = nn.Parameter(torch.zeros(self.Hv))
+        self.norm = GatedRMSNorm(self.dv, cfg.rms_norm_eps)
+        self.out_proj = nn.Linear(self.Hv * self.dv, d, bias=False)
+
+    def forward(self, x, cache=None, mask=None):
+        B, T, _ = x.shape
+        if mask is not None:  # (B, T) for the new tokens: a padded position must write nothing into the state
+            x = x * mask[:, :, None].to(x.dtype)
+        u, conv = causal_conv(self.in_proj_qkv(x), self.conv1d.weight, cache.conv if cache is not None else None)
+        q, k, v = u.split([self.Hk * self.dk, self.Hk * self.dk, self.Hv * self.dv], dim=-1)
+        # l2norm in fp32 (so |q| = |k| = 1 exactly enough for the delta rule), q also scaled by dk^-½
+        q = l2norm(q.reshape(B, T, self.Hk, self.dk).float()) * self.dk ** -0.5  # (B, T, Hk, dk)
+        k = l2norm(k.reshape(B, T, self.Hk, self.dk).float())  # key heads stay Hk: the kernels share them
+        v = v.reshape(B, T, self.Hv, self.dv)
+        beta = self.in_proj_b(x).sigmoid()  # (B, T, Hv), in the model dtype
+        # g = log of the decay, in fp32 (in fp16, e^A_log would overflow); softplus keeps it ≤ 0
+        g = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias.float())
+        state = cache.state if cache is not None else None
+        rule = recurrent_delta_rule if T == 1 and state is not None else chunked_delta_rule
+        o, state = rule(q, k, v, g, beta, state)  # (B, T, Hv, dv)
+        if cache is not None:
+            cache.conv, cache.state = conv, state
+        o = self.norm(o, self.in_proj_z(x).reshape(B, T, self.Hv, self.dv))  # per head: normalise, then gate
+        return self.out_proj(o.reshape(B, T, self.Hv * self.dv))
