@@ -2,13 +2,14 @@
 seeds, stop tokens, batching and streaming text.
 
 The loop is exercised on two models with the pinned API (model(ids, cache, mask, last_only), new_cache()):
-transformers' own model behind a thin adapter (so the loop is proven on its own), and qwen.model when present.
+transformers' own model behind a thin adapter (so the loop is proven on its own), and qwen.model.
 Run: pytest -q tests/test_generate.py (about a minute)."""
 import pytest
 import torch
 
 from qwen.generate import (END_OF_TEXT, IM_END, TextStream, checkpoint_stop_tokens, filter_logits, generate,
                            pad_left)
+from qwen.model import load_model
 from qwen.tokenizer import load_tokenizer
 
 N = 24  # new tokens compared with transformers
@@ -122,21 +123,34 @@ PROMPTS = [[248045, 846, 198, 9419, 11, 1814, 0], [5834, 248046, 198, 248045, 77
 SMALL_PROMPTS = [[3, 17, 250, 9, 1, 400, 33], [1, 2, 3], list(range(100, 140)), [77]]
 
 
-def test_loop_equals_transformers_generate(hf_model, adapter):
-    want = hf_greedy(hf_model, PROMPTS)
-    for p, w in zip(PROMPTS, want):
-        assert list(generate(adapter, p, N)) == w  # one prompt at a time
-    assert ours_batched(adapter, PROMPTS) == want  # left-padded batch with a mask
-    assert any(len(w) == N for w in want)  # the comparison ran the full length on some prompt
+@pytest.fixture(scope="module")
+def synthetic_want(hf_model):
+    return hf_greedy(hf_model, PROMPTS)
 
 
-def test_loop_equals_transformers_generate_small(small, small_adapter):
-    """Small random config, prompts of 1 to 40 tokens (one beyond a DeltaNet chunk of 64 would be slow here)."""
-    want = hf_greedy(small[0], SMALL_PROMPTS, pad_id=0)
-    for p, w in zip(SMALL_PROMPTS, want):
-        assert list(generate(small_adapter, p, N)) == w
-    assert ours_batched(small_adapter, SMALL_PROMPTS, pad_id=0) == want
-    assert all(len(w) == N for w in want)  # the small vocabulary has no stop token: full length everywhere
+@pytest.fixture(scope="module")
+def small_want(small):
+    return hf_greedy(small[0], SMALL_PROMPTS, pad_id=0)
+
+
+@pytest.mark.parametrize("who", ["adapter", "qwen"])
+def test_greedy_equals_transformers_generate(who, hf_model, adapter, synthetic, synthetic_want):
+    """24 greedy tokens, token for token: our loop on transformers' model (the loop alone), then on qwen.model."""
+    model = adapter if who == "adapter" else load_model(synthetic, dtype=torch.float32)
+    for p, w in zip(PROMPTS, synthetic_want):
+        assert list(generate(model, p, N)) == w  # one prompt at a time
+    assert ours_batched(model, PROMPTS) == synthetic_want  # left-padded batch with a mask
+    assert any(len(w) == N for w in synthetic_want)  # the comparison ran the full length on some prompt
+
+
+@pytest.mark.parametrize("who", ["adapter", "qwen"])
+def test_greedy_equals_transformers_generate_small(who, small, small_adapter, small_want):
+    """Small random config (every parameter random), prompts of 1 to 40 tokens, alone and as a batch."""
+    model = small_adapter if who == "adapter" else load_model(small[1], dtype=torch.float32)
+    for p, w in zip(SMALL_PROMPTS, small_want):
+        assert list(generate(model, p, N)) == w
+    assert ours_batched(model, SMALL_PROMPTS, pad_id=0) == small_want
+    assert all(len(w) == N for w in small_want)  # the small vocabulary has no stop token: full length everywhere
 
 
 def test_stop_and_limits(small_adapter):
