@@ -90,7 +90,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Chat with the hand-written Qwen3.5 in the terminal. " + HELP)
     p.add_argument("--model", help="checkpoint folder, hub id (default Qwen/Qwen3.5-0.8B), size or 'synthetic'")
     p.add_argument("--device", help="cpu, cuda or mps (default: the fastest available)")
-    p.add_argument("--dtype", choices=["bf16", "fp32", "fp16"], help="default: the checkpoint's own (bf16)")
+    p.add_argument("--dtype", choices=["bf16", "fp32", "fp16"],
+                   help="default: fp32 on a CPU (its bf16 matrix products are slower), else the checkpoint's (bf16)")
     p.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
                    help="start with thinking on/off (default: the checkpoint's: off for 0.8B and 2B, on for 4B+)")
     p.add_argument("--hide-thinking", action="store_true", help="think, but do not print the reasoning")
@@ -113,7 +114,8 @@ def main(argv=None):
         path = open_model(args.model)
         tok = load_tokenizer(path)
         device = torch.device(args.device) if args.device else pick_device()
-        model = load_model(path, dtype=args.dtype, device=device)
+        dtype = args.dtype or ("fp32" if device.type == "cpu" else None)
+        model = load_model(path, dtype=dtype, device=device)
     except (FileNotFoundError, ValueError) as e:
         sys.exit(f"error: {e}")
     synthetic = is_synthetic(path)
@@ -126,7 +128,7 @@ def main(argv=None):
                 args.max_new_tokens or (48 if synthetic else 1024), args.seed, args.system)
     show = "hide" if args.hide_thinking else "dim"
     dim, plain = ("\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "")
-    print(f"{path.name} on {device}, thinking {'on' if chat.thinking else 'off'}. {HELP}")
+    print(f"{path.name} on {device} in {next(model.parameters()).dtype}, thinking {'on' if chat.thinking else 'off'}. {HELP}")
     while True:
         try:
             line = input("\nyou> ")

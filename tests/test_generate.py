@@ -14,14 +14,7 @@ from qwen.tokenizer import load_tokenizer
 
 N = 24  # new tokens compared with transformers
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices: one thread is faster than two fighting over a shared CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class HFCache:
