@@ -50,14 +50,14 @@ book.show("ch09-map", book.model_map.draw, "generate")
 prompt = "The capital of France is"
 ids = tok.encode(prompt)
 stop = checkpoint_stop_tokens(args.path)
-greedy = list(generate(model, ids, 12, stop=stop))
+greedy = list(generate(model, ids, 8, stop=stop))
 print(f"prompt {prompt!r} = {len(ids)} tokens {ids}")
 print(f"greedy {SYNTHETIC}: {tok.decode(greedy)!r}")
 card = dict(temperature=1.0, top_k=20, top_p=0.95)  # the model card's thinking-mode settings
-sampled = {seed: list(generate(model, ids, 12, seed=seed, stop=stop, **card)) for seed in (1, 2)}
+sampled = {seed: list(generate(model, ids, 8, seed=seed, stop=stop, **card)) for seed in (1, 2)}
 for seed, out in sampled.items():
     print(f"sampled, seed {seed}{SYNTHETIC}: {tok.decode(out)!r}")
-print(f"seed 1 again gives the same tokens: {list(generate(model, ids, 12, seed=1, stop=stop, **card)) == sampled[1]}")
+print(f"seed 1 again gives the same tokens: {list(generate(model, ids, 8, seed=1, stop=stop, **card)) == sampled[1]}")
 
 # %% [markdown]
 # ## 2. The sampling rules
@@ -168,7 +168,7 @@ book.listing("qwen/chat.py")
 # divided by memory bandwidth is a floor for the time of one step.
 
 # %%
-T, n = 64, 16
+T, n = 64, 8
 x = torch.randint(0, 248044, (1, T), device=dev)
 with torch.no_grad():
     start = time.perf_counter()
@@ -242,10 +242,10 @@ book.show("ch09-cache", ch09.cache_growth, [(book.real.NAME, real)])
 # %%
 def compare(transformers, path):
     hf = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    want = hf.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, eos_token_id=sorted(stop),
+    want = hf.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False, eos_token_id=sorted(stop),
                        pad_token_id=248044)[0, len(ids):].tolist()
-    ours = list(generate(load_model(path, dtype=torch.float32), ids, 12, stop=stop))
-    print(f"greedy 12 tokens: transformers {want}\n                  ours         {ours}\n"
+    ours = list(generate(load_model(path, dtype=torch.float32), ids, 8, stop=stop))
+    print(f"greedy 8 tokens: transformers {want}\n                 ours         {ours}\n"
           f"identical: {want[:len(ours)] == ours}")
 
 
