@@ -1,7 +1,7 @@
 """Run the course: every chapter script in order, with the same arguments (e.g. --model synthetic).
 
-Run: python main.py [--model PATH|HUB_ID|synthetic]   (bash course.sh does the set-up first)
-     python main.py chat [--model ...]                  talk to the finished model in the terminal (see --help)
+Run: python main.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]   (bash course.sh does the set-up first)
+     python main.py chat [--model ...]        talk to the finished model in the terminal (see --help)
 """
 import subprocess
 import sys

@@ -43,7 +43,7 @@ def _layer(x, kind):
 def _boxes():
     stack = [(0.4, 0.7, 3.4, 0.6, "embed_tokens (V, d)", "embedding", True),
              (0.4, 7.95, 3.4, 0.45, "norm: final RMSNorm (d)", "norm", True),
-             (0.4, 8.55, 3.4, 0.45, "lm_head (V, d), tied: = embed_tokens", "embedding", True),
+             (0.4, 8.55, 3.4, 0.45, "lm_head (V, d): embed_tokens if tied", "embedding", True),
              (0.4, 9.15, 3.4, 0.4, "logits → next token → append", "generate", False)]
     for i in range(24):  # [L, L, L, F] x 6, bottom to top
         kind = "F" if (i + 1) % 4 == 0 else "L"
@@ -88,7 +88,7 @@ def draw(highlight):
         box(*b, fontsize=6 if b[3] < 0.3 else 8)
     frame(0.25, 1.45, 3.7, 6.15, "24 decoder layers, [L, L, L, F] × 6", "model")
     ax.text(1.9, 4.5, "L: linear attention\n(Gated DeltaNet),\n18 layers\n\nF: full attention,\n6 layers\n\n"
-            "each one:\nx + mixer(norm(x)),\nthen + mlp(norm(x))", fontsize=8, va="center", color="#555555")
+            "each one:\nh = x + mixer(norm(x)),\nh + mlp(norm(h))", fontsize=8, va="center", color="#555555")
     ax.text(2.1, 0.25, "token ids (B, T)", ha="center", fontsize=9)
     for x, kind, mixer, name in ((4.8, "L", "deltanet", "linear_attn: Gated DeltaNet"),
                                  (10.3, "F", "attention", "self_attn: gated attention")):

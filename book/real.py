@@ -5,6 +5,7 @@ TEXT_CONFIG is the `text_config` of the published config.json (read from public 
 machines have no hub access, see docs: qwen35-reference.md §1). Everything else here is computed from it, never
 typed in: `config()` reads it exactly as a checkpoint's config.json is read.
 """
+from qwen.synthetic import REAL_FP32 as FP32  # noqa: F401 (the tensors the real checkpoints store in fp32)
 from qwen.weights import Config
 
 NAME = "real Qwen3.5-0.8B"

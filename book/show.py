@@ -33,14 +33,15 @@ def _notebook_name():
 
 def show(name, draw, *args, **kwargs):
     """Draw the figure `draw(*args, **kwargs)` returns: inline in a notebook; in a script saved to
-    data/figures/<name>.png when the script ran with --figures, else one line that says where to see it."""
+    data/figures/<name>.png when the script ran with --figures, else one line that says where to see it.
+    Returns None, like listing and attempt, so that a notebook cell shows the thing once and no value after it."""
     if in_notebook():
         from IPython.display import display
 
         figure = draw(*args, **kwargs)
         display(figure)
         _close(figure)  # shown once: the inline backend must not show it again at the end of the cell
-        return figure
+        return None
     if "--figures" not in sys.argv[1:]:
         note(f"figure {name}: see it in {_notebook_name()}, or rerun with --figures to save it to "
              f"data/figures/{name}.png")
@@ -55,7 +56,7 @@ def show(name, draw, *args, **kwargs):
     figure.savefig(out, dpi=110, bbox_inches="tight")
     _close(figure)
     note(f"figure {name}: saved to {out.relative_to(ROOT)}")
-    return figure
+    return None
 
 
 def _close(figure):
@@ -83,7 +84,7 @@ def listing(path, *names):
     from IPython.display import Code, display
 
     display(Code(source, language="python"))
-    return source
+    return None
 
 
 def exercise(number):
@@ -113,10 +114,10 @@ def attempt(number, *functions):
              f"python practice/judge.py {number}")
         return None
     if not functions or all(_is_stub(f) for f in functions):
-        print(f"exercise {number} ({title}): write {wanted} in the cell above, in place of the line that raises "
-              f"NotImplementedError, and run both cells to grade it (statement: python practice/judge.py show "
-              f"{number})")
+        print(f"exercise {number} ({title}): replace the line that raises NotImplementedError in {wanted} with your "
+              f"code and run the cell again to grade it (statement: python practice/judge.py show {number})")
         return None
     from practice.judge import check
 
-    return check(number, *functions)
+    check(number, *functions)  # prints the verdict
+    return None

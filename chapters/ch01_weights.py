@@ -1,8 +1,7 @@
 """Chapter 1: what is in a Qwen3.5 checkpoint — the config, the tensors, how many parameters, and the file format.
 
-Run: python chapters/ch01_weights.py [--model PATH|HUB_ID|synthetic]
-Its notebook, notebooks/ch01_weights.ipynb, is written from this file by python notebooks/sync.py. Cells marked
-active="ipynb" (figures, source listings) are commented out here: they run only in the notebook.
+Run: python chapters/ch01_weights.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
+Its notebook, notebooks/ch01_weights.ipynb, is written from this file by python notebooks/sync.py.
 """
 # %% [markdown]
 # # Chapter 1 · What is in a checkpoint
@@ -13,10 +12,12 @@ active="ipynb" (figures, source listings) are commented out here: they run only 
 #
 # ```
 # qwen/
-# ├── weights.py          + Config.load, find_model, load_weights, load
+# ├── weights.py          + Config.load, load_weights, load, read_header
+# ├── hub.py              + find_model: a folder, data/, the Hugging Face cache, or a download
 # ├── synthetic.py        + the offline checkpoint: the real layout with random weights
 # ├── make_tokenizer.py   + writes the synthetic checkpoint's tokenizer files
 # └── course.py           + --model, the device and the banner, for every chapter
+# book/                   + what the chapters show: figures, the model map, the notation table
 # chapters/
 # └── ch01_weights.py     + this chapter's script
 # notebooks/
@@ -26,23 +27,33 @@ active="ipynb" (figures, source listings) are commented out here: they run only 
 # + new in this chapter · ~ changed in this chapter · unmarked: from an earlier chapter
 # ```
 #
-# The command line runs the same code: `python chapters/ch01_weights.py` (a few seconds). Both look for the real
-# Qwen3.5-0.8B — `--model` (in a notebook: the environment variable `QWEN_MODEL`), then `data/Qwen3.5-0.8B/`, then
-# the Hugging Face cache, then a 1.7 GB download — and use the synthetic checkpoint when none of that works: the
-# real names, shapes, dtypes and tokenizer with narrow widths and random numbers. Everything made from it says so:
-# a banner in the output, "synthetic weights" in the figure titles.
+# The command line runs the same code: `python chapters/ch01_weights.py` (a few seconds; `--figures` saves the
+# figures to `data/figures/`). Both look for the real Qwen3.5-0.8B — `--model` (in a notebook: the environment
+# variable `QWEN_MODEL`), then `data/Qwen3.5-0.8B/`, then the Hugging Face cache, then a download of about 1.7 GB —
+# and use the synthetic checkpoint when none of that works. The synthetic checkpoint has the real tensor names,
+# dtypes, depth and layer pattern, vocabulary and tokenizer, and config layout; its widths (so its shapes and
+# counts) and all its values are not real. Everything made from it says so: a banner in the output, "synthetic
+# weights" in the figure titles, and the real 0.8B's numbers printed beside its own.
+#
+# Where this chapter sits in the model: it reads every box of the map below that holds tensors.
 
 # %%
 import json
 import struct
 import time
 from collections import Counter
+from dataclasses import asdict
 
 import torch
 from safetensors import safe_open
 
+import book
+from book import ch01
+from practice.layout import count_by_part, tensor_shapes
 from qwen.course import chapter_args
-from qwen.weights import Config, load_weights, read_header
+from qwen.synthetic import is_synthetic
+import qwen.weights
+from qwen.weights import Config, load_weights
 
 args = chapter_args(__doc__)
 path = args.path
@@ -50,42 +61,11 @@ cfg = Config.load(path)
 started = time.perf_counter()
 W = load_weights(path)  # reads the headers only: no tensor data yet
 opened_ms = (time.perf_counter() - started) * 1000
+real = book.real.config()
+REAL = book.real.NAME
 
-# %% active="ipynb"
-# import matplotlib.pyplot as plt
-# import numpy as np
-# from matplotlib.colors import LogNorm
-#
-# from qwen.synthetic import is_synthetic
-#
-# SYNTHETIC = " (synthetic weights)" if is_synthetic(path) else ""  # goes into every figure's title
-
-# %% [markdown]
-# ## The code: `qwen/weights.py`
-# Four things, used by every later chapter: `Config.load` reads `config.json` into a dataclass, `find_model`
-# finds a checkpoint folder, `load_weights` maps names to tensors, and `load` copies tensors into a module. Here
-# are the last two and the header reader under them.
-
-# %% active="ipynb"
-# import inspect
-#
-# from IPython.display import Code
-#
-# import qwen.weights
-#
-# Code("\n\n".join(inspect.getsource(f) for f in (qwen.weights.read_header, qwen.weights.Weights, qwen.weights.load)),
-#      language="python")
-
-# %% [markdown]
-# - **`read_header`** reads the 8-byte length and the JSON header of a `.safetensors` file, and checks that the
-#   file is long enough for the data the header promises: a half-downloaded file fails here, with a message that
-#   says what to do, instead of deep inside a later chapter.
-# - **`Weights`** is a read-only `Mapping` from the text model's names to tensors. Opening it reads only headers;
-#   a tensor is read when someone indexes it. It strips the `model.language_model.` prefix, skips the vision tower
-#   and the multi-token-prediction block, and, when the head is tied, answers `lm_head.weight` with the embedding.
-# - **`load`** copies `W[prefix + name]` into each parameter of a module, and refuses a missing, an unexpected or a
-#   wrongly shaped tensor, naming it. Because our parameter names are the checkpoint's names, this loop is the
-#   whole loader: no mapping table.
+# %%
+book.show("ch01-map", book.model_map.draw, "weights")
 
 # %% [markdown]
 # ## 1. The config
@@ -98,169 +78,157 @@ raw = json.loads((path / "config.json").read_text())
 pattern = "".join("F" if t == "full_attention" else "L" for t in cfg.layer_types)
 print(f"config.json: {raw.get('architectures', ['?'])[0]}, model_type {raw['model_type']!r}; "
       f"text numbers under {'text_config' if 'text_config' in raw else 'the top level'}")
-print(f"width d = {cfg.hidden_size}, {cfg.num_hidden_layers} layers, vocabulary {cfg.vocab_size:,}, "
-      f"MLP width {cfg.intermediate_size}, saved as {cfg.dtype}, tied head: {cfg.tie_word_embeddings}")
+print(f"{cfg.num_hidden_layers} layers, saved as {cfg.dtype}, tied head: {cfg.tie_word_embeddings}, "
+      f"rope_theta {cfg.rope_theta:g}, {cfg.partial_rotary_factor:.0%} of each head's dims rotate")
 print(f"layer pattern: {' '.join(pattern[i:i + 4] for i in range(0, len(pattern), 4))}  "
       f"(L = linear attention, F = full attention)")
-print(f"full attention: {cfg.num_attention_heads} query heads, {cfg.num_key_value_heads} KV heads, "
-      f"{cfg.head_dim} dims each; rope_theta {cfg.rope_theta:g}, {cfg.partial_rotary_factor:.0%} of dims rotate")
-print(f"linear attention: {cfg.linear_num_key_heads} key heads x {cfg.linear_key_head_dim}, "
-      f"{cfg.linear_num_value_heads} value heads x {cfg.linear_value_head_dim}, conv width {cfg.linear_conv_kernel_dim}")
+
+# %% [markdown]
+# The sizes get one letter each, used from here to the last chapter. The table gives each letter's config field,
+# its value in the real 0.8B and in the checkpoint at hand.
+
+# %%
+notation = book.notation(path)
 
 # %% [markdown]
 # ## 2. The tensors of one layer of each kind
 # Every layer has two norms and an MLP; the mixer differs. Names are the checkpoint keys with the
-# `model.language_model.` prefix stripped — the same names our modules will use for their parameters.
+# `model.language_model.` prefix stripped — the same names our modules will use for their parameters. Each shape
+# follows from the config by the formula beside it; the last column is the real 0.8B's shape.
 
 # %%
 def shape_of(name):
     file, key = W.where[name]
-    return tuple(read_header(file)[key]["shape"])  # from the header: no data read
+    return tuple(qwen.weights.read_header(file)[key]["shape"])  # from the header: no data read
 
 
+real_shapes = tensor_shapes(book.real.TEXT_CONFIG)
 first_full = cfg.layer_types.index("full_attention")
 for i in (0, first_full):
     print(f"layers.{i} ({cfg.layer_types[i]}):")
+    print(f"   {'':32s} {'this checkpoint':16s} {'formula':26s} {REAL}")
     for name in sorted(n for n in W if n.startswith(f"layers.{i}.")):
-        print(f"   {name[len(f'layers.{i}.'):]:36s} {shape_of(name)}")
+        rest = name[len(f"layers.{i}."):]
+        formula, why = ch01.FORMULAS[rest]
+        print(f"   {rest:32s} {str(shape_of(name)):16s} {formula:26s} {str(real_shapes[f'layers.{i}.{rest}']):16s}"
+              f" {why}")
 headers = {}
 for file in sorted({f for f, _ in W.where.values()}):
-    headers.update(read_header(file))
-skipped = Counter(k.split(".")[0] if k.startswith("mtp.") else "model.visual" for k in headers
+    headers.update(qwen.weights.read_header(file))
+skipped = Counter("mtp" if k.startswith("mtp.") else "model.visual" for k in headers
                   if k.startswith(("mtp.", "model.visual.")))
-print(f"also in the files, skipped by load_weights: {skipped.get('mtp', 0)} mtp.* tensors (multi-token prediction)"
-      f" and {skipped.get('model.visual', 0)} model.visual.* tensors (the vision tower)")
+print(f"also in the files, skipped by load_weights: {skipped['mtp']} mtp.* tensors (multi-token prediction)"
+      f" and {skipped['model.visual']} model.visual.* tensors (the vision tower)")
 
 # %% [markdown]
-# All 24 layers at once: one row per tensor name, one column per layer, coloured by the tensor's size (empty: the
-# layer has no such tensor). The [L, L, L, F] pattern is the checkerboard in the middle: `linear_attn.*` rows are
-# filled in three layers out of four, `self_attn.*` rows in the fourth. The norms and the MLP are the same in every
-# layer. The bars on top add up each layer's parameters.
+# All 24 layers at once: one row per tensor name, one column per layer, coloured by the tensor's size. The
+# [L, L, L, F] pattern is the checkerboard: `linear_attn.*` rows are filled in three layers out of four,
+# `self_attn.*` rows in the fourth; the norms and the MLP are the same in every layer. The bars add up each
+# layer's parameters, for this checkpoint and for the real 0.8B. Their proportions differ: in the real model a
+# linear-attention layer's mixer is the heavier one, while the synthetic checkpoint's narrow DeltaNet makes its
+# full-attention layers look heavier.
 
-# %% tags=["fig-layers"] active="ipynb"
-# L = cfg.num_hidden_layers
-# letters = ["F" if t == "full_attention" else "L" for t in cfg.layer_types]
-# per_layer = {}  # (layer, name inside the layer) -> number of parameters
-# for n in W:
-#     if n.startswith("layers."):
-#         _, i, rest = n.split(".", 2)
-#         per_layer[int(i), rest] = torch.Size(shape_of(n)).numel()
-# order = ("input_layernorm", "linear_attn", "self_attn", "post_attention_layernorm", "mlp")
-# rows = sorted({rest for _, rest in per_layer}, key=lambda r: (order.index(r.split(".")[0]), r))
-# sizes = np.full((len(rows), L), np.nan)
-# for (i, rest), n in per_layer.items():
-#     sizes[rows.index(rest), i] = n
-#
-# fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(13, 9.5), sharex=True, gridspec_kw=dict(height_ratios=[1, 3.2]),
-#                                layout="constrained")
-# mixer = np.array([sum(n for (j, r), n in per_layer.items() if j == i and r.startswith(("linear_attn", "self_attn")))
-#                   for i in range(L)])
-# mlp = np.array([sum(n for (j, r), n in per_layer.items() if j == i and r.startswith("mlp")) for i in range(L)])
-# ax0.bar(range(L), mixer, color=["C1" if c == "F" else "C0" for c in letters])
-# ax0.bar(range(L), mlp, bottom=mixer, color="C7")
-# ax0.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in ("C0", "C1", "C7")],
-#            labels=["linear attention (Gated DeltaNet)", "full attention", "MLP"], ncol=3, loc="upper center")
-# ax0.set(ylabel="parameters", ylim=(0, (mixer + mlp).max() * 1.35),
-#         title="parameters per layer (the two norms are too small to see)")
-# ax0.yaxis.set_major_formatter("{x:,.0f}")
-# image = ax1.imshow(sizes, aspect="auto", cmap="viridis", norm=LogNorm(), interpolation="nearest")
-# ax1.set_yticks(range(len(rows)), rows, fontsize=9)
-# ax1.set_xticks(range(L), [f"{i}\n{c}" for i, c in enumerate(letters)])
-# ax1.set(xlabel="layer (L = linear attention, F = full attention)",
-#         title="one row per tensor name: its size in each layer")
-# fig.colorbar(image, ax=[ax0, ax1], label="parameters in the tensor (log scale)", fraction=0.03, pad=0.01)
-# fig.suptitle(f"The tensors of the {L} layers: the [L, L, L, F] pattern{SYNTHETIC}")
-# plt.show()
+# %%
+file_shapes = {n: shape_of(n) for n in W if n != "lm_head.weight" or not cfg.tie_word_embeddings}
+book.show("ch01-layers", ch01.layers_figure, file_shapes, cfg.layer_types, book.real.TEXT_CONFIG, is_synthetic(path))
 
 # %% [markdown]
 # ## 3. Parameters by part
-# Counting needs only the shapes, and the shapes follow from the config. We count from the file, then from
-# the config alone, and check they agree; the same formula with the real 0.8B numbers gives its size.
+# Counting needs only the shapes, and the shapes follow from the config. **Try it first:** exercise 202 asks for
+# the count of each part from the config alone (`python practice/judge.py start 202`, or write it in the cell
+# below and run it: the judge grades it here).
 
 # %%
-def part(name):
-    if name.startswith(("embed_tokens", "lm_head")):
-        return "embedding"
-    if name.endswith("layernorm.weight") or name == "norm.weight":
-        return "norms"  # the 2 per layer + the final one; q/k norms count with attention, the gated norm with DeltaNet
-    return {"linear_attn": "linear attention", "self_attn": "full attention", "mlp": "MLP"}[name.split(".")[2]]
+def count_parameters(config):
+    raise NotImplementedError  # your code: {"embedding": ..., "lm_head": ..., ..., "total": ...} from the config
 
 
-def count_from_config(c):
-    """Parameters by part from the config alone (the tied head adds none)."""
-    d, Hk, Hv, dk, dv = (c.hidden_size, c.linear_num_key_heads, c.linear_num_value_heads,
-                         c.linear_key_head_dim, c.linear_value_head_dim)
-    conv = 2 * Hk * dk + Hv * dv
-    n_lin = c.layer_types.count("linear_attention")
-    n_full = c.num_hidden_layers - n_lin
-    linear = conv * d + Hv * dv * d + 2 * Hv * d + conv * c.linear_conv_kernel_dim + 2 * Hv + dv + d * Hv * dv
-    H, Hkv, D = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-    full = 2 * H * D * d + 2 * Hkv * D * d + d * H * D + 2 * D
-    return {"embedding": c.vocab_size * d * (1 if c.tie_word_embeddings else 2),
-            "linear attention": n_lin * linear, "full attention": n_full * full,
-            "MLP": c.num_hidden_layers * 3 * c.intermediate_size * d, "norms": (2 * c.num_hidden_layers + 1) * d}
-
-
-from_file = Counter()
-for name in W:
-    if name != "lm_head.weight" or not cfg.tie_word_embeddings:  # the tied head is the embedding again
-        from_file[part(name)] += torch.Size(shape_of(name)).numel()
-total = sum(from_file.values())
-for k in ("embedding", "linear attention", "full attention", "MLP", "norms"):
-    n = from_file[k]
-    print(f"   {k:18s} {n:>14,}  {n / total:6.1%}")
-print(f"   {'total':18s} {total:>14,}   counted from the file; from the config alone: "
-      f"{sum(count_from_config(cfg).values()):,} ({'equal' if count_from_config(cfg) == dict(from_file) else 'DIFFERENT'})")
-real_08b = Config(hidden_size=1024, intermediate_size=3584, num_hidden_layers=24, num_attention_heads=8,
-                  num_key_value_heads=2, head_dim=256, linear_num_key_heads=16, linear_num_value_heads=16,
-                  tie_word_embeddings=True, layer_types=(["linear_attention"] * 3 + ["full_attention"]) * 6)
-n = count_from_config(real_08b)
-print(f"the same formula with the real Qwen3.5-0.8B numbers: {sum(n.values()):,} text parameters, "
-      f"{n['embedding']:,} of them ({n['embedding'] / sum(n.values()):.0%}) in the embedding")
+book.attempt(202, count_parameters)
 
 # %% [markdown]
-# The same counts as bars, for the checkpoint at hand and for the real 0.8B computed from its config. In the real
-# model a third of the parameters is the embedding table (248,320 rows of 1,024), the MLPs are the largest part of
-# the layers, and the 49 norms are a rounding error. The synthetic checkpoint keeps the real vocabulary with a
-# width of 64, so its embedding takes almost everything: its proportions are not the real ones.
+# The course's answer is `practice/layout.py`: every tensor's name and shape from the config (the formulas
+# above), summed by part. It is the judge's oracle for exercise 202, and the tests prove it equal to transformers'
+# model built from the same config. We count the file's tensors by part, check that the file holds exactly the
+# shapes the config predicts, and count the real 0.8B from its config.
 
-# %% tags=["fig-params"] active="ipynb"
-# parts = ("embedding", "linear attention", "full attention", "MLP", "norms")
-# n_linear, n_full = cfg.layer_types.count("linear_attention"), cfg.layer_types.count("full_attention")
-# labels = ["embedding", f"linear attention\n({n_linear} layers)", f"full attention\n({n_full} layers)",
-#           f"MLP\n({L} layers)", f"norms\n({2 * L + 1})"]
-# fig, axes = plt.subplots(1, 2, figsize=(13, 4))
-# for ax, counts, title in ((axes[0], from_file, f"this checkpoint{SYNTHETIC}"),
-#                           (axes[1], count_from_config(real_08b), "the real Qwen3.5-0.8B, from its config")):
-#     values = np.array([counts[k] for k in parts])
-#     ax.barh(labels, values / 1e6, color=["C2", "C0", "C1", "C7", "C3"])
-#     for y, v in enumerate(values):
-#         ax.text(v / 1e6, y, f"  {v:,} ({v / values.sum():.1%})", va="center", fontsize=9)
-#     ax.set_xlim(0, values.max() / 1e6 * 1.6)
-#     ax.invert_yaxis()
-#     ax.set(xlabel="parameters (millions)", title=f"{title}: {values.sum() / 1e6:,.1f} M")
-# fig.suptitle("Parameters by part of the model (the tied head reuses the embedding and adds none)")
-# fig.tight_layout()
-# plt.show()
+# %%
+from_file = count_by_part(file_shapes)
+predicted = tensor_shapes(asdict(cfg))
+real_counts = count_by_part(real_shapes)
+print(f"the file's {len(file_shapes)} tensors have exactly the names and shapes the config predicts: "
+      f"{predicted == file_shapes}")
+print(f"   {'part':18s} {'this checkpoint':>16s}         {REAL:>18s}")
+for k in ("embedding", "lm_head", "linear_attention", "full_attention", "mlp", "norms", "total"):
+    print(f"   {k:18s} {from_file[k]:>16,} {from_file[k] / from_file['total']:6.1%}   "
+          f"{real_counts[k]:>16,} {real_counts[k] / real_counts['total']:6.1%}")
+largest_part = max(("embedding", "linear_attention", "full_attention", "mlp"), key=real_counts.get)
+largest_tensor = max(real_shapes, key=lambda n: torch.Size(real_shapes[n]).numel())
+print(f"{REAL}: the largest part is {largest_part} ({real_counts[largest_part] / real_counts['total']:.1%}); "
+      f"the largest single tensor is {largest_tensor} ({real_counts['embedding'] / real_counts['total']:.1%})")
+mixers = {}
+for name, (shapes, types) in {"this checkpoint": (file_shapes, cfg.layer_types),
+                              REAL: (real_shapes, real.layer_types)}.items():
+    mixer, _ = ch01.per_layer(shapes, len(types))
+    mixers[name] = [mixer[types.index(k)] for k in ("linear_attention", "full_attention")]
+    print(f"one layer's mixer, {name}: Gated DeltaNet {mixers[name][0]:,}, full attention {mixers[name][1]:,}")
+if is_synthetic(path):
+    print(f"the synthetic checkpoint's shares and per-layer proportions are not the real ones (its width is "
+          f"{cfg.hidden_size}, its vocabulary the real {cfg.vocab_size:,}): read the {REAL} column")
+
+# %% [markdown]
+# The same counts as bars. In the real 0.8B the 24 MLPs are the largest part, the embedding table (248,320 rows
+# of 1,024) a close second and the largest single tensor, and the 49 norms a rounding error. The synthetic
+# checkpoint keeps the real vocabulary with a width of 64, so its embedding takes almost everything: its
+# proportions are not the real ones.
+
+# %%
+book.show("ch01-params", ch01.parts_figure, from_file, real_counts, cfg.layer_types.count("linear_attention"),
+          cfg.layer_types.count("full_attention"), is_synthetic(path))
 
 # %% [markdown]
 # ## 4. Dtypes, file size and memory
-# Checkpoints are stored in bf16: 2 bytes a number. In memory the model costs the same in bf16 and twice as much
-# if you upcast to fp32.
+# Each header gives its tensor's dtype; bytes = parameters × the dtype's size. config.json's `dtype` (bfloat16)
+# is what most tensors are saved in, not all: the published Qwen3.5 checkpoints keep each DeltaNet layer's `A_log`
+# and gated-norm weight in fp32 (as reported by projects that load them; the synthetic checkpoint does the same).
+# So count bytes from the headers, never as parameters × 2.
 
 # %%
-dtypes = Counter(headers[W.where[n][1]]["dtype"] for n in W)
-text_bytes = sum(torch.Size(shape_of(n)).numel() * 2 for n in W if n != "lm_head.weight" or not cfg.tie_word_embeddings)
+BYTES = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8}  # safetensors dtype names -> bytes per number
+dtypes = Counter(headers[W.where[n][1]]["dtype"] for n in file_shapes)
+text_bytes = sum(torch.Size(s).numel() * BYTES[headers[W.where[n][1]]["dtype"]] for n, s in file_shapes.items())
 on_disk = sum(f.stat().st_size for f in path.glob("*.safetensors"))
-print(f"dtypes of the text tensors: {dict(dtypes)}")
+print(f"dtypes of the text tensors: {dict(sorted(dtypes.items()))} (config.json says {cfg.dtype}); in fp32: "
+      f"{sorted({n.split('.', 2)[-1] for n in file_shapes if headers[W.where[n][1]]['dtype'] == 'F32'})}")
 print(f"on disk: {on_disk / 1e6:,.1f} MB in {len(list(path.glob('*.safetensors')))} file(s) "
       f"(text, vision and MTP tensors plus headers)")
-print(f"the text model in memory: {text_bytes / 1e6:,.1f} MB in bf16, {2 * text_bytes / 1e6:,.1f} MB in fp32")
+print(f"the text model in memory: {text_bytes / 1e6:,.1f} MB as stored, "
+      f"{from_file['total'] * 4 / 1e6:,.1f} MB in fp32")
+real_fp32 = sum(torch.Size(s).numel() for n, s in real_shapes.items() if n.endswith(book.real.FP32))
+real_bytes = (real_counts["total"] - real_fp32) * torch.empty(0, dtype=getattr(torch, real.dtype)).element_size() \
+    + real_fp32 * 4
+print(f"{REAL}: {real_counts['total']:,} parameters, {real_fp32:,} of them in fp32 and the rest in {real.dtype}: "
+      f"{real_bytes / 1e9:.2f} GB; {real_counts['total'] * 4 / 1e9:.2f} GB all in fp32")
 
 # %% [markdown]
 # ## 5. The safetensors format, read by hand
 # A safetensors file is: 8 bytes (a little-endian unsigned length n), n bytes of JSON (name → dtype, shape and
 # byte offsets into the data), then the raw data. Nothing is executed when reading it, unlike a pickle.
+# **Try it first:** exercise 201 reads a header and a tensor by hand (`python practice/judge.py start 201`, or in
+# the cell below).
+
+# %%
+def read_header(path):
+    raise NotImplementedError  # your code: {tensor name: (dtype as in the header, shape as a tuple)}
+
+
+def read_tensor(path, name):
+    raise NotImplementedError  # your code: the tensor called name, from its byte range, with its dtype and shape
+
+
+book.attempt(201, read_header, read_tensor)
+
+# %% [markdown]
+# Here it is done on one tensor of the checkpoint, and compared with the safetensors library.
 
 # %%
 name = "norm.weight"
@@ -271,7 +239,8 @@ with open(file, "rb") as f:
     start, end = header[key]["data_offsets"]
     f.seek(8 + n + start)
     raw_bytes = f.read(end - start)
-print(f"{file.name}: first 8 bytes -> header length n = {n:,}; the JSON lists {len(header) - ('__metadata__' in header)} tensors")
+print(f"{file.name}: first 8 bytes -> header length n = {n:,}; the JSON lists "
+      f"{len(header) - ('__metadata__' in header)} tensors")
 print(f"   {key!r}: {header[key]}")
 by_hand = torch.frombuffer(bytearray(raw_bytes), dtype=torch.bfloat16).view(header[key]["shape"])
 with safe_open(file, framework="pt") as lib:
@@ -281,6 +250,53 @@ print(f"load_weights opened {len(W)} text tensors in {opened_ms:.1f} ms by readi
       f"a tensor is read from disk when a chapter asks for it")
 
 # %% [markdown]
+# ## The code: `qwen/weights.py`
+# Four things, used by every later chapter: `Config.load` reads `config.json` into a dataclass, `load_weights`
+# maps names to tensors, `load` copies tensors into a module, and `read_header` is the header reader under them
+# (`find_model`, in `qwen/hub.py`, finds the folder). Here are the last three.
+
+# %%
+book.listing("qwen/weights.py", "read_header", "Weights", "load")
+
+# %% [markdown]
+# - **`read_header`** reads the 8-byte length and the JSON header of a `.safetensors` file, and checks that the
+#   file is long enough for the data the header promises: a half-downloaded file fails here, with a message that
+#   says what to do, instead of deep inside a later chapter.
+# - **`Weights`** is a read-only `Mapping` from the text model's names to tensors. Opening it reads only headers;
+#   a tensor is read when someone indexes it. It strips the `model.language_model.` prefix, skips the vision tower
+#   and the multi-token-prediction block, and, when the head is tied, answers `lm_head.weight` with the embedding.
+# - **`load`** copies `W[prefix + name]` into each parameter of a module, and refuses a missing, an unexpected or a
+#   wrongly shaped tensor, naming it. Because our parameter names are the checkpoint's names, this loop is the
+#   whole loader: no mapping table.
+#
+# ## Show the proof
+# transformers reads the same checkpoint into its own `Qwen3_5ForCausalLM`. Its tensors should be ours: the same
+# names, and the same numbers to the bit, since both read the same bytes. We load it in fp32, which holds every bf16
+# and fp32 number exactly (by default transformers would round the two fp32 tensors to the config's bf16).
+# Skipped with one line when transformers is not installed.
+
+# %%
+def compare(transformers, path, W):
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    theirs = {k.removeprefix("model."): v for k, v in model.state_dict().items()}
+    worst = max(float((W[n].float() - theirs[n].float()).abs().max()) for n in W)
+    print(f"transformers {transformers.__version__}: {len(theirs)} tensors, the same names as load_weights: "
+          f"{sorted(theirs) == sorted(W)}; max |ours - theirs| over all of them: {worst} (the same bytes)")
+
+
+book.proof(compare, path, W)
+
+# %% [markdown]
+# ## Try this
+#
+# - Untie the head of the real 0.8B and count again:
+#   `count_by_part(tensor_shapes(dict(book.real.TEXT_CONFIG, tie_word_embeddings=False)))` — how many parameters
+#   does a second (V, d) table add, and what share of the model becomes embedding and head?
+# - Give the real config the class default of 32 value heads (`linear_num_value_heads=32`): which tensors change
+#   shape, and by how much does a DeltaNet layer grow?
+# - In section 5, read `layers.3.self_attn.q_norm.weight` instead of `norm.weight`, and read one tensor as
+#   `torch.float16` instead of bf16: the same bytes give different numbers.
+#
 # ## Summary
 #
 # - A checkpoint is `config.json` (the numbers) plus `.safetensors` files (named tensors). The real one describes
@@ -288,13 +304,23 @@ print(f"load_weights opened {len(W)} text tensors in {opened_ms:.1f} ms by readi
 #   `model.language_model.`, and the vision tower and the multi-token-prediction block sit beside them, unused here.
 # - The 24 layers follow the pattern [L, L, L, F] × 6: three Gated DeltaNet (linear attention) layers, then one
 #   full-attention layer. Every layer has two norms and an MLP.
-# - Parameter counts follow from the config alone. The real 0.8B has about 752 M text parameters, a third of them
-#   in the embedding; the tied head stores no second copy.
-# - Everything is bf16: 2 bytes a parameter on disk and in memory, twice that in fp32.
+# - Shapes, and so parameter counts, follow from the config alone (table above). The real 0.8B has 752,393,024 text
+#   parameters: the MLPs hold the most (35.1%), the embedding is the largest single tensor (33.8%), and the tied
+#   head stores no second copy.
+# - Bytes are parameters × the dtype's size, read from each header: the real 0.8B is saved in bf16, 2 bytes a
+#   number, except A_log and the gated norm's weight in fp32 — about 1.5 GB for the text model; fp32 doubles that.
 # - A safetensors file is an 8-byte length, a JSON header and raw bytes: reading it executes nothing, and a
 #   tensor can be read alone.
 #
-# Files added in this chapter: `qwen/weights.py`, `qwen/synthetic.py`, `qwen/make_tokenizer.py`, `qwen/course.py`.
+# Shapes recap, in the notation of the table: the MLP is (I, d), (I, d), (d, I); full attention's `q_proj` is
+# (2·H·D, d) — query and gate — and `k_proj`, `v_proj` are (Hkv·D, d); DeltaNet's `in_proj_qkv` is
+# (2·Hk·dk + Hv·dv, d) and its depthwise conv (2·Hk·dk + Hv·dv, 1, K); the embedding is (V, d).
+#
+# Exercises: **201** read a safetensors header and tensor by hand; **202** count the parameters of each part from
+# the config (`python practice/judge.py list`).
+#
+# Files added in this chapter: `qwen/weights.py`, `qwen/hub.py`, `qwen/synthetic.py`, `qwen/make_tokenizer.py`,
+# `qwen/course.py`, `book/`.
 #
 # ## How to explain it
 #
@@ -302,10 +328,11 @@ print(f"load_weights opened {len(W)} text tensors in {opened_ms:.1f} ms by readi
 #
 # 1. **What is in it.** A config (sizes, layer pattern, rope settings) and named tensors; the code that uses them
 #    is separate, which is why parameter names matter: a loader is a loop over names with shape checks.
-# 2. **How many parameters, and where.** Count from the config: embedding V·d; per attention layer the q, k, v, o
-#    projections; per MLP 3·d·d_ff (gate, up, down); norms d each. For small models with big vocabularies the
-#    embedding dominates — a third of the 0.8B — which is why tying the head to it (one table, used at both ends)
-#    is worth it there and not in larger models.
+# 2. **How many parameters, and where.** Count from the config: the embedding V·d; per attention layer the q, k, v,
+#    o projections; per MLP 3·d·I (gate, up, down); norms d each. In the 0.8B the MLPs are the largest part (35%)
+#    and the embedding a close second (34%, the largest single tensor): with a vocabulary of 248k and d = 1,024, one
+#    table is a third of the model, which is why tying the head to it (one table used at both ends) pays at this
+#    size.
 # 3. **Memory.** Parameters × bytes: 0.75 B × 2 bytes ≈ 1.5 GB in bf16. At inference add the cache: in Qwen3.5 only
 #    the 6 full-attention layers keep a K/V cache that grows with the context; the 18 linear-attention layers keep
 #    a fixed-size state. That is the point of the hybrid: long context at a fraction of the cache.

@@ -24,7 +24,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS, NOTEBOOKS = ROOT / "chapters", ROOT / "notebooks"
 CELL_KEYS = ("tags", "active")  # the cell metadata the scripts may set; anything Jupyter adds on a run is dropped
-LEGACY = {"ch01_weights", "ch02_embedding", "ch03_norm"}  # first-edition scripts with notebook-only cells: remove each once converted
+LEGACY = {"ch02_embedding", "ch03_norm"}  # first-edition scripts with notebook-only cells: remove each once converted
 METADATA = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
             "language_info": {"name": "python"}}
 

@@ -1,6 +1,8 @@
 """Every tensor of the Qwen3.5 text model, by name and shape, from the config alone.
 
-The oracle of problem 202 and the generator of problem 205's state dicts. Names are the checkpoint's, with the
+The one parameter-count formula of the course: chapter 1 counts with it (its printed shape formulas,
+book/ch01.py FORMULAS, are tested against it), it is the oracle of problem 202, and it generates problem 205's
+state dicts. Names are the checkpoint's, with the
 `model.language_model.` prefix stripped (as qwen.weights.load_weights gives them). tests/test_practice.py proves
 this list equal, name by name and shape by shape, to transformers' Qwen3_5ForCausalLM built on the meta device,
 and to the tensors of the synthetic checkpoint.

@@ -10,7 +10,7 @@ import sys
 import torch
 
 from qwen.synthetic import BANNER, is_synthetic, synthetic_path
-from qwen.weights import find_model
+from qwen.hub import ModelNotFound, find_model
 
 
 def pick_device():
@@ -31,8 +31,8 @@ def open_model(name=None):
     else:
         try:
             path = find_model()
-        except FileNotFoundError as e:
-            print(f"(no real model: {str(e).split('. Fix:')[0]}; using the synthetic checkpoint)")
+        except ModelNotFound as e:
+            print(f"(no real model: {e.reason}; using the synthetic checkpoint)")
             path = synthetic_path()
     if is_synthetic(path):
         print(BANNER)

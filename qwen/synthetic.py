@@ -1,9 +1,15 @@
 """A synthetic Qwen3.5 checkpoint: the real layout with random weights, so the whole course runs offline.
 
-Same config.json shape (the multimodal composite config), same tensor names, dtype (bf16), depth and [L,L,L,F]x6
-pattern, the real vocabulary and tokenizer; only the widths are narrow and the numbers random. Value heads are twice
-the key heads (as in the 2B-27B sizes) so that head grouping is exercised. A few `mtp.*` and `model.visual.*`
-tensors are included because real checkpoints have them and loaders must skip them. Run: python -m qwen.synthetic
+Real: the config.json layout (the multimodal composite config), tensor names, dtypes (bf16, except the two
+DeltaNet tensors the real checkpoints keep in fp32), depth and the [L,L,L,F]x6 pattern, the vocabulary and tokenizer. Not real: the widths (d = 64, not 1024), so every shape and
+parameter count, and every value. Value heads are twice the key heads (as in the 2B-27B sizes) so that head grouping
+is exercised. A few `mtp.*` and `model.visual.*` tensors are included because real checkpoints have them and loaders
+must skip them.
+
+Honest by construction: each value is drawn independently around the value training starts from (transformers'
+init: 0 for the zero-centred norm weights, 1 for the gated norm's and dt_bias), with a spread so that a wrong
+convention shows; projections have std 1/sqrt(fan_in) so activations keep unit scale. Nothing changes with depth and
+nothing is tuned to resemble the trained model: no pattern in these numbers is a finding. Run: python -m qwen.synthetic
 """
 import json
 import math
@@ -17,11 +23,14 @@ from safetensors.torch import save_file
 
 from qwen.weights import DATA_DIR
 
-VERSION = 1  # bump when the layout or the numbers change: an older data/synthetic is then rebuilt
+VERSION = 3  # bump when the layout or the numbers change: an older data/synthetic is then rebuilt
+# Stored in fp32 in the real checkpoints, every other tensor in bf16 (third-party reports of the published files:
+# Qwen3.5-0.8B has 36 F32 tensors, these two in each of its 18 DeltaNet layers; not verified here, no hub access)
+REAL_FP32 = ("linear_attn.A_log", "linear_attn.norm.weight")
 MARKER = "qwen_by_hand_synthetic"  # key in config.json that says "these weights are random"
-BANNER = ("*** SYNTHETIC WEIGHTS: random numbers in the real Qwen3.5 layout (names, shapes, dtypes, tokenizer are "
-          "real; values and widths are not). ***\n*** Get the real model with --model Qwen/Qwen3.5-0.8B "
-          "(1.7 GB download) to see the real figures. ***")
+BANNER = ("*** SYNTHETIC WEIGHTS: random numbers in the real Qwen3.5 layout. Real: tensor names, dtypes, depth and "
+          "layer pattern, vocabulary and tokenizer, config layout. Not real: widths, so shapes and parameter counts, "
+          "and every value. ***\n*** For the real figures: --model Qwen/Qwen3.5-0.8B (a download of about 1.7 GB). ***")
 
 TEXT = dict(  # the real 0.8B text config with narrow widths
     vocab_size=248320, hidden_size=64, intermediate_size=192, num_hidden_layers=24,
@@ -59,8 +68,8 @@ def _tensors(seed=0):
     """Every tensor of the checkpoint, keyed by its real name. Deterministic for a given seed."""
     g = torch.Generator().manual_seed(seed)
     t = TEXT
-    d, r = t["hidden_size"], t["intermediate_size"]
-    Hq, Hkv, D = t["num_attention_heads"], t["num_key_value_heads"], t["head_dim"]
+    d, I = t["hidden_size"], t["intermediate_size"]  # the letters of the notation table (book.notation)
+    H, Hkv, D = t["num_attention_heads"], t["num_key_value_heads"], t["head_dim"]
     Hk, Hv, dk, dv = (t["linear_num_key_heads"], t["linear_num_value_heads"],
                       t["linear_key_head_dim"], t["linear_value_head_dim"])
     conv = 2 * Hk * dk + Hv * dv
@@ -72,23 +81,21 @@ def _tensors(seed=0):
         return normal(out, inp, std=1 / math.sqrt(inp))
 
     def attention(p):
-        return {p + "self_attn.q_proj.weight": linear(2 * Hq * D, d),  # query and gate, interleaved per head
+        return {p + "self_attn.q_proj.weight": linear(2 * H * D, d),  # query and gate, interleaved per head
                 p + "self_attn.k_proj.weight": linear(Hkv * D, d), p + "self_attn.v_proj.weight": linear(Hkv * D, d),
-                p + "self_attn.o_proj.weight": linear(d, Hq * D),
-                p + "self_attn.q_norm.weight": normal(D, std=0.2, mean=0.4),  # zero-centred: scale 1 + w
-                p + "self_attn.k_norm.weight": normal(D, std=0.2, mean=0.2)}
+                p + "self_attn.o_proj.weight": linear(d, H * D),
+                p + "self_attn.q_norm.weight": normal(D, std=0.1),  # zero-centred: scale 1 + w
+                p + "self_attn.k_norm.weight": normal(D, std=0.1)}
 
     def mlp(p):
-        return {p + "mlp.gate_proj.weight": linear(r, d), p + "mlp.up_proj.weight": linear(r, d),
-                p + "mlp.down_proj.weight": linear(d, r)}
+        return {p + "mlp.gate_proj.weight": linear(I, d), p + "mlp.up_proj.weight": linear(I, d),
+                p + "mlp.down_proj.weight": linear(d, I)}
 
     W = {"model.language_model.embed_tokens.weight": normal(t["vocab_size"], d, std=0.02)}
-    L = t["num_hidden_layers"]
     for i, kind in enumerate(t["layer_types"]):
         p = f"model.language_model.layers.{i}."
-        # norm weights drift with depth, like trained ones: the ch03 plots then have something to show
-        W[p + "input_layernorm.weight"] = normal(d, std=0.15, mean=0.24 + 0.6 * i / L).clamp(-0.9, 3.0)
-        W[p + "post_attention_layernorm.weight"] = normal(d, std=0.2, mean=0.5 + 1.0 * i / L).clamp(-0.9, 4.0)
+        W[p + "input_layernorm.weight"] = normal(d, std=0.1)  # zero-centred, around its initial 0, as in every layer
+        W[p + "post_attention_layernorm.weight"] = normal(d, std=0.1)
         W.update(mlp(p))
         if kind == "full_attention":
             W.update(attention(p))
@@ -96,12 +103,12 @@ def _tensors(seed=0):
         W.update({p + "linear_attn.in_proj_qkv.weight": linear(conv, d),  # [q | k | v], head-major in each
                   p + "linear_attn.in_proj_z.weight": linear(Hv * dv, d),
                   p + "linear_attn.in_proj_b.weight": linear(Hv, d), p + "linear_attn.in_proj_a.weight": linear(Hv, d),
-                  p + "linear_attn.conv1d.weight": normal(conv, 1, t["linear_conv_kernel_dim"], std=0.5),  # no bias
-                  p + "linear_attn.dt_bias": normal(Hv, std=0.5, mean=1.0),
-                  p + "linear_attn.A_log": torch.log(torch.rand(Hv, generator=g) * 15 + 1),  # decay rates in 1..16
-                  p + "linear_attn.norm.weight": normal(dv, std=0.1, mean=1.0),  # plain weight, around 1
+                  p + "linear_attn.conv1d.weight": linear(conv, t["linear_conv_kernel_dim"]).unsqueeze(1),  # no bias
+                  p + "linear_attn.dt_bias": normal(Hv, std=0.5, mean=1.0),  # around its initial 1
+                  p + "linear_attn.A_log": torch.log(torch.rand(Hv, generator=g) * 15.99 + 0.01),  # as init
+                  p + "linear_attn.norm.weight": normal(dv, std=0.1, mean=1.0),  # plain weight, around its initial 1
                   p + "linear_attn.out_proj.weight": linear(d, Hv * dv)})
-    W["model.language_model.norm.weight"] = normal(d, std=1.0, mean=3.3).clamp(-0.8, 5.3)
+    W["model.language_model.norm.weight"] = normal(d, std=0.1)  # zero-centred, like the others
     # multi-token prediction block and a one-block vision tower: present in real checkpoints, unused by the text model
     mtp = {"mtp.fc.weight": linear(d, 2 * d), "mtp.pre_fc_norm_embedding.weight": normal(d, std=0.1),
            "mtp.pre_fc_norm_hidden.weight": normal(d, std=0.1), "mtp.norm.weight": normal(d, std=0.1),
@@ -125,7 +132,7 @@ def _tensors(seed=0):
         vis[f"blocks.0.{n}.weight"], vis[f"blocks.0.{n}.bias"] = w, normal(shape[0], std=0.02)
     W.update({"model.visual." + k: x for k, x in vis.items()})
     W.update(mtp)
-    return {k: x.to(torch.bfloat16).contiguous() for k, x in W.items()}
+    return {k: x.to(torch.float32 if k.endswith(REAL_FP32) else torch.bfloat16).contiguous() for k, x in W.items()}
 
 
 def generate(out, seed=0):

@@ -4,10 +4,10 @@ A hub checkpoint is a folder: config.json (the multimodal Qwen3_5ForConditionalG
 `text_config`), one or more .safetensors files, and the tokenizer. Everything else in the course asks this file for
 three things: `Config.load` (the numbers), `load_weights` (name -> tensor, read from disk only when asked for) and
 `load` (copy tensors into a module, checking every name and shape). Weights are only ever read through safetensors.
+Finding the folder (`find_model`: a path, data/, the hub cache, a download) is qwen/hub.py's job.
 """
 import json
 import os
-import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,19 +16,17 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-DEFAULT_MODEL = "Qwen/Qwen3.5-0.8B"
-DENSE_SIZES = ("0.8B", "2B", "4B", "9B", "27B")  # every dense Qwen3.5 shares this layout
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+from qwen.hub import DATA_DIR, DEFAULT_MODEL, DENSE_SIZES, SKIPPED, find_model  # noqa: F401 (the seed's names)
+
 TEXT_PREFIXES = ("model.language_model.", "model.")  # multimodal layout first: "model.visual." must not match
-SKIPPED = ("mtp.", "model.visual.")  # multi-token prediction and vision tower: not part of the text model
 
 
 @dataclass
 class Config:
     """The text-model numbers. Defaults are transformers' Qwen3_5TextConfig defaults, used when a key is absent."""
-    vocab_size: int = 248320
+    vocab_size: int = 248320  # V
     hidden_size: int = 4096  # d, the width of the residual stream
-    intermediate_size: int = 12288  # SwiGLU width
+    intermediate_size: int = 12288  # I, the SwiGLU width
     num_hidden_layers: int = 32
     num_attention_heads: int = 16  # H, query heads of full attention
     num_key_value_heads: int = 4  # Hkv, shared K/V heads (GQA)
@@ -93,57 +91,6 @@ class Config:
             raise ValueError(f"{file}: layer_types must list {cfg.num_hidden_layers} entries of 'linear_attention' or "
                              f"'full_attention', got {len(cfg.layer_types)}{' with ' + str(bad) if bad else ''}")
         return cfg
-
-
-def find_model(name=None):
-    """Return a local checkpoint folder. Looks, in order: an explicit path, $QWEN_MODEL (a path or a hub id),
-    data/<name>, the huggingface_hub cache (offline), and only then downloads the text model's files."""
-    name = str(name or os.environ.get("QWEN_MODEL") or DEFAULT_MODEL)
-    if name in DENSE_SIZES:
-        name = f"Qwen/Qwen3.5-{name}"
-    path = Path(name).expanduser()
-    if path.is_dir():
-        return _checked(path)
-    if not re.fullmatch(r"[\w.-]+/[\w.-]+", name) or name.startswith((".", "/", "~")):
-        raise FileNotFoundError(f"no checkpoint folder at {path}, and {name!r} is not a hub id like {DEFAULT_MODEL}")
-    local = DATA_DIR / name.split("/")[1]
-    if (local / "config.json").is_file():
-        return _checked(local)
-    from huggingface_hub import snapshot_download  # imported here: pure-offline use never needs it
-    try:  # a model already in the hub cache is never downloaded again
-        return _checked(Path(snapshot_download(name, allow_patterns=_META, local_files_only=True)))
-    except Exception:
-        pass
-    try:
-        folder = Path(snapshot_download(name, allow_patterns=_META))  # config, index, tokenizer: a few MB
-        return _checked(Path(snapshot_download(name, allow_patterns=_META + _text_shards(folder))))
-    except Exception as e:
-        raise FileNotFoundError(
-            f"{name} is not in {local} nor in the hub cache, and downloading it failed "
-            f"({type(e).__name__}: {str(e).splitlines()[0][:120]}). Fix: go online (or set HF_ENDPOINT to a mirror) "
-            f"and rerun, put the checkpoint in {local}, or use --model synthetic") from None
-
-
-_META = ["config.json", "generation_config.json", "model.safetensors.index.json", "tokenizer.json",
-         "tokenizer_config.json", "chat_template.jinja", "vocab.json", "merges.txt"]
-
-
-def _text_shards(folder):
-    """The weight files that hold text tensors: with an index, skip shards that hold only vision/MTP tensors."""
-    index = folder / "model.safetensors.index.json"
-    if not index.is_file():
-        return ["model.safetensors"]
-    weight_map = json.loads(index.read_text())["weight_map"]
-    return sorted({f for k, f in weight_map.items() if not k.startswith(SKIPPED)})
-
-
-def _checked(folder):
-    """A folder counts as a checkpoint when its config is Qwen3.5 and every text weight file is there."""
-    Config.load(folder)
-    missing = [f for f in _text_shards(folder) if not (folder / f).is_file()]
-    if missing:
-        raise FileNotFoundError(f"{folder} lacks {', '.join(missing)}: the download is incomplete, run it again")
-    return folder
 
 
 def read_header(file):

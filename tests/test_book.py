@@ -91,17 +91,18 @@ def test_show_in_a_script_saves_with_figures(script, capsys, tmp_path, monkeypat
     monkeypatch.setattr(show_module, "FIGURES", tmp_path / "figures")
     monkeypatch.setattr(show_module, "ROOT", tmp_path)
     script("--model", "synthetic", "--figures")
-    fig = book.show("ch99-line", line_figure, [1, 3, 2], title="t")
+    assert book.show("ch99-line", line_figure, [1, 3, 2], title="t") is None
     saved = tmp_path / "figures" / "ch99-line.png"
-    assert saved.read_bytes().startswith(b"\x89PNG") and fig.axes[0].get_title() == "t"
+    assert saved.read_bytes().startswith(b"\x89PNG")
     assert capsys.readouterr().out == "» figure ch99-line: saved to figures/ch99-line.png\n"
 
 
 def test_show_in_a_notebook_displays_once(notebook, capsys):
     import matplotlib.pyplot as plt
 
-    fig = book.show("ch99-line", line_figure, [1, 2])
-    assert notebook == [fig] and capsys.readouterr().out == ""
+    assert book.show("ch99-line", line_figure, [1, 2], title="shown") is None  # no value for the cell to show again
+    [fig] = notebook
+    assert fig.axes[0].get_title() == "shown" and capsys.readouterr().out == ""
     assert not plt.fignum_exists(fig.number)  # closed: the inline backend will not draw it a second time
 
 
@@ -110,9 +111,10 @@ def test_listing(script, notebook, capsys, monkeypatch):
     assert book.listing("qwen/course.py") is None
     assert capsys.readouterr().out.startswith("» the finished code: qwen/course.py (")
     monkeypatch.setattr(show_module, "in_notebook", lambda: True)
-    source = book.listing("qwen/course.py", "pick_device", "open_model")
+    assert book.listing("qwen/course.py", "pick_device", "open_model") is None
+    source = notebook[-1].data
     assert source.startswith("def pick_device():") and "\ndef open_model(" in source
-    assert "def chapter_args" not in source and notebook[-1].data == source
+    assert "def chapter_args" not in source
     with pytest.raises(ValueError, match="defines no nothing_here"):
         book.listing("qwen/course.py", "nothing_here")
 
@@ -133,20 +135,21 @@ def test_attempt_in_a_script_says_how_to_start(script, capsys):
 def test_attempt_in_a_notebook_grades(notebook, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("PRACTICE_PROGRESS", str(tmp_path / "progress.json"))  # the learner's progress is untouched
     assert book.attempt(202, starter_stub) is None  # the stub is not graded
-    assert "write count_parameters in the cell above" in capsys.readouterr().out
+    assert "NotImplementedError in count_parameters with your code" in capsys.readouterr().out
     assert not (tmp_path / "progress.json").exists()
     sys.path.insert(0, str(show_module.ROOT / "practice" / "202_param_count"))
     try:
         from solution import count_parameters
     finally:
         sys.path.pop(0)
-    assert book.attempt(202, count_parameters) is True
+    assert book.attempt(202, count_parameters) is None
     assert "Accepted" in capsys.readouterr().out
 
     def wrong(config):
         return dict(count_parameters(config), total=0)
     wrong.__name__ = "count_parameters"
-    assert book.attempt(202, wrong) is False
+    book.attempt(202, wrong)
+    assert "Wrong Answer" in capsys.readouterr().out
 
 
 def test_notation_table(synthetic, capsys):

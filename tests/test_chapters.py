@@ -26,19 +26,35 @@ def test_ch01_facts(outputs, hf_model):
     out = outputs["ch01_weights.py"][1]
     assert "layer pattern: LLLF LLLF LLLF LLLF LLLF LLLF" in out
     n_hf = sum(p.numel() for n, p in hf_model.named_parameters())  # transformers counts the tied table once
-    assert re.search(rf"total\s+{n_hf:,}\s+counted from the file; from the config alone: {n_hf:,} \(equal\)", out), out
-    # the real 0.8B text model, counted by transformers from its config on the meta device
+    assert "the file's 320 tensors have exactly the names and shapes the config predicts: True" in out
+    assert re.search(rf"total\s+{n_hf:,} 100.0%\s+752,393,024 100.0%", out), out
+    # the real 0.8B text model, built by transformers from its config on the meta device
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    from book.real import TEXT_CONFIG
     with torch.device("meta"):
-        real = Qwen3_5ForCausalLM(Qwen3_5TextConfig(
-            hidden_size=1024, intermediate_size=3584, num_hidden_layers=24, num_attention_heads=8,
-            num_key_value_heads=2, head_dim=256, linear_num_key_heads=16, linear_num_value_heads=16,
-            tie_word_embeddings=True))
+        real = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**{k: v for k, v in TEXT_CONFIG.items() if k != "dtype"}))
     n_real = sum(p.numel() for p in real.parameters())
     emb = real.model.embed_tokens.weight.numel()
-    assert f"real Qwen3.5-0.8B numbers: {n_real:,} text parameters, {emb:,} of them" in out
-    assert "dtypes of the text tensors: {'BF16': 321}" in out
+    mlp = sum(p.numel() for n, p in real.named_parameters() if ".mlp." in n)
+    assert n_real == 752_393_024 and mlp > emb  # the corrected claim: the MLPs hold more than the embedding
+    assert re.search(rf"embedding\s+[\d,]+\s+[\d.]+%\s+{emb:,}\s+{emb / n_real:.1%}", out)
+    assert re.search(rf"mlp\s+[\d,]+\s+[\d.]+%\s+{mlp:,}\s+{mlp / n_real:.1%}", out)
+    assert f"the largest part is mlp ({mlp / n_real:.1%}); the largest single tensor is embed_tokens.weight " \
+           f"({emb / n_real:.1%})" in out
+    mixer = [sum(p.numel() for p in real.model.layers[0].linear_attn.parameters()),
+             sum(p.numel() for p in real.model.layers[3].self_attn.parameters())]
+    assert mixer == [10_543_264, 7_340_544]  # the real per-layer proportion the figure shows: DeltaNet heavier
+    assert f"real Qwen3.5-0.8B: Gated DeltaNet {mixer[0]:,}, full attention {mixer[1]:,}" in out
+    fp32 = sum(p.numel() for n, p in real.named_parameters() if n.endswith(("A_log", "linear_attn.norm.weight")))
+    assert fp32 == 18 * (16 + 128)
+    assert f"real Qwen3.5-0.8B: {n_real:,} parameters, {fp32:,} of them in fp32 and the rest in bfloat16: " \
+           f"{(2 * n_real + 2 * fp32) / 1e9:.2f} GB" in out
+    assert "dtypes of the text tensors: {'BF16': 284, 'F32': 36} (config.json says bfloat16); in fp32: " \
+           "['linear_attn.A_log', 'linear_attn.norm.weight']" in out
     assert "equal to the library's tensor: True" in out
+    for number in (201, 202):
+        assert f"» exercise {number} (" in out and f"python practice/judge.py start {number}" in out
 
 
 def test_ch02_facts(outputs):

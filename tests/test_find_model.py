@@ -35,9 +35,9 @@ def populate_cache(cache, repo_id, src):
 def find(tmp_path, *names, **env):
     """find_model(name) for each name (none: the default) in one fresh process with an empty data/ dir.
     Returns (exit code, output): one line per name, the folder or 'ERROR <message>' (exit code 3 on any error)."""
-    code = ("import sys, pathlib, qwen.weights as w; w.DATA_DIR = pathlib.Path(sys.argv[1]); rc = 0\n"
+    code = ("import sys, pathlib, qwen.hub, qwen.weights as w; qwen.hub.DATA_DIR = pathlib.Path(sys.argv[1]); rc = 0\n"
             "for name in sys.argv[2:] or [None]:\n"
-            "    try: print(w.find_model(name))\n"
+            "    try: print(w.find_model(name))\n"  # the seed's import path keeps working
             "    except FileNotFoundError as e: print('ERROR', e); rc = 3\n"
             "sys.exit(rc)")
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "QWEN_"))}
@@ -115,3 +115,29 @@ def test_bad_names(tmp_path):
     lines = out.splitlines()
     assert rc == 1 and "no checkpoint folder at" in lines[0] and "is not a hub id like" in lines[1], out
     assert "is a llama config, not a dense Qwen3.5 one" in lines[-1]  # a ValueError: the wrong model, not a missing one
+
+
+def test_a_broken_cached_model_speaks(tmp_path, synthetic):
+    """Only a cache miss sends find_model on to the download: a cached checkpoint of the wrong kind says so."""
+    snap = populate_cache(tmp_path / "hub", "Qwen/Qwen3.5-0.8B", synthetic)
+    config = snap / "config.json"
+    text = config.read_text().replace('"model_type": "qwen3_5"', '"model_type": "llama"')
+    config.unlink()
+    config.write_text(text)
+    rc, out = find(tmp_path, HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1")
+    assert rc == 1 and "is a llama config, not a dense Qwen3.5 one" in out and "not in" not in out, out
+
+
+def test_open_model_falls_back_with_the_reason(monkeypatch, capsys, synthetic):
+    """No --model and no real model: one line with find_model's reason (not its fix), then the synthetic one."""
+    import qwen.course
+    from qwen.hub import ModelNotFound
+
+    def missing(name=None):
+        raise ModelNotFound("Qwen/Qwen3.5-0.8B is not here", "download it")
+    monkeypatch.setattr(qwen.course, "find_model", missing)
+    assert qwen.course.open_model(None) == synthetic
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "(no real model: Qwen/Qwen3.5-0.8B is not here; using the synthetic checkpoint)"
+    with pytest.raises(ModelNotFound, match="is not here. Fix: download it"):
+        qwen.course.open_model("Qwen/Qwen3.5-0.8B")  # asked for by name: an error, not a fallback

@@ -148,7 +148,7 @@ def test_model_prefix_checkpoint(synthetic, tmp_path):
     def rename(k):
         return None if k.startswith(("mtp.", "model.visual.")) else k.replace("model.language_model.", "model.")
     ckpt = single_file_checkpoint(synthetic, tmp_path / "causal", rename=rename, text_only=True)
-    theirs, info = AutoModelForCausalLM.from_pretrained(ckpt, output_loading_info=True)
+    theirs, info = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
     W, sd = load_weights(ckpt), theirs.state_dict()
     assert {hf_name(n) for n in W} == set(sd)
@@ -176,7 +176,7 @@ def test_load_copies_and_checks(synthetic):
         load(RMSNorm(d + 1), W, "norm.")
     with pytest.raises(ValueError, match=r"missing \['nope\.weight'\]"):
         load(RMSNorm(d), W, "nope.")
-    with pytest.raises(ValueError, match=r"missing \['layers\.0\.weight'\]; unexpected \['layers\.0\.input_layernorm\.weight"):
+    with pytest.raises(ValueError, match=r"missing \['layers\.0\.weight'\]; unexpected \['layers\.0\.\w"):
         load(RMSNorm(d), W, "layers.0.")  # a whole layer's tensors do not fit one norm
 
 
@@ -185,3 +185,57 @@ def test_bad_layer_types(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=r"layer_types must list 3 entries .* got 2 with \{'x'\}"):
         Config.load(tmp_path)
+
+
+# ---------------------------------------------------------------- the synthetic checkpoint: what it claims
+
+def test_the_banner_is_true(synthetic):
+    """Real: names, dtypes, depth and layer pattern, vocabulary, config layout. Not real: widths, shapes, counts."""
+    from book import real
+    from practice.layout import count_by_part, tensor_shapes
+    from qwen.synthetic import BANNER
+
+    assert "Real: tensor names, dtypes, depth and layer pattern, vocabulary and tokenizer, config layout" in BANNER
+    assert "Not real: widths, so shapes and parameter counts, and every value" in BANNER
+    ours, theirs = Config.load(synthetic), real.config()
+    same = ("vocab_size", "num_hidden_layers", "layer_types", "tie_word_embeddings", "dtype", "linear_conv_kernel_dim",
+            "rope_theta", "partial_rotary_factor", "rms_norm_eps")
+    assert [getattr(ours, k) for k in same] == [getattr(theirs, k) for k in same]
+    raw = json.loads((synthetic / "config.json").read_text())
+    assert raw["architectures"] == ["Qwen3_5ForConditionalGeneration"] and set(raw["text_config"]) >= set(
+        k for k in real.TEXT_CONFIG if k != "model_type")  # every key of the real text_config is there
+    names = lambda cfg: {n.split(".", 2)[-1] for n in tensor_shapes(cfg)}  # noqa: E731 (names within a layer)
+    W = load_weights(synthetic)
+    assert {n.split(".", 2)[-1] for n in W if n != "lm_head.weight"} == names(real.TEXT_CONFIG)
+    fp32 = {n for n in W if W[n].dtype == torch.float32}  # the published checkpoints' fp32 tensors (third-party)
+    assert fp32 == {f"layers.{i}.{t}" for i in range(24) for t in ("linear_attn.A_log", "linear_attn.norm.weight")
+                    if ours.layer_types[i] == "linear_attention"} and len(fp32) == 36
+    assert {W[n].dtype for n in W if n not in fp32} == {torch.bfloat16}
+    assert ours.hidden_size != theirs.hidden_size
+    total = count_by_part(tensor_shapes(json.loads((synthetic / "config.json").read_text())["text_config"]))["total"]
+    assert round(total / 1e6, 1) == 17.8  # README: 17.8 M instead of 752 M
+
+
+def test_no_planted_structure(synthetic):
+    """Each norm weight is drawn around its initial value, the same way in every layer: no trend with depth for a
+    chapter to 'find'. Zero-centred norms scatter around 0, the gated norm around 1 (5 standard errors)."""
+    W = load_weights(synthetic)
+    cfg = Config.load(synthetic)
+    zero_centred = [n for n in W if n.endswith(("layernorm.weight", "q_norm.weight", "k_norm.weight"))]
+    for name in zero_centred + ["norm.weight"]:
+        w = W[name].float()
+        assert abs(w.mean()) < 5 * 0.1 / len(w) ** 0.5, (name, w.mean())
+    gated = [W[n].float() for n in W if n.endswith("linear_attn.norm.weight")]
+    assert all(abs(w.mean() - 1) < 5 * 0.1 / len(w) ** 0.5 for w in gated)
+    means = torch.tensor([W[f"layers.{i}.post_attention_layernorm.weight"].float().mean()
+                          for i in range(cfg.num_hidden_layers)])
+    depth = torch.arange(cfg.num_hidden_layers, dtype=torch.float32)
+    assert abs(torch.corrcoef(torch.stack([means, depth]))[0, 1]) < 0.6  # no drift with depth
+
+
+def test_synthetic_size_as_the_readme_says(synthetic):
+    """README: about 53 MB on disk (10**6 bytes each), 36 MB of them weights and 16.5 MB the tokenizer."""
+    size = lambda files: sum(f.stat().st_size for f in files) / 1e6  # noqa: E731
+    assert round(size(synthetic.iterdir())) == 53
+    assert round(size(synthetic.glob("*.safetensors"))) == 36
+    assert round(size([synthetic / "tokenizer.json"]), 1) == 16.5

@@ -6,21 +6,12 @@ config: 752,393,024 parameters, 254,279,680 in the embedding) and to the synthet
 """
 import random
 
+from book.real import TEXT_CONFIG as REAL_TEXT_CONFIG
 from practice.grading import Case, Mistake
 from practice.layout import count_by_part, tensor_shapes
 from qwen.synthetic import TEXT as SYNTHETIC_TEXT
 
-# Qwen3.5-0.8B's text_config (third-party mirrors of config.json; see docs/qwen35-reference.md §1)
-REAL_08B = dict(
-    model_type="qwen3_5_text", vocab_size=248320, hidden_size=1024, intermediate_size=3584, num_hidden_layers=24,
-    num_attention_heads=8, num_key_value_heads=2, head_dim=256, linear_num_key_heads=16,
-    linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4,
-    hidden_act="silu", rms_norm_eps=1e-6, max_position_embeddings=262144, attention_bias=False,
-    rope_parameters=dict(rope_type="default", rope_theta=10_000_000, partial_rotary_factor=0.25,
-                         mrope_section=[11, 11, 10], mrope_interleaved=True),
-    layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(24)],
-    full_attention_interval=4, attn_output_gate=True, tie_word_embeddings=True, eos_token_id=248044,
-)
+REAL_08B = dict(REAL_TEXT_CONFIG)  # the real Qwen3.5-0.8B text config, kept in one place: book/real.py
 
 
 def oracle(config):

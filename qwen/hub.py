@@ -1,0 +1,77 @@
+"""Find a checkpoint folder: a path, data/<name>, the Hugging Face cache, or (last) a download of the text model.
+
+A dense Qwen3.5 on the hub is config.json, the tokenizer files, model.safetensors.index.json and the weight files
+it names (one for the 0.8B; the index maps every tensor to its file). The download skips a weight file that holds
+only vision or multi-token-prediction tensors; a file that also holds text tensors comes whole.
+"""
+import json
+import os
+import re
+from pathlib import Path
+
+DEFAULT_MODEL = "Qwen/Qwen3.5-0.8B"
+DENSE_SIZES = ("0.8B", "2B", "4B", "9B", "27B")  # every dense Qwen3.5 shares this layout
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+SKIPPED = ("mtp.", "model.visual.")  # multi-token prediction and vision tower: not part of the text model
+META = ["config.json", "generation_config.json", "model.safetensors.index.json", "tokenizer.json",
+        "tokenizer_config.json", "chat_template.jinja", "vocab.json", "merges.txt"]
+
+
+class ModelNotFound(FileNotFoundError):
+    """No usable checkpoint: `reason` says what is missing, `fix` what to do (the message is both)."""
+
+    def __init__(self, reason, fix):
+        super().__init__(f"{reason}. Fix: {fix}")
+        self.reason, self.fix = reason, fix
+
+
+def find_model(name=None):
+    """Return a local checkpoint folder. Looks, in order: an explicit path, $QWEN_MODEL (a path or a hub id),
+    data/<name>, the huggingface_hub cache (offline), and only then downloads the text model's files."""
+    name = str(name or os.environ.get("QWEN_MODEL") or DEFAULT_MODEL)
+    if name in DENSE_SIZES:
+        name = f"Qwen/Qwen3.5-{name}"
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return checked(path)
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", name) or name.startswith((".", "/", "~")):
+        raise ModelNotFound(f"no checkpoint folder at {path}, and {name!r} is not a hub id like {DEFAULT_MODEL}",
+                            "give --model a checkpoint folder, a hub id, a size (0.8B ... 27B) or synthetic")
+    local = DATA_DIR / name.split("/")[1]
+    if (local / "config.json").is_file():
+        return checked(local)
+    from huggingface_hub import snapshot_download  # imported here: pure-offline use never needs it
+    try:  # a model already in the hub cache is never downloaded again
+        return checked(Path(snapshot_download(name, allow_patterns=META, local_files_only=True)))
+    except FileNotFoundError:  # not cached (huggingface_hub's LocalEntryNotFoundError), or cached incompletely
+        pass
+    try:
+        folder = Path(snapshot_download(name, allow_patterns=META))  # config, index, tokenizer: a few MB
+        return checked(Path(snapshot_download(name, allow_patterns=META + text_shards(folder))))
+    except OSError as e:  # what huggingface_hub raises for network, HTTP and disk failures
+        raise ModelNotFound(
+            f"{name} is not in {local} nor in the hub cache, and downloading it failed "
+            f"({type(e).__name__}: {str(e).splitlines()[0][:120]})",
+            f"go online (or set HF_ENDPOINT to a mirror) and rerun, put the checkpoint in {local}, "
+            f"or use --model synthetic") from None
+
+
+def text_shards(folder):
+    """The weight files that hold text tensors: with an index, skip files that hold only vision/MTP tensors."""
+    index = Path(folder) / "model.safetensors.index.json"
+    if not index.is_file():
+        return ["model.safetensors"]
+    weight_map = json.loads(index.read_text())["weight_map"]
+    return sorted({f for k, f in weight_map.items() if not k.startswith(SKIPPED)})
+
+
+def checked(folder):
+    """A folder counts as a checkpoint when its config is Qwen3.5 and every text weight file is there."""
+    from qwen.weights import Config  # here: qwen.weights imports this file
+
+    Config.load(folder)
+    missing = [f for f in text_shards(folder) if not (folder / f).is_file()]
+    if missing:
+        raise ModelNotFound(f"{folder} lacks {', '.join(missing)}: the download is incomplete",
+                            "run it again (a finished download is never fetched twice)")
+    return folder

@@ -1,0 +1,90 @@
+"""book/ch01.py: the shape formulas the chapter prints are the shapes practice/layout.py gives (itself proven
+equal to transformers in tests/test_practice.py), and each figure draws on the synthetic checkpoint."""
+import re
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from book import ch01, real  # noqa: E402
+from practice.layout import count_by_part, tensor_shapes  # noqa: E402
+from qwen.synthetic import TEXT as SYNTHETIC  # noqa: E402
+from qwen.weights import load_weights  # noqa: E402
+
+LETTERS = {"V": "vocab_size", "d": "hidden_size", "I": "intermediate_size", "H": "num_attention_heads",
+           "Hkv": "num_key_value_heads", "D": "head_dim", "Hk": "linear_num_key_heads",
+           "Hv": "linear_num_value_heads", "dk": "linear_key_head_dim", "dv": "linear_value_head_dim",
+           "K": "linear_conv_kernel_dim"}
+
+
+def evaluate(formula, cfg):
+    """'(2·Hk·dk + Hv·dv, d)' -> a shape, by hand: split at commas, terms at '+', factors at '·'."""
+    def value(token):
+        return int(token) if token.isdigit() else cfg[LETTERS[token]]
+
+    dims = [d.strip() for d in formula.strip("()").split(",") if d.strip()]
+    shape = []
+    for dim in dims:
+        total = 0
+        for term in dim.split("+"):
+            n = 1
+            for factor in term.strip().split("·"):
+                n *= value(factor.strip())
+            total += n
+        shape.append(total)
+    return tuple(shape)
+
+
+@pytest.mark.parametrize("cfg", [real.TEXT_CONFIG, SYNTHETIC, dict(real.TEXT_CONFIG, linear_num_value_heads=32,
+                                                                   tie_word_embeddings=False)],
+                         ids=["real 0.8B", "synthetic", "more value heads, untied"])
+def test_formulas_give_the_layout_shapes(cfg):
+    shapes = tensor_shapes(cfg)
+    for name, shape in shapes.items():
+        rest = re.sub(r"^layers\.\d+\.", "", name)
+        assert evaluate(ch01.FORMULAS[rest][0], cfg) == shape, name
+    names = {re.sub(r"^layers\.\d+\.", "", n) for n in shapes}
+    assert set(ch01.FORMULAS) - names == ({"lm_head.weight"} if cfg["tie_word_embeddings"] else set())
+
+
+def test_per_layer(synthetic):
+    shapes = tensor_shapes(real.TEXT_CONFIG)
+    mixer, mlp = ch01.per_layer(shapes, 24)
+    assert (mixer[0], mixer[3]) == (10_543_264, 7_340_544)  # by hand: see tests/test_chapters.py, transformers
+    assert mlp == [3 * 1024 * 3584] * 24
+    counts = count_by_part(shapes)
+    assert sum(mixer) == counts["linear_attention"] + counts["full_attention"]
+
+
+def figure_text(fig):
+    return " | ".join([fig.get_suptitle()] + [ax.get_title() for ax in fig.axes])
+
+
+def test_layers_figure(synthetic):
+    import matplotlib.pyplot as plt
+
+    W = load_weights(synthetic)
+    shapes = {n: tuple(W[n].shape) for n in W if n != "lm_head.weight"}
+    fig = ch01.layers_figure(shapes, SYNTHETIC["layer_types"], real.TEXT_CONFIG, True)
+    text = figure_text(fig)
+    assert "synthetic weights" in text and "real Qwen3.5-0.8B, from its config" in text
+    bars = [p.get_height() for p in fig.axes[1].patches]
+    assert bars[0] == 10_543_264 and bars[3] == 7_340_544  # the real proportion: DeltaNet layers are heavier
+    assert "synthetic" not in figure_text(ch01.layers_figure(shapes, SYNTHETIC["layer_types"], real.TEXT_CONFIG,
+                                                             False))
+    plt.close("all")
+
+
+def test_parts_figure():
+    import matplotlib.pyplot as plt
+
+    counts = count_by_part(tensor_shapes(SYNTHETIC))
+    real_counts = count_by_part(tensor_shapes(real.TEXT_CONFIG))
+    fig = ch01.parts_figure(counts, real_counts, 18, 6, True)
+    assert "synthetic weights" in figure_text(fig)
+    widths = [p.get_width() for p in fig.axes[1].patches]
+    assert widths[4] > widths[0]  # real 0.8B: the MLPs outweigh the embedding
+    labels = [t.get_text() for t in fig.axes[1].texts]
+    assert "  264,241,152 (35.1%)" in labels and "  254,279,680 (33.8%)" in labels
+    plt.close("all")
