@@ -1,4 +1,8 @@
-"""What the judge prints: short, labelled lines, in English or Chinese. No torch at import (list/show stay fast)."""
+"""What the judge prints: short, labelled lines, in English or Chinese. No torch at import (list/show stay fast).
+
+Every line goes through `safe`: the learner's output and messages can hold terminal escape sequences, which are
+shown escaped (\\x1b[8A), so no file can move the cursor and rewrite the verdict on screen."""
+import re
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +50,21 @@ MSG = {
         "in_process": "(graded in this process: a case that hangs cannot be stopped; interrupt the kernel)",
         "hint_not_implemented": "this function still raises NotImplementedError: replace the starter's body",
         "hint_wrong_dtype": "the numbers are right but the dtype is not: return {dtype} (cast the result back)",
+        "died_load": "the process ended while your file was being imported, before any case ran ({how})",
+        "died_between": "the process ended between two cases ({how}): a thread or process of yours?",
+        "oom_kill": "signal SIGKILL: killed from outside; out of memory?",
+        "garbled": "the runner's messages to the judge were garbled ({why}): your code wrote to the judge's private "
+                   "pipe or closed it",
+        "stalled_returned": "your function returned, but its result could not be saved in time (did your code "
+                            "touch the judge's files?)",
+        "stalled_between": "the process stopped responding between two cases (a thread of yours keeping it busy?)",
+        "not_dense": "expected a dense torch.Tensor, got {got}",
+        "running": "case {i}/{n} · {label} · {fn} …",
+        "tampered": "The problem's reference files differ from the course's copy: {files}. Was one edited by "
+                    "accident? Restore them: git checkout -- {folder}   (developers who changed a problem on "
+                    "purpose: {cmd})",
+        "hint_out_of_memory": "out of memory: your code asked for more than the judge allows ({limit}); these "
+                              "inputs need far less, so look for a tensor much larger than them",
     },
     "zh": {
         "problem": "题目", "file": "文件", "verdict": "结果", "call": "调用", "expected": "期望", "got": "实际",
@@ -81,11 +100,34 @@ MSG = {
         "in_process": "（在当前进程内评测：卡住的用例无法被终止，请中断内核）",
         "hint_not_implemented": "这个函数仍然抛出 NotImplementedError：把起始文件里的函数体换成你的实现",
         "hint_wrong_dtype": "数值对了但 dtype 不对：应返回 {dtype}（把结果转回去）",
+        "died_load": "导入你的文件时进程结束了，还没有运行任何用例（{how}）",
+        "died_between": "进程在两个用例之间结束了（{how}）：是你启动的线程或进程吗？",
+        "oom_kill": "信号 SIGKILL：被外部终止；内存耗尽？",
+        "garbled": "运行器发给评测的消息被破坏了（{why}）：你的代码写入或关闭了评测的私有管道",
+        "stalled_returned": "你的函数返回了，但结果没能及时保存（你的代码动了评测的文件吗？）",
+        "stalled_between": "进程在两个用例之间停止响应（你的线程占住了它？）",
+        "not_dense": "期望一个稠密的 torch.Tensor，实际是 {got}",
+        "running": "用例 {i}/{n} · {label} · {fn} …",
+        "tampered": "题目的参考文件与课程中的不一致：{files}。是不小心改了吗？恢复：git checkout -- {folder}   "
+                    "（有意修改题目的开发者：{cmd}）",
+        "hint_out_of_memory": "内存耗尽：你的代码申请的内存超过了评测允许的上限（{limit}）；这些输入远用不了这么多，"
+                              "找找比输入大得多的张量",
     },
 }
 
 OUTPUT_CAP = 64 * 1024  # bytes of the learner's printed output the judge keeps; the rest is counted and dropped
 SHOW_OUTPUT = 20  # lines of it shown with a verdict that is not Accepted
+BLOCK_LINES = 60  # lines of a traceback or compile error shown (the runner already collapses repeated frames)
+LINE_CHARS = 300  # characters of one such line
+
+# C0 and C1 control characters (but tab), DEL, and the bidirectional overrides that reorder what a line shows
+UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe(text):
+    """`text` with every control character shown as an escape: '\x1b[8A' prints as the 7 characters \\x1b[8A."""
+    return UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                      else f"\\u{ord(m.group()):04x}", text)
 
 
 @dataclass
@@ -113,6 +155,7 @@ class Report:
     output_bytes: int = 0
     seconds: float = 0.0
     in_process: bool = False
+    memory_limit: int = 0  # MiB
 
     @property
     def passed(self):
@@ -128,27 +171,31 @@ def width(s):
 
 
 def size_text(n):
+    if n >= 2 ** 30:
+        return f"{n / 2 ** 30:.3g} GB"
     return f"{n / 2 ** 20:.1f} MB" if n >= 2 ** 20 else f"{n / 1024:.0f} KB" if n >= 1024 else f"{n} bytes"
 
 
 class Printer:
     def __init__(self, lang, out=print):
-        self.lang, self.m, self.v, self.out = lang, MSG[lang], VERDICT[lang], out
+        self.lang, self.m, self.v = lang, MSG[lang], VERDICT[lang]
+        self.out = lambda text: out("\n".join(safe(ln) for ln in str(text).split("\n")))
 
     def line(self, key, value=""):
         label = self.m[key]
         self.out(f"{label}{' ' * max(1, 10 - width(label))}{value}".rstrip())
 
     def block(self, text):
-        for ln in text.splitlines():
-            self.out("  " + ln)
+        lines = text.splitlines()
+        for ln in lines[:BLOCK_LINES]:
+            self.out("  " + (ln if len(ln) <= LINE_CHARS else ln[:LINE_CHARS] + " …"))
+        if len(lines) > BLOCK_LINES:
+            self.out(f"  … ({len(lines) - BLOCK_LINES} more lines)")
 
     def report(self, rep, shown_file, again_cmd, progress_file):
         prob = rep.problem
         self.line("problem", f"{prob.number} · {prob.title(self.lang)}")
         self.line("file", shown_file)
-        if rep.in_process:
-            self.out(self.m["in_process"])
         if rep.verdict == "JE":
             self.out(self.m["judge_error"].format(why=rep.message))
             self.block(rep.output.decode("utf-8", "replace")[-3000:])
@@ -190,6 +237,8 @@ class Printer:
             self.line("error", self.m["missing"].format(names=msg[len("missing:"):]))
         elif msg == "load":
             self.line("error", self.m["tle_load"].format(t=rep.load_limit))
+        elif msg.startswith(("died_load:", "died_between:", "garbled:", "stalled:")):
+            self.line("error", self._why(msg))
         elif rep.verdict == "CE":
             self.line("error")
             self.block(msg)
@@ -200,15 +249,27 @@ class Printer:
             if code:
                 self.line("hint", self.m["sysexit"].format(code=code))
 
-    def _died(self, how):
+    def _how(self, how):
         kind, _, val = how.partition(":")
         if kind == "signal":
+            if val == str(int(signal.SIGKILL)):
+                return self.m["oom_kill"]
             try:
                 val = signal.Signals(int(val)).name
             except (ValueError, AttributeError):
                 pass
-            return self.m["died"].format(how=self.m["signal"].format(sig=val))
-        return self.m["died"].format(how=self.m["exit_code"].format(rc=val))
+            return self.m["signal"].format(sig=val)
+        return self.m["exit_code"].format(rc=val)
+
+    def _why(self, error):
+        """The line for a run that ended abnormally: died:HOW, died_load:HOW, died_between:HOW, garbled:WHY,
+        stalled:STATE."""
+        kind, _, rest = error.partition(":")
+        if kind == "garbled":
+            return self.m["garbled"].format(why=rest)
+        if kind == "stalled":
+            return self.m["stalled_returned" if rest == "returned" else "stalled_between"]
+        return self.m[kind].format(how=self._how(rest))
 
     def _failure(self, rep, r):
         from practice.grading import describe
@@ -224,8 +285,8 @@ class Printer:
                       else m["tle_killed"].format(t=rep.time_limit))
             self.line("limit", f"{rep.time_limit:g} s")
         elif r.verdict == "RE":
-            if r.error.startswith("died:"):
-                self.line("error", self._died(r.error[5:]))
+            if r.error.startswith(("died:", "garbled:", "stalled:")):
+                self.line("error", self._why(r.error))
             else:
                 body, _, code = r.error.partition("\nsysexit:")
                 self.line("error")
@@ -252,6 +313,8 @@ class Printer:
                     self.line("error", m["keys_missing"].format(keys=_keys(info["missing"])))
                 if info["extra"]:
                     self.line("error", m["keys_extra"].format(keys=_keys(info["extra"])))
+            elif mm.kind == "type" and info.get("expected") == "torch.Tensor":
+                self.line("error", m["not_dense"].format(got=info["got"]))
             elif mm.kind in ("shape", "dtype", "len", "type"):
                 if mm.where != "output" or mm.kind == "len":  # at the top the two lines above said it
                     self.line("expected", m[mm.kind].format(v=info["expected"]))
@@ -264,6 +327,8 @@ class Printer:
         for key in r.hints:
             if key == "not_implemented":
                 text = m["hint_not_implemented"]
+            elif key == "out_of_memory":
+                text = m["hint_out_of_memory"].format(limit=size_text(rep.memory_limit * 2 ** 20))
             elif key == "wrong_dtype":
                 text = m["hint_wrong_dtype"].format(dtype=describe(case.expected).split("[")[0])
             else:

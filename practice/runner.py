@@ -8,6 +8,7 @@ deliberate cheating). check() in judge.py uses `run` in-process for notebooks.
 """
 import copy
 import json
+import linecache
 import os
 import sys
 import threading
@@ -19,6 +20,8 @@ import torch
 
 MAX_TENSOR_BYTES = 256 * 2 ** 20  # a returned tensor larger than this is not sent back (it is surely wrong)
 MAX_ITEMS = 100_000
+TRACEBACK_LINES = 40  # of the learner's frames, after repeated ones are collapsed
+CLOCK = time.perf_counter  # taken before the learner's file is imported: replacing time.perf_counter cannot fool it
 
 
 def bits(t):
@@ -54,13 +57,20 @@ def sanitize(obj, depth=0):
     if depth > 20:
         return _unsupported(obj, "structure nested too deep")
     if isinstance(obj, torch.Tensor):
+        # a subclass (nn.Parameter, ...) is compared as the plain tensor it holds; one on a GPU is copied to the CPU
         try:
             t = obj.detach()
             if type(t) is not torch.Tensor:
                 t = t.as_subclass(torch.Tensor)
+            if t.is_nested or t.layout != torch.strided:
+                return _unsupported(obj, f"{'nested' if t.is_nested else str(t.layout).replace('torch.', '')} tensor")
+            if t.is_quantized:
+                return _unsupported(obj, "quantized tensor")
+            if t.device.type == "meta":
+                return _unsupported(obj, "tensor on the meta device (it has a shape but no values)")
             if t.numel() * t.element_size() > MAX_TENSOR_BYTES:
                 return _unsupported(obj, f"tensor of {t.numel() * t.element_size() / 2 ** 20:.0f} MiB")
-            return t.to("cpu").clone()
+            return t.to("cpu").resolve_conj().resolve_neg().clone()
         except BaseException:
             return _unsupported(obj, "tensor that cannot be copied to the CPU")
     if obj is None or isinstance(obj, bool):
@@ -96,15 +106,47 @@ def _own(filename, path):
 
 
 def learner_traceback(exc, path):
-    """The traceback cut to the learner's own frames, then the exception line."""
+    """The traceback cut to the learner's own frames, repeated frames collapsed, capped; then the exception line."""
     path = path if path == "<notebook>" else os.path.abspath(path)
+    frames = [(f.f_code.co_filename, line, f.f_code.co_name) for f, line in traceback.walk_tb(exc.__traceback__)
+              if _own(f.f_code.co_filename, path)]
     lines = []
-    for fr in traceback.extract_tb(exc.__traceback__):
-        if _own(fr.filename, path):
-            lines.append(f'  File "{os.path.basename(fr.filename)}", line {fr.lineno}, in {fr.name}')
-            if fr.line:
-                lines.append(f"    {fr.line.strip()}")
+    for item in collapse(frames):
+        if item[0] == "repeat":
+            _, n_lines, times = item
+            lines.append(f"  [… the same {n_lines} line{'s' if n_lines != 1 else ''} repeated {times} more "
+                         f"time{'s' if times != 1 else ''}]")
+            continue
+        filename, lineno, name = item
+        lines.append(f'  File "{os.path.basename(filename)}", line {lineno}, in {name}')
+        code = linecache.getline(filename, lineno).strip()
+        if code:
+            lines.append(f"    {code}")
+    if len(lines) > TRACEBACK_LINES:
+        head, tail = TRACEBACK_LINES // 4, TRACEBACK_LINES - TRACEBACK_LINES // 4
+        lines = lines[:head] + [f"  [… {len(lines) - head - tail} lines left out]"] + lines[-tail:]
     return "\n".join(lines + [exception_line(exc)])
+
+
+def collapse(frames, longest=8):
+    """frames with each run of a block of up to `longest` frames repeated 3 or more times shown once, followed by
+    ("repeat", lines in the block, further repetitions). Lines: two per frame with source, one without."""
+    out, i = [], 0
+    while i < len(frames):
+        best = (1, 1)  # (repetitions, block length)
+        for size in range(1, longest + 1):
+            block, reps = frames[i:i + size], 1
+            while frames[i + reps * size:i + (reps + 1) * size] == block and len(block) == size:
+                reps += 1
+            if reps >= 3 and reps * size > best[0] * best[1]:
+                best = (reps, size)
+        reps, size = best
+        out += frames[i:i + size]
+        if reps > 1:
+            n_lines = sum(1 + bool(linecache.getline(f, ln).strip()) for f, ln, _ in frames[i:i + size])
+            out.append(("repeat", n_lines, reps - 1))
+        i += reps * size
+    return out
 
 
 def exception_line(exc):
@@ -142,16 +184,17 @@ def load_file(path):
         return None, {"ev": "compile_error", "msg": learner_traceback(e, path)}
     except BaseException as e:  # SystemExit included: a file that exits while importing
         return None, {"ev": "load_error", "exc": type(e).__name__, "tb": learner_traceback(e, path),
-                      "code": repr(e.code) if isinstance(e, SystemExit) else None}
+                      "code": repr(e.code)[:200] if isinstance(e, SystemExit) else None}
     return mod, None
 
 
 def run(functions, calls, emit, store, path, reraise=()):
-    """Call functions[name](*values) for each (name, values) in `calls`; store(i, result); emit events."""
+    """Call functions[name](*values) for each (name, values) in `calls`; store(i, result); emit events:
+    begin i, ret i (the call returned or raised; t = its time on CLOCK), end i (the result is stored), then done."""
     for i, (name, values) in enumerate(calls):
-        emit({"ev": "begin", "i": i})
         before = copy.deepcopy(values)
-        t0 = time.perf_counter()
+        emit({"ev": "begin", "i": i})
+        t0 = CLOCK()
         try:
             out = functions[name](*values)
             ok = True
@@ -159,18 +202,19 @@ def run(functions, calls, emit, store, path, reraise=()):
             raise
         except BaseException as e:  # SystemExit, KeyboardInterrupt raised by the learner: all a Runtime Error
             ok, err = False, e
-        t = time.perf_counter() - t0
+        t = CLOCK() - t0
+        emit({"ev": "ret", "i": i, "t": t})
         if ok:
             try:
                 store(i, sanitize(out))
-                emit({"ev": "end", "i": i, "ok": True, "t": t, "mutated": bool(mutated(before, values))})
+                emit({"ev": "end", "i": i, "ok": True, "mutated": bool(mutated(before, values))})
             except Exception as e:
-                emit({"ev": "end", "i": i, "ok": False, "t": t, "exc": "JudgeError",
+                emit({"ev": "end", "i": i, "ok": False, "exc": "JudgeError",
                       "tb": f"the judge could not read your result back: {exception_line(e)}"})
         else:
-            emit({"ev": "end", "i": i, "ok": False, "t": t, "exc": type(err).__name__,
+            emit({"ev": "end", "i": i, "ok": False, "exc": type(err).__name__,
                   "tb": learner_traceback(err, path),
-                  "code": repr(err.code) if isinstance(err, SystemExit) else None})
+                  "code": repr(err.code)[:200] if isinstance(err, SystemExit) else None})
     emit({"ev": "done"})
 
 
@@ -215,9 +259,12 @@ if __name__ == "__main__":
     status = 0
     try:
         main(sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]))
-    except BaseException:  # a failure of the runner itself (the learner's errors are caught in run)
-        traceback.print_exc()
+    except BaseException:  # a failure of the runner itself, or of what the learner's code did to it (closed fds)
         status = 70
+        try:
+            traceback.print_exc()
+        except BaseException:
+            pass
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -102,6 +102,8 @@ def load_model(path, dtype=None, device=None):
     Built on the meta device (no memory), then each parameter becomes the tensor read from the file: no fp32
     detour, no random init to overwrite, no second copy. Peak memory is about the weights themselves."""
     cfg = Config.load(path)  # a clear error for a folder that is not a Qwen3.5 checkpoint
+    if isinstance(dtype, str) and dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r}: use one of {', '.join(DTYPES)} or a torch dtype")
     dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype or DTYPES.get(cfg.dtype or "")
     W = load_weights(path)
     cfg.tie_word_embeddings = W.where.get("lm_head.weight") == W.where.get("embed_tokens.weight")  # stored head wins

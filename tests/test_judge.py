@@ -8,14 +8,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from practice.judge import (check, detect_lang, grade_in_process, load_progress, problems, record, run_file,
-                            save_progress)
+from practice.judge import (check, detect_lang, grade_events, grade_in_process, load_progress, problems, record,
+                            run_file, save_progress)
 from practice.report import OUTPUT_CAP, Printer, Report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,7 +51,34 @@ def judge(*args, env_extra=None, timeout=120):
 # files that misbehave only in what they return or raise are graded in this process (the same code, less the
 # transport); the others need the child process: they hang, crash, kill the process, print megabytes, spawn processes
 IN_PROCESS = {"syntax_error", "import_error", "missing_function", "returns_nan", "returns_fp64", "returns_garbage",
-              "mutates_input", "raises", "sys_exit", "exits_at_import"}
+              "mutates_input", "raises", "sys_exit", "exits_at_import", "escapes", "odd_returns"}
+HUNG = 90  # seconds: a judge still running after this is hung (it must always end)
+
+
+def _graded_in_child(prob, files):
+    """run_file on each file, two at a time, each in a daemon thread: a judge that hangs (still running after HUNG
+    seconds) or raises becomes a failed test ("hung" or the exception), never a hung test session."""
+    import threading
+
+    out, pending, running = {}, list(files), {}
+
+    def one(f):
+        try:
+            rep = run_file(prob, f, time_limit=1.0, load_limit=2.0)
+        except BaseException as e:  # noqa: BLE001 - the judge must never raise; the test says what it raised
+            rep = e
+        out.setdefault(f, rep)
+    while pending or running:
+        for f, (thread, started) in list(running.items()):
+            if not thread.is_alive() or time.monotonic() - started > HUNG:
+                out.setdefault(f, "hung")
+                del running[f]
+        while pending and len(running) < 2:
+            f = pending.pop(0)
+            running[f] = (threading.Thread(target=one, args=(f,), daemon=True), time.monotonic())
+            running[f][0].start()
+        time.sleep(0.05)
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -61,18 +89,24 @@ def hostile_reports():
     prob.module  # import cases.py once, before the threads share it
     before = {f: digest(f) for f in HOSTILE}
     t0 = time.monotonic()
-    child = [f for f in HOSTILE if f.stem not in IN_PROCESS]
-    with ThreadPoolExecutor(2) as pool:
-        reports = dict(zip(child, pool.map(lambda f: run_file(prob, f, time_limit=1.0, load_limit=2.0), child)))
+    reports = _graded_in_child(prob, [f for f in HOSTILE if f.stem not in IN_PROCESS])
     reports.update({f: grade_in_process(prob, path=f) for f in HOSTILE if f.stem in IN_PROCESS})
     print(f"{len(HOSTILE)} hostile files graded in {time.monotonic() - t0:.1f} s")
     assert {f: digest(f) for f in HOSTILE} == before, "the judge must never write to a learner's file"
     return reports
 
 
+def shown(report, lang="en"):
+    """The report as the learner sees it."""
+    lines = []
+    Printer(lang, lines.append).report(report, "file.py", "again", "progress.json")
+    return "\n".join(lines)
+
+
 @pytest.mark.parametrize("path", HOSTILE, ids=[p.stem for p in HOSTILE])
 def test_hostile_file_gets_its_verdict(hostile_reports, path):
     report = hostile_reports[path]
+    assert isinstance(report, Report), f"the judge {'hung' if report == 'hung' else 'raised ' + repr(report)}"
     words = path.read_text().splitlines()[0].split(":", 1)[1].split()
     verdict, marks = words[0], words[1:]
     assert report.verdict == verdict, (report.verdict, report.message, report.failure)
@@ -96,7 +130,7 @@ def test_hostile_details(hostile_reports):
     assert 'File "raises.py", line' in tb and "in _scale" in tb and "runner.py" not in tb and "ValueError" in tb
     # a killed case stops the run: the later cases are not run, never wrongly accepted
     assert r["loops"].failure.time is None and all(x.verdict is None for x in r["loops"].results[1:])
-    assert r["loops"].seconds < 12, "stopped soon after its 1 s limit (plus the runner's start)"
+    assert r["loops"].seconds < 60, "stopped after its 1 s limit (plus the runner's start, slow on a busy machine)"
     # a case over its limit that still returns is judged by its own clock
     assert r["slow"].failure.time > 1.0 and r["slow"].results[1].verdict == "AC"
     # sys.exit inside a case is an ordinary Runtime Error: the other functions' cases still run and pass
@@ -121,6 +155,96 @@ def test_processes_started_by_learner_code_are_killed(hostile_reports):
     time.sleep(0.2)
     stat = Path(f"/proc/{pid}/stat")
     assert not stat.exists() or stat.read_text().split(")")[1].split()[0] in ("Z", "X"), "the grandchild survived"
+
+
+def _alive(pid):
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().split(")")[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to look at processes")
+def test_daemons_started_by_learner_code_are_killed(hostile_reports):
+    """A process in a new session and a double-forked daemon both escape a process-group kill; the runner is a
+    child subreaper, so the judge sees them and kills them before the verdict."""
+    report = hostile_reports[PRACTICE / "hostile" / "daemon.py"]
+    assert report.verdict == "AC"
+    pids = [int(w.split()[0]) for w in report.output.decode().split("daemon pid ")[1:]]
+    assert len(pids) == 2
+    time.sleep(0.2)
+    assert not [p for p in pids if _alive(p)], "a daemon outlived the verdict"
+
+
+def test_crash_at_import_is_the_learners_runtime_error(hostile_reports):
+    """os._exit, a segfault, SIGKILL (the out-of-memory killer) or closed pipes while the file is imported: a
+    Runtime Error with the reason, recorded like any other; not the judge's own error."""
+    r = {p.stem: rep for p, rep in hostile_reports.items()}
+    reasons = {"os_exit_at_import": "exit code 0", "segfault_at_import": "SIGSEGV",
+               "killed_at_import": "SIGKILL", "closes_fds_at_import": ""}
+    for name, reason in reasons.items():
+        report = r[name]
+        assert report.verdict == "RE" and report.failure is None, (name, report.verdict, report.message)
+        text = shown(report)
+        assert "while your file was being imported" in text and reason in text, text
+        assert "not your code's fault" not in text
+    assert "out of memory?" in shown(r["killed_at_import"])
+
+
+def test_collapsed_and_capped_traceback(hostile_reports):
+    """Mutual recursion 200,000 deep: the repeated frames are collapsed into one line, and the report stays short."""
+    report = hostile_reports[PRACTICE / "hostile" / "recursion.py"]
+    text = shown(report)
+    assert "RecursionError" in text and "the same 4 lines repeated" in text, text[:3000]
+    assert len(text.splitlines()) < 60 and len(text) < 8000, (len(text.splitlines()), len(text))
+
+
+def test_memory_limit(hostile_reports):
+    """Asking for more memory than the judge allows is a Runtime Error that says "out of memory"."""
+    report = hostile_reports[PRACTICE / "hostile" / "hogs_memory.py"]
+    assert report.verdict == "RE" and "out_of_memory" in report.failure.hints
+    assert "out of memory" in shown(report)
+
+
+def test_a_replaced_clock_does_not_hide_a_slow_case(hostile_reports):
+    report = hostile_reports[PRACTICE / "hostile" / "replaces_clock.py"]
+    assert report.verdict == "TLE" and report.failure is report.results[0] and report.failure.time >= 1.5
+
+
+def test_hostile_pipes_and_files_end_the_run(hostile_reports):
+    """A named pipe in place of a saved result, a forged event whose time is not a number, an endless stream of
+    keep-alive events: each is the learner's Runtime Error, and the judge ends soon after."""
+    r = {p.stem: rep for p, rep in hostile_reports.items()}
+    assert "not a regular file" in r["fifo_result"].failure.error
+    for name in ("forges_events", "keeps_alive"):
+        assert "garbled" in shown(r[name]), shown(r[name])
+    assert r["keeps_alive"].seconds < 60
+
+
+def test_terminal_escapes_are_shown_escaped(hostile_reports):
+    report = hostile_reports[PRACTICE / "hostile" / "escapes.py"]
+    report.output = "\x1b[8A\x1b[2K\rVerdict   Accepted\x1b[0m\n".encode()  # what a child process would have kept
+    report.output_bytes = len(report.output)
+    text = shown(report)
+    assert "\x1b" not in text and "\r" not in text and "\x07" not in text
+    assert "\\x1b[8A" in text and "\\x1b[2J" in text
+
+
+def test_any_return_value_is_judged(hostile_reports):
+    """A sparse tensor, a meta tensor, a numpy array, a list: Wrong Answer that says what came back. A tensor
+    subclass (nn.Parameter) is compared as the plain tensor it is."""
+    report = hostile_reports[PRACTICE / "hostile" / "odd_returns.py"]
+    got = [shown_got(r) for r in report.results if r.case.fn == "rms_norm"]
+    assert "sparse" in got[0] and "meta" in got[1] and "numpy" in got[2] and got[3].startswith("[")
+    assert [r.verdict for r in report.results if r.case.fn == "rms_norm"][4:] == ["AC"] * 7
+    text = shown(report)
+    assert "expected a dense torch.Tensor" in text
+
+
+def shown_got(result):
+    from practice.grading import describe
+    return describe(result.got)
 
 
 def test_solutions_through_the_child_process():
@@ -245,31 +369,6 @@ def test_progress_survives_a_judge_killed_while_saving(env):
         assert json.loads(old)["problems"]["201"]["accepted"] is True
 
 
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find the runner")
-def test_kill_9_the_judge_mid_run(env):
-    """kill -9 the judge while learner code runs: the progress file stays valid, and the runner (whose learner code
-    loops forever) notices its judge is gone and exits."""
-    save_progress({"201": {"accepted": True}})
-    old = (env / "progress.json").read_text()
-    proc = subprocess.Popen([sys.executable, str(PRACTICE / "judge.py"), "204", "--file",
-                             PRACTICE / "hostile" / "loops.py", "--time-limit", "60"], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    children, deadline = [], time.monotonic() + 60
-    while not children and time.monotonic() < deadline:
-        time.sleep(0.2)
-        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-    assert children, "the judge never started its runner"
-    time.sleep(1.0)  # the runner is now inside the learner's endless loop
-    proc.kill()
-    proc.wait()
-    assert (env / "progress.json").read_text() == old
-    runner = Path(f"/proc/{children[0]}/stat")
-    deadline = time.monotonic() + 5
-    while runner.exists() and runner.read_text().split(")")[1].split()[0] not in ("Z", "X"):
-        assert time.monotonic() < deadline, "the runner outlived its judge"
-        time.sleep(0.1)
-
-
 # ---------------------------------------------------------------- notebooks and languages
 
 def _solution(number):
@@ -306,3 +405,209 @@ def test_language_from_flag_or_locale(monkeypatch):
     assert detect_lang() == "zh" and detect_lang("en") == "en"
     monkeypatch.setenv("LC_ALL", "en_GB.UTF-8")
     assert detect_lang() == "en"
+
+
+def test_time_limit_is_validated(env):
+    for bad in ("0", "-1", "nan", "inf", "1e9"):
+        out = judge("204", "--file", PRACTICE / "204_rmsnorm" / "solution.py", "--time-limit", bad)
+        assert out.returncode == 2 and "--time-limit" in out.stderr, (bad, out.returncode, out.stdout[-300:])
+
+
+# ---------------------------------------------------------------- check() in a notebook, more ways to pass functions
+
+def test_check_accepts_partials_modules_and_objects(env, capsys):
+    import functools
+
+    import torch
+
+    sol = _solution(204)
+    assert check(204, functools.partial(sol.rms_norm), sol.gated_rms_norm, sol.l2norm, save=False) is True
+    out = capsys.readouterr().out
+    assert "case 24/24" in out and "interrupt the kernel" in out
+
+    class Norms(torch.nn.Module):  # an nn.Module instance whose methods are the problem's functions
+        rms_norm, gated_rms_norm, l2norm = (staticmethod(sol.rms_norm), staticmethod(sol.gated_rms_norm),
+                                            staticmethod(sol.l2norm))
+    assert check(204, Norms(), save=False) is True
+    capsys.readouterr()
+    assert check(204, sol, save=False) is True  # a module
+    capsys.readouterr()
+    assert check(204, 42, save=False) is False
+    out = capsys.readouterr().out
+    assert "check() takes" in out and len(out.strip().splitlines()) == 1
+    assert check(204, sol.rms_norm, sol.gated_rms_norm, my_norm=sol.l2norm, save=False) is False
+    assert "my_norm is not one of" in capsys.readouterr().out
+
+
+def test_problems_ship_with_a_non_editable_install(tmp_path):
+    """Build the wheel from a copy of the sources, unpack it as pip would, and grade from there: the problem folders
+    and the checksum manifest are in it, and progress goes to the user's home, not into site-packages."""
+    import zipfile
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json")
+    for pkg in ("qwen", "practice"):
+        shutil.copytree(REPO / pkg, src / pkg, ignore=ignore)
+    build = subprocess.run([sys.executable, "-c", "from setuptools.build_meta import build_wheel; "
+                            f"print(build_wheel({str(tmp_path / 'dist')!r}))"], cwd=src, capture_output=True,
+                           text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-2000:]
+    wheel = tmp_path / "dist" / build.stdout.split()[-1]
+    names = zipfile.ZipFile(wheel).namelist()
+    for prob in PROBLEMS.values():
+        for name in ("meta.json", "cases.py", "README.md", "README.zh.md", "starter.py", "solution.py"):
+            assert f"practice/{prob.folder.name}/{name}" in names
+    assert "practice/checksums.json" in names and "practice/runner.py" in names
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = ("import importlib.util, practice.judge as j\n"
+            "spec = importlib.util.spec_from_file_location('s', j.HERE / '204_rmsnorm' / 'solution.py')\n"
+            "s = importlib.util.module_from_spec(spec); spec.loader.exec_module(s)\n"
+            "print(j.HERE); print(j.check(204, s))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRACTICE_")}
+    env.update(PYTHONPATH=str(site), HOME=str(tmp_path / "home"))
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines()[0] == str(site / "practice") and out.stdout.splitlines()[-1] == "True"
+    assert (tmp_path / "home" / ".qwen-by-hand" / "progress.json").is_file()
+    assert not list((site / "practice").glob("*progress*"))
+
+
+# ---------------------------------------------------------------- progress: concurrent judges, killed judges
+
+def test_concurrent_judges_keep_every_record(env):
+    """Six judges record at once, each a different problem, each slow between reading and writing the file: with
+    the lock, no record is lost."""
+    script = f"""
+import sys, time, types
+sys.path.insert(0, {str(REPO)!r})
+import practice.judge as j
+n = int(sys.argv[1])
+slow = j.save_progress
+def save(records, lang="en"):
+    time.sleep(0.3)
+    slow(records, lang)
+j.save_progress = save
+rep = types.SimpleNamespace(problem=types.SimpleNamespace(number=n), verdict="WA", passed=0, results=[], file="x")
+j.record(rep, "en")
+"""
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(n)]) for n in range(300, 306)]
+    assert [p.wait(timeout=60) for p in procs] == [0] * 6
+    assert sorted(load_progress()) == [str(n) for n in range(300, 306)]
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find the runner")
+def test_kill_9_leaves_no_processes_and_no_temporary_folders(env, monkeypatch):
+    """kill -9 the judge while learner code runs: the runner and everything it started stop, and the temporary
+    folder it leaves is removed by the next judge that starts."""
+    save_progress({"201": {"accepted": True}})
+    old = (env / "progress.json").read_text()
+    tmp = env / "tmp"
+    tmp.mkdir()
+    learner = env / "loops_forever.py"
+    learner.write_text("import subprocess, sys\n"
+                       "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], start_new_session=True)\n"
+                       "open('started', 'w').close()\n"
+                       "def rms_norm(x, weight, eps=1e-6):\n    while True:\n        pass\n"
+                       "gated_rms_norm = l2norm = rms_norm\n")
+    proc = subprocess.Popen([sys.executable, str(PRACTICE / "judge.py"), "204", "--file", learner,
+                             "--time-limit", "60"], cwd=REPO, env=dict(os.environ, TMPDIR=str(tmp)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 100
+    while not list(tmp.glob("*/cwd/started")):
+        assert time.monotonic() < deadline and proc.poll() is None, "the runner never imported the file"
+        time.sleep(0.1)
+    time.sleep(0.5)  # the runner is now inside the learner's endless loop
+    tree = _descendants(proc.pid)
+    proc.kill()
+    proc.wait()
+    assert (env / "progress.json").read_text() == old
+    deadline = time.monotonic() + 5
+    while [p for p in tree if _alive(p)]:
+        assert time.monotonic() < deadline, "a process outlived its judge"
+        time.sleep(0.1)
+    assert [p.name for p in tmp.iterdir()], "the killed judge left its temporary folder (as it must)"
+    monkeypatch.setattr("tempfile.tempdir", str(tmp))
+    grade_in_process(PROBLEMS[204], path=PRACTICE / "204_rmsnorm" / "solution.py")
+    assert list(tmp.iterdir()) == [], "the next judge did not clean it up"
+
+
+def _descendants(pid):
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = [int(c) for t in Path(f"/proc/{p}/task").iterdir()
+                    for c in (t / "children").read_text().split()]
+        except OSError:
+            kids = []
+        found += kids
+        todo += kids
+    return found
+
+
+# ---------------------------------------------------------------- the reference files' checksums
+
+def test_checksum_manifest_matches_the_problem_files():
+    """practice/checksums.json lists every problem's reference files; regenerate it after changing a problem with
+    python practice/judge.py rehash (practice/README.md)."""
+    from practice.judge import checksums, manifest_path
+
+    committed = json.loads(manifest_path().read_text(encoding="utf-8"))
+    assert committed == checksums(), "practice/checksums.json is stale: run python practice/judge.py rehash"
+    assert {k.split("/")[0] for k in committed["files"]} == {p.folder.name for p in PROBLEMS.values()}
+
+
+def test_judge_refuses_an_edited_reference_file(tmp_path):
+    """An accidental edit of cases.py (here in a copy of practice/) is caught before grading, with the fix."""
+    copy = tmp_path / "practice"
+    shutil.copytree(PRACTICE, copy, ignore=shutil.ignore_patterns("__pycache__", "work", ".progress.json"))
+    with open(copy / "204_rmsnorm" / "cases.py", "a") as f:
+        f.write("\n# an accidental edit\n")
+    out = subprocess.run([sys.executable, str(copy / "judge.py"), "204", "--file",
+                          PRACTICE / "204_rmsnorm" / "solution.py"], cwd=tmp_path, capture_output=True, text=True,
+                         env=dict(os.environ, PRACTICE_PROGRESS=str(tmp_path / "p.json")), timeout=120)
+    assert out.returncode == 2 and "204_rmsnorm/cases.py" in out.stderr and "git checkout" in out.stderr, out
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_the_judges_own_clock_overrules_the_runners():
+    """The runner says case 1 took no time; the judge saw 5 s pass between its begin and its return: too slow."""
+    prob = PROBLEMS[204]
+    cases = prob.cases(Path(tempfile.mkdtemp(prefix="judge-test-")))
+    events = [{"ev": "ready"}, {"ev": "loaded"}, {"ev": "begin", "i": 0, "_at": 100.0},
+              {"ev": "ret", "i": 0, "t": 0.0, "_at": 105.0}, {"ev": "end", "i": 0, "ok": True, "mutated": False}]
+    report = grade_events(prob, cases, events, lambda i: cases[i].expected, Report(prob, Path("x.py"), 3.0, 10.0))
+    assert report.results[0].verdict == "TLE" and report.results[0].time == 5.0
+    events[3]["_at"] = 100.5  # within the limit by both clocks
+    report = grade_events(prob, cases, events, lambda i: cases[i].expected, Report(prob, Path("x.py"), 3.0, 10.0))
+    assert report.results[0].verdict == "AC" and report.results[0].time == 0.0
+
+
+def test_protocol_accepts_only_the_runners_own_order():
+    """What the judge accepts on its private pipe: the runner's events in their one order, well-formed; anything
+    a learner's code could forge out of order or malformed is Garbled (their Runtime Error, never a crash)."""
+    from practice.judge import Garbled, Protocol
+
+    good = [{"ev": "ready"}, {"ev": "loaded"}, {"ev": "begin", "i": 0}, {"ev": "ret", "i": 0, "t": 0.25},
+            {"ev": "end", "i": 0, "ok": True, "mutated": False, "extra": "dropped"}, {"ev": "done"}]
+    proto = Protocol(1)
+    assert [proto.accept(ev) for ev in good][4] == {"ev": "end", "i": 0, "ok": True, "mutated": False,
+                                                     "exc": None, "tb": None, "code": None}
+    assert proto.state == "over"
+    bad_at = {3: [{"ev": "ret", "i": 0, "t": t} for t in ("soon", float("nan"), float("inf"), -1.0, True, None)],
+              2: [{"ev": "begin", "i": i} for i in (1, -1, True, 0.0, "0")] + [{"ev": "done"}, {"ev": "ready"}],
+              4: [{"ev": "end", "i": 0, "ok": "yes"}, {"ev": "end", "i": 0, "ok": True, "tb": 5},
+                  {"ev": "begin", "i": 0}, {"ev": "ret", "i": 0, "t": 1.0}],
+              0: [{"ev": "loaded"}, [], "ready", {"ev": "begin", "i": 0}]}
+    for at, forged in bad_at.items():
+        for ev in forged:
+            proto = Protocol(1)
+            for ok in good[:at]:
+                proto.accept(ok)
+            with pytest.raises(Garbled):
+                proto.accept(ev)

@@ -1,0 +1,74 @@
+"""Peak resident memory of load_model on a checkpoint with the real 0.8B shapes (random bf16 weights).
+
+Builds the checkpoint in a temporary folder (one model.safetensors, tied head, like the real 0.8B's text part),
+then loads it in a fresh process and compares the peak RSS increase with the weight file's size.
+Run: python bench/load_memory.py [--dtype bf16|fp32]
+"""
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+TEXT = dict(vocab_size=248320, hidden_size=1024, intermediate_size=3584, num_hidden_layers=24,
+            num_attention_heads=8, num_key_value_heads=2, head_dim=256, linear_num_key_heads=16,
+            linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4,
+            rms_norm_eps=1e-6, rope_parameters=dict(rope_type="default", rope_theta=10_000_000,
+                                                   partial_rotary_factor=0.25, mrope_section=[11, 11, 10]),
+            full_attention_interval=4, model_type="qwen3_5_text", dtype="bfloat16")
+
+CHILD = """
+import resource, sys, time, torch
+from qwen.model import load_model
+def rss_mb():
+    return int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20
+before = rss_mb()
+t = time.perf_counter()
+model = load_model(sys.argv[1], dtype=sys.argv[2])
+seconds = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+after = rss_mb()
+with torch.no_grad():
+    model(torch.tensor([[1, 2, 3, 4]]))  # touches every weight
+used = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(before, peak, after, used, seconds, sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20)
+"""
+
+
+def build(folder):
+    """Random tensors with every text-model name and shape of the 0.8B, written as one bf16 safetensors file."""
+    from qwen.model import Qwen35
+    from qwen.weights import Config
+
+    (folder / "config.json").write_text(json.dumps({"model_type": "qwen3_5", "text_config": TEXT,
+                                                    "tie_word_embeddings": True}))
+    with torch.device("meta"):
+        shapes = {n: p.shape for n, p in Qwen35(Config.load(folder)).named_parameters()}
+    g = torch.Generator().manual_seed(0)
+    tensors = {"model.language_model." + n: torch.randn(s, generator=g).to(torch.bfloat16) for n, s in shapes.items()}
+    save_file(tensors, folder / "model.safetensors")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        build(Path(tmp))
+        size = (Path(tmp) / "model.safetensors").stat().st_size / 2**20
+        out = subprocess.run([sys.executable, "-c", CHILD, tmp, args.dtype], capture_output=True, text=True,
+                             check=True).stdout.split()
+    before, peak, after, used, seconds, weights = map(float, out)
+    print(f"weight file {size:,.0f} MiB (bf16); model in {args.dtype}: {weights:,.0f} MiB of parameters")
+    print(f"RSS before load {before:,.0f} MiB, peak during load {peak:,.0f} MiB, after {after:,.0f} MiB "
+          f"(bf16 tensors stay mapped from the file until used); load took {seconds:.1f} s")
+    print(f"peak after a 4-token forward (every weight read) {used:,.0f} MiB: increase {used - before:,.0f} MiB = "
+          f"{(used - before) / size:.2f} x the weight file")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+# expect: WA no_final_norm
+"""A wrong solution to problem 213. The final norm forgotten."""
+import torch
+
+from practice.assembly import MIXERS, mlp, rms_norm  # noqa: F401 (the given parts)
+
+
+def decoder_layer(x, p, kind, eps):
+    h = x + MIXERS[kind](rms_norm(x, p["input_layernorm"], eps), p["mixer"])
+    return h + mlp(rms_norm(h, p["post_attention_layernorm"], eps), p["mlp"])
+
+
+def hybrid_stack(x, layers, layer_types, final_norm, eps):
+    for p, kind in zip(layers, layer_types):
+        x = decoder_layer(x, p, kind, eps)
+    return x

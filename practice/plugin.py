@@ -1,0 +1,128 @@
+"""Plug your part into the whole model: run Qwen3.5 with your solution of an exercise in place of the course's
+module and see what it does to the next-token prediction of a fixed prompt.
+
+In a notebook:  from practice.plugin import plug_in; plug_in(204, rms_norm, gated_rms_norm, l2norm)
+From a shell:   python practice/judge.py 204 --plug-in     (after an Accepted verdict; your file runs in a child)
+The model runs in fp32 on the synthetic checkpoint unless a model is given, so that a correct part changes the
+logits by rounding only and the top-5 stays the same; a wrong part moves them.
+"""
+import contextlib
+import sys
+from pathlib import Path
+
+import torch
+
+PROMPT = "The capital of France is Paris. The capital of Japan is"
+PARTS = {204: "RMSNorm, gated RMSNorm and l2norm", 206: "RoPE", 207: "the SwiGLU MLP", 208: "gated attention",
+         211: "the recurrent delta rule", 212: "the chunked delta rule"}
+
+
+def _swaps(number, f, cfg):
+    """(object, attribute, replacement) for each place the course's code is replaced by the learner's `f`."""
+    import qwen.attention
+    import qwen.deltanet
+    import qwen.mlp
+    import qwen.norm
+    import qwen.rope
+
+    def rule(fn, repeat):
+        def run(q, k, v, g, beta, state=None, chunk_size=64):
+            if repeat:  # problem 212 takes q, k with as many heads as v; the model passes key heads
+                q, k = (x.repeat_interleave(v.shape[2] // k.shape[2], dim=2) for x in (q, k))
+            out, state = fn(*(x.float() for x in (q, k, v, g, beta)), state)
+            return out.to(v.dtype), state
+        return run
+
+    if number == 204:
+        return [(qwen.norm.RMSNorm, "forward", lambda self, x: f["rms_norm"](x, self.weight, self.eps)),
+                (qwen.norm.GatedRMSNorm, "forward",
+                 lambda self, x, gate: f["gated_rms_norm"](x, gate, self.weight, self.eps)),
+                (qwen.deltanet, "l2norm", lambda x, eps=1e-6: f["l2norm"](x, eps))]
+    if number == 206:
+        inv_freq = f["inv_frequencies"](cfg.head_dim, cfg.partial_rotary_factor, cfg.rope_theta)
+        return [(qwen.rope.RotaryEmbedding, "forward",
+                 lambda self, positions, dtype: f["rope_tables"](positions, inv_freq.to(positions.device), dtype)),
+                (qwen.attention, "apply_rope", f["apply_rope"])]
+    if number == 207:
+        return [(qwen.mlp.MLP, "forward", lambda self, x: f["swiglu_mlp"](
+            x, self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight))]
+    if number == 208:
+        def attention(self, x, cos, sin, cache=None, mask=None):
+            weights = {f"{n}.weight": getattr(self, n).weight for n in ("q_proj", "k_proj", "v_proj", "o_proj",
+                                                                         "q_norm", "k_norm")}
+            return f["gated_attention"](x, weights, cos, sin, mask, self.q_norm.eps)
+        return [(qwen.attention.GatedAttention, "forward", attention)]
+    if number in (211, 212):  # a prefill runs the chunked rule: put the learner's rule there
+        fn = f["recurrent_delta_rule" if number == 211 else "chunked_delta_rule"]
+        return [(qwen.deltanet, "chunked_delta_rule", rule(fn, repeat=number == 212))]
+    raise ValueError(f"exercise {number} is not a part of the model; plug-in works for {sorted(PARTS)}")
+
+
+@contextlib.contextmanager
+def swapped(swaps):
+    old = [(obj, name, getattr(obj, name)) for obj, name, _ in swaps]
+    try:
+        for obj, name, new in swaps:
+            setattr(obj, name, new)
+        yield
+    finally:
+        for obj, name, value in old:
+            setattr(obj, name, value)
+
+
+def top5(model, ids):
+    with torch.no_grad():
+        p = model(ids)[0, -1].float().softmax(-1)
+    top = p.topk(5)
+    return top.indices.tolist(), top.values.tolist()
+
+
+def plug_in(number, *functions, path=None, **named):
+    """Run the model with the learner's functions for exercise `number`; print the two top-5 lists side by side and
+    whether the prediction is the same. Returns "same prediction" or "diverges"."""
+    from qwen.model import load_model
+    from qwen.synthetic import is_synthetic, synthetic_path
+    from qwen.tokenizer import Tokenizer
+
+    f = {fn.__name__: fn for fn in functions} | named
+    path = Path(path) if path else synthetic_path()
+    model = load_model(path, dtype=torch.float32)
+    tok = Tokenizer(path)
+    ids = torch.tensor([tok.encode(PROMPT)])
+    ours = top5(model, ids)
+    try:
+        with swapped(_swaps(number, f, model.cfg)):
+            yours = top5(model, ids)
+    except Exception as e:  # the learner's part may fail inside the model: one line, not a traceback
+        print(f"your {PARTS.get(number, 'part')} raised {type(e).__name__} inside the model: {e}")
+        return "diverges"
+    print(f"the whole model with your {PARTS[number]} (exercise {number}), fp32, prompt {PROMPT!r}"
+          + (" — synthetic weights: the tokens mean nothing, only the comparison does" if is_synthetic(path) else ""))
+    print(f"   {'course model':34s} {'with your part':34s}")
+    for (i, p), (j, q) in zip(zip(*ours), zip(*yours)):
+        print(f"   {p:9.3g} {tok.decode([i])!r:24s} {q:9.3g} {tok.decode([j])!r:24s}{'' if i == j else '  <-'}")
+    if ours[0] == yours[0]:
+        worst = max(abs(p - q) for p, q in zip(ours[1], yours[1]))
+        print(f"same prediction: the same top-5 in the same order (probabilities within {worst:.1g})")
+        return "same prediction"
+    first = next(r for r, (i, j) in enumerate(zip(ours[0], yours[0])) if i != j)
+    print(f"diverges: your part changes the prediction from rank {first + 1} of the top-5 on")
+    return "diverges"
+
+
+def main(number, file):
+    """Import the learner's file (in this child process) and plug its functions in."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("learner", file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    from practice.judge import problems
+
+    names = problems()[number].functions
+    result = plug_in(number, **{n: getattr(module, n) for n in names})
+    return 0 if result == "same prediction" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1]), sys.argv[2]))

@@ -1,0 +1,60 @@
+"""qwen/diff.py: names the module a perturbed weight sits in; says how to install transformers when it is missing;
+the qwen package itself never imports transformers."""
+import subprocess
+import sys
+
+import pytest
+import torch
+from hf_checkpoint import hf_load, save_checkpoint, text_config
+
+from qwen.diff import compare
+from qwen.model import load_model
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return save_checkpoint(tmp_path_factory.mktemp("diff"), text_config(num_hidden_layers=4), seed=3)
+
+
+@pytest.fixture(scope="module")
+def theirs(folder):
+    return hf_load(folder)
+
+
+def test_unchanged_model_is_within_tolerance(folder, theirs, capsys):
+    assert compare(folder, ours=load_model(folder, dtype=torch.float32), theirs=theirs) is None
+    assert "every module is within it" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("weight, module", [
+    ("layers.2.mlp.down_proj.weight", "layers.2.mlp"),
+    ("layers.1.linear_attn.A_log", "layers.1.linear_attn"),
+    ("layers.3.self_attn.k_norm.weight", "layers.3.self_attn"),
+    ("layers.0.post_attention_layernorm.weight", "layers.0.post_attention_layernorm"),
+    ("norm.weight", "norm"),
+])
+def test_perturbed_weight_is_named(folder, theirs, weight, module, capsys):
+    ours = load_model(folder, dtype=torch.float32)
+    with torch.no_grad():
+        ours.get_parameter(weight).view(-1)[0] += 0.5  # one number of one tensor
+    assert compare(folder, ours=ours, theirs=theirs) == module
+    assert f"first module beyond it: {module}" in capsys.readouterr().out
+
+
+def test_without_transformers_says_how_to_install(folder, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` now raises ImportError
+    assert compare(folder) == "transformers missing"
+    assert "pip install 'transformers==5.24.0'" in capsys.readouterr().out
+
+
+def test_qwen_never_imports_transformers():
+    code = ("import sys, qwen.model, qwen.diff, qwen.course; "
+            "sys.exit('transformers' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_command_line(synthetic):
+    r = subprocess.run([sys.executable, "-m", "qwen.diff", "--model", "synthetic"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "SYNTHETIC WEIGHTS" in r.stdout and "layers.23.mlp" in r.stdout and "every module is within it" in r.stdout

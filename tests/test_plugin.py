@@ -1,0 +1,74 @@
+"""practice/plugin.py: the whole model with a learner's part in place of the course's. A reference part gives the
+same top-5; a wrong part changes it."""
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import qwen.norm
+from practice.plugin import plug_in
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def functions(path, *names):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return [getattr(module, n) for n in names]
+
+
+NORMS = ("rms_norm", "gated_rms_norm", "l2norm")
+
+
+def test_reference_norms_give_the_same_prediction(synthetic, capsys):
+    assert plug_in(204, *functions(ROOT / "practice/204_rmsnorm/solution.py", *NORMS)) == "same prediction"
+    assert "same prediction" in capsys.readouterr().out
+    assert qwen.norm.RMSNorm.forward.__module__ == "qwen.norm", "the course's module is restored afterwards"
+
+
+def test_wrong_norm_diverges(synthetic, capsys):
+    wrong = functions(ROOT / "practice/204_rmsnorm/wrong/plain_weight.py", *NORMS)
+    assert plug_in(204, *wrong) == "diverges"
+    assert "diverges" in capsys.readouterr().out
+
+
+def swiglu_mlp(x, gate_weight, up_weight, down_weight):
+    return F.linear(F.silu(F.linear(x, gate_weight)) * F.linear(x, up_weight), down_weight)
+
+
+def gelu_mlp(x, gate_weight, up_weight, down_weight):
+    return F.linear(F.gelu(F.linear(x, gate_weight)) * F.linear(x, up_weight), down_weight)
+
+
+@pytest.mark.parametrize("part, verdict", [(swiglu_mlp, "same prediction"), (gelu_mlp, "diverges")])
+def test_mlp(synthetic, part, verdict):
+    assert plug_in(207, swiglu_mlp=part) == verdict
+
+
+def test_delta_rule(synthetic):
+    from qwen.deltanet import recurrent_delta_rule
+
+    def no_decay(q, k, v, g, beta, state=None):
+        return recurrent_delta_rule(q, k, v, torch.zeros_like(g), beta, state)
+
+    assert plug_in(211, recurrent_delta_rule=recurrent_delta_rule) == "same prediction"
+    assert plug_in(211, recurrent_delta_rule=no_decay) == "diverges"
+
+
+def test_a_part_that_raises_is_one_line(synthetic, capsys):
+    def broken(x, gate_weight, up_weight, down_weight):
+        raise RuntimeError("oops")
+
+    assert plug_in(207, swiglu_mlp=broken) == "diverges"
+    assert "raised RuntimeError inside the model: oops" in capsys.readouterr().out
+
+
+def test_judge_flag_runs_the_learner_file_in_a_child(synthetic):
+    r = subprocess.run([sys.executable, "practice/judge.py", "204", "--file", "practice/204_rmsnorm/solution.py",
+                        "--plug-in"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert "same prediction" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
