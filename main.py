@@ -1,10 +1,16 @@
 """Run the course: every chapter script in order, with the same arguments (e.g. --model synthetic).
 
 Run: python main.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]   (bash course.sh does the set-up first)
+     python main.py chat [--model ...]                  talk to the finished model in the terminal (see --help)
 """
 import subprocess
 import sys
 from pathlib import Path
+
+if sys.argv[1:2] == ["chat"]:
+    from qwen.chat_cli import main
+
+    sys.exit(main(sys.argv[2:]))
 
 chapters = sorted((Path(__file__).resolve().parent / "chapters").glob("ch[0-9][0-9]_*.py"))
 for script in chapters:

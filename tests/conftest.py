@@ -42,3 +42,13 @@ def hf_model(synthetic):
 
     model = AutoModelForCausalLM.from_pretrained(synthetic, dtype=torch.float32)
     return model.eval()
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny matrices on a shared CPU: one thread is faster than several fighting. Use with
+    `pytestmark = pytest.mark.usefixtures("one_thread")`; the count is restored after the module."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

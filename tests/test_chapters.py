@@ -7,7 +7,7 @@ import torch
 
 from conftest import run_chapter as run
 
-SCRIPTS = ("ch01_weights.py", "ch02_embedding.py", "ch03_norm.py")
+SCRIPTS = ("ch01_weights.py", "ch02_embedding.py", "ch03_norm.py", "ch09_generate.py")
 
 
 @pytest.fixture(scope="module")

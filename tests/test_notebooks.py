@@ -27,6 +27,7 @@ FIGURES = {
     "ch01_weights": {"ch01-map": False, "ch01-layers": True, "ch01-params": True},
     "ch02_embedding": {"fig-row-norms": True, "fig-tied-head": True},
     "ch03_norm": {"fig-rms": True, "fig-scales": True, "fig-bf16": False, "fig-gate": True},
+    "ch09_generate": {"ch09-map": False, "ch09-sampling": True, "ch09-prefill-decode": True, "ch09-cache": False},
 }
 SECONDS = 60  # per notebook, on the synthetic checkpoint
 # Runs first in the kernel: remembers the titles of every figure the notebook displays, in order.

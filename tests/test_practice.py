@@ -39,9 +39,9 @@ def expectation(path):
 
 def test_numbering():
     """2xx = part 2 of the course, "writing the parts"; chapters 1-3 have 201-205, 204 is RMSNorm as in the source."""
-    assert sorted(PROBLEMS) == [201, 202, 203, 204, 205]
+    assert sorted(PROBLEMS) == [201, 202, 203, 204, 205, 214, 215]
     assert PROBLEMS[204].slug == "rmsnorm"
-    assert [PROBLEMS[n].meta["chapter"] for n in sorted(PROBLEMS)] == [1, 1, 2, 3, 3]
+    assert [PROBLEMS[n].meta["chapter"] for n in sorted(PROBLEMS)] == [1, 1, 2, 3, 3, 9, 9]
 
 
 @pytest.mark.parametrize("number", sorted(PROBLEMS))

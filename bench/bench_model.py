@@ -1,0 +1,154 @@
+"""Speed of the whole model (qwen/model.py + qwen/generate.py) against transformers on the same weights, same run.
+
+Run: python bench/bench_model.py [--model PATH] [--device cpu|cuda] [--dtypes fp32 bf16] [--prefill 256 2048]
+     [--decode 64] [--threads N]                                   (needs the dev extras: transformers)
+Shapes are Qwen3.5-0.8B's: the real checkpoint when --model points at one, otherwise the real 0.8B config with
+random weights built on the fly (speed does not depend on the values). Both models share the very same tensors.
+- prefill: one forward over T prompt tokens that fills the cache (logits of the last position only, as generate).
+- decode: N tokens one at a time after a 32-token prompt (greedy; the prompt is not timed).
+- bound: decoding must read every weight once per token, so tokens/s <= copy bandwidth / weight bytes. The
+  bandwidth is measured here (a large tensor copy: bytes read + bytes written, per second).
+A ratio below 1 means ours takes less time. The CPU is shared and noisy: trust the ratios within one run.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+
+from qwen.course import pick_device
+from qwen.generate import generate
+from qwen.model import Qwen35, load_model
+from qwen.weights import Config
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+REAL_08B = dict(  # the published Qwen3.5-0.8B text config (book/real.py holds the same numbers)
+    model_type="qwen3_5_text", vocab_size=248320, hidden_size=1024, intermediate_size=3584, num_hidden_layers=24,
+    num_attention_heads=8, num_key_value_heads=2, head_dim=256, linear_num_key_heads=16,
+    linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4,
+    hidden_act="silu", rms_norm_eps=1e-6, max_position_embeddings=262144, attention_bias=False,
+    rope_parameters=dict(rope_type="default", rope_theta=10_000_000, partial_rotary_factor=0.25,
+                         mrope_section=[11, 11, 10], mrope_interleaved=True),
+    layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(24)],
+    tie_word_embeddings=True, eos_token_id=248044)
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fn, device, repeats):
+    """Median seconds of fn() over `repeats` runs, after one warm-up run."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        sync(device)
+        t = time.perf_counter()
+        fn()
+        sync(device)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def copy_bandwidth(device, mib=512):
+    """Bytes per second a plain copy moves (each byte read once and written once), best of 5."""
+    src = torch.empty(mib * 2 ** 20 // 4, device=device)
+    dst = torch.empty_like(src)
+    best = min(timed(lambda: dst.copy_(src), device, 1) for _ in range(5))
+    return 2 * src.numel() * 4 / best
+
+
+def models(path, dtype, device):
+    """(ours, transformers') on the same tensors: the checkpoint at `path`, or random weights with 0.8B shapes."""
+    from transformers import AutoModelForCausalLM, Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    if path:
+        hf = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
+        return load_model(path, dtype=dtype, device=device), hf
+    torch.manual_seed(0)
+    with torch.device(device):
+        hf = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**REAL_08B, dtype=str(dtype).split(".")[1])).to(dtype).eval()
+    cfg = Config.from_dict(dict(REAL_08B), "the real Qwen3.5-0.8B config")
+    with torch.device("meta"):
+        ours = Qwen35(cfg)
+    ours.rotary = type(ours.rotary)(cfg).to(device)
+    theirs = {k.removeprefix("model."): v for k, v in hf.state_dict().items()}
+    for name, _ in list(ours.named_parameters()):
+        module, _, leaf = name.rpartition(".")
+        setattr(ours.get_submodule(module), leaf, torch.nn.Parameter(theirs[name], requires_grad=False))
+    ours.lm_head.weight = ours.embed_tokens.weight  # tied, as in the 0.8B
+    return ours.eval(), hf
+
+
+def hf_prefill(hf, ids):
+    from transformers import DynamicCache
+
+    hf(input_ids=ids, past_key_values=DynamicCache(config=hf.config), use_cache=True, logits_to_keep=1)
+
+
+def hf_decode(hf, prompt, n):
+    """transformers' model driven the way generate drives it: prefill, then one token per call with its cache."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=hf.config)
+    token = hf(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1].argmax(-1)
+    t = time.perf_counter()
+    for _ in range(n):
+        out = hf(input_ids=token[:, None], past_key_values=cache, use_cache=True, logits_to_keep=1)
+        token = out.logits[:, -1].argmax(-1)
+    sync(prompt.device)
+    return time.perf_counter() - t
+
+
+def our_decode(model, prompt, n):
+    steps = generate(model, prompt[0], n + 1, stop=[])
+    next(steps)  # the prefill and the first token: not timed
+    t = time.perf_counter()
+    for _ in steps:
+        pass
+    sync(prompt.device)
+    return time.perf_counter() - t
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", help="a real Qwen3.5 checkpoint folder (default: random weights, 0.8B shapes)")
+    p.add_argument("--device")
+    p.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=list(DTYPES))
+    p.add_argument("--prefill", nargs="+", type=int, default=[256, 2048])
+    p.add_argument("--decode", type=int, default=64)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    args = p.parse_args()
+    device = torch.device(args.device or pick_device())
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    bandwidth = copy_bandwidth(device)
+    print(f"device {device} ({torch.get_num_threads()} threads), copy bandwidth {bandwidth / 1e9:.1f} GB/s; "
+          f"weights: {'random, Qwen3.5-0.8B shapes' if not args.model else args.model}")
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name in args.dtypes:
+            dtype = DTYPES[name]
+            ours, hf = models(args.model, dtype, device)
+            weight_bytes = sum(t.numel() * t.element_size() for t in ours.parameters())  # the tied table once
+            for T in args.prefill:
+                ids = torch.randint(0, 248044, (1, T), generator=g).to(device)
+                a = timed(lambda: ours(ids, cache=ours.new_cache(), last_only=True), device, args.repeats)
+                b = timed(lambda: hf_prefill(hf, ids), device, args.repeats)
+                print(f"{name} prefill {T:5d} tokens: ours {a:7.3f} s ({T / a:7.1f} tok/s)  transformers {b:7.3f} s "
+                      f"({T / b:7.1f} tok/s)  time ratio {a / b:.2f}")
+            prompt = torch.randint(0, 248044, (1, 32), generator=g).to(device)
+            a = statistics.median(our_decode(ours, prompt, args.decode) for _ in range(args.repeats))
+            b = statistics.median(hf_decode(hf, prompt, args.decode) for _ in range(args.repeats))
+            bound = bandwidth / weight_bytes  # tokens/s if every step only streamed the weights once
+            n = args.decode
+            print(f"{name} decode {n} tokens after 32: ours {n / a:6.2f} tok/s ({n / a / bound:4.0%} of the bound)  "
+                  f"transformers {n / b:6.2f} tok/s ({n / b / bound:4.0%})  time ratio {a / b:.2f}  "
+                  f"[bound {bound:.2f} tok/s = {bandwidth / 1e9:.1f} GB/s / {weight_bytes / 1e9:.2f} GB]")
+            del ours, hf
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,319 @@
+"""Chapter 9: generation and chat — prefill, decode with the cache, sampling, the chat format.
+
+Run: python chapters/ch09_generate.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
+Its notebook, notebooks/ch09_generate.ipynb, is written from this file by python notebooks/sync.py.
+"""
+# %% [markdown]
+# # Chapter 9 · Generation and chat
+#
+# The model of chapter 8 maps token ids to next-token logits. To make it talk, a loop reads the prompt once
+# (**prefill**), then produces one token at a time (**decode**), feeding each new token back with the **cache**
+# so that nothing is computed twice. Between the logits and the next token sit the **sampling rules**; around the
+# whole conversation sits the **chat format** the model was trained on. This chapter writes `qwen/generate.py`,
+# `qwen/chat.py` and the terminal chat (`bash course.sh chat`), and measures why decoding is slow.
+
+# %%
+import time
+
+import torch
+
+import book
+from book import ch09
+from qwen.chat import render
+from qwen.course import chapter_args
+from qwen.generate import checkpoint_stop_tokens, filter_logits, generate
+from qwen.model import load_model
+from qwen.synthetic import is_synthetic
+from qwen.tokenizer import load_tokenizer
+from qwen.weights import Config
+
+args = chapter_args(__doc__)
+cfg = Config.load(args.path)
+real = book.real.config()
+dev = args.device
+dtype = torch.float32 if dev.type == "cpu" else None  # a CPU multiplies fp32 faster than bf16; elsewhere bf16
+model = load_model(args.path, dtype=dtype, device=dev)
+tok = load_tokenizer(args.path)
+SYNTHETIC = " (synthetic weights: random tokens)" if is_synthetic(args.path) else ""
+torch.manual_seed(0)
+
+# %%
+book.show("ch09-map", book.model_map.draw, "generate")
+
+# %% [markdown]
+# ## 1. Prefill once, then one token at a time
+# `generate(model, ids, n)` calls the model on the whole prompt with an empty cache, takes the last position's
+# logits, picks a token, and from then on calls the model on that single token with the cache. Greedy decoding
+# (temperature 0) takes the argmax; sampling draws from the softmax. A seed makes a draw repeatable.
+
+# %%
+prompt = "The capital of France is"
+ids = tok.encode(prompt)
+stop = checkpoint_stop_tokens(args.path)
+greedy = list(generate(model, ids, 12, stop=stop))
+print(f"prompt {prompt!r} = {len(ids)} tokens {ids}")
+print(f"greedy {SYNTHETIC}: {tok.decode(greedy)!r}")
+card = dict(temperature=1.0, top_k=20, top_p=0.95)  # the model card's thinking-mode settings
+sampled = {seed: list(generate(model, ids, 12, seed=seed, stop=stop, **card)) for seed in (1, 2)}
+for seed, out in sampled.items():
+    print(f"sampled, seed {seed}{SYNTHETIC}: {tok.decode(out)!r}")
+print(f"seed 1 again gives the same tokens: {list(generate(model, ids, 12, seed=1, stop=stop, **card)) == sampled[1]}")
+
+# %% [markdown]
+# ## 2. The sampling rules
+# Each rule reshapes the next-token distribution before the draw, in transformers' order:
+#
+# - **temperature** T divides the logits: T < 1 sharpens, T > 1 flattens, T → 0 is greedy;
+# - **top-k** keeps the k most likely tokens;
+# - **top-p** keeps the most likely tokens until their mass reaches p (the token that crosses p stays);
+# - the **presence penalty** subtracts a constant from every token already generated, once.
+#
+# Cut tokens get logit −inf, and a single softmax at the end renormalises what is left. The Qwen3.5 model card
+# recommends, without thinking, T = 1.0, top-p 1.0, top-k 20, presence penalty 2.0; with thinking, T = 1.0,
+# top-p 0.95, top-k 20, presence penalty 1.5.
+
+# %%
+with torch.no_grad():
+    logits = model(torch.tensor([ids], device=dev), last_only=True)[0, -1].float().cpu()  # (V,)
+for name, kw in (("original", {}), ("T = 0.7", dict(temperature=0.7)), ("+ top-k 20", dict(temperature=0.7, top_k=20)),
+                 ("+ top-p 0.8", dict(temperature=0.7, top_k=20, top_p=0.8))):
+    p = filter_logits(logits[None], **kw).softmax(-1)[0]
+    print(f"{name:12s}: {int((p > 0).sum()):7,} tokens left, most likely {tok.decode([int(p.argmax())])!r} "
+          f"at {p.max():.1%}{SYNTHETIC}")
+
+# %%
+book.show("ch09-sampling", ch09.sampling_rules, logits, lambda i: tok.decode([i]),
+          title=f"The next token after {prompt!r}{SYNTHETIC}")
+
+# %% [markdown]
+# **Try it first:** exercise 214 asks for the rules as one function, and the presence penalty. Start it with
+# `python practice/judge.py start 214`, or write the two functions in the cell below (in the notebook) and run it.
+
+
+# %%
+def sampling_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                   top_p: float | None = None) -> torch.Tensor:
+    raise NotImplementedError  # your code here
+
+
+def presence_penalty(logits: torch.Tensor, generated: list[list[int]], penalty: float) -> torch.Tensor:
+    raise NotImplementedError  # your code here
+
+
+book.attempt(214, sampling_probs, presence_penalty)
+
+# %% [markdown]
+# ### The finished module: `qwen/generate.py`
+
+# %%
+book.listing("qwen/generate.py")
+
+# %% [markdown]
+# Two details matter for batches. Prompts of different lengths are **left**-padded, so every row's last token sits
+# in the last column, and a mask (1 = real token) tells the model to skip the pads: attention masks them out,
+# DeltaNet zeroes them (so its state stays exactly 0 until the real text starts), and positions count real tokens
+# only. Each row then produces exactly the tokens it would produce alone (tests/test_generate.py checks this
+# against transformers' `generate`). And streaming: a Chinese character is 3 UTF-8 bytes and an emoji 4, which
+# byte-level BPE may split across tokens; `TextStream` holds text back while it ends in a half-made character.
+
+# %%
+from qwen.generate import TextStream  # noqa: E402  (shown where it is explained)
+
+stream = TextStream(tok)
+pieces = [stream.push(i) for i in tok.encode("你好 👍🏽")] + [stream.flush()]
+print(f"'你好 👍🏽' is {len(tok.encode('你好 👍🏽'))} tokens; streamed pieces: {pieces}")
+
+# %% [markdown]
+# ## 3. The chat format
+# A chat model reads a conversation as one text with markers: each turn is `<|im_start|>role\n…<|im_end|>\n`, and
+# the prompt ends with `<|im_start|>assistant\n` plus a thinking block — empty and closed when thinking is off,
+# just opened when it is on. Earlier replies keep only their answer: their reasoning is dropped. The markers are
+# single special tokens (ids 248044 and up), marked [like this] below.
+
+# %%
+chat = [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "<think>\nA greeting.\n</think>\n\nHello! How can I help?"},
+        {"role": "user", "content": "What is 2 + 2?"}]
+text = render(chat)
+chat_ids = tok.encode(text)
+print(text)
+print(f"{len(chat_ids)} tokens:", " ".join(f"[{tok.decode([i])}]" if i >= 248044 else repr(tok.decode([i]))[1:-1]
+                                          for i in chat_ids))
+print("thinking on, the prompt ends with:", repr(render(chat, thinking=True)[-30:]))
+
+# %% [markdown]
+# **Try it first:** exercise 215 asks for the format by hand. Start it with `python practice/judge.py start 215`.
+
+
+# %%
+def render_chat(messages: list[dict], add_generation_prompt: bool = True, thinking: bool = False) -> str:
+    raise NotImplementedError  # your code here
+
+
+book.attempt(215, render_chat)
+
+# %%
+book.listing("qwen/chat.py")
+
+# %% [markdown]
+# The terminal chat, `qwen/chat_cli.py`, puts it together: `bash course.sh chat` (or `python main.py chat`)
+# streams replies, keeps the cache across turns — up to and including the last `<|im_start|>assistant\n`, the
+# part of the prompt that stays the same in the next turn — and prints tokens per second. `/think on|off|hide`,
+# `/reset`, and Ctrl-C stops a reply without leaving.
+#
+# ## 4. Prefill against decode
+# A prefill multiplies every weight matrix by T token vectors at once: each weight read from memory serves T tokens,
+# so the processor's arithmetic is the limit. A decode step multiplies every weight by **one** vector: each weight
+# is read for a single multiply-add, so the time is set by how fast memory delivers the weights. Bytes of weights
+# divided by memory bandwidth is a floor for the time of one step.
+
+# %%
+T, n = 64, 16
+x = torch.randint(0, 248044, (1, T), device=dev)
+with torch.no_grad():
+    start = time.perf_counter()
+    model(x, cache=model.new_cache(), last_only=True)
+    prefill_s = time.perf_counter() - start
+steps = generate(model, x[0, :8], n + 1, stop=[])
+next(steps)
+start = time.perf_counter()
+for _ in steps:
+    pass
+decode_s = time.perf_counter() - start
+weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+src = torch.empty(64 * 2 ** 20, dtype=torch.uint8, device=dev)
+dst = torch.empty_like(src)
+dst.copy_(src)
+start = time.perf_counter()
+for _ in range(5):
+    dst.copy_(src)
+bandwidth = 2 * src.numel() * 5 / (time.perf_counter() - start)  # bytes read + written per second
+print(f"this checkpoint on {dev}{' (synthetic: narrow, so overheads dominate)' if SYNTHETIC else ''}: prefill "
+      f"{prefill_s / T * 1e3:.2f} ms per token, decode {decode_s / n * 1e3:.2f} ms per token")
+print(f"weights {weight_bytes / 1e6:.1f} MB; this machine copies 1 GB in {1e9 / bandwidth * 1e3:.0f} ms, so reading "
+      f"every weight once, the floor for one decode step, takes {weight_bytes / bandwidth * 1e3:.2f} ms")
+real_bytes = 752.4e6 * 2  # 752.4M text parameters in bf16 (the tied head counted once)
+print(f"real Qwen3.5-0.8B in bf16: {real_bytes / 1e9:.2f} GB of weights, so here every decode step takes at least "
+      f"{real_bytes / bandwidth * 1e3:.0f} ms, however fast the arithmetic")
+
+# %%
+book.show("ch09-prefill-decode", ch09.prefill_vs_decode, prefill_s, T, decode_s, n, weight_bytes / bandwidth,
+          title=f"Time per token on {dev}{' (synthetic weights: narrow, so overheads dominate)' if SYNTHETIC else ''}")
+
+# %% [markdown]
+# `bench/bench_model.py` measures this at the real 0.8B's shapes against transformers, and reports decode as a
+# fraction of the bound.
+#
+# ## 5. The cache as the conversation grows
+# The full-attention layers (6 of 24) keep keys and values for every token: they grow linearly. The DeltaNet layers
+# (18 of 24) keep a fixed (Hv, dk, dv) state and a K−1 conv window, whatever the length: this is why Qwen3.5 can hold
+# long conversations in little memory (chapter 7).
+
+# %%
+cache = model.new_cache()
+with torch.no_grad():
+    model(torch.tensor([chat_ids], device=dev), cache=cache)
+held = sum(t.numel() * t.element_size() for layer in cache.layers for t in vars(layer).values()
+           if isinstance(t, torch.Tensor))
+kv, state = ch09.cache_bytes(cfg, len(chat_ids), next(model.parameters()).element_size())
+print(f"this checkpoint after {len(chat_ids)} tokens: cache holds {held / 1024:.1f} KiB; by the formula "
+      f"{kv / 1024:.1f} KiB of keys and values + {state / 1024:.1f} KiB of DeltaNet state")
+for tokens in (1_000, 32_000, 262_144):
+    kv, state = ch09.cache_bytes(real, tokens)
+    print(f"real Qwen3.5-0.8B, {tokens:7,} tokens: KV {kv / 2 ** 20:8.1f} MiB (bf16) + DeltaNet state "
+          f"{state / 2 ** 20:.1f} MiB")
+
+# %%
+book.show("ch09-cache", ch09.cache_growth, [(book.real.NAME, real)])
+
+# %% [markdown]
+# ## Try this
+#
+# - Generate with `temperature=0.3` and then `1.5` from the same seed: how quickly do the texts part ways?
+# - Put `top_p=0.5` on a prompt whose next token is nearly certain, then on an open one: count the tokens left.
+# - In the chat (`bash course.sh chat`), say something, then `/think on`, then ask again: the prompt grows by
+#   `<think>\n` only, and the tokens read from the cache are printed after each reply.
+#
+# ## Show the proof
+# Greedy decoding of this checkpoint against transformers' `generate(do_sample=False)` on the same weights: the
+# same token ids, one by one (tests/test_generate.py does this alone and in left-padded batches).
+
+
+# %%
+def compare(transformers, path):
+    hf = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    want = hf.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, eos_token_id=sorted(stop),
+                       pad_token_id=248044)[0, len(ids):].tolist()
+    ours = list(generate(load_model(path, dtype=torch.float32), ids, 12, stop=stop))
+    print(f"greedy 12 tokens: transformers {want}\n                  ours         {ours}\n"
+          f"identical: {want[:len(ours)] == ours}")
+
+
+book.proof(compare, args.path)
+
+# %% [markdown]
+# ## Summary
+#
+# - Generation is prefill once, then one token per call with the cache: DeltaNet layers carry a fixed state, the
+#   full-attention layers their growing keys and values.
+# - Temperature divides the logits; top-k and top-p cut tokens to −inf; one softmax renormalises; the presence
+#   penalty discourages repeats. Greedy is the argmax. A seed makes sampling repeatable.
+# - The chat format: `<|im_start|>role\n…<|im_end|>\n` turns, a generation prompt with a thinking block, old
+#   reasoning dropped; stop at `<|im_end|>` (248046) and `<|endoftext|>` (248044).
+# - Decode reads every weight per token: its speed is memory bandwidth over weight bytes.
+#
+# ### Shapes
+#
+# | step | shape | real Qwen3.5-0.8B |
+# |---|---|---|
+# | prompt ids | (B, T) | |
+# | prefill logits (last position) | (B, 1, V) | (B, 1, 248320) |
+# | decode input | (B, 1) | |
+# | KV cache, per full-attention layer | 2 × (B, Hkv, S, D) | 2 × (B, 2, S, 256) |
+# | DeltaNet state, per linear layer | (B, Hv, dk, dv) fp32 | (B, 16, 128, 128) |
+# | mask for left-padded batches | (B, S) | |
+
+# %%
+book.notation(args.path)
+
+# %% [markdown]
+# ### Exercises
+# 214 · sampling (renormalising before the cut, temperature after the softmax, top-p keeping one token too few);
+# 215 · the chat format (missing generation prompt, the thinking block on the wrong turn).
+
+# %%
+book.attempt(214)
+book.attempt(215)
+
+# %% [markdown]
+# ## How to explain it
+#
+# 1. **The loop.** A language model only scores the next token. Generation asks it again and again, each time with
+#    one more token; the cache keeps what the layers computed for earlier tokens so each step costs one token.
+# 2. **Sampling.** Greedy text is repetitive; sampling from the full softmax wanders into nonsense. Temperature,
+#    top-k and top-p trim the unlikely tail and set how adventurous the draw is; a presence penalty keeps it from
+#    repeating itself.
+# 3. **Speed.** Prefill is compute-bound (many tokens share each weight read); decode is memory-bound (every token
+#    reads every weight). Smaller weights (bf16, quantisation) or several streams at once (batching) are what make
+#    decode faster.
+#
+# ## Files
+#
+# ```
+# qwen/
+# ├── …               (chapters 1–8)
+# ├── generate.py     + the generation loop, sampling rules, streaming text
+# ├── chat.py         + the chat format
+# └── chat_cli.py     + the terminal chat (bash course.sh chat)
+# book/
+# └── ch09.py         + this chapter's figures
+# bench/
+# └── bench_model.py  + the whole model against transformers, and the bandwidth bound
+# chapters/
+# └── ch09_generate.py + this chapter's script
+# practice/
+# ├── 214_sampling/   + exercise 214
+# └── 215_chat_format/ + exercise 215
+#
+# + new in this chapter · unmarked: from an earlier chapter
+# ```

@@ -1,0 +1,238 @@
+"""qwen.generate: the loop against transformers' generate, the sampling rules against transformers' logits warpers,
+seeds, stop tokens, batching and streaming text.
+
+The loop is exercised on two models with the pinned API (model(ids, cache, mask, last_only), new_cache()):
+transformers' own model behind a thin adapter (so the loop is proven on its own), and qwen.model.
+Run: pytest -q tests/test_generate.py (about a minute)."""
+import pytest
+import torch
+
+from qwen.generate import (END_OF_TEXT, IM_END, TextStream, checkpoint_stop_tokens, filter_logits, generate,
+                           pad_left)
+from qwen.model import load_model
+from qwen.tokenizer import load_tokenizer
+
+N = 24  # new tokens compared with transformers
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+class HFCache:
+    def __init__(self, config):
+        from transformers import DynamicCache
+
+        self.hf, self.length = DynamicCache(config=config), 0
+
+
+class HFAdapter(torch.nn.Module):
+    """transformers' Qwen3.5 behind the course's model API: positions from the mask as transformers' generate
+    computes them (cumsum of the mask minus one), the cache counted in tokens."""
+
+    def __init__(self, hf):
+        super().__init__()
+        self.hf, self.cfg = hf, hf.config
+
+    def new_cache(self):
+        return HFCache(self.hf.config)
+
+    def forward(self, input_ids, cache=None, mask=None, last_only=False):
+        B, T = input_ids.shape
+        past = cache.length if cache is not None else 0
+        full = mask if mask is not None else torch.ones(B, past + T, dtype=torch.long)
+        positions = (full.cumsum(-1) - 1).masked_fill(full == 0, 1)[:, -T:]
+        out = self.hf(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=cache is not None,
+                      past_key_values=None if cache is None else cache.hf, logits_to_keep=1 if last_only else 0)
+        if cache is not None:
+            cache.length += T
+        return out.logits
+
+
+@pytest.fixture(scope="module")
+def tok(synthetic):
+    return load_tokenizer(synthetic)
+
+
+@pytest.fixture(scope="module")
+def adapter(hf_model):
+    return HFAdapter(hf_model)
+
+
+SMALL = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+             linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4, tie_word_embeddings=True,
+             rope_parameters=dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.25,
+                                  mrope_section=[1, 1, 0], mrope_interleaved=True))
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """A 4-layer [L,L,L,F] transformers model with every parameter random (norms, A_log, dt_bias included), saved
+    as a flat qwen3_5_text checkpoint so that qwen.model can load the same numbers."""
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    torch.manual_seed(0)
+    hf = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**SMALL)).float().eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if "norm" in name or "dt_bias" in name:
+                p.normal_(0.3, 0.2)
+            elif "A_log" in name:
+                p.uniform_(0, 2)
+            else:
+                p.normal_(0, 1 / p.shape[-1] ** 0.5)
+    path = tmp_path_factory.mktemp("small")
+    hf.save_pretrained(path)
+    return hf, path
+
+
+@pytest.fixture(scope="module")
+def small_adapter(small):
+    return HFAdapter(small[0])
+
+
+def hf_greedy(hf, prompts, n=N, pad_id=END_OF_TEXT):
+    """transformers' generate(do_sample=False) on left-padded prompts: each row's new ids, cut after a stop token."""
+    ids, mask = pad_left(prompts, pad_id)
+    out = hf.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n, do_sample=False, pad_token_id=END_OF_TEXT,
+                      eos_token_id=[IM_END, END_OF_TEXT])[:, ids.shape[1]:]
+    rows = []
+    for row in out.tolist():
+        stops = [i for i, t in enumerate(row) if t in (IM_END, END_OF_TEXT)]
+        rows.append(row[:stops[0] + 1] if stops else row)
+    return rows
+
+
+def ours_batched(model, prompts, n=N, pad_id=END_OF_TEXT, **kw):
+    ids, mask = pad_left(prompts, pad_id)
+    rows = [[] for _ in prompts]
+    for step in generate(model, ids, n, mask=mask, **kw):
+        for row, t in zip(rows, step):
+            if t is not None:
+                row.append(t)
+    return rows
+
+
+PROMPTS = [[248045, 846, 198, 9419, 11, 1814, 0], [5834, 248046, 198, 248045, 77091, 198, 248068, 271, 248069, 271]]
+SMALL_PROMPTS = [[3, 17, 250, 9, 1, 400, 33], [1, 2, 3], list(range(100, 140)), [77]]
+
+
+@pytest.fixture(scope="module")
+def synthetic_want(hf_model):
+    return hf_greedy(hf_model, PROMPTS)
+
+
+@pytest.fixture(scope="module")
+def small_want(small):
+    return hf_greedy(small[0], SMALL_PROMPTS, pad_id=0)
+
+
+@pytest.mark.parametrize("who", ["adapter", "qwen"])
+def test_greedy_equals_transformers_generate(who, hf_model, adapter, synthetic, synthetic_want):
+    """24 greedy tokens, token for token: our loop on transformers' model (the loop alone), then on qwen.model."""
+    model = adapter if who == "adapter" else load_model(synthetic, dtype=torch.float32)
+    for p, w in zip(PROMPTS, synthetic_want):
+        assert list(generate(model, p, N)) == w  # one prompt at a time
+    assert ours_batched(model, PROMPTS) == synthetic_want  # left-padded batch with a mask
+    assert any(len(w) == N for w in synthetic_want)  # the comparison ran the full length on some prompt
+
+
+@pytest.mark.parametrize("who", ["adapter", "qwen"])
+def test_greedy_equals_transformers_generate_small(who, small, small_adapter, small_want):
+    """Small random config (every parameter random), prompts of 1 to 40 tokens, alone and as a batch."""
+    model = small_adapter if who == "adapter" else load_model(small[1], dtype=torch.float32)
+    for p, w in zip(SMALL_PROMPTS, small_want):
+        assert list(generate(model, p, N)) == w
+    assert ours_batched(model, SMALL_PROMPTS, pad_id=0) == small_want
+    assert all(len(w) == N for w in small_want)  # the small vocabulary has no stop token: full length everywhere
+
+
+def test_stop_and_limits(small_adapter):
+    adapter = small_adapter
+    first = list(generate(adapter, SMALL_PROMPTS[0], 5, stop=[]))
+    assert len(first) == 5
+    assert list(generate(adapter, SMALL_PROMPTS[0], 5, stop=[first[2]])) == first[:3]  # stops after yielding the stop id
+    assert list(generate(adapter, SMALL_PROMPTS[0], 0)) == []
+    with pytest.raises(ValueError, match="empty"):
+        list(generate(adapter, [], 3))
+
+
+def test_seed_is_reproducible(small_adapter):
+    adapter = small_adapter
+    kw = dict(temperature=1.0, top_k=50, top_p=0.9, stop=[])
+    a = list(generate(adapter, SMALL_PROMPTS[1], 12, seed=7, **kw))
+    assert a == list(generate(adapter, SMALL_PROMPTS[1], 12, seed=7, **kw))
+    assert a != list(generate(adapter, SMALL_PROMPTS[1], 12, seed=8, **kw))
+    # top_k=1 leaves one token: sampling becomes greedy
+    assert list(generate(adapter, SMALL_PROMPTS[1], 8, temperature=0.7, top_k=1, seed=1, stop=[])) == \
+        list(generate(adapter, SMALL_PROMPTS[1], 8, stop=[]))
+
+
+def test_presence_penalty(small_adapter):
+    """A huge penalty forbids repeats: every token of the reply is new (greedy, so nothing else changes)."""
+    out = list(generate(small_adapter, SMALL_PROMPTS[1], 16, presence_penalty=1e4, stop=[]))
+    assert len(set(out)) == len(out) == 16
+
+
+@pytest.mark.parametrize("rule", ["temperature", "top_k", "top_p", "min_p", "all"])
+def test_rules_equal_transformers_warpers(rule):
+    from transformers.generation.logits_process import (MinPLogitsWarper, TemperatureLogitsWarper,
+                                                         TopKLogitsWarper, TopPLogitsWarper)
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 1000, generator=g) * 3
+    logits[0, :10] = 5.0  # ties at the top
+    kw = {"temperature": dict(temperature=0.6), "top_k": dict(top_k=20), "top_p": dict(top_p=0.8),
+          "min_p": dict(min_p=0.05), "all": dict(temperature=0.7, top_k=40, top_p=0.95, min_p=0.02)}[rule]
+    warpers = []
+    if "temperature" in kw:
+        warpers.append(TemperatureLogitsWarper(kw["temperature"]))
+    if "top_k" in kw:
+        warpers.append(TopKLogitsWarper(kw["top_k"]))
+    if "top_p" in kw:
+        warpers.append(TopPLogitsWarper(kw["top_p"]))
+    if "min_p" in kw:
+        warpers.append(MinPLogitsWarper(kw["min_p"]))
+    want = logits.clone()
+    for w in warpers:
+        want = w(None, want)
+    got = filter_logits(logits, **kw)
+    assert torch.equal(torch.isinf(got), torch.isinf(want))  # the same tokens cut
+    torch.testing.assert_close(got.softmax(-1), want.softmax(-1), rtol=1e-5, atol=1e-7)
+
+
+def test_top_p_keeps_the_token_that_crosses():
+    """Hand example: p = 0.5, 0.3, 0.2. top_p=0.6 keeps 2 tokens (0.5 < 0.6, 0.5 + 0.3 >= 0.6); top_p=0.5 keeps 1."""
+    logits = torch.tensor([[0.5, 0.3, 0.2]]).log()
+    assert torch.isinf(filter_logits(logits, top_p=0.6)).tolist() == [[False, False, True]]
+    assert torch.isinf(filter_logits(logits, top_p=0.5)).tolist() == [[False, True, True]]
+    assert torch.isinf(filter_logits(logits, top_k=2)).tolist() == [[False, False, True]]
+
+
+def test_checkpoint_stop_tokens(synthetic, tmp_path):
+    assert checkpoint_stop_tokens(synthetic) == {IM_END, END_OF_TEXT}
+    (tmp_path / "generation_config.json").write_text('{"eos_token_id": [248046, 248044, 7]}')
+    assert checkpoint_stop_tokens(tmp_path) == {IM_END, END_OF_TEXT, 7}
+
+
+TEXTS = ["你好，世界！今天天气很好。", "emoji: 👍🏽 👩‍👩‍👧‍👦 🇯🇵 ❤️‍🔥 done", "混合 text 和 😀 表情\n<|im_end|>"]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_streaming_never_splits_a_character(tok, text):
+    ids = tok.encode(text)
+    for sequence in (ids, byte_level_ids(tok, text)):
+        stream = TextStream(tok)
+        pieces = [stream.push(i) for i in sequence] + [stream.flush()]
+        assert "".join(pieces) == tok.decode(sequence) == text
+        assert not any("\ufffd" in p for p in pieces)
+
+
+def byte_level_ids(tok, text):
+    """The text as one token per UTF-8 byte (byte-level BPE has a token for each of the 256 bytes)."""
+    from qwen.make_tokenizer import byte_to_unicode
+
+    table = byte_to_unicode()
+    out = []
+    for part in text.split("<|im_end|>"):
+        out += [tok.token_to_id(table[b]) for b in part.encode("utf-8")] + [IM_END]
+    return out[:-1]
