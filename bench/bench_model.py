@@ -1,7 +1,7 @@
 """Speed of the whole model (qwen/model.py + qwen/generate.py) against transformers on the same weights, same run.
 
 Run: python bench/bench_model.py [--model PATH] [--device cpu|cuda] [--dtypes fp32 bf16] [--prefill 256 2048]
-     [--decode 64] [--threads N]                                   (needs the dev extras: transformers)
+     [--decode 64] [--repeats 3] [--threads N]                     (needs the dev extras: transformers)
 Shapes are Qwen3.5-0.8B's: the real checkpoint when --model points at one, otherwise the real 0.8B config with
 random weights built on the fly (speed does not depend on the values). Both models share the very same tensors.
 - prefill: one forward over T prompt tokens that fills the cache (logits of the last position only, as generate).
@@ -40,15 +40,24 @@ def sync(device):
 
 def timed(fn, device, repeats):
     """Median seconds of fn() over `repeats` runs, after one warm-up run."""
-    fn()
-    times = []
+    return timed_pair(fn, None, device, repeats)[0]
+
+
+def timed_pair(fa, fb, device, repeats):
+    """Median seconds of fa() and of fb() (None: only fa), run alternately after one warm-up each, so that a burst
+    of load from elsewhere on a shared machine slows both rather than one."""
+    fns = [f for f in (fa, fb) if f is not None]
+    times = [[] for _ in fns]
+    for f in fns:
+        f()
     for _ in range(repeats):
-        sync(device)
-        t = time.perf_counter()
-        fn()
-        sync(device)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        for f, ts in zip(fns, times):
+            sync(device)
+            t = time.perf_counter()
+            f()
+            sync(device)
+            ts.append(time.perf_counter() - t)
+    return [statistics.median(ts) for ts in times]
 
 
 def copy_bandwidth(device, mib=512):
@@ -116,8 +125,8 @@ def main():
     p.add_argument("--model", help="a real Qwen3.5 checkpoint folder (default: random weights, 0.8B shapes)")
     p.add_argument("--device")
     p.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=list(DTYPES))
-    p.add_argument("--prefill", nargs="+", type=int, default=[256, 2048])
-    p.add_argument("--decode", type=int, default=64)
+    p.add_argument("--prefill", nargs="*", type=int, default=[256, 2048], help="prompt lengths (none: skip)")
+    p.add_argument("--decode", type=int, default=64, help="tokens to decode (0: skip)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     args = p.parse_args()
@@ -135,13 +144,17 @@ def main():
             weight_bytes = sum(t.numel() * t.element_size() for t in ours.parameters())  # the tied table once
             for T in args.prefill:
                 ids = torch.randint(0, 248044, (1, T), generator=g).to(device)
-                a = timed(lambda: ours(ids, cache=ours.new_cache(), last_only=True), device, args.repeats)
-                b = timed(lambda: hf_prefill(hf, ids), device, args.repeats)
+                a, b = timed_pair(lambda: ours(ids, cache=ours.new_cache(), last_only=True),
+                                  lambda: hf_prefill(hf, ids), device, args.repeats)
                 print(f"{name} prefill {T:5d} tokens: ours {a:7.3f} s ({T / a:7.1f} tok/s)  transformers {b:7.3f} s "
                       f"({T / b:7.1f} tok/s)  time ratio {a / b:.2f}")
             prompt = torch.randint(0, 248044, (1, 32), generator=g).to(device)
-            a = statistics.median(our_decode(ours, prompt, args.decode) for _ in range(args.repeats))
-            b = statistics.median(hf_decode(hf, prompt, args.decode) for _ in range(args.repeats))
+            if not args.decode:
+                continue
+            times = [(our_decode(ours, prompt, args.decode), hf_decode(hf, prompt, args.decode))
+                     for _ in range(args.repeats)]  # alternately, like the prefill
+            a, b = (statistics.median(ts) for ts in zip(*times))
+            bandwidth = copy_bandwidth(device)  # again: the load on a shared machine changes by the minute
             bound = bandwidth / weight_bytes  # tokens/s if every step only streamed the weights once
             n = args.decode
             print(f"{name} decode {n} tokens after 32: ours {n / a:6.2f} tok/s ({n / a / bound:4.0%} of the bound)  "

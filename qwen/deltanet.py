@@ -16,16 +16,19 @@ from qwen.norm import GatedRMSNorm, l2norm
 def causal_conv(x, weight, state=None):
     """silu of a depthwise causal conv: u_t[c] = Σ_i w[c, i]·x_{t−K+1+i}[c]; the K−1 inputs before x come from
     `state` (zeros at the start). x: (B, T, C); weight: (C, 1, K); state: (B, C, K−1). Returns u and the new state.
-    F.conv1d accumulates bf16 in fp32 and rounds once, as the reference does (a per-tap bf16 sum would not)."""
+    Written as its K shifted products, summed in fp32 and rounded once, as the reference's conv1d does. F.conv1d
+    computes the same, but its depthwise CPU kernel is slow: ~0.1 s per call at T = 1 in bf16, the whole budget
+    of a decode step (tests/test_deltanet.py proves the two equal)."""
     B, T, C = x.shape
     K = weight.shape[-1]
-    x = x.transpose(1, 2)  # (B, C, T): channels first, as conv1d wants
+    x = x.transpose(1, 2)  # (B, C, T): time last, so a shift is a slice
     if state is None:
         state = x.new_zeros(B, C, K - 1)
     x = torch.cat([state, x], dim=-1)  # (B, C, K−1+T): the past the first outputs look at
-    u = F.conv1d(x, weight, groups=C)  # (B, C, T): no padding, so output t sees inputs t..t+K−1 of the padded x
+    xf, w = x.float(), weight[:, 0].float()  # (B, C, K−1+T), (C, K)
+    u = sum(w[:, i, None] * xf[:, :, i:i + T] for i in range(K))  # (B, C, T): output t sees inputs t..t+K−1
     # clone: a slice is a view that would keep the whole (B, C, K−1+T) prompt alive in the cache
-    return F.silu(u).transpose(1, 2), x[:, :, -(K - 1):].clone()
+    return F.silu(u.to(x.dtype)).transpose(1, 2), x[:, :, -(K - 1):].clone()  # rounded, then silu: as the reference
 
 
 def _check(q, k, v, g, beta, state):

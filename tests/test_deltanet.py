@@ -196,6 +196,24 @@ def test_causal_conv_matches_transformers(dtype, T):
     assert torch.equal(state, theirs[:, :, 1:])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("T, with_state", [(1, True), (7, True), (70, False)])
+def test_causal_conv_equals_conv1d(dtype, T, with_state):
+    """The shifted-products sum equals F.conv1d (depthwise, fp32 accumulation, one rounding), then silu: fp32 to
+    rounding order, bf16 bit for bit. The kernels differ only in speed."""
+    g = torch.Generator().manual_seed(T)
+    B, C, K = 2, 48, 4
+    x, w = torch.randn(B, T, C, generator=g).to(dtype), torch.randn(C, 1, K, generator=g).to(dtype)
+    state = torch.randn(B, C, K - 1, generator=g).to(dtype) if with_state else None
+    u, new_state = causal_conv(x, w, state)
+    padded = torch.cat([x.new_zeros(B, C, K - 1) if state is None else state, x.transpose(1, 2)], dim=-1)
+    want = torch.nn.functional.silu(torch.nn.functional.conv1d(padded, w, groups=C)).transpose(1, 2)
+    if dtype == torch.float32:
+        torch.testing.assert_close(u, want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
+    else:
+        assert torch.equal(u, want)
+    assert torch.equal(new_state, padded[:, :, -(K - 1):])
+
 # ---------------------------------------------------------------- the layer against transformers
 
 def hf_config(Hk, Hv, dk, dv, d=48):
