@@ -281,7 +281,8 @@ def test_bf16_layer_within_bf16_rounding(synthetic):
     x = inputs(2, 100, ours.in_proj_qkv.in_features, seed=4, dtype=torch.bfloat16)
     got, want, ref = ours(x), theirs(x), exact(x.double())
     diff = (got.float() - want.float()).abs()
-    own_step = torch.finfo(torch.bfloat16).eps * want.float().abs()  # one bf16 step at each output's own size
+    # one bf16 step at each output's own size (at least the smallest normal number)
+    own_step = (torch.finfo(torch.bfloat16).eps * want.float().abs()).clamp_min(torch.finfo(torch.bfloat16).tiny)
     err_ours, err_theirs = (got.double() - ref).abs().mean(), (want.double() - ref).abs().mean()
     print(f"bf16: {int((diff > 0).sum())} of {diff.numel()} outputs differ from transformers, at most "
           f"{(diff / own_step).max():.2f} steps of their own size; mean error vs float64: ours {err_ours:.2e}, "
