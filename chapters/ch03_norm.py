@@ -271,12 +271,12 @@ print(f"the model has {2 * cfg.num_hidden_layers + 1} RMSNorms, {2 * n_full} per
 # ## Show the proof
 # When transformers is installed, its Qwen3.5 norms get the same weights. In bf16 both must agree exactly: the
 # RMSNorms compute in fp32 and round once; the gated norms round in the same three places. Those three roundings
-# are a choice, not a law. Rounding once, at the end, would be closer to the exact value: transformers rounds
-# twice before the gate (x̂ to bf16, then w · x̂ in bf16), each by up to half a step, so its value can be a full
-# step from the one-rounding value before the last rounding, which can add one more — up to 2 bf16 steps apart.
-# The course's module follows transformers anyway, because its promise is transformers' output: in a whole bf16
-# model such steps, carried through the layers, change the top-1 token at some positions. The last lines measure
-# the alternative (tests/test_norm.py checks both claims).
+# are a choice, not a law. Rounding once, at the end, would be on the whole closer to the exact value:
+# transformers rounds twice before the gate (x̂ to bf16, then w · x̂ in bf16), each by up to half a step, so its
+# value can be a full step from the one-rounding value before the last rounding, which can add one more — up to
+# 2 bf16 steps apart. The course's module follows transformers anyway, because its promise is transformers'
+# output: in a whole bf16 model such steps, carried through the layers, can change the top-1 token. The last
+# lines measure the alternative (tests/test_norm.py checks both claims).
 
 # %%
 def compare(transformers, W):

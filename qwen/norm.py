@@ -45,6 +45,7 @@ class GatedRMSNorm(nn.Module):
         n = self.weight * rms_normalize(x, self.eps).to(x.dtype)
         return (n * F.silu(gate.float())).to(x.dtype)
 
+
 def l2norm(x, eps=1e-6):
     """Scale the last dimension to unit length: x / sqrt(Σx² + eps). eps sits inside the root (not F.normalize)."""
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
