@@ -155,7 +155,9 @@ book.listing("qwen/norm.py")
 # - **No mean, no bias.** LayerNorm subtracts the mean and adds a bias; RMSNorm only fixes the scale. It is cheaper
 #   and trains as well, which is why Llama, Qwen and Gemma all use it.
 # - **fp32 inside.** Squares of bf16 numbers lose digits (and in fp16, squares of large values overflow), so the
-#   statistics are taken in fp32 and only the result is cast back to the input dtype — one rounding at the end.
+#   statistics are taken in fp32 and only the result is cast back to the input dtype — one rounding at the end for
+#   `RMSNorm`. `GatedRMSNorm` rounds where transformers does: x̂ to the input dtype, w · x̂ in it, then the fp32 gate
+#   and a last rounding (the proof at the end of the chapter shows what one rounding would change).
 # - **Two conventions for the weight.** `RMSNorm` starts at `zeros` and applies `1 + w`; `GatedRMSNorm` starts at
 #   `ones` and applies `w`. Both start as "scale 1"; loading a checkpoint into the wrong one is off by exactly 1
 #   everywhere, so the class must match the tensor.
@@ -267,11 +269,14 @@ print(f"the model has {2 * cfg.num_hidden_layers + 1} RMSNorms, {2 * n_full} per
 #   d? This is why `rms_normalize` calls `.float()` first.
 #
 # ## Show the proof
-# When transformers is installed, its Qwen3.5 norms get the same weights. In bf16 the RMSNorm must agree exactly:
-# both compute in fp32 and round once. The gated norm may differ by up to 2 bf16 steps: transformers rounds twice
-# before the gate (x̂ to bf16, then w · x̂ in bf16), each by up to half a step, so its value can be a full step from
-# ours before the last rounding, which can add one more. Ours rounds once, and is on the whole the closer to the
-# exact value (tests/test_norm.py measures both).
+# When transformers is installed, its Qwen3.5 norms get the same weights. In bf16 both must agree exactly: the
+# RMSNorms compute in fp32 and round once; the gated norms round in the same three places. Those three roundings
+# are a choice, not a law. Rounding once, at the end, would be on the whole closer to the exact value:
+# transformers rounds twice before the gate (x̂ to bf16, then w · x̂ in bf16), each by up to half a step, so its
+# value can be a full step from the one-rounding value before the last rounding, which can add one more — up to
+# 2 bf16 steps apart. The course's module follows transformers anyway, because its promise is transformers'
+# output: in a whole bf16 model such steps, carried through the layers, can change the top-1 token. The last
+# lines measure the alternative (tests/test_norm.py checks both claims).
 
 # %%
 def compare(transformers, W):
@@ -285,7 +290,14 @@ def compare(transformers, W):
     hh, z = torch.randn(4096, dv).bfloat16() * 3, torch.randn(4096, dv).bfloat16()
     ours, theirs = load(GatedRMSNorm(dv, eps), W, "layers.0.linear_attn.norm."), hf.Qwen3_5RMSNormGated(dv, eps=eps)
     theirs.weight.copy_(W["layers.0.linear_attn.norm.weight"])
-    book.oracle.difference("gated norm of layer 0, bf16", ours.bfloat16()(hh, z), theirs.bfloat16()(hh, z))
+    want = theirs.bfloat16()(hh, z)
+    book.oracle.difference("gated norm of layer 0, bf16", ours.bfloat16()(hh, z), want)
+    once = (rms_normalize(hh, eps) * ours.weight.float() * F.silu(z.float())).bfloat16()  # one rounding, at the end
+    h64 = hh.double()
+    exact = h64 * torch.rsqrt(h64.pow(2).mean(-1, keepdim=True) + eps) * ours.weight.double() * F.silu(z.double())
+    print(f"the gated norm rounded once instead: up to {book.oracle.bf16_steps(once, want):g} bf16 steps from "
+          f"transformers; mean distance to the exact value {(once.double() - exact).abs().mean():.3g}, "
+          f"transformers' order {(want.double() - exact).abs().mean():.3g}")
     book.oracle.difference("l2norm, fp32", qwen_l2norm(hh.float()), hf.l2norm(hh.float(), dim=-1, eps=1e-6))
 
 
@@ -296,7 +308,9 @@ book.proof(compare, W)
 #
 # - RMSNorm divides a vector by its root mean square and scales each dimension by 1 + w, w initialised to 0. The
 #   output RMS is 1 (with w = 0) only when mean(x²) ≫ ε: at RMS 10⁻³ and ε = 10⁻⁶ it is 0.707.
-# - The statistics are computed in fp32 and the result is rounded once, back to the input dtype.
+# - The statistics are computed in fp32 and the result is rounded back to the input dtype: once for RMSNorm, in
+#   transformers' three places for the gated norm (rounding once would be closer to exact, up to 2 bf16 steps
+#   away, but the course matches transformers bit for bit).
 # - Storing the offset w rather than the scale: bf16's grid is fine near 0 and coarse near 1 (1.001 is stored as
 #   1.0), which matters where the weight is held in bf16; and weight decay then pulls towards a scale of 1.
 # - The trained scales are not 1: the real final norm scales by about 4.3, setting the size of the logits.

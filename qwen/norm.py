@@ -38,12 +38,12 @@ class GatedRMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x, gate):  # x, gate: (..., dim)
-        # One rounding at the end. transformers rounds twice before the gate (x̂ to the input dtype, then w · x̂ in
-        # it), each by up to half a step, so in bf16 its value can be a full step from ours before the last
-        # rounding, and that rounding can add one more: up to 2 bf16 steps apart (tests/test_norm.py measures it).
-        # In fp32 they agree to rounding.
-        y = rms_normalize(x, self.eps) * self.weight.float() * F.silu(gate.float())
-        return y.to(x.dtype)
+        # transformers' order, so a bf16 model matches it bit for bit: x̂ rounded to x's dtype, times w in that dtype
+        # (or the wider of the two), then the fp32 gate, rounded once more. Rounding once at the end would be
+        # closer to the exact value (up to 2 bf16 steps from this), but the course promises transformers' output;
+        # chapter 3 shows the difference.
+        n = self.weight * rms_normalize(x, self.eps).to(x.dtype)
+        return (n * F.silu(gate.float())).to(x.dtype)
 
 
 def l2norm(x, eps=1e-6):

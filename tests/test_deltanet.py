@@ -288,23 +288,26 @@ def test_left_padding_mask_matches_transformers():
 
 @torch.no_grad()
 def test_bf16_layer_within_bf16_rounding(synthetic):
-    """What bf16 allows: both layers round q, k, v, z, β, the kernel output and the gated norm to bf16 (8
-    significant bits), ours rounding the norm once and transformers three times (see test_norm), and out_proj sums
-    Hv·dv such rounded products. So each output may move by a few bf16 steps *of the output's scale* (not of its
-    own size: a near-zero sum inherits the error of its large terms). Measured on the synthetic layer: at most 1
-    step of max|y|. We allow 2, and require ours to be no further from the float64 answer than transformers."""
+    """What bf16 allows: both layers round q, k, v, z, β, the kernel output and the gated norm to bf16 at the same
+    places (the gated norm in transformers' order, chapter 3), so they agree bit for bit except where an fp32
+    intermediate computed in a different order lands on the other side of a bf16 rounding boundary. Measured on the
+    synthetic layer: 2 outputs in 12,800 differ, each by one bf16 step of its own size. We allow 0.1% of outputs
+    to differ, by at most one step of their own size, and require ours to be no further from the float64 answer
+    than transformers."""
     ours, theirs = synthetic_layers(synthetic, torch.bfloat16)
     exact = synthetic_layers(synthetic, torch.float64)[0]
     x = inputs(2, 100, ours.in_proj_qkv.in_features, seed=4, dtype=torch.bfloat16)
     got, want, ref = ours(x), theirs(x), exact(x.double())
-    step = torch.finfo(torch.bfloat16).eps * want.float().abs().max()  # one bf16 step at the output's scale
     diff = (got.float() - want.float()).abs()
+    # one bf16 step at each output's own size (at least the smallest normal number)
+    own_step = (torch.finfo(torch.bfloat16).eps * want.float().abs()).clamp_min(torch.finfo(torch.bfloat16).tiny)
     err_ours, err_theirs = (got.double() - ref).abs().mean(), (want.double() - ref).abs().mean()
-    print(f"bf16: {(diff > 0).float().mean():.1%} of outputs differ from transformers, at most "
-          f"{diff.max() / step:.2f} steps of max|y|; mean error vs float64: ours {err_ours:.2e}, "
+    print(f"bf16: {int((diff > 0).sum())} of {diff.numel()} outputs differ from transformers, at most "
+          f"{(diff / own_step).max():.2f} steps of their own size; mean error vs float64: ours {err_ours:.2e}, "
           f"theirs {err_theirs:.2e}")
     assert got.dtype == torch.bfloat16
-    assert diff.max() <= 2 * step
+    assert (diff > 0).float().mean() <= 1e-3
+    assert (diff <= own_step).all()
     assert err_ours <= 1.05 * err_theirs
 
 

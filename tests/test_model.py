@@ -4,13 +4,11 @@ import json
 
 import pytest
 import torch
-import torch.nn.functional as F
 from hf_checkpoint import hf_load, save_checkpoint, text_config
 from safetensors.torch import load_file, save_file
 
 from qwen.diff import compare
 from qwen.model import load_model
-from qwen.norm import GatedRMSNorm, rms_normalize
 
 B, T = 2, 150  # longer than two DeltaNet chunks of 64
 
@@ -46,19 +44,6 @@ def ids_for(vocab, seed=0, shape=(B, T)):
     return torch.randint(0, vocab, shape, generator=torch.Generator().manual_seed(seed))
 
 
-@pytest.fixture
-def reference_gated_rounding(monkeypatch):
-    """The gated norm rounded where transformers rounds it: x̂ to bf16, times w in bf16, then the fp32 gate.
-    The course's GatedRMSNorm rounds once, at the end (chapter 3): at most two bf16 steps apart per value, but the
-    random test weights amplify such steps through the layers until the top-1 token changes at some positions
-    (the synthetic checkpoint agrees at about half of them). Every other module is bit-exact in bf16
-    (`python -m qwen.diff --dtype bf16`), so with this one rounding matched, the bf16 comparison tests the model."""
-    def forward(self, x, gate):
-        n = self.weight * rms_normalize(x, self.eps).to(x.dtype)
-        return (n * F.silu(gate.float())).to(x.dtype)
-    monkeypatch.setattr(GatedRMSNorm, "forward", forward)
-
-
 def compare_fp32(folder, ids):
     ours, theirs = load_model(folder, dtype=torch.float32), hf_load(folder)
     with torch.no_grad():
@@ -84,7 +69,7 @@ def test_fp32_equals_transformers(folders, name):
 
 
 @pytest.mark.parametrize("name", CONFIGS)
-def test_bf16_top1_equals_transformers(folders, name, reference_gated_rounding):
+def test_bf16_top1_equals_transformers(folders, name):
     compare_bf16(folders[name], ids_for(CONFIGS[name][0]["vocab_size"]))
 
 
@@ -108,11 +93,11 @@ def test_synthetic_every_module_equals_transformers(synthetic, synthetic_pair):
     assert (got.argmax(-1) == want.argmax(-1)).float().mean() >= 0.99
 
 
-def test_synthetic_bf16(synthetic, synthetic_pair, reference_gated_rounding):
-    """bf16 on the synthetic checkpoint: each module, fed transformers' input, within 2^-6 of the output's scale;
-    end to end, top-1 agreement at least as high as between transformers' own eager and sdpa paths. (Its random
-    layers amplify single bf16 steps until the two transformers paths disagree at ~1 position in 4; the small
-    configs above, with tamer weights, are held to 99%.)"""
+def test_synthetic_bf16(synthetic, synthetic_pair):
+    """bf16 on the synthetic checkpoint: each module, fed transformers' input, within 2^-6 of the output's scale (on
+    the short prompt of qwen.diff all are bit-exact); end to end over 150 tokens, top-1 agreement at least 95%
+    (measured 97.7%) and at least as high as between transformers' own eager and sdpa paths (76%: the random
+    layers amplify single bf16 steps). The small configs above, with tamer weights, are held to 99%."""
     from transformers import Qwen3_5ForConditionalGeneration
 
     ours, eager = synthetic_pair[torch.bfloat16]
@@ -125,7 +110,7 @@ def test_synthetic_bf16(synthetic, synthetic_pair, reference_gated_rounding):
     ours_agree, theirs_agree = (got == want).float().mean().item(), (other == want).float().mean().item()
     print(f"synthetic bf16 top-1 agreement with transformers eager: ours {ours_agree:.2%}, "
           f"transformers sdpa {theirs_agree:.2%}")
-    assert ours_agree >= theirs_agree
+    assert ours_agree >= max(theirs_agree, 0.95)
 
 
 @pytest.fixture(scope="module")
@@ -249,7 +234,7 @@ def layouts(tmp_path_factory):
 
 @pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
 @pytest.mark.parametrize("sharded", [False, True], ids=["single file", "sharded"])
-def test_load_layouts(layouts, tied, sharded, reference_gated_rounding):
+def test_load_layouts(layouts, tied, sharded):
     folder = layouts[tied, sharded]
     ours, theirs = load_model(folder), hf_load(folder, torch.bfloat16)
     assert all(p.dtype == torch.bfloat16 for p in ours.parameters()), "dtype=None keeps the checkpoint's bf16"

@@ -172,9 +172,10 @@ def _hf_norm(cls, weight, eps):
 
 @torch.no_grad()
 def test_204_oracle_equals_transformers():
-    """RMSNorm and l2norm: bit-exact in every dtype. Gated: fp32 to 1e-6; bf16/fp16 up to 2 grid steps (HF rounds
-    x̂ and x̂·w to the input dtype before the gate), which is why the judge allows 2 steps there."""
-    gated_steps = []
+    """RMSNorm and l2norm: bit-exact in every dtype. Gated: fp32 to 1e-6, bf16/fp16 bit-exact (the oracle rounds
+    where transformers does). A learner who rounds once, at the end, lands up to 2 grid steps from it (measured
+    here), which is why the judge allows 2 steps there."""
+    once_steps = []
     for c in cases_of(204):
         if c.fn == "rms_norm":
             x, w, eps = c.values()
@@ -187,14 +188,16 @@ def test_204_oracle_equals_transformers():
             if x.dtype == torch.float32:
                 torch.testing.assert_close(c.expected, want, rtol=1e-6, atol=1e-6 * want.abs().max().item())
             else:
-                assert compare(want, c.expected, Tol(steps=2)) is None, c.label
+                assert torch.equal(c.expected, want), c.label
+                once = (rms_normalize(x, eps) * w.float() * torch.nn.functional.silu(z.float())).to(x.dtype)
+                assert compare(once, c.expected, Tol(steps=2)) is None, c.label
                 step = Tol(steps=1).allowed(c.expected.double(), x.dtype)
-                gated_steps.append(((want.double() - c.expected.double()).abs() / step).max().item())
+                once_steps.append(((once.double() - c.expected.double()).abs() / step).max().item())
         else:
             x, eps = c.values()
             assert torch.equal(c.expected, hf_l2norm(x, dim=-1, eps=eps)), c.label
-    print(f"bf16/fp16 gated norm: transformers is up to {max(gated_steps):g} grid steps from the oracle")
-    assert max(gated_steps) > 1, "the 2-step tolerance would not be needed"
+    print(f"bf16/fp16 gated norm: rounding once is up to {max(once_steps):g} grid steps from the oracle")
+    assert max(once_steps) > 1, "the 2-step tolerance would not be needed"
 
 
 def _tiny_hf(V, D, dtype):

@@ -1,8 +1,8 @@
 """Problem 204: cases, oracle and known mistakes.
 
 Oracle: qwen/norm.py (RMSNorm, GatedRMSNorm, l2norm), which tests/test_practice.py proves equal to transformers'
-Qwen3_5RMSNorm (bit-exact in every dtype), Qwen3_5RMSNormGated (fp32 to 1e-6; bf16/fp16 within 2 grid steps,
-since transformers rounds twice more inside) and l2norm (bit-exact).
+Qwen3_5RMSNorm (bit-exact in every dtype), Qwen3_5RMSNormGated (fp32 to 1e-6; bf16/fp16 bit-exact: the oracle
+rounds in transformers' order) and l2norm (bit-exact).
 """
 import torch
 import torch.nn as nn
@@ -13,7 +13,8 @@ from qwen.norm import GatedRMSNorm, RMSNorm
 from qwen.norm import l2norm as qwen_l2norm
 
 # bf16/fp16: one grid step for RMSNorm (x / sqrt(...) and x * rsqrt(...) may round apart), two for the gated norm
-# (transformers' own order is up to two steps from ours); fp32: 1e-6 * max(1, max|y|) + 1e-5 * |y|.
+# (the oracle rounds x̂ and x̂·w to the input dtype before the gate, as transformers does; a learner who rounds
+# once, at the end, is up to two steps from it and is accepted); fp32: 1e-6 * max(1, max|y|) + 1e-5 * |y|.
 NORM = Tol(steps=1, rtol=1e-5, atol=1e-6)
 GATED = Tol(steps=2, rtol=1e-5, atol=1e-6)
 L2 = Tol(rtol=1e-5, atol=1e-6)
