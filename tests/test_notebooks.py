@@ -28,13 +28,13 @@ FIGURES = {
     "ch02_embedding": {"ch02-map": False, "ch02-bpe-cjk": False, "ch02-row-norms": True,
                        "ch02-head": True},
     "ch03_norm": {"ch03-map": False, "ch03-rms": True, "ch03-scales": True, "ch03-bf16": False, "ch03-gate": True},
-    "ch07_deltanet": {"ch07-map": False, "ch07-memory": False, "ch07-gates": True, "ch07-state": True,
-                      "ch07-chunk": True, "ch07-bill": False},
     "ch04_rope": {"ch04-map": False, "ch04-angles": False, "ch04-score": False, "ch04-mrope": False},
     "ch05_mlp": {"ch05-map": False, "ch05-activations": False, "ch05-gates": True},
+    "ch06_attention": {"ch06-map": False, "ch06-maps": True, "ch06-gate": True, "ch06-kv-bytes": False},
+    "ch07_deltanet": {"ch07-map": False, "ch07-memory": False, "ch07-gates": True, "ch07-state": True,
+                      "ch07-chunk": True, "ch07-bill": False},
     "ch08_model": {"ch08-map": False, "ch08-pattern": False, "ch08-residual": True, "ch08-lens": True,
                    "ch08-shares": True},
-    "ch06_attention": {"ch06-map": False, "ch06-maps": True, "ch06-gate": True, "ch06-kv-bytes": False},
     "ch09_generate": {"ch09-map": False, "ch09-sampling": True, "ch09-prefill-decode": True, "ch09-cache": False},
 }
 SECONDS = 300  # per notebook: a guard against a hang, not a speed goal (the CPU may be shared)
