@@ -24,7 +24,8 @@ def titles(fig):
 def test_real_values_are_the_seed_printout():
     """The numbers the source chapter printed on the real weights (seed 004), read back from its text."""
     from pathlib import Path
-    seed = next(Path("/work/shared/seeds").glob("004_*.txt"), None)
+    seeds = Path(__file__).resolve().parents[2] / "shared" / "seeds"  # shared/ sits beside the repository
+    seed = next(seeds.glob("004_*.txt"), None)
     if seed is None:
         pytest.skip("the seed chapter is not on this machine")
     text = seed.read_text(encoding="utf-8")
