@@ -72,3 +72,14 @@ def test_judge_flag_runs_the_learner_file_in_a_child(synthetic):
     r = subprocess.run([sys.executable, "practice/judge.py", "204", "--file", "practice/204_rmsnorm/solution.py",
                         "--plug-in"], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert "same prediction" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("number", [206, 208, 212])
+def test_every_reference_part_plugs_in(synthetic, number):
+    """The reference solution of each model-part problem, put in the model, keeps the course model's prediction
+    (204, 207 and 211 are checked above, with wrong parts too)."""
+    from practice.judge import problems
+
+    prob = problems()[number]
+    parts = functions(prob.folder / "solution.py", *prob.meta["functions"])
+    assert plug_in(number, *parts) == "same prediction"
