@@ -4,7 +4,8 @@ Each turn is `<|im_start|>{role}\\n{content}<|im_end|>\\n` (ChatML; no BOS, no d
 ends with the generation prompt `<|im_start|>assistant\\n` plus the start of a thinking block: an empty, closed one
 when thinking is off, an open `<think>\\n` when it is on (the model then reasons and writes `</think>` itself).
 Earlier assistant turns keep only their final answer: their reasoning is dropped, as the published template does.
-Facts from the published Qwen3.5 `chat_template.jinja`; see docs/qwen35-reference.md, "Chat format".
+Facts from the published Qwen3.5 `chat_template.jinja` (tests/test_chat.py renders a checkpoint's own template, when
+one is present, and compares).
 """
 import json
 from pathlib import Path

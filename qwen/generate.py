@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-IM_END, END_OF_TEXT = 248046, 248044  # stop on both: see docs/qwen35-reference.md, "Chat format"
+IM_END, END_OF_TEXT = 248046, 248044  # stop on both: a chat turn ends with the first, a plain text with the second
 
 
 def checkpoint_stop_tokens(path):
