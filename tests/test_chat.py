@@ -1,5 +1,6 @@
 """qwen.chat.render against the rendered examples of the course's reference notes (shared/docs/qwen35-reference.md,
-"Chat format"), and against a checkpoint's own jinja template (rendered by transformers' renderer) when a checkpoint ships one.
+"Chat format"), and against a checkpoint's own jinja template (rendered by transformers' renderer) when a
+checkpoint ships one.
 Run: pytest -q tests/test_chat.py (a second)."""
 import json
 import os
