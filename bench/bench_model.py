@@ -16,21 +16,14 @@ import time
 
 import torch
 
+from book.real import TEXT_CONFIG
 from qwen.course import pick_device
 from qwen.generate import generate
 from qwen.model import Qwen35, load_model
 from qwen.weights import Config
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-REAL_08B = dict(  # the published Qwen3.5-0.8B text config (book/real.py holds the same numbers)
-    model_type="qwen3_5_text", vocab_size=248320, hidden_size=1024, intermediate_size=3584, num_hidden_layers=24,
-    num_attention_heads=8, num_key_value_heads=2, head_dim=256, linear_num_key_heads=16,
-    linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4,
-    hidden_act="silu", rms_norm_eps=1e-6, max_position_embeddings=262144, attention_bias=False,
-    rope_parameters=dict(rope_type="default", rope_theta=10_000_000, partial_rotary_factor=0.25,
-                         mrope_section=[11, 11, 10], mrope_interleaved=True),
-    layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(24)],
-    tie_word_embeddings=True, eos_token_id=248044)
+REAL_08B = {k: v for k, v in TEXT_CONFIG.items() if k != "dtype"}  # the dtype is the benchmark's choice
 
 
 def sync(device):

@@ -14,12 +14,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-TEXT = dict(vocab_size=248320, hidden_size=1024, intermediate_size=3584, num_hidden_layers=24,
-            num_attention_heads=8, num_key_value_heads=2, head_dim=256, linear_num_key_heads=16,
-            linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4,
-            rms_norm_eps=1e-6, rope_parameters=dict(rope_type="default", rope_theta=10_000_000,
-                                                   partial_rotary_factor=0.25, mrope_section=[11, 11, 10]),
-            full_attention_interval=4, model_type="qwen3_5_text", dtype="bfloat16")
+from book.real import TEXT_CONFIG
+
 
 CHILD = """
 import resource, sys, time, torch
@@ -44,7 +40,7 @@ def build(folder):
     from qwen.model import Qwen35
     from qwen.weights import Config
 
-    (folder / "config.json").write_text(json.dumps({"model_type": "qwen3_5", "text_config": TEXT,
+    (folder / "config.json").write_text(json.dumps({"model_type": "qwen3_5", "text_config": TEXT_CONFIG,
                                                     "tie_word_embeddings": True}))
     with torch.device("meta"):
         shapes = {n: p.shape for n, p in Qwen35(Config.load(folder)).named_parameters()}
