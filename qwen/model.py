@@ -75,13 +75,17 @@ class Qwen35(nn.Module):
             return torch.arange(past, past + T, device=device).expand(B, T)  # (B, T)
         return (mask.long().cumsum(-1) - 1).clamp(min=0)[:, -T:]  # pads get 0; nothing reads them
 
+    @staticmethod
+    def check_mask(mask, B, S):
+        """None, or the (B, S) mask over cached + new tokens as bool; a clear error for any other shape."""
+        if mask is not None and mask.shape != (B, S):
+            raise ValueError(f"mask must be (B, cached + new) = ({B}, {S}), got {tuple(mask.shape)}")
+        return None if mask is None else mask.bool()
+
     def forward(self, input_ids, cache=None, mask=None, last_only=False):
         B, T = input_ids.shape
         past = cache.length if cache is not None else 0
-        if mask is not None:
-            if mask.shape != (B, past + T):
-                raise ValueError(f"mask must be (B, cached + new) = ({B}, {past + T}), got {tuple(mask.shape)}")
-            mask = mask.bool()
+        mask = self.check_mask(mask, B, past + T)
         x = self.embed_tokens(input_ids)  # (B, T, d)
         cos, sin = self.rotary(self.positions(B, T, past, mask, x.device), x.dtype)  # (B, T, R) each
         for i, layer in enumerate(self.layers):

@@ -7,6 +7,7 @@ Run: pytest -q tests/test_generate.py (about a minute)."""
 import pytest
 import torch
 
+from qwen.fast import Fast
 from qwen.generate import (END_OF_TEXT, IM_END, TextStream, checkpoint_stop_tokens, filter_logits, generate,
                            pad_left)
 from qwen.model import load_model
@@ -126,20 +127,27 @@ def small_want(small):
     return hf_greedy(small[0], SMALL_PROMPTS, pad_id=0)
 
 
-@pytest.mark.parametrize("who", ["adapter", "qwen"])
+def qwen_model(who, folder):
+    """qwen.model as it is ("qwen"), or behind the fast path of qwen/fast.py ("fast"), in fp32."""
+    model = load_model(folder, dtype=torch.float32)
+    return Fast(model) if who == "fast" else model
+
+
+@pytest.mark.parametrize("who", ["adapter", "qwen", "fast"])
 def test_greedy_equals_transformers_generate(who, hf_model, adapter, synthetic, synthetic_want):
-    """24 greedy tokens, token for token: our loop on transformers' model (the loop alone), then on qwen.model."""
-    model = adapter if who == "adapter" else load_model(synthetic, dtype=torch.float32)
+    """24 greedy tokens, token for token: our loop on transformers' model (the loop alone), then on qwen.model and
+    on its fast path."""
+    model = adapter if who == "adapter" else qwen_model(who, synthetic)
     for p, w in zip(PROMPTS, synthetic_want):
         assert list(generate(model, p, N)) == w  # one prompt at a time
     assert ours_batched(model, PROMPTS) == synthetic_want  # left-padded batch with a mask
     assert any(len(w) == N for w in synthetic_want)  # the comparison ran the full length on some prompt
 
 
-@pytest.mark.parametrize("who", ["adapter", "qwen"])
+@pytest.mark.parametrize("who", ["adapter", "qwen", "fast"])
 def test_greedy_equals_transformers_generate_small(who, small, small_adapter, small_want):
     """Small random config (every parameter random), prompts of 1 to 40 tokens, alone and as a batch."""
-    model = small_adapter if who == "adapter" else load_model(small[1], dtype=torch.float32)
+    model = small_adapter if who == "adapter" else qwen_model(who, small[1])
     for p, w in zip(SMALL_PROMPTS, small_want):
         assert list(generate(model, p, N)) == w
     assert ours_batched(model, SMALL_PROMPTS, pad_id=0) == small_want
