@@ -1,4 +1,4 @@
-"""Speed of the whole model (qwen/model.py + qwen/generate.py) against transformers on the same weights, same run.
+"""Speed of the whole model (qwen/model.py, and its fast path qwen/fast.py) against transformers: same weights, same run.
 
 Run: python bench/bench_model.py [--model PATH] [--device cpu|cuda] [--dtypes fp32 bf16] [--prefill 256 2048]
      [--decode 64] [--repeats 3] [--threads N]                     (needs the dev extras: transformers)
@@ -7,7 +7,9 @@ random weights built on the fly (speed does not depend on the values). Both mode
 - prefill: one forward over T prompt tokens that fills the cache (logits of the last position only, as generate).
 - decode: N tokens one at a time after a 32-token prompt (greedy; the prompt is not timed).
 - bound: decoding must read every weight once per token, so tokens/s <= copy bandwidth / weight bytes. The
-  bandwidth is measured here (a large tensor copy: bytes read + bytes written, per second).
+  bandwidth is measured here (a large tensor copy: bytes read + bytes written, per second). Also printed: the bytes
+  per second of one large matrix-vector product in the model's dtype, the kernel every decode step is made of.
+"teaching" is qwen/model.py as the chapters write it; "fast" is the same model behind qwen/fast.py.
 A ratio below 1 means ours takes less time. The CPU is shared and noisy: trust the ratios within one run.
 """
 import argparse
@@ -18,6 +20,7 @@ import torch
 
 from book.real import TEXT_CONFIG
 from qwen.course import pick_device
+from qwen.fast import Fast
 from qwen.generate import generate
 from qwen.model import Qwen35, load_model
 from qwen.weights import Config
@@ -31,15 +34,9 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def timed(fn, device, repeats):
-    """Median seconds of fn() over `repeats` runs, after one warm-up run."""
-    return timed_pair(fn, None, device, repeats)[0]
-
-
-def timed_pair(fa, fb, device, repeats):
-    """Median seconds of fa() and of fb() (None: only fa), run alternately after one warm-up each, so that a burst
-    of load from elsewhere on a shared machine slows both rather than one."""
-    fns = [f for f in (fa, fb) if f is not None]
+def timed(fns, device, repeats):
+    """Median seconds of each f() in fns, run in turn (a b c a b c ...) after one warm-up each, so that a burst of
+    load from elsewhere on a shared machine slows all of them rather than one."""
     times = [[] for _ in fns]
     for f in fns:
         f()
@@ -54,11 +51,18 @@ def timed_pair(fa, fb, device, repeats):
 
 
 def copy_bandwidth(device, mib=512):
-    """Bytes per second a plain copy moves (each byte read once and written once), best of 5."""
-    src = torch.empty(mib * 2 ** 20 // 4, device=device)
-    dst = torch.empty_like(src)
-    best = min(timed(lambda: dst.copy_(src), device, 1) for _ in range(5))
-    return 2 * src.numel() * 4 / best
+    """Bytes per second a plain copy moves (each byte read once and written once), best of 5. The source is filled
+    first: an untouched tensor would be pages of zeros that the system maps to one cached page."""
+    src = torch.ones(mib * 2 ** 20 // 4, device=device)
+    dst = torch.zeros_like(src)
+    return 2 * src.numel() * 4 / min(timed([lambda: dst.copy_(src)] * 5, device, 1))
+
+
+def matvec_bandwidth(device, dtype, mib=512):
+    """Bytes of matrix per second that one (mib MiB) matrix-vector product reads, best of 5."""
+    W = torch.ones(mib * 2 ** 20 // (1024 * dtype.itemsize), 1024, dtype=dtype, device=device)
+    x = torch.ones(1024, dtype=dtype, device=device)
+    return W.numel() * dtype.itemsize / min(timed([lambda: W @ x] * 5, device, 1))
 
 
 def models(path, dtype, device):
@@ -135,25 +139,33 @@ def main():
             dtype = DTYPES[name]
             ours, hf = models(args.model, dtype, device)
             weight_bytes = sum(t.numel() * t.element_size() for t in ours.parameters())  # the tied table once
+            fast = Fast(ours)  # joins the projections in place: `ours` keeps working, on the same weights
             for T in args.prefill:
                 ids = torch.randint(0, 248044, (1, T), generator=g).to(device)
-                a, b = timed_pair(lambda: ours(ids, cache=ours.new_cache(), last_only=True),
-                                  lambda: hf_prefill(hf, ids), device, args.repeats)
-                print(f"{name} prefill {T:5d} tokens: ours {a:7.3f} s ({T / a:7.1f} tok/s)  transformers {b:7.3f} s "
-                      f"({T / b:7.1f} tok/s)  time ratio {a / b:.2f}")
+                a, f, b = timed([lambda: ours(ids, cache=ours.new_cache(), last_only=True),
+                                 lambda: fast(ids, cache=fast.new_cache(), last_only=True),
+                                 lambda: hf_prefill(hf, ids)], device, args.repeats)
+                print(f"{name} prefill {T:5d} tokens: teaching {a:7.3f} s  fast {f:7.3f} s ({T / f:6.1f} tok/s)  "
+                      f"transformers {b:7.3f} s ({T / b:6.1f} tok/s)  time ratio to transformers: teaching "
+                      f"{a / b:.2f}, fast {f / b:.2f}")
             prompt = torch.randint(0, 248044, (1, 32), generator=g).to(device)
             if not args.decode:
                 continue
-            times = [(our_decode(ours, prompt, args.decode), hf_decode(hf, prompt, args.decode))
-                     for _ in range(args.repeats)]  # alternately, like the prefill
-            a, b = (statistics.median(ts) for ts in zip(*times))
+            n = args.decode
+            times = [(our_decode(ours, prompt, n), our_decode(fast, prompt, n), hf_decode(hf, prompt, n))
+                     for _ in range(args.repeats)]  # in turn, like the prefill
+            a, f, b = (statistics.median(ts) for ts in zip(*times))
             bandwidth = copy_bandwidth(device)  # again: the load on a shared machine changes by the minute
             bound = bandwidth / weight_bytes  # tokens/s if every step only streamed the weights once
-            n = args.decode
-            print(f"{name} decode {n} tokens after 32: ours {n / a:6.2f} tok/s ({n / a / bound:4.0%} of the bound)  "
-                  f"transformers {n / b:6.2f} tok/s ({n / b / bound:4.0%})  time ratio {a / b:.2f}  "
-                  f"[bound {bound:.2f} tok/s = {bandwidth / 1e9:.1f} GB/s / {weight_bytes / 1e9:.2f} GB]")
-            del ours, hf
+            print(f"{name} decode {n} tokens after 32: teaching {n / a:5.2f} tok/s ({n / a / bound:4.0%} of the "
+                  f"bound)  fast {n / f:5.2f} tok/s ({n / f / bound:4.0%})  transformers {n / b:5.2f} tok/s "
+                  f"({n / b / bound:4.0%})  time ratio to transformers: teaching {a / b:.2f}, fast {f / b:.2f}")
+            matvec = matvec_bandwidth(device, dtype)
+            print(f"{name} decode bound {bound:.2f} tok/s = {bandwidth / 1e9:.1f} GB/s copy / {weight_bytes / 1e9:.2f} "
+                  f"GB of weights; one large {name} matrix-vector product here reads {matvec / 1e9:.1f} GB/s, "
+                  f"so {matvec / weight_bytes:.2f} tok/s ({matvec / bandwidth:.0%} of the bound) is this kernel's own "
+                  f"ceiling")
+            del ours, fast, hf
 
 
 if __name__ == "__main__":

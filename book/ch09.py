@@ -47,6 +47,41 @@ def sampling_rules(logits, tokens, temperature=0.7, top_k=20, top_p=0.8, title="
     return fig
 
 
+def time_model(model, ids, n):
+    """(seconds of one prefill of ids (1, T), seconds of n decode steps after a prompt of its first 8 tokens)."""
+    import time
+
+    from qwen.generate import generate
+
+    with torch.no_grad():
+        start = time.perf_counter()
+        model(ids, cache=model.new_cache(), last_only=True)
+        prefill_s = time.perf_counter() - start
+    steps = generate(model, ids[0, :8], n + 1, stop=[])
+    next(steps)  # the prompt's prefill and the first token: not decode
+    start = time.perf_counter()
+    for _ in steps:
+        pass
+    return prefill_s, time.perf_counter() - start
+
+
+def copy_bandwidth(device, mib=256):
+    """Bytes read + written per second by a plain copy of `mib` MiB, best of 5. The source is filled first: an
+    untouched tensor is pages of zeros that the system maps to one cached page, and copying it flatters memory."""
+    import time
+
+    src = torch.ones(mib * 2 ** 20, dtype=torch.uint8, device=device)
+    dst = torch.zeros_like(src)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        dst.copy_(src)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return 2 * src.numel() / best
+
+
 def prefill_vs_decode(prefill_s, prefill_tokens, decode_s, decode_tokens, bound_s, title=""):
     """Time per token: a prefill of many tokens, decode one at a time, and the bandwidth bound of one decode step
     (the time to read every weight once)."""

@@ -13,7 +13,6 @@ Its notebook, notebooks/ch09_generate.ipynb, is written from this file by python
 # `qwen/chat.py` and the terminal chat (`bash course.sh chat`), and measures why decoding is slow.
 
 # %%
-import time
 
 import torch
 
@@ -21,6 +20,7 @@ import book
 from book import ch09
 from qwen.chat import render
 from qwen.course import chapter_args
+from qwen.fast import Fast
 from qwen.generate import checkpoint_stop_tokens, filter_logits, generate
 from qwen.model import load_model
 from qwen.synthetic import is_synthetic
@@ -170,24 +170,9 @@ book.listing("qwen/chat.py")
 # %%
 T, n = 64, 8
 x = torch.randint(0, 248044, (1, T), device=dev)
-with torch.no_grad():
-    start = time.perf_counter()
-    model(x, cache=model.new_cache(), last_only=True)
-    prefill_s = time.perf_counter() - start
-steps = generate(model, x[0, :8], n + 1, stop=[])
-next(steps)
-start = time.perf_counter()
-for _ in steps:
-    pass
-decode_s = time.perf_counter() - start
+prefill_s, decode_s = ch09.time_model(model, x, n)
 weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-src = torch.empty(64 * 2 ** 20, dtype=torch.uint8, device=dev)
-dst = torch.empty_like(src)
-dst.copy_(src)
-start = time.perf_counter()
-for _ in range(5):
-    dst.copy_(src)
-bandwidth = 2 * src.numel() * 5 / (time.perf_counter() - start)  # bytes read + written per second
+bandwidth = ch09.copy_bandwidth(dev)
 print(f"this checkpoint on {dev}{' (synthetic: narrow, so overheads dominate)' if SYNTHETIC else ''}: prefill "
       f"{prefill_s / T * 1e3:.2f} ms per token, decode {decode_s / n * 1e3:.2f} ms per token")
 print(f"weights {weight_bytes / 1e6:.1f} MB; this machine copies 1 GB in {1e9 / bandwidth * 1e3:.0f} ms, so reading "
@@ -201,8 +186,27 @@ book.show("ch09-prefill-decode", ch09.prefill_vs_decode, prefill_s, T, decode_s,
           title=f"Time per token on {dev}{' (synthetic weights: narrow, so overheads dominate)' if SYNTHETIC else ''}")
 
 # %% [markdown]
-# `bench/bench_model.py` measures this at the real 0.8B's shapes against transformers, and reports decode as a
-# fraction of the bound.
+# ### The teaching model and the fast path
+# The modules of chapters 2–8 say one equation per line, and a processor pays for that: every line is a separate
+# call, and a decode step makes a few hundred of them. `qwen/fast.py` runs the same weights with fewer and cheaper
+# calls: the projections that read the same input joined into one matrix (their weights become views into it, so
+# nothing is stored twice); bf16 prompts multiplied in fp32 on a CPU without bf16 instructions, where bf16 products
+# are several times slower; torch's fused attention; the DeltaNet state updated in place; and with `last_only`, the
+# last layer computed for the last position only. `tests/test_fast.py` proves it equal to transformers with the
+# teaching model's tolerances, and greedy generation through it gives transformers' tokens. The chat uses it.
+
+# %%
+fast = Fast(model)  # the same weights: `model` keeps working and gives the same results as before
+fast_prefill_s, fast_decode_s = ch09.time_model(fast, x, n)
+print(f"this checkpoint on {dev}{' (synthetic)' if SYNTHETIC else ''}, ms per token  teaching / fast: prefill "
+      f"{prefill_s / T * 1e3:.2f} / {fast_prefill_s / T * 1e3:.2f}, decode {decode_s / n * 1e3:.2f} / "
+      f"{fast_decode_s / n * 1e3:.2f} (one run each: timings on a shared machine are noisy)")
+
+# %% [markdown]
+# `bench/bench_model.py` measures both at the real 0.8B's shapes against transformers, and reports decode as a
+# fraction of the bound. It also measures the ceiling that matters more: a single large matrix-vector product, the
+# kernel a decode step is made of, does not always read memory as fast as a copy does. Which kernel the CPU library
+# picks for a given processor and dtype can set the decode speed more than the model code does.
 #
 # ## 5. The cache as the conversation grows
 # The full-attention layers (6 of 24) keep keys and values for every token: they grow linearly. The DeltaNet layers
@@ -260,7 +264,8 @@ book.proof(compare, args.path)
 #   penalty discourages repeats. Greedy is the argmax. A seed makes sampling repeatable.
 # - The chat format: `<|im_start|>role\n…<|im_end|>\n` turns, a generation prompt with a thinking block, old
 #   reasoning dropped; stop at `<|im_end|>` (248046) and `<|endoftext|>` (248044).
-# - Decode reads every weight per token: its speed is memory bandwidth over weight bytes.
+# - Decode reads every weight per token: its speed is at most memory bandwidth over weight bytes.
+# - The fast path (`qwen/fast.py`) computes the same model with fewer, cheaper calls, proven equal.
 #
 # ### Shapes
 #
@@ -303,6 +308,7 @@ book.attempt(215)
 # qwen/
 # ├── …               (chapters 1–8)
 # ├── generate.py     + the generation loop, sampling rules, streaming text
+# ├── fast.py         + the fast path: the same model with fewer, cheaper calls
 # ├── chat.py         + the chat format
 # └── chat_cli.py     + the terminal chat (bash course.sh chat)
 # book/

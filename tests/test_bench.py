@@ -1,0 +1,31 @@
+"""The benchmarks still run: each script once, at the smallest sizes, on the synthetic checkpoint. Speed itself is
+never asserted here (the figures are measured with bench/ on a quiet machine); what is checked is that every line
+a reader compares is printed, with a number in it."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*argv):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def test_bench_model(synthetic):
+    out = run("bench/bench_model.py", "--model", str(synthetic), "--prefill", "8", "--decode", "2", "--repeats", "1",
+              "--threads", "1")
+    for dtype in ("fp32", "bf16"):
+        assert re.search(rf"{dtype} prefill +8 tokens: .* time ratio to transformers: teaching [\d.]+, fast [\d.]+", out)
+        assert re.search(rf"{dtype} decode 2 tokens after 32: teaching .* fast .* transformers .*fast [\d.]+\n", out)
+        assert re.search(rf"{dtype} decode bound [\d.]+ tok/s = [\d.]+ GB/s copy .* reads [\d.]+ GB/s", out)
+
+
+def test_bench_deltanet():
+    out = run("bench/bench_deltanet.py", "--lengths", "64", "--threads", "1")
+    assert len(re.findall(r"T= +64 +heads .* ratio [\d.]+ .*max \|diff\| [\d.e+-]+", out)) == 2
