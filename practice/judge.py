@@ -160,34 +160,49 @@ def reference_files(folder):
                   and f.suffix != ".pyc" and f.name not in ("README.md", "README.zh.md", "starter.py"))
 
 
+def given_files(prob):
+    """The files of practice/ outside the problem's folder that its cases and the learner's file import (meta.json
+    "given", e.g. 213's assembly.py), as paths relative to practice/: they decide a verdict too."""
+    return list(prob.meta.get("given", []))
+
+
 def checksums(root=HERE):
-    """{"files": {"NNN_slug/name": sha256}} over every problem's reference files. Line endings are hashed as
-    "\n", so a checkout that writes "\r\n" (git on Windows) matches."""
+    """{"files": {"NNN_slug/name" or "given.py": sha256}} over every problem's reference files and the given
+    files they import. Line endings are hashed as "\n", so a checkout that writes "\r\n" (git on Windows)
+    matches. A given file that is missing is left out (and so differs from the manifest)."""
     import hashlib
+
+    def sha256(f):
+        return hashlib.sha256(f.read_bytes().replace(b"\r\n", b"\n")).hexdigest()
 
     files = {}
     for prob in problems(root).values():
         for f in reference_files(prob.folder):
-            data = f.read_bytes().replace(b"\r\n", b"\n")
-            files[f"{prob.folder.name}/{f.name}"] = hashlib.sha256(data).hexdigest()
+            files[f"{prob.folder.name}/{f.name}"] = sha256(f)
+        for name in given_files(prob):
+            if (Path(root) / name).is_file():
+                files[name] = sha256(Path(root) / name)
     return {"about": "sha256 of each problem's reference files; regenerate: python practice/judge.py rehash",
             "files": files}
 
 
 def verified(prob, lang="en"):
-    """True if the problem's reference files are the committed ones; else say which differ and how to restore
-    them (an accidental edit of cases.py must not change what the judge accepts)."""
+    """True if the problem's reference files and given files are the committed ones; else say which differ and
+    how to restore them (an accidental edit of cases.py must not change what the judge accepts)."""
     try:
         known = json.loads(manifest_path(prob.folder.parent).read_text(encoding="utf-8"))["files"]
     except (OSError, ValueError, KeyError, TypeError):
         known = {}
-    mine = {k: v for k, v in checksums(prob.folder.parent)["files"].items() if k.startswith(prob.folder.name + "/")}
-    theirs = {k: v for k, v in known.items() if k.startswith(prob.folder.name + "/")}
+
+    def its(k):
+        return k.startswith(prob.folder.name + "/") or k in given_files(prob)
+    mine = {k: v for k, v in checksums(prob.folder.parent)["files"].items() if its(k)}
+    theirs = {k: v for k, v in known.items() if its(k)}
     bad = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
     if not bad:
         return True
-    folder = shown_path(prob.folder)
-    print(MSG[lang]["tampered"].format(files=", ".join(f"practice/{k}" for k in bad), folder=folder,
+    restore = dict.fromkeys(shown_path(prob.folder.parent / k.split("/")[0]) for k in bad)  # folder or given file
+    print(MSG[lang]["tampered"].format(files=", ".join(f"practice/{k}" for k in bad), folder=" ".join(restore),
                                        cmd=cmd("rehash")), file=sys.stderr)
     return False
 
