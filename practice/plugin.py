@@ -4,7 +4,9 @@ module and see what it does to the next-token prediction of a fixed prompt.
 In a notebook:  from practice.plugin import plug_in; plug_in(204, rms_norm, gated_rms_norm, l2norm)
 From a shell:   python practice/judge.py 204 --plug-in     (after an Accepted verdict; your file runs in a child)
 The model runs in fp32 on the synthetic checkpoint unless a model is given, so that a correct part changes the
-logits by rounding only and the top-5 stays the same; a wrong part moves them.
+logits by rounding only and the top-5 stays the same; a wrong part moves them. The prompt is longer than one
+DeltaNet chunk (64 tokens) and not a multiple of it, so a chunked rule must carry its state across a chunk boundary
+and pad the last chunk, as in any real prefill.
 """
 import contextlib
 import sys
@@ -12,9 +14,12 @@ from pathlib import Path
 
 import torch
 
-PROMPT = "The capital of France is Paris. The capital of Japan is"
-PARTS = {204: "RMSNorm, gated RMSNorm and l2norm", 206: "RoPE", 207: "the SwiGLU MLP", 208: "gated attention",
-         211: "the recurrent delta rule", 212: "the chunked delta rule"}
+PROMPT = ("Paris is the capital of France, Berlin is the capital of Germany, Rome is the capital of Italy, Madrid is "
+          "the capital of Spain, Lisbon is the capital of Portugal, Vienna is the capital of Austria, Athens is the "
+          "capital of Greece, Warsaw is the capital of Poland, Dublin is the capital of Ireland, Oslo is the capital "
+          "of Norway, Prague is the capital of the Czech Republic, and the capital of Japan is")  # 85 tokens
+PARTS = {204: "RMSNorm, gated RMSNorm and l2norm", 206: "RoPE", 207: "SwiGLU MLP", 208: "gated attention",
+         211: "recurrent delta rule", 212: "chunked delta rule"}
 
 
 def _swaps(number, f, cfg):
@@ -96,7 +101,8 @@ def plug_in(number, *functions, path=None, **named):
     except Exception as e:  # the learner's part may fail inside the model: one line, not a traceback
         print(f"your {PARTS.get(number, 'part')} raised {type(e).__name__} inside the model: {e}")
         return "diverges"
-    print(f"the whole model with your {PARTS[number]} (exercise {number}), fp32, prompt {PROMPT!r}"
+    print(f"the whole model with your {PARTS[number]} (exercise {number}), fp32, a prompt of {ids.shape[1]} tokens "
+          f"ending {'…' + PROMPT[-40:]!r}"
           + (" — synthetic weights: the tokens mean nothing, only the comparison does" if is_synthetic(path) else ""))
     print(f"   {'course model':34s} {'with your part':34s}")
     for (i, p), (j, q) in zip(zip(*ours), zip(*yours)):

@@ -83,3 +83,18 @@ def test_every_reference_part_plugs_in(synthetic, number):
     prob = problems()[number]
     parts = functions(prob.folder / "solution.py", *prob.meta["functions"])
     assert plug_in(number, *parts) == "same prediction"
+
+
+def test_the_prompt_crosses_a_chunk_boundary(synthetic):
+    """The prompt is longer than one DeltaNet chunk (64 tokens) and not a multiple of it, so the chunked rule carries
+    a state from one chunk to the next and pads the last: 212 answers that get a chunk boundary wrong change the
+    prediction (the reference keeps it: test_every_reference_part_plugs_in)."""
+    from practice.judge import problems
+    from practice.plugin import PROMPT
+    from qwen.tokenizer import Tokenizer
+
+    T = len(Tokenizer(synthetic).encode(PROMPT))
+    assert T > 64 and T % 64, T
+    for name in ("state_not_carried", "decay_not_reset"):
+        (wrong,) = functions(problems()[212].folder / "wrong" / f"{name}.py", "chunked_delta_rule")
+        assert plug_in(212, wrong) == "diverges", name
