@@ -3,6 +3,7 @@ same top-5; a wrong part changes it."""
 import importlib.util
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,55 @@ def test_judge_flag_runs_the_learner_file_in_a_child(synthetic):
     r = subprocess.run([sys.executable, "practice/judge.py", "204", "--file", "practice/204_rmsnorm/solution.py",
                         "--plug-in"], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert "same prediction" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def gone(pid, seconds=10.0):
+    """True once process `pid` has exited (or is a zombie waiting to be reaped)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            if "\nState:\tZ" in Path(f"/proc/{pid}/status").read_text():
+                return True
+        except OSError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox's limits and /proc are Linux's")
+def test_judge_flag_runs_the_file_under_the_time_limit(synthetic, tmp_path, monkeypatch, capsys):
+    """A part that hangs inside the model is stopped after the problem's time limit for one call (+ GRACE), with one
+    line saying so, and the child is gone."""
+    from practice import judge
+
+    learner = tmp_path / "hangs.py"
+    learner.write_text(f"import os\nimport time\n\nimport torch\n\nopen({str(tmp_path / 'pid')!r}, 'w').write("
+                       "str(os.getpid()))\nsilu = torch.nn.functional.silu\n\n\n"
+                       "def swiglu_mlp(x, gate_weight, up_weight, down_weight):\n    time.sleep(600)\n")
+    monkeypatch.setattr(judge.Problem, "time_limit", property(lambda self: 0.5))
+    started = time.monotonic()
+    assert judge.plug_in_file(207, learner) == 1
+    assert time.monotonic() - started < 120
+    err = capsys.readouterr().err
+    assert "plug-in stopped: one call of your swiglu_mlp inside the model ran over 0.5 s, exercise 207's time " \
+           "limit" in err, err
+    assert gone(int((tmp_path / "pid").read_text()))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_DATA counts mmap'd memory on Linux only")
+def test_judge_flag_runs_the_file_under_the_memory_limit(synthetic, tmp_path, monkeypatch, capsys):
+    """A part that asks for more memory than the problem allows fails inside the model: one line, naming the limit.
+    (torch.empty only reserves its 4 GiB: were the limit not applied, no memory would be used.)"""
+    from practice import judge
+
+    learner = tmp_path / "greedy.py"
+    learner.write_text("import torch\nsilu = torch.nn.functional.silu\n\n\n"
+                       "def swiglu_mlp(x, gate_weight, up_weight, down_weight):\n    return torch.empty(2 ** 30)\n")
+    monkeypatch.setattr(judge.Problem, "memory_limit", property(lambda self: 1536))
+    assert judge.plug_in_file(207, learner) == 1
+    out = capsys.readouterr().out
+    assert "your SwiGLU MLP ran out of memory inside the model: it asked for more than the judge allows (1.5 GiB)" \
+        in out, out
 
 
 @pytest.mark.parametrize("number", [206, 208, 212])
