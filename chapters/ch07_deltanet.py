@@ -339,9 +339,9 @@ print(f"this checkpoint's layer 0 keeps {kept:,} bytes per sequence; the formula
       f"{book.sizes.linear_layer_bytes(cfg):,}")
 
 # %% [markdown]
-# The same formulas for the five dense Qwen3.5 sizes, with their numbers from the published model cards (the
-# 0.8B's also from its config.json; read from public copies, not checked against the hub here), per sequence,
-# in bf16 with an fp32 state:
+# The same formulas for the five dense Qwen3.5 sizes, with their numbers from the published model cards and
+# configs (read from public copies, not checked against the hub here; `book/sizes.py` names each source), per
+# sequence, in bf16 with an fp32 state:
 
 # %%
 T32 = 32 * 1024
