@@ -8,6 +8,7 @@
     book.notation(args.path)                         # the notation table: real 0.8B and this checkpoint
     book.proof(compare, ...)                         # the optional comparison with transformers
     book.real.config()                               # the real Qwen3.5-0.8B's config, for side-by-side prints
+    book.sizes.cache_bytes(cfg, tokens)              # (kv, deltanet) cache bytes; book.sizes.SIZES: the dense sizes
 
 In a script, show/listing/attempt/proof print one line each, starting with "» " (NOTE in book/show.py); in a
 notebook they show the thing itself. Matplotlib and transformers are imported only when something is drawn or
@@ -35,9 +36,9 @@ A chapter script (chapters/chNN_topic.py, written into its notebook by notebooks
 8. Summary, a shapes recap (`book.notation(args.path)` or the rows of it that the chapter uses), the exercises
    again, and "How to explain it".
 """
-from book import model_map, real
+from book import model_map, real, sizes
 from book.oracle import proof
 from book.shapes import notation
 from book.show import attempt, listing, show
 
-__all__ = ["attempt", "listing", "model_map", "notation", "proof", "real", "show"]
+__all__ = ["attempt", "listing", "model_map", "notation", "proof", "real", "show", "sizes"]

@@ -2,33 +2,13 @@
 context length for every dense Qwen3.5 size.
 
 The first two draw whatever checkpoint they are given; on the synthetic one the weights are random, the titles say
-so, and the patterns say nothing about the real model. The cache sizes are config arithmetic: they hold for the
-real models as far as their configs (below, with where each number comes from) are right. Each function returns a
-matplotlib Figure.
+so, and the patterns say nothing about the real model. The cache sizes are config arithmetic (book/sizes.py): they
+hold for the real models as far as their configs (listed there, with where each number comes from) are right. Each
+function returns a matplotlib Figure.
 """
 import numpy as np
 
-# The numbers of each dense Qwen3.5 size that fix its KV cache. None could be checked against the hub's own
-# config.json here (the build machines have no hub access); each comes from public copies, named in `source`.
-SIZES = {
-    "0.8B": dict(num_hidden_layers=24, num_key_value_heads=2, head_dim=256, num_attention_heads=8, hidden_size=1024,
-                 source="the reference doc §1 (public mirrors of config.json); THUDM/slime's qwen3.5-0.8B.sh"),
-    "2B": dict(num_hidden_layers=24, num_key_value_heads=2, head_dim=256, num_attention_heads=8, hidden_size=2048,
-               source="fitmygpu.com's Qwen 3.5 2B page (layers, heads, KV heads); head_dim 256 assumed, as in every "
-                      "other size"),
-    "4B": dict(num_hidden_layers=32, num_key_value_heads=4, head_dim=256, num_attention_heads=16, hidden_size=2560,
-               source="fitmygpu.com's Qwen 3.5 4B page; the model card of a model built from Qwen3.5-4B's weights"),
-    "9B": dict(num_hidden_layers=32, num_key_value_heads=4, head_dim=256, num_attention_heads=16, hidden_size=4096,
-               source="fitmygpu.com's Qwen 3.5 9B page; aprender's Qwen3.5-9B notes (16 heads, 4 KV heads, D 256)"),
-    "27B": dict(num_hidden_layers=64, num_key_value_heads=4, head_dim=256, num_attention_heads=24, hidden_size=5120,
-                source="THUDM/slime's qwen3.5-27B.sh (64 layers, 24 heads, 4 query groups, kv-channels 256)"),
-}
-FULL_ATTENTION_INTERVAL = 4  # every 4th layer is full attention in every size: [L, L, L, F] × (layers / 4)
-
-
-def kv_bytes_per_token(num_hidden_layers, num_key_value_heads, head_dim, bytes_per_value=2, **_):
-    """K and V, each Hkv · D values, in every full-attention layer, for one token (bf16: 2 bytes a value)."""
-    return (num_hidden_layers // FULL_ATTENTION_INTERVAL) * 2 * num_key_value_heads * head_dim * bytes_per_value
+from book.sizes import SIZES, cache_bytes
 
 
 def attention_maps(probs, tokens, heads, title):
@@ -81,11 +61,11 @@ def kv_cache_bytes(sizes=SIZES, context=262_144, deltanet_bytes=None):
     fig, ax = plt.subplots(figsize=(10, 5), layout="constrained")
     ends = {}  # bytes per token -> the sizes that share it (their lines coincide: drawn dashed over solid)
     for (name, c), colour in zip(sizes.items(), plt.cm.viridis(np.linspace(0, 0.85, len(sizes)))):
-        per = kv_bytes_per_token(**c)
+        per = cache_bytes(c, 1)[0]  # bf16
         ends.setdefault(per, []).append(name)
         ax.plot(lengths, lengths * per, color=colour, lw=2, ls="-" if len(ends[per]) == 1 else (0, (4, 3)),
-                label=f"{name}: {c['num_hidden_layers'] // FULL_ATTENTION_INTERVAL} full layers × 2 × "
-                      f"{c['num_key_value_heads']} × {c['head_dim']} × 2 B = {per // 1024} KiB per token")
+                label=f"{name}: {c.layer_types.count('full_attention')} full layers × 2 × "
+                      f"{c.num_key_value_heads} × {c.head_dim} × 2 B = {per // 1024} KiB per token")
     for per, names in ends.items():
         ax.annotate(f"{' and '.join(names)}: {per * context / 2 ** 30:.0f} GiB", (context, per * context),
                     xytext=(4, 0), textcoords="offset points", fontsize=8, va="center")

@@ -1,42 +1,9 @@
-"""Chapter 7's figures, and the sizes of the Qwen3.5 family that the memory bill needs.
+"""Chapter 7's figures; the memory bill's arithmetic and the sizes of the Qwen3.5 family are in book/sizes.py.
 
 Each figure function takes what the chapter computed and returns a matplotlib Figure; matplotlib is imported inside,
 so the chapter script starts without it.
 """
-# The five dense sizes, from the "Model Overview" of each published model card (Qwen/Qwen3.5-0.8B … 27B), read from
-# public copies: the build machines cannot reach the hub, so they are not verified here. The 0.8B's also match its
-# config.json (book.real; tests/test_book_ch07.py checks it). Every layer pattern is [L, L, L, F] repeated.
-SIZES = {
-    "0.8B": dict(layers=24, d=1024, H=8, Hkv=2, D=256, Hk=16, Hv=16, dk=128, dv=128, K=4),
-    "2B": dict(layers=24, d=2048, H=8, Hkv=2, D=256, Hk=16, Hv=16, dk=128, dv=128, K=4),
-    "4B": dict(layers=32, d=2560, H=16, Hkv=4, D=256, Hk=16, Hv=32, dk=128, dv=128, K=4),
-    "9B": dict(layers=32, d=4096, H=16, Hkv=4, D=256, Hk=16, Hv=32, dk=128, dv=128, K=4),
-    "27B": dict(layers=64, d=5120, H=24, Hkv=4, D=256, Hk=16, Hv=48, dk=128, dv=128, K=4),
-}
-STATE_BYTES, MODEL_BYTES = 4, 2  # the recurrent state is fp32; the conv state and the KV cache are in bf16
-
-
-def linear_layer_bytes(s):
-    """One linear-attention layer's cache, whatever the context: the fp32 state (Hv, dk, dv) and the last K − 1
-    pre-conv inputs (2·Hk·dk + Hv·dv channels), per sequence."""
-    return s["Hv"] * s["dk"] * s["dv"] * STATE_BYTES + (s["K"] - 1) * (2 * s["Hk"] * s["dk"] + s["Hv"] * s["dv"]) \
-        * MODEL_BYTES
-
-
-def kv_bytes_per_token(s):
-    """One full-attention layer's KV cache grows by a key and a value (Hkv heads of D) per token."""
-    return 2 * s["Hkv"] * s["D"] * MODEL_BYTES
-
-
-def cache_bytes(s, tokens):
-    """The whole model's cache for one sequence of `tokens`: 3 layers in 4 keep a state, 1 in 4 a KV cache."""
-    full = s["layers"] // 4
-    return (s["layers"] - full) * linear_layer_bytes(s) + full * tokens * kv_bytes_per_token(s)
-
-
-def all_attention_bytes(s, tokens):
-    """The same model's cache if every layer were full attention (the comparison the hybrid design is about)."""
-    return s["layers"] * tokens * kv_bytes_per_token(s)
+from book.sizes import SIZES, all_attention_bytes, cache_bytes, kv_bytes_per_token, linear_layer_bytes
 
 
 def memory_figure(errors, decays, tokens=40):
@@ -141,7 +108,7 @@ def memory_bill_figure(sizes=SIZES, tokens=32768):
     ax.legend()
     names = list(sizes)
     x = np.arange(len(names))
-    hybrid = [cache_bytes(sizes[n], tokens) / 2 ** 30 for n in names]
+    hybrid = [sum(cache_bytes(sizes[n], tokens)) / 2 ** 30 for n in names]
     full = [all_attention_bytes(sizes[n], tokens) / 2 ** 30 for n in names]
     bx.bar(x - 0.2, hybrid, 0.4, label="Qwen3.5 ([L, L, L, F] layers)", color="#2a9d8f")
     bx.bar(x + 0.2, full, 0.4, label="the same with full attention everywhere", color="#bbbbbb")

@@ -1,26 +1,14 @@
-"""Chapter 9's figures and the arithmetic behind them: the sampling rules on a next-token distribution, prefill
-against decode time, and the cache's size as a conversation grows.
+"""Chapter 9's figures: the sampling rules on a next-token distribution, prefill against decode time, and the cache's
+size as a conversation grows.
 
 Each figure function returns a matplotlib Figure. The distribution figure draws whatever logits it is given (on the
 synthetic checkpoint they come from random weights, and the caller's title says so); the cache figure is computed
-from a config alone.
+from a config alone (book/sizes.py).
 """
 import torch
 
+from book.sizes import cache_bytes
 from qwen.generate import filter_logits
-
-
-def cache_bytes(cfg, tokens, dtype_bytes=2):
-    """(kv, deltanet) bytes of the cache after `tokens` tokens, batch 1. Full-attention layers keep keys and values,
-    (Hkv, S, D) each, in the model dtype: they grow with S. DeltaNet layers keep a (Hv, dk, dv) state in fp32 and the
-    last K-1 inputs of the conv, (C, K-1) in the model dtype: a fixed size, however long the text."""
-    full = sum(kind == "full_attention" for kind in cfg.layer_types)
-    linear = len(cfg.layer_types) - full
-    kv = full * 2 * cfg.num_key_value_heads * tokens * cfg.head_dim * dtype_bytes
-    conv_channels = 2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim + \
-        cfg.linear_num_value_heads * cfg.linear_value_head_dim
-    state = cfg.linear_num_value_heads * cfg.linear_key_head_dim * cfg.linear_value_head_dim * 4
-    return kv, linear * (state + conv_channels * (cfg.linear_conv_kernel_dim - 1) * dtype_bytes)
 
 
 def sampling_rules(logits, tokens, temperature=0.7, top_k=20, top_p=0.8, title="", show=25):

@@ -267,28 +267,25 @@ print(f"in pieces vs at once: max |diff| = {(torch.cat(outs, 1) - whole).abs().m
 # full-attention layer, 2 bytes each in bf16.
 
 # %%
-per_token = ch06.kv_bytes_per_token(cfg.num_hidden_layers, Hkv, D)
+per_token = book.sizes.cache_bytes(cfg, 1)[0]  # bf16, as the checkpoint stores it
 print(f"this checkpoint: {len(full)} full layers × 2 × {Hkv} × {D} × 2 bytes = {per_token:,} bytes per token")
-for name, c in ch06.SIZES.items():
-    per = ch06.kv_bytes_per_token(**c)
+for name, c in book.sizes.SIZES.items():
+    per = book.sizes.cache_bytes(c, 1)[0]
     print(f"Qwen3.5-{name:4s}: {per:7,} bytes per token; {per * 32768 / 2 ** 30:5.2f} GiB at 32,768 tokens, "
           f"{per * 262144 / 2 ** 30:5.1f} GiB at 262,144; with full attention in all "
-          f"{c['num_hidden_layers']} layers: {4 * per * 262144 / 2 ** 30:5.1f} GiB")
-deltanet = real.layer_types.count("linear_attention") * (
-    real.linear_num_value_heads * real.linear_key_head_dim * real.linear_value_head_dim * 4  # fp32 state
-    + (2 * real.linear_num_key_heads * real.linear_key_head_dim + real.linear_num_value_heads
-       * real.linear_value_head_dim) * (real.linear_conv_kernel_dim - 1) * 2)  # bf16 conv inputs
+          f"{c.num_hidden_layers} layers: {book.sizes.all_attention_bytes(c, 262144) / 2 ** 30:5.1f} GiB")
+deltanet = book.sizes.cache_bytes(real, 0)[1]  # fp32 states + bf16 conv inputs, none of it growing
 print(f"{REAL}'s {real.layer_types.count('linear_attention')} DeltaNet layers keep {deltanet / 2 ** 20:.1f} MiB of "
       f"state at any length (chapter 7)")
 
 # %% [markdown]
 # The sizes come from public copies of each model's config (the course cannot reach the hub to check them; the
-# sources are listed in `book/ch06.py`). Every size puts full attention in one layer of four, so its cache is a
+# sources are listed in `book/sizes.py`). Every size puts full attention in one layer of four, so its cache is a
 # quarter of what an all-attention model of the same shape would need; the DeltaNet layers keep a state that does
 # not grow.
 
 # %%
-book.show("ch06-kv-bytes", ch06.kv_cache_bytes, ch06.SIZES, 262_144, deltanet)
+book.show("ch06-kv-bytes", ch06.kv_cache_bytes, book.sizes.SIZES, 262_144, deltanet)
 
 # %% [markdown]
 # ## 8. A faster path, proven equal
@@ -402,7 +399,8 @@ book.attempt(209)
 # ├── mlp.py               (chapter 5)
 # └── attention.py         + GatedAttention, KVCache, attention, causal_mask
 # book/
-# └── ch06.py              + this chapter's figures and the KV-cache arithmetic of every size
+# ├── ch06.py              + this chapter's figures
+# └── sizes.py             + the dense Qwen3.5 sizes and the arithmetic of their cache
 # chapters/
 # └── ch06_attention.py    + this chapter's script
 # notebooks/

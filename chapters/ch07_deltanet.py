@@ -20,7 +20,8 @@ Its notebook, notebooks/ch07_deltanet.ipynb, is written from this file by python
 # ├── norm.py         (chapter 3: GatedRMSNorm and l2norm are used here)
 # └── deltanet.py     + causal_conv, recurrent_delta_rule, chunked_delta_rule, DeltaNetCache, GatedDeltaNet
 # book/
-# └── ch07.py         + this chapter's figures and the sizes of the Qwen3.5 family
+# ├── sizes.py        (chapter 6: the sizes of the Qwen3.5 family and their cache, used for the memory bill)
+# └── ch07.py         + this chapter's figures
 # bench/
 # └── bench_deltanet.py + our chunked kernel against transformers' own, as ratios
 # chapters/
@@ -334,26 +335,25 @@ cache = DeltaNetCache()
 bf16_layer = load(GatedDeltaNet(cfg), W, "layers.0.linear_attn.").to(torch.bfloat16)  # as stored; `layer` stays fp32
 bf16_layer(x.bfloat16(), cache=cache)
 kept = cache.state.numel() * cache.state.element_size() + cache.conv.numel() * cache.conv.element_size()
-this = dict(Hv=Hv, dk=dk, dv=dv, K=cfg.linear_conv_kernel_dim, Hk=Hk)
 print(f"this checkpoint's layer 0 keeps {kept:,} bytes per sequence; the formula says "
-      f"{ch07.linear_layer_bytes(this):,}")
+      f"{book.sizes.linear_layer_bytes(cfg):,}")
 
 # %% [markdown]
-# The same formulas for the five dense Qwen3.5 sizes, with their numbers from the published model cards (the
-# 0.8B's also from its config.json; read from public copies, not checked against the hub here), per sequence,
-# in bf16 with an fp32 state:
+# The same formulas for the five dense Qwen3.5 sizes, with their numbers from the published model cards and
+# configs (read from public copies, not checked against the hub here; `book/sizes.py` names each source), per
+# sequence, in bf16 with an fp32 state:
 
 # %%
 T32 = 32 * 1024
 print(f"{'':10s} {'linear layer':>13s} {'full layer, per token':>22s} {'at 32k tokens':>14s} "
       f"{'whole model at 32k':>19s} {'all full attention':>19s}")
-for name, s in ch07.SIZES.items():
-    full_32k = ch07.kv_bytes_per_token(s) * T32
-    print(f"Qwen3.5-{name:5s} {ch07.linear_layer_bytes(s) / 2 ** 20:9.2f} MiB {ch07.kv_bytes_per_token(s):16,} B"
-          f" {full_32k / 2 ** 20:9.0f} MiB {ch07.cache_bytes(s, T32) / 2 ** 30:14.2f} GiB "
-          f"{ch07.all_attention_bytes(s, T32) / 2 ** 30:14.2f} GiB")
-s = ch07.SIZES["0.8B"]
-even = ch07.linear_layer_bytes(s) / ch07.kv_bytes_per_token(s)
+for name, s in book.sizes.SIZES.items():
+    per_token, linear = book.sizes.kv_bytes_per_token(s), book.sizes.linear_layer_bytes(s)
+    print(f"Qwen3.5-{name:5s} {linear / 2 ** 20:9.2f} MiB {per_token:16,} B {per_token * T32 / 2 ** 20:9.0f} MiB "
+          f"{sum(book.sizes.cache_bytes(s, T32)) / 2 ** 30:14.2f} GiB "
+          f"{book.sizes.all_attention_bytes(s, T32) / 2 ** 30:14.2f} GiB")
+s = book.sizes.SIZES["0.8B"]
+even = book.sizes.linear_layer_bytes(s) / book.sizes.kv_bytes_per_token(s)
 print(f"real Qwen3.5-0.8B: one linear layer holds as much as a full layer's KV cache at {even:,.0f} tokens")
 
 # %% [markdown]

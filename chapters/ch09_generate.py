@@ -219,11 +219,11 @@ with torch.no_grad():
     model(torch.tensor([chat_ids], device=dev), cache=cache)
 held = sum(t.numel() * t.element_size() for layer in cache.layers for t in vars(layer).values()
            if isinstance(t, torch.Tensor))
-kv, state = ch09.cache_bytes(cfg, len(chat_ids), next(model.parameters()).element_size())
+kv, state = book.sizes.cache_bytes(cfg, len(chat_ids), next(model.parameters()).element_size())
 print(f"this checkpoint after {len(chat_ids)} tokens: cache holds {held / 1024:.1f} KiB; by the formula "
       f"{kv / 1024:.1f} KiB of keys and values + {state / 1024:.1f} KiB of DeltaNet state")
 for tokens in (1_000, 32_000, 262_144):
-    kv, state = ch09.cache_bytes(real, tokens)
+    kv, state = book.sizes.cache_bytes(real, tokens)
     print(f"real Qwen3.5-0.8B, {tokens:7,} tokens: KV {kv / 2 ** 20:8.1f} MiB (bf16) + DeltaNet state "
           f"{state / 2 ** 20:.1f} MiB")
 

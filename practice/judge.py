@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:  # `python practice/judge.py` puts practice/ on the path, not the repo root
     sys.path.insert(0, str(HERE.parent))
 
-from practice.report import MSG, OUTPUT_CAP, Printer, Report, CaseResult, shown_path  # noqa: E402
+from practice.report import MSG, OUTPUT_CAP, Printer, Report, CaseResult, safe, shown_path, size_text  # noqa: E402
 
 STARTUP_LIMIT = 120.0  # seconds for the runner to start Python and import torch: the judge's cost, not the learner's
 LOAD_LIMIT = 10.0  # seconds to import the learner's file (torch is already imported by then)
@@ -160,34 +160,49 @@ def reference_files(folder):
                   and f.suffix != ".pyc" and f.name not in ("README.md", "README.zh.md", "starter.py"))
 
 
+def given_files(prob):
+    """The files of practice/ outside the problem's folder that its cases and the learner's file import (meta.json
+    "given", e.g. 213's assembly.py), as paths relative to practice/: they decide a verdict too."""
+    return list(prob.meta.get("given", []))
+
+
 def checksums(root=HERE):
-    """{"files": {"NNN_slug/name": sha256}} over every problem's reference files. Line endings are hashed as
-    "\n", so a checkout that writes "\r\n" (git on Windows) matches."""
+    """{"files": {"NNN_slug/name" or "given.py": sha256}} over every problem's reference files and the given
+    files they import. Line endings are hashed as "\n", so a checkout that writes "\r\n" (git on Windows)
+    matches. A given file that is missing is left out (and so differs from the manifest)."""
     import hashlib
+
+    def sha256(f):
+        return hashlib.sha256(f.read_bytes().replace(b"\r\n", b"\n")).hexdigest()
 
     files = {}
     for prob in problems(root).values():
         for f in reference_files(prob.folder):
-            data = f.read_bytes().replace(b"\r\n", b"\n")
-            files[f"{prob.folder.name}/{f.name}"] = hashlib.sha256(data).hexdigest()
+            files[f"{prob.folder.name}/{f.name}"] = sha256(f)
+        for name in given_files(prob):
+            if (Path(root) / name).is_file():
+                files[name] = sha256(Path(root) / name)
     return {"about": "sha256 of each problem's reference files; regenerate: python practice/judge.py rehash",
             "files": files}
 
 
 def verified(prob, lang="en"):
-    """True if the problem's reference files are the committed ones; else say which differ and how to restore
-    them (an accidental edit of cases.py must not change what the judge accepts)."""
+    """True if the problem's reference files and given files are the committed ones; else say which differ and
+    how to restore them (an accidental edit of cases.py must not change what the judge accepts)."""
     try:
         known = json.loads(manifest_path(prob.folder.parent).read_text(encoding="utf-8"))["files"]
     except (OSError, ValueError, KeyError, TypeError):
         known = {}
-    mine = {k: v for k, v in checksums(prob.folder.parent)["files"].items() if k.startswith(prob.folder.name + "/")}
-    theirs = {k: v for k, v in known.items() if k.startswith(prob.folder.name + "/")}
+
+    def its(k):
+        return k.startswith(prob.folder.name + "/") or k in given_files(prob)
+    mine = {k: v for k, v in checksums(prob.folder.parent)["files"].items() if its(k)}
+    theirs = {k: v for k, v in known.items() if its(k)}
     bad = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
     if not bad:
         return True
-    folder = shown_path(prob.folder)
-    print(MSG[lang]["tampered"].format(files=", ".join(f"practice/{k}" for k in bad), folder=folder,
+    restore = dict.fromkeys(shown_path(prob.folder.parent / k.split("/")[0]) for k in bad)  # folder or given file
+    print(MSG[lang]["tampered"].format(files=", ".join(f"practice/{k}" for k in bad), folder=" ".join(restore),
                                        cmd=cmd("rehash")), file=sys.stderr)
     return False
 
@@ -540,6 +555,17 @@ def read_result(path):
     return sanitize(torch.load(io.BytesIO(data), weights_only=True))
 
 
+def _start_sandboxed(command, memory_limit, **popen):
+    """Start `command` in a new session, stdin closed, stdout (its private events) and stderr (what it prints)
+    piped; on POSIX inside the sandbox, which sets the limits and reaps every process the learner's code starts."""
+    if os.name == "posix":
+        command = [sys.executable, str(HERE / "sandbox.py"), str(os.getpid()), str(memory_limit), "--"] + command
+    group = ({"start_new_session": True} if os.name == "posix"
+             else {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)})
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            **group, **popen)
+
+
 def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
     """Grade the file at `path` in a separate process. Returns a Report; nothing in the file can make it raise or
     hang: every wait has a deadline on the judge's own clock."""
@@ -558,14 +584,8 @@ def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
         torch.save([(c.fn, c.values()) for c in cases], tmp / "inputs.pt")
         command = [sys.executable, str(HERE / "runner.py"), str(tmp / "inputs.pt"), str(tmp / "out"),
                    str(Path(path).resolve()), json.dumps(problem.functions)]
-        if os.name == "posix":  # the sandbox sets the limits and reaps every process the learner's code starts
-            command = [sys.executable, str(HERE / "sandbox.py"), str(os.getpid()), str(problem.memory_limit),
-                       "--"] + command
         env = dict(os.environ, PYTHONIOENCODING="utf-8", PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
-        group = ({"start_new_session": True} if os.name == "posix"
-                 else {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)})
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                cwd=tmp / "cwd", env=env, **group)
+        proc = _start_sandboxed(command, problem.memory_limit, cwd=tmp / "cwd", env=env)
         q = queue.Queue()
         threading.Thread(target=_events, args=(proc.stdout, q), daemon=True).start()
         printed = _Capped(proc.stderr)  # the learner's prints: the runner points its stdout there too
@@ -894,12 +914,75 @@ Language: --lang, else the locale (LANG=zh_CN.UTF-8 gives Chinese).
 
 
 def plug_in_file(number, file):
-    """The plug-in mode (practice/plugin.py), in a child process: the learner's file is imported there, not here."""
+    """The plug-in mode (practice/plugin.py) with the learner's file in a child process, under the limits it was
+    graded with: the sandbox (memory, processes, a reaper) and deadlines on the judge's clock, each set by the
+    child's last event (plugin.main): Python, torch and the course model get STARTUP_LIMIT, importing the file
+    LOAD_LIMIT, each call of the learner's functions the problem's time limit (+ GRACE), the course's own code
+    between calls STARTUP_LIMIT. Past one, everything is stopped and one line says which. Returns the exit code:
+    0 for the same prediction, 1 otherwise."""
     prob = find_problem(number, "en")
     path = Path(file) if file else work_dir() / prob.work_name
-    return subprocess.run([sys.executable, str(HERE / "plugin.py"), str(int(prob.number)), str(path.resolve())],
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-                              [str(HERE.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))).returncode
+    model = (STARTUP_LIMIT, f"the course's model ran over {STARTUP_LIMIT:g} s between two calls of your functions")
+    waits = {None: (STARTUP_LIMIT, f"Python, torch and the model took over {STARTUP_LIMIT:g} s to start"),
+             "ready": (LOAD_LIMIT, f"importing your file took over {LOAD_LIMIT:g} s"),
+             "loaded": model, "ret": model,
+             "begin": (prob.time_limit + GRACE, "one call of your {fn} inside the model ran over "
+                                                f"{prob.time_limit:g} s, exercise {prob.number}'s time limit"),
+             "done": (LOAD_LIMIT, "")}  # finished: only its exit is left
+    env = dict(os.environ, PYTHONIOENCODING="utf-8", PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=os.pathsep.join([str(HERE.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    print(f"plug-in: exercise {prob.number} in the whole model, in a child process under the judge's limits …",
+          flush=True)
+    proc = _start_sandboxed([sys.executable, str(HERE / "plugin.py"), str(prob.number), str(path.resolve())],
+                            prob.memory_limit, env=env)
+    q = queue.Queue()
+    threading.Thread(target=_events, args=(proc.stdout, q), daemon=True).start()
+    printed = _Capped(proc.stderr)
+    last, same, stopped, exited, fn = None, None, None, None, "function"
+    deadline = time.monotonic() + STARTUP_LIMIT
+    try:
+        while True:
+            try:
+                item = q.get(timeout=0.05)
+            except queue.Empty:
+                item = False
+            if item is None:  # the child closed its events: it has exited
+                break
+            if item:
+                stamp, line = item
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                kind = ev.get("ev") if isinstance(ev, dict) else None
+                if kind in waits:
+                    last = kind
+                    same = ev.get("same") is True if kind == "done" else same
+                    fn = ev["fn"] if kind == "begin" and ev.get("fn") in prob.functions else fn
+                    deadline = stamp + waits[last][0]
+            elif not _running(proc):  # exited, though something it started may hold the pipe open
+                exited = exited or time.monotonic()
+                if time.monotonic() - exited > 0.5:
+                    break
+            elif time.monotonic() > deadline:
+                stopped = waits[last][1].format(fn=fn)
+                break
+    finally:  # also on Ctrl-C: never leave the learner's code running
+        _kill_tree(proc)
+        rc = proc.wait()
+        printed.thread.join(timeout=1.0)
+    for line in bytes(printed.head).decode("utf-8", "replace").splitlines():
+        print(safe(line))
+    if printed.total > len(printed.head):
+        print(MSG["en"]["printed"].format(size=size_text(printed.total), cap=size_text(len(printed.head))))
+    if last == "done":
+        return 0 if same else 1
+    if stopped:
+        print(f"plug-in stopped: {stopped}", file=sys.stderr)
+    elif rc < 0:
+        how = MSG["en"]["oom_kill"] if rc == -signal.SIGKILL else f"signal {-rc}"
+        print(f"plug-in stopped: the child process ended by {how}", file=sys.stderr)
+    return 1
 
 
 def _meant(words):

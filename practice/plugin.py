@@ -2,9 +2,12 @@
 module and see what it does to the next-token prediction of a fixed prompt.
 
 In a notebook:  from practice.plugin import plug_in; plug_in(204, rms_norm, gated_rms_norm, l2norm)
-From a shell:   python practice/judge.py 204 --plug-in     (after an Accepted verdict; your file runs in a child)
+From a shell:   python practice/judge.py 204 --plug-in     (after an Accepted verdict; your file runs in a child
+                process, under the limits it was graded with)
 The model runs in fp32 on the synthetic checkpoint unless a model is given, so that a correct part changes the
-logits by rounding only and the top-5 stays the same; a wrong part moves them.
+logits by rounding only and the top-5 stays the same; a wrong part moves them. The prompt is longer than one
+DeltaNet chunk (64 tokens) and not a multiple of it, so a chunked rule must carry its state across a chunk boundary
+and pad the last chunk, as in any real prefill.
 """
 import contextlib
 import sys
@@ -12,9 +15,12 @@ from pathlib import Path
 
 import torch
 
-PROMPT = "The capital of France is Paris. The capital of Japan is"
-PARTS = {204: "RMSNorm, gated RMSNorm and l2norm", 206: "RoPE", 207: "the SwiGLU MLP", 208: "gated attention",
-         211: "the recurrent delta rule", 212: "the chunked delta rule"}
+PROMPT = ("Paris is the capital of France, Berlin is the capital of Germany, Rome is the capital of Italy, Madrid is "
+          "the capital of Spain, Lisbon is the capital of Portugal, Vienna is the capital of Austria, Athens is the "
+          "capital of Greece, Warsaw is the capital of Poland, Dublin is the capital of Ireland, Oslo is the capital "
+          "of Norway, Prague is the capital of the Czech Republic, and the capital of Japan is")  # 85 tokens
+PARTS = {204: "RMSNorm, gated RMSNorm and l2norm", 206: "RoPE", 207: "SwiGLU MLP", 208: "gated attention",
+         211: "recurrent delta rule", 212: "chunked delta rule"}
 
 
 def _swaps(number, f, cfg):
@@ -80,23 +86,42 @@ def top5(model, ids):
 def plug_in(number, *functions, path=None, **named):
     """Run the model with the learner's functions for exercise `number`; print the two top-5 lists side by side and
     whether the prediction is the same. Returns "same prediction" or "diverges"."""
+    return compare(number, {fn.__name__: fn for fn in functions} | named, *course_model(path))
+
+
+def course_model(path=None):
+    """(path, the model in fp32, its tokenizer, the prompt's ids, the course model's top-5 for them); the synthetic
+    checkpoint unless `path` is given."""
     from qwen.model import load_model
-    from qwen.synthetic import is_synthetic, synthetic_path
+    from qwen.synthetic import synthetic_path
     from qwen.tokenizer import Tokenizer
 
-    f = {fn.__name__: fn for fn in functions} | named
     path = Path(path) if path else synthetic_path()
-    model = load_model(path, dtype=torch.float32)
-    tok = Tokenizer(path)
+    model, tok = load_model(path, dtype=torch.float32), Tokenizer(path)
     ids = torch.tensor([tok.encode(PROMPT)])
-    ours = top5(model, ids)
+    return path, model, tok, ids, top5(model, ids)
+
+
+def compare(number, f, path, model, tok, ids, ours):
+    """The model with the learner's functions `f` ({name: function}) in place of the course's, against `ours`."""
+    from practice.judge import OUT_OF_MEMORY
+    from qwen.synthetic import is_synthetic
+
     try:
         with swapped(_swaps(number, f, model.cfg)):
             yours = top5(model, ids)
     except Exception as e:  # the learner's part may fail inside the model: one line, not a traceback
-        print(f"your {PARTS.get(number, 'part')} raised {type(e).__name__} inside the model: {e}")
+        first = (str(e).splitlines() or [""])[0][:300]
+        limit = _memory_limit()
+        if OUT_OF_MEMORY.search(f"{type(e).__name__}: {first}") and limit:
+            print(f"your {PARTS.get(number, 'part')} ran out of memory inside the model: it asked for more than the "
+                  f"judge allows ({limit}); the model's inputs need far less, so look for a tensor much larger "
+                  f"than them")
+        else:
+            print(f"your {PARTS.get(number, 'part')} raised {type(e).__name__} inside the model: {first}")
         return "diverges"
-    print(f"the whole model with your {PARTS[number]} (exercise {number}), fp32, prompt {PROMPT!r}"
+    print(f"the whole model with your {PARTS[number]} (exercise {number}), fp32, a prompt of {ids.shape[1]} tokens "
+          f"ending {'…' + PROMPT[-40:]!r}"
           + (" — synthetic weights: the tokens mean nothing, only the comparison does" if is_synthetic(path) else ""))
     print(f"   {'course model':34s} {'with your part':34s}")
     for (i, p), (j, q) in zip(zip(*ours), zip(*yours)):
@@ -110,18 +135,54 @@ def plug_in(number, *functions, path=None, **named):
     return "diverges"
 
 
-def main(number, file):
-    """Import the learner's file (in this child process) and plug its functions in."""
-    import importlib.util
+def _memory_limit():
+    """The limit on this process's memory as text ("4 GiB") under the judge's sandbox; None without one."""
+    try:
+        import resource
+        limit = resource.getrlimit(resource.RLIMIT_DATA)[0]
+    except (ImportError, ValueError, OSError):
+        return None
+    from practice.report import size_text
 
+    return None if limit == resource.RLIM_INFINITY else size_text(limit)
+
+
+def main(number, file):
+    """The child that `judge.py N --plug-in` starts in its sandbox: the course model first, then the learner's file,
+    then the comparison. It reports each step to the judge, one JSON line on a private copy of stdout (ready,
+    loaded, begin and ret around every call of the learner's functions, done), so the judge times every step on its
+    own clock with the limits it grades with; what it prints goes to stderr, which the judge shows."""
+    import importlib.util
+    import json
+    import os
+
+    events = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)  # print() now writes to stderr
+
+    def say(ev, **fields):
+        events.write(json.dumps({"ev": ev, **fields}) + "\n")
+
+    def timed(name, fn):
+        def call(*args, **kwargs):
+            say("begin", fn=name)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                say("ret")
+        return call
+
+    course = course_model()
+    say("ready")
     spec = importlib.util.spec_from_file_location("learner", file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    say("loaded")
     from practice.judge import problems
 
-    names = problems()[number].functions
-    result = plug_in(number, **{n: getattr(module, n) for n in names})
-    return 0 if result == "same prediction" else 1
+    yours = {n: timed(n, getattr(module, n)) for n in problems()[number].functions}
+    same = compare(number, yours, *course) == "same prediction"
+    say("done", same=same)
+    return 0 if same else 1
 
 
 if __name__ == "__main__":

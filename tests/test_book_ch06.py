@@ -1,13 +1,15 @@
 """Every figure function of chapter 6 (book/ch06.py) draws, and draws what it claims: the attention maps are the
 probabilities given, tokens on both axes; the gate histogram counts every (token, dim) once; the KV-cache lines
 are the bytes transformers' own cache holds per token, for every size."""
+from dataclasses import fields
+
 import matplotlib
 import numpy as np
 import torch
 from transformers import DynamicCache, Qwen3_5TextConfig
 
 import book
-from book import ch06
+from book import ch06, sizes
 from qwen.attention import GatedAttention
 from qwen.rope import RotaryEmbedding
 from qwen.weights import Config, load, load_weights
@@ -57,29 +59,28 @@ def test_gate_distribution_counts_every_value(synthetic):
 def test_kv_bytes_are_what_transformers_caches():
     """Per token, for each size: the bytes of K and V that transformers' DynamicCache holds after one bf16 token
     (it decides from the config which layers keep K/V and their shapes); and 12 KiB for the real 0.8B by hand."""
-    for name, c in ch06.SIZES.items():
-        hf = Qwen3_5TextConfig(**{k: v for k, v in c.items() if k != "source"})
+    for name, c in sizes.SIZES.items():
+        hf = Qwen3_5TextConfig(**{f.name: getattr(c, f.name) for f in fields(c) if f.name != "source"})
         cache = DynamicCache(config=hf)
         for i, kind in enumerate(hf.layer_types):
             if kind == "full_attention":
-                kv = torch.zeros(1, c["num_key_value_heads"], 1, c["head_dim"], dtype=torch.bfloat16)
+                kv = torch.zeros(1, c.num_key_value_heads, 1, c.head_dim, dtype=torch.bfloat16)
                 cache.update(kv, kv.clone(), i)
         held = sum(t.numel() * t.element_size() for layer in cache.layers if hasattr(layer, "keys")
                    and layer.keys is not None and layer.keys.numel() for t in (layer.keys, layer.values))
-        assert held == ch06.kv_bytes_per_token(**c), name
-    assert ch06.kv_bytes_per_token(**ch06.SIZES["0.8B"]) == 6 * 2 * 2 * 256 * 2 == 12 * 1024
-    real = book.real.TEXT_CONFIG
-    assert {k: real[k] for k in ("num_hidden_layers", "num_key_value_heads", "head_dim", "num_attention_heads",
-                                 "hidden_size")} == {k: v for k, v in ch06.SIZES["0.8B"].items() if k != "source"}
+        assert held == sizes.cache_bytes(c, 1)[0], name
+        assert hf.layer_types == c.layer_types, name
+    assert sizes.cache_bytes(sizes.SIZES["0.8B"], 1)[0] == 6 * 2 * 2 * 256 * 2 == 12 * 1024
+    assert sizes.SIZES["0.8B"].layer_types == book.real.config().layer_types  # the real config lists its own
 
 
 def test_kv_cache_figure_lines():
-    fig = ch06.kv_cache_bytes(ch06.SIZES, 262_144, deltanet_bytes=19_537_920)
+    fig = ch06.kv_cache_bytes(sizes.SIZES, 262_144, deltanet_bytes=19_537_920)
     ax = fig.axes[0]
-    lines = ax.get_lines()[:len(ch06.SIZES)]
-    for line, c in zip(lines, ch06.SIZES.values()):
+    lines = ax.get_lines()[:len(sizes.SIZES)]
+    for line, c in zip(lines, sizes.SIZES.values()):
         x, y = line.get_data()
-        np.testing.assert_allclose(y / x, ch06.kv_bytes_per_token(**c))
+        np.testing.assert_allclose(y / x, c.num_hidden_layers // 4 * 2 * c.num_key_value_heads * c.head_dim * 2)
         assert x[-1] == 262_144
     assert any("DeltaNet" in t.get_text() for t in ax.get_legend().get_texts())
     close(fig)

@@ -1,12 +1,12 @@
-"""book/ch07.py: the memory bill's formulas against hand counts and against the caches our layer and transformers'
-really keep, the sizes against the real 0.8B config, and each figure drawn on the synthetic checkpoint."""
+"""book/ch07.py and the memory bill of book/sizes.py: the formulas against hand counts and against the caches our
+layer and transformers' really keep, and each figure drawn on the synthetic checkpoint."""
 import matplotlib
 import pytest
 import torch
 
 matplotlib.use("Agg")
 
-from book import ch07, real  # noqa: E402
+from book import ch07, sizes  # noqa: E402
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet  # noqa: E402
 from qwen.weights import Config, load, load_weights  # noqa: E402
 
@@ -15,25 +15,16 @@ def figure_text(fig):
     return " | ".join([fig.get_suptitle()] + [ax.get_title() for ax in fig.axes])
 
 
-def test_sizes_match_the_real_config():
-    r, s = real.TEXT_CONFIG, ch07.SIZES["0.8B"]
-    assert (s["layers"], s["d"], s["H"], s["Hkv"], s["D"]) == (r["num_hidden_layers"], r["hidden_size"],
-                                                                r["num_attention_heads"], r["num_key_value_heads"],
-                                                                r["head_dim"])
-    assert (s["Hk"], s["Hv"], s["dk"], s["dv"], s["K"]) == (r["linear_num_key_heads"], r["linear_num_value_heads"],
-                                                            r["linear_key_head_dim"], r["linear_value_head_dim"],
-                                                            r["linear_conv_kernel_dim"])
-
-
 def test_bill_by_hand():
     """0.8B: state 16·128·128·4 B = 1 MiB, conv 3·(2·16·128 + 16·128)·2 B = 36,864 B; KV 2·2·256·2 B per token."""
-    s = ch07.SIZES["0.8B"]
-    assert ch07.linear_layer_bytes(s) == 1_048_576 + 36_864
-    assert ch07.kv_bytes_per_token(s) == 2048
-    assert ch07.cache_bytes(s, 32768) == 18 * 1_085_440 + 6 * 32768 * 2048
-    assert ch07.all_attention_bytes(s, 32768) == 24 * 32768 * 2048
-    big = ch07.SIZES["27B"]  # 48 value heads, 16 full-attention layers of 4 KV heads
-    assert ch07.cache_bytes(big, 0) == 48 * (48 * 128 * 128 * 4 + 3 * (2 * 16 * 128 + 48 * 128) * 2)
+    s = sizes.SIZES["0.8B"]
+    assert sizes.linear_layer_bytes(s) == 1_048_576 + 36_864
+    assert sizes.kv_bytes_per_token(s) == 2048
+    assert sizes.cache_bytes(s, 32768) == (6 * 32768 * 2048, 18 * 1_085_440)
+    assert sizes.all_attention_bytes(s, 32768) == 24 * 32768 * 2048
+    big = sizes.SIZES["27B"]  # 48 value heads, 16 full-attention layers of 4 KV heads
+    assert sizes.cache_bytes(big, 0) == (0, 48 * (48 * 128 * 128 * 4 + 3 * (2 * 16 * 128 + 48 * 128) * 2))
+    assert sizes.cache_bytes(big, 1)[0] == 16 * 2 * 4 * 256 * 2
 
 
 def test_bill_is_what_the_caches_hold(synthetic):
@@ -42,22 +33,21 @@ def test_bill_is_what_the_caches_hold(synthetic):
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet
 
     cfg = Config.load(synthetic)
-    s = dict(Hv=cfg.linear_num_value_heads, dk=cfg.linear_key_head_dim, dv=cfg.linear_value_head_dim,
-             K=cfg.linear_conv_kernel_dim, Hk=cfg.linear_num_key_heads)
     layer = load(GatedDeltaNet(cfg), load_weights(synthetic), "layers.0.linear_attn.").to(torch.bfloat16)
     x = torch.randn(1, 50, cfg.hidden_size).bfloat16()
     cache = DeltaNetCache()
     with torch.no_grad():
         layer(x, cache=cache)
     held = sum(t.numel() * t.element_size() for t in (cache.state, cache.conv))
-    assert held == ch07.linear_layer_bytes(s)
+    assert held == sizes.linear_layer_bytes(cfg)
     hcfg = AutoConfig.from_pretrained(synthetic).text_config
     theirs, hf_cache = Qwen3_5GatedDeltaNet(hcfg, 0).to(torch.bfloat16), DynamicCache(config=hcfg)
     with torch.no_grad():
         theirs(x, cache=hf_cache)
     state, conv = hf_cache.layers[0].recurrent_states[0], hf_cache.layers[0].conv_states[0]
-    assert state.dtype == torch.float32 and state.numel() * 4 == s["Hv"] * s["dk"] * s["dv"] * 4
-    assert conv.shape[-1] == s["K"]  # transformers keeps K inputs; only the newest K − 1 are read again
+    assert state.dtype == torch.float32 and state.numel() == \
+        cfg.linear_num_value_heads * cfg.linear_key_head_dim * cfg.linear_value_head_dim
+    assert conv.shape[-1] == cfg.linear_conv_kernel_dim  # transformers keeps K inputs; the newest K − 1 are read again
 
 
 def test_memory_figure():
@@ -95,7 +85,7 @@ def test_chunk_and_bill_figures():
     fig = ch07.chunk_figure(Gamma, torch.eye(6) + Gamma.tril(-1) * 0.3, 2, True)
     assert "synthetic weights" in figure_text(fig) and "value head 2" in figure_text(fig)
     fig = ch07.memory_bill_figure()
-    assert len(fig.axes[1].patches) == 2 * len(ch07.SIZES)
+    assert len(fig.axes[1].patches) == 2 * len(sizes.SIZES)
     heights = [p.get_height() for p in fig.axes[1].patches]
-    assert heights[0] == pytest.approx(ch07.cache_bytes(ch07.SIZES["0.8B"], 32768) / 2 ** 30)
+    assert heights[0] == pytest.approx((18 * 1_085_440 + 6 * 32768 * 2048) / 2 ** 30)  # the 0.8B, as counted above
     plt.close("all")

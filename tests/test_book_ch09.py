@@ -1,5 +1,6 @@
-"""Chapter 9: its figure functions (book/ch09.py) draw what they claim, its cache arithmetic equals the tensors a
-real cache holds and a hand count for the real 0.8B, and the chapter script runs and says what is synthetic."""
+"""Chapter 9: its figure functions (book/ch09.py) draw what they claim, the cache arithmetic (book/sizes.py) equals
+the tensors a real cache holds and a hand count for the real 0.8B, and the chapter script runs and says what is
+synthetic."""
 import re
 
 import matplotlib
@@ -7,7 +8,7 @@ import pytest
 import torch
 
 import book
-from book import ch09
+from book import ch09, sizes
 from qwen.model import load_model
 from qwen.weights import Config
 
@@ -32,14 +33,14 @@ def test_cache_bytes_equal_a_real_cache(synthetic, dtype):
     cache = model.new_cache()
     with torch.no_grad():
         model(torch.arange(1, 40)[None], cache=cache)
-        kv, state = ch09.cache_bytes(cfg, 39, torch.finfo(dtype).bits // 8)
+        kv, state = sizes.cache_bytes(cfg, 39, torch.finfo(dtype).bits // 8)
         assert held_bytes(cache) == kv + state
         model(torch.tensor([[5]]), cache=cache)  # one more token: only the KV part grows
-        assert held_bytes(cache) == sum(ch09.cache_bytes(cfg, 40, torch.finfo(dtype).bits // 8))
+        assert held_bytes(cache) == sum(sizes.cache_bytes(cfg, 40, torch.finfo(dtype).bits // 8))
 
 
 def test_cache_bytes_of_the_real_model_by_hand():
-    kv, state = ch09.cache_bytes(book.real.config(), 32_000)
+    kv, state = sizes.cache_bytes(book.real.config(), 32_000)
     assert kv == 6 * 2 * 2 * 32_000 * 256 * 2  # 6 full layers, K and V, Hkv = 2, D = 256, bf16
     assert state == 18 * (16 * 128 * 128 * 4 + (2 * 16 * 128 + 16 * 128) * 3 * 2)  # fp32 state + K-1 conv columns
 
@@ -70,7 +71,7 @@ def test_prefill_decode_and_cache_figures():
     fig = ch09.cache_growth([("real", real)], max_tokens=32_000)
     kv_line, state_line = fig.axes[0].lines
     assert kv_line.get_ydata()[-1] == pytest.approx(375.0)  # MiB at 32,000 tokens, as counted above
-    assert state_line.get_ydata()[0] == pytest.approx(ch09.cache_bytes(real, 0)[1] / 2 ** 20)
+    assert state_line.get_ydata()[0] == pytest.approx(18 * (16 * 128 * 128 * 4 + 6144 * 3 * 2) / 2 ** 20)
     close(fig)
 
 

@@ -561,19 +561,23 @@ def test_checksum_manifest_matches_the_problem_files():
 
     committed = json.loads(manifest_path().read_text(encoding="utf-8"))
     assert committed == checksums(), "practice/checksums.json is stale: run python practice/judge.py rehash"
-    assert {k.split("/")[0] for k in committed["files"]} == {p.folder.name for p in PROBLEMS.values()}
+    given = {"assembly.py"}  # 213's given parts: its cases.py and the learner's file both import them
+    assert {k.split("/")[0] for k in committed["files"]} == {p.folder.name for p in PROBLEMS.values()} | given
 
 
-def test_judge_refuses_an_edited_reference_file(tmp_path):
-    """An accidental edit of cases.py (here in a copy of practice/) is caught before grading, with the fix."""
+@pytest.mark.parametrize("number, edited", [(204, "204_rmsnorm/cases.py"), (213, "assembly.py")])
+def test_judge_refuses_an_edited_reference_file(tmp_path, number, edited):
+    """An accidental edit of cases.py, or of the given parts a problem imports (here in a copy of practice/), is
+    caught before grading, with the fix."""
     copy = tmp_path / "practice"
     shutil.copytree(PRACTICE, copy, ignore=shutil.ignore_patterns("__pycache__", "work", ".progress.json"))
-    with open(copy / "204_rmsnorm" / "cases.py", "a") as f:
+    with open(copy / edited, "a") as f:
         f.write("\n# an accidental edit\n")
-    out = subprocess.run([sys.executable, str(copy / "judge.py"), "204", "--file",
-                          PRACTICE / "204_rmsnorm" / "solution.py"], cwd=tmp_path, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, str(copy / "judge.py"), str(number), "--file",
+                          PROBLEMS[number].folder / "solution.py"], cwd=tmp_path, capture_output=True, text=True,
                          env=dict(os.environ, PRACTICE_PROGRESS=str(tmp_path / "p.json")), timeout=120)
-    assert out.returncode == 2 and "204_rmsnorm/cases.py" in out.stderr and "git checkout" in out.stderr, out
+    assert out.returncode == 2 and f"practice/{edited}" in out.stderr, out
+    assert f"git checkout -- practice/{edited.split('/')[0]}" in out.stderr, out
     assert not (tmp_path / "p.json").exists()
 
 

@@ -3,6 +3,7 @@ same top-5; a wrong part changes it."""
 import importlib.util
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,55 @@ def test_judge_flag_runs_the_learner_file_in_a_child(synthetic):
     assert "same prediction" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
 
 
+def gone(pid, seconds=10.0):
+    """True once process `pid` has exited (or is a zombie waiting to be reaped)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            if "\nState:\tZ" in Path(f"/proc/{pid}/status").read_text():
+                return True
+        except OSError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox's limits and /proc are Linux's")
+def test_judge_flag_runs_the_file_under_the_time_limit(synthetic, tmp_path, monkeypatch, capsys):
+    """A part that hangs inside the model is stopped after the problem's time limit for one call (+ GRACE), with one
+    line saying so, and the child is gone."""
+    from practice import judge
+
+    learner = tmp_path / "hangs.py"
+    learner.write_text(f"import os\nimport time\n\nimport torch\n\nopen({str(tmp_path / 'pid')!r}, 'w').write("
+                       "str(os.getpid()))\nsilu = torch.nn.functional.silu\n\n\n"
+                       "def swiglu_mlp(x, gate_weight, up_weight, down_weight):\n    time.sleep(600)\n")
+    monkeypatch.setattr(judge.Problem, "time_limit", property(lambda self: 0.5))
+    started = time.monotonic()
+    assert judge.plug_in_file(207, learner) == 1
+    assert time.monotonic() - started < 120
+    err = capsys.readouterr().err
+    assert "plug-in stopped: one call of your swiglu_mlp inside the model ran over 0.5 s, exercise 207's time " \
+           "limit" in err, err
+    assert gone(int((tmp_path / "pid").read_text()))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_DATA counts mmap'd memory on Linux only")
+def test_judge_flag_runs_the_file_under_the_memory_limit(synthetic, tmp_path, monkeypatch, capsys):
+    """A part that asks for more memory than the problem allows fails inside the model: one line, naming the limit.
+    (torch.empty only reserves its 4 GiB: were the limit not applied, no memory would be used.)"""
+    from practice import judge
+
+    learner = tmp_path / "greedy.py"
+    learner.write_text("import torch\nsilu = torch.nn.functional.silu\n\n\n"
+                       "def swiglu_mlp(x, gate_weight, up_weight, down_weight):\n    return torch.empty(2 ** 30)\n")
+    monkeypatch.setattr(judge.Problem, "memory_limit", property(lambda self: 1536))
+    assert judge.plug_in_file(207, learner) == 1
+    out = capsys.readouterr().out
+    assert "your SwiGLU MLP ran out of memory inside the model: it asked for more than the judge allows (1.5 GiB)" \
+        in out, out
+
+
 @pytest.mark.parametrize("number", [206, 208, 212])
 def test_every_reference_part_plugs_in(synthetic, number):
     """The reference solution of each model-part problem, put in the model, keeps the course model's prediction
@@ -83,3 +133,18 @@ def test_every_reference_part_plugs_in(synthetic, number):
     prob = problems()[number]
     parts = functions(prob.folder / "solution.py", *prob.meta["functions"])
     assert plug_in(number, *parts) == "same prediction"
+
+
+def test_the_prompt_crosses_a_chunk_boundary(synthetic):
+    """The prompt is longer than one DeltaNet chunk (64 tokens) and not a multiple of it, so the chunked rule carries
+    a state from one chunk to the next and pads the last: 212 answers that get a chunk boundary wrong change the
+    prediction (the reference keeps it: test_every_reference_part_plugs_in)."""
+    from practice.judge import problems
+    from practice.plugin import PROMPT
+    from qwen.tokenizer import Tokenizer
+
+    T = len(Tokenizer(synthetic).encode(PROMPT))
+    assert T > 64 and T % 64, T
+    for name in ("state_not_carried", "decay_not_reset"):
+        (wrong,) = functions(problems()[212].folder / "wrong" / f"{name}.py", "chunked_delta_rule")
+        assert plug_in(212, wrong) == "diverges", name
