@@ -1,4 +1,4 @@
-"""Speed of the whole model (qwen/model.py, and its fast path qwen/fast.py) against transformers: same weights, same run.
+"""Speed of the whole model (qwen/model.py and its fast path qwen/fast.py) against transformers, same weights and run.
 
 Run: python bench/bench_model.py [--model PATH] [--device cpu|cuda] [--dtypes fp32 bf16] [--prefill 256 2048]
      [--decode 64] [--repeats 3] [--threads N]                     (needs the dev extras: transformers)
