@@ -1,10 +1,12 @@
-"""qwen/fast.py: the fast path against transformers (the same tolerances as the teaching model in test_model.py),
-against the teaching model's identities (cached pieces, left padding), and its parts against the teaching kernels.
+"""qwen/fast.py: the fast path against transformers (the same tolerances as the teaching model in test_model.py: full
+and last-position logits, left-padded batches), against an identity (cached pieces equal the full forward), and its
+parts against the teaching kernels.
 Greedy generation through the fast path is compared with transformers' generate in test_generate.py."""
 import pytest
 import torch
 from hf_checkpoint import hf_load
-from test_model import CONFIGS, folders, fp32_tol, ids_for, left_padded, run_in_pieces  # noqa: F401 (a fixture)
+from test_model import folders  # noqa: F401 (a fixture: the small checkpoints transformers writes)
+from test_model import CONFIGS, fp32_tol, ids_for, left_padding_error, run_in_pieces
 
 from qwen.deltanet import recurrent_delta_rule
 from qwen.fast import Fast, delta_step
@@ -67,14 +69,8 @@ def test_cached_pieces_equal_full_forward(folders, pieces):
 
 def test_left_padding_equals_transformers(folders):
     folder = folders["Hv=Hk, GQA 1, tied"]
-    fast, theirs = fast_model(folder, torch.float32, False), hf_load(folder)
-    ids, mask = left_padded([ids_for(512, seed=5, shape=(1, 100))[0].tolist(), [7, 8, 9, 10, 11]])
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    with torch.no_grad():
-        got = fast(ids, mask=mask)
-        want = theirs(ids, attention_mask=mask, position_ids=positions).logits
-    real = mask.bool()
-    assert (got[real] - want[real]).abs().max().item() <= fp32_tol(want[real])
+    err, tol = left_padding_error(fast_model(folder, torch.float32, False), hf_load(folder))
+    assert err <= tol
 
 
 def test_joined_weights_are_the_modules_weights(folders):
