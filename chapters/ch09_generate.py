@@ -198,9 +198,9 @@ book.show("ch09-prefill-decode", ch09.prefill_vs_decode, prefill_s, T, decode_s,
 # %%
 fast = Fast(model)  # the same weights: `model` keeps working and gives the same results as before
 fast_prefill_s, fast_decode_s = ch09.time_model(fast, x, n)
-print(f"this checkpoint on {dev}{' (synthetic)' if SYNTHETIC else ''}, ms per token  teaching / fast: prefill "
-      f"{prefill_s / T * 1e3:.2f} / {fast_prefill_s / T * 1e3:.2f}, decode {decode_s / n * 1e3:.2f} / "
-      f"{fast_decode_s / n * 1e3:.2f} (one run each: timings on a shared machine are noisy)")
+print(f"this checkpoint on {dev}{' (synthetic)' if SYNTHETIC else ''}, per token, teaching / fast: prefill "
+      f"{prefill_s / T * 1e3:.2f} ms / {fast_prefill_s / T * 1e3:.2f} ms, decode {decode_s / n * 1e3:.2f} ms / "
+      f"{fast_decode_s / n * 1e3:.2f} ms (one run each: timings on a shared machine are noisy)")
 
 # %% [markdown]
 # `bench/bench_model.py` measures both at the real 0.8B's shapes against transformers, and reports decode as a
