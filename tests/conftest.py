@@ -36,6 +36,14 @@ def chapter_outputs(synthetic):
 
 
 @pytest.fixture(scope="session")
+def tok(synthetic):
+    """The synthetic checkpoint's tokenizer (the real vocabulary), loaded once: its tokenizer.json takes a second."""
+    from qwen.tokenizer import load_tokenizer
+
+    return load_tokenizer(synthetic)
+
+
+@pytest.fixture(scope="session")
 def hf_model(synthetic):
     """transformers' Qwen3.5 text model on the same checkpoint, in fp32: the oracle."""
     from transformers import AutoModelForCausalLM

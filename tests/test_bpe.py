@@ -6,17 +6,11 @@ import pytest
 from test_tokenizer import SAMPLES
 
 from qwen.bpe import ByteLevelBPE
-from qwen.tokenizer import load_tokenizer
 
 
 @pytest.fixture(scope="module")
 def bpe(synthetic):
     return ByteLevelBPE(synthetic)
-
-
-@pytest.fixture(scope="module")
-def tok(synthetic):
-    return load_tokenizer(synthetic)
 
 
 def test_samples_equal_the_library(bpe, tok):

@@ -11,7 +11,6 @@ from qwen.fast import Fast
 from qwen.generate import (END_OF_TEXT, IM_END, TextStream, checkpoint_stop_tokens, filter_logits, generate,
                            pad_left)
 from qwen.model import load_model
-from qwen.tokenizer import load_tokenizer
 
 N = 24  # new tokens compared with transformers
 
@@ -46,11 +45,6 @@ class HFAdapter(torch.nn.Module):
         if cache is not None:
             cache.length += T
         return out.logits
-
-
-@pytest.fixture(scope="module")
-def tok(synthetic):
-    return load_tokenizer(synthetic)
 
 
 @pytest.fixture(scope="module")
