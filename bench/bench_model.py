@@ -18,6 +18,7 @@ import time
 
 import torch
 
+from book.ch09 import copy_bandwidth
 from book.real import TEXT_CONFIG
 from qwen.course import pick_device
 from qwen.fast import Fast
@@ -48,14 +49,6 @@ def timed(fns, device, repeats):
             sync(device)
             ts.append(time.perf_counter() - t)
     return [statistics.median(ts) for ts in times]
-
-
-def copy_bandwidth(device, mib=512):
-    """Bytes per second a plain copy moves (each byte read once and written once), best of 5. The source is filled
-    first: an untouched tensor would be pages of zeros that the system maps to one cached page."""
-    src = torch.ones(mib * 2 ** 20 // 4, device=device)
-    dst = torch.zeros_like(src)
-    return 2 * src.numel() * 4 / min(timed([lambda: dst.copy_(src)] * 5, device, 1))
 
 
 def matvec_bandwidth(device, dtype, mib=512):
@@ -130,7 +123,7 @@ def main():
     device = torch.device(args.device or pick_device())
     if args.threads:
         torch.set_num_threads(args.threads)
-    bandwidth = copy_bandwidth(device)
+    bandwidth = copy_bandwidth(device, mib=512)
     print(f"device {device} ({torch.get_num_threads()} threads), copy bandwidth {bandwidth / 1e9:.1f} GB/s; "
           f"weights: {'random, Qwen3.5-0.8B shapes' if not args.model else args.model}")
     g = torch.Generator().manual_seed(0)
@@ -155,7 +148,7 @@ def main():
             times = [(our_decode(ours, prompt, n), our_decode(fast, prompt, n), hf_decode(hf, prompt, n))
                      for _ in range(args.repeats)]  # in turn, like the prefill
             a, f, b = (statistics.median(ts) for ts in zip(*times))
-            bandwidth = copy_bandwidth(device)  # again: the load on a shared machine changes by the minute
+            bandwidth = copy_bandwidth(device, mib=512)  # again: the load on a shared machine changes by the minute
             bound = bandwidth / weight_bytes  # tokens/s if every step only streamed the weights once
             print(f"{name} decode {n} tokens after 32: teaching {n / a:5.2f} tok/s ({n / a / bound:4.0%} of the "
                   f"bound)  fast {n / f:5.2f} tok/s ({n / f / bound:4.0%})  transformers {n / b:5.2f} tok/s "

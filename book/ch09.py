@@ -1,10 +1,13 @@
 """Chapter 9's figures: the sampling rules on a next-token distribution, prefill against decode time, and the cache's
-size as a conversation grows.
+size as a conversation grows; and the two measurements behind the time figure, a model's prefill and decode time
+and the machine's copy bandwidth (bench/bench_model.py measures the bandwidth with the same function).
 
 Each figure function returns a matplotlib Figure. The distribution figure draws whatever logits it is given (on the
 synthetic checkpoint they come from random weights, and the caller's title says so); the cache figure is computed
 from a config alone (book/sizes.py).
 """
+import time
+
 import torch
 
 from book.sizes import cache_bytes
@@ -37,8 +40,6 @@ def sampling_rules(logits, tokens, temperature=0.7, top_k=20, top_p=0.8, title="
 
 def time_model(model, ids, n):
     """(seconds of one prefill of ids (1, T), seconds of n decode steps after a prompt of its first 8 tokens)."""
-    import time
-
     from qwen.generate import generate
 
     with torch.no_grad():
@@ -56,8 +57,6 @@ def time_model(model, ids, n):
 def copy_bandwidth(device, mib=256):
     """Bytes read + written per second by a plain copy of `mib` MiB, best of 5. The source is filled first: an
     untouched tensor is pages of zeros that the system maps to one cached page, and copying it flatters memory."""
-    import time
-
     src = torch.ones(mib * 2 ** 20, dtype=torch.uint8, device=device)
     dst = torch.zeros_like(src)
     best = float("inf")
