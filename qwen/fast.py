@@ -91,7 +91,7 @@ class Fast(nn.Module):
 
     def project(self, x, W, sizes):
         """x times each block of rows of the joined W: one product for one token, one per block for a prompt."""
-        if x.numel() == x.shape[-1] * x.shape[0]:  # one position per sequence: decode
+        if x.shape[1] == 1:  # x: (B, T, d); one position per sequence: decode
             return self.linear(x, W).split(sizes, dim=-1)
         return [self.linear(x, w) for w in W.split(sizes)]
 
