@@ -56,13 +56,7 @@ def render(messages, add_generation_prompt=True, thinking=False, tools=None, *, 
         if m["role"] == "user":
             text += f"<|im_start|>user\n{content}<|im_end|>\n"
         elif m["role"] == "assistant":
-            if isinstance(m.get("reasoning_content"), str):
-                reasoning, answer = m["reasoning_content"].strip(), content
-            else:
-                reasoning, answer = split_thinking(content)
-            block = f"{THINK}\n{reasoning}\n{END_THINK}\n\n" if i > last_query else ""  # after the query: always
-            calls = tool_calls_text(m.get("tool_calls"), answer, i)
-            text += f"<|im_start|>assistant\n{block}{answer}{calls}<|im_end|>\n"
+            text += assistant_text(m, content, i, thinking_block=i > last_query)
         elif m["role"] == "tool":  # consecutive tool results share one user turn
             opens = i > 0 and messages[i - 1]["role"] != "tool"  # (a tool message first opens none: so does Qwen's)
             closes = i == len(messages) - 1 or messages[i + 1]["role"] != "tool"
@@ -71,6 +65,16 @@ def render(messages, add_generation_prompt=True, thinking=False, tools=None, *, 
     if add_generation_prompt:
         text += "<|im_start|>assistant\n" + (f"{THINK}\n" if thinking else f"{THINK}\n\n{END_THINK}\n\n")
     return text
+
+
+def assistant_text(m, content, i, thinking_block):
+    """A reply: its answer, after its thinking block if it comes after the last query, then its tool calls."""
+    if isinstance(m.get("reasoning_content"), str):
+        reasoning, answer = m["reasoning_content"].strip(), content
+    else:
+        reasoning, answer = split_thinking(content)
+    block = f"{THINK}\n{reasoning}\n{END_THINK}\n\n" if thinking_block else ""  # empty reasoning: an empty block
+    return f"<|im_start|>assistant\n{block}{answer}{tool_calls_text(m.get('tool_calls'), answer, i)}<|im_end|>\n"
 
 
 def content_text(content, i, system, seen, add_vision_id):
@@ -84,22 +88,24 @@ def content_text(content, i, system, seen, add_vision_id):
         if not isinstance(part, dict):
             raise ValueError(f"message {i}: each content part must be a dict like {{'type': 'text', 'text': ...}}, "
                              f"got {part!r}")
-        kind = next((k for k in ("image", "video") if k in part or part.get("type") == k or
-                     (k == "image" and "image_url" in part)), None)
-        if kind and system:
-            raise ValueError(f"message {i}: a system message cannot contain {kind}s")
-        if kind:
-            seen[kind] += 1
-            text += (f"{LABEL[kind]} {seen[kind]}: " if add_vision_id else "") + PAD[kind]
+        if "image" in part or "image_url" in part or part.get("type") == "image":
+            kind = "image"
+        elif "video" in part or part.get("type") == "video":
+            kind = "video"
         elif "text" in part:
             text += str(part["text"])
+            continue
         else:
             raise ValueError(f"message {i}: a content part needs 'text', 'image' or 'video', got {part!r}")
+        if system:
+            raise ValueError(f"message {i}: a system message cannot contain {kind}s")
+        seen[kind] += 1
+        text += (f"{LABEL[kind]} {seen[kind]}: " if add_vision_id else "") + PAD[kind]
     return text.strip()
 
 
 def is_tool_result(text):
-    """A user message that only wraps a tool's output is no query (older clients send tool results that way)."""
+    """A user message that only wraps a tool's output is no query (a client may send tool results as user turns)."""
     return text.startswith("<tool_response>") and text.endswith("</tool_response>")
 
 

@@ -93,7 +93,8 @@ CONVERSATIONS = [
                                   A("\n <think> s </think>\n\n  spaced  "), T("  result \n")], {}),
     ("answer with leading spaces", [U("Hi"), A("<think>r</think>   a"), U("ok"), A("<think>r</think> \n b")], {}),
     ("CRLF", [{"role": "system", "content": "s\r\n"}, U("line 1\r\nline 2\r\n"),
-              A("<think>\r\nr\r\n</think>\r\n\r\nanswer\r\n"), U("ok\r\n"), A("<think>\r\nx\r\n</think>\r\n\r\ny")], {}),
+              A("<think>\r\nr\r\n</think>\r\n\r\nanswer\r\n"), U("ok\r\n"),
+              A("<think>\r\nx\r\n</think>\r\n\r\ny")], {}),
     ("Chinese and emoji", [{"role": "system", "content": "用中文回答。"}, U("你好，世界！🌏"),
                            A("<think>\n用户在打招呼。\n</think>\n\n你好！有什么可以帮你？"), U("讲个笑话 😀")], {}),
     ("tags in a user message", [U("what does <think>x</think> mean?")], {}),
@@ -277,3 +278,61 @@ def test_equals_a_downloaded_checkpoints_template():
             for mode in MODES:
                 want = official_render(template, messages, True, mode, options)
                 assert render(messages, thinking=default if mode is None else mode, **options) == want, (folder, name)
+
+
+# ---------------------------------------------------------------- exercise 215 accepts exactly the official format
+
+PORT = Path(__file__).resolve().parent / "chat_template_port.py"  # a learner file, not a test module
+
+
+def exercise_cases():
+    import tempfile
+
+    from practice.judge import problems
+
+    prob = problems()[215]
+    return prob, prob.cases(Path(tempfile.mkdtemp(prefix="practice-test-")))
+
+
+def test_215_expects_what_the_official_template_renders(official):
+    template, _ = official
+    _, cases = exercise_cases()
+    for case in cases:
+        messages, gen, thinking = case.values()
+        assert case.expected == official_render(template, messages, gen, thinking, {}), case.label
+
+
+def test_the_template_port_is_line_by_line_faithful(official):
+    """The port (a learner's template-faithful answer) renders what the template renders, and refuses what it
+    refuses (with thinking given, the two templates render alike)."""
+    import importlib.util
+
+    template, _ = official
+    spec = importlib.util.spec_from_file_location("chat_template_port", PORT)
+    port = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(port)
+    for name, messages, options in CONVERSATIONS:
+        for mode in (True, False):
+            want = official_render(template, messages, True, mode, options)
+            assert port.render(copy.deepcopy(messages), True, mode, **options) == want, (name, mode)
+    for name, messages, options in REFUSED:
+        with pytest.raises(Exception):
+            port.render(copy.deepcopy(messages), **options)
+
+
+def test_215_accepts_the_template_port(tmp_path):
+    """Graded here (every case) and by the judge's command line, in its child process, as a learner runs it."""
+    import subprocess
+    import sys
+
+    from practice.judge import grade_in_process
+
+    prob, _ = exercise_cases()
+    report = grade_in_process(prob, path=PORT)
+    assert report.verdict == "AC", [(r.case.label, r.verdict, r.mismatch) for r in report.results]
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PRACTICE_PROGRESS=str(tmp_path / "progress.json"), PRACTICE_WORK=str(tmp_path / "work"),
+               LANG="C.UTF-8")
+    run = subprocess.run([sys.executable, str(root / "practice" / "judge.py"), "215", "--file", str(PORT)], cwd=root,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "Accepted" in run.stdout, run.stdout + run.stderr
