@@ -16,7 +16,7 @@ import functools
 import json
 from pathlib import Path
 
-from qwen.chat_tools import tool_call_text, tools_system_text
+from qwen.chat_tools import tool_calls_text, tools_system_text
 
 THINK, END_THINK = "<think>", "</think>"
 PAD = {"image": "<|vision_start|><|image_pad|><|vision_end|>", "video": "<|vision_start|><|video_pad|><|vision_end|>"}
@@ -117,15 +117,6 @@ def split_thinking(content):
         return "", content
     reasoning = content.split(END_THINK)[0].split(THINK)[-1]
     return reasoning.strip(), content.split(END_THINK)[-1].lstrip("\n")
-
-
-def tool_calls_text(calls, answer, i):
-    """The reply's tool calls, each in its <tool_call> block: after a blank line if the reply also says something."""
-    if not calls:
-        return ""
-    if not isinstance(calls, (list, tuple)):
-        raise ValueError(f"message {i}: tool_calls must be a list of calls, got {type(calls).__name__}")
-    return ("\n\n" if answer.strip() else "") + "\n".join(tool_call_text(call, i) for call in calls)
 
 
 def default_thinking(path):

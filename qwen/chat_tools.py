@@ -38,8 +38,17 @@ tell the user about function calls
 
 
 def tools_system_text(tools):
-    """The system message's tool section: each schema as compact-spaced JSON on its own line, then the format."""
+    """The system message's tool section: each schema as JSON (json.dumps) on a line of its own, then the format."""
     return TOOLS_INTRO + "".join("\n" + json.dumps(tool, ensure_ascii=False) for tool in tools) + "\n" + TOOLS_FORMAT
+
+
+def tool_calls_text(calls, answer, i):
+    """The reply's tool calls, each in its <tool_call> block: after a blank line if the reply also says something."""
+    if not calls:
+        return ""
+    if not isinstance(calls, (list, tuple)):
+        raise ValueError(f"message {i}: tool_calls must be a list of calls, got {type(calls).__name__}")
+    return ("\n\n" if answer.strip() else "") + "\n".join(tool_call_text(call, i) for call in calls)
 
 
 def tool_call_text(call, i):
