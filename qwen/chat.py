@@ -35,7 +35,7 @@ def render(messages, add_generation_prompt=True, thinking=False, tools=None, *, 
         raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool"):
-            raise ValueError(f"message {i} must be a dict with a role system, user, assistant or tool; got {m!r}")
+            raise ValueError(f"message {i} must be a dict with a role system, user, assistant or tool; got {short(m)}")
         if m["role"] == "system" and i > 0:
             raise ValueError(f"message {i}: a system message must be the first message")
     seen = {"image": 0, "video": 0}  # images and videos so far, for add_vision_id
@@ -87,7 +87,7 @@ def content_text(content, i, system, seen, add_vision_id):
     for part in content:
         if not isinstance(part, dict):
             raise ValueError(f"message {i}: each content part must be a dict like {{'type': 'text', 'text': ...}}, "
-                             f"got {part!r}")
+                             f"got {short(part)}")
         if "image" in part or "image_url" in part or part.get("type") == "image":
             kind = "image"
         elif "video" in part or part.get("type") == "video":
@@ -96,12 +96,18 @@ def content_text(content, i, system, seen, add_vision_id):
             text += str(part["text"])
             continue
         else:
-            raise ValueError(f"message {i}: a content part needs 'text', 'image' or 'video', got {part!r}")
+            raise ValueError(f"message {i}: a content part needs 'text', 'image' or 'video', got {short(part)}")
         if system:
             raise ValueError(f"message {i}: a system message cannot contain {kind}s")
         seen[kind] += 1
         text += (f"{LABEL[kind]} {seen[kind]}: " if add_vision_id else "") + PAD[kind]
     return text.strip()
+
+
+def short(value):
+    """A value as an error message shows it: its repr, cut at 80 characters (a content may be a whole file)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def is_tool_result(text):

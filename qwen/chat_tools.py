@@ -55,11 +55,12 @@ def tool_call_text(call, i):
     """One call, {"name": ..., "arguments": {...}} or OpenAI's {"function": {...}}, as the model writes it."""
     call = call.get("function", call) if isinstance(call, dict) else call
     if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-        raise ValueError(f"message {i}: a tool call must be a dict with a 'name' (and 'arguments'), got {call!r}")
+        raise ValueError(f"message {i}: a tool call must be a dict with a 'name' (and 'arguments'), got "
+                         f"{repr(call)[:80]}")
     arguments = call.get("arguments", {})
     if not isinstance(arguments, dict):
-        raise ValueError(f"message {i}: tool call {call['name']!r} has arguments {arguments!r}; the template needs "
-                         "a dict (json.loads a JSON string first)")
+        raise ValueError(f"message {i}: tool call {call['name']!r} has arguments of type {type(arguments).__name__}; "
+                         "the template needs a dict (json.loads a JSON string first)")
     text = f"<tool_call>\n<function={call['name']}>\n"
     for name, value in arguments.items():
         value = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list, tuple)) else str(value)
