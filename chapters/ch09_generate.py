@@ -310,6 +310,7 @@ book.attempt(215)
 # ├── generate.py     + the generation loop, sampling rules, streaming text
 # ├── fast.py         + the fast path: the same model with fewer, cheaper calls
 # ├── chat.py         + the chat format
+# ├── chat_tools.py   + tools and tool calls in the chat format
 # └── chat_cli.py     + the terminal chat (bash course.sh chat)
 # book/
 # └── ch09.py         + this chapter's figures

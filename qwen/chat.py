@@ -1,50 +1,128 @@
 """The Qwen3.5 chat format, written by hand: a list of messages -> the prompt text the model was trained on.
 
-Each turn is `<|im_start|>{role}\\n{content}<|im_end|>\\n` (ChatML; no BOS, no default system prompt). The prompt
-ends with the generation prompt `<|im_start|>assistant\\n` plus the start of a thinking block: an empty, closed one
-when thinking is off, an open `<think>\\n` when it is on (the model then reasons and writes `</think>` itself).
-Earlier assistant turns keep only their final answer: their reasoning is dropped, as the published template does.
-Facts from the published Qwen3.5 `chat_template.jinja` (tests/test_chat.py renders a checkpoint's own template, when
-one is present, and compares).
+Each turn is `<|im_start|>{role}\\n{content}<|im_end|>\\n` (ChatML; no BOS, no default system prompt), its content
+trimmed of surrounding whitespace. An assistant reply may carry its reasoning, `<think>…</think>` before the answer
+(or in a `reasoning_content` field): replies up to the last user query keep only the answer, so finished thoughts do
+not fill the context; replies after it (the model still at work, between tool calls) keep a thinking block, empty
+if they had none. Tool results come back as `tool` messages, shown to the model inside a user turn. The prompt
+ends with the generation prompt `<|im_start|>assistant\\n` and the start of a thinking block: closed and empty when
+thinking is off, open when it is on (the model writes `</think>` itself).
+
+This is the published Qwen3.5 template (`chat_template.jinja`) rule by rule; tests/test_chat.py renders the two
+official templates (0.8B/2B and 4B-and-up, which differ only in the default of `thinking`) and compares. Tools and
+tool calls are written by qwen/chat_tools.py.
 """
+import functools
 import json
 from pathlib import Path
 
-ROLES = ("system", "user", "assistant")
+from qwen.chat_tools import tool_calls_text, tools_system_text
+
 THINK, END_THINK = "<think>", "</think>"
+PAD = {"image": "<|vision_start|><|image_pad|><|vision_end|>", "video": "<|vision_start|><|video_pad|><|vision_end|>"}
+LABEL = {"image": "Picture", "video": "Video"}  # add_vision_id numbers them: "Picture 1: ", "Video 1: "
 
 
-def split_thinking(content):
-    """An assistant message -> (reasoning, answer). The answer is what follows the last </think>."""
-    if END_THINK not in content:
-        return "", content
-    before, answer = content.rsplit(END_THINK, 1)
-    reasoning = before.split(THINK)[-1]  # the opening tag may be absent: it was part of the prompt
-    return reasoning.strip("\n"), answer.lstrip("\n")
-
-
-def render(messages, add_generation_prompt=True, thinking=False):
-    """The prompt text for `messages`, a list of {"role": "system"|"user"|"assistant", "content": str}."""
+def render(messages, add_generation_prompt=True, thinking=False, tools=None, *, add_vision_id=False):
+    """The prompt text for `messages`: dicts with a role ("system" first only, "user", "assistant", "tool") and a
+    content (a string, or a list of parts {"text": ...}, {"type": "image"}, {"type": "video"}); an assistant message
+    may also have "reasoning_content" and "tool_calls". `thinking` (True or False) is the generation prompt's mode;
+    a checkpoint's default is default_thinking(path). `tools`: a list of JSON function schemas."""
+    if not isinstance(thinking, bool):
+        raise ValueError(f"thinking must be True or False, got {thinking!r} (the checkpoint's default is "
+                         "qwen.chat.default_thinking(path): off for 0.8B and 2B, on for 4B and up)")
+    if not isinstance(messages, (list, tuple)) or not messages:
+        raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
     for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("content"), str) or m.get("role") not in ROLES:
-            raise ValueError(f"message {i} must be a dict with a role in {ROLES} and a string content, got {m!r}")
-        if m["role"] == "system" and i != 0:
-            raise ValueError(f"message {i}: a system message is allowed only as the first message")
-    last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
-    text = ""
-    for i, m in enumerate(messages):
-        role, content = m["role"], m["content"]
-        if role in ("system", "user"):
-            content = content.strip()  # the template trims what people type
-        else:
-            reasoning, answer = split_thinking(content)
-            # Reasoning is kept only after the last user message (a tool loop still in progress); from an
-            # earlier, finished turn only the answer stays, so old thoughts do not fill up the context.
-            content = f"{THINK}\n{reasoning}\n{END_THINK}\n\n{answer}" if i > last_user and reasoning else answer
-        text += f"<|im_start|>{role}\n{content}<|im_end|>\n"
+        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool"):
+            raise ValueError(f"message {i} must be a dict with a role system, user, assistant or tool; got {short(m)}")
+        if m["role"] == "system" and i > 0:
+            raise ValueError(f"message {i}: a system message must be the first message")
+    seen = {"image": 0, "video": 0}  # images and videos so far, for add_vision_id
+    texts = [content_text(m.get("content"), i, m["role"] == "system", seen, add_vision_id)
+             for i, m in enumerate(messages)]
+    queries = [i for i, (m, t) in enumerate(zip(messages, texts)) if m["role"] == "user" and not is_tool_result(t)]
+    if not queries:
+        raise ValueError("no user query in messages: the template needs a user message that is not a tool response")
+    last_query = queries[-1]
+
+    system = texts[0] if messages[0]["role"] == "system" else None
+    if tools is not None and not isinstance(tools, (list, tuple)):
+        raise ValueError(f"tools must be a list of JSON function schemas, got {type(tools).__name__}")
+    if tools:  # the tool list opens the system message; the system text, if any, follows after a blank line
+        system = tools_system_text(tools) + ("\n\n" + system if system else "")
+    text = f"<|im_start|>system\n{system}<|im_end|>\n" if system is not None else ""
+    for i, (m, content) in enumerate(zip(messages, texts)):
+        if m["role"] == "user":
+            text += f"<|im_start|>user\n{content}<|im_end|>\n"
+        elif m["role"] == "assistant":
+            text += assistant_text(m, content, i, thinking_block=i > last_query)
+        elif m["role"] == "tool":  # consecutive tool results share one user turn
+            opens = i > 0 and messages[i - 1]["role"] != "tool"  # (a tool message first opens none: so does Qwen's)
+            closes = i == len(messages) - 1 or messages[i + 1]["role"] != "tool"
+            text += ("<|im_start|>user" if opens else "") + f"\n<tool_response>\n{content}\n</tool_response>"
+            text += "<|im_end|>\n" if closes else ""
     if add_generation_prompt:
         text += "<|im_start|>assistant\n" + (f"{THINK}\n" if thinking else f"{THINK}\n\n{END_THINK}\n\n")
     return text
+
+
+def assistant_text(m, content, i, thinking_block):
+    """A reply: its answer, after its thinking block if it comes after the last query, then its tool calls."""
+    if isinstance(m.get("reasoning_content"), str):
+        reasoning, answer = m["reasoning_content"].strip(), content
+    else:
+        reasoning, answer = split_thinking(content)
+    block = f"{THINK}\n{reasoning}\n{END_THINK}\n\n" if thinking_block else ""  # empty reasoning: an empty block
+    return f"<|im_start|>assistant\n{block}{answer}{tool_calls_text(m.get('tool_calls'), answer, i)}<|im_end|>\n"
+
+
+def content_text(content, i, system, seen, add_vision_id):
+    """A message's content as text, trimmed: a string, or its parts joined (images and videos as their pads)."""
+    if content is None or isinstance(content, str):
+        return (content or "").strip()
+    if not isinstance(content, (list, tuple)):
+        raise ValueError(f"message {i}: content must be a string or a list of parts, got {type(content).__name__}")
+    text = ""
+    for part in content:
+        if not isinstance(part, dict):
+            raise ValueError(f"message {i}: each content part must be a dict like {{'type': 'text', 'text': ...}}, "
+                             f"got {short(part)}")
+        if "image" in part or "image_url" in part or part.get("type") == "image":
+            kind = "image"
+        elif "video" in part or part.get("type") == "video":
+            kind = "video"
+        elif "text" in part:
+            text += str(part["text"])
+            continue
+        else:
+            raise ValueError(f"message {i}: a content part needs 'text', 'image' or 'video', got {short(part)}")
+        if system:
+            raise ValueError(f"message {i}: a system message cannot contain {kind}s")
+        seen[kind] += 1
+        text += (f"{LABEL[kind]} {seen[kind]}: " if add_vision_id else "") + PAD[kind]
+    return text.strip()
+
+
+def short(value):
+    """A value as an error message shows it: its repr, cut at 80 characters (a content may be a whole file)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def is_tool_result(text):
+    """A user message that only wraps a tool's output is no query (a client may send tool results as user turns)."""
+    return text.startswith("<tool_response>") and text.endswith("</tool_response>")
+
+
+def split_thinking(content):
+    """An assistant message -> (reasoning, answer). The reasoning ends at the first </think> (the opening <think>
+    may be absent: it was part of the prompt); the answer is what follows the last </think>, leading newlines
+    removed (only newlines: "\\r" and spaces stay, as in the template)."""
+    if END_THINK not in content:
+        return "", content
+    reasoning = content.split(END_THINK)[0].split(THINK)[-1]
+    return reasoning.strip(), content.split(END_THINK)[-1].lstrip("\n")
 
 
 def default_thinking(path):
@@ -61,12 +139,24 @@ def default_thinking(path):
 
 
 def render_template(template, messages, add_generation_prompt=True, **options):
-    """Render a jinja chat template as transformers does (trimmed blocks, no autoescape): the oracle for render()."""
-    import jinja2  # only for checkpoints that ship a template
+    """Render a checkpoint's own jinja chat template as transformers' apply_chat_template does. Options: tools,
+    enable_thinking, add_vision_id. The oracle for render()."""
+    return compiled(template).render(messages=messages, add_generation_prompt=add_generation_prompt, **options)
 
-    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-    env.globals["raise_exception"] = lambda message: (_ for _ in ()).throw(ValueError(message))
-    return env.from_string(template).render(messages=messages, add_generation_prompt=add_generation_prompt, **options)
+
+@functools.lru_cache(maxsize=4)
+def compiled(template):
+    """The template compiled in a sandbox that cannot reach Python internals, with trimmed blocks, no autoescape,
+    raise_exception, and tojson as plain json.dumps (no sorted keys, no HTML escapes), as transformers sets it up."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment  # only for checkpoints that ship a template
+
+    def raise_exception(message):
+        raise ValueError(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.globals["raise_exception"] = raise_exception
+    env.filters["tojson"] = lambda value, indent=None: json.dumps(value, ensure_ascii=False, indent=indent)
+    return env.from_string(template)
 
 
 def checkpoint_template(path):

@@ -1,23 +1,20 @@
 # expect: WA old_thinking_kept
-"""A wrong solution to problem 215. Copies every assistant message as it is, thinking included."""
+"""A wrong solution to problem 215. Copies every earlier reply as it is, thinking included."""
 
 
 def render(messages: list[dict], add_generation_prompt: bool = True, thinking: bool = False) -> str:
     """The prompt text for messages [{"role": "system" | "user" | "assistant", "content": str}, ...]."""
-    last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
     text = ""
     for i, m in enumerate(messages):
-        content = m["content"]
+        content = m["content"].strip()  # every role: surrounding whitespace goes
         if m["role"] == "assistant":
             reasoning = ""
-            if False:
-                before, content = content.rsplit("</think>", 1)
-                reasoning = before.split("<think>")[-1].strip("\n")
-                content = content.lstrip("\n")
-            if i > last_user and reasoning:  # still working after the last question: keep the thoughts
+            if "</think>" in content and i > last_user:
+                reasoning = content.split("</think>")[0].split("<think>")[-1].strip()  # up to the first </think>
+                content = content.split("</think>")[-1].lstrip("\n")  # after the last one
+            if i > last_user:  # still at work after the last question: a thinking block, empty if need be
                 content = f"<think>\n{reasoning}\n</think>\n\n{content}"
-        else:
-            content = content.strip()
         text += f"<|im_start|>{m['role']}\n{content}<|im_end|>\n"
     if add_generation_prompt:
         text += "<|im_start|>assistant\n" + ("<think>\n" if thinking else "<think>\n\n</think>\n\n")

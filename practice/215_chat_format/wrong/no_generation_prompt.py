@@ -4,19 +4,16 @@
 
 def render(messages: list[dict], add_generation_prompt: bool = True, thinking: bool = False) -> str:
     """The prompt text for messages [{"role": "system" | "user" | "assistant", "content": str}, ...]."""
-    last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
     text = ""
     for i, m in enumerate(messages):
-        content = m["content"]
+        content = m["content"].strip()  # every role: surrounding whitespace goes
         if m["role"] == "assistant":
             reasoning = ""
             if "</think>" in content:
-                before, content = content.rsplit("</think>", 1)
-                reasoning = before.split("<think>")[-1].strip("\n")
-                content = content.lstrip("\n")
-            if i > last_user and reasoning:  # still working after the last question: keep the thoughts
+                reasoning = content.split("</think>")[0].split("<think>")[-1].strip()  # up to the first </think>
+                content = content.split("</think>")[-1].lstrip("\n")  # after the last one
+            if i > last_user:  # still at work after the last question: a thinking block, empty if need be
                 content = f"<think>\n{reasoning}\n</think>\n\n{content}"
-        else:
-            content = content.strip()
         text += f"<|im_start|>{m['role']}\n{content}<|im_end|>\n"
     return text
