@@ -8,7 +8,9 @@ user's message and the generation prompt are prefilled; this is exact, the same 
 A turn joins the conversation only when its reply ends, at the stop token or at the token limit. Ctrl-C at any
 moment, the prefill included, leaves the conversation and the kept cache as they were before the message.
 Typing goes through readline where Python has it: arrow keys edit and recall, a line may be of any length (the
-terminal's own line editor stops at 4,095 characters), and a paste of several lines arrives as one message.
+terminal's own line editor stops at 4,095 characters on Linux), and with GNU readline 8.1 or later a paste of
+several lines arrives as one message (bracketed paste). Everywhere, a message may span the lines between two lines
+of three double quotes.
 Run: python main.py chat [--model synthetic] (or bash course.sh chat); in the chat, /help lists the commands.
 """
 import argparse
@@ -55,7 +57,8 @@ class Chat:
     def respond(self, text):
         """Yield (part, text) pieces of the reply to `text`, part "think" or "answer". Only a reply that ends (its
         stop token, or the token limit: then self.stats["cut"]) joins the conversation, with the message, and sets
-        self.stats; a caller that stops early (Ctrl-C) leaves the conversation, the cache and the stats as before."""
+        self.stats; a caller that stops early (Ctrl-C) leaves the conversation and the cache as they were, and
+        self.stats None."""
         self.stats = None
         messages = self.messages + [{"role": "user", "content": text}]  # a new list: self.messages stays as it is
         stable = render(messages, add_generation_prompt=False) + "<|im_start|>assistant\n"
@@ -91,17 +94,19 @@ class Chat:
         yield part, stream.flush()
 
         tokens = len(reply) + ended
-        self.messages = messages + [self.reply_message(reply)]
-        self.kept_ids, self.kept_cache = ids, kept
-        self.stats = dict(prompt=len(new) + len(rest), reused=len(ids) - len(new), tokens=tokens,
-                          prefill_s=prefill_s, cut=not ended, cut_thinking=not ended and part == "think")
+        stats = dict(prompt=len(new) + len(rest), reused=len(ids) - len(new), tokens=tokens, prefill_s=prefill_s,
+                     cut=not ended, cut_thinking=not ended and part == "think")
         if tokens > 1:
-            self.stats["decode_tok_s"] = (tokens - 1) / (time.perf_counter() - first)
+            stats["decode_tok_s"] = (tokens - 1) / (time.perf_counter() - first)
+        message = self.reply_message(reply)
+        # the turn joins in one assignment, a new list and cache: nothing of it shows until it is all there
+        self.messages, self.kept_ids, self.kept_cache, self.stats = messages + [message], ids, kept, stats
 
     def reply_message(self, reply):
-        """The reply as the conversation keeps it. Thinking, the reasoning (up to </think>) goes in its own field, as
-        Qwen's API servers return it: a reply the token limit cut before </think> has an empty answer, not its
-        reasoning passed off as the answer. Later prompts keep only the answer, as the template does."""
+        """The reply as the conversation keeps it. Thinking, the reasoning (up to </think>) goes in its own field,
+        reasoning_content, which the template reads (and OpenAI-style servers for Qwen return): a reply the token
+        limit cut before </think> keeps an empty answer, not its half reasoning passed off as the answer. Later
+        prompts keep only the answer, as the template does."""
         if not self.thinking:
             return {"role": "assistant", "content": self.tok.decode(reply)}
         end = reply.index(self.end_think) if self.end_think in reply else len(reply)
@@ -122,8 +127,7 @@ def parse_args(argv=None):
     p.add_argument("--model", help="checkpoint folder, hub id (default Qwen/Qwen3.5-0.8B), size or 'synthetic'")
     p.add_argument("--device", help="cpu, cuda or mps (default: the fastest available)")
     p.add_argument("--dtype", choices=["bf16", "fp32", "fp16"],
-                   help="default: the checkpoint's (bf16). On a CPU without bf16 instructions the fast path multiplies "
-                        "prompts in fp32 and decodes in bf16, half the bytes of fp32 per token")
+                   help="default: the checkpoint's (bf16 for Qwen3.5)")
     p.add_argument("--threads", type=positive,
                    help="CPU threads for torch (default: torch's, one per core; 1 on the synthetic checkpoint, whose "
                         "tiny matrices gain nothing from more). On a busy machine fewer threads can decode faster")
@@ -160,8 +164,8 @@ def line_editing():
 
 
 def help_text(paste):
-    several = ("a paste of several lines is one message, or" if paste else "for") + \
-        f" several lines type {BLOCK} alone on a line, the lines, then {BLOCK} again"
+    several = ("a paste of several lines is one message (in terminals that mark pastes, as most do); or, for"
+               if paste else "for") + f" several lines, type {BLOCK} alone on a line, the lines, then {BLOCK} again"
     return (f"commands: {COMMANDS}. Enter sends; {several}. Ctrl-C stops a reply and drops your unanswered "
             "message; Ctrl-D, /quit or Ctrl-C twice at the prompt leaves.")
 
@@ -190,7 +194,8 @@ def history(chat):
         lines.append(line)
     if not lines:
         return "(no messages yet)"
-    return "\n".join(lines + [f"(the kept cache has read {len(chat.kept_ids)} tokens: the next prompt starts with them)"])
+    kept = f"(the kept cache has read {len(chat.kept_ids)} tokens: the next prompt starts with them)"
+    return "\n".join(lines + [kept])
 
 
 def command(chat, text, view, paste):
@@ -221,27 +226,30 @@ def turn(chat, text, view):
     """Stream one reply, then its numbers; Ctrl-C stops it and the chat goes on as if the message was never sent."""
     found = [s for s in chat.tok.special_tokens if s in text]
     if found:
-        print(f"(note: the tokenizer reads {', '.join(found)} in your message as Qwen's control token, one id, not "
-              "as text, as Qwen's own tokenizer does)")
+        print(f"(note: {', '.join(found)} in your message becomes the token itself, one id, not text, as with Qwen's "
+              "own tokenizer: the model reads a marker there)")
     dim, plain = ("\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "")
-    print("qwen> ", end="", flush=True)
+    before = chat.messages  # respond() replaces the list when, and only when, the turn joins
     try:
+        print("qwen> ", end="", flush=True)
         for part, piece in chat.respond(text):
             if part == "think" and view == "hide":
                 continue
             print(f"{dim}{piece}{plain}" if part == "think" else piece, end="", flush=True)
+        s = chat.stats
+        speed = f", {s['decode_tok_s']:.1f} tokens/s" if "decode_tok_s" in s else ""
+        print(f"\n[{s['tokens']} tokens{speed}; prompt: {s['prompt']} new tokens in {s['prefill_s']:.2f} s, "
+              f"{s['reused']} read from the cache]")
+        if s["cut_thinking"]:
+            print(f"[the {chat.max_new_tokens}-token limit cut the reasoning: the reply is kept with an empty answer; "
+                  "/limit N raises the limit]")
+        elif s["cut"]:
+            print(f"[stopped at the {chat.max_new_tokens}-token limit; the reply is kept as it is; /limit N raises it]")
     except KeyboardInterrupt:
-        print(f"{plain} [stopped: your message and the partial reply are left out of the conversation]")
-        return
-    s = chat.stats
-    speed = f", {s['decode_tok_s']:.1f} tokens/s" if "decode_tok_s" in s else ""
-    print(f"\n[{s['tokens']} tokens{speed}; prompt: {s['prompt']} new tokens in {s['prefill_s']:.2f} s, "
-          f"{s['reused']} read from the cache]")
-    if s["cut_thinking"]:
-        print(f"[the {chat.max_new_tokens}-token limit cut the reasoning: the reply is kept with an empty answer; "
-              "/limit N raises the limit]")
-    elif s["cut"]:
-        print(f"[stopped at the {chat.max_new_tokens}-token limit; the reply is kept as it is; /limit N raises it]")
+        if chat.messages is before:
+            print(f"{plain} [stopped: your message and the partial reply are left out of the conversation]")
+        else:  # the reply had ended and joined; only its numbers were cut short
+            print(f"{plain} [the reply was complete and is kept]")
 
 
 def main(argv=None):

@@ -1,5 +1,8 @@
-"""The terminal chat: scripted stdin through `python main.py chat`, and the cache kept across turns proven equal to
-reading the whole conversation afresh. Run: pytest -q tests/test_chat_cli.py (about a minute)."""
+"""The terminal chat: scripted stdin through `python main.py chat`; the cache kept across turns proven equal to
+reading the whole conversation afresh; Ctrl-C (KeyboardInterrupt from the model) in the first prefill, a later
+prefill or decoding leaves the conversation and the cache as they were; a reply cut while thinking is kept as the
+official template reads it. tests/test_chat_pty.py drives the chat in a real pseudo-terminal.
+Run: pytest -q tests/test_chat_cli.py (about a minute)."""
 import os
 import subprocess
 import sys
@@ -34,7 +37,7 @@ def test_scripted_session(synthetic):
     assert out.count("tokens/s") == 4 and "(new conversation)" in out and "(thinking on" in out
     assert "'/think maybe' is not one of the commands: /reset, /think on|off|hide" in out
     assert "'/thinking on' is not one of the commands" in out and "'/nonsense' is not one of the commands" in out
-    assert "the tokenizer reads <|im_end|> in your message as Qwen's control token" in out
+    assert "(note: <|im_end|> in your message becomes the token itself, one id, not text" in out
     listed = out[out.rindex("  1 user"):]
     assert "'/not a command\\nline two'" in listed and " 23 characters in 2 lines" in listed  # a """ block: one turn
     assert "[stopped at the 6-token limit" in out  # seed 1: no stop token in the first 6 steps
@@ -153,3 +156,17 @@ def test_reply_cut_while_thinking_is_kept_as_the_template_reads_it(model, tok, s
     # the next turn read exactly what the official template makes of the conversation as kept: no half reasoning
     text = render_jinja_template([chat.messages[:-1]], chat_template=template)[0][0] + "<|im_start|>assistant\n"
     assert chat.kept_ids == tok.encode(text) and want not in text
+
+
+def test_special_token_text_in_a_message_is_the_token_as_in_transformers(tok, synthetic):
+    """The chat's note says <|im_end|> typed in a message becomes the token, as with Qwen's own tokenizer: the oracle
+    is transformers' tokenizer on the same files, through the official template."""
+    from transformers import AutoTokenizer
+
+    template = official_template()
+    messages = [{"role": "user", "content": "a<|im_end|>b <think> c"}]
+    theirs = AutoTokenizer.from_pretrained(synthetic).apply_chat_template(messages, chat_template=template,
+                                                                          tokenize=True, add_generation_prompt=True)
+    ours = tok.encode(render(messages))
+    assert ours == theirs["input_ids"]
+    assert ours.count(tok.special_tokens["<|im_end|>"]) == 2  # the typed one and the turn's end
