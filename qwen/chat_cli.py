@@ -265,9 +265,13 @@ def run(args):
     from qwen.model import load_model
 
     try:
+        device = torch.device(args.device) if args.device else pick_device()
+        available = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+        if not available.get(device.type, True):
+            raise ValueError(f"--device {args.device}: this machine's torch has no such device; leave --device out "
+                             "to use the fastest one it has")
         path = open_model(args.model)
         tok = load_tokenizer(path)
-        device = torch.device(args.device) if args.device else pick_device()
         synthetic = is_synthetic(path)
         torch.set_num_threads(args.threads or (1 if synthetic else torch.get_num_threads()))
         model = Fast(load_model(path, dtype=args.dtype, device=device))  # the fast path: same results (chapter 9)

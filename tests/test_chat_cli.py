@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from qwen.chat import render
-from qwen.chat_cli import Chat
+from qwen.chat_cli import Chat, main
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.model import load_model
 from qwen.tokenizer import load_tokenizer
@@ -51,6 +51,10 @@ def test_end_of_input_at_once_and_bad_model(synthetic, tmp_path):
     r = subprocess.run([sys.executable, "main.py", "chat", "--model", str(tmp_path)], capture_output=True, text=True,
                        timeout=120, cwd=ROOT)
     assert r.returncode != 0 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr
+    for device in ("gpu", "cuda" if not torch.cuda.is_available() else "mps"):  # one that this machine lacks
+        with pytest.raises(SystemExit, match=r"^error: ") as stop:
+            main(["--device", device])
+        assert "\n" not in str(stop.value)
 
 
 @pytest.fixture(scope="module")
