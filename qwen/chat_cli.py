@@ -154,7 +154,7 @@ def line_editing():
         return False
     try:
         import readline  # importing it is what makes input() use it
-    except ImportError:  # e.g. Windows: plain input(), and \"\"\" blocks for several lines
+    except ImportError:  # e.g. Windows: plain input(), and """ blocks for several lines
         return False
     version = re.match(r"(\d+)\.(\d+)", getattr(readline, "_READLINE_LIBRARY_VERSION", ""))
     if "libedit" in (readline.__doc__ or "") or not version or tuple(map(int, version.groups())) < (8, 1):
@@ -172,7 +172,7 @@ def help_text(paste):
 
 def read_message():
     """(text, is_block): one line (with bracketed paste, a paste of any number of lines), or the lines between two
-    \"\"\" lines."""
+    lines of three double quotes."""
     text = input("\nyou> ")
     if text.strip() != BLOCK:
         return text, False
