@@ -4,10 +4,18 @@ Each turn renders the whole conversation with the chat template, but the model o
 after "...<|im_start|>assistant\\n" of the last turn is kept, and the next prompt starts with exactly those tokens
 (the template drops an old reply's thinking block, never anything before it). So only the new reply's answer, the
 user's message and the generation prompt are prefilled; this is exact, the same tokens a fresh prefill would read.
-Run: python main.py chat [--model synthetic] (or bash course.sh chat); /reset, /think on|off|hide, /quit.
+
+A turn joins the conversation only when its reply ends, at the stop token or at the token limit. Ctrl-C at any
+moment, the prefill included, leaves the conversation and the kept cache as they were before the message.
+Typing goes through readline where Python has it: arrow keys edit and recall, a line may be of any length (the
+terminal's own line editor stops at 4,095 characters on Linux), and with GNU readline 8.1 or later a paste of
+several lines arrives as one message (bracketed paste). Everywhere, a message may span the lines between two lines
+of three double quotes.
+Run: python main.py chat [--model synthetic] (or bash course.sh chat); in the chat, /help lists the commands.
 """
 import argparse
 import copy
+import re
 import sys
 import time
 
@@ -22,7 +30,9 @@ from qwen.tokenizer import load_tokenizer
 # The model card's recommended sampling settings for text, per mode (Qwen/Qwen3.5-0.8B and larger).
 CARD = {False: dict(temperature=1.0, top_p=1.0, top_k=20, min_p=0.0, presence_penalty=2.0),
         True: dict(temperature=1.0, top_p=0.95, top_k=20, min_p=0.0, presence_penalty=1.5)}
-HELP = "commands: /reset (new conversation), /think on|off|hide, /quit (or Ctrl-D). Ctrl-C stops a reply."
+COMMANDS = "/reset, /think on|off|hide, /limit N, /history, /help, /quit"
+BLOCK = '"""'  # a line of its own opens and closes a message of several lines
+DTYPES = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float16: "fp16"}
 
 
 class Chat:
@@ -39,17 +49,21 @@ class Chat:
     def reset(self):
         self.messages = [{"role": "system", "content": self.system}] if self.system else []
         self.kept_ids, self.kept_cache = [], None  # tokens the kept cache has read
+        self.stats = None  # the last finished reply's numbers
 
     def settings(self):
         return {**CARD[self.thinking], **{k: v for k, v in self.overrides.items() if v is not None}}
 
     def respond(self, text):
-        """Yield (part, text) pieces of the reply, part "think" or "answer"; the reply joins the conversation even
-        when the caller stops early (Ctrl-C). self.stats says how long it took."""
-        self.messages.append({"role": "user", "content": text})
-        stable = render(self.messages, add_generation_prompt=False) + "<|im_start|>assistant\n"
+        """Yield (part, text) pieces of the reply to `text`, part "think" or "answer". Only a reply that ends (its
+        stop token, or the token limit: then self.stats["cut"]) joins the conversation, with the message, and sets
+        self.stats; a caller that stops early (Ctrl-C) leaves the conversation and the cache as they were, and
+        self.stats None."""
+        self.stats = None
+        messages = self.messages + [{"role": "user", "content": text}]  # a new list: self.messages stays as it is
+        stable = render(messages, add_generation_prompt=False) + "<|im_start|>assistant\n"
         ids = self.tok.encode(stable)
-        rest = self.tok.encode(render(self.messages, thinking=self.thinking)[len(stable):])  # the thinking tags
+        rest = self.tok.encode(render(messages, thinking=self.thinking)[len(stable):])  # the thinking tags
         device = next(self.model.parameters()).device
         start = time.perf_counter()
         reuse = self.kept_cache is not None and ids[:len(self.kept_ids)] == self.kept_ids
@@ -57,47 +71,72 @@ class Chat:
         new = ids[len(self.kept_ids):] if reuse else ids
         with torch.no_grad():
             self.model(torch.tensor([new], device=device), cache=cache, last_only=True)
-        self.kept_ids, self.kept_cache = ids, copy.deepcopy(cache)  # before the reply: the next turn starts here
+        kept = copy.deepcopy(cache)  # before the reply: the next turn starts here
 
-        reply, part = [], "think" if self.thinking else "answer"
+        reply, part, ended, first = [], "think" if self.thinking else "answer", False, None
         stream = TextStream(self.tok)
-        self.stats = dict(prompt=len(new) + len(rest), reused=len(ids) - len(new), tokens=0)
-        seed = None if self.seed is None else self.seed + len(self.messages)  # reproducible, yet not every turn alike
-        try:
-            for i, token in enumerate(generate(self.model, rest, self.max_new_tokens, stop=self.stop, seed=seed,
-                                               cache=cache, **self.settings())):
-                if i == 0:
-                    self.stats["prefill_s"], first = time.perf_counter() - start, time.perf_counter()
-                self.stats["tokens"] = i + 1
-                if token in self.stop:
-                    break
-                reply.append(token)
-                if token == self.end_think:  # the reasoning is over; what follows is the answer
-                    yield part, stream.flush()
-                    part = "answer"
-                    continue
-                piece = stream.push(token)
-                if piece:
-                    yield part, piece
-            yield part, stream.flush()
-        finally:  # also on Ctrl-C: keep what was said
-            self.messages.append({"role": "assistant", "content": self.tok.decode(reply)})
-            if self.stats["tokens"] > 1:
-                self.stats["decode_tok_s"] = (self.stats["tokens"] - 1) / (time.perf_counter() - first)
+        seed = None if self.seed is None else self.seed + len(messages)  # reproducible, yet not every turn alike
+        for token in generate(self.model, rest, self.max_new_tokens, stop=self.stop, seed=seed, cache=cache,
+                              **self.settings()):
+            if first is None:
+                prefill_s, first = time.perf_counter() - start, time.perf_counter()
+            if token in self.stop:
+                ended = True
+                break
+            reply.append(token)
+            if token == self.end_think:  # the reasoning is over; what follows is the answer
+                yield part, stream.flush()
+                part = "answer"
+                continue
+            piece = stream.push(token)
+            if piece:
+                yield part, piece
+        yield part, stream.flush()
+
+        tokens = len(reply) + ended
+        stats = dict(prompt=len(new) + len(rest), reused=len(ids) - len(new), tokens=tokens, prefill_s=prefill_s,
+                     cut=not ended, cut_thinking=not ended and part == "think")
+        if tokens > 1:
+            stats["decode_tok_s"] = (tokens - 1) / (time.perf_counter() - first)
+        message = self.reply_message(reply)
+        # the turn joins in one assignment, a new list and cache: nothing of it shows until it is all there
+        self.messages, self.kept_ids, self.kept_cache, self.stats = messages + [message], ids, kept, stats
+
+    def reply_message(self, reply):
+        """The reply as the conversation keeps it. Thinking, the reasoning (up to </think>) goes in its own field,
+        reasoning_content, which the template reads (and OpenAI-style servers for Qwen return): a reply the token
+        limit cut before </think> keeps an empty answer, not its half reasoning passed off as the answer. Later
+        prompts keep only the answer, as the template does."""
+        if not self.thinking:
+            return {"role": "assistant", "content": self.tok.decode(reply)}
+        end = reply.index(self.end_think) if self.end_think in reply else len(reply)
+        return {"role": "assistant", "content": self.tok.decode(reply[end + 1:]),
+                "reasoning_content": self.tok.decode(reply[:end])}
+
+
+def positive(text):
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="Chat with the hand-written Qwen3.5 in the terminal. " + HELP)
+    p = argparse.ArgumentParser(description="Chat with the hand-written Qwen3.5 in the terminal. In the chat, /help "
+                                            "lists the commands. Ctrl-C stops a reply without leaving (your "
+                                            "unanswered message is dropped); Ctrl-D or /quit leaves.")
     p.add_argument("--model", help="checkpoint folder, hub id (default Qwen/Qwen3.5-0.8B), size or 'synthetic'")
     p.add_argument("--device", help="cpu, cuda or mps (default: the fastest available)")
     p.add_argument("--dtype", choices=["bf16", "fp32", "fp16"],
-                   help="default: the checkpoint's (bf16). On a CPU without bf16 instructions the fast path multiplies "
-                        "prompts in fp32 and decodes in bf16, half the bytes of fp32 per token")
+                   help="default: the checkpoint's (bf16 for Qwen3.5)")
+    p.add_argument("--threads", type=positive,
+                   help="CPU threads for torch (default: torch's, one per core; 1 on the synthetic checkpoint, whose "
+                        "tiny matrices gain nothing from more). On a busy machine fewer threads can decode faster")
     p.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
                    help="start with thinking on/off (default: the checkpoint's: off for 0.8B and 2B, on for 4B+)")
     p.add_argument("--hide-thinking", action="store_true", help="think, but do not print the reasoning")
     p.add_argument("--system", help="a system message for the whole conversation")
-    p.add_argument("--max-new-tokens", type=int, help="reply length limit (default 1024; 48 on the synthetic one)")
+    p.add_argument("--max-new-tokens", type=positive,
+                   help="reply length limit (default 1024; 48 on the synthetic one); /limit N changes it in the chat")
     p.add_argument("--seed", type=int, help="make the sampling reproducible")
     for name, kind in (("temperature", float), ("top-p", float), ("top-k", int), ("min-p", float),
                        ("presence-penalty", float)):
@@ -107,19 +146,137 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+def line_editing():
+    """Give input() GNU readline's line editor when the chat runs in a terminal. True when a paste of several lines
+    arrives as one message: bracketed paste, where the terminal marks a paste's start and end (GNU readline 8.1+;
+    Python switches it off, so it is switched back on here)."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return False
+    try:
+        import readline  # importing it is what makes input() use it
+    except ImportError:  # e.g. Windows: plain input(), and """ blocks for several lines
+        return False
+    version = re.match(r"(\d+)\.(\d+)", getattr(readline, "_READLINE_LIBRARY_VERSION", ""))
+    if "libedit" in (readline.__doc__ or "") or not version or tuple(map(int, version.groups())) < (8, 1):
+        return False
+    readline.parse_and_bind("set enable-bracketed-paste on")
+    return True
+
+
+def help_text(paste):
+    several = ("a paste of several lines is one message (in terminals that mark pastes, as most do); or, for"
+               if paste else "for") + f" several lines, type {BLOCK} alone on a line, the lines, then {BLOCK} again"
+    return (f"commands: {COMMANDS}. Enter sends; {several}. Ctrl-C stops a reply and drops your unanswered "
+            "message; Ctrl-D, /quit or Ctrl-C twice at the prompt leaves.")
+
+
+def read_message():
+    """(text, is_block): one line (with bracketed paste, a paste of any number of lines), or the lines between two
+    lines of three double quotes."""
+    text = input("\nyou> ")
+    if text.strip() != BLOCK:
+        return text, False
+    lines = []
+    while (line := input("... ")).strip() != BLOCK:
+        lines.append(line)
+    return "\n".join(lines), True
+
+
+def history(chat):
+    """The conversation as the chat keeps it, one line per message."""
+    lines = []
+    for i, m in enumerate(chat.messages, 1):
+        text, n = m["content"], m["content"].count("\n") + 1
+        line = (f"{i:3} {m['role']:9} {len(text):6} characters{f' in {n} lines' if n > 1 else ''}: "
+                f"{text[:40]!r}{'…' if len(text) > 40 else ''}")
+        if m.get("reasoning_content"):
+            line += f" (and {len(m['reasoning_content'])} characters of reasoning, which later prompts leave out)"
+        lines.append(line)
+    if not lines:
+        return "(no messages yet)"
+    kept = f"(the kept cache has read {len(chat.kept_ids)} tokens: the next prompt starts with them)"
+    return "\n".join(lines + [kept])
+
+
+def command(chat, text, view, paste):
+    """Carry out a /command; returns the new view of the reasoning ("dim" or "hide"), or None to leave."""
+    words = text.split()
+    name, args = words[0], words[1:]
+    if name in ("/quit", "/exit") and not args:
+        return None
+    if name == "/reset" and not args:
+        chat.reset()
+        print("(new conversation)")
+    elif name == "/think" and len(args) == 1 and args[0] in ("on", "off", "hide"):
+        chat.thinking, view = args[0] != "off", "hide" if args[0] == "hide" else "dim"
+        print(f"(thinking {args[0]}; sampling {chat.settings()})")
+    elif name == "/limit" and len(args) == 1 and args[0].isdigit() and int(args[0]) > 0:
+        chat.max_new_tokens = int(args[0])
+        print(f"(replies stop at {chat.max_new_tokens} tokens)")
+    elif name == "/history" and not args:
+        print(history(chat))
+    elif name == "/help" and not args:
+        print(help_text(paste))
+    else:
+        print(f"{text!r} is not one of the commands: {COMMANDS}")
+    return view
+
+
+def turn(chat, text, view):
+    """Stream one reply, then its numbers; Ctrl-C stops it and the chat goes on as if the message was never sent."""
+    found = [s for s in chat.tok.special_tokens if s in text]
+    if found:
+        print(f"(note: {', '.join(found)} in your message becomes the token itself, one id, not text, as with Qwen's "
+              "own tokenizer: the model reads a marker there)")
+    dim, plain = ("\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "")
+    before = chat.messages  # respond() replaces the list when, and only when, the turn joins
+    try:
+        print("qwen> ", end="", flush=True)
+        for part, piece in chat.respond(text):
+            if part == "think" and view == "hide":
+                continue
+            print(f"{dim}{piece}{plain}" if part == "think" else piece, end="", flush=True)
+        s = chat.stats
+        speed = f", {s['decode_tok_s']:.1f} tokens/s" if "decode_tok_s" in s else ""
+        print(f"\n[{s['tokens']} tokens{speed}; prompt: {s['prompt']} new tokens in {s['prefill_s']:.2f} s, "
+              f"{s['reused']} read from the cache]")
+        if s["cut_thinking"]:
+            print(f"[the {chat.max_new_tokens}-token limit cut the reasoning: the reply is kept with an empty answer; "
+                  "/limit N raises the limit]")
+        elif s["cut"]:
+            print(f"[stopped at the {chat.max_new_tokens}-token limit; the reply is kept as it is; /limit N raises it]")
+    except KeyboardInterrupt:
+        if chat.messages is before:
+            print(f"{plain} [stopped: your message and the partial reply are left out of the conversation]")
+        else:  # the reply had ended and joined; only its numbers were cut short
+            print(f"{plain} [the reply was complete and is kept]")
+
+
 def main(argv=None):
+    try:
+        return run(parse_args(argv))
+    except KeyboardInterrupt:  # while loading, or between two steps of the loop
+        print("\n(interrupted) bye")
+        return 130
+
+
+def run(args):
     from qwen.fast import Fast
     from qwen.model import load_model
 
-    args = parse_args(argv)
     try:
+        device = torch.device(args.device) if args.device else pick_device()
+        available = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+        if not available.get(device.type, True):
+            raise ValueError(f"--device {args.device}: this machine's torch has no such device; leave --device out "
+                             "to use the fastest one it has")
         path = open_model(args.model)
         tok = load_tokenizer(path)
-        device = torch.device(args.device) if args.device else pick_device()
+        synthetic = is_synthetic(path)
+        torch.set_num_threads(args.threads or (1 if synthetic else torch.get_num_threads()))
         model = Fast(load_model(path, dtype=args.dtype, device=device))  # the fast path: same results (chapter 9)
-    except (FileNotFoundError, ValueError) as e:
+    except (FileNotFoundError, ValueError, RuntimeError) as e:
         sys.exit(f"error: {e}")
-    synthetic = is_synthetic(path)
     if synthetic:
         print("synthetic checkpoint: its weights are random, so every reply is random tokens. The code path is the "
               "real one; load the real model with --model Qwen/Qwen3.5-0.8B to talk.")
@@ -127,52 +284,40 @@ def main(argv=None):
     overrides = {k: getattr(args, k) for k in CARD[False]}
     chat = Chat(model, tok, checkpoint_stop_tokens(path), thinking or args.hide_thinking, overrides,
                 args.max_new_tokens or (48 if synthetic else 1024), args.seed, args.system)
-    show = "hide" if args.hide_thinking else "dim"
-    dim, plain = ("\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "")
-    print(f"{path.name} on {device} in {next(model.parameters()).dtype}, thinking {'on' if chat.thinking else 'off'}. {HELP}")
+    view = "hide" if args.hide_thinking else "dim"
+    paste = line_editing()
+    dtype = next(model.parameters()).dtype
+    n = torch.get_num_threads()
+    threads = f", {n} CPU thread{'s' if n > 1 else ''} (--threads N)" if device.type == "cpu" else ""
+    print(f"{path.name}: weights in {DTYPES.get(dtype, dtype)} on {device}{threads}; thinking "
+          f"{'hidden' if view == 'hide' else 'on' if chat.thinking else 'off'}; replies stop at "
+          f"{chat.max_new_tokens} tokens (/limit N). {help_text(paste)}")
+    at_prompt_ctrl_c = False  # a second Ctrl-C in a row at the prompt leaves
     while True:
         try:
-            line = input("\nyou> ")
+            text, block = read_message()
         except EOFError:
             print("\nbye")
-            return
+            return 0
         except KeyboardInterrupt:
-            print("\n(Ctrl-D or /quit leaves)")
+            if at_prompt_ctrl_c:
+                print("\nbye")
+                return 0
+            at_prompt_ctrl_c = True
+            print("\n(Ctrl-C again leaves, as do Ctrl-D and /quit)")
             continue
-        line = line.strip()
-        if not line:
+        at_prompt_ctrl_c = False
+        text = text.strip()
+        if not text:
             continue
-        if line in ("/quit", "/exit"):
-            print("bye")
-            return
-        if line == "/reset":
-            chat.reset()
-            print("(new conversation)")
+        if text.startswith("/") and "\n" not in text and not block:
+            view = command(chat, text, view, paste)
+            if view is None:
+                print("bye")
+                return 0
             continue
-        if line.startswith("/think"):
-            mode = line.split()[1] if len(line.split()) == 2 else ""
-            if mode not in ("on", "off", "hide"):
-                print("usage: /think on | off | hide (think without printing the reasoning)")
-                continue
-            chat.thinking, show = mode != "off", "hide" if mode == "hide" else "dim"
-            print(f"(thinking {mode}; sampling {chat.settings()})")
-            continue
-        if line.startswith("/"):
-            print(f"unknown command {line.split()[0]}. {HELP}")
-            continue
-        print("qwen> ", end="", flush=True)
-        try:
-            for part, piece in chat.respond(line):
-                if part == "think" and show == "hide":
-                    continue
-                print(f"{dim}{piece}{plain}" if part == "think" else piece, end="", flush=True)
-        except KeyboardInterrupt:
-            print(" [stopped]", end="")
-        s = chat.stats
-        speed = f", {s['decode_tok_s']:.1f} tokens/s" if "decode_tok_s" in s else ""
-        print(f"\n[{s['tokens']} tokens{speed}; prompt: {s['prompt']} new tokens in {s.get('prefill_s', 0):.2f} s, "
-              f"{s['reused']} read from the cache]")
+        turn(chat, text, view)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,5 +1,8 @@
-"""The terminal chat: scripted stdin through `python main.py chat`, and the cache kept across turns proven equal to
-reading the whole conversation afresh. Run: pytest -q tests/test_chat_cli.py (about a minute)."""
+"""The terminal chat: scripted stdin through `python main.py chat`; the cache kept across turns proven equal to
+reading the whole conversation afresh; Ctrl-C (KeyboardInterrupt from the model) in the first prefill, a later
+prefill or decoding leaves the conversation and the cache as they were; a reply cut while thinking is kept as the
+official template reads it. tests/test_chat_pty.py drives the chat in a real pseudo-terminal.
+Run: pytest -q tests/test_chat_cli.py (about a minute)."""
 import os
 import subprocess
 import sys
@@ -8,7 +11,7 @@ import pytest
 import torch
 
 from qwen.chat import render
-from qwen.chat_cli import Chat
+from qwen.chat_cli import Chat, main
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.model import load_model
 from qwen.tokenizer import load_tokenizer
@@ -25,22 +28,33 @@ def run_chat(stdin, *args):
 
 
 def test_scripted_session(synthetic):
-    code, out, err = run_chat("hello\n\n   \n/think on\n你好\n/think maybe\n/reset\n/nonsense\nagain\n", "--seed", "1")
+    code, out, err = run_chat("hello\n\n   \n/think on\n你好\n/think maybe\n/thinking on\n/reset\n/nonsense\n"
+                              '"""\n/not a command\nline two\n"""\nsay <|im_end|> here\n/history\n', "--seed", "1")
     assert code == 0, err
     assert "every reply is random tokens" in out  # it says so on the synthetic checkpoint
-    assert out.count("qwen> ") == 3  # three messages; the empty lines asked for nothing
-    assert out.count("tokens/s") == 3 and "(new conversation)" in out and "(thinking on" in out
-    assert "usage: /think on | off | hide" in out and "unknown command /nonsense" in out
+    assert "weights in bf16 on cpu, 1 CPU thread" in out and "replies stop at 6 tokens (/limit N)" in out
+    assert out.count("qwen> ") == 4  # four messages; the empty lines and the commands asked for nothing
+    assert out.count("tokens/s") == 4 and "(new conversation)" in out and "(thinking on" in out
+    assert "'/think maybe' is not one of the commands: /reset, /think on|off|hide" in out
+    assert "'/thinking on' is not one of the commands" in out and "'/nonsense' is not one of the commands" in out
+    assert "(note: <|im_end|> in your message becomes the token itself, one id, not text" in out
+    listed = out[out.rindex("  1 user"):]
+    assert "'/not a command\\nline two'" in listed and " 23 characters in 2 lines" in listed  # a """ block: one turn
+    assert "[stopped at the 6-token limit" in out  # seed 1: no stop token in the first 6 steps
     assert out.rstrip().endswith("bye")  # end of input leaves cleanly
     assert "Traceback" not in err
 
 
 def test_end_of_input_at_once_and_bad_model(synthetic, tmp_path):
-    code, out, err = run_chat("")
-    assert code == 0 and out.rstrip().endswith("bye")
+    code, out, err = run_chat("", "--threads", "2")
+    assert code == 0 and out.rstrip().endswith("bye") and "on cpu, 2 CPU threads (--threads N)" in out
     r = subprocess.run([sys.executable, "main.py", "chat", "--model", str(tmp_path)], capture_output=True, text=True,
                        timeout=120, cwd=ROOT)
     assert r.returncode != 0 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr
+    for device in ("gpu", "cuda" if not torch.cuda.is_available() else "mps"):  # one that this machine lacks
+        with pytest.raises(SystemExit, match=r"^error: ") as stop:
+            main(["--device", device])
+        assert "\n" not in str(stop.value)
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +73,15 @@ def fresh_reply(model, tok, stop, messages, thinking, n):
     return tok.decode(out)
 
 
+def stored(reply, thinking):
+    """What the conversation should keep of a reply's text: thinking, the reasoning before the first </think> in its
+    own field (all of it when the limit came first) and the answer after it."""
+    if not thinking:
+        return {"role": "assistant", "content": reply}
+    reasoning, _, answer = reply.partition("</think>")
+    return {"role": "assistant", "content": answer, "reasoning_content": reasoning}
+
+
 @pytest.mark.parametrize("thinking", [False, True])
 def test_cache_kept_across_turns_is_exact(model, synthetic, thinking):
     tok = load_tokenizer(synthetic)
@@ -69,12 +92,85 @@ def test_cache_kept_across_turns_is_exact(model, synthetic, thinking):
         history = [dict(m) for m in chat.messages] + [{"role": "user", "content": text}]
         reply = "".join(piece for _, piece in chat.respond(text))
         want = fresh_reply(model, tok, stop, history, thinking, 6)
-        assert chat.messages[-1]["content"] == want  # the kept cache reads the same as a fresh prefill
-        if thinking and "</think>" in want:
-            assert reply == want.replace("</think>", "")
-        else:
-            assert reply == want
+        assert chat.messages[-1] == stored(want, thinking)  # the kept cache reads the same as a fresh prefill
+        assert reply == want.replace("</think>", "")
         if turn:
             assert chat.stats["reused"] > 0  # and it really was reused
     chat.reset()
     assert chat.messages == [{"role": "system", "content": "Be brief."}] and chat.kept_cache is None
+
+
+class Interrupted(torch.nn.Module):
+    """The model, except that its call number `at` (counted from 1) raises KeyboardInterrupt, as Ctrl-C would."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.calls, self.at = model, 0, None
+
+    def new_cache(self):
+        return self.model.new_cache()
+
+    def forward(self, ids, **kw):
+        self.calls += 1
+        if self.calls == self.at:
+            raise KeyboardInterrupt
+        return self.model(ids, **kw)
+
+
+@pytest.mark.parametrize("when", ["first prefill", "later prefill", "decode"])
+def test_ctrl_c_leaves_the_chat_as_it_was(model, tok, synthetic, when):
+    stop = checkpoint_stop_tokens(synthetic)
+    wrapped = Interrupted(model)
+    chat = Chat(wrapped, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=4)
+    if when != "first prefill":
+        "".join(piece for _, piece in chat.respond("Hello"))
+    before = (chat.messages, chat.kept_ids, chat.kept_cache)
+    # a turn calls the model for the conversation's new tokens, for the generation prompt, then once per token
+    wrapped.at = wrapped.calls + (4 if when == "decode" else 1)
+    with pytest.raises(KeyboardInterrupt):
+        "".join(piece for _, piece in chat.respond("never answered"))
+    assert (chat.messages, chat.kept_ids, chat.kept_cache) == before and chat.stats is None  # no stale numbers
+    assert all(m["content"] != "never answered" for m in chat.messages)
+    history = chat.messages + [{"role": "user", "content": "Next"}]
+    reply = "".join(piece for _, piece in chat.respond("Next"))
+    assert reply == fresh_reply(model, tok, stop, history, False, 4)  # the chat goes on, exactly
+    assert chat.stats["reused"] == len(before[1])  # from the cache kept before the interrupted turn
+
+
+def official_template():
+    path = ROOT.parent / "shared" / "fixtures" / "chat-templates" / "qwen3_5_0.8b_2b.jinja"
+    if not path.is_file():
+        pytest.skip(f"the official Qwen3.5 chat template is not at {path} (it sits beside the repository, not in it)")
+    return path.read_text(encoding="utf-8")
+
+
+def test_reply_cut_while_thinking_is_kept_as_the_template_reads_it(model, tok, synthetic):
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    template = official_template()
+    stop = checkpoint_stop_tokens(synthetic)
+    chat = Chat(model, tok, stop, thinking=True, overrides=dict(temperature=0.0, presence_penalty=0.0),
+                max_new_tokens=3)
+    history = [{"role": "user", "content": "Think hard"}]
+    "".join(piece for _, piece in chat.respond("Think hard"))
+    want = fresh_reply(model, tok, stop, history, True, 3)
+    assert "</think>" not in want and chat.stats["cut_thinking"]  # the limit came before the reasoning ended
+    assert chat.messages[-1] == {"role": "assistant", "content": "", "reasoning_content": want}
+    "".join(piece for _, piece in chat.respond("And?"))
+    # the next turn read exactly what the official template makes of the conversation as kept: no half reasoning
+    text = render_jinja_template([chat.messages[:-1]], chat_template=template)[0][0] + "<|im_start|>assistant\n"
+    assert chat.kept_ids == tok.encode(text) and want not in text
+
+
+def test_special_token_text_in_a_message_is_the_token_as_in_transformers(tok, synthetic):
+    """The chat's note says <|im_end|> typed in a message becomes the token, as with Qwen's own tokenizer: the oracle
+    is transformers' tokenizer on the same files, through the official template."""
+    from transformers import AutoTokenizer
+
+    template = official_template()
+    messages = [{"role": "user", "content": "a<|im_end|>b <think> c"}]
+    theirs = AutoTokenizer.from_pretrained(synthetic).apply_chat_template(messages, chat_template=template,
+                                                                          tokenize=True, add_generation_prompt=True)
+    ours = tok.encode(render(messages))
+    assert ours == theirs["input_ids"]
+    assert ours.count(tok.special_tokens["<|im_end|>"]) == 2  # the typed one and the turn's end

@@ -1,0 +1,160 @@
+"""The chat in a pseudo-terminal, as a person meets it: readline's line editor and history, a 20,000-character line
+(a terminal's own line editor stops at 4,095), a paste of three lines, Ctrl-C in the first prefill and in decoding,
+Ctrl-C twice and Ctrl-D at the prompt. The chat runs in a child process on the synthetic checkpoint, through
+HARNESS below: a message that says PAUSE-PREFILL or PAUSE-DECODE makes that model call print <paused> and wait for
+Ctrl-C, so the interrupt lands where the test means it to, with no guessed sleeps.
+Run: pytest -q tests/test_chat_pty.py (POSIX only; two chat sessions, mostly their start-up)."""
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+from tests.conftest import ROOT
+
+pty = pytest.importorskip("pty", reason="pseudo-terminals are POSIX only")
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX only")
+
+HARNESS = r'''
+import sys, time
+import qwen.chat_cli as cli
+
+class Paused:
+    """The chat's model, except that the call a message asks for prints <paused> and waits for Ctrl-C."""
+    def __init__(self, model):
+        self.model, self.pause, self.decodes = model, None, 0
+
+    def __getattr__(self, name):  # parameters(), new_cache(): the model's own
+        return getattr(self.model, name)
+
+    def __call__(self, ids, **kw):
+        self.decodes += ids.shape[1] == 1
+        if self.pause == "prefill" or (self.pause == "decode" and self.decodes == 3):
+            self.pause = None
+            print("<paused>", flush=True)
+            time.sleep(60)  # Ctrl-C ends it
+        return self.model(ids, **kw)
+
+respond = cli.Chat.respond
+def paused_respond(self, text):
+    self.model = self.model if isinstance(self.model, Paused) else Paused(self.model)
+    self.model.pause = "prefill" if "PAUSE-PREFILL" in text else "decode" if "PAUSE-DECODE" in text else None
+    self.model.decodes = 0
+    return respond(self, text)
+cli.Chat.respond = paused_respond
+sys.exit(cli.main(sys.argv[1:]))
+'''
+
+
+class Terminal:
+    """`python main.py chat` on the synthetic checkpoint in a pseudo-terminal of 200 columns."""
+
+    def __init__(self, *args):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TERM": "xterm"}
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: becomes the chat, with the terminal as its controlling tty
+            os.chdir(ROOT)
+            os.execve(sys.executable, [sys.executable, "-c", HARNESS, "--model", "synthetic", "--seed", "1",
+                                       "--max-new-tokens", "5", *args], env)
+        import fcntl
+        import struct
+        import termios
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+        self.out, self.seen = bytearray(), 0
+        threading.Thread(target=self.read, daemon=True).start()  # always drain the output, or the child blocks
+
+    def read(self):
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:  # the child is gone
+                return
+            if not data:
+                return
+            self.out.extend(data)
+
+    def expect(self, marker, timeout=120):
+        """Wait until `marker` appears after what was seen so far; returns the text up to and including it."""
+        end = time.time() + timeout
+        while (at := self.out.find(marker.encode(), self.seen)) < 0:
+            assert time.time() < end, f"no {marker!r} in {self.out[self.seen:][-2000:].decode(errors='replace')!r}"
+            time.sleep(0.01)
+        text, self.seen = self.out[self.seen:at + len(marker)].decode(errors="replace"), at + len(marker)
+        return text
+
+    def send(self, text):
+        data = text.encode()
+        for i in range(0, len(data), 1024):
+            os.write(self.fd, data[i:i + 1024])
+
+    def turn(self, text):
+        """Send a message; returns everything printed up to the next prompt."""
+        self.send(text)
+        return self.expect("you> ")
+
+    def exit_code(self):
+        end = time.time() + 60
+        while time.time() < end:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                os.close(self.fd)
+                return os.waitstatus_to_exitcode(status)
+            time.sleep(0.05)
+        os.kill(self.pid, 9)
+        raise AssertionError("the chat did not exit")
+
+
+def test_typing_long_lines_and_a_paste():
+    t = Terminal()
+    banner = t.expect("you> ")
+    assert "a paste of several lines is one message" in banner and "\x1b[?2004h" in banner  # bracketed paste on
+    long = "x" * 20000
+    out = t.turn(long + "\r")
+    assert out.count("qwen> ") == 1 and "tokens/s" in out
+    t.turn("abc\x1b[D\x1b[DY\x1b[CZ\r")  # left, left, Y, right, Z: aYbZc
+    t.turn("\x1b[A\r")  # up: the line before, sent again
+    paste = "\x1b[200~first line\rsecond line\rthird line\r\x1b[201~"  # how a terminal sends a marked paste
+    out = t.turn(paste + "\r")
+    assert out.count("qwen> ") == 1  # one message, one reply
+    out = t.turn("/thinking on\r")
+    assert "'/thinking on' is not one of the commands: /reset, /think on|off|hide" in out
+    listed = t.turn("/history\r").splitlines()
+    users = [line.split(None, 2)[2] for line in listed if line.split()[1:2] == ["user"]]
+    assert users == ["20000 characters: " + repr("x" * 40) + "…", "5 characters: 'aYbZc'", "5 characters: 'aYbZc'",
+                     "33 characters in 3 lines: 'first line\\nsecond line\\nthird line'"]
+    t.send("\x03")
+    assert "Ctrl-C again leaves" in t.expect("you> ")
+    t.send("\x03")
+    t.expect("bye")
+    assert t.exit_code() == 0
+    text = t.out.decode(errors="replace")
+    assert "^[[" not in text and "Traceback" not in text  # the arrows moved the cursor, nothing crashed
+
+
+def test_ctrl_c_in_prefill_and_in_decoding():
+    t = Terminal()
+    t.expect("you> ")
+    t.send("PAUSE-PREFILL hello\r")  # the very first prefill: it used to crash
+    t.expect("<paused>")
+    t.send("\x03")
+    out = t.expect("you> ")
+    assert "[stopped: your message and the partial reply are left out" in out and "tokens" not in out
+    assert "(no messages yet)" in t.turn("/history\r")
+    out = t.turn("first\r")
+    assert "tokens/s" in out and ", 0 read from the cache]" in out
+    kept = int(t.turn("/history\r").split("(the kept cache has read ")[1].split()[0])
+    t.send("PAUSE-DECODE second\r")  # the third decoding step of a later turn
+    t.expect("<paused>")
+    t.send("\x03")
+    out = t.expect("you> ")
+    assert "[stopped:" in out and "tokens/s" not in out  # no statistics, neither this turn's nor the last one's
+    listed = t.turn("/history\r")
+    assert "'first'" in listed and "PAUSE" not in listed and "  3 " not in listed
+    out = t.turn("third\r")
+    assert "tokens/s" in out and f", {kept} read from the cache]" in out  # the cache from before "second"
+    assert "'third'" in t.turn("/history\r")
+    t.send("\x04")
+    t.expect("bye")
+    assert t.exit_code() == 0
+    assert "Traceback" not in t.out.decode(errors="replace")
