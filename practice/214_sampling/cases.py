@@ -127,7 +127,7 @@ def _top_p_before_top_k(logits, T, top_k, top_p):
 
 
 def _temperature_in_bf16(logits, T, top_k, top_p):
-    return oracle_probs(logits / T, 1.0, top_k, top_p)  # l / T rounded to bf16 (3 digits) before the cast
+    return oracle_probs(logits / T, 1.0, top_k, top_p)  # l / T rounded to bf16 (8 significant bits) before the cast
 
 
 def _frequency(logits, generated, penalty):
@@ -156,11 +156,11 @@ MISTAKES = [
             _hint("looks like logits · T: divide by the temperature, so that T < 1 sharpens and T > 1 flattens",
                   "看起来算的是 logits · T：应除以温度，T < 1 才会更尖锐，T > 1 更平坦")),
     Mistake("temperature_in_bf16", "sampling_probs", _temperature_in_bf16,
-            _hint("looks like the bf16 logits were divided by T in bf16: l / T is then rounded to 3 significant "
-                  "digits, about 0.01 on a logit of 5, which moves every probability by about 1 %. Cast to fp32 "
-                  "first, then divide: logits.float() / temperature",
-                  "看起来 bf16 的 logits 是在 bf16 里除以 T 的：l / T 会被舍入到约 3 位有效数字，logit 为 5 时误差约 0.01，"
-                  "每个概率因此偏差约 1 %。应先转成 fp32 再除：logits.float() / temperature")),
+            _hint("looks like the bf16 logits were divided by T in bf16: l / T is then rounded to bf16's 8 "
+                  "significant bits (errors up to 0.4 % of the value, 0.06 near 16), which moves the probabilities "
+                  "by a few percent. Cast to fp32 first, then divide: logits.float() / temperature",
+                  "看起来 bf16 的 logits 是在 bf16 里除以 T 的：l / T 会被舍入到 bf16 的 8 位有效位（误差可达数值的 0.4 %，"
+                  "在 16 附近为 0.06），概率因此偏差几个百分点。应先转成 fp32 再除：logits.float() / temperature")),
     Mistake("top_p_one_too_few", "sampling_probs", _top_p_one_too_few,
             _hint("looks like top-p kept one token too few: keep tokens while the mass ranked *above* them is below "
                   "top_p, so the token that brings the total to top_p stays (the kept set reaches top_p)",
