@@ -31,7 +31,9 @@ def cases_of(number):
 
 
 def expectation(path):
-    """The first line of a wrong/hostile file: '# expect: VERDICT [hint-or-marker ...]'."""
+    """The first line of a wrong/hostile file: '# expect: VERDICT [hint-or-marker ...]'. Markers: 'mutated';
+    'cases>=N', at least N cases reject the file (a mistake one case alone catches is one edit from Accepted);
+    '!key', no rejecting case shows hint `key` (it would name another mistake)."""
     words = Path(path).read_text(encoding="utf-8").splitlines()[0].split(":", 1)[1].split()
     return words[0], words[1:]
 
@@ -114,12 +116,18 @@ def test_wrong_solution_rejected_with_its_hint(number, path):
     if verdict == "AC":
         return
     hints = failure.hints if failure else []
+    rejecting = [r for r in report.results if r.verdict != "AC"]
     for mark in marks:
         if mark == "mutated":
             assert failure.mutated
+        elif mark.startswith("cases>="):
+            assert len(rejecting) >= int(mark[7:]), f"only {[r.case.label for r in rejecting]} reject it"
+        elif mark.startswith("!"):
+            shown = [r.case.label for r in rejecting if mark[1:] in r.hints]
+            assert not shown, f"hint {mark[1:]!r} shown on {shown}"
         else:
             assert mark in hints, f"expected hint {mark!r}, got {hints} on {failure.case.label}"
-    if verdict == "WA" and not marks:
+    if verdict == "WA" and not [m for m in marks if not m.startswith(("cases>=", "!"))]:
         assert hints == [], f"no named hint expected, got {hints}"
 
 

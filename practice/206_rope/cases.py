@@ -33,12 +33,13 @@ FREQS = [(256, 0.25, 1e7, "Qwen3.5: 64 of 256 dims, θ = 1e7"),
          (64, 1.0, 500000.0, "every dim rotates"),
          (96, 0.25, 1e7, "R = 24"),
          (64, 0.25, 1e7, "the synthetic checkpoint's heads")]
-# (B, T, largest position, R, theta, dtype, note)
-TABLES = [(2, 9, 4096, 64, 1e7, torch.bfloat16, "Qwen3.5 in bf16"),
-          (2, 9, 4096, 64, 1e7, torch.float32, "Qwen3.5 in fp32"),
-          (1, 1, 30000, 64, 1e7, torch.bfloat16, "one decode step far into the text"),
-          (3, 5, 100, 32, 10000.0, torch.float16, "fp16, θ = 10000"),
-          (2, 6, 50, 16, 1e6, torch.float32, "R = 16")]
+# (B, T, positions from, positions below, R, theta, dtype, note)
+TABLES = [(2, 9, 0, 4096, 64, 1e7, torch.bfloat16, "Qwen3.5 in bf16"),
+          (2, 9, 0, 4096, 64, 1e7, torch.float32, "Qwen3.5 in fp32"),
+          (1, 1, 29000, 30000, 64, 1e7, torch.bfloat16, "one decode step far into the text"),
+          (3, 5, 0, 100, 32, 10000.0, torch.float16, "fp16, θ = 10000"),
+          (2, 6, 0, 50, 16, 1e6, torch.float32, "R = 16"),
+          (2, 7, 25000, 30000, 64, 1e7, torch.float32, "fp32, positions between 25000 and 30000")]
 # (B, H, T, D, R, dtype, note)
 APPLIES = [(2, 8, 5, 256, 64, torch.bfloat16, "Qwen3.5 query heads, bf16"),
            (2, 2, 5, 256, 64, torch.float32, "Qwen3.5 key heads, fp32"),
@@ -48,8 +49,8 @@ APPLIES = [(2, 8, 5, 256, 64, torch.bfloat16, "Qwen3.5 query heads, bf16"),
            (3, 1, 1, 256, 64, torch.bfloat16, "one new token, batch 3")]
 
 
-def _positions(g, B, T, top):
-    return torch.randint(0, top, (B, T), generator=g)
+def _positions(g, B, T, top, low=0):
+    return torch.randint(low, top, (B, T), generator=g)
 
 
 def make_cases(tmp):
@@ -71,11 +72,11 @@ def make_cases(tmp):
         cases.append(Case(f"hidden {k}", "inv_frequencies", [("head_dim", head_dim),
                                                              ("partial_rotary_factor", factor),
                                                              ("rope_theta", theta)], None, FREQ, None, note))
-    for B, T, top, R, theta, dtype, note in TABLES:
+    for B, T, low, top, R, theta, dtype, note in TABLES:
         k += 1
         g = torch.Generator().manual_seed(20600 + k)
         inv_freq = oracle_inv_frequencies(R, 1.0, theta)
-        cases.append(Case(f"hidden {k}", "rope_tables", [("positions", _positions(g, B, T, top)),
+        cases.append(Case(f"hidden {k}", "rope_tables", [("positions", _positions(g, B, T, top, low)),
                                                          ("inv_freq", inv_freq), ("dtype", dtype)],
                           None, TABLE, 20600 + k, note))
     for B, H, T, D, R, dtype, note in APPLIES:
@@ -131,22 +132,25 @@ def _tables(positions, inv_freq, dtype, interleave=False):
 MISTAKES = [
     Mistake("all_dims", "inv_frequencies",
             lambda D, f, theta: 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.float32) / D)),
-            _hint("looks like frequencies for all head_dim dims: only R = int(head_dim · partial_rotary_factor) "
-                  "dims rotate (64 of 256 in Qwen3.5), so there are R/2 frequencies, θ^(−2j/R)",
-                  "看起来为全部 head_dim 维都算了频率：只有 R = int(head_dim · partial_rotary_factor) 维旋转"
-                  "（Qwen3.5 是 256 维中的 64 维），所以只有 R/2 个频率 θ^(−2j/R)")),
+            _hint("looks like head_dim/2 frequencies, θ^(−2j/head_dim): only the first R = int(head_dim · "
+                  "partial_rotary_factor) dims of a head rotate (64 of 256 in Qwen3.5), so there are R/2 "
+                  "frequencies, θ^(−2j/R), j = 0 … R/2 − 1",
+                  "看起来算了 head_dim/2 个频率 θ^(−2j/head_dim)：每个头只有前 R = int(head_dim · partial_rotary_factor) "
+                  "维旋转（Qwen3.5 是 256 维中的 64 维），所以只有 R/2 个频率 θ^(−2j/R)，j = 0 … R/2 − 1")),
     Mistake("wrong_theta", "inv_frequencies",
             lambda D, f, theta: oracle_inv_frequencies(D, f, 10000.0),
-            _hint("looks like θ = 10000 (Llama's default): use the rope_theta argument (1e7 in Qwen3.5's configs)",
-                  "看起来用了 θ = 10000（Llama 的默认值）：请使用参数 rope_theta（Qwen3.5 的配置里是 1e7）")),
+            _hint("looks like θ = 10000 (the RoFormer and Llama 2 value): use the rope_theta argument (1e7 in "
+                  "Qwen3.5's configs)",
+                  "看起来用了 θ = 10000（RoFormer 和 Llama 2 的取值）：请使用参数 rope_theta（Qwen3.5 的配置里是 1e7）")),
     Mistake("wrong_theta", "inv_frequencies",
             lambda D, f, theta: oracle_inv_frequencies(D, f, 1e7),
             _hint("looks like θ fixed at 1e7: use the rope_theta argument", "看起来 θ 写死成了 1e7：请使用参数 rope_theta")),
     Mistake("exponent_j_over_R", "inv_frequencies",
             lambda D, f, theta: 1.0 / (theta ** (torch.arange(0, int(D * f) // 2, dtype=torch.float32) / int(D * f))),
-            _hint("looks like θ^(−j/R): the exponent is −2j/R (torch.arange(0, R, 2) / R), so the slowest "
-                  "frequency is close to 1/θ",
-                  "看起来用了 θ^(−j/R)：指数应为 −2j/R（torch.arange(0, R, 2) / R），最慢的频率接近 1/θ")),
+            _hint("looks like θ^(−j/R): the exponent is −2j/R (torch.arange(0, R, 2) / R), so the frequencies "
+                  "run from 1 down to θ^(−(R−2)/R), close to 1/θ, not to θ^(−1/2)",
+                  "看起来用了 θ^(−j/R)：指数应为 −2j/R（torch.arange(0, R, 2) / R），频率从 1 降到 θ^(−(R−2)/R)，"
+                  "接近 1/θ，而不是 θ^(−1/2)")),
     Mistake("fp32_tables", "rope_tables",
             lambda p, inv, dtype: _tables(p, inv, torch.float32),
             _hint("looks like cos and sin kept in fp32: transformers rounds them to the model dtype (`dtype`) "
@@ -160,8 +164,10 @@ MISTAKES = [
                   "（a0 … a31, a0 … a31）")),
     Mistake("adjacent_pairs", "apply_rope", _adjacent,
             _hint("looks like adjacent pairs (2i, 2i+1) were rotated (GPT-J style): Qwen3.5 pairs dim i with dim "
-                  "i + R/2 (rotate_half)",
-                  "看起来旋转的是相邻的维度对 (2i, 2i+1)（GPT-J 风格）：Qwen3.5 把第 i 维与第 i + R/2 维配对（rotate_half）")),
+                  "i + R/2 (rotate_half). The two pairings differ by a permutation of each head's dims, so the "
+                  "adjacent one is wrong unless the q/k weights are permuted to match",
+                  "看起来旋转的是相邻的维度对 (2i, 2i+1)（GPT-J 风格）：Qwen3.5 把第 i 维与第 i + R/2 维配对（rotate_half）。"
+                  "两种配对只差每个头内维度的一个置换，除非把 q/k 的权重相应置换，相邻配对就是错的")),
     Mistake("wrong_sign", "apply_rope", lambda x, c, s: _turn(x, c, s, sign=-1),
             _hint("looks like the rotation goes the wrong way: rotate_half(x) is (−x2, x1), so x_i → x_i·cos − "
                   "x_{i+R/2}·sin and x_{i+R/2} → x_{i+R/2}·cos + x_i·sin",
@@ -178,6 +184,12 @@ MISTAKES = [
 ]
 
 ERROR_HINTS = [
+    (r"index -?\d+ is out of bounds for dimension \d+ with size \d+", "short_table",
+     _hint("a position past the end of a table: positions go as far as the text does (up to 30000 in these "
+           "cases, further in a long chat). Compute the angles from the positions you are given, positions[..., None]"
+           ".float() · inv_freq, instead of looking them up in a table of fixed length",
+           "位置超出了表的长度：位置可以和文本一样长（这些用例里到 30000，长对话里更远）。请直接用给定的位置计算角度，"
+           "positions[..., None].float() · inv_freq，而不是查一张固定长度的表")),
     (r"must match the size of tensor .* at non-singleton dimension [12]", "heads_axis",
      _hint("cos and sin are (B, T, R) and x is (B, H, T, D): add the head axis, cos[:, None], so that one angle "
            "table serves every head", "cos、sin 是 (B, T, R)，x 是 (B, H, T, D)：加上头的那一维 cos[:, None]，让同一张角度表作用于每个头")),

@@ -31,7 +31,8 @@ MLPS = [(2, 5, 64, 192, torch.bfloat16, "the synthetic checkpoint's widths, bf16
         (1, 3, 1024, 3584, torch.bfloat16, "Qwen3.5-0.8B's widths, bf16"),
         (1, 1, 1024, 3584, torch.float32, "Qwen3.5-0.8B, one token, fp32"),
         (3, 4, 32, 32, torch.float32, "square: d = i"),
-        (2, 2, 48, 80, torch.bfloat16, "batch 2, other widths")]
+        (2, 2, 48, 80, torch.bfloat16, "batch 2, other widths"),
+        (2, 3, 1024, 3584, torch.bfloat16, "Qwen3.5-0.8B's widths, bf16, batch 2")]
 SILU = [((4, 64), 4.0, "fp32, (T, i)"), ((2, 3, 16), 30.0, "large: silu(z) ≈ z above, ≈ 0 below"),
         ((100,), 1e-3, "tiny: silu(z) ≈ z / 2")]
 
@@ -113,6 +114,15 @@ MISTAKES = [
                   "F.silu, which rounds once. Use F.silu, or compute silu in fp32 and round the result",
                   "在 bf16 里 gate · sigmoid(gate) 会舍入两次（sigmoid 一次、乘积一次）；transformers 用 F.silu，只舍入一次。"
                   "请用 F.silu，或在 fp32 里算 silu 再舍入结果")),
+    Mistake("fp32_down_proj", "swiglu_mlp",
+            lambda x, g, u, d: F.linear((F.silu(F.linear(x, g)) * F.linear(x, u)).float(), d.float()).to(x.dtype),
+            _hint("looks like down_proj was computed in fp32 and rounded once: transformers calls F.linear on the "
+                  "bf16 tensors, and the bf16 kernel does not round a long sum (i = 3584 terms) the way an fp32 "
+                  "matmul rounded at the end does: a few outputs land one bf16 step away. Call F.linear on the bf16 "
+                  "tensors",
+                  "看起来 down_proj 是在 fp32 里算完再舍入一次的：transformers 直接对 bf16 张量调用 F.linear，"
+                  "bf16 内核对长求和（i = 3584 项）的舍入方式与 fp32 矩阵乘最后舍入一次不同：少数输出会差一个 bf16 步长。"
+                  "请直接对 bf16 张量调用 F.linear")),
     Mistake("fp32_compute", "swiglu_mlp", _fp32,
             _hint("looks like the MLP was computed in fp32 and rounded at the end: transformers runs the three "
                   "projections, silu and the product in x's dtype, and a bf16 model must match it bit for bit",

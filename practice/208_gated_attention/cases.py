@@ -64,16 +64,22 @@ ATTEND = [(1, 8, 2, 7, 7, 16, torch.float32, None, 1.0, "fp32, 8 query heads sha
           (1, 2, 1, 64, 64, 16, torch.float32, None, 2.0, "fp32, 64 tokens"),
           (2, 8, 2, 9, 9, 64, torch.bfloat16, [0, 4], 1.0, "bf16, left padding"),
           (1, 8, 2, 5, 21, 256, torch.bfloat16, None, 2.0, "bf16, the 0.8B's heads: H 8, Hkv 2, D 256"),
-          (2, 4, 1, 16, 16, 16, torch.bfloat16, None, 3.0, "bf16, 4 query heads per K/V head, sharp scores")]
-# gated_attention: (B, d, H, Hkv, D, T, partial_rotary_factor, rope_theta, eps, dtype, left pads, note)
-GATED = [(1, 64, 4, 2, 16, 6, 0.5, 1e4, 1e-6, torch.float32, None, "fp32, d = H·D"),
-         (1, 48, 6, 2, 16, 5, 0.25, 1e7, 1e-5, torch.float32, None, "fp32, 3 query heads per K/V head, eps 1e-5"),
-         (2, 64, 4, 2, 64, 7, 0.25, 1e7, 1e-6, torch.float32, [0, 3], "fp32, the synthetic checkpoint's sizes, padded"),
-         (1, 40, 4, 4, 8, 5, 1.0, 500.0, 1e-6, torch.float32, None, "fp32, no sharing, every dim rotates"),
-         (1, 128, 8, 2, 32, 3, 0.25, 1e7, 1e-6, torch.float32, None, "fp32, 4 query heads per K/V head"),
-         (2, 64, 4, 2, 64, 9, 0.25, 1e7, 1e-6, torch.bfloat16, [2, 0], "bf16, the synthetic checkpoint's sizes, pads"),
-         (1, 1024, 8, 2, 256, 4, 0.25, 1e7, 1e-6, torch.bfloat16, None, "bf16, the real 0.8B's sizes"),
-         (1, 96, 6, 2, 16, 6, 0.25, 1e4, 1e-6, torch.bfloat16, None, "bf16, rope_theta 10000 (the default)")]
+          (2, 4, 1, 16, 16, 16, torch.bfloat16, None, 3.0, "bf16, 4 query heads per K/V head, sharp scores"),
+          (3, 4, 2, 1, 10, 32, torch.float32, [4, 0, 9], 1.0, "fp32, one new token (T = 1) after left padding"),
+          (2, 8, 2, 1, 21, 256, torch.bfloat16, [6, 0], 2.0, "bf16, a decode step (T = 1) after left padding")]
+# gated_attention: (B, d, H, Hkv, D, T, partial_rotary_factor, rope_theta, eps, dtype, left pads, scale of x, note)
+GATED = [(1, 64, 4, 2, 16, 6, 0.5, 1e4, 1e-6, torch.float32, None, 1.0, "fp32, d = H·D"),
+         (1, 48, 6, 2, 16, 5, 0.25, 1e7, 1e-5, torch.float32, None, 1.0, "fp32, 3 query heads per K/V head, eps 1e-5"),
+         (2, 64, 4, 2, 64, 7, 0.25, 1e7, 1e-6, torch.float32, [0, 3], 1.0, "fp32, the synthetic checkpoint's sizes, "
+                                                                            "padded"),
+         (1, 40, 4, 4, 8, 5, 1.0, 500.0, 1e-6, torch.float32, None, 1.0, "fp32, no sharing, every dim rotates"),
+         (1, 128, 8, 2, 32, 3, 0.25, 1e7, 1e-6, torch.float32, None, 1.0, "fp32, 4 query heads per K/V head"),
+         (2, 64, 4, 2, 64, 9, 0.25, 1e7, 1e-6, torch.bfloat16, [2, 0], 1.0, "bf16, the synthetic checkpoint's sizes, "
+                                                                             "pads"),
+         (1, 1024, 8, 2, 256, 4, 0.25, 1e7, 1e-6, torch.bfloat16, None, 1.0, "bf16, the real 0.8B's sizes"),
+         (1, 96, 6, 2, 16, 6, 0.25, 1e4, 1e-6, torch.bfloat16, None, 1.0, "bf16, rope_theta 10000 (the default)"),
+         (1, 64, 4, 2, 16, 5, 0.25, 1e7, 1e-5, torch.float32, None, 0.01, "fp32, small activations (x ~ 0.01): "
+                                                                           "eps 1e-5 is a tenth of q's mean square")]
 
 
 def make_cases(tmp):
@@ -104,13 +110,13 @@ def make_cases(tmp):
         mask = padding(B, S, pads)[0] if pads else None
         cases.append(Case(f"hidden {n}", "attend", [("q", q), ("k", k), ("v", v), ("mask", mask)], None, TOL,
                           20800 + n, note))
-    for B, d, H, Hkv, D, T, partial, theta, eps, dtype, pads, note in GATED:
+    for B, d, H, Hkv, D, T, partial, theta, eps, dtype, pads, scale, note in GATED:
         n += 1
         g = torch.Generator().manual_seed(20800 + n)
         w = layer_weights(g, d, H, Hkv, D, dtype)
         mask, pos = padding(B, T, pads or [0] * B)
         cos, sin = RotaryEmbedding(Config(head_dim=D, partial_rotary_factor=partial, rope_theta=theta))(pos, dtype)
-        x = torch.randn(B, T, d, generator=g).to(dtype)
+        x = (torch.randn(B, T, d, generator=g) * scale).to(dtype)
         cases.append(Case(f"hidden {n}", "gated_attention", [("x", x), ("weights", w), ("cos", cos), ("sin", sin),
                                                              ("mask", mask if pads else None), ("eps", eps)],
                           None, TOL, 20800 + n, note))
@@ -228,8 +234,10 @@ MISTAKES = [
                   "把它传给真实词元（0 · NaN = NaN）。请用 torch.finfo(scores.dtype).min 填充，这样的行会得到无害的均匀分布")),
     Mistake("ignored_padding", "attend", lambda q, k, v, m: _attend(q, k, v, m, padding=False),
             _hint("looks like the padding mask was ignored: a key whose mask is False (a padding token) must get "
-                  "probability 0 from every query",
-                  "看起来忽略了填充掩码：掩码为 False 的键（填充词元）对任何查询的概率都应为 0")),
+                  "probability 0 from every query, a single new token (T = 1) too: the causal mask hides nothing "
+                  "from it, the padding mask still does",
+                  "看起来忽略了填充掩码：掩码为 False 的键（填充词元）对任何查询的概率都应为 0，单个新词元（T = 1）也一样："
+                  "因果掩码对它不遮挡任何键，填充掩码仍然要遮")),
     Mistake("blocked_query_gate", "gated_attention", lambda *a: _gated(*a, split="blocked"),
             _hint("looks like q_proj's output was split as [all queries | all gates]: the two are interleaved per "
                   "head, view it as (B, T, H, 2·D) and split the last dim into query (first D) and gate (last D)",
@@ -246,6 +254,12 @@ MISTAKES = [
     Mistake("norm_after_rope", "gated_attention", lambda *a: _gated(*a, norm_first=False),
             _hint("looks like q_norm / k_norm came after RoPE: normalise each head's q and k first, then rotate",
                   "看起来 q_norm / k_norm 放在了 RoPE 之后：应先对每个头的 q、k 归一化，再旋转")),
+    Mistake("eps_ignored", "gated_attention", lambda x, w, cos, sin, mask, eps: oracle_gated(x, w, cos, sin, mask,
+                                                                                             1e-6),
+            _hint("looks like eps was fixed at 1e-6: q_norm and k_norm add the eps argument to the mean square, "
+                  "x / √(mean(x²) + eps); it matters where the activations are small",
+                  "看起来 eps 写死成了 1e-6：q_norm 和 k_norm 要把参数 eps 加到均方上，x / √(mean(x²) + eps)；"
+                  "激活值小的时候它的影响很大")),
     Mistake("plain_norm_weight", "gated_attention", lambda *a: _gated(*a, one_plus_w=False),
             _hint("looks like q_norm / k_norm scaled by w: they are zero-centred RMSNorms, scale by (1 + w) "
                   "(chapter 3)", "看起来 q_norm / k_norm 乘的是 w：它们是零中心的 RMSNorm，应乘 (1 + w)（第 3 章）")),

@@ -32,42 +32,47 @@ def oracle_step(x, weights, cos, sin, cache_k, cache_v, mask, eps):
     return out, cache.k, cache.v
 
 
-# (B, d, H, Hkv, D, cached S0, new T, partial_rotary_factor, dtype, left pads or None, note)
-STEPS = [(1, 64, 4, 2, 16, 0, 5, 0.5, torch.float32, None, "fp32, an empty cache: the prompt itself"),
-         (1, 64, 4, 2, 16, 6, 1, 0.5, torch.float32, None, "fp32, one new token after 6 cached ones"),
-         (2, 64, 4, 2, 64, 7, 3, 0.25, torch.float32, [3, 0], "fp32, 3 new tokens after a padded cache of 7"),
-         (1, 48, 6, 2, 16, 1, 6, 0.25, torch.float32, None, "fp32, a first piece shorter than the next"),
-         (1, 40, 4, 4, 8, 9, 2, 1.0, torch.float32, None, "fp32, no K/V sharing, every dim rotates"),
-         (2, 128, 8, 2, 32, 5, 1, 0.25, torch.float32, [0, 2], "fp32, 4 query heads per K/V head, padded"),
-         (2, 64, 4, 2, 64, 8, 1, 0.25, torch.bfloat16, [2, 0], "bf16, the synthetic checkpoint's sizes"),
-         (1, 1024, 8, 2, 256, 12, 1, 0.25, torch.bfloat16, None, "bf16, the real 0.8B's sizes, one token"),
-         (1, 96, 6, 2, 16, 4, 4, 0.25, torch.bfloat16, None, "bf16, 4 new tokens after 4"),
-         (1, 64, 4, 2, 16, 0, 3, 0.25, torch.bfloat16, None, "bf16, an empty cache")]
+# (B, d, H, Hkv, D, cached S0, new T, partial_rotary_factor, dtype, left pads or None, eps, scale of x, note)
+STEPS = [(1, 64, 4, 2, 16, 0, 5, 0.5, torch.float32, None, 1e-6, 1.0, "fp32, an empty cache: the prompt itself"),
+         (1, 64, 4, 2, 16, 6, 1, 0.5, torch.float32, None, 1e-6, 1.0, "fp32, one new token after 6 cached ones"),
+         (2, 64, 4, 2, 64, 7, 3, 0.25, torch.float32, [3, 0], 1e-6, 1.0, "fp32, 3 new tokens after a padded cache "
+                                                                          "of 7"),
+         (1, 48, 6, 2, 16, 1, 6, 0.25, torch.float32, None, 1e-6, 1.0, "fp32, a first piece shorter than the next"),
+         (1, 40, 4, 4, 8, 9, 2, 1.0, torch.float32, None, 1e-6, 1.0, "fp32, no K/V sharing, every dim rotates"),
+         (2, 128, 8, 2, 32, 5, 1, 0.25, torch.float32, [0, 2], 1e-6, 1.0, "fp32, 4 query heads per K/V head, padded"),
+         (2, 64, 4, 2, 64, 8, 1, 0.25, torch.bfloat16, [2, 0], 1e-6, 1.0, "bf16, the synthetic checkpoint's sizes"),
+         (1, 1024, 8, 2, 256, 12, 1, 0.25, torch.bfloat16, None, 1e-6, 1.0, "bf16, the real 0.8B's sizes, one token"),
+         (1, 96, 6, 2, 16, 4, 4, 0.25, torch.bfloat16, None, 1e-6, 1.0, "bf16, 4 new tokens after 4"),
+         (1, 64, 4, 2, 16, 0, 3, 0.25, torch.bfloat16, None, 1e-6, 1.0, "bf16, an empty cache"),
+         (1, 64, 4, 2, 16, 5, 2, 0.25, torch.float32, None, 1e-5, 0.01, "fp32, eps 1e-5 and small activations "
+                                                                         "(x ~ 0.01): eps is a tenth of q's mean "
+                                                                         "square"),
+         (2, 48, 6, 2, 16, 6, 1, 0.25, torch.float32, [2, 0], 1e-4, 0.1, "fp32, eps 1e-4, one padded decode step")]
 
 
-def step_inputs(B, d, H, Hkv, D, S0, T, partial, dtype, pads, seed):
+def step_inputs(B, d, H, Hkv, D, S0, T, partial, dtype, pads, eps, scale, seed):
     """A sequence of S0 + T tokens: the first S0 run through the oracle to fill the cache, the last T are new."""
     g = torch.Generator().manual_seed(seed)
     w = P208.layer_weights(g, d, H, Hkv, D, dtype)
     mask, pos = P208.padding(B, S0 + T, pads or [0] * B)
     cos, sin = RotaryEmbedding(Config(head_dim=D, partial_rotary_factor=partial, rope_theta=1e7))(pos, dtype)
-    x = torch.randn(B, S0 + T, d, generator=g).to(dtype)
+    x = (torch.randn(B, S0 + T, d, generator=g) * scale).to(dtype)
     mask = mask if pads else None
     cache = KVCache()
     if S0:
         with torch.no_grad():
-            P208.module(w, 1e-6)(x[:, :S0], cos[:, :S0], sin[:, :S0], cache=cache,
+            P208.module(w, eps)(x[:, :S0], cos[:, :S0], sin[:, :S0], cache=cache,
                                  mask=None if mask is None else mask[:, :S0])
     empty = torch.zeros(B, Hkv, 0, D, dtype=dtype)
     return [("x", x[:, S0:]), ("weights", w), ("cos", cos[:, S0:]), ("sin", sin[:, S0:]),
             ("cache_k", cache.k if S0 else empty), ("cache_v", cache.v if S0 else empty), ("mask", mask),
-            ("eps", 1e-6)], x, cos, sin
+            ("eps", eps)], x, cos, sin
 
 
 def make_cases(tmp):
     cases = []
-    for n, (B, d, H, Hkv, D, S0, T, partial, dtype, pads, note) in enumerate(STEPS):
-        args = step_inputs(B, d, H, Hkv, D, S0, T, partial, dtype, pads, 20900 + n)[0]
+    for n, (*sizes, note) in enumerate(STEPS):
+        args = step_inputs(*sizes, 20900 + n)[0]
         label = f"example {n + 1}" if n < 2 else f"hidden {n - 1}"
         cases.append(Case(label, "attention_step", args, None, TOL, 20900 + n, note))
     for c in cases:
@@ -143,6 +148,8 @@ MISTAKES = [
             _hint("looks like new token i was placed at position i: after S0 cached tokens it sits at S0 + i, and "
                   "sees every cached key plus the new ones up to itself",
                   "看起来第 i 个新词元被放在了位置 i：缓存 S0 个词元之后，它位于 S0 + i，能看到所有缓存的键和它之前（含自己）的新键")),
+    Mistake("eps_ignored", "attention_step", lambda *a: _step(*a[:7], 1e-6),
+            P208.MISTAKES[[m.key for m in P208.MISTAKES].index("eps_ignored")].hint),
     Mistake("cache_not_grown", "attention_step", lambda *a: _step(*a, grow=False),
             _hint("looks like the cache was returned as it came in: return the keys and values of all S0 + T tokens, "
                   "so the next step can read the new ones too",

@@ -67,6 +67,16 @@ def _state_ignored(x, weight, state):
     return oracle(x, weight, None)
 
 
+def _new_state_without_old(x, weight, state):
+    y, _ = oracle(x, weight, state)  # the output right; the new state from zeros and x, the old state left out
+    return y, oracle(x, weight, None)[1]
+
+
+def _state_not_updated(x, weight, state):
+    B, _, C = x.shape
+    return oracle(x, weight, state)[0], x.new_zeros(B, C, weight.shape[-1] - 1) if state is None else state
+
+
 def _no_silu(x, weight, state):
     full, C, K = _past(x, weight, state)
     return F.conv1d(full, weight, groups=C).transpose(1, 2), full[:, :, -(K - 1):]
@@ -94,9 +104,20 @@ MISTAKES = [
                   "看起来第 t 个输出读的是 t..t+K−1，也就是未来：因果卷积只读 t−K+1..t。把 K−1 个过去的输入（状态，或 0）"
                   "放在前面、不加 padding 做卷积，或者只在左边补 K−1 个 0")),
     Mistake("state_not_carried", "causal_conv", _state_ignored,
-            _hint("looks like the state was ignored (zeros in front instead): the K−1 inputs before x are the "
-                  "state's, so a decode step sees the tokens before it",
-                  "看起来忽略了 state（前面补的是 0）：x 之前的 K−1 个输入来自 state，这样解码的每一步才能看到之前的词")),
+            _hint("looks like the output ignored the state (zeros in front of x instead): the K−1 inputs before x "
+                  "are the state's, so that a decode step sees the tokens before it",
+                  "看起来输出忽略了 state（x 前面补的是 0）：x 之前的 K−1 个输入来自 state，这样解码的每一步才能看到之前的词")),
+    Mistake("new_state_without_old", "causal_conv", _new_state_without_old,
+            _hint("the output is right, the new state is not: it looks like it was made from x alone, zeros before "
+                  "it. When T < K−1 the last K−1 inputs reach back into the old state: take them from "
+                  "[state | x], not from x",
+                  "输出是对的，新状态不对：看起来它只由 x 构成，前面补 0。当 T < K−1 时，最后 K−1 个输入有一部分来自旧的 "
+                  "state：应从 [state | x] 里取，而不是只从 x 里取")),
+    Mistake("state_not_updated", "causal_conv", _state_not_updated,
+            _hint("the output is right, the new state is not: it is the state that came in (or zeros). Return the "
+                  "last K−1 inputs of [state | x], so that the next call continues after x",
+                  "输出是对的，新状态不对：它就是传进来的 state（或全 0）。应返回 [state | x] 的最后 K−1 个输入，"
+                  "下一次调用才能接在 x 之后")),
     Mistake("no_silu", "causal_conv", _no_silu,
             _hint("looks like silu is missing: the conv's output goes through silu (hidden_act)",
                   "看起来漏了 silu：卷积的输出要再过 silu（hidden_act）")),

@@ -24,7 +24,8 @@ HIDDEN = [(1, 20, 2, 8, 8, 8, False, torch.float32, "T = 20 in chunks of 8: two 
           (2, 33, 2, 8, 8, 8, True, torch.float64, "float64: the two forms agree to rounding"),
           (1, 130, 2, 16, 16, 64, False, torch.float64, "float64, T = 130 = 2·64 + 2"),
           (1, 50, 2, 8, 8, 16, True, torch.float32, "strong decays: g down to −20"),
-          (1, 1, 2, 8, 8, 64, True, torch.float32, "one token")]
+          (1, 1, 2, 8, 8, 64, True, torch.float32, "one token"),
+          (1, 100, 2, 8, 8, 64, True, torch.float32, "strong decays in chunks of 64: e^G underflows to 0 in fp32")]
 
 
 def inputs(g, B, T, H, dk, dv, with_state, dtype, decay=2.0):
@@ -87,6 +88,13 @@ def _chunked(q, k, v, g, beta, state=None, C=64, reset=True, unit=True, carry=Tr
     return out.reshape(B, H, N * C, dv)[:, :, :T].transpose(1, 2), S
 
 
+def _not_finite(got, case):
+    """NaN or ±inf in the learner's result where every expected value is finite."""
+    parts = got if isinstance(got, (tuple, list)) else (got,)
+    return all(bool(torch.isfinite(e).all()) for e in case.expected) and any(
+        isinstance(p, torch.Tensor) and p.is_floating_point() and not bool(torch.isfinite(p).all()) for p in parts)
+
+
 def _hint(en, zh):
     return {"en": en, "zh": zh}
 
@@ -106,6 +114,15 @@ MISTAKES = [
             _hint("looks like the state is not carried from chunk to chunk: each chunk must start from the state the "
                   "previous one left, S ← e^(G_C) S + (e^(G_C − G) K)ᵀ U",
                   "看起来状态没有从一个块传到下一个块：每个块都应从上一个块留下的状态开始，S ← e^(G_C) S + (e^(G_C − G) K)ᵀ U")),
+    Mistake("gamma_not_finite", "chunked_delta_rule", None,
+            _hint("NaN or inf where every expected value is finite: with strong decays e^(G_i) underflows to 0 "
+                  "(G below about −104 in fp32), so e^(G_i) / e^(G_j) is 0/0; and above the diagonal e^(G_i − G_j) "
+                  "overflows to inf, which a 0 mask multiplies into NaN. Subtract first and mask before the exp: "
+                  "(G_i − G_j).masked_fill(j > i, −inf).exp()",
+                  "期望值全是有限数，你的结果里却有 NaN 或 inf：衰减很强时 e^(G_i) 下溢为 0（fp32 里 G 低于约 −104），"
+                  "e^(G_i) / e^(G_j) 就成了 0/0；对角线之上 e^(G_i − G_j) 上溢为 inf，再乘 0 掩码就得到 NaN。"
+                  "应先相减、在 exp 之前遮挡：(G_i − G_j).masked_fill(j > i, −inf).exp()"),
+            check=_not_finite),
     Mistake("output_without_diagonal", "chunked_delta_rule", lambda *a: _chunked(*a[:6], C=a[6], out_diag=False),
             _hint("looks like the output skips each token's own write: (QKᵀ ⊙ Γ) keeps its diagonal (Γ_ii = 1), "
                   "since o_t is read after token t writes",

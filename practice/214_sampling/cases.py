@@ -48,7 +48,8 @@ HIDDEN = [(torch.float32, 2, 1000, 3.0, 1.0, None, None, "softmax only"),
           (torch.float32, 3, 1000, 3.0, 0.7, 20, 0.95, "the card's thinking settings with T = 0.7"),
           (torch.float32, 2, 1000, 1.0, 1.2, 50, 0.6, "top-k 50 then top-p 0.6 of what is left"),
           (torch.float32, 1, 248320, 4.0, 1.0, 20, 0.95, "the real vocabulary size"),
-          (torch.bfloat16, 2, 1000, 3.0, 1.0, 20, 0.9, "bf16 logits: equal logits at the k-th are all kept")]
+          (torch.bfloat16, 2, 1000, 3.0, 1.0, 20, 0.9, "bf16 logits: equal logits at the k-th are all kept"),
+          (torch.bfloat16, 2, 1000, 3.0, 0.6, 20, 0.95, "bf16 logits, T = 0.6: divided after the cast to fp32")]
 PENALTY = [(torch.float32, [[5, 9, 5, 5, 0], [7]], 1.5, "repeats count once"),
            (torch.float32, [[], [3, 2, 1]], 2.0, "a row that generated nothing"),
            (torch.bfloat16, [[10, 11, 10], [99, 0]], 1.5, "bf16 logits, fp32 out"),
@@ -125,6 +126,10 @@ def _top_p_before_top_k(logits, T, top_k, top_p):
     return filter_logits(x, 1.0, top_k).softmax(-1)
 
 
+def _temperature_in_bf16(logits, T, top_k, top_p):
+    return oracle_probs(logits / T, 1.0, top_k, top_p)  # l / T rounded to bf16 (8 significant bits) before the cast
+
+
 def _frequency(logits, generated, penalty):
     out = logits.float().clone()
     for b, ids in enumerate(generated):
@@ -150,6 +155,12 @@ MISTAKES = [
     Mistake("temperature_multiplied", "sampling_probs", _temperature_multiplied,
             _hint("looks like logits · T: divide by the temperature, so that T < 1 sharpens and T > 1 flattens",
                   "看起来算的是 logits · T：应除以温度，T < 1 才会更尖锐，T > 1 更平坦")),
+    Mistake("temperature_in_bf16", "sampling_probs", _temperature_in_bf16,
+            _hint("looks like the bf16 logits were divided by T in bf16: l / T is then rounded to bf16's 8 "
+                  "significant bits (errors up to 0.4 % of the value, 0.06 near 16), which moves the probabilities "
+                  "by a few percent. Cast to fp32 first, then divide: logits.float() / temperature",
+                  "看起来 bf16 的 logits 是在 bf16 里除以 T 的：l / T 会被舍入到 bf16 的 8 位有效位（误差可达数值的 0.4 %，"
+                  "在 16 附近为 0.06），概率因此偏差几个百分点。应先转成 fp32 再除：logits.float() / temperature")),
     Mistake("top_p_one_too_few", "sampling_probs", _top_p_one_too_few,
             _hint("looks like top-p kept one token too few: keep tokens while the mass ranked *above* them is below "
                   "top_p, so the token that brings the total to top_p stays (the kept set reaches top_p)",

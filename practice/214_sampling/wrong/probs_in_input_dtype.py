@@ -1,4 +1,4 @@
-# expect: WA probs_not_fp32
+# expect: WA probs_not_fp32 cases>=2
 """A wrong solution to problem 214. Returns bf16 probabilities for bf16 logits."""
 import torch
 
