@@ -137,6 +137,10 @@ def test_attempt_in_a_notebook_grades(notebook, capsys, monkeypatch, tmp_path):
     assert book.attempt(202, starter_stub) is None  # the stub is not graded
     assert "NotImplementedError in count_parameters with your code" in capsys.readouterr().out
     assert not (tmp_path / "progress.json").exists()
+    assert book.attempt(202) is None  # the end-of-chapter reminder: nothing to replace here, so it points back
+    out = capsys.readouterr().out
+    assert "NotImplementedError" not in out and "the exercise cell earlier in this notebook" in out
+    assert "book.attempt(202, ...)" in out and "python practice/judge.py 202" in out
     sys.path.insert(0, str(show_module.ROOT / "practice" / "202_param_count"))
     try:
         from solution import count_parameters
