@@ -89,3 +89,15 @@ def test_parts_figure():
     labels = [t.get_text() for t in fig.axes[1].texts]
     assert "  264,241,152 (35.1%)" in labels and "  254,279,680 (33.8%)" in labels
     plt.close("all")
+
+
+def test_synthetic_value_heads_are_those_of_the_4b_and_9b():
+    """qwen/synthetic.py's docstring: Hv = 2·Hk as in the 4B and 9B only (the 0.8B and 2B equal, the 27B ×3)."""
+    import qwen.synthetic
+    from book.sizes import SIZES
+
+    ratio = {name: s.linear_num_value_heads / s.linear_num_key_heads for name, s in SIZES.items()}
+    assert ratio == {"0.8B": 1, "2B": 1, "4B": 2, "9B": 2, "27B": 3}
+    assert SYNTHETIC["linear_num_value_heads"] == 2 * SYNTHETIC["linear_num_key_heads"]
+    assert "as in the 4B and 9B sizes; the 0.8B and 2B have Hv = Hk, the 27B Hv = 3·Hk" in \
+        " ".join(qwen.synthetic.__doc__.split())
