@@ -169,10 +169,12 @@ def test_notation_table(synthetic, capsys):
     head, *rows = text.splitlines()
     assert "real Qwen3.5-0.8B" in head and "synthetic checkpoint" in head
     letters = [r.split()[0] for r in rows]
-    assert letters == ["B", "T", "V", "d", "I", "H", "Hkv", "D", "Hk", "Hv", "dk", "dv", "K"]
+    assert letters == ["B", "T", "V", "d", "I", "H", "Hkv", "D", "R", "θ", "Hk", "Hv", "dk", "dv", "K"]
     row = dict(zip(letters, rows))
     assert row["d"].split()[-2:] == ["1,024", "64"] and row["V"].split()[-2:] == ["248,320", "248,320"]
     assert row["D"].split()[-2:] == ["256", "64"] and row["Hv"].split()[-2:] == ["16", "4"]
+    assert row["R"].split()[-2:] == ["64", "16"]  # D · partial_rotary_factor: 256 · 0.25 and 64 · 0.25
+    assert row["θ"].split()[-2:] == ["1e+07", "1e+07"]
     assert row["B"].endswith("your input")
     assert "this checkpoint" in book.notation(real.config()).splitlines()[0]
 
