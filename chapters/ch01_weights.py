@@ -31,10 +31,10 @@ Its notebook, notebooks/ch01_weights.ipynb, is written from this file by python 
 # figures to `data/figures/`). Both look for the real Qwen3.5-0.8B — `--model` (in a notebook: the environment
 # variable `QWEN_MODEL`, which also takes `synthetic`), then `data/Qwen3.5-0.8B/`, then the Hugging Face cache,
 # then a download of about 1.7 GB — and use the synthetic checkpoint when none of that works. The synthetic
-# checkpoint has the real tensor names, dtypes, depth and layer pattern, vocabulary and tokenizer, and config
-# layout; its widths (so its shapes and counts) and all its values are not real. Everything made from it says
-# so: a banner in the output, "synthetic weights" in the figure titles, and the real 0.8B's numbers printed
-# beside its own.
+# checkpoint has the real tensor names, dtypes, depth and layer pattern, vocabulary (with the course's tokenizer
+# files, rebuilt from it: chapter 2 says how they differ from the hub's) and config layout; its widths (so its
+# shapes and counts) and all its values are not real. Everything made from it says so: a banner in the output,
+# "synthetic weights" in the figure titles, and the real 0.8B's numbers printed beside its own.
 #
 # Where this chapter sits in the model: it reads every box of the map below that holds tensors.
 
