@@ -126,11 +126,12 @@ if is_synthetic(path):
           f"full vision encoder, skipped the same way")
 
 # %% [markdown]
-# All 24 layers at once: one row per tensor name, one column per layer, coloured by the tensor's size. The
+# All 24 layers at once, this checkpoint on the left and the real 0.8B (its shapes from its config) on the right:
+# one row per tensor name, one column per layer, coloured by the tensor's size on one scale for both. The
 # [L, L, L, F] pattern is the checkerboard: `linear_attn.*` rows are filled in three layers out of four,
-# `self_attn.*` rows in the fourth; the norms and the MLP are the same in every layer. The bars add up each
-# layer's parameters, for this checkpoint and for the real 0.8B. Their proportions differ: in the real model a
-# linear-attention layer's mixer is the heavier one, while the synthetic checkpoint's narrow DeltaNet makes its
+# `self_attn.*` rows in the fourth; the norms and the MLP are the same in every layer. The bars above add up each
+# layer's parameters. The proportions differ: in the real model a linear-attention layer's mixer is the heavier
+# one (`in_proj_qkv` is its largest tensor), while the synthetic checkpoint's narrow DeltaNet makes its
 # full-attention layers look heavier.
 
 # %%

@@ -2,6 +2,8 @@
 equal to transformers in tests/test_practice.py), and each figure draws on the synthetic checkpoint."""
 import re
 
+import numpy as np
+
 import matplotlib
 import pytest
 
@@ -69,8 +71,19 @@ def test_layers_figure(synthetic):
     fig = ch01.layers_figure(shapes, SYNTHETIC["layer_types"], real.TEXT_CONFIG, True)
     text = figure_text(fig)
     assert "synthetic weights" in text and "real Qwen3.5-0.8B, from its config" in text
-    bars = [p.get_height() for p in fig.axes[1].patches]
+    ours_bars, real_bars, ours_heat, real_heat = fig.axes[:4]
+    bars = [p.get_height() for p in real_bars.patches]
     assert bars[0] == 10_543_264 and bars[3] == 7_340_544  # the real proportion: DeltaNet layers are heavier
+    # the real 0.8B's tensors beside the synthetic ones, on one colour scale: shapes by hand from the real config
+    rows = [t.get_text() for t in ours_heat.get_yticklabels()]
+    ours, theirs = ours_heat.images[0].get_array(), real_heat.images[0].get_array()
+    assert ours_heat.images[0].norm.vmin == real_heat.images[0].norm.vmin
+    # the largest: the real in_proj_qkv, (2·Hk·dk + Hv·dv, d) = (6144, 1024)
+    assert ours_heat.images[0].norm.vmax == real_heat.images[0].norm.vmax == 6144 * 1024
+    q, gate = rows.index("self_attn.q_proj.weight"), rows.index("mlp.gate_proj.weight")
+    assert [float(v) for v in np.nan_to_num(np.ma.filled(theirs[q], np.nan))] == \
+        [4096 * 1024 if i % 4 == 3 else 0 for i in range(24)]  # q_proj (2·H·D, d), in the F layers only
+    assert (theirs[gate] == 3584 * 1024).all() and (ours[gate] == 192 * 64).all()
     assert "synthetic" not in figure_text(ch01.layers_figure(shapes, SYNTHETIC["layer_types"], real.TEXT_CONFIG,
                                                              False))
     plt.close("all")
