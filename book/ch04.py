@@ -113,7 +113,8 @@ def interleave_map(cfg, label):
     fig, axes = plt.subplots(2, 1, figsize=(13, 4.6), layout="constrained")
     rows = ((axes[0], inter, wavelengths(rope), f"Qwen3.5 ({label}): interleaved, mrope_section = {s}"),
             (axes[1], blocks, vl_lam, f"Qwen2-VL: contiguous blocks, mrope_section = {list(vl['mrope_section'])}, "
-                                      f"{vl['n_freq']} frequencies (head_dim {vl['head_dim']}, θ = {vl['rope_theta']:g})"))
+                                      f"{vl['n_freq']} frequencies (head_dim {vl['head_dim']}, "
+                                      f"θ = {vl['rope_theta']:g})"))
     for ax, values, lam, title in rows:
         ax.imshow(values[None], cmap=ListedColormap(AXIS_COLOURS), vmin=0, vmax=2, aspect="auto")
         for j, a in enumerate(values):

@@ -156,8 +156,9 @@ book.listing("qwen/norm.py")
 #   and trains as well, which is why Llama, Qwen and Gemma all use it.
 # - **fp32 inside.** Squares of bf16 numbers lose digits (and in fp16, squares of large values overflow), so the
 #   statistics are taken in fp32 and only the result is cast back to the input dtype — one rounding at the end for
-#   `RMSNorm` (the cell below measures what a sum kept in bf16 would do). `GatedRMSNorm` rounds where transformers does: x̂ to the input dtype, w · x̂ in it, then the fp32 gate
-#   and a last rounding (the proof at the end of the chapter shows what one rounding would change).
+#   `RMSNorm` (the cell below measures what a sum kept in bf16 would do). `GatedRMSNorm` rounds where
+#   transformers does: x̂ to the input dtype, w · x̂ in it, then the fp32 gate and a last rounding (the proof at the
+#   end of the chapter shows what one rounding would change).
 # - **Two conventions for the weight.** `RMSNorm` starts at `zeros` and applies `1 + w`; `GatedRMSNorm` starts at
 #   `ones` and applies `w`. Both start as "scale 1"; loading a checkpoint into the wrong one is off by exactly 1
 #   everywhere, so the class must match the tensor.

@@ -45,7 +45,8 @@ book.show("ch04-map", book.model_map.draw, "rope")
 # %% [markdown]
 # ## 1. Which dims turn, and how fast
 # A head has D dims, but only the first **R = D · partial_rotary_factor** of them rotate: 64 of 256 in
-# Qwen3.5-0.8B (R and θ join the notation table at the end of the chapter). They form R/2 = 32 pairs, and pair j turns by angle p · inv_freq_j at position p, with
+# Qwen3.5-0.8B (R and θ join the notation table at the end of the chapter). They form R/2 = 32 pairs, and pair j
+# turns by angle p · inv_freq_j at position p, with
 #
 # inv_freq_j = θ^(−2j/R),  j = 0 … R/2 − 1,  θ = rope_theta = 10,000,000.
 #

