@@ -3,6 +3,8 @@
 Each figure function takes what the chapter already computed (tensor shapes by name, counts by part) and returns a
 matplotlib Figure; matplotlib is imported inside, so the chapter script starts without it.
 """
+import numpy as np
+
 from practice.layout import part_of, tensor_shapes
 
 # The shape of each tensor of a layer, in the notation of book.notation: why it has that shape.
@@ -58,48 +60,62 @@ def per_layer(shapes, n_layers):
     return mixer, mlp
 
 
-def layers_figure(shapes, layer_types, real_config, synthetic):
-    """Parameters per layer for this checkpoint and for the real 0.8B (bars), and every tensor of every layer of
-    this checkpoint (one row per name, one column per layer, coloured by size)."""
-    import matplotlib.pyplot as plt
+def _size_grid(shapes, n_layers, rows):
+    """(len(rows), n_layers) array: the parameters of tensor `rows[r]` in layer i, NaN where the layer has none."""
     import numpy as np
+
+    sizes = np.full((len(rows), n_layers), np.nan)
+    for name, shape in shapes.items():
+        i, rest = within_layer(name)
+        if i is not None:
+            sizes[rows.index(rest), i] = np.prod(shape)
+    return sizes
+
+
+def layers_figure(shapes, layer_types, real_config, synthetic):
+    """Two columns, this checkpoint (left) and the real 0.8B from its config (right): parameters per layer (bars)
+    and every tensor of every layer (one row per name, one column per layer, coloured by size on one log scale
+    shared by both columns, so the synthetic widths and the real ones compare at a glance)."""
+    import matplotlib.pyplot as plt
     from matplotlib.colors import LogNorm
 
-    L = len(layer_types)
-    letters = ["F" if t == "full_attention" else "L" for t in layer_types]
-    cells = {within_layer(n): s for n, s in shapes.items() if n.startswith("layers.")}
-    rows = sorted({rest for _, rest in cells}, key=lambda r: (ORDER.index(r.split(".")[0]), r))
-    sizes = np.full((len(rows), L), np.nan)
-    for (i, rest), shape in cells.items():
-        sizes[rows.index(rest), i] = np.prod(shape)
+    real_shapes = tensor_shapes(real_config)
     real_types = real_config["layer_types"]
-    fig, axes = plt.subplots(3, 1, figsize=(13, 12), sharex=True, layout="constrained",
-                             gridspec_kw=dict(height_ratios=[1, 1, 3]))
-    tag = " (synthetic weights)" if synthetic else ""
-    for ax, (mixer, mlp), types, title in (
-            (axes[0], per_layer(shapes, L), layer_types, f"this checkpoint{tag}"),
-            (axes[1], per_layer(tensor_shapes(real_config), len(real_types)), real_types,
-             "real Qwen3.5-0.8B, from its config")):
-        mixer, mlp = np.array(mixer), np.array(mlp)
-        ax.bar(range(len(types)), mixer, color=["C1" if t == "full_attention" else "C0" for t in types])
-        ax.bar(range(len(types)), mlp, bottom=mixer, color="C7")
-        for kind, colour in (("linear_attention", "C0"), ("full_attention", "C1")):
-            n = mixer[types.index(kind)] if kind in types else 0
-            ax.text(types.index(kind) if kind in types else 0, n / 2, f"{n / 1e6:.2f} M", ha="center",
-                    va="center", fontsize=8, color="white", weight="bold", rotation=90)
-        ax.set(ylabel="parameters", ylim=(0, (mixer + mlp).max() * 1.3),
-               title=f"{title}: parameters per layer (the two norms are too small to see)")
-        ax.yaxis.set_major_formatter("{x:,.0f}")
-    axes[0].legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in ("C0", "C1", "C7")],
-                   labels=["linear attention (Gated DeltaNet)", "full attention", "MLP"], ncol=3, loc="upper left")
-    image = axes[2].imshow(sizes, aspect="auto", cmap="viridis", norm=LogNorm(), interpolation="nearest")
-    axes[2].set_yticks(range(len(rows)), rows, fontsize=9)
-    axes[2].set_xticks(range(L), [f"{i}\n{c}" for i, c in enumerate(letters)])
-    axes[2].set(xlabel="layer (L = linear attention, F = full attention)",
-                title=f"this checkpoint{tag}: one row per tensor name, its size in each layer (empty: no such tensor)"
-                      + ("\nthe pattern is the real one; the sizes are at the synthetic widths" if synthetic else ""))
-    fig.colorbar(image, ax=axes[2], label="parameters in the tensor (log scale)", fraction=0.03, pad=0.01)
-    fig.suptitle(f"The tensors of the {L} layers: the [L, L, L, F] pattern{tag}")
+    names = {within_layer(n)[1] for n in list(shapes) + list(real_shapes) if n.startswith("layers.")}
+    rows = sorted(names, key=lambda r: (ORDER.index(r.split(".")[0]), r))
+    columns = ((shapes, layer_types, "this checkpoint" + (" (synthetic weights)" if synthetic else "")),
+               (real_shapes, real_types, "real Qwen3.5-0.8B, from its config"))
+    grids = [_size_grid(sh, len(types), rows) for sh, types, _ in columns]
+    norm = LogNorm(min(float(g[g == g].min()) for g in grids), max(float(g[g == g].max()) for g in grids))
+    fig, axes = plt.subplots(2, 2, figsize=(17, 10), layout="constrained", gridspec_kw=dict(height_ratios=[1, 2.2]))
+    for col, ((sh, types, title), grid) in enumerate(zip(columns, grids)):
+        mixer, mlp = (np.asarray(v) for v in per_layer(sh, len(types)))
+        bars = axes[0, col]
+        bars.bar(range(len(types)), mixer, color=["C1" if t == "full_attention" else "C0" for t in types])
+        bars.bar(range(len(types)), mlp, bottom=mixer, color="C7")
+        for kind in ("linear_attention", "full_attention"):
+            if kind in types:
+                n = mixer[types.index(kind)]
+                bars.text(types.index(kind), n / 2, f"{n / 1e6:.2f} M", ha="center", va="center", fontsize=8,
+                          color="white", weight="bold", rotation=90)
+        bars.set(ylabel="parameters", ylim=(0, (mixer + mlp).max() * 1.3), xlim=(-0.5, len(types) - 0.5),
+                 title=f"{title}:\nparameters per layer (the two norms are too small to see)")
+        bars.yaxis.set_major_formatter("{x:,.0f}")
+        bars.set_xticks(range(len(types)), [])
+        heat = axes[1, col]
+        image = heat.imshow(grid, aspect="auto", cmap="viridis", norm=norm, interpolation="nearest")
+        heat.set_yticks(range(len(rows)), rows if col == 0 else [], fontsize=9)
+        letters = ["F" if t == "full_attention" else "L" for t in types]
+        heat.set_xticks(range(len(types)), [f"{i}\n{c}" for i, c in enumerate(letters)], fontsize=8)
+        heat.set(xlabel="layer (L = linear attention, F = full attention)",
+                 title=f"{title}:\neach tensor's size in each layer (empty: no such tensor)")
+    axes[0, 0].legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in ("C0", "C1", "C7")],
+                      labels=["linear attention (Gated DeltaNet)", "full attention", "MLP"], ncol=3, loc="upper left",
+                      fontsize=8)
+    fig.colorbar(image, ax=axes[1, :], label="parameters in the tensor (log scale, both columns)", fraction=0.03,
+                 pad=0.01)
+    note = "; the pattern is the real one, the synthetic sizes are not" if synthetic else ""
+    fig.suptitle(f"The tensors of the {len(layer_types)} layers: the [L, L, L, F] pattern{note}")
     return fig
 
 

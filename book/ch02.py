@@ -2,7 +2,8 @@
 
 Each function takes what it draws and returns a matplotlib Figure (the chapter shows it with book.show). Tokens
 are drawn with the first installed CJK font as a fallback; when none is installed, a character no font can draw is
-shown as □ and the title says so.
+written as its escaped code point (北 as \u5317), so two different characters never look the same, and the caption
+says which font to install (Debian: fonts-noto-cjk, or the smaller fonts-wqy-microhei).
 """
 import numpy as np
 import torch
@@ -36,15 +37,17 @@ class Glyphs:
         return c.isprintable() and any(f.get_char_index(ord(c)) for f in self.fonts)
 
     def shown(self, piece, width=14):
-        """A space as ␣, a character no font has as □, cut to `width` characters."""
-        text = "".join("␣" if c == " " else c if self.drawable(c) else "□" for c in piece)
+        """A space as ␣, a character no font has as its escaped code point (\u5317), cut to `width` characters."""
+        text = "".join("␣" if c == " " else c if self.drawable(c) else ascii(c)[1:-1] for c in piece)
         return text if len(text) <= width else text[:width - 1] + "…"
 
     def caption(self):
         if self.cjk:
-            return f"␣ is a space; CJK characters drawn with {self.families[1]}, □ a character no font here has"
-        return "␣ is a space, □ a character the installed fonts cannot draw (no CJK font found: install e.g. Noto " \
-               "Sans CJK to see Chinese characters)"
+            return f"␣ is a space; CJK characters drawn with {self.families[1]}; a character no font here has is " \
+                   f"written as its code point, \\uXXXX"
+        return "␣ is a space; a character the installed fonts cannot draw is written as its code point, \\uXXXX " \
+               "(no CJK font found: install Noto Sans CJK, on Debian fonts-noto-cjk or fonts-wqy-microhei, to see " \
+               "the characters)"
 
 
 @torch.no_grad()  # figures want plain tensors
@@ -103,12 +106,28 @@ def head_top5(E, ids, decode, head=None, synthetic="", glyphs=None):
     return fig
 
 
+def merged(before, after, to_bytes):
+    """The index in `after` of the symbol one merge made from two symbols of `before` (None if nothing merged)."""
+    cuts = set()
+    at = 0
+    for symbol in before[:-1]:
+        at += len(to_bytes(symbol))
+        cuts.add(at)  # the byte offsets between symbols
+    at = 0
+    for k, symbol in enumerate(after):
+        end = at + len(to_bytes(symbol))
+        if any(at < c < end for c in cuts):  # a former boundary inside it: it is the new symbol
+            return k
+        at = end
+    return None
+
+
 def bpe_merges(piece, steps, to_bytes, glyphs=None):
     """The symbols of one piece after each merge, one row per step: how byte-level BPE builds the tokens.
 
     piece: the text; steps: lists of spelled symbols, the first being its single bytes; to_bytes: symbol -> the
-    bytes it stands for.
-    A symbol that is not whole UTF-8 (part of a CJK character) is drawn as its bytes in hex.
+    bytes it stands for. The symbol each merge just made is outlined in black. A symbol that is not whole UTF-8
+    (part of a CJK character) is drawn as its bytes in hex.
     """
     import matplotlib.pyplot as plt
 
@@ -124,15 +143,18 @@ def bpe_merges(piece, steps, to_bytes, glyphs=None):
     n = len(steps[0])
     fig, ax = plt.subplots(figsize=(min(1.0 * n + 1.5, 24), 0.42 * len(steps) + 1.2), layout="constrained")
     for row, symbols in enumerate(steps):
+        new = merged(steps[row - 1], symbols, to_bytes) if row else None
         x = 0
         for k, s in enumerate(symbols):
             w = len(to_bytes(s))  # one column per byte, so a token's box spans its bytes
-            ax.add_patch(plt.Rectangle((x + 0.05, -row - 0.4), w - 0.1, 0.8, color=f"C{k % 10}", alpha=0.25))
+            ax.add_patch(plt.Rectangle((x + 0.05, -row - 0.4), w - 0.1, 0.8, facecolor=f"C{k % 10}",
+                                       alpha=0.6 if k == new else 0.25, edgecolor="black" if k == new else "none",
+                                       linewidth=2 if k == new else 0))
             ax.text(x + w / 2, -row, label(s), ha="center", va="center", fontsize=8, fontfamily=glyphs.families)
             x += w
     ax.set(xlim=(0, n), ylim=(-len(steps) + 0.5, 0.5), xticks=[], yticks=-np.arange(len(steps)),
-           yticklabels=["bytes"] + [f"merge {k}" for k in range(1, len(steps))],
-           title=f"Byte-level BPE of {glyphs.shown(piece, width=40)!r}: {len(steps[0])} bytes, "
-                 f"{len(steps) - 1} merges, {len(steps[-1])} tokens\n({glyphs.caption()})")
+           yticklabels=["bytes"] + [f"merge {k}" for k in range(1, len(steps))])
+    ax.set_title(f"Byte-level BPE of '{glyphs.shown(piece, width=40)}': {len(steps[0])} bytes, {len(steps) - 1} "
+                 f"merges, {len(steps[-1])} tokens; outlined: the pair each merge joins\n({glyphs.caption()})",
+                 fontfamily=glyphs.families)
     return fig
-

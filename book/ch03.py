@@ -147,20 +147,23 @@ def bf16_grid():
     return fig
 
 
+GATE_PICKS = (-6.0, -1.2785, 0.0, 1.0, 3.0)  # the gate values of the middle panel: shut, most negative, 0, open
+
+
 @torch.no_grad()  # figures want plain tensors
 def gate(gated, h, synthetic=""):
-    """GatedRMSNorm against the gate z (the same for every dimension): silu(z), the signed gain of the output along
-    the ungated output w · x̂ (it is silu(z), sign included), and the output RMS (|silu(z)| times a fixed size).
-    gated: a GatedRMSNorm; h: (N, dv) head outputs."""
+    """GatedRMSNorm against the gate z (the same for every dimension). Left: silu(z). Middle: every output element
+    against its ungated value (w · x̂)_i for a few gate values — each a line through 0 of slope silu(z), so below
+    z = 0 the head comes out with its sign flipped. Right: the output RMS, |silu(z)| times the head's size, with
+    the real model's values. Every legend sits inside its panel. gated: a GatedRMSNorm; h: (N, dv) head outputs."""
     import matplotlib.pyplot as plt
 
     zs = torch.linspace(-8, 8, 321, device=h.device)
     heads = h.expand(len(zs), *h.shape)  # the same N head outputs under every gate value
     out = gated(heads, zs.view(-1, 1, 1).expand_as(heads)).float()  # (321, N, dv)
     ungated = rms_normalize(h, gated.eps) * gated.weight.float()  # w · x̂: the output before the gate, (N, dv)
-    gain = (out * ungated).sum(-1) / ungated.pow(2).sum(-1)  # (321, N): signed, per head
     z, s = zs.cpu().numpy(), F.silu(zs).cpu().numpy()
-    fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(15, 4), sharex=True, layout="constrained")
+    fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(15, 4.3), layout="constrained")
     ax0.plot(z, s, color="C0", label="silu(z) = z · sigmoid(z)")
     ax0.plot(z, z, color="gray", ls=":", lw=1, label="z")
     ax0.axhline(0, color="black", lw=0.5)
@@ -170,23 +173,22 @@ def gate(gated, h, synthetic=""):
                  fontsize=9, arrowprops=dict(arrowstyle="->"))
     ax0.set(xlabel="gate value z", ylabel="silu(z)", ylim=(-1, 8.5), title="the silu curve")
     ax0.legend(loc="upper left", fontsize=9)
-    ax1.plot(z, gain.mean(-1).cpu().numpy(), color="C2", lw=2, label="⟨y, w·x̂⟩ / |w·x̂|², mean of the heads")
+    x = ungated.flatten().cpu().numpy()
+    for z_, colour in zip(GATE_PICKS, ("C7", "C3", "black", "C2", "C0")):
+        y = gated(h, torch.full_like(h, z_)).float().flatten().cpu().numpy()
+        ax1.plot(x, y, ".", ms=3, color=colour, label=f"z = {z_:+g}: slope silu(z) = {F.silu(torch.tensor(z_)):+.3f}")
     ax1.axhline(0, color="black", lw=0.5)
-    ax1.set(xlabel="gate value z", ylabel="signed gain", ylim=(-1, 8.5),
-            title="the sign: below z = 0 the head comes out flipped")
-    ax1.legend(loc="upper left", fontsize=9)
-    inset = ax1.inset_axes([0.12, 0.3, 0.45, 0.35])
-    inset.plot(z, gain.mean(-1).cpu().numpy(), color="C2")
-    inset.axhline(0, color="black", lw=0.5)
-    inset.set(xlim=(-8, 1), ylim=(-0.32, 0.1))
-    inset.tick_params(labelsize=7)
+    ax1.axvline(0, color="black", lw=0.5)
+    ax1.set(xlabel="ungated output (w · x̂)_i", ylabel="output y_i",
+            title="every element: y = silu(z) · w · x̂; below z = 0 the sign flips")
+    ax1.legend(loc="upper left", fontsize=8, markerscale=3)
     rms = out.pow(2).mean(-1).sqrt().mean(-1).cpu().numpy()
     ax2.plot(z, rms, color="C3", lw=2, label="output RMS of GatedRMSNorm")
     ax2.plot(z, np.abs(s) * ungated.pow(2).mean(-1).sqrt().mean().item(), color="black", ls="--", lw=1,
              label="|silu(z)| × RMS(w · x̂)")
     ax2.plot(list(REAL["gate_rms"]), list(REAL["gate_rms"].values()), "D", color="black", ms=5,
-             label=f"{REAL_LABEL}, layer 0's weight (on its own 4 random vectors)")
+             label=f"{REAL_LABEL}, layer 0's weight\n(on its own 4 random vectors)")
     ax2.set(xlabel="gate value z", ylabel="RMS of the output", title="the size: |silu(z)| times the head's size")
-    ax2.legend(loc="upper left", fontsize=9)
+    ax2.legend(loc="upper left", fontsize=8)
     fig.suptitle(f"The gate of GatedRMSNorm, layer 0, {len(h)} random head outputs{synthetic}")
     return fig

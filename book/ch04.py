@@ -12,8 +12,11 @@ import torch
 
 from qwen.rope import RotaryEmbedding, apply_rope, mrope_axes
 
-AXES = ("T", "H", "W")
+AXES = ("t", "h", "w")  # M-RoPE's position axes: time, height, width (T and H are tokens and heads)
 AXIS_COLOURS = ("#8ecae6", "#f4a261", "#b5e48c")
+# Qwen2-VL's M-RoPE, for comparison (transformers' Qwen2VLTextConfig and its rotary embedding): head_dim 128, all of
+# it rotated, so 64 frequencies; rope_theta 1e6; mrope_section [16, 24, 24] as contiguous blocks, t then h then w.
+QWEN2_VL = dict(n_freq=64, mrope_section=(16, 24, 24), rope_theta=1e6, head_dim=128)
 
 
 def wavelengths(rope):
@@ -23,30 +26,34 @@ def wavelengths(rope):
 
 def angle_vs_position(cfg, label, picks=(0, 4, 8, 16, 31)):
     """Left: cos(angle) of a few frequencies j over the first 64 positions. Right: the angle p · inv_freq_j itself
-    over positions 1 … 10⁷ (log-log: straight lines); where a line crosses 2π the pair has made one full turn, at
-    the frequency's wavelength in tokens."""
+    over positions 1 … 10⁸ (log-log: straight lines); where a line crosses 2π the pair has made one full turn, at
+    the frequency's wavelength in tokens, and the dotted line marks the context length (max_position_embeddings).
+    One legend for both panels, below them, so it hides no curve."""
     import matplotlib.pyplot as plt
 
     rope = RotaryEmbedding(cfg)
     n = rope.R // 2
     picks = sorted({min(j, n - 1) for j in picks})
     lam = wavelengths(rope)
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(13, 4.2), layout="constrained")
+    ctx = cfg.max_position_embeddings
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
     near = np.arange(0, 64)
-    far = np.logspace(0, 7, 200)
+    far = np.logspace(0, 8, 200)
     for j, colour in zip(picks, plt.cm.viridis(np.linspace(0, 0.9, len(picks)))):
         text = f"j = {j}: wavelength {lam[j]:,.0f} tokens" if lam[j] >= 10 else f"j = {j}: wavelength {lam[j]:.2f}"
         inv = rope.inv_freq[j].double().item()
         ax0.plot(near, np.cos(near * inv), color=colour, marker=".", ms=3, label=text)
-        ax1.plot(far, far * inv, color=colour, lw=1.5, label=text)
+        ax1.plot(far, far * inv, color=colour, lw=1.5)
         if lam[j] <= far[-1]:
             ax1.plot([lam[j]], [2 * math.pi], "o", color=colour)
     ax1.axhline(2 * math.pi, color="gray", ls="--", lw=1)
     ax1.text(1.2, 2 * math.pi * 1.5, "one full turn (2π)", fontsize=8, color="gray")
+    ax1.axvline(ctx, color="black", ls=":", lw=1.2)
+    ax1.text(ctx * 1.15, 1e-6, f"context: {ctx:,} tokens\n(max_position_embeddings)", fontsize=8)
     ax0.set(xlabel="position p (token)", ylabel="cos(p · inv_freq_j)", title="the first 64 positions")
     ax1.set(xscale="log", yscale="log", xlabel="position p (log scale)", ylabel="angle p · inv_freq_j (radians)",
-            title="positions 1 … 10⁷: a dot marks the first full turn")
-    ax0.legend(fontsize=8, loc="lower left")
+            title="positions 1 … 10⁸: a dot marks the first full turn")
+    fig.legend(*ax0.get_legend_handles_labels(), loc="outside lower center", ncol=len(picks), fontsize=8)
     fig.suptitle(f"RoPE angle against position for {len(picks)} of the {n} frequencies "
                  f"(θ = {cfg.rope_theta:g}, R = {rope.R}; {label})")
     return fig
@@ -84,9 +91,15 @@ def score_vs_distance(cfg, label, starts=(0, 1000, 50000), seed=0, max_distance=
     return fig
 
 
+def contiguous_axes(n_freq, mrope_section):
+    """Qwen2-VL's layout: the first s_t frequencies read t, the next s_h read h, the last s_w read w."""
+    return np.repeat([0, 1, 2], list(mrope_section))[:n_freq]
+
+
 def interleave_map(cfg, label):
-    """Which axis (T, H, W) each of the R/2 frequencies takes its angle from: Qwen3.5's interleaved layout, above
-    the contiguous blocks of Qwen2-VL's M-RoPE for comparison, with each frequency's wavelength."""
+    """Which axis (t, h, w) each frequency takes its angle from: Qwen3.5's interleaved layout (this config's R/2
+    frequencies) above Qwen2-VL's contiguous blocks (its own 64 frequencies and mrope_section [16, 24, 24]), each
+    with its frequencies' wavelengths."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
 
@@ -94,18 +107,27 @@ def interleave_map(cfg, label):
     n = rope.R // 2
     s = list(cfg.mrope_section)
     inter = mrope_axes(n, s).numpy()
-    blocks = np.repeat([0, 1, 2], [n - s[1] - s[2], s[1], s[2]])[:n]  # Qwen2-VL: [T … | H … | W …]
-    fig, ax = plt.subplots(figsize=(13, 2.9), layout="constrained")
-    ax.imshow(np.stack([inter, blocks]), cmap=ListedColormap(AXIS_COLOURS), vmin=0, vmax=2, aspect="auto")
-    for row, values in enumerate((inter, blocks)):
+    vl = QWEN2_VL
+    blocks = contiguous_axes(vl["n_freq"], vl["mrope_section"])
+    vl_lam = 2 * math.pi * vl["rope_theta"] ** (2 * np.arange(vl["n_freq"]) / vl["head_dim"])
+    fig, axes = plt.subplots(2, 1, figsize=(13, 4.6), layout="constrained")
+    rows = ((axes[0], inter, wavelengths(rope), f"Qwen3.5 ({label}): interleaved, mrope_section = {s}"),
+            (axes[1], blocks, vl_lam, f"Qwen2-VL: contiguous blocks, mrope_section = {list(vl['mrope_section'])}, "
+                                      f"{vl['n_freq']} frequencies (head_dim {vl['head_dim']}, "
+                                      f"θ = {vl['rope_theta']:g})"))
+    for ax, values, lam, title in rows:
+        ax.imshow(values[None], cmap=ListedColormap(AXIS_COLOURS), vmin=0, vmax=2, aspect="auto")
         for j, a in enumerate(values):
-            ax.text(j, row, AXES[a], ha="center", va="center", fontsize=8)
-    lam = wavelengths(rope)
-    ax.set_xticks(range(n), [f"{j}\n{lam[j]:.0e}" if j % 4 == 0 else f"{j}" for j in range(n)], fontsize=7)
-    ax.set_yticks([0, 1], ["Qwen3.5 (interleaved)", "contiguous blocks\n(Qwen2-VL)"])
-    ax.set_xlabel("frequency j (fast → slow); under every 4th: its wavelength in tokens")
-    counts = ", ".join(f"{a} {int((inter == i).sum())}" for i, a in enumerate(AXES))
-    ax.set_title(f"Which position axis each frequency reads, mrope_section = {s}: {counts} ({label}).\n"
-                 f"For text T = H = W, so every layout gives plain RoPE; for images the interleaved one gives "
-                 f"each axis fast and slow frequencies.", fontsize=10)
+            ax.text(j, 0, AXES[a], ha="center", va="center", fontsize=8 if len(values) <= 32 else 6)
+        step = 4 if len(values) <= 32 else 8
+        ax.set_xticks(range(0, len(values), step), [f"{j}\n{lam[j]:.0e}" for j in range(0, len(values), step)],
+                      fontsize=7)
+        ax.set_yticks([])
+        counts = ", ".join(f"{a} {int((values == i).sum())}" for i, a in enumerate(AXES))
+        ax.set_title(f"{title}: {counts}", fontsize=10)
+    axes[1].set_xlabel("frequency j (fast → slow); under every 4th (Qwen3.5) or 8th (Qwen2-VL): its wavelength in "
+                       "tokens")
+    fig.suptitle("Which position axis (t time, h height, w width) each frequency reads. For text t = h = w, so every "
+                 "layout gives plain RoPE;\nfor images the interleaved one gives each axis fast and slow frequencies, "
+                 "the blocks give t only the fastest", fontsize=10)
     return fig

@@ -1,5 +1,7 @@
-"""A map of the Qwen3.5 text model: the whole stack, and one decoder layer of each kind, each part labelled with
-the chapter that builds it. Every chapter draws it with its own part highlighted: draw("norm") and so on."""
+"""A map of the Qwen3.5 text model: the tokenizer and the whole stack, and one decoder layer of each kind, each
+part labelled with the chapter that builds it and arrows along the data flow. Every chapter draws it with its own
+part highlighted: draw("norm") and so on. A box can belong to two parts: the caches are written by the mixers
+(chapters 6 and 7, their tag) and used by generation (chapter 9), so either highlight lights them."""
 
 CHAPTERS = {"weights": 1, "embedding": 2, "norm": 3, "rope": 4, "mlp": 5, "attention": 6, "deltanet": 7,
             "model": 8, "generate": 9}
@@ -26,7 +28,7 @@ def _layer(x, kind):
                   (x + 2.7, 2.65, 1.7, 0.45, "β, decay g\n(A_log, dt_bias)", mixer, True),
                   (x, 3.3, 1.6, 0.45, "l2norm of q, k", "norm", False),
                   (x, 3.95, 3.0, 0.6, "delta rule: state S (Hv, dk, dv)", mixer, False),
-                  (x + 3.1, 3.95, 1.3, 0.6, "conv and state\ncache", "generate", False),
+                  (x + 3.1, 3.95, 1.3, 0.6, "conv and state\ncache", (mixer, "generate"), False),
                   (x, 4.75, 4.4, 0.45, "norm: gated RMSNorm · silu(z) (dv)", "norm", True),
                   (x, 5.4, 4.4, 0.45, "out_proj", mixer, True)]
     else:
@@ -35,14 +37,24 @@ def _layer(x, kind):
                   (x, 2.65, 2.0, 0.45, "q_norm (D)", "norm", True), (x + 2.1, 2.65, 1.1, 0.45, "k_norm (D)", "norm", True),
                   (x, 3.3, 3.2, 0.45, "RoPE on q, k (first D/4 dims)", "rope", False),
                   (x, 3.95, 3.2, 0.6, "causal attention, GQA", mixer, False),
-                  (x + 3.3, 3.95, 1.1, 0.6, "KV cache", "generate", False),
+                  (x + 3.3, 3.95, 1.1, 0.6, "KV cache", (mixer, "generate"), False),
                   (x, 4.75, 4.4, 0.45, "· sigmoid(gate)", mixer, False),
                   (x, 5.4, 4.4, 0.45, "o_proj", mixer, True)]
     return boxes
 
 
+# The data flow inside one layer column, bottom to top: (y from, y to) of each arrow, drawn at x + FLOW_X, where
+# every row of both layer kinds has a box.
+FLOW_X = 0.65
+LAYER_FLOW = ((1.0, 1.2), (1.65, 2.0), (2.45, 2.65), (3.1, 3.3), (3.75, 3.95), (4.55, 4.75), (5.2, 5.4),
+              (5.85, 6.45), (6.72, 6.95), (7.4, 7.6), (8.2, 8.45))
+STACK_FLOW = ((0.5, 0.7), (1.3, 1.53), (8.4, 8.55), (9.0, 9.15))  # tokenizer → embedding → layers; norm → head → out
+STACK_X = 3.55
+
+
 def _boxes():
-    stack = [(0.4, 0.7, 3.4, 0.6, "embed_tokens (V, d)", "embedding", True),
+    stack = [(0.4, 0.05, 3.4, 0.45, "tokenizer: text → token ids (B, T)", "embedding", False),
+             (0.4, 0.7, 3.4, 0.6, "embed_tokens (V, d)", "embedding", True),
              (0.4, 7.95, 3.4, 0.45, "norm: final RMSNorm (d)", "norm", True),
              (0.4, 8.55, 3.4, 0.45, "lm_head (V, d): embed_tokens if tied", "embedding", True),
              (0.4, 9.15, 3.4, 0.4, "logits → next token → append", "generate", False)]
@@ -64,11 +76,12 @@ def draw(highlight):
     ax.set(xlim=(0, 15), ylim=(0, 9.9))
     ax.axis("off")
 
-    def lit(part, weights):
-        return part == highlight or (highlight == "weights" and weights)
+    def lit(parts, weights):
+        return highlight in parts or (highlight == "weights" and weights)
 
     def box(x, y, w, h, text, part, weights, fontsize=8):
-        on = lit(part, weights)
+        parts = part if isinstance(part, tuple) else (part,)  # the first one builds it and gives the tag
+        on = lit(parts, weights)
         ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.02,rounding_size=0.06",
                                     facecolor=COLOURS[highlight] if on else "#f1f1f1",
                                     edgecolor="black" if on else "#bbbbbb", linewidth=1.6 if on else 0.8))
@@ -76,15 +89,16 @@ def draw(highlight):
         ax.text(x + (w - TAG * tagged) / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize,
                 color="black" if on else "#888888", weight="bold" if on else "normal")
         if tagged:
-            ax.text(x + w - 0.05, y + h - 0.04, f"ch{CHAPTERS[part]}", ha="right", va="top", fontsize=6,
+            ax.text(x + w - 0.05, y + h - 0.04, f"ch{CHAPTERS[parts[0]]}", ha="right", va="top", fontsize=6,
                     color="black" if on else "#aaaaaa")
 
-    def frame(x, y, w, h, text, part):
+    def frame(x, y, w, h, text, part, right=False):
         on = part == highlight
         ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.05,rounding_size=0.1", facecolor="none",
                                     edgecolor="black" if on else "#bbbbbb", linewidth=2 if on else 1,
                                     linestyle="-" if on else "--"))
-        ax.text(x + 0.05, y + h + 0.1, f"{text} · ch{CHAPTERS[part]}", fontsize=9, va="bottom",
+        ax.text(x + w - 0.05 if right else x + 0.05, y + h + 0.1, f"{text} · ch{CHAPTERS[part]}", fontsize=9,
+                va="bottom", ha="right" if right else "left",
                 color="black" if on else "#888888", weight="bold" if on else "normal")
 
     for b in _boxes():
@@ -92,20 +106,30 @@ def draw(highlight):
     frame(0.25, 1.45, 3.7, 6.15, "24 decoder layers, [L, L, L, F] × 6", "model")
     ax.text(1.9, 4.5, "L: linear attention\n(Gated DeltaNet),\n18 layers\n\nF: full attention,\n6 layers\n\n"
             "each one:\nh = x + mixer(norm(x)),\nh + mlp(norm(h))", fontsize=8, va="center", color="#555555")
-    ax.text(2.1, 0.25, "token ids (B, T)", ha="center", fontsize=9)
+
+    def flow(x, y0, y1, on):
+        ax.annotate("", xy=(x, y1), xytext=(x, y0), arrowprops=dict(arrowstyle="->", lw=1,
+                                                                   color="black" if on else "#999999"))
+
+    for y0, y1 in STACK_FLOW:
+        flow(STACK_X, y0, y1, highlight == "model")
+    flow(STACK_X, 7.52, 7.95, highlight == "model")  # out of the last layer, into the final norm
     for x, kind, mixer, name in ((4.8, "L", "deltanet", "linear_attn: Gated DeltaNet"),
                                  (10.3, "F", "attention", "self_attn: gated attention")):
         count = "18 of 24" if kind == "L" else "6 of 24"
         frame(x - 0.2, 0.75, 4.8, 8.05, f"one {kind} layer ({count})", "model")
-        frame(x - 0.1, 1.85, 4.6, 4.3, name, mixer)
+        frame(x - 0.1, 1.85, 4.6, 4.3, name, mixer, right=True)  # on the right: the flow arrows run on the left
         ax.text(x + 2.2, 0.9, "x (B, T, d)", ha="center", fontsize=8)
+        for y0, y1 in LAYER_FLOW:
+            flow(x + FLOW_X, y0, y1, highlight == "model")
         for y, (part, text) in ((6.45, ("model", "⊕ x + mixer(input_layernorm(x))")),
                                 (8.45, ("model", "⊕ h + mlp(post_attention_layernorm(h))"))):
             ax.text(x + 2.2, y + 0.1, text, ha="center", fontsize=8, color="black" if part == highlight else "#888888",
                     weight="bold" if part == highlight else "normal")
     loop = "black" if highlight == "generate" else "#bbbbbb"  # the generated token goes back in at the bottom
-    ax.plot([0.4, 0.1, 0.1], [9.35, 9.35, 0.33], color=loop, linewidth=1)
-    ax.annotate("", xy=(1.15, 0.33), xytext=(0.1, 0.33), arrowprops=dict(arrowstyle="->", color=loop))
+    ax.plot([0.4, 0.1, 0.1], [9.35, 9.35, 1.0], color=loop, linewidth=1)  # as an id: no tokenizer on the way back
+    ax.annotate("", xy=(0.4, 1.0), xytext=(0.1, 1.0), arrowprops=dict(arrowstyle="->", color=loop))
     ax.set_title(f"The Qwen3.5 text model. Highlighted: {WHAT[highlight]} (chapter {CHAPTERS[highlight]}). "
-                 f"Names are the checkpoint's; chN marks the chapter that builds each part.", fontsize=10)
+                 f"Names are the checkpoint's; chN marks the chapter that builds each part; arrows: the data flow.",
+                 fontsize=10)
     return fig

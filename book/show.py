@@ -105,7 +105,8 @@ def attempt(number, *functions, **named):
     """Exercise `number` at the point where the learner should try it. In a notebook: grade the functions given
     (defined in the notebook; by position, matched by their names, or as name=function like check() takes them)
     with the judge, unless they are still the starter's stubs. In a script: say how to start the exercise and
-    grade it."""
+    grade it. With no functions (the reminder at the end of a chapter), a notebook points back to the exercise
+    cell."""
     folder, meta = exercise(number)
     title = meta["title"]["en"]
     wanted = ", ".join(meta["functions"])
@@ -115,7 +116,12 @@ def attempt(number, *functions, **named):
              f"python practice/judge.py {number}")
         return None
     given = functions + tuple(named.values())
-    if not given or all(_is_stub(f) for f in given):
+    if not given:  # the reminder at the end of a chapter: the functions live in the exercise cell earlier on
+        print(f"exercise {number} ({title}): write {wanted} in the exercise cell earlier in this notebook (the one "
+              f"that ends with book.attempt({number}, ...)) and run it to grade them there, or grade a file with "
+              f"python practice/judge.py start {number}, then python practice/judge.py {number}")
+        return None
+    if all(_is_stub(f) for f in given):
         print(f"exercise {number} ({title}): replace the line that raises NotImplementedError in {wanted} with your "
               f"code and run the cell again to grade it (statement: python practice/judge.py show {number})")
         return None

@@ -31,10 +31,10 @@ Its notebook, notebooks/ch01_weights.ipynb, is written from this file by python 
 # figures to `data/figures/`). Both look for the real Qwen3.5-0.8B — `--model` (in a notebook: the environment
 # variable `QWEN_MODEL`, which also takes `synthetic`), then `data/Qwen3.5-0.8B/`, then the Hugging Face cache,
 # then a download of about 1.7 GB — and use the synthetic checkpoint when none of that works. The synthetic
-# checkpoint has the real tensor names, dtypes, depth and layer pattern, vocabulary and tokenizer, and config
-# layout; its widths (so its shapes and counts) and all its values are not real. Everything made from it says
-# so: a banner in the output, "synthetic weights" in the figure titles, and the real 0.8B's numbers printed
-# beside its own.
+# checkpoint has the real tensor names, dtypes, depth and layer pattern, vocabulary (with the course's tokenizer
+# files, rebuilt from it: chapter 2 says how they differ from the hub's) and config layout; its widths (so its
+# shapes and counts) and all its values are not real. Everything made from it says so: a banner in the output,
+# "synthetic weights" in the figure titles, and the real 0.8B's numbers printed beside its own.
 #
 # Where this chapter sits in the model: it reads every box of the map below that holds tensors.
 
@@ -126,11 +126,12 @@ if is_synthetic(path):
           f"full vision encoder, skipped the same way")
 
 # %% [markdown]
-# All 24 layers at once: one row per tensor name, one column per layer, coloured by the tensor's size. The
+# All 24 layers at once, this checkpoint on the left and the real 0.8B (its shapes from its config) on the right:
+# one row per tensor name, one column per layer, coloured by the tensor's size on one scale for both. The
 # [L, L, L, F] pattern is the checkerboard: `linear_attn.*` rows are filled in three layers out of four,
-# `self_attn.*` rows in the fourth; the norms and the MLP are the same in every layer. The bars add up each
-# layer's parameters, for this checkpoint and for the real 0.8B. Their proportions differ: in the real model a
-# linear-attention layer's mixer is the heavier one, while the synthetic checkpoint's narrow DeltaNet makes its
+# `self_attn.*` rows in the fourth; the norms and the MLP are the same in every layer. The bars above add up each
+# layer's parameters. The proportions differ: in the real model a linear-attention layer's mixer is the heavier
+# one (`in_proj_qkv` is its largest tensor), while the synthetic checkpoint's narrow DeltaNet makes its
 # full-attention layers look heavier.
 
 # %%

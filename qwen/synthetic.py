@@ -1,10 +1,12 @@
 """A synthetic Qwen3.5 checkpoint: the real layout with random weights, so the whole course runs offline.
 
 Real: the config.json layout (the multimodal composite config), tensor names, dtypes (bf16, except the two
-DeltaNet tensors the real checkpoints keep in fp32), depth and the [L,L,L,F]x6 pattern, the vocabulary and tokenizer. Not real: the widths (d = 64, not 1024), so every shape and
-parameter count, and every value. Value heads are twice the key heads (as in the 2B-27B sizes) so that head grouping
-is exercised. A few `mtp.*` and `model.visual.*` tensors are included because real checkpoints have them and loaders
-must skip them.
+DeltaNet tensors the real checkpoints keep in fp32), depth and the [L,L,L,F]x6 pattern, and the vocabulary (the
+tokenizer files are the course's own, rebuilt from Qwen's published vocabulary by qwen/make_tokenizer.py). Not real:
+the widths (d = 64, not 1024), so every shape and parameter count, and every value. Value heads are twice the key
+heads (Hv = 2·Hk, as in the 4B and 9B sizes; the 0.8B and 2B have Hv = Hk, the 27B Hv = 3·Hk, book/sizes.py) so
+that the grouping of value heads onto key heads is exercised. A few `mtp.*` and `model.visual.*` tensors are
+included because real checkpoints have them and loaders must skip them.
 
 Honest by construction: each value is drawn independently around the value training starts from (transformers'
 init: 0 for the zero-centred norm weights, 1 for the gated norm's and dt_bias), with a spread so that a wrong

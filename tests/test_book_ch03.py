@@ -59,13 +59,61 @@ def test_bf16_grid():
     assert "bf16" in titles(fig)
 
 
+def inside(fig, legend):
+    """The legend's box lies within its panel's box (in figure pixels)."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    box, frame = legend.get_window_extent(r), legend.axes.get_window_extent(r)
+    return frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+
+
 def test_gate_shows_the_sign(ckpt):
     cfg, W = ckpt
     gated = load(GatedRMSNorm(cfg.linear_value_head_dim), W, "layers.0.linear_attn.norm.")
     h = torch.randn(4, cfg.linear_value_head_dim, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         fig = ch03.gate(gated, h, " (synthetic weights)")
-    z, gain = fig.axes[1].get_lines()[0].get_data()
-    torch.testing.assert_close(torch.tensor(gain), F.silu(torch.tensor(z)), rtol=1e-5, atol=1e-6)  # signed: silu
-    assert (gain[z < 0] < 0).all()
-    assert len({ax.get_xlim() for ax in fig.axes[:3]}) == 1
+    z, silu = fig.axes[0].get_lines()[0].get_data()
+    torch.testing.assert_close(torch.tensor(silu), F.silu(torch.tensor(z)))
+    # the middle panel is not the silu curve again: each gate value's elements lie on a line of slope silu(z)
+    points = [line for line in fig.axes[1].get_lines() if line.get_marker() == "."]
+    assert len(points) == len(ch03.GATE_PICKS)
+    for line, z_ in zip(points, ch03.GATE_PICKS):
+        x, y = (torch.tensor(v, dtype=torch.float64) for v in line.get_data())
+        slope = float((x * y).sum() / (x * x).sum())  # least squares through 0
+        assert slope == pytest.approx(float(F.silu(torch.tensor(z_))), rel=1e-4, abs=1e-6)
+        assert float((y - slope * x).abs().max()) < 1e-4 * float(x.abs().max())  # on the line
+        if z_ < 0:
+            assert (x * y <= 0).all()  # flipped
+    assert all(inside(fig, ax.get_legend()) for ax in fig.axes[:3])
+
+
+def bf16_step(value):
+    v = torch.tensor(value).bfloat16()
+    return float(torch.nextafter(v, torch.tensor(float("inf")).bfloat16()) - v)
+
+
+def test_storing_w_saves_at_most_one_binade_for_trained_weights():
+    """Chapter 3 §3: for the real weights' |w| of 1 to 5 the bf16 step at w is at most 2× finer than at 1 + w
+    (one binade), and the same at the final norm's largest w; only near 0 is the gain large."""
+    for w in (1.0, ch03.REAL["final_w"]["mean"], 2.5, 4.0):
+        assert bf16_step(1 + w) / bf16_step(w) <= 2
+    assert bf16_step(1 + ch03.REAL["final_w"]["max"]) == bf16_step(ch03.REAL["final_w"]["max"])
+    assert bf16_step(1 + 1e-3) / bf16_step(1e-3) > 100  # near 0: the synthetic weights' best case
+
+
+def test_bf16_mean_accumulates_in_fp32_and_a_bf16_running_sum_does_not():
+    """Chapter 3's try-this, measured: torch's bf16 mean of x² is within about one bf16 rounding (2⁻⁸ relative) of
+    the exact value at every d, while a sum kept in bf16 loses more and more: about half at d = 4096."""
+    g = torch.Generator().manual_seed(4)
+    running_errors = []
+    for n in (256, 1024, 4096, 16384):
+        v = (torch.randn(n, generator=g, dtype=torch.float64) * 3).bfloat16()
+        exact = float(v.double().pow(2).mean())
+        assert abs(float(v.pow(2).mean()) / exact - 1) <= 2 ** -8
+        running = torch.zeros((), dtype=torch.bfloat16)
+        for square in v.pow(2):
+            running += square
+        running_errors.append(float(running) / n / exact - 1)
+    assert running_errors == sorted(running_errors, reverse=True)  # worse with every d
+    assert -0.6 < running_errors[2] < -0.45 and running_errors[0] > -0.1
