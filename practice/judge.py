@@ -166,44 +166,65 @@ def given_files(prob):
     return list(prob.meta.get("given", []))
 
 
+def oracle_files(prob):
+    """{"qwen/rope.py": path}: the files of the `qwen` package that the problem's cases.py and given files import,
+    directly or through each other (practice/oracle.py): they compute the expected values, so they decide a verdict
+    as cases.py does."""
+    from practice.oracle import import_closure, package_root
+
+    root = prob.folder.parent
+    return import_closure([prob.folder / "cases.py"] + [root / name for name in given_files(prob)],
+                          package_root(root.parent))
+
+
 def checksums(root=HERE):
-    """{"files": {"NNN_slug/name" or "given.py": sha256}} over every problem's reference files and the given
-    files they import. Line endings are hashed as "\n", so a checkout that writes "\r\n" (git on Windows)
-    matches. A given file that is missing is left out (and so differs from the manifest)."""
-    import hashlib
+    """{"files": {"NNN_slug/name" or "given.py": sha256}, "oracle": {"qwen/name.py": sha256}} over every problem's
+    reference files, the given files they import and the `qwen` files their cases import. Line endings are hashed
+    as "\n", so a checkout that writes "\r\n" (git on Windows) matches. A given file that is missing is left out
+    (and so differs from the manifest)."""
+    from practice.oracle import sha256
 
-    def sha256(f):
-        return hashlib.sha256(f.read_bytes().replace(b"\r\n", b"\n")).hexdigest()
-
-    files = {}
+    files, oracle = {}, {}
     for prob in problems(root).values():
         for f in reference_files(prob.folder):
             files[f"{prob.folder.name}/{f.name}"] = sha256(f)
         for name in given_files(prob):
             if (Path(root) / name).is_file():
                 files[name] = sha256(Path(root) / name)
-    return {"about": "sha256 of each problem's reference files; regenerate: python practice/judge.py rehash",
-            "files": files}
+        oracle.update({k: sha256(f) for k, f in oracle_files(prob).items()})
+    return {"about": "sha256 of each problem's reference files and of the qwen files their cases import; "
+                     "regenerate: python practice/judge.py rehash",
+            "files": files, "oracle": dict(sorted(oracle.items()))}
 
 
 def verified(prob, lang="en"):
-    """True if the problem's reference files and given files are the committed ones; else say which differ and
-    how to restore them (an accidental edit of cases.py must not change what the judge accepts)."""
+    """True if the problem's reference files, given files and the `qwen` files its cases import are the committed
+    ones; else say which differ and how to restore them (an accidental edit of cases.py or qwen/rope.py must not
+    change what the judge accepts)."""
+    from practice.oracle import sha256
+
     try:
-        known = json.loads(manifest_path(prob.folder.parent).read_text(encoding="utf-8"))["files"]
-    except (OSError, ValueError, KeyError, TypeError):
-        known = {}
+        manifest = json.loads(manifest_path(prob.folder.parent).read_text(encoding="utf-8"))
+        known, known_oracle = manifest["files"], manifest.get("oracle", {})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        known, known_oracle = {}, {}
 
     def its(k):
         return k.startswith(prob.folder.name + "/") or k in given_files(prob)
-    mine = {k: v for k, v in checksums(prob.folder.parent)["files"].items() if its(k)}
-    theirs = {k: v for k, v in known.items() if its(k)}
+    root = prob.folder.parent
+    mine = {f"practice/{f.relative_to(root).as_posix()}": sha256(f) for f in reference_files(prob.folder)}
+    mine.update({f"practice/{name}": sha256(root / name) for name in given_files(prob) if (root / name).is_file()})
+    theirs = {f"practice/{k}": v for k, v in known.items() if its(k)}
+    ours = oracle_files(prob)
+    mine.update({k: sha256(f) for k, f in ours.items()})
+    theirs.update({k: known_oracle.get(k) for k in ours})
     bad = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
     if not bad:
         return True
-    restore = dict.fromkeys(shown_path(prob.folder.parent / k.split("/")[0]) for k in bad)  # folder or given file
-    print(MSG[lang]["tampered"].format(files=", ".join(f"practice/{k}" for k in bad), folder=" ".join(restore),
-                                       cmd=cmd("rehash")), file=sys.stderr)
+    restore = dict.fromkeys(shown_path(root.parent / "/".join(k.split("/")[:2])) if k.startswith("practice/")
+                            else shown_path(root.parent / k) for k in bad)  # the problem folder, the given file
+    print(MSG[lang]["tampered"].format(files=", ".join(bad), folder=" ".join(restore), cmd=cmd("rehash")),
+          file=sys.stderr)
     return False
 
 
@@ -211,7 +232,8 @@ def cmd_rehash():
     path = manifest_path()
     data = checksums()
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"wrote {shown_path(path)}: {len(data['files'])} files of {len(problems())} problems")
+    print(f"wrote {shown_path(path)}: {len(data['files'])} files of {len(problems())} problems and the "
+          f"{len(data['oracle'])} qwen files their cases import")
     return 0
 
 

@@ -581,6 +581,31 @@ def test_judge_refuses_an_edited_reference_file(tmp_path, number, edited):
     assert not (tmp_path / "p.json").exists()
 
 
+def test_judge_refuses_an_edited_oracle_module(tmp_path):
+    """The qwen modules a problem's cases import compute its expected values: an edit of qwen/rope.py (in a copy of
+    the repository) is refused before grading, in one line, as an edit of cases.py is."""
+    ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json")
+    for pkg in ("practice", "qwen"):
+        shutil.copytree(REPO / pkg, tmp_path / pkg, ignore=ignore)
+    with open(tmp_path / "qwen" / "rope.py", "a") as f:
+        f.write("\n# a learner's edit\n")
+    out = subprocess.run([sys.executable, str(tmp_path / "practice" / "judge.py"), "206", "--file",
+                          PROBLEMS[206].folder / "solution.py"], cwd=tmp_path, capture_output=True, text=True,
+                         env=dict(os.environ, PRACTICE_PROGRESS=str(tmp_path / "p.json")), timeout=120)
+    assert out.returncode == 2 and out.stdout == "", out
+    assert out.stderr.count("\n") == 1 and "qwen/rope.py" in out.stderr, out.stderr
+    assert "git checkout -- qwen/rope.py" in out.stderr, out.stderr
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_oracle_closure_follows_imports():
+    """208's cases import qwen.attention, which imports qwen.norm and qwen.rope: all three are its oracle."""
+    from practice.judge import oracle_files
+
+    found = set(oracle_files(PROBLEMS[208]))
+    assert {"qwen/__init__.py", "qwen/attention.py", "qwen/norm.py", "qwen/rope.py"} <= found and "qwen/mlp.py" not in found
+
+
 def test_the_judges_own_clock_overrules_the_runners():
     """The runner says case 1 took no time; the judge saw 5 s pass between its begin and its return: too slow."""
     prob = PROBLEMS[204]
