@@ -174,6 +174,7 @@ class Watch:
                 if isinstance(const, types.CodeType):
                     names |= set(const.co_names)
             for name in names:
+                self._hit(self.answer_module(name))  # `from qwen.mlp import MLP` in a body names the module
                 value = glob.get(name)
                 if isinstance(value, types.ModuleType):
                     if not self._answer(value):
@@ -185,6 +186,22 @@ class Watch:
                     if not self._answer(value) and getattr(value, "__module__", None) == getattr(f, "__module__",
                                                                                                   None):
                         todo.append(value)  # the learner's own helper: look inside it too
+
+    def uses_globals(self, space):
+        """Answers among a file's global names (for grading in the judge's process, where importing an answer
+        module again is not seen): `import qwen.mlp` binds qwen, whose attribute mlp is the answer."""
+        for value in list(space.values()):
+            if isinstance(value, types.ModuleType):
+                if self._answer(value):
+                    continue
+                for m in self.modules:
+                    sub = value
+                    for part in m.split(".")[1:] if m.split(".")[0] == value.__name__ else ():
+                        sub = getattr(sub, part, None)
+                    if sub is not value and isinstance(sub, types.ModuleType):
+                        self._answer(sub)
+            elif callable(value) and getattr(value, "__module__", None) != space.get("__name__"):
+                self._answer(value)
 
     def _answer(self, obj):
         name = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None)
