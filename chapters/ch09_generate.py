@@ -150,7 +150,7 @@ def render_chat(messages: list[dict], add_generation_prompt: bool = True, thinki
     raise NotImplementedError  # your code here
 
 
-book.attempt(215, render_chat)
+book.attempt(215, render=render_chat)  # the starter calls it render: qwen.chat.render is imported above
 
 # %%
 book.listing("qwen/chat.py")

@@ -4,12 +4,25 @@ Each problem's cases.py builds its cases (with expected values from an oracle th
 package, torch, hand math) and lists its known mistakes, with the classes below. tests/test_practice.py proves
 those oracles equal transformers.
 """
+import contextlib
 import copy
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+
+@contextlib.contextmanager
+def float32_default():
+    """torch's default dtype set to fp32 while the oracle builds cases and runs known mistakes: a notebook's
+    torch.set_default_dtype(torch.float64) must not change the expected values."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
 
 LOW_PRECISION = {torch.bfloat16: 7, torch.float16: 10}  # dtype -> explicit mantissa bits
 SMALLEST = {torch.bfloat16: 2.0 ** -133, torch.float16: 2.0 ** -24}  # smallest subnormal: the grid step at 0
@@ -73,7 +86,7 @@ class Case:
         return [v for _, v in self.args]
 
     def call_text(self):
-        return f"{self.fn}({', '.join(f'{k}={describe(v)}' for k, v in self.args)})"
+        return f"{self.fn}({', '.join(f'{k}={describe(v, path=True)}' for k, v in self.args)})"
 
 
 @dataclass
@@ -102,19 +115,23 @@ def dtype_name(dt):
     return DTYPE_NAMES.get(dt, str(dt).replace("torch.", ""))
 
 
-def describe(v):
-    """A short description of a value: 'bf16[4, 64]', 'dict (5 keys)', '1e-06', "'path.safetensors'"."""
+def describe(v, path=False):
+    """A short description of a value: 'bf16[4, 64]', 'dict (5 keys)', '1e-06', 'bf16' (a dtype); a string
+    cut to 60 characters, or with path=True (the case's arguments, never a result) one with a "/" shown by its
+    file name: "'model.safetensors'"."""
     if isinstance(v, torch.Tensor):
         return f"{dtype_name(v.dtype)}{list(v.shape)}"
+    if isinstance(v, torch.dtype):
+        return dtype_name(v)
     if isinstance(v, dict) and "__unsupported__" in v:
         return f"a {v['__unsupported__']}"
     if isinstance(v, dict):
         return f"dict ({len(v)} key{'s' if len(v) != 1 else ''})"
     if isinstance(v, (list, tuple)):
-        inner = ", ".join(describe(x) for x in v[:4]) + (", …" if len(v) > 4 else "")
+        inner = ", ".join(describe(x, path) for x in v[:4]) + (", …" if len(v) > 4 else "")
         return f"({inner})" if isinstance(v, tuple) else f"[{inner}]"
     if isinstance(v, str):
-        s = repr(Path(v).name) if ("/" in v or "\\" in v) else repr(v)
+        s = repr(Path(v).name) if path and ("/" in v or "\\" in v) else repr(v[:60])
         return s if len(s) <= 60 else s[:57] + "…'"
     if isinstance(v, float):
         return f"{v:g}"
@@ -143,30 +160,78 @@ def compare(got, exp, tol=EXACT, where="output"):
             return Mismatch(where, "type", {"expected": "tuple" if isinstance(exp, tuple) else "list",
                                             "got": describe(got)})
         if len(got) != len(exp):
-            return Mismatch(where, "len", {"expected": len(exp), "got": len(got)})
+            info = {"expected": len(exp), "got": len(got)}
+            k = next((i for i, (g, e) in enumerate(zip(got, exp)) if compare(g, e, tol) is not None),
+                     min(len(got), len(exp)))
+            if all(_plain(x) for x in exp[max(0, k - 8):k + 8]) and all(_plain(x) for x in got[max(0, k - 8):k + 8]):
+                info.update(first=k, exp_at=_window_list(exp, k), got_at=_window_list(got, k))
+            return Mismatch(where, "len", info)
         for i, (g, e) in enumerate(zip(got, exp)):
             m = compare(g, e, tol, f"{where}[{i}]")
             if m:
                 return m
         return None
+    if isinstance(exp, str) and isinstance(got, str):
+        if got != exp:
+            k = _first_difference(got, exp)
+            return Mismatch(where, "text", {"first": k, "expected": _window(exp, k), "got": _window(got, k),
+                                            "n_exp": len(exp), "n_got": len(got)})
+        return None
     if isinstance(exp, bool) or exp is None or isinstance(exp, str):
         if type(got) is not type(exp) or got != exp:
-            return Mismatch(where, "scalar", {"expected": repr(exp), "got": repr(got) if _plain(got) else describe(got)})
+            return Mismatch(where, "scalar", {"expected": _short(exp), "got": _short(got)})
         return None
     if isinstance(exp, int):
         ok = (isinstance(got, int) and not isinstance(got, bool)) or (isinstance(got, float) and got.is_integer())
         if not ok or int(got) != exp:
-            return Mismatch(where, "scalar", {"expected": repr(exp), "got": repr(got) if _plain(got) else describe(got)})
+            return Mismatch(where, "scalar", {"expected": _short(exp), "got": _short(got)})
         return None
     if isinstance(exp, float):
         if not isinstance(got, (int, float)) or isinstance(got, bool) or not math.isclose(got, exp, rel_tol=1e-9):
-            return Mismatch(where, "scalar", {"expected": repr(exp), "got": repr(got) if _plain(got) else describe(got)})
+            return Mismatch(where, "scalar", {"expected": _short(exp), "got": _short(got)})
         return None
     raise TypeError(f"cannot compare against an expected {type(exp).__name__}")  # a bug in cases.py
 
 
 def _plain(v):
     return v is None or isinstance(v, (bool, int, float, str))
+
+
+SHOWN = 200  # characters of a wrong string, or of a list, shown around its first difference
+
+
+def _short(v):
+    """repr of a plain value, cut to SHOWN characters; a description of anything else."""
+    if not _plain(v):
+        return describe(v)
+    text = repr(v[:SHOWN + 1] if isinstance(v, str) else v)
+    return text if len(text) <= SHOWN else text[:SHOWN] + " …"
+
+
+def _first_difference(a, b):
+    """The first index where two strings differ (the shorter one's length if one starts the other), by bisection
+    on slices, so a string of megabytes costs milliseconds."""
+    lo, hi = 0, min(len(a), len(b))
+    if a[:hi] == b[:hi]:
+        return hi
+    while hi - lo > 1:  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if a[:mid] == b[:mid] else (lo, mid)
+    return lo
+
+
+def _window(text, k):
+    """About SHOWN characters of `text` around index k, as a repr, with … where it was cut."""
+    start = max(0, min(k - SHOWN // 4, len(text) - SHOWN))
+    piece = repr(text[start:start + SHOWN])
+    return ("… " if start > 0 else "") + piece + (" …" if start + SHOWN < len(text) else "")
+
+
+def _window_list(items, k):
+    """The items of a list around index k, as text, with … where it was cut (at most about SHOWN characters)."""
+    start = max(0, k - 4)
+    shown = ", ".join(_short(x) for x in items[start:k + 8])[:SHOWN]
+    return ("[… " if start > 0 else "[") + shown + (" …]" if k + 8 < len(items) else "]")
 
 
 def _compare_tensor(got, exp, tol, where):
@@ -226,9 +291,28 @@ def diagnose(problem, case, got):
         except Exception:  # a variant that cannot run on this case says nothing
             continue
     found = strict or loose
-    if not found and isinstance(got, torch.Tensor) and isinstance(case.expected, torch.Tensor) \
-            and got.dtype != case.expected.dtype and got.shape == case.expected.shape \
-            and got.dtype.is_floating_point and case.expected.dtype.is_floating_point:
-        if compare(got.to(case.expected.dtype), case.expected, case.tol.loose()) is None:
-            found.append("wrong_dtype")  # the right numbers in the wrong dtype: a missing cast back
+    cast = _cast_like(got, case.expected)
+    if not found and cast is not None and compare(cast, case.expected, case.tol.loose()) is None:
+        found.append("wrong_dtype")  # the right numbers in the wrong dtype: a missing cast back
     return found
+
+
+def _cast_like(got, exp):
+    """`got` with each float tensor cast to the dtype of the expected one in its place (in tuples, lists and dicts
+    too), if some dtype differs and nothing else does in structure; else None."""
+    changed = []
+
+    def cast(g, e):
+        if isinstance(e, torch.Tensor):
+            if isinstance(g, torch.Tensor) and g.dtype != e.dtype and g.shape == e.shape \
+                    and g.dtype.is_floating_point and e.dtype.is_floating_point:
+                changed.append(True)
+                return g.to(e.dtype)
+            return g
+        if isinstance(e, (list, tuple)) and isinstance(g, (list, tuple)) and len(g) == len(e):
+            return type(g)(cast(x, y) for x, y in zip(g, e))
+        if isinstance(e, dict) and isinstance(g, dict) and g.keys() == e.keys():
+            return {k: cast(g[k], e[k]) for k in e}
+        return g
+    out = cast(got, exp)
+    return out if changed else None

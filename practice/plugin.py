@@ -84,9 +84,25 @@ def top5(model, ids):
 
 
 def plug_in(number, *functions, path=None, **named):
-    """Run the model with the learner's functions for exercise `number`; print the two top-5 lists side by side and
-    whether the prediction is the same. Returns "same prediction" or "diverges"."""
-    return compare(number, {fn.__name__: fn for fn in functions} | named, *course_model(path))
+    """Run the model with the learner's functions for exercise `number`, given as check() takes them (functions,
+    functools.partial, a namespace such as globals(), or name=function); print the two top-5 lists side by side and
+    whether the prediction is the same. Returns "same prediction" or "diverges"; None, with one line, for an
+    exercise that is not a part of the model or functions it cannot use."""
+    from practice.notebook import _namespace
+    from practice.problems import find_problem
+
+    prob = find_problem(number, "en")
+    if prob is None:
+        return None
+    if prob.number not in PARTS:
+        print(f"plug_in: exercise {prob.number} is not a part of the model; plug-in works for "
+              f"{', '.join(map(str, PARTS))}")
+        return None
+    space, why = _namespace(prob, functions, named)
+    if why:
+        print(why.replace("check()", "plug_in()"))
+        return None
+    return compare(prob.number, {n: space[n] for n in prob.functions if callable(space.get(n))}, *course_model(path))
 
 
 def course_model(path=None):
@@ -104,7 +120,7 @@ def course_model(path=None):
 
 def compare(number, f, path, model, tok, ids, ours):
     """The model with the learner's functions `f` ({name: function}) in place of the course's, against `ours`."""
-    from practice.judge import OUT_OF_MEMORY
+    from practice.events import OUT_OF_MEMORY
     from qwen.synthetic import is_synthetic
 
     try:
@@ -156,6 +172,7 @@ def main(number, file):
     import json
     import os
 
+    torch.set_num_threads(1)  # the learner's code on one thread, as the runner runs it
     events = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)  # print() now writes to stderr
 
@@ -177,7 +194,7 @@ def main(number, file):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     say("loaded")
-    from practice.judge import problems
+    from practice.problems import problems
 
     yours = {n: timed(n, getattr(module, n)) for n in problems()[number].functions}
     same = compare(number, yours, *course) == "same prediction"

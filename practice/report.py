@@ -2,6 +2,8 @@
 
 Every line goes through `safe`: the learner's output and messages can hold terminal escape sequences, which are
 shown escaped (\\x1b[8A), so no file can move the cursor and rewrite the verdict on screen."""
+import locale
+import os
 import re
 import signal
 from dataclasses import dataclass, field
@@ -9,8 +11,9 @@ from pathlib import Path
 
 VERDICT = {
     "en": {"AC": "Accepted", "WA": "Wrong Answer", "RE": "Runtime Error", "TLE": "Time Limit Exceeded",
-           "CE": "Compile Error", None: "not run"},
-    "zh": {"AC": "通过", "WA": "答案错误", "RE": "运行错误", "TLE": "超出时间限制", "CE": "编译错误", None: "未运行"},
+           "CE": "Compile Error", "NG": "Not graded", None: "not run"},
+    "zh": {"AC": "通过", "WA": "答案错误", "RE": "运行错误", "TLE": "超出时间限制", "CE": "编译错误", "NG": "不予评测",
+           None: "未运行"},
 }
 
 MSG = {
@@ -21,11 +24,15 @@ MSG = {
         "on_case": "on case {i} ({label})", "seed": "seed {seed}",
         "n_bad": "{n_bad} of {n} elements outside the tolerance", "nan": "{nan} NaN",
         "index": "index {idx}: expected {e}, got {g}",
+        "char": "character {idx} (the expected text has {n_exp} characters, yours {n_got})",
+        "item": "item {idx}: expected {e}, got {g}",
         "keys_missing": "missing keys: {keys}", "keys_extra": "unexpected keys: {keys}",
         "shape": "shape {v}", "dtype": "dtype {v}", "len": "{v} items", "type": "{v}",
         "mutated": "your function changed its input in place; leave the caller's tensors and dicts alone "
                    "(work on a copy, or build a new result)",
         "tle_killed": "still running after {t:g} s; the judge stopped it", "tle_slow": "took {t:.2f} s",
+        "tle_total": "the cases up to this one took over {t:g} s together, the limit for all {n} cases",
+        "limits": "{t:g} s per case, {total:g} s for all together",
         "tle_load": "importing your file took more than {t:g} s; the judge stopped it",
         "died": "the process ended during this case ({how}): os._exit, a crash, or out of memory",
         "exit_code": "exit code {rc}", "signal": "signal {sig}",
@@ -73,6 +80,19 @@ MSG = {
                     "purpose: {cmd})",
         "hint_out_of_memory": "out of memory: your code asked for more than the judge allows ({limit}); these "
                               "inputs need far less, so look for a tensor much larger than them",
+        "plug_banner": "plug-in: exercise {n} in the whole model, in a child process under the judge's limits …",
+        "plug_not_part": "--plug-in puts a part of the model in the whole model; exercise {n} is not one (the parts: "
+                         "{parts}). Grade it without --plug-in: {cmd}",
+        "plug_stopped": "plug-in stopped: {why}",
+        "plug_start": "Python, torch and the model took over {t:g} s to start",
+        "plug_ready": "importing your file took over {t:g} s",
+        "plug_loaded": "the course's model ran over {t:g} s before calling your functions",
+        "plug_returned": "the course's model ran over {t:g} s between two calls of your functions",
+        "plug_inside": "one call of your {fn} inside the model ran over {limit:g} s, exercise {n}'s time limit",
+        "plug_died": "the child process ended by {how}",
+        "answer": "this exercise asks you to write {functions}; your file imports {names}, which is the answer. "
+                  "Write it yourself (torch and the standard library are yours to use); nothing was recorded as "
+                  "solved",
     },
     "zh": {
         "problem": "题目", "file": "文件", "verdict": "结果", "call": "调用", "expected": "期望", "got": "实际",
@@ -81,10 +101,14 @@ MSG = {
         "on_case": "于用例 {i}（{label}）", "seed": "种子 {seed}",
         "n_bad": "{n} 个元素中有 {n_bad} 个超出容差", "nan": "{nan} 个 NaN",
         "index": "下标 {idx}：期望 {e}，实际 {g}",
+        "char": "第 {idx} 个字符（期望的文本有 {n_exp} 个字符，你的有 {n_got} 个）",
+        "item": "第 {idx} 项：期望 {e}，实际 {g}",
         "keys_missing": "缺少的键：{keys}", "keys_extra": "多出的键：{keys}",
         "shape": "形状 {v}", "dtype": "dtype {v}", "len": "{v} 项", "type": "{v}",
         "mutated": "你的函数原地修改了输入；不要改动调用者的张量和字典（在副本上算，或新建结果）",
         "tle_killed": "运行 {t:g} 秒仍未结束，评测已终止它", "tle_slow": "用时 {t:.2f} 秒",
+        "tle_total": "到这个用例为止，各用例合计用时超过 {t:g} 秒，即全部 {n} 个用例的总时限",
+        "limits": "每个用例 {t:g} 秒，全部合计 {total:g} 秒",
         "tle_load": "导入你的文件超过 {t:g} 秒，评测已终止它",
         "died": "进程在这个用例中途结束（{how}）：可能调用了 os._exit、崩溃或内存耗尽",
         "exit_code": "退出码 {rc}", "signal": "信号 {sig}",
@@ -128,6 +152,18 @@ MSG = {
                     "（有意修改题目的开发者：{cmd}）",
         "hint_out_of_memory": "内存耗尽：你的代码申请的内存超过了评测允许的上限（{limit}）；这些输入远用不了这么多，"
                               "找找比输入大得多的张量",
+        "plug_banner": "plug-in：把第 {n} 题放进整个模型，在子进程中按评测的限制运行 …",
+        "plug_not_part": "--plug-in 把模型的一个部件放进整个模型；第 {n} 题不是部件（部件：{parts}）。不加 --plug-in "
+                         "评测它：{cmd}",
+        "plug_stopped": "plug-in 已停止：{why}",
+        "plug_start": "Python、torch 和模型启动超过 {t:g} 秒",
+        "plug_ready": "导入你的文件超过 {t:g} 秒",
+        "plug_loaded": "课程的模型在调用你的函数之前运行超过 {t:g} 秒",
+        "plug_returned": "课程的模型在两次调用你的函数之间运行超过 {t:g} 秒",
+        "plug_inside": "模型里对你的 {fn} 的一次调用超过 {limit:g} 秒，即第 {n} 题的时限",
+        "plug_died": "子进程被{how}结束",
+        "answer": "这道题要你自己写 {functions}；你的文件导入了 {names}，那就是答案。"
+                  "请自己实现（torch 和标准库可以用）；没有记为通过",
     },
 }
 
@@ -172,6 +208,7 @@ class Report:
     seconds: float = 0.0
     in_process: bool = False
     memory_limit: int = 0  # MiB
+    total_limit: float = 0.0  # seconds for all cases together
 
     @property
     def passed(self):
@@ -252,6 +289,9 @@ class Printer:
         msg = rep.message
         if msg.startswith("missing:"):
             self.line("error", self.m["missing"].format(names=msg[len("missing:"):]))
+        elif msg.startswith("answer:"):
+            self.line("error", self.m["answer"].format(functions=", ".join(rep.problem.functions),
+                                                       names=msg[len("answer:"):]))
         elif msg == "load":
             self.line("error", self.m["tle_load"].format(t=rep.load_limit))
         elif msg.startswith(("died_load:", "died_between:", "garbled:", "stalled:")):
@@ -298,9 +338,13 @@ class Printer:
         self.line("verdict", f"{self.v[r.verdict]} {m['on_case'].format(i=idx, label=label)}")
         self.line("call", case.call_text())
         if r.verdict == "TLE":
-            self.line("error", m["tle_slow"].format(t=r.time) if r.time is not None
-                      else m["tle_killed"].format(t=rep.time_limit))
-            self.line("limit", f"{rep.time_limit:g} s")
+            if r.error == "total":
+                self.line("error", m["tle_total"].format(t=rep.total_limit, n=len(rep.results)))
+                self.line("limit", m["limits"].format(t=rep.time_limit, total=rep.total_limit))
+            else:
+                self.line("error", m["tle_slow"].format(t=r.time) if r.time is not None
+                          else m["tle_killed"].format(t=rep.time_limit))
+                self.line("limit", f"{rep.time_limit:g} s")
         elif r.verdict == "RE":
             if r.error.startswith(("died:", "garbled:", "stalled:")):
                 self.line("error", self._why(r.error))
@@ -314,7 +358,13 @@ class Printer:
             self.line("error", m["mutated"])
         else:
             mm, info = r.mismatch, r.mismatch.info
-            if mm.where == "output":
+            if mm.kind == "text":  # a string: where it first differs, and the text around it in both
+                if mm.where != "output":
+                    self.line("where", mm.where)
+                self.line("first", m["char"].format(idx=info["first"], n_exp=info["n_exp"], n_got=info["n_got"]))
+                self.line("expected", info["expected"])
+                self.line("got", info["got"])
+            elif mm.where == "output":
                 self.line("expected", describe(case.expected))
                 self.line("got", describe(r.got))
             else:  # inside a dict or tuple: say where, then what differs there
@@ -322,8 +372,8 @@ class Printer:
             if mm.kind == "value":
                 worst = _num(info["max_abs"]) + (f" ({m['nan'].format(nan=info['nan'])})" if info["nan"] else "")
                 self.line("maxdiff", f"{worst}; " + m["n_bad"].format(n_bad=info["n_bad"], n=info["n"]))
-                self.line("first", m["index"].format(idx=tuple(info["first"]), e=_num(info["exp_at"]),
-                                                     g=_num(info["got_at"])))
+                e, g = _pair(info["exp_at"], info["got_at"])
+                self.line("first", m["index"].format(idx=tuple(info["first"]), e=e, g=g))
                 self.line("tol", info["tol"])
             elif mm.kind == "keys":
                 if info["missing"]:
@@ -336,6 +386,10 @@ class Printer:
                 if mm.where != "output" or mm.kind == "len":  # at the top the two lines above said it
                     self.line("expected", m[mm.kind].format(v=info["expected"]))
                     self.line("got", m[mm.kind].format(v=info["got"]))
+                if mm.kind == "len" and "first" in info:  # a list: the items around its first difference
+                    self.line("first", m["item"].format(idx=info["first"], e=info["exp_at"], g=info["got_at"]))
+            elif mm.kind == "text":
+                pass
             else:
                 self.line("expected", info["expected"])
                 self.line("got", info["got"])
@@ -347,7 +401,10 @@ class Printer:
             elif key == "out_of_memory":
                 text = m["hint_out_of_memory"].format(limit=size_text(rep.memory_limit * 2 ** 20))
             elif key == "wrong_dtype":
-                text = m["hint_wrong_dtype"].format(dtype=describe(case.expected).split("[")[0])
+                mm = r.mismatch
+                dtype = mm.info["expected"] if mm is not None and mm.kind == "dtype" else \
+                    describe(case.expected).split("[")[0]
+                text = m["hint_wrong_dtype"].format(dtype=dtype)
             else:
                 text = rep.problem.hint_text(key, self.lang) or key
             self.line("hint", text)
@@ -364,6 +421,17 @@ class Printer:
             cut = cut or len(lines) > SHOW_OUTPUT
         if cut:
             self.out(self.m["printed"].format(size=size_text(rep.output_bytes), cap=size_text(len(rep.output))))
+
+
+def _pair(e, g):
+    """Two numbers with enough significant digits to tell them apart (6 unless they need more, at most 17)."""
+    if not (isinstance(e, float) and isinstance(g, float)) or e != e or g != g:
+        return _num(e), _num(g)
+    for digits in range(6, 18):
+        a, b = f"{e:.{digits}g}", f"{g:.{digits}g}"
+        if a != b:
+            return a, b
+    return a, b
 
 
 def _num(x):
@@ -384,3 +452,21 @@ def shown_path(path):
         return str(path.relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+def detect_lang(explicit=None):
+    """--lang wins; else the locale variables (LC_ALL, LC_MESSAGES, LANG, LANGUAGE): Chinese if they say zh."""
+    if explicit:
+        return explicit
+    for var in ("LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"):
+        if os.environ.get(var):
+            return "zh" if os.environ[var].lower().startswith("zh") else "en"
+    try:
+        loc = (locale.getlocale()[0] or "").lower()
+    except ValueError:
+        loc = ""
+    return "zh" if loc.startswith(("zh", "chinese")) else "en"
+
+
+def cmd(*words):
+    return " ".join(["python practice/judge.py", *map(str, words)])

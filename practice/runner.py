@@ -4,7 +4,7 @@ Started by judge.py as a separate process (python practice/runner.py INPUTS OUTD
 learner's file, calls each case's function, saves each result to OUTDIR/<i>.pt and reports events as JSON lines on
 a private copy of stdout (the learner's own prints go to stderr, which the judge caps). It never grades: the judge
 compares the saved results in its own process, out of reach of the learner's bugs (no local judge can stop
-deliberate cheating). check() in judge.py uses `run` in-process for notebooks.
+deliberate cheating). check() in notebook.py uses `run` in-process for notebooks.
 """
 import copy
 import json
@@ -17,6 +17,11 @@ import traceback
 import types
 
 import torch
+
+try:
+    from practice.oracle import Watch
+except ImportError:  # started as python practice/runner.py without the repository on the path: practice/ is first
+    from oracle import Watch
 
 MAX_TENSOR_BYTES = 256 * 2 ** 20  # a returned tensor larger than this is not sent back (it is surely wrong)
 MAX_ITEMS = 100_000
@@ -69,7 +74,8 @@ def sanitize(obj, depth=0):
             if t.device.type == "meta":
                 return _unsupported(obj, "tensor on the meta device (it has a shape but no values)")
             if t.numel() * t.element_size() > MAX_TENSOR_BYTES:
-                return _unsupported(obj, f"tensor of {t.numel() * t.element_size() / 2 ** 20:.0f} MiB")
+                return _unsupported(obj, f"tensor too large to send back ({t.numel() * t.element_size() / 2 ** 20:.0f} "
+                                         f"MiB, over {MAX_TENSOR_BYTES // 2 ** 20} MiB)")
             return t.to("cpu").resolve_conj().resolve_neg().clone()
         except BaseException:
             return _unsupported(obj, "tensor that cannot be copied to the CPU")
@@ -87,7 +93,8 @@ def sanitize(obj, depth=0):
         return sanitize(obj.item(), depth + 1)  # numpy scalars
     if isinstance(obj, (list, tuple)):
         if len(obj) > MAX_ITEMS:
-            return _unsupported(obj, f"{type(obj).__name__} of {len(obj)} items")
+            return _unsupported(obj, f"{type(obj).__name__} too long to send back ({len(obj)} items, over "
+                                     f"{MAX_ITEMS})")
         items = [sanitize(x, depth + 1) for x in obj]
         return tuple(items) if isinstance(obj, tuple) else items
     if isinstance(obj, dict):
@@ -191,9 +198,11 @@ def load_file(path):
     return mod, None
 
 
-def run(functions, calls, emit, store, path, reraise=()):
+def run(functions, calls, emit, store, path, reraise=(), answers=None):
     """Call functions[name](*values) for each (name, values) in `calls`; store(i, result); emit events:
-    begin i, ret i (the call returned or raised; t = its time on CLOCK), end i (the result is stored), then done."""
+    begin i, ret i (the call returned or raised; t = its time on CLOCK), end i (the result is stored), then done.
+    answers(): the answers the learner's code has used so far (oracle.Watch); after a case that used one, the run
+    stops with an "answer" event in place of what would follow."""
     for i, (name, values) in enumerate(calls):
         before = copy.deepcopy(values)
         emit({"ev": "begin", "i": i})
@@ -218,6 +227,9 @@ def run(functions, calls, emit, store, path, reraise=()):
             emit({"ev": "end", "i": i, "ok": False, "exc": type(err).__name__,
                   "tb": learner_traceback(err, path),
                   "code": repr(err.code)[:200] if isinstance(err, SystemExit) else None})
+        if answers is not None and answers():
+            emit({"ev": "answer", "names": list(answers())})
+            return
     emit({"ev": "done"})
 
 
@@ -229,8 +241,10 @@ def _watchdog(parent):
             os._exit(1)
 
 
-def main(inputs, outdir, path, names):
+def main(inputs, outdir, path, names, answers=None):
+    """answers: {"modules": [...], "files": [...], "root": folder} (see oracle.Watch), what the file may not use."""
     threading.Thread(target=_watchdog, args=(os.getppid(),), daemon=True).start()
+    torch.set_num_threads(1)  # one thread: a loaded machine's thread pool must not eat a case's time limit
     proto = os.dup(1)  # the judge reads events here; the learner's prints go to stderr (fd 1 now points there)
     os.dup2(2, 1)
 
@@ -241,8 +255,13 @@ def main(inputs, outdir, path, names):
 
     calls = torch.load(inputs, weights_only=True)
     sys.path[0] = os.path.dirname(os.path.abspath(path))  # the learner may import helpers next to the file
+    answers = answers or {}
+    watch = Watch(answers.get("modules", []), answers.get("files", []), answers.get("root"))
     emit({"ev": "ready"})
-    mod, failure = load_file(path)
+    before = set(sys.modules)
+    with watch:
+        mod, failure = load_file(path)
+    watch.modules_loaded(before)
     if failure:
         emit(failure)
         return
@@ -250,18 +269,24 @@ def main(inputs, outdir, path, names):
     if missing:
         emit({"ev": "missing", "names": missing})
         return
+    watch.uses([getattr(mod, n) for n in names])
+    if watch.hits:
+        emit({"ev": "answer", "names": watch.hits})
+        return
     emit({"ev": "loaded"})
 
     def store(i, value):
         torch.save(value, os.path.join(outdir, f"{i}.pt"))
 
-    run({n: getattr(mod, n) for n in names}, calls, emit, store, path)
+    with watch:
+        run({n: getattr(mod, n) for n in names}, calls, emit, store, path, answers=lambda: watch.hits)
 
 
 if __name__ == "__main__":
     status = 0
     try:
-        main(sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]))
+        main(sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]),
+             json.loads(sys.argv[5]) if len(sys.argv) > 5 else None)
     except BaseException:  # a failure of the runner itself, or of what the learner's code did to it (closed fds)
         status = 70
         try:

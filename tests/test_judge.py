@@ -1,5 +1,6 @@
 """The judge as a learner meets it: the command line, the child process that runs learner code (hostile files
 included), the progress file, and check() for notebooks."""
+import ast
 import hashlib
 import importlib.util
 import json
@@ -15,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from practice.judge import (check, detect_lang, grade_events, grade_in_process, load_progress, problems, record,
-                            run_file, save_progress)
+from practice.judge import (GRACE, check, detect_lang, grade_events, grade_in_process, load_progress, problems,
+                            record, run_file, save_progress)
 from practice.report import OUTPUT_CAP, Printer, Report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -488,12 +489,13 @@ def test_concurrent_judges_keep_every_record(env):
 import sys, time, types
 sys.path.insert(0, {str(REPO)!r})
 import practice.judge as j
+import practice.store as store
 n = int(sys.argv[1])
-slow = j.save_progress
+slow = store.save_progress
 def save(records, lang="en"):
     time.sleep(0.3)
     slow(records, lang)
-j.save_progress = save
+store.save_progress = save  # record() lives in practice/store.py
 rep = types.SimpleNamespace(problem=types.SimpleNamespace(number=n), verdict="WA", passed=0, results=[], file="x")
 j.record(rep, "en")
 """
@@ -579,6 +581,149 @@ def test_judge_refuses_an_edited_reference_file(tmp_path, number, edited):
     assert out.returncode == 2 and f"practice/{edited}" in out.stderr, out
     assert f"git checkout -- practice/{edited.split('/')[0]}" in out.stderr, out
     assert not (tmp_path / "p.json").exists()
+
+
+def test_judge_refuses_an_edited_oracle_module(tmp_path):
+    """The qwen modules a problem's cases import compute its expected values: an edit of qwen/rope.py (in a copy of
+    the repository) is refused before grading, in one line, as an edit of cases.py is."""
+    ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json")
+    for pkg in ("practice", "qwen"):
+        shutil.copytree(REPO / pkg, tmp_path / pkg, ignore=ignore)
+    with open(tmp_path / "qwen" / "rope.py", "a") as f:
+        f.write("\n# a learner's edit\n")
+    out = subprocess.run([sys.executable, str(tmp_path / "practice" / "judge.py"), "206", "--file",
+                          PROBLEMS[206].folder / "solution.py"], cwd=tmp_path, capture_output=True, text=True,
+                         env=dict(os.environ, PRACTICE_PROGRESS=str(tmp_path / "p.json")), timeout=120)
+    assert out.returncode == 2 and out.stdout == "", out
+    assert out.stderr.count("\n") == 1 and "qwen/rope.py" in out.stderr, out.stderr
+    assert "git checkout -- qwen/rope.py" in out.stderr, out.stderr
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_oracle_closure_follows_imports():
+    """208's cases import qwen.attention, which imports qwen.norm and qwen.rope: all three are its oracle."""
+    from practice.judge import oracle_files
+
+    found = set(oracle_files(PROBLEMS[208]))
+    assert {"qwen/__init__.py", "qwen/attention.py", "qwen/norm.py", "qwen/rope.py"} <= found and "qwen/mlp.py" not in found
+
+
+MLP_BODY = ("import torch.nn.functional as F\n\n\ndef silu(x):\n    return F.silu(x)\n\n\n"
+            "def swiglu_mlp(x, gate_weight, up_weight, down_weight):\n{extra}"
+            "    return F.linear(F.silu(F.linear(x, gate_weight)) * F.linear(x, up_weight), down_weight)\n")
+
+
+def test_a_file_that_imports_the_answer_is_not_graded(env):
+    """Importing the module the exercise asks for (207: qwen.mlp), at the top or inside a function, or loading a
+    problem's solution.py by path, is refused with one line saying so, in a child process and in this one, and
+    never recorded as solved; 208 may use qwen.rope's apply_rope."""
+    files = {"top.py": "import qwen.mlp  # noqa: F401\n" + MLP_BODY.format(extra=""),
+             "lazy.py": MLP_BODY.format(extra="    from qwen.mlp import MLP  # noqa: F401\n"),
+             "by_path.py": f"import importlib.util\nsolution = {str(PROBLEMS[207].folder / 'solution.py')!r}\n"
+                           "spec = importlib.util.spec_from_file_location('s', solution)\n"
+                           "s = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(s)\n"
+                           "silu, swiglu_mlp = s.silu, s.swiglu_mlp\n"}
+    for name, text in files.items():
+        (env / name).write_text(text)
+        imported = "practice/207_swiglu/solution.py" if name == "by_path.py" else "qwen.mlp"
+        out = judge(207, "--file", env / name)
+        assert out.returncode == 1 and "Not graded" in out.stdout, out
+        said = f"this exercise asks you to write silu, swiglu_mlp; your file imports {imported}, which is the answer"
+        assert said in out.stdout, out.stdout
+        report = grade_in_process(PROBLEMS[207], path=env / name)
+        assert report.verdict == "NG" and report.message == f"answer:{imported}", (name, report.message)
+    assert load_progress()["207"]["accepted"] is False
+    (env / "honest.py").write_text(MLP_BODY.format(extra=""))
+    assert grade_in_process(PROBLEMS[207], path=env / "honest.py").verdict == "AC"
+    allowed = env / "rope_given.py"
+    allowed.write_text("from qwen.rope import apply_rope  # noqa: F401\n"
+                       + (PROBLEMS[208].folder / "solution.py").read_text())
+    assert grade_in_process(PROBLEMS[208], path=allowed).verdict == "AC"
+
+
+def test_a_notebooks_default_dtype_does_not_change_the_cases():
+    """A notebook that set fp64 as torch's default dtype still gets fp32 cases: the reference is Accepted."""
+    import torch
+
+    torch.set_default_dtype(torch.float64)
+    try:
+        report = grade_in_process(PROBLEMS[207], path=PROBLEMS[207].folder / "solution.py")
+        assert torch.get_default_dtype() == torch.float64, "the notebook's setting is given back"
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert report.verdict == "AC", shown(report)
+
+
+def test_a_huge_wrong_string_is_shown_around_its_first_difference(tmp_path):
+    """A 24 MiB wrong answer to 215 prints in under 1 kB: about 200 characters around the first difference, with
+    its index; a "/" in a result is text, not a path."""
+    learner = tmp_path / "huge.py"
+    learner.write_text("def render(messages, add_generation_prompt=True, thinking=False):\n"
+                       "    return 'a/b ' + 'x' * (24 * 2 ** 20)\n")
+    report = grade_in_process(PROBLEMS[215], path=learner)
+    text = shown(report)
+    result = [ln for ln in text.splitlines() if ln.startswith(("Expected", "Got", "First bad"))]
+    assert report.verdict == "WA" and len(result) == 3 and len("\n".join(result).encode()) < 1024, text[:3000]
+    assert len(text.encode()) < 3000 and "'a/b xxx" in text, text[:3000]
+    assert "First bad character 0 (the expected text has 71" in text, text[:3000]
+
+
+def test_long_lists_and_close_numbers_are_shown_in_short():
+    """A list that differs in length shows the items around its first difference; two numbers that differ past
+    the 6th digit get the digits that tell them apart; a dtype is named as the statements name it."""
+    import torch
+
+    from practice.grading import Case, compare, describe
+    from practice.report import _pair
+
+    m = compare(list(range(10 ** 5)) + [7], list(range(10 ** 5)))
+    assert m.kind == "len" and m.info["first"] == 10 ** 5 and len(m.info["got_at"]) < 250, m.info
+    m = compare(list(range(10)) + [5] + list(range(10 ** 5)), list(range(10 ** 5)))
+    assert m.info["first"] == 10 and "8, 9, 5, 0, 1" in m.info["got_at"], m.info
+    assert _pair(1.0, 1.0000001) == ("1", "1.0000001")
+    assert describe(torch.bfloat16) == "bf16"
+    case = Case("hidden 1", "f", [("path", "/data/model.safetensors"), ("n", 3)], "x")
+    assert case.call_text() == "f(path='model.safetensors', n=3)" and describe("a/b") == "'a/b'"
+
+
+def test_a_total_time_limit_for_all_cases(tmp_path):
+    """A file just under the limit on every case runs out of the problem's total (here 3 s for 204's 24 cases at
+    0.5 s each, 11 of them sleeping 0.4 s): Time Limit Exceeded on the case that crosses it."""
+    prob = PROBLEMS[204]
+    learner = tmp_path / "sleepy.py"
+    learner.write_text((prob.folder / "solution.py").read_text() + "\n\nimport time\n_norm = rms_norm\n\n\n"
+                       "def rms_norm(x, weight, eps):\n    time.sleep(0.4)\n    return _norm(x, weight, eps)\n")
+    report = run_file(prob, learner, time_limit=0.5)
+    assert report.total_limit == 3.0 and report.verdict == "TLE" and report.failure.error == "total", shown(report)
+    assert "took over 3 s together, the limit for all 24 cases" in shown(report)
+    assert sum(r.time for r in report.results if r.time is not None) < 3.0 + 0.5 + GRACE
+
+
+def test_learner_code_runs_on_one_thread(tmp_path):
+    """The runner gives the learner's code one thread, so a loaded machine's thread pool cannot eat a case's time:
+    210's reference then takes under 10 % of its limit on every case."""
+    learner = tmp_path / "threads.py"
+    learner.write_text("import torch\n\n\ndef rms_norm(x, weight, eps):\n"
+                       "    raise RuntimeError(f'threads={torch.get_num_threads()}')\n\n\n"
+                       "gated_rms_norm = l2norm = rms_norm\n")
+    report = run_file(PROBLEMS[204], learner)
+    assert report.verdict == "RE" and "threads=1" in report.failure.error, shown(report)
+    prob = PROBLEMS[210]
+    report = run_file(prob, prob.folder / "solution.py")
+    slowest = max(r.time for r in report.results)
+    assert report.verdict == "AC" and slowest < 0.1 * prob.time_limit, shown(report)
+
+
+def test_json_verdict_for_tools(env):
+    """--json prints one JSON object: the verdict, each case with its time, the failing case, its hints, and the
+    report's text; the exit code is the same as without it."""
+    out = judge(204, "--file", PROBLEMS[204].folder / "wrong" / "plain_weight.py", "--json")
+    data = json.loads(out.stdout)
+    assert out.returncode == 1 and data["verdict"] == "WA" and data["problem"] == 204, out
+    assert data["total"] == len(data["cases"]) and data["cases"][data["failed_case"] - 1]["verdict"] == "WA"
+    assert data["cases"][data["failed_case"] - 1]["hints"] and "Wrong Answer" in data["report"]
+    out = judge(204, "--file", PROBLEMS[204].folder / "solution.py", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["verdict"] == "AC", out
 
 
 def test_the_judges_own_clock_overrules_the_runners():
@@ -668,3 +813,64 @@ def test_a_file_saved_as_utf16_is_told_to_save_as_utf8(tmp_path):
     path.write_bytes(sol.encode("utf-16"))
     report = grade_in_process(PROBLEMS[202], path=path)
     assert report.verdict == "CE" and "UTF-16" in report.message and "UTF-8" in report.message, report.message
+
+
+# ---------------------------------------------------------------- the chapters' exercise stubs
+
+def _stub_signatures(tree):
+    """{name: (parameters with annotations, defaults, return annotation, keyword-only)} of the top-level functions
+    of a parsed file whose body only raises NotImplementedError (a docstring aside)."""
+    out = {}
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        if len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.unparse(body[0]):
+            a = node.args
+            out[node.name] = ([(x.arg, ast.unparse(x.annotation) if x.annotation else None)
+                               for x in a.posonlyargs + a.args], [ast.unparse(d) for d in a.defaults],
+                              ast.unparse(node.returns) if node.returns else None,
+                              [(x.arg, ast.unparse(x.annotation) if x.annotation else None) for x in a.kwonlyargs])
+    return out
+
+
+def _attempts(tree):
+    """[(problem number, {the starter's name: the chapter's function})] of each book.attempt(N, f, g=h, ...) call."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "book.attempt" and node.args \
+                and isinstance(node.args[0], ast.Constant):
+            given = {a.id: a.id for a in node.args[1:] if isinstance(a, ast.Name)}
+            given.update({k.arg: k.value.id for k in node.keywords if isinstance(k.value, ast.Name)})
+            found.append((node.args[0].value, given))
+    return found
+
+
+def _fits(stub, starter):
+    """The same parameters, defaults and keyword-only names; the same annotations where the stub has them (the
+    first chapters leave them out)."""
+    def plain(sig):
+        return [a for a, _ in sig[0]], sig[1], [a for a, _ in sig[3]]
+    annotated = [ann for _, ann in stub[0]] + [stub[2]]
+    return plain(stub) == plain(starter) and (not any(annotated) or stub == starter)
+
+
+def test_chapter_stubs_match_the_starters():
+    """Where a chapter defines the stub a learner fills in and grades with book.attempt(N, ...), the stub is given
+    under the starter's name with the starter's parameters and defaults, so an answer written in the notebook fits
+    the judge (check() matches functions by name)."""
+    checked = 0
+    for chapter in sorted((REPO / "chapters").glob("ch*.py")):
+        tree = ast.parse(chapter.read_text(encoding="utf-8"))
+        stubs = _stub_signatures(tree)
+        for number, given in _attempts(tree):
+            if not given:
+                continue
+            starter = _stub_signatures(ast.parse((PROBLEMS[number].folder / "starter.py").read_text("utf-8")))
+            assert sorted(given) == sorted(PROBLEMS[number].functions), (chapter.name, number, given)
+            for name, fn in given.items():
+                assert fn in stubs, f"{chapter.name}: {fn} for exercise {number} is not a stub"
+                assert _fits(stubs[fn], starter[name]), f"{chapter.name}: stub {fn} differs from the starter's " \
+                                                        f"{name} of {number}:\n{stubs[fn]}\n{starter[name]}"
+                checked += 1
+    assert checked >= 20, checked

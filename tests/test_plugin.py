@@ -1,6 +1,7 @@
 """practice/plugin.py: the whole model with a learner's part in place of the course's. A reference part gives the
 same top-5; a wrong part changes it."""
 import importlib.util
+import os
 import subprocess
 import sys
 import time
@@ -148,3 +149,49 @@ def test_the_prompt_crosses_a_chunk_boundary(synthetic):
     for name in ("state_not_carried", "decay_not_reset"):
         (wrong,) = functions(problems()[212].folder / "wrong" / f"{name}.py", "chunked_delta_rule")
         assert plug_in(212, wrong) == "diverges", name
+
+
+def test_a_non_part_is_refused_before_grading(tmp_path, capsys):
+    """--plug-in on an exercise that is not a part of the model: exit 2 before grading, with the parts; in a
+    notebook one line and None."""
+    r = subprocess.run([sys.executable, "practice/judge.py", "214", "--file", "practice/214_sampling/solution.py",
+                        "--plug-in"], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                       env={**os.environ, "PRACTICE_PROGRESS": str(tmp_path / "p.json")})
+    assert r.returncode == 2 and r.stdout == "", r
+    assert "exercise 214 is not one (the parts: 204, 206, 207, 208, 211, 212)" in r.stderr, r.stderr
+    assert not (tmp_path / "p.json").exists()
+    assert plug_in(214, lambda logits: logits) is None
+    assert "exercise 214 is not a part of the model" in capsys.readouterr().out
+
+
+def test_plug_in_takes_what_check_takes(synthetic):
+    """A namespace (globals(), a dict, a module), as check() takes it."""
+    assert plug_in(207, {"swiglu_mlp": swiglu_mlp, "silu": F.silu}) == "same prediction"
+    assert plug_in(207, sys.modules[__name__]) == "same prediction"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox's limits and /proc are Linux's")
+def test_a_forged_done_is_garbled(synthetic, tmp_path, capsys):
+    """A file that writes the child's last event ("done", same prediction) to its pipes while it is imported gets
+    no exit 0: the event is out of order, so the run stops there, as the runner's events would."""
+    from practice import judge
+
+    learner = tmp_path / "forges_done.py"
+    learner.write_text("import os\nimport stat\n\nimport torch.nn.functional as F\n\nfor fd in range(3, 256):\n"
+                       "    try:\n        if stat.S_ISFIFO(os.fstat(fd).st_mode):\n"
+                       "            os.write(fd, b'{\"ev\": \"done\", \"same\": true}\\n')\n    except OSError:\n"
+                       "        pass\n\n\ndef silu(x):\n    return F.gelu(x)\n\n\n"
+                       "def swiglu_mlp(x, gate_weight, up_weight, down_weight):\n"
+                       "    return F.linear(F.gelu(F.linear(x, gate_weight)) * F.linear(x, up_weight), down_weight)\n")
+    assert judge.plug_in_file(207, learner) == 1
+    err = capsys.readouterr().err
+    assert "plug-in stopped: the runner's messages to the judge were garbled (an event 'done' where the judge " \
+           "expected 'loaded')" in err, err
+
+
+def test_test_command_honours_plug_in(synthetic, tmp_path):
+    """`judge.py test N --plug-in` runs the plug-in after Accepted, as `judge.py N --plug-in` does."""
+    r = subprocess.run([sys.executable, "practice/judge.py", "test", "207", "--file",
+                        "practice/207_swiglu/solution.py", "--plug-in"], capture_output=True, text=True, cwd=ROOT,
+                       timeout=600, env={**os.environ, "PRACTICE_PROGRESS": str(tmp_path / "p.json")})
+    assert r.returncode == 0 and "Accepted" in r.stdout and "same prediction" in r.stdout, r.stdout + r.stderr

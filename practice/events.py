@@ -1,0 +1,199 @@
+"""The runner's events as the judge accepts them (Protocol), and the verdicts they give (grade_events).
+
+Both ways of grading share this: a child process's events arrive through `supervise`, a notebook's from
+runner.run called in-process. No torch at import.
+"""
+import math
+import re
+
+from practice.report import CaseResult
+
+
+def slack(limit):
+    """How far the judge's own clock may run past a case's limit before it overrules the runner's clock (the
+    judge's includes the pipe and thread wake-ups; the runner's would miss a learner's tampering)."""
+    return 0.5 + 0.2 * limit
+
+
+# ---------------------------------------------------------------- the runner's events, as the judge accepts them
+
+class Garbled(Exception):
+    """An event the runner cannot have sent: the learner's code wrote to the judge's private pipe."""
+
+
+def _text(value, cap=20_000):
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Garbled(f"a {type(value).__name__} where text belongs")
+    return value[:cap]
+
+
+class Protocol:
+    """The runner's events in the one order it sends them: ready, then loaded (or compile_error, missing,
+    load_error, answer), then begin i, ret i, end i for each case, then done (or, after a case, answer); each
+    reduced to its known fields, checked. Anything else raises Garbled. `state` names what the judge waits for,
+    so each wait gets one deadline."""
+
+    LIMIT = {"start": "startup", "ready": "load", "between": "load", "begun": "case", "returned": "load"}
+
+    def __init__(self, n):
+        self.n, self.i, self.state = n, -1, "start"
+
+    def accept(self, ev):
+        if not isinstance(ev, dict):
+            raise Garbled("a line that is not an event")
+        kind, st, i = ev.get("ev"), self.state, ev.get("i")
+        if st == "start" and kind == "ready":
+            self.state = "ready"
+            return {"ev": kind}
+        if kind == "answer" and st in ("ready", "between"):
+            names = ev.get("names")
+            if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+                raise Garbled("answer names that are not a list of text")
+            self.state = "over"
+            return {"ev": kind, "names": [n[:200] for n in names[:20]]}
+        if st == "ready" and kind in ("loaded", "compile_error", "missing", "load_error"):
+            if kind == "missing":
+                names = ev.get("names")
+                if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                    raise Garbled("missing names that are not a list of text")
+                out = {"ev": kind, "names": [n[:100] for n in names[:50]]}
+            else:
+                out = {"ev": kind, "msg": _text(ev.get("msg")), "exc": _text(ev.get("exc"), 200),
+                       "tb": _text(ev.get("tb")), "code": _text(ev.get("code"), 200)}
+            self.state = "between" if kind == "loaded" else "over"
+            return out
+        if st == "between" and kind == "done" and self.i + 1 == self.n:
+            self.state = "over"
+            return {"ev": kind}
+        if type(i) is not int or i != (self.i + 1 if kind == "begin" else self.i):
+            raise Garbled(f"an event {str(kind)[:20]!r} for case {str(i)[:20]}, where the judge expected "
+                          f"{self._expected()}")
+        if st == "between" and kind == "begin" and i < self.n:
+            self.i, self.state = i, "begun"
+            return {"ev": kind, "i": i}
+        if st == "begun" and kind == "ret":
+            t = ev.get("t")
+            if type(t) not in (int, float) or not math.isfinite(t) or t < 0:
+                raise Garbled(f"a case time that is not a number of seconds: {str(t)[:20]!r}")
+            self.state = "returned"
+            return {"ev": kind, "i": i, "t": float(t)}
+        if st == "returned" and kind == "end":
+            ok, mutated = ev.get("ok"), ev.get("mutated", False)
+            if type(ok) is not bool or type(mutated) is not bool:
+                raise Garbled("an end event without a true/false outcome")
+            out = {"ev": kind, "i": i, "ok": ok, "mutated": mutated, "exc": _text(ev.get("exc"), 200),
+                   "tb": _text(ev.get("tb")), "code": _text(ev.get("code"), 200)}
+            self.state = "between"
+            return out
+        raise Garbled(f"an event {str(kind)[:20]!r}, where the judge expected {self._expected()}")
+
+    def _expected(self):
+        return {"start": "'ready'", "ready": "the file's import", "begun": f"case {self.i}'s return",
+                "returned": f"case {self.i}'s end", "over": "nothing more"}.get(
+            self.state, "'done'" if self.i + 1 == self.n else f"case {self.i + 1}'s begin")
+
+
+# ---------------------------------------------------------------- from the runner's events to verdicts
+
+def grade_events(problem, cases, events, output, report, stopped=None, died=None, garbled=None):
+    """Per-case verdicts from the runner's events (both ways of running share this).
+
+    output(i): the learner's result for case i. stopped: the Protocol state the judge was waiting in when it
+    killed the runner for taking too long. died: "exit:N", "signal:N" when the runner ended without finishing.
+    garbled: why the events stopped making sense. An event's "_at" is the judge's own clock when it arrived."""
+    from practice.grading import compare, diagnose
+
+    report.results = [CaseResult(c) for c in cases]
+    if not report.total_limit:
+        report.total_limit = problem.total_limit(len(cases), report.time_limit)
+    loaded, current, begun_at, used = False, None, None, 0.0
+    for ev in events:
+        kind = ev.get("ev")
+        if kind == "compile_error":
+            report.verdict, report.message = "CE", ev.get("msg") or ""
+            return report
+        if kind == "missing":
+            report.verdict, report.message = "CE", "missing:" + ", ".join(ev.get("names", []))
+            return report
+        if kind == "answer":  # the file used the answer: nothing it returned is graded
+            report.verdict, report.message = "NG", "answer:" + ", ".join(ev.get("names", []))
+            report.results = [CaseResult(c) for c in cases]
+            return report
+        if kind == "load_error":
+            report.verdict = "RE"
+            report.message = (ev.get("tb") or "") + (f"\nsysexit:{ev.get('code')}" if ev.get("exc") == "SystemExit"
+                                                     else "")
+            return report
+        if kind == "loaded":
+            loaded = True
+        elif kind == "begin":
+            current, begun_at = ev["i"], ev.get("_at")
+        elif kind == "ret":
+            r = report.results[ev["i"]]
+            r.time = ev["t"]
+            if begun_at is not None and ev.get("_at") is not None:
+                seen = ev["_at"] - begun_at  # the judge's own clock: a learner's replaced clock cannot fool it
+                if seen > report.time_limit + slack(report.time_limit) and seen > r.time:
+                    r.time = seen
+            used += r.time
+        elif kind == "end":
+            r, current = report.results[ev["i"]], None
+            if not ev.get("ok"):
+                r.verdict = "RE"
+                tb = ev.get("tb") or ""
+                r.error = tb + (f"\nsysexit:{ev.get('code')}" if ev.get("exc") == "SystemExit" else "")
+                r.hints = error_hints(problem, tb)
+                continue
+            try:
+                r.got, r.mutated = output(ev["i"]), bool(ev.get("mutated"))
+            except Exception as e:  # the saved result is gone, replaced or unreadable (the learner's code did it?)
+                r.verdict = "RE"
+                r.error = f"the judge could not read your result back: {type(e).__name__}: {str(e)[:300]}"
+                continue
+            r.mismatch = compare(r.got, r.case.expected, r.case.tol)
+            if r.mismatch is not None:
+                r.verdict, r.hints = "WA", diagnose(problem, r.case, r.got)
+            elif r.mutated:
+                r.verdict = "WA"
+            elif r.time is not None and r.time > report.time_limit:
+                r.verdict = "TLE"
+            elif used > report.total_limit:  # in time for this case, but not for all of them together
+                r.verdict, r.error = "TLE", "total"
+            else:
+                r.verdict = "AC"
+    if not loaded:  # the learner's file was being imported: whatever ended the run, it is the learner's
+        report.verdict = "TLE" if stopped == "ready" else "RE"
+        report.message = ("load" if stopped == "ready" else f"garbled:{garbled}" if garbled
+                          else f"stalled:{stopped}" if stopped else f"died_load:{died}")
+        return report
+    if current is not None:  # begun but never ended: stopped by the judge, garbled, or the process died
+        r = report.results[current]
+        if r.verdict is None:
+            r.verdict = "TLE" if stopped in ("begun", "total") else "RE"
+            r.error = ("" if stopped == "begun" else "total" if stopped == "total"
+                       else f"garbled:{garbled}" if garbled else f"stalled:{stopped}" if stopped else f"died:{died}")
+    failure = report.failure
+    if failure:
+        report.verdict = failure.verdict
+    elif any(r.verdict is None for r in report.results):  # ended between cases: learner code ran, so it is an RE
+        report.verdict = "RE"
+        report.message = (f"garbled:{garbled}" if garbled else f"stalled:{stopped}" if stopped
+                          else f"died_between:{died}")
+    elif garbled:  # every case passed, then an event after the last one: forged by the learner's code
+        report.verdict, report.message = "RE", f"garbled:{garbled}"
+    else:
+        report.verdict = "AC"
+    return report
+
+
+OUT_OF_MEMORY = re.compile(r"MemoryError|can't allocate memory|cannot allocate memory|out of memory|"
+                           r"unable to allocate|bad_alloc", re.IGNORECASE)
+
+
+def error_hints(problem, text):
+    last = text.splitlines()[-1] if text else ""
+    keys = ["not_implemented"] if last.startswith("NotImplementedError") else []
+    keys += ["out_of_memory"] if OUT_OF_MEMORY.search(last) else []
+    return keys + [key for pattern, key, _ in problem.error_hints if re.search(pattern, text)]

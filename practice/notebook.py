@@ -1,0 +1,161 @@
+"""Grading in this process, for notebooks: check(N, functions or a namespace) and grade_in_process.
+
+The functions live in the caller's process, so they run here (runner.run, without the child's transport):
+a case that hangs cannot be stopped, and this grading trusts the caller's torch (a notebook that patches
+torch's comparisons can fool it). The cases are still built under fp32 as torch's default dtype.
+"""
+import copy
+import functools
+import inspect
+import sys
+import time
+import types
+from pathlib import Path
+
+from practice.events import grade_events
+from practice.problems import find_problem, verified
+from practice.store import progress_path, record
+from practice.report import MSG, Printer, Report, detect_lang, shown_path
+from practice.supervise import LOAD_LIMIT, _temp_dir, clean_stale_temp
+
+
+# ---------------------------------------------------------------- grading in this process (notebooks)
+
+def check(problem, *objects, lang=None, save=True, **functions):
+    """Grade functions defined in a notebook (or any Python session) and print the verdict; True if Accepted.
+
+    check(204, rms_norm, gated_rms_norm, l2norm)   # functions (or functools.partial), matched by their names
+    check(204, globals())                           # or a namespace: a dict, a module, or an object (an nn.Module
+                                                    # instance, say) whose attributes are the functions
+    check(204, rms_norm=my_norm, ...)               # or explicit names
+
+    It runs in this process, since the functions live here. So a case that hangs cannot be stopped (interrupt the
+    kernel; the line above the verdict says which case is running), and a case slower than the limit is marked
+    Time Limit Exceeded only once it returns.
+    """
+    lang = lang or detect_lang()
+    prob = find_problem(problem, lang)
+    if prob is None:
+        return False
+    if not verified(prob, lang):
+        return False
+    space, why = _namespace(prob, objects, functions)
+    if why:
+        print(why)
+        return False
+    print(MSG[lang]["in_process"])
+    report = grade_in_process(prob, space, progress=_progress_line(lang))
+    Printer(lang).report(report, "notebook", None, shown_path(progress_path()))
+    if save:
+        record(report, lang)
+    return report.verdict == "AC"
+
+
+def _name(obj):
+    while isinstance(obj, functools.partial):
+        obj = obj.func
+    return getattr(obj, "__name__", None)
+
+
+def _namespace(prob, objects, functions):
+    """check()'s arguments as {name: callable}, or (None, one line saying what check() takes)."""
+    wanted, space = prob.functions, {}
+    takes = (f"check() takes the functions {', '.join(wanted)} (or functools.partial of them), a namespace that "
+             f"defines them (globals(), a module, an object such as an nn.Module instance), or name=function")
+    for obj in objects:
+        if isinstance(obj, dict):
+            space.update(obj)
+        elif isinstance(obj, types.ModuleType):
+            space.update(vars(obj))
+        elif isinstance(obj, functools.partial) or inspect.isroutine(obj):
+            name = _name(obj)
+            if name not in wanted:
+                return None, (f"check(): {name} is not one of {', '.join(wanted)}; pass it by name: "
+                              f"check({prob.number}, {wanted[0]}={name})")
+            space[name] = obj
+        elif any(callable(getattr(obj, n, None)) for n in wanted):
+            space.update({n: getattr(obj, n) for n in wanted if callable(getattr(obj, n, None))})
+        elif callable(obj) and len(wanted) == 1:
+            space[wanted[0]] = obj
+        else:
+            return None, f"{takes}; got {type(obj).__name__} {_short(obj)}"
+    for name in functions:
+        if name not in wanted:
+            return None, f"check(): {name} is not one of {', '.join(wanted)}"
+    space.update(functions)
+    return space, None
+
+
+def _short(obj):
+    try:
+        text = repr(obj)
+    except Exception:
+        text = "?"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _progress_line(lang):
+    """Overwrites one line with the case being graded: a hanging case stays on screen, with what to do."""
+    def show(i, n, case, done=False):
+        if done:
+            print("\r" + " " * 79 + "\r", end="", flush=True)
+        else:
+            text = MSG[lang]["running"].format(i=i + 1, n=n, label=case.label, fn=case.fn)
+            print("\r" + text[:79].ljust(79), end="", flush=True)
+    return show
+
+
+def grade_in_process(prob, space=None, path=None, progress=None):
+    """Grade the functions in `space`, or in the file at `path` imported here, without a child process.
+    progress(i, n, case) is called as each case starts, and progress(None, n, None, done=True) at the end."""
+    from practice import runner
+    from practice.grading import float32_default
+    from practice.oracle import Watch
+
+    report = Report(prob, Path(path) if path else "notebook", prob.time_limit, LOAD_LIMIT, in_process=True,
+                    memory_limit=prob.memory_limit)
+    t0 = time.perf_counter()
+    events, results = [], {}
+    clean_stale_temp()
+    with _temp_dir() as tmp:
+        cases = prob.cases(Path(tmp))
+        report.total_limit = prob.total_limit(len(cases))
+
+        def emit(ev):
+            if progress is not None and ev["ev"] == "begin":
+                progress(ev["i"], len(cases), cases[ev["i"]])
+            events.append(dict(ev, _at=time.monotonic()))
+        # a namespace's functions may be the problem's own reference (the course's tests grade it so): only
+        # the answer modules and the other problems' files count as the answer there
+        answers = prob.answers(path if path is not None else prob.folder / "solution.py")
+        watch = Watch(answers["modules"], answers["files"], answers["root"])
+        if path is not None:
+            before = set(sys.modules)
+            with watch:
+                module, failure = runner.load_file(path)
+            watch.modules_loaded(before)
+            watch.uses_globals(vars(module) if module else {})
+            space = vars(module) if module else {}
+            events += [failure] if failure else []
+        missing = [n for n in prob.functions if not callable((space or {}).get(n))]
+        if missing and not events:
+            events.append({"ev": "missing", "names": missing})
+        if not events:
+            watch.uses([space[n] for n in prob.functions])  # here the answer modules are imported already
+            if watch.hits:
+                events.append({"ev": "answer", "names": list(watch.hits)})
+        if not events:
+            events.append({"ev": "loaded"})
+            calls = [(c.fn, copy.deepcopy(c.values())) for c in cases]  # the learner may change them in place
+            try:
+                with watch:
+                    runner.run({n: space[n] for n in prob.functions}, calls, emit, results.__setitem__,
+                               str(Path(path).resolve()) if path else "<notebook>", reraise=(KeyboardInterrupt,),
+                               answers=lambda: watch.hits)
+            finally:
+                if progress is not None:
+                    progress(None, len(cases), None, done=True)
+        with float32_default():  # the known mistakes run here too
+            grade_events(prob, cases, events, results.get, report)
+    report.seconds = time.perf_counter() - t0
+    return report

@@ -1,0 +1,106 @@
+"""The learner's progress: a JSON file, locked while it changes, replaced atomically, never lost."""
+import json
+import os
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+from practice.problems import HERE
+from practice.report import MSG, shown_path
+
+
+# ---------------------------------------------------------------- progress: a JSON file, locked, replaced atomically
+
+def home():
+    """Where progress and working files live: practice/ itself in a checkout of the course (git-ignored there), or
+    ~/.qwen-by-hand after a non-editable install (site-packages is no place for them)."""
+    return HERE if (HERE.parent / "pyproject.toml").is_file() else Path.home() / ".qwen-by-hand"
+
+
+def progress_path():
+    if os.environ.get("PRACTICE_PROGRESS"):
+        return Path(os.environ["PRACTICE_PROGRESS"])
+    return HERE / ".progress.json" if home() == HERE else home() / "progress.json"
+
+
+def work_dir():
+    return Path(os.environ.get("PRACTICE_WORK") or home() / "work")
+
+
+def load_progress(lang="en"):
+    """{number: record}. A missing file is empty progress; so is an unreadable one, with a warning (never a crash)."""
+    path = progress_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not isinstance(data.get("problems"), dict):
+            raise ValueError("not a progress record")
+        return {str(k): v for k, v in data["problems"].items() if isinstance(v, dict)}
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        why = (str(e).splitlines() or [type(e).__name__])[0][:80]
+        print(MSG[lang]["bad_progress"].format(path=shown_path(path), why=why), file=sys.stderr)
+        return {}
+
+
+def save_progress(records, lang="en"):
+    """Write a temporary file, flush it to disk, then os.replace it over the old one: a judge killed at any moment
+    leaves the old file or the new one, never a mix. The temporary file lives in a git-ignored folder."""
+    path = progress_path()
+    text = json.dumps({"version": 1, "problems": records}, indent=1, ensure_ascii=False, sort_keys=True)
+    folder = path.parent if "PRACTICE_PROGRESS" in os.environ else work_dir()
+    tmp = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".progress-", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        print(MSG[lang]["save_failed"].format(path=shown_path(path), why=e), file=sys.stderr)
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+class _Locked:
+    """An exclusive lock on PROGRESS.lock while progress is read, changed and replaced, so two judges finishing
+    at once both keep their record. fcntl on Linux and macOS, msvcrt on Windows; none if neither works."""
+
+    def __enter__(self):
+        path = progress_path()
+        self.f = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.f = open(path.with_name(path.name + ".lock"), "a+b")
+            try:
+                import fcntl
+                fcntl.flock(self.f, fcntl.LOCK_EX)
+            except ImportError:
+                import msvcrt
+                self.f.seek(0)
+                msvcrt.locking(self.f.fileno(), msvcrt.LK_LOCK, 1)  # retries for 10 s, then raises
+        except (OSError, ImportError):
+            pass  # no lock: still correct for a single judge
+        return self
+
+    def __exit__(self, *exc):
+        if self.f is not None:
+            self.f.close()  # releases the lock
+
+
+def record(report, lang):
+    with _Locked():
+        records = load_progress(lang)
+        key = str(report.problem.number)
+        records[key] = {"accepted": bool(records.get(key, {}).get("accepted")) or report.verdict == "AC",
+                        "last": report.verdict, "passed": report.passed, "total": len(report.results),
+                        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "file": str(report.file)}
+        save_progress(records, lang)
