@@ -277,13 +277,15 @@ class Printer:
         return case.label
 
     def _cases(self, rep):
-        for i, r in enumerate(rep.results, 1):
+        """One row a case; each column as wide as its longest entry (212's chunked_delta_rule, 213's hidden layer 1)."""
+        def pad(text, column):
+            return text + " " * (column - width(text))
+        rows = [(r, self.label(r.case), r.case.fn, self.v[r.verdict]) for r in rep.results]
+        labels, fns, verdicts = (max((width(row[k]) for row in rows), default=0) + 2 for k in (1, 2, 3))
+        for i, (r, label, fn, verdict) in enumerate(rows, 1):
             mark = {"AC": "✓", None: "·"}.get(r.verdict, "✗")
             t = f"{r.time * 1000:9.2f} ms" if r.time is not None else ""
-            verdict = self.v[r.verdict]
-            label = self.label(r.case)
-            self.out(f"  {mark} {i:>2}  {label}{' ' * max(1, 11 - width(label))}{r.case.fn:<17} {verdict}"
-                     f"{' ' * max(1, 20 - width(verdict))}{t}".rstrip())
+            self.out(f"  {mark} {i:>2}  {pad(label, labels)}{pad(fn, fns)}{pad(verdict, verdicts)}{t}".rstrip())
 
     def _message(self, rep):
         msg = rep.message
