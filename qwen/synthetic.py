@@ -31,8 +31,8 @@ VERSION = 3  # bump when the layout or the numbers change: an older data/synthet
 REAL_FP32 = ("linear_attn.A_log", "linear_attn.norm.weight")
 MARKER = "qwen_by_hand_synthetic"  # key in config.json that says "these weights are random"
 BANNER = ("*** SYNTHETIC WEIGHTS: random numbers in the real Qwen3.5 layout. Real: tensor names, dtypes, depth and "
-          "layer pattern, vocabulary and tokenizer, config layout. Not real: widths, so shapes and parameter counts, "
-          "and every value. ***\n*** For the real model: --model Qwen/Qwen3.5-0.8B (a download of about 1.7 GB). ***")
+          "layer pattern, vocabulary (Qwen's published table; the tokenizer files are the course's rebuild of it), "
+          "config layout. Not real: widths, so shapes and parameter counts, and every value. ***\n*** For the real model: --model Qwen/Qwen3.5-0.8B (a download of about 1.7 GB). ***")
 
 TEXT = dict(  # the real 0.8B text config with narrow widths
     vocab_size=248320, hidden_size=64, intermediate_size=192, num_hidden_layers=24,
