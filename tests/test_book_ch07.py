@@ -89,3 +89,22 @@ def test_chunk_and_bill_figures():
     heights = [p.get_height() for p in fig.axes[1].patches]
     assert heights[0] == pytest.approx((18 * 1_085_440 + 6 * 32768 * 2048) / 2 ** 30)  # the 0.8B, as counted above
     plt.close("all")
+
+
+def test_state_is_fp32_whatever_mamba_ssm_dtype_says(synthetic):
+    """book/sizes.py counts the state at 4 bytes: transformers' cache and ours keep it in fp32 even when the config
+    says mamba_ssm_dtype = "bfloat16" and the layer runs in bf16."""
+    from transformers import AutoConfig, DynamicCache
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet
+
+    hcfg = AutoConfig.from_pretrained(synthetic).text_config
+    hcfg.mamba_ssm_dtype = "bfloat16"
+    x = torch.randn(1, 9, hcfg.hidden_size).bfloat16()
+    theirs, hf_cache = Qwen3_5GatedDeltaNet(hcfg, 0).to(torch.bfloat16), DynamicCache(config=hcfg)
+    ours, cache = load(GatedDeltaNet(Config.load(synthetic)), load_weights(synthetic), "layers.0.linear_attn.") \
+        .to(torch.bfloat16), DeltaNetCache()
+    with torch.no_grad():
+        theirs(x, cache=hf_cache)
+        ours(x, cache=cache)
+    assert hf_cache.layers[0].recurrent_states[0].dtype == cache.state.dtype == torch.float32
+    assert sizes.STATE_BYTES == 4
