@@ -209,7 +209,8 @@ book.show("ch06-maps", ch06.attention_maps, probs[0].cpu(), tokens, picks,
 # the token itself. A head can shut (gate ≪ 0) when it has nothing useful to add. The Qwen team's study of this gate
 # (Qiu et al., 2025, "Gated Attention for Large Language Models") reports that it adds a non-linearity between the
 # value and output projections, makes the output sparse, and mitigates the "attention sink" (heads dumping most of
-# their weight on the first token): the sink is much weaker with the gate, not gone. The steps above, put together, are the module.
+# their weight on the first token): the sink is much weaker with the gate, not gone. The steps above, put
+# together, are the module.
 
 # %%
 gated = heads.transpose(1, 2).reshape(1, T, H * D) * torch.sigmoid(gate.reshape(1, T, H * D))
@@ -231,8 +232,9 @@ book.show("ch06-gate", ch06.gate_distribution, gate.reshape(T, H * D).cpu(), H,
 # Generating text adds one token at a time, and each new token's query needs the keys and values of all earlier
 # tokens. They never change, because the model is causal: token s's key and value depend only on tokens 0…s (every
 # mixer before this layer looks only backwards), and its position s is fixed, so its rotation is too. Tokens added
-# later cannot change them, and recomputing them for every new token would be wasted work. The KV cache keeps them: keys **after
-# k_norm and RoPE**, exactly as attention uses them, and values, each (B, Hkv, S, D), growing along S.
+# later cannot change them, and recomputing them for every new token would be wasted work. The KV cache keeps
+# them: keys **after k_norm and RoPE**, exactly as attention uses them, and values, each (B, Hkv, S, D), growing
+# along S.
 #
 # **Try it first:** exercise 209 asks for one attention step that reads a cache and returns it grown
 # (`python practice/judge.py start 209`, or the cell below in the notebook).
@@ -382,7 +384,8 @@ book.attempt(209)
 #
 # 1. **The core.** softmax(QKᵀ/√D + mask)·V per head: each token's query scores every earlier token's key, the
 #    scores become weights, the output is the weighted average of the values. The √D keeps the scores' spread
-#    independent of the head size (for roughly independent, unit-variance entries); the causal mask hides the future; the softmax runs in fp32.
+#    independent of the head size (for roughly independent, unit-variance entries); the causal mask hides the
+#    future; the softmax runs in fp32.
 # 2. **What Qwen3.5 changes.** QK-norm (RMSNorm of q and k per head, before RoPE) bounds the logits and stabilises
 #    training; partial RoPE (a quarter of each head's dims rotate); GQA (8 query heads share 2 K/V heads in the 0.8B),
 #    which cuts the KV cache by H/Hkv; and an output gate, sigmoid of a second projection of the input, applied per

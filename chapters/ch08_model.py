@@ -48,7 +48,8 @@ book.show("ch08-map", book.model_map.draw, "model")
 # %% [markdown]
 # ## 1. A decoder layer, and the stack
 #
-# Each layer (24 in the 0.8B, numbered 0 to 23 as in the checkpoint's keys) does two things, each behind its own RMSNorm and each added to the residual stream x:
+# Each layer (24 in the 0.8B, numbered 0 to 23 as in the checkpoint's keys) does two things, each behind its own
+# RMSNorm and each added to the residual stream x:
 #
 # - h = x + Mixer(RMSNorm(x)) — the mixer is the only place where tokens see each other: Gated DeltaNet on
 #   "linear_attention" layers, gated attention on "full_attention" layers (`layer_types` in the config);
@@ -132,7 +133,8 @@ targets = ids[0, 1:]  # the token that actually follows each position
 ranks = (lens[:, :-1].float() > lens[:, :-1].float().gather(-1, targets.expand(len(stream), -1)[..., None])).sum(-1)
 L = len(model.layers)
 mid = L // 2 - 1  # the layer half-way down: stream[i + 1] is the output of layer i, stream[0] the embedding
-print(f"residual stream RMS{SYN}: after the embedding {rms[0].mean():.3g}, after layer {mid} {rms[mid + 1].mean():.3g}, "
+print(f"residual stream RMS{SYN}: after the embedding {rms[0].mean():.3g}, "
+      f"after layer {mid} {rms[mid + 1].mean():.3g}, "
       f"after layer {L - 1} (the last) {rms[-1].mean():.3g}")
 print(f"logit lens, top-1 at the last position{SYN}:")
 for i in [-1] + [i for i in range(L) if i % 4 == 3 or i == L - 1]:  # the embedding, then each 4th layer and the last
@@ -223,10 +225,11 @@ book.show("ch08-shares", ch08.share_figure, {"parameters": params, f"time{SYN}":
 # ## 5. With a cache
 # Generation feeds one token at a time. `model.new_cache()` holds, per layer, what the next call needs: keys and
 # values for the attention layers (6 in the 0.8B; growing with the text) and a conv window plus a (Hv, dk, dv) state
-# for the DeltaNet layers (18; fixed size). A prefill then one token gives the same scores as one pass over everything, up to
-# rounding: the two orders of work round differently. Measured on random weights at the real 0.8B shapes (logits
-# up to about 3, prompts of 12 to 50 tokens): up to 2.4e-5 in fp32, and up to 0.10 in bf16, where every layer's
-# output is rounded to 8 significant bits — about 4 bf16 steps of the largest logit (one step is 0.016 there).
+# for the DeltaNet layers (18; fixed size). A prefill then one token gives the same scores as one pass over
+# everything, up to rounding: the two orders of work round differently. Measured on random weights at the real
+# 0.8B shapes (logits up to about 3, prompts of 12 to 50 tokens): up to 2.4e-5 in fp32, and up to 0.10 in bf16,
+# where every layer's output is rounded to 8 significant bits — about 4 bf16 steps of the largest logit (one step
+# is 0.016 there).
 
 # %%
 with torch.no_grad():
@@ -288,7 +291,8 @@ book.notation(args.path)
 # 1. **The residual stream.** Every layer reads a normalised copy of x and adds its result back; x itself is never
 #    normalised until the end. So the model is a sum of contributions, and the logit lens can read it at any depth.
 # 2. **Why hybrid.** Full attention looks back at every token but its cache grows with the text; Gated DeltaNet
-#    keeps a fixed-size state. Three of four layers use the cheap one, one of four keeps exact recall.
+#    keeps a fixed-size state. Three of four layers use the cheap one; one of four keeps every past key and value, so
+#    it can still look up any earlier token.
 # 3. **Where the cost is.** In the 0.8B the MLPs (35%) and the embedding (34%) hold two thirds of the parameters.
 #    Time depends on the code, the device and the widths, so measure it (section 4) at the shapes that matter: at
 #    the real 0.8B shapes a short prompt's FLOPs split roughly in thirds between the head, the DeltaNet mixers and
