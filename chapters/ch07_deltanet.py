@@ -430,6 +430,10 @@ book.show("ch07-bill", ch07.memory_bill_figure)
 def compare(transformers, path, layer):
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet
 
+    # transformers' notices: its fused kernels (flash-linear-attention, causal-conv1d) are not installed, so it runs
+    # its reference PyTorch code — the one compared here — and says so; and a progress bar while loading
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
     theirs = Qwen3_5GatedDeltaNet(transformers.AutoConfig.from_pretrained(path).text_config, 0)
     theirs.load_state_dict(layer.float().state_dict())
     h = torch.randn(2, 100, layer.in_proj_qkv.in_features, generator=torch.Generator().manual_seed(1))

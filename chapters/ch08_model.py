@@ -258,6 +258,10 @@ print(f"prefill {T - 1} tokens, then 1 with the cache, in {logits.dtype}: max |d
 
 # %%
 def compare(transformers, path, ids):
+    # transformers' notices: its fused kernels (flash-linear-attention, causal-conv1d) are not installed, so it runs
+    # its reference PyTorch code — the one compared here — and says so; and a progress bar while loading
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
     theirs = transformers.Qwen3_5ForConditionalGeneration.from_pretrained(
         path, dtype=torch.float32, attn_implementation="eager").eval()
     ours = load_model(path, dtype=torch.float32)
