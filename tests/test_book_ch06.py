@@ -5,6 +5,7 @@ from dataclasses import fields
 
 import matplotlib
 import numpy as np
+import pytest
 import torch
 from transformers import DynamicCache, Qwen3_5TextConfig
 
@@ -105,3 +106,14 @@ def test_rope_tables_used_by_the_chapter_are_the_checkpoints(synthetic):
     cfg = Config.load(synthetic)
     cos, sin = RotaryEmbedding(cfg)(torch.arange(5)[None], torch.float32)
     assert cos.shape == sin.shape == (1, 5, int(cfg.head_dim * cfg.partial_rotary_factor))
+
+
+def test_scale_makes_the_spread_independent_of_D_only_for_independent_entries():
+    """ch06's qualified claim, measured: with independent unit-variance entries, std(q·k/√D) is 1 at D = 64 and at
+    D = 256; when q and k line up (k = q + a little noise) the scaled scores still grow like √D."""
+    g = torch.Generator().manual_seed(0)
+    for D in (64, 256):
+        q, k = torch.randn(20000, D, generator=g), torch.randn(20000, D, generator=g)
+        assert abs(float(((q * k).sum(-1) / D ** 0.5).std()) - 1) < 0.03
+        aligned = q + 0.1 * torch.randn(20000, D, generator=g)
+        assert float(((q * aligned).sum(-1) / D ** 0.5).mean()) == pytest.approx(D ** 0.5, rel=0.05)
