@@ -184,18 +184,18 @@ copy, read = ch09.copy_bandwidth(dev), ch09.read_bandwidth(dev)  # bytes moved (
 step_cache = sum(book.sizes.cache_bytes(cfg, 8 + n // 2, next(model.parameters()).element_size()))  # mid-decode
 print(f"this checkpoint on {dev}{' (synthetic: narrow, so overheads dominate)' if SYNTHETIC else ''}: prefill "
       f"{prefill_s / T * 1e3:.2f} ms per token, decode {decode_s / n * 1e3:.2f} ms per token")
-print(f"this machine copies 1 GB in {2e9 / copy * 1e3:.0f} ms ({copy / 1e9:.1f} GB/s read + written) and reads 1 GB "
-      f"in {1e9 / read * 1e3:.0f} ms ({read / 1e9:.1f} GB/s)")
+print(f"this machine copies 1 GB (reads 1 GB and writes 1 GB) in {2e9 / copy * 1e3:.0f} ms, and reads 1 GB in "
+      f"{1e9 / read * 1e3:.0f} ms")
 print(f"weights {weight_bytes / 1e6:.1f} MB + caches {step_cache / 1e6:.2f} MB read per decode step: at least "
       f"{(weight_bytes + step_cache) / read * 1e3:.2f} ms (an estimate)")
 real_bytes = 752_393_024 * 2  # the real 0.8B's text parameters in bf16 (the tied head read once)
 real_cache = sum(book.sizes.cache_bytes(real, 1024))  # K, V of 1,024 tokens and the DeltaNet states
-rate = ch09.matmul_rate(dev)
+rate = ch09.matmul_rate(dev)  # FLOPs per second of a (64, 1024) @ (1024, 3584) fp32 product, the MLP's shape
 print(f"real Qwen3.5-0.8B in bf16: {real_bytes / 1e9:.2f} GB of weights + {real_cache / 2 ** 20:.1f} MiB of caches "
       f"at 1,024 tokens per decode step, so here a step takes at least {(real_bytes + real_cache) / read * 1e3:.0f} ms "
-      f"(an estimate), however fast the arithmetic; a prefill needs about 2 FLOPs per weight per token, "
-      f"{2 * 752_393_024 / rate * 1e3:.1f} ms per token at this machine's {rate / 1e9:.0f} GFLOP/s (an fp32 matrix "
-      f"product of the MLP's shape)")
+      f"(an estimate), however fast the arithmetic")
+print(f"a prefill needs about 2 FLOPs per weight per token: at the rate of an fp32 product of the MLP's shape, "
+      f"{2 * 752_393_024 / rate * 1e3:.1f} ms per token here (an estimate)")
 
 # %%
 book.show("ch09-prefill-decode", ch09.prefill_vs_decode,

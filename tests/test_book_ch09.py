@@ -141,10 +141,8 @@ def test_chapter_runs_and_says_synthetic(chapter_outputs):
     assert held == pytest.approx(kv + state, abs=0.11)
     assert "32,000 tokens: KV    375.0 MiB (bf16) + DeltaNet state 18.6 MiB" in out
     assert "[<|im_start|>] system" in out and "[<think>]" in out  # special tokens marked
-    # a copy of 1 GB reads 1 GB and writes 1 GB: the time is 2 GB over the (read + written) rate printed beside it
-    ms, rate = map(float, re.search(r"copies 1 GB in (\d+) ms \(([\d.]+) GB/s read \+ written\)", out).groups())
-    assert ms == pytest.approx(2000 / rate, rel=0.02, abs=1)
-    assert "(an estimate)" in out
+    assert re.search(r"copies 1 GB \(reads 1 GB and writes 1 GB\) in \d+ ms, and reads 1 GB in \d+ ms", out)
+    assert out.count("(an estimate)") == 3
 
 
 def test_readme_speed_bound_uses_the_bandwidth_printed_beside_it():
