@@ -191,17 +191,19 @@ print(f"weights {weight_bytes / 1e6:.1f} MB + caches {step_cache / 1e6:.2f} MB r
 real_bytes = 752_393_024 * 2  # the real 0.8B's text parameters in bf16 (the tied head read once)
 real_cache = sum(book.sizes.cache_bytes(real, 1024))  # K, V of 1,024 tokens and the DeltaNet states
 rate = ch09.matmul_rate(dev)  # FLOPs per second of a (64, 1024) @ (1024, 3584) fp32 product, the MLP's shape
+layer_weights = 752_393_024 - 248_320 * 1_024  # all but the embedding table: a prefill's head sees one position
 print(f"real Qwen3.5-0.8B in bf16: {real_bytes / 1e9:.2f} GB of weights + {real_cache / 2 ** 20:.1f} MiB of caches "
       f"at 1,024 tokens per decode step, so here a step takes at least {(real_bytes + real_cache) / read * 1e3:.0f} ms "
       f"(an estimate), however fast the arithmetic")
-print(f"a prefill needs about 2 FLOPs per weight per token: at the rate of an fp32 product of the MLP's shape, "
-      f"{2 * 752_393_024 / rate * 1e3:.1f} ms per token here (an estimate)")
+print(f"a prefill needs about 2 FLOPs per layer weight per token (the head runs for the last position only): at the "
+      f"rate of an fp32 product of the MLP's shape, {2 * layer_weights / rate * 1e3:.1f} ms per token here "
+      f"(an estimate)")
 
 # %%
 book.show("ch09-prefill-decode", ch09.prefill_vs_decode,
           {f"prefill\n({T} tokens in one call)": prefill_s / T, f"decode\n({n} calls of 1 token)": decode_s / n,
            "read bound\n(weights + caches)": (weight_bytes + step_cache) / read},
-          {"prefill\n(2 FLOPs per weight ÷ rate)": 2 * 752_393_024 / rate,
+          {"prefill\n(2 FLOPs per layer weight ÷ rate)": 2 * layer_weights / rate,
            "decode floor, bf16\n(weights + caches ÷ read rate)": (real_bytes + real_cache) / read},
           title=f"Time per token on {dev}{' (synthetic weights: narrow, so overheads dominate)' if SYNTHETIC else ''}")
 
