@@ -143,12 +143,13 @@ for i in [-1] + [i for i in range(L) if i % 4 == 3 or i == L - 1]:  # the embedd
 tied = model.lm_head.weight is model.embed_tokens.weight
 echo = int((lens[0].argmax(-1) == ids[0]).sum())
 print(f"logit lens at the embedding: the top-1 is the input token itself at {echo} of {T} positions"
-      + (" (the head is the embedding table, tied: norm(E[t]) scores highest against its own row E[t])" if tied
+      + (" (the head is the embedding table, tied: norm(E[t]) is most aligned with its own row E[t])" if tied
          else ""))
 
 # %% [markdown]
-# The lens's first row reads the embedding itself. The head of the 0.8B is the embedding table (tied), so there it
-# scores each token's own row highest: the embedding "predicts" the input token, not the next one. That row says
+# The lens's first row reads the embedding itself. The head of the 0.8B is the embedding table (tied), so there each
+# position's scores are those of its own row against every row, and its own row tends to win (the count above
+# measures how often): the embedding "predicts" the input token, not the next one. That row says
 # nothing about what the layers learn; the rows above it do.
 
 # %%
@@ -228,7 +229,7 @@ book.show("ch08-shares", ch08.share_figure, {"parameters": params, f"time{SYN}":
 # for the DeltaNet layers (18; fixed size). A prefill then one token gives the same scores as one pass over
 # everything, up to rounding: the two orders of work round differently. Measured on random weights at the real
 # 0.8B shapes (logits up to about 3, prompts of 12 to 50 tokens): up to 2.4e-5 in fp32, and up to 0.10 in bf16,
-# where every layer's output is rounded to 8 significant bits — about 4 bf16 steps of the largest logit (one step
+# where every layer's output is rounded to 8 significant bits — about 6 bf16 steps of the largest logit (one step
 # is 0.016 there).
 
 # %%
