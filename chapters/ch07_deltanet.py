@@ -247,7 +247,7 @@ book.show("ch07-state", ch07.state_norm_figure, tokens, norms, SYNTHETIC)
 #
 #   **(I + strictly_lower(βKKᵀ ⊙ Γ)) V′ = βV − (βe^G K) S**.
 #
-#   The matrix A on the left is **unit lower-triangular**: ones on the diagonal (u_i does not depend on itself),
+#   The matrix A on the left is **unit lower-triangular**: ones on the diagonal (v′_i does not depend on itself),
 #   zeros above (nor on later tokens). Solving it by forward substitution *is* the token loop — row i uses rows
 #   j < i — but a triangular solve (`torch.linalg.solve_triangular`) does it as one library call over all chunks
 #   and heads, and the rest becomes matrix products. Because the right side is linear in S, A⁻¹ is applied once:
@@ -303,7 +303,7 @@ book.show("ch07-chunk", ch07.chunk_figure, Gamma, A, h, SYNTHETIC)
 
 # %% [markdown]
 # The structure of Γ is easier to see on a toy chunk where every token decays the memory by e^g = 0.95: Γ_ij =
-# 0.95^(i − j), a smooth fade away from the diagonal (left below). The sentence's heads above forget much faster
+# 0.95^(i − j), a smooth fade away from the diagonal (below). The sentence's heads above forget much faster
 # (the synthetic draw of A_log), so their Γ is nearly diagonal.
 
 # %%
