@@ -52,31 +52,36 @@ def gate_distribution(gate, num_heads, title):
     return fig
 
 
-def kv_cache_bytes(sizes=SIZES, context=262_144, deltanet_bytes=None):
+def kv_cache_bytes(sizes=SIZES, context=262_144):
     """The KV cache of one sequence in bf16 against its length, for each size (log-log), with the bytes per token
-    in the legend; `deltanet_bytes`, if given, is the 0.8B's constant DeltaNet state (chapter 7), drawn flat."""
+    in the legend; then each size's DeltaNet state (fp32 state + bf16 conv inputs, chapter 7), flat and dashed, since
+    it does not grow (one line for the sizes that share it)."""
     import matplotlib.pyplot as plt
 
     lengths = np.geomspace(10, context, 100)
-    fig, ax = plt.subplots(figsize=(10, 5), layout="constrained")
+    fig, ax = plt.subplots(figsize=(11, 5.5), layout="constrained")
     ends = {}  # bytes per token -> the sizes that share it (their lines coincide: drawn dashed over solid)
+    states = {}  # DeltaNet bytes -> (colour, linear layers, the sizes that share them)
     for (name, c), colour in zip(sizes.items(), plt.cm.viridis(np.linspace(0, 0.85, len(sizes)))):
-        per = cache_bytes(c, 1)[0]  # bf16
+        per, state = cache_bytes(c, 1)  # bf16 K and V per token; the DeltaNet layers' fixed bytes
         ends.setdefault(per, []).append(name)
         ax.plot(lengths, lengths * per, color=colour, lw=2, ls="-" if len(ends[per]) == 1 else (0, (4, 3)),
                 label=f"{name}: {c.layer_types.count('full_attention')} full layers × 2 × "
                       f"{c.num_key_value_heads} × {c.head_dim} × 2 B = {per // 1024} KiB per token")
+        states.setdefault(state, (colour, c.layer_types.count("linear_attention"), []))[2].append(name)
+    for state, (colour, linear, names) in states.items():  # sizes with the same DeltaNet layers share one line
+        ax.plot(lengths, np.full(lengths.shape, state), color=colour, lw=1.2, ls="--",
+                label=f"{' and '.join(names)}: DeltaNet state of {linear} linear layers, {state / 2 ** 20:.1f} MiB "
+                      f"at any length")
     for per, names in ends.items():
         ax.annotate(f"{' and '.join(names)}: {per * context / 2 ** 30:.0f} GiB", (context, per * context),
                     xytext=(4, 0), textcoords="offset points", fontsize=8, va="center")
-    if deltanet_bytes is not None:
-        ax.axhline(deltanet_bytes, color="C3", ls="--", lw=1.5,
-                   label=f"0.8B's DeltaNet state (chapter 7): {deltanet_bytes / 2 ** 20:.1f} MiB at any length")
     for gib in (1, 16):
         ax.axhline(gib * 2 ** 30, color="gray", ls=":", lw=0.8)
         ax.text(context / 40, gib * 2 ** 30 * 1.15, f"{gib} GiB", fontsize=8, color="gray")
     ax.set(xscale="log", yscale="log", xlabel="tokens in the sequence (prompt + generated)",
-           ylabel="bytes of K and V (bf16, one sequence)", xlim=(10, context * 8),
-           title="KV cache of the dense Qwen3.5 sizes: only every 4th layer keeps one, and it grows with every token")
-    ax.legend(fontsize=8, loc="lower right")
+           ylabel="bytes (one sequence)", xlim=(10, context * 8),
+           title="Cache of the dense Qwen3.5 sizes: K and V grow with every token (solid), the DeltaNet state does "
+                 "not (dashed)")
+    ax.legend(fontsize=7, loc="upper left")
     return fig

@@ -34,17 +34,25 @@ def memory_figure(errors, decays, tokens=40):
 
 
 def gates_figure(tokens, decay, beta, synthetic):
-    """Heatmaps, one row per value head, one column per token: the decay e^g and the write strength β."""
+    """Heatmaps, one row per value head, one column per token: the decay as a half-life, ln ½ / g tokens (how long
+    a memory lasts at that token's rate), on a log colour scale; and the write strength β."""
     import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import LogNorm
 
     tag = " (synthetic weights)" if synthetic else ""
+    g = np.log(np.clip(np.asarray(decay, dtype=np.float64), 1e-300, 1.0))  # g ≤ 0
+    half_life = np.clip(np.log(0.5) / np.minimum(g, -1e-12), 1e-2, 1e6)  # tokens; g → 0 is a memory that lasts
     fig, axes = plt.subplots(2, 1, figsize=(max(8, 0.45 * len(tokens)), 5.5), layout="constrained", sharex=True)
-    for ax, values, title in ((axes[0], decay, f"decay e^g per token and value head, layer 0{tag}"),
-                              (axes[1], beta, f"write strength β = sigmoid(b), layer 0{tag}")):
-        image = ax.imshow(values.T, aspect="auto", cmap="viridis", vmin=0, vmax=1)
+    image = axes[0].imshow(half_life.T, aspect="auto", cmap="viridis",
+                           norm=LogNorm(vmin=min(1e-2, half_life.min()), vmax=max(1e3, half_life.max())))
+    axes[0].set_title(f"half-life of a memory, ln ½ / g tokens (log scale), per token and value head, layer 0{tag}")
+    fig.colorbar(image, ax=axes[0], label="tokens")
+    image = axes[1].imshow(np.asarray(beta).T, aspect="auto", cmap="viridis", vmin=0, vmax=1)
+    axes[1].set_title(f"write strength β = sigmoid(b), layer 0{tag}")
+    fig.colorbar(image, ax=axes[1])
+    for ax in axes:
         ax.set_ylabel("value head")
-        ax.set_title(title)
-        fig.colorbar(image, ax=ax)
     axes[1].set_xticks(range(len(tokens)), tokens, rotation=60, fontsize=8)
     return fig
 
@@ -87,25 +95,52 @@ def chunk_figure(Gamma, A, head, synthetic):
     return fig
 
 
+def toy_gamma_figure(Gamma, e):
+    """Γ of a toy chunk in which every token decays the memory by the same e^g = e: Γ_ij = e^(i − j) below the
+    diagonal, 0 above; with the values printed on a small chunk."""
+    import matplotlib.pyplot as plt
+
+    import numpy as np
+
+    Gamma = np.asarray(Gamma, dtype=np.float64)
+    fig, ax = plt.subplots(figsize=(6, 5), layout="constrained")
+    image = ax.imshow(Gamma, cmap="viridis", vmin=0, vmax=1)
+    n = Gamma.shape[0]
+    for i in range(n):
+        for j in range(i + 1):
+            if (i - j) % 5 == 0:
+                ax.text(j, i, f"{Gamma[i, j]:.2f}", ha="center", va="center", fontsize=6,
+                        color="black" if Gamma[i, j] > 0.6 else "white")
+    ax.set(xlabel="j (the token that wrote)", ylabel="i (the token that reads)",
+           title=f"Γ_ij = e^(G_i − G_j) of a toy chunk with e^g = {e:g} at every token: {e:g}^(i − j)")
+    ax.title.set_fontsize(9)
+    fig.colorbar(image, ax=ax)
+    return fig
+
+
 def memory_bill_figure(sizes=SIZES, tokens=32768):
-    """Left: bytes one layer keeps for one sequence, by context length, in the 0.8B: a linear-attention layer's
-    state (flat) and a full-attention layer's KV cache (a line). Right: the whole model's cache at `tokens` for
-    each size, against the same model with full attention in every layer."""
+    """Left: bytes one layer keeps for one sequence, by context length (log axes), in the 0.8B: a linear-attention
+    layer's state (flat) and a full-attention layer's KV cache (a line), with the length where they cross. Right:
+    the whole model's cache at `tokens` for each size, against the same model with full attention in every layer."""
     import matplotlib.pyplot as plt
     import numpy as np
 
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.5), layout="constrained")
     s = sizes["0.8B"]
-    T = np.arange(0, tokens + 1, 256)
-    ax.plot(T, T * kv_bytes_per_token(s) / 2 ** 20, label="full attention: KV cache")
-    ax.plot(T, np.full(T.shape, linear_layer_bytes(s) / 2 ** 20), label="Gated DeltaNet: state + conv state")
+    T = np.geomspace(1, tokens, 200)
+    state = linear_layer_bytes(s) / 2 ** 20
+    ax.plot(T, T * kv_bytes_per_token(s) / 2 ** 20, label="full attention: KV cache (grows)")
+    ax.plot(T, np.full(T.shape, state), label="Gated DeltaNet: state + conv state (fixed)")
     even = linear_layer_bytes(s) / kv_bytes_per_token(s)  # the context at which the two lines cross
-    ax.annotate(f"equal at {even:,.0f} tokens", (even, linear_layer_bytes(s) / 2 ** 20), xytext=(0.25, 0.45),
+    ax.plot([even], [state], "ko")
+    ax.axvline(even, color="gray", ls=":", lw=1)
+    ax.annotate(f"equal at {even:,.0f} tokens ({state:.2f} MiB)", (even, state), xytext=(0.05, 0.75),
                 textcoords="axes fraction", arrowprops=dict(arrowstyle="->"))
-    ax.set_xlabel("tokens in the context")
-    ax.set_ylabel("MiB per layer, per sequence")
+    ax.set(xscale="log", yscale="log", xlim=(1, tokens))
+    ax.set_xlabel("tokens in the context (log scale)")
+    ax.set_ylabel("MiB per layer, per sequence (log scale)")
     ax.set_title("one layer of the real Qwen3.5-0.8B")
-    ax.legend()
+    ax.legend(loc="lower right")
     names = list(sizes)
     x = np.arange(len(names))
     hybrid = [sum(cache_bytes(sizes[n], tokens)) / 2 ** 30 for n in names]

@@ -1,7 +1,37 @@
 """Chapter 8's figures: the layer pattern, the residual stream's size through the layers, the logit lens, and where
-the parameters and the time go. Each takes what the chapter computed and returns a matplotlib Figure."""
+the parameters and the time go; and the FLOP count of a forward pass at any config's shapes (the real 0.8B's, when
+the checkpoint is synthetic). Each figure takes what the chapter computed and returns a matplotlib Figure."""
 
 KIND = {"linear_attention": ("L", "C0", "Gated DeltaNet"), "full_attention": ("F", "C3", "gated attention")}
+
+
+def flops_by_component(cfg, T):
+    """FLOPs of one forward pass over T tokens at cfg's shapes, by component, counted by torch.utils.flop_counter
+    while the course's own modules run on the meta device (shapes only: no weights, no memory, no time). It counts
+    matrix products and convolutions (2 FLOPs per multiply-add), the work that dominates; norms, gates and other
+    elementwise operations are left out. Layers of one kind are identical, so one of each is run and counted."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from qwen.model import DecoderLayer
+    from qwen.rope import RotaryEmbedding
+
+    with torch.device("meta"):
+        layers = {kind: DecoderLayer(cfg, kind) for kind in set(cfg.layer_types)}
+        head = torch.nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        x = torch.zeros(1, T, cfg.hidden_size)
+        cos, sin = RotaryEmbedding(cfg)(torch.arange(T)[None], x.dtype)
+
+    def count(run):
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            run()
+        return counter.get_total_flops()
+
+    n = {kind: cfg.layer_types.count(kind) for kind in layers}
+    mixer = {kind: n[kind] * count(lambda: layer.mix(x, cos, sin, None, None)) for kind, layer in layers.items()}
+    mlp = count(lambda: next(iter(layers.values())).mlp(x))
+    return {"embedding + head": count(lambda: head(x)), "DeltaNet mixers": mixer.get("linear_attention", 0),
+            "attention mixers": mixer.get("full_attention", 0), "MLPs": len(cfg.layer_types) * mlp, "norms": 0}
 
 
 def _suffix(synthetic):
@@ -25,45 +55,58 @@ def pattern_figure(layer_types):
     return fig
 
 
+def _depth_ticks(n_layers):
+    """Positions 0..L of the stream: 0 is the embedding, i + 1 is the output of layer i (numbered from 0, as in the
+    checkpoint's keys layers.0 … layers.{L−1}). At most about 13 ticks."""
+    step = max(1, n_layers // 12)
+    ticks = [0] + list(range(step, n_layers + 1, step))
+    return ticks, ["embedding" if t == 0 else str(t - 1) for t in ticks]
+
+
 def residual_figure(rms, layer_types, synthetic):
-    """RMS of the residual stream after the embedding (0) and after each layer, per position and its mean."""
+    """RMS of the residual stream after the embedding and after each layer, per position and its mean."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 3.5))
+    fig, ax = plt.subplots(figsize=(8, 3.5), layout="constrained")
     depth = range(len(rms))
     ax.plot(depth, rms.mean(1), color="k", lw=2, label="mean over positions")
     ax.plot(depth, rms, color="gray", lw=0.5, alpha=0.4)
     for i, kind in enumerate(layer_types):
         if kind == "full_attention":
             ax.axvline(i + 1, color="C3", alpha=0.2)
-    ax.set(xlabel="after layer (0 = the embedding); red lines: full-attention layers", ylabel="RMS of x",
-           yscale="log", title=f"Size of the residual stream through the layers{_suffix(synthetic)}")
+    ax.set_xticks(*_depth_ticks(len(layer_types)))
+    ax.set(xlabel="after layer (numbered from 0, as in the checkpoint); red lines: full-attention layers",
+           ylabel="RMS of x", yscale="log", title=f"Size of the residual stream through the layers{_suffix(synthetic)}")
     ax.legend()
     return fig
 
 
 def lens_figure(ranks, labels, synthetic):
     """Logit lens: the rank of each position's actual next token when the final norm and head read the residual
-    stream after layer i. ranks: (layers + 1, T) ints; labels: the T next tokens as text."""
+    stream after the embedding (row 0) and after layer i (row i + 1). ranks: (layers + 1, T) ints; labels: the T
+    next tokens as text."""
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(labels)), 4.5))
+    fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(labels)), 4.5), layout="constrained")
     image = ax.imshow(np.log10(1 + np.asarray(ranks)), aspect="auto", cmap="viridis_r", origin="lower")
     ax.set_xticks(range(len(labels)), labels, rotation=60, fontsize=7)
-    ax.set(xlabel="next token (the one the text continues with)", ylabel="after layer (0 = embedding)",
+    ax.set_yticks(*_depth_ticks(len(ranks) - 1))
+    ax.set(xlabel="next token (the one the text continues with)", ylabel="after layer",
            title=f"Logit lens: rank of the actual next token at each depth{_suffix(synthetic)}")
     fig.colorbar(image, ax=ax, label="log10(1 + rank); 0 = top-1")
     return fig
 
 
-def share_figure(params, seconds, synthetic):
-    """Share of the parameters and of the forward time per component (two bars of stacked shares)."""
+def share_figure(rows, synthetic):
+    """Shares per component, one bar of stacked shares per row: rows = {label: {component: amount}}, e.g. the
+    parameters, the measured forward time, the FLOPs at the real shapes. The components of the first row set the
+    colours."""
     import matplotlib.pyplot as plt
 
-    parts = list(params)
-    fig, ax = plt.subplots(figsize=(8, 2.8))
-    for row, values in enumerate((params, seconds)):
+    parts = list(next(iter(rows.values())))
+    fig, ax = plt.subplots(figsize=(9, 1 + 0.9 * len(rows)), layout="constrained")
+    for row, values in enumerate(rows.values()):
         total, left = sum(values.values()), 0.0
         for k, part in enumerate(parts):
             share = values.get(part, 0) / total
@@ -71,8 +114,9 @@ def share_figure(params, seconds, synthetic):
             if share > 0.06:
                 ax.text(left + share / 2, row, f"{share:.0%}", ha="center", va="center", color="white", fontsize=8)
             left += share
-    ax.set_yticks([0, 1], ["parameters", "time"])
+    ax.set_yticks(range(len(rows)), list(rows))
+    ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set_title(f"Where the parameters and the forward time go{_suffix(synthetic)}")
-    ax.legend(ncol=3, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.15))
+    ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12))
     return fig

@@ -1,6 +1,7 @@
 """Chapter 9's figures: the sampling rules on a next-token distribution, prefill against decode time, and the cache's
-size as a conversation grows; and the two measurements behind the time figure, a model's prefill and decode time
-and the machine's copy bandwidth (bench/bench_model.py measures the bandwidth with the same function).
+size as a conversation grows; and the measurements behind the time figure: a model's prefill and decode time, the
+machine's copy and read bandwidth and its matrix-product rate (bench/bench_model.py measures the bandwidth with
+the same functions).
 
 Each figure function returns a matplotlib Figure. The distribution figure draws whatever logits it is given (on the
 synthetic checkpoint they come from random weights, and the caller's title says so); the cache figure is computed
@@ -14,27 +15,40 @@ from book.sizes import cache_bytes
 from qwen.generate import filter_logits
 
 
-def sampling_rules(logits, tokens, temperature=0.7, top_k=20, top_p=0.8, title="", show=25):
-    """The next-token distribution before and after each rule, in generate's order: temperature, then top-k, then
-    top-p. logits: (V,) for one position; tokens: a callable id -> printable text. Bars: the `show` most likely
-    tokens of the original distribution; cut tokens are drawn empty."""
+def sampling_rules(logits, tokens, top_k=20, top_p=0.95, coding_temperature=0.6, title="", show=25, glyphs=None):
+    """The next-token distribution before and after the rules, with the model card's settings: the thinking set
+    (temperature 1.0, top-k 20, top-p 0.95; its min-p 0 cuts nothing) rule by rule, then the "precise coding" set
+    (temperature 0.6, the same top-k and top-p). The presence penalty needs generated tokens, so a first step has
+    nothing to penalise. logits: (V,) for one position; tokens: a callable id -> text. Bars, on a log scale: the
+    `show` most likely tokens of the original distribution; a cut token is an empty outline at its original height.
+    glyphs: book.ch02.Glyphs, which draws CJK text when a CJK font is installed (chapter 2's rule for the rest)."""
     import matplotlib.pyplot as plt
 
+    from book.ch02 import Glyphs
+
+    glyphs = glyphs or Glyphs()
     logits = logits.float()[None]
-    stages = [("original (T = 1)", filter_logits(logits)),
-              (f"temperature {temperature}", filter_logits(logits, temperature)),
-              (f"+ top-k {top_k}", filter_logits(logits, temperature, top_k)),
-              (f"+ top-p {top_p}", filter_logits(logits, temperature, top_k, top_p))]
+    original = filter_logits(logits)
+    stages = [("original (temperature 1.0)", original),
+              (f"+ top-k {top_k}", filter_logits(logits, 1.0, top_k)),
+              (f"+ top-p {top_p}: the card's thinking set", filter_logits(logits, 1.0, top_k, top_p, 0.0)),
+              (f"temperature {coding_temperature}, top-k {top_k}, top-p {top_p}:\nthe card's precise-coding set",
+               filter_logits(logits, coding_temperature, top_k, top_p, 0.0))]
     order = logits[0].argsort(descending=True)[:show]
-    fig, axes = plt.subplots(1, 4, figsize=(16, 4.2), sharey=True, layout="constrained")
+    before = original.softmax(-1)[0][order]
+    fig, axes = plt.subplots(1, len(stages), figsize=(17, 4.6), sharey=True, layout="constrained")
     for ax, (name, x) in zip(axes, stages):
         p = x.softmax(-1)[0]
-        kept = torch.isfinite(x[0])
-        ax.bar(range(show), p[order], color=["C0" if kept[i] else "white" for i in order], edgecolor="C0")
-        ax.set_title(f"{name}\n{int(kept.sum()):,} tokens left, top one {p.max():.0%}", fontsize=10)
-        ax.set_xticks(range(show), [repr(tokens(int(i)))[1:-1][:8] for i in order], rotation=90, fontsize=7)
-    axes[0].set_ylabel("probability")
-    fig.suptitle(title or "What each sampling rule does to the next-token distribution")
+        kept = torch.isfinite(x[0])[order]
+        ax.bar(range(show), torch.where(kept, p[order], before).tolist(), color=["C0" if k else "none" for k in kept],
+               edgecolor="C0")
+        ax.set_yscale("log")
+        ax.set_title(f"{name}\n{int(torch.isfinite(x[0]).sum()):,} tokens left, top one {p.max():.1%}", fontsize=9)
+        ax.set_xticks(range(show), [glyphs.shown(tokens(int(i)), 8) for i in order], rotation=90, fontsize=7,
+                      fontfamily=glyphs.families)
+    axes[0].set_ylabel("probability (log scale); outline: cut")
+    fig.suptitle((title or "What each sampling rule does to the next-token distribution") + "\n" + glyphs.caption(),
+                 fontsize=10)
     return fig
 
 
@@ -69,19 +83,47 @@ def copy_bandwidth(device, mib=256):
     return 2 * src.numel() / best
 
 
-def prefill_vs_decode(prefill_s, prefill_tokens, decode_s, decode_tokens, bound_s, title=""):
-    """Time per token: a prefill of many tokens, decode one at a time, and the bandwidth bound of one decode step
-    (the time to read every weight once)."""
+def read_bandwidth(device, mib=256):
+    """Bytes READ per second by a sum over a filled fp32 tensor of `mib` MiB, best of 5: the kind of stream a decode
+    step is (every weight read once, almost nothing written). Filled first, for the reason copy_bandwidth gives."""
+    src = torch.ones(mib * 2 ** 20 // 4, dtype=torch.float32, device=device)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        src.sum().item()  # .item() waits for the device
+        best = min(best, time.perf_counter() - start)
+    return src.numel() * 4 / best
+
+
+def matmul_rate(device, dtype=torch.float32, tokens=64, d=1024, width=3584):
+    """FLOPs per second of one (tokens, d) @ (d, width) product in `dtype`, best of 5: the real 0.8B's MLP shape
+    for a 64-token prefill, what a prefill is made of."""
+    x = torch.randn(tokens, d, device=device).to(dtype)
+    w = torch.randn(d, width, device=device).to(dtype)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        (x @ w).sum().item()
+        best = min(best, time.perf_counter() - start)
+    return 2 * tokens * d * width / best
+
+
+def prefill_vs_decode(measured, real=None, title=""):
+    """Milliseconds per token, prefill against decode. measured: {bar label: seconds per token} for this
+    checkpoint (prefill, decode, the bound); real: the same for the real 0.8B's shapes (estimates), drawn beside."""
     import matplotlib.pyplot as plt
 
-    per_token = [prefill_s / prefill_tokens * 1e3, decode_s / decode_tokens * 1e3, bound_s * 1e3]
-    names = [f"prefill\n({prefill_tokens} tokens in one call)", f"decode\n({decode_tokens} calls of 1 token)",
-             "bandwidth bound\n(read every weight once)"]
-    fig, ax = plt.subplots(figsize=(8, 4), layout="constrained")
-    ax.bar(names, per_token, color=["C0", "C1", "gray"])
-    for i, v in enumerate(per_token):
-        ax.text(i, v, f"{v:.2f} ms", ha="center", va="bottom")
-    ax.set(ylabel="milliseconds per token", title=title or "Prefill shares each weight read among many tokens")
+    panels = [("this checkpoint, measured", measured)] + ([("real Qwen3.5-0.8B shapes, estimated", real)] if real
+                                                         else [])
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4.2), layout="constrained", squeeze=False)
+    for ax, (name, bars) in zip(axes[0], panels):
+        ms = [v * 1e3 for v in bars.values()]
+        ax.bar(list(bars), ms, color=["C0", "C1", "gray", "silver"][:len(ms)])
+        for i, v in enumerate(ms):
+            ax.text(i, v, f"{v:.3g} ms", ha="center", va="bottom")
+        ax.set(ylabel="milliseconds per token", title=name)
+        ax.tick_params(axis="x", labelsize=8)
+    fig.suptitle(title or "Prefill shares each weight read among many tokens")
     return fig
 
 

@@ -8,7 +8,9 @@ from dataclasses import dataclass, fields
 
 from book import real
 
-STATE_BYTES = 4  # the DeltaNet state is fp32 (mamba_ssm_dtype); K, V and the conv inputs are in the model dtype
+# The DeltaNet state is fp32 whatever config.json's `mamba_ssm_dtype` says: neither transformers 5.24 nor this course
+# reads that key; both kernels compute and keep the state in fp32. K, V and the conv inputs are in the model dtype.
+STATE_BYTES = 4
 
 
 @dataclass(frozen=True)

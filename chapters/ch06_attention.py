@@ -8,11 +8,12 @@ Its notebook, notebooks/ch06_attention.ipynb, is written from this file by pytho
 # # Chapter 6 · Gated full attention and the KV cache
 #
 # Every fourth layer of Qwen3.5 mixes tokens with ordinary softmax attention: each token builds a query, compares it
-# with the keys of every earlier token, and takes a weighted average of their values. Qwen3.5 adds four things to
-# the textbook version: a per-head **output gate** that comes out of the same projection as the query, an RMSNorm on
-# each head's query and key (**QK-norm**) before RoPE, **grouped-query attention** (several query heads share one
-# key/value head), and `sigmoid(gate)` applied to the heads' output before the output projection. This chapter
-# writes `qwen/attention.py`, runs it on a sentence step by step, and adds the **KV cache** that generation needs.
+# with the keys of every earlier token, and takes a weighted average of their values. Qwen3.5 changes four things
+# in the textbook version: a per-head **output gate**, made by the same projection as the query and applied as
+# `sigmoid(gate)` to the heads' output before the output projection; an RMSNorm on each head's query and key
+# (**QK-norm**) before RoPE; **partial RoPE** (only the first quarter of each head's dimensions rotate); and
+# **grouped-query attention** (several query heads share one key/value head). This chapter writes
+# `qwen/attention.py`, runs it on a sentence step by step, and adds the **KV cache** that generation needs.
 
 # %%
 import torch
@@ -181,7 +182,9 @@ print(f"every row of probabilities sums to 1: max |sum - 1| = {(probs.sum(-1) - 
 
 # %% [markdown]
 # Why divide by √D: a dot product of D terms grows like √D. Without the scale the softmax of a large head
-# (D = 256 in the real 0.8B) is far sharper; with it, the spread of the scores no longer depends on D.
+# (D = 256 in the real 0.8B) is far sharper; with it, the spread of the scores no longer depends on D — exactly so
+# when the entries of q and k are roughly independent with unit variance. QK-norm gives each head an RMS near 1
+# (times its 1 + w), but not independent entries: a trained head's q and k can line up, and its scores spread more.
 
 # %%
 unscaled = torch.softmax(raw.masked_fill(~allowed, torch.finfo(raw.dtype).min), dim=-1, dtype=torch.float32)
@@ -205,8 +208,9 @@ book.show("ch06-maps", ch06.attention_maps, probs[0].cpu(), tokens, picks,
 # Each head's output is multiplied, dimension by dimension, by sigmoid(gate): a number between 0 and 1 computed from
 # the token itself. A head can shut (gate ≪ 0) when it has nothing useful to add. The Qwen team's study of this gate
 # (Qiu et al., 2025, "Gated Attention for Large Language Models") reports that it adds a non-linearity between the
-# value and output projections, makes the output sparse, and removes the "attention sink" (heads dumping their
-# weight on the first token). The steps above, put together, are the module.
+# value and output projections, makes the output sparse, and mitigates the "attention sink" (heads dumping most of
+# their weight on the first token): the sink is much weaker with the gate, not gone. The steps above, put
+# together, are the module.
 
 # %%
 gated = heads.transpose(1, 2).reshape(1, T, H * D) * torch.sigmoid(gate.reshape(1, T, H * D))
@@ -226,9 +230,11 @@ book.show("ch06-gate", ch06.gate_distribution, gate.reshape(T, H * D).cpu(), H,
 #
 # ## 7. The KV cache
 # Generating text adds one token at a time, and each new token's query needs the keys and values of all earlier
-# tokens. They never change — a key is rotated once, at its own position, and RoPE makes q·k depend only on the
-# distance — so recomputing them for every new token would be wasted work. The KV cache keeps them: keys **after
-# k_norm and RoPE**, exactly as attention uses them, and values, each (B, Hkv, S, D), growing along S.
+# tokens. They never change, because the model is causal: token s's key and value depend only on tokens 0…s (every
+# mixer before this layer looks only backwards), and its position s is fixed, so its rotation is too. Tokens added
+# later cannot change them, and recomputing them for every new token would be wasted work. The KV cache keeps
+# them: keys **after k_norm and RoPE**, exactly as attention uses them, and values, each (B, Hkv, S, D), growing
+# along S.
 #
 # **Try it first:** exercise 209 asks for one attention step that reads a cache and returns it grown
 # (`python practice/judge.py start 209`, or the cell below in the notebook).
@@ -276,16 +282,18 @@ for name, c in book.sizes.SIZES.items():
           f"{c.num_hidden_layers} layers: {book.sizes.all_attention_bytes(c, 262144) / 2 ** 30:5.1f} GiB")
 deltanet = book.sizes.cache_bytes(real, 0)[1]  # fp32 states + bf16 conv inputs, none of it growing
 print(f"{REAL}'s {real.layer_types.count('linear_attention')} DeltaNet layers keep {deltanet / 2 ** 20:.1f} MiB of "
-      f"state at any length (chapter 7)")
+      f"state at any length (chapter 7); the other sizes: " + ", ".join(
+          f"{name} {book.sizes.cache_bytes(c, 0)[1] / 2 ** 20:.1f} MiB" for name, c in book.sizes.SIZES.items()
+          if name != "0.8B"))
 
 # %% [markdown]
 # The sizes come from public copies of each model's config (the course cannot reach the hub to check them; the
 # sources are listed in `book/sizes.py`). Every size puts full attention in one layer of four, so its cache is a
 # quarter of what an all-attention model of the same shape would need; the DeltaNet layers keep a state that does
-# not grow.
+# not grow (dashed, one line per size).
 
 # %%
-book.show("ch06-kv-bytes", ch06.kv_cache_bytes, book.sizes.SIZES, 262_144, deltanet)
+book.show("ch06-kv-bytes", ch06.kv_cache_bytes, book.sizes.SIZES, 262_144)
 
 # %% [markdown]
 # ## 8. A faster path, proven equal
@@ -376,14 +384,16 @@ book.attempt(209)
 #
 # 1. **The core.** softmax(QKᵀ/√D + mask)·V per head: each token's query scores every earlier token's key, the
 #    scores become weights, the output is the weighted average of the values. The √D keeps the scores' spread
-#    independent of the head size; the causal mask hides the future; the softmax runs in fp32.
+#    independent of the head size (for roughly independent, unit-variance entries); the causal mask hides the
+#    future; the softmax runs in fp32.
 # 2. **What Qwen3.5 changes.** QK-norm (RMSNorm of q and k per head, before RoPE) bounds the logits and stabilises
 #    training; partial RoPE (a quarter of each head's dims rotate); GQA (8 query heads share 2 K/V heads in the 0.8B),
 #    which cuts the KV cache by H/Hkv; and an output gate, sigmoid of a second projection of the input, applied per
-#    dimension before o_proj — a head can switch itself off, and the Qwen team reports that the attention sink
-#    goes away.
-# 3. **The cache.** Decoding reuses every past key and value, stored after norm and RoPE, so each step projects only
-#    the new token; the cost is memory that grows with the context — 2·Hkv·D·2 bytes per token per attention layer.
+#    dimension before o_proj — a head can switch itself off, and the Qwen team reports that it mitigates the
+#    attention sink.
+# 3. **The cache.** Decoding reuses every past key and value, stored after norm and RoPE — valid because the model
+#    is causal (a token's key and value depend only on the tokens up to it) — so each step projects only the new
+#    token; the cost is memory that grows with the context — 2·Hkv·D·2 bytes per token per attention layer.
 #    Qwen3.5 keeps it small by putting full attention in only a quarter of its layers; the other three quarters
 #    are linear attention with a fixed-size state (chapter 7).
 #

@@ -63,6 +63,12 @@ torch.set_grad_enabled(False)  # nothing is trained here
 book.show("ch07-map", book.model_map.draw, "deltanet")
 
 # %% [markdown]
+# The ideas have names and papers: the delta rule as a fast-weight memory is **DeltaNet** (Schlag, Irie and
+# Schmidhuber 2021, "Linear Transformers Are Secretly Fast Weight Programmers"); the chunk-parallel form of section 4
+# is Yang, Wang, Zhang, Shen and Kim 2024 ("Parallelizing Linear Transformers with the Delta Rule over Sequence
+# Length"); the forgetting gate on top is **Gated DeltaNet** (Yang, Kautz and Hatamizadeh 2025, "Gated Delta
+# Networks: Improving Mamba2 with Delta Rule"), the layer Qwen3.5 uses.
+#
 # ## 1. The delta rule as a memory
 # Take a matrix S of shape (dk, dv) and write pairs into it: key k (a unit vector of dk numbers) → value v (dv
 # numbers). Reading is a product: Sᵀk. Plain *linear attention* writes by adding, S ← S + k vᵀ: read back with k_i,
@@ -138,8 +144,9 @@ book.show("ch07-memory", ch07.memory_figure, errors, (0.5, 0.9, 0.99))
 # 2. **correct**: S ← S + k_t ⊗ β_t (v_t − Sᵀk_t)
 # 3. **read**: o_t = Sᵀ q_t
 #
-# Equivalently S_t = e^{g_t}(I − β_t k_t k_tᵀ) S_{t−1} + β_t k_t v_tᵀ: a decay, a projection that removes what
-# k_t used to map to, and the new pair. The query q_t reads the memory after token t has written to it.
+# Equivalently S_t = e^{g_t}(I − β_t k_t k_tᵀ) S_{t−1} + β_t k_t v_tᵀ: a decay, then (I − β_t k_t k_tᵀ) removes a
+# fraction β_t of what k_t used to map to (all of it when β_t = 1, where it is a projection), then the new pair.
+# The query q_t reads the memory after token t has written to it.
 #
 # Around this rule the layer (`layers.N.linear_attn.*`) builds its inputs from the normed hidden state x (B, T, d):
 #
@@ -176,7 +183,8 @@ book.attempt(211, recurrent_delta_rule)
 # %% [markdown]
 # ## 3. On the checkpoint: the gates over a sentence
 # Layer 0 of the checkpoint, on a sentence: embedding, the layer's input norm, then the layer's own projections.
-# The decay e^g and the write strength β, per token and value head:
+# The decay e^g and the write strength β, per token and value head (the figure shows the decay as a half-life,
+# ln ½ / g tokens, on a log scale: e^g = 0.5 is a half-life of 1 token, e^g = 0.99 one of 69):
 
 # %%
 from qwen.deltanet import causal_conv, recurrent_delta_rule  # noqa: E402  (the finished ones, from here on)
@@ -228,26 +236,45 @@ book.show("ch07-state", ch07.state_norm_figure, tokens, norms, SYNTHETIC)
 # The recurrent form takes T sequential steps, each a handful of tiny (dk × dv) operations: fine for generating
 # one token, slow for reading a prompt. The chunked form computes the same numbers for a chunk of C = 64 tokens at
 # once. Within one chunk (rows i = 1…C, S the state before the chunk), write G_i = g_1 + … + g_i (the log of the
-# decay from the chunk's start to token i), and call **u_i = β_i (v_i − (e^{g_i} S_{i−1})ᵀ k_i)** the correction
+# decay from the chunk's start to token i), and call **v′_i = β_i (v_i − (e^{g_i} S_{i−1})ᵀ k_i)** the correction
 # token i writes. Unrolling the recurrence inside the chunk:
 #
-# - S_i = e^{G_i} S + Σ_{j≤i} e^{G_i − G_j} k_j u_jᵀ: the old state, decayed, plus every write so far, each decayed
-#   from its own time. So the **decay matrix** Γ_ij = e^{G_i − G_j} (j ≤ i, 0 above) says how much of token j's
-#   write is left when token i reads.
-# - Put that into u_i: u_i = β_i v_i − β_i e^{G_i} Sᵀk_i − β_i Σ_{j<i} Γ_ij (k_i·k_j) u_j. Every u_i depends on
-#   the earlier u_j: moving those terms to the left gives one linear system for all the corrections at once,
+# - S_i = e^{G_i} S + Σ_{j≤i} e^{G_i − G_j} k_j v′_jᵀ: the old state, decayed, plus every write so far, each
+#   decayed from its own time. So the **decay matrix** Γ_ij = e^{G_i − G_j} (j ≤ i, 0 above) says how much of
+#   token j's write is left when token i reads.
+# - Put that into v′_i: v′_i = β_i v_i − β_i e^{G_i} Sᵀk_i − β_i Σ_{j<i} Γ_ij (k_i·k_j) v′_j. Every v′_i depends on
+#   the earlier v′_j: moving those terms to the left gives one linear system for all the corrections at once,
 #
-#   **(I + strictly_lower(βKKᵀ ⊙ Γ)) U = βV − (βe^G K) S**.
+#   **(I + strictly_lower(βKKᵀ ⊙ Γ)) V′ = βV − (βe^G K) S**.
 #
-#   The matrix A on the left is **unit lower-triangular**: ones on the diagonal (u_i does not depend on itself),
+#   The matrix A on the left is **unit lower-triangular**: ones on the diagonal (v′_i does not depend on itself),
 #   zeros above (nor on later tokens). Solving it by forward substitution *is* the token loop — row i uses rows
 #   j < i — but a triangular solve (`torch.linalg.solve_triangular`) does it as one library call over all chunks
 #   and heads, and the rest becomes matrix products. Because the right side is linear in S, A⁻¹ is applied once:
-#   U = A⁻¹(βV) − A⁻¹(βe^G K) S, where only S is unknown until the previous chunk is done.
-# - Reading: o_i = S_iᵀ q_i = e^{G_i} Sᵀq_i + Σ_{j≤i} Γ_ij (q_i·k_j) u_j, that is **O = (e^G Q) S + (QKᵀ ⊙ Γ) U**
+#   **V′ = U − W S** with **U = A⁻¹(βV)** and **W = A⁻¹(βe^G K)**, both computed for every chunk at once; only S is
+#   unknown until the previous chunk is done.
+# - Reading: o_i = S_iᵀ q_i = e^{G_i} Sᵀq_i + Σ_{j≤i} Γ_ij (q_i·k_j) v′_j, that is **O = (e^G Q) S + (QKᵀ ⊙ Γ) V′**
 #   (this Γ keeps its diagonal, Γ_ii = 1: token i reads its own write).
-# - **Crossing the chunk boundary**: the state after the chunk is S_C, **S ← e^{G_C} S + (e^{G_C − G} K)ᵀ U**.
-#   That is the only step that must wait for the previous chunk; a sequence of T tokens takes T/64 of them.
+# - **Crossing the chunk boundary**: the state after the chunk is S_C, **S ← e^{G_C} S + (e^{G_C − G} K)ᵀ V′**.
+#
+# So the loop over chunks needs the previous chunk's S three times: for the corrections V′ = U − W S, for the
+# outputs O (through (e^G Q) S), and for the next state. Everything else — Γ, A⁻¹, U, W, QKᵀ ⊙ Γ — is computed
+# for all chunks at once; a sequence of T tokens takes T/64 loop steps of three small matrix products each.
+#
+# The literature calls this the **WY representation** of the chunk's product of (I − β k kᵀ) factors, and the
+# triangular solve the **UT transform** (transformers' comment calls A its "UT system"). The same quantities under
+# three sets of names:
+#
+# | this course | meaning | fla (`chunk_gated_delta_rule_fwd`) | transformers (`torch_chunk_gated_delta_rule`) |
+# |---|---|---|---|
+# | G | cumulative log decay in the chunk | g (after `chunk_local_cumsum`) | cum_decay |
+# | Γ | e^(G_i − G_j), lower triangle | (inside the kernels) | pairwise_decay |
+# | A | I + strictly_lower(βKKᵀ ⊙ Γ) | A (`chunk_scaled_dot_kkt_fwd`, then `solve_tril`) | ut_system |
+# | U = A⁻¹(βV) | corrections before the state is known | u | new_values |
+# | W = A⁻¹(βe^G K) | what the carried state subtracts | w | k_cumdecay |
+# | V′ = U − W S (`V_new`) | the corrections | v_new | v_new |
+# | QKᵀ ⊙ Γ (`P`) | attention inside the chunk | (inside `chunk_fwd_o`) | intra_chunk_attn |
+# | S | the state carried between chunks | h (one per chunk), final_state | last_recurrent_state |
 #
 # The last chunk is padded with zeros (g = 0 keeps the state, k = v = β = 0 write nothing) and the padded rows
 # are dropped. Here are Γ and A for our sentence in layer 0 (shorter than 64 tokens, so one padded chunk), for
@@ -273,6 +300,19 @@ print(f"the first chunk of value head {h}: {len(G)} tokens; Γ below the diagona
 
 # %%
 book.show("ch07-chunk", ch07.chunk_figure, Gamma, A, h, SYNTHETIC)
+
+# %% [markdown]
+# The structure of Γ is easier to see on a toy chunk where every token decays the memory by e^g = 0.95: Γ_ij =
+# 0.95^(i − j), a smooth fade away from the diagonal (below). The sentence's heads above forget much faster
+# (the synthetic draw of A_log), so their Γ is nearly diagonal.
+
+# %%
+toy_G = torch.full((16,), math.log(0.95)).cumsum(0)
+toy_Gamma = (toy_G[:, None] - toy_G[None, :]).masked_fill(~torch.ones(16, 16, dtype=torch.bool).tril(), -math.inf).exp()
+print(f"toy chunk, e^g = 0.95: Γ[15, 0] = {float(toy_Gamma[15, 0]):.3f} = 0.95^15 = {0.95 ** 15:.3f}")
+
+# %%
+book.show("ch07-toy-gamma", ch07.toy_gamma_figure, toy_Gamma, 0.95)
 
 # %% [markdown]
 # **Try it first**: exercise 212 writes the chunked form and is graded against the token-by-token rule at lengths
@@ -316,7 +356,8 @@ book.listing("qwen/deltanet.py")
 #   matched to value heads with `repeat_interleave` (heads 0, 0, 1, 1 — not `repeat`'s 0, 1, 0, 1).
 # - **`chunked_delta_rule`** is section 4. It keeps the value heads grouped by their key head, so KKᵀ and QKᵀ are
 #   computed once per key head and shared (no copies of q and k per value head); it finds A⁻¹ with one triangular
-#   solve against the identity and applies it to both right sides with matrix products; and it lays every operand
+#   solve against the identity and applies it to both right sides with matrix products (U and W, the table's
+#   names); and it lays every operand
 #   out contiguously, since matrix products on strided views run at half speed on a CPU.
 #   `python bench/bench_deltanet.py` times it against transformers' own pure-torch kernel in one run.
 # - **`DeltaNetCache`** holds `conv` (B, C, K − 1) in the model dtype and `state` (B, Hv, dk, dv) in fp32.
@@ -389,6 +430,10 @@ book.show("ch07-bill", ch07.memory_bill_figure)
 def compare(transformers, path, layer):
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet
 
+    # transformers' notices: its fused kernels (flash-linear-attention, causal-conv1d) are not installed, so it runs
+    # its reference PyTorch code — the one compared here — and says so; and a progress bar while loading
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
     theirs = Qwen3_5GatedDeltaNet(transformers.AutoConfig.from_pretrained(path).text_config, 0)
     theirs.load_state_dict(layer.float().state_dict())
     h = torch.randn(2, 100, layer.in_proj_qkv.in_features, generator=torch.Generator().manual_seed(1))
@@ -447,7 +492,9 @@ book.notation(args.path)
 #    rule together are "Gated DeltaNet".
 # 4. **Why chunking.** Token by token is T sequential steps of tiny operations. Within a chunk the corrections
 #    satisfy a unit lower-triangular linear system; one triangular solve and a few matrix products replace the
-#    inner loop, and only the chunk-to-chunk state update stays sequential (T/64 steps). Same numbers, matrix-sized
+#    inner loop (the WY representation / UT transform), and only the chunk-to-chunk step — corrections, outputs
+#    and state, each needing the carried state — stays sequential (T/64 steps). Same numbers, matrix-sized
 #    work — and for generation, the recurrent step is the cheap one.
 # 5. **Why a hybrid.** A fixed-size state cannot recall everything exactly (at most dk independent keys per head);
-#    one full-attention layer in four keeps exact recall of the context, at a quarter of the KV cache.
+#    one full-attention layer in four keeps every past key and value, so it can still look up any earlier token —
+#    softmax weights are soft, so even that is retrieval, not guaranteed exact recall — at a quarter of the KV cache.

@@ -48,7 +48,8 @@ book.show("ch08-map", book.model_map.draw, "model")
 # %% [markdown]
 # ## 1. A decoder layer, and the stack
 #
-# Each of the 24 layers does two things, each behind its own RMSNorm and each added to the residual stream x:
+# Each layer (24 in the 0.8B, numbered 0 to 23 as in the checkpoint's keys) does two things, each behind its own
+# RMSNorm and each added to the residual stream x:
 #
 # - h = x + Mixer(RMSNorm(x)) — the mixer is the only place where tokens see each other: Gated DeltaNet on
 #   "linear_attention" layers, gated attention on "full_attention" layers (`layer_types` in the config);
@@ -114,7 +115,8 @@ print(f"   (a uniform guess over the {probs.numel():,} rows would give each toke
 # Run the layers by hand and keep x after each one. Its size (root mean square) shows how much each layer writes.
 # Then apply the final norm and the head to each intermediate x: the **logit lens** asks what the model would
 # predict if it stopped there. With a real checkpoint, watch at which depth the actual next token climbs to the top
-# ranks; with random weights there is nothing to find.
+# ranks; with random weights there is nothing to find. Below, "after layer i" is the output of `layers.i` (numbered
+# from 0, as in the checkpoint), and "the embedding" is x before any layer.
 
 # %%
 with torch.no_grad():
@@ -129,11 +131,26 @@ with torch.no_grad():
     lens = torch.stack([model.lm_head(model.norm(s))[0] for s in stream])  # (layers + 1, T, V)
 targets = ids[0, 1:]  # the token that actually follows each position
 ranks = (lens[:, :-1].float() > lens[:, :-1].float().gather(-1, targets.expand(len(stream), -1)[..., None])).sum(-1)
-print(f"residual stream RMS{SYN}: after the embedding {rms[0].mean():.3g}, after layer 12 {rms[12].mean():.3g}, "
-      f"after layer {len(model.layers)} {rms[-1].mean():.3g}")
-print(f"logit lens, top-1 at the last position after each 4th layer{SYN}:")
-for i in range(0, len(stream), 4):
-    print(f"   after layer {i:2d}: {tok.decode([lens[i, -1].argmax().item()])!r}")
+L = len(model.layers)
+mid = L // 2 - 1  # the layer half-way down: stream[i + 1] is the output of layer i, stream[0] the embedding
+print(f"residual stream RMS{SYN}: after the embedding {rms[0].mean():.3g}, "
+      f"after layer {mid} {rms[mid + 1].mean():.3g}, "
+      f"after layer {L - 1} (the last) {rms[-1].mean():.3g}")
+print(f"logit lens, top-1 at the last position{SYN}:")
+for i in [-1] + [i for i in range(L) if i % 4 == 3 or i == L - 1]:  # the embedding, then each 4th layer and the last
+    name = "the embedding" if i < 0 else f"layer {i:2d}"
+    print(f"   after {name:13s}: {tok.decode([lens[i + 1, -1].argmax().item()])!r}")
+tied = model.lm_head.weight is model.embed_tokens.weight
+echo = int((lens[0].argmax(-1) == ids[0]).sum())
+print(f"logit lens at the embedding: the top-1 is the input token itself at {echo} of {T} positions"
+      + (" (the head is the embedding table, tied: norm(E[t]) is most aligned with its own row E[t])" if tied
+         else ""))
+
+# %% [markdown]
+# The lens's first row reads the embedding itself. The head of the 0.8B is the embedding table (tied), so there each
+# position's scores are those of its own row against every row, and its own row tends to win (the count above
+# measures how often): the embedding "predicts" the input token, not the next one. That row says
+# nothing about what the layers learn; the rows above it do.
 
 # %%
 book.show("ch08-residual", ch08.residual_figure, rms.numpy(), model.cfg.layer_types, synthetic)
@@ -145,7 +162,12 @@ book.show("ch08-lens", ch08.lens_figure, ranks.cpu().numpy(), labels, synthetic)
 # %% [markdown]
 # ## 4. Where the parameters and the time go
 # Parameters are counted per component; time is measured with forward hooks around each module on one pass over
-# the prompt (one run on a shared machine: read the shares in the figure, not the milliseconds).
+# the prompt (one run on a shared machine: read the shares in the figure, not the milliseconds). Measured time says
+# what this checkpoint costs at its own widths: on the synthetic one (d = 64 instead of 1024) the small DeltaNet
+# operations weigh far more than at the real shapes. So the third row counts the work at the real 0.8B's shapes:
+# the FLOPs of the same forward pass (`book.ch08.flops_by_component`: torch's FLOP counter around the course's own
+# modules run on the meta device, shapes only; matrix products and the conv, elementwise work left out). A count is
+# not a timing, but at these widths the matrix products are most of the time.
 
 # %%
 def component(name):
@@ -190,31 +212,43 @@ for part in params:
     print(f"   {part:18s} {params[part]:>13,} parameters ({params[part] / total:5.1%}), "
           f"{seconds.get(part, 0) * 1000:.1f} ms")
 print(f"   (real Qwen3.5-0.8B: 752,393,024 text parameters; MLPs 35.1%, embedding 33.8%)")
+shape_cfg = book.real.config() if synthetic else model.cfg
+flops = ch08.flops_by_component(shape_cfg, T)
+where = "real Qwen3.5-0.8B shapes" if synthetic else "this checkpoint's shapes"
+print(f"FLOPs of one pass over these {T} tokens at the {where} (a count, not a timing): " + ", ".join(
+    f"{part} {n / 1e9:.2f} G ({n / sum(flops.values()):.0%})" for part, n in flops.items() if n))
 
 # %%
-book.show("ch08-shares", ch08.share_figure, params, seconds, synthetic)
+book.show("ch08-shares", ch08.share_figure, {"parameters": params, f"time{SYN}": seconds,
+                                             f"FLOPs, {where}": flops}, synthetic)
 
 # %% [markdown]
 # ## 5. With a cache
 # Generation feeds one token at a time. `model.new_cache()` holds, per layer, what the next call needs: keys and
-# values for the 6 attention layers (growing with the text) and a conv window plus a (Hv, dk, dv) state for the
-# 18 DeltaNet layers (fixed size). A prefill then one token gives the same scores as one pass over everything.
+# values for the attention layers (6 in the 0.8B; growing with the text) and a conv window plus a (Hv, dk, dv) state
+# for the DeltaNet layers (18; fixed size). A prefill then one token gives the same scores as one pass over
+# everything, up to rounding: the two orders of work round differently. Measured on random weights at the real
+# 0.8B shapes (logits up to about 3, prompts of 12 to 50 tokens): up to 2.4e-5 in fp32, and up to 0.10 in bf16,
+# where every layer's output is rounded to 8 significant bits — about 6 bf16 steps of the largest logit (one step
+# is 0.016 there).
 
 # %%
 with torch.no_grad():
     cache = model.new_cache()
     model(ids[:, :-1], cache=cache)
     last = model(ids[:, -1:], cache=cache)
-print(f"prefill {T - 1} tokens, then 1 with the cache: max |diff| to the full pass = "
-      f"{(last[0, -1].float() - logits[0, -1].float()).abs().max():.2g}; cache.length = {cache.length}")
+scale = logits[0, -1].float().abs().max()
+print(f"prefill {T - 1} tokens, then 1 with the cache, in {logits.dtype}: max |diff| to the full pass = "
+      f"{(last[0, -1].float() - logits[0, -1].float()).abs().max():.2g} (largest logit {scale:.2g}){SYN}; "
+      f"cache.length = {cache.length}")
 
 # %% [markdown]
 # ## Try this
 #
 # - Change the prompt and watch the logit lens: with a real checkpoint, at which depth does the right answer take
 #   over? With the synthetic one, does any position ever rank its next token first?
-# - Skip the last full-attention layer (`model.layers[23]`) in the loop of section 3: how much does the final
-#   prediction change, compared with skipping a DeltaNet layer (`model.layers[22]`)?
+# - Skip the last full-attention layer (`model.layers[23]` in the 0.8B) in the loop of section 3: how much does the
+#   final prediction change, compared with skipping a DeltaNet layer (`model.layers[22]`)?
 # - Load with `dtype=torch.float32` and compare the top-5 probabilities with bf16.
 # - Put your own part in the model: after solving an exercise of chapters 3–7, run
 #   `from practice.plugin import plug_in; plug_in(204, rms_norm, gated_rms_norm, l2norm)` in a cell (or
@@ -225,6 +259,10 @@ print(f"prefill {T - 1} tokens, then 1 with the cache: max |diff| to the full pa
 
 # %%
 def compare(transformers, path, ids):
+    # transformers' notices: its fused kernels (flash-linear-attention, causal-conv1d) are not installed, so it runs
+    # its reference PyTorch code — the one compared here — and says so; and a progress bar while loading
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
     theirs = transformers.Qwen3_5ForConditionalGeneration.from_pretrained(
         path, dtype=torch.float32, attn_implementation="eager").eval()
     ours = load_model(path, dtype=torch.float32)
@@ -258,8 +296,10 @@ book.notation(args.path)
 # 1. **The residual stream.** Every layer reads a normalised copy of x and adds its result back; x itself is never
 #    normalised until the end. So the model is a sum of contributions, and the logit lens can read it at any depth.
 # 2. **Why hybrid.** Full attention looks back at every token but its cache grows with the text; Gated DeltaNet
-#    keeps a fixed-size state. Three of four layers use the cheap one, one of four keeps exact recall.
+#    keeps a fixed-size state. Three of four layers use the cheap one; one of four keeps every past key and value, so
+#    it can still look up any earlier token.
 # 3. **Where the cost is.** In the 0.8B the MLPs (35%) and the embedding (34%) hold two thirds of the parameters.
-#    Time depends on the code and the device, so measure it (section 4): in this course's plain PyTorch on a CPU,
-#    the many small operations of the DeltaNet mixers take most of a short prompt's time on the synthetic
-#    checkpoint.
+#    Time depends on the code, the device and the widths, so measure it (section 4) at the shapes that matter: at
+#    the real 0.8B shapes a short prompt's FLOPs split roughly in thirds between the head, the DeltaNet mixers and
+#    the MLPs, with about 5% in attention; on the narrow synthetic checkpoint the measured time is dominated by
+#    the DeltaNet mixers' many small operations instead.

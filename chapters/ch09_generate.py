@@ -53,7 +53,7 @@ stop = checkpoint_stop_tokens(args.path)
 greedy = list(generate(model, ids, 8, stop=stop))
 print(f"prompt {prompt!r} = {len(ids)} tokens {ids}")
 print(f"greedy {SYNTHETIC}: {tok.decode(greedy)!r}")
-card = dict(temperature=1.0, top_k=20, top_p=0.95)  # the model card's thinking-mode settings
+card = dict(temperature=1.0, top_k=20, top_p=0.95, min_p=0.0, presence_penalty=1.5)  # the card's thinking set
 sampled = {seed: list(generate(model, ids, 8, seed=seed, stop=stop, **card)) for seed in (1, 2)}
 for seed, out in sampled.items():
     print(f"sampled, seed {seed}{SYNTHETIC}: {tok.decode(out)!r}")
@@ -61,29 +61,35 @@ print(f"seed 1 again gives the same tokens: {list(generate(model, ids, 8, seed=1
 
 # %% [markdown]
 # ## 2. The sampling rules
-# Each rule reshapes the next-token distribution before the draw, in transformers' order:
+# Each rule reshapes the next-token distribution before the draw, in this order (`generate`, then `filter_logits`):
 #
-# - **temperature** T divides the logits: T < 1 sharpens, T > 1 flattens, T → 0 is greedy;
-# - **top-k** keeps the k most likely tokens;
-# - **top-p** keeps the most likely tokens until their mass reaches p (the token that crosses p stays);
-# - the **presence penalty** subtracts a constant from every token already generated, once.
+# - the **presence penalty** subtracts a constant from the logit of every token already generated, once however
+#   often it appeared. transformers has no presence penalty (its `repetition_penalty` divides instead); the rule and
+#   its place, before the others, are vLLM's and OpenAI's;
+# - then transformers' order of its sampling warpers: **temperature** T divides the logits (T < 1 sharpens, T > 1
+#   flattens, T → 0 is greedy); **top-k** keeps the k most likely tokens; **top-p** keeps the most likely tokens
+#   until their mass reaches p (the token that crosses p stays); **min-p** keeps the tokens whose probability is at
+#   least min_p times the most likely one's.
 #
-# Cut tokens get logit −inf, and a single softmax at the end renormalises what is left. The Qwen3.5 model card
-# recommends, without thinking, T = 1.0, top-p 1.0, top-k 20, presence penalty 2.0; with thinking, T = 1.0,
-# top-p 0.95, top-k 20, presence penalty 1.5.
+# Cut tokens get logit −inf, and a single softmax at the end renormalises what is left. One difference from
+# transformers remains: when several tokens have exactly the same probability at the top-p boundary, which of them
+# survive depends on the sort, and ours (descending) can keep a different one than transformers' (ascending).
+# The Qwen3.5 model card recommends, without thinking, T = 1.0, top-p 1.0, top-k 20, min-p 0, presence penalty 2.0;
+# with thinking, T = 1.0, top-p 0.95, top-k 20, min-p 0, presence penalty 1.5; with thinking for precise coding,
+# T = 0.6, top-p 0.95, top-k 20, min-p 0, presence penalty 0.
 
 # %%
 with torch.no_grad():
     logits = model(torch.tensor([ids], device=dev), last_only=True)[0, -1].float().cpu()  # (V,)
-for name, kw in (("original", {}), ("T = 0.7", dict(temperature=0.7)), ("+ top-k 20", dict(temperature=0.7, top_k=20)),
-                 ("+ top-p 0.8", dict(temperature=0.7, top_k=20, top_p=0.8))):
+for name, kw in (("original", {}), ("+ top-k 20", dict(top_k=20)), ("+ top-p 0.95", dict(top_k=20, top_p=0.95)),
+                 ("T = 0.6 too", dict(temperature=0.6, top_k=20, top_p=0.95))):
     p = filter_logits(logits[None], **kw).softmax(-1)[0]
     print(f"{name:12s}: {int((p > 0).sum()):7,} tokens left, most likely {tok.decode([int(p.argmax())])!r} "
           f"at {p.max():.1%}{SYNTHETIC}")
 
 # %%
 book.show("ch09-sampling", ch09.sampling_rules, logits, lambda i: tok.decode([i]),
-          title=f"The next token after {prompt!r}{SYNTHETIC}")
+          title=f"The next token after {prompt!r}, with the model card's settings{SYNTHETIC}")
 
 # %% [markdown]
 # **Try it first:** exercise 214 asks for the rules as one function, and the presence penalty. Start it with
@@ -159,30 +165,46 @@ book.listing("qwen/chat.py")
 # The terminal chat, `qwen/chat_cli.py`, puts it together: `bash course.sh chat` (or `python main.py chat`)
 # streams replies, keeps the cache across turns — up to and including the last `<|im_start|>assistant\n`, the
 # part of the prompt that stays the same in the next turn — and prints tokens per second. `/think on|off|hide`,
-# `/reset`, and Ctrl-C stops a reply without leaving.
+# `/reset`; Ctrl-C stops the reply and drops the unanswered message from the conversation, without leaving.
 #
 # ## 4. Prefill against decode
 # A prefill multiplies every weight matrix by T token vectors at once: each weight read from memory serves T tokens,
 # so the processor's arithmetic is the limit. A decode step multiplies every weight by **one** vector: each weight
-# is read for a single multiply-add, so the time is set by how fast memory delivers the weights. Bytes of weights
-# divided by memory bandwidth is a floor for the time of one step.
+# is read for a single multiply-add, so the time is set by how fast memory delivers the weights — and the caches:
+# each step also reads every cached key and value and every DeltaNet state. Bytes read divided by the rate at which
+# this machine reads memory estimates the floor of one step: an estimate, because the measured rate is one stream's
+# (a sum over 256 MiB), and real kernels read at their own rates (below).
 
 # %%
 T, n = 64, 8
 x = torch.randint(0, 248044, (1, T), device=dev)
 prefill_s, decode_s = ch09.time_model(model, x, n)
 weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-bandwidth = ch09.copy_bandwidth(dev)
+copy, read = ch09.copy_bandwidth(dev), ch09.read_bandwidth(dev)  # bytes moved (read + written) / s; bytes read / s
+step_cache = sum(book.sizes.cache_bytes(cfg, 8 + n // 2, next(model.parameters()).element_size()))  # mid-decode
 print(f"this checkpoint on {dev}{' (synthetic: narrow, so overheads dominate)' if SYNTHETIC else ''}: prefill "
       f"{prefill_s / T * 1e3:.2f} ms per token, decode {decode_s / n * 1e3:.2f} ms per token")
-print(f"weights {weight_bytes / 1e6:.1f} MB; this machine copies 1 GB in {1e9 / bandwidth * 1e3:.0f} ms, so reading "
-      f"every weight once, the floor for one decode step, takes {weight_bytes / bandwidth * 1e3:.2f} ms")
-real_bytes = 752.4e6 * 2  # 752.4M text parameters in bf16 (the tied head counted once)
-print(f"real Qwen3.5-0.8B in bf16: {real_bytes / 1e9:.2f} GB of weights, so here every decode step takes at least "
-      f"{real_bytes / bandwidth * 1e3:.0f} ms, however fast the arithmetic")
+print(f"this machine copies 1 GB (reads 1 GB and writes 1 GB) in {2e9 / copy * 1e3:.0f} ms, and reads 1 GB in "
+      f"{1e9 / read * 1e3:.0f} ms")
+print(f"weights {weight_bytes / 1e6:.1f} MB + caches {step_cache / 1e6:.2f} MB read per decode step: at least "
+      f"{(weight_bytes + step_cache) / read * 1e3:.2f} ms (an estimate)")
+real_bytes = 752_393_024 * 2  # the real 0.8B's text parameters in bf16 (the tied head read once)
+real_cache = sum(book.sizes.cache_bytes(real, 1024))  # K, V of 1,024 tokens and the DeltaNet states
+rate = ch09.matmul_rate(dev)  # FLOPs per second of a (64, 1024) @ (1024, 3584) fp32 product, the MLP's shape
+layer_weights = 752_393_024 - 248_320 * 1_024  # all but the embedding table: a prefill's head sees one position
+print(f"real Qwen3.5-0.8B in bf16: {real_bytes / 1e9:.2f} GB of weights + {real_cache / 2 ** 20:.1f} MiB of caches "
+      f"at 1,024 tokens per decode step, so here a step takes at least {(real_bytes + real_cache) / read * 1e3:.0f} ms "
+      f"(an estimate), however fast the arithmetic")
+print(f"a prefill needs about 2 FLOPs per layer weight per token (the head runs for the last position only): at the "
+      f"rate of an fp32 product of the MLP's shape, {2 * layer_weights / rate * 1e3:.1f} ms per token here "
+      f"(an estimate)")
 
 # %%
-book.show("ch09-prefill-decode", ch09.prefill_vs_decode, prefill_s, T, decode_s, n, weight_bytes / bandwidth,
+book.show("ch09-prefill-decode", ch09.prefill_vs_decode,
+          {f"prefill\n({T} tokens in one call)": prefill_s / T, f"decode\n({n} calls of 1 token)": decode_s / n,
+           "read bound\n(weights + caches)": (weight_bytes + step_cache) / read},
+          {"prefill\n(2 FLOPs per layer weight ÷ rate)": 2 * layer_weights / rate,
+           "decode floor, bf16\n(weights + caches ÷ read rate)": (real_bytes + real_cache) / read},
           title=f"Time per token on {dev}{' (synthetic weights: narrow, so overheads dominate)' if SYNTHETIC else ''}")
 
 # %% [markdown]
@@ -235,8 +257,9 @@ book.show("ch09-cache", ch09.cache_growth, [(book.real.NAME, real)])
 #
 # - Generate with `temperature=0.3` and then `1.5` from the same seed: how quickly do the texts part ways?
 # - Put `top_p=0.5` on a prompt whose next token is nearly certain, then on an open one: count the tokens left.
-# - In the chat (`bash course.sh chat`), say something, then `/think on`, then ask again: the prompt grows by
-#   `<think>\n` only, and the tokens read from the cache are printed after each reply.
+# - In the chat (`bash course.sh chat`), say something, then `/think on`, then ask again: the generation prompt
+#   shrinks from 4 tokens (`<think>`, `\n\n`, `</think>`, `\n\n`: an empty, closed block) to 2 (`<think>`, `\n`),
+#   and the tokens read from the cache are printed after each reply.
 #
 # ## Show the proof
 # Greedy decoding of this checkpoint against transformers' `generate(do_sample=False)` on the same weights: the
@@ -245,6 +268,10 @@ book.show("ch09-cache", ch09.cache_growth, [(book.real.NAME, real)])
 
 # %%
 def compare(transformers, path):
+    # transformers' notices: its fused kernels (flash-linear-attention, causal-conv1d) are not installed, so it runs
+    # its reference PyTorch code — the one compared here — and says so; and a progress bar while loading
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
     hf = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     want = hf.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False, eos_token_id=sorted(stop),
                        pad_token_id=248044)[0, len(ids):].tolist()
@@ -260,11 +287,12 @@ book.proof(compare, args.path)
 #
 # - Generation is prefill once, then one token per call with the cache: DeltaNet layers carry a fixed state, the
 #   full-attention layers their growing keys and values.
-# - Temperature divides the logits; top-k and top-p cut tokens to −inf; one softmax renormalises; the presence
+# - Temperature divides the logits; top-k, top-p and min-p cut tokens to −inf; one softmax renormalises; the presence
 #   penalty discourages repeats. Greedy is the argmax. A seed makes sampling repeatable.
 # - The chat format: `<|im_start|>role\n…<|im_end|>\n` turns, a generation prompt with a thinking block, old
 #   reasoning dropped; stop at `<|im_end|>` (248046) and `<|endoftext|>` (248044).
-# - Decode reads every weight per token: its speed is at most memory bandwidth over weight bytes.
+# - Decode reads every weight and every cache per token: its speed is at most the memory's read rate over those
+#   bytes (an estimate: real kernels read slower than a plain stream).
 # - The fast path (`qwen/fast.py`) computes the same model with fewer, cheaper calls, proven equal.
 #
 # ### Shapes
@@ -299,8 +327,9 @@ book.attempt(215)
 #    top-k and top-p trim the unlikely tail and set how adventurous the draw is; a presence penalty keeps it from
 #    repeating itself.
 # 3. **Speed.** Prefill is compute-bound (many tokens share each weight read); decode is memory-bound (every token
-#    reads every weight). Smaller weights (bf16, quantisation) or several streams at once (batching) are what make
-#    decode faster.
+#    reads every weight). Smaller weights (bf16, quantisation) make each step faster. Decoding several streams at
+#    once (batching) shares each weight read among them: it raises the total tokens per second, not the speed of
+#    one stream.
 #
 # ## Files
 #

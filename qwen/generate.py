@@ -1,8 +1,8 @@
 """Generation: prefill the prompt once, then decode one token at a time, feeding each new token back with the cache.
 
 Each step turns the last position's logits into one token: the argmax (greedy, temperature 0), or a draw from the
-softmax after the sampling rules, applied in transformers' order: presence penalty, temperature, top-k, top-p,
-min-p. The cache is what makes decoding cheap: a full-attention layer keeps its keys and values (growing with the
+softmax after the sampling rules. The presence penalty comes first, as vLLM and OpenAI apply it (transformers has
+none); then temperature, top-k, top-p, min-p, the order of transformers' sampling warpers. The cache is what makes decoding cheap: a full-attention layer keeps its keys and values (growing with the
 text), a DeltaNet layer its conv window and fixed-size state, so a step costs one token's work. Generation stops at
 a stop token (a chat turn ends with <|im_end|> 248046; the config's eos is <|endoftext|> 248044) or at the limit.
 """

@@ -66,10 +66,9 @@ def is_synthetic(path):
     return file.is_file() and MARKER in json.loads(file.read_text())
 
 
-def _tensors(seed=0):
-    """Every tensor of the checkpoint, keyed by its real name. Deterministic for a given seed."""
+def _tensors(seed=0, t=TEXT):
+    """Every tensor of the checkpoint with text config t, keyed by its real name. Deterministic for a given seed."""
     g = torch.Generator().manual_seed(seed)
-    t = TEXT
     d, I = t["hidden_size"], t["intermediate_size"]  # the letters of the notation table (book.notation)
     H, Hkv, D = t["num_attention_heads"], t["num_key_value_heads"], t["head_dim"]
     Hk, Hv, dk, dv = (t["linear_num_key_heads"], t["linear_num_value_heads"],
@@ -137,15 +136,17 @@ def _tensors(seed=0):
     return {k: x.to(torch.float32 if k.endswith(REAL_FP32) else torch.bfloat16).contiguous() for k, x in W.items()}
 
 
-def generate(out, seed=0):
-    """Write the checkpoint to `out`, atomically: built in a temporary folder, then renamed into place."""
+def generate(out, seed=0, layers=None):
+    """Write the checkpoint to `out`, atomically: built in a temporary folder, then renamed into place. `layers`
+    keeps only the first `layers` decoder layers (the pattern unchanged), to test code on a shallower checkpoint."""
     from qwen.make_tokenizer import write_tokenizer_files
 
     out = Path(out)
+    text = TEXT if layers is None else dict(TEXT, num_hidden_layers=layers, layer_types=TEXT["layer_types"][:layers])
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    W = _tensors(seed)
+    W = _tensors(seed, text)
     # two shards, like the larger real checkpoints: the embedding (and vision tower) in one, the rest in the other
     first = {k: x for k, x in W.items() if k.startswith(("model.language_model.embed_tokens", "model.visual."))}
     shards = [first, {k: x for k, x in W.items() if k not in first}]
@@ -158,7 +159,7 @@ def generate(out, seed=0):
     index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
     (tmp / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
     config = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
-              "text_config": TEXT, "vision_config": VISION, "image_token_id": 248056, "video_token_id": 248057,
+              "text_config": text, "vision_config": VISION, "image_token_id": 248056, "video_token_id": 248057,
               "vision_start_token_id": 248053, "vision_end_token_id": 248054, "tie_word_embeddings": True,
               "transformers_version": "5.24.0",
               MARKER: {"version": VERSION, "seed": seed, "note": "random weights, real layout; see qwen/synthetic.py"}}

@@ -5,6 +5,7 @@ from dataclasses import fields
 
 import matplotlib
 import numpy as np
+import pytest
 import torch
 from transformers import DynamicCache, Qwen3_5TextConfig
 
@@ -75,14 +76,28 @@ def test_kv_bytes_are_what_transformers_caches():
 
 
 def test_kv_cache_figure_lines():
-    fig = ch06.kv_cache_bytes(sizes.SIZES, 262_144, deltanet_bytes=19_537_920)
+    """Each size draws its own K/V line, and each size's own DeltaNet state is drawn flat (not the 0.8B's on every
+    size), by hand: an fp32 (Hv, dk, dv) state and K − 1 bf16 conv inputs of 2·Hk·dk + Hv·dv channels per linear
+    layer. The 0.8B and the 2B have the same 18 DeltaNet layers, as do the 4B and the 9B: one line each."""
+    fig = ch06.kv_cache_bytes(sizes.SIZES, 262_144)
     ax = fig.axes[0]
-    lines = ax.get_lines()[:len(sizes.SIZES)]
-    for line, c in zip(lines, sizes.SIZES.values()):
+    lines = ax.get_lines()
+    n = len(sizes.SIZES)
+    want = {}
+    for line, (name, c) in zip(lines, sizes.SIZES.items()):
         x, y = line.get_data()
         np.testing.assert_allclose(y / x, c.num_hidden_layers // 4 * 2 * c.num_key_value_heads * c.head_dim * 2)
         assert x[-1] == 262_144
-    assert any("DeltaNet" in t.get_text() for t in ax.get_legend().get_texts())
+        linear = c.num_hidden_layers - c.num_hidden_layers // 4
+        per_layer = c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim * 4 + \
+            (c.linear_conv_kernel_dim - 1) * (2 * c.linear_num_key_heads * c.linear_key_head_dim
+                                              + c.linear_num_value_heads * c.linear_value_head_dim) * 2
+        want.setdefault(linear * per_layer, []).append(name)
+    assert list(want.values()) == [["0.8B", "2B"], ["4B", "9B"], ["27B"]]
+    flat = [float(line.get_ydata()[0]) for line in lines[n:n + len(want)]]
+    assert flat == list(want) and all(len(set(line.get_ydata())) == 1 for line in lines[n:n + len(want)])
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert [t.split(":")[0] for t in legend if "DeltaNet" in t] == [" and ".join(v) for v in want.values()]
     close(fig)
 
 
@@ -91,3 +106,14 @@ def test_rope_tables_used_by_the_chapter_are_the_checkpoints(synthetic):
     cfg = Config.load(synthetic)
     cos, sin = RotaryEmbedding(cfg)(torch.arange(5)[None], torch.float32)
     assert cos.shape == sin.shape == (1, 5, int(cfg.head_dim * cfg.partial_rotary_factor))
+
+
+def test_scale_makes_the_spread_independent_of_D_only_for_independent_entries():
+    """ch06's qualified claim, measured: with independent unit-variance entries, std(q·k/√D) is 1 at D = 64 and at
+    D = 256; when q and k line up (k = q + a little noise) the scaled scores still grow like √D."""
+    g = torch.Generator().manual_seed(0)
+    for D in (64, 256):
+        q, k = torch.randn(20000, D, generator=g), torch.randn(20000, D, generator=g)
+        assert abs(float(((q * k).sum(-1) / D ** 0.5).std()) - 1) < 0.03
+        aligned = q + 0.1 * torch.randn(20000, D, generator=g)
+        assert float(((q * aligned).sum(-1) / D ** 0.5).mean()) == pytest.approx(D ** 0.5, rel=0.05)

@@ -89,3 +89,46 @@ def test_chunk_and_bill_figures():
     heights = [p.get_height() for p in fig.axes[1].patches]
     assert heights[0] == pytest.approx((18 * 1_085_440 + 6 * 32768 * 2048) / 2 ** 30)  # the 0.8B, as counted above
     plt.close("all")
+
+
+def test_state_is_fp32_whatever_mamba_ssm_dtype_says(synthetic):
+    """book/sizes.py counts the state at 4 bytes: transformers' cache and ours keep it in fp32 even when the config
+    says mamba_ssm_dtype = "bfloat16" and the layer runs in bf16."""
+    from transformers import AutoConfig, DynamicCache
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet
+
+    hcfg = AutoConfig.from_pretrained(synthetic).text_config
+    hcfg.mamba_ssm_dtype = "bfloat16"
+    x = torch.randn(1, 9, hcfg.hidden_size).bfloat16()
+    theirs, hf_cache = Qwen3_5GatedDeltaNet(hcfg, 0).to(torch.bfloat16), DynamicCache(config=hcfg)
+    ours, cache = load(GatedDeltaNet(Config.load(synthetic)), load_weights(synthetic), "layers.0.linear_attn.") \
+        .to(torch.bfloat16), DeltaNetCache()
+    with torch.no_grad():
+        theirs(x, cache=hf_cache)
+        ours(x, cache=cache)
+    assert hf_cache.layers[0].recurrent_states[0].dtype == cache.state.dtype == torch.float32
+    assert sizes.STATE_BYTES == 4
+
+
+def test_half_life_toy_gamma_and_crossing():
+    """The gates figure shows ln ½ / g (by hand: e^g = 0.5 → 1 token, 0.99 → 68.97); the toy Γ is 0.95^(i − j); the
+    bill's crossing is the 0.8B's 1,085,440 bytes of layer state over 2,048 bytes of K and V per token."""
+    import math
+
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    decay = torch.tensor([[0.5, 0.99], [0.9, 0.5]])
+    fig = ch07.gates_figure(["a", "b"], decay, torch.rand(2, 2), False)
+    np.testing.assert_allclose(fig.axes[0].images[0].get_array(), [[1.0, math.log(0.5) / math.log(0.9)],
+                                                                   [math.log(0.5) / math.log(0.99), 1.0]], rtol=1e-5)
+    assert "log scale" in figure_text(fig)
+    i, j = np.tril_indices(6)
+    G = torch.full((6,), math.log(0.95)).cumsum(0)
+    Gamma = (G[:, None] - G[None, :]).exp().tril()
+    fig = ch07.toy_gamma_figure(Gamma, 0.95)
+    np.testing.assert_allclose(fig.axes[0].images[0].get_array()[i, j], 0.95 ** (i - j), rtol=1e-6)
+    fig = ch07.memory_bill_figure()
+    assert fig.axes[0].get_xscale() == "log"
+    assert any(t.get_text().startswith(f"equal at {1_085_440 / 2048:,.0f} tokens") for t in fig.axes[0].texts)
+    plt.close("all")

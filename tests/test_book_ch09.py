@@ -9,6 +9,7 @@ import torch
 
 import book
 from book import ch09, sizes
+from qwen.generate import filter_logits
 from qwen.model import load_model
 from qwen.weights import Config
 
@@ -46,26 +47,81 @@ def test_cache_bytes_of_the_real_model_by_hand():
 
 
 def test_sampling_figure():
+    """The bars are the probabilities after each stage of the card's settings (log scale; a cut token keeps its
+    original height as an empty outline), and the counts in the titles are hand counts."""
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(1000, generator=g) * 3
-    fig = ch09.sampling_rules(logits, str, temperature=0.7, top_k=20, top_p=0.8, show=25)
-    titles = [ax.get_title() for ax in fig.axes]
-    assert "1,000 tokens left" in titles[0] and "1,000 tokens left" in titles[1] and "20 tokens left" in titles[2]
-    heights = [bar.get_height() for bar in fig.axes[0].patches]
+    fig = ch09.sampling_rules(logits, str, show=25)
+    axes = fig.axes
+    titles = [ax.get_title() for ax in axes]
+    assert all(ax.get_yscale() == "log" for ax in axes)
+    assert "1,000 tokens left" in titles[0] and "20 tokens left" in titles[1] and "thinking set" in titles[2]
+    assert "precise-coding set" in titles[3] and "temperature 0.6" in titles[3]
+    heights = torch.tensor([bar.get_height() for bar in axes[0].patches], dtype=torch.float32)
     want = logits.softmax(-1).sort(descending=True).values[:25]
-    torch.testing.assert_close(torch.tensor(heights, dtype=torch.float32), want, rtol=1e-5, atol=1e-7)
-    sharp = torch.tensor([bar.get_height() for bar in fig.axes[1].patches], dtype=torch.float32)
-    torch.testing.assert_close(sharp, (logits / 0.7).softmax(-1).sort(descending=True).values[:25], rtol=1e-5,
-                               atol=1e-7)
-    kept = int(re.search(r"([\d,]+) tokens left", titles[3]).group(1).replace(",", ""))
-    p = (logits / 0.7).topk(20).values.softmax(-1)  # hand top-p: smallest prefix whose mass reaches 0.8
-    assert kept == int((p.cumsum(-1) - p < 0.8).sum())
+    torch.testing.assert_close(heights, want, rtol=1e-5, atol=1e-7)
+    top20 = logits.topk(20).values.softmax(-1)
+    kept = [bar.get_height() for bar in axes[1].patches if bar.get_facecolor()[3] > 0]
+    torch.testing.assert_close(torch.tensor(kept, dtype=torch.float32), top20, rtol=1e-5, atol=1e-7)
+    cut = [bar.get_height() for bar in axes[1].patches if bar.get_facecolor()[3] == 0]
+    torch.testing.assert_close(torch.tensor(cut, dtype=torch.float32), want[20:], rtol=1e-5, atol=1e-7)
+    for ax, T in ((axes[2], 1.0), (axes[3], 0.6)):  # hand top-p: the smallest prefix whose mass reaches 0.95
+        p = (logits / T).topk(20).values.softmax(-1)
+        left = int(re.search(r"([\d,]+) tokens left", ax.get_title()).group(1).replace(",", ""))
+        assert left == int((p.cumsum(-1) - p < 0.95).sum())
     close(fig)
 
 
+def test_rules_in_transformers_order():
+    """filter_logits equals transformers' own warpers in transformers' order (temperature → top-k → top-p → min-p,
+    utils.py _get_logits_processor) on random logits without ties: the same tokens kept, the same probabilities."""
+    from transformers.generation.logits_process import (LogitsProcessorList, MinPLogitsWarper, TemperatureLogitsWarper,
+                                                        TopKLogitsWarper, TopPLogitsWarper)
+
+    g = torch.Generator().manual_seed(3)
+    for T, k, p, m in ((0.7, 50, 0.9, None), (1.0, 20, 0.95, 0.0), (0.6, 20, 0.95, 0.05), (1.3, 200, 0.8, 0.1)):
+        logits = torch.randn(4, 5000, generator=g) * 4
+        chain = [TemperatureLogitsWarper(T), TopKLogitsWarper(k), TopPLogitsWarper(p)] + \
+            ([MinPLogitsWarper(m)] if m else [])
+        theirs = LogitsProcessorList(chain)(None, logits.clone())
+        ours = filter_logits(logits, T, k, p, m)
+        assert torch.equal(torch.isfinite(ours), torch.isfinite(theirs))
+        torch.testing.assert_close(ours.softmax(-1), theirs.softmax(-1), rtol=1e-5, atol=1e-7)
+
+
+def test_top_p_ties_break_differently_from_transformers():
+    """What ch09 says: with two tokens of exactly equal probability at the top-p boundary, ours (a descending sort)
+    keeps the first, transformers (an ascending sort) the last."""
+    from transformers.generation.logits_process import TopPLogitsWarper
+
+    logits = torch.tensor([[0.4, 0.3, 0.3]]).log()
+    assert torch.isfinite(filter_logits(logits, top_p=0.6)).tolist() == [[True, True, False]]
+    assert torch.isfinite(TopPLogitsWarper(0.6)(None, logits.clone())).tolist() == [[True, False, True]]
+
+
+def test_think_on_shrinks_the_generation_prompt(tok):
+    """ch09's try-this: thinking off ends the prompt with an empty closed block, 4 tokens; thinking on with 2."""
+    off, on = tok.encode("<think>\n\n</think>\n\n"), tok.encode("<think>\n")
+    assert len(off) == 4 and len(on) == 2 and off[0] == on[0] == 248068 and off[2] == 248069
+
+
+def test_read_bandwidth_reads():
+    """read_bandwidth (bench imports this name and signature) returns bytes read per second: a finite rate of the
+    same order as the copy's (read + written); on this machine's memory, within 10× either way."""
+    import inspect
+
+    device = torch.device("cpu")
+    assert list(inspect.signature(ch09.read_bandwidth).parameters) == ["device", "mib"]
+    assert inspect.signature(ch09.read_bandwidth).parameters["mib"].default == 256
+    read, copy = ch09.read_bandwidth(device, mib=32), ch09.copy_bandwidth(device, mib=32)
+    assert 0 < read < float("inf") and copy / 10 < read < copy * 10
+
+
 def test_prefill_decode_and_cache_figures():
-    fig = ch09.prefill_vs_decode(0.64, 64, 1.6, 16, 0.05)
+    fig = ch09.prefill_vs_decode({"prefill": 0.01, "decode": 0.1, "bound": 0.05}, {"prefill": 0.2, "decode": 0.3})
     assert [round(b.get_height(), 6) for b in fig.axes[0].patches] == [10.0, 100.0, 50.0]  # ms per token
+    assert [round(b.get_height(), 6) for b in fig.axes[1].patches] == [200.0, 300.0]
+    assert "estimated" in fig.axes[1].get_title() and "measured" in fig.axes[0].get_title()
     close(fig)
     real = book.real.config()
     fig = ch09.cache_growth([("real", real)], max_tokens=32_000)
@@ -85,3 +141,28 @@ def test_chapter_runs_and_says_synthetic(chapter_outputs):
     assert held == pytest.approx(kv + state, abs=0.11)
     assert "32,000 tokens: KV    375.0 MiB (bf16) + DeltaNet state 18.6 MiB" in out
     assert "[<|im_start|>] system" in out and "[<think>]" in out  # special tokens marked
+    assert re.search(r"copies 1 GB \(reads 1 GB and writes 1 GB\) in \d+ ms, and reads 1 GB in \d+ ms", out)
+    assert out.count("(an estimate)") == 3
+
+
+def test_readme_speed_bound_uses_the_bandwidth_printed_beside_it():
+    """README's Speed section: each bound is the copy rate printed beside it over the real 0.8B's weight bytes
+    (752,393,024 parameters, 4 or 2 bytes), and each percentage is the measured speed over that bound."""
+    from conftest import ROOT
+
+    text = " ".join((ROOT / "README.md").read_text().split("## Speed")[1].split("\n## ")[0].split())
+    table = dict(re.findall(r"\| decode, 64 tokens after 32 \| [\d.]+ \(([\d.]+) tok/s\) \| [\d.]+ \(([\d.]+) tok/s\)",
+                            text))
+    fp32_speed, bf16_speed = map(float, next(iter(table.items())))
+    copy = float(re.search(r"a copy moves ([\d.]+) GB/s", text).group(1))
+    b32, b16 = map(float, re.search(r"a bound of ([\d.]+) tok/s in fp32 and ([\d.]+) tok/s in bf16", text).groups())
+    n = 752_393_024
+    assert b32 == pytest.approx(copy * 1e9 / (4 * n), abs=0.05) and b16 == pytest.approx(copy * 1e9 / (2 * n), abs=0.05)
+    p32, p16 = map(int, re.search(r"The fast path reaches (\d+)% and (\d+)% of it", text).groups())
+    assert p32 == round(100 * fp32_speed / b32) and p16 == round(100 * bf16_speed / b16)
+    m32, s32, m16, s16 = re.search(r"reads ([\d.]+) GB/s, (\d+)% of the copy's rate, and bf16's reads ([\d.]+) GB/s, "
+                                   r"(\d+)%", text).groups()
+    assert int(s32) == round(100 * float(m32) / copy) and int(s16) == round(100 * float(m16) / copy)
+    c32, c16 = map(int, re.search(r"The fast path gets (\d+)% and (\d+)% of those ceilings", text).groups())
+    assert c32 == round(100 * fp32_speed / (float(m32) * 1e9 / (4 * n)))
+    assert c16 == round(100 * bf16_speed / (float(m16) * 1e9 / (2 * n)))

@@ -205,3 +205,62 @@ def test_proof_against_transformers(script):
     lines = [line for line in out.splitlines() if "max |ours - transformers|" in line]
     assert len(lines) == (8 if script == "ch04_rope.py" else 2), out  # ch04: text, and distinct (t, h, w) at 0.8B
     assert all(line.split("= ")[1].split()[0] == "0" for line in lines), lines
+
+
+def test_ch08_facts(outputs, synthetic):
+    """The logit lens's first row is the embedding read by the tied head: measured here independently, with the
+    checkpoint's own tensors; the depth names; the FLOP count of the head at the real shapes by hand; the cached
+    continuation within what bf16 allows."""
+    from qwen.model import load_model
+    from qwen.tokenizer import Tokenizer
+
+    out = outputs["ch08_model.py"][1]
+    model = load_model(synthetic)
+    ids = torch.tensor([Tokenizer(synthetic).encode("The capital of France is Paris. The capital of Japan is")])
+    with torch.no_grad():
+        echo = int((model.lm_head(model.norm(model.embed_tokens(ids)))[0].argmax(-1) == ids[0]).sum())
+    T = ids.shape[1]
+    assert f"the top-1 is the input token itself at {echo} of {T} positions (the head is the embedding table" in out
+    assert "after layer 11 " in out and "after layer 23 (the last)" in out and "after layer 24" not in out
+    assert re.search(r"after the embedding\s*: ", out) and "after layer  0:" not in out
+    assert f"embedding + head {2 * T * 1024 * 248320 / 1e9:.2f} G" in out  # (T, d) @ (d, V) at the real widths
+    diff, scale = map(float, re.search(r"in torch.bfloat16: max \|diff\| to the full pass = (\S+) \(largest logit "
+                                       r"(\S+)\)", out).groups())
+    # 8 × 2^-7 of the largest logit (one bf16 step is at most 2^-7 of a value): about 12 grid steps; at the real
+    # 0.8B shapes, on random weights, the chapter's measured 0.10 at logits up to 2.97 is 4.4 × 2^-7 of it
+    assert diff <= 8 * 2 ** -7 * scale
+
+
+@pytest.fixture(scope="module")
+def shallow(tmp_path_factory):
+    """Synthetic checkpoints with 4 and 8 layers (the same widths and [L, L, L, F] pattern, fewer layers)."""
+    from qwen.synthetic import generate
+
+    root = tmp_path_factory.mktemp("shallow")
+    return {n: generate(root / f"layers{n}", layers=n) for n in (4, 8)}
+
+
+@pytest.mark.parametrize("layers", [4, 8])
+def test_every_chapter_runs_at_any_depth(shallow, layers):
+    """Every chapter runs on any Qwen3.5 checkpoint the loader accepts, not only on 24 layers (ch08 once indexed
+    layer 12): all nine scripts, two at a time with one thread each, on a 4- and an 8-layer checkpoint."""
+    import os
+    import subprocess
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+
+    def one(script):
+        r = subprocess.run([sys.executable, str(ROOT / "chapters" / script), "--model", str(shallow[layers])],
+                           capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+        return script, r.returncode, r.stdout, r.stderr
+
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(one, SCRIPTS))
+    for script, rc, out, err in runs:
+        assert rc == 0 and "Traceback" not in err, f"{script} on {layers} layers:\n{err[-2000:]}"
+        assert out.startswith("*** SYNTHETIC WEIGHTS"), script
+    out = dict((script, out) for script, _, out, _ in runs)
+    assert f"layer pattern: {' '.join(['LLLF'] * (layers // 4))}" in out["ch01_weights.py"]
+    assert f"after layer {layers - 1} (the last)" in out["ch08_model.py"]

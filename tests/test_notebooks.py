@@ -32,7 +32,7 @@ FIGURES = {
     "ch05_mlp": {"ch05-map": False, "ch05-activations": False, "ch05-gates": True},
     "ch06_attention": {"ch06-map": False, "ch06-maps": True, "ch06-gate": True, "ch06-kv-bytes": False},
     "ch07_deltanet": {"ch07-map": False, "ch07-memory": False, "ch07-gates": True, "ch07-state": True,
-                      "ch07-chunk": True, "ch07-bill": False},
+                      "ch07-chunk": True, "ch07-toy-gamma": False, "ch07-bill": False},
     "ch08_model": {"ch08-map": False, "ch08-pattern": False, "ch08-residual": True, "ch08-lens": True,
                    "ch08-shares": True},
     "ch09_generate": {"ch09-map": False, "ch09-sampling": True, "ch09-prefill-decode": True, "ch09-cache": False},
