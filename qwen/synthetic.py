@@ -118,7 +118,7 @@ def _tensors(seed=0, t=TEXT):
                   p + "linear_attn.norm.weight": normal(dv, std=0.1, mean=1.0),  # plain weight, around its initial 1
                   p + "linear_attn.out_proj.weight": linear(d, Hv * dv)})
     W["model.language_model.norm.weight"] = normal(d, std=0.1)  # zero-centred, like the others
-    # multi-token prediction block: present in real checkpoints, unused by the course
+    # multi-token prediction block: present in real checkpoints, unused by the text model
     mtp = {"mtp.fc.weight": linear(d, 2 * d), "mtp.pre_fc_norm_embedding.weight": normal(d, std=0.1),
            "mtp.pre_fc_norm_hidden.weight": normal(d, std=0.1), "mtp.norm.weight": normal(d, std=0.1),
            "mtp.layers.0.input_layernorm.weight": normal(d, std=0.1),

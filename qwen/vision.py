@@ -51,7 +51,6 @@ class VisionConfig:
     hidden_act: str = "gelu_pytorch_tanh"  # the blocks' MLP; the merger uses the exact GELU
     rope_theta: float = 10000.0
     image_token_id: int = 248056  # <|image_pad|>
-    video_token_id: int = 248057  # <|video_pad|>
     vision_start_token_id: int = 248053  # <|vision_start|>
     vision_end_token_id: int = 248054  # <|vision_end|>
 
@@ -65,8 +64,8 @@ class VisionConfig:
                              f"Qwen3.5 checkpoint such as Qwen/Qwen3.5-0.8B")
         v = raw["vision_config"]
         fields = {k: v[k] for k in cls.__dataclass_fields__ if k in v}
-        fields.update({k: raw[k] for k in ("image_token_id", "video_token_id", "vision_start_token_id",
-                                           "vision_end_token_id") if k in raw})
+        ids = ("image_token_id", "vision_start_token_id", "vision_end_token_id")  # top-level keys
+        fields.update({k: raw[k] for k in ids if k in raw})
         if "rope_theta" in (v.get("rope_parameters") or {}):
             fields["rope_theta"] = v["rope_parameters"]["rope_theta"]
         if fields.get("hidden_act", cls.hidden_act) not in ACT:
