@@ -122,8 +122,8 @@ depth = raw.get("vision_config", {}).get("depth", "?")
 print(f"also in the files, skipped by load_weights: {skipped['mtp']} mtp.* tensors (multi-token prediction)"
       f" and {skipped['model.visual']} model.visual.* tensors (the vision tower: {depth} block(s) in this config)")
 if is_synthetic(path):
-    print(f"   the synthetic vision tower is a one-block stand-in, there only to be skipped; the {REAL}'s is a "
-          f"full vision encoder, skipped the same way")
+    print(f"   the synthetic vision tower has the {REAL}'s layout and depth at narrow widths; the text model skips "
+          f"it, here as there (the vision tower is read on its own: qwen/vision.py)")
 
 # %% [markdown]
 # All 24 layers at once, this checkpoint on the left and the real 0.8B (its shapes from its config) on the right:

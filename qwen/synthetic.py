@@ -5,8 +5,9 @@ DeltaNet tensors the real checkpoints keep in fp32), depth and the [L,L,L,F]x6 p
 tokenizer files are the course's own, rebuilt from Qwen's published vocabulary by qwen/make_tokenizer.py). Not real:
 the widths (d = 64, not 1024), so every shape and parameter count, and every value. Value heads are twice the key
 heads (Hv = 2·Hk, as in the 4B and 9B sizes; the 0.8B and 2B have Hv = Hk, the 27B Hv = 3·Hk, book/sizes.py) so
-that the grouping of value heads onto key heads is exercised. A few `mtp.*` and `model.visual.*` tensors are
-included because real checkpoints have them and loaders must skip them.
+that the grouping of value heads onto key heads is exercised. A few `mtp.*` tensors are included because real
+checkpoints have them and loaders must skip them. The vision tower (`model.visual.*`, preprocessor_config.json) has
+the real 0.8B one's layout and depth with narrow widths.
 
 Honest by construction: each value is drawn independently around the value training starts from (transformers'
 init: 0 for the zero-centred norm weights, 1 for the gated norm's and dt_bias), with a spread so that a wrong
@@ -25,7 +26,7 @@ from safetensors.torch import save_file
 
 from qwen.weights import DATA_DIR
 
-VERSION = 3  # bump when the layout or the numbers change: an older data/synthetic is then rebuilt
+VERSION = 4  # bump when the layout or the numbers change: an older data/synthetic is then rebuilt
 # Stored in fp32 in the real checkpoints, every other tensor in bf16 (third-party reports of the published files:
 # Qwen3.5-0.8B has 36 F32 tensors, these two in each of its 18 DeltaNet layers; not verified here, no hub access)
 REAL_FP32 = ("linear_attn.A_log", "linear_attn.norm.weight")
@@ -47,9 +48,16 @@ TEXT = dict(  # the real 0.8B text config with narrow widths
     initializer_range=0.02, use_cache=True, tie_word_embeddings=True, eos_token_id=248044, dtype="bfloat16",
     model_type="qwen3_5_text",
 )
-VISION = dict(model_type="qwen3_5_vision", depth=1, hidden_size=32, intermediate_size=64, num_heads=2,
-              in_channels=3, patch_size=16, temporal_patch_size=2, spatial_merge_size=2, out_hidden_size=64,
-              num_position_embeddings=64, hidden_act="gelu_pytorch_tanh", initializer_range=0.02)
+VISION = dict(  # the real 0.8B vision_config (third-party copies of config.json) with narrow widths: 768 -> 32
+    model_type="qwen3_5", deepstack_visual_indexes=[], depth=12, hidden_size=32, intermediate_size=128, num_heads=2,
+    in_channels=3, patch_size=16, temporal_patch_size=2, spatial_merge_size=2, out_hidden_size=64,
+    num_position_embeddings=2304, hidden_act="gelu_pytorch_tanh",
+)
+PREPROCESSOR = dict(  # preprocessor_config.json as published with Qwen3.5 (third-party copies; not verified here)
+    size=dict(longest_edge=16777216, shortest_edge=65536), patch_size=16, temporal_patch_size=2, merge_size=2,
+    image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5], processor_class="Qwen3VLProcessor",
+    image_processor_type="Qwen2VLImageProcessorFast",
+)
 
 
 def synthetic_path(root=DATA_DIR):
@@ -110,27 +118,29 @@ def _tensors(seed=0, t=TEXT):
                   p + "linear_attn.norm.weight": normal(dv, std=0.1, mean=1.0),  # plain weight, around its initial 1
                   p + "linear_attn.out_proj.weight": linear(d, Hv * dv)})
     W["model.language_model.norm.weight"] = normal(d, std=0.1)  # zero-centred, like the others
-    # multi-token prediction block and a one-block vision tower: present in real checkpoints, unused by the text model
+    # multi-token prediction block: present in real checkpoints, unused by the text model
     mtp = {"mtp.fc.weight": linear(d, 2 * d), "mtp.pre_fc_norm_embedding.weight": normal(d, std=0.1),
            "mtp.pre_fc_norm_hidden.weight": normal(d, std=0.1), "mtp.norm.weight": normal(d, std=0.1),
            "mtp.layers.0.input_layernorm.weight": normal(d, std=0.1),
            "mtp.layers.0.post_attention_layernorm.weight": normal(d, std=0.1)}
     mtp.update(attention("mtp.layers.0."))
     mtp.update(mlp("mtp.layers.0."))
-    v = VISION
+    v = VISION  # the vision tower in the real layout (qwen/vision.py); LayerNorm weights around their initial 1
     c, m, ps, tp = v["hidden_size"], v["intermediate_size"], v["patch_size"], v["temporal_patch_size"]
     merged = c * v["spatial_merge_size"] ** 2
     vis = {"patch_embed.proj.weight": linear(c, v["in_channels"] * tp * ps * ps).view(c, v["in_channels"], tp, ps, ps),
            "patch_embed.proj.bias": normal(c, std=0.02),
-           "pos_embed.weight": normal(v["num_position_embeddings"], c, std=0.02),
+           "pos_embed.weight": normal(v["num_position_embeddings"], c, std=0.5),  # large enough that a wrong
+           # resampling of the position grid shows in the output
            "merger.norm.weight": normal(c, std=0.1, mean=1.0), "merger.norm.bias": normal(c, std=0.02),
            "merger.linear_fc1.weight": linear(merged, merged), "merger.linear_fc1.bias": normal(merged, std=0.02),
            "merger.linear_fc2.weight": linear(v["out_hidden_size"], merged),
            "merger.linear_fc2.bias": normal(v["out_hidden_size"], std=0.02)}
-    for n, shape in (("norm1", (c,)), ("norm2", (c,)), ("attn.qkv", (3 * c, c)), ("attn.proj", (c, c)),
-                     ("mlp.linear_fc1", (m, c)), ("mlp.linear_fc2", (c, m))):
-        w = normal(*shape, std=0.1, mean=1.0) if n.startswith("norm") else linear(*shape)
-        vis[f"blocks.0.{n}.weight"], vis[f"blocks.0.{n}.bias"] = w, normal(shape[0], std=0.02)
+    for i in range(v["depth"]):
+        for n, shape in (("norm1", (c,)), ("norm2", (c,)), ("attn.qkv", (3 * c, c)), ("attn.proj", (c, c)),
+                         ("mlp.linear_fc1", (m, c)), ("mlp.linear_fc2", (c, m))):
+            w = normal(*shape, std=0.1, mean=1.0) if n.startswith("norm") else linear(*shape)
+            vis[f"blocks.{i}.{n}.weight"], vis[f"blocks.{i}.{n}.bias"] = w, normal(shape[0], std=0.02)
     W.update({"model.visual." + k: x for k, x in vis.items()})
     W.update(mtp)
     return {k: x.to(torch.float32 if k.endswith(REAL_FP32) else torch.bfloat16).contiguous() for k, x in W.items()}
@@ -164,6 +174,7 @@ def generate(out, seed=0, layers=None):
               "transformers_version": "5.24.0",
               MARKER: {"version": VERSION, "seed": seed, "note": "random weights, real layout; see qwen/synthetic.py"}}
     (tmp / "config.json").write_text(json.dumps(config, indent=2))
+    (tmp / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR, indent=2))
     write_tokenizer_files(tmp)
     if out.exists():  # an older version, or a half-written one from an interrupted run
         shutil.rmtree(out)

@@ -1,0 +1,122 @@
+"""From a picture to patches: what the vision tower reads.
+
+The tower sees an image as a grid of 16 × 16-pixel patches and its merger joins each 2 × 2 block of patches into one
+text token, so both sides of the image must be multiples of 16 · 2 = 32. `smart_resize` picks the nearest such size
+that keeps the aspect ratio and lands inside a pixel budget (Qwen3.5 publishes 256² to 4096² pixels: 64 to 16 384
+tokens). Pixels are scaled to [0, 1] and normalised with the checkpoint's mean and std. A still image is repeated to
+the temporal patch size (2): the same patch embedding reads videos two frames at a time. Finally the patches are
+listed so that the four patches of each 2 × 2 block are consecutive: the merger then only has to join rows 4k … 4k+3.
+Each patch is flattened in the order (channel, frame, row, column), the order of the patch embedding's weight.
+
+Source: transformers' Qwen2VLImageProcessorPil, the image processor AutoImageProcessor picks for model_type qwen3_5.
+Its settings come from the checkpoint's preprocessor_config.json; without one, the values Qwen3.5 publishes there.
+"""
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image, UnidentifiedImageError
+
+
+@dataclass
+class ImageSettings:
+    """preprocessor_config.json. Defaults: the values published with Qwen3.5 (e.g. Qwen/Qwen3.5-2B-Base, third-party
+    copies: not verified here). transformers' class defaults (patch 14, CLIP mean and std) belong to Qwen2-VL."""
+    min_pixels: int = 256 * 256  # "size": {"shortest_edge"}: 64 tokens
+    max_pixels: int = 4096 * 4096  # "size": {"longest_edge"}: 16 384 tokens
+    patch_size: int = 16  # P: pixels per patch side
+    temporal_patch_size: int = 2  # frames per patch; a still image is repeated
+    merge_size: int = 2  # m: the merger joins m × m patches into one token
+    image_mean: tuple = (0.5, 0.5, 0.5)
+    image_std: tuple = (0.5, 0.5, 0.5)
+    rescale_factor: float = 1 / 255
+
+    @classmethod
+    def load(cls, path):
+        """The settings of checkpoint folder `path`: its preprocessor_config.json where it has one."""
+        file = Path(path) / "preprocessor_config.json"
+        if not file.is_file():
+            return cls()
+        raw = json.loads(file.read_text())
+        size = raw.get("size") or {}
+        known = {k: raw[k] for k in cls.__dataclass_fields__ if k in raw}
+        known.setdefault("min_pixels", size.get("shortest_edge", cls.min_pixels))
+        known.setdefault("max_pixels", size.get("longest_edge", cls.max_pixels))
+        return cls(**known)
+
+    @property
+    def factor(self):  # both sides of the resized image are multiples of this: 16 · 2 = 32
+        return self.patch_size * self.merge_size
+
+
+def load_image(file):
+    """Open an image file with Pillow; one clear line when it is not an image."""
+    try:
+        image = Image.open(file)
+        image.load()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no image file at {file}") from None
+    except UnidentifiedImageError:
+        raise ValueError(f"{file} is not an image Pillow can read: use a PNG, JPEG, WebP, GIF or BMP file") from None
+    except Image.DecompressionBombError as e:
+        raise ValueError(f"{file} is too large to open safely ({e}); downscale it first") from None
+    return image
+
+
+def smart_resize(height, width, s):
+    """The (height, width) the image is resized to: multiples of s.factor, nearest to the original, inside the pixel
+    budget. Python's round (halves to even) as in the reference; the budget scales both sides by the same beta."""
+    f = s.factor
+    if max(height, width) > 200 * min(height, width):
+        raise ValueError(f"image {width}×{height} is too thin: the processor accepts aspect ratios up to 200:1; "
+                         f"crop it")
+    h, w = round(height / f) * f, round(width / f) * f
+    if h * w > s.max_pixels:  # too many pixels: shrink, rounding down
+        beta = math.sqrt(height * width / s.max_pixels)
+        h, w = max(f, math.floor(height / beta / f) * f), max(f, math.floor(width / beta / f) * f)
+    elif h * w < s.min_pixels:  # too few: enlarge, rounding up
+        beta = math.sqrt(s.min_pixels / (height * width))
+        h, w = math.ceil(height * beta / f) * f, math.ceil(width * beta / f) * f
+    if not s.min_pixels <= h * w <= s.max_pixels:  # only a very thin image under a small budget gets here
+        raise ValueError(f"image {width}×{height} cannot fit the pixel budget of {s.min_pixels:,} to "
+                         f"{s.max_pixels:,} pixels in multiples of {f}: crop it to a less elongated shape")
+    return h, w
+
+
+def to_rgb(image):
+    """Pillow image -> RGB; transparent pixels are laid on white, as the reference processor does."""
+    if "A" in image.getbands() or image.info.get("transparency") is not None:
+        image = Image.alpha_composite(Image.new("RGBA", image.size, (255, 255, 255, 255)), image.convert("RGBA"))
+    return image.convert("RGB")
+
+
+def patchify(x, s):
+    """x (3, H, W) normalised pixels -> (gh·gw, 3·Tp·P·P) patches, each 2 × 2 merge block's four patches in a row."""
+    C, H, W = x.shape
+    P, m, Tp = s.patch_size, s.merge_size, s.temporal_patch_size
+    gh, gw = H // P, W // P  # the patch grid
+    x = x.reshape(C, gh // m, m, P, gw // m, m, P)  # (C, block row, row in block, y, block col, col in block, x)
+    x = x.permute(1, 4, 2, 5, 0, 3, 6)  # (gh/m, gw/m, m, m, C, P, P): blocks, then the patches inside a block
+    x = x[:, :, :, :, :, None].expand(-1, -1, -1, -1, -1, Tp, -1, -1)  # (…, C, Tp, P, P): the image Tp times
+    return x.reshape(gh * gw, C * Tp * P * P), gh, gw
+
+
+def preprocess(image, path=None, settings=None):
+    """A Pillow image (or an image file) -> pixel_values (N, 3·2·16·16) float32 and image_grid_thw (1, 3) = [[1, gh,
+    gw]], N = gh·gw patches, gh·gw/4 tokens. Settings: `settings`, else checkpoint folder `path`'s, else Qwen3.5's."""
+    s = settings or (ImageSettings.load(path) if path is not None else ImageSettings())
+    if not isinstance(image, Image.Image):
+        image = load_image(image)
+    image = to_rgb(image)
+    h, w = smart_resize(image.height, image.width, s)
+    image = image.resize((w, h), resample=Image.Resampling.BICUBIC)  # on the 8-bit image, as the reference
+    x = torch.from_numpy(np.array(image)).permute(2, 0, 1)  # (3, h, w) uint8
+    x = (x.double() * s.rescale_factor).float()  # [0, 1]: scaled in float64, stored in float32, as the reference
+    mean = torch.tensor(s.image_mean, dtype=torch.float32)[:, None, None]
+    std = torch.tensor(s.image_std, dtype=torch.float32)[:, None, None]
+    x = (x - mean) / std  # (3, h, w)
+    patches, gh, gw = patchify(x, s)
+    return patches, torch.tensor([[1, gh, gw]])
