@@ -192,7 +192,7 @@ def test_bad_layer_types(tmp_path):
 def test_the_banner_is_true(synthetic):
     """Real: names, dtypes, depth and layer pattern, vocabulary, config layout. Not real: widths, shapes, counts."""
     from book import real
-    from practice.layout import count_by_part, tensor_shapes
+    from qwen.sizes import count_by_part, tensor_shapes
     from qwen.synthetic import BANNER
 
     assert "Real: tensor names, dtypes, depth and layer pattern, vocabulary and tokenizer, config layout" in BANNER
