@@ -13,10 +13,10 @@ Its notebook, notebooks/ch08_model.ipynb, is written from this file by python no
 #
 # ```
 # qwen/
-# ├── model.py            + DecoderLayer, the stack (Qwen35), Cache, load_model
-# └── diff.py             + python -m qwen.diff: module-by-module comparison with transformers
+# └── model.py            + DecoderLayer, the stack (Qwen35), Cache, load_model
 # book/
-# └── ch08.py             + this chapter's figures
+# ├── ch08.py             + this chapter's figures
+# └── diff.py             + python -m book.diff: module-by-module comparison with transformers
 # chapters/
 # └── ch08_model.py       + this chapter's script
 #
@@ -221,7 +221,7 @@ print(f"prefill {T - 1} tokens, then 1 with the cache: max |diff| to the full pa
 #   `python practice/judge.py 204 --plug-in`): the top-5 with the course's part and with yours, side by side.
 #
 # ## Show the proof
-# `python -m qwen.diff --model ...` compares every module with transformers on one prompt. Here: the logits.
+# `python -m book.diff --model ...` compares every module with transformers on one prompt. Here: the logits.
 
 # %%
 def compare(transformers, path, ids):
@@ -230,7 +230,7 @@ def compare(transformers, path, ids):
     ours = load_model(path, dtype=torch.float32)
     with torch.no_grad():
         book.oracle.difference("fp32 logits of the prompt", ours(ids.cpu()), theirs(ids.cpu()).logits)
-    print("(fp32: rounding only; every module alone agrees to 1e-6 of its scale, see python -m qwen.diff)")
+    print("(fp32: rounding only; every module alone agrees to 1e-6 of its scale, see python -m book.diff)")
 
 
 book.proof(compare, args.path, ids)

@@ -7,7 +7,7 @@ import torch
 from hf_checkpoint import hf_load, save_checkpoint, text_config
 from safetensors.torch import load_file, save_file
 
-from qwen.diff import compare
+from book.diff import compare
 from qwen.model import load_model
 
 B, T = 2, 150  # longer than two DeltaNet chunks of 64
@@ -81,7 +81,7 @@ def synthetic_pair(synthetic):
 
 
 def test_synthetic_every_module_equals_transformers(synthetic, synthetic_pair):
-    """fp32, module by module, each fed transformers' input (qwen.diff): all within 1e-5 of the output's scale.
+    """fp32, module by module, each fed transformers' input (book.diff): all within 1e-5 of the output's scale.
     End to end, the synthetic's random layers amplify rounding (transformers' own eager and sdpa paths differ by
     ~3e-5 relative there), so the logits are held to the top-1 token instead."""
     ours, theirs = synthetic_pair[torch.float32]
@@ -95,7 +95,7 @@ def test_synthetic_every_module_equals_transformers(synthetic, synthetic_pair):
 
 def test_synthetic_bf16(synthetic, synthetic_pair):
     """bf16 on the synthetic checkpoint: each module, fed transformers' input, within 2^-6 of the output's scale (on
-    the short prompt of qwen.diff all are bit-exact); end to end over 150 tokens, top-1 agreement at least 95%
+    the short prompt of book.diff all are bit-exact); end to end over 150 tokens, top-1 agreement at least 95%
     (measured 97.7%) and at least as high as between transformers' own eager and sdpa paths (76%: the random
     layers amplify single bf16 steps). The small configs above, with tamer weights, are held to 99%."""
     from transformers import Qwen3_5ForConditionalGeneration
