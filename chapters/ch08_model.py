@@ -189,7 +189,7 @@ print(f"parameters and forward time by component{SYN}:")
 for part in params:
     print(f"   {part:18s} {params[part]:>13,} parameters ({params[part] / total:5.1%}), "
           f"{seconds.get(part, 0) * 1000:.1f} ms")
-print(f"   (real Qwen3.5-0.8B: 752,393,024 text parameters; MLPs 35.1%, embedding 33.8%)")
+print("   (real Qwen3.5-0.8B: 752,393,024 text parameters; MLPs 35.1%, embedding 33.8%)")
 
 # %%
 book.show("ch08-shares", ch08.share_figure, params, seconds, synthetic)

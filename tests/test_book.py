@@ -8,7 +8,7 @@ import pytest
 matplotlib.use("Agg")
 
 import book  # noqa: E402
-from book import model_map, oracle, real, shapes  # noqa: E402
+from book import model_map, oracle, real  # noqa: E402
 
 show_module = sys.modules["book.show"]  # book.show is the function; its module holds the rest
 
