@@ -16,7 +16,7 @@ PY=${PYTHON:-python3}
 if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
     found=$("$PY" --version 2>/dev/null || echo "not found")
     echo "error: the course needs Python 3.11 or newer ($PY is: $found)." >&2
-    echo "Fix: install Python 3.11+ (python.org, or your package manager), then run PYTHON=python3.11 bash course.sh" >&2
+    echo "Fix: install Python 3.11+ (python.org or your package manager); then PYTHON=python3.11 bash course.sh" >&2
     exit 1
 fi
 extras=""; [ "$mode" = test ] && extras="[dev]"
@@ -35,8 +35,9 @@ fi
 
 case $mode in
     run)  exec .venv/bin/python main.py "$@" ;;
-    # -rs: each skipped test with its reason; the 25 slowest; [tool.pytest.ini_options] timeout fails a hung test
-    test) exec .venv/bin/python -m pytest -q -rs --durations=25 "$@" ;;
+    # -rfEs: every failure, error and skip (with its reason) in the summary; the 25 slowest tests; a hung test
+    # fails after the timeout in pyproject.toml
+    test) exec .venv/bin/python -m pytest -q -rfEs --durations=25 "$@" ;;
     lab)  exec .venv/bin/jupyter lab notebooks/ "$@" ;;
     chat) exec .venv/bin/python main.py chat "$@" ;;
 esac

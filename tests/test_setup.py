@@ -69,4 +69,4 @@ def test_ci_runs_the_readme_test_command_and_ruff():
     ci = (REPO / ".ci" / "run").read_text()
     assert "\nbash course.sh test\n" in ci and "ruff check" in ci
     assert "bash course.sh test" in (REPO / "README.md").read_text()
-    assert re.search(r"pytest -q -rs --durations=25", (REPO / "course.sh").read_text())
+    assert re.search(r"pytest -q -rfEs --durations=25", (REPO / "course.sh").read_text())
