@@ -12,6 +12,11 @@ if sys.argv[1:2] == ["chat"]:
 
     sys.exit(main(sys.argv[2:]))
 
+from qwen.course import chapter_parser
+
+# Checked here, once: --help prints this command's help, and a mistyped option stops before the first chapter
+chapter_parser(__doc__, prog="python main.py",
+               epilog="python main.py chat --help: the chat's own options").parse_args()
 chapters = sorted((Path(__file__).resolve().parent / "chapters").glob("ch[0-9][0-9]_*.py"))
 for script in chapters:
     print(f"\n{'=' * 30} {script.stem} {'=' * 30}", flush=True)

@@ -158,7 +158,7 @@ def main():
                   f"GB of weights; one large {name} matrix-vector product here reads {matvec / 1e9:.1f} GB/s, "
                   f"so {matvec / weight_bytes:.2f} tok/s ({matvec / bandwidth:.0%} of the bound) is this kernel's own "
                   f"ceiling")
-            del ours, fast, hf
+            ours = fast = hf = None  # free this dtype's weights before the next dtype's load
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ matplotlib Figure; matplotlib is imported inside, so the chapter script starts w
 """
 import numpy as np
 
-from practice.layout import part_of, tensor_shapes
+from qwen.sizes import part_of, tensor_shapes
 
 # The shape of each tensor of a layer, in the notation of book.notation: why it has that shape.
 FORMULAS = {
@@ -120,7 +120,7 @@ def layers_figure(shapes, layer_types, real_config, synthetic):
 
 
 def parts_figure(counts, real_counts, n_linear, n_full, synthetic):
-    """Parameters by part, this checkpoint beside the real 0.8B; counts as practice.layout.count_by_part gives.
+    """Parameters by part, this checkpoint beside the real 0.8B; counts as qwen.sizes.count_by_part gives.
     Both panels share one x scale, the share of the model, so the two proportions compare at a glance; each bar
     is labelled with its count."""
     import matplotlib.pyplot as plt

@@ -5,13 +5,13 @@ the same functions).
 
 Each figure function returns a matplotlib Figure. The distribution figure draws whatever logits it is given (on the
 synthetic checkpoint they come from random weights, and the caller's title says so); the cache figure is computed
-from a config alone (book/sizes.py).
+from a config alone (qwen/sizes.py).
 """
 import time
 
 import torch
 
-from book.sizes import cache_bytes
+from qwen.sizes import cache_bytes
 from qwen.generate import filter_logits
 
 

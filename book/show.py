@@ -10,8 +10,10 @@ import json
 import sys
 from pathlib import Path
 
+from qwen.hub import DATA_DIR
+
 ROOT = Path(__file__).resolve().parent.parent
-FIGURES = ROOT / "data" / "figures"
+FIGURES = DATA_DIR / "figures"  # data/figures/ in a checkout, outside site-packages after a non-editable install
 NOTE = "» "  # starts every line that only the command line prints (the notebook shows the thing itself)
 
 
@@ -22,6 +24,11 @@ def in_notebook():
 
 def note(text):
     print(NOTE + text)
+
+
+def _shown(path):
+    """A path as a learner would type it: relative to the course folder in a checkout, else in full."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
 
 def _notebook_name():
@@ -44,7 +51,7 @@ def show(name, draw, *args, **kwargs):
         return None
     if "--figures" not in sys.argv[1:]:
         note(f"figure {name}: see it in {_notebook_name()}, or rerun with --figures to save it to "
-             f"data/figures/{name}.png")
+             f"{_shown(FIGURES / f'{name}.png')}")
         return None
     import matplotlib
 
@@ -55,7 +62,7 @@ def show(name, draw, *args, **kwargs):
     out = FIGURES / f"{name}.png"
     figure.savefig(out, dpi=110, bbox_inches="tight")
     _close(figure)
-    note(f"figure {name}: saved to {out.relative_to(ROOT)}")
+    note(f"figure {name}: saved to {_shown(out)}")
     return None
 
 

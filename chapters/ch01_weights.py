@@ -50,7 +50,7 @@ from safetensors import safe_open
 
 import book
 from book import ch01
-from practice.layout import count_by_part, tensor_shapes
+from qwen.sizes import count_by_part, tensor_shapes
 from qwen.course import chapter_args
 from qwen.synthetic import is_synthetic
 import qwen.weights
@@ -152,7 +152,7 @@ def count_parameters(config):
 book.attempt(202, count_parameters)
 
 # %% [markdown]
-# The course's answer is `practice/layout.py`: every tensor's name and shape from the config (the formulas
+# The course's answer is `qwen/sizes.py`: every tensor's name and shape from the config (the formulas
 # above), summed by part. It is the judge's oracle for exercise 202, and the tests prove it equal to transformers'
 # model built from the same config. We count the file's tensors by part, check that the file holds exactly the
 # shapes the config predicts, and count the real 0.8B from its config.

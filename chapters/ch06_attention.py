@@ -288,7 +288,7 @@ print(f"{REAL}'s {real.layer_types.count('linear_attention')} DeltaNet layers ke
 
 # %% [markdown]
 # The sizes come from public copies of each model's config (the course cannot reach the hub to check them; the
-# sources are listed in `book/sizes.py`). Every size puts full attention in one layer of four, so its cache is a
+# sources are listed in `qwen/sizes.py`). Every size puts full attention in one layer of four, so its cache is a
 # quarter of what an all-attention model of the same shape would need; the DeltaNet layers keep a state that does
 # not grow (dashed, one line per size).
 

@@ -381,7 +381,7 @@ print(f"this checkpoint's layer 0 keeps {kept:,} bytes per sequence; the formula
 
 # %% [markdown]
 # The same formulas for the five dense Qwen3.5 sizes, with their numbers from the published model cards and
-# configs (read from public copies, not checked against the hub here; `book/sizes.py` names each source), per
+# configs (read from public copies, not checked against the hub here; `qwen/sizes.py` names each source), per
 # sequence, in bf16 with an fp32 state:
 
 # %%

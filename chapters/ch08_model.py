@@ -13,10 +13,10 @@ Its notebook, notebooks/ch08_model.ipynb, is written from this file by python no
 #
 # ```
 # qwen/
-# ├── model.py            + DecoderLayer, the stack (Qwen35), Cache, load_model
-# └── diff.py             + python -m qwen.diff: module-by-module comparison with transformers
+# └── model.py            + DecoderLayer, the stack (Qwen35), Cache, load_model
 # book/
-# └── ch08.py             + this chapter's figures
+# ├── ch08.py             + this chapter's figures
+# └── diff.py             + python -m book.diff: module-by-module comparison with transformers
 # chapters/
 # └── ch08_model.py       + this chapter's script
 #
@@ -211,7 +211,7 @@ print(f"parameters and forward time by component{SYN}:")
 for part in params:
     print(f"   {part:18s} {params[part]:>13,} parameters ({params[part] / total:5.1%}), "
           f"{seconds.get(part, 0) * 1000:.1f} ms")
-print(f"   (real Qwen3.5-0.8B: 752,393,024 text parameters; MLPs 35.1%, embedding 33.8%)")
+print("   (real Qwen3.5-0.8B: 752,393,024 text parameters; MLPs 35.1%, embedding 33.8%)")
 shape_cfg = book.real.config() if synthetic else model.cfg
 flops = ch08.flops_by_component(shape_cfg, T)
 where = "real Qwen3.5-0.8B shapes" if synthetic else "this checkpoint's shapes"
@@ -255,7 +255,7 @@ print(f"prefill {T - 1} tokens, then 1 with the cache, in {logits.dtype}: max |d
 #   `python practice/judge.py 204 --plug-in`): the top-5 with the course's part and with yours, side by side.
 #
 # ## Show the proof
-# `python -m qwen.diff --model ...` compares every module with transformers on one prompt. Here: the logits.
+# `python -m book.diff --model ...` compares every module with transformers on one prompt. Here: the logits.
 
 # %%
 def compare(transformers, path, ids):
@@ -268,7 +268,7 @@ def compare(transformers, path, ids):
     ours = load_model(path, dtype=torch.float32)
     with torch.no_grad():
         book.oracle.difference("fp32 logits of the prompt", ours(ids.cpu()), theirs(ids.cpu()).logits)
-    print("(fp32: rounding only; every module alone agrees to 1e-6 of its scale, see python -m qwen.diff)")
+    print("(fp32: rounding only; every module alone agrees to 1e-6 of its scale, see python -m book.diff)")
 
 
 book.proof(compare, args.path, ids)

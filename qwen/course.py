@@ -40,14 +40,20 @@ def open_model(name=None):
     return path
 
 
-def chapter_args(doc):
-    """Parse the chapter's command line: --model, --device, and --figures and --proof (read by book.show and
-    book.proof: save the figures to data/figures/, compare with transformers)."""
-    parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+def chapter_parser(doc, **kwargs):
+    """The options every chapter takes (main.py passes them on to each): --model, --device, and --figures and
+    --proof (read by book.show and book.proof: save the figures to data/figures/, compare with transformers)."""
+    parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0], **kwargs)
     parser.add_argument("--model", help="checkpoint folder, hub id (default Qwen/Qwen3.5-0.8B), size or 'synthetic'")
     parser.add_argument("--device", help="cpu, cuda or mps (default: the fastest available)")
     parser.add_argument("--figures", action="store_true", help="draw the chapter's figures into data/figures/")
     parser.add_argument("--proof", action="store_true", help="compare the chapter's module with transformers")
+    return parser
+
+
+def chapter_args(doc):
+    """Parse the chapter's command line (chapter_parser) and open the model it names."""
+    parser = chapter_parser(doc)
     args = parser.parse_args([] if "ipykernel" in sys.modules else None)  # a notebook's argv is the kernel's
     try:
         args.path = open_model(args.model)

@@ -11,10 +11,20 @@ from pathlib import Path
 
 DEFAULT_MODEL = "Qwen/Qwen3.5-0.8B"
 DENSE_SIZES = ("0.8B", "2B", "4B", "9B", "27B")  # every dense Qwen3.5 shares this layout
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 SKIPPED = ("mtp.", "model.visual.")  # multi-token prediction and vision tower: not part of the text model
 META = ["config.json", "generation_config.json", "model.safetensors.index.json", "tokenizer.json",
         "tokenizer_config.json", "chat_template.jinja", "vocab.json", "merges.txt"]
+
+
+def data_dir():
+    """Where checkpoints are downloaded and generated: data/ in a checkout of the course (git-ignored there), or
+    ~/.qwen-by-hand/data after a non-editable install (site-packages is no place for them; the judge keeps its
+    progress in ~/.qwen-by-hand too)."""
+    root = Path(__file__).resolve().parent.parent
+    return root / "data" if (root / "pyproject.toml").is_file() else Path.home() / ".qwen-by-hand" / "data"
+
+
+DATA_DIR = data_dir()
 
 
 class ModelNotFound(FileNotFoundError):

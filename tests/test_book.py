@@ -9,7 +9,7 @@ import pytest
 matplotlib.use("Agg")
 
 import book  # noqa: E402
-from book import model_map, oracle, real, shapes  # noqa: E402
+from book import model_map, oracle, real  # noqa: E402
 
 show_module = sys.modules["book.show"]  # book.show is the function; its module holds the rest
 
@@ -107,13 +107,14 @@ def test_model_map_tags_and_flow():
 
 
 def test_show_in_a_script_is_one_line_without_figures(script, capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(show_module, "FIGURES", tmp_path / "figures")
+    monkeypatch.setattr(show_module, "FIGURES", tmp_path / "data" / "figures")
+    monkeypatch.setattr(show_module, "ROOT", tmp_path)
     drawn = []
     assert book.show("ch99-line", lambda *a: drawn.append(a)) is None
     out = capsys.readouterr().out
     assert out == ("» figure ch99-line: see it in notebooks/ch99_test.ipynb, or rerun with --figures to save it to "
                    "data/figures/ch99-line.png\n")
-    assert not drawn and not (tmp_path / "figures").exists()
+    assert not drawn and not (tmp_path / "data").exists()
 
 
 def test_show_in_a_script_saves_with_figures(script, capsys, tmp_path, monkeypatch):

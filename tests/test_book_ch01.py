@@ -1,4 +1,4 @@
-"""book/ch01.py: the shape formulas the chapter prints are the shapes practice/layout.py gives (itself proven
+"""book/ch01.py: the shape formulas the chapter prints are the shapes qwen/sizes.py gives (itself proven
 equal to transformers in tests/test_practice.py), and each figure draws on the synthetic checkpoint."""
 import re
 
@@ -10,7 +10,7 @@ import pytest
 matplotlib.use("Agg")
 
 from book import ch01, real  # noqa: E402
-from practice.layout import count_by_part, tensor_shapes  # noqa: E402
+from qwen.sizes import count_by_part, tensor_shapes  # noqa: E402
 from qwen.synthetic import TEXT as SYNTHETIC  # noqa: E402
 from qwen.weights import load_weights  # noqa: E402
 

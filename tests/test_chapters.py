@@ -9,6 +9,7 @@ import torch
 
 from conftest import ROOT
 from conftest import run_chapter as run
+from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes  # proven against transformers: test_practice
 
 SCRIPTS = tuple(p.name for p in sorted((ROOT / "chapters").glob("ch[0-9][0-9]_*.py")))
 
@@ -104,7 +105,11 @@ def test_ch03_facts(outputs):
     assert diff and float(diff.group(1)) < 1e-5
     assert "gate +0: output RMS 0.000 (synthetic weights), real Qwen3.5-0.8B 0.000" in out
     assert "lengths after l2norm: ['1.000', '1.000', '1.000']" in out
-    assert "the model has 49 RMSNorms, 12 per-head QK-norms and 18 gated RMSNorms" in out
+    names = tensor_shapes(REAL_TEXT_CONFIG)  # the synthetic checkpoint has the same 24 layers and pattern
+    rms, qk = sum(n.endswith("layernorm.weight") or n == "norm.weight" for n in names), sum(
+        n.endswith(("q_norm.weight", "k_norm.weight")) for n in names)
+    gated = sum(n.endswith("linear_attn.norm.weight") for n in names)
+    assert f"the model has {rms} RMSNorms, {qk} per-head QK-norms and {gated} gated RMSNorms" in out
     running = [int(v) for v in re.findall(r"a bf16 running sum off by ([+-]\d+)%", out)]
     assert len(running) == 3 and running[0] > running[1] > running[2] and -60 < running[2] < -45, running
     means = [float(v) for v in re.findall(r"torch's bf16 mean of x² off by ([\d.e+-]+);", out)]
@@ -182,7 +187,8 @@ def test_ch06_facts(outputs):
     out = outputs["ch06_attention.py"][1]
     assert "full-attention layers: [3, 7, 11, 15, 19, 23] (6 of 24)" in out
     assert "q_proj.weight    (512, 64)        (2·H·D, d)   (4096, 1024)" in out
-    assert "real Qwen3.5-0.8B: H = 8, Hkv = 2, D = 256: 7,340,544 weights per layer, 44,043,264 in its 6" in out
+    full = count_by_part(tensor_shapes(REAL_TEXT_CONFIG))["full_attention"]
+    assert f"real Qwen3.5-0.8B: H = 8, Hkv = 2, D = 256: {full // 6:,} weights per layer, {full:,} in its 6" in out
     assert "'query head 1' would be head 0's gate: True" in out
     assert "query head h reads K/V head [0, 0, 1, 1] (real Qwen3.5-0.8B: [0, 0, 0, 0, 1, 1, 1, 1])" in out
     assert "above the diagonal exactly 0: True; the first token attends only to itself: True" in out

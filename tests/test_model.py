@@ -7,7 +7,7 @@ import torch
 from hf_checkpoint import hf_load, save_checkpoint, text_config
 from safetensors.torch import load_file, save_file
 
-from qwen.diff import compare
+from book.diff import compare
 from qwen.model import load_model
 
 B, T = 2, 150  # longer than two DeltaNet chunks of 64
@@ -81,7 +81,7 @@ def synthetic_pair(synthetic):
 
 
 def test_synthetic_every_module_equals_transformers(synthetic, synthetic_pair):
-    """fp32, module by module, each fed transformers' input (qwen.diff): all within 1e-5 of the output's scale.
+    """fp32, module by module, each fed transformers' input (book.diff): all within 1e-5 of the output's scale.
     End to end, the synthetic's random layers amplify rounding (transformers' own eager and sdpa paths differ by
     ~3e-5 relative there), so the logits are held to the top-1 token instead."""
     ours, theirs = synthetic_pair[torch.float32]
@@ -95,9 +95,13 @@ def test_synthetic_every_module_equals_transformers(synthetic, synthetic_pair):
 
 def test_synthetic_bf16(synthetic, synthetic_pair):
     """bf16 on the synthetic checkpoint: each module, fed transformers' input, within 2^-6 of the output's scale (on
-    the short prompt of qwen.diff all are bit-exact); end to end over 150 tokens, top-1 agreement at least 95%
-    (measured 97.7%) and at least as high as between transformers' own eager and sdpa paths (76%: the random
-    layers amplify single bf16 steps). The small configs above, with tamer weights, are held to 99%."""
+    the short prompt of book.diff all are bit-exact); end to end over 150 tokens, top-1 agreement at least 95% and
+    at least as high as between transformers' own eager and sdpa paths (72%: the random layers amplify single bf16
+    steps), and every logit within 8 bf16 steps of the logits' scale of eager's. Why these bars: one rounding
+    changed anywhere is a wrong implementation they reject by far. Measured (2 x 150 tokens): the course 99.7% top-1,
+    2 steps; the gated norm rounded once at the end instead of twice, 37% and 224 steps; RMSNorm in Llama's order
+    (x̂ rounded, then scaled), 20% and 286 steps; RMSNorm statistics in bf16, 16% and 257 steps. The small configs
+    above, with tamer weights, are held to 99%."""
     from transformers import Qwen3_5ForConditionalGeneration
 
     ours, eager = synthetic_pair[torch.bfloat16]
@@ -106,7 +110,10 @@ def test_synthetic_bf16(synthetic, synthetic_pair):
     sdpa = Qwen3_5ForConditionalGeneration.from_pretrained(synthetic, dtype=torch.bfloat16,
                                                            attn_implementation="sdpa").eval()
     with torch.no_grad():
-        got, want, other = ours(ids).argmax(-1), eager(ids).logits.argmax(-1), sdpa(ids).logits.argmax(-1)
+        logits, want_logits = ours(ids).float(), eager(ids).logits.float()
+        got, want, other = logits.argmax(-1), want_logits.argmax(-1), sdpa(ids).logits.argmax(-1)
+    step = 2.0 ** (torch.floor(torch.log2(want_logits.abs().max())) - 7)  # bf16's spacing at the logits' scale
+    assert (logits - want_logits).abs().max() <= 8 * step
     ours_agree, theirs_agree = (got == want).float().mean().item(), (other == want).float().mean().item()
     print(f"synthetic bf16 top-1 agreement with transformers eager: ours {ours_agree:.2%}, "
           f"transformers sdpa {theirs_agree:.2%}")

@@ -1,6 +1,7 @@
 """qwen/weights.py: Config, load_weights and load, against transformers' reading of the same checkpoints."""
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -192,7 +193,7 @@ def test_bad_layer_types(tmp_path):
 def test_the_banner_is_true(synthetic):
     """Real: names, dtypes, depth and layer pattern, vocabulary, config layout. Not real: widths, shapes, counts."""
     from book import real
-    from practice.layout import count_by_part, tensor_shapes
+    from qwen.sizes import tensor_shapes
     from qwen.synthetic import BANNER
 
     assert "Real: tensor names, dtypes, depth and layer pattern, vocabulary" in BANNER
@@ -213,8 +214,20 @@ def test_the_banner_is_true(synthetic):
                     if ours.layer_types[i] == "linear_attention"} and len(fp32) == 36
     assert {W[n].dtype for n in W if n not in fp32} == {torch.bfloat16}
     assert ours.hidden_size != theirs.hidden_size
+
+
+def readme():
+    """The README's text, its line breaks as spaces."""
+    return " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8").split())
+
+
+def test_readme_figure_synthetic_parameter_count(synthetic):
+    """A README figure, checked so the text stays true: "17.8 M instead of 752 M" (the count is qwen.sizes', proven
+    against transformers; the 752 M in test_practice.py)."""
+    from qwen.sizes import count_by_part, tensor_shapes
+
     total = count_by_part(tensor_shapes(json.loads((synthetic / "config.json").read_text())["text_config"]))["total"]
-    assert round(total / 1e6, 1) == 17.8  # README: 17.8 M instead of 752 M
+    assert round(total / 1e6, 1) == 17.8 and "17.8 M instead of 752 M" in readme()
 
 
 def test_no_planted_structure(synthetic):
@@ -234,9 +247,11 @@ def test_no_planted_structure(synthetic):
     assert abs(torch.corrcoef(torch.stack([means, depth]))[0, 1]) < 0.6  # no drift with depth
 
 
-def test_synthetic_size_as_the_readme_says(synthetic):
-    """README: about 53 MB on disk (10**6 bytes each), 36 MB of them weights and 16.5 MB the tokenizer."""
+def test_readme_figure_synthetic_size(synthetic):
+    """A README figure, checked so the text stays true: about 53 MB on disk (10**6 bytes each), 36 MB of them weights
+    and 16.5 MB the tokenizer."""
     size = lambda files: sum(f.stat().st_size for f in files) / 1e6  # noqa: E731
     assert round(size(synthetic.iterdir())) == 53
     assert round(size(synthetic.glob("*.safetensors"))) == 36
     assert round(size([synthetic / "tokenizer.json"]), 1) == 16.5
+    assert "about 53 MB: 36 MB of weights and the 16.5 MB tokenizer" in readme()

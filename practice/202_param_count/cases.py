@@ -1,17 +1,16 @@
 """Problem 202: cases, oracle and known mistakes.
 
-Oracle: practice/layout.py lists every tensor's name and shape from the config; the counts are sums over it.
+Oracle: qwen/sizes.py lists every tensor's name and shape from the config; the counts are sums over it.
 tests/test_practice.py proves that list equal to transformers' Qwen3_5ForCausalLM on the meta device (real 0.8B
 config: 752,393,024 parameters, 254,279,680 in the embedding) and to the synthetic checkpoint's tensors.
 """
 import random
 
-from book.real import TEXT_CONFIG as REAL_TEXT_CONFIG
 from practice.grading import Case, Mistake
-from practice.layout import count_by_part, tensor_shapes
+from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes
 from qwen.synthetic import TEXT as SYNTHETIC_TEXT
 
-REAL_08B = dict(REAL_TEXT_CONFIG)  # the real Qwen3.5-0.8B text config, kept in one place: book/real.py
+REAL_08B = dict(REAL_TEXT_CONFIG)  # the real Qwen3.5-0.8B text config, kept in one place: qwen/sizes.py
 
 
 def oracle(config):

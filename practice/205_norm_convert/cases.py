@@ -1,6 +1,6 @@
 """Problem 205: cases, oracle and known mistakes.
 
-Oracle: hand math, 1 + w and p - 1 in fp32 for the names practice/layout.py marks zero-centred. Both are a single
+Oracle: hand math, 1 + w and p - 1 in fp32 for the names qwen/sizes.py marks zero-centred. Both are a single
 correctly rounded fp32 operation, so every right answer is bit-exact. tests/test_practice.py checks that the plain
 weights give transformers' Qwen3_5RMSNorm output bit for bit ("the outputs stay equal") and that the names
 marked zero-centred are exactly transformers' Qwen3_5RMSNorm modules.
@@ -10,7 +10,7 @@ import random
 import torch
 
 from practice.grading import Case, EXACT, Mistake
-from practice.layout import is_zero_centred, tensor_shapes
+from qwen.sizes import is_zero_centred, tensor_shapes
 
 
 def oracle_to_plain(state):

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from practice.grading import Case, Mistake, Tol
+from practice.grading import Case, Mistake
 from qwen.attention import KVCache
 from qwen.rope import RotaryEmbedding
 from qwen.weights import Config

@@ -3,8 +3,8 @@
 Both models run the same tokens. Each module is compared twice: "alone" (ours is fed transformers' input to that
 module, so the number is that module's own error) and "carried" (each model on its own residual stream, so rounding
 accumulates). The first module whose own error passes the tolerance is named: a wrong weight, a wrong convention.
-transformers is a dev dependency: it is imported inside `compare` only, and nowhere else in the qwen package.
-Run: python -m qwen.diff --model synthetic [--dtype bf16]
+It lives in book/, not qwen/, because it imports transformers (a dev dependency, inside `compare` only): the qwen
+package never does. Run: python -m book.diff --model synthetic [--dtype bf16]
 """
 import argparse
 import sys
@@ -56,7 +56,7 @@ def compare(path, dtype=torch.float32, text=PROMPT, ours=None, theirs=None):
     """Print the table; return the name of the first module beyond tolerance (None when all are within).
     `ours` / `theirs`: models already loaded from `path` in `dtype` (a test may pass an altered one)."""
     try:
-        from transformers import Qwen3_5ForConditionalGeneration  # the only transformers import in qwen/
+        from transformers import Qwen3_5ForConditionalGeneration
     except ImportError:
         print("transformers is not installed: pip install 'transformers==5.24.0' (or pip install -e '.[dev]')")
         return "transformers missing"

@@ -1,0 +1,202 @@
+"""How big a Qwen3.5 is, from its config alone: every tensor by name and shape (so every parameter count), the
+real 0.8B's config, the dense sizes of the family, and the bytes each keeps in its cache.
+
+Model knowledge, in one place for everything that uses it: chapter 1 counts with `tensor_shapes` (it is also the
+oracle of problem 202 and builds problem 205's state dicts), chapters 6, 7 and 9 print the cache arithmetic, and
+every chapter prints the real 0.8B's numbers beside the checkpoint's own, marked "real Qwen3.5-0.8B".
+tests/test_practice.py proves `tensor_shapes` equal, name by name and shape by shape, to transformers'
+Qwen3_5ForCausalLM built on the meta device, and to the tensors of the synthetic checkpoint. Names are the
+checkpoint's, with the `model.language_model.` prefix stripped (as qwen.weights.load_weights gives them).
+"""
+from dataclasses import dataclass, fields
+
+from qwen.weights import Config
+
+# ---------------------------------------------------------------- the real Qwen3.5-0.8B
+
+REAL_NAME = "real Qwen3.5-0.8B"
+REAL_HUB_ID = "Qwen/Qwen3.5-0.8B"
+# The `text_config` of the published config.json, read from public mirrors of the hub file (the build machines
+# have no hub access; see docs: qwen35-reference.md §1). Everything else about the real model is computed from it.
+REAL_TEXT_CONFIG = dict(
+    model_type="qwen3_5_text", vocab_size=248320, hidden_size=1024, intermediate_size=3584, num_hidden_layers=24,
+    num_attention_heads=8, num_key_value_heads=2, head_dim=256, linear_num_key_heads=16,
+    linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4,
+    hidden_act="silu", rms_norm_eps=1e-6, max_position_embeddings=262144, attention_bias=False,
+    rope_parameters=dict(rope_type="default", rope_theta=10_000_000, partial_rotary_factor=0.25,
+                         mrope_section=[11, 11, 10], mrope_interleaved=True),
+    layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(24)],
+    full_attention_interval=4, attn_output_gate=True, mamba_ssm_dtype="float32", tie_word_embeddings=True,
+    eos_token_id=248044, dtype="bfloat16",
+)
+
+
+def real_config():
+    """The real 0.8B's text config as the `Config` every module takes, read exactly as a config.json is read."""
+    return Config.from_dict(dict(REAL_TEXT_CONFIG), "the real Qwen3.5-0.8B config")
+
+
+# ---------------------------------------------------------------- every tensor, so every parameter
+
+PARTS = ("embedding", "lm_head", "linear_attention", "full_attention", "mlp", "norms", "total")
+ZERO_CENTRED = ("input_layernorm", "post_attention_layernorm", "q_norm", "k_norm")  # plus the final `norm`
+
+
+def tensor_shapes(cfg):
+    """{name: shape} for a text config given as a dict of the HF field names."""
+    d, V, I = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"]
+    H, Hkv, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    Hk, Hv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+    dk, dv, K = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"], cfg["linear_conv_kernel_dim"]
+    conv = 2 * Hk * dk + Hv * dv  # q, k and v channels all pass through the depthwise conv
+    shapes = {"embed_tokens.weight": (V, d)}
+    for i, kind in enumerate(cfg["layer_types"]):
+        p = f"layers.{i}."
+        if kind == "linear_attention":
+            shapes.update({
+                p + "linear_attn.in_proj_qkv.weight": (conv, d),
+                p + "linear_attn.in_proj_z.weight": (Hv * dv, d),  # the output gate
+                p + "linear_attn.in_proj_b.weight": (Hv, d),  # β, one per value head
+                p + "linear_attn.in_proj_a.weight": (Hv, d),  # decay input, one per value head
+                p + "linear_attn.conv1d.weight": (conv, 1, K),  # depthwise, no bias
+                p + "linear_attn.dt_bias": (Hv,),
+                p + "linear_attn.A_log": (Hv,),
+                p + "linear_attn.norm.weight": (dv,),  # gated RMSNorm, shared by all value heads
+                p + "linear_attn.out_proj.weight": (d, Hv * dv),
+            })
+        elif kind == "full_attention":
+            shapes.update({
+                p + "self_attn.q_proj.weight": (2 * H * D, d),  # query and output gate, interleaved per head
+                p + "self_attn.k_proj.weight": (Hkv * D, d),
+                p + "self_attn.v_proj.weight": (Hkv * D, d),
+                p + "self_attn.o_proj.weight": (d, H * D),
+                p + "self_attn.q_norm.weight": (D,),  # per head, shared by all heads
+                p + "self_attn.k_norm.weight": (D,),
+            })
+        else:
+            raise ValueError(f"layer {i}: unknown layer type {kind!r}")
+        shapes.update({
+            p + "mlp.gate_proj.weight": (I, d),
+            p + "mlp.up_proj.weight": (I, d),
+            p + "mlp.down_proj.weight": (d, I),
+            p + "input_layernorm.weight": (d,),
+            p + "post_attention_layernorm.weight": (d,),
+        })
+    shapes["norm.weight"] = (d,)
+    if not cfg.get("tie_word_embeddings", False):
+        shapes["lm_head.weight"] = (V, d)
+    return shapes
+
+
+def part_of(name):
+    """Which of PARTS a tensor belongs to."""
+    if name == "embed_tokens.weight":
+        return "embedding"
+    if name == "lm_head.weight":
+        return "lm_head"
+    if ".linear_attn." in name:
+        return "linear_attention"
+    if ".self_attn." in name:
+        return "full_attention"
+    if ".mlp." in name:
+        return "mlp"
+    return "norms"  # input_layernorm, post_attention_layernorm, the final norm
+
+
+def numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def count_by_part(shapes):
+    counts = dict.fromkeys(PARTS, 0)
+    for name, shape in shapes.items():
+        counts[part_of(name)] += numel(shape)
+    counts["total"] = sum(v for k, v in counts.items() if k != "total")
+    return counts
+
+
+def is_zero_centred(name):
+    """True for the RMSNorm weights stored as w - 1: the per-layer norms, q/k norms and the final norm."""
+    module = name.rsplit(".", 1)[0]
+    return name == "norm.weight" or module.rsplit(".", 1)[-1] in ZERO_CENTRED
+
+
+# ---------------------------------------------------------------- the dense sizes and their cache
+# A full-attention layer keeps a key and a value (Hkv heads of D) for every token of the context; a Gated DeltaNet
+# layer keeps an (Hv, dk, dv) state in fp32 and the last K − 1 inputs of its conv, whatever the length. Every
+# function takes a `Config` (a checkpoint's, or real_config()) or a `Size`: they share config.json's names.
+
+# The DeltaNet state is fp32 whatever config.json's `mamba_ssm_dtype` says: neither transformers 5.24 nor this course
+# reads that key; both kernels compute and keep the state in fp32. K, V and the conv inputs are in the model dtype.
+STATE_BYTES = 4
+
+
+@dataclass(frozen=True)
+class Size:
+    """The numbers of one dense size that fix its cache, under config.json's names, and where they come from."""
+    num_hidden_layers: int
+    hidden_size: int  # d
+    num_attention_heads: int  # H
+    num_key_value_heads: int  # Hkv
+    head_dim: int  # D
+    linear_num_key_heads: int  # Hk
+    linear_num_value_heads: int  # Hv
+    linear_key_head_dim: int  # dk
+    linear_value_head_dim: int  # dv
+    linear_conv_kernel_dim: int  # K
+    source: str
+
+    @property
+    def layer_types(self):
+        """[L, L, L, F] repeated: every size puts full attention in every 4th layer."""
+        return ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(self.num_hidden_layers)]
+
+
+# The 0.8B is REAL_TEXT_CONFIG. The others come from public copies, named in `source`; none could be checked
+# against the hub's own config.json here (the build machines have no hub access). Their DeltaNet numbers (Hk, Hv,
+# dk, dv, K) are the "Model Overview" of each published model card (Qwen/Qwen3.5-2B … 27B), read from public copies.
+SIZES = {
+    "0.8B": Size(**{f.name: REAL_TEXT_CONFIG[f.name] for f in fields(Size) if f.name != "source"},
+                 source="qwen/sizes.py REAL_TEXT_CONFIG: the published config.json, from public mirrors (the "
+                        "reference doc §1); THUDM/slime's qwen3.5-0.8B.sh"),
+    #          layers  d     H   Hkv D    Hk  Hv  dk   dv   K
+    "2B": Size(24, 2048, 8, 2, 256, 16, 16, 128, 128, 4,
+               source="fitmygpu.com's Qwen 3.5 2B page (layers, heads, KV heads); head_dim 256 assumed, as in every "
+                      "other size"),
+    "4B": Size(32, 2560, 16, 4, 256, 16, 32, 128, 128, 4,
+               source="fitmygpu.com's Qwen 3.5 4B page; the model card of a model built from Qwen3.5-4B's weights"),
+    "9B": Size(32, 4096, 16, 4, 256, 16, 32, 128, 128, 4,
+               source="fitmygpu.com's Qwen 3.5 9B page; aprender's Qwen3.5-9B notes (16 heads, 4 KV heads, D 256)"),
+    "27B": Size(64, 5120, 24, 4, 256, 16, 48, 128, 128, 4,
+                source="THUDM/slime's qwen3.5-27B.sh (64 layers, 24 heads, 4 query groups, kv-channels 256)"),
+}
+
+
+def kv_bytes_per_token(cfg, dtype_bytes=2):
+    """One full-attention layer's cache grows by a key and a value, Hkv heads of D each, per token."""
+    return 2 * cfg.num_key_value_heads * cfg.head_dim * dtype_bytes
+
+
+def linear_layer_bytes(cfg, dtype_bytes=2):
+    """One Gated DeltaNet layer's cache, whatever the context: the (Hv, dk, dv) state in fp32 and the last K − 1
+    inputs of the conv (2·Hk·dk + Hv·dv channels) in the model dtype."""
+    state = cfg.linear_num_value_heads * cfg.linear_key_head_dim * cfg.linear_value_head_dim * STATE_BYTES
+    channels = 2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim + \
+        cfg.linear_num_value_heads * cfg.linear_value_head_dim
+    return state + (cfg.linear_conv_kernel_dim - 1) * channels * dtype_bytes
+
+
+def cache_bytes(cfg, tokens, dtype_bytes=2):
+    """(kv, deltanet): the whole model's cache for one sequence of `tokens`. The full-attention layers' part grows
+    with every token; the DeltaNet layers' part is fixed."""
+    full = cfg.layer_types.count("full_attention")
+    linear = len(cfg.layer_types) - full
+    return full * tokens * kv_bytes_per_token(cfg, dtype_bytes), linear * linear_layer_bytes(cfg, dtype_bytes)
+
+
+def all_attention_bytes(cfg, tokens, dtype_bytes=2):
+    """The same model's cache if every layer were full attention (what the hybrid design saves)."""
+    return cfg.num_hidden_layers * tokens * kv_bytes_per_token(cfg, dtype_bytes)
