@@ -52,8 +52,13 @@ def test_course_sh_refuses_an_old_python(tmp_path):
     r = subprocess.run(["bash", str(REPO / "course.sh")], env=dict(os.environ, PYTHON=str(fake)),
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and r.stdout == ""
-    assert r.stderr.splitlines()[0] == f"error: the course needs Python 3.11 or newer ({fake} is: Python 3.9.18)."
+    assert r.stderr.splitlines()[0] == f"error: the course needs Python 3.10 or newer ({fake} is: Python 3.9.18)."
     assert "Fix:" in r.stderr
+    r = subprocess.run(["bash", str(REPO / "course.sh"), "test"], env=dict(os.environ, PYTHON=str(fake)),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.splitlines()[0] == (f"error: the course needs Python 3.11 or newer for its tests "
+                                        f"(transformers 5.24, the oracle, needs it) ({fake} is: Python 3.9.18).")
 
 
 def test_main_help_is_printed_once_and_runs_no_chapter():
