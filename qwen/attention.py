@@ -18,22 +18,40 @@ class KVCache:
     """One full-attention layer's memory: keys (after k_norm and RoPE) and values, each (B, Hkv, S, D).
 
     S grows by the number of new tokens on every call. Nothing is ever recomputed: a key is rotated once, at the
-    position where its token was seen, and stays valid because RoPE makes q·k depend only on the distance."""
+    position where its token was seen, and stays valid because RoPE makes q·k depend only on the distance.
+    Stored in buffers with room to spare, `length` of them filled: appending writes the new rows in place. Only a
+    full buffer is replaced, by one a quarter larger (at least CHUNK more rows), so the copies cost O(1) per token
+    on average. torch.cat would copy the whole cache on every token (chapter 6 measures it)."""
+
+    CHUNK = 256  # rows added at least when the buffers are full
 
     def __init__(self):
-        self.k = self.v = None  # (B, Hkv, S, D) once something is stored
+        self.keys = self.values = None  # (B, Hkv, capacity, D) buffers; rows past `length` are not yet written
+        self.length = 0
 
     @property
-    def length(self):
-        return 0 if self.k is None else self.k.shape[2]
+    def k(self):  # (B, Hkv, S, D): the stored keys, a view into the buffer
+        return None if self.keys is None else self.keys[:, :, :self.length]
+
+    @property
+    def v(self):
+        return None if self.values is None else self.values[:, :, :self.length]
 
     def update(self, k, v):
         """Append the new keys and values (B, Hkv, T, D) along S; return all of them, (B, Hkv, S + T, D)."""
-        if self.k is None:
-            self.k, self.v = k, v
-        else:
-            self.k, self.v = torch.cat((self.k, k), dim=2), torch.cat((self.v, v), dim=2)
+        end = self.length + k.shape[2]
+        if self.keys is None or end > self.keys.shape[2]:  # full: move to larger buffers (rare)
+            capacity = end + max(self.CHUNK, end // 4)
+            self.keys, self.values = self.grown(self.keys, k, capacity), self.grown(self.values, v, capacity)
+        self.keys[:, :, self.length:end], self.values[:, :, self.length:end] = k, v
+        self.length = end
         return self.k, self.v
+
+    def grown(self, old, new, capacity):
+        buffer = new.new_empty(*new.shape[:2], capacity, new.shape[3])
+        if old is not None:
+            buffer[:, :, :self.length] = old[:, :, :self.length]
+        return buffer
 
 
 def attention(q, k, v, allowed):
