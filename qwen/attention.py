@@ -79,6 +79,22 @@ def causal_mask(T, past, mask=None, device=None):
     return allowed[None, None] if allowed.dim() == 2 else allowed
 
 
+def split_query_gate(qg, H, D):
+    """q_proj's output (B, T, H·2D) -> query and gate, each (B, T, H, D). Its rows are interleaved per head,
+    [q_0 | gate_0 | q_1 | gate_1 | ...], so each head's 2D values split in two halves."""
+    B, T, _ = qg.shape
+    q, gate = qg.view(B, T, H, 2 * D).split(D, dim=-1)
+    return q, gate
+
+
+def gate_heads(out, gate):
+    """The heads' output (B, H, T, D) laid side by side, head-major like the gate, times sigmoid(gate) (B, T, H, D):
+    each head's output dimension opens 0..1. Returns (B, T, H·D), the input of o_proj."""
+    B, H, T, D = out.shape
+    out = out.transpose(1, 2).reshape(B, T, H * D)
+    return out * torch.sigmoid(gate.reshape(B, T, H * D))
+
+
 class GatedAttention(nn.Module):
     """x (B, T, d) -> (B, T, d). Parameter names are the checkpoint's (layers.{i}.self_attn.*)."""
 
@@ -94,22 +110,25 @@ class GatedAttention(nn.Module):
         self.q_norm = RMSNorm(self.D, cfg.rms_norm_eps)  # one (1 + w) over D, shared by every head
         self.k_norm = RMSNorm(self.D, cfg.rms_norm_eps)
 
+    def heads(self, qg, k, v, cos, sin):
+        """The projections' outputs (B, T, ·) -> q (B, H, T, D), gate (B, T, H, D), k and v (B, Hkv, T, D): split
+        per head; q and k normalised per head (QK-norm), then rotated; values get no norm and no RoPE."""
+        B, T, _ = k.shape
+        q, gate = split_query_gate(qg, self.H, self.D)
+        q = self.q_norm(q).transpose(1, 2)  # (B, H, T, D): normalise each head's query before rotating it
+        k = self.k_norm(k.view(B, T, self.Hkv, self.D)).transpose(1, 2)  # (B, Hkv, T, D)
+        v = v.view(B, T, self.Hkv, self.D).transpose(1, 2)
+        return apply_rope(q, cos, sin), gate, apply_rope(k, cos, sin), v
+
     def forward(self, x, cos, sin, cache=None, mask=None):
         """cos, sin (B, T, R): RoPE tables of the new tokens. cache: a KVCache (read, then grown) or None.
         mask: None or (B, S) bool over cached + new keys, True = real token. The causal mask is always applied."""
-        B, T, _ = x.shape
-        H, Hkv, D = self.H, self.Hkv, self.D
-        past = cache.length if cache is not None else 0
-        q, gate = self.q_proj(x).view(B, T, H, 2 * D).split(D, dim=-1)  # each (B, T, H, D): interleaved per head
-        q = self.q_norm(q).transpose(1, 2)  # (B, H, T, D): normalise each head's query before rotating it
-        k = self.k_norm(self.k_proj(x).view(B, T, Hkv, D)).transpose(1, 2)  # (B, Hkv, T, D)
-        v = self.v_proj(x).view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D): values get no norm, no RoPE
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        T, past = x.shape[1], cache.length if cache is not None else 0
+        q, gate, k, v = self.heads(self.q_proj(x), self.k_proj(x), self.v_proj(x), cos, sin)
         if cache is not None:
             k, v = cache.update(k, v)  # (B, Hkv, S, D) with S = past + T
         # GQA: query head h reads K/V head h // (H / Hkv), so each K/V head serves a run of consecutive heads
-        k, v = k.repeat_interleave(H // Hkv, dim=1), v.repeat_interleave(H // Hkv, dim=1)  # (B, H, S, D)
+        r = self.H // self.Hkv
+        k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)  # (B, H, S, D)
         out = attention(q, k, v, causal_mask(T, past, mask, x.device))  # (B, H, T, D)
-        out = out.transpose(1, 2).reshape(B, T, H * D)  # heads side by side, head-major like the gate
-        out = out * torch.sigmoid(gate.reshape(B, T, H * D))  # each head's output dimension opens 0..1
-        return self.o_proj(out)  # (B, T, d)
+        return self.o_proj(gate_heads(out, gate))  # (B, T, d)
