@@ -17,8 +17,9 @@ from qwen.rope import apply_rope
 class KVCache:
     """One full-attention layer's memory: keys (after k_norm and RoPE) and values, each (B, Hkv, S, D).
 
-    S grows by the number of new tokens on every call. Nothing is ever recomputed: a key is rotated once, at the
-    position where its token was seen, and stays valid because RoPE makes q·k depend only on the distance.
+    S grows by the number of new tokens on every call. Nothing is ever recomputed: the model is causal, so token s's
+    key and value depend only on tokens 0..s, and its position s (hence its rotation) is fixed; later tokens cannot
+    change them.
     Stored in buffers with room to spare, `length` of them filled: appending writes the new rows in place. Only a
     full buffer is replaced, by one a quarter larger (at least CHUNK more rows), so the copies cost O(1) per token
     on average. torch.cat would copy the whole cache on every token (chapter 6 measures it)."""
