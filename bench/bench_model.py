@@ -1,14 +1,19 @@
 """Speed of the whole model (qwen/model.py and its fast path qwen/fast.py) against transformers, same weights and run.
 
 Run: python bench/bench_model.py [--model PATH] [--device cpu|cuda] [--dtypes fp32 bf16] [--prefill 256 2048]
-     [--decode 64] [--repeats 3] [--threads N]                     (needs the dev extras: transformers)
+     [--decode 64] [--contexts 1024 8192 32768] [--repeats 3] [--threads N]   (needs the dev extras: transformers)
 Shapes are Qwen3.5-0.8B's: the real checkpoint when --model points at one, otherwise the real 0.8B config with
 random weights built on the fly (speed does not depend on the values). Both models share the very same tensors.
 - prefill: one forward over T prompt tokens that fills the cache (logits of the last position only, as generate).
 - decode: N tokens one at a time after a 32-token prompt (greedy; the prompt is not timed).
-- bound: decoding must read every weight once per token, so tokens/s <= copy bandwidth / weight bytes. The
-  bandwidth is measured here (a large tensor copy: bytes read + bytes written, per second). Also printed: the bytes
-  per second of one large matrix-vector product in the model's dtype, the kernel every decode step is made of.
+- long context: decode tokens/s with 1k, 8k, 32k tokens already cached. The cache is filled directly (random keys
+  and values of the right shapes after an 8-token prefill: a real 32k prefill takes many minutes here, and the values
+  do not change the time), then --contexts-steps tokens are timed.
+- bound: decoding must read every weight once per token, so tokens/s <= read bandwidth / weight bytes. The read
+  bandwidth is measured here (a sum over a large filled tensor: bytes read per second; book/ch09's read_bandwidth
+  where it exists). Also printed: the copy bandwidth (read + written) and the bytes per second of one large
+  matrix-vector product in the model's dtype, the kernel every decode step is made of.
+- numerics: the fast path's dtype and whether its bf16 prompt products are widened (qwen.fast.numerics).
 "teaching" is qwen/model.py as the chapters write it; "fast" is the same model behind qwen/fast.py.
 A ratio below 1 means ours takes less time. The CPU is shared and noisy: trust the ratios within one run.
 """
@@ -18,10 +23,12 @@ import time
 
 import torch
 
+import book.ch09
 from book.ch09 import copy_bandwidth
 from book.real import TEXT_CONFIG
 from qwen.course import pick_device
-from qwen.fast import Fast
+from qwen.fast import Fast, numerics
+from qwen.attention import KVCache
 from qwen.generate import generate
 from qwen.model import Qwen35, load_model
 from qwen.weights import Config
@@ -49,6 +56,16 @@ def timed(fns, device, repeats):
             sync(device)
             ts.append(time.perf_counter() - t)
     return [statistics.median(ts) for ts in times]
+
+
+def local_read_bandwidth(device, mib=256):
+    """Bytes read per second by a sum over `mib` MiB of filled fp32 (reads only, nothing large is written), best of
+    5: the bench's own measure until book/ch09 has one."""
+    src = torch.ones(mib * 2 ** 20 // 4, device=device)
+    return src.numel() * 4 / min(timed([src.sum] * 5, device, 1))
+
+
+read_bandwidth = getattr(book.ch09, "read_bandwidth", local_read_bandwidth)
 
 
 def matvec_bandwidth(device, dtype, mib=512):
@@ -110,6 +127,60 @@ def our_decode(model, prompt, n):
     return time.perf_counter() - t
 
 
+def filled_caches(ours, hf, S, prompt):
+    """(our cache, transformers' cache) after `prompt`, their attention layers then holding S random cached tokens
+    instead: the state of a long prefill without its minutes (values do not change a step's time)."""
+    from transformers import DynamicCache
+
+    cache, hf_cache = ours.new_cache(), DynamicCache(config=hf.config)
+    ours(prompt, cache=cache, last_only=True)
+    hf(input_ids=prompt, past_key_values=hf_cache, use_cache=True, logits_to_keep=1)
+    g = torch.Generator(prompt.device).manual_seed(1)
+    for i, layer in enumerate(cache.layers):
+        if isinstance(layer, KVCache):
+            B, Hkv, _, D = layer.k.shape
+            k, v = (torch.randn(B, Hkv, S, D, generator=g, device=prompt.device).to(layer.k.dtype) for _ in "kv")
+            cache.layers[i] = KVCache()
+            cache.layers[i].update(k, v)  # into buffers a quarter larger, as a real prefill leaves them
+            hf_cache.layers[i].keys, hf_cache.layers[i].values = k.clone(), v.clone()
+    cache.length = S
+    return cache, hf_cache
+
+
+def steps_per_s(step, n, device):
+    """Tokens per second of n calls of step() after one untimed."""
+    step()
+    sync(device)
+    t = time.perf_counter()
+    for _ in range(n):
+        step()
+    sync(device)
+    return n / (time.perf_counter() - t)
+
+
+def long_context(name, ours, fast, hf, contexts, n, prompt, device):
+    """Decode tokens/s with each context already cached, for the teaching model, the fast path and transformers."""
+    token = prompt[:, -1:]
+    rates = {}
+    for S in contexts:
+        row = []
+        for model, is_hf in ((ours, False), (fast, False), (hf, True)):
+            cache, hf_cache = filled_caches(ours if model is ours else fast, hf, S, prompt)
+            if is_hf:
+                row.append(steps_per_s(lambda: hf(input_ids=token, past_key_values=hf_cache, use_cache=True,
+                                                  logits_to_keep=1).logits.argmax(-1), n, device))
+            else:
+                row.append(steps_per_s(lambda: model(token, cache=cache, last_only=True).argmax(-1), n, device))
+        rates[S] = row
+        print(f"{name} decode with {S:6d} tokens cached: teaching {row[0]:5.2f} tok/s  fast {row[1]:5.2f} tok/s  "
+              f"transformers {row[2]:5.2f} tok/s  ({n} steps each)")
+    first, last = min(contexts), max(contexts)
+    if first != last:
+        print(f"{name} decode at {last} tokens / at {first}: teaching {rates[last][0] / rates[first][0]:.0%}, fast "
+              f"{rates[last][1] / rates[first][1]:.0%}, transformers {rates[last][2] / rates[first][2]:.0%} "
+              f"(goal for the course: >= 70%)")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", help="a real Qwen3.5 checkpoint folder (default: random weights, 0.8B shapes)")
@@ -117,22 +188,26 @@ def main():
     p.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=list(DTYPES))
     p.add_argument("--prefill", nargs="*", type=int, default=[256, 2048], help="prompt lengths (none: skip)")
     p.add_argument("--decode", type=int, default=64, help="tokens to decode (0: skip)")
+    p.add_argument("--contexts", nargs="*", type=int, default=[1024, 8192, 32768],
+                   help="cached tokens to decode after (none: skip)")
+    p.add_argument("--contexts-steps", type=int, default=8, help="tokens timed at each context")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     args = p.parse_args()
     device = torch.device(args.device or pick_device())
     if args.threads:
         torch.set_num_threads(args.threads)
-    bandwidth = copy_bandwidth(device, mib=512)
-    print(f"device {device} ({torch.get_num_threads()} threads), copy bandwidth {bandwidth / 1e9:.1f} GB/s; "
-          f"weights: {'random, Qwen3.5-0.8B shapes' if not args.model else args.model}")
+    print(f"device {device} ({torch.get_num_threads()} threads), read bandwidth {read_bandwidth(device) / 1e9:.1f} "
+          f"GB/s, copy bandwidth {copy_bandwidth(device, mib=512) / 1e9:.1f} GB/s; weights: "
+          f"{'random, Qwen3.5-0.8B shapes' if not args.model else args.model}")
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name in args.dtypes:
             dtype = DTYPES[name]
             ours, hf = models(args.model, dtype, device)
             weight_bytes = sum(t.numel() * t.element_size() for t in ours.parameters())  # the tied table once
-            fast = Fast(ours)  # joins the projections in place: `ours` keeps working, on the same weights
+            fast = Fast(ours)  # its own joined projections, the other tensors shared: `ours` keeps working
+            print(f"{name} fast path numerics: {numerics(fast)}")
             for T in args.prefill:
                 ids = torch.randint(0, 248044, (1, T), generator=g).to(device)
                 a, f, b = timed([lambda: ours(ids, cache=ours.new_cache(), last_only=True),
@@ -142,19 +217,21 @@ def main():
                       f"transformers {b:7.3f} s ({T / b:6.1f} tok/s)  time ratio to transformers: teaching "
                       f"{a / b:.2f}, fast {f / b:.2f}")
             prompt = torch.randint(0, 248044, (1, 32), generator=g).to(device)
+            if args.contexts:
+                long_context(name, ours, fast, hf, args.contexts, args.contexts_steps, prompt[:, :8], device)
             if not args.decode:
                 continue
             n = args.decode
             times = [(our_decode(ours, prompt, n), our_decode(fast, prompt, n), hf_decode(hf, prompt, n))
                      for _ in range(args.repeats)]  # in turn, like the prefill
             a, f, b = (statistics.median(ts) for ts in zip(*times))
-            bandwidth = copy_bandwidth(device, mib=512)  # again: the load on a shared machine changes by the minute
-            bound = bandwidth / weight_bytes  # tokens/s if every step only streamed the weights once
+            bandwidth = read_bandwidth(device)  # again: the load on a shared machine changes by the minute
+            bound = bandwidth / weight_bytes  # tokens/s if every step only read the weights once
             print(f"{name} decode {n} tokens after 32: teaching {n / a:5.2f} tok/s ({n / a / bound:4.0%} of the "
                   f"bound)  fast {n / f:5.2f} tok/s ({n / f / bound:4.0%})  transformers {n / b:5.2f} tok/s "
                   f"({n / b / bound:4.0%})  time ratio to transformers: teaching {a / b:.2f}, fast {f / b:.2f}")
             matvec = matvec_bandwidth(device, dtype)
-            print(f"{name} decode bound {bound:.2f} tok/s = {bandwidth / 1e9:.1f} GB/s copy / {weight_bytes / 1e9:.2f} "
+            print(f"{name} decode bound {bound:.2f} tok/s = {bandwidth / 1e9:.1f} GB/s read / {weight_bytes / 1e9:.2f} "
                   f"GB of weights; one large {name} matrix-vector product here reads {matvec / 1e9:.1f} GB/s, "
                   f"so {matvec / weight_bytes:.2f} tok/s ({matvec / bandwidth:.0%} of the bound) is this kernel's own "
                   f"ceiling")

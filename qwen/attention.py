@@ -19,22 +19,40 @@ class KVCache:
 
     S grows by the number of new tokens on every call. Nothing is ever recomputed: the model is causal, so token s's
     key and value depend only on tokens 0..s, and its position s (hence its rotation) is fixed; later tokens cannot
-    change them."""
+    change them.
+    Stored in buffers with room to spare, `length` of them filled: appending writes the new rows in place. Only a
+    full buffer is replaced, by one a quarter larger (at least CHUNK more rows), so the copies cost O(1) per token
+    on average. torch.cat would copy the whole cache on every token (chapter 6 measures it)."""
+
+    CHUNK = 256  # rows added at least when the buffers are full
 
     def __init__(self):
-        self.k = self.v = None  # (B, Hkv, S, D) once something is stored
+        self.keys = self.values = None  # (B, Hkv, capacity, D) buffers; rows past `length` are not yet written
+        self.length = 0
 
     @property
-    def length(self):
-        return 0 if self.k is None else self.k.shape[2]
+    def k(self):  # (B, Hkv, S, D): the stored keys, a view into the buffer
+        return None if self.keys is None else self.keys[:, :, :self.length]
+
+    @property
+    def v(self):
+        return None if self.values is None else self.values[:, :, :self.length]
 
     def update(self, k, v):
         """Append the new keys and values (B, Hkv, T, D) along S; return all of them, (B, Hkv, S + T, D)."""
-        if self.k is None:
-            self.k, self.v = k, v
-        else:
-            self.k, self.v = torch.cat((self.k, k), dim=2), torch.cat((self.v, v), dim=2)
+        end = self.length + k.shape[2]
+        if self.keys is None or end > self.keys.shape[2]:  # full: move to larger buffers (rare)
+            capacity = end + max(self.CHUNK, end // 4)
+            self.keys, self.values = self.grown(self.keys, k, capacity), self.grown(self.values, v, capacity)
+        self.keys[:, :, self.length:end], self.values[:, :, self.length:end] = k, v
+        self.length = end
         return self.k, self.v
+
+    def grown(self, old, new, capacity):
+        buffer = new.new_empty(*new.shape[:2], capacity, new.shape[3])
+        if old is not None:
+            buffer[:, :, :self.length] = old[:, :, :self.length]
+        return buffer
 
 
 def attention(q, k, v, allowed):
@@ -62,6 +80,22 @@ def causal_mask(T, past, mask=None, device=None):
     return allowed[None, None] if allowed.dim() == 2 else allowed
 
 
+def split_query_gate(qg, H, D):
+    """q_proj's output (B, T, H·2D) -> query and gate, each (B, T, H, D). Its rows are interleaved per head,
+    [q_0 | gate_0 | q_1 | gate_1 | ...], so each head's 2D values split in two halves."""
+    B, T, _ = qg.shape
+    q, gate = qg.view(B, T, H, 2 * D).split(D, dim=-1)
+    return q, gate
+
+
+def gate_heads(out, gate):
+    """The heads' output (B, H, T, D) laid side by side, head-major like the gate, times sigmoid(gate) (B, T, H, D):
+    each head's output dimension opens 0..1. Returns (B, T, H·D), the input of o_proj."""
+    B, H, T, D = out.shape
+    out = out.transpose(1, 2).reshape(B, T, H * D)
+    return out * torch.sigmoid(gate.reshape(B, T, H * D))
+
+
 class GatedAttention(nn.Module):
     """x (B, T, d) -> (B, T, d). Parameter names are the checkpoint's (layers.{i}.self_attn.*)."""
 
@@ -77,22 +111,25 @@ class GatedAttention(nn.Module):
         self.q_norm = RMSNorm(self.D, cfg.rms_norm_eps)  # one (1 + w) over D, shared by every head
         self.k_norm = RMSNorm(self.D, cfg.rms_norm_eps)
 
+    def heads(self, qg, k, v, cos, sin):
+        """The projections' outputs (B, T, ·) -> q (B, H, T, D), gate (B, T, H, D), k and v (B, Hkv, T, D): split
+        per head; q and k normalised per head (QK-norm), then rotated; values get no norm and no RoPE."""
+        B, T, _ = k.shape
+        q, gate = split_query_gate(qg, self.H, self.D)
+        q = self.q_norm(q).transpose(1, 2)  # (B, H, T, D): normalise each head's query before rotating it
+        k = self.k_norm(k.view(B, T, self.Hkv, self.D)).transpose(1, 2)  # (B, Hkv, T, D)
+        v = v.view(B, T, self.Hkv, self.D).transpose(1, 2)
+        return apply_rope(q, cos, sin), gate, apply_rope(k, cos, sin), v
+
     def forward(self, x, cos, sin, cache=None, mask=None):
         """cos, sin (B, T, R): RoPE tables of the new tokens. cache: a KVCache (read, then grown) or None.
         mask: None or (B, S) bool over cached + new keys, True = real token. The causal mask is always applied."""
-        B, T, _ = x.shape
-        H, Hkv, D = self.H, self.Hkv, self.D
-        past = cache.length if cache is not None else 0
-        q, gate = self.q_proj(x).view(B, T, H, 2 * D).split(D, dim=-1)  # each (B, T, H, D): interleaved per head
-        q = self.q_norm(q).transpose(1, 2)  # (B, H, T, D): normalise each head's query before rotating it
-        k = self.k_norm(self.k_proj(x).view(B, T, Hkv, D)).transpose(1, 2)  # (B, Hkv, T, D)
-        v = self.v_proj(x).view(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D): values get no norm, no RoPE
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        T, past = x.shape[1], cache.length if cache is not None else 0
+        q, gate, k, v = self.heads(self.q_proj(x), self.k_proj(x), self.v_proj(x), cos, sin)
         if cache is not None:
             k, v = cache.update(k, v)  # (B, Hkv, S, D) with S = past + T
         # GQA: query head h reads K/V head h // (H / Hkv), so each K/V head serves a run of consecutive heads
-        k, v = k.repeat_interleave(H // Hkv, dim=1), v.repeat_interleave(H // Hkv, dim=1)  # (B, H, S, D)
+        r = self.H // self.Hkv
+        k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)  # (B, H, S, D)
         out = attention(q, k, v, causal_mask(T, past, mask, x.device))  # (B, H, T, D)
-        out = out.transpose(1, 2).reshape(B, T, H * D)  # heads side by side, head-major like the gate
-        out = out * torch.sigmoid(gate.reshape(B, T, H * D))  # each head's output dimension opens 0..1
-        return self.o_proj(out)  # (B, T, d)
+        return self.o_proj(gate_heads(out, gate))  # (B, T, d)

@@ -58,12 +58,14 @@ def recurrent_delta_rule(q, k, v, g, beta, state=None):
     v, g, beta = v.to(dtype), g.to(dtype), beta.to(dtype)
     S = q.new_zeros(B, H, k.shape[-1], dv) if state is None else state.to(dtype)  # (B, H, dk, dv)
     out = v.new_empty(B, T, H, dv)
+    # Sᵀk = Σ_i k_i·S_i (row i of S weighted by k_i): an elementwise product summed over dk, in the order
+    # transformers' recurrent step sums it, so that bf16 decode rounds as there
     for t in range(T):
         S = S * g[:, t, :, None, None].exp()  # forget: every memory fades by e^g ≤ 1
-        prediction = torch.einsum("bhk,bhkv->bhv", k[:, t], S)  # what the memory returns for k: Sᵀk
+        prediction = (S * k[:, t, :, :, None]).sum(-2)  # what the memory returns for k: Sᵀk, (B, H, dv)
         delta = beta[:, t, :, None] * (v[:, t] - prediction)  # β·(v − Sᵀk): only the error is written
-        S = S + torch.einsum("bhk,bhv->bhkv", k[:, t], delta)  # S += k ⊗ delta
-        out[:, t] = torch.einsum("bhk,bhkv->bhv", q[:, t], S)  # read: Sᵀq
+        S = S + k[:, t, :, :, None] * delta[:, :, None, :]  # S += k ⊗ delta
+        out[:, t] = (S * q[:, t, :, :, None]).sum(-2)  # read: Sᵀq
     return out.to(out_dtype), S
 
 
@@ -150,24 +152,39 @@ class GatedDeltaNet(nn.Module):
         self.norm = GatedRMSNorm(self.dv, cfg.rms_norm_eps)
         self.out_proj = nn.Linear(self.Hv * self.dv, d, bias=False)
 
+    def split_heads(self, u):
+        """The conv's output (B, T, C) -> q, k (B, T, Hk, dk) and v (B, T, Hv, dv). q and k are l2-normalised in
+        fp32 (so |q| = |k| = 1 exactly enough for the delta rule), q also scaled by dk^-½; key heads stay Hk: the
+        kernels share them."""
+        B, T, _ = u.shape
+        q, k, v = u.split([self.Hk * self.dk, self.Hk * self.dk, self.Hv * self.dv], dim=-1)
+        q = l2norm(q.reshape(B, T, self.Hk, self.dk).float()) * self.dk ** -0.5
+        k = l2norm(k.reshape(B, T, self.Hk, self.dk).float())
+        return q, k, v.reshape(B, T, self.Hv, self.dv)
+
+    def gates(self, b, a):
+        """in_proj_b's and in_proj_a's outputs (B, T, Hv) -> beta = sigmoid(b), the share of the error written, in
+        the model dtype, and g, the log of the decay, in fp32 as the reference computes it (the kernel sums it into
+        e^(G_i − G_j) over a chunk: bf16's 8 bits per term would shift every decay); softplus > 0 keeps g ≤ 0."""
+        return b.sigmoid(), -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())
+
+    def output(self, o, z):
+        """The rule's output o (B, T, Hv, dv) -> (B, T, d): per head normalised, then gated by z (in_proj_z's
+        output, (B, T, Hv·dv)), then out_proj."""
+        B, T = o.shape[:2]
+        o = self.norm(o, z.reshape(B, T, self.Hv, self.dv))
+        return self.out_proj(o.reshape(B, T, self.Hv * self.dv))
+
     def forward(self, x, cache=None, mask=None):
-        B, T, _ = x.shape
+        T = x.shape[1]
         if mask is not None:  # (B, T) for the new tokens: a padded position must write nothing into the state
             x = x * mask[:, :, None].to(x.dtype)
         u, conv = causal_conv(self.in_proj_qkv(x), self.conv1d.weight, cache.conv if cache is not None else None)
-        q, k, v = u.split([self.Hk * self.dk, self.Hk * self.dk, self.Hv * self.dv], dim=-1)
-        # l2norm in fp32 (so |q| = |k| = 1 exactly enough for the delta rule), q also scaled by dk^-½
-        q = l2norm(q.reshape(B, T, self.Hk, self.dk).float()) * self.dk ** -0.5  # (B, T, Hk, dk)
-        k = l2norm(k.reshape(B, T, self.Hk, self.dk).float())  # key heads stay Hk: the kernels share them
-        v = v.reshape(B, T, self.Hv, self.dv)
-        beta = self.in_proj_b(x).sigmoid()  # (B, T, Hv), in the model dtype
-        # g = log of the decay, in fp32 as the reference computes it (the kernel sums it into e^(G_i − G_j) over a
-        # chunk: bf16's 8 bits per term would shift every decay); softplus > 0 keeps g ≤ 0
-        g = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias.float())
+        q, k, v = self.split_heads(u)  # (B, T, Hk, dk) twice, (B, T, Hv, dv)
+        beta, g = self.gates(self.in_proj_b(x), self.in_proj_a(x))  # (B, T, Hv) each
         state = cache.state if cache is not None else None
         rule = recurrent_delta_rule if T == 1 and state is not None else chunked_delta_rule
         o, state = rule(q, k, v, g, beta, state)  # (B, T, Hv, dv)
         if cache is not None:
             cache.conv, cache.state = conv, state
-        o = self.norm(o, self.in_proj_z(x).reshape(B, T, self.Hv, self.dv))  # per head: normalise, then gate
-        return self.out_proj(o.reshape(B, T, self.Hv * self.dv))
+        return self.output(o, self.in_proj_z(x))  # (B, T, d)

@@ -1,183 +1,243 @@
-"""The fast path: the same model and the same weights, computed with fewer and cheaper calls.
+"""The fast path: the same model and the same math, run with fewer and cheaper calls.
 
 The teaching modules say one equation per line. Run as they are, a CPU spends its time in ways the equations do not
-show. Each fix below was measured with bench/bench_model.py, and tests/test_fast.py and tests/test_generate.py prove
-the result equal to transformers: fp32 logits within the teaching model's tolerance and the same greedy tokens; in
-bf16, the same top-1 token as transformers' sdpa path (which rounds attention as the fused kernel here does).
+show. The fast modules below are subclasses of the teaching ones: they inherit every shared step (the heads split and
+normalised, the gates, the gated output: `GatedAttention.heads`, `GatedDeltaNet.split_heads`, `.gates`, `.output`,
+`Qwen35.inputs`) and override only what differs. Each change was measured with bench/bench_model.py;
+tests/test_fast.py proves the result equal to transformers (fp32 logits within the teaching model's tolerance, and
+bf16 cached decode teacher-forced against transformers' sdpa path, step by step).
 
-1. Projections that read the same input become one matrix: DeltaNet's in_proj_qkv|z|b|a, attention's q|k|v, the
-   MLP's gate|up. At decode that is one product instead of up to four: fewer calls, one long pass over memory. (A
-   prompt still multiplies part by part: there the joined product measured slower.) The modules' own weights
-   become views into the joined matrix, so nothing is stored twice.
-2. A bf16 product with many rows (a prompt) runs several times slower than an fp32 one on a CPU without bf16
-   instructions. There the weights are widened to fp32 for the product and the result is rounded back to bf16. The
-   products are the same (bf16 × bf16 is exact in fp32) and are summed in fp32 either way; only the order of the
-   sums may differ. One vector (decode) stays in bf16: it is bound by memory, and bf16 is half the bytes.
+1. Projections that read the same input are one matrix, a weight of its own built at load time: DeltaNet's
+   in_proj_qkv|z|b|a, attention's q|k|v, the MLP's gate|up. At decode that is one product instead of up to four:
+   fewer calls, one long pass over memory. (A prompt still multiplies projection by projection: there the joined
+   product measured slower.)
+2. bf16 prompt products can be widened to fp32 (`widen`): on a CPU without bf16 instructions a bf16 product with
+   many rows runs several times slower than an fp32 one. The products are the same (bf16 × bf16 is exact in fp32)
+   and summed in fp32 either way; only the order of the sums may differ. The default comes from the CPU's
+   capabilities (`bf16_is_native`), never from a timing, so the bits a learner gets do not depend on the load. A
+   weight is widened a block of rows at a time (the 0.8B's head would be 1 GB in fp32); one vector (decode) stays
+   in bf16: it is bound by memory, and bf16 is half the bytes.
 3. Attention calls torch's fused kernel (scaled_dot_product_attention) with the K/V heads shared in place, instead
    of copying them for every query head at every step.
-4. Fewer new tensors: on this machine a new large tensor costs page faults that take longer than the arithmetic
-   on it. The DeltaNet conv accumulates its K products in one buffer, in the layout the projection wrote; the MLP
-   and the residual stream update in place; a DeltaNet decode step updates its state in place (one dk × dv matrix
-   per head, read and written once).
-5. With last_only, the last layer computes its attention output and MLP for the last position only: no later layer
-   reads the others.
-Build it after the model is on its device and dtype: Fast(load_model(path, dtype, device)).
+4. Fewer new tensors: on a CPU a new large tensor costs page faults that take longer than the arithmetic on it.
+   The DeltaNet conv accumulates its K products in one buffer, in the layout the projection wrote; the MLP and the
+   residual stream update in place; a DeltaNet decode step updates its state in place, its sums taken in the
+   order transformers' recurrent step takes them (so bf16 decode rounds as there).
+5. With last_only, the last layer computes its MLP for the last position only: no later layer reads the others.
+
+load_fast(path, dtype, device) is the entry point; Fast(model) builds it from a loaded teaching model, whose
+tensors it shares except the joined ones (the two are separate models from then on).
 """
-import time
+import copy
+from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from qwen.attention import attention, causal_mask
-from qwen.deltanet import chunked_delta_rule
-from qwen.norm import l2norm
-from qwen.rope import apply_rope
+from qwen import deltanet
+from qwen.attention import GatedAttention, attention, causal_mask, gate_heads
+from qwen.deltanet import GatedDeltaNet
+from qwen.mlp import MLP
+from qwen.model import DecoderLayer, Qwen35, load_model
 
 WIDE_ROWS = 16  # from this many rows on, a widened bf16 product beat a bf16 one (measured on a 2-core AMD EPYC)
+BLOCK = 2 ** 22  # elements of a weight widened at once (16 MiB in fp32)
+NATIVE_FLAGS = {torch.bfloat16: ("avx512_bf16", "amx_bf16", "bf16"), torch.float16: ("avx512_fp16", "amx_fp16")}
 
 
-@torch.no_grad()
-def join(module, names):
-    """One (sum of rows, d) matrix made of the named projections' weights, which become views into it."""
-    W = torch.cat([getattr(module, n).weight for n in names])
-    start = 0
-    for n in names:
-        rows = getattr(module, n).weight.shape[0]
-        getattr(module, n).weight = nn.Parameter(W[start:start + rows], requires_grad=False)
-        start += rows
-    return W
+def cpu_flags():
+    """The instruction sets this CPU reports (Linux: /proc/cpuinfo); empty where the file does not exist."""
+    info = Path("/proc/cpuinfo")
+    lines = info.read_text().splitlines() if info.is_file() else []
+    return {flag for line in lines if line.startswith(("flags", "Features")) for flag in line.split(":")[1].split()}
 
 
-def half_is_slow(device, dtype):
-    """Does a many-row product in `dtype` take over 1.5× the fp32 one here? Measured once, best of 3."""
+def bf16_is_native(device, dtype):
+    """Does `device` multiply `dtype` matrices with instructions of their own? Always on a GPU; on a CPU when it
+    reports them (x86: avx512_bf16 or AMX, ARM: bf16). Without them a many-row product is emulated, slowly."""
     if device.type != "cpu" or dtype == torch.float32:
-        return False
-    x, w = torch.randn(64, 1024), torch.randn(1024, 1024)
-
-    def seconds(a, b):
-        times = []
-        for _ in range(4):  # the first call warms up and is dropped
-            start = time.perf_counter()
-            F.linear(a, b)
-            times.append(time.perf_counter() - start)
-        return min(times[1:])
-    return seconds(x.to(dtype), w.to(dtype)) > 1.5 * seconds(x, w)
+        return True
+    return bool(cpu_flags() & set(NATIVE_FLAGS.get(dtype, ())))
 
 
-class Fast(nn.Module):
-    """Wraps a Qwen35 (qwen/model.py): same call, same cache, same results; faster."""
+def numerics(model):
+    """One line for the chat and the bench: the dtype and whether prompt products are widened to fp32, and why."""
+    p = model.embed_tokens.weight
+    native = bf16_is_native(p.device, p.dtype)
+    how = "widened to fp32 (exact products, fp32 sums)" if model.widen else f"in {str(p.dtype).removeprefix('torch.')}"
+    return (f"{str(p.dtype).removeprefix('torch.')} on {p.device} (CPU capability "
+            f"{torch.backends.cpu.get_cpu_capability()}, native {str(p.dtype).removeprefix('torch.')} products: "
+            f"{'yes' if native else 'no'}); prompt products {how}")
 
-    def __init__(self, model):
-        super().__init__()
-        self.model, self.cfg = model, model.cfg
-        self.stop_tokens = getattr(model, "stop_tokens", None)
-        self.joined = []  # per layer: (the mixer's joined projections, the MLP's gate|up)
-        for layer in model.layers:
-            mixer = layer.linear_attn if layer.kind == "linear_attention" else layer.self_attn
-            names = ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a") if layer.kind == "linear_attention" \
-                else ("q_proj", "k_proj", "v_proj")
-            self.joined.append((join(mixer, names), join(layer.mlp, ("gate_proj", "up_proj"))))
-        p = model.embed_tokens.weight
-        self.widen = half_is_slow(p.device, p.dtype)
 
-    def new_cache(self):
-        return self.model.new_cache()
-
-    def linear(self, x, W):
-        if self.widen and x.numel() >= WIDE_ROWS * x.shape[-1]:
-            return F.linear(x.float(), W.float()).to(x.dtype)
+def product(x, W, widen):
+    """x Wᵀ; with `widen` and WIDE_ROWS rows or more in x, computed in fp32 a block of W's rows at a time and rounded
+    back to x's dtype block by block."""
+    if not (widen and x.numel() >= WIDE_ROWS * x.shape[-1]):
         return F.linear(x, W)
+    out, xf, rows = x.new_empty(*x.shape[:-1], W.shape[0]), x.float(), max(1, BLOCK // W.shape[1])
+    for i in range(0, W.shape[0], rows):
+        out[..., i:i + rows] = F.linear(xf, W[i:i + rows].float())
+    return out
 
-    def project(self, x, W, sizes):
-        """x times each block of rows of the joined W: one product for one token, one per block for a prompt."""
-        if x.shape[1] == 1:  # x: (B, T, d); one position per sequence: decode
-            return self.linear(x, W).split(sizes, dim=-1)
-        return [self.linear(x, w) for w in W.split(sizes)]
 
-    def forward(self, input_ids, cache=None, mask=None, last_only=False):
-        m = self.model
-        B, T = input_ids.shape
-        past = cache.length if cache is not None else 0
-        mask = m.check_mask(mask, B, past + T)
-        x = m.embed_tokens(input_ids)  # (B, T, d)
-        cos, sin = m.rotary(m.positions(B, T, past, mask, x.device), x.dtype)
-        for i, (layer, (W_mix, W_mlp)) in enumerate(zip(m.layers, self.joined)):
-            c = None if cache is None else cache.layers[i]
-            last = last_only and i == len(m.layers) - 1
-            h = layer.input_layernorm(x)
-            if layer.kind == "linear_attention":
-                mix = self.deltanet(layer.linear_attn, W_mix, h, c, None if mask is None else mask[:, -T:])
-            else:
-                mix = self.attention(layer.self_attn, W_mix, h, cos, sin, c, mask, last)
-            if last:  # from here on only the last position is computed
-                x, mix = x[:, -1:], mix[:, -1:]
-            x = x + mix
-            I = W_mlp.shape[0] // 2
-            gate, up = self.project(layer.post_attention_layernorm(x), W_mlp, [I, I])
-            x += self.linear(F.silu(gate, inplace=True).mul_(up), layer.mlp.down_proj.weight)  # x is this call's own
-        if cache is not None:
-            cache.length += T
-        return self.linear(m.norm(x[:, -1:] if last_only else x), m.lm_head.weight)  # (B, T or 1, V)
+class FastLinear(nn.Module):
+    """A projection (no bias) whose product may be widened (see `product`); `widen` is set by Fast."""
 
-    def attention(self, a, W, x, cos, sin, cache, mask, last):
-        """GatedAttention.forward with q|k|v joined and torch's fused softmax attention."""
-        B, T, _ = x.shape
-        H, Hkv, D = a.H, a.Hkv, a.D
-        qg, k, v = self.project(x, W, [H * 2 * D, Hkv * D, Hkv * D])
-        q, gate = qg.view(B, T, H, 2 * D).split(D, dim=-1)
-        q = apply_rope(a.q_norm(q).transpose(1, 2), cos, sin)  # (B, H, T, D)
-        k = apply_rope(a.k_norm(k.view(B, T, Hkv, D)).transpose(1, 2), cos, sin)  # (B, Hkv, T, D)
-        v = v.view(B, T, Hkv, D).transpose(1, 2)
+    def __init__(self, weight):
+        super().__init__()
+        self.weight, self.widen = weight, False  # the Parameter itself: a tied head stays tied
+
+    def forward(self, x):
+        return product(x, self.weight, self.widen)
+
+
+class Joined(FastLinear):
+    """Projections of the same input as one matrix, their rows stacked; returns each projection's output. One
+    product for one position (decode), one per projection for a prompt (measured faster there)."""
+
+    def __init__(self, *linears):
+        super().__init__(nn.Parameter(torch.cat([m.weight for m in linears]).detach(), requires_grad=False))
+        self.sizes = [m.weight.shape[0] for m in linears]
+
+    def forward(self, x):  # x: (B, T, d)
+        if x.shape[1] == 1:
+            return product(x, self.weight, self.widen).split(self.sizes, dim=-1)
+        return [product(x, w, self.widen) for w in self.weight.split(self.sizes)]
+
+
+class FastAttention(GatedAttention):
+    """GatedAttention with q|k|v joined and torch's fused softmax attention."""
+
+    def __init__(self, a):
+        nn.Module.__init__(self)
+        self.H, self.Hkv, self.D = a.H, a.Hkv, a.D
+        self.qkv_proj = Joined(a.q_proj, a.k_proj, a.v_proj)
+        self.o_proj, self.q_norm, self.k_norm = FastLinear(a.o_proj.weight), a.q_norm, a.k_norm
+
+    def forward(self, x, cos, sin, cache=None, mask=None):
+        T = x.shape[1]
+        q, gate, k, v = self.heads(*self.qkv_proj(x), cos, sin)
         if cache is not None:
             k, v = cache.update(k, v)  # (B, Hkv, S, D)
-        if last:  # only the last query is read: it may see every key
-            q, gate, T = q[:, :, -1:], gate[:, -1:], 1
         S = k.shape[2]
         if mask is None:  # no padding: every query has keys to attend to, as the fused kernel needs
             allowed = None if T == 1 or T == S else causal_mask(T, S - T, None, x.device)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, is_causal=1 < T == S, enable_gqa=True)
         else:  # padding: the teaching kernel, which gives an all-padding row a harmless uniform softmax
-            r = H // Hkv
-            allowed = causal_mask(T, S - T, mask, x.device)
+            r, allowed = self.H // self.Hkv, causal_mask(T, S - T, mask, x.device)
             out = attention(q, k.repeat_interleave(r, 1), v.repeat_interleave(r, 1), allowed)
-        out = out.transpose(1, 2).reshape(B, T, H * D) * torch.sigmoid(gate.reshape(B, T, H * D))
-        return self.linear(out, a.o_proj.weight)
+        return self.o_proj(gate_heads(out, gate))
 
-    def deltanet(self, n, W, x, cache, mask):
-        """GatedDeltaNet.forward with the four input projections joined and the decode step in place."""
-        B, T, _ = x.shape
-        if mask is not None:
+
+class FastDeltaNet(GatedDeltaNet):
+    """GatedDeltaNet with in_proj_qkv|z|b|a joined, the conv in place and the decode step in place."""
+
+    def __init__(self, n):
+        nn.Module.__init__(self)
+        self.Hk, self.Hv, self.dk, self.dv = n.Hk, n.Hv, n.dk, n.dv
+        self.in_proj = Joined(n.in_proj_qkv, n.in_proj_z, n.in_proj_b, n.in_proj_a)
+        self.conv1d, self.A_log, self.dt_bias, self.norm = n.conv1d, n.A_log, n.dt_bias, n.norm
+        self.out_proj = FastLinear(n.out_proj.weight)
+
+    def forward(self, x, cache=None, mask=None):
+        if mask is not None:  # a padded position writes nothing into the state
             x = x * mask[:, :, None].to(x.dtype)
-        qk, vz = n.Hk * n.dk, n.Hv * n.dv
-        qkv, z, b, a = self.project(x, W, [2 * qk + vz, vz, n.Hv, n.Hv])
-        u, conv = conv_silu(qkv, n.conv1d.weight, cache.conv if cache is not None else None)
-        q, k, v = u.split([qk, qk, vz], dim=-1)
-        q = l2norm(q.reshape(B, T, n.Hk, n.dk).float()) * n.dk ** -0.5
-        k = l2norm(k.reshape(B, T, n.Hk, n.dk).float())
-        v = v.reshape(B, T, n.Hv, n.dv)
-        beta = b.sigmoid()
-        g = -n.A_log.float().exp() * F.softplus(a.float() + n.dt_bias.float())
+        qkv, z, b, a = self.in_proj(x)
+        u, conv = conv_silu(qkv, self.conv1d.weight, cache.conv if cache is not None else None)
+        q, k, v = self.split_heads(u)
+        beta, g = self.gates(b, a)
         state = cache.state if cache is not None else None
-        if T == 1 and state is not None:
-            state = state.contiguous()  # a no-op for the states the kernels return
-            o = delta_step(q, k, v, g, beta, state)
+        if x.shape[1] == 1 and state is not None:
+            o = delta_step(q, k, v, g, beta, state)  # the state is updated where it lies
         else:
-            o, state = chunked_delta_rule(q, k, v, g, beta, state)
+            o, state = deltanet.chunked_delta_rule(q, k, v, g, beta, state)
         if cache is not None:
             cache.conv, cache.state = conv, state
-        o = n.norm(o, z.reshape(B, T, n.Hv, n.dv))
-        return self.linear(o.reshape(B, T, vz), n.out_proj.weight)
+        return self.output(o, z)
+
+
+class FastMLP(MLP):
+    """The MLP with gate|up joined, silu and the product in place."""
+
+    def __init__(self, mlp):
+        nn.Module.__init__(self)
+        self.gate_up_proj, self.down_proj = Joined(mlp.gate_proj, mlp.up_proj), FastLinear(mlp.down_proj.weight)
+
+    def forward(self, x):
+        gate, up = self.gate_up_proj(x)
+        return self.down_proj(F.silu(gate, inplace=True).mul_(up))  # both are this call's own tensors
+
+
+class FastLayer(DecoderLayer):
+    """A decoder layer of fast modules; `last`: only the last position leaves it (the model's last layer)."""
+
+    def __init__(self, layer):
+        nn.Module.__init__(self)
+        self.kind, self.input_layernorm = layer.kind, layer.input_layernorm
+        if layer.kind == "linear_attention":
+            self.linear_attn = FastDeltaNet(layer.linear_attn)
+        else:
+            self.self_attn = FastAttention(layer.self_attn)
+        self.post_attention_layernorm, self.mlp = layer.post_attention_layernorm, FastMLP(layer.mlp)
+
+    def forward(self, x, cos, sin, cache=None, mask=None, last=False):
+        mix = self.mix(self.input_layernorm(x), cos, sin, cache, mask)
+        if last:
+            x, mix = x[:, -1:], mix[:, -1:]
+        x = x + mix
+        x += self.mlp(self.post_attention_layernorm(x))  # x is this call's own tensor
+        return x
+
+
+class Fast(Qwen35):
+    """A Qwen35 (qwen/model.py) of fast modules: same call, same cache, same results, faster. Built from a loaded
+    model, whose tensors it shares (new Parameter objects: `.to()` on one leaves the other alone) except the joined
+    projections, which are its own. widen: None for the CPU's capability (`bf16_is_native`), or True / False."""
+
+    def __init__(self, model, widen=None):
+        nn.Module.__init__(self)
+        own = {id(p): nn.Parameter(p.detach(), requires_grad=False) for p in model.parameters()}
+        model = copy.deepcopy(model, own)  # the module tree copied, the tensors not
+        self.cfg, self.embed_tokens, self.rotary, self.norm = model.cfg, model.embed_tokens, model.rotary, model.norm
+        self.layers = nn.ModuleList(FastLayer(layer) for layer in model.layers)
+        self.lm_head = FastLinear(model.lm_head.weight)  # tied: the very Parameter of embed_tokens
+        p = self.embed_tokens.weight
+        self.widen = not bf16_is_native(p.device, p.dtype) if widen is None else widen
+
+    @property
+    def widen(self):
+        """Are bf16 (or fp16) prompt products widened to fp32? Set it to switch every projection."""
+        return self.lm_head.widen
+
+    @widen.setter
+    def widen(self, on):
+        for m in self.modules():
+            if isinstance(m, FastLinear):
+                m.widen = bool(on)
+
+    def forward(self, input_ids, cache=None, mask=None, last_only=False):
+        x, cos, sin, mask, caches = self.inputs(input_ids, cache, mask)
+        for i, (layer, layer_cache) in enumerate(zip(self.layers, caches)):
+            x = layer(x, cos, sin, layer_cache, mask, last=last_only and i == len(self.layers) - 1)
+        if cache is not None:
+            cache.length += input_ids.shape[1]
+        return self.lm_head(self.norm(x))  # (B, T or 1, V)
+
+
+def load_fast(path, dtype=None, device=None, widen=None):
+    """The fast model with the checkpoint's weights: called like load_model's, `model(ids, cache=model.new_cache(),
+    mask=None, last_only=False)`. dtype, device: as load_model; widen: as Fast."""
+    return Fast(load_model(path, dtype=dtype, device=device), widen=widen).eval()
 
 
 def conv_silu(x, weight, state=None):
     """causal_conv (qwen/deltanet.py) computed where x lies, time along dim 1, with one output buffer: the K products
-    accumulated in place in fp32, rounded once, then silu. Nothing is transposed and few large tensors are made (a
-    new tensor costs page faults, measured to cost more than the arithmetic here). x: (B, T, C); weight: (C, 1, K);
-    state: (B, C, K−1) or None, the teaching cache's layout. Returns u (B, T, C) and the new state."""
-    B, T, C = x.shape
-    K = weight.shape[-1]
-    past = x.new_zeros(B, K - 1, C) if state is None else state.transpose(1, 2)
+    accumulated in place in fp32, rounded once, then silu. x: (B, T, C); weight: (C, 1, K); state: (B, C, K−1) or
+    None, the teaching cache's layout. Returns u (B, T, C) and the new state."""
+    T, K = x.shape[1], weight.shape[-1]
+    past = x.new_zeros(x.shape[0], K - 1, x.shape[2]) if state is None else state.transpose(1, 2)
     xs = torch.cat([past, x], dim=1).float()  # (B, K−1+T, C): the inputs each output looks at
     w = weight[:, 0].float().T  # (K, C)
     u = xs[:, :T] * w[0]  # (B, T, C): output t sees inputs t..t+K−1 of xs
@@ -188,12 +248,11 @@ def conv_silu(x, weight, state=None):
 
 def delta_step(q, k, v, g, beta, S):
     """One token of the gated delta rule, written into the fp32 state S (B, H, dk, dv) in place. q, k: (B, 1, Hk, dk);
-    v: (B, 1, H, dv); g, beta: (B, 1, H). Returns o (B, 1, H, dv) in v's dtype."""
+    v: (B, 1, H, dv); g, beta: (B, 1, H). Returns o (B, 1, H, dv) in v's dtype. Each product over dk is an
+    elementwise product summed over dk, in the order transformers' recurrent step sums it, so the two round alike."""
     B, _, H, dv = v.shape
-    dk = k.shape[-1]
-    q, k = (x[:, 0].repeat_interleave(H // x.shape[2], dim=1).reshape(B * H, 1, dk) for x in (q, k))
-    Sf = S.view(B * H, dk, dv)
-    Sf.mul_(g.reshape(B * H, 1, 1).exp())  # forget
-    delta = beta.reshape(B * H, 1, 1).float() * (v.reshape(B * H, 1, dv).float() - k @ Sf)  # β(v − Sᵀk)
-    Sf.baddbmm_(k.transpose(1, 2), delta)  # S += k ⊗ delta
-    return (q @ Sf).view(B, 1, H, dv).to(v.dtype)  # read: Sᵀq
+    q, k = (x[:, 0].repeat_interleave(H // x.shape[2], dim=1)[..., None] for x in (q, k))  # (B, H, dk, 1)
+    S.mul_(g[:, 0, :, None, None].exp())  # forget
+    delta = (v[:, 0].float() - (S * k).sum(-2)) * beta[:, 0, :, None].float()  # β(v − Sᵀk): (B, H, dv)
+    S.add_(k * delta[:, :, None])  # S += k ⊗ delta
+    return (S * q).sum(-2)[:, None].to(v.dtype)  # read: Sᵀq, (B, 1, H, dv)

@@ -82,16 +82,22 @@ class Qwen35(nn.Module):
             raise ValueError(f"mask must be (B, cached + new) = ({B}, {S}), got {tuple(mask.shape)}")
         return None if mask is None else mask.bool()
 
-    def forward(self, input_ids, cache=None, mask=None, last_only=False):
+    def inputs(self, input_ids, cache, mask):
+        """What every layer reads: the embedded tokens x (B, T, d), the RoPE tables of their positions (B, T, R) each,
+        the checked mask, and one cache entry per layer (None without a cache)."""
         B, T = input_ids.shape
         past = cache.length if cache is not None else 0
         mask = self.check_mask(mask, B, past + T)
         x = self.embed_tokens(input_ids)  # (B, T, d)
-        cos, sin = self.rotary(self.positions(B, T, past, mask, x.device), x.dtype)  # (B, T, R) each
-        for i, layer in enumerate(self.layers):
-            x = layer(x, cos, sin, None if cache is None else cache.layers[i], mask)
+        cos, sin = self.rotary(self.positions(B, T, past, mask, x.device), x.dtype)
+        return x, cos, sin, mask, [None] * len(self.layers) if cache is None else cache.layers
+
+    def forward(self, input_ids, cache=None, mask=None, last_only=False):
+        x, cos, sin, mask, caches = self.inputs(input_ids, cache, mask)
+        for layer, layer_cache in zip(self.layers, caches):
+            x = layer(x, cos, sin, layer_cache, mask)
         if cache is not None:
-            cache.length += T
+            cache.length += input_ids.shape[1]
         if last_only:  # generation needs only the last position: skip V x d work for the others
             x = x[:, -1:]
         return self.lm_head(self.norm(x))  # (B, T, V) in the model dtype

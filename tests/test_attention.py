@@ -255,4 +255,22 @@ def test_empty_cache():
     assert cache.length == 0 and cache.k is None and cache.v is None
     k = torch.zeros(1, 2, 3, 4)
     out_k, out_v = cache.update(k, k + 1)
-    assert cache.length == 3 and out_k is k and torch.equal(out_v, k + 1)
+    assert cache.length == 3 and torch.equal(out_k, k) and torch.equal(out_v, k + 1)
+
+
+def test_cache_appends_in_place():
+    """Appending writes into the buffers it already has: a step after the prefill moves no stored row (the data
+    pointer stays), the buffers grow only when full (by a quarter, at least CHUNK rows), and what is returned is
+    every row appended, in order (compared with torch.cat, the layout it replaces)."""
+    g = torch.Generator().manual_seed(0)
+    cache, everything, moves = KVCache(), None, 0
+    for T in [300] + [1] * 300 + [7]:
+        k = torch.randn(1, 2, T, 4, generator=g)
+        before = None if cache.keys is None else cache.keys.data_ptr()
+        out_k, out_v = cache.update(k, 2 * k)
+        moves += before is not None and cache.keys.data_ptr() != before
+        everything = k if everything is None else torch.cat((everything, k), dim=2)
+        assert torch.equal(out_k, everything) and torch.equal(out_v, 2 * everything)
+        assert out_k.data_ptr() == cache.keys.data_ptr()  # a view of the buffer, not a copy
+    # 300 rows fit in 300 + 256; row 557 moves them into 557 + 256 = 813 rows, which hold the rest
+    assert cache.length == 607 and moves == 1 and cache.keys.shape[2] == 813

@@ -19,12 +19,17 @@ def run(*argv):
 
 def test_bench_model(synthetic):
     out = run("bench/bench_model.py", "--model", str(synthetic), "--prefill", "8", "--decode", "2", "--repeats", "1",
-              "--threads", "1")
+              "--threads", "1", "--contexts", "16", "40", "--contexts-steps", "1")
     for dtype in ("fp32", "bf16"):
         ratios = r"time ratio to transformers: teaching [\d.]+, fast [\d.]+"
         assert re.search(rf"{dtype} prefill +8 tokens: .* {ratios}", out)
         assert re.search(rf"{dtype} decode 2 tokens after 32: teaching .* fast .* transformers .*fast [\d.]+\n", out)
-        assert re.search(rf"{dtype} decode bound [\d.]+ tok/s = [\d.]+ GB/s copy .* reads [\d.]+ GB/s", out)
+        assert re.search(rf"{dtype} decode bound [\d.]+ tok/s = [\d.]+ GB/s read .* reads [\d.]+ GB/s", out)
+        assert re.search(rf"{dtype} fast path numerics: .*; prompt products (in|widened)", out)
+        for S in (16, 40):
+            assert re.search(rf"{dtype} decode with +{S} tokens cached: teaching [\d.]+ tok/s +fast [\d.]+ tok/s +"
+                             rf"transformers [\d.]+ tok/s", out)
+        assert re.search(rf"{dtype} decode at 40 tokens / at 16: teaching \d+%, fast \d+%, transformers \d+%", out)
 
 
 def test_bench_deltanet():

@@ -1,22 +1,21 @@
-"""qwen/fast.py: the fast path against transformers (the same tolerances as the teaching model in test_model.py: full
-and last-position logits, left-padded batches), against an identity (cached pieces equal the full forward), and its
-parts against the teaching kernels.
-Greedy generation through the fast path is compared with transformers' generate in test_generate.py."""
+"""qwen/fast.py: the fast path against transformers (fp32 logits at the teaching model's tolerances, left-padded
+batches; bf16 cached decode teacher-forced against transformers' sdpa path, teaching model and fast path alike),
+against identities (cached pieces equal the full forward; a state_dict or a .to() round trip changes nothing), and
+its parts against the teaching kernels. Greedy generation through it is compared with transformers' generate in
+test_generate.py."""
 import pytest
 import torch
 from hf_checkpoint import hf_load
 from test_model import folders  # noqa: F401 (a fixture: the small checkpoints transformers writes)
 from test_model import CONFIGS, fp32_tol, ids_for, left_padding_error, run_in_pieces
 
+import qwen.fast
 from qwen.deltanet import recurrent_delta_rule
-from qwen.fast import Fast, delta_step
+from qwen.diff import compare
+from qwen.fast import Fast, bf16_is_native, delta_step, load_fast, numerics, product
 from qwen.model import load_model
 
-
-def fast_model(folder, dtype, widen):
-    fast = Fast(load_model(folder, dtype=dtype))
-    fast.widen = widen  # both ways, whatever this CPU measured
-    return fast
+TIED_GQA3 = "Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3"
 
 
 @pytest.mark.parametrize("widen", [False, True], ids=["plain", "widened"])
@@ -24,7 +23,7 @@ def fast_model(folder, dtype, widen):
 def test_fp32_equals_transformers(folders, name, widen):
     ids = ids_for(CONFIGS[name][0]["vocab_size"])  # (2, 150): over two DeltaNet chunks
     theirs = hf_load(folders[name])
-    fast = fast_model(folders[name], torch.float32, widen)
+    fast = load_fast(folders[name], torch.float32, widen=widen)
     with torch.no_grad():
         got, want = fast(ids), theirs(ids).logits
         last = fast(ids, cache=fast.new_cache(), last_only=True)
@@ -34,33 +33,92 @@ def test_fp32_equals_transformers(folders, name, widen):
     assert max(err, err_last) <= fp32_tol(want)
 
 
-@pytest.mark.parametrize("widen", [False, True], ids=["bf16 products", "widened to fp32"])
-@pytest.mark.parametrize("name", CONFIGS)
-def test_bf16_top1_equals_transformers(folders, name, widen):
-    """bf16 top-1 tokens. The fast path calls torch's fused attention, as transformers' sdpa path does, so its bf16
-    roundings land as there: it is held to the teaching model's bar (>= 99% top-1) against transformers' sdpa path.
-    Against the eager oracle it is printed beside transformers' own sdpa-vs-eager agreement (97.3-99.7% on these
-    configs: single bf16 steps that flip a near tie). Widening changes only the order of fp32 sums."""
+# ---------------------------------------------------------------- bf16, cached, teacher-forced
+
+PROMPT, STEPS = 70, 30  # a prompt past one DeltaNet chunk, then 30 decode steps
+
+
+@torch.no_grad()
+def hf_steps(model, ids):
+    """transformers' logits (B, 1 + STEPS, V) in fp32: the prompt's last position, then each forced token's."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config.text_config)
+    out = [model(input_ids=ids[:, :PROMPT], past_key_values=cache, use_cache=True).logits[:, -1]]
+    for t in range(PROMPT, ids.shape[1]):
+        out.append(model(input_ids=ids[:, t:t + 1], past_key_values=cache, use_cache=True).logits[:, -1])
+    return torch.stack(out, 1).float()
+
+
+@torch.no_grad()
+def our_steps(model, ids):
+    """The same for our model, driven as generate drives it (last_only, one cache)."""
+    cache = model.new_cache()
+    out = [model(ids[:, :PROMPT], cache=cache, last_only=True)[:, -1]]
+    for t in range(PROMPT, ids.shape[1]):
+        out.append(model(ids[:, t:t + 1], cache=cache, last_only=True)[:, -1])
+    return torch.stack(out, 1).float()
+
+
+def bf16_steps(got, want):
+    """Per step, max |got − want| in bf16 steps at the step's scale: 2^(⌊log2 max|want|⌋ − 7), the spacing of bf16
+    numbers as large as the largest logit. (B, steps)."""
+    scale = want.abs().amax(-1, keepdim=True)
+    return ((got - want).abs() / 2.0 ** (torch.floor(torch.log2(scale)) - 7)).amax(-1)
+
+
+@pytest.fixture(scope="module")
+def bf16_oracles(folders, synthetic):
+    """Per checkpoint: the forced tokens, transformers' sdpa logits (the oracle), its eager logits (the yardstick)."""
     from transformers import Qwen3_5ForConditionalGeneration
 
-    ids = ids_for(CONFIGS[name][0]["vocab_size"])
-    eager = hf_load(folders[name], torch.bfloat16)
-    sdpa = Qwen3_5ForConditionalGeneration.from_pretrained(folders[name], dtype=torch.bfloat16,
-                                                           attn_implementation="sdpa").eval()
-    fast = fast_model(folders[name], torch.bfloat16, widen)
-    with torch.no_grad():
-        got, want, other = fast(ids), eager(ids).logits.argmax(-1), sdpa(ids).logits.argmax(-1)
-    agree, agree_sdpa, sdpa_eager = ((a == b).float().mean().item() for a, b in
-                                     ((got.argmax(-1), want), (got.argmax(-1), other), (other, want)))
-    print(f"fast bf16 top-1 agreement: with eager {agree:.2%} (transformers sdpa: {sdpa_eager:.2%}), "
-          f"with sdpa {agree_sdpa:.2%}")
-    assert got.dtype == torch.bfloat16 and agree_sdpa >= 0.99
+    out = {}
+    for name, folder in {**folders, "synthetic": synthetic}.items():
+        sdpa = Qwen3_5ForConditionalGeneration.from_pretrained(folder, dtype=torch.bfloat16,
+                                                               attn_implementation="sdpa").eval()
+        ids = ids_for(sdpa.config.text_config.vocab_size, seed=3, shape=(2, PROMPT + STEPS))
+        out[name] = folder, ids, hf_steps(sdpa, ids), hf_steps(hf_load(folder, torch.bfloat16), ids)
+    return out
 
+
+# Bounds in bf16 steps, (small configs, synthetic checkpoint); the measured worst cases in the docstring below.
+BF16_STEPS = {"teaching": (8, 96), "fast": (1, 2), "fast, widened": (4, 32)}
+CHANCE = 0.15  # the teaching model on the synthetic checkpoint: see the docstring
+
+
+@pytest.mark.parametrize("who", list(BF16_STEPS))
+@pytest.mark.parametrize("name", [*CONFIGS, "synthetic"])
+def test_bf16_cached_decode_equals_transformers_sdpa(bf16_oracles, name, who):
+    """bf16 decode with a cache, teacher-forced on the same tokens: every step's top-1 agrees with transformers' sdpa
+    cached decode at least as often as transformers' own eager path does, and every step's logits lie within
+    BF16_STEPS bf16 steps of sdpa's.
+    The fast path rounds as sdpa's path does (the same products, torch's fused attention, the DeltaNet step summed in
+    transformers' order): bit-exact here on every checkpoint (0 steps), so a rounding changed in its decode step or
+    its decode attention fails this test. Widened products sum in another order: 2 and 18 steps measured.
+    The teaching model writes attention out as the eager path does, and its chunked rule rounds differently from
+    transformers' (both within fp32 rounding): on the small configs it lies exactly as far from sdpa as eager does
+    (1-7 steps). The synthetic checkpoint's 24 random layers amplify one bf16 step anywhere into tens of steps in the
+    logits (eager lies 73 steps from sdpa and agrees on 73-81% of top-1 tokens across token seeds), so there the
+    teaching model, one more rounding of the same sums, is held to eager's agreement less CHANCE (measured 71-73%
+    against eager's 81 and 73%) and 96 steps (69 measured); a wrong convention agrees on almost no token."""
+    folder, ids, want, eager = bf16_oracles[name]
+    model = load_model(folder, dtype=torch.bfloat16) if who == "teaching" else \
+        load_fast(folder, dtype=torch.bfloat16, widen=who == "fast, widened")
+    got = our_steps(model, ids)
+    agree, yardstick = ((x.argmax(-1) == want.argmax(-1)).float().mean().item() for x in (got, eager))
+    steps, eager_steps = bf16_steps(got, want).max().item(), bf16_steps(eager, want).max().item()
+    print(f"{name}, {who}: top-1 agreement with sdpa {agree:.1%} (eager {yardstick:.1%}); logits within {steps:.1f} "
+          f"bf16 steps (eager {eager_steps:.1f})")
+    assert agree >= yardstick - (CHANCE if who == "teaching" and name == "synthetic" else 0)
+    assert steps <= BF16_STEPS[who][name == "synthetic"]
+
+
+# ---------------------------------------------------------------- identities and ownership
 
 @pytest.mark.parametrize("pieces", [[130] + [1] * 20, [2, 68, 3, 60, 1, 16]], ids=["prefill then steps", "uneven"])
 def test_cached_pieces_equal_full_forward(folders, pieces):
     """Identity: the in-place decode step and the fused attention over a cache give the full forward's logits."""
-    fast = fast_model(folders["Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3"], torch.float32, False)
+    fast = load_fast(folders[TIED_GQA3], torch.float32, widen=False)
     ids = ids_for(512, seed=1)
     with torch.no_grad():
         full, pieced = fast(ids), run_in_pieces(fast, ids, pieces)
@@ -69,31 +127,83 @@ def test_cached_pieces_equal_full_forward(folders, pieces):
 
 def test_left_padding_equals_transformers(folders):
     folder = folders["Hv=Hk, GQA 1, tied"]
-    err, tol = left_padding_error(fast_model(folder, torch.float32, False), hf_load(folder))
+    err, tol = left_padding_error(load_fast(folder, torch.float32, widen=False), hf_load(folder))
     assert err <= tol
 
 
-def test_joined_weights_are_the_modules_weights(folders):
-    """Joining stores nothing twice: each projection's weight is a view into the joined matrix, its values and the
-    teaching model's output unchanged."""
-    folder = folders["Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3"]
+@torch.no_grad()
+def test_fast_owns_its_weights(folders):
+    """Fast(model) leaves the model as it was; its joined projections are its own Parameters, equal to the
+    checkpoint's rows stacked; a state_dict round trip and .to(bf16) give what loading gives; rebinding a weight of
+    the teaching model afterwards does not reach the fast model, whose logits stay those of the checkpoint."""
+    folder = folders[TIED_GQA3]
     model = load_model(folder, dtype=torch.float32)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     ids = ids_for(512, shape=(1, 40))
-    with torch.no_grad():
-        want = model(ids)
-        fast = Fast(model)
-        got = model(ids)
+    want = model(ids)
+    fast = Fast(model, widen=False)
     assert model.state_dict().keys() == before.keys()
-    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
-    assert torch.equal(got, want)
-    for layer, (W_mix, W_mlp) in zip(model.layers, fast.joined):
-        mixer, names = (layer.linear_attn, ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")) \
-            if layer.kind == "linear_attention" else (layer.self_attn, ("q_proj", "k_proj", "v_proj"))
-        parts = [getattr(mixer, n).weight for n in names]
-        assert sum(p.shape[0] for p in parts) == W_mix.shape[0]
-        assert all(p.untyped_storage().data_ptr() == W_mix.untyped_storage().data_ptr() for p in parts)
-        assert layer.mlp.up_proj.weight.untyped_storage().data_ptr() == W_mlp.untyped_storage().data_ptr()
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items()) and torch.equal(model(ids), want)
+    layer = fast.layers[0]
+    rows = [before[f"layers.0.linear_attn.{n}.weight"] for n in ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")]
+    assert torch.equal(layer.linear_attn.in_proj.weight, torch.cat(rows))
+    assert torch.equal(layer.mlp.gate_up_proj.weight, torch.cat([before["layers.0.mlp.gate_proj.weight"],
+                                                                 before["layers.0.mlp.up_proj.weight"]]))
+    got = fast(ids)
+    model.layers[0].mlp.up_proj.weight = torch.nn.Parameter(torch.zeros_like(model.layers[0].mlp.up_proj.weight))
+    assert torch.equal(fast(ids), got) and not torch.equal(model(ids), want)
+
+    again = load_fast(folder, torch.float32, widen=False)
+    again.load_state_dict({k: v.clone() for k, v in fast.state_dict().items()})
+    assert torch.equal(again(ids), got)
+    half, loaded = Fast(load_model(folder, torch.float32), widen=False).to(torch.bfloat16), \
+        load_fast(folder, torch.bfloat16, widen=False)
+    assert {p.dtype for p in half.parameters()} == {torch.bfloat16}
+    assert half.state_dict().keys() == loaded.state_dict().keys()
+    assert all(torch.equal(v, loaded.state_dict()[k]) for k, v in half.state_dict().items())
+    assert torch.equal(half(ids), loaded(ids))
+
+
+def test_hooks_and_diff_see_inside(synthetic):
+    """qwen.diff hooks every module of the fast model by its teaching name and finds each within fp32 tolerance of
+    transformers; a forward hook on one DeltaNet mixer fires once per call."""
+    fast = load_fast(synthetic, torch.float32, widen=False)
+    assert compare(synthetic, torch.float32, ours=fast) is None
+    calls = []
+    fast.layers[0].linear_attn.register_forward_hook(lambda m, args, out: calls.append(out.shape))
+    with torch.no_grad():
+        fast(ids_for(248320, shape=(1, 5)))
+    assert calls == [(1, 5, 64)]
+
+
+def test_widening_is_a_capability_not_a_timing(monkeypatch, synthetic):
+    """The default follows the CPU's flags: widened without bf16 instructions, not with them; fp32 never. The
+    numerics line says which."""
+    monkeypatch.setattr(qwen.fast, "cpu_flags", lambda: {"avx2", "fma"})
+    assert not bf16_is_native(torch.device("cpu"), torch.bfloat16)
+    slow = load_fast(synthetic, torch.bfloat16)
+    assert slow.widen and "widened to fp32" in numerics(slow)
+    monkeypatch.setattr(qwen.fast, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
+    assert not load_fast(synthetic, torch.bfloat16).widen
+    assert not load_fast(synthetic, torch.float32).widen
+
+
+def test_widened_product_never_widens_a_whole_weight(monkeypatch):
+    """A widened product multiplies BLOCK elements of the weight at a time (the 0.8B's head is 1 GB in fp32) and
+    equals the fp32 product rounded once per element."""
+    seen = []
+    linear = torch.nn.functional.linear
+
+    def recording(x, w):
+        seen.append(w.numel())
+        return linear(x, w)
+    monkeypatch.setattr(qwen.fast, "BLOCK", 64 * 100)
+    monkeypatch.setattr(qwen.fast.F, "linear", recording)
+    g = torch.Generator().manual_seed(0)
+    x, W = torch.randn(1, 20, 64, generator=g).bfloat16(), torch.randn(1000, 64, generator=g).bfloat16()
+    got = product(x, W, widen=True)
+    assert max(seen) <= 64 * 100 and len(seen) == 10
+    assert torch.equal(got, linear(x.float(), W.float()).bfloat16())
 
 
 @pytest.mark.parametrize("H, Hk", [(4, 4), (6, 2)])
@@ -111,3 +221,25 @@ def test_delta_step_equals_recurrent_rule(H, Hk):
                      for t in range(T)], dim=1)
     torch.testing.assert_close(got.double(), want, rtol=0, atol=1e-5)
     torch.testing.assert_close(S.double(), S_want, rtol=0, atol=1e-5)
+
+
+@torch.no_grad()
+def test_plug_in_reaches_the_fast_path(folders):
+    """practice/plugin.py swaps the course's functions for a learner's (here 211's delta rule and 204's norms): the
+    fast path calls them too. The course's own functions change nothing; a broken delta rule changes the logits."""
+    from practice.plugin import _swaps, swapped
+
+    from qwen.norm import l2norm
+
+    fast = load_fast(folders[TIED_GQA3], torch.float32, widen=False)
+    ids = ids_for(512, shape=(1, 70))
+    want = fast(ids)
+    with swapped(_swaps(211, {"recurrent_delta_rule": recurrent_delta_rule}, fast.cfg)):
+        same = fast(ids)
+    with swapped(_swaps(211, {"recurrent_delta_rule": lambda q, k, v, g, beta, state=None: (v * 0, state)}, fast.cfg)):
+        broken = fast(ids)
+    norms = {"rms_norm": lambda x, w, eps: x * 0, "gated_rms_norm": lambda x, gate, w, eps: x, "l2norm": l2norm}
+    with swapped(_swaps(204, norms, fast.cfg)):
+        zeroed = fast(ids)
+    assert (same - want).abs().max().item() <= fp32_tol(want)
+    assert (broken - want).abs().max().item() > 1e-2 and (zeroed - want).abs().max().item() > 1e-2

@@ -7,7 +7,7 @@ Run: pytest -q tests/test_generate.py (about a minute)."""
 import pytest
 import torch
 
-from qwen.fast import Fast
+from qwen.fast import load_fast
 from qwen.generate import (END_OF_TEXT, IM_END, TextStream, checkpoint_stop_tokens, filter_logits, generate,
                            pad_left)
 from qwen.model import load_model
@@ -122,9 +122,8 @@ def small_want(small):
 
 
 def qwen_model(who, folder):
-    """qwen.model as it is ("qwen"), or behind the fast path of qwen/fast.py ("fast"), in fp32."""
-    model = load_model(folder, dtype=torch.float32)
-    return Fast(model) if who == "fast" else model
+    """qwen.model as it is ("qwen"), or its fast path, qwen/fast.py ("fast"), in fp32."""
+    return load_fast(folder, dtype=torch.float32) if who == "fast" else load_model(folder, dtype=torch.float32)
 
 
 @pytest.mark.parametrize("who", ["adapter", "qwen", "fast"])
