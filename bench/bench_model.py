@@ -10,9 +10,9 @@ random weights built on the fly (speed does not depend on the values). Both mode
   and values of the right shapes after an 8-token prefill: a real 32k prefill takes many minutes here, and the values
   do not change the time), then --contexts-steps tokens are timed.
 - bound: decoding must read every weight once per token, so tokens/s <= read bandwidth / weight bytes. The read
-  bandwidth is measured here (a sum over a large filled tensor: bytes read per second; book/ch09's read_bandwidth
-  where it exists). Also printed: the copy bandwidth (read + written) and the bytes per second of one large
-  matrix-vector product in the model's dtype, the kernel every decode step is made of.
+  bandwidth is book/ch09's read_bandwidth (a sum over a large filled tensor: bytes read per second). Also printed:
+  the copy bandwidth (read + written) and the bytes per second of one large matrix-vector product in the model's
+  dtype, the kernel every decode step is made of.
 - numerics: the fast path's dtype and whether its bf16 prompt products are widened (qwen.fast.numerics).
 "teaching" is qwen/model.py as the chapters write it; "fast" is the same model behind qwen/fast.py.
 A ratio below 1 means ours takes less time. The CPU is shared and noisy: trust the ratios within one run.
@@ -23,8 +23,7 @@ import time
 
 import torch
 
-import book.ch09
-from book.ch09 import copy_bandwidth
+from book.ch09 import copy_bandwidth, read_bandwidth
 from book.real import TEXT_CONFIG
 from qwen.course import pick_device
 from qwen.fast import Fast, numerics
@@ -58,14 +57,6 @@ def timed(fns, device, repeats):
     return [statistics.median(ts) for ts in times]
 
 
-def local_read_bandwidth(device, mib=256):
-    """Bytes read per second by a sum over `mib` MiB of filled fp32 (reads only, nothing large is written), best of
-    5: the bench's own measure until book/ch09 has one."""
-    src = torch.ones(mib * 2 ** 20 // 4, device=device)
-    return src.numel() * 4 / min(timed([src.sum] * 5, device, 1))
-
-
-read_bandwidth = getattr(book.ch09, "read_bandwidth", local_read_bandwidth)
 
 
 def matvec_bandwidth(device, dtype, mib=512):

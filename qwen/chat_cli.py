@@ -261,8 +261,7 @@ def main(argv=None):
 
 
 def run(args):
-    from qwen.fast import Fast
-    from qwen.model import load_model
+    from qwen.fast import load_fast, numerics
 
     try:
         device = torch.device(args.device) if args.device else pick_device()
@@ -274,7 +273,7 @@ def run(args):
         tok = load_tokenizer(path)
         synthetic = is_synthetic(path)
         torch.set_num_threads(args.threads or (1 if synthetic else torch.get_num_threads()))
-        model = Fast(load_model(path, dtype=args.dtype, device=device))  # the fast path: same results (chapter 9)
+        model = load_fast(path, dtype=args.dtype, device=device)  # the fast path: same results (chapter 9)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         sys.exit(f"error: {e}")
     if synthetic:
@@ -292,6 +291,7 @@ def run(args):
     print(f"{path.name}: weights in {DTYPES.get(dtype, dtype)} on {device}{threads}; thinking "
           f"{'hidden' if view == 'hide' else 'on' if chat.thinking else 'off'}; replies stop at "
           f"{chat.max_new_tokens} tokens (/limit N). {help_text(paste)}")
+    print(f"numerics: {numerics(model)}")
     at_prompt_ctrl_c = False  # a second Ctrl-C in a row at the prompt leaves
     while True:
         try:

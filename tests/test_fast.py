@@ -11,7 +11,7 @@ from test_model import CONFIGS, fp32_tol, ids_for, left_padding_error, run_in_pi
 
 import qwen.fast
 from qwen.deltanet import recurrent_delta_rule
-from qwen.diff import compare
+from book.diff import compare
 from qwen.fast import Fast, bf16_is_native, delta_step, load_fast, numerics, product
 from qwen.model import load_model
 
@@ -165,7 +165,7 @@ def test_fast_owns_its_weights(folders):
 
 
 def test_hooks_and_diff_see_inside(synthetic):
-    """qwen.diff hooks every module of the fast model by its teaching name and finds each within fp32 tolerance of
+    """book.diff hooks every module of the fast model by its teaching name and finds each within fp32 tolerance of
     transformers; a forward hook on one DeltaNet mixer fires once per call."""
     fast = load_fast(synthetic, torch.float32, widen=False)
     assert compare(synthetic, torch.float32, ours=fast) is None
