@@ -68,6 +68,14 @@ def time_model(model, ids, n):
     return prefill_s, time.perf_counter() - start
 
 
+def held_bytes(cache, buffers=False):
+    """Bytes a model's cache holds: each full-attention layer's keys and values written so far (with `buffers`, its
+    whole preallocated buffers instead), each DeltaNet layer's conv window and state."""
+    names = ("keys", "values", "conv", "state") if buffers else ("k", "v", "conv", "state")
+    tensors = (getattr(layer, n, None) for layer in cache.layers for n in names)
+    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+
 def copy_bandwidth(device, mib=256):
     """Bytes read + written per second by a plain copy of `mib` MiB, best of 5. The source is filled first: an
     untouched tensor is pages of zeros that the system maps to one cached page, and copying it flatters memory."""

@@ -239,11 +239,12 @@ print(f"this checkpoint on {dev}{' (synthetic)' if SYNTHETIC else ''}, per token
 cache = model.new_cache()
 with torch.no_grad():
     model(torch.tensor([chat_ids], device=dev), cache=cache)
-held = sum(t.numel() * t.element_size() for layer in cache.layers for t in vars(layer).values()
-           if isinstance(t, torch.Tensor))
+held = ch09.held_bytes(cache)  # the keys and values written so far, the conv windows and the states
+reserved = ch09.held_bytes(cache, buffers=True)  # the KV buffers keep room for more tokens (chapter 6)
 kv, state = book.sizes.cache_bytes(cfg, len(chat_ids), next(model.parameters()).element_size())
-print(f"this checkpoint after {len(chat_ids)} tokens: cache holds {held / 1024:.1f} KiB; by the formula "
-      f"{kv / 1024:.1f} KiB of keys and values + {state / 1024:.1f} KiB of DeltaNet state")
+print(f"this checkpoint after {len(chat_ids)} tokens: cache holds {held / 1024:.1f} KiB (in buffers of "
+      f"{reserved / 1024:.1f} KiB, room to grow without copying); by the formula {kv / 1024:.1f} KiB of keys and "
+      f"values + {state / 1024:.1f} KiB of DeltaNet state")
 for tokens in (1_000, 32_000, 262_144):
     kv, state = book.sizes.cache_bytes(real, tokens)
     print(f"real Qwen3.5-0.8B, {tokens:7,} tokens: KV {kv / 2 ** 20:8.1f} MiB (bf16) + DeltaNet state "

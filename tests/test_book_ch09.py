@@ -23,8 +23,9 @@ def close(fig):
 
 
 def held_bytes(cache):
-    return sum(t.numel() * t.element_size() for layer in cache.layers for t in vars(layer).values()
-               if isinstance(t, torch.Tensor))
+    """What the cache has written: the filled part of each KV buffer (k, v), each DeltaNet conv window and state."""
+    return sum(t.numel() * t.element_size() for layer in cache.layers
+               for t in ((layer.k, layer.v) if hasattr(layer, "keys") else (layer.conv, layer.state)))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -136,7 +137,8 @@ def test_chapter_runs_and_says_synthetic(chapter_outputs):
     assert code == 0, err
     assert out.startswith("*** SYNTHETIC WEIGHTS")
     assert "greedy  (synthetic weights: random tokens)" in out and "seed 1 again gives the same tokens: True" in out
-    held, kv, state = map(float, re.search(r"cache holds ([\d.]+) KiB; by the formula ([\d.]+) KiB of keys and "
+    held, kv, state = map(float, re.search(r"cache holds ([\d.]+) KiB \(in buffers of [\d.]+ KiB, room to grow "
+                                           r"without copying\); by the formula ([\d.]+) KiB of keys and "
                                            r"values \+ ([\d.]+) KiB", out).groups())
     assert held == pytest.approx(kv + state, abs=0.11)
     assert "32,000 tokens: KV    375.0 MiB (bf16) + DeltaNet state 18.6 MiB" in out
