@@ -1,0 +1,126 @@
+"""Speculative decoding (qwen/speculative.py) on Qwen3.5-0.8B's shapes: tokens/s and main-model forwards per token.
+
+Run: python bench/bench_speculative.py [--dtype fp32|bf16] [--path fast|teaching] [--tokens 32] [--ks 1 2 4]
+     [--repeats 3] [--threads N]
+Random weights with the real 0.8B config (book/real.py), built on the fly: speed does not depend on the values, but
+acceptance does. So two drafts bracket what a real checkpoint gets:
+- "right": a script that proposes the tokens plain greedy decoding produced (every guess accepted): the upper bound.
+- "mtp": the MTP block (random here, so its guesses are almost never accepted): about the lower bound, the price of
+  drafting and verifying for nothing. A real checkpoint's trained head lands in between.
+Printed: plain decode tok/s; for each draft and k, tok/s, its ratio to plain decode, main-model forwards per token
+(plain decode: 1) and the acceptance rate; and one verify forward over k + 1 positions (with the DeltaNet copies it
+needs) relative to one decode step. Prefill and the first token are not timed. fp32 by default: in bf16 the
+verify pass rounds differently from one-at-a-time decoding, random weights put near-ties everywhere, and plain and
+speculative greedy part after a few tokens (the "equal for" count says when), so the script is no longer right;
+and a CPU without bf16 instructions emulates bf16 products of a few rows (the verify pass) slowly. The CPU is shared and noisy: trust
+the ratios within one run.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+
+from book.real import TEXT_CONFIG
+from qwen.course import pick_device
+from qwen.fast import Fast
+from qwen.generate import generate
+from qwen.model import Qwen35
+from qwen.mtp import MTP
+from qwen.speculative import Picker, Rollback, Scripted, decode, follow
+from qwen.weights import Config
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def random_model(dtype, device, path):
+    """The 0.8B shapes with random weights (tied head), an MTP block of the same shapes attached."""
+    cfg = Config.from_dict({k: v for k, v in TEXT_CONFIG.items() if k != "dtype"}, "the real Qwen3.5-0.8B config")
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = Qwen35(cfg)
+        torch.nn.init.normal_(model.embed_tokens.weight, std=0.02)
+        model.mtp = MTP(cfg)
+    model = model.to(dtype).eval().requires_grad_(False)
+    if path == "fast":
+        mtp, model = model.mtp, Fast(model)
+        model.mtp = mtp
+    return model
+
+
+def timed_decode(model, prompt, n, **kw):
+    """Seconds for tokens 2 .. n + 1 (the prefill and the first token are not timed), and the tokens."""
+    steps = generate(model, prompt, n + 1, stop=[], **kw)
+    out = [next(steps)]
+    t = time.perf_counter()
+    out += list(steps)
+    if prompt.device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t, out
+
+
+def verify_cost(model, prompt, k, repeats):
+    """Median seconds of one forward over k + 1 new positions (copies for the rollback included), and of one over
+    1 position, on the same cache; the cache is put back after each (not timed)."""
+    cache = model.new_cache()
+    model(prompt[None], cache=cache, last_only=True)
+    times = {T: [] for T in (1, k + 1)}
+    for _ in range(repeats + 1):
+        for T in times:
+            ids = prompt[None, :T]
+            t = time.perf_counter()
+            with Rollback(model, cache) as saved:
+                model(ids, cache=cache)
+            if prompt.device.type == "cuda":
+                torch.cuda.synchronize()
+            times[T].append(time.perf_counter() - t)
+            saved.keep(0)
+    return [statistics.median(ts[1:]) for ts in times.values()]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dtype", choices=DTYPES, default="fp32")
+    ap.add_argument("--path", choices=["fast", "teaching"], default="fast")
+    ap.add_argument("--tokens", type=int, default=32, help="tokens timed per run")
+    ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--repeats", type=int, default=3, help="verify-cost repeats")
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = pick_device()
+    model = random_model(DTYPES[args.dtype], device, args.path)
+    prompt = torch.randint(0, 1000, (32,), generator=torch.Generator().manual_seed(0)).to(device)
+    print(f"Qwen3.5-0.8B shapes, RANDOM weights (acceptance here is not a real model's), {args.dtype}, {args.path} "
+          f"path, {device}, {torch.get_num_threads()} threads; prompt 32 tokens, {args.tokens} tokens timed")
+    seconds, plain = timed_decode(model, prompt, args.tokens)
+    base = args.tokens / seconds
+    print(f"plain decode: {base:.2f} tok/s, 1.00 main-model forwards per token")
+    reference = torch.tensor([plain], device=device)
+    for kind in ("right", "mtp"):
+        for k in args.ks:
+            stats = {}
+            draft = Scripted(follow(reference)) if kind == "right" else None
+            pick = Picker(0.0, None, None, None, None)
+            cache = model.new_cache()
+            steps = decode(model, prompt[None], args.tokens + 1, k, draft, pick, torch.tensor([], dtype=torch.long),
+                           None, cache, False, stats)
+            out = [next(steps)]
+            t = time.perf_counter()
+            out += list(steps)
+            seconds = time.perf_counter() - t
+            same = next((i for i, (a, b) in enumerate(zip(out, plain)) if a != b), len(out))
+            rate = args.tokens / seconds
+            print(f"{kind:>5} draft k={k}: {rate:.2f} tok/s ({rate / base:.2f}x plain), "
+                  f"{stats['steps'] / args.tokens:.2f} main-model forwards per token, "
+                  f"acceptance {stats['accepted'] / max(1, stats['proposed']):.0%}, equal to plain greedy for "
+                  f"{same}/{len(out)} tokens")
+    for k in args.ks:
+        one, many = verify_cost(model, prompt, k, args.repeats)
+        print(f"verify {k + 1} positions: {many * 1e3:.0f} ms = {many / one:.2f}x one decode step ({one * 1e3:.0f} ms)")
+
+
+if __name__ == "__main__":
+    with torch.no_grad():
+        main()

@@ -1,0 +1,133 @@
+"""The multi-token-prediction (MTP) head: the `mtp.*` block every Qwen3.5 checkpoint ships and transformers skips.
+
+The main model's last hidden state h_t (after its final norm) predicts x_{t+1} through the head. The MTP block looks
+one token further: it joins h_t with the embedding of the token x_{t+1} that followed it, runs one full-attention
+decoder layer over these joined vectors, and predicts x_{t+2} with the same head:
+
+    u_t    = fc([pre_fc_norm_embedding(E[x_{t+1}]) | pre_fc_norm_hidden(h_t)])   (2d -> d)
+    g_t    = norm(DecoderLayer(u_t))          one full-attention layer, its own KV cache, RoPE at position t
+    logits = g_t · headᵀ                       the main model's head (tied to E in the 0.8B)
+
+The embedding and the head are the main model's: the block stores only fc, its three norms and one decoder layer.
+Chained (k > 1 drafts), the block's own output g_t takes the place of h_t and its own guess the place of x_{t+1}.
+
+Sources, read for this file: vLLM's qwen3_5_mtp.py (Qwen3_5MultiTokenPredictor.forward: the two norms, concat
+[embedding, hidden], fc, the layer, norm) and spec_decode/eagle.py (the input ids are shifted by one, the hidden
+states are the main model's returned hidden states, which its model ends with the final norm; the positions are
+the main model's positions of h_t; a chained step feeds the MTP output back and adds 1 to the position).
+transformers 5.24's generic MtpLayer computes the same (enorm, hnorm, eh_proj, mtp_block, post_norm; [embedding,
+hidden] order) and MTPCandidateGenerator takes hidden_states[-1], which transformers ties to the output after the
+final norm. The one difference: transformers gives the pair (x_{t+1}, h_t) the position of x_{t+1}, t + 1; vLLM
+the position of h_t, t. RoPE scores depend only on distances, so the logits agree up to rounding (the tests
+check it). This file uses vLLM's: the MTP cache then lines up with the main model's, entry t for entry t.
+"""
+import json
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+from safetensors import safe_open
+
+from qwen.model import Cache, DecoderLayer
+from qwen.norm import RMSNorm
+from qwen.weights import read_header
+
+
+class MTP(nn.Module):
+    """The block: (embedded x_{t+1} (B, T, d), h_t (B, T, d)) -> g_t (B, T, d). Names are the checkpoint's minus
+    "mtp."."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg.hidden_size
+        self.pre_fc_norm_embedding = RMSNorm(d, cfg.rms_norm_eps)
+        self.pre_fc_norm_hidden = RMSNorm(d, cfg.rms_norm_eps)
+        self.fc = nn.Linear(2 * d, d, bias=False)  # weight (d, 2d): the embedding's half first
+        self.layers = nn.ModuleList([DecoderLayer(cfg, "full_attention")])
+        self.norm = RMSNorm(d, cfg.rms_norm_eps)
+
+    def forward(self, embedded, hidden, cos, sin, cache=None, mask=None):
+        u = self.fc(torch.cat([self.pre_fc_norm_embedding(embedded), self.pre_fc_norm_hidden(hidden)], dim=-1))
+        u = self.layers[0](u, cos, sin, cache, mask)  # (B, T, d): attends to the earlier pairs in its cache
+        return self.norm(u)  # (B, T, d), ready for the shared head
+
+
+def step(model, mtp, tokens, hidden, cache, mask=None):
+    """Run the block on the pairs (tokens (B, T), hidden (B, T, d)) after the cache's entries, at the positions the
+    main model gives them (padding skipped, as for the main model). mask: None or (B, cached + T) over the MTP's
+    entries. Returns g (B, T, d) and the logits for the token after next (B, T, V)."""
+    B, T = tokens.shape
+    mask = model.check_mask(mask, B, cache.length + T)
+    x = model.embed_tokens(tokens)  # the main model's embedding
+    cos, sin = model.rotary(model.positions(B, T, cache.length, mask, x.device), x.dtype)
+    g = mtp(x, hidden.to(x.dtype), cos, sin, cache.layers[0], mask)
+    cache.length += T
+    return g, model.lm_head(g)  # the main model's head
+
+
+def new_cache():
+    """The block's memory: one KV cache (qwen/model.py's Cache with a single full-attention layer)."""
+    return Cache(["full_attention"])
+
+
+class FinalHidden:
+    """`with FinalHidden(model) as kept: logits = model(...)`: kept.h is the main model's final-norm output (B, T, d),
+    the h_t the MTP block reads. A forward hook on model.norm, so the model's code is unchanged. head_last=True
+    passes only the last position on to the head (call the model with last_only=False: every layer computes every
+    position, and the head, V x d per position, runs once)."""
+
+    def __init__(self, model, head_last=False):
+        self.norm, self.head_last, self.h = model.norm, head_last, None
+
+    def keep(self, module, args, out):
+        self.h = out
+        return out[:, -1:] if self.head_last else out
+
+    def __enter__(self):
+        self.handle = self.norm.register_forward_hook(self.keep)
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+
+
+def mtp_files(folder):
+    folder = Path(folder)
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        return [folder / f for f in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
+    return sorted(folder.glob("*.safetensors"))
+
+
+def load_mtp(path, model):
+    """The MTP block of the checkpoint at `path`, for `model` (its config, dtype and device), read through safetensors
+    tensor by tensor: built on the meta device, each parameter then becomes the tensor read from the file."""
+    where = {key[len("mtp."):]: file for file in mtp_files(path) for key in read_header(file) if key.startswith("mtp.")}
+    if not where:
+        raise ValueError(f"{path}: the checkpoint has no mtp.* tensors, so no MTP head to draft with: use a Qwen3.5 "
+                         f"checkpoint that ships one (every official one does), or pass another draft")
+    p = model.embed_tokens.weight
+    with torch.device("meta"):
+        mtp = MTP(model.cfg)
+    params = dict(mtp.named_parameters())
+    missing, unexpected = sorted(set(params) - set(where)), sorted(set(where) - set(params))
+    if missing or unexpected:
+        raise ValueError(f"{path}: the mtp.* tensors do not match one full-attention MTP layer (missing "
+                         f"{missing[:3]}, unexpected {unexpected[:3]}): the download is incomplete, download it again")
+    files = {}
+    for name, param in params.items():
+        file = where[name]
+        files.setdefault(file, safe_open(file, framework="pt"))
+        t = files[file].get_tensor("mtp." + name)
+        if t.shape != param.shape:
+            raise ValueError(f"{path}: mtp.{name} has shape {tuple(t.shape)}, the config implies {tuple(param.shape)}")
+        module, _, leaf = name.rpartition(".")
+        setattr(mtp.get_submodule(module), leaf, nn.Parameter(t.to(device=p.device, dtype=p.dtype),
+                                                               requires_grad=False))
+    return mtp.eval()
+
+
+def attach(model, path):
+    """Load the checkpoint's MTP block into model.mtp (its parameter names are then the checkpoint's keys)."""
+    model.mtp = load_mtp(path, model)
+    return model

@@ -1,0 +1,188 @@
+"""qwen/speculative.py: speculative greedy is plain greedy token for token, whatever the draft (the MTP head, one that
+is always right, one that is always wrong); after any accept/reject pattern every cache is what a plain pass over
+the accepted tokens leaves; speculative sampling draws from the main model's distribution.
+
+The oracle for the tokens and the caches is qwen.generate's plain loop (itself proven against transformers'
+generate in tests/test_generate.py); for the sampling test, the exact distribution computed from the main model's
+logits."""
+import pytest
+import torch
+from test_mtp import SMALL, add_mtp, small  # noqa: F401 (a fixture: small checkpoints with mtp.* added)
+
+from qwen.fast import load_fast
+from qwen.generate import generate, pad_left
+from qwen.model import load_model
+from qwen.mtp import attach
+from qwen.speculative import Scripted, accept, decode, follow
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+N = 48  # new tokens compared
+PROMPTS = [[5, 17, 3, 99, 250, 8, 41], [7, 300, 12, 6], [1, 2, 3, 4, 5, 6, 7, 8, 9]]
+
+
+def models(small, synthetic):
+    return {"synthetic": synthetic, **small}
+
+
+@pytest.fixture(scope="module")
+def loaded(small, synthetic):
+    return {name: attach(load_model(folder, dtype=torch.float32), folder)
+            for name, folder in models(small, synthetic).items()}
+
+
+def run(model, prompts, n=N, **kw):
+    """Plain or speculative greedy for one prompt (a list) or a left-padded batch (a list of lists)."""
+    if isinstance(prompts[0], int):
+        return list(generate(model, prompts, n, stop=[], **kw))
+    ids, mask = pad_left(prompts, pad_id=0)
+    return list(generate(model, ids, n, stop=[], mask=mask, **kw))
+
+
+def drafts(plain, kind):
+    """The draft named `kind` for the plain output `plain` (a list of ints or of per-step lists)."""
+    if kind == "mtp":
+        return None  # generate's default: the model's MTP head
+    reference = torch.tensor(plain).reshape(len(plain), -1).T  # (B, N)
+    return Scripted(follow(reference, wrong=(lambda n, i: True) if kind == "wrong" else (lambda n, i: False)))
+
+
+CASES = [(name, batch, k, kind) for name in ["synthetic", *SMALL] for batch in (False, True) for k in (1, 2, 4)
+         for kind in ("mtp", "right", "wrong")
+         if name != "synthetic" or not batch or k == 2]  # the synthetic head (V = 248k) is slow: one k batched
+
+
+@pytest.fixture(scope="module")
+def plain_runs():
+    return {}  # (model name, batched) -> plain greedy output, computed once for the cases that share it
+
+
+@pytest.mark.parametrize("name, batch, k, kind", CASES)
+def test_greedy_equals_plain_greedy(loaded, plain_runs, name, batch, k, kind):
+    model = loaded[name]
+    prompts = PROMPTS if batch else PROMPTS[0]
+    if (name, batch) not in plain_runs:
+        plain_runs[name, batch] = run(model, prompts)
+    plain = plain_runs[name, batch]
+    assert run(model, prompts, speculative=k, draft=drafts(plain, kind)) == plain
+
+
+def test_fast_path_greedy_equals_plain(synthetic):
+    model = attach(load_fast(synthetic, dtype=torch.float32), synthetic)
+    plain = run(model, PROMPTS)
+    for k, kind in ((2, "mtp"), (4, "right")):
+        assert run(model, PROMPTS, speculative=k, draft=drafts(plain, kind)) == plain
+
+
+def test_stop_tokens_end_rows_as_plain_decoding(loaded):
+    """A stop token inside an accepted run ends that row there (None afterwards), the others go on."""
+    model = loaded[next(iter(SMALL))]
+    plain = run(model, PROMPTS, 24)
+    stop = [plain[9][0], plain[15][1]]  # the 10th token of row 0, the 16th of row 1
+    ids, mask = pad_left(PROMPTS, pad_id=0)
+    want = list(generate(model, ids, 24, stop=stop, mask=mask))
+    for kind in ("right", "mtp"):
+        got = list(generate(model, ids, 24, stop=stop, mask=mask, speculative=3, draft=drafts(plain, kind)))
+        assert got == want and any(None in step for step in got)
+
+
+def cache_distance(got, want):
+    """The largest difference between two caches relative to the entry's scale, per kind: (KV, DeltaNet). Shapes and
+    lengths must match exactly."""
+    assert got.length == want.length
+    worst = {"kv": 0.0, "deltanet": 0.0}
+    for a, b in zip(got.layers, want.layers):
+        kind, pairs = ("kv", ((a.k, b.k), (a.v, b.v))) if hasattr(a, "k") else \
+            ("deltanet", ((a.conv, b.conv), (a.state, b.state)))
+        for x, y in pairs:
+            assert x.shape == y.shape
+            worst[kind] = max(worst[kind], (x - y).abs().max().item() / y.abs().max().item())
+    return worst
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_caches_after_every_accept_reject_pattern(loaded, name):
+    """Each step accepts a scripted number of guesses (0 .. k); stopping after every count of new tokens (so also
+    inside a step), every cache must be the one plain decoding leaves after the same tokens: KV and DeltaNet (conv
+    window and state) the same shapes, values within 1e-5 of their scale in fp32, the bound tests/test_deltanet.py
+    proves between the chunked and recurrent kernels (a verify pass runs the chunked one over k + 1 tokens, plain
+    decoding the recurrent one token by token; measured up to 1.6e-6). Keeping a rejected token, or one token too
+    few, moves the caches by far more: checked below."""
+    model, k = loaded[name], 3
+    accepted = [0, 3, 1, 2, 0, 0, 3, 2, 1, 3]  # guesses accepted in step j: every count, every neighbour
+    plain = run(model, PROMPTS[0], 31)
+    reference = torch.tensor([plain])
+    plains = []
+    for n in range(1, 31):
+        plains.append(model.new_cache())
+        list(generate(model, PROMPTS[0], n, stop=[], cache=plains[-1]))
+    worst = {"kv": 0.0, "deltanet": 0.0}
+    for n in range(1, 30):
+        cache = model.new_cache()
+        draft = Scripted(follow(reference, wrong=lambda step, i: i >= accepted[step % len(accepted)]))
+        got = list(generate(model, PROMPTS[0], n, stop=[], cache=cache, speculative=k, draft=draft))
+        assert got == plain[:n]
+        d = cache_distance(cache, plains[n - 1])
+        worst = {kind: max(worst[kind], d[kind]) for kind in worst}
+    print(f"worst distance from the plain caches: {worst}")
+    assert max(worst.values()) <= 1e-5
+    one_more = plains[10]  # 11 tokens' cache: a DeltaNet state that kept one token too many
+    one_more.length -= 1
+    for c in one_more.layers:
+        if hasattr(c, "k"):
+            c.length -= 1
+    assert cache_distance(one_more, plains[9])["deltanet"] > 100 * 1e-5
+
+
+def test_sampling_draws_from_the_main_model(loaded):
+    """2,000 rows of one prompt, two tokens each, k = 2 with the (random, so mostly wrong) MTP head as the draft: the
+    second token went through the accept / residual rule. The joint (first, second) frequencies against the exact
+    p(a) p(b | a) over the top tokens (top_k = 3, so 9 cells): total variation below 0.06, where sampling noise alone
+    gives about 0.5 Σ sqrt(2 p (1 − p) / (π n)) ≈ 0.02 (the 2,000 rows cost a chunk of 64 positions each in every
+    DeltaNet layer; the rule itself gets 200,000 draws below)."""
+    from qwen.generate import filter_logits
+
+    model = loaded[next(iter(SMALL))]
+    rows, prompt, rules = 2_000, PROMPTS[1], dict(temperature=1.0, top_k=3)
+    out = torch.tensor(list(generate(model, torch.tensor([prompt] * rows), 2, stop=[], seed=0, speculative=2,
+                                     **rules))).T  # (rows, 2)
+    with torch.no_grad():
+        p1 = filter_logits(model(torch.tensor([prompt]))[:, -1], **rules).softmax(-1)[0]  # (V,)
+        firsts = p1.nonzero()[:, 0]
+        p2 = filter_logits(model(torch.tensor([prompt + [int(a)] for a in firsts]))[:, -1], **rules).softmax(-1)
+    V = p1.shape[0]
+    exact = torch.zeros(V, V)
+    exact[firsts] = p1[firsts, None] * p2
+    counts = torch.zeros(V * V).index_add_(0, out[:, 0] * V + out[:, 1], torch.ones(rows)).view(V, V) / rows
+    tv = 0.5 * (counts - exact).abs().sum().item()
+    print(f"total variation, joint of the first two tokens, {rows} draws: {tv:.4f}")
+    assert tv < 0.06
+
+
+def test_acceptance_rule_keeps_p():
+    """The rule alone: p and q fixed over 5 tokens (q far from p), k = 1, 200,000 rows in one call (each row's first
+    new token is its own: the guess if its rule accepted it, else a draw from its residual). Its distribution must
+    be p: TV < 0.01, noise ≈ 0.002. The named mistakes move it far more (exact values for these p, q): accepting
+    only when p ≥ q gives TV 0.23, drawing the rejected case from p instead of the residual 0.19."""
+    from qwen.speculative import Picker
+
+    rows, g = 200_000, torch.Generator().manual_seed(0)
+    p_logits = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0], [0.0] * 5]).expand(rows, 2, 5)  # (rows, k + 1, V)
+    q = torch.tensor([0.05, 0.15, 0.5, 0.2, 0.1]).expand(rows, 1, 5)  # (rows, k, V)
+    guesses = torch.multinomial(q[:, 0], 1, generator=g)  # (rows, 1): drawn from q
+    first = accept(guesses, p_logits, q, Picker(1.0, None, None, None, g), torch.ones(rows, dtype=torch.bool))[:, 0]
+    freq = torch.bincount(first, minlength=5).float() / rows
+    tv = 0.5 * (freq - p_logits[0, 0].softmax(-1)).abs().sum().item()
+    print(f"acceptance rule: TV {tv:.4f}")
+    assert tv < 0.01
+
+
+def test_bad_arguments_are_one_clear_error(loaded, small):
+    model = loaded[next(iter(SMALL))]
+    with pytest.raises(ValueError, match="at least 1"):
+        list(decode(model, torch.tensor([[1, 2]]), 4, -1, None, None, [], None, model.new_cache(), False))
+    with pytest.raises(ValueError, match="presence_penalty"):
+        list(generate(model, [1, 2], 4, speculative=2, presence_penalty=1.0))
+    bare = load_model(small[next(iter(SMALL))], dtype=torch.float32)  # no MTP head attached
+    with pytest.raises(ValueError, match="no MTP head"):
+        list(generate(bare, [1, 2], 4, speculative=2))
