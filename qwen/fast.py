@@ -203,6 +203,7 @@ class Fast(Qwen35):
         self.cfg, self.embed_tokens, self.rotary, self.norm = model.cfg, model.embed_tokens, model.rotary, model.norm
         self.layers = nn.ModuleList(FastLayer(layer) for layer in model.layers)
         self.lm_head = FastLinear(model.lm_head.weight)  # tied: the very Parameter of embed_tokens
+        self.checkpoint = getattr(model, "checkpoint", None)  # as load_model's: the MTP head loads from there
         p = self.embed_tokens.weight
         self.widen = not bf16_is_native(p.device, p.dtype) if widen is None else widen
 

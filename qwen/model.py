@@ -5,6 +5,8 @@ Every layer is pre-norm: h = x + Mixer(norm(x)), out = h + MLP(norm(h)). The mix
 layers (a KV cache that grows). The embedding is not scaled and the logits are not capped. The 0.8B ties the head to
 the embedding; larger sizes store their own. Source: transformers' Qwen3_5TextModel and Qwen3_5ForConditionalGeneration.
 """
+from pathlib import Path
+
 import torch
 import torch.nn as nn
 
@@ -139,4 +141,5 @@ def load_model(path, dtype=None, device=None):
         setattr(model.get_submodule(module), leaf, nn.Parameter(t, requires_grad=False))
     if cfg.tie_word_embeddings:
         model.lm_head.weight = model.embed_tokens.weight
+    model.checkpoint = Path(path)  # where the parts loaded on demand come from (the MTP head: qwen/mtp.py)
     return model.eval()

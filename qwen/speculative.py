@@ -31,7 +31,7 @@ right, always wrong, or any accept/reject pattern the tests need).
 import torch
 
 from qwen.generate import filter_logits
-from qwen.mtp import FinalHidden, new_cache, step
+from qwen.mtp import FinalHidden, attach, new_cache, step
 
 
 class Picker:
@@ -61,6 +61,8 @@ class MTPDraft:
     tokens the main model accepted, built from the main model's own hidden states."""
 
     def __init__(self, model):
+        if getattr(model, "mtp", None) is None and getattr(model, "checkpoint", None) is not None:
+            attach(model, model.checkpoint)  # first use: load_model and load_fast record their checkpoint
         if getattr(model, "mtp", None) is None:
             raise ValueError("the model has no MTP head: load it with qwen.mtp.attach(model, checkpoint_path) "
                              "(the checkpoint needs mtp.* tensors), or pass another draft")

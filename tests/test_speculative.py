@@ -183,6 +183,10 @@ def test_bad_arguments_are_one_clear_error(loaded, small):
         list(decode(model, torch.tensor([[1, 2]]), 4, -1, None, None, [], None, model.new_cache(), False))
     with pytest.raises(ValueError, match="presence_penalty"):
         list(generate(model, [1, 2], 4, speculative=2, presence_penalty=1.0))
-    bare = load_model(small[next(iter(SMALL))], dtype=torch.float32)  # no MTP head attached
+    bare = load_model(small[next(iter(SMALL))], dtype=torch.float32)  # no MTP head attached yet
+    plain = list(generate(bare, [1, 2], 8))
+    assert list(generate(bare, [1, 2], 8, speculative=2)) == plain  # the head loads from bare.checkpoint
+    assert getattr(bare, "mtp", None) is not None
+    bare.mtp, bare.checkpoint = None, None  # a model that does not know its checkpoint
     with pytest.raises(ValueError, match="no MTP head"):
         list(generate(bare, [1, 2], 4, speculative=2))
