@@ -218,8 +218,8 @@ class Fast(Qwen35):
             if isinstance(m, FastLinear):
                 m.widen = bool(on)
 
-    def forward(self, input_ids, cache=None, mask=None, last_only=False):
-        x, cos, sin, mask, caches = self.inputs(input_ids, cache, mask)
+    def forward(self, input_ids, cache=None, mask=None, last_only=False, pixel_values=None, image_grid_thw=None):
+        x, cos, sin, mask, caches = self.inputs(input_ids, cache, mask, pixel_values, image_grid_thw)  # as Qwen35's
         for i, (layer, layer_cache) in enumerate(zip(self.layers, caches)):
             x = layer(x, cos, sin, layer_cache, mask, last=last_only and i == len(self.layers) - 1)
         if cache is not None:
@@ -229,7 +229,8 @@ class Fast(Qwen35):
 
 def load_fast(path, dtype=None, device=None, widen=None):
     """The fast model with the checkpoint's weights: called like load_model's, `model(ids, cache=model.new_cache(),
-    mask=None, last_only=False)`. dtype, device: as load_model; widen: as Fast."""
+    mask=None, last_only=False, pixel_values=None, image_grid_thw=None)`. dtype, device: as load_model; widen: as
+    Fast. The vision tower loads on the first call with an image, from the checkpoint the model records."""
     return Fast(load_model(path, dtype=dtype, device=device), widen=widen).eval()
 
 

@@ -71,13 +71,16 @@ def pad_left(prompts, pad_id=END_OF_TEXT):
 
 @torch.no_grad()
 def generate(model, input_ids, max_new_tokens, temperature=0.0, top_k=None, top_p=None, stop=None, seed=None,
-             min_p=None, presence_penalty=0.0, mask=None, cache=None, speculative=None, draft=None):
+             min_p=None, presence_penalty=0.0, mask=None, cache=None, speculative=None, draft=None, pixel_values=None,
+             image_grid_thw=None):
     """Yield new token ids as they are made: ints for one prompt (a list or 1-D tensor); for a (B, T) batch, a list
     of B ints per step, None for rows already stopped. The stop token that ends a row is yielded. stop=None: the
     model's stop tokens; stop=[]: run to max_new_tokens. mask (B, T), 1 = real token, for left-padded batches.
     cache: continue a conversation; it must hold exactly the tokens before input_ids (and mask must cover them).
     speculative=k: k drafted tokens per main-model step (qwen/speculative.py), the same tokens as without for
-    temperature 0, the same distribution otherwise; draft: what guesses them (default: the model's MTP head)."""
+    temperature 0, the same distribution otherwise; draft: what guesses them (default: the model's MTP head).
+    pixel_values, image_grid_thw (qwen.vision.preprocess): images read with the prompt only; the cache keeps the
+    M-RoPE offset they leave for the tokens after them."""
     device = next(model.parameters()).device
     ids = torch.as_tensor(input_ids, dtype=torch.long, device=device)
     batched = ids.dim() == 2
@@ -89,6 +92,8 @@ def generate(model, input_ids, max_new_tokens, temperature=0.0, top_k=None, top_
     mask = None if mask is None else torch.as_tensor(mask, device=device).long()
     cache = model.new_cache() if cache is None else cache
     B = ids.shape[0]
+    if speculative and pixel_values is not None:
+        raise ValueError("speculative decoding does not take images yet: generate after an image without speculative")
     if speculative:
         from qwen.speculative import Picker, decode  # here, not at the top: qwen/speculative.py imports this file
 
@@ -100,7 +105,9 @@ def generate(model, input_ids, max_new_tokens, temperature=0.0, top_k=None, top_
     done = torch.zeros(B, dtype=torch.bool, device=device)
     seen = None  # (B, V): tokens this call has generated, for the presence penalty
 
-    logits = model(ids, cache=cache, mask=mask, last_only=True)[:, -1]  # prefill: the whole prompt at once, (B, V)
+    images = {} if pixel_values is None else dict(pixel_values=pixel_values, image_grid_thw=image_grid_thw)
+    # prefill: the whole prompt at once, its images with it, (B, V)
+    logits = model(ids, cache=cache, mask=mask, last_only=True, **images)[:, -1]
     for step in range(max_new_tokens):
         if presence_penalty:  # a flat penalty on every token already generated, however often (OpenAI, vLLM)
             seen = torch.zeros_like(logits, dtype=torch.bool) if seen is None else seen

@@ -3,7 +3,9 @@
 Every layer is pre-norm: h = x + Mixer(norm(x)), out = h + MLP(norm(h)). The mixer is Gated DeltaNet on
 "linear_attention" layers (a fixed-size state, three of every four layers) and gated attention on "full_attention"
 layers (a KV cache that grows). The embedding is not scaled and the logits are not capped. The 0.8B ties the head to
-the embedding; larger sizes store their own. Source: transformers' Qwen3_5TextModel and Qwen3_5ForConditionalGeneration.
+the embedding; larger sizes store their own. With an image (qwen/vision.py) the merged image tokens replace the
+embeddings of its <|image_pad|> ids and the prompt gets 3-row M-RoPE positions; the layers are unchanged.
+Source: transformers' Qwen3_5TextModel and Qwen3_5ForConditionalGeneration.
 """
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from qwen.embedding import Embedding
 from qwen.mlp import MLP
 from qwen.norm import RMSNorm
 from qwen.rope import RotaryEmbedding
+from qwen.vision import load_vision, place_images, position_ids, rope_delta
 from qwen.weights import Config, load_weights
 
 
@@ -52,6 +55,7 @@ class Cache:
     def __init__(self, layer_types):
         self.layers = [KVCache() if kind == "full_attention" else DeltaNetCache() for kind in layer_types]
         self.length = 0  # tokens seen so far, padding included
+        self.delta = 0  # M-RoPE: how far positions run ahead of token counts after images, (B, 1) (qwen/vision.py)
 
 
 class Qwen35(nn.Module):
@@ -84,18 +88,50 @@ class Qwen35(nn.Module):
             raise ValueError(f"mask must be (B, cached + new) = ({B}, {S}), got {tuple(mask.shape)}")
         return None if mask is None else mask.bool()
 
-    def inputs(self, input_ids, cache, mask):
+    def vision(self):
+        """The vision tower, read from the checkpoint on the first call with an image: text alone never loads it."""
+        if getattr(self, "visual", None) is None:
+            if getattr(self, "checkpoint", None) is None:
+                raise ValueError("this model has no checkpoint folder to read its vision tower from: load it with "
+                                 "load_model(path), or set model.visual = qwen.vision.load_vision(path)")
+            p = self.embed_tokens.weight
+            self.visual = load_vision(self.checkpoint, p.dtype, p.device)
+        return self.visual
+
+    def see(self, x, input_ids, pos, mask, pixel_values, image_grid_thw):
+        """The images' merged tokens put at their pads, and the (3, B, T) positions of a chunk that starts at
+        pos[:, :1] (the text position of its first token). Returns x, positions and the chunk's own rope_delta."""
+        if image_grid_thw is None:
+            raise ValueError("pixel_values needs image_grid_thw (one (t, h, w) row per image): qwen.vision.preprocess "
+                             "returns both")
+        tower = self.vision()
+        ids, m = tower.cfg.image_token_id, tower.cfg.spatial_merge_size
+        x = place_images(x, input_ids, tower(pixel_values.to(x.device, x.dtype), image_grid_thw), ids)  # (B, T, d)
+        own = None if mask is None else mask[:, -input_ids.shape[1]:]
+        grid_pos = position_ids(input_ids, image_grid_thw, own, ids, m)  # (3, B, T), counted from 0
+        return x, grid_pos + pos[:, :1], rope_delta(grid_pos, own)
+
+    def inputs(self, input_ids, cache, mask, pixel_values=None, image_grid_thw=None):
         """What every layer reads: the embedded tokens x (B, T, d), the RoPE tables of their positions (B, T, R) each,
         the checked mask, and one cache entry per layer (None without a cache)."""
         B, T = input_ids.shape
         past = cache.length if cache is not None else 0
         mask = self.check_mask(mask, B, past + T)
         x = self.embed_tokens(input_ids)  # (B, T, d)
-        cos, sin = self.rotary(self.positions(B, T, past, mask, x.device), x.dtype)
+        delta = cache.delta if cache is not None else 0  # after an image, text positions run ahead by delta
+        pos = self.positions(B, T, past, mask, x.device) + delta  # (B, T)
+        if pixel_values is not None:
+            x, pos, chunk_delta = self.see(x, input_ids, pos, mask, pixel_values, image_grid_thw)  # pos (3, B, T)
+            delta = delta + chunk_delta  # (B, 1): what the tokens after this chunk add to their count
+        if cache is not None:
+            cache.delta = delta
+        cos, sin = self.rotary(pos, x.dtype)
         return x, cos, sin, mask, [None] * len(self.layers) if cache is None else cache.layers
 
-    def forward(self, input_ids, cache=None, mask=None, last_only=False):
-        x, cos, sin, mask, caches = self.inputs(input_ids, cache, mask)
+    def forward(self, input_ids, cache=None, mask=None, last_only=False, pixel_values=None, image_grid_thw=None):
+        """pixel_values (N, 3·2·16·16) and image_grid_thw (images, 3) from qwen.vision.preprocess: the prompt's ids
+        hold one <|image_pad|> per merged token (qwen.vision.expand_image_tokens), as transformers' model takes them."""
+        x, cos, sin, mask, caches = self.inputs(input_ids, cache, mask, pixel_values, image_grid_thw)
         for layer, layer_cache in zip(self.layers, caches):
             x = layer(x, cos, sin, layer_cache, mask)
         if cache is not None:
