@@ -11,6 +11,10 @@ Typing goes through readline where Python has it: arrow keys edit and recall, a 
 terminal's own line editor stops at 4,095 characters on Linux), and with GNU readline 8.1 or later a paste of
 several lines arrives as one message (bracketed paste). Everywhere, a message may span the lines between two lines
 of three double quotes.
+--speculative K decodes with the checkpoint's multi-token-prediction head drafting K tokens per main-model step
+(qwen/speculative.py): the same replies at temperature 0, the same distribution otherwise; after each reply the chat
+prints the share of guesses the main model accepted and the tokens each main-model step produced. The model card's
+presence penalty goes off with it (one line says so): it changes the distribution with every token, drafts included.
 Run: python main.py chat [--model synthetic] (or bash course.sh chat); in the chat, /help lists the commands.
 """
 import argparse
@@ -39,10 +43,10 @@ class Chat:
     """The conversation, and the cache of everything in it up to the start of the last reply."""
 
     def __init__(self, model, tokenizer, stop, thinking=False, overrides=None, max_new_tokens=1024, seed=None,
-                 system=None):
+                 system=None, speculative=0):
         self.model, self.tok, self.stop = model, tokenizer, stop
         self.thinking, self.overrides, self.max_new_tokens, self.seed = thinking, overrides or {}, max_new_tokens, seed
-        self.system = system
+        self.system, self.speculative = system, speculative  # K guesses per main-model step; 0: plain decoding
         self.end_think = tokenizer.special_tokens[END_THINK]
         self.reset()
 
@@ -76,8 +80,9 @@ class Chat:
         reply, part, ended, first = [], "think" if self.thinking else "answer", False, None
         stream = TextStream(self.tok)
         seed = None if self.seed is None else self.seed + len(messages)  # reproducible, yet not every turn alike
+        counts = {}  # speculative decoding's: main-model steps after the prefill, guesses proposed and accepted
         for token in generate(self.model, rest, self.max_new_tokens, stop=self.stop, seed=seed, cache=cache,
-                              **self.settings()):
+                              speculative=self.speculative, stats=counts, **self.settings()):
             if first is None:
                 prefill_s, first = time.perf_counter() - start, time.perf_counter()
             if token in self.stop:
@@ -98,6 +103,8 @@ class Chat:
                      cut=not ended, cut_thinking=not ended and part == "think")
         if tokens > 1:
             stats["decode_tok_s"] = (tokens - 1) / (time.perf_counter() - first)
+        if counts.get("steps"):  # the prefill made the first token; each verify step the rest
+            stats.update(counts, per_step=(tokens - 1) / counts["steps"])
         message = self.reply_message(reply)
         # the turn joins in one assignment, a new list and cache: nothing of it shows until it is all there
         self.messages, self.kept_ids, self.kept_cache, self.stats = messages + [message], ids, kept, stats
@@ -120,6 +127,12 @@ def positive(text):
     return int(text)
 
 
+def nonnegative(text):
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 0")
+    return int(text)
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Chat with the hand-written Qwen3.5 in the terminal. In the chat, /help "
                                             "lists the commands. Ctrl-C stops a reply without leaving (your "
@@ -138,6 +151,9 @@ def parse_args(argv=None):
     p.add_argument("--max-new-tokens", type=positive,
                    help="reply length limit (default 1024; 48 on the synthetic one); /limit N changes it in the chat")
     p.add_argument("--seed", type=int, help="make the sampling reproducible")
+    p.add_argument("--speculative", type=nonnegative, default=0, metavar="K",
+                   help="draft K tokens per main-model step with the checkpoint's MTP head (default 0: plain "
+                        "decoding); turns the model card's presence penalty off")
     for name, kind in (("temperature", float), ("top-p", float), ("top-k", int), ("min-p", float),
                        ("presence-penalty", float)):
         p.add_argument(f"--{name}", type=kind, help=f"override the model card's {name} "
@@ -240,6 +256,10 @@ def turn(chat, text, view):
         speed = f", {s['decode_tok_s']:.1f} tokens/s" if "decode_tok_s" in s else ""
         print(f"\n[{s['tokens']} tokens{speed}; prompt: {s['prompt']} new tokens in {s['prefill_s']:.2f} s, "
               f"{s['reused']} read from the cache]")
+        if "steps" in s:
+            print(f"[speculative, {chat.speculative} guesses per step: {s['accepted']} of {s['proposed']} accepted "
+                  f"({s['accepted'] / s['proposed']:.0%}), {s['per_step']:.2f} tokens per main-model step "
+                  "(plain decoding: 1)]")
         if s["cut_thinking"]:
             print(f"[the {chat.max_new_tokens}-token limit cut the reasoning: the reply is kept with an empty answer; "
                   "/limit N raises the limit]")
@@ -262,8 +282,12 @@ def main(argv=None):
 
 def run(args):
     from qwen.fast import load_fast, numerics
+    from qwen.mtp import attach
 
     try:
+        if args.speculative and args.presence_penalty:
+            raise ValueError(f"--presence-penalty {args.presence_penalty} cannot go with --speculative: the penalty "
+                             "changes the distribution with every token, drafts included; drop one of the two")
         device = torch.device(args.device) if args.device else pick_device()
         available = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
         if not available.get(device.type, True):
@@ -274,6 +298,8 @@ def run(args):
         synthetic = is_synthetic(path)
         torch.set_num_threads(args.threads or (1 if synthetic else torch.get_num_threads()))
         model = load_fast(path, dtype=args.dtype, device=device)  # the fast path: same results (chapter 9)
+        if args.speculative:
+            attach(model, path)  # the MTP head, loaded now: a checkpoint without one is refused here
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         sys.exit(f"error: {e}")
     if synthetic:
@@ -281,8 +307,13 @@ def run(args):
               "real one; load the real model with --model Qwen/Qwen3.5-0.8B to talk.")
     thinking = default_thinking(path) if args.think is None else args.think
     overrides = {k: getattr(args, k) for k in CARD[False]}
+    if args.speculative:
+        overrides["presence_penalty"] = 0.0
+        print(f"--speculative {args.speculative}: the model card's presence penalty ({CARD[False]['presence_penalty']}"
+              f", thinking {CARD[True]['presence_penalty']}) is off, as speculative decoding needs a distribution that "
+              "does not change with every token")
     chat = Chat(model, tok, checkpoint_stop_tokens(path), thinking or args.hide_thinking, overrides,
-                args.max_new_tokens or (48 if synthetic else 1024), args.seed, args.system)
+                args.max_new_tokens or (48 if synthetic else 1024), args.seed, args.system, args.speculative)
     view = "hide" if args.hide_thinking else "dim"
     paste = line_editing()
     dtype = next(model.parameters()).dtype

@@ -71,14 +71,15 @@ def pad_left(prompts, pad_id=END_OF_TEXT):
 
 @torch.no_grad()
 def generate(model, input_ids, max_new_tokens, temperature=0.0, top_k=None, top_p=None, stop=None, seed=None,
-             min_p=None, presence_penalty=0.0, mask=None, cache=None, speculative=None, draft=None, pixel_values=None,
-             image_grid_thw=None):
+             min_p=None, presence_penalty=0.0, mask=None, cache=None, speculative=None, draft=None, stats=None,
+             pixel_values=None, image_grid_thw=None):
     """Yield new token ids as they are made: ints for one prompt (a list or 1-D tensor); for a (B, T) batch, a list
     of B ints per step, None for rows already stopped. The stop token that ends a row is yielded. stop=None: the
     model's stop tokens; stop=[]: run to max_new_tokens. mask (B, T), 1 = real token, for left-padded batches.
     cache: continue a conversation; it must hold exactly the tokens before input_ids (and mask must cover them).
     speculative=k: k drafted tokens per main-model step (qwen/speculative.py), the same tokens as without for
-    temperature 0, the same distribution otherwise; draft: what guesses them (default: the model's MTP head).
+    temperature 0, the same distribution otherwise; draft: what guesses them (default: the model's MTP head); stats: a
+    dict that speculative decoding fills with its counts (main-model steps, guesses proposed and accepted).
     pixel_values, image_grid_thw (qwen.vision.preprocess): images read with the prompt only; the cache keeps the
     M-RoPE offset they leave for the tokens after them."""
     device = next(model.parameters()).device
@@ -100,7 +101,7 @@ def generate(model, input_ids, max_new_tokens, temperature=0.0, top_k=None, top_
         if presence_penalty:
             raise ValueError("presence_penalty changes p with every token, drafts included: use it without speculative")
         pick = Picker(temperature, top_k, top_p, min_p, generator)
-        yield from decode(model, ids, max_new_tokens, speculative, draft, pick, stop, mask, cache, batched)
+        yield from decode(model, ids, max_new_tokens, speculative, draft, pick, stop, mask, cache, batched, stats)
         return
     done = torch.zeros(B, dtype=torch.bool, device=device)
     seen = None  # (B, V): tokens this call has generated, for the presence penalty

@@ -1,7 +1,8 @@
 """The terminal chat: scripted stdin through `python main.py chat`; the cache kept across turns proven equal to
 reading the whole conversation afresh; Ctrl-C (KeyboardInterrupt from the model) in the first prefill, a later
 prefill or decoding leaves the conversation and the cache as they were; a reply cut while thinking is kept as the
-official template reads it. tests/test_chat_pty.py drives the chat in a real pseudo-terminal.
+official template reads it; --speculative 2 gives plain greedy's replies, also across turns and after Ctrl-C.
+tests/test_chat_pty.py drives the chat in a real pseudo-terminal.
 Run: pytest -q tests/test_chat_cli.py (about a minute)."""
 import os
 import subprocess
@@ -57,6 +58,33 @@ def test_end_of_input_at_once_and_bad_model(synthetic, tmp_path):
         assert "\n" not in str(stop.value)
 
 
+def test_speculative_session_replies_as_plain_greedy(synthetic):
+    """fp32 (the chat's default is bf16, where a near tie may round the other way in the verify pass; see
+    qwen/speculative.py), temperature 0: the oracle is the same session decoded plainly."""
+    stdin, greedy = "hello\nand a second message\n", ["--temperature", "0", "--dtype", "fp32"]
+    code, plain, err = run_chat(stdin, *greedy, "--presence-penalty", "0")
+    assert code == 0, err
+    code, out, err = run_chat(stdin, *greedy, "--speculative", "2")
+    assert code == 0 and "Traceback" not in err, err
+    replies = [line for line in out.splitlines() if line.startswith("you> qwen> ")]
+    assert len(replies) == 2 and replies == [line for line in plain.splitlines() if line.startswith("you> qwen> ")]
+    assert "--speculative 2: the model card's presence penalty (2.0, thinking 1.5) is off" in out
+    assert out.count("[speculative, 2 guesses per step: ") == 2 and "speculative" not in plain
+    assert "tokens per main-model step (plain decoding: 1)]" in out
+
+
+@pytest.mark.parametrize("value, why", [("-1", "'-1' is not a whole number of at least 0"),
+                                        ("1.5", "'1.5' is not a whole number"), ("two", "'two' is not a whole")])
+def test_bad_speculative_value_is_one_clear_error(value, why, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--model", "synthetic", f"--speculative={value}"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and f"error: argument --speculative: {why}" in err and "Traceback" not in err
+    with pytest.raises(SystemExit, match=r"^error: --presence-penalty 1.5 cannot go with --speculative") as stop:
+        main(["--model", "synthetic", "--speculative", "2", "--presence-penalty", "1.5"])
+    assert "\n" not in str(stop.value)
+
+
 @pytest.fixture(scope="module")
 def model(synthetic):
     return load_model(synthetic, dtype=torch.float32)
@@ -82,12 +110,12 @@ def stored(reply, thinking):
     return {"role": "assistant", "content": answer, "reasoning_content": reasoning}
 
 
-@pytest.mark.parametrize("thinking", [False, True])
-def test_cache_kept_across_turns_is_exact(model, synthetic, thinking):
+@pytest.mark.parametrize("thinking, speculative", [(False, 0), (True, 0), (False, 2)])
+def test_cache_kept_across_turns_is_exact(model, synthetic, thinking, speculative):
     tok = load_tokenizer(synthetic)
     stop = checkpoint_stop_tokens(synthetic)
     chat = Chat(model, tok, stop, thinking=thinking, overrides=dict(temperature=0.0, presence_penalty=0.0),
-                max_new_tokens=6, system="Be brief.")
+                max_new_tokens=6, system="Be brief.", speculative=speculative)
     for turn, text in enumerate(["Hi there", "And now? 😀", "一个问题"]):
         history = [dict(m) for m in chat.messages] + [{"role": "user", "content": text}]
         reply = "".join(piece for _, piece in chat.respond(text))
@@ -96,37 +124,47 @@ def test_cache_kept_across_turns_is_exact(model, synthetic, thinking):
         assert reply == want.replace("</think>", "")
         if turn:
             assert chat.stats["reused"] > 0  # and it really was reused
+        if speculative:  # every verify step proposed 2 guesses; the steps made the tokens after the prefill's
+            s = chat.stats
+            assert s["proposed"] == 2 * s["steps"] and 0 <= s["accepted"] <= s["proposed"]
+            assert s["per_step"] == (s["tokens"] - 1) / s["steps"]
     chat.reset()
     assert chat.messages == [{"role": "system", "content": "Be brief."}] and chat.kept_cache is None
 
 
-class Interrupted(torch.nn.Module):
-    """The model, except that its call number `at` (counted from 1) raises KeyboardInterrupt, as Ctrl-C would."""
+class Interrupted:
+    """Counts the model's calls; call number `at` (counted from 1) raises KeyboardInterrupt, as Ctrl-C would. A
+    forward pre-hook, so the chat decodes with the model itself (speculative decoding reaches into its layers)."""
 
     def __init__(self, model):
-        super().__init__()
-        self.model, self.calls, self.at = model, 0, None
+        self.calls, self.at = 0, None
+        self.handle = model.register_forward_pre_hook(self.count)
 
-    def new_cache(self):
-        return self.model.new_cache()
-
-    def forward(self, ids, **kw):
+    def count(self, module, args):
         self.calls += 1
         if self.calls == self.at:
             raise KeyboardInterrupt
-        return self.model(ids, **kw)
+
+
+@pytest.fixture
+def interrupted(model):
+    hook = Interrupted(model)
+    yield hook
+    hook.handle.remove()  # the model is shared by the module's tests
 
 
 @pytest.mark.parametrize("when", ["first prefill", "later prefill", "decode"])
-def test_ctrl_c_leaves_the_chat_as_it_was(model, tok, synthetic, when):
+@pytest.mark.parametrize("speculative", [0, 2])
+def test_ctrl_c_leaves_the_chat_as_it_was(model, tok, synthetic, interrupted, when, speculative):
     stop = checkpoint_stop_tokens(synthetic)
-    wrapped = Interrupted(model)
-    chat = Chat(wrapped, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=4)
+    chat = Chat(model, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=4,
+                speculative=speculative)
     if when != "first prefill":
         "".join(piece for _, piece in chat.respond("Hello"))
     before = (chat.messages, chat.kept_ids, chat.kept_cache)
-    # a turn calls the model for the conversation's new tokens, for the generation prompt, then once per token
-    wrapped.at = wrapped.calls + (4 if when == "decode" else 1)
+    # a turn calls the model for the conversation's new tokens, for the generation prompt (the first token), then
+    # once per decode step: plain, one token; speculative, one verify pass over the guesses
+    interrupted.at = interrupted.calls + (3 if when == "decode" else 1)
     with pytest.raises(KeyboardInterrupt):
         "".join(piece for _, piece in chat.respond("never answered"))
     assert (chat.messages, chat.kept_ids, chat.kept_cache) == before and chat.stats is None  # no stale numbers
