@@ -1,4 +1,5 @@
 """Shared fixtures: the synthetic checkpoint (generated once into data/) and transformers' view of it."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,21 @@ def run_chapter(script, *args):
     r = subprocess.run([sys.executable, str(ROOT / "chapters" / script), *args], capture_output=True, text=True,
                        timeout=300, cwd=ROOT)
     return r.returncode, r.stdout, r.stderr
+
+
+@pytest.fixture(scope="session", autouse=True)
+def learner_files_untouched(tmp_path_factory):
+    """The judge's progress and working files go to a temporary folder for the whole run, in this process and in
+    every child it starts: a test that grades a solution must not mark it solved in the learner's own progress."""
+    folder = tmp_path_factory.mktemp("practice")
+    saved = {k: os.environ.get(k) for k in ("PRACTICE_PROGRESS", "PRACTICE_WORK")}
+    os.environ.update(PRACTICE_PROGRESS=str(folder / "progress.json"), PRACTICE_WORK=str(folder / "work"))
+    yield folder
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @pytest.fixture(scope="session")
