@@ -2,8 +2,9 @@
 
 Each step turns the last position's logits into one token: the argmax (greedy, temperature 0), or a draw from the
 softmax after the sampling rules. The presence penalty comes first, as vLLM and OpenAI apply it (transformers has
-none); then temperature, top-k, top-p, min-p, the order of transformers' sampling warpers. The cache is what makes decoding cheap: a full-attention layer keeps its keys and values (growing with the
-text), a DeltaNet layer its conv window and fixed-size state, so a step costs one token's work. Generation stops at
+none); then temperature, top-k, top-p, min-p, the order of transformers' sampling warpers. The cache is what makes
+decoding cheap: a full-attention layer keeps its keys and values (growing with the text), a DeltaNet layer its conv
+window and fixed-size state, so a step costs one token's work. Generation stops at
 a stop token (a chat turn ends with <|im_end|> 248046; the config's eos is <|endoftext|> 248044) or at the limit.
 """
 import json
@@ -27,9 +28,7 @@ def checkpoint_stop_tokens(path):
 
 
 def default_stop(model):
-    """stop=None: the model's own stop tokens (set by load_model), else <|im_end|>, <|endoftext|> and cfg's eos."""
-    if getattr(model, "stop_tokens", None) is not None:
-        return set(model.stop_tokens)
+    """stop=None: <|im_end|>, <|endoftext|> and the config's eos (the chat adds the checkpoint's own, see above)."""
     eos = getattr(getattr(model, "cfg", None), "eos_token_id", None)
     return {IM_END, END_OF_TEXT} | set(eos if isinstance(eos, list) else [] if eos is None else [eos])
 
