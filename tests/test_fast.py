@@ -243,3 +243,28 @@ def test_plug_in_reaches_the_fast_path(folders):
         zeroed = fast(ids)
     assert (same - want).abs().max().item() <= fp32_tol(want)
     assert (broken - want).abs().max().item() > 1e-2 and (zeroed - want).abs().max().item() > 1e-2
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("number, wrong", [(207, "sigmoid_gate"), (208, "no_sigmoid")])
+def test_plug_in_reaches_the_fast_mlp_and_attention(folders, number, wrong):
+    """207 and 208 replace a module's forward, which FastMLP and FastAttention override: the plug-in swaps theirs
+    too, with the weights split out of the joined projections. The reference solution changes the fast logits by
+    rounding only; a wrong one (the practice folder's) moves them."""
+    from practice.judge import problems
+    from practice.plugin import _swaps, swapped
+    from test_plugin import functions
+
+    prob = problems()[number]
+    names = prob.meta["functions"]
+    right = dict(zip(names, functions(prob.folder / "solution.py", *names)))
+    bad = dict(zip(names, functions(prob.folder / "wrong" / f"{wrong}.py", *names)))
+    fast = load_fast(folders[TIED_GQA3], torch.float32, widen=False)
+    ids = ids_for(512, shape=(1, 70))
+    want = fast(ids)
+    with swapped(_swaps(number, right, fast.cfg)):
+        same = fast(ids)
+    with swapped(_swaps(number, bad, fast.cfg)):
+        moved = fast(ids)
+    assert (same - want).abs().max().item() <= fp32_tol(want)
+    assert (moved - want).abs().max().item() > 1e-2
