@@ -7,7 +7,7 @@ import pytest
 import torch
 from hf_checkpoint import hf_load
 from test_model import folders  # noqa: F401 (a fixture: the small checkpoints transformers writes)
-from test_model import CONFIGS, fp32_tol, ids_for, left_padding_error, run_in_pieces
+from test_model import CONFIGS, bf16_steps, fp32_tol, ids_for, left_padding_error, run_in_pieces
 
 import qwen.fast
 from qwen.deltanet import recurrent_delta_rule
@@ -58,13 +58,6 @@ def our_steps(model, ids):
     for t in range(PROMPT, ids.shape[1]):
         out.append(model(ids[:, t:t + 1], cache=cache, last_only=True)[:, -1])
     return torch.stack(out, 1).float()
-
-
-def bf16_steps(got, want):
-    """Per step, max |got − want| in bf16 steps at the step's scale: 2^(⌊log2 max|want|⌋ − 7), the spacing of bf16
-    numbers as large as the largest logit. (B, steps)."""
-    scale = want.abs().amax(-1, keepdim=True)
-    return ((got - want).abs() / 2.0 ** (torch.floor(torch.log2(scale)) - 7)).amax(-1)
 
 
 @pytest.fixture(scope="module")
