@@ -87,7 +87,10 @@ def test_bf16_cached_decode_equals_transformers_sdpa(bf16_oracles, name, who):
     BF16_STEPS bf16 steps of sdpa's.
     The fast path rounds as sdpa's path does (the same products, torch's fused attention, the DeltaNet step summed in
     transformers' order): bit-exact here on every checkpoint (0 steps), so a rounding changed in its decode step or
-    its decode attention fails this test. Widened products sum in another order: 2 and 18 steps measured.
+    its decode attention fails this test. Planted, one line of qwen/fast.py each: the step's β(v − Sᵀk) rounded to
+    bf16 fails all four checkpoints (7-165 steps); its read Sᵀq as an einsum fails the synthetic one (98 steps; 0
+    on the small configs); the T = 1 attention in fp32 fails three (2-61 steps), q scaled by 1/√D in bf16 before it
+    two (2 and 9). Widened products sum in another order: 2 and 18 steps measured.
     The teaching model writes attention out as the eager path does, and its chunked rule rounds differently from
     transformers' (both within fp32 rounding): on the small configs it lies exactly as far from sdpa as eager does
     (1-7 steps). The synthetic checkpoint's 24 random layers amplify one bf16 step anywhere into tens of steps in the
