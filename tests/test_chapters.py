@@ -234,7 +234,11 @@ def test_ch07_facts(outputs):
     assert held.group(1) == held.group(2) == f"{4 * 32 * 32 * 4 + 3 * (2 * 2 * 32 + 4 * 32) * 2:,}"  # by hand
     # real 0.8B: (16·128·128·4 + 3·6144·2) B of state against 2·2·256·2 B of KV per token
     assert f"one linear layer holds as much as a full layer's KV cache at {1_085_440 / 2048:,.0f} tokens" in out
-    assert re.search(r"Qwen3.5-0.8B\s+1.04 MiB\s+2,048 B\s+64 MiB\s+0.39 GiB\s+1.50 GiB", out)
+    # the real 0.8B's row by hand: a DeltaNet layer's state and conv window, a full layer's K and V per token, at
+    # 32,768 tokens one full layer, the whole cache (6 full + 18 DeltaNet layers), and full attention in all 24
+    lin, kv, T32 = 16 * 128 * 128 * 4 + 3 * 6144 * 2, 2 * 2 * 256 * 2, 32768
+    assert re.search(rf"Qwen3.5-0.8B\s+{lin / 2**20:.2f} MiB\s+{kv:,} B\s+{kv * T32 / 2**20:.0f} MiB\s+"
+                     rf"{(6 * kv * T32 + 18 * lin) / 2**30:.2f} GiB\s+{24 * kv * T32 / 2**30:.2f} GiB", out)
     for number in (210, 211, 212):
         assert f"» exercise {number} (" in out
 def test_ch04_facts(outputs):
