@@ -99,9 +99,10 @@ class Chat:
         self.stats; a caller that stops early (Ctrl-C) leaves the conversation and the cache as they were, and
         self.stats None."""
         self.stats = None
-        content = [*({"type": "image", "image": i["path"]} for i in self.pending), {"type": "text", "text": text}]
-        messages = self.messages + [{"role": "user", "content": content if self.pending else text}]  # new lists:
-        images = self.images + self.pending  # self.messages and self.images stay as they are until the turn joins
+        parts = [{"type": "image", "image": i["path"]} for i in self.pending]  # images first, as Qwen's examples
+        content = parts + [{"type": "text", "text": text}] if parts else text
+        messages = self.messages + [{"role": "user", "content": content}]  # new lists: self.messages and
+        images = self.images + self.pending  # self.images stay as they are until the turn joins
         stable = render(messages, add_generation_prompt=False) + "<|im_start|>assistant\n"
         ids = self.expand(self.tok.encode(stable), images)
         rest = self.tok.encode(render(messages, thinking=self.thinking)[len(stable):])  # the thinking tags
@@ -341,7 +342,7 @@ def turn(chat, text, view):
             print(f"{dim}{piece}{plain}" if part == "think" else piece, end="", flush=True)
         s = chat.stats
         speed = f", {s['decode_tok_s']:.1f} tokens/s" if "decode_tok_s" in s else ""
-        image = f" ({s['image_tokens']} of them the image's)" if s["image_tokens"] else ""
+        image = f" ({s['image_tokens']} of them image tokens)" if s["image_tokens"] else ""
         print(f"\n[{s['tokens']} tokens{speed}; prompt: {s['prompt']} new tokens{image} in {s['prefill_s']:.2f} s, "
               f"{s['reused']} read from the cache]")
         if "steps" in s:
@@ -355,7 +356,7 @@ def turn(chat, text, view):
             print(f"[stopped at the {chat.max_new_tokens}-token limit; the reply is kept as it is; /limit N raises it]")
     except KeyboardInterrupt:
         if chat.messages is before:
-            kept = "; the image stays attached for your next message" if chat.pending else ""
+            kept = "; the attached image(s) stay for your next message" if chat.pending else ""
             print(f"{plain} [stopped: your message and the partial reply are left out of the conversation{kept}]")
         else:  # the reply had ended and joined; only its numbers were cut short
             print(f"{plain} [the reply was complete and is kept]")

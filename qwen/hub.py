@@ -95,6 +95,21 @@ def download_files(folder):
     return META + VISION_META + sorted(set(text_shards(folder)) | set(vision_shards(folder)))
 
 
+def part_files(folder, prefix, part):
+    """The weight files (paths) of checkpoint `folder` that hold `prefix` tensors, `part` of the model: with an index,
+    only those, and a file it names that the folder lacks (a download of the text files alone) is one clear error
+    that says how to fetch it; without an index, every .safetensors file."""
+    folder = Path(folder)
+    if not (folder / "model.safetensors.index.json").is_file():
+        return sorted(folder.glob("*.safetensors"))
+    files = shards(folder, lambda k: k.startswith(prefix))
+    missing = [f for f in files if not (folder / f).is_file()]
+    if missing:
+        raise ModelNotFound(f"{folder} lacks {', '.join(missing)}, which hold{'s' * (len(missing) == 1)} {part} "
+                            f"({prefix}*); text works without it", fetch_fix(folder, missing))
+    return [folder / f for f in files]
+
+
 def fetch_fix(folder, files):
     """How to put `files` into checkpoint `folder`: for a hub-cache snapshot (<cache>/models--Org--Name/snapshots/
     <commit>), the `hf download` of that very commit into that cache, which fills the same snapshot."""

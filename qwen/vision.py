@@ -28,7 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from safetensors import safe_open
 
-from qwen.hub import ModelNotFound, fetch_fix, vision_shards
+from qwen.hub import part_files
 from qwen.image import preprocess  # noqa: F401 (qwen.vision.preprocess: pixels -> patches)
 from qwen.rope import rotate_half
 from qwen.weights import read_header
@@ -220,19 +220,9 @@ class VisionTower(nn.Module):
 
 def vision_files(path):
     """{name without "model.visual.": (file, key)} for the checkpoint folder at `path`, from the headers of the files
-    that hold the tower only. A file the index names but the folder lacks (a download of the text files alone) is
-    one clear error that names it and how to fetch it; text goes on working without it."""
-    folder = Path(path)
-    if (folder / "model.safetensors.index.json").is_file():
-        files = vision_shards(folder)
-        missing = [f for f in files if not (folder / f).is_file()]
-        if missing:
-            raise ModelNotFound(f"{folder} lacks {', '.join(missing)}, which hold{'s' if len(missing) == 1 else ''} "
-                                f"the vision tower (model.visual.*); text works without it", fetch_fix(folder, missing))
-    else:
-        files = sorted(p.name for p in folder.glob("*.safetensors"))
-    return {key[len(PREFIX):]: (folder / f, key) for f in files for key in read_header(folder / f)
-            if key.startswith(PREFIX)}
+    that hold the tower only (one the folder lacks is a clear error: qwen/hub.py part_files)."""
+    return {key[len(PREFIX):]: (file, key) for file in part_files(path, PREFIX, "the vision tower")
+            for key in read_header(file) if key.startswith(PREFIX)}
 
 
 def load_vision(path, dtype=None, device=None):
