@@ -13,8 +13,8 @@ from pathlib import Path
 
 DEFAULT_MODEL = "Qwen/Qwen3.5-0.8B"
 DENSE_SIZES = ("0.8B", "2B", "4B", "9B", "27B")  # every dense Qwen3.5 shares this layout
-SKIPPED = ("mtp.", "model.visual.")  # multi-token prediction and vision tower: not part of the text model
-VISION = "model.visual."
+VISION = "model.visual."  # the vision tower's tensors
+SKIPPED = ("mtp.", VISION)  # multi-token prediction and vision tower: not part of the text model
 META = ["config.json", "generation_config.json", "model.safetensors.index.json", "tokenizer.json",
         "tokenizer_config.json", "chat_template.jinja", "vocab.json", "merges.txt"]  # what text reads besides weights
 VISION_META = ["preprocessor_config.json"]  # the image processor's settings (qwen/image.py)

@@ -21,7 +21,6 @@ final norm. The one difference: transformers gives the pair (x_{t+1}, h_t) the p
 the position of h_t, t. RoPE scores depend only on distances, so the logits agree up to rounding (the tests
 check it). This file uses vLLM's: the MTP cache then lines up with the main model's, entry t for entry t.
 """
-
 import torch
 import torch.nn as nn
 from safetensors import safe_open

@@ -235,14 +235,23 @@ def test_a_cache_without_the_vision_files_still_serves_text(tmp_path, split, syn
     assert f"hf download Qwen/Qwen3.5-0.8B {VISION_SHARD} --revision {COMMIT} --cache-dir {tmp_path / 'hub'}" in message
 
 
-def test_a_folder_without_the_vision_file_says_where_to_put_it(tmp_path, split):
+def test_a_folder_of_text_files_only_says_where_to_put_the_rest(tmp_path, split, synthetic):
+    """The text files alone, as the download fetched them before (the vision and MTP files of their own left out):
+    text loads and reads the same; the tower and the MTP head each name their missing file."""
     from qwen.hub import ModelNotFound
+    from qwen.model import load_model
+    from qwen.mtp import mtp_files
     from qwen.vision import load_vision
 
     folder = tmp_path / "Qwen3.5-0.8B"
     folder.mkdir()
     for f in split.iterdir():
-        if f.name != VISION_SHARD:
+        if f.name not in (VISION_SHARD, MTP_SHARD):
             (folder / f.name).symlink_to(f)
+    ids = torch.tensor([[9707, 11, 1879]])
+    with torch.no_grad():
+        assert torch.equal(load_model(folder, dtype="fp32")(ids), load_model(synthetic, dtype="fp32")(ids))
     with pytest.raises(ModelNotFound, match=rf"lacks {VISION_SHARD}.*Fix: copy {VISION_SHARD} into {folder}"):
         load_vision(folder)
+    with pytest.raises(ModelNotFound, match=rf"lacks {MTP_SHARD}, which holds the multi-token-prediction head"):
+        mtp_files(folder)
