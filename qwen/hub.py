@@ -91,8 +91,8 @@ def vision_shards(folder):
 
 def download_files(folder):
     """What the download asks for, given the folder holding the repository's index: the small files and every
-    weight file of the text model or the vision tower."""
-    return META + VISION_META + sorted(set(text_shards(folder)) | set(vision_shards(folder)))
+    weight file the index names: the text model, the vision tower (chapter 10) and the MTP head (chapter 11)."""
+    return META + VISION_META + shards(folder, lambda k: True)
 
 
 def part_files(folder, prefix, part):

@@ -184,10 +184,10 @@ def split(tmp_path_factory, synthetic):
     return out
 
 
-def test_the_download_asks_for_the_vision_files(split):
+def test_the_download_asks_for_the_vision_and_mtp_files(split):
     """The patterns the download passes to snapshot_download, filtered by huggingface_hub's own filter (the one
-    snapshot_download applies to the repository's file list): the text and vision weight files and
-    preprocessor_config.json come; the file that holds only the MTP block does not."""
+    snapshot_download applies to the repository's file list): the text, vision and MTP weight files and
+    preprocessor_config.json come; the README, .gitattributes and the video settings do not."""
     from huggingface_hub.utils import filter_repo_objects
 
     from qwen.hub import META, download_files, text_shards, vision_shards
@@ -195,7 +195,7 @@ def test_the_download_asks_for_the_vision_files(split):
     assert text_shards(split) == [TEXT_SHARD] and vision_shards(split) == [VISION_SHARD]
     repo = sorted(f.name for f in split.iterdir()) + ["README.md", ".gitattributes", "video_preprocessor_config.json"]
     fetched = set(filter_repo_objects(repo, allow_patterns=download_files(split)))
-    want = {f for f in META if (split / f).is_file()} | {TEXT_SHARD, VISION_SHARD, "preprocessor_config.json"}
+    want = {f for f in META if (split / f).is_file()} | {TEXT_SHARD, VISION_SHARD, MTP_SHARD, "preprocessor_config.json"}
     assert fetched == want
 
 
