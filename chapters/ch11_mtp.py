@@ -145,9 +145,8 @@ agree = int((guesses[:-1] == picks[1:]).sum())
 print(f"the block's guess for x_(t+2) equals the main model's pick there at {agree} of {T - 1} positions{TAG}")
 
 # %% [markdown]
-# On the synthetic checkpoint the block is random, so it agrees with the main model about as often as two random
-# guesses among 248,320 tokens would: essentially never. A trained head agrees often; how often is what decides
-# the speed-up (section 7).
+# On the synthetic checkpoint the block is random, and so are its guesses: they are almost never the main model's
+# picks. A trained head's are, often; how often is what decides the speed-up (section 7).
 #
 # **Which position, which hidden state.** The two public sources agree on h: vLLM's Qwen3.5 MTP model is handed
 # the main model's returned hidden states, which end with the final norm, and transformers' `MTPCandidateGenerator`
@@ -199,7 +198,7 @@ book.listing("qwen/mtp.py")
 # full-attention layer and not a Gated DeltaNet one; what follows is an argument for the design, not a published
 # rationale.
 #
-# - **The context is already read.** h_t comes out of all 24 layers of the main model: it already carries what the
+# - **The context is already read.** h_t comes out of every layer of the main model: it already carries what the
 #   context says about the next token. The block's job is short-range: combine h_t with one more token and look one
 #   step further. It needs no long, cheap memory of its own, which is what a DeltaNet layer is for.
 # - **It can look back exactly.** At pair t the layer attends to every earlier pair (x_{s+1}, h_s), so it can find
@@ -207,7 +206,7 @@ book.listing("qwen/mtp.py")
 #   approximate (chapter 7).
 # - **Its cache is cut by length.** A draft of k > 1 guesses writes cache entries for its own guesses, and most
 #   steps throw some away. A KV cache drops them by moving its length back (`MTPDraft.advance` does so every step);
-#   a DeltaNet layer in the block would need the snapshot-and-replay of section 5 for the draft too.
+#   a DeltaNet layer in the block would need the snapshot-and-replay of section 6 for the draft too.
 # - **It is cheap.** One layer's keys and values per token:
 
 # %%
@@ -227,7 +226,7 @@ print(f"real Qwen3.5-0.8B: the MTP layer keeps {kv_tok:,} B per token in bf16; t
 #    the first that does not. Then add the main model's own pick after the last kept one: that is the correction
 #    (it replaces the first wrong guess), or, when all k were kept, a bonus token. So a step makes n + 1 tokens
 #    with n = 0 … k guesses kept, and every one of them is the token plain greedy decoding would have made.
-# 3. **roll back** every cache to the accepted tokens (section 5), and let the draft guess again from there.
+# 3. **roll back** every cache to the accepted tokens (section 6), and let the draft guess again from there.
 #
 # A draft of k > 1 from the MTP block chains it: its own output g_t stands in for h, its own guess for the next
 # token. How often such later guesses survive is a property of the trained weights, measured on a real checkpoint.
@@ -298,7 +297,7 @@ book.show("ch11-loop", ch11.loop_figure, loop[:6], lambda i: tok.decode([i]),
 # %% [markdown]
 # Whatever the draft proposes, speculative greedy makes exactly plain greedy's tokens: every token it emits is the
 # main model's argmax after the tokens before it. The draft only decides how many of them one forward makes. With
-# the MTP head, a draft that is always right (`follow(reference)`) and one that is right at random:
+# the MTP head, and with a draft that is always right (`follow(reference)`):
 
 # %%
 runs = {}
@@ -314,11 +313,49 @@ for kind, k in [("MTP head", 1), ("MTP head", 2), ("MTP head", 4), ("always righ
 
 # %% [markdown]
 # The two ends: the MTP head of the synthetic checkpoint is random, so it is almost never right and every forward
-# makes one token (its correction) — plain decoding's rate, plus the cost of drafting. The always-right draft makes
-# k + 1 tokens per forward, all but the last of the run. With a real checkpoint the MTP head lands in between
-# (the "MTP head" rows, then, are its real acceptance on this prompt).
+# makes one token (the main model's correction) — plain decoding's rate, plus the cost of drafting. The
+# always-right draft makes k + 1 tokens per forward (the last forward of a run may be cut short by its length).
+# With a real checkpoint the MTP head lands in between: the "MTP head" rows are then its real acceptance on this
+# prompt.
+
+# %% [markdown]
+# ## 5. Sampling: the same distribution
+# With sampling, "the main model's token" is a draw, and a guess is kept at random. The rule (Leviathan, Kalman
+# and Matias 2023; Chen et al. 2023): with p the main model's distribution at that position and q the draft's,
+# keep guess d with probability min(1, p(d) / q(d)); at the first rejection draw from the residual max(0, p − q),
+# normalised. The emitted token is then distributed exactly as p. In one line: it is d and kept with probability
+# q(d) · min(1, p(d)/q(d)) = min(p, q)(d), and otherwise drawn from the residual, which puts the missing
+# p(d) − min(p, q)(d) back. Exactly, on five tokens:
+
+# %%
+p = torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05], dtype=torch.float64)
+q = torch.tensor([0.1, 0.4, 0.3, 0.1, 0.1], dtype=torch.float64)
+kept = torch.minimum(p, q)  # P(the guess is d and is kept)
+residual = (p - q).clamp(min=0) / (p - q).clamp(min=0).sum()
+total = kept + (1 - kept.sum()) * residual  # P(the step emits token d)
+print(f"p = {p.tolist()}\nemitted = {[round(v, 12) for v in total.tolist()]}: equal to p: "
+      f"{torch.allclose(total, p, rtol=0, atol=1e-15)}")
+only_if_above = torch.where(p >= q, q, 0) + (1 - torch.where(p >= q, q, 0).sum()) * residual
+from_p = kept + (1 - kept.sum()) * p
+print(f"mistake 'keep only when p ≥ q': {[round(v, 3) for v in only_if_above.tolist()]}; mistake 'draw the "
+      f"rejection from p': {[round(v, 3) for v in from_p.tolist()]}")
+
+# %% [markdown]
+# A deterministic draft (the scripts) has q = one-hot at d: keep d with probability p(d), else draw from p without
+# d, normalised. The MTP head, when sampling, draws its guesses from its own distribution, which is then q. `generate(..., temperature=..., speculative=k)` applies the rule;
+# tests/test_speculative.py checks the emitted distribution against the main model's over 200,000 draws.
 #
-# ## 5. Rolling back a state that cannot be cut
+# **Try it first**: exercise 220 is the acceptance rule (`python practice/judge.py start 220`, or the cell below).
+
+# %%
+def speculative_sample(p, q, drafts, u, u_last):
+    raise NotImplementedError  # your code: (tokens (B, k + 1) with -1 after each row's n + 1, n (B,))
+
+
+book.attempt(220, speculative_sample)
+
+# %% [markdown]
+# ## 6. Rolling back a state that cannot be cut
 # After a rejection the verify forward has fed k + 1 tokens, and only m = n + 1 of them stay. Every cache must end
 # up exactly as a plain pass over the accepted tokens would leave it.
 #
@@ -326,8 +363,8 @@ for kind, k in [("MTP head", 1), ("MTP head", 2), ("MTP head", 4), ("always righ
 #   the plain cache (the rows after the cut are never read again, and the next step overwrites them).
 # - A **Gated DeltaNet** layer's state S has folded every fed token into one (dk, dv) matrix per head; there is no
 #   row to cut. Its conv window holds the last K − 1 = 3 inputs, so after a verify of k + 1 ≥ 3 tokens it holds
-#   only verified ones: the inputs before them are gone. Undoing the update in arithmetic would mean dividing by
-#   e^g, which can be close to 0.
+#   only verified ones: the inputs before them are gone. Undoing the state's update in arithmetic would mean
+#   dividing by e^g, which can be close to 0, and inverting (I − β k kᵀ), nearly singular when β is close to 1.
 #
 # A tiny DeltaNet (d = 8, one head, dk = dv = 2, random weights, a slow decay) after a two-token prompt, then a
 # verify of [x, d_1, d_2, d_3] where only d_1 is right:
@@ -390,8 +427,8 @@ print(f"real Qwen3.5-0.8B: a rejection re-runs the DeltaNet mixers on m tokens: 
 # On the checkpoint itself, with `qwen.speculative.Rollback`: a verify pass of 4 tokens of which 2 stay, against a
 # plain pass that fed only those 2, one at a time. Equal means equal up to rounding, for the KV caches too: their
 # rows for the 2 kept tokens were computed in a forward over 4 positions (every DeltaNet layer below them ran its
-# chunked kernel), the plain ones one position at a time. How much rounding that is, 24 layers deep: a plain pass
-# that reads the same 2 tokens in one forward is as far from the one-at-a-time pass.
+# chunked kernel), the plain ones one position at a time. How much rounding that is, through every layer: a plain
+# pass that reads the same 2 tokens in one forward is as far from the one-at-a-time pass.
 
 # %%
 verify = torch.tensor([plain[:4]], device=dev)  # [x, d_1, d_2, d_3]: any four tokens will do
@@ -426,47 +463,11 @@ print(f"x and d_1 in one plain forward, against one at a time: "
 # below).
 
 # %%
-def rollback(layer, cache, saved, inputs, m):
-    raise NotImplementedError  # your code: the cache as a plain pass over the first m of the verified inputs
+def rollback(conv, state, x, k, v, g, beta, n_accepted):
+    raise NotImplementedError  # your code: (conv window, state) after each row's first n_accepted + 1 tokens
 
 
 book.attempt(221, rollback)
-
-# %% [markdown]
-# ## 6. Sampling: the same distribution
-# With sampling, "the main model's token" is a draw, and a guess is kept at random. The rule (Leviathan, Kalman
-# and Matias 2023; Chen et al. 2023): with p the main model's distribution at that position and q the draft's,
-# keep guess d with probability min(1, p(d) / q(d)); at the first rejection draw from the residual max(0, p − q),
-# normalised. The emitted token is then distributed exactly as p. In one line: it is d and kept with probability
-# q(d) · min(1, p(d)/q(d)) = min(p, q)(d), and otherwise drawn from the residual, which puts the missing
-# p(d) − min(p, q)(d) back. Exactly, on five tokens:
-
-# %%
-p = torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05], dtype=torch.float64)
-q = torch.tensor([0.1, 0.4, 0.3, 0.1, 0.1], dtype=torch.float64)
-kept = torch.minimum(p, q)  # P(the guess is d and is kept)
-residual = (p - q).clamp(min=0) / (p - q).clamp(min=0).sum()
-total = kept + (1 - kept.sum()) * residual  # P(the step emits token d)
-print(f"p = {p.tolist()}\nemitted = {[round(v, 12) for v in total.tolist()]}: equal to p: "
-      f"{torch.allclose(total, p, rtol=0, atol=1e-15)}")
-only_if_above = torch.where(p >= q, q, 0) + (1 - torch.where(p >= q, q, 0).sum()) * residual
-from_p = kept + (1 - kept.sum()) * p
-print(f"mistake 'keep only when p ≥ q': {[round(v, 3) for v in only_if_above.tolist()]}; mistake 'draw the "
-      f"rejection from p': {[round(v, 3) for v in from_p.tolist()]}")
-
-# %% [markdown]
-# A deterministic draft (the scripts, or the MTP head under greedy drafting) has q = one-hot at d: keep d with
-# probability p(d), else draw from p without d. `generate(..., temperature=..., speculative=k)` applies the rule;
-# tests/test_speculative.py checks the emitted distribution against the main model's over 200,000 draws.
-#
-# **Try it first**: exercise 220 is the acceptance rule (`python practice/judge.py start 220`, or the cell below).
-
-# %%
-def speculative_sample(p, q, drafts, u, u_last):
-    raise NotImplementedError  # your code: (tokens (B, k + 1) with -1 after each row's n + 1, n (B,))
-
-
-book.attempt(220, speculative_sample)
 
 # %% [markdown]
 # ### The finished module: `qwen/speculative.py`
@@ -478,7 +479,7 @@ book.listing("qwen/speculative.py")
 # - **`accept`** is step 2: for greedy, the agreeing prefix (a cumulative product of the matches counts it) and the
 #   main model's token; for sampling, the rule above. In a batch every row keeps the same number of tokens, the
 #   fewest any row accepted, so the caches stay rectangular (the others' extra guesses are guessed again).
-# - **`Rollback`** is section 5: the copies, the hooks that keep each DeltaNet mixer's input, and `keep(m)`.
+# - **`Rollback`** is section 6: the copies, the hooks that keep each DeltaNet mixer's input, and `keep(m)`.
 # - **`MTPDraft`** keeps the block's cache one entry per main-model entry; `advance` cuts its chained guesses'
 #   entries and adds the pairs of the accepted tokens, built from the main model's own hidden states of the verify
 #   pass.
@@ -490,9 +491,9 @@ book.listing("qwen/speculative.py")
 #
 # **E[tokens per forward] = 1 + α + α² + … + α^k = (1 − α^{k+1}) / (1 − α)**,
 #
-# k + 1 at α = 1. It costs one verify forward — c decode steps, where c ≥ 1 grows slowly with k + 1 because a
-# decode step is bound by reading the weights, which the verify reads once for all its positions (chapter 9) —
-# plus k draft steps of r decode steps each. So the speed-up over plain decoding is
+# k + 1 at α = 1. It costs one verify forward — c decode steps; where decoding is bound by reading the weights
+# (chapter 9), the verify reads them once for all its k + 1 positions, so c stays close to 1 for small k — plus k
+# draft steps of r decode steps each. So the speed-up over plain decoding is
 #
 # **S(α, k) = (1 − α^{k+1}) / ((1 − α)(c + k·r))**.
 #
@@ -535,8 +536,8 @@ book.show("ch11-speedup", ch11.speedup_figure, (1, 2, 4), 1.0, r, measured,
 # %% [markdown]
 # The measured points sit where the closed form puts them: the random drafts near their curves (chance aside), the
 # always-right draft at k + 1 (a step cut short at the end of the run pulls it a little below), the synthetic MTP
-# head at α ≈ 0. For a real head α is the fraction of single guesses it gets right (k = 1), and its later guesses
-# in a chain need not be as good as the first: the closed form with independent guesses is then an upper estimate.
+# head at α ≈ 0. For a real head, α is the fraction of single guesses it gets right (k = 1); its later guesses in a
+# chain need not be as good as the first, and where they are worse, the closed form overestimates what k > 1 gives.
 #
 # And the time it takes here: one verify forward against one decode step, and the always-right draft's speed
 # against plain decoding (one run each, on a shared machine: noisy).
@@ -580,7 +581,7 @@ print(f"this checkpoint on {dev}{' (synthetic: narrow, so fixed overheads domina
 #   the real 0.8B's r in `ch11.speedup`)?
 # - Change `pattern` in section 4 to `[0]` (every first guess wrong) and to `[3]` (all right): the output stays
 #   the same, only the number of forwards changes.
-# - In section 5, restore only `spec.state` (not the conv window) before the replay: how far is the state from the
+# - In section 6, restore only `spec.state` (not the conv window) before the replay: how far is the state from the
 #   plain one now?
 # - With a real checkpoint: `bash course.sh chat --speculative 2` prints the acceptance rate and tokens per
 #   main-model forward after each reply. Try a reply that repeats the question, and one that invents.
@@ -588,8 +589,9 @@ print(f"this checkpoint on {dev}{' (synthetic: narrow, so fixed overheads domina
 # ## Show the proof
 # The block against transformers' generic `MtpLayer` (`transformers.modeling_layers`) built around a Qwen3.5
 # full-attention decoder layer, with the `mtp.*` tensors mapped onto its names: pre_fc_norm_embedding → enorm,
-# pre_fc_norm_hidden → hnorm, fc → eh_proj, layers.0 → mtp_block, norm → post_norm. Same h, same positions; in
-# fp32 the difference is rounding.
+# pre_fc_norm_hidden → hnorm, fc → eh_proj, layers.0 → mtp_block, norm → post_norm. Same h, same positions, fp32:
+# the two compute the same operations, so the difference is 0 or rounding (on a GPU this chapter runs the model in
+# bf16, and the difference is then bf16's rounding of our side).
 
 # %%
 def compare(transformers, path, h, after, mtp_logits):
@@ -611,12 +613,12 @@ def compare(transformers, path, h, after, mtp_logits):
     theirs.load_state_dict(state)
     theirs = theirs.float().eval()
     T = after.shape[1]
-    positions = torch.arange(T)[None]
-    cos_sin = model.rotary(positions, torch.float32)  # the same RoPE table the main model uses
+    positions = torch.arange(T, device=dev)[None]
+    cos_sin = tuple(t.float().cpu() for t in model.rotary(positions, torch.float32))  # the main model's RoPE table
     causal = torch.full((T, T), float("-inf")).triu(1)[None, None]
-    g = theirs(model.embed_tokens(after).float().cpu(), h.float().cpu(), cos_sin, causal, positions, None)
+    g = theirs(model.embed_tokens(after).float().cpu(), h.float().cpu(), cos_sin, causal, positions.cpu(), None)
     book.oracle.difference("MTP block, fp32, the chapter's prompt", mtp_logits.float().cpu(),
-                           model.lm_head.float().cpu()(g))
+                           g @ model.lm_head.weight.float().cpu().T)  # the shared head
 
 
 book.proof(compare, args.path, h, after, mtp_logits)
