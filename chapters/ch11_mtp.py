@@ -70,6 +70,8 @@ SYNTHETIC = is_synthetic(args.path)
 TAG = " (synthetic weights)" if SYNTHETIC else ""  # on every line printed from the weights
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
+if SYNTHETIC and dev.type == "cpu":
+    torch.set_num_threads(1)  # d = 64: each of this chapter's many small products is too narrow to share out
 
 # %%
 book.show("ch11-map", book.model_map.draw, "mtp")
@@ -316,7 +318,9 @@ for kind, k in [("MTP head", 1), ("MTP head", 2), ("MTP head", 4), ("always righ
 # makes one token (the main model's correction) — plain decoding's rate, plus the cost of drafting. The
 # always-right draft makes k + 1 tokens per forward (the last forward of a run may be cut short by its length).
 # With a real checkpoint the MTP head lands in between: the "MTP head" rows are then its real acceptance on this
-# prompt.
+# prompt. "Identical" is exact arithmetic's promise, kept here in fp32: in bf16 (this chapter's choice on a GPU)
+# the verify pass over k + 1 positions rounds differently from one-token decoding, and two top tokens within a
+# bf16 step of each other can swap.
 
 # %% [markdown]
 # ## 5. Sampling: the same distribution
