@@ -501,8 +501,8 @@ book.listing("qwen/speculative.py")
 #
 # **S(α, k) = (1 − α^{k+1}) / ((1 − α)(c + k·r))**.
 #
-# The MTP block's draft step reads the block and the **head**: in the 0.8B the tied head is a third of the model,
-# so by bytes read, r is far from 0:
+# The MTP block's draft step reads the block and the **head**: in the 0.8B the tied head is a third of the model's
+# weights, so by bytes read, r is far from 0:
 
 # %%
 head = real.vocab_size * d_real
@@ -641,7 +641,8 @@ book.proof(compare, args.path, h, after, mtp_logits)
 #   and replay the accepted inputs — 18.6 MiB for the real 0.8B whatever k, against (k + 1) times that for a state
 #   per verified position.
 # - The gain: (1 − α^{k+1}) / (1 − α) tokens per forward, divided by the step's cost c + k·r. In the 0.8B the
-#   shared head makes the MTP draft step a third of a decode step by bytes read, so α must be high to pay.
+#   shared head makes the MTP draft step more than a third of a decode step by bytes read, so α must be high to
+#   pay.
 #
 # ### Shapes
 #
@@ -680,7 +681,8 @@ book.attempt(221)
 #    too. So if a cheap guesser is often right, one expensive forward can confirm several tokens.
 # 2. **Why the output does not change.** Every emitted token is the main model's own choice after the tokens before
 #    it: a guess is kept only when it equals that choice (greedy), or with the probability that leaves the main
-#    model's distribution unchanged (sampling). The draft changes the speed, never the text.
+#    model's distribution unchanged (sampling). The draft changes the speed, never what the main model says: the
+#    same text (greedy), the same distribution (sampling).
 # 3. **What the MTP head is.** A one-layer model that reads the big model's last hidden state and the next token,
 #    and guesses the token after. It shares the embedding and the head, so it is small to store — but reading the
 #    head is most of a draft step in a small model.
