@@ -60,7 +60,6 @@ from qwen.tokenizer import load_tokenizer
 from qwen.weights import Config, read_header
 
 args = chapter_args(__doc__)
-cfg = Config.load(args.path)
 real = book.real.config()
 dev = args.device
 dtype = torch.float32 if dev.type == "cpu" else None  # a CPU multiplies fp32 faster than bf16; elsewhere bf16
