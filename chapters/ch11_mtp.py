@@ -431,7 +431,7 @@ print(f"real Qwen3.5-0.8B: a rejection re-runs the DeltaNet mixers on m tokens: 
 # plain pass that fed only those 2, one at a time. Equal means equal up to rounding, for the KV caches too: their
 # rows for the 2 kept tokens were computed in a forward over 4 positions (every DeltaNet layer below them ran its
 # chunked kernel), the plain ones one position at a time. How much rounding that is, through every layer: a plain
-# pass that reads the same 2 tokens in one forward is as far from the one-at-a-time pass.
+# pass that reads the same 2 tokens in one forward is about as far (the same order) from the one-at-a-time pass.
 
 # %%
 verify = torch.tensor([plain[:4]], device=dev)  # [x, d_1, d_2, d_3]: any four tokens will do

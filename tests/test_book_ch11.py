@@ -128,7 +128,11 @@ def test_chapter_prints_the_real_numbers(chapter_outputs):
     assert f"{18 * 10_543_264:,} weights, {18 * 10_543_264 / 752_393_024:.0%} of the model's" in out
     before = float(re.search(r"before the rollback, the DeltaNet states .* are (\S+) of their scale", out).group(1))
     after = dict(re.findall(r"(k|v|conv|state) ([\d.e+-]+)", out.split("after Rollback.keep(2): ")[1].split("\n")[0]))
-    assert before > 0.1 and max(float(v) for v in after.values()) < 1e-4  # fp32 rounding through 24 layers
+    both = dict(re.findall(r"(k|v|conv|state) ([\d.e+-]+)", out.split("in one plain forward, against one at a time: ")[1]
+                           .split("\n")[0]))
+    # fp32 rounding through 24 layers (measured: up to 4.3e-5 after the rollback, 1.6e-5 for a plain pass that reads
+    # the two tokens at once); a state that kept the rejected tokens is off by its own size
+    assert before > 0.1 and max(float(v) for v in after.values()) < 1e-4 and max(map(float, both.values())) < 1e-4
     # the acceptance rule: exact distributions for the chapter's p and q, by hand
     assert "equal to p: True" in out
     assert "'keep only when p ≥ q': [0.9, 0.0, 0.0, 0.1, 0.0]" in out  # q kept at p ≥ q, the rest to token 0
