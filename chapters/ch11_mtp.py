@@ -551,6 +551,8 @@ def seconds(run, repeats=3):
     for _ in range(repeats):
         start = time.perf_counter()
         run()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()  # a GPU runs behind the Python that queues its work
         times.append(time.perf_counter() - start)
     return sorted(times)[len(times) // 2]
 
