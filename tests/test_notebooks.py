@@ -38,6 +38,7 @@ FIGURES = {
     "ch08_model": {"ch08-map": False, "ch08-pattern": False, "ch08-residual": True, "ch08-lens": True,
                    "ch08-shares": True},
     "ch09_generate": {"ch09-map": False, "ch09-sampling": True, "ch09-prefill-decode": True, "ch09-cache": False},
+    "ch11_mtp": {"ch11-map": False, "ch11-loop": True, "ch11-rollback": False, "ch11-speedup": True},
 }
 SECONDS = 300  # per notebook: a guard against a hang, not a speed goal (the CPU may be shared)
 # Runs first in the kernel: remembers the titles of every figure the notebook displays, in order.
