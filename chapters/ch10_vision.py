@@ -239,7 +239,7 @@ book.show("ch10-positions", ch10.position_grid, table, raster, SYNTHETIC)
 # ## 6. Positions II: the 2-D rotary embedding
 # Inside the blocks, attention also turns q and k by angles, as in chapter 4, but in two dimensions. A head of
 # Dh = C / heads dims is turned in rotate-half pairs, all of it (no partial rotary here), with Dh/4 frequencies
-# f_j = θ^(−4j/Dh), θ = 10,000. The first Dh/4 pair angles are row · f_j, the next Dh/4 are column · f_j. So a
+# f_j = θ^(−4j/Dh), θ = the vision config's rope_theta (10,000 unless it says otherwise). The first Dh/4 pair angles are row · f_j, the next Dh/4 are column · f_j. So a
 # score q·k depends on the two patches' row difference and column difference only. Shifting both patches by the same
 # (3, 5) leaves it unchanged:
 
@@ -261,8 +261,8 @@ def score(q, k, a, b):
 
 
 q, k = torch.randn(Dh), torch.randn(Dh)
-print(f"Dh = {Dh}: {Dh // 4} frequencies per axis (real Qwen3.5-0.8B: Dh = {real.hidden_size // real.num_heads}, "
-      f"{real.hidden_size // real.num_heads // 4})")
+print(f"Dh = {Dh}: {Dh // 4} frequencies per axis, θ = {vcfg.rope_theta:g} (real Qwen3.5-0.8B: Dh = "
+      f"{real.hidden_size // real.num_heads}, {real.hidden_size // real.num_heads // 4})")
 print(f"q·k at patches (2, 3) and (4, 1): {score(q, k, (2, 3), (4, 1)):+.6f}; both moved by (3, 5): "
       f"{score(q, k, (5, 8), (7, 6)):+.6f}; moved apart instead: {score(q, k, (2, 3), (9, 1)):+.6f}")
 
@@ -330,7 +330,8 @@ book.listing("qwen/vision.py", "PatchProjection", "VisionAttention", "VisionBloc
 # - **`PatchProjection`** keeps the stored Conv3d kernel and multiplies by it flattened (section 4).
 # - **`VisionAttention`** splits `qkv` into q, k, v of `heads` heads, turns q and k by the 2-D angles (in fp32), and
 #   runs the softmax over each image's patches alone: the `lengths` list cuts the sequence per image (per frame, for
-#   a video). The fused kernel never stores the n × n scores, which matters: a 4096² image has 65,536 patches.
+#   a video). `scaled_dot_product_attention` can run a fused kernel that never stores the n × n scores, which
+#   matters: a 4096² image has 65,536 patches.
 # - **`VisionTower.forward`** embeds, adds the resampled positions, runs the blocks, merges. Its output is every
 #   image's tokens one after another: (Σ N / 4, d).
 #
@@ -412,8 +413,8 @@ print(f"tokens whose angles equal plain RoPE at their t position: {int(same.sum(
 
 # %% [markdown]
 # ## 11. The token bill
-# An image costs one token per 32 × 32 pixels after the resize: (h/32) · (w/32) tokens. The budget fixes the range:
-# 65,536 pixels (256²) is at least 64 tokens, 16,777,216 (4096²) at most 16,384. A 12-megapixel phone photo (4032 × 3024)
+# An image costs one token per 32 × 32 pixels after the resize: (h/32) · (w/32) tokens. The budget fixes the range;
+# with Qwen3.5's published settings, 65,536 pixels (256²) is at least 64 tokens, 16,777,216 (4096²) at most 16,384. A 12-megapixel phone photo (4032 × 3024)
 # costs 11,844; the context of the 0.8B is 262,144 tokens.
 
 # %%
@@ -429,7 +430,8 @@ book.show("ch10-bill", ch10.token_bill_figure, s, sizes)
 # %% [markdown]
 # ## 12. The decoder reads the picture
 # Now the whole model: the text model of chapter 8 is loaded, handed the tower already read, and called with the
-# prompt's ids, `pixel_values` and `image_grid_thw`, exactly as transformers' `Qwen3_5ForConditionalGeneration` is.
+# prompt's ids, `pixel_values` and `image_grid_thw`, as transformers' `Qwen3_5ForConditionalGeneration` takes them
+# (which also wants `mm_token_type_ids`, 1 at the pads, to find the image tokens for its positions).
 # After the prefill the cache holds the image like any other tokens, and generation goes on from it as in
 # chapter 9 (`generate(model, ids, n, pixel_values=..., image_grid_thw=...)` does both in one call).
 

@@ -223,7 +223,7 @@ def test_chapter_facts(chapter_outputs):
                           r"= (\S+)", out)
     assert (yy, xx) == (round(47 * 5 / 37, 3), round(47 * 7 / 31, 3)) and diff < 1e-5
     assert "the corners are the grid's corners: True, True; in the merge order it is the tower's table: True" in out
-    assert "Dh = 16: 4 frequencies per axis (real Qwen3.5-0.8B: Dh = 64, 16)" in out
+    assert "Dh = 16: 4 frequencies per axis, θ = 10000 (real Qwen3.5-0.8B: Dh = 64, 16)" in out
     a, b, c = number(r"at patches \(2, 3\) and \(4, 1\): (\S+); both moved by \(3, 5\): (\S+); moved apart instead: "
                      r"(\S+)", out)
     assert abs(a - b) <= 1e-5 * abs(a) and abs(a - c) > 1e-3
