@@ -110,7 +110,7 @@ print(f"{w} × {h} = {w * h:,} pixels: inside the budget, so no further scaling;
 for width, height in ((8000, 6000), (100, 80)):  # a 48-megapixel photo, and a thumbnail
     rh, rw = smart_resize(height, width, s)
     way = "shrunk, rounding down" if rh * rw < width * height else "enlarged, rounding up"
-    print(f"a {width} × {height} image ({width * height:,} pixels) is {way}: {rw} × {rh} = {rw * rh:,} pixels, "
+    print(f"{width} × {height} ({width * height:,} pixels) is {way}: {rw} × {rh} = {rw * rh:,} pixels, "
           f"{rh * rw // f ** 2:,} tokens")
 
 # %% [markdown]
