@@ -70,7 +70,7 @@ def test_patch_grid_agrees_with_the_reference_processor():
         assert ch10.merge_row(r, c, gw) == n
 
 
-def test_position_grid(synthetic):
+def test_position_grid():
     table = torch.randn(36, 5, generator=torch.Generator().manual_seed(0))  # a 6 × 6 grid of 5-vectors
     resampled = torch.randn(4, 7, 5)
     fig = ch10.position_grid(table, resampled, True)
