@@ -11,6 +11,7 @@ import math
 
 import torch
 
+from qwen.hub import ModelNotFound
 from qwen.image import smart_resize
 from qwen.vision import VisionConfig, vision_files
 
@@ -29,14 +30,14 @@ def real_vision():
 
 def missing_tower(path):
     """Why checkpoint folder `path` has no vision tower, or None when it has one (config.json and the safetensors
-    headers are read; no tensor)."""
+    headers are read; no tensor). A download of the text files alone lacks the tower's files: the reason then says
+    how to fetch them (qwen/hub.py)."""
     try:
         VisionConfig.load(path)
-    except ValueError as e:
+        files = vision_files(path)
+    except (ValueError, ModelNotFound) as e:
         return str(e)
-    if not vision_files(path):
-        return f"{path} has no model.visual.* tensors"
-    return None
+    return None if files else f"{path} has no model.visual.* tensors"
 
 
 def tower_parameters(c):

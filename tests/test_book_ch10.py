@@ -191,6 +191,9 @@ def test_missing_tower(synthetic, tmp_path):
     no_tensors.mkdir()
     shutil.copy(synthetic / "config.json", no_tensors)
     assert "no model.visual.* tensors" in ch10.missing_tower(no_tensors)
+    text_files = tmp_path / "text-files"  # a download of the files that hold text alone: the index names the others
+    shutil.copytree(synthetic, text_files, ignore=shutil.ignore_patterns("*00001-of-*"))  # the shard with the tower
+    assert "which holds the vision tower" in ch10.missing_tower(text_files)
 
 
 def number(pattern, out):

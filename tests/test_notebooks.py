@@ -16,6 +16,8 @@ from jupyter_client.kernelspec import KernelSpecManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from conftest import shared_once
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "notebooks"))
 import sync  # noqa: E402  (notebooks/sync.py: the one way notebooks are written)
@@ -123,28 +125,28 @@ def kernel_dir(tmp_path_factory, synthetic):
     return folder
 
 
-_runs = {}
-
-
 @pytest.fixture
-def executed(kernel_dir):
-    """Run a notebook once (it is cached for the other tests): (notebook with outputs, seconds, error or None)."""
+def executed(kernel_dir, tmp_path_factory):
+    """Run a notebook once per test run (shared by the other tests and workers): (notebook with outputs, seconds,
+    error or None)."""
+    def execute(name):
+        nb = nbformat.read(sync.notebook_of(ROOT / "chapters" / f"{name}.py"), as_version=4)
+        nb.cells.insert(0, nbformat.v4.new_code_cell(RECORD_TITLES))
+        nb.cells.append(nbformat.v4.new_code_cell(PRINT_TITLES))
+        km = KernelManager(kernel_name="qwen-by-hand", kernel_spec_manager=KernelSpecManager(
+            kernel_dirs=[str(kernel_dir)]))
+        client = NotebookClient(nb, km=km, timeout=SECONDS,
+                                resources={"metadata": {"path": str(ROOT / "notebooks")}})  # the cwd
+        started, error = time.perf_counter(), None
+        try:
+            client.execute()
+        except CellExecutionError as e:
+            error = str(e)
+        return nbformat.writes(nb), time.perf_counter() - started, error
+
     def run(name):
-        if name not in _runs:
-            nb = nbformat.read(sync.notebook_of(ROOT / "chapters" / f"{name}.py"), as_version=4)
-            nb.cells.insert(0, nbformat.v4.new_code_cell(RECORD_TITLES))
-            nb.cells.append(nbformat.v4.new_code_cell(PRINT_TITLES))
-            km = KernelManager(kernel_name="qwen-by-hand", kernel_spec_manager=KernelSpecManager(
-                kernel_dirs=[str(kernel_dir)]))
-            client = NotebookClient(nb, km=km, timeout=SECONDS,
-                                    resources={"metadata": {"path": str(ROOT / "notebooks")}})  # the cwd
-            started, error = time.perf_counter(), None
-            try:
-                client.execute()
-            except CellExecutionError as e:
-                error = str(e)
-            _runs[name] = nb, time.perf_counter() - started, error
-        return _runs[name]
+        text, seconds, error = shared_once(tmp_path_factory, f"notebook-{name}", lambda: execute(name))
+        return nbformat.reads(text, as_version=4), seconds, error
     return run
 
 

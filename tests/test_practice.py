@@ -42,9 +42,11 @@ def expectation(path):
 
 def test_numbering():
     """2xx = part 2 of the course, "writing the parts"; chapters 1-3 have 201-205, 204 is RMSNorm as in the source."""
-    assert sorted(PROBLEMS) == [201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212, 213, 214, 215]
+    assert sorted(PROBLEMS) == [201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212, 213, 214, 215, 216,
+                               217, 218]
     assert PROBLEMS[204].slug == "rmsnorm"
-    assert [PROBLEMS[n].meta["chapter"] for n in sorted(PROBLEMS)] == [1, 1, 2, 3, 3, 4, 5, 6, 6, 7, 7, 7, 8, 9, 9]
+    assert [PROBLEMS[n].meta["chapter"] for n in sorted(PROBLEMS)] == [1, 1, 2, 3, 3, 4, 5, 6, 6, 7, 7, 7, 8, 9, 9,
+                                                                     10, 10, 10]
 
 
 @pytest.mark.parametrize("number", sorted(PROBLEMS))
@@ -438,3 +440,58 @@ def test_209_cached_step_equals_the_whole_sequence_and_transformers():
         for got, want, what in zip(c.expected, (out, cache.layers[0].keys, cache.layers[0].values),
                                    ("output", "keys", "values")):
             _same(got, want, f"{c.label} {what}")
+
+
+# ---------------------------------------------------------------- 216-218: the vision tower's pieces (chapter 10)
+
+def test_216_oracle_equals_the_image_processors_patchify():
+    """Every case's pixel_values and grid are what transformers' Qwen2VLImageProcessorPil (the processor Qwen3.5
+    uses) writes for the same pixels and settings, bit for bit; tests/test_vision.py holds qwen/image.py to the whole
+    processor (resize, rescale, normalise, patchify) on real images."""
+    from transformers import Qwen2VLImageProcessorPil
+
+    processor = Qwen2VLImageProcessorPil()
+    for c in cases_of(216):
+        pixels, P, m, Tp = c.values()
+        want, gh, gw = processor.patchify(pixels.numpy(), patch_size=P, merge_size=m, temporal_patch_size=Tp)
+        assert torch.equal(c.expected[0], torch.from_numpy(want.copy())), c.label
+        assert c.expected[1].tolist() == [[1, gh, gw]] and c.expected[1].dtype == torch.int64, c.label
+
+
+def test_217_oracle_equals_get_rope_index():
+    """transformers' Qwen3_5Model.get_rope_index gives every case's positions, padding included (mm_token_type_ids:
+    1 at the case's <|image_pad|> tokens, as the processor marks them)."""
+    from transformers import Qwen3_5Config
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5Model
+
+    text = dict(vocab_size=512, hidden_size=8, intermediate_size=8, num_hidden_layers=1, num_attention_heads=1,
+                num_key_value_heads=1, head_dim=8, linear_num_key_heads=1, linear_num_value_heads=1,
+                linear_key_head_dim=8, linear_value_head_dim=8, layer_types=["full_attention"])
+    vision = dict(depth=1, hidden_size=8, intermediate_size=8, num_heads=1, out_hidden_size=8,
+                  num_position_embeddings=16)
+    hf = Qwen3_5Model(Qwen3_5Config(text_config=text, vision_config=vision))
+    assert hf.config.vision_config.spatial_merge_size == 2
+    images = 0
+    for c in cases_of(217):
+        ids, grids, mask, image_id = c.values()
+        want, _ = hf.get_rope_index(ids, mm_token_type_ids=(ids == image_id).int(), image_grid_thw=grids,
+                                    attention_mask=mask)
+        assert torch.equal(c.expected, want), c.label
+        images += 0 if grids is None else len(grids)
+    assert images >= 20
+
+
+@torch.no_grad()
+def test_218_oracle_equals_transformers_merger():
+    """transformers' Qwen3_5VisionPatchMerger (use_postshuffle_norm=False, as Qwen3_5VisionModel builds it) with the
+    case's weights gives its expected output bit for bit, fp32 and float64."""
+    from transformers import Qwen3_5VisionConfig
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5VisionPatchMerger
+
+    for c in cases_of(218):
+        x, _, weights = c.values()
+        cfg = Qwen3_5VisionConfig(hidden_size=x.shape[-1], out_hidden_size=weights["linear_fc2.weight"].shape[0],
+                                  spatial_merge_size=2)
+        hf = Qwen3_5VisionPatchMerger(cfg, use_postshuffle_norm=False).to(x.dtype)
+        hf.load_state_dict(weights)
+        assert torch.equal(c.expected, hf(x)), c.label
