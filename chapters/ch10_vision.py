@@ -414,8 +414,8 @@ print(f"tokens whose angles equal plain RoPE at their t position: {int(same.sum(
 # %% [markdown]
 # ## 11. The token bill
 # An image costs one token per 32 × 32 pixels after the resize: (h/32) · (w/32) tokens. The budget fixes the range;
-# with Qwen3.5's published settings, 65,536 pixels (256²) is at least 64 tokens, 16,777,216 (4096²) at most 16,384. A 12-megapixel phone photo (4032 × 3024)
-# costs 11,844; the context of the 0.8B is 262,144 tokens.
+# with Qwen3.5's published settings, 65,536 pixels (256²) is at least 64 tokens, 16,777,216 (4096²) at most 16,384.
+# A 12-megapixel phone photo (4032 × 3024) costs 11,844; the context of the 0.8B is 262,144 tokens.
 
 # %%
 sizes = [(100, 80), (224, 224), (photo.width, photo.height), (640, 480), (1280, 720), (1920, 1080), (4032, 3024),
