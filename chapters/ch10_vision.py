@@ -295,9 +295,9 @@ print(f"both in one call vs one call each: max |diff| = {float((both - alone).ab
 xs = tower.patch_embed(pixel_values.to(dev, tower.pos_embed.weight.dtype))  # (N, C)
 print(f"pixel_values {tuple(pixel_values.shape)} -> patch embedding {tuple(xs.shape)}")
 xs = xs + tower.positions(gh, gw).to(xs.dtype)  # + the resampled position grid
-rot_cos, rot_sin = tower.rotary(gh, gw, xs.device)  # (N, Dh) each
+rot_cos, rot_sin = tower.rotary(gh, gw, xs.device)  # (N, Dh) each, fp32: q and k are turned in fp32
 for block in tower.blocks:
-    xs = block(xs, rot_cos.to(xs.dtype), rot_sin.to(xs.dtype), [gh * gw])  # (N, C)
+    xs = block(xs, rot_cos, rot_sin, [gh * gw])  # (N, C); [gh · gw]: one image, attending to itself
 print(f"after {len(tower.blocks)} blocks {tuple(xs.shape)}")
 joined = tower.merger.norm(xs).reshape(-1, m * m * C)  # (N/4, 4C)
 print(f"merger: LayerNorm, then 4 rows side by side {tuple(joined.shape)}")
