@@ -46,8 +46,9 @@ fi
 case $mode in
     run)  exec .venv/bin/python main.py "$@" ;;
     # -rfEs: every failure, error and skip (with its reason) in the summary; the 25 slowest tests; a hung test
-    # fails after the timeout in pyproject.toml
-    test) exec .venv/bin/python -m pytest -q -rfEs --durations=25 "$@" ;;
+    # fails after the timeout in pyproject.toml; -n: worker processes, one thread each (TEST_WORKERS=1 for one;
+    # bash course.sh test -n 0 runs in this process, for a debugger)
+    test) exec .venv/bin/python -m pytest -q -rfEs --durations=25 -n "${TEST_WORKERS:-2}" "$@" ;;
     lab)  exec .venv/bin/jupyter lab notebooks/ "$@" ;;
     chat) exec .venv/bin/python main.py chat "$@" ;;
 esac

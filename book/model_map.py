@@ -1,18 +1,22 @@
-"""A map of the Qwen3.5 text model: the tokenizer and the whole stack, and one decoder layer of each kind, each
-part labelled with the chapter that builds it and arrows along the data flow. Every chapter draws it with its own
-part highlighted: draw("norm") and so on. A box can belong to two parts: the caches are written by the mixers
-(chapters 6 and 7, their tag) and used by generation (chapter 9), so either highlight lights them."""
+"""A map of Qwen3.5: the tokenizer, the text model's whole stack and one decoder layer of each kind, with the vision
+tower (model.visual.*) on the left and the multi-token-prediction head (mtp.*) on top, each part labelled with the
+chapter that builds it and arrows along the data flow. Every chapter draws it with its own part highlighted:
+draw("norm") and so on. A box can belong to two parts: the caches are written by the mixers (chapters 6 and 7, their
+tag) and used by generation (chapter 9), so either highlight lights them; the MTP head's norms light with "norm"."""
 
 CHAPTERS = {"weights": 1, "embedding": 2, "norm": 3, "rope": 4, "mlp": 5, "attention": 6, "deltanet": 7,
-            "model": 8, "generate": 9}
+            "model": 8, "generate": 9, "vision": 10, "mtp": 11}
 PARTS = tuple(CHAPTERS)
 TAG = 0.3  # width kept free for a box's chapter tag, in map units
 WHAT = {"weights": "the checkpoint: every box that holds tensors", "embedding": "embedding and tied head",
         "norm": "the norms", "rope": "rotary position embedding", "mlp": "the SwiGLU MLP",
         "attention": "gated full attention", "deltanet": "Gated DeltaNet (linear attention)",
-        "model": "the decoder layers and the stack", "generate": "generation: the loop and the caches"}
+        "model": "the decoder layers and the stack", "generate": "generation: the loop and the caches",
+        "vision": "the vision tower: an image becomes tokens", "mtp": "the MTP head, the draft of speculative decoding"}
 COLOURS = {"weights": "#e9c46a", "embedding": "#8ecae6", "norm": "#f4a261", "rope": "#b5e48c", "mlp": "#cdb4db",
-           "attention": "#ffafcc", "deltanet": "#90e0ef", "model": "#e9edc9", "generate": "#ffd6a5"}
+           "attention": "#ffafcc", "deltanet": "#90e0ef", "model": "#e9edc9", "generate": "#ffd6a5",
+           "vision": "#a0c4ff", "mtp": "#ffadad"}
+S = 3.9  # the text model sits this far right of the vision column
 
 
 def _layer(x, kind):
@@ -50,6 +54,40 @@ LAYER_FLOW = ((1.0, 1.2), (1.65, 2.0), (2.45, 2.65), (3.1, 3.3), (3.75, 3.95), (
               (5.85, 6.45), (6.72, 6.95), (7.4, 7.6), (8.2, 8.45))
 STACK_FLOW = ((0.5, 0.7), (1.3, 1.53), (8.4, 8.55), (9.0, 9.15))  # tokenizer → embedding → layers; norm → head → out
 STACK_X = 3.55
+# The vision column runs downwards, from the image at the top to the merger beside embed_tokens: (y from, y to) at
+# VISION_X, then the merger's tokens go right into the embedding stream. The MTP strip runs left to right: (x from,
+# x to) at height y; its h_t comes up from the final norm.
+VISION_X = 3.1
+VISION_FLOW = ((8.05, 7.75), (7.15, 6.8), (6.2, 5.85), (5.25, 4.53), (1.53, 1.3))
+MTP_FLOW = ((7.0, 7.3, 9.675), (7.0, 7.3, 10.225), (8.8, 9.1, 9.95), (11.6, 11.9, 9.95), (12.9, 13.2, 9.95))
+
+
+def _vision():
+    """The vision tower's boxes, in the column left of the text model: (x, y, width, height, text, part, weights)."""
+    boxes = [(0.2, 8.05, 3.3, 0.45, "image: RGB pixels (H, W, 3)", "vision", False),
+             (0.2, 7.15, 3.3, 0.6, "preprocess: resize to multiples of 32,\nnormalise, patches (N, 3·2·16·16)",
+              "vision", False),
+             (0.2, 6.2, 3.3, 0.6, "patch_embed: a Conv3d, stride = kernel:\none matrix, (N, 1536) → (N, C)",
+              "vision", True),
+             (0.2, 5.25, 3.3, 0.6, "+ pos_embed: a 48 × 48 grid of C,\nresampled bilinearly to the image", "vision",
+              True),
+             (0.2, 0.7, 3.3, 0.6, "merger: 2 × 2 patches → one token (d),\nreplaces an <|image_pad|> embedding",
+              "vision", True),
+             (0.2, 0.05, 3.3, 0.45, "M-RoPE positions: 3 rows t, h, w", ("vision", "rope"), False)]
+    for i in range(12):  # block 0 at the top: the column runs downwards
+        boxes.append((0.2, 4.3 - i * 0.25, 1.2, 0.21, f"block {i}", "vision", True))
+    return boxes
+
+
+def _mtp():
+    """The MTP head's boxes, in the strip above the layer columns (x from the text model's left edge)."""
+    return [(S + 4.1, 9.45, 2.9, 0.45, "pre_fc_norm_hidden($h_t$)", ("mtp", "norm"), True),
+            (S + 4.1, 10.0, 2.9, 0.45, "pre_fc_norm_embedding(embed $x_{t+1}$)", ("mtp", "norm"), True),
+            (S + 7.3, 9.45, 1.5, 1.0, "fc (d, 2d):\n[e | h] → d", "mtp", True),
+            (S + 9.1, 9.45, 2.5, 1.0, "layers.0: one full-\nattention decoder\nlayer, its own KV cache",
+             ("mtp", "attention"), True),
+            (S + 11.9, 9.45, 1.0, 1.0, "norm\n(d)", ("mtp", "norm"), True),
+            (S + 13.2, 9.45, 1.7, 1.0, "the stack's lm_head:\nlogits for $x_{t+2}$,\nthe draft", "mtp", False)]
 
 
 def _boxes():
@@ -61,7 +99,8 @@ def _boxes():
     for i in range(24):  # [L, L, L, F] x 6, bottom to top
         kind = "F" if (i + 1) % 4 == 0 else "L"
         stack.append((0.4, 1.55 + i * 0.25, 1.3, 0.21, f"{i} {kind}", "attention" if kind == "F" else "deltanet", True))
-    return stack + _layer(4.8, "L") + _layer(10.3, "F")
+    text = stack + _layer(4.8, "L") + _layer(10.3, "F")
+    return _vision() + [(x + S, *rest) for x, *rest in text] + _mtp()
 
 
 def draw(highlight):
@@ -71,9 +110,9 @@ def draw(highlight):
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch
 
-    fig, ax = plt.subplots(figsize=(15, 9.5))
+    fig, ax = plt.subplots(figsize=(19, 10.6))
     fig.subplots_adjust(left=0.01, right=0.99, bottom=0.01, top=0.95)  # the map is the whole figure
-    ax.set(xlim=(0, 15), ylim=(0, 9.9))
+    ax.set(xlim=(0, S + 15), ylim=(0, 11.1))
     ax.axis("off")
 
     def lit(parts, weights):
@@ -101,21 +140,29 @@ def draw(highlight):
                 va="bottom", ha="right" if right else "left",
                 color="black" if on else "#888888", weight="bold" if on else "normal")
 
+    def note(x, y, text):
+        ax.text(x, y, text, fontsize=8, va="center", color="#555555")
+
     for b in _boxes():
         box(*b, fontsize=6 if b[3] < 0.3 else 8)
-    frame(0.25, 1.45, 3.7, 6.15, "24 decoder layers, [L, L, L, F] × 6", "model")
-    ax.text(1.9, 4.5, "L: linear attention\n(Gated DeltaNet),\n18 layers\n\nF: full attention,\n6 layers\n\n"
-            "each one:\nh = x + mixer(norm(x)),\nh + mlp(norm(h))", fontsize=8, va="center", color="#555555")
+    frame(S + 0.25, 1.45, 3.7, 6.15, "24 decoder layers, [L, L, L, F] × 6", "model")
+    note(S + 1.9, 4.5, "L: linear attention\n(Gated DeltaNet),\n18 layers\n\nF: full attention,\n6 layers\n\n"
+         "each one:\nh = x + mixer(norm(x)),\nh + mlp(norm(h))")
+    frame(0.1, 0.65, 3.5, 8.0, "model.visual: the vision tower", "vision")
+    frame(0.15, 1.45, 3.4, 3.1, "12 blocks (the 0.8B's depth)", "vision")
+    note(1.55, 3.0, "each one:\nh = x + attn(norm(x)),\nh + mlp(norm(h));\n\nattention with a\n2-D RoPE (row, col),\n"
+         "only within one image")
+    frame(S + 4.0, 9.35, 10.95, 1.2, "mtp: multi-token prediction, the draft of speculative decoding", "mtp")
 
-    def flow(x, y0, y1, on):
-        ax.annotate("", xy=(x, y1), xytext=(x, y0), arrowprops=dict(arrowstyle="->", lw=1,
-                                                                   color="black" if on else "#999999"))
+    def flow(x, y0, y1, on, x1=None):
+        ax.annotate("", xy=(x if x1 is None else x1, y1), xytext=(x, y0),
+                    arrowprops=dict(arrowstyle="->", lw=1, color="black" if on else "#999999"))
 
     for y0, y1 in STACK_FLOW:
-        flow(STACK_X, y0, y1, highlight == "model")
-    flow(STACK_X, 7.52, 7.95, highlight == "model")  # out of the last layer, into the final norm
-    for x, kind, mixer, name in ((4.8, "L", "deltanet", "linear_attn: Gated DeltaNet"),
-                                 (10.3, "F", "attention", "self_attn: gated attention")):
+        flow(S + STACK_X, y0, y1, highlight == "model")
+    flow(S + STACK_X, 7.52, 7.95, highlight == "model")  # out of the last layer, into the final norm
+    for x, kind, mixer, name in ((S + 4.8, "L", "deltanet", "linear_attn: Gated DeltaNet"),
+                                 (S + 10.3, "F", "attention", "self_attn: gated attention")):
         count = "18 of 24" if kind == "L" else "6 of 24"
         frame(x - 0.2, 0.75, 4.8, 8.05, f"one {kind} layer ({count})", "model")
         frame(x - 0.1, 1.85, 4.6, 4.3, name, mixer, right=True)  # on the right: the flow arrows run on the left
@@ -126,10 +173,18 @@ def draw(highlight):
                                 (8.45, ("model", "⊕ h + mlp(post_attention_layernorm(h))"))):
             ax.text(x + 2.2, y + 0.1, text, ha="center", fontsize=8, color="black" if part == highlight else "#888888",
                     weight="bold" if part == highlight else "normal")
+    for y0, y1 in VISION_FLOW:
+        flow(VISION_X, y0, y1, highlight == "vision")
+    flow(3.5, 0.85, 0.85, highlight == "vision", x1=S + 0.4)  # the image's tokens join the embedding stream
+    for x0, x1, y in MTP_FLOW:
+        flow(S + x0, y, y, highlight == "mtp", x1=S + x1)
+    mtp = "black" if highlight == "mtp" else "#999999"  # h_t: the final norm's output goes up to the MTP head too
+    ax.plot([S + 3.8, S + 4.3], [8.17, 8.17], color=mtp, linewidth=1)
+    flow(S + 4.3, 8.17, 9.45, highlight == "mtp")
     loop = "black" if highlight == "generate" else "#bbbbbb"  # the generated token goes back in at the bottom
-    ax.plot([0.4, 0.1, 0.1], [9.35, 9.35, 1.0], color=loop, linewidth=1)  # as an id: no tokenizer on the way back
-    ax.annotate("", xy=(0.4, 1.0), xytext=(0.1, 1.0), arrowprops=dict(arrowstyle="->", color=loop))
-    ax.set_title(f"The Qwen3.5 text model. Highlighted: {WHAT[highlight]} (chapter {CHAPTERS[highlight]}). "
-                 f"Names are the checkpoint's; chN marks the chapter that builds each part; arrows: the data flow.",
-                 fontsize=10)
+    ax.plot([S + 0.4, S + 0.1, S + 0.1], [9.35, 9.35, 1.15], color=loop, linewidth=1)  # as an id: no tokenizer
+    ax.annotate("", xy=(S + 0.4, 1.15), xytext=(S + 0.1, 1.15), arrowprops=dict(arrowstyle="->", color=loop))
+    ax.set_title(f"Qwen3.5: the text model, the vision tower and the MTP head. Highlighted: {WHAT[highlight]} "
+                 f"(chapter {CHAPTERS[highlight]}). Names are the checkpoint's; chN marks the chapter that builds "
+                 f"each part; arrows: the data flow.", fontsize=10)
     return fig

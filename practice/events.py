@@ -103,7 +103,7 @@ def grade_events(problem, cases, events, output, report, stopped=None, died=None
     output(i): the learner's result for case i. stopped: the Protocol state the judge was waiting in when it
     killed the runner for taking too long. died: "exit:N", "signal:N" when the runner ended without finishing.
     garbled: why the events stopped making sense. An event's "_at" is the judge's own clock when it arrived."""
-    from practice.grading import compare, diagnose
+    from practice.grading import diagnose, grade
 
     report.results = [CaseResult(c) for c in cases]
     if not report.total_limit:
@@ -152,7 +152,7 @@ def grade_events(problem, cases, events, output, report, stopped=None, died=None
                 r.verdict = "RE"
                 r.error = f"the judge could not read your result back: {type(e).__name__}: {str(e)[:300]}"
                 continue
-            r.mismatch = compare(r.got, r.case.expected, r.case.tol)
+            r.mismatch = grade(r.case, r.got)
             if r.mismatch is not None:
                 r.verdict, r.hints = "WA", diagnose(problem, r.case, r.got)
             elif r.mutated:

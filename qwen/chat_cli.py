@@ -11,6 +11,10 @@ Typing goes through readline where Python has it: arrow keys edit and recall, a 
 terminal's own line editor stops at 4,095 characters on Linux), and with GNU readline 8.1 or later a paste of
 several lines arrives as one message (bracketed paste). Everywhere, a message may span the lines between two lines
 of three double quotes.
+/image PATH attaches a picture to the next message, as an image content part before its text (qwen/chat.py renders
+it as the official template does: <|vision_start|><|image_pad|><|vision_end|>). The pad becomes one per merged token
+(qwen/vision.py), the tower reads the pixels with that turn's prefill only, and the cache keeps the M-RoPE offset the
+image leaves (cache.delta): later turns read only their new tokens, exactly as a fresh read of the conversation.
 --speculative K decodes with the checkpoint's multi-token-prediction head drafting K tokens per main-model step
 (qwen/speculative.py): the same replies at temperature 0, the same distribution otherwise; after each reply the chat
 prints the share of guesses the main model accepted and the tokens each main-model step produced. The model card's
@@ -20,22 +24,27 @@ Run: python main.py chat [--model synthetic] (or bash course.sh chat); in the ch
 import argparse
 import copy
 import re
+import shlex
 import sys
 import time
+from pathlib import Path
 
 import torch
 
 from qwen.chat import END_THINK, default_thinking, render
 from qwen.course import open_model, pick_device
 from qwen.generate import TextStream, checkpoint_stop_tokens, generate
+from qwen.image import ImageSettings, load_image, preprocess
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
+from qwen.vision import expand_image_tokens, tokens_per_image
 
 # The model card's recommended sampling settings for text, per mode (Qwen/Qwen3.5-0.8B and larger).
 CARD = {False: dict(temperature=1.0, top_p=1.0, top_k=20, min_p=0.0, presence_penalty=2.0),
         True: dict(temperature=1.0, top_p=0.95, top_k=20, min_p=0.0, presence_penalty=1.5)}
-COMMANDS = "/reset, /think on|off|hide, /limit N, /history, /help, /quit"
+COMMANDS = "/reset, /think on|off|hide, /limit N, /history, /image PATH, /help, /quit"
 BLOCK = '"""'  # a line of its own opens and closes a message of several lines
+PADS = ("<|image_pad|>", "<|video_pad|>")  # stand for an image's (a video's) tokens: only /image writes them
 DTYPES = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float16: "fp16"}
 
 
@@ -54,6 +63,32 @@ class Chat:
         self.messages = [{"role": "system", "content": self.system}] if self.system else []
         self.kept_ids, self.kept_cache = [], None  # tokens the kept cache has read
         self.stats = None  # the last finished reply's numbers
+        self.images = []  # {"path", "pixel_values", "image_grid_thw"} of each image in self.messages, in order
+        self.pending = []  # images /image attached to the next message
+
+    def attach(self, path):
+        """Read the image file at `path` for the next message. Returns (its size (w, h), image_grid_thw, settings).
+        The vision tower is loaded here, on the first image, so that a checkpoint without one says so now."""
+        if self.speculative:
+            raise ValueError("images cannot go with --speculative yet (speculative decoding does not take them): "
+                             "restart the chat without --speculative to attach one")
+        file = Path(path).expanduser()
+        if not file.is_file():
+            raise FileNotFoundError(f"no image file at {file}{' (that is a folder)' if file.is_dir() else ''}")
+        self.model.vision()
+        settings = ImageSettings.load(self.model.checkpoint)  # the checkpoint's, or the values Qwen3.5 publishes
+        image = load_image(file)
+        pixels, grid = preprocess(image, settings=settings)  # (N, 3·2·16·16), [[1, gh, gw]]
+        self.pending.append(dict(path=str(file), pixel_values=pixels, image_grid_thw=grid))
+        return image.size, grid, settings
+
+    def expand(self, ids, images):
+        """The rendered ids with each image's one <|image_pad|> repeated once per merged token."""
+        if not images:
+            return ids
+        cfg = self.model.vision().cfg
+        grids = torch.cat([i["image_grid_thw"] for i in images])
+        return expand_image_tokens(ids, grids, cfg.image_token_id, cfg.spatial_merge_size)
 
     def settings(self):
         return {**CARD[self.thinking], **{k: v for k, v in self.overrides.items() if v is not None}}
@@ -64,17 +99,23 @@ class Chat:
         self.stats; a caller that stops early (Ctrl-C) leaves the conversation and the cache as they were, and
         self.stats None."""
         self.stats = None
-        messages = self.messages + [{"role": "user", "content": text}]  # a new list: self.messages stays as it is
+        parts = [{"type": "image", "image": i["path"]} for i in self.pending]  # images first, as Qwen's examples
+        content = parts + [{"type": "text", "text": text}] if parts else text
+        messages = self.messages + [{"role": "user", "content": content}]  # new lists: self.messages and
+        images = self.images + self.pending  # self.images stay as they are until the turn joins
         stable = render(messages, add_generation_prompt=False) + "<|im_start|>assistant\n"
-        ids = self.tok.encode(stable)
+        ids = self.expand(self.tok.encode(stable), images)
         rest = self.tok.encode(render(messages, thinking=self.thinking)[len(stable):])  # the thinking tags
         device = next(self.model.parameters()).device
         start = time.perf_counter()
         reuse = self.kept_cache is not None and ids[:len(self.kept_ids)] == self.kept_ids
         cache = copy.deepcopy(self.kept_cache) if reuse else self.model.new_cache()
         new = ids[len(self.kept_ids):] if reuse else ids
-        with torch.no_grad():
-            self.model(torch.tensor([new], device=device), cache=cache, last_only=True)
+        unread = self.pending if reuse else images  # the kept cache has read every earlier message's images
+        pixels = {} if not unread else dict(pixel_values=torch.cat([i["pixel_values"] for i in unread]),
+                                            image_grid_thw=torch.cat([i["image_grid_thw"] for i in unread]))
+        with torch.no_grad():  # the images' offset of M-RoPE positions stays in cache.delta for every later token
+            self.model(torch.tensor([new], device=device), cache=cache, last_only=True, **pixels)
         kept = copy.deepcopy(cache)  # before the reply: the next turn starts here
 
         reply, part, ended, first = [], "think" if self.thinking else "answer", False, None
@@ -100,14 +141,16 @@ class Chat:
 
         tokens = len(reply) + ended
         stats = dict(prompt=len(new) + len(rest), reused=len(ids) - len(new), tokens=tokens, prefill_s=prefill_s,
-                     cut=not ended, cut_thinking=not ended and part == "think")
+                     cut=not ended, cut_thinking=not ended and part == "think",
+                     image_tokens=new.count(self.model.vision().cfg.image_token_id) if unread else 0)
         if tokens > 1:
             stats["decode_tok_s"] = (tokens - 1) / (time.perf_counter() - first)
         if counts.get("steps"):  # the prefill made the first token; each verify step the rest
             stats.update(counts, per_step=(tokens - 1) / counts["steps"])
         message = self.reply_message(reply)
-        # the turn joins in one assignment, a new list and cache: nothing of it shows until it is all there
+        # the turn joins in one assignment, new lists and cache: nothing of it shows until it is all there
         self.messages, self.kept_ids, self.kept_cache, self.stats = messages + [message], ids, kept, stats
+        self.images, self.pending = images, []
 
     def reply_message(self, reply):
         """The reply as the conversation keeps it. Thinking, the reasoning (up to </think>) goes in its own field,
@@ -182,8 +225,10 @@ def line_editing():
 def help_text(paste):
     several = ("a paste of several lines is one message (in terminals that mark pastes, as most do); or, for"
                if paste else "for") + f" several lines, type {BLOCK} alone on a line, the lines, then {BLOCK} again"
-    return (f"commands: {COMMANDS}. Enter sends; {several}. Ctrl-C stops a reply and drops your unanswered "
-            "message; Ctrl-D, /quit or Ctrl-C twice at the prompt leaves.")
+    return (f"commands: {COMMANDS}. Enter sends; {several}. /image PATH attaches a picture to your next message "
+            "(resized to multiples of 32 pixels a side within the checkpoint's pixel budget: one token per 32 × 32 "
+            "pixels). Ctrl-C stops a reply and drops your unanswered message; Ctrl-D, /quit or Ctrl-C twice at the "
+            "prompt leaves.")
 
 
 def read_message():
@@ -198,20 +243,55 @@ def read_message():
     return "\n".join(lines), True
 
 
+def shown(content):
+    """A message's content as /history shows it: the text, each image part as [image]."""
+    if isinstance(content, str):
+        return content
+    return "".join("[image]" if part.get("type") == "image" else part["text"] for part in content)
+
+
 def history(chat):
     """The conversation as the chat keeps it, one line per message."""
     lines = []
     for i, m in enumerate(chat.messages, 1):
-        text, n = m["content"], m["content"].count("\n") + 1
+        text = shown(m["content"])
+        n = text.count("\n") + 1
         line = (f"{i:3} {m['role']:9} {len(text):6} characters{f' in {n} lines' if n > 1 else ''}: "
                 f"{text[:40]!r}{'…' if len(text) > 40 else ''}")
         if m.get("reasoning_content"):
             line += f" (and {len(m['reasoning_content'])} characters of reasoning, which later prompts leave out)"
         lines.append(line)
-    if not lines:
-        return "(no messages yet)"
+    if chat.pending:
+        lines.append(f"(and {len(chat.pending)} image{'s' if len(chat.pending) > 1 else ''} attached to your next "
+                     "message)")
+    if not chat.messages:
+        return "\n".join(lines or ["(no messages yet)"])
     kept = f"(the kept cache has read {len(chat.kept_ids)} tokens: the next prompt starts with them)"
     return "\n".join(lines + [kept])
+
+
+def image_command(chat, arg):
+    """/image PATH: attach the picture to the next message and say what it costs; one line when it cannot be."""
+    if not arg:
+        print("usage: /image PATH attaches the picture at PATH (PNG, JPEG, WebP, GIF or BMP) to your next message")
+        return
+    try:  # a path may come quoted or with escaped spaces (as a terminal writes a file dropped on it)
+        words = shlex.split(arg)
+        path = words[0] if len(words) == 1 else arg
+    except ValueError:
+        path = arg
+    try:
+        (w0, h0), grid, s = chat.attach(path)
+    except (OSError, ValueError) as e:
+        print(f"/image: {e}")
+        return
+    h, w = (int(n) * s.patch_size for n in grid[0, 1:])
+    tokens = tokens_per_image(grid, s.merge_size)[0]
+    if not s.min_pixels <= w0 * h0 <= s.max_pixels:
+        how = f"; resized from {w0}×{h0} into the budget of {s.min_pixels:,} to {s.max_pixels:,} pixels"
+    else:
+        how = f"; resized from {w0}×{h0} to multiples of {s.factor}" if (w, h) != (w0, h0) else ""
+    print(f"[image {w}×{h} → {tokens} tokens{how}; it goes with your next message]")
 
 
 def command(chat, text, view, paste):
@@ -220,9 +300,12 @@ def command(chat, text, view, paste):
     name, args = words[0], words[1:]
     if name in ("/quit", "/exit") and not args:
         return None
-    if name == "/reset" and not args:
+    if name == "/image":
+        image_command(chat, text[len(name):].strip())
+    elif name == "/reset" and not args:
+        dropped = len(chat.pending)
         chat.reset()
-        print("(new conversation)")
+        print(f"(new conversation{f'; {dropped} attached image(s) dropped' if dropped else ''})")
     elif name == "/think" and len(args) == 1 and args[0] in ("on", "off", "hide"):
         chat.thinking, view = args[0] != "off", "hide" if args[0] == "hide" else "dim"
         print(f"(thinking {args[0]}; sampling {chat.settings()})")
@@ -240,6 +323,11 @@ def command(chat, text, view, paste):
 
 def turn(chat, text, view):
     """Stream one reply, then its numbers; Ctrl-C stops it and the chat goes on as if the message was never sent."""
+    pads = [s for s in PADS if s in text]
+    if pads:
+        print(f"(not sent: {pads[0]} stands for the tokens of an image or video and cannot be typed; attach a picture "
+              "with /image PATH)")
+        return
     found = [s for s in chat.tok.special_tokens if s in text]
     if found:
         print(f"(note: {', '.join(found)} in your message becomes the token itself, one id, not text, as with Qwen's "
@@ -254,7 +342,8 @@ def turn(chat, text, view):
             print(f"{dim}{piece}{plain}" if part == "think" else piece, end="", flush=True)
         s = chat.stats
         speed = f", {s['decode_tok_s']:.1f} tokens/s" if "decode_tok_s" in s else ""
-        print(f"\n[{s['tokens']} tokens{speed}; prompt: {s['prompt']} new tokens in {s['prefill_s']:.2f} s, "
+        image = f" ({s['image_tokens']} of them image tokens)" if s["image_tokens"] else ""
+        print(f"\n[{s['tokens']} tokens{speed}; prompt: {s['prompt']} new tokens{image} in {s['prefill_s']:.2f} s, "
               f"{s['reused']} read from the cache]")
         if "steps" in s:
             print(f"[speculative, {chat.speculative} guesses per step: {s['accepted']} of {s['proposed']} accepted "
@@ -267,7 +356,8 @@ def turn(chat, text, view):
             print(f"[stopped at the {chat.max_new_tokens}-token limit; the reply is kept as it is; /limit N raises it]")
     except KeyboardInterrupt:
         if chat.messages is before:
-            print(f"{plain} [stopped: your message and the partial reply are left out of the conversation]")
+            kept = "; the attached image(s) stay for your next message" if chat.pending else ""
+            print(f"{plain} [stopped: your message and the partial reply are left out of the conversation{kept}]")
         else:  # the reply had ended and joined; only its numbers were cut short
             print(f"{plain} [the reply was complete and is kept]")
 

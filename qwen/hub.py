@@ -1,8 +1,10 @@
-"""Find a checkpoint folder: a path, data/<name>, the Hugging Face cache, or (last) a download of the text model.
+"""Find a checkpoint folder: a path, data/<name>, the Hugging Face cache, or (last) a download from the hub.
 
-A dense Qwen3.5 on the hub is config.json, the tokenizer files, model.safetensors.index.json and the weight files
-it names (one for the 0.8B; the index maps every tensor to its file). The download skips a weight file that holds
-only vision or multi-token-prediction tensors; a file that also holds text tensors comes whole.
+A dense Qwen3.5 on the hub is config.json, the tokenizer files, preprocessor_config.json (the image settings of
+the vision tower), model.safetensors.index.json and the weight files it names (one for the 0.8B; the index maps
+every tensor to its file). The download takes the weight files that hold text or vision tensors and skips one that
+holds only multi-token-prediction tensors; a file comes whole. Text needs only its own files: a cached checkpoint
+without the vision files still counts, and the vision tower, when asked for, says which files to fetch and how.
 """
 import json
 import os
@@ -11,9 +13,11 @@ from pathlib import Path
 
 DEFAULT_MODEL = "Qwen/Qwen3.5-0.8B"
 DENSE_SIZES = ("0.8B", "2B", "4B", "9B", "27B")  # every dense Qwen3.5 shares this layout
-SKIPPED = ("mtp.", "model.visual.")  # multi-token prediction and vision tower: not part of the text model
+VISION = "model.visual."  # the vision tower's tensors
+SKIPPED = ("mtp.", VISION)  # multi-token prediction and vision tower: not part of the text model
 META = ["config.json", "generation_config.json", "model.safetensors.index.json", "tokenizer.json",
-        "tokenizer_config.json", "chat_template.jinja", "vocab.json", "merges.txt"]
+        "tokenizer_config.json", "chat_template.jinja", "vocab.json", "merges.txt"]  # what text reads besides weights
+VISION_META = ["preprocessor_config.json"]  # the image processor's settings (qwen/image.py)
 
 
 def data_dir():
@@ -57,7 +61,7 @@ def find_model(name=None):
         pass
     try:
         folder = Path(snapshot_download(name, allow_patterns=META))  # config, index, tokenizer: a few MB
-        return checked(Path(snapshot_download(name, allow_patterns=META + text_shards(folder))))
+        return checked(Path(snapshot_download(name, allow_patterns=download_files(folder))))
     except OSError as e:  # what huggingface_hub raises for network, HTTP and disk failures
         raise ModelNotFound(
             f"{name} is not in {local} nor in the hub cache, and downloading it failed "
@@ -66,13 +70,56 @@ def find_model(name=None):
             f"or use --model synthetic") from None
 
 
-def text_shards(folder):
-    """The weight files that hold text tensors: with an index, skip files that hold only vision/MTP tensors."""
+def shards(folder, wanted):
+    """The weight files that hold a tensor for which wanted(name) is true (model.safetensors without an index)."""
     index = Path(folder) / "model.safetensors.index.json"
     if not index.is_file():
         return ["model.safetensors"]
     weight_map = json.loads(index.read_text())["weight_map"]
-    return sorted({f for k, f in weight_map.items() if not k.startswith(SKIPPED)})
+    return sorted({f for k, f in weight_map.items() if wanted(k)})
+
+
+def text_shards(folder):
+    """The weight files that hold text tensors: with an index, skip files that hold only vision/MTP tensors."""
+    return shards(folder, lambda k: not k.startswith(SKIPPED))
+
+
+def vision_shards(folder):
+    """The weight files that hold vision-tower tensors (model.visual.*)."""
+    return shards(folder, lambda k: k.startswith(VISION))
+
+
+def download_files(folder):
+    """What the download asks for, given the folder holding the repository's index: the small files and every
+    weight file the index names: the text model, the vision tower (chapter 10) and the MTP head (chapter 11)."""
+    return META + VISION_META + shards(folder, lambda k: True)
+
+
+def part_files(folder, prefix, part):
+    """The weight files (paths) of checkpoint `folder` that hold `prefix` tensors, `part` of the model: with an index,
+    only those, and a file it names that the folder lacks (a download of the text files alone) is one clear error
+    that says how to fetch it; without an index, every .safetensors file."""
+    folder = Path(folder)
+    if not (folder / "model.safetensors.index.json").is_file():
+        return sorted(folder.glob("*.safetensors"))
+    files = shards(folder, lambda k: k.startswith(prefix))
+    missing = [f for f in files if not (folder / f).is_file()]
+    if missing:
+        raise ModelNotFound(f"{folder} lacks {', '.join(missing)}, which hold{'s' * (len(missing) == 1)} {part} "
+                            f"({prefix}*); text works without it", fetch_fix(folder, missing))
+    return [folder / f for f in files]
+
+
+def fetch_fix(folder, files):
+    """How to put `files` into checkpoint `folder`: for a hub-cache snapshot (<cache>/models--Org--Name/snapshots/
+    <commit>), the `hf download` of that very commit into that cache, which fills the same snapshot."""
+    folder, names = Path(folder), " ".join(files)
+    repo = folder.parent.parent.name
+    if folder.parent.name == "snapshots" and repo.startswith("models--"):
+        repo_id = repo.removeprefix("models--").replace("--", "/", 1)
+        return f"online, run: hf download {repo_id} {names} --revision {folder.name} --cache-dir {folder.parents[2]}"
+    return (f"copy {names} into {folder} from where the checkpoint came from (for a hub checkpoint: "
+            f"hf download <hub id> {names} --local-dir {folder})")
 
 
 def checked(folder):

@@ -40,7 +40,11 @@ class ImageSettings:
         file = Path(path) / "preprocessor_config.json"
         if not file.is_file():
             return cls()
-        raw = json.loads(file.read_text())
+        try:
+            raw = json.loads(file.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{file} is not valid JSON ({e}): download it again, or delete it to use the values "
+                             f"Qwen3.5 publishes") from None
         size = raw.get("size") or {}
         known = {k: raw[k] for k in cls.__dataclass_fields__ if k in raw}
         known.setdefault("min_pixels", size.get("shortest_edge", cls.min_pixels))
@@ -71,8 +75,8 @@ def smart_resize(height, width, s):
     budget. Python's round (halves to even) as in the reference; the budget scales both sides by the same beta."""
     f = s.factor
     if max(height, width) > 200 * min(height, width):
-        raise ValueError(f"image {width}×{height} is too thin: the processor accepts aspect ratios up to 200:1; "
-                         f"crop it")
+        raise ValueError(f"image {width}×{height} is too thin: the processor accepts aspect ratios up to 200:1 "
+                         f"(any size is then resized into {s.min_pixels:,} to {s.max_pixels:,} pixels); crop it")
     h, w = round(height / f) * f, round(width / f) * f
     if h * w > s.max_pixels:  # too many pixels: shrink, rounding down
         beta = math.sqrt(height * width / s.max_pixels)

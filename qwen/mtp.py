@@ -21,13 +21,11 @@ final norm. The one difference: transformers gives the pair (x_{t+1}, h_t) the p
 the position of h_t, t. RoPE scores depend only on distances, so the logits agree up to rounding (the tests
 check it). This file uses vLLM's: the MTP cache then lines up with the main model's, entry t for entry t.
 """
-import json
-from pathlib import Path
-
 import torch
 import torch.nn as nn
 from safetensors import safe_open
 
+from qwen.hub import part_files
 from qwen.model import Cache, DecoderLayer
 from qwen.norm import RMSNorm
 from qwen.weights import read_header
@@ -92,11 +90,8 @@ class FinalHidden:
 
 
 def mtp_files(folder):
-    folder = Path(folder)
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        return [folder / f for f in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
-    return sorted(folder.glob("*.safetensors"))
+    """The weight files that hold mtp.* tensors (one the folder lacks is a clear error: qwen/hub.py part_files)."""
+    return part_files(folder, "mtp.", "the multi-token-prediction head")
 
 
 def load_mtp(path, model):

@@ -28,6 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from safetensors import safe_open
 
+from qwen.hub import part_files
 from qwen.image import preprocess  # noqa: F401 (qwen.vision.preprocess: pixels -> patches)
 from qwen.rope import rotate_half
 from qwen.weights import read_header
@@ -218,13 +219,10 @@ class VisionTower(nn.Module):
 
 
 def vision_files(path):
-    """{name without "model.visual.": (file, key)} for the checkpoint folder at `path`, from the headers only."""
-    folder = Path(path)
-    index = folder / "model.safetensors.index.json"
-    files = (sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file()
-             else sorted(p.name for p in folder.glob("*.safetensors")))
-    return {key[len(PREFIX):]: (folder / f, key) for f in files for key in read_header(folder / f)
-            if key.startswith(PREFIX)}
+    """{name without "model.visual.": (file, key)} for the checkpoint folder at `path`, from the headers of the files
+    that hold the tower only (one the folder lacks is a clear error: qwen/hub.py part_files)."""
+    return {key[len(PREFIX):]: (file, key) for file in part_files(path, PREFIX, "the vision tower")
+            for key in read_header(file) if key.startswith(PREFIX)}
 
 
 def load_vision(path, dtype=None, device=None):

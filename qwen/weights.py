@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from qwen.hub import DATA_DIR, DEFAULT_MODEL, DENSE_SIZES, SKIPPED, find_model  # noqa: F401 (the seed's names)
+from qwen.hub import DATA_DIR, DEFAULT_MODEL, DENSE_SIZES, SKIPPED, find_model, text_shards  # noqa: F401 (the seed's)
 
 TEXT_PREFIXES = ("model.language_model.", "model.")  # multimodal layout first: "model.visual." must not match
 
@@ -130,8 +130,8 @@ class Weights(Mapping):
 
     def __init__(self, folder):
         folder = Path(folder)
-        index = folder / "model.safetensors.index.json"
-        files = (sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file()
+        index = folder / "model.safetensors.index.json"  # with one, only the files that hold text tensors are read:
+        files = (text_shards(folder) if index.is_file()  # a download may lack those of the vision tower or MTP
                  else sorted(p.name for p in folder.glob("*.safetensors")))
         if not files:
             raise FileNotFoundError(f"no .safetensors files in {folder}")

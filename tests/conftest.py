@@ -1,4 +1,10 @@
-"""Shared fixtures: the synthetic checkpoint (generated once into data/) and transformers' view of it."""
+"""Shared fixtures: the synthetic checkpoint (generated once into data/) and transformers' view of it.
+
+The suite runs in two worker processes (`pytest -n 2`, pytest-xdist; course.sh test): each worker uses one thread,
+and what is expensive to make (a chapter script's run, a notebook's execution) is made once per test run and shared
+by the workers through files in the run's temporary folder (`shared_once`)."""
+import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +16,29 @@ import torch
 from qwen.synthetic import synthetic_path
 
 ROOT = Path(__file__).resolve().parent.parent
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1" under pytest -n; None in a plain run
+
+
+def pytest_configure(config):
+    if WORKER:  # the workers share the cores: one thread each, in this process and in the scripts it starts
+        torch.set_num_threads(1)
+        os.environ["OMP_NUM_THREADS"] = "1"
+    else:
+        synthetic_path()  # generated once, before any worker starts (two workers must not write it at once)
+
+
+def shared_once(tmp_path_factory, key, make):
+    """make() run once per test run, its JSON-able result shared by every worker: the first worker to ask makes it
+    under a lock, the others wait for the lock and read the file. Without workers it is simply made once."""
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if WORKER else root  # each worker's folder sits in the run's folder
+    file = root / "shared" / f"{key}.json"
+    file.parent.mkdir(exist_ok=True)
+    with open(file.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not file.exists():
+            file.write_text(json.dumps(make()))
+    return json.loads(file.read_text())
 
 
 def run_chapter(script, *args):
@@ -40,14 +69,12 @@ def synthetic():
 
 
 @pytest.fixture(scope="session")
-def chapter_outputs(synthetic):
-    """Each chapter script run once on the synthetic checkpoint, shared by the chapter and notebook tests."""
-    runs = {}
-
+def chapter_outputs(synthetic, tmp_path_factory):
+    """Each chapter script run once on the synthetic checkpoint, shared by the chapter and notebook tests (and by
+    the workers): (exit code, stdout, stderr)."""
     def output(script):
-        if script not in runs:
-            runs[script] = run_chapter(script, "--model", "synthetic")
-        return runs[script]
+        return tuple(shared_once(tmp_path_factory, f"chapter-{script}", lambda: run_chapter(script, "--model",
+                                                                                          "synthetic")))
     return output
 
 

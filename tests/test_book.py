@@ -55,7 +55,8 @@ def test_model_map_draws_every_part(part):
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert f"chapter {model_map.CHAPTERS[part]}" in fig.axes[0].get_title()
     for name in ("embed_tokens (V, d)", "in_proj_qkv", "conv1d, silu", "q_proj (query + gate)",
-                 "q_norm (D)", "o_proj", "out_proj", "norm: final RMSNorm (d)", "3 F", "23 F", "0 L"):
+                 "q_norm (D)", "o_proj", "out_proj", "norm: final RMSNorm (d)", "3 F", "23 F", "0 L",
+                 "block 0", "block 11", "fc (d, 2d):\n[e | h] → d", "pre_fc_norm_hidden($h_t$)"):
         assert name in texts, name
     assert sum(t.startswith("mlp:") for t in texts) == 2  # one per layer kind
     bold = {t.get_text() for t in fig.axes[0].texts if t.get_weight() == "bold"}
@@ -77,13 +78,20 @@ def test_model_map_highlights_the_right_boxes():
     assert {"KV cache", "conv and state\ncache"} <= lit("generate")  # used by generation,
     assert "KV cache" in lit("attention") and "conv and state\ncache" in lit("deltanet")  # written by the mixers
     assert "tokenizer: text → token ids (B, T)" in lit("embedding")
+    vision, mtp, weights = lit("vision"), lit("mtp"), lit("weights")
+    assert {"block 0", "block 11", "M-RoPE positions: 3 rows t, h, w"} <= vision and "fc (d, 2d):\n[e | h] → d" in mtp
+    assert not vision & mtp and "embed_tokens (V, d)" not in vision | mtp
+    assert {"block 5", "fc (d, 2d):\n[e | h] → d", "norm\n(d)"} <= weights  # the new parts' tensors
+    assert not {"image: RGB pixels (H, W, 3)", "the stack's lm_head:\nlogits for $x_{t+2}$,\nthe draft"} & weights
+    assert "norm\n(d)" in lit("norm") and "M-RoPE positions: 3 rows t, h, w" in lit("rope")
     with pytest.raises(ValueError, match="unknown part 'nrom'"):
         model_map.draw("nrom")
 
 
 def test_model_map_tags_and_flow():
     """Each cache box carries the tag of the chapter that writes it (6: the KV cache, 7: the DeltaNet state), the
-    tokenizer has a box, and arrows run along the data flow: through both layer columns and up the stack."""
+    tokenizer has a box, and arrows run along the data flow: through both layer columns and up the stack, down the
+    vision column, across the MTP strip."""
     import matplotlib.pyplot as plt
 
     fig = model_map.draw("generate")
@@ -93,16 +101,22 @@ def test_model_map_tags_and_flow():
     def tag_of(name):
         [box] = [t for t in texts if t.get_text() == name]
         bx, by = box.get_position()
-        tags = [t for t in texts if re.fullmatch(r"ch\d", t.get_text()) and 0 < t.get_position()[1] - by < 0.35
+        tags = [t for t in texts if re.fullmatch(r"ch\d+", t.get_text()) and 0 < t.get_position()[1] - by < 0.35
                 and 0 < t.get_position()[0] - bx < 2]  # a tag sits up and to the right of its box's name
         return min(tags, key=lambda t: t.get_position()[0] - bx).get_text()
     assert tag_of("KV cache") == "ch6" and tag_of("conv and state\ncache") == "ch7"
     assert tag_of("tokenizer: text → token ids (B, T)") == "ch2"
+    assert tag_of("merger: 2 × 2 patches → one token (d),\nreplaces an <|image_pad|> embedding") == "ch10"
+    assert tag_of("pre_fc_norm_hidden($h_t$)") == "ch11"  # an RMSNorm, but the MTP head's: chapter 11 builds it
     arrows = [t for t in texts if isinstance(t, matplotlib.text.Annotation) and t.arrow_patch is not None]
     flow = 2 * len(model_map.LAYER_FLOW) + len(model_map.STACK_FLOW) + 1
-    assert len(arrows) == flow + 1  # and the generated token's way back to the embedding
     ups = [a for a in arrows if a.xy[1] > a.xyann[1]]
-    assert len(ups) == flow  # the flow runs upwards, from the token ids to the logits
+    assert len(ups) == flow + 1  # the text model's flow runs upwards, token ids to logits; and h_t up to the MTP head
+    downs = [a for a in arrows if a.xy[1] < a.xyann[1]]
+    assert len(downs) == len(model_map.VISION_FLOW)  # the vision column runs down from the image to the merger
+    rights = [a for a in arrows if a.xy[1] == a.xyann[1] and a.xy[0] > a.xyann[0]]
+    # across the MTP strip, the merger's tokens into embed_tokens, and the generated token's way back to it
+    assert len(rights) == len(model_map.MTP_FLOW) + 2 and len(arrows) == len(ups) + len(downs) + len(rights)
     plt.close(fig)
 
 

@@ -345,7 +345,7 @@ def shallow(tmp_path_factory):
 @pytest.mark.parametrize("layers", [4, 8])
 def test_every_chapter_runs_at_any_depth(shallow, layers):
     """Every chapter runs on any Qwen3.5 checkpoint the loader accepts, not only on 24 layers (ch08 once indexed
-    layer 12): all nine scripts, two at a time with one thread each, on a 4- and an 8-layer checkpoint."""
+    layer 12): every script, two at a time with one thread each, on a 4- and an 8-layer checkpoint."""
     import os
     import subprocess
     import sys

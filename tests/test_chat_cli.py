@@ -1,13 +1,17 @@
 """The terminal chat: scripted stdin through `python main.py chat`; the cache kept across turns proven equal to
 reading the whole conversation afresh; Ctrl-C (KeyboardInterrupt from the model) in the first prefill, a later
 prefill or decoding leaves the conversation and the cache as they were; a reply cut while thinking is kept as the
-official template reads it; --speculative 2 gives plain greedy's replies, also across turns and after Ctrl-C.
+official template reads it; --speculative 2 gives plain greedy's replies, also across turns and after Ctrl-C; /image
+turns equal generate on the rendered, expanded ids with the pixels, later turns a full recompute, and every way an
+image cannot be attached is one line.
 tests/test_chat_pty.py drives the chat in a real pseudo-terminal.
 Run: pytest -q tests/test_chat_cli.py (about a minute)."""
+import json
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -16,6 +20,7 @@ from qwen.chat_cli import Chat, main
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.model import load_model
 from qwen.tokenizer import load_tokenizer
+from qwen.vision import expand_image_tokens
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -90,11 +95,17 @@ def model(synthetic):
     return load_model(synthetic, dtype=torch.float32)
 
 
-def fresh_reply(model, tok, stop, messages, thinking, n):
-    """The oracle: the whole conversation rendered and read from scratch, then greedy decoding."""
+def fresh_reply(model, tok, stop, messages, thinking, n, images=()):
+    """The oracle: the whole conversation rendered and read from scratch, then greedy decoding. images: the
+    (pixel_values, image_grid_thw) of the conversation's images, in order."""
     ids = tok.encode(render(messages, thinking=thinking))
+    pixels = {}
+    if images:
+        grids = torch.cat([g for _, g in images])
+        ids = expand_image_tokens(ids, grids)
+        pixels = dict(pixel_values=torch.cat([p for p, _ in images]), image_grid_thw=grids)
     out = []
-    for t in generate(model, ids, n, stop=stop):
+    for t in generate(model, ids, n, stop=stop, **pixels):
         if t in stop:
             break
         out.append(t)
@@ -212,3 +223,156 @@ def test_special_token_text_in_a_message_is_the_token_as_in_transformers(tok, sy
     ours = tok.encode(render(messages))
     assert ours == theirs["input_ids"]
     assert ours.count(tok.special_tokens["<|im_end|>"]) == 2  # the typed one and the turn's end
+
+
+# ------------------------------------------------------------------------------------------------------ /image PATH
+
+def write_picture(folder, width, height, seed=0):
+    """A small noise picture written to `folder` as PNG (the course commits no image)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    file = folder / f"picture-{width}x{height}-{seed}.png"
+    Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(file)
+    return file
+
+
+def user(text, *images):
+    return {"role": "user", "content": [*({"type": "image", "image": str(f)} for f in images),
+                                        {"type": "text", "text": text}] if images else text}
+
+
+def test_scripted_image_session_equals_generate(synthetic, tmp_path):
+    """`main.py chat` with /image, greedy in fp32: each reply equals generate on the conversation rendered afresh,
+    its pad expanded, with the picture's pixel values (the chat's own model class, load_fast). Around it, every
+    /image that cannot attach is one line, /history shows [image], /reset drops an image not yet sent."""
+    from qwen.fast import load_fast
+    from qwen.image import preprocess
+
+    pic, other = write_picture(tmp_path, 100, 70), write_picture(tmp_path, 40, 40, seed=1)
+    notes, thin = tmp_path / "notes.png", tmp_path / "thin.png"
+    notes.write_text("not a picture")
+    from PIL import Image
+    Image.new("RGB", (1, 300)).save(thin)
+    stdin = (f"/image\n/image {tmp_path / 'missing.png'}\n/image {notes}\n/image {thin}\n/image {tmp_path}\n"
+             f"/image '{pic}'\n/history\nWhat is this?\nAnd now?\n/history\nsay <|image_pad|>\n/image {other}\n/reset\n"
+             "Hi\n")
+    code, out, err = run_chat(stdin, "--temperature", "0", "--dtype", "fp32", "--presence-penalty", "0")
+    assert code == 0 and "Traceback" not in err, err
+    assert "usage: /image PATH attaches the picture at PATH" in out
+    assert f"/image: no image file at {tmp_path / 'missing.png'}\n" in out
+    assert f"/image: {notes} is not an image Pillow can read" in out
+    assert "/image: image 1×300 is too thin: the processor accepts aspect ratios up to 200:1 (any size is then " \
+           "resized into 65,536 to 16,777,216 pixels); crop it" in out
+    assert f"/image: no image file at {tmp_path} (that is a folder)" in out
+    # by hand: 100 × 70 = 7 000 pixels < 65 536, so both sides grow by √(65536 / 7000) = 3.06 and round up to
+    # multiples of 32: 320 × 224, 20 × 14 patches of 16, 70 tokens of 2 × 2 patches
+    assert "[image 320×224 → 70 tokens; resized from 100×70 into the budget of 65,536 to 16,777,216 pixels" in out
+    assert "(and 1 image attached to your next message)" in out and "'[image]What is this?'" in out
+    assert "new tokens (70 of them image tokens)" in out
+    assert "(not sent: <|image_pad|> stands for the tokens of an image or video" in out
+    # 40 × 40 = 1 600 pixels: √(65536 / 1600) = 6.4, 40 · 6.4 / 32 = 8 exactly: 256 × 256, 16 × 16 patches, 64 tokens
+    assert "[image 256×256 → 64 tokens" in out and "(new conversation; 1 attached image(s) dropped)" in out
+    assert out.count("qwen> ") == 3 and "image tokens" not in out.split("dropped")[1]  # "Hi" went without the image
+
+    model, tok = load_fast(synthetic, dtype="fp32"), load_tokenizer(synthetic)
+    stop, image = checkpoint_stop_tokens(synthetic), preprocess(pic, synthetic)
+    messages = [user("What is this?", pic)]
+    for text in ("And now?", None):
+        want = fresh_reply(model, tok, stop, messages, False, 6, images=[image])
+        assert f"qwen> {want}\n[" in out
+        messages += [{"role": "assistant", "content": want}] + ([user(text)] if text else [])
+    assert f"qwen> {fresh_reply(model, tok, stop, [user('Hi')], False, 6)}\n[" in out
+
+
+class TowerCalls:
+    def __init__(self, tower):
+        self.patches = []
+        self.handle = tower.register_forward_pre_hook(lambda module, args: self.patches.append(args[0].shape[0]))
+
+
+def test_image_turns_keep_the_cache_exact(model, tok, synthetic, tmp_path):
+    """Turns with and without images, a second image of another size in a later turn: each reply equals the whole
+    conversation read afresh with all its images (so the kept cache and its M-RoPE offset are right), and the tower
+    reads each image once, in its own turn."""
+    from qwen.image import preprocess
+
+    stop = checkpoint_stop_tokens(synthetic)
+    chat = Chat(model, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=5)
+    first, second = write_picture(tmp_path, 100, 70), write_picture(tmp_path, 400, 200, seed=3)
+    model.vision()
+    calls = TowerCalls(model.visual)
+    try:
+        images, history, chat_reads = [], [], []
+        for turn, (text, pic) in enumerate([("What is this?", first), ("And then?", None), ("Compare", second),
+                                            ("Which one?", None)]):
+            if pic is not None:
+                chat.attach(pic)
+                images.append(preprocess(pic, synthetic))
+            history = [dict(m) for m in chat.messages] + [user(text, *([pic] if pic else []))]
+            read = len(calls.patches)
+            reply = "".join(piece for _, piece in chat.respond(text))
+            chat_reads, calls.patches = chat_reads + calls.patches[read:], calls.patches[:read]  # not the oracle's
+            assert reply == fresh_reply(model, tok, stop, history, False, 5, images=images), turn
+            assert chat.messages[:-1] == history and chat.pending == []
+            if turn:
+                assert chat.stats["reused"] > 0
+        # by hand: 100 × 70 -> 224 × 320 pixels, 14 × 20 patches; 400 × 200 -> 192 × 384 (80 000 pixels are inside
+        # the budget: only rounded to multiples of 32), 12 × 24 patches
+        assert [g.tolist() for _, g in images] == [[[1, 14, 20]], [[1, 12, 24]]]
+        assert chat_reads == [280, 288]  # the chat's tower read each image once, in its own turn
+    finally:
+        calls.handle.remove()
+
+
+def test_ctrl_c_keeps_the_attached_image(model, tok, synthetic, tmp_path, interrupted):
+    from qwen.image import preprocess
+
+    stop = checkpoint_stop_tokens(synthetic)
+    chat = Chat(model, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=4)
+    pic = write_picture(tmp_path, 100, 70)
+    chat.attach(pic)
+    interrupted.at = interrupted.calls + 1  # the prefill that reads the image
+    with pytest.raises(KeyboardInterrupt):
+        "".join(piece for _, piece in chat.respond("never answered"))
+    assert chat.messages == [] and chat.kept_cache is None and len(chat.pending) == 1
+    reply = "".join(piece for _, piece in chat.respond("What is it?"))
+    want = fresh_reply(model, tok, stop, [user("What is it?", pic)], False, 4, images=[preprocess(pic, synthetic)])
+    assert reply == want and chat.pending == [] and len(chat.images) == 1
+
+
+def test_image_refused_with_speculative_and_without_a_tower(model, tok, synthetic, tmp_path, capsys):
+    from qwen.chat_cli import image_command
+
+    pic = write_picture(tmp_path, 64, 64)
+    stop = checkpoint_stop_tokens(synthetic)
+    image_command(Chat(model, tok, stop, speculative=2), str(pic))
+    assert capsys.readouterr().out == ("/image: images cannot go with --speculative yet (speculative decoding does "
+                                       "not take them): restart the chat without --speculative to attach one\n")
+    text_only = tmp_path / "text-only"
+    text_only.mkdir()
+    for f in synthetic.iterdir():
+        if f.name != "config.json":
+            (text_only / f.name).symlink_to(f)
+    config = json.loads((synthetic / "config.json").read_text())
+    del config["vision_config"]
+    (text_only / "config.json").write_text(json.dumps(config))
+    image_command(Chat(load_model(text_only, dtype=torch.float32), tok, stop), str(pic))
+    out = capsys.readouterr().out
+    assert out.startswith(f"/image: {text_only} has no vision tower (no vision_config in config.json)")
+    assert out.count("\n") == 1
+
+
+def test_readme_figure_for_grace_hopper():
+    """README's chat section prints what /image says for matplotlib's sample photo: checked against the reference
+    image processor (transformers), so the text stays true."""
+    import matplotlib.cbook
+    from PIL import Image
+    from transformers import Qwen2VLImageProcessorPil
+
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "`grace_hopper.jpg`, 512 × 600: `[image 512×608 → 304 tokens; ...]`" in text
+    image = Image.open(matplotlib.cbook.get_sample_data("grace_hopper.jpg"))
+    grid = Qwen2VLImageProcessorPil.from_pretrained(ROOT / "data" / "synthetic")(images=[image])["image_grid_thw"]
+    assert image.size == (512, 600) and grid.tolist() == [[1, 608 // 16, 512 // 16]]  # 38 × 32 patches
+    assert 38 * 32 // 4 == 304  # merged 2 × 2: the tokens

@@ -105,7 +105,7 @@ class Terminal:
         raise AssertionError("the chat did not exit")
 
 
-def test_typing_long_lines_and_a_paste():
+def test_typing_long_lines_and_a_paste(tmp_path):
     t = Terminal()
     banner = t.expect("you> ")
     assert "a paste of several lines is one message" in banner and "\x1b[?2004h" in banner  # bracketed paste on
@@ -123,6 +123,12 @@ def test_typing_long_lines_and_a_paste():
     users = [line.split(None, 2)[2] for line in listed if line.split()[1:2] == ["user"]]
     assert users == ["20000 characters: " + repr("x" * 40) + "…", "5 characters: 'aYbZc'", "5 characters: 'aYbZc'",
                      "33 characters in 3 lines: 'first line\\nsecond line\\nthird line'"]
+    from PIL import Image
+
+    Image.new("RGB", (40, 40), (200, 30, 30)).save(tmp_path / "a red square.png")
+    out = t.turn(f"/image '{tmp_path / 'a red square.png'}'\r")  # quoted, as a file dropped on a terminal comes
+    assert "[image 256×256 → 64 tokens" in out  # 40 × 40 grows by √(65536 / 1600) = 6.4 to 256 × 256: 8 × 8 tokens
+    assert "(64 of them image tokens)" in t.turn("What is it?\r")
     t.send("\x03")
     assert "Ctrl-C again leaves" in t.expect("you> ")
     t.send("\x03")

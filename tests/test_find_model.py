@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from qwen.weights import DENSE_SIZES
 
@@ -151,3 +152,106 @@ def test_qwen_model_synthetic_in_a_notebook(monkeypatch, capsys, synthetic):
     monkeypatch.setenv("QWEN_MODEL", "synthetic")
     assert qwen.course.open_model(None) == synthetic
     assert capsys.readouterr().out.startswith("*** SYNTHETIC WEIGHTS")
+
+
+# ------------------------------------------------------------------- the vision tower's files in the hub download
+
+TEXT_SHARD, VISION_SHARD, MTP_SHARD = (f"model.safetensors-0000{i}-of-00003.safetensors" for i in (1, 2, 3))
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory, synthetic):
+    """The synthetic checkpoint re-sharded as a larger repository may be: text tensors in one file, the vision tower
+    in a file of its own, the MTP block in a third; the small files as they are."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    out = tmp_path_factory.mktemp("split")
+    index = json.loads((synthetic / "model.safetensors.index.json").read_text())
+    groups = {TEXT_SHARD: {}, VISION_SHARD: {}, MTP_SHARD: {}}
+    for key, file in index["weight_map"].items():
+        with safe_open(synthetic / file, framework="pt") as f:
+            shard = VISION_SHARD if key.startswith("model.visual.") else MTP_SHARD if key.startswith("mtp.") else \
+                TEXT_SHARD
+            groups[shard][key] = f.get_tensor(key)
+    for name, tensors in groups.items():
+        save_file(tensors, out / name, metadata={"format": "pt"})
+    index["weight_map"] = {k: name for name, tensors in groups.items() for k in tensors}
+    (out / "model.safetensors.index.json").write_text(json.dumps(index))
+    for f in synthetic.iterdir():
+        if not f.name.startswith("model.safetensors"):
+            (out / f.name).write_bytes(f.read_bytes())
+    return out
+
+
+def test_the_download_asks_for_the_vision_and_mtp_files(split):
+    """The patterns the download passes to snapshot_download, filtered by huggingface_hub's own filter (the one
+    snapshot_download applies to the repository's file list): the text, vision and MTP weight files and
+    preprocessor_config.json come; the README, .gitattributes and the video settings do not."""
+    from huggingface_hub.utils import filter_repo_objects
+
+    from qwen.hub import META, download_files, text_shards, vision_shards
+
+    assert text_shards(split) == [TEXT_SHARD] and vision_shards(split) == [VISION_SHARD]
+    repo = sorted(f.name for f in split.iterdir()) + ["README.md", ".gitattributes", "video_preprocessor_config.json"]
+    fetched = set(filter_repo_objects(repo, allow_patterns=download_files(split)))
+    want = {f for f in META if (split / f).is_file()} | {TEXT_SHARD, VISION_SHARD, MTP_SHARD, "preprocessor_config.json"}
+    assert fetched == want
+
+
+def test_a_cache_without_the_vision_files_still_serves_text(tmp_path, split, synthetic):
+    """A cache filled by a text-only download: found offline and read for text as before; preprocessing falls back
+    to the published settings; the vision tower names the missing file and the command that fetches it."""
+    from transformers import Qwen2VLImageProcessorPil
+
+    from qwen.hub import ModelNotFound
+    from qwen.image import preprocess
+    from qwen.model import load_model
+    from qwen.vision import load_vision
+    from tests.test_vision import picture
+
+    snap = populate_cache(tmp_path / "hub", "Qwen/Qwen3.5-0.8B", split)
+    rc, out = find(tmp_path, HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1")
+    assert rc == 0 and out == str(snap), out
+    whole = load_vision(snap)  # everything there: the tower reads, as from the synthetic checkpoint
+    for (name, p), (_, q) in zip(whole.named_parameters(), load_vision(synthetic).named_parameters()):
+        assert torch.equal(p, q), name
+
+    (snap / VISION_SHARD).unlink()
+    (snap / "preprocessor_config.json").unlink()
+    rc, out = find(tmp_path, HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1")
+    assert rc == 0 and out == str(snap), out  # text needs neither file
+    ids = torch.tensor([[9707, 11, 1879, 0]])
+    with torch.no_grad():
+        assert torch.equal(load_model(snap, dtype="fp32")(ids), load_model(synthetic, dtype="fp32")(ids))
+    image = picture(300, 200)
+    ref = Qwen2VLImageProcessorPil.from_pretrained(synthetic)(images=[image], return_tensors="pt")
+    pixels, grid = preprocess(image, snap)  # no preprocessor_config.json: the values Qwen3.5 publishes
+    assert torch.equal(pixels, ref["pixel_values"]) and torch.equal(grid, ref["image_grid_thw"])
+    with pytest.raises(ModelNotFound) as missing:
+        load_vision(snap)
+    message = str(missing.value)
+    assert "\n" not in message and f"lacks {VISION_SHARD}, which holds the vision tower" in message
+    assert f"hf download Qwen/Qwen3.5-0.8B {VISION_SHARD} --revision {COMMIT} --cache-dir {tmp_path / 'hub'}" in message
+
+
+def test_a_folder_of_text_files_only_says_where_to_put_the_rest(tmp_path, split, synthetic):
+    """The text files alone, as the download fetched them before (the vision and MTP files of their own left out):
+    text loads and reads the same; the tower and the MTP head each name their missing file."""
+    from qwen.hub import ModelNotFound
+    from qwen.model import load_model
+    from qwen.mtp import mtp_files
+    from qwen.vision import load_vision
+
+    folder = tmp_path / "Qwen3.5-0.8B"
+    folder.mkdir()
+    for f in split.iterdir():
+        if f.name not in (VISION_SHARD, MTP_SHARD):
+            (folder / f.name).symlink_to(f)
+    ids = torch.tensor([[9707, 11, 1879]])
+    with torch.no_grad():
+        assert torch.equal(load_model(folder, dtype="fp32")(ids), load_model(synthetic, dtype="fp32")(ids))
+    with pytest.raises(ModelNotFound, match=rf"lacks {VISION_SHARD}.*Fix: copy {VISION_SHARD} into {folder}"):
+        load_vision(folder)
+    with pytest.raises(ModelNotFound, match=rf"lacks {MTP_SHARD}, which holds the multi-token-prediction head"):
+        mtp_files(folder)

@@ -15,6 +15,8 @@ from jupyter_client.kernelspec import KernelSpecManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from conftest import shared_once
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "notebooks"))
 import sync  # noqa: E402  (notebooks/sync.py: the one way notebooks are written)
@@ -35,6 +37,9 @@ FIGURES = {
     "ch08_model": {"ch08-map": False, "ch08-pattern": False, "ch08-residual": True, "ch08-lens": True,
                    "ch08-shares": True},
     "ch09_generate": {"ch09-map": False, "ch09-sampling": True, "ch09-prefill-decode": True, "ch09-cache": False},
+    "ch10_vision": {"ch10-map": False, "ch10-patches": False, "ch10-positions": True, "ch10-mrope": False,
+                    "ch10-bill": False},
+    "ch11_mtp": {"ch11-map": False, "ch11-loop": True, "ch11-rollback": False, "ch11-speedup": True},
 }
 SECONDS = 300  # per cell: nbclient stops a cell that runs longer; a guard against a hang, not a speed goal
 # Runs first in the kernel: remembers the titles of every figure the notebook displays, in order.
@@ -120,29 +125,28 @@ def kernel_dir(tmp_path_factory, synthetic):
     return folder
 
 
-_runs = {}
-
-
 @pytest.fixture
-def executed(kernel_dir):
-    """Run a notebook once (it is cached for the other tests): (notebook with outputs, error or None). No timing:
-    speed goals belong in bench/, and a hang is stopped by the per-cell timeout."""
+def executed(kernel_dir, tmp_path_factory):
+    """Run a notebook once per test run (shared by the other tests and workers): (notebook with outputs, error or
+    None). No timing: speed goals belong in bench/, and a hang is stopped by the per-cell timeout."""
+    def execute(name):
+        nb = nbformat.read(sync.notebook_of(ROOT / "chapters" / f"{name}.py"), as_version=4)
+        nb.cells.insert(0, nbformat.v4.new_code_cell(RECORD_TITLES))
+        nb.cells.append(nbformat.v4.new_code_cell(PRINT_TITLES))
+        km = KernelManager(kernel_name="qwen-by-hand", kernel_spec_manager=KernelSpecManager(
+            kernel_dirs=[str(kernel_dir)]))
+        client = NotebookClient(nb, km=km, timeout=SECONDS,
+                                resources={"metadata": {"path": str(ROOT / "notebooks")}})  # the cwd
+        error = None
+        try:
+            client.execute()
+        except CellExecutionError as e:
+            error = str(e)
+        return nbformat.writes(nb), error
+
     def run(name):
-        if name not in _runs:
-            nb = nbformat.read(sync.notebook_of(ROOT / "chapters" / f"{name}.py"), as_version=4)
-            nb.cells.insert(0, nbformat.v4.new_code_cell(RECORD_TITLES))
-            nb.cells.append(nbformat.v4.new_code_cell(PRINT_TITLES))
-            km = KernelManager(kernel_name="qwen-by-hand", kernel_spec_manager=KernelSpecManager(
-                kernel_dirs=[str(kernel_dir)]))
-            client = NotebookClient(nb, km=km, timeout=SECONDS,
-                                    resources={"metadata": {"path": str(ROOT / "notebooks")}})  # the cwd
-            error = None
-            try:
-                client.execute()
-            except CellExecutionError as e:
-                error = str(e)
-            _runs[name] = nb, error
-        return _runs[name]
+        text, error = shared_once(tmp_path_factory, f"notebook-{name}", lambda: execute(name))
+        return nbformat.reads(text, as_version=4), error
     return run
 
 

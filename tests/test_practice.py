@@ -42,9 +42,11 @@ def expectation(path):
 
 def test_numbering():
     """2xx = part 2 of the course, "writing the parts"; chapters 1-3 have 201-205, 204 is RMSNorm as in the source."""
-    assert sorted(PROBLEMS) == [201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212, 213, 214, 215]
+    assert sorted(PROBLEMS) == [201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212, 213, 214, 215, 216, 217,
+                                218, 219, 220, 221]
     assert PROBLEMS[204].slug == "rmsnorm"
-    assert [PROBLEMS[n].meta["chapter"] for n in sorted(PROBLEMS)] == [1, 1, 2, 3, 3, 4, 5, 6, 6, 7, 7, 7, 8, 9, 9]
+    assert [PROBLEMS[n].meta["chapter"] for n in sorted(PROBLEMS)] == [1, 1, 2, 3, 3, 4, 5, 6, 6, 7, 7, 7, 8, 9, 9,
+                                                                       10, 10, 10, 11, 11, 11]
 
 
 @pytest.mark.parametrize("number", sorted(PROBLEMS))
@@ -438,3 +440,192 @@ def test_209_cached_step_equals_the_whole_sequence_and_transformers():
         for got, want, what in zip(c.expected, (out, cache.layers[0].keys, cache.layers[0].values),
                                    ("output", "keys", "values")):
             _same(got, want, f"{c.label} {what}")
+
+
+# ---------------------------------------------------------------- 216-218: the vision tower's pieces (chapter 10)
+
+def test_216_oracle_equals_the_image_processors_patchify():
+    """Every case's pixel_values and grid are what transformers' Qwen2VLImageProcessorPil (the processor Qwen3.5
+    uses) writes for the same pixels and settings, bit for bit; tests/test_vision.py holds qwen/image.py to the whole
+    processor (resize, rescale, normalise, patchify) on real images."""
+    from transformers import Qwen2VLImageProcessorPil
+
+    processor = Qwen2VLImageProcessorPil()
+    for c in cases_of(216):
+        pixels, P, m, Tp = c.values()
+        want, gh, gw = processor.patchify(pixels.numpy(), patch_size=P, merge_size=m, temporal_patch_size=Tp)
+        assert torch.equal(c.expected[0], torch.from_numpy(want.copy())), c.label
+        assert c.expected[1].tolist() == [[1, gh, gw]] and c.expected[1].dtype == torch.int64, c.label
+
+
+def test_217_oracle_equals_get_rope_index():
+    """transformers' Qwen3_5Model.get_rope_index gives every case's positions, padding included (mm_token_type_ids:
+    1 at the case's <|image_pad|> tokens, as the processor marks them)."""
+    from transformers import Qwen3_5Config
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5Model
+
+    text = dict(vocab_size=512, hidden_size=8, intermediate_size=8, num_hidden_layers=1, num_attention_heads=1,
+                num_key_value_heads=1, head_dim=8, linear_num_key_heads=1, linear_num_value_heads=1,
+                linear_key_head_dim=8, linear_value_head_dim=8, layer_types=["full_attention"])
+    vision = dict(depth=1, hidden_size=8, intermediate_size=8, num_heads=1, out_hidden_size=8,
+                  num_position_embeddings=16)
+    hf = Qwen3_5Model(Qwen3_5Config(text_config=text, vision_config=vision))
+    assert hf.config.vision_config.spatial_merge_size == 2
+    images = 0
+    for c in cases_of(217):
+        ids, grids, mask, image_id = c.values()
+        want, _ = hf.get_rope_index(ids, mm_token_type_ids=(ids == image_id).int(), image_grid_thw=grids,
+                                    attention_mask=mask)
+        assert torch.equal(c.expected, want), c.label
+        images += 0 if grids is None else len(grids)
+    assert images >= 20
+
+
+@torch.no_grad()
+def test_218_oracle_equals_transformers_merger():
+    """transformers' Qwen3_5VisionPatchMerger (use_postshuffle_norm=False, as Qwen3_5VisionModel builds it) with the
+    case's weights gives its expected output bit for bit, fp32 and float64."""
+    from transformers import Qwen3_5VisionConfig
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5VisionPatchMerger
+
+    for c in cases_of(218):
+        x, _, weights = c.values()
+        cfg = Qwen3_5VisionConfig(hidden_size=x.shape[-1], out_hidden_size=weights["linear_fc2.weight"].shape[0],
+                                  spatial_merge_size=2)
+        hf = Qwen3_5VisionPatchMerger(cfg, use_postshuffle_norm=False).to(x.dtype)
+        hf.load_state_dict(weights)
+        assert torch.equal(c.expected, hf(x)), c.label
+
+
+# ---------------------------------------------------------------- 219-221: speculative decoding
+
+@torch.no_grad()
+def test_219_oracle_equals_the_course_accept_step():
+    """Row by row (qwen's accept keeps one count for a batch, so each row alone): the greedy accept step behind
+    generate(..., speculative=k), proven token for token equal to plain greedy in tests/test_speculative.py, returns
+    the oracle's accepted guesses and correction or bonus token."""
+    from qwen.speculative import Picker, accept
+
+    greedy, rows = Picker(0, None, None, None, None), 0
+    for c in cases_of(219):
+        drafts, logits = c.values()
+        tokens, n = c.expected
+        for b in range(len(drafts)):
+            new = accept(drafts[b:b + 1], logits[b:b + 1].float(), None, greedy, torch.ones(1, dtype=torch.bool))
+            assert new[0].tolist() == tokens[b, :n[b] + 1].tolist(), (c.label, b)
+            assert (tokens[b, n[b] + 1:] == -1).all()
+            rows += 1
+    assert rows >= 25
+
+
+@torch.no_grad()
+def test_220_oracle_keeps_the_main_models_distribution():
+    """On the distribution cases (20,000 rows, one p and one q, guesses drawn from q): the oracle's first tokens are
+    within the judge's total-variation bound of p[0, 0], and so are those of qwen/speculative.py's accept with its
+    own random draws (with no active row it keeps n = 0 guesses for the batch, so each row's first token is its own
+    accepted guess or its residual draw); the mistakes the hints name move them by more than 0.1."""
+    from qwen.speculative import Picker, accept
+
+    module = PROBLEMS[220].module
+    dist = [c for c in cases_of(220) if c.check is not None]
+    assert len(dist) == 2
+    for c in dist:
+        p, q, drafts, u, u_last = c.values()
+        assert len(drafts) == module.DRAWS and (p == p[:1]).all() and (q == q[:1]).all()
+        tv = module.first_token_tv(c.expected[0][:, 0], p[0, 0])
+        print(f"{c.label}: the oracle's first tokens at TV {tv:.4f} from p (bound {module.TV_BOUND})")
+        assert tv <= module.TV_BOUND / 2
+        assert c.check(c.expected, c) is None
+        pick = Picker(1.0, None, None, None, torch.Generator().manual_seed(2200))
+        new = accept(drafts, p.log(), q, pick, torch.zeros(len(drafts), dtype=torch.bool))
+        assert module.first_token_tv(new[:, 0], p[0, 0]) <= module.TV_BOUND / 2
+        for kw in (dict(accept="p_ge_q"), dict(residual="p"), dict(residual="raw")):
+            wrong = module._rule(*c.values(), **kw)
+            assert module.first_token_tv(wrong[0][:, 0], p[0, 0]) > 0.1, (c.label, kw)
+            assert c.check(wrong, c) is not None
+
+
+@torch.no_grad()
+def test_220_oracle_accepts_what_the_course_accept_step_accepts():
+    """Given the same uniforms (the generator accept draws them from, reset), the course's accept keeps the same
+    guesses as the oracle, row by row, on every exact case; and the oracle's last token has mass in the
+    distribution it is drawn from."""
+    from qwen.speculative import Picker, accept
+
+    module = PROBLEMS[220].module
+    rows = 0
+    for c in cases_of(220):
+        if c.check is not None:
+            continue
+        p, q, drafts, _, u_last = c.values()
+        tokens, n = c.expected
+        for b in range(len(drafts)):
+            seed = 22000 + rows
+            u = torch.rand(1, drafts.shape[1], generator=torch.Generator().manual_seed(seed))
+            pick = Picker(1.0, None, None, None, torch.Generator().manual_seed(seed))
+            new = accept(drafts[b:b + 1], p[b:b + 1].log(), q[b:b + 1], pick, torch.ones(1, dtype=torch.bool))
+            want, m = module.oracle(p[b:b + 1], q[b:b + 1], drafts[b:b + 1], u, u_last[b:b + 1])
+            assert new.shape[1] == int(m[0]) + 1 and new[0, :-1].tolist() == want[0, :int(m[0])].tolist(), c.label
+            last = int(tokens[b, n[b]])
+            mass = p[b, n[b], last] - (q[b, n[b], last] if n[b] < q.shape[1] else 0)
+            assert mass > 0, (c.label, b)
+            rows += 1
+    assert rows >= 25
+
+
+def _gated_deltanet(seed, Hk=2, Hv=4, dk=8, dv=8, K=4, d=32):
+    from qwen.deltanet import GatedDeltaNet
+
+    cfg = Config(hidden_size=d, linear_num_key_heads=Hk, linear_num_value_heads=Hv, linear_key_head_dim=dk,
+                 linear_value_head_dim=dv, linear_conv_kernel_dim=K)
+    torch.manual_seed(seed)
+    layer = GatedDeltaNet(cfg)
+    with torch.no_grad():
+        layer.A_log.uniform_(-1, 1)
+        layer.dt_bias.uniform_(-1, 1)
+    return layer.eval()
+
+
+@torch.no_grad()
+def test_221_rule_equals_a_plain_pass_of_the_layer_and_the_course_rollback():
+    """A GatedDeltaNet layer after a prefix: its cache (the snapshot), then a verify pass of T tokens. For every
+    count, the oracle fed the verify's own conv inputs and k, v, g, β gives the cache a plain pass of the layer over
+    the kept tokens from the snapshot leaves (window exact, state within 1e-6 of its scale), and what
+    qwen/speculative.py's Rollback leaves after the same verify pass."""
+    from types import SimpleNamespace
+
+    from qwen.deltanet import DeltaNetCache, causal_conv
+    from qwen.speculative import Rollback
+
+    module = PROBLEMS[221].module
+    B, P, T = 2, 5, 5
+    layer = _gated_deltanet(2210)
+    h = torch.randn(B, P + T, 32, generator=torch.Generator().manual_seed(2211))
+    before = DeltaNetCache()
+    layer(h[:, :P], before)
+    x = layer.in_proj_qkv(h[:, P:])  # what the verify pass computes, as the layer computes it
+    u, _ = causal_conv(x, layer.conv1d.weight, before.conv)
+    _, k, v = layer.split_heads(u)
+    beta, g = layer.gates(layer.in_proj_b(h[:, P:]), layer.in_proj_a(h[:, P:]))
+    for n in range(T):
+        counts = torch.tensor([n, T - 1 - n])
+        conv, state = module.oracle(before.conv, before.state, x, k, v, g, beta, counts)
+        for b, m in enumerate((counts + 1).tolist()):
+            plain = DeltaNetCache()
+            plain.conv, plain.state = before.conv[b:b + 1].clone(), before.state[b:b + 1].clone()
+            layer(h[b:b + 1, P:P + m], plain)
+            torch.testing.assert_close(conv[b:b + 1], plain.conv, rtol=0, atol=1e-6 * plain.conv.abs().max().item())
+            torch.testing.assert_close(state[b:b + 1], plain.state, rtol=0,
+                                       atol=1e-6 * max(1.0, plain.state.abs().max().item()))
+        # the course's Rollback on a one-layer stand-in for the model: the same count for every row
+        cache = SimpleNamespace(length=P, layers=[DeltaNetCache()])
+        cache.layers[0].conv, cache.layers[0].state = before.conv.clone(), before.state.clone()
+        model = SimpleNamespace(cfg=SimpleNamespace(layer_types=["linear_attention"]),
+                                layers=[SimpleNamespace(kind="linear_attention", linear_attn=layer)])
+        with Rollback(model, cache) as saved:
+            layer(h[:, P:], cache.layers[0], None)
+            cache.length += T
+        saved.keep(n + 1)
+        conv, state = module.oracle(before.conv, before.state, x, k, v, g, beta, torch.tensor([n, n]))
+        torch.testing.assert_close(conv, cache.layers[0].conv, rtol=0, atol=1e-6 * conv.abs().max().item())
+        torch.testing.assert_close(state, cache.layers[0].state, rtol=0, atol=1e-6 * max(1.0, state.abs().max().item()))

@@ -1,0 +1,231 @@
+"""Chapter 10's figures and tables: the patch grid on the photo and which 2 × 2 patches merge into which token, the
+learned position grid resampled to the image, the three rows of M-RoPE positions of a text + image + text prompt,
+and the token bill of an image (how many tokens each size costs inside the pixel budget); the real Qwen3.5-0.8B's
+vision config, printed beside the checkpoint's.
+
+The patch grid, the positions and the token bill follow from the preprocessor settings and the config alone; the
+position grid figure shows the checkpoint's learned table (random in the synthetic checkpoint, and its title says
+so). Each figure function returns a matplotlib Figure.
+"""
+import math
+
+import torch
+
+from qwen.hub import ModelNotFound
+from qwen.image import smart_resize
+from qwen.vision import VisionConfig, vision_files
+
+# The real Qwen3.5-0.8B's vision_config: third-party copies of its config.json (the same ones qwen/synthetic.py's
+# VISION narrows; the build machines have no hub access). The tower it implies has 100,592,896 parameters, the
+# "about 100.6M vision parameters" of the reference doc (§1, a meta-device build of the same config by transformers).
+REAL_VISION = dict(depth=12, hidden_size=768, intermediate_size=3072, num_heads=12, in_channels=3, patch_size=16,
+                   temporal_patch_size=2, spatial_merge_size=2, out_hidden_size=1024, num_position_embeddings=2304,
+                   hidden_act="gelu_pytorch_tanh")
+
+
+def real_vision():
+    """The real 0.8B's vision config as the VisionConfig the tower takes (placeholder ids: the config's defaults)."""
+    return VisionConfig(**REAL_VISION)
+
+
+def missing_tower(path):
+    """Why checkpoint folder `path` has no vision tower, or None when it has one (config.json and the safetensors
+    headers are read; no tensor). A download of the text files alone lacks the tower's files: the reason then says
+    how to fetch them (qwen/hub.py)."""
+    try:
+        VisionConfig.load(path)
+        files = vision_files(path)
+    except (ValueError, ModelNotFound) as e:
+        return str(e)
+    return None if files else f"{path} has no model.visual.* tensors"
+
+
+def tower_parameters(c):
+    """Parameters of the tower a VisionConfig describes, tensor by tensor (every Linear and LayerNorm has a bias)."""
+    C, I, d, m2 = c.hidden_size, c.intermediate_size, c.out_hidden_size, c.spatial_merge_size ** 2
+    patch = C * c.in_channels * c.temporal_patch_size * c.patch_size ** 2 + C  # the Conv3d kernel and its bias
+    block = 2 * 2 * C + (3 * C * C + 3 * C) + (C * C + C) + (I * C + I) + (C * I + C)  # norms, qkv, proj, MLP
+    merger = 2 * C + (m2 * C) ** 2 + m2 * C + d * m2 * C + d  # norm, linear_fc1 (4C -> 4C), linear_fc2 (4C -> d)
+    return patch + c.num_position_embeddings * C + c.depth * block + merger
+
+
+# letter, meaning, how it follows from the vision config
+SYMBOLS = (
+    ("P", "pixels per patch side", lambda c: c.patch_size),
+    ("Tp", "frames per patch (a still image is repeated)", lambda c: c.temporal_patch_size),
+    ("m", "patches per merged token, per side (m × m)", lambda c: c.spatial_merge_size),
+    ("3·Tp·P²", "numbers in one patch: a row of pixel_values", lambda c: c.in_channels * c.temporal_patch_size
+     * c.patch_size ** 2),
+    ("C", "width of the tower", lambda c: c.hidden_size),
+    ("depth", "vision blocks", lambda c: c.depth),
+    ("heads", "attention heads of a block", lambda c: c.num_heads),
+    ("Dh", "size of one head, C / heads", lambda c: c.hidden_size // c.num_heads),
+    ("Iv", "width inside a block's MLP", lambda c: c.intermediate_size),
+    ("side", "the learned position grid is side × side", lambda c: math.isqrt(c.num_position_embeddings)),
+    ("d", "text width: what the merger outputs", lambda c: c.out_hidden_size),
+    ("params", "parameters of the tower", tower_parameters),
+)
+
+
+def vision_notation(cfg, label):
+    """Print the vision notation with the real 0.8B's values and those of `cfg` (this checkpoint's VisionConfig,
+    under `label`); returns the text."""
+    real = real_vision()
+    rows = [("", "meaning", "real Qwen3.5-0.8B", label)]
+    rows += [(name, meaning, f"{value(real):,}", f"{value(cfg):,}") for name, meaning, value in SYMBOLS]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    text = "\n".join("  ".join(cell.rjust(w) if i >= 2 else cell.ljust(w) for i, (cell, w) in
+                               enumerate(zip(row, widths))).rstrip() for row in rows)
+    print(text)
+    return text
+
+
+def merge_row(r, c, gw, m=2):
+    """The row of pixel_values that holds patch (r, c) of a grid gw patches wide: block by block (row-major over
+    the blocks), and inside a block row-major, so block k is rows m²k … m²k + m² − 1."""
+    block = (r // m) * (gw // m) + c // m
+    return block * m * m + (r % m) * m + c % m
+
+
+def token_bill(sizes, settings):
+    """For each (width, height): (width, height, resized width, resized height, patches, tokens) under the pixel
+    budget and rounding of `settings` (qwen.image.smart_resize)."""
+    rows = []
+    for width, height in sizes:
+        h, w = smart_resize(height, width, settings)
+        patches = (h // settings.patch_size) * (w // settings.patch_size)
+        rows.append((width, height, w, h, patches, patches // settings.merge_size ** 2))
+    return rows
+
+
+def patch_grid(pixels, patch_size=16, merge_size=2, zoom=(3, 4)):
+    """Left: the resized photo (h, w, 3) uint8 with its patch grid (thin lines) and the merge blocks (thick), the
+    first row of merged tokens numbered. Right: its top-left `zoom` = (rows, cols) blocks, each patch labelled with
+    its row in pixel_values, each block with its token number: the patches of one token are consecutive rows."""
+    import matplotlib.pyplot as plt
+
+    h, w = pixels.shape[:2]
+    P, m = patch_size, merge_size
+    gh, gw = h // P, w // P
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(14, 7.2), layout="constrained",
+                                   gridspec_kw=dict(width_ratios=[w / h, zoom[1] / zoom[0]]))
+    ax0.imshow(pixels)
+    for x in range(0, w + 1, P):  # patch edges thin, merge-block edges thick
+        ax0.axvline(x - 0.5, color="white", lw=1.5 if x % (P * m) == 0 else 0.3, alpha=1 if x % (P * m) == 0 else 0.6)
+    for y in range(0, h + 1, P):
+        ax0.axhline(y - 0.5, color="white", lw=1.5 if y % (P * m) == 0 else 0.3, alpha=1 if y % (P * m) == 0 else 0.6)
+    for j in range(gw // m):  # the first row of tokens: 0, 1, … from the left
+        ax0.text(P * m * (j + 0.5), P * m * 0.5, str(j), ha="center", va="center", fontsize=6, color="yellow",
+                 weight="bold")
+    ax0.text(P * m * 0.5, P * m * 1.5, str(gw // m), ha="center", va="center", fontsize=6, color="yellow",
+             weight="bold")  # and the first token of the second row, to show where the count goes next
+    ax0.add_patch(plt.Rectangle((-0.5, -0.5), zoom[1] * P * m, zoom[0] * P * m, fill=False, edgecolor="red", lw=2.5,
+                                zorder=3))
+    ax0.set(title=f"{w} × {h} pixels: {gh} × {gw} = {gh * gw:,} patches of {P} × {P}\nmerged {m} × {m} (thick lines) "
+                  f"into {gh * gw // m ** 2:,} tokens, numbered from the top left", xticks=[], yticks=[])
+    zh, zw = zoom[0] * m * P, zoom[1] * m * P
+    ax1.imshow(pixels[:zh, :zw], alpha=0.45)
+    for r in range(zoom[0] * m):
+        for c in range(zoom[1] * m):
+            ax1.text(P * (c + 0.5), P * (r + 0.5), str(merge_row(r, c, gw, m)), ha="center", va="center", fontsize=9)
+    for bi in range(zoom[0]):
+        for bj in range(zoom[1]):
+            ax1.add_patch(plt.Rectangle((P * m * bj - 0.5, P * m * bi - 0.5), P * m, P * m, fill=False, lw=2,
+                                        edgecolor=plt.cm.tab10((bi * zoom[1] + bj) % 10)))
+            ax1.text(P * m * bj + 1, P * m * bi + 1, f"token {bi * (gw // m) + bj}", ha="left", va="top",
+                     fontsize=8, weight="bold")
+    for x in range(0, zw + 1, P):
+        ax1.axvline(x - 0.5, color="gray", lw=0.4)
+    for y in range(0, zh + 1, P):
+        ax1.axhline(y - 0.5, color="gray", lw=0.4)
+    ax1.set(title=f"the red corner: each patch's row in pixel_values ({gh * gw:,}, 3·2·{P}·{P})\nthe {m * m} patches "
+                  f"of a token are consecutive rows", xticks=[], yticks=[])
+    fig.suptitle("Patches in the merge order: block by block, and inside a block row by row")
+    return fig
+
+
+def position_grid(table, resampled, synthetic):
+    """The learned position table (side², C) and the same table resampled to the image's grid (gh, gw, C), both
+    projected on the table's first principal component (a linear map, so it commutes with the resampling). Dots on
+    the left: where each of the gh × gw patches reads the table (corners aligned)."""
+    import matplotlib.pyplot as plt
+
+    table, resampled = table.float(), resampled.float()
+    side = math.isqrt(table.shape[0])
+    mean = table.mean(0)
+    direction = torch.linalg.svd(table - mean, full_matrices=False).Vh[0]  # (C,) the first principal component
+    left = ((table - mean) @ direction).reshape(side, side)
+    gh, gw = resampled.shape[:2]
+    right = (resampled - mean) @ direction  # (gh, gw)
+    lo, hi = float(left.min()), float(left.max())
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 5.6), layout="constrained")
+    ax0.imshow(left.numpy(), cmap="coolwarm", vmin=lo, vmax=hi)
+    ys, xs = torch.meshgrid(torch.linspace(0, side - 1, gh), torch.linspace(0, side - 1, gw), indexing="ij")
+    ax0.plot(xs.flatten().numpy(), ys.flatten().numpy(), ".", color="black", ms=1.2)
+    ax0.set(title=f"the learned table: {side} × {side} positions (pos_embed, {table.shape[0]:,} rows)\n"
+                  f"dots: where the {gh} × {gw} patches of the image sample it", xlabel="column", ylabel="row")
+    image = ax1.imshow(right.numpy(), cmap="coolwarm", vmin=lo, vmax=hi)
+    ax1.set(title=f"resampled bilinearly (corners aligned) to the image's {gh} × {gw} patches",
+            xlabel="patch column", ylabel="patch row")
+    fig.colorbar(image, ax=ax1, shrink=0.8, label="first principal component of the table")
+    fig.suptitle("The position embedding: one learned grid for every image size" +
+                 (" (synthetic weights: random, no structure)" if synthetic else ""))
+    return fig
+
+
+def mrope_rows(positions, image, title=""):
+    """The three rows (t, h, w) of M-RoPE positions (3, T) of one prompt, token by token; `image` = (first, last)
+    token index of the image's pads, shaded. The first text token after the image is marked with its position and
+    the one a plain token count would give."""
+    import matplotlib.pyplot as plt
+
+    first, last = image
+    T = positions.shape[1]
+    fig, axes = plt.subplots(3, 1, figsize=(13, 7), sharex=True, sharey=True, layout="constrained")
+    for ax, row, name in zip(axes, positions.tolist(), ("t (time)", "h (row)", "w (column)")):
+        ax.step(range(T), row, where="mid", lw=1.2)
+        ax.axvspan(first - 0.5, last + 0.5, color="#f4a261", alpha=0.25)
+        ax.set_ylabel(name)
+    after = last + 1
+    if after < T:
+        p = int(positions[0, after])
+        axes[0].annotate(f"text after the image: position {p} = largest image position + 1\n(a plain count would "
+                         f"give {after})", xy=(after, p), xytext=(max(0, after - T * 0.45), p * 0.25 + 1),
+                         arrowprops=dict(arrowstyle="->"), fontsize=9)
+    axes[1].text((first + last) / 2, float(positions[1, first]), f"image: tokens {first} … {last}", ha="center",
+                 va="bottom", fontsize=9)
+    axes[-1].set_xlabel("token index in the prompt")
+    fig.suptitle(title or "M-RoPE positions of a text + image + text prompt: the three rows differ only on the image")
+    return fig
+
+
+def token_bill_figure(settings, marks=()):
+    """Tokens an image costs against its pixel count, for four aspect ratios, on log scales: flat at the minimum
+    (small images are enlarged), then proportional to the pixels, then flat at the maximum (large ones are shrunk).
+    marks: (width, height) sizes to label."""
+    import matplotlib.pyplot as plt
+
+    m2 = settings.merge_size ** 2
+    per_token = settings.patch_size ** 2 * m2  # pixels per merged token: 32 × 32 = 1,024
+    fig, ax = plt.subplots(figsize=(10, 5.6), layout="constrained")
+    for (a, b), colour in zip(((1, 1), (4, 3), (16, 9), (3, 1)), ("C0", "C1", "C2", "C3")):
+        longs = sorted({round(10 ** (1 + k * 0.025)) for k in range(141)})  # long side 10 … 31,623 pixels
+        sizes = [(L, max(1, round(L * b / a))) for L in longs]
+        rows = token_bill(sizes, settings)
+        ax.plot([w * h for w, h, *_ in rows], [r[-1] for r in rows], color=colour, lw=1.3, label=f"{a}:{b}")
+    for w, h, *_, tokens in token_bill(marks, settings):
+        ax.plot([w * h], [tokens], "o", color="black", ms=4)
+        ax.annotate(f"{w}×{h}: {tokens:,}", (w * h, tokens), textcoords="offset points", xytext=(6, -10), fontsize=8)
+    lo, hi = settings.min_pixels // per_token, settings.max_pixels // per_token
+    ax.axhline(lo, color="gray", ls="--", lw=1)
+    ax.axhline(hi, color="gray", ls="--", lw=1)
+    ax.text(2e5, lo * 0.9, f"min_pixels {settings.min_pixels:,}: at least {lo:,} tokens", fontsize=8, color="gray",
+            va="top")
+    ax.text(20, hi * 0.9, f"max_pixels {settings.max_pixels:,}: at most {hi:,} tokens", fontsize=8, color="gray",
+            va="top")
+    ax.set(xscale="log", yscale="log", xlabel="pixels of the original image (log scale)",
+           ylabel="merged tokens in the prompt (log scale)",
+           title=f"The token bill of an image: one token per {settings.factor} × {settings.factor} pixels after "
+                 f"resizing into the budget")
+    ax.legend(title="aspect ratio", loc="lower right")
+    return fig

@@ -1,0 +1,110 @@
+"""Chapter 11's figures: the draft–verify loop as it ran, the tiny DeltaNet's state before and after a rollback, and
+the expected speed-up of speculative decoding against the acceptance rate; and the closed forms behind the last.
+
+Each figure function takes what the chapter computed and returns a matplotlib Figure; matplotlib is imported inside,
+so the chapter script starts without it.
+"""
+ACCEPTED, REJECTED, UNREAD, MAIN = "#2a9d8f", "#e76f51", "#f1f1f1", "#8ecae6"
+
+
+def tokens_per_step(alpha, k):
+    """Expected new tokens per verify forward when each of the k guesses is accepted with probability alpha,
+    independently, until the first rejection: 1 + alpha + ... + alpha^k = (1 − alpha^(k+1)) / (1 − alpha)."""
+    return k + 1.0 if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+def speedup(alpha, k, verify_cost, draft_cost):
+    """Tokens per unit of time against plain decoding (one token per decode step of cost 1): a step makes
+    tokens_per_step(alpha, k) tokens and costs one verify forward (verify_cost decode steps) plus k drafts
+    (draft_cost decode steps each)."""
+    return tokens_per_step(alpha, k) / (verify_cost + k * draft_cost)
+
+
+def loop_figure(steps, text=str, title="", glyphs=None):
+    """The draft–verify loop as it ran, one row per main-model forward. steps: dicts with 'fed' (the main model's
+    last token, fed first), 'drafts' (the k guesses), 'accepted' (how many leading guesses it kept) and 'main' (its
+    own token after the last accepted one: the correction, or the bonus when all were kept). text: id -> the token's
+    text. glyphs: book.ch02.Glyphs (CJK drawn when a CJK font is installed; chapter 2's rule for the rest)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+
+    from book.ch02 import Glyphs
+
+    glyphs = glyphs or Glyphs()
+
+    k = max(len(s["drafts"]) for s in steps)
+    fig, ax = plt.subplots(figsize=(2.2 + 1.45 * (k + 2), 0.6 + 0.62 * len(steps)), layout="constrained")
+    ax.set(xlim=(-0.1, k + 2.1), ylim=(len(steps) - 0.1, -0.9))
+    ax.axis("off")
+
+    def cell(x, y, colour, label, note=""):
+        ax.add_patch(Rectangle((x, y), 0.92, 0.8, facecolor=colour, edgecolor="black", linewidth=0.8))
+        ax.text(x + 0.46, y + 0.4, glyphs.shown(label, 10), ha="center", va="center", fontsize=8,
+                fontfamily=glyphs.families, color="#999999" if colour == UNREAD else "black")
+        if note:
+            ax.text(x + 0.46, y + 0.74, note, ha="center", va="bottom", fontsize=6)
+
+    ax.text(0.46, -0.35, "fed first\n(already chosen)", ha="center", fontsize=7)
+    for i in range(k):
+        ax.text(1.46 + i, -0.35, f"guess d{i + 1}", ha="center", fontsize=7)
+    ax.text(k + 1.46, -0.35, "main model's\ntoken", ha="center", fontsize=7)
+    for row, s in enumerate(steps):
+        n = s["accepted"]
+        cell(0, row, "white", text(s["fed"]))
+        for i, d in enumerate(s["drafts"]):
+            colour = ACCEPTED if i < n else REJECTED if i == n else UNREAD
+            cell(1 + i, row, colour, text(d))
+        cell(1 + k, row, MAIN, text(s["main"]), "bonus" if n == len(s["drafts"]) else f"replaces d{n + 1}")
+        ax.text(k + 2.05, row + 0.4, f"+{n + 1}", va="center", fontsize=9)
+    ax.legend(handles=[Patch(facecolor=ACCEPTED, label="accepted: the main model's argmax after the previous token"),
+                       Patch(facecolor=REJECTED, label="first rejected guess"),
+                       Patch(facecolor=UNREAD, edgecolor="black", label="after a rejection: discarded"),
+                       Patch(facecolor=MAIN, label="the main model's own token from the same forward")],
+              loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=2, fontsize=7, frameon=False)
+    ax.set_title((title or "Speculative decoding: one main-model forward per row, +n new tokens") + "\n" +
+                 glyphs.caption(), fontsize=10)
+    return fig
+
+
+def rollback_figure(states, title=""):
+    """The tiny DeltaNet's state (dk, dv) in a few situations, side by side with its numbers: states maps a label to
+    a 2-D tensor."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(states), figsize=(3.2 * len(states), 3.2), layout="constrained")
+    top = max(float(s.abs().max()) for s in states.values())
+    for ax, (label, S) in zip(axes, states.items()):
+        ax.imshow(S.numpy(), cmap="RdBu_r", vmin=-top, vmax=top)
+        for (i, j), v in zip([(i, j) for i in range(S.shape[0]) for j in range(S.shape[1])], S.flatten().tolist()):
+            ax.text(j, i, f"{v:+.3f}", ha="center", va="center", fontsize=9)
+        ax.set_title(label, fontsize=9)
+        ax.set_xticks(range(S.shape[1]))
+        ax.set_yticks(range(S.shape[0]))
+    fig.suptitle(title or "A DeltaNet state cannot be cut back: it has absorbed every token it was fed", fontsize=10)
+    return fig
+
+
+def speedup_figure(ks, verify_cost, draft_cost, measured=(), title=""):
+    """Left: expected tokens per main-model forward against the acceptance rate alpha, for each k, with measured
+    points (alpha, tokens per forward, label) on top. Right: the speed-up over plain decoding for a verify forward
+    costing verify_cost decode steps and a draft step costing draft_cost."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    alphas = np.linspace(0, 1, 101)
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
+    for k in ks:
+        ax.plot(alphas, [tokens_per_step(a, k) for a in alphas], label=f"k = {k}")
+        bx.plot(alphas, [speedup(a, k, verify_cost, draft_cost) for a in alphas], label=f"k = {k}")
+    for alpha, tokens, label in measured:
+        ax.scatter([alpha], [tokens], marker="x", color="black", zorder=3)
+        ax.annotate(label, (alpha, tokens), textcoords="offset points", xytext=(5, -12), fontsize=7)
+    ax.set(xlabel="acceptance rate α", ylabel="new tokens per main-model forward",
+           title="(1 − α^(k+1)) / (1 − α); crosses: measured")
+    bx.axhline(1, color="grey", linewidth=0.8, linestyle="--")
+    bx.set(xlabel="acceptance rate α", ylabel="speed-up over plain decoding",
+           title=f"÷ (c + k·r), with c = {verify_cost:g}, r = {draft_cost:.2f}")
+    ax.legend()
+    bx.legend()
+    fig.suptitle(title or "What speculative decoding can gain", fontsize=10)
+    return fig

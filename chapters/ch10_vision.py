@@ -1,0 +1,561 @@
+"""Chapter 10: the vision tower by hand — a photo becomes tokens, M-RoPE gets its three axes, and the same decoder
+reads a picture.
+
+Run: python chapters/ch10_vision.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
+Its notebook, notebooks/ch10_vision.ipynb, is written from this file by python notebooks/sync.py.
+"""
+# %% [markdown]
+# # Chapter 10 · The vision tower: a picture becomes tokens
+#
+# Qwen3.5 is natively multimodal. Beside the 752 M parameters of the text model, the checkpoint of the 0.8B holds a
+# vision transformer of about 100 M parameters (`model.visual.*`) that the chapters so far never read. This chapter
+# follows one photograph all the way: pixels → patches → the vision blocks → merged tokens of the text width → placed
+# into the prompt with positions on three axes (time, row, column) → the decoder of chapters 1–9 reads them like any
+# other token and answers.
+#
+# ```
+# qwen/
+# ├── …               (chapters 1–9)
+# ├── image.py        + from a picture to patches: the resize rule, normalisation, the patch order
+# ├── vision.py       + the tower (patch embedding, position grid, 2-D rotary, blocks, merger), the image in the
+# │                     prompt and its 3-D positions
+# ├── model.py        ~ model(ids, pixel_values=..., image_grid_thw=...): the tower loads on the first image
+# ├── generate.py     ~ generate(..., pixel_values=..., image_grid_thw=...)
+# └── chat.py         ~ an image content part renders as <|vision_start|><|image_pad|><|vision_end|>
+# book/
+# └── ch10.py         + this chapter's figures, the token bill, the real 0.8B's vision config
+# chapters/
+# └── ch10_vision.py  + this chapter's script
+# notebooks/
+# └── ch10_vision.ipynb + this notebook, written from the script
+#
+# + new in this chapter · ~ changed in this chapter · unmarked: from an earlier chapter
+# ```
+#
+# The command line runs the same code: `python chapters/ch10_vision.py` (`--figures` saves the figures, `--proof`
+# compares with transformers). With the synthetic checkpoint the tower has the real 0.8B's layout and depth with
+# narrow widths and random weights: every shape and step is real, every number it computes from the weights is not.
+
+# %%
+import numpy as np
+import torch
+import torch.nn.functional as F
+from matplotlib import cbook
+from PIL import Image
+
+import book
+from book import ch10
+from qwen.chat import render
+from qwen.course import chapter_args
+from qwen.generate import checkpoint_stop_tokens, generate
+from qwen.image import ImageSettings, load_image, preprocess, smart_resize, to_rgb
+from qwen.model import load_model
+from qwen.rope import RotaryEmbedding, mrope_axes
+from qwen.synthetic import BANNER, is_synthetic, synthetic_path
+from qwen.tokenizer import load_tokenizer
+from qwen.vision import expand_image_tokens, load_vision, merge_order, tokens_per_image
+from qwen.weights import Config
+
+args = chapter_args(__doc__)
+missing = ch10.missing_tower(args.path)
+if missing:  # a text-only Qwen3.5 folder: this chapter needs a tower, so it shows the synthetic one's
+    print(f"(no vision tower here: {missing}; this chapter runs on the synthetic checkpoint instead)")
+    args.path = synthetic_path()
+    print(BANNER)
+SYNTHETIC = is_synthetic(args.path)
+TAG = " (synthetic weights)" if SYNTHETIC else ""  # on every line printed from the weights
+dev = args.device
+dtype = torch.float32 if dev.type == "cpu" else None  # a CPU multiplies fp32 faster than bf16; elsewhere bf16
+torch.manual_seed(0)
+torch.set_grad_enabled(False)  # nothing is trained here
+
+# %%
+book.show("ch10-map", book.model_map.draw, "vision")
+
+# %% [markdown]
+# ## 1. The photograph and the pixel budget
+# matplotlib ships a photograph with its sample data: Grace Hopper, in uniform. Every learner has it offline, so
+# it is the picture of this chapter. The preprocessing settings come from the checkpoint's
+# `preprocessor_config.json`: the pixel budget (`size`: `shortest_edge` is the least number of pixels, `longest_edge`
+# the most, despite their names), the patch size, the merge size, and the mean and std of the normalisation.
+
+# %%
+photo = load_image(cbook.get_sample_data("grace_hopper.jpg"))
+s = ImageSettings.load(args.path)
+published = ImageSettings()
+print(f"the photo: {photo.width} × {photo.height} pixels (width × height), mode {photo.mode}, "
+      f"{photo.width * photo.height:,} pixels")
+for name, x in (("this checkpoint's preprocessor_config.json", s),
+                ("published with Qwen3.5 (third-party copies, not verified here)", published)):
+    print(f"{name}: {x.min_pixels:,} to {x.max_pixels:,} pixels ({x.min_pixels ** 0.5:.0f}² to "
+          f"{x.max_pixels ** 0.5:.0f}²), patch {x.patch_size}, merge {x.merge_size}, frames per patch "
+          f"{x.temporal_patch_size}, mean {list(x.image_mean)}, std {list(x.image_std)}")
+
+# %% [markdown]
+# ## 2. The resize rule
+# The tower cuts the image into P × P patches (P = 16) and its merger later joins m × m neighbouring patches (m = 2)
+# into one token, so both sides must be multiples of P · m = 32. `smart_resize` rounds each side to the nearest
+# multiple of 32 (Python's `round`, which sends halves to the even neighbour: 10.5 → 10, 11.5 → 12), keeping the
+# aspect ratio as well as it can. If the result has more pixels than the budget allows, both sides are scaled by
+# the same factor β = √(pixels / max_pixels) and rounded *down*; if fewer than the minimum, scaled up by
+# √(min_pixels / pixels) and rounded *up*. The photo:
+
+# %%
+f = s.factor
+h, w = smart_resize(photo.height, photo.width, s)
+for side, n in (("height", photo.height), ("width", photo.width)):
+    print(f"{side:6s} {n} / {f} = {n / f:.4g} -> round -> {round(n / f)} · {f} = {round(n / f) * f}")
+print(f"{w} × {h} = {w * h:,} pixels: inside the budget, so no further scaling; {h // s.patch_size} × "
+      f"{w // s.patch_size} patches of {s.patch_size} × {s.patch_size}, {h * w // f ** 2} tokens")
+for width, height in ((8000, 6000), (100, 80)):  # a 48-megapixel photo, and a thumbnail
+    rh, rw = smart_resize(height, width, s)
+    way = "shrunk, rounding down" if rh * rw < width * height else "enlarged, rounding up"
+    print(f"{width} × {height} ({width * height:,} pixels) is {way}: {rw} × {rh} = {rw * rh:,} pixels, "
+          f"{rh * rw // f ** 2:,} tokens")
+
+# %% [markdown]
+# ## 3. From pixels to patches
+# After the resize (bicubic, on the 8-bit image), three steps turn the picture into `pixel_values`:
+#
+# 1. **rescale and normalise**: each 8-bit value times `rescale_factor` (1/255) gives [0, 1]; then (x − mean) / std
+#    per channel. With Qwen3.5's mean = std = 0.5 every value lands in [−1, 1].
+# 2. **repeat in time**: the patch embedding reads Tp = 2 frames at once (the same weights read videos), so a still
+#    image is repeated: both frames of every patch are the same picture.
+# 3. **patchify in the merge order**: cut the (3, h, w) array into P × P patches and flatten each one in the order
+#    (channel, frame, row, column): 3 · 2 · 16 · 16 = 1,536 numbers, one row of `pixel_values`. The rows are *not*
+#    in reading order: they go block by block (each block is the m × m = 2 × 2 patches the merger will join), and
+#    inside a block row by row. Then the 4 patches of merged token k are rows 4k … 4k + 3, and the merger only has
+#    to put 4 consecutive rows side by side.
+#
+# The result is `pixel_values` (N, 1536) with N = (h/16) · (w/16) patches, and `image_grid_thw` = [[1, h/16, w/16]]:
+# one frame (t = 1 after the temporal merge), the patch grid's height and width. The figure shows the order on the
+# photo.
+
+# %%
+resized = to_rgb(photo).resize((w, h), resample=Image.Resampling.BICUBIC)
+book.show("ch10-patches", ch10.patch_grid, np.array(resized), s.patch_size, s.merge_size)
+
+# %% [markdown]
+# **Try it first**: exercise 216 is the patchify order (run `python practice/judge.py start 216`, or write it in the
+# cell below: the judge grades it here). Its named mistakes: patches in plain reading order (which breaks the 2 × 2
+# groups), channels last, the temporal repeat left out.
+
+# %%
+def patchify(pixels, patch_size, merge_size, temporal_patch_size):
+    raise NotImplementedError  # your code: (3, H, W) normalised pixels -> (pixel_values, image_grid_thw)
+
+
+book.attempt(216, patchify)
+
+# %% [markdown]
+# ### The finished module: `qwen/image.py`
+
+# %%
+book.listing("qwen/image.py")
+
+# %% [markdown]
+# `patchify` is one reshape that names every axis — (channel, block row, row in block, y, block column, column in
+# block, x) — one permute that puts the blocks first and each patch's pixels last, and an `expand` that repeats the
+# frame without copying. On the photo, and a check of every row against the resized picture cut by hand: row
+# 4k + 2a + b must be the patch at row 2i + a, column 2j + b of the patch grid, where token k sits at (i, j).
+
+# %%
+pixel_values, grid = preprocess(photo, args.path)
+gh, gw = int(grid[0, 1]), int(grid[0, 2])
+x = torch.from_numpy(np.array(resized)).permute(2, 0, 1)  # (3, h, w) uint8
+x = (x.double() * s.rescale_factor).float()  # [0, 1]
+x = (x - torch.tensor(s.image_mean)[:, None, None]) / torch.tensor(s.image_std)[:, None, None]  # (3, h, w)
+P, m = s.patch_size, s.merge_size
+rows_match = all(
+    torch.equal(pixel_values[m * m * (i * (gw // m) + j) + m * a + b],
+                x[:, P * (m * i + a):P * (m * i + a + 1), P * (m * j + b):P * (m * j + b + 1)][:, None]
+                .expand(-1, s.temporal_patch_size, -1, -1).flatten())
+    for i in range(gh // m) for j in range(gw // m) for a in range(m) for b in range(m))
+print(f"normalised pixels {tuple(x.shape)}, from {float(x.min()):+.2f} to {float(x.max()):+.2f}")
+print(f"pixel_values {tuple(pixel_values.shape)} {pixel_values.dtype}, image_grid_thw {grid.tolist()}: "
+      f"{gh} × {gw} = {gh * gw:,} patches, {tokens_per_image(grid, m)[0]} merged tokens")
+print(f"every row is the patch cut by hand from the resized photo, both frames the same: {rows_match}")
+
+# %% [markdown]
+# ## 4. The patch embedding is a matrix product
+# The checkpoint stores the first layer as a Conv3d with kernel (2, 16, 16) and the *same* stride: the kernel never
+# overlaps itself, so each output reads exactly one patch, and a convolution that reads one patch per output is a
+# matrix product: embed = pixel_values · Wᵀ + b, with the kernel W (C, 3, 2, 16, 16) flattened to (C, 1,536) in the
+# same (channel, frame, row, column) order as a patch. Here it is proven on the photo. Because both frames of a still
+# image are equal, a still image in effect uses the sum of the kernel's two frame slices.
+#
+# The tower is read from the checkpoint here, and only the tower: `load_vision` opens the safetensors files lazily
+# and reads the `model.visual.*` tensors alone.
+
+# %%
+tower = load_vision(args.path, dtype=dtype, device=dev)
+vcfg = tower.cfg
+C = vcfg.hidden_size
+W = tower.patch_embed.proj.weight.float().cpu()  # (C, 3, Tp, P, P): the stored Conv3d kernel
+bias = tower.patch_embed.proj.bias.float().cpu()
+conv = F.conv3d(pixel_values.view(-1, 3, s.temporal_patch_size, P, P), W, bias, stride=(s.temporal_patch_size, P, P))
+product = pixel_values @ W.flatten(1).T + bias  # (N, C)
+one_frame = pixel_values.view(-1, 3, s.temporal_patch_size, P, P)[:, :, 0].flatten(1) @ W.sum(2).flatten(1).T + bias
+scale = float(product.abs().max())
+print(f"kernel {tuple(W.shape)} -> matrix {tuple(W.flatten(1).shape)}; Conv3d output {tuple(conv.shape)}"
+      f" = (N, C, 1, 1, 1)")
+print(f"max |Conv3d − matrix product| = {float((conv.flatten(1) - product).abs().max()):.1e}, "
+      f"max |one frame · summed kernel − matrix product| = {float((one_frame - product).abs().max()):.1e} "
+      f"(embeddings up to {scale:.2f}{TAG})")
+real = ch10.real_vision()
+print(f"real Qwen3.5-0.8B: kernel ({real.hidden_size}, 3, 2, 16, 16) = {real.hidden_size * 1536:,} weights, "
+      f"so each patch becomes a {real.hidden_size}-vector; this checkpoint: C = {C}")
+
+# %% [markdown]
+# ## 5. Positions I: the learned grid, resampled
+# The tower learns one position vector per cell of a 48 × 48 grid (`pos_embed`, num_position_embeddings = 2,304
+# rows of C). An image has its own patch grid (38 × 32 for the photo), so the learned grid is resampled to it
+# **bilinearly with corners aligned**: the corner patches take the corner vectors exactly, and patch (r, c) reads
+# the grid at ((side − 1) · r / (gh − 1), (side − 1) · c / (gw − 1)), blending its four neighbours. The result,
+# listed in the merge order, is added to the patch embeddings. By hand, for one patch, against the tower's own:
+
+# %%
+table = tower.pos_embed.weight.float().cpu()  # (side², C)
+side = int(table.shape[0] ** 0.5)
+raster = F.interpolate(table.T.reshape(1, C, side, side), size=(gh, gw), mode="bilinear", align_corners=True)
+raster = raster[0].permute(1, 2, 0)  # (gh, gw, C), in reading order
+r, c = 5, 7  # one patch, away from the corners
+yy, xx = (side - 1) * r / (gh - 1), (side - 1) * c / (gw - 1)
+y0, x0 = int(yy), int(xx)
+grid2d = table.reshape(side, side, C)
+by_hand = ((1 - (yy - y0)) * ((1 - (xx - x0)) * grid2d[y0, x0] + (xx - x0) * grid2d[y0, x0 + 1])
+           + (yy - y0) * ((1 - (xx - x0)) * grid2d[y0 + 1, x0] + (xx - x0) * grid2d[y0 + 1, x0 + 1]))
+theirs = tower.positions(gh, gw).float().cpu()  # (gh·gw, C) in the merge order
+print(f"patch ({r}, {c}) reads the {side} × {side} grid at ({yy:.3f}, {xx:.3f}): max |by hand − interpolate| = "
+      f"{float((by_hand - raster[r, c]).abs().max()):.1e}")
+print(f"the corners are the grid's corners: {torch.equal(raster[0, 0], grid2d[0, 0])}, "
+      f"{torch.allclose(raster[-1, -1], grid2d[-1, -1], atol=1e-6)}; "
+      f"in the merge order it is the tower's table: {torch.allclose(merge_order(raster, m), theirs, atol=1e-6)}")
+
+# %%
+book.show("ch10-positions", ch10.position_grid, table, raster, SYNTHETIC)
+
+# %% [markdown]
+# ## 6. Positions II: the 2-D rotary embedding
+# Inside the blocks, attention also turns q and k by angles, as in chapter 4, but in two dimensions. A head of
+# Dh = C / heads dims is turned in rotate-half pairs, all of it (no partial rotary here), with Dh/4 frequencies
+# f_j = θ^(−4j/Dh), θ = the vision config's rope_theta (10,000 unless it says otherwise). The first Dh/4 pair angles are row · f_j, the next Dh/4 are column · f_j. So a
+# score q·k depends on the two patches' row difference and column difference only. Shifting both patches by the same
+# (3, 5) leaves it unchanged:
+
+# %%
+Dh = C // vcfg.num_heads
+cos, sin = (t.float().cpu() for t in tower.rotary(gh, gw, "cpu"))  # (gh·gw, Dh) each, in the merge order
+
+
+def at(rr, cc):
+    """The row of patch (rr, cc) in the merge order."""
+    return ch10.merge_row(rr, cc, gw, m)
+
+
+def score(q, k, a, b):
+    """q at patch a, k at patch b, both turned by the 2-D rotary embedding: their dot product."""
+    def turn(v, i):
+        return v * cos[i] + torch.cat((-v[Dh // 2:], v[:Dh // 2])) * sin[i]
+    return float(turn(q, at(*a)) @ turn(k, at(*b)))
+
+
+q, k = torch.randn(Dh), torch.randn(Dh)
+print(f"Dh = {Dh}: {Dh // 4} frequencies per axis, θ = {vcfg.rope_theta:g} (real Qwen3.5-0.8B: Dh = "
+      f"{real.hidden_size // real.num_heads}, {real.hidden_size // real.num_heads // 4})")
+print(f"q·k at patches (2, 3) and (4, 1): {score(q, k, (2, 3), (4, 1)):+.6f}; both moved by (3, 5): "
+      f"{score(q, k, (5, 8), (7, 6)):+.6f}; moved apart instead: {score(q, k, (2, 3), (9, 1)):+.6f}")
+
+# %% [markdown]
+# ## 7. The blocks: attention within one image
+# Then `depth` pre-norm blocks, as in a ViT: LayerNorm (with a bias, not the RMSNorm of the text model), attention,
+# residual; LayerNorm, an MLP with GELU (tanh form), residual. Attention is **bidirectional** — no causal mask, a
+# patch sees the whole picture — but it stays **inside one image**: when several images go through the tower in one
+# call, their patches are listed one after another and each image attends only to its own. So one call with two
+# images gives what two calls give:
+
+# %%
+face = photo.crop((150, 80, 330, 260))  # 180 × 180 pixels: enlarged to the minimum budget
+corner = photo.crop((0, 0, 320, 200))  # 320 × 200: enlarged too, to another grid
+(a_values, a_grid), (b_values, b_grid) = preprocess(face, args.path), preprocess(corner, args.path)
+both = tower(torch.cat([a_values, b_values]).to(dev), torch.cat([a_grid, b_grid]))
+alone = torch.cat([tower(a_values.to(dev), a_grid), tower(b_values.to(dev), b_grid)])
+print(f"two crops of the photo: grids {a_grid.tolist()} and {b_grid.tolist()}, {a_values.shape[0]} and "
+      f"{b_values.shape[0]} patches")
+print(f"both in one call vs one call each: max |diff| = {float((both - alone).abs().max()):.1e} "
+      f"(outputs up to {float(alone.abs().max()):.2f}{TAG})")
+
+# %% [markdown]
+# ## 8. The merger: 2 × 2 patches → one token of the text width
+# After the last block, the merger LayerNorms every patch (C), puts the 4 patches of each 2 × 2 block side by side
+# (4C: rows 4k … 4k + 3 of the patch order), and maps them through Linear(4C, 4C), the exact GELU, Linear(4C, d) to
+# the text model's width d. The whole tower, step by step, with its shapes, against one call of the finished tower:
+
+# %%
+xs = tower.patch_embed(pixel_values.to(dev, tower.pos_embed.weight.dtype))  # (N, C)
+print(f"pixel_values {tuple(pixel_values.shape)} -> patch embedding {tuple(xs.shape)}")
+xs = xs + tower.positions(gh, gw).to(xs.dtype)  # + the resampled position grid
+rot_cos, rot_sin = tower.rotary(gh, gw, xs.device)  # (N, Dh) each, fp32: q and k are turned in fp32
+for block in tower.blocks:
+    xs = block(xs, rot_cos, rot_sin, [gh * gw])  # (N, C); [gh · gw]: one image, attending to itself
+print(f"after {len(tower.blocks)} blocks {tuple(xs.shape)}")
+joined = tower.merger.norm(xs).reshape(-1, m * m * C)  # (N/4, 4C)
+print(f"merger: LayerNorm, then 4 rows side by side {tuple(joined.shape)}")
+merged = tower.merger.linear_fc2(F.gelu(tower.merger.linear_fc1(joined)))  # (N/4, d)
+image_tokens = tower(pixel_values.to(dev), grid)
+print(f"-> Linear, GELU, Linear {tuple(merged.shape)}: {merged.shape[0]} tokens of width d = {merged.shape[1]}; "
+      f"max |by hand − tower| = {float((merged - image_tokens).abs().max()):.1e}{TAG}")
+print(f"real Qwen3.5-0.8B: ({gh * gw}, 1536) -> ({gh * gw}, {real.hidden_size}) through {real.depth} blocks -> "
+      f"({gh * gw // 4}, {4 * real.hidden_size}) -> ({gh * gw // 4}, {real.out_hidden_size})")
+
+# %% [markdown]
+# **Try it first**: exercise 218 is the merger (`python practice/judge.py start 218`, or the cell below); its named
+# mistakes: merging the wrong neighbours (4 patches of reading order, which are not a 2 × 2 block), and the norm
+# after the merge instead of on each patch before it.
+
+# %%
+def patch_merger(x, image_grid_thw, weights):
+    raise NotImplementedError  # your code: (N, C) patches in the merge order -> (N/4, d) tokens
+
+
+book.attempt(218, patch_merger)
+
+# %% [markdown]
+# ### The finished tower: `qwen/vision.py`
+
+# %%
+book.listing("qwen/vision.py", "PatchProjection", "VisionAttention", "VisionBlock", "PatchMerger", "VisionTower")
+
+# %% [markdown]
+# - **`PatchProjection`** keeps the stored Conv3d kernel and multiplies by it flattened (section 4).
+# - **`VisionAttention`** splits `qkv` into q, k, v of `heads` heads, turns q and k by the 2-D angles (in fp32), and
+#   runs the softmax over each image's patches alone: the `lengths` list cuts the sequence per image (per frame, for
+#   a video). `scaled_dot_product_attention` can run a fused kernel that never stores the n × n scores, which
+#   matters: a 4096² image has 65,536 patches.
+# - **`VisionTower.forward`** embeds, adds the resampled positions, runs the blocks, merges. Its output is every
+#   image's tokens one after another: (Σ N / 4, d).
+#
+# Unlike Qwen3-VL, Qwen3.5 has no "deepstack": only the last block's output goes to the text model (the real configs
+# list `deepstack_visual_indexes: []`).
+#
+# ## 9. Placing the image in the text
+# In the prompt an image is three kinds of special tokens: `<|vision_start|>`, then one `<|image_pad|>` per merged
+# token, then `<|vision_end|>`. The chat format writes a single pad for an image content part;
+# `expand_image_tokens` repeats it as many times as the image has tokens. The model embeds the ids as usual, and
+# replaces the rows at the pads by the merger's outputs, in order. The ids come from the checkpoint's config:
+
+# %%
+tok = load_tokenizer(args.path)
+START, END, PAD = vcfg.vision_start_token_id, vcfg.vision_end_token_id, vcfg.image_token_id
+question = "Describe this picture in one sentence."
+chat = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
+text = render(chat)
+ids = expand_image_tokens(tok.encode(text), grid, PAD, m)
+print(repr(text))
+print(f"ids: {START} = {tok.decode([START])}, {PAD} = {tok.decode([PAD])}, {END} = {tok.decode([END])}")
+first, last = ids.index(PAD), len(ids) - 1 - ids[::-1].index(PAD)
+print(f"{len(tok.encode(text))} tokens with one pad -> {len(ids)} with {ids.count(PAD)} pads "
+      f"(tokens {first} … {last}), one per merged token of the {gh} × {gw} patch grid")
+
+# %% [markdown]
+# ## 10. Positions III: M-RoPE with three different rows
+# Chapter 4 built M-RoPE and noted that for text its three position rows (t, h, w) are equal, so it is plain RoPE.
+# An image is where they differ. Following transformers' `get_rope_index`: text tokens count on as usual, the same
+# number on all three rows. The image's tokens all start from p, the position the next text token would have had;
+# merged token (i, j) of the image gets (p, p + i, p + j) — the same time, its own row and column. The text after
+# the image continues from the image's **largest position + 1**, p + max(gh, gw)/m, not from its token count. So a
+# 304-token image moves the positions on by only 19. The tokens generated after the prompt keep that offset
+# (the cache stores it: `cache.delta`).
+#
+# **Try it first**: exercise 217 is the 3-D position ids (`python practice/judge.py start 217`, or the cell below);
+# its named mistakes: the text after the image continuing from the token count instead of the largest position + 1,
+# and h and w swapped.
+
+# %%
+def position_ids(input_ids, image_grid_thw, mask, image_token_id):
+    raise NotImplementedError  # your code: (B, T) ids -> (3, B, T) positions (t, h, w)
+
+
+book.attempt(217, position_ids)
+
+# %%
+from qwen.vision import position_ids  # noqa: E402  (the finished one, from here on)
+
+pos = position_ids(torch.tensor([ids]), grid, None, PAD, m)[:, 0]  # (3, T)
+p = int(pos[0, first])
+print(f"positions (t, h, w): the text before the image 0 … {first - 1} on all three rows; the image's first token "
+      f"({p}, {int(pos[1, first])}, {int(pos[2, first])}), its last ({int(pos[0, last])}, {int(pos[1, last])}, "
+      f"{int(pos[2, last])})")
+print(f"<|vision_end|> at token {last + 1} has position {int(pos[0, last + 1])} = {p} + max({gh // m}, {gw // m}); "
+      f"a plain count would give {last + 1}; the prompt's last position is {int(pos.max())} for {len(ids)} tokens")
+
+# %%
+book.show("ch10-mrope", ch10.mrope_rows, pos, (first, last))
+
+# %%
+book.listing("qwen/vision.py", "expand_image_tokens", "position_ids", "rope_delta", "place_images")
+
+# %% [markdown]
+# The positions go into the interleaved M-RoPE of chapter 4 unchanged: frequency j of the full-attention layers takes
+# its angle from the axis `mrope_axes` assigns it (t, h or w, interleaved). For text the three rows are equal, so
+# nothing changes; for an image token the h-frequencies turn with its row and the w-frequencies with its column:
+
+# %%
+cfg = Config.load(args.path)
+axes = "".join("thw"[a] for a in mrope_axes(int(cfg.head_dim * cfg.partial_rotary_factor) // 2, cfg.mrope_section))
+rope = RotaryEmbedding(cfg)
+cos3, _ = rope(pos[:, None], torch.float32)  # (1, T, R): the three rows
+cos1, _ = rope(pos[:1], torch.float32)  # the time row alone, as if it were text
+same = (cos3[0] == cos1[0]).all(-1)  # (T,)
+print(f"mrope_section {cfg.mrope_section}: axis per frequency {axes}")
+print(f"tokens whose angles equal plain RoPE at their t position: {int(same.sum())} of {len(ids)}; the "
+      f"{len(ids) - int(same.sum())} others are the image's tokens but its first, whose row and column offsets are 0")
+
+# %% [markdown]
+# ## 11. The token bill
+# An image costs one token per 32 × 32 pixels after the resize: (h/32) · (w/32) tokens. The budget fixes the range;
+# with Qwen3.5's published settings, 65,536 pixels (256²) is at least 64 tokens, 16,777,216 (4096²) at most 16,384.
+# A 12-megapixel phone photo (4032 × 3024) costs 11,844; the context of the 0.8B is 262,144 tokens.
+
+# %%
+sizes = [(100, 80), (224, 224), (photo.width, photo.height), (640, 480), (1280, 720), (1920, 1080), (4032, 3024),
+         (8000, 6000)]
+print(f"{'image':>11s}  {'resized':>11s}  {'patches':>7s}  {'tokens':>6s}")
+for width, height, rw, rh, patches, tokens in ch10.token_bill(sizes, s):
+    print(f"{width:>5} × {height:<5}  {rw:>5} × {rh:<5}  {patches:7,}  {tokens:6,}")
+
+# %%
+book.show("ch10-bill", ch10.token_bill_figure, s, sizes)
+
+# %% [markdown]
+# ## 12. The decoder reads the picture
+# Now the whole model: the text model of chapter 8 is loaded, handed the tower already read, and called with the
+# prompt's ids, `pixel_values` and `image_grid_thw`, as transformers' `Qwen3_5ForConditionalGeneration` takes them
+# (which also wants `mm_token_type_ids`, 1 at the pads, to find the image tokens for its positions).
+# After the prefill the cache holds the image like any other tokens, and generation goes on from it as in
+# chapter 9 (`generate(model, ids, n, pixel_values=..., image_grid_thw=...)` does both in one call).
+
+# %%
+model = load_model(args.path, dtype=dtype, device=dev)
+model.visual = tower  # already read: the model would otherwise load it from its checkpoint on the first image
+stop = checkpoint_stop_tokens(args.path)
+cache = model.new_cache()
+logits = model(torch.tensor([ids], device=dev), cache=cache, pixel_values=pixel_values, image_grid_thw=grid,
+               last_only=True)  # the prefill: the tower runs inside, once
+top = logits[0, -1].float().softmax(-1).topk(5)
+print(f"next token after the image and {question!r}{' (synthetic weights: random)' if SYNTHETIC else ''}: "
+      + ", ".join(f"{tok.decode([i])!r} {pr:.1%}" for pr, i in zip(top.values.tolist(), top.indices.tolist())))
+delta = int(cache.delta[0, 0])  # the prompt's largest position + 1 − its token count
+print(f"the cache holds {cache.length} tokens; the next one's position is {cache.length} + cache.delta "
+      f"({delta}) = {cache.length + delta}, one more than the prompt's largest")
+first_token = int(top.indices[0])  # greedy: the most likely one
+n = 8 if SYNTHETIC else 60
+reply = [first_token] + ([] if first_token in stop else list(generate(model, [first_token], n - 1, stop=stop,
+                                                                      cache=cache)))
+print(f"greedy reply{' (synthetic weights: random tokens)' if SYNTHETIC else ''}: {tok.decode(reply)!r}")
+
+# %% [markdown]
+# With the synthetic checkpoint these tokens are noise: the weights are random. With a real checkpoint
+# (`--model Qwen/Qwen3.5-0.8B`, or any Qwen3.5 folder with a vision tower) the same lines print a caption of the
+# photo.
+#
+# ## Try this
+#
+# - Give the photo a smaller budget: `preprocess(photo, settings=ImageSettings(min_pixels=32 * 32, max_pixels=256 * 256))` and count
+#   the tokens; then put the new `pixel_values` through `tower` and the model (remember to expand the pads again).
+# - Cut the photo in two with `photo.crop(...)` and put both halves in one prompt (two image parts in `chat`): print
+#   `position_ids` and find where the second image starts.
+# - Replace `s.image_std` by (1, 1, 1) in section 3's normalisation and compare the range of the values: why must
+#   the mean and std be the checkpoint's own?
+#
+# ## Show the proof
+# transformers on the same checkpoint: its image processor for Qwen3.5 (`Qwen2VLImageProcessorPil`) on the photo,
+# `Qwen3_5VisionModel` with the same weights on the same `pixel_values`, and `get_rope_index` on the same ids. The
+# preprocessing and the positions are integer bookkeeping and float32 operations in the same order: exactly equal.
+# The tower in fp32 differs by the order of the sums (a Conv3d against a matrix product, different attention
+# kernels), a few millionths of the output's scale.
+
+# %%
+def compare(transformers, path, tower, image, pixel_values, grid, ids, pos):
+    from transformers import AutoConfig, Qwen2VLImageProcessorPil
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5Model, Qwen3_5VisionModel
+
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    config = AutoConfig.from_pretrained(path)
+    ref = Qwen2VLImageProcessorPil.from_pretrained(path)(images=[image], return_tensors="pt")
+    print(f"image processor: pixel_values equal {torch.equal(ref['pixel_values'], pixel_values)}, "
+          f"image_grid_thw equal {torch.equal(ref['image_grid_thw'], grid)}")
+    theirs = Qwen3_5VisionModel(config.vision_config).eval()
+    theirs.load_state_dict({k: v.float().cpu() for k, v in tower.state_dict().items()})
+    ours = load_vision(path, dtype=torch.float32)
+    want = theirs(pixel_values, grid_thw=grid).pooler_output
+    book.oracle.difference("vision tower, fp32", ours(pixel_values, grid), want)
+    print(f"(the output's scale: {float(want.abs().max()):.2f})")
+    with torch.device("meta"):
+        text = Qwen3_5Model(config)  # for its get_rope_index: no weights are needed
+    ids = torch.tensor([ids])
+    rope, _ = text.get_rope_index(ids, mm_token_type_ids=(ids == config.image_token_id).int(), image_grid_thw=grid)
+    print(f"3-D positions equal get_rope_index: {torch.equal(rope[:, 0], pos)}")
+
+
+book.proof(compare, args.path, tower, photo, pixel_values, grid, ids, pos)
+
+# %% [markdown]
+# ## Summary
+#
+# - **Preprocessing**: resize so both sides are multiples of 32 (round half to even), shrink or enlarge into the
+#   pixel budget (256² to 4096²); scale to [0, 1], normalise with the checkpoint's mean and std; repeat a still
+#   image to 2 frames; cut 16 × 16 patches listed 2 × 2 block by block → `pixel_values` (N, 1536), `image_grid_thw`.
+# - **The tower**: a patch embedding that is a matrix product; a learned 48 × 48 position grid resampled bilinearly to
+#   the image's grid; `depth` ViT blocks with a 2-D rotary embedding, attention within each image only; a merger that
+#   norms each patch and maps each 2 × 2 block (4C) to one token of the text width d.
+# - **In the prompt**: `<|vision_start|>`, one `<|image_pad|>` per merged token, `<|vision_end|>`; the pads'
+#   embeddings are replaced by the merged tokens. M-RoPE gets three different rows on the image: (p, p + row,
+#   p + column); the text after it continues from the largest position + 1.
+# - **The bill**: one token per 32 × 32 pixels, 64 to 16,384 tokens per image.
+#
+# ### Shapes
+#
+# | step | shape | the photo, real Qwen3.5-0.8B |
+# |---|---|---|
+# | resized image | (3, h, w) | (3, 608, 512) |
+# | pixel_values | (N, 3·Tp·P²), N = (h/P)(w/P) | (1216, 1536) |
+# | image_grid_thw | (images, 3): (1, h/P, w/P) | [[1, 38, 32]] |
+# | patch embedding + positions | (N, C) | (1216, 768) |
+# | after the blocks | (N, C) | (1216, 768) |
+# | merger input | (N/m², m²·C) | (304, 3072) |
+# | image tokens | (N/m², d) | (304, 1024) |
+# | positions of the prompt | (3, B, T) | (3, 1, T) |
+#
+# The vision notation, the real 0.8B's values beside this checkpoint's:
+
+# %%
+ch10.vision_notation(vcfg, "synthetic checkpoint" if SYNTHETIC else "this checkpoint")
+
+# %% [markdown]
+# ### Exercises
+# 216 · Patchify: an image as rows of patches (reading order instead of 2 × 2 blocks, channels last, the temporal
+# repeat missing); 217 · the 3-D M-RoPE positions of text and images (text after the image counted from the token
+# count, h and w swapped); 218 · the patch merger: 2 × 2 patches, one text token (the wrong neighbours merged, the
+# norm after the merge). `python practice/judge.py start 216` (217, 218), or their cells in sections 3, 10 and 8.
+
+# %%
+book.attempt(216)
+book.attempt(217)
+book.attempt(218)
+
+# %% [markdown]
+# ## How to explain it
+#
+# 1. **An image as tokens.** A ViT cuts the picture into 16 × 16 patches and treats each as a token; Qwen3.5's tower
+#    then merges 2 × 2 neighbours, so the text model sees one token per 32 × 32 pixels, already of its own width.
+#    To the decoder an image is a run of embeddings that did not come from the embedding table.
+# 2. **Any size.** The resize keeps the aspect ratio and rounds to multiples of 32 inside a pixel budget; the learned
+#    position grid is resampled to whatever patch grid results; the rotary embedding needs no table at all. So one
+#    tower reads a thumbnail and a poster, at a cost proportional to their pixels.
+# 3. **Where is it?** Inside the tower, position is 2-D twice over: the resampled grid and the row/column rotary
+#    angles. In the prompt, M-RoPE gives image tokens a (time, row, column) triple, and the text after the image
+#    continues from the largest of them, so an image moves text positions by its side, not by its area.
+# 4. **Why merge 2 × 2.** Attention inside the tower costs N² in the patches; merging divides the tokens the decoder
+#    must read (and cache) by 4, at the price of a wider merger input (4C).

@@ -1,0 +1,17 @@
+# expect: WA unbiased_var
+"""A wrong solution to problem 218. The LayerNorm by hand with torch.var's default, unbiased (divided by C − 1)."""
+import torch
+import torch.nn.functional as F
+
+
+def patch_merger(x: torch.Tensor, image_grid_thw: torch.Tensor, weights: dict) -> torch.Tensor:
+    """x (N, C): the tower's last hidden states of the images of image_grid_thw (n, 3), in merge order; weights: the
+    checkpoint's model.visual.merger.* without the prefix -> (N/4, d), in x's dtype."""
+    N, C = x.shape
+    if N != int(image_grid_thw.prod(-1).sum()):
+        raise ValueError(f"x has {N} rows but image_grid_thw holds {int(image_grid_thw.prod(-1).sum())} patches")
+    mean, var = x.mean(-1, keepdim=True), x.var(-1, keepdim=True)  # each patch, before the merge
+    x = (x - mean) / torch.sqrt(var + 1e-6) * weights["norm.weight"] + weights["norm.bias"]
+    x = x.reshape(N // 4, 4 * C)  # rows 4k … 4k+3, one 2 × 2 block, side by side: [patch 4k | … | patch 4k+3]
+    x = F.gelu(F.linear(x, weights["linear_fc1.weight"], weights["linear_fc1.bias"]))  # exact (erf) GELU
+    return F.linear(x, weights["linear_fc2.weight"], weights["linear_fc2.bias"])  # (N/4, d)

@@ -1,0 +1,20 @@
+# expect: WA no_bonus
+"""A wrong solution to problem 220. Draws a token only after a rejection: no bonus token when every guess was accepted."""
+import torch
+
+
+def speculative_sample(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, u: torch.Tensor,
+                       u_last: torch.Tensor) -> tuple:
+    B, k = drafts.shape
+    rows = torch.arange(B)
+    p_d = p[:, :k].gather(-1, drafts[..., None])[..., 0]
+    q_d = q.gather(-1, drafts[..., None])[..., 0]
+    n = (u < p_d / q_d).long().cumprod(1).sum(1)
+    q_n = q[rows, n.clamp(max=k - 1)]
+    r = (p[rows, n] - q_n).clamp(min=0)
+    r = r / r.sum(-1, keepdim=True)
+    last = torch.searchsorted(r.cumsum(-1), u_last[:, None].contiguous(), right=True)[:, 0]
+    last = torch.where(n == k, -1, last)
+    pos = torch.arange(k + 1)[None, :]
+    guesses = torch.cat([drafts, drafts.new_full((B, 1), -1)], 1)
+    return torch.where(pos < n[:, None], guesses, torch.where(pos == n[:, None], last[:, None], -1)), n
