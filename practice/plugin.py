@@ -27,6 +27,7 @@ def _swaps(number, f, cfg):
     """(object, attribute, replacement) for each place the course's code is replaced by the learner's `f`."""
     import qwen.attention
     import qwen.deltanet
+    import qwen.fast
     import qwen.mlp
     import qwen.norm
     import qwen.rope
@@ -49,15 +50,26 @@ def _swaps(number, f, cfg):
         return [(qwen.rope.RotaryEmbedding, "forward",
                  lambda self, positions, dtype: f["rope_tables"](positions, inv_freq.to(positions.device), dtype)),
                 (qwen.attention, "apply_rope", f["apply_rope"])]
+    # 207 and 208 replace a module's forward, which the fast path's subclasses (qwen/fast.py) override with their
+    # own: both are swapped, the fast one given the learner's weights split back out of its joined projection
     if number == 207:
-        return [(qwen.mlp.MLP, "forward", lambda self, x: f["swiglu_mlp"](
-            x, self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight))]
+        def mlp(self, x):
+            if isinstance(self, qwen.fast.FastMLP):
+                gate, up = self.gate_up_proj.weight.split(self.gate_up_proj.sizes)
+            else:
+                gate, up = self.gate_proj.weight, self.up_proj.weight
+            return f["swiglu_mlp"](x, gate, up, self.down_proj.weight)
+        return [(qwen.mlp.MLP, "forward", mlp), (qwen.fast.FastMLP, "forward", mlp)]
     if number == 208:
         def attention(self, x, cos, sin, cache=None, mask=None):
-            weights = {f"{n}.weight": getattr(self, n).weight for n in ("q_proj", "k_proj", "v_proj", "o_proj",
-                                                                         "q_norm", "k_norm")}
+            if isinstance(self, qwen.fast.FastAttention):
+                q, k, v = self.qkv_proj.weight.split(self.qkv_proj.sizes)
+            else:
+                q, k, v = self.q_proj.weight, self.k_proj.weight, self.v_proj.weight
+            weights = {"q_proj.weight": q, "k_proj.weight": k, "v_proj.weight": v, "o_proj.weight": self.o_proj.weight,
+                       "q_norm.weight": self.q_norm.weight, "k_norm.weight": self.k_norm.weight}
             return f["gated_attention"](x, weights, cos, sin, mask, self.q_norm.eps)
-        return [(qwen.attention.GatedAttention, "forward", attention)]
+        return [(qwen.attention.GatedAttention, "forward", attention), (qwen.fast.FastAttention, "forward", attention)]
     if number in (211, 212):  # a prefill runs the chunked rule: put the learner's rule there
         fn = f["recurrent_delta_rule" if number == 211 else "chunked_delta_rule"]
         return [(qwen.deltanet, "chunked_delta_rule", rule(fn, repeat=number == 212))]

@@ -7,7 +7,7 @@ import pytest
 import torch
 from hf_checkpoint import hf_load
 from test_model import folders  # noqa: F401 (a fixture: the small checkpoints transformers writes)
-from test_model import CONFIGS, fp32_tol, ids_for, left_padding_error, run_in_pieces
+from test_model import CONFIGS, bf16_steps, fp32_tol, ids_for, left_padding_error, run_in_pieces
 
 import qwen.fast
 from qwen.deltanet import recurrent_delta_rule
@@ -60,13 +60,6 @@ def our_steps(model, ids):
     return torch.stack(out, 1).float()
 
 
-def bf16_steps(got, want):
-    """Per step, max |got − want| in bf16 steps at the step's scale: 2^(⌊log2 max|want|⌋ − 7), the spacing of bf16
-    numbers as large as the largest logit. (B, steps)."""
-    scale = want.abs().amax(-1, keepdim=True)
-    return ((got - want).abs() / 2.0 ** (torch.floor(torch.log2(scale)) - 7)).amax(-1)
-
-
 @pytest.fixture(scope="module")
 def bf16_oracles(folders, synthetic):
     """Per checkpoint: the forced tokens, transformers' sdpa logits (the oracle), its eager logits (the yardstick)."""
@@ -94,7 +87,10 @@ def test_bf16_cached_decode_equals_transformers_sdpa(bf16_oracles, name, who):
     BF16_STEPS bf16 steps of sdpa's.
     The fast path rounds as sdpa's path does (the same products, torch's fused attention, the DeltaNet step summed in
     transformers' order): bit-exact here on every checkpoint (0 steps), so a rounding changed in its decode step or
-    its decode attention fails this test. Widened products sum in another order: 2 and 18 steps measured.
+    its decode attention fails this test. Planted, one line of qwen/fast.py each: the step's β(v − Sᵀk) rounded to
+    bf16 fails all four checkpoints (7-165 steps); its read Sᵀq as an einsum fails the synthetic one (98 steps; 0
+    on the small configs); the T = 1 attention in fp32 fails three (2-61 steps), q scaled by 1/√D in bf16 before it
+    two (2 and 9). Widened products sum in another order: 2 and 18 steps measured.
     The teaching model writes attention out as the eager path does, and its chunked rule rounds differently from
     transformers' (both within fp32 rounding): on the small configs it lies exactly as far from sdpa as eager does
     (1-7 steps). The synthetic checkpoint's 24 random layers amplify one bf16 step anywhere into tens of steps in the
@@ -243,3 +239,28 @@ def test_plug_in_reaches_the_fast_path(folders):
         zeroed = fast(ids)
     assert (same - want).abs().max().item() <= fp32_tol(want)
     assert (broken - want).abs().max().item() > 1e-2 and (zeroed - want).abs().max().item() > 1e-2
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("number, wrong", [(207, "sigmoid_gate"), (208, "no_sigmoid")])
+def test_plug_in_reaches_the_fast_mlp_and_attention(folders, number, wrong):
+    """207 and 208 replace a module's forward, which FastMLP and FastAttention override: the plug-in swaps theirs
+    too, with the weights split out of the joined projections. The reference solution changes the fast logits by
+    rounding only; a wrong one (the practice folder's) moves them."""
+    from practice.judge import problems
+    from practice.plugin import _swaps, swapped
+    from test_plugin import functions
+
+    prob = problems()[number]
+    names = prob.meta["functions"]
+    right = dict(zip(names, functions(prob.folder / "solution.py", *names)))
+    bad = dict(zip(names, functions(prob.folder / "wrong" / f"{wrong}.py", *names)))
+    fast = load_fast(folders[TIED_GQA3], torch.float32, widen=False)
+    ids = ids_for(512, shape=(1, 70))
+    want = fast(ids)
+    with swapped(_swaps(number, right, fast.cfg)):
+        same = fast(ids)
+    with swapped(_swaps(number, bad, fast.cfg)):
+        moved = fast(ids)
+    assert (same - want).abs().max().item() <= fp32_tol(want)
+    assert (moved - want).abs().max().item() > 1e-2

@@ -54,13 +54,27 @@ def compare_fp32(folder, ids):
     assert err <= fp32_tol(want)
 
 
+def bf16_steps(got, want):
+    """Per position, max |got − want| in bf16 steps at the position's scale: 2^(⌊log2 max|want|⌋ − 7), the spacing of
+    bf16 numbers as large as the largest logit there. (B, T)."""
+    scale = want.abs().amax(-1, keepdim=True)
+    return ((got - want).abs() / 2.0 ** (torch.floor(torch.log2(scale)) - 7)).amax(-1)
+
+
+# The small configs' bf16 logits against transformers' eager ones, in bf16 steps at each position's scale. Measured
+# (2 x 150 tokens): 0, 4 and 0 steps; the loading layouts 0 (bit-exact). One rounding done another way (the gated
+# norm rounded once, RMSNorm in Llama's order) lands 12 to 55 steps away: see test_bf16_equals_transformers.
+SMALL_BF16_STEPS = 8
+
+
 def compare_bf16(folder, ids):
     ours, theirs = load_model(folder, dtype=torch.bfloat16), hf_load(folder, torch.bfloat16)
     with torch.no_grad():
         got, want = ours(ids), theirs(ids).logits
     agree = (got.argmax(-1) == want.argmax(-1)).float().mean().item()
-    print(f"bf16 top-1 agreement {agree:.2%}, logits max |diff| = {(got.float() - want.float()).abs().max():.2e}")
-    assert got.dtype == torch.bfloat16 and agree >= 0.99
+    steps = bf16_steps(got.float(), want.float()).max().item()
+    print(f"bf16 top-1 agreement {agree:.2%}, logits within {steps:g} bf16 steps")
+    assert got.dtype == torch.bfloat16 and steps <= SMALL_BF16_STEPS
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -69,7 +83,11 @@ def test_fp32_equals_transformers(folders, name):
 
 
 @pytest.mark.parametrize("name", CONFIGS)
-def test_bf16_top1_equals_transformers(folders, name):
+def test_bf16_equals_transformers(folders, name):
+    """Every logit within SMALL_BF16_STEPS bf16 steps of transformers' eager bf16 logits at its position's scale.
+    Planted in qwen/norm.py, each fails here on all three configs: the gated norm rounded once at the end (12-16
+    steps; top-1 agreement still 97-99.7%, so a top-1 bar of 99% passed it on two of them), RMSNorm in Llama's order
+    (x̂ rounded, times 1 + w in bf16: 31-55 steps, top-1 96-99.3%)."""
     compare_bf16(folders[name], ids_for(CONFIGS[name][0]["vocab_size"]))
 
 
@@ -82,15 +100,19 @@ def synthetic_pair(synthetic):
 
 def test_synthetic_every_module_equals_transformers(synthetic, synthetic_pair):
     """fp32, module by module, each fed transformers' input (book.diff): all within 1e-5 of the output's scale.
-    End to end, the synthetic's random layers amplify rounding (transformers' own eager and sdpa paths differ by
-    ~3e-5 relative there), so the logits are held to the top-1 token instead."""
+    End to end over 150 tokens, the synthetic's 24 random layers amplify rounding: transformers' own eager and sdpa
+    paths differ by 3.6e-5 of the logits' scale, ours from eager by 5.2e-4 (its chunked rule sums in another order,
+    within fp32 rounding). So every logit is held to 1e-2 of the scale, which still rejects a fault the short prompt
+    of book.diff cannot see: the DeltaNet state not decayed from one 64-token chunk to the next (planted in
+    qwen/deltanet.py, every module passes book.diff and the logits move by 1.17 of the scale; top-1 agreement 91%)."""
     ours, theirs = synthetic_pair[torch.float32]
     assert compare(synthetic, torch.float32, ours=ours, theirs=theirs) is None
     ids = ids_for(248320)
     with torch.no_grad():
         got, want = ours(ids), theirs(ids).logits
-    print(f"synthetic fp32: logits max |diff| = {(got - want).abs().max():.2e} (max |logit| {want.abs().max():.2f})")
-    assert (got.argmax(-1) == want.argmax(-1)).float().mean() >= 0.99
+    err, scale = (got - want).abs().max().item(), want.abs().max().item()
+    print(f"synthetic fp32: logits max |diff| = {err:.2e} (max |logit| {scale:.2f}, {err / scale:.1e} of it)")
+    assert err <= 1e-2 * scale
 
 
 def test_synthetic_bf16(synthetic, synthetic_pair):
@@ -247,6 +269,8 @@ def layouts(tmp_path_factory):
 @pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
 @pytest.mark.parametrize("sharded", [False, True], ids=["single file", "sharded"])
 def test_load_layouts(layouts, tied, sharded):
+    """Every tensor equal to transformers' after loading, and the bf16 logits within SMALL_BF16_STEPS of its eager
+    ones (measured 0 steps: bit-exact; RMSNorm in Llama's order, planted, fails all four layouts)."""
     folder = layouts[tied, sharded]
     ours, theirs = load_model(folder), hf_load(folder, torch.bfloat16)
     assert all(p.dtype == torch.bfloat16 for p in ours.parameters()), "dtype=None keeps the checkpoint's bf16"
@@ -258,7 +282,7 @@ def test_load_layouts(layouts, tied, sharded):
     with torch.no_grad():
         got, want = ours(ids), theirs(ids).logits
     assert got.dtype == torch.bfloat16
-    assert (got.argmax(-1) == want.argmax(-1)).float().mean() >= 0.99
+    assert bf16_steps(got.float(), want.float()).max() <= SMALL_BF16_STEPS
 
 
 def test_not_qwen_folder_is_a_clear_error(tmp_path):

@@ -130,7 +130,9 @@ def test_rmsnorm_by_hand():
 
 def test_one_rounding_two_steps_on_the_checkpoint(synthetic):
     """Chapter 3's claim, measured with the checkpoint's own gated weight: one rounding is up to 2 bf16 steps from
-    transformers' order, not 1; and the course's module is transformers' order, bit for bit."""
+    transformers' order, not 1 (the bound by hand: test_one_rounding_is_within_two_steps_and_closer); and the
+    course's module is transformers' order, bit for bit. The share of outputs that differ is printed, not bounded:
+    it depends on the weights and the inputs, and nothing the chapter says rests on it."""
     from qwen.weights import load_weights
     w = load_weights(synthetic)["layers.0.linear_attn.norm.weight"]
     ours, theirs = GatedRMSNorm(w.shape[0]).bfloat16(), Qwen3_5RMSNormGated(w.shape[0]).bfloat16()
@@ -143,7 +145,7 @@ def test_one_rounding_two_steps_on_the_checkpoint(synthetic):
     assert torch.equal(ours(x, z.bfloat16()), want)
     steps = grid_steps(one_rounding(x, z.bfloat16(), theirs.weight), want)
     print(f"checkpoint gated norm, bf16: {(steps > 0).float().mean():.1%} differ, max {steps.max()} steps")
-    assert steps.max() == 2 and 0.2 < (steps > 0).float().mean() < 0.5
+    assert steps.max() == 2
 
 
 @pytest.mark.parametrize("rms, want", [(1e-3, 0.5 ** 0.5), (1.0, 1.0), (1e-2, (1e-4 / (1e-4 + 1e-6)) ** 0.5)])

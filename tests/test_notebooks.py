@@ -6,7 +6,6 @@ import json
 import os
 import re
 import sys
-import time
 from pathlib import Path
 
 import nbformat
@@ -42,7 +41,7 @@ FIGURES = {
                     "ch10-bill": False},
     "ch11_mtp": {"ch11-map": False, "ch11-loop": True, "ch11-rollback": False, "ch11-speedup": True},
 }
-SECONDS = 300  # per notebook: a guard against a hang, not a speed goal (the CPU may be shared)
+SECONDS = 300  # per cell: nbclient stops a cell that runs longer; a guard against a hang, not a speed goal
 # Runs first in the kernel: remembers the titles of every figure the notebook displays, in order.
 RECORD_TITLES = """
 import matplotlib.backend_bases
@@ -128,8 +127,8 @@ def kernel_dir(tmp_path_factory, synthetic):
 
 @pytest.fixture
 def executed(kernel_dir, tmp_path_factory):
-    """Run a notebook once per test run (shared by the other tests and workers): (notebook with outputs, seconds,
-    error or None)."""
+    """Run a notebook once per test run (shared by the other tests and workers): (notebook with outputs, error or
+    None). No timing: speed goals belong in bench/, and a hang is stopped by the per-cell timeout."""
     def execute(name):
         nb = nbformat.read(sync.notebook_of(ROOT / "chapters" / f"{name}.py"), as_version=4)
         nb.cells.insert(0, nbformat.v4.new_code_cell(RECORD_TITLES))
@@ -138,16 +137,16 @@ def executed(kernel_dir, tmp_path_factory):
             kernel_dirs=[str(kernel_dir)]))
         client = NotebookClient(nb, km=km, timeout=SECONDS,
                                 resources={"metadata": {"path": str(ROOT / "notebooks")}})  # the cwd
-        started, error = time.perf_counter(), None
+        error = None
         try:
             client.execute()
         except CellExecutionError as e:
             error = str(e)
-        return nbformat.writes(nb), time.perf_counter() - started, error
+        return nbformat.writes(nb), error
 
     def run(name):
-        text, seconds, error = shared_once(tmp_path_factory, f"notebook-{name}", lambda: execute(name))
-        return nbformat.reads(text, as_version=4), seconds, error
+        text, error = shared_once(tmp_path_factory, f"notebook-{name}", lambda: execute(name))
+        return nbformat.reads(text, as_version=4), error
     return run
 
 
@@ -157,16 +156,15 @@ def stdout_of(cells):
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_notebook_runs_clean_and_fast(executed, name):
-    nb, seconds, error = executed(name)
+def test_notebook_runs_clean(executed, name):
+    nb, error = executed(name)
     assert error is None, f"notebooks/{name}.ipynb failed:\n{error}"
-    assert seconds < SECONDS, f"notebooks/{name}.ipynb took {seconds:.0f} s (at most {SECONDS} s)"
     assert stdout_of(nb.cells).startswith("*** SYNTHETIC WEIGHTS")
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_notebook_draws_its_figures(executed, name):
-    nb, _, error = executed(name)
+    nb, error = executed(name)
     assert error is None, error
     images = [(figure_names(c), o) for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if "image/png" in o.get("data", {})]
@@ -197,7 +195,7 @@ def test_notebook_prints_what_the_script_prints(executed, chapter_outputs, name)
     exercise, the proof (a notebook shows them; a script prints one line each, starting with book's NOTE).
     LEGACY notebook-only cells must not change the story either (they draw their own random numbers, for one).
     Timings are masked."""
-    nb, _, error = executed(name)
+    nb, error = executed(name)
     assert error is None, error
     shared = [c for c in nb.cells[1:-1] if "active" not in c.metadata and not MODE_DEPENDENT.search(c.source)]
     code, stdout, stderr = chapter_outputs(f"{name}.py")
@@ -212,12 +210,19 @@ def test_notebook_prints_what_the_script_prints(executed, chapter_outputs, name)
 MODE_DEPENDENT = re.compile(r"\bbook\.(show|listing|attempt|proof)\(")
 
 
-def test_ch01_shows_the_proof(executed):
-    """With transformers installed the notebook runs the proof cell: transformers reads the same tensors."""
-    nb, _, error = executed("ch01_weights")
+def test_ch01_shows_the_proof(executed, hf_model, synthetic):
+    """With transformers installed the notebook runs the proof cell: transformers reads the same tensors. The count
+    and the name check are transformers' own state dict against load_weights, taken here; the difference is 0.0 by
+    an identity (both read the same bytes, and fp32 holds every bf16 number)."""
+    from qwen.weights import load_weights
+
+    nb, error = executed("ch01_weights")
     assert error is None, error
     out = stdout_of(nb.cells)
-    assert "321 tensors, the same names as load_weights: True; max |ours - theirs| over all of them: 0.0" in out
+    theirs = sorted(k.removeprefix("model.") for k in hf_model.state_dict())  # the tied head listed once more
+    assert theirs == sorted(load_weights(synthetic))
+    assert f"{len(theirs)} tensors, the same names as load_weights: True; max |ours - theirs| over all of them: " \
+           "0.0" in out
     assert "exercise 202 (Count the parameters from the config): replace the line that raises NotImplementedError" in out
 
 
@@ -225,13 +230,13 @@ def test_ch02_ch03_show_the_proof_and_the_exercises(executed):
     """With transformers installed the notebooks run the proof cells (embedding and head exact; RMSNorm and the
     gated norm exact in bf16, the gated norm rounded once up to 2 bf16 steps away), and each exercise cell says how
     to attempt it."""
-    nb, _, error = executed("ch02_embedding")
+    nb, error = executed("ch02_embedding")
     assert error is None, error
     out = stdout_of(nb.cells)
     assert "embedding lookup (bf16): max |ours - transformers| = 0 = 0 bf16 steps" in out
     assert "head logits (bf16): max |ours - transformers| = 0 = 0 bf16 steps" in out
     assert "exercise 203 (Embedding lookup and the tied head): replace the line that raises" in out
-    nb, _, error = executed("ch03_norm")
+    nb, error = executed("ch03_norm")
     assert error is None, error
     out = stdout_of(nb.cells)
     assert "final norm, bf16: max |ours - transformers| = 0 = 0 bf16 steps" in out

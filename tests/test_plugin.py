@@ -52,6 +52,16 @@ def test_mlp(synthetic, part, verdict):
     assert plug_in(207, swiglu_mlp=part) == verdict
 
 
+def test_wrong_attention_diverges(synthetic):
+    """A wrong 208 (the gate without its sigmoid) changes the prediction: the plug-in reaches the learner's code
+    (the reference keeps it: test_every_reference_part_plugs_in)."""
+    from practice.judge import problems
+
+    prob = problems()[208]
+    wrong = functions(prob.folder / "wrong" / "no_sigmoid.py", *prob.meta["functions"])
+    assert plug_in(208, *wrong) == "diverges"
+
+
 def test_delta_rule(synthetic):
     from qwen.deltanet import recurrent_delta_rule
 
