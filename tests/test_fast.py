@@ -12,7 +12,8 @@ from test_model import CONFIGS, fp32_tol, ids_for, left_padding_error, run_in_pi
 import qwen.fast
 from qwen.deltanet import recurrent_delta_rule
 from book.diff import compare
-from qwen.fast import Fast, bf16_is_native, delta_step, load_fast, numerics, product
+from qwen.attention import attention, causal_mask
+from qwen.fast import Fast, bf16_is_native, delta_step, grouped_attention, load_fast, numerics, product
 from qwen.model import load_model
 
 TIED_GQA3 = "Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3"
@@ -94,7 +95,9 @@ def test_bf16_cached_decode_equals_transformers_sdpa(bf16_oracles, name, who):
     BF16_STEPS bf16 steps of sdpa's.
     The fast path rounds as sdpa's path does (the same products, torch's fused attention, the DeltaNet step summed in
     transformers' order): bit-exact here on every checkpoint (0 steps), so a rounding changed in its decode step or
-    its decode attention fails this test. Widened products sum in another order: 2 and 18 steps measured.
+    its decode attention fails this test (checked: the decode attention computed in fp32, a one-line change, lies
+    1, 8, 2 and 61 steps away and fails on three of the four checkpoints). Widened products sum in another order:
+    2 and 18 steps measured.
     The teaching model writes attention out as the eager path does, and its chunked rule rounds differently from
     transformers' (both within fp32 rounding): on the small configs it lies exactly as far from sdpa as eager does
     (1-7 steps). The synthetic checkpoint's 24 random layers amplify one bf16 step anywhere into tens of steps in the
@@ -221,6 +224,26 @@ def test_delta_step_equals_recurrent_rule(H, Hk):
                      for t in range(T)], dim=1)
     torch.testing.assert_close(got.double(), want, rtol=0, atol=1e-5)
     torch.testing.assert_close(S.double(), S_want, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("T", [1, 5], ids=["decode", "verify 5"])
+def test_grouped_attention_at_long_context(T):
+    """The decode attention (query heads stacked per K/V head) against the teaching kernel in float64, at the 0.8B's
+    head shapes (8 query heads on 2 K/V heads, D = 256) and 1024 cached keys, longer than the decode tests reach:
+    bf16 within one bf16 step of each row's largest output (measured 0.63 and 0.93: the result's own rounding plus
+    the kernel's bf16 probabilities), fp32 within 1e-6 of it. A query head reading another group's K/V head, or a
+    mask row given to the wrong query, is off by about the outputs' size."""
+    g = torch.Generator().manual_seed(0)
+    S, (B, H, Hkv, D) = 1024, (1, 8, 2, 256)
+    q, k, v = torch.randn(B, H, T, D, generator=g), *(torch.randn(B, Hkv, S, D, generator=g) for _ in "kv")
+    allowed = causal_mask(T, S - T)
+    for dtype in (torch.bfloat16, torch.float32):
+        q, k, v = (x.to(dtype) for x in (q, k, v))  # the oracle reads the same (rounded) inputs
+        want = attention(q.double(), k.double().repeat_interleave(4, 1), v.double().repeat_interleave(4, 1), allowed)
+        step = 2.0 ** (torch.floor(torch.log2(want.abs().amax(-1, keepdim=True))) - 7)  # a bf16 step per row
+        got = grouped_attention(q, k, v, None if T == 1 else allowed)
+        assert got.dtype == dtype and got.shape == want.shape
+        assert ((got.double() - want).abs() <= (step if dtype == torch.bfloat16 else 1e-6 * want.abs().amax())).all()
 
 
 @torch.no_grad()
