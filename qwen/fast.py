@@ -98,14 +98,15 @@ class FastLinear(nn.Module):
 
 class Joined(FastLinear):
     """Projections of the same input as one matrix, their rows stacked; returns each projection's output. One
-    product for one position (decode), one per projection for a prompt (measured faster there)."""
+    product for a few positions (decode, a verify pass: each row then gets the bits it gets alone, where the
+    kernel's rows do not depend on each other), one per projection for a prompt (measured faster there)."""
 
     def __init__(self, *linears):
         super().__init__(nn.Parameter(torch.cat([m.weight for m in linears]).detach(), requires_grad=False))
         self.sizes = [m.weight.shape[0] for m in linears]
 
     def forward(self, x):  # x: (B, T, d)
-        if x.shape[1] == 1:
+        if x.shape[1] <= STEP_ROWS:
             return product(x, self.weight, self.widen).split(self.sizes, dim=-1)
         return [product(x, w, self.widen) for w in self.weight.split(self.sizes)]
 
