@@ -14,9 +14,9 @@ rate and for how many tokens the output equals plain greedy's; then one verify f
 DeltaNet copies it needs) relative to one decode step, and the goal's line (issue 20: always-right k = 4 at least
 2.5x plain decode). Prefill and the first token are not timed.
 bf16 by default, as the checkpoints ship. On the fast path a verify pass's DeltaNet takes the decode step once per
-token and its attention reads each row as decode does, but some of its products and elementwise ops over k + 1 rows
-round otherwise than over one (at the 0.8B's shapes the first DeltaNet layer's gates already differ by one fp32 ulp
-and its output in the last bits; the synthetic checkpoint's verify logits equal its decode logits bit for bit), and
+token (its gates too) and its attention reads each row as decode does, but a product over k + 1 rows may sum in
+another order than over one (at the 0.8B's shapes the first DeltaNet layer's out_proj already differs in the last
+bits; the synthetic checkpoint's verify logits equal its decode logits bit for bit), and
 random weights put near-ties everywhere: so plain and speculative greedy part after a few tokens ("equal to plain
 greedy" says when) and the "right" script is rebuilt as said above. In fp32 torch's products of
 2 to 8 rows (MKL here) sum in another order than one row's and cost about 3x one row's on this AMD CPU (1.9x at 2
@@ -107,7 +107,7 @@ def main():
     ap.add_argument("--path", choices=["fast", "teaching"], default="fast")
     ap.add_argument("--tokens", type=int, default=32, help="tokens timed per run")
     ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4])
-    ap.add_argument("--repeats", type=int, default=3, help="verify-cost repeats")
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each, in turn (medians)")
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args()
     if args.threads:
@@ -117,29 +117,40 @@ def main():
     prompt = torch.randint(0, 1000, (32,), generator=torch.Generator().manual_seed(0)).to(device)
     print(f"Qwen3.5-0.8B shapes, RANDOM weights (acceptance here is not a real model's), {args.dtype}, {args.path} "
           f"path, {device}, {torch.get_num_threads()} threads; prompt 32 tokens, {args.tokens} tokens timed")
-    seconds, plain = timed_decode(model, prompt, args.tokens)
-    base = args.tokens / seconds
+    _, plain = timed_decode(model, prompt, args.tokens)
+    scripts = {}
+    for k in args.ks:  # the always-right script for each k, untimed
+        reference = plain
+        for _ in range(args.tokens):
+            untimed = speculative(model, prompt, args.tokens, k, Scripted(follow(torch.tensor([reference]).to(device))),
+                                  {})
+            if untimed == reference:
+                break
+            reference = untimed
+        scripts[k] = torch.tensor([reference], device=device)
+    runs = [("plain", 0)] + [(kind, k) for kind in ("right", "mtp") for k in args.ks]
+    seconds, stats, outs = {run: [] for run in runs}, {}, {}
+    for _ in range(args.repeats):  # in turn, so that a burst of load elsewhere slows all of them
+        for kind, k in runs:
+            if kind == "plain":
+                t, outs[kind, k] = timed_decode(model, prompt, args.tokens)
+            else:
+                stats[kind, k] = {}
+                draft = Scripted(follow(scripts[k])) if kind == "right" else None
+                outs[kind, k] = speculative(model, prompt, args.tokens, k, draft, stats[kind, k])
+                t = stats[kind, k]["seconds"]
+            seconds[kind, k].append(t)
+    rate = {run: args.tokens / statistics.median(ts) for run, ts in seconds.items()}
+    base = rate["plain", 0]
     print(f"{'draft':>6} {'k':>2} {'tok/s':>7} {'x plain':>7} {'forwards/token':>14} {'acceptance':>10} "
-          f"{'equal to plain greedy':>21}")
+          f"{'equal to plain greedy':>21}   (medians of {args.repeats} runs in turn)")
     print(f"{'plain':>6} {'-':>2} {base:7.2f} {1:7.2f} {1:14.2f} {'-':>10} {'-':>21}")
-    ratio = {}
-    for kind in ("right", "mtp"):
-        for k in args.ks:
-            reference, stats = plain, {}
-            for _ in range(args.tokens if kind == "right" else 0):  # until the script is right for this k
-                untimed = speculative(model, prompt, args.tokens, k, Scripted(follow(torch.tensor([reference], device=device))),
-                                      {})
-                if untimed == reference:
-                    break
-                reference = untimed
-            draft = Scripted(follow(torch.tensor([reference], device=device))) if kind == "right" else None
-            out = speculative(model, prompt, args.tokens, k, draft, stats)
-            seconds = stats["seconds"]
-            same = next((i for i, (a, b) in enumerate(zip(out, plain)) if a != b), len(out))
-            rate = args.tokens / seconds
-            ratio[kind, k] = rate / base
-            print(f"{kind:>6} {k:2d} {rate:7.2f} {rate / base:7.2f} {stats['steps'] / args.tokens:14.2f} "
-                  f"{stats['accepted'] / max(1, stats['proposed']):10.0%} {f'{same}/{len(out)} tokens':>21}")
+    for kind, k in runs[1:]:
+        st, out = stats[kind, k], outs[kind, k]
+        same = next((i for i, (a, b) in enumerate(zip(out, plain)) if a != b), len(out))
+        print(f"{kind:>6} {k:2d} {rate[kind, k]:7.2f} {rate[kind, k] / base:7.2f} {st['steps'] / args.tokens:14.2f} "
+              f"{st['accepted'] / max(1, st['proposed']):10.0%} {f'{same}/{len(out)} tokens':>21}")
+    ratio = {run: r / base for run, r in rate.items()}
     for k in args.ks:
         one, many = verify_cost(model, prompt, k, args.repeats)
         print(f"verify {k + 1} positions: {many * 1e3:.0f} ms = {many / one:.2f}x one decode step ({one * 1e3:.0f} ms)")

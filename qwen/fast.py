@@ -168,16 +168,23 @@ class FastDeltaNet(GatedDeltaNet):
         qkv, z, b, a = self.in_proj(x)
         u, conv = conv_silu(qkv, self.conv1d.weight, cache.conv if cache is not None else None)
         q, k, v = self.split_heads(u)
-        beta, g = self.gates(b, a)
         state = cache.state if cache is not None else None
         if x.shape[1] <= STEP_ROWS and state is not None:  # decode, or a speculative verify of a few tokens
-            o = torch.cat([delta_step(*(y[:, t:t + 1] for y in (q, k, v, g, beta)), state)  # in place
-                           for t in range(x.shape[1])], dim=1)
+            o = torch.cat([self.step(t, q, k, v, b, a, state) for t in range(x.shape[1])], dim=1)
         else:
-            o, state = deltanet.chunked_delta_rule(q, k, v, g, beta, state)
+            o, state = deltanet.chunked_delta_rule(q, k, v, *reversed(self.gates(b, a)), state)
         if cache is not None:
             cache.conv, cache.state = conv, state
         return self.output(o, z)
+
+
+    def step(self, t, q, k, v, b, a, state):
+        """Token t through the decode step, the state updated in place. Its gates are computed for that token alone:
+        torch's CPU elementwise kernels take whole vectors of numbers with one formula and the few left over with
+        another (softplus of 16 gates alone and of 80 together differ in the last bit), so this is how decode
+        rounds them."""
+        beta, g = self.gates(b[:, t:t + 1], a[:, t:t + 1])
+        return delta_step(q[:, t:t + 1], k[:, t:t + 1], v[:, t:t + 1], g, beta, state)
 
 
 class FastMLP(MLP):
