@@ -121,12 +121,14 @@ def main():
     scripts = {}
     for k in args.ks:  # the always-right script for each k, untimed
         reference = plain
-        for _ in range(args.tokens):
+        for _ in range(4 * args.tokens):  # each run moves the first wrong guess on by at least one token
             untimed = speculative(model, prompt, args.tokens, k, Scripted(follow(torch.tensor([reference]).to(device))),
                                   {})
             if untimed == reference:
                 break
             reference = untimed
+        else:
+            print(f"k={k}: the always-right script did not settle (its acceptance below says how right it is)")
         scripts[k] = torch.tensor([reference], device=device)
     runs = [("plain", 0)] + [(kind, k) for kind in ("right", "mtp") for k in args.ks]
     seconds, stats, outs = {run: [] for run in runs}, {}, {}
