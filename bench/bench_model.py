@@ -221,6 +221,8 @@ def main():
             print(f"{name} decode {n} tokens after 32: teaching {n / a:5.2f} tok/s ({n / a / bound:4.0%} of the "
                   f"bound)  fast {n / f:5.2f} tok/s ({n / f / bound:4.0%})  transformers {n / b:5.2f} tok/s "
                   f"({n / b / bound:4.0%})  time ratio to transformers: teaching {a / b:.2f}, fast {f / b:.2f}")
+            print(f"{name} decode goals (issue 17): fast {b / f:.2f}x transformers' tokens/s (goal >= 1.5x), "
+                  f"{n / f / bound:.0%} of the read bound" + (" (goal >= 65%)" if name == "bf16" else ""))
             matvec = matvec_bandwidth(device, dtype)
             print(f"{name} decode bound {bound:.2f} tok/s = {bandwidth / 1e9:.1f} GB/s read / {weight_bytes / 1e9:.2f} "
                   f"GB of weights; one large {name} matrix-vector product here reads {matvec / 1e9:.1f} GB/s, "

@@ -19,10 +19,15 @@ One step, with x the token the main model picked last (not yet fed) and d_1..d_k
      small), and on a rejection the DeltaNet mixers' projections again for m tokens (about a quarter of the 0.8B's
      weights). Keeping the state after every verified position instead would need the delta rule to hand out its
      intermediate states (k + 1 times the memory) and a kernel of its own; replaying from the copy reuses the layer.
-"Identical to plain greedy" is exact arithmetic's promise: the verify pass computes k + 1 positions at once (the
-DeltaNet chunked kernel, products over k + 1 rows), plain decoding one at a time, and the two round differently. In
-fp32 the tests find the same tokens; in bf16 a top-2 pair within one bf16 step of each other can swap, and from
-there the texts part (on the synthetic checkpoint, whose logits are nearly flat, after 10 to 20 tokens).
+"Identical to plain greedy" is exact arithmetic's promise: the verify pass computes k + 1 positions at once, plain
+decoding one at a time, and the two may round differently. The teaching model's verify pass runs the DeltaNet
+chunked kernel and products over k + 1 rows. The fast path's (qwen/fast.py) takes the DeltaNet decode step once per
+verified token and reads each attention row as decode does, so only its products of k + 1 rows may round
+otherwise (in bf16 on this course's CPU the synthetic checkpoint's verify logits equal its decode logits bit for
+bit; at the 0.8B's shapes the first DeltaNet layer's out_proj already sums some rows in another order). In fp32 the
+tests find the same
+tokens; in bf16 on the teaching path a top-2 pair within one bf16 step of each other can swap, and from there the
+texts part (on the synthetic checkpoint, whose logits are nearly flat, after 10 to 20 tokens).
 Batches: every row keeps the same number of tokens per step, the fewest any active row accepted (the others' extra
 accepted guesses are re-guessed next step), so the caches stay rectangular; the results are unchanged.
 The draft is pluggable: MTPDraft (the checkpoint's MTP head, qwen/mtp.py), or Scripted (a fixed script: always
@@ -162,7 +167,10 @@ class Rollback:
                 c.conv, c.state = self.saved[i]
                 h, mask = self.inputs[i]
                 if m:
-                    layer.linear_attn(h[:, :m], c, None if mask is None else mask[:, :m])
+                    # a fresh copy: F.linear takes a slow path (a copy of the whole weight, 400 ms per replay on the
+                    # 0.8B) for a one-row slice that keeps the k + 1 rows' strides
+                    h = h[:, :m].clone(memory_format=torch.contiguous_format)
+                    layer.linear_attn(h, c, None if mask is None else mask[:, :m])
         self.cache.length = self.start + m
 
 

@@ -24,11 +24,13 @@ def test_bench_model(synthetic):
         ratios = r"time ratio to transformers: teaching [\d.]+, fast [\d.]+"
         assert re.search(rf"{dtype} prefill +8 tokens: .* {ratios}", out)
         assert re.search(rf"{dtype} decode 2 tokens after 32: teaching .* fast .* transformers .*fast [\d.]+\n", out)
+        assert re.search(rf"{dtype} decode goals \(issue 17\): fast [\d.]+x transformers' tokens/s \(goal >= 1.5x\), "
+                         rf"\d+% of the read bound", out)
         assert re.search(rf"{dtype} decode bound [\d.]+ tok/s = [\d.]+ GB/s read .* reads [\d.]+ GB/s", out)
         assert re.search(rf"{dtype} fast path numerics: .*; prompt products (in|widened)", out)
         for S in (16, 40):
             assert re.search(rf"{dtype} decode with +{S} tokens cached: teaching +[\d.]+ tok/s +fast +[\d.]+ tok/s +"
-                             rf"transformers +[\d.]+ tok/s", out)
+                             rf"transformers +[\d.]+ tok/s", out)  # numbers padded to a width: below 10, 2 spaces
         assert re.search(rf"{dtype} decode at 40 tokens / at 16: teaching \d+%, fast \d+%, transformers \d+%", out)
 
 
