@@ -172,11 +172,11 @@ class FastDeltaNet(GatedDeltaNet):
         if x.shape[1] <= STEP_ROWS and state is not None:  # decode, or a speculative verify of a few tokens
             o = torch.cat([self.step(t, q, k, v, b, a, state) for t in range(x.shape[1])], dim=1)
         else:
-            o, state = deltanet.chunked_delta_rule(q, k, v, *reversed(self.gates(b, a)), state)
+            beta, g = self.gates(b, a)
+            o, state = deltanet.chunked_delta_rule(q, k, v, g, beta, state)
         if cache is not None:
             cache.conv, cache.state = conv, state
         return self.output(o, z)
-
 
     def step(self, t, q, k, v, b, a, state):
         """Token t through the decode step, the state updated in place. Its gates are computed for that token alone:

@@ -25,9 +25,8 @@ chunked kernel and products over k + 1 rows. The fast path's (qwen/fast.py) take
 verified token and reads each attention row as decode does, so only its products of k + 1 rows may round
 otherwise (in bf16 on this course's CPU the synthetic checkpoint's verify logits equal its decode logits bit for
 bit; at the 0.8B's shapes the first DeltaNet layer's out_proj already sums some rows in another order). In fp32 the
-tests find the same
-tokens; in bf16 on the teaching path a top-2 pair within one bf16 step of each other can swap, and from there the
-texts part (on the synthetic checkpoint, whose logits are nearly flat, after 10 to 20 tokens).
+tests find the same tokens; in bf16 on the teaching path a top-2 pair within one bf16 step of each other can swap,
+and from there the texts part (on the synthetic checkpoint, whose logits are nearly flat, after 10 to 20 tokens).
 Batches: every row keeps the same number of tokens per step, the fewest any active row accepted (the others' extra
 accepted guesses are re-guessed next step), so the caches stay rectangular; the results are unchanged.
 The draft is pluggable: MTPDraft (the checkpoint's MTP head, qwen/mtp.py), or Scripted (a fixed script: always
