@@ -57,8 +57,6 @@ def timed(fns, device, repeats):
     return [statistics.median(ts) for ts in times]
 
 
-
-
 def matvec_bandwidth(device, dtype, mib=512):
     """Bytes of matrix per second that one (mib MiB) matrix-vector product reads, best of 5."""
     W = torch.ones(mib * 2 ** 20 // (1024 * dtype.itemsize), 1024, dtype=dtype, device=device)
@@ -118,14 +116,11 @@ def our_decode(model, prompt, n):
     return time.perf_counter() - t
 
 
-def filled_caches(ours, hf, S, prompt):
-    """(our cache, transformers' cache) after `prompt`, their attention layers then holding S random cached tokens
-    instead: the state of a long prefill without its minutes (values do not change a step's time)."""
-    from transformers import DynamicCache
-
-    cache, hf_cache = ours.new_cache(), DynamicCache(config=hf.config)
-    ours(prompt, cache=cache, last_only=True)
-    hf(input_ids=prompt, past_key_values=hf_cache, use_cache=True, logits_to_keep=1)
+def filled_cache(model, S, prompt):
+    """Our cache after `prompt`, its attention layers then holding S random cached tokens instead: the state of a
+    long prefill without its minutes (values do not change a step's time)."""
+    cache = model.new_cache()
+    model(prompt, cache=cache, last_only=True)
     g = torch.Generator(prompt.device).manual_seed(1)
     for i, layer in enumerate(cache.layers):
         if isinstance(layer, KVCache):
@@ -133,9 +128,21 @@ def filled_caches(ours, hf, S, prompt):
             k, v = (torch.randn(B, Hkv, S, D, generator=g, device=prompt.device).to(layer.k.dtype) for _ in "kv")
             cache.layers[i] = KVCache()
             cache.layers[i].update(k, v)  # into buffers a quarter larger, as a real prefill leaves them
-            hf_cache.layers[i].keys, hf_cache.layers[i].values = k.clone(), v.clone()
     cache.length = S
-    return cache, hf_cache
+    return cache
+
+
+def hf_filled_cache(hf, like, prompt):
+    """transformers' cache after `prompt`, its attention layers then holding copies of the keys and values of
+    `like`, our filled cache (before any step is taken on it)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=hf.config)
+    hf(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    for i, layer in enumerate(like.layers):
+        if isinstance(layer, KVCache):
+            cache.layers[i].keys, cache.layers[i].values = layer.k.clone(), layer.v.clone()
+    return cache
 
 
 def steps_per_s(step, n, device):
@@ -154,14 +161,12 @@ def long_context(name, ours, fast, hf, contexts, n, prompt, device):
     token = prompt[:, -1:]
     rates = {}
     for S in contexts:
-        row = []
-        for model, is_hf in ((ours, False), (fast, False), (hf, True)):
-            cache, hf_cache = filled_caches(ours if model is ours else fast, hf, S, prompt)
-            if is_hf:
-                row.append(steps_per_s(lambda: hf(input_ids=token, past_key_values=hf_cache, use_cache=True,
-                                                  logits_to_keep=1).logits.argmax(-1), n, device))
-            else:
-                row.append(steps_per_s(lambda: model(token, cache=cache, last_only=True).argmax(-1), n, device))
+        cache, fast_cache = filled_cache(ours, S, prompt), filled_cache(fast, S, prompt)
+        hf_cache = hf_filled_cache(hf, cache, prompt)
+        row = [steps_per_s(lambda: ours(token, cache=cache, last_only=True).argmax(-1), n, device),
+               steps_per_s(lambda: fast(token, cache=fast_cache, last_only=True).argmax(-1), n, device),
+               steps_per_s(lambda: hf(input_ids=token, past_key_values=hf_cache, use_cache=True,
+                                      logits_to_keep=1).logits.argmax(-1), n, device)]
         rates[S] = row
         print(f"{name} decode with {S:6d} tokens cached: teaching {row[0]:5.2f} tok/s  fast {row[1]:5.2f} tok/s  "
               f"transformers {row[2]:5.2f} tok/s  ({n} steps each)")

@@ -42,6 +42,11 @@ from qwen.weights import Config
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()  # a GPU runs behind the Python that queues its work
+
+
 def random_model(dtype, device, path):
     """The 0.8B shapes with random weights (tied head), an MTP block of the same shapes attached."""
     cfg = Config.from_dict({k: v for k, v in TEXT_CONFIG.items() if k != "dtype"}, "the real Qwen3.5-0.8B config")
@@ -63,8 +68,7 @@ def timed_decode(model, prompt, n, **kw):
     out = [next(steps)]
     t = time.perf_counter()
     out += list(steps)
-    if prompt.device.type == "cuda":
-        torch.cuda.synchronize()
+    sync(prompt.device)
     return time.perf_counter() - t, out
 
 
@@ -76,8 +80,7 @@ def speculative(model, prompt, n, k, draft, stats):
     out = [next(steps)]
     t = time.perf_counter()
     out += list(steps)
-    if prompt.device.type == "cuda":
-        torch.cuda.synchronize()
+    sync(prompt.device)
     stats["seconds"] = time.perf_counter() - t
     return out
 
@@ -94,8 +97,7 @@ def verify_cost(model, prompt, k, repeats):
             t = time.perf_counter()
             with Rollback(model, cache) as saved:
                 model(ids, cache=cache)
-            if prompt.device.type == "cuda":
-                torch.cuda.synchronize()
+            sync(prompt.device)
             times[T].append(time.perf_counter() - t)
             saved.keep(0)
     return [statistics.median(ts[1:]) for ts in times.values()]
