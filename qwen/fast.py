@@ -67,11 +67,10 @@ def bf16_is_native(device, dtype):
 def numerics(model):
     """One line for the chat and the bench: the dtype and whether prompt products are widened to fp32, and why."""
     p = model.embed_tokens.weight
-    native = bf16_is_native(p.device, p.dtype)
-    how = "widened to fp32 (exact products, fp32 sums)" if model.widen else f"in {str(p.dtype).removeprefix('torch.')}"
-    return (f"{str(p.dtype).removeprefix('torch.')} on {p.device} (CPU capability "
-            f"{torch.backends.cpu.get_cpu_capability()}, native {str(p.dtype).removeprefix('torch.')} products: "
-            f"{'yes' if native else 'no'}); prompt products {how}")
+    dtype, native = str(p.dtype).removeprefix("torch."), "yes" if bf16_is_native(p.device, p.dtype) else "no"
+    how = "widened to fp32 (exact products, fp32 sums)" if model.widen else f"in {dtype}"
+    return (f"{dtype} on {p.device} (CPU capability {torch.backends.cpu.get_cpu_capability()}, native {dtype} "
+            f"products: {native}); prompt products {how}")
 
 
 def product(x, W, widen):

@@ -68,6 +68,12 @@ def pad_left(prompts, pad_id=END_OF_TEXT):
     return ids, mask
 
 
+def emitted(token, done, batched):
+    """What generate yields for the new tokens (B,): an int for one prompt; for a batch a list of B ints, None for
+    the rows that had stopped before this step (done (B,) bool)."""
+    return [None if d else int(t) for t, d in zip(token.tolist(), done.tolist())] if batched else int(token)
+
+
 @torch.no_grad()
 def generate(model, input_ids, max_new_tokens, temperature=0.0, top_k=None, top_p=None, stop=None, seed=None,
              min_p=None, presence_penalty=0.0, mask=None, cache=None, speculative=None, draft=None, stats=None,
@@ -115,7 +121,7 @@ def generate(model, input_ids, max_new_tokens, temperature=0.0, top_k=None, top_
         token = next_token(logits, temperature, top_k, top_p, min_p, generator)  # (B,)
         if seen is not None:
             seen[torch.arange(B, device=device), token] = True
-        yield [None if d else int(t) for t, d in zip(token.tolist(), done.tolist())] if batched else int(token)
+        yield emitted(token, done, batched)
         done |= torch.isin(token, stop)
         if done.all() or step == max_new_tokens - 1:
             return

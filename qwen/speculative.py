@@ -34,7 +34,7 @@ right, always wrong, or any accept/reject pattern the tests need).
 """
 import torch
 
-from qwen.generate import filter_logits
+from qwen.generate import emitted, filter_logits
 from qwen.mtp import FinalHidden, attach, new_cache, step
 
 
@@ -220,7 +220,7 @@ def decode(model, ids, max_new_tokens, k, draft, pick, stop, mask, cache, batche
         logits = model(ids, cache=cache, mask=mask)[:, -1]  # prefill: every position's h, the head for the last
     token, _ = pick(logits)
     produced = 1
-    yield [None if d else int(t) for t, d in zip(token.tolist(), done.tolist())] if batched else int(token)
+    yield emitted(token, done, batched)
     done |= torch.isin(token, stop)
     if done.all() or produced == max_new_tokens:
         return
@@ -239,7 +239,7 @@ def decode(model, ids, max_new_tokens, k, draft, pick, stop, mask, cache, batche
         for token in new.T:  # (B,) each
             m += 1
             produced += 1
-            yield [None if d else int(t) for t, d in zip(token.tolist(), done.tolist())] if batched else int(token)
+            yield emitted(token, done, batched)
             done |= torch.isin(token, stop)
             if done.all() or produced == max_new_tokens:
                 break
