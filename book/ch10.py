@@ -13,14 +13,8 @@ import torch
 
 from qwen.hub import ModelNotFound
 from qwen.image import smart_resize
+from qwen.sizes import REAL_VISION_CONFIG as REAL_VISION  # third-party copies of config.json: no hub access here
 from qwen.vision import VisionConfig, vision_files
-
-# The real Qwen3.5-0.8B's vision_config: third-party copies of its config.json (the same ones qwen/synthetic.py's
-# VISION narrows; the build machines have no hub access). The tower it implies has 100,592,896 parameters, the
-# "about 100.6M vision parameters" of the reference doc (§1, a meta-device build of the same config by transformers).
-REAL_VISION = dict(depth=12, hidden_size=768, intermediate_size=3072, num_heads=12, in_channels=3, patch_size=16,
-                   temporal_patch_size=2, spatial_merge_size=2, out_hidden_size=1024, num_position_embeddings=2304,
-                   hidden_act="gelu_pytorch_tanh")
 
 
 def real_vision():

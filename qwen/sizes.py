@@ -29,6 +29,13 @@ REAL_TEXT_CONFIG = dict(
     full_attention_interval=4, attn_output_gate=True, mamba_ssm_dtype="float32", tie_word_embeddings=True,
     eos_token_id=248044, dtype="bfloat16",
 )
+# Its `vision_config`, from the same third-party copies of config.json. The tower it implies has 100,592,896
+# parameters, the "about 100.6M vision parameters" of the reference doc (§1, a meta-device build by transformers).
+REAL_VISION_CONFIG = dict(
+    depth=12, hidden_size=768, intermediate_size=3072, num_heads=12, in_channels=3, patch_size=16,
+    temporal_patch_size=2, spatial_merge_size=2, out_hidden_size=1024, num_position_embeddings=2304,
+    hidden_act="gelu_pytorch_tanh",
+)
 
 
 def real_config():

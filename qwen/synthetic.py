@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from qwen.sizes import REAL_VISION_CONFIG
 from qwen.weights import DATA_DIR
 
 VERSION = 4  # bump when the layout or the numbers change: an older data/synthetic is then rebuilt
@@ -48,10 +49,9 @@ TEXT = dict(  # the real 0.8B text config with narrow widths
     initializer_range=0.02, use_cache=True, tie_word_embeddings=True, eos_token_id=248044, dtype="bfloat16",
     model_type="qwen3_5_text",
 )
-VISION = dict(  # the real 0.8B vision_config (third-party copies of config.json) with narrow widths: 768 -> 32
-    model_type="qwen3_5", deepstack_visual_indexes=[], depth=12, hidden_size=32, intermediate_size=128, num_heads=2,
-    in_channels=3, patch_size=16, temporal_patch_size=2, spatial_merge_size=2, out_hidden_size=64,
-    num_position_embeddings=2304, hidden_act="gelu_pytorch_tanh",
+VISION = dict(  # the real 0.8B vision_config (qwen/sizes.py) with narrow widths: 768 -> 32
+    dict(model_type="qwen3_5", deepstack_visual_indexes=[], **REAL_VISION_CONFIG),
+    hidden_size=32, intermediate_size=128, num_heads=2, out_hidden_size=64,
 )
 PREPROCESSOR = dict(  # preprocessor_config.json as published with Qwen3.5 (third-party copies; not verified here)
     size=dict(longest_edge=16777216, shortest_edge=65536), patch_size=16, temporal_patch_size=2, merge_size=2,
