@@ -51,6 +51,7 @@ from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.image import ImageSettings, load_image, preprocess, smart_resize, to_rgb
 from qwen.model import load_model
 from qwen.rope import RotaryEmbedding, mrope_axes
+from qwen.sizes import real_config
 from qwen.synthetic import BANNER, is_synthetic, synthetic_path
 from qwen.tokenizer import load_tokenizer
 from qwen.vision import expand_image_tokens, load_vision, merge_order, tokens_per_image
@@ -407,7 +408,9 @@ rope = RotaryEmbedding(cfg)
 cos3, _ = rope(pos[:, None], torch.float32)  # (1, T, R): the three rows
 cos1, _ = rope(pos[:1], torch.float32)  # the time row alone, as if it were text
 same = (cos3[0] == cos1[0]).all(-1)  # (T,)
-print(f"mrope_section {cfg.mrope_section}: axis per frequency {axes}")
+real_text = real_config()
+print(f"mrope_section {cfg.mrope_section}: axis per frequency {axes} (real Qwen3.5-0.8B: {real_text.mrope_section}, "
+      f"{int(real_text.head_dim * real_text.partial_rotary_factor) // 2} frequencies)")
 print(f"tokens whose angles equal plain RoPE at their t position: {int(same.sum())} of {len(ids)}; the "
       f"{len(ids) - int(same.sum())} others are the image's tokens but its first, whose row and column offsets are 0")
 

@@ -256,7 +256,9 @@ def test_chapter_facts(chapter_outputs):
     end = p + max(38 // 2, 32 // 2)
     assert f"<|vision_end|> at token {first + 304} has position {end} = {p} + max(19, 16); a plain count would " \
            f"give {first + 304}; the prompt's last position is {end + T - (first + 305)} for {T} tokens" in out
-    assert "mrope_section [3, 3, 2]: axis per frequency thwthwth" in out  # ch04's rule: h at 1, 4, 7; w at 2, 5
+    # ch04's rule: h at 1, 4, 7; w at 2, 5. The real 0.8B (reference §4): 256 · 0.25 / 2 = 32 frequencies
+    assert "mrope_section [3, 3, 2]: axis per frequency thwthwth (real Qwen3.5-0.8B: [11, 11, 10], 32 frequencies)" \
+        in out
     assert f"tokens whose angles equal plain RoPE at their t position: {T - 303} of {T}" in out
     for w, h, rw, rh, patches, tokens in ((1920, 1080, 1920, 1088, 120 * 68, 60 * 34),
                                           (4032, 3024, 4032, 3008, 252 * 188, 126 * 94)):
