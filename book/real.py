@@ -4,4 +4,4 @@ in qwen/sizes.py. FP32: the tensors the real checkpoints store in fp32 (named in
 them so too)."""
 from qwen.sizes import REAL_HUB_ID as HUB_ID, REAL_NAME as NAME, REAL_TEXT_CONFIG as TEXT_CONFIG  # noqa: F401
 from qwen.sizes import real_config as config  # noqa: F401
-from qwen.synthetic import REAL_FP32 as FP32  # noqa: F401
+from qwen.sizes import REAL_FP32 as FP32  # noqa: F401
