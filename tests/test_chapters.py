@@ -99,9 +99,8 @@ def test_ch01_facts(outputs, hf_model, synthetic):
     # the real 0.8B text model, built by transformers from its config on the meta device
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
-    from book.real import TEXT_CONFIG
     with torch.device("meta"):
-        real = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**{k: v for k, v in TEXT_CONFIG.items() if k != "dtype"}))
+        real = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**{k: v for k, v in REAL_TEXT_CONFIG.items() if k != "dtype"}))
     n_real = sum(p.numel() for p in real.parameters())
     emb = real.model.embed_tokens.weight.numel()
     mlp = sum(p.numel() for n, p in real.named_parameters() if ".mlp." in n)
