@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from book.real import TEXT_CONFIG
+from qwen.sizes import REAL_TEXT_CONFIG, tensor_shapes
 
 
 CHILD = """
@@ -36,14 +36,11 @@ print(before, peak, after, used, seconds, sum(p.numel() * p.element_size() for p
 
 
 def build(folder):
-    """Random tensors with every text-model name and shape of the 0.8B, written as one bf16 safetensors file."""
-    from qwen.model import Qwen35
-    from qwen.weights import Config
-
-    (folder / "config.json").write_text(json.dumps({"model_type": "qwen3_5", "text_config": TEXT_CONFIG,
+    """Random tensors with every text-model name and shape of the 0.8B (qwen/sizes.py), written as one bf16
+    safetensors file."""
+    (folder / "config.json").write_text(json.dumps({"model_type": "qwen3_5", "text_config": REAL_TEXT_CONFIG,
                                                     "tie_word_embeddings": True}))
-    with torch.device("meta"):
-        shapes = {n: p.shape for n, p in Qwen35(Config.load(folder)).named_parameters()}
+    shapes = tensor_shapes(REAL_TEXT_CONFIG)
     g = torch.Generator().manual_seed(0)
     tensors = {"model.language_model." + n: torch.randn(s, generator=g).to(torch.bfloat16) for n, s in shapes.items()}
     save_file(tensors, folder / "model.safetensors")

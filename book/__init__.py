@@ -7,8 +7,6 @@
     book.attempt(204, rms_norm, gated_rms_norm, l2norm)   # grade an in-notebook attempt with the judge
     book.notation(args.path)                         # the notation table: real 0.8B and this checkpoint
     book.proof(compare, ...)                         # the optional comparison with transformers
-    book.real.config()                               # the real Qwen3.5-0.8B's config, for side-by-side prints
-    book.sizes.cache_bytes(cfg, tokens)              # (kv, deltanet) cache bytes; book.sizes.SIZES: the dense sizes
 
 In a script, show/listing/attempt/proof print one line each, starting with "» " (NOTE in book/show.py); in a
 notebook they show the thing itself. Matplotlib and transformers are imported only when something is drawn or
@@ -21,7 +19,8 @@ A chapter script (chapters/chNN_topic.py, written into its notebook by notebooks
 2. `args = chapter_args(__doc__)` (it prints the synthetic banner when it applies), then the story: short
    markdown, live code, short labelled prints. Anything printed from the synthetic checkpoint says so; a number
    the synthetic weights were built to have is never presented as a finding; where the real value is known, print
-   it beside, marked "real Qwen3.5-0.8B" (book.real).
+   it beside, marked "real Qwen3.5-0.8B" (qwen.sizes: real_config(), REAL_NAME; the cache arithmetic and the dense
+   sizes are there too).
 3. The exercise, before the finished module: a markdown cell "try it first: python practice/judge.py start N",
    then a code cell holding the starter's stub (`def f(...): raise NotImplementedError`) with `book.attempt(N, f)`
    — a notebook grades it once the stub is replaced; a script says how to start and grade.
@@ -36,9 +35,9 @@ A chapter script (chapters/chNN_topic.py, written into its notebook by notebooks
 8. Summary, a shapes recap (`book.notation(args.path)` or the rows of it that the chapter uses), the exercises
    again, and "How to explain it".
 """
-from book import model_map, real, sizes
+from book import model_map
 from book.oracle import proof
 from book.shapes import notation
 from book.show import attempt, listing, show
 
-__all__ = ["attempt", "listing", "model_map", "notation", "proof", "real", "show", "sizes"]
+__all__ = ["attempt", "listing", "model_map", "notation", "proof", "show"]

@@ -1,14 +1,11 @@
 """Chapter 9's figures: the sampling rules on a next-token distribution, prefill against decode time, and the cache's
-size as a conversation grows; and the measurements behind the time figure: a model's prefill and decode time, the
-machine's copy and read bandwidth and its matrix-product rate (bench/bench_model.py measures the bandwidth with
-the same functions).
+size as a conversation grows; and what a cache holds, counted from its tensors. The timings and the bandwidth
+probes behind the time figure are qwen/measure.py's (bench/ measures with the same functions).
 
 Each figure function returns a matplotlib Figure. The distribution figure draws whatever logits it is given (on the
 synthetic checkpoint they come from random weights, and the caller's title says so); the cache figure is computed
 from a config alone (qwen/sizes.py).
 """
-import time
-
 import torch
 
 from qwen.sizes import cache_bytes
@@ -52,68 +49,12 @@ def sampling_rules(logits, tokens, top_k=20, top_p=0.95, coding_temperature=0.6,
     return fig
 
 
-def time_model(model, ids, n):
-    """(seconds of one prefill of ids (1, T), seconds of n decode steps after a prompt of its first 8 tokens)."""
-    from qwen.generate import generate
-
-    with torch.no_grad():
-        start = time.perf_counter()
-        model(ids, cache=model.new_cache(), last_only=True)
-        prefill_s = time.perf_counter() - start
-    steps = generate(model, ids[0, :8], n + 1, stop=[])
-    next(steps)  # the prompt's prefill and the first token: not decode
-    start = time.perf_counter()
-    for _ in steps:
-        pass
-    return prefill_s, time.perf_counter() - start
-
-
 def held_bytes(cache, buffers=False):
     """Bytes a model's cache holds: each full-attention layer's keys and values written so far (with `buffers`, its
     whole preallocated buffers instead), each DeltaNet layer's conv window and state."""
     names = ("keys", "values", "conv", "state") if buffers else ("k", "v", "conv", "state")
     tensors = (getattr(layer, n, None) for layer in cache.layers for n in names)
     return sum(t.numel() * t.element_size() for t in tensors if t is not None)
-
-
-def copy_bandwidth(device, mib=256):
-    """Bytes read + written per second by a plain copy of `mib` MiB, best of 5. The source is filled first: an
-    untouched tensor is pages of zeros that the system maps to one cached page, and copying it flatters memory."""
-    src = torch.ones(mib * 2 ** 20, dtype=torch.uint8, device=device)
-    dst = torch.zeros_like(src)
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        dst.copy_(src)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - start)
-    return 2 * src.numel() / best
-
-
-def read_bandwidth(device, mib=256):
-    """Bytes READ per second by a sum over a filled fp32 tensor of `mib` MiB, best of 5: the kind of stream a decode
-    step is (every weight read once, almost nothing written). Filled first, for the reason copy_bandwidth gives."""
-    src = torch.ones(mib * 2 ** 20 // 4, dtype=torch.float32, device=device)
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        src.sum().item()  # .item() waits for the device
-        best = min(best, time.perf_counter() - start)
-    return src.numel() * 4 / best
-
-
-def matmul_rate(device, dtype=torch.float32, tokens=64, d=1024, width=3584):
-    """FLOPs per second of one (tokens, d) @ (d, width) product in `dtype`, best of 5: the real 0.8B's MLP shape
-    for a 64-token prefill, what a prefill is made of."""
-    x = torch.randn(tokens, d, device=device).to(dtype)
-    w = torch.randn(d, width, device=device).to(dtype)
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        (x @ w).sum().item()
-        best = min(best, time.perf_counter() - start)
-    return 2 * tokens * d * width / best
 
 
 def prefill_vs_decode(measured, real=None, title=""):

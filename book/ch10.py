@@ -13,7 +13,8 @@ import torch
 
 from qwen.hub import ModelNotFound
 from qwen.image import smart_resize
-from qwen.sizes import REAL_VISION_CONFIG as REAL_VISION  # third-party copies of config.json: no hub access here
+from qwen.sizes import REAL_VISION_CONFIG as REAL_VISION  # public copies of the published config.json
+from qwen.sizes import numel, vision_shapes
 from qwen.vision import VisionConfig, vision_files
 
 
@@ -35,12 +36,8 @@ def missing_tower(path):
 
 
 def tower_parameters(c):
-    """Parameters of the tower a VisionConfig describes, tensor by tensor (every Linear and LayerNorm has a bias)."""
-    C, I, d, m2 = c.hidden_size, c.intermediate_size, c.out_hidden_size, c.spatial_merge_size ** 2
-    patch = C * c.in_channels * c.temporal_patch_size * c.patch_size ** 2 + C  # the Conv3d kernel and its bias
-    block = 2 * 2 * C + (3 * C * C + 3 * C) + (C * C + C) + (I * C + I) + (C * I + C)  # norms, qkv, proj, MLP
-    merger = 2 * C + (m2 * C) ** 2 + m2 * C + d * m2 * C + d  # norm, linear_fc1 (4C -> 4C), linear_fc2 (4C -> d)
-    return patch + c.num_position_embeddings * C + c.depth * block + merger
+    """Parameters of the tower a VisionConfig describes: its tensors' shapes (qwen/sizes.py) multiplied out."""
+    return sum(numel(shape) for shape in vision_shapes(c).values())
 
 
 # letter, meaning, how it follows from the vision config

@@ -50,7 +50,7 @@ from safetensors import safe_open
 
 import book
 from book import ch01
-from qwen.sizes import count_by_part, tensor_shapes
+from qwen.sizes import REAL_FP32, REAL_NAME, REAL_TEXT_CONFIG, count_by_part, real_config, tensor_shapes
 from qwen.course import chapter_args
 from qwen.synthetic import is_synthetic
 import qwen.weights
@@ -62,8 +62,8 @@ cfg = Config.load(path)
 started = time.perf_counter()
 W = load_weights(path)  # reads the headers only: no tensor data yet
 opened_ms = (time.perf_counter() - started) * 1000
-real = book.real.config()
-REAL = book.real.NAME
+real = real_config()
+REAL = REAL_NAME
 
 # %%
 book.show("ch01-map", book.model_map.draw, "weights")
@@ -103,7 +103,7 @@ def shape_of(name):
     return tuple(qwen.weights.read_header(file)[key]["shape"])  # from the header: no data read
 
 
-real_shapes = tensor_shapes(book.real.TEXT_CONFIG)
+real_shapes = tensor_shapes(REAL_TEXT_CONFIG)
 first_full = cfg.layer_types.index("full_attention")
 for i in (0, first_full):
     print(f"layers.{i} ({cfg.layer_types[i]}):")
@@ -136,7 +136,7 @@ if is_synthetic(path):
 
 # %%
 file_shapes = {n: shape_of(n) for n in W if n != "lm_head.weight" or not cfg.tie_word_embeddings}
-book.show("ch01-layers", ch01.layers_figure, file_shapes, cfg.layer_types, book.real.TEXT_CONFIG, is_synthetic(path))
+book.show("ch01-layers", ch01.layers_figure, file_shapes, cfg.layer_types, REAL_TEXT_CONFIG, is_synthetic(path))
 
 # %% [markdown]
 # ## 3. Parameters by part
@@ -209,7 +209,7 @@ print(f"on disk: {on_disk / 1e6:,.1f} MB in {len(list(path.glob('*.safetensors')
       f"(text, vision and MTP tensors plus headers)")
 print(f"the text model in memory: {text_bytes / 1e6:,.1f} MB as stored, "
       f"{from_file['total'] * 4 / 1e6:,.1f} MB in fp32")
-real_fp32 = sum(torch.Size(s).numel() for n, s in real_shapes.items() if n.endswith(book.real.FP32))
+real_fp32 = sum(torch.Size(s).numel() for n, s in real_shapes.items() if n.endswith(REAL_FP32))
 real_bytes = (real_counts["total"] - real_fp32) * torch.empty(0, dtype=getattr(torch, real.dtype)).element_size() \
     + real_fp32 * 4
 print(f"{REAL}: {real_counts['total']:,} parameters, {real_fp32:,} of them in fp32 and the rest in {real.dtype}: "
@@ -298,7 +298,7 @@ book.proof(compare, path, W)
 # ## Try this
 #
 # - Untie the head of the real 0.8B and count again:
-#   `count_by_part(tensor_shapes(dict(book.real.TEXT_CONFIG, tie_word_embeddings=False)))` — how many parameters
+#   `count_by_part(tensor_shapes(dict(REAL_TEXT_CONFIG, tie_word_embeddings=False)))` — how many parameters
 #   does a second (V, d) table add, and what share of the model becomes embedding and head?
 # - Give the real config the class default of 32 value heads (`linear_num_value_heads=32`): which tensors change
 #   shape, and by how much does a DeltaNet layer grow?

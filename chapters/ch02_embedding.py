@@ -38,6 +38,7 @@ from book import ch02
 from qwen.bpe import ByteLevelBPE
 from qwen.course import chapter_args
 from qwen.embedding import Embedding, head_logits
+from qwen.sizes import real_config
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import Config, load, load_weights
@@ -206,7 +207,7 @@ try:
     emb(torch.tensor([-1], device=args.device))
 except IndexError as e:
     print(e)
-real = book.real.config()
+real = real_config()
 size = W["embed_tokens.weight"]
 print(f"E in the file: {size.numel():,} numbers x {size.element_size()} bytes ({size.dtype}) = "
       f"{size.numel() * size.element_size() / 2**20:.1f} MiB; real Qwen3.5-0.8B: {real.vocab_size:,} x "

@@ -25,11 +25,12 @@ import book
 from book import ch04
 from qwen.course import chapter_args
 from qwen.rope import RotaryEmbedding
+from qwen.sizes import REAL_NAME, REAL_TEXT_CONFIG, real_config
 from qwen.weights import Config
 
 args = chapter_args(__doc__)
 cfg = Config.load(args.path)  # the config is all RoPE needs: no tensor is read in this chapter
-real = book.real.config()
+real = real_config()
 dev = args.device
 torch.manual_seed(0)
 rope, rope_real = RotaryEmbedding(cfg), RotaryEmbedding(real)
@@ -54,14 +55,14 @@ book.show("ch04-map", book.model_map.draw, "rope")
 # factor θ^(2/R), down to one turn in about 38 million tokens. The other D − R dims carry no position at all.
 
 # %%
-for name, c, r in (("this checkpoint", cfg, rope), (book.real.NAME, real, rope_real)):
+for name, c, r in (("this checkpoint", cfg, rope), (REAL_NAME, real, rope_real)):
     lam = 2 * math.pi / r.inv_freq.double()
     print(f"{name:20s} D = {c.head_dim}, R = {r.R} ({c.head_dim - r.R} dims pass through), θ = {c.rope_theta:g}, "
           f"{r.R // 2} frequencies;\n{'':20s} wavelength of j = 0: {lam[0]:.2f} tokens, of j = {r.R // 2 - 1}: "
           f"{lam[-1]:,.0f} tokens")
 lam = 2 * math.pi / rope_real.inv_freq.double()
 ctx = real.max_position_embeddings
-print(f"{book.real.NAME}: {int((lam > ctx).sum())} of 32 frequencies never finish a turn within its "
+print(f"{REAL_NAME}: {int((lam > ctx).sum())} of 32 frequencies never finish a turn within its "
       f"{ctx:,}-token context; the slowest turns {2 * math.pi * ctx / lam[-1]:.3f} radians over all of it")
 
 # %% [markdown]
@@ -84,7 +85,7 @@ for i, p in enumerate((0, 1, 2, 100)):
 # dotted line the 262,144-token context: the slowest frequencies never finish a turn inside it.
 
 # %%
-book.show("ch04-angles", ch04.angle_vs_position, real, book.real.NAME + " config")
+book.show("ch04-angles", ch04.angle_vs_position, real, REAL_NAME + " config")
 
 # %% [markdown]
 # ## 2. The rotation
@@ -180,7 +181,7 @@ for m, n in ((10, 3), (1010, 1003), (50007, 50000), (3, 10)):
 # scores shrink, on average, with distance).
 
 # %%
-book.show("ch04-score", ch04.score_vs_distance, real, book.real.NAME + " config")
+book.show("ch04-score", ch04.score_vs_distance, real, REAL_NAME + " config")
 
 # %% [markdown]
 # ## 4. M-RoPE: three position axes, and why text does not notice
@@ -196,7 +197,7 @@ book.show("ch04-score", ch04.score_vs_distance, real, book.real.NAME + " config"
 # is exactly that of plain RoPE. The module therefore takes (B, T) positions for text and (3, B, T) for images.
 
 # %%
-for name, c, r in (("this checkpoint", cfg, rope), (book.real.NAME, real, rope_real)):
+for name, c, r in (("this checkpoint", cfg, rope), (REAL_NAME, real, rope_real)):
     axis = mrope_axes(r.R // 2, c.mrope_section)
     print(f"{name:20s} mrope_section {c.mrope_section}: axis per frequency "
           f"{''.join('thw'[a] for a in axis.tolist())}")
@@ -210,7 +211,7 @@ image = torch.stack([p, p + 1, p])  # a token whose row differs from its time: h
 print(f"with h != t the tables differ: max |Δcos| = {(rope_real(image, torch.float32)[0] - cos).abs().max():.3f}")
 
 # %%
-book.show("ch04-mrope", ch04.interleave_map, real, book.real.NAME + " config")
+book.show("ch04-mrope", ch04.interleave_map, real, REAL_NAME + " config")
 
 # %% [markdown]
 # ## 5. cos and sin are rounded to the model dtype
@@ -250,12 +251,12 @@ def compare(transformers, path):
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5TextRotaryEmbedding, apply_rotary_pos_emb
 
     g = torch.Generator().manual_seed(0)
-    real_text = transformers.Qwen3_5TextConfig(**{k: v for k, v in book.real.TEXT_CONFIG.items()
+    real_text = transformers.Qwen3_5TextConfig(**{k: v for k, v in REAL_TEXT_CONFIG.items()
                                                    if k not in ("model_type", "dtype")})
     for name, ours, config, positions in (
             ("this checkpoint, text", rope, transformers.AutoConfig.from_pretrained(path).text_config,
              torch.randint(0, 30000, (2, 16), generator=g)),
-            (f"{book.real.NAME}, distinct (t, h, w)", rope_real, real_text,
+            (f"{REAL_NAME}, distinct (t, h, w)", rope_real, real_text,
              torch.randint(0, 30000, (3, 2, 16), generator=g))):
         theirs = Qwen3_5TextRotaryEmbedding(config)
         x = torch.randn(2, config.num_attention_heads, 16, config.head_dim, generator=g)

@@ -20,6 +20,7 @@ from book import ch05
 from qwen.course import chapter_args
 from qwen.mlp import MLP
 from qwen.norm import RMSNorm
+from qwen.sizes import REAL_NAME, real_config
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import Config, load, load_weights
@@ -27,7 +28,7 @@ from qwen.weights import Config, load, load_weights
 args = chapter_args(__doc__)
 cfg = Config.load(args.path)
 W = load_weights(args.path)  # lazy: only the tensors this chapter asks for are read
-real = book.real.config()
+real = real_config()
 dev, d, I = args.device, cfg.hidden_size, cfg.intermediate_size
 SYNTHETIC = " (synthetic weights)" if is_synthetic(args.path) else ""
 torch.manual_seed(0)
@@ -46,14 +47,14 @@ book.show("ch05-map", book.model_map.draw, "mlp")
 # 2 · d · 4d = 8 d² against SwiGLU's 3 · d · 3.5d = 10.5 d², so Qwen3.5's MLP is 31 % larger than it.
 
 # %%
-for name, c in (("this checkpoint", cfg), (book.real.NAME, real)):
+for name, c in (("this checkpoint", cfg), (REAL_NAME, real)):
     per_layer = 3 * c.hidden_size * c.intermediate_size
     print(f"{name:20s} d = {c.hidden_size:5,}, I = {c.intermediate_size:6,} "
           f"({c.intermediate_size / c.hidden_size:.2f} d): "
           f"{per_layer / 1e6:7.3f}M weights per MLP, {per_layer * c.num_hidden_layers / 1e6:8.2f}M in "
           f"{c.num_hidden_layers} layers")
 relu_4d = 2 * real.hidden_size * 4 * real.hidden_size
-print(f"{book.real.NAME}: a 4d relu MLP would have {relu_4d / 1e6:.3f}M weights; SwiGLU at "
+print(f"{REAL_NAME}: a 4d relu MLP would have {relu_4d / 1e6:.3f}M weights; SwiGLU at "
       f"{real.intermediate_size / real.hidden_size:.1f} d has "
       f"{3 * real.hidden_size * real.intermediate_size / relu_4d - 1:.0%} more")
 for name in ("gate_proj", "up_proj", "down_proj"):

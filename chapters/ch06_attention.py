@@ -27,6 +27,7 @@ from qwen.attention import GatedAttention, KVCache
 from qwen.course import chapter_args
 from qwen.norm import RMSNorm
 from qwen.rope import RotaryEmbedding, apply_rope
+from qwen.sizes import REAL_NAME, SIZES, all_attention_bytes, cache_bytes, real_config
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import Config, load, load_weights
@@ -34,8 +35,8 @@ from qwen.weights import Config, load, load_weights
 args = chapter_args(__doc__)
 cfg = Config.load(args.path)
 W = load_weights(args.path)  # lazy: only the tensors this chapter asks for are read
-real = book.real.config()
-REAL = book.real.NAME
+real = real_config()
+REAL = REAL_NAME
 dev, d, H, Hkv, D = args.device, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
 R = int(D * cfg.partial_rotary_factor)
 layer = cfg.layer_types.index("full_attention")  # the first full-attention layer
@@ -275,17 +276,17 @@ print(f"in pieces vs at once: max |diff| = {(torch.cat(outs, 1) - whole).abs().m
 # full-attention layer, 2 bytes each in bf16.
 
 # %%
-per_token = book.sizes.cache_bytes(cfg, 1)[0]  # bf16, as the checkpoint stores it
+per_token = cache_bytes(cfg, 1)[0]  # bf16, as the checkpoint stores it
 print(f"this checkpoint: {len(full)} full layers × 2 × {Hkv} × {D} × 2 bytes = {per_token:,} bytes per token")
-for name, c in book.sizes.SIZES.items():
-    per = book.sizes.cache_bytes(c, 1)[0]
+for name, c in SIZES.items():
+    per = cache_bytes(c, 1)[0]
     print(f"Qwen3.5-{name:4s}: {per:7,} bytes per token; {per * 32768 / 2 ** 30:5.2f} GiB at 32,768 tokens, "
           f"{per * 262144 / 2 ** 30:5.1f} GiB at 262,144; with full attention in all "
-          f"{c.num_hidden_layers} layers: {book.sizes.all_attention_bytes(c, 262144) / 2 ** 30:5.1f} GiB")
-deltanet = book.sizes.cache_bytes(real, 0)[1]  # fp32 states + bf16 conv inputs, none of it growing
+          f"{c.num_hidden_layers} layers: {all_attention_bytes(c, 262144) / 2 ** 30:5.1f} GiB")
+deltanet = cache_bytes(real, 0)[1]  # fp32 states + bf16 conv inputs, none of it growing
 print(f"{REAL}'s {real.layer_types.count('linear_attention')} DeltaNet layers keep {deltanet / 2 ** 20:.1f} MiB of "
       f"state at any length (chapter 7); the other sizes: " + ", ".join(
-          f"{name} {book.sizes.cache_bytes(c, 0)[1] / 2 ** 20:.1f} MiB" for name, c in book.sizes.SIZES.items()
+          f"{name} {cache_bytes(c, 0)[1] / 2 ** 20:.1f} MiB" for name, c in SIZES.items()
           if name != "0.8B"))
 
 # %% [markdown]
@@ -295,7 +296,7 @@ print(f"{REAL}'s {real.layer_types.count('linear_attention')} DeltaNet layers ke
 # not grow (dashed, one line per size).
 
 # %%
-book.show("ch06-kv-bytes", ch06.kv_cache_bytes, book.sizes.SIZES, 262_144)
+book.show("ch06-kv-bytes", ch06.kv_cache_bytes, SIZES, 262_144)
 
 # %% [markdown]
 # ### Appending without copying

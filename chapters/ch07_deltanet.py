@@ -332,6 +332,7 @@ book.attempt(212, chunked_delta_rule)
 
 # %%
 from qwen.deltanet import chunked_delta_rule  # noqa: E402  (the finished one, from here on)
+from qwen.sizes import SIZES, all_attention_bytes, cache_bytes, kv_bytes_per_token, linear_layer_bytes
 
 inputs = (q, k, v, g, beta[None])
 o_rec64, S_rec64 = recurrent_delta_rule(*(t.double() for t in inputs))
@@ -377,7 +378,7 @@ bf16_layer = load(GatedDeltaNet(cfg), W, "layers.0.linear_attn.").to(torch.bfloa
 bf16_layer(x.bfloat16(), cache=cache)
 kept = cache.state.numel() * cache.state.element_size() + cache.conv.numel() * cache.conv.element_size()
 print(f"this checkpoint's layer 0 keeps {kept:,} bytes per sequence; the formula says "
-      f"{book.sizes.linear_layer_bytes(cfg):,}")
+      f"{linear_layer_bytes(cfg):,}")
 
 # %% [markdown]
 # The same formulas for the five dense Qwen3.5 sizes, with their numbers from the published model cards and
@@ -388,13 +389,13 @@ print(f"this checkpoint's layer 0 keeps {kept:,} bytes per sequence; the formula
 T32 = 32 * 1024
 print(f"{'':10s} {'linear layer':>13s} {'full layer, per token':>22s} {'at 32k tokens':>14s} "
       f"{'whole model at 32k':>19s} {'all full attention':>19s}")
-for name, s in book.sizes.SIZES.items():
-    per_token, linear = book.sizes.kv_bytes_per_token(s), book.sizes.linear_layer_bytes(s)
+for name, s in SIZES.items():
+    per_token, linear = kv_bytes_per_token(s), linear_layer_bytes(s)
     print(f"Qwen3.5-{name:5s} {linear / 2 ** 20:9.2f} MiB {per_token:16,} B {per_token * T32 / 2 ** 20:9.0f} MiB "
-          f"{sum(book.sizes.cache_bytes(s, T32)) / 2 ** 30:14.2f} GiB "
-          f"{book.sizes.all_attention_bytes(s, T32) / 2 ** 30:14.2f} GiB")
-s = book.sizes.SIZES["0.8B"]
-even = book.sizes.linear_layer_bytes(s) / book.sizes.kv_bytes_per_token(s)
+          f"{sum(cache_bytes(s, T32)) / 2 ** 30:14.2f} GiB "
+          f"{all_attention_bytes(s, T32) / 2 ** 30:14.2f} GiB")
+s = SIZES["0.8B"]
+even = linear_layer_bytes(s) / kv_bytes_per_token(s)
 print(f"real Qwen3.5-0.8B: one linear layer holds as much as a full layer's KV cache at {even:,.0f} tokens")
 
 # %% [markdown]

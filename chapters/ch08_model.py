@@ -32,6 +32,7 @@ import book
 from book import ch08
 from qwen.course import chapter_args
 from qwen.model import load_model
+from qwen.sizes import real_config
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import Tokenizer
 from qwen.weights import Config
@@ -212,7 +213,7 @@ for part in params:
     print(f"   {part:18s} {params[part]:>13,} parameters ({params[part] / total:5.1%}), "
           f"{seconds.get(part, 0) * 1000:.1f} ms")
 print("   (real Qwen3.5-0.8B: 752,393,024 text parameters; MLPs 35.1%, embedding 33.8%)")
-shape_cfg = book.real.config() if synthetic else model.cfg
+shape_cfg = real_config() if synthetic else model.cfg
 flops = ch08.flops_by_component(shape_cfg, T)
 where = "real Qwen3.5-0.8B shapes" if synthetic else "this checkpoint's shapes"
 print(f"FLOPs of one pass over these {T} tokens at the {where} (a count, not a timing): " + ", ".join(

@@ -18,18 +18,20 @@ import torch
 
 import book
 from book import ch09
+from qwen import measure
 from qwen.chat import render
 from qwen.course import chapter_args
 from qwen.fast import Fast
 from qwen.generate import checkpoint_stop_tokens, filter_logits, generate
 from qwen.model import load_model
+from qwen.sizes import REAL_NAME, cache_bytes, real_config
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import Config
 
 args = chapter_args(__doc__)
 cfg = Config.load(args.path)
-real = book.real.config()
+real = real_config()
 dev = args.device
 dtype = torch.float32 if dev.type == "cpu" else None  # a CPU multiplies fp32 faster than bf16; elsewhere bf16
 model = load_model(args.path, dtype=dtype, device=dev)
@@ -173,15 +175,17 @@ book.listing("qwen/chat.py")
 # is read for a single multiply-add, so the time is set by how fast memory delivers the weights — and the caches:
 # each step also reads every cached key and value and every DeltaNet state. Bytes read divided by the rate at which
 # this machine reads memory estimates the floor of one step: an estimate, because the measured rate is one stream's
-# (a sum over 256 MiB), and real kernels read at their own rates (below).
+# (a sum over 256 MiB), and real kernels read at their own rates (below). The clocks and the rates are
+# `qwen/measure.py`'s: a GPU runs behind the Python that queues its work, so every timing waits for the device
+# (`measure.sync`) before the clock starts and before it stops.
 
 # %%
 T, n = 64, 8
 x = torch.randint(0, 248044, (1, T), device=dev)
-prefill_s, decode_s = ch09.time_model(model, x, n)
+prefill_s, decode_s = measure.time_model(model, x, n)  # each timed with the device synchronised
 weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-copy, read = ch09.copy_bandwidth(dev), ch09.read_bandwidth(dev)  # bytes moved (read + written) / s; bytes read / s
-step_cache = sum(book.sizes.cache_bytes(cfg, 8 + n // 2, next(model.parameters()).element_size()))  # mid-decode
+copy, read = measure.copy_bandwidth(dev), measure.read_bandwidth(dev)  # bytes moved (read + written) / s; read / s
+step_cache = sum(cache_bytes(cfg, 8 + n // 2, next(model.parameters()).element_size()))  # mid-decode
 print(f"this checkpoint on {dev}{' (synthetic: narrow, so overheads dominate)' if SYNTHETIC else ''}: prefill "
       f"{prefill_s / T * 1e3:.2f} ms per token, decode {decode_s / n * 1e3:.2f} ms per token")
 print(f"this machine copies 1 GB (reads 1 GB and writes 1 GB) in {2e9 / copy * 1e3:.0f} ms, and reads 1 GB in "
@@ -189,8 +193,8 @@ print(f"this machine copies 1 GB (reads 1 GB and writes 1 GB) in {2e9 / copy * 1
 print(f"weights {weight_bytes / 1e6:.1f} MB + caches {step_cache / 1e6:.2f} MB read per decode step: at least "
       f"{(weight_bytes + step_cache) / read * 1e3:.2f} ms (an estimate)")
 real_bytes = 752_393_024 * 2  # the real 0.8B's text parameters in bf16 (the tied head read once)
-real_cache = sum(book.sizes.cache_bytes(real, 1024))  # K, V of 1,024 tokens and the DeltaNet states
-rate = ch09.matmul_rate(dev)  # FLOPs per second of a (64, 1024) @ (1024, 3584) fp32 product, the MLP's shape
+real_cache = sum(cache_bytes(real, 1024))  # K, V of 1,024 tokens and the DeltaNet states
+rate = measure.matmul_rate(dev)  # FLOPs per second of a (64, 1024) @ (1024, 3584) fp32 product, the MLP's shape
 layer_weights = 752_393_024 - 248_320 * 1_024  # all but the embedding table: a prefill's head sees one position
 print(f"real Qwen3.5-0.8B in bf16: {real_bytes / 1e9:.2f} GB of weights + {real_cache / 2 ** 20:.1f} MiB of caches "
       f"at 1,024 tokens per decode step, so here a step takes at least {(real_bytes + real_cache) / read * 1e3:.0f} ms "
@@ -219,7 +223,7 @@ book.show("ch09-prefill-decode", ch09.prefill_vs_decode,
 
 # %%
 fast = Fast(model)  # built from the same weights: `model` keeps working and gives the same results as before
-fast_prefill_s, fast_decode_s = ch09.time_model(fast, x, n)
+fast_prefill_s, fast_decode_s = measure.time_model(fast, x, n)
 print(f"this checkpoint on {dev}{' (synthetic)' if SYNTHETIC else ''}, per token, teaching / fast: prefill "
       f"{prefill_s / T * 1e3:.2f} ms / {fast_prefill_s / T * 1e3:.2f} ms, decode {decode_s / n * 1e3:.2f} ms / "
       f"{fast_decode_s / n * 1e3:.2f} ms (one run each: timings on a shared machine are noisy)")
@@ -241,17 +245,17 @@ with torch.no_grad():
     model(torch.tensor([chat_ids], device=dev), cache=cache)
 held = ch09.held_bytes(cache)  # the keys and values written so far, the conv windows and the states
 reserved = ch09.held_bytes(cache, buffers=True)  # the KV buffers keep room for more tokens (chapter 6)
-kv, state = book.sizes.cache_bytes(cfg, len(chat_ids), next(model.parameters()).element_size())
+kv, state = cache_bytes(cfg, len(chat_ids), next(model.parameters()).element_size())
 print(f"this checkpoint after {len(chat_ids)} tokens: cache holds {held / 1024:.1f} KiB (in buffers of "
       f"{reserved / 1024:.1f} KiB, room to grow without copying); by the formula {kv / 1024:.1f} KiB of keys and "
       f"values + {state / 1024:.1f} KiB of DeltaNet state")
 for tokens in (1_000, 32_000, 262_144):
-    kv, state = book.sizes.cache_bytes(real, tokens)
+    kv, state = cache_bytes(real, tokens)
     print(f"real Qwen3.5-0.8B, {tokens:7,} tokens: KV {kv / 2 ** 20:8.1f} MiB (bf16) + DeltaNet state "
           f"{state / 2 ** 20:.1f} MiB")
 
 # %%
-book.show("ch09-cache", ch09.cache_growth, [(book.real.NAME, real)])
+book.show("ch09-cache", ch09.cache_growth, [(REAL_NAME, real)])
 
 # %% [markdown]
 # ## Try this
@@ -339,6 +343,7 @@ book.attempt(215)
 # ├── …               (chapters 1–8)
 # ├── generate.py     + the generation loop, sampling rules, streaming text
 # ├── fast.py         + the fast path: the same model with fewer, cheaper calls
+# ├── measure.py      + timings that wait for the device, the memory-bandwidth probes
 # ├── chat.py         + the chat format
 # ├── chat_tools.py   + tools and tool calls in the chat format
 # └── chat_cli.py     + the terminal chat (bash course.sh chat)

@@ -41,26 +41,27 @@ Its notebook, notebooks/ch11_mtp.ipynb, is written from this file by python note
 # %%
 import math
 import random
-import time
 
 import torch
 
 import book
 from book import ch11
+from qwen import measure
 from qwen.chat import render
 from qwen.course import chapter_args
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.model import load_model
 from qwen.mtp import FinalHidden, attach, mtp_files, new_cache, step
-from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes
+from qwen.sizes import (REAL_TEXT_CONFIG, count_by_part, kv_bytes_per_token, linear_layer_bytes, mtp_shapes,
+                        real_config, tensor_shapes)
 from qwen.speculative import Rollback, Scripted, follow
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import Config, read_header
 
 args = chapter_args(__doc__)
-real = book.real.config()
+real = real_config()
 dev = args.device
 dtype = torch.float32 if dev.type == "cpu" else None  # a CPU multiplies fp32 faster than bf16; elsewhere bf16
 model = attach(load_model(args.path, dtype=dtype, device=dev), args.path)  # the main model and its MTP block
@@ -80,23 +81,23 @@ book.show("ch11-map", book.model_map.draw, "mtp")
 # The block's tensors sit beside the text model's, under `mtp.`: two RMSNorms in front of a projection `fc` of
 # shape (d, 2d), one decoder layer of the full-attention kind (chapter 8's, with its own q/k/v/o, QK-norms, two
 # norms and an MLP), and a final `norm`. There is no embedding and no head: the block borrows the main model's.
-# Read from the file's headers (chapter 1), beside the shapes the real 0.8B's config gives:
+# Read from the file's headers (chapter 1), beside the shapes the real 0.8B's config gives (`qwen.sizes.mtp_shapes`,
+# which lists the block from a config alone, as `tensor_shapes` lists the text model in chapter 1):
 
 # %%
 keys = {k: v["shape"] for f in mtp_files(args.path) for k, v in read_header(f).items() if k.startswith("mtp.")}
-real_layer = tensor_shapes(dict(REAL_TEXT_CONFIG, num_hidden_layers=1, layer_types=["full_attention"]))
+real_mtp = {"mtp." + k: v for k, v in mtp_shapes(REAL_TEXT_CONFIG).items()}  # from the config alone (qwen/sizes.py)
 d_real = real.hidden_size
-real_mtp = {"mtp.fc.weight": (d_real, 2 * d_real), "mtp.norm.weight": (d_real,),
-            "mtp.pre_fc_norm_embedding.weight": (d_real,), "mtp.pre_fc_norm_hidden.weight": (d_real,),
-            **{"mtp." + k: v for k, v in real_layer.items() if k.startswith("layers.0.")}}
 print(f"{'key':48s} {'this checkpoint':>16s} {'real Qwen3.5-0.8B':>18s}")
 for key in sorted(keys):
     print(f"{key:48s} {str(tuple(keys[key])):>16s} {str(real_mtp.get(key)):>18s}")
 n_mtp = sum(math.prod(s) for s in keys.values())
 n_real_mtp = sum(math.prod(s) for s in real_mtp.values())
 n_real = count_by_part(tensor_shapes(REAL_TEXT_CONFIG))["total"]
+predicted = {"mtp." + k: v for k, v in mtp_shapes(model.cfg).items()}  # from this checkpoint's config.json
+as_predicted = {k: tuple(v) for k, v in keys.items()} == predicted
 print(f"{len(keys)} tensors, {n_mtp:,} parameters{TAG}; the same names as real Qwen3.5-0.8B's: "
-      f"{sorted(keys) == sorted(real_mtp)}")
+      f"{sorted(keys) == sorted(real_mtp)}; the shapes its config predicts: {as_predicted}")
 print(f"real Qwen3.5-0.8B: {n_real_mtp:,} parameters in mtp.*, {n_real_mtp / n_real:.1%} of the text model's "
       f"{n_real:,}")
 
@@ -211,7 +212,7 @@ book.listing("qwen/mtp.py")
 # - **It is cheap.** One layer's keys and values per token:
 
 # %%
-kv_tok = book.sizes.kv_bytes_per_token(real)
+kv_tok = kv_bytes_per_token(real)
 full = real.layer_types.count("full_attention")
 print(f"real Qwen3.5-0.8B: the MTP layer keeps {kv_tok:,} B per token in bf16; the main model's {full} "
       f"full-attention layers {full * kv_tok:,} B: the block adds 1/{full} to the KV cache")
@@ -415,7 +416,7 @@ book.show("ch11-rollback", ch11.rollback_figure, states)
 
 # %%
 linear = real.layer_types.count("linear_attention")
-per_layer = book.sizes.linear_layer_bytes(real)  # state in fp32 + the K − 1 conv inputs in bf16
+per_layer = linear_layer_bytes(real)  # state in fp32 + the K − 1 conv inputs in bf16
 mixers = count_by_part(tensor_shapes(REAL_TEXT_CONFIG))["linear_attention"]
 print(f"real Qwen3.5-0.8B: the snapshot, {linear} layers × {per_layer:,} B = {linear * per_layer / 2 ** 20:.1f} MiB, "
       f"whatever k; the KV caches: nothing to copy")
@@ -547,14 +548,7 @@ book.show("ch11-speedup", ch11.speedup_figure, (1, 2, 4), 1.0, r, measured,
 
 # %%
 def seconds(run, repeats=3):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        if dev.type == "cuda":
-            torch.cuda.synchronize()  # a GPU runs behind the Python that queues its work
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
+    return measure.medians([run], dev, repeats, warmup=0)[0]  # each run timed with the device synchronised
 
 
 cache = model.new_cache()

@@ -1,14 +1,19 @@
-"""How big a Qwen3.5 is, from its config alone: every tensor by name and shape (so every parameter count), the
-real 0.8B's config, the dense sizes of the family, and the bytes each keeps in its cache.
+"""How big a Qwen3.5 is, from its config alone: every tensor by name and shape (text model, vision tower, MTP block;
+so every parameter count), the real 0.8B's config, the dense sizes of the family, and the bytes each keeps in its
+cache.
 
 Model knowledge, in one place for everything that uses it: chapter 1 counts with `tensor_shapes` (it is also the
-oracle of problem 202 and builds problem 205's state dicts), chapters 6, 7 and 9 print the cache arithmetic, and
-every chapter prints the real 0.8B's numbers beside the checkpoint's own, marked "real Qwen3.5-0.8B".
-tests/test_practice.py proves `tensor_shapes` equal, name by name and shape by shape, to transformers'
-Qwen3_5ForCausalLM built on the meta device, and to the tensors of the synthetic checkpoint. Names are the
-checkpoint's, with the `model.language_model.` prefix stripped (as qwen.weights.load_weights gives them).
+oracle of problem 202 and builds problem 205's state dicts), chapter 10 counts the tower with `vision_shapes`,
+chapter 11 lists the MTP block with `mtp_shapes`, the synthetic checkpoint (qwen/synthetic.py) draws a value for
+each name `checkpoint_shapes` lists; chapters 6, 7 and 9 print the cache arithmetic, and every chapter prints the
+real 0.8B's numbers beside the checkpoint's own, marked "real Qwen3.5-0.8B". tests/test_practice.py proves the
+shapes equal, name by name and shape by shape, to transformers' modules built on the meta device (the text model,
+the vision tower, the MTP layer), and to the tensors of the synthetic checkpoint. Each part's names are its own
+module's parameter names; PREFIXES says where each part sits in a checkpoint's keys.
 """
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from qwen.weights import Config
 
@@ -16,8 +21,8 @@ from qwen.weights import Config
 
 REAL_NAME = "real Qwen3.5-0.8B"
 REAL_HUB_ID = "Qwen/Qwen3.5-0.8B"
-# The `text_config` of the published config.json, read from public mirrors of the hub file (the build machines
-# have no hub access; see docs: qwen35-reference.md §1). Everything else about the real model is computed from it.
+# The `text_config` of the published config.json (Qwen/Qwen3.5-0.8B on the Hugging Face hub), as public copies of that
+# file give it. Everything else about the real model is computed from it.
 REAL_TEXT_CONFIG = dict(
     model_type="qwen3_5_text", vocab_size=248320, hidden_size=1024, intermediate_size=3584, num_hidden_layers=24,
     num_attention_heads=8, num_key_value_heads=2, head_dim=256, linear_num_key_heads=16,
@@ -29,8 +34,8 @@ REAL_TEXT_CONFIG = dict(
     full_attention_interval=4, attn_output_gate=True, mamba_ssm_dtype="float32", tie_word_embeddings=True,
     eos_token_id=248044, dtype="bfloat16",
 )
-# Its `vision_config`, from the same third-party copies of config.json. The tower it implies has 100,592,896
-# parameters, the "about 100.6M vision parameters" of the reference doc (§1, a meta-device build by transformers).
+# Its `vision_config`, from the same public copies of config.json. The tower it implies has 100,592,896 parameters
+# (about 100.6 M), as transformers' own tower built from it on the meta device counts them.
 REAL_VISION_CONFIG = dict(
     depth=12, hidden_size=768, intermediate_size=3072, num_heads=12, in_channels=3, patch_size=16,
     temporal_patch_size=2, spatial_merge_size=2, out_hidden_size=1024, num_position_embeddings=2304,
@@ -47,52 +52,112 @@ def real_config():
 
 PARTS = ("embedding", "lm_head", "linear_attention", "full_attention", "mlp", "norms", "total")
 ZERO_CENTRED = ("input_layernorm", "post_attention_layernorm", "q_norm", "k_norm")  # plus the final `norm`
+# Where each part's tensors sit in a checkpoint: the text model's and the tower's under `model.`, the MTP block's
+# beside them.
+PREFIXES = dict(text="model.language_model.", mtp="mtp.", vision="model.visual.")
+# The tensors the published checkpoints store in fp32, every other one in bf16 (public reports of the published
+# files: Qwen3.5-0.8B has 36 F32 tensors, these two in each of its 18 DeltaNet layers).
+REAL_FP32 = ("linear_attn.A_log", "linear_attn.norm.weight")
+
+Shapes = dict[str, tuple[int, ...]]
+AnyConfig = Mapping[str, Any] | Any  # config.json's names as a dict, or a dataclass holding them (Config, VisionConfig)
 
 
-def tensor_shapes(cfg):
-    """{name: shape} for a text config given as a dict of the HF field names."""
-    d, V, I = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"]
-    H, Hkv, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
-    Hk, Hv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
-    dk, dv, K = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"], cfg["linear_conv_kernel_dim"]
-    conv = 2 * Hk * dk + Hv * dv  # q, k and v channels all pass through the depthwise conv
-    shapes = {"embed_tokens.weight": (V, d)}
-    for i, kind in enumerate(cfg["layer_types"]):
-        p = f"layers.{i}."
-        if kind == "linear_attention":
-            shapes.update({
-                p + "linear_attn.in_proj_qkv.weight": (conv, d),
-                p + "linear_attn.in_proj_z.weight": (Hv * dv, d),  # the output gate
-                p + "linear_attn.in_proj_b.weight": (Hv, d),  # β, one per value head
-                p + "linear_attn.in_proj_a.weight": (Hv, d),  # decay input, one per value head
-                p + "linear_attn.conv1d.weight": (conv, 1, K),  # depthwise, no bias
-                p + "linear_attn.dt_bias": (Hv,),
-                p + "linear_attn.A_log": (Hv,),
-                p + "linear_attn.norm.weight": (dv,),  # gated RMSNorm, shared by all value heads
-                p + "linear_attn.out_proj.weight": (d, Hv * dv),
-            })
-        elif kind == "full_attention":
-            shapes.update({
-                p + "self_attn.q_proj.weight": (2 * H * D, d),  # query and output gate, interleaved per head
-                p + "self_attn.k_proj.weight": (Hkv * D, d),
-                p + "self_attn.v_proj.weight": (Hkv * D, d),
-                p + "self_attn.o_proj.weight": (d, H * D),
-                p + "self_attn.q_norm.weight": (D,),  # per head, shared by all heads
-                p + "self_attn.k_norm.weight": (D,),
-            })
-        else:
-            raise ValueError(f"layer {i}: unknown layer type {kind!r}")
+def _fields(cfg: AnyConfig) -> Mapping[str, Any]:
+    return cfg if isinstance(cfg, Mapping) else asdict(cfg)
+
+
+def layer_shapes(cfg: AnyConfig, kind: str) -> Shapes:
+    """{name within the layer: shape} for one decoder layer of `kind`: its two norms, the SwiGLU MLP, and the mixer,
+    a Gated DeltaNet ("linear_attention") or gated attention ("full_attention"). The MTP block's one layer is of the
+    full-attention kind."""
+    c = _fields(cfg)
+    d, I = c["hidden_size"], c["intermediate_size"]  # noqa: E741 (I: the notation table's letter)
+    shapes = {"input_layernorm.weight": (d,), "post_attention_layernorm.weight": (d,),
+              "mlp.gate_proj.weight": (I, d), "mlp.up_proj.weight": (I, d), "mlp.down_proj.weight": (d, I)}
+    if kind == "linear_attention":
+        Hk, Hv = c["linear_num_key_heads"], c["linear_num_value_heads"]
+        dk, dv, K = c["linear_key_head_dim"], c["linear_value_head_dim"], c["linear_conv_kernel_dim"]
+        conv = 2 * Hk * dk + Hv * dv  # q, k and v channels all pass through the depthwise conv
         shapes.update({
-            p + "mlp.gate_proj.weight": (I, d),
-            p + "mlp.up_proj.weight": (I, d),
-            p + "mlp.down_proj.weight": (d, I),
-            p + "input_layernorm.weight": (d,),
-            p + "post_attention_layernorm.weight": (d,),
+            "linear_attn.in_proj_qkv.weight": (conv, d),  # [q | k | v], head-major in each
+            "linear_attn.in_proj_z.weight": (Hv * dv, d),  # the output gate
+            "linear_attn.in_proj_b.weight": (Hv, d),  # β, one per value head
+            "linear_attn.in_proj_a.weight": (Hv, d),  # decay input, one per value head
+            "linear_attn.conv1d.weight": (conv, 1, K),  # depthwise, no bias
+            "linear_attn.dt_bias": (Hv,),
+            "linear_attn.A_log": (Hv,),
+            "linear_attn.norm.weight": (dv,),  # gated RMSNorm, shared by all value heads
+            "linear_attn.out_proj.weight": (d, Hv * dv),
         })
+    elif kind == "full_attention":
+        H, Hkv, D = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+        shapes.update({
+            "self_attn.q_proj.weight": (2 * H * D, d),  # query and output gate, interleaved per head
+            "self_attn.k_proj.weight": (Hkv * D, d),
+            "self_attn.v_proj.weight": (Hkv * D, d),
+            "self_attn.o_proj.weight": (d, H * D),
+            "self_attn.q_norm.weight": (D,),  # per head, shared by all heads
+            "self_attn.k_norm.weight": (D,),
+        })
+    else:
+        raise ValueError(f"unknown layer type {kind!r}: expected 'linear_attention' or 'full_attention'")
+    return shapes
+
+
+def tensor_shapes(cfg: AnyConfig) -> Shapes:
+    """{name: shape} of the text model for a text config (a dict of the HF field names, or a Config); names are the
+    checkpoint's minus PREFIXES["text"]."""
+    c = _fields(cfg)
+    d, V = c["hidden_size"], c["vocab_size"]
+    shapes = {"embed_tokens.weight": (V, d)}
+    for i, kind in enumerate(c["layer_types"]):
+        shapes.update({f"layers.{i}.{name}": shape for name, shape in layer_shapes(c, kind).items()})
     shapes["norm.weight"] = (d,)
-    if not cfg.get("tie_word_embeddings", False):
+    if not c.get("tie_word_embeddings", False):
         shapes["lm_head.weight"] = (V, d)
     return shapes
+
+
+def mtp_shapes(cfg: AnyConfig) -> Shapes:
+    """{name: shape} of the multi-token-prediction block for a text config; names are the checkpoint's minus "mtp.".
+    Two norms before `fc` (2d -> d), the final `norm`, and one full-attention decoder layer (Qwen3.5's configs say
+    mtp_num_hidden_layers = 1). No embedding and no head: the block borrows the main model's."""
+    d = _fields(cfg)["hidden_size"]
+    shapes = {"fc.weight": (d, 2 * d), "pre_fc_norm_embedding.weight": (d,), "pre_fc_norm_hidden.weight": (d,),
+              "norm.weight": (d,)}
+    shapes.update({"layers.0." + n: s for n, s in layer_shapes(cfg, "full_attention").items()})
+    return shapes
+
+
+def vision_shapes(vision_cfg: AnyConfig) -> Shapes:
+    """{name: shape} of the vision tower for a vision config; names are the checkpoint's minus "model.visual.". Every
+    Linear and LayerNorm has a bias; the patch embedding is stored as a Conv3d kernel (C, 3, Tp, P, P). The pieces
+    around the blocks first, then the blocks (the order the synthetic checkpoint draws its values in)."""
+    v = _fields(vision_cfg)
+    C, I, out = v["hidden_size"], v["intermediate_size"], v["out_hidden_size"]  # noqa: E741 (as above)
+    P, Tp, merged = v["patch_size"], v["temporal_patch_size"], C * v["spatial_merge_size"] ** 2  # m × m patches
+    shapes = {"patch_embed.proj.weight": (C, v["in_channels"], Tp, P, P), "patch_embed.proj.bias": (C,),
+              "pos_embed.weight": (v["num_position_embeddings"], C),  # a learned side × side grid
+              "merger.norm.weight": (C,), "merger.norm.bias": (C,),  # on each patch, before the merge
+              "merger.linear_fc1.weight": (merged, merged), "merger.linear_fc1.bias": (merged,),
+              "merger.linear_fc2.weight": (out, merged), "merger.linear_fc2.bias": (out,)}  # to the text width
+    for i in range(v["depth"]):
+        for name, shape in (("norm1", (C,)), ("norm2", (C,)), ("attn.qkv", (3 * C, C)), ("attn.proj", (C, C)),
+                            ("mlp.linear_fc1", (I, C)), ("mlp.linear_fc2", (C, I))):
+            shapes[f"blocks.{i}.{name}.weight"], shapes[f"blocks.{i}.{name}.bias"] = shape, shape[:1]
+    return shapes
+
+
+def checkpoint_shapes(cfg: AnyConfig, vision_cfg: AnyConfig | None = None, mtp: bool = True) -> Shapes:
+    """{checkpoint key: shape} of a whole checkpoint: the text model, the MTP block (unless `mtp` is False) and the
+    vision tower (when `vision_cfg` is given), each part's names under its PREFIXES entry."""
+    parts = {"text": tensor_shapes(cfg)}
+    if mtp:
+        parts["mtp"] = mtp_shapes(cfg)
+    if vision_cfg is not None:
+        parts["vision"] = vision_shapes(vision_cfg)
+    return {PREFIXES[part] + name: shape for part, shapes in parts.items() for name, shape in shapes.items()}
 
 
 def part_of(name):
@@ -162,13 +227,13 @@ class Size:
         return ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(self.num_hidden_layers)]
 
 
-# The 0.8B is REAL_TEXT_CONFIG. The others come from public copies, named in `source`; none could be checked
-# against the hub's own config.json here (the build machines have no hub access). Their DeltaNet numbers (Hk, Hv,
+# The 0.8B is REAL_TEXT_CONFIG. The others come from public sources, named in `source`, not from the hub's own
+# config.json of each size. Their DeltaNet numbers (Hk, Hv,
 # dk, dv, K) are the "Model Overview" of each published model card (Qwen/Qwen3.5-2B … 27B), read from public copies.
 SIZES = {
     "0.8B": Size(**{f.name: REAL_TEXT_CONFIG[f.name] for f in fields(Size) if f.name != "source"},
-                 source="qwen/sizes.py REAL_TEXT_CONFIG: the published config.json, from public mirrors (the "
-                        "reference doc §1); THUDM/slime's qwen3.5-0.8B.sh"),
+                 source="qwen/sizes.py REAL_TEXT_CONFIG: the published config.json, from public copies of it; "
+                        "THUDM/slime's qwen3.5-0.8B.sh"),
     #          layers  d     H   Hkv D    Hk  Hv  dk   dv   K
     "2B": Size(24, 2048, 8, 2, 256, 16, 16, 128, 128, 4,
                source="fitmygpu.com's Qwen 3.5 2B page (layers, heads, KV heads); head_dim 256 assumed, as in every "

@@ -4,10 +4,11 @@ Real: the config.json layout (the multimodal composite config), tensor names, dt
 DeltaNet tensors the real checkpoints keep in fp32), depth and the [L,L,L,F]x6 pattern, and the vocabulary (the
 tokenizer files are the course's own, rebuilt from Qwen's published vocabulary by qwen/make_tokenizer.py). Not real:
 the widths (d = 64, not 1024), so every shape and parameter count, and every value. Value heads are twice the key
-heads (Hv = 2·Hk, as in the 4B and 9B sizes; the 0.8B and 2B have Hv = Hk, the 27B Hv = 3·Hk, book/sizes.py) so
-that the grouping of value heads onto key heads is exercised. A few `mtp.*` tensors are included because real
-checkpoints have them and loaders must skip them. The vision tower (`model.visual.*`, preprocessor_config.json) has
-the real 0.8B one's layout and depth with narrow widths.
+heads (Hv = 2·Hk, as in the 4B and 9B sizes; the 0.8B and 2B have Hv = Hk, the 27B Hv = 3·Hk, qwen/sizes.py) so
+that the grouping of value heads onto key heads is exercised. The multi-token-prediction block (`mtp.*`, chapter
+11) and the vision tower (`model.visual.*`, with preprocessor_config.json; the real 0.8B's depth) have the real
+layout with narrow widths. Every name and shape comes from qwen/sizes.py (checkpoint_shapes), each value from
+_value below.
 
 Honest by construction: each value is drawn independently around the value training starts from (transformers'
 init: 0 for the zero-centred norm weights, 1 for the gated norm's and dt_bias), with a spread so that a wrong
@@ -24,17 +25,15 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from qwen.sizes import REAL_VISION_CONFIG
+from qwen.sizes import PREFIXES, REAL_FP32, REAL_VISION_CONFIG, checkpoint_shapes
 from qwen.weights import DATA_DIR
 
-VERSION = 4  # bump when the layout or the numbers change: an older data/synthetic is then rebuilt
-# Stored in fp32 in the real checkpoints, every other tensor in bf16 (third-party reports of the published files:
-# Qwen3.5-0.8B has 36 F32 tensors, these two in each of its 18 DeltaNet layers; not verified here, no hub access)
-REAL_FP32 = ("linear_attn.A_log", "linear_attn.norm.weight")
+VERSION = 5  # bump when the layout or the numbers change: an older data/synthetic is then rebuilt
 MARKER = "qwen_by_hand_synthetic"  # key in config.json that says "these weights are random"
 BANNER = ("*** SYNTHETIC WEIGHTS: random numbers in the real Qwen3.5 layout. Real: tensor names, dtypes, depth and "
           "layer pattern, vocabulary (Qwen's published table; the tokenizer files are the course's rebuild of it), "
-          "config layout. Not real: widths, so shapes and parameter counts, and every value. ***\n*** For the real model: --model Qwen/Qwen3.5-0.8B (a download of about 1.7 GB). ***")
+          "config layout. Not real: widths, so shapes and parameter counts, and every value. ***\n"
+          "*** For the real model: --model Qwen/Qwen3.5-0.8B (a download of about 1.7 GB). ***")
 
 TEXT = dict(  # the real 0.8B text config with narrow widths
     vocab_size=248320, hidden_size=64, intermediate_size=192, num_hidden_layers=24,
@@ -53,7 +52,7 @@ VISION = dict(  # the real 0.8B vision_config (qwen/sizes.py) with narrow widths
     dict(model_type="qwen3_5", deepstack_visual_indexes=[], **REAL_VISION_CONFIG),
     hidden_size=32, intermediate_size=128, num_heads=2, out_hidden_size=64,
 )
-PREPROCESSOR = dict(  # preprocessor_config.json as published with Qwen3.5 (third-party copies; not verified here)
+PREPROCESSOR = dict(  # preprocessor_config.json as published with Qwen3.5 (from public copies of the published file)
     size=dict(longest_edge=16777216, shortest_edge=65536), patch_size=16, temporal_patch_size=2, merge_size=2,
     image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5], processor_class="Qwen3VLProcessor",
     image_processor_type="Qwen2VLImageProcessorFast",
@@ -74,75 +73,32 @@ def is_synthetic(path):
     return file.is_file() and MARKER in json.loads(file.read_text())
 
 
-def _tensors(seed=0, t=TEXT):
-    """Every tensor of the checkpoint with text config t, keyed by its real name. Deterministic for a given seed."""
-    g = torch.Generator().manual_seed(seed)
-    d, I = t["hidden_size"], t["intermediate_size"]  # the letters of the notation table (book.notation)
-    H, Hkv, D = t["num_attention_heads"], t["num_key_value_heads"], t["head_dim"]
-    Hk, Hv, dk, dv = (t["linear_num_key_heads"], t["linear_num_value_heads"],
-                      t["linear_key_head_dim"], t["linear_value_head_dim"])
-    conv = 2 * Hk * dk + Hv * dv
-
-    def normal(*shape, std=1.0, mean=0.0):
+def _value(name, shape, g):
+    """A random value for the tensor `name` of `shape`, drawn around the value training starts from."""
+    def normal(std, mean=0.0):
         return torch.randn(*shape, generator=g) * std + mean
 
-    def linear(out, inp):  # std 1/sqrt(fan_in) keeps activations at unit scale
-        return normal(out, inp, std=1 / math.sqrt(inp))
+    if name.endswith("A_log"):
+        return torch.log(torch.rand(*shape, generator=g) * 15.99 + 0.01)  # as transformers' init
+    if name.endswith("dt_bias"):
+        return normal(0.5, mean=1.0)  # around its initial 1
+    if name.endswith("embed_tokens.weight"):
+        return normal(0.02)
+    if name.endswith("pos_embed.weight"):  # large enough that a wrong resampling of the position grid shows
+        return normal(0.5)
+    if name.endswith(".bias"):  # the vision tower's
+        return normal(0.02)
+    if len(shape) == 1:  # a norm's weight: the zero-centred RMSNorms (scale 1 + w) around their initial 0; the
+        plain = name.endswith("linear_attn.norm.weight") or name.startswith(PREFIXES["vision"])  # gated norm's and
+        return normal(0.1, mean=1.0 if plain else 0.0)  # the tower's LayerNorms' plain weights around 1
+    return normal(1 / math.sqrt(math.prod(shape[1:])))  # a projection: std 1/sqrt(fan_in) keeps unit scale
 
-    def attention(p):
-        return {p + "self_attn.q_proj.weight": linear(2 * H * D, d),  # query and gate, interleaved per head
-                p + "self_attn.k_proj.weight": linear(Hkv * D, d), p + "self_attn.v_proj.weight": linear(Hkv * D, d),
-                p + "self_attn.o_proj.weight": linear(d, H * D),
-                p + "self_attn.q_norm.weight": normal(D, std=0.1),  # zero-centred: scale 1 + w
-                p + "self_attn.k_norm.weight": normal(D, std=0.1)}
 
-    def mlp(p):
-        return {p + "mlp.gate_proj.weight": linear(I, d), p + "mlp.up_proj.weight": linear(I, d),
-                p + "mlp.down_proj.weight": linear(d, I)}
-
-    W = {"model.language_model.embed_tokens.weight": normal(t["vocab_size"], d, std=0.02)}
-    for i, kind in enumerate(t["layer_types"]):
-        p = f"model.language_model.layers.{i}."
-        W[p + "input_layernorm.weight"] = normal(d, std=0.1)  # zero-centred, around its initial 0, as in every layer
-        W[p + "post_attention_layernorm.weight"] = normal(d, std=0.1)
-        W.update(mlp(p))
-        if kind == "full_attention":
-            W.update(attention(p))
-            continue
-        W.update({p + "linear_attn.in_proj_qkv.weight": linear(conv, d),  # [q | k | v], head-major in each
-                  p + "linear_attn.in_proj_z.weight": linear(Hv * dv, d),
-                  p + "linear_attn.in_proj_b.weight": linear(Hv, d), p + "linear_attn.in_proj_a.weight": linear(Hv, d),
-                  p + "linear_attn.conv1d.weight": linear(conv, t["linear_conv_kernel_dim"]).unsqueeze(1),  # no bias
-                  p + "linear_attn.dt_bias": normal(Hv, std=0.5, mean=1.0),  # around its initial 1
-                  p + "linear_attn.A_log": torch.log(torch.rand(Hv, generator=g) * 15.99 + 0.01),  # as init
-                  p + "linear_attn.norm.weight": normal(dv, std=0.1, mean=1.0),  # plain weight, around its initial 1
-                  p + "linear_attn.out_proj.weight": linear(d, Hv * dv)})
-    W["model.language_model.norm.weight"] = normal(d, std=0.1)  # zero-centred, like the others
-    # multi-token prediction block: present in real checkpoints, unused by the text model
-    mtp = {"mtp.fc.weight": linear(d, 2 * d), "mtp.pre_fc_norm_embedding.weight": normal(d, std=0.1),
-           "mtp.pre_fc_norm_hidden.weight": normal(d, std=0.1), "mtp.norm.weight": normal(d, std=0.1),
-           "mtp.layers.0.input_layernorm.weight": normal(d, std=0.1),
-           "mtp.layers.0.post_attention_layernorm.weight": normal(d, std=0.1)}
-    mtp.update(attention("mtp.layers.0."))
-    mtp.update(mlp("mtp.layers.0."))
-    v = VISION  # the vision tower in the real layout (qwen/vision.py); LayerNorm weights around their initial 1
-    c, m, ps, tp = v["hidden_size"], v["intermediate_size"], v["patch_size"], v["temporal_patch_size"]
-    merged = c * v["spatial_merge_size"] ** 2
-    vis = {"patch_embed.proj.weight": linear(c, v["in_channels"] * tp * ps * ps).view(c, v["in_channels"], tp, ps, ps),
-           "patch_embed.proj.bias": normal(c, std=0.02),
-           "pos_embed.weight": normal(v["num_position_embeddings"], c, std=0.5),  # large enough that a wrong
-           # resampling of the position grid shows in the output
-           "merger.norm.weight": normal(c, std=0.1, mean=1.0), "merger.norm.bias": normal(c, std=0.02),
-           "merger.linear_fc1.weight": linear(merged, merged), "merger.linear_fc1.bias": normal(merged, std=0.02),
-           "merger.linear_fc2.weight": linear(v["out_hidden_size"], merged),
-           "merger.linear_fc2.bias": normal(v["out_hidden_size"], std=0.02)}
-    for i in range(v["depth"]):
-        for n, shape in (("norm1", (c,)), ("norm2", (c,)), ("attn.qkv", (3 * c, c)), ("attn.proj", (c, c)),
-                         ("mlp.linear_fc1", (m, c)), ("mlp.linear_fc2", (c, m))):
-            w = normal(*shape, std=0.1, mean=1.0) if n.startswith("norm") else linear(*shape)
-            vis[f"blocks.{i}.{n}.weight"], vis[f"blocks.{i}.{n}.bias"] = w, normal(shape[0], std=0.02)
-    W.update({"model.visual." + k: x for k, x in vis.items()})
-    W.update(mtp)
+def _tensors(seed=0, t=TEXT):
+    """Every tensor of the checkpoint with text config t, keyed by its real name (qwen.sizes.checkpoint_shapes: the
+    text model, the MTP block, the vision tower), in its real dtype. Deterministic for a given seed."""
+    g = torch.Generator().manual_seed(seed)
+    W = {name: _value(name, shape, g) for name, shape in checkpoint_shapes(t, VISION).items()}
     return {k: x.to(torch.float32 if k.endswith(REAL_FP32) else torch.bfloat16).contiguous() for k, x in W.items()}
 
 

@@ -9,7 +9,8 @@ import pytest
 matplotlib.use("Agg")
 
 import book  # noqa: E402
-from book import model_map, oracle, real  # noqa: E402
+from book import model_map, oracle  # noqa: E402
+from qwen.sizes import REAL_TEXT_CONFIG, real_config  # noqa: E402
 
 show_module = sys.modules["book.show"]  # book.show is the function; its module holds the rest
 
@@ -220,7 +221,7 @@ def test_notation_table(synthetic, capsys):
     assert row["R"].split()[-2:] == ["64", "16"]  # D · partial_rotary_factor: 256 · 0.25 and 64 · 0.25
     assert row["θ"].split()[-2:] == ["1e+07", "1e+07"]
     assert row["B"].endswith("your input")
-    assert "this checkpoint" in book.notation(real.config()).splitlines()[0]
+    assert "this checkpoint" in book.notation(real_config()).splitlines()[0]
 
 
 def test_real_config_is_the_published_one():
@@ -229,10 +230,10 @@ def test_real_config_is_the_published_one():
     torch = pytest.importorskip("torch")
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
-    fields = {k: v for k, v in real.TEXT_CONFIG.items() if k not in ("model_type", "dtype")}
+    fields = {k: v for k, v in REAL_TEXT_CONFIG.items() if k not in ("model_type", "dtype")}
     with torch.device("meta"):
         hf = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**fields))
-    cfg = real.config()
+    cfg = real_config()
     assert sum(p.numel() for p in hf.parameters()) == 752_393_024
     assert hf.model.embed_tokens.weight.shape == (cfg.vocab_size, cfg.hidden_size)
     assert cfg.layer_types == hf.config.layer_types and cfg.tie_word_embeddings

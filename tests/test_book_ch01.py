@@ -9,8 +9,8 @@ import pytest
 
 matplotlib.use("Agg")
 
-from book import ch01, real  # noqa: E402
-from qwen.sizes import count_by_part, tensor_shapes  # noqa: E402
+from book import ch01  # noqa: E402
+from qwen.sizes import REAL_TEXT_CONFIG, SIZES, count_by_part, tensor_shapes  # noqa: E402
 from qwen.synthetic import TEXT as SYNTHETIC  # noqa: E402
 from qwen.weights import load_weights  # noqa: E402
 
@@ -38,7 +38,7 @@ def evaluate(formula, cfg):
     return tuple(shape)
 
 
-@pytest.mark.parametrize("cfg", [real.TEXT_CONFIG, SYNTHETIC, dict(real.TEXT_CONFIG, linear_num_value_heads=32,
+@pytest.mark.parametrize("cfg", [REAL_TEXT_CONFIG, SYNTHETIC, dict(REAL_TEXT_CONFIG, linear_num_value_heads=32,
                                                                    tie_word_embeddings=False)],
                          ids=["real 0.8B", "synthetic", "more value heads, untied"])
 def test_formulas_give_the_layout_shapes(cfg):
@@ -51,7 +51,7 @@ def test_formulas_give_the_layout_shapes(cfg):
 
 
 def test_per_layer(synthetic):
-    shapes = tensor_shapes(real.TEXT_CONFIG)
+    shapes = tensor_shapes(REAL_TEXT_CONFIG)
     mixer, mlp = ch01.per_layer(shapes, 24)
     assert (mixer[0], mixer[3]) == (10_543_264, 7_340_544)  # by hand: see tests/test_chapters.py, transformers
     assert mlp == [3 * 1024 * 3584] * 24
@@ -68,7 +68,7 @@ def test_layers_figure(synthetic):
 
     W = load_weights(synthetic)
     shapes = {n: tuple(W[n].shape) for n in W if n != "lm_head.weight"}
-    fig = ch01.layers_figure(shapes, SYNTHETIC["layer_types"], real.TEXT_CONFIG, True)
+    fig = ch01.layers_figure(shapes, SYNTHETIC["layer_types"], REAL_TEXT_CONFIG, True)
     text = figure_text(fig)
     assert "synthetic weights" in text and "real Qwen3.5-0.8B, from its config" in text
     ours_bars, real_bars, ours_heat, real_heat = fig.axes[:4]
@@ -84,7 +84,7 @@ def test_layers_figure(synthetic):
     assert [float(v) for v in np.nan_to_num(np.ma.filled(theirs[q], np.nan))] == \
         [4096 * 1024 if i % 4 == 3 else 0 for i in range(24)]  # q_proj (2·H·D, d), in the F layers only
     assert (theirs[gate] == 3584 * 1024).all() and (ours[gate] == 192 * 64).all()
-    assert "synthetic" not in figure_text(ch01.layers_figure(shapes, SYNTHETIC["layer_types"], real.TEXT_CONFIG,
+    assert "synthetic" not in figure_text(ch01.layers_figure(shapes, SYNTHETIC["layer_types"], REAL_TEXT_CONFIG,
                                                              False))
     plt.close("all")
 
@@ -93,7 +93,7 @@ def test_parts_figure():
     import matplotlib.pyplot as plt
 
     counts = count_by_part(tensor_shapes(SYNTHETIC))
-    real_counts = count_by_part(tensor_shapes(real.TEXT_CONFIG))
+    real_counts = count_by_part(tensor_shapes(REAL_TEXT_CONFIG))
     fig = ch01.parts_figure(counts, real_counts, 18, 6, True)
     assert "synthetic weights" in figure_text(fig)
     widths = [p.get_width() for p in fig.axes[1].patches]
@@ -107,7 +107,6 @@ def test_parts_figure():
 def test_synthetic_value_heads_are_those_of_the_4b_and_9b():
     """qwen/synthetic.py's docstring: Hv = 2·Hk as in the 4B and 9B only (the 0.8B and 2B equal, the 27B ×3)."""
     import qwen.synthetic
-    from book.sizes import SIZES
 
     ratio = {name: s.linear_num_value_heads / s.linear_num_key_heads for name, s in SIZES.items()}
     assert ratio == {"0.8B": 1, "2B": 1, "4B": 2, "9B": 2, "27B": 3}

@@ -8,10 +8,11 @@ import matplotlib
 import numpy as np
 import pytest
 
-from book import ch04, real
+from book import ch04
 import torch
 
 from qwen.rope import RotaryEmbedding, apply_rope, mrope_axes
+from qwen.sizes import real_config
 from qwen.weights import Config
 
 matplotlib.use("Agg")
@@ -19,7 +20,7 @@ matplotlib.use("Agg")
 
 @pytest.fixture(scope="module", params=["synthetic", "real"])
 def cfg(request, synthetic):
-    return Config.load(synthetic) if request.param == "synthetic" else real.config()
+    return Config.load(synthetic) if request.param == "synthetic" else real_config()
 
 
 def close(fig):
@@ -120,7 +121,7 @@ def test_adjacent_pairs_need_per_pair_tables_and_permuted_weights():
     tables keeps neither lengths nor relative scores; with per-pair tables it keeps both (to 1e-5); and it equals
     rotate-half only after each head's rotated dims are permuted (j -> 2j, j + R/2 -> 2j + 1), which is what a
     checkpoint conversion does to the q and k rows."""
-    cfg = real.config()
+    cfg = real_config()
     rope = RotaryEmbedding(cfg)
     R, D = rope.R, cfg.head_dim
     g = torch.Generator().manual_seed(0)

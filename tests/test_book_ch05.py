@@ -60,7 +60,7 @@ def test_swiglu_at_3_5_d_is_31_percent_more_than_a_4d_relu_mlp():
     transformers = pytest.importorskip("transformers")
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5MLP
 
-    from book.real import TEXT_CONFIG
+    from qwen.sizes import REAL_TEXT_CONFIG as TEXT_CONFIG
     config = transformers.Qwen3_5TextConfig(**{k: v for k, v in TEXT_CONFIG.items()
                                                if k not in ("model_type", "dtype")})
     d = config.hidden_size

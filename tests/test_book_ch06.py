@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import DynamicCache, Qwen3_5TextConfig
 
-import book
-from book import ch06, sizes
+from book import ch06
+from qwen import sizes
 from qwen.attention import GatedAttention
 from qwen.rope import RotaryEmbedding
 from qwen.weights import Config, load, load_weights
@@ -72,7 +72,7 @@ def test_kv_bytes_are_what_transformers_caches():
         assert held == sizes.cache_bytes(c, 1)[0], name
         assert hf.layer_types == c.layer_types, name
     assert sizes.cache_bytes(sizes.SIZES["0.8B"], 1)[0] == 6 * 2 * 2 * 256 * 2 == 12 * 1024
-    assert sizes.SIZES["0.8B"].layer_types == book.real.config().layer_types  # the real config lists its own
+    assert sizes.SIZES["0.8B"].layer_types == sizes.real_config().layer_types  # the real config lists its own
 
 
 def test_kv_cache_figure_lines():

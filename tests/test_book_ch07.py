@@ -1,4 +1,4 @@
-"""book/ch07.py and the memory bill of book/sizes.py: the formulas against hand counts and against the caches our
+"""book/ch07.py and the memory bill of qwen/sizes.py: the formulas against hand counts and against the caches our
 layer and transformers' really keep, and each figure drawn on the synthetic checkpoint."""
 import matplotlib
 import pytest
@@ -6,7 +6,8 @@ import torch
 
 matplotlib.use("Agg")
 
-from book import ch07, sizes  # noqa: E402
+from book import ch07  # noqa: E402
+from qwen import sizes  # noqa: E402
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet  # noqa: E402
 from qwen.weights import Config, load, load_weights  # noqa: E402
 
@@ -92,7 +93,7 @@ def test_chunk_and_bill_figures():
 
 
 def test_state_is_fp32_whatever_mamba_ssm_dtype_says(synthetic):
-    """book/sizes.py counts the state at 4 bytes: transformers' cache and ours keep it in fp32 even when the config
+    """qwen/sizes.py counts the state at 4 bytes: transformers' cache and ours keep it in fp32 even when the config
     says mamba_ssm_dtype = "bfloat16" and the layer runs in bf16."""
     from transformers import AutoConfig, DynamicCache
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet

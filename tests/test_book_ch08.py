@@ -9,6 +9,7 @@ matplotlib.use("Agg")
 
 from book import ch08  # noqa: E402
 from qwen.model import load_model  # noqa: E402
+from qwen.sizes import real_config  # noqa: E402
 from qwen.weights import Config  # noqa: E402
 
 
@@ -65,9 +66,7 @@ def test_flops_at_the_real_shapes_by_hand():
     """torch's FLOP counter around our modules on the meta device, against hand counts at the real 0.8B shapes
     (2 FLOPs per multiply-add): the head, the MLPs and the attention layers exactly; the DeltaNet layers at least
     their projections (their kernel adds the chunked products on top)."""
-    import book
-
-    c, T = book.real.config(), 12
+    c, T = real_config(), 12
     d, V, I = c.hidden_size, c.vocab_size, c.intermediate_size
     H, Hkv, D = c.num_attention_heads, c.num_key_value_heads, c.head_dim
     Hk, Hv, dk, dv = c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim

@@ -1,4 +1,4 @@
-"""Chapter 9: its figure functions (book/ch09.py) draw what they claim, the cache arithmetic (book/sizes.py) equals
+"""Chapter 9: its figure functions (book/ch09.py) draw what they claim, the cache arithmetic (qwen/sizes.py) equals
 the tensors a real cache holds and a hand count for the real 0.8B, and the chapter script runs and says what is
 synthetic."""
 import re
@@ -7,8 +7,8 @@ import matplotlib
 import pytest
 import torch
 
-import book
-from book import ch09, sizes
+from book import ch09
+from qwen import sizes
 from qwen.generate import filter_logits
 from qwen.model import load_model
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes
@@ -43,7 +43,7 @@ def test_cache_bytes_equal_a_real_cache(synthetic, dtype):
 
 
 def test_cache_bytes_of_the_real_model_by_hand():
-    kv, state = sizes.cache_bytes(book.real.config(), 32_000)
+    kv, state = sizes.cache_bytes(sizes.real_config(), 32_000)
     assert kv == 6 * 2 * 2 * 32_000 * 256 * 2  # 6 full layers, K and V, Hkv = 2, D = 256, bf16
     assert state == 18 * (16 * 128 * 128 * 4 + (2 * 16 * 128 + 16 * 128) * 3 * 2)  # fp32 state + K-1 conv columns
 
@@ -107,25 +107,13 @@ def test_think_on_shrinks_the_generation_prompt(tok):
     assert len(off) == 4 and len(on) == 2 and off[0] == on[0] == 248068 and off[2] == 248069
 
 
-def test_read_bandwidth_reads():
-    """read_bandwidth (bench imports this name and signature) returns bytes read per second: a finite rate of the
-    same order as the copy's (read + written); on this machine's memory, within 10× either way."""
-    import inspect
-
-    device = torch.device("cpu")
-    assert list(inspect.signature(ch09.read_bandwidth).parameters) == ["device", "mib"]
-    assert inspect.signature(ch09.read_bandwidth).parameters["mib"].default == 256
-    read, copy = ch09.read_bandwidth(device, mib=32), ch09.copy_bandwidth(device, mib=32)
-    assert 0 < read < float("inf") and copy / 10 < read < copy * 10
-
-
 def test_prefill_decode_and_cache_figures():
     fig = ch09.prefill_vs_decode({"prefill": 0.01, "decode": 0.1, "bound": 0.05}, {"prefill": 0.2, "decode": 0.3})
     assert [round(b.get_height(), 6) for b in fig.axes[0].patches] == [10.0, 100.0, 50.0]  # ms per token
     assert [round(b.get_height(), 6) for b in fig.axes[1].patches] == [200.0, 300.0]
     assert "estimated" in fig.axes[1].get_title() and "measured" in fig.axes[0].get_title()
     close(fig)
-    real = book.real.config()
+    real = sizes.real_config()
     fig = ch09.cache_growth([("real", real)], max_tokens=32_000)
     kv_line, state_line = fig.axes[0].lines
     assert kv_line.get_ydata()[-1] == pytest.approx(375.0)  # MiB at 32,000 tokens, as counted above

@@ -101,7 +101,8 @@ def test_chapter_prints_the_real_numbers(chapter_outputs):
     layer = 2 * 8 * D * d + 2 * 2 * D * d + d * 8 * D + 2 * D + 3 * d * I + 2 * d  # q (with gate), k, v, o, norms
     mtp = 2 * d * d + 3 * d + layer  # fc (d, 2d), the three norms, one full-attention layer
     assert f"real Qwen3.5-0.8B: {mtp:,} parameters in mtp.*, {mtp / 752_393_024:.1%}" in out
-    assert "15 tensors" in out and "the same names as real Qwen3.5-0.8B's: True" in out
+    assert "15 tensors" in out and "the same names as real Qwen3.5-0.8B's: True; the shapes its config predicts: " \
+        "True" in out
     assert "mtp.fc.weight" in out and "(1024, 2048)" in out
     assert "the steps by hand vs qwen.mtp.step: max |diff| = 0.0e+00" in out
     shift, double = map(float, re.search(r"positions t \+ 1 instead of t: max \|diff\| = (\S+) \(logits up to \S+\); "

@@ -17,7 +17,10 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import l2norm as hf_l2norm
 
 from practice.grading import EXACT, Tol, compare
 from practice.judge import grade_in_process, problems
-from qwen.sizes import count_by_part, is_zero_centred, tensor_shapes
+from qwen.sizes import (REAL_FP32, REAL_TEXT_CONFIG, REAL_VISION_CONFIG, checkpoint_shapes, count_by_part,
+                        is_zero_centred, mtp_shapes, tensor_shapes, vision_shapes)
+from qwen.synthetic import TEXT as SYNTHETIC_TEXT
+from qwen.synthetic import VISION as SYNTHETIC_VISION
 from qwen.norm import rms_normalize
 from qwen.weights import Config, load_weights, read_header
 
@@ -247,7 +250,7 @@ def test_202_oracle_equals_transformers_on_every_case():
 
 
 def test_202_real_figures():
-    """The reference's meta-device figures for Qwen3.5-0.8B: 752.4M text parameters, 254M of them the embedding."""
+    """transformers' meta-device figures for Qwen3.5-0.8B: 752.4M text parameters, 254M of them the embedding."""
     (real,) = cases_of(202)[0].values()
     _, model = _hf_shapes(real)
     assert sum(p.numel() for p in model.parameters()) == 752_393_024
@@ -264,6 +267,69 @@ def test_202_oracle_equals_the_synthetic_checkpoint(synthetic):
     assert stored == tensor_shapes(cfg)
     example = next(c for c in cases_of(202) if c.note == "the synthetic checkpoint")
     assert example.expected["total"] == sum(torch.Size(s).numel() for s in stored.values())
+
+
+MTP_NAMES = {"enorm.": "pre_fc_norm_embedding.", "hnorm.": "pre_fc_norm_hidden.", "eh_proj.": "fc.",
+             "mtp_block.": "layers.0.", "post_norm.": "norm."}  # transformers' MtpLayer -> the checkpoint's mtp.*
+OTHER_TEXT = dict(REAL_TEXT_CONFIG, hidden_size=96, intermediate_size=160, num_attention_heads=6, num_key_value_heads=3,
+                  head_dim=32, num_hidden_layers=4, layer_types=["linear_attention", "full_attention"] * 2)
+OTHER_VISION = dict(REAL_VISION_CONFIG, depth=3, hidden_size=48, intermediate_size=80, num_heads=3, in_channels=4,
+                    patch_size=14, temporal_patch_size=3, spatial_merge_size=3, out_hidden_size=96,
+                    num_position_embeddings=400)
+
+
+@pytest.mark.parametrize("cfg", [REAL_TEXT_CONFIG, SYNTHETIC_TEXT, OTHER_TEXT], ids=["real 0.8B", "synthetic", "other"])
+def test_mtp_shapes_equal_transformers(cfg):
+    """qwen.sizes.mtp_shapes, name by name and shape by shape, against transformers' generic MtpLayer around a Qwen3.5
+    full-attention decoder layer built on the meta device, its names mapped onto the checkpoint's mtp.* ones."""
+    from transformers.modeling_layers import MtpLayer
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5DecoderLayer
+
+    text = Qwen3_5TextConfig(**cfg)
+    with torch.device("meta"):
+        layer = MtpLayer(text, Qwen3_5DecoderLayer, Qwen3_5RMSNorm, text.layer_types.index("full_attention"))
+    theirs = {}
+    for name, p in layer.named_parameters():
+        prefix = next(x for x in MTP_NAMES if name.startswith(x))
+        theirs[MTP_NAMES[prefix] + name[len(prefix):]] = tuple(p.shape)
+    assert mtp_shapes(cfg) == theirs
+
+
+@pytest.mark.parametrize("cfg", [REAL_VISION_CONFIG, SYNTHETIC_VISION, OTHER_VISION],
+                         ids=["real 0.8B", "synthetic", "other"])
+def test_vision_shapes_equal_transformers(cfg):
+    """qwen.sizes.vision_shapes, name by name and shape by shape, against transformers' Qwen3.5 vision tower built on
+    the meta device (its names are the checkpoint's minus model.visual.); from the dict and from a VisionConfig."""
+    from transformers import Qwen3_5VisionConfig
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5VisionModel
+
+    from qwen.vision import VisionConfig
+
+    with torch.device("meta"):
+        tower = Qwen3_5VisionModel(Qwen3_5VisionConfig(**cfg))
+    theirs = {name: tuple(p.shape) for name, p in tower.named_parameters()}
+    assert vision_shapes(cfg) == theirs
+    ours = VisionConfig(**{k: v for k, v in cfg.items() if k in VisionConfig.__dataclass_fields__})
+    assert vision_shapes(ours) == theirs
+
+
+def test_synthetic_checkpoint_is_checkpoint_shapes(synthetic):
+    """Every tensor in the synthetic checkpoint's files (text, MTP block, vision tower), read by the safetensors
+    library: exactly the names and shapes qwen.sizes.checkpoint_shapes lists for its config.json, in the published
+    checkpoints' dtypes (fp32 for the REAL_FP32 names, bf16 for the rest)."""
+    import json
+
+    raw = json.loads((synthetic / "config.json").read_text())
+    stored = {}
+    for file in sorted(synthetic.glob("*.safetensors")):
+        with safe_open(file, framework="pt") as f:
+            stored.update({k: (f.get_slice(k).get_dtype(), tuple(f.get_slice(k).get_shape())) for k in f.keys()})
+    want = checkpoint_shapes(raw["text_config"], raw["vision_config"])
+    assert {k: shape for k, (_, shape) in stored.items()} == want
+    assert {k for k, (dtype, _) in stored.items() if dtype == "F32"} == {k for k in want if k.endswith(REAL_FP32)}
+    assert {dtype for k, (dtype, _) in stored.items() if not k.endswith(REAL_FP32)} == {"BF16"}
+    assert {k.split(".")[0] + "." + k.split(".")[1] for k in want if k.startswith("model.")} == \
+        {"model.language_model", "model.visual"} and any(k.startswith("mtp.layers.0.") for k in want)
 
 
 def test_201_files_read_back_with_safetensors():

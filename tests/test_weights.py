@@ -192,23 +192,22 @@ def test_bad_layer_types(tmp_path):
 
 def test_the_banner_is_true(synthetic):
     """Real: names, dtypes, depth and layer pattern, vocabulary, config layout. Not real: widths, shapes, counts."""
-    from book import real
-    from qwen.sizes import tensor_shapes
+    from qwen.sizes import REAL_TEXT_CONFIG, real_config, tensor_shapes
     from qwen.synthetic import BANNER
 
     assert "Real: tensor names, dtypes, depth and layer pattern, vocabulary" in BANNER
     assert "the tokenizer files are the course's rebuild" in BANNER  # not Qwen's own tokenizer.json
     assert "Not real: widths, so shapes and parameter counts, and every value" in BANNER
-    ours, theirs = Config.load(synthetic), real.config()
+    ours, theirs = Config.load(synthetic), real_config()
     same = ("vocab_size", "num_hidden_layers", "layer_types", "tie_word_embeddings", "dtype", "linear_conv_kernel_dim",
             "rope_theta", "partial_rotary_factor", "rms_norm_eps")
     assert [getattr(ours, k) for k in same] == [getattr(theirs, k) for k in same]
     raw = json.loads((synthetic / "config.json").read_text())
     assert raw["architectures"] == ["Qwen3_5ForConditionalGeneration"] and set(raw["text_config"]) >= set(
-        k for k in real.TEXT_CONFIG if k != "model_type")  # every key of the real text_config is there
+        k for k in REAL_TEXT_CONFIG if k != "model_type")  # every key of the real text_config is there
     names = lambda cfg: {n.split(".", 2)[-1] for n in tensor_shapes(cfg)}  # noqa: E731 (names within a layer)
     W = load_weights(synthetic)
-    assert {n.split(".", 2)[-1] for n in W if n != "lm_head.weight"} == names(real.TEXT_CONFIG)
+    assert {n.split(".", 2)[-1] for n in W if n != "lm_head.weight"} == names(REAL_TEXT_CONFIG)
     fp32 = {n for n in W if W[n].dtype == torch.float32}  # the published checkpoints' fp32 tensors (third-party)
     assert fp32 == {f"layers.{i}.{t}" for i in range(24) for t in ("linear_attn.A_log", "linear_attn.norm.weight")
                     if ours.layer_types[i] == "linear_attention"} and len(fp32) == 36
