@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from book import ch10
-from conftest import run_chapter
+from helpers import run_chapter
 from qwen.image import ImageSettings
 
 matplotlib.use("Agg")

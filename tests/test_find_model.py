@@ -208,7 +208,7 @@ def test_a_cache_without_the_vision_files_still_serves_text(tmp_path, split, syn
     from qwen.image import preprocess
     from qwen.model import load_model
     from qwen.vision import load_vision
-    from tests.test_vision import picture
+    from helpers import picture
 
     snap = populate_cache(tmp_path / "hub", "Qwen/Qwen3.5-0.8B", split)
     rc, out = find(tmp_path, HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1")
