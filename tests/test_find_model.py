@@ -38,7 +38,7 @@ def find(tmp_path, *names, **env):
     Returns (exit code, output): one line per name, the folder or 'ERROR <message>' (exit code 3 on any error)."""
     code = ("import sys, pathlib, qwen.hub, qwen.weights as w; qwen.hub.DATA_DIR = pathlib.Path(sys.argv[1]); rc = 0\n"
             "for name in sys.argv[2:] or [None]:\n"
-            "    try: print(w.find_model(name))\n"  # the seed's import path keeps working
+            "    try: print(w.find_model(name))\n"  # the import path of earlier editions keeps working
             "    except FileNotFoundError as e: print('ERROR', e); rc = 3\n"
             "sys.exit(rc)")
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "QWEN_"))}

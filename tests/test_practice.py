@@ -247,7 +247,8 @@ def test_202_oracle_equals_transformers_on_every_case():
 
 
 def test_202_real_figures():
-    """The reference's meta-device figures for Qwen3.5-0.8B: 752.4M text parameters, 254M of them the embedding."""
+    """transformers' Qwen3.5-0.8B text model, built on the meta device from the real config: 752.4M text parameters,
+    254M of them the embedding."""
     (real,) = cases_of(202)[0].values()
     _, model = _hf_shapes(real)
     assert sum(p.numel() for p in model.parameters()) == 752_393_024
