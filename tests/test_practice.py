@@ -41,7 +41,7 @@ def expectation(path):
 # ---------------------------------------------------------------- the problem set itself
 
 def test_numbering():
-    """2xx = part 2 of the course, "writing the parts"; chapters 1-3 have 201-205, 204 is RMSNorm as in the source."""
+    """2xx = part 2 of the course, "writing the parts"; chapters 1-3 have 201-205, 204 is RMSNorm."""
     assert sorted(PROBLEMS) == [201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212, 213, 214, 215, 216, 217,
                                 218, 219, 220, 221]
     assert PROBLEMS[204].slug == "rmsnorm"
