@@ -18,7 +18,6 @@ from practice.problems import LOAD_LIMIT, find_problem, verified
 from practice.report import MSG, Printer, Report, detect_lang, shown_path
 from practice.store import clean_stale_temp, progress_path, record, temp_dir
 
-
 # ---------------------------------------------------------------- grading in this process (notebooks)
 
 def check(problem, *objects, lang=None, save=True, **functions):

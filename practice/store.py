@@ -11,7 +11,6 @@ from pathlib import Path
 from practice.problems import HERE
 from practice.report import MSG, shown_path
 
-
 # ---------------------------------------------------------------- progress: a JSON file, locked, replaced atomically
 
 def home():

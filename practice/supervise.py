@@ -22,7 +22,6 @@ from practice.report import OUTPUT_CAP, Report
 from practice.sandbox import kill_tree
 from practice.store import clean_stale_temp, temp_dir
 
-
 MAX_EVENT = 1 << 20  # bytes in one line of the runner's events
 MAX_RESULT = 1 << 30  # bytes in one saved result (the runner refuses tensors over 256 MiB)
 

@@ -1,5 +1,6 @@
 """Helpers that several test files use (no test imports another test file): the repository root, work shared by
-the test workers, running a chapter script, the chat templates, and the small checkpoints' numerics.
+the test workers, running a chapter script, a problem's functions, a synthetic picture, the tokenizer's sample
+texts, the official chat templates, and the small checkpoints' numerics.
 
 Fixtures live in conftest.py; what is plain Python lives here (`from helpers import ...`)."""
 import contextlib
@@ -90,7 +91,7 @@ def picture(width, height, mode="RGB", seed=0):
     return Image.fromarray(rgb, "RGBA" if mode == "RGBA" else "RGB").convert(mode)
 
 
-
+# Text the tokenizer tests encode (test_tokenizer, test_bpe): scripts, combining marks, code, digits and emoji
 SAMPLES = [
     # English, contractions (the regex splits 's 'll 're case-insensitively)
     "Hello, world! The quick brown fox jumps over the lazy dog.",

@@ -7,6 +7,7 @@ the function is called), so only the source shows it. Each edge is a module of t
 y` (y a name of qwen/__init__.py) at qwen. The second test plants a circle in a tree of its own and checks the same
 functions name it."""
 import ast
+from itertools import pairwise
 from pathlib import Path
 
 from helpers import ROOT
@@ -124,7 +125,7 @@ def _circle(graph, group):
 
 def describe(graph, circle) -> str:
     """'a -> b -> a' and, for each step, where the import is written."""
-    steps = "\n".join(f"    {a} imports {b} at {graph[a][b]}" for a, b in zip(circle, circle[1:]))
+    steps = "\n".join(f"    {a} imports {b} at {graph[a][b]}" for a, b in pairwise(circle))
     return " -> ".join(circle) + "\n" + steps
 
 
