@@ -9,7 +9,8 @@ import torch.nn.functional as F
 
 from qwen.norm import rms_normalize
 
-# Printed by the source tutorial's chapter 3 on the real Qwen3.5-0.8B weights (shared/seeds/004_*.txt, beside the repository):
+# Printed by a run of chapter 3's measurements on the real Qwen3.5-0.8B weights (tests/test_book_ch03.py reads that
+# printout back where $QWEN_SEEDS names its folder):
 # RMS after layer 0's input norm and after the final norm (three random vectors), the stored w of those two norms,
 # and the output RMS of layer 0's gated norm (four random head outputs) for gates −6, 0, +6.
 REAL = {"layer0_rms": 1.24, "final_rms": 4.33,

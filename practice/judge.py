@@ -5,11 +5,12 @@ The learner's file runs in a separate process (practice/runner.py) with a time l
 back as data and are compared here with expected values from an oracle that is always installed (the `qwen`
 package, torch, hand math); tests/test_practice.py proves those oracles equal transformers.
 
-This file is the command line. The judge's parts are modules beside it: problems.py (the problem registry and
-the checksums), store.py (the progress store), events.py (the event protocol and the grading of events),
-supervise.py (child supervision, for grading and for the plug-in), notebook.py (in-notebook grading), with
-report.py (what is printed), grading.py (comparison and hints), oracle.py (what a learner may not bend or use),
-runner.py and sandbox.py (the child process) and plugin.py (the whole model with a learner's part).
+This file is the command line. The judge's parts are modules beside it: problems.py (the problem registry, the
+checksums and the limits), store.py (what the judge writes: progress, working files, scratch folders), events.py
+(the event protocol and the grading of events), supervise.py (child supervision, for grading and for the plug-in),
+notebook.py (in-notebook grading), with report.py (what is printed), grading.py (comparison and hints), oracle.py
+(what a learner may not bend or use), runner.py and sandbox.py (the child process) and plugin.py (the whole model
+with a learner's part: its child, and the judge's side of it).
 """
 import argparse
 import json
@@ -25,13 +26,14 @@ if str(HERE.parent) not in sys.path:  # `python practice/judge.py` puts practice
 # the judge's parts, one module each; their names stay importable from here (notebooks, book.attempt, tests)
 from practice.events import OUT_OF_MEMORY, Garbled, Protocol, error_hints, grade_events, slack  # noqa: E402,F401
 from practice.notebook import check, grade_in_process  # noqa: E402,F401
-from practice.problems import (MEMORY_LIMIT, Problem, checksums, find_problem, given_files,  # noqa: E402,F401
-                               manifest_path, oracle_files, problems, reference_files, verified)
-from practice.store import home, load_progress, progress_path, record, save_progress, work_dir  # noqa: E402,F401
+from practice.plugin import PlugProtocol, plug_in_allowed, plug_in_file  # noqa: E402,F401
+from practice.problems import (GRACE, LOAD_LIMIT, MEMORY_LIMIT, STARTUP_LIMIT, Problem, checksums,  # noqa: E402,F401
+                               find_problem, given_files, manifest_path, oracle_files, problems, reference_files,
+                               verified)
 from practice.report import MSG, Printer, cmd, detect_lang, shown_path  # noqa: E402,F401
-from practice.supervise import (GRACE, LOAD_LIMIT, MAX_EVENT, MAX_RESULT, STARTUP_LIMIT,  # noqa: E402,F401
-                                PlugProtocol, Supervised, clean_stale_temp, plug_in_allowed, plug_in_file,
-                                read_result, run_file, supervise)
+from practice.store import (clean_stale_temp, home, load_progress, progress_path, record,  # noqa: E402,F401
+                            save_progress, work_dir)
+from practice.supervise import MAX_EVENT, MAX_RESULT, Supervised, read_result, run_file, supervise  # noqa: E402,F401
 
 MAX_TIME_LIMIT = 600.0  # seconds: the most --time-limit accepts
 

@@ -13,11 +13,10 @@ import types
 from pathlib import Path
 
 from practice.events import grade_events
-from practice.problems import find_problem, verified
-from practice.store import progress_path, record
+from practice.oracle import Watch
+from practice.problems import LOAD_LIMIT, find_problem, verified
 from practice.report import MSG, Printer, Report, detect_lang, shown_path
-from practice.supervise import LOAD_LIMIT, _temp_dir, clean_stale_temp
-
+from practice.store import clean_stale_temp, progress_path, record, temp_dir
 
 # ---------------------------------------------------------------- grading in this process (notebooks)
 
@@ -39,7 +38,7 @@ def check(problem, *objects, lang=None, save=True, **functions):
         return False
     if not verified(prob, lang):
         return False
-    space, why = _namespace(prob, objects, functions)
+    space, why = namespace(prob, objects, functions)
     if why:
         print(why)
         return False
@@ -57,8 +56,9 @@ def _name(obj):
     return getattr(obj, "__name__", None)
 
 
-def _namespace(prob, objects, functions):
-    """check()'s arguments as {name: callable}, or (None, one line saying what check() takes)."""
+def namespace(prob, objects, functions):
+    """check()'s arguments as {name: callable}, or (None, one line saying what check() takes); plug_in takes the
+    same arguments."""
     wanted, space = prob.functions, {}
     takes = (f"check() takes the functions {', '.join(wanted)} (or functools.partial of them), a namespace that "
              f"defines them (globals(), a module, an object such as an nn.Module instance), or name=function")
@@ -108,16 +108,15 @@ def _progress_line(lang):
 def grade_in_process(prob, space=None, path=None, progress=None):
     """Grade the functions in `space`, or in the file at `path` imported here, without a child process.
     progress(i, n, case) is called as each case starts, and progress(None, n, None, done=True) at the end."""
-    from practice import runner
+    from practice import runner  # runner and grading import torch: imported when something is graded
     from practice.grading import float32_default
-    from practice.oracle import Watch
 
     report = Report(prob, Path(path) if path else "notebook", prob.time_limit, LOAD_LIMIT, in_process=True,
                     memory_limit=prob.memory_limit)
     t0 = time.perf_counter()
     events, results = [], {}
     clean_stale_temp()
-    with _temp_dir() as tmp:
+    with temp_dir() as tmp:
         cases = prob.cases(Path(tmp))
         report.total_limit = prob.total_limit(len(cases))
 

@@ -10,10 +10,22 @@ DeltaNet chunk (64 tokens) and not a multiple of it, so a chunked rule must carr
 and pad the last chunk, as in any real prefill.
 """
 import contextlib
+import importlib.util
+import json
+import os
+import signal
 import sys
 from pathlib import Path
 
-import torch
+from practice.events import OUT_OF_MEMORY, Garbled
+from practice.notebook import namespace
+from practice.problems import GRACE, HERE, LOAD_LIMIT, STARTUP_LIMIT, find_problem, problems
+from practice.report import MSG, cmd, safe, size_text
+from practice.store import work_dir
+from practice.supervise import start_sandboxed, supervise
+
+# torch and the course's model are imported inside the functions that run the model: the judge imports this module
+# for its parent side (plug_in_file, below) and its commands that grade nothing start without torch
 
 PROMPT = ("Paris is the capital of France, Berlin is the capital of Germany, Rome is the capital of Italy, Madrid is "
           "the capital of Spain, Lisbon is the capital of Portugal, Vienna is the capital of Austria, Athens is the "
@@ -25,7 +37,7 @@ PARTS = {204: "RMSNorm, gated RMSNorm and l2norm", 206: "RoPE", 207: "SwiGLU MLP
 
 def _swaps(number, f, cfg):
     """(object, attribute, replacement) for each place the course's code is replaced by the learner's `f`."""
-    import qwen.attention
+    import qwen.attention  # these import torch (see the note at the top)
     import qwen.deltanet
     import qwen.fast
     import qwen.mlp
@@ -89,6 +101,8 @@ def swapped(swaps):
 
 
 def top5(model, ids):
+    import torch
+
     with torch.no_grad():
         p = model(ids)[0, -1].float().softmax(-1)
     top = p.topk(5)
@@ -100,9 +114,6 @@ def plug_in(number, *functions, path=None, **named):
     functools.partial, a namespace such as globals(), or name=function); print the two top-5 lists side by side and
     whether the prediction is the same. Returns "same prediction" or "diverges"; None, with one line, for an
     exercise that is not a part of the model or functions it cannot use."""
-    from practice.notebook import _namespace
-    from practice.problems import find_problem
-
     prob = find_problem(number, "en")
     if prob is None:
         return None
@@ -110,7 +121,7 @@ def plug_in(number, *functions, path=None, **named):
         print(f"plug_in: exercise {prob.number} is not a part of the model; plug-in works for "
               f"{', '.join(map(str, PARTS))}")
         return None
-    space, why = _namespace(prob, functions, named)
+    space, why = namespace(prob, functions, named)
     if why:
         print(why.replace("check()", "plug_in()"))
         return None
@@ -120,6 +131,8 @@ def plug_in(number, *functions, path=None, **named):
 def course_model(path=None):
     """(path, the model in fp32, its tokenizer, the prompt's ids, the course model's top-5 for them); the synthetic
     checkpoint unless `path` is given."""
+    import torch
+
     from qwen.model import load_model
     from qwen.synthetic import synthetic_path
     from qwen.tokenizer import Tokenizer
@@ -132,7 +145,6 @@ def course_model(path=None):
 
 def compare(number, f, path, model, tok, ids, ours):
     """The model with the learner's functions `f` ({name: function}) in place of the course's, against `ours`."""
-    from practice.events import OUT_OF_MEMORY
     from qwen.synthetic import is_synthetic
 
     try:
@@ -166,12 +178,10 @@ def compare(number, f, path, model, tok, ids, ours):
 def _memory_limit():
     """The limit on this process's memory as text ("4 GiB") under the judge's sandbox; None without one."""
     try:
-        import resource
+        import resource  # POSIX only
         limit = resource.getrlimit(resource.RLIMIT_DATA)[0]
     except (ImportError, ValueError, OSError):
         return None
-    from practice.report import size_text
-
     return None if limit == resource.RLIM_INFINITY else size_text(limit)
 
 
@@ -180,9 +190,7 @@ def main(number, file):
     then the comparison. It reports each step to the judge, one JSON line on a private copy of stdout (ready,
     loaded, begin and ret around every call of the learner's functions, done), so the judge times every step on its
     own clock with the limits it grades with; what it prints goes to stderr, which the judge shows."""
-    import importlib.util
-    import json
-    import os
+    import torch
 
     torch.set_num_threads(1)  # the learner's code on one thread, as the runner runs it
     events = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
@@ -206,12 +214,95 @@ def main(number, file):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     say("loaded")
-    from practice.problems import problems
-
     yours = {n: timed(n, getattr(module, n)) for n in problems()[number].functions}
     same = compare(number, yours, *course) == "same prediction"
     say("done", same=same)
     return 0 if same else 1
+
+
+# ---------------------------------------------------------------- the judge's side: the child under supervision
+
+class PlugProtocol:
+    """The plug-in child's events (plugin.main) in their one order: ready (the course model is loaded), loaded (the
+    learner's file is imported), then begin (with one of the exercise's function names) and ret around each call of
+    the learner's functions, then done (with same: true or false) after at least one call. Anything else raises
+    Garbled, as Protocol does for the runner."""
+
+    def __init__(self, functions):
+        self.functions, self.state, self.fn = list(functions), "start", "function"
+
+    def accept(self, ev):
+        if not isinstance(ev, dict):
+            raise Garbled("a line that is not an event")
+        kind, st = ev.get("ev"), self.state
+        if (st, kind) in (("start", "ready"), ("ready", "loaded")):
+            self.state = kind
+        elif st in ("loaded", "returned") and kind == "begin" and ev.get("fn") in self.functions:
+            self.state, self.fn = "inside", ev["fn"]
+        elif st == "inside" and kind == "ret":
+            self.state = "returned"
+        elif st == "returned" and kind == "done" and type(ev.get("same")) is bool:
+            self.state = "over"
+            return {"ev": kind, "same": ev["same"]}
+        else:
+            raise Garbled(f"an event {str(kind)[:20]!r} where the judge expected {self._expected()}")
+        return {"ev": kind}
+
+    def _expected(self):
+        return {"start": "'ready'", "ready": "'loaded'", "loaded": "a call of your functions",
+                "inside": f"the return of your {self.fn}", "returned": "another call, or 'done'"}.get(
+            self.state, "nothing more")
+
+
+def plug_in_allowed(prob, lang):
+    """True for an exercise that is a part of the model; else one line, with the parts and the command to grade it
+    without --plug-in."""
+    if prob.number in PARTS:
+        return True
+    print(MSG[lang]["plug_not_part"].format(n=prob.number, parts=", ".join(map(str, PARTS)), cmd=cmd(prob.number)),
+          file=sys.stderr)
+    return False
+
+
+def plug_in_file(number, file, lang="en"):
+    """The plug-in mode (practice/plugin.py) with the learner's file in a child process, under the limits it was
+    graded with: the sandbox (memory, processes, a reaper) and the supervision loop of grading, with a deadline for
+    each wait after the child's last event (PlugProtocol): Python, torch and the course model get STARTUP_LIMIT,
+    importing the file LOAD_LIMIT, each call of the learner's functions the problem's time limit (+ GRACE), the
+    course's own code between calls STARTUP_LIMIT. Past one, everything is stopped and one line says which. Returns
+    the exit code: 0 for the same prediction, 1 otherwise, 2 for an exercise that is not a part of the model."""
+    m = MSG[lang]
+    prob = find_problem(number, lang)
+    if prob is None or not plug_in_allowed(prob, lang):
+        return 2
+    path = Path(file) if file else work_dir() / prob.work_name
+    waits = {"start": STARTUP_LIMIT, "ready": LOAD_LIMIT, "loaded": STARTUP_LIMIT, "returned": STARTUP_LIMIT,
+             "inside": prob.time_limit + GRACE, "over": LOAD_LIMIT}  # over: only its exit is left
+    env = dict(os.environ, PYTHONIOENCODING="utf-8", PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=os.pathsep.join([str(HERE.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    print(m["plug_banner"].format(n=prob.number), flush=True)
+    proto = PlugProtocol(prob.functions)
+    proc = start_sandboxed([sys.executable, str(HERE / "plugin.py"), str(prob.number), str(path.resolve())],
+                            prob.memory_limit, env=env)
+    seen = supervise(proc, proto, lambda ev: (waits[proto.state], None))
+    for line in seen.output.decode("utf-8", "replace").splitlines():
+        print(safe(line))
+    if seen.output_bytes > len(seen.output):
+        print(m["printed"].format(size=size_text(seen.output_bytes), cap=size_text(len(seen.output))))
+    done = next((ev for ev in seen.events if ev["ev"] == "done"), None)
+    if done is not None and seen.garbled is None:
+        return 0 if done["same"] else 1
+    if seen.garbled:
+        why = m["garbled"].format(why=seen.garbled)
+    elif seen.stopped:
+        why = m["plug_" + seen.stopped].format(t=waits[seen.stopped], fn=proto.fn, n=prob.number,
+                                               limit=prob.time_limit)
+    elif seen.rc < 0:
+        why = m["plug_died"].format(how=m["oom_kill"] if seen.rc == -signal.SIGKILL else f"signal {-seen.rc}")
+    else:
+        return 1  # it raised: its traceback is printed above
+    print(m["plug_stopped"].format(why=why), file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -10,10 +10,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from practice.oracle import answer_files, import_closure, package_root, sha256
 from practice.report import MSG, cmd, shown_path
 
 HERE = Path(__file__).resolve().parent  # practice/
 MEMORY_LIMIT = 4096  # MiB of memory (RLIMIT_DATA) for the learner's process unless meta.json says "memory_limit"
+STARTUP_LIMIT = 120.0  # seconds for the runner to start Python and import torch: the judge's cost, not the learner's
+LOAD_LIMIT = 10.0  # seconds to import the learner's file (torch is already imported by then)
+GRACE = 1.0  # a running case is stopped after its limit plus this; the verdict uses the case's own clock
 
 
 # ---------------------------------------------------------------- problems: one folder each, practice/NNN_slug/
@@ -56,8 +60,6 @@ class Problem:
         """What the learner's file at `path` may not use (oracle.Watch): the answer modules, and every problem's
         solution.py and cases.py but the graded file itself (the course's own tests grade solution.py); named
         relative to the folder that holds practice/."""
-        from practice.oracle import answer_files, package_root
-
         graded = Path(path).resolve() if path else None
         return {"modules": self.answer_modules, "root": str(package_root(self.folder.parent.parent)),
                 "files": [f for f in answer_files(self.folder.parent) if Path(f).resolve() != graded]}
@@ -83,7 +85,7 @@ class Problem:
 
     def cases(self, tmp):
         """The cases, built with fp32 as torch's default dtype whatever the caller set (a notebook may set fp64)."""
-        from practice.grading import float32_default
+        from practice.grading import float32_default  # grading imports torch: `list` and `show` start without it
 
         with float32_default():
             return self.module.make_cases(Path(tmp))
@@ -146,8 +148,6 @@ def oracle_files(prob):
     """{"qwen/rope.py": path}: the files of the `qwen` package that the problem's cases.py and given files import,
     directly or through each other (practice/oracle.py): they compute the expected values, so they decide a verdict
     as cases.py does."""
-    from practice.oracle import import_closure, package_root
-
     root = prob.folder.parent
     return import_closure([prob.folder / "cases.py"] + [root / name for name in given_files(prob)],
                           package_root(root.parent))
@@ -158,8 +158,6 @@ def checksums(root=HERE):
     reference files, the given files they import and the `qwen` files their cases import. Line endings are hashed
     as "\n", so a checkout that writes "\r\n" (git on Windows) matches. A given file that is missing is left out
     (and so differs from the manifest)."""
-    from practice.oracle import sha256
-
     files, oracle = {}, {}
     for prob in problems(root).values():
         for f in reference_files(prob.folder):
@@ -177,8 +175,6 @@ def verified(prob, lang="en"):
     """True if the problem's reference files, given files and the `qwen` files its cases import are the committed
     ones; else say which differ and how to restore them (an accidental edit of cases.py or qwen/rope.py must not
     change what the judge accepts)."""
-    from practice.oracle import sha256
-
     try:
         manifest = json.loads(manifest_path(prob.folder.parent).read_text(encoding="utf-8"))
         known, known_oracle = manifest["files"], manifest.get("oracle", {})

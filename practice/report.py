@@ -331,7 +331,7 @@ class Printer:
         return self.m[kind].format(how=self._how(rest))
 
     def _failure(self, rep, r):
-        from practice.grading import describe
+        from practice.grading import describe  # grading imports torch: only when a case failed
 
         m, case = self.m, r.case
         idx = rep.results.index(r) + 1

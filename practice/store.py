@@ -1,6 +1,8 @@
-"""The learner's progress: a JSON file, locked while it changes, replaced atomically, never lost."""
+"""What the judge writes: the learner's progress (a JSON file, locked while it changes, replaced atomically, never
+lost), the working files' folder, and the scratch folders a grading uses (removed even after a kill -9)."""
 import json
 import os
+import shutil
 import sys
 import tempfile
 from datetime import datetime, timezone
@@ -8,7 +10,6 @@ from pathlib import Path
 
 from practice.problems import HERE
 from practice.report import MSG, shown_path
-
 
 # ---------------------------------------------------------------- progress: a JSON file, locked, replaced atomically
 
@@ -104,3 +105,30 @@ def record(report, lang):
                         "last": report.verdict, "passed": report.passed, "total": len(report.results),
                         "when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "file": str(report.file)}
         save_progress(records, lang)
+
+
+# ---------------------------------------------------------------- temporary folders: removed even after a kill -9
+
+TEMP_PREFIX = "qwen-practice-"
+
+
+def temp_dir():
+    """A temporary folder named after this process, so the next judge can tell when its owner is gone."""
+    return tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-", ignore_cleanup_errors=True)
+
+
+def clean_stale_temp():
+    """Remove the temporary folders of judges that were killed (their process no longer exists)."""
+    for folder in Path(tempfile.gettempdir()).glob(TEMP_PREFIX + "*-*"):
+        try:
+            pid = int(folder.name[len(TEMP_PREFIX):].split("-")[0])
+        except ValueError:
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # alive (or another user's): not ours to remove
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)

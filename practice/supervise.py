@@ -1,7 +1,9 @@
 """Child supervision: learner code in a sandboxed child process, every wait under a deadline on the judge's
 clock. One loop (`supervise`) reads the child's events for grading (run_file: the runner) and for the plug-in
-(plug_in_file: plugin.py); both check the events' order and kill the child and all it started at the end.
+(plugin.plug_in_file: plugin.py's child); both check the events' order and kill the child and all it started at the
+end.
 """
+import io
 import json
 import os
 import queue
@@ -9,21 +11,17 @@ import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from practice.events import Garbled, Protocol, grade_events
-from practice.problems import HERE, find_problem
-from practice.store import work_dir
-from practice.report import MSG, OUTPUT_CAP, Report, cmd, safe, size_text
+from practice.problems import GRACE, HERE, LOAD_LIMIT, STARTUP_LIMIT
+from practice.report import OUTPUT_CAP, Report
+from practice.sandbox import kill_tree
+from practice.store import clean_stale_temp, temp_dir
 
-
-STARTUP_LIMIT = 120.0  # seconds for the runner to start Python and import torch: the judge's cost, not the learner's
-LOAD_LIMIT = 10.0  # seconds to import the learner's file (torch is already imported by then)
-GRACE = 1.0  # a running case is stopped after its limit plus this; the verdict uses the case's own clock
 MAX_EVENT = 1 << 20  # bytes in one line of the runner's events
 MAX_RESULT = 1 << 30  # bytes in one saved result (the runner refuses tensors over 256 MiB)
 
@@ -66,8 +64,6 @@ def _running(proc):
 def _kill_tree(proc):
     """Kill the runner's sandbox and every process below it (Linux: it is a subreaper, so daemons that left the
     process group are still below it), then its process group; elsewhere the process group or tree only."""
-    from practice.sandbox import kill_tree
-
     try:
         if os.name == "posix":
             kill_tree(proc.pid)
@@ -85,11 +81,9 @@ def _kill_tree(proc):
 def read_result(path):
     """A saved result, read only if it is a regular file of a sane size (a named pipe or a device put in its place
     would block or never end), then loaded without unpickling and reduced to plain data."""
-    import io
+    import torch  # here, not at the top: the judge's commands that grade nothing start without torch
 
-    import torch
-
-    from practice.runner import sanitize
+    from practice.runner import sanitize  # the runner imports torch
 
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
                  | getattr(os, "O_BINARY", 0))
@@ -106,7 +100,7 @@ def read_result(path):
     return sanitize(torch.load(io.BytesIO(data), weights_only=True))
 
 
-def _start_sandboxed(command, memory_limit, **popen):
+def start_sandboxed(command, memory_limit, **popen):
     """Start `command` in a new session, stdin closed, stdout (its private events) and stderr (what it prints)
     piped; on POSIX inside the sandbox, which sets the limits and reaps every process the learner's code starts."""
     if os.name == "posix":
@@ -204,14 +198,14 @@ def supervise(proc, proto, wait):
 def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
     """Grade the file at `path` in a separate process. Returns a Report; nothing in the file can make it raise or
     hang: every wait has a deadline on the judge's own clock."""
-    import torch
+    import torch  # here, not at the top: the judge's commands that grade nothing start without torch
 
     report = Report(problem, Path(path), float(time_limit or problem.time_limit), float(load_limit),
                     memory_limit=problem.memory_limit)
     limits = {"startup": STARTUP_LIMIT, "load": report.load_limit, "case": report.time_limit + GRACE}
     t0 = time.perf_counter()
     clean_stale_temp()
-    with _temp_dir() as tmp:
+    with temp_dir() as tmp:
         tmp = Path(tmp)
         for sub in ("data", "out", "cwd"):
             (tmp / sub).mkdir()
@@ -235,7 +229,7 @@ def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
             elif ev["ev"] == "ret":
                 used += ev["_at"] - begun
             return limits.get(Protocol.LIMIT.get(proto.state), 0.0), None
-        seen = supervise(_start_sandboxed(command, problem.memory_limit, cwd=tmp / "cwd", env=env), proto, wait)
+        seen = supervise(start_sandboxed(command, problem.memory_limit, cwd=tmp / "cwd", env=env), proto, wait)
         report.output, report.output_bytes = seen.output, seen.output_bytes
         stopped, garbled, rc = seen.stopped, seen.garbled, seen.rc
         if not seen.events:
@@ -249,119 +243,3 @@ def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
                      stopped if stopped != "start" else None, died, garbled)
     report.seconds = time.perf_counter() - t0
     return report
-
-
-# ---------------------------------------------------------------- temporary folders: removed even after a kill -9
-
-TEMP_PREFIX = "qwen-practice-"
-
-
-def _temp_dir():
-    """A temporary folder named after this process, so the next judge can tell when its owner is gone."""
-    return tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-", ignore_cleanup_errors=True)
-
-
-def clean_stale_temp():
-    """Remove the temporary folders of judges that were killed (their process no longer exists)."""
-    import shutil
-
-    for folder in Path(tempfile.gettempdir()).glob(TEMP_PREFIX + "*-*"):
-        try:
-            pid = int(folder.name[len(TEMP_PREFIX):].split("-")[0])
-        except ValueError:
-            continue
-        try:
-            os.kill(pid, 0)
-            continue  # alive (or another user's): not ours to remove
-        except ProcessLookupError:
-            pass
-        except OSError:
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-# ---------------------------------------------------------------- the plug-in's child
-
-class PlugProtocol:
-    """The plug-in child's events (plugin.main) in their one order: ready (the course model is loaded), loaded (the
-    learner's file is imported), then begin (with one of the exercise's function names) and ret around each call of
-    the learner's functions, then done (with same: true or false) after at least one call. Anything else raises
-    Garbled, as Protocol does for the runner."""
-
-    def __init__(self, functions):
-        self.functions, self.state, self.fn = list(functions), "start", "function"
-
-    def accept(self, ev):
-        if not isinstance(ev, dict):
-            raise Garbled("a line that is not an event")
-        kind, st = ev.get("ev"), self.state
-        if (st, kind) in (("start", "ready"), ("ready", "loaded")):
-            self.state = kind
-        elif st in ("loaded", "returned") and kind == "begin" and ev.get("fn") in self.functions:
-            self.state, self.fn = "inside", ev["fn"]
-        elif st == "inside" and kind == "ret":
-            self.state = "returned"
-        elif st == "returned" and kind == "done" and type(ev.get("same")) is bool:
-            self.state = "over"
-            return {"ev": kind, "same": ev["same"]}
-        else:
-            raise Garbled(f"an event {str(kind)[:20]!r} where the judge expected {self._expected()}")
-        return {"ev": kind}
-
-    def _expected(self):
-        return {"start": "'ready'", "ready": "'loaded'", "loaded": "a call of your functions",
-                "inside": f"the return of your {self.fn}", "returned": "another call, or 'done'"}.get(
-            self.state, "nothing more")
-
-
-def plug_in_allowed(prob, lang):
-    """True for an exercise that is a part of the model; else one line, with the parts and the command to grade it
-    without --plug-in."""
-    from practice.plugin import PARTS
-
-    if prob.number in PARTS:
-        return True
-    print(MSG[lang]["plug_not_part"].format(n=prob.number, parts=", ".join(map(str, PARTS)), cmd=cmd(prob.number)),
-          file=sys.stderr)
-    return False
-
-
-def plug_in_file(number, file, lang="en"):
-    """The plug-in mode (practice/plugin.py) with the learner's file in a child process, under the limits it was
-    graded with: the sandbox (memory, processes, a reaper) and the supervision loop of grading, with a deadline for
-    each wait after the child's last event (PlugProtocol): Python, torch and the course model get STARTUP_LIMIT,
-    importing the file LOAD_LIMIT, each call of the learner's functions the problem's time limit (+ GRACE), the
-    course's own code between calls STARTUP_LIMIT. Past one, everything is stopped and one line says which. Returns
-    the exit code: 0 for the same prediction, 1 otherwise, 2 for an exercise that is not a part of the model."""
-    m = MSG[lang]
-    prob = find_problem(number, lang)
-    if prob is None or not plug_in_allowed(prob, lang):
-        return 2
-    path = Path(file) if file else work_dir() / prob.work_name
-    waits = {"start": STARTUP_LIMIT, "ready": LOAD_LIMIT, "loaded": STARTUP_LIMIT, "returned": STARTUP_LIMIT,
-             "inside": prob.time_limit + GRACE, "over": LOAD_LIMIT}  # over: only its exit is left
-    env = dict(os.environ, PYTHONIOENCODING="utf-8", PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=os.pathsep.join([str(HERE.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    print(m["plug_banner"].format(n=prob.number), flush=True)
-    proto = PlugProtocol(prob.functions)
-    proc = _start_sandboxed([sys.executable, str(HERE / "plugin.py"), str(prob.number), str(path.resolve())],
-                            prob.memory_limit, env=env)
-    seen = supervise(proc, proto, lambda ev: (waits[proto.state], None))
-    for line in seen.output.decode("utf-8", "replace").splitlines():
-        print(safe(line))
-    if seen.output_bytes > len(seen.output):
-        print(m["printed"].format(size=size_text(seen.output_bytes), cap=size_text(len(seen.output))))
-    done = next((ev for ev in seen.events if ev["ev"] == "done"), None)
-    if done is not None and seen.garbled is None:
-        return 0 if done["same"] else 1
-    if seen.garbled:
-        why = m["garbled"].format(why=seen.garbled)
-    elif seen.stopped:
-        why = m["plug_" + seen.stopped].format(t=waits[seen.stopped], fn=proto.fn, n=prob.number,
-                                               limit=prob.time_limit)
-    elif seen.rc < 0:
-        why = m["plug_died"].format(how=m["oom_kill"] if seen.rc == -signal.SIGKILL else f"signal {-seen.rc}")
-    else:
-        return 1  # it raised: its traceback is printed above
-    print(m["plug_stopped"].format(why=why), file=sys.stderr)
-    return 1

@@ -1,4 +1,4 @@
-"""The official Qwen3.5-0.8B/2B chat template (../shared/fixtures/chat-templates/qwen3_5_0.8b_2b.jinja) ported to
+"""The official Qwen3.5-0.8B/2B chat template (qwen3_5_0.8b_2b.jinja: tests/helpers.py TEMPLATES) ported to
 Python line by line, each jinja statement as the Python one beside it: a learner's template-faithful answer to
 exercise 215, which the judge must accept (tests/test_chat.py). `thinking` is the template's `enable_thinking`."""
 import json

@@ -1,22 +1,18 @@
-"""Shared fixtures: the synthetic checkpoint (generated once into data/) and transformers' view of it.
+"""Shared fixtures: the synthetic checkpoint (generated once into data/), transformers' view of it, and the small
+random checkpoints transformers writes. Plain helpers live in helpers.py and hf_checkpoint.py.
 
 The suite runs in two worker processes (`pytest -n 2`, pytest-xdist; course.sh test): each worker uses one thread,
 and what is expensive to make (a chapter script's run, a notebook's execution) is made once per test run and shared
-by the workers through files in the run's temporary folder (`shared_once`)."""
-import fcntl
-import json
+by the workers through files in the run's temporary folder (helpers.shared_once, under a lock that works on Linux,
+macOS and Windows)."""
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from helpers import WORKER, run_chapter, shared_once
+from hf_checkpoint import CONFIGS, SMALL, add_mtp, save_checkpoint
 
 from qwen.synthetic import synthetic_path
-
-ROOT = Path(__file__).resolve().parent.parent
-WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1" under pytest -n; None in a plain run
 
 
 def pytest_configure(config):
@@ -25,27 +21,6 @@ def pytest_configure(config):
         os.environ["OMP_NUM_THREADS"] = "1"
     else:
         synthetic_path()  # generated once, before any worker starts (two workers must not write it at once)
-
-
-def shared_once(tmp_path_factory, key, make):
-    """make() run once per test run, its JSON-able result shared by every worker: the first worker to ask makes it
-    under a lock, the others wait for the lock and read the file. Without workers it is simply made once."""
-    root = tmp_path_factory.getbasetemp()
-    root = root.parent if WORKER else root  # each worker's folder sits in the run's folder
-    file = root / "shared" / f"{key}.json"
-    file.parent.mkdir(exist_ok=True)
-    with open(file.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not file.exists():
-            file.write_text(json.dumps(make()))
-    return json.loads(file.read_text())
-
-
-def run_chapter(script, *args):
-    """Run chapters/<script> as a learner would: (exit code, stdout, stderr)."""
-    r = subprocess.run([sys.executable, str(ROOT / "chapters" / script), *args], capture_output=True, text=True,
-                       timeout=300, cwd=ROOT)
-    return r.returncode, r.stdout, r.stderr
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -103,3 +78,20 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """{name: folder} of small random checkpoints written by transformers, one per hf_checkpoint.CONFIGS entry."""
+    out = {}
+    for i, (name, (text, tied, drop)) in enumerate(CONFIGS.items()):
+        out[name] = save_checkpoint(tmp_path_factory.mktemp(f"cfg{i}"), text, tied=tied, seed=i,
+                                    drop_layer_types=drop)
+    return out
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """{name: folder} of small random checkpoints with random mtp.* tensors added, one per hf_checkpoint.SMALL entry."""
+    return {name: add_mtp(save_checkpoint(tmp_path_factory.mktemp(f"mtp{i}"), text, tied=tied, seed=i), 10 + i)
+            for i, (name, (text, tied)) in enumerate(SMALL.items())}

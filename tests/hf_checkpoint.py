@@ -5,6 +5,10 @@ import json
 import math
 
 import torch
+from safetensors.torch import save_file
+
+from qwen.mtp import MTP
+from qwen.weights import Config
 
 VISION = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16, temporal_patch_size=2,
               spatial_merge_size=2, out_hidden_size=64, num_position_embeddings=64)
@@ -72,3 +76,31 @@ def hf_load(folder, dtype=torch.float32):
     from transformers import Qwen3_5ForConditionalGeneration
 
     return Qwen3_5ForConditionalGeneration.from_pretrained(folder, dtype=dtype, attn_implementation="eager").eval()
+
+
+# The small checkpoints of the model and fast-path tests (conftest's `folders`), configs the synthetic one does not
+# have: name -> (text config, tied head, drop layer_types from config.json)
+CONFIGS = {
+    "Hv=Hk, GQA 1, tied": (text_config(linear_num_key_heads=2, linear_num_value_heads=2, num_attention_heads=4,
+                                       num_key_value_heads=4), True, False),
+    "Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3": (
+        text_config(linear_value_head_dim=48, num_attention_heads=6, num_key_value_heads=2, rms_norm_eps=1e-5,
+                    num_hidden_layers=6, full_attention_interval=3), False, True),
+    "Hv=3Hk, dk!=dv, GQA 4, no layer_types": (
+        text_config(linear_num_key_heads=1, linear_num_value_heads=3, linear_key_head_dim=64,
+                    linear_value_head_dim=32, num_attention_heads=8, num_key_value_heads=2, num_hidden_layers=5),
+        True, True),
+}
+
+# The small checkpoints given an MTP block (conftest's `small`, add_mtp): name -> (text config, tied head)
+SMALL = {"Hv=2Hk, GQA 2, tied": (text_config(), True),
+         "Hv=3Hk, GQA 4, untied, 5 layers": (text_config(linear_num_key_heads=1, linear_num_value_heads=3,
+                                                         num_attention_heads=8, num_key_value_heads=2,
+                                                         num_hidden_layers=5, rms_norm_eps=1e-5), False)}
+
+
+def add_mtp(folder, seed):
+    """Random mtp.* tensors in the real layout, written beside the checkpoint as their own safetensors file."""
+    mtp = randomize(MTP(Config.load(folder)), seed)
+    save_file({"mtp." + n: p.detach().contiguous() for n, p in mtp.state_dict().items()}, folder / "mtp.safetensors")
+    return folder

@@ -142,7 +142,7 @@ def test_readme_figure_speed_bounds_follow_from_the_rates_beside_them():
     """A README figure check, so the text stays consistent (the speeds themselves are measurements, not checked):
     in the Speed section each bound is the copy rate printed beside it over the real 0.8B's weight bytes
     (752,393,024 parameters, 4 or 2 bytes), and each percentage is the measured speed over that bound."""
-    from conftest import ROOT
+    from helpers import ROOT
 
     text = " ".join((ROOT / "README.md").read_text().split("## Speed")[1].split("\n## ")[0].split())
     table = dict(re.findall(r"\| decode, 64 tokens after 32 \| [\d.]+ \(([\d.]+) tok/s\) \| [\d.]+ \(([\d.]+) tok/s\)",

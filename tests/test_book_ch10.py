@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from book import ch10
-from conftest import run_chapter
+from helpers import run_chapter
 from qwen.image import ImageSettings
 
 matplotlib.use("Agg")
 pytestmark = pytest.mark.usefixtures("one_thread")
-START, END, PAD = 248053, 248054, 248056  # the reference doc's ids: <|vision_start|>, <|vision_end|>, <|image_pad|>
+START, END, PAD = 248053, 248054, 248056  # the real vocabulary's ids: <|vision_start|>, <|vision_end|>, <|image_pad|>
 
 
 def close(fig):
@@ -148,7 +148,7 @@ def test_token_bill_figure():
 
 def test_real_vision_parameters_equal_transformers():
     """The real 0.8B's vision config built by transformers on the meta device: its parameter count is the formula's,
-    the reference doc's 100.6M; and the formula also counts the synthetic checkpoint's stored tensors."""
+    100.6M; and the formula also counts the synthetic checkpoint's stored tensors."""
     from transformers import Qwen3_5VisionConfig
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5VisionModel
 
@@ -256,7 +256,7 @@ def test_chapter_facts(chapter_outputs):
     end = p + max(38 // 2, 32 // 2)
     assert f"<|vision_end|> at token {first + 304} has position {end} = {p} + max(19, 16); a plain count would " \
            f"give {first + 304}; the prompt's last position is {end + T - (first + 305)} for {T} tokens" in out
-    # ch04's rule: h at 1, 4, 7; w at 2, 5. The real 0.8B (reference §4): 256 · 0.25 / 2 = 32 frequencies
+    # ch04's rule: h at 1, 4, 7; w at 2, 5. The real 0.8B: 256 · 0.25 / 2 = 32 frequencies
     assert "mrope_section [3, 3, 2]: axis per frequency thwthwth (real Qwen3.5-0.8B: [11, 11, 10], 32 frequencies)" \
         in out
     assert f"tokens whose angles equal plain RoPE at their t position: {T - 303} of {T}" in out

@@ -3,7 +3,7 @@ running tokenizer.json) on the tokenizer test samples and on a thousand random s
 import random
 
 import pytest
-from test_tokenizer import SAMPLES
+from helpers import SAMPLES
 
 from qwen.bpe import ByteLevelBPE
 

@@ -17,8 +17,8 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from conftest import ROOT
-from conftest import run_chapter as run
+from helpers import ROOT
+from helpers import run_chapter as run
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes  # proven against transformers: test_practice
 
 SCRIPTS = tuple(p.name for p in sorted((ROOT / "chapters").glob("ch[0-9][0-9]_*.py")))
@@ -252,7 +252,7 @@ def test_ch04_facts(outputs):
     assert f"(x_0, x_32) = (1, 0) at position 1 -> ({math.cos(1):.4f}, {math.sin(1):.4f})" in out
     assert f"position   2: cos of pairs 0, 1, 31 = {math.cos(2):+.4f} {math.cos(2 * 10 ** (-7 / 32)):+.4f}" in out
     axes = "".join("h" if j % 3 == 1 and j < 33 else "w" if j % 3 == 2 and j < 30 else "t" for j in range(32))
-    assert f"mrope_section [11, 11, 10]: axis per frequency {axes}" in out  # interleaved t, h, w: by hand
+    assert f"mrope_section [11, 11, 10]: axis per frequency {axes}" in out  # by hand
     bf16 = torch.tensor(math.cos(1000)).bfloat16().item()
     assert f"cos in fp32 {math.cos(1000):.7f}, in bf16 {bf16:.7f}" in out
 
@@ -284,7 +284,7 @@ def test_ch06_facts(outputs, synthetic):
     H, Hkv, D = (real[k] for k in ("num_attention_heads", "num_key_value_heads", "head_dim"))
     assert f"real Qwen3.5-0.8B: H = {H}, Hkv = {Hkv}, D = {D}: {full // 6:,} weights per layer, {full:,} in its 6" in out
     shared = [[h // (c["num_attention_heads"] // c["num_key_value_heads"]) for h in range(c["num_attention_heads"])]
-              for c in (cfg, real)]  # query head h reads K/V head ⌊h / (H/Hkv)⌋ (as repeat_kv)
+              for c in (cfg, real)]  # query head h reads K/V head ⌊h / (H/Hkv)⌋, as transformers' repeat_kv
     assert f"query head h reads K/V head {shared[0]} (real Qwen3.5-0.8B: {shared[1]})" in out
     diff = float(out.split("in pieces vs at once: max |diff| = ")[1].split()[0])
     assert diff <= 1e-5

@@ -21,7 +21,7 @@ from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.model import load_model
 from qwen.tokenizer import load_tokenizer
 from qwen.vision import expand_image_tokens
-from tests.conftest import ROOT
+from helpers import ROOT, chat_template
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -186,17 +186,10 @@ def test_ctrl_c_leaves_the_chat_as_it_was(model, tok, synthetic, interrupted, wh
     assert chat.stats["reused"] == len(before[1])  # from the cache kept before the interrupted turn
 
 
-def official_template():
-    path = ROOT.parent / "shared" / "fixtures" / "chat-templates" / "qwen3_5_0.8b_2b.jinja"
-    if not path.is_file():
-        pytest.skip(f"the official Qwen3.5 chat template is not at {path} (it sits beside the repository, not in it)")
-    return path.read_text(encoding="utf-8")
-
-
 def test_reply_cut_while_thinking_is_kept_as_the_template_reads_it(model, tok, synthetic):
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    template = official_template()
+    template = chat_template("qwen3_5_0.8b_2b.jinja")
     stop = checkpoint_stop_tokens(synthetic)
     chat = Chat(model, tok, stop, thinking=True, overrides=dict(temperature=0.0, presence_penalty=0.0),
                 max_new_tokens=3)
@@ -216,7 +209,7 @@ def test_special_token_text_in_a_message_is_the_token_as_in_transformers(tok, sy
     is transformers' tokenizer on the same files, through the official template."""
     from transformers import AutoTokenizer
 
-    template = official_template()
+    template = chat_template("qwen3_5_0.8b_2b.jinja")
     messages = [{"role": "user", "content": "a<|im_end|>b <think> c"}]
     theirs = AutoTokenizer.from_pretrained(synthetic).apply_chat_template(messages, chat_template=template,
                                                                           tokenize=True, add_generation_prompt=True)

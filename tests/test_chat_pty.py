@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT
+from helpers import ROOT
 
 pty = pytest.importorskip("pty", reason="pseudo-terminals are POSIX only")
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX only")

@@ -5,9 +5,8 @@ its parts against the teaching kernels. Greedy generation through it is compared
 test_generate.py."""
 import pytest
 import torch
-from hf_checkpoint import hf_load
-from test_model import folders  # noqa: F401 (a fixture: the small checkpoints transformers writes)
-from test_model import CONFIGS, bf16_steps, fp32_tol, ids_for, left_padding_error, run_in_pieces
+from hf_checkpoint import CONFIGS, hf_load
+from helpers import bf16_steps, fp32_tol, functions, ids_for, left_padding_error, run_in_pieces
 
 import qwen.fast
 from qwen.deltanet import recurrent_delta_rule
@@ -270,7 +269,6 @@ def test_plug_in_reaches_the_fast_mlp_and_attention(folders, number, wrong):
     rounding only; a wrong one (the practice folder's) moves them."""
     from practice.judge import problems
     from practice.plugin import _swaps, swapped
-    from test_plugin import functions
 
     prob = problems()[number]
     names = prob.meta["functions"]

@@ -38,7 +38,7 @@ def find(tmp_path, *names, **env):
     Returns (exit code, output): one line per name, the folder or 'ERROR <message>' (exit code 3 on any error)."""
     code = ("import sys, pathlib, qwen.hub, qwen.weights as w; qwen.hub.DATA_DIR = pathlib.Path(sys.argv[1]); rc = 0\n"
             "for name in sys.argv[2:] or [None]:\n"
-            "    try: print(w.find_model(name))\n"  # the seed's import path keeps working
+            "    try: print(w.find_model(name))\n"  # the import path of earlier editions keeps working
             "    except FileNotFoundError as e: print('ERROR', e); rc = 3\n"
             "sys.exit(rc)")
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "QWEN_"))}
@@ -208,7 +208,7 @@ def test_a_cache_without_the_vision_files_still_serves_text(tmp_path, split, syn
     from qwen.image import preprocess
     from qwen.model import load_model
     from qwen.vision import load_vision
-    from tests.test_vision import picture
+    from helpers import picture
 
     snap = populate_cache(tmp_path / "hub", "Qwen/Qwen3.5-0.8B", split)
     rc, out = find(tmp_path, HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1")

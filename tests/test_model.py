@@ -4,44 +4,12 @@ import json
 
 import pytest
 import torch
-from hf_checkpoint import hf_load, save_checkpoint, text_config
+from helpers import bf16_steps, fp32_tol, ids_for, left_padded, left_padding_error, run_in_pieces
+from hf_checkpoint import CONFIGS, hf_load, save_checkpoint, text_config
 from safetensors.torch import load_file, save_file
 
 from book.diff import compare
 from qwen.model import load_model
-
-B, T = 2, 150  # longer than two DeltaNet chunks of 64
-
-
-def fp32_tol(reference):
-    """1e-4, or 1e-5 of the logits' scale when they are larger: fp32 rounding is relative."""
-    return max(1e-4, 1e-5 * reference.abs().max().item())
-
-# name -> (text config, tied head, drop layer_types from config.json)
-CONFIGS = {
-    "Hv=Hk, GQA 1, tied": (text_config(linear_num_key_heads=2, linear_num_value_heads=2, num_attention_heads=4,
-                                       num_key_value_heads=4), True, False),
-    "Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3": (
-        text_config(linear_value_head_dim=48, num_attention_heads=6, num_key_value_heads=2, rms_norm_eps=1e-5,
-                    num_hidden_layers=6, full_attention_interval=3), False, True),
-    "Hv=3Hk, dk!=dv, GQA 4, no layer_types": (
-        text_config(linear_num_key_heads=1, linear_num_value_heads=3, linear_key_head_dim=64,
-                    linear_value_head_dim=32, num_attention_heads=8, num_key_value_heads=2, num_hidden_layers=5),
-        True, True),
-}
-
-
-@pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    out = {}
-    for i, (name, (text, tied, drop)) in enumerate(CONFIGS.items()):
-        out[name] = save_checkpoint(tmp_path_factory.mktemp(f"cfg{i}"), text, tied=tied, seed=i,
-                                    drop_layer_types=drop)
-    return out
-
-
-def ids_for(vocab, seed=0, shape=(B, T)):
-    return torch.randint(0, vocab, shape, generator=torch.Generator().manual_seed(seed))
 
 
 def compare_fp32(folder, ids):
@@ -52,13 +20,6 @@ def compare_fp32(folder, ids):
     print(f"fp32 logits max |diff| = {err:.2e} (max |logit| {want.abs().max():.2f})")
     assert got.dtype == torch.float32 and got.shape == want.shape
     assert err <= fp32_tol(want)
-
-
-def bf16_steps(got, want):
-    """Per position, max |got − want| in bf16 steps at the position's scale: 2^(⌊log2 max|want|⌋ − 7), the spacing of
-    bf16 numbers as large as the largest logit there. (B, T)."""
-    scale = want.abs().amax(-1, keepdim=True)
-    return ((got - want).abs() / 2.0 ** (torch.floor(torch.log2(scale)) - 7)).amax(-1)
 
 
 # The small configs' bf16 logits against transformers' eager ones, in bf16 steps at each position's scale. Measured
@@ -147,16 +108,6 @@ def model(folders):
     return load_model(folders["Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3"], dtype=torch.float32)
 
 
-def run_in_pieces(model, ids, pieces, mask=None):
-    cache, out, start = model.new_cache(), [], 0
-    for n in pieces:
-        m = None if mask is None else mask[:, :start + n]
-        out.append(model(ids[:, start:start + n], cache=cache, mask=m))
-        start += n
-    assert start == ids.shape[1] and cache.length == start
-    return torch.cat(out, 1)
-
-
 @pytest.mark.parametrize("pieces", [[130] + [1] * 20, [2, 68, 3, 60, 1, 16], [1] * 10 + [140]],
                          ids=["prefill then token by token", "uneven pieces", "tokens then a long piece"])
 def test_cache_equals_full_forward(model, pieces):
@@ -196,14 +147,6 @@ def test_last_only(model):
         torch.testing.assert_close(model(ids[:, 19:], cache=cache, last_only=True), full[:, -1:])
 
 
-def left_padded(rows, pad=0):
-    """Left-pad token lists into one batch, as generate does: (ids, mask)."""
-    width = max(map(len, rows))
-    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
-    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
-    return ids, mask
-
-
 def test_left_padding_equals_each_row_alone(model):
     """Identity: a left-padded batch, then cached decode steps, gives each row what it gets alone (fp32)."""
     rows = [ids_for(512, seed=2, shape=(1, 90))[0].tolist(), ids_for(512, seed=3, shape=(1, 23))[0].tolist()]
@@ -221,20 +164,6 @@ def test_left_padding_equals_each_row_alone(model):
             err = (logits[b, -alone.shape[0]:] - alone).abs().max().item()
             print(f"row {b} ({len(row)} tokens): padded batch vs alone max |diff| = {err:.2e}")
             assert err <= fp32_tol(alone)
-
-
-def left_padding_error(ours, theirs):
-    """Max |diff| of the real tokens' logits, and its tolerance, for a left-padded batch run by `ours` and by
-    transformers with the same mask and generate's positions (cumsum(mask) - 1)."""
-    ids, mask = left_padded([ids_for(512, seed=5, shape=(1, 100))[0].tolist(), [7, 8, 9, 10, 11]])
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    with torch.no_grad():
-        got = ours(ids, mask=mask)
-        want = theirs(ids, attention_mask=mask, position_ids=positions).logits
-    real = mask.bool()
-    err = (got[real] - want[real]).abs().max().item()
-    print(f"left-padded batch vs transformers: max |diff| on real tokens = {err:.2e}")
-    return err, fp32_tol(want[real])
 
 
 def test_left_padding_equals_transformers(folders):

@@ -7,38 +7,17 @@ main model's. The oracle reads the tensors from the files itself, and its h_t is
 (the final-norm output, as MTPCandidateGenerator takes it)."""
 import pytest
 import torch
-from hf_checkpoint import hf_load, randomize, save_checkpoint, text_config
+from hf_checkpoint import SMALL, hf_load, save_checkpoint, text_config
 from safetensors import safe_open
-from safetensors.torch import save_file
 
 from qwen.fast import load_fast
 from qwen.model import load_model
-from qwen.mtp import MTP, FinalHidden, attach, load_mtp, mtp_files, new_cache, step
-from qwen.weights import Config
+from qwen.mtp import FinalHidden, attach, load_mtp, mtp_files, new_cache, step
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 MAPPING = {"pre_fc_norm_embedding.": "enorm.", "pre_fc_norm_hidden.": "hnorm.", "fc.": "eh_proj.",
            "layers.0.": "mtp_block.", "norm.": "post_norm."}
-SMALL = {"Hv=2Hk, GQA 2, tied": (text_config(), True),
-         "Hv=3Hk, GQA 4, untied, 5 layers": (text_config(linear_num_key_heads=1, linear_num_value_heads=3,
-                                                         num_attention_heads=8, num_key_value_heads=2,
-                                                         num_hidden_layers=5, rms_norm_eps=1e-5), False)}
-
-
-def add_mtp(folder, seed):
-    """Random mtp.* tensors in the real layout, written beside the checkpoint as their own safetensors file."""
-    mtp = randomize(MTP(Config.load(folder)), seed)
-    save_file({"mtp." + n: p.detach().contiguous() for n, p in mtp.state_dict().items()}, folder / "mtp.safetensors")
-    return folder
-
-
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    return {name: add_mtp(save_checkpoint(tmp_path_factory.mktemp(f"mtp{i}"), text, tied=tied, seed=i), 10 + i)
-            for i, (name, (text, tied)) in enumerate(SMALL.items())}
-
-
 def oracle_layer(hf, folder):
     """transformers' MtpLayer with the checkpoint's mtp.* tensors, mapped as in the module docstring."""
     from transformers.modeling_layers import MtpLayer

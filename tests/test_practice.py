@@ -44,7 +44,7 @@ def expectation(path):
 # ---------------------------------------------------------------- the problem set itself
 
 def test_numbering():
-    """2xx = part 2 of the course, "writing the parts"; chapters 1-3 have 201-205, 204 is RMSNorm as in the source."""
+    """2xx = part 2 of the course, "writing the parts"; chapters 1-3 have 201-205, 204 is RMSNorm."""
     assert sorted(PROBLEMS) == [201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212, 213, 214, 215, 216, 217,
                                 218, 219, 220, 221]
     assert PROBLEMS[204].slug == "rmsnorm"
@@ -250,7 +250,8 @@ def test_202_oracle_equals_transformers_on_every_case():
 
 
 def test_202_real_figures():
-    """transformers' meta-device figures for Qwen3.5-0.8B: 752.4M text parameters, 254M of them the embedding."""
+    """transformers' Qwen3.5-0.8B text model, built on the meta device from the real config: 752.4M text parameters,
+    254M of them the embedding."""
     (real,) = cases_of(202)[0].values()
     _, model = _hf_shapes(real)
     assert sum(p.numel() for p in model.parameters()) == 752_393_024

@@ -72,7 +72,7 @@ def test_tables_equal_transformers_on_small_configs(tmp_path, name, three_axes):
 
 
 def test_theta_absent_is_10000_as_in_transformers(tmp_path):
-    """The reference doc and transformers agree: without rope_theta, θ = 10000 (the real configs say 1e7)."""
+    """As in transformers: without rope_theta, θ = 10000 (the published configs say 1e7)."""
     cfg, hf_cfg = both(tmp_path, SMALL["theta-absent"])
     assert cfg.rope_theta == hf_cfg.rope_parameters["rope_theta"] == 10000.0
     R = RotaryEmbedding(cfg).R
@@ -112,7 +112,7 @@ def test_text_mrope_is_plain_rope_exactly():
 
 
 def test_interleave_map_of_the_real_model():
-    """Reference §4, by hand: H takes j = 1, 4, …, 31; W takes j = 2, 5, …, 29; T takes j = 0, 3, …, 30."""
+    """By hand, interleaved: H takes j = 1, 4, …, 31; W takes j = 2, 5, …, 29; T takes j = 0, 3, …, 30."""
     axis = mrope_axes(32, [11, 11, 10])
     assert [j for j in range(32) if axis[j] == 1] == list(range(1, 32, 3))
     assert [j for j in range(32) if axis[j] == 2] == list(range(2, 30, 3))

@@ -7,7 +7,7 @@ generate in tests/test_generate.py); for the sampling test, the exact distributi
 logits."""
 import pytest
 import torch
-from test_mtp import SMALL, add_mtp, small  # noqa: F401 (a fixture: small checkpoints with mtp.* added)
+from hf_checkpoint import SMALL
 
 from qwen.fast import load_fast
 from qwen.generate import generate, pad_left

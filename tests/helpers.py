@@ -1,0 +1,222 @@
+"""Helpers that several test files use (no test imports another test file): the repository root, work shared by
+the test workers, running a chapter script, a problem's functions, a synthetic picture, the tokenizer's sample
+texts, the official chat templates, and the small checkpoints' numerics.
+
+Fixtures live in conftest.py; what is plain Python lives here (`from helpers import ...`)."""
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1" under pytest -n; None in a plain run
+
+
+# ---------------------------------------------------------------- work shared by the workers, chapter scripts
+
+@contextlib.contextmanager
+def locked(path):
+    """An exclusive lock on the file `path` while the block runs, across processes: fcntl on Linux and macOS,
+    msvcrt on Windows (which it retries: msvcrt gives up after 10 s, and a chapter run takes longer)."""
+    with open(path, "a+b") as f:
+        if os.name == "nt":
+            import msvcrt  # Windows only
+
+            while True:
+                try:
+                    f.seek(0)
+                    msvcrt.locking(f.fileno(), msvcrt.LK_LOCK, 1)
+                    break
+                except OSError:
+                    continue
+            try:
+                yield
+            finally:
+                f.seek(0)
+                msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
+        else:
+            import fcntl  # POSIX only
+
+            fcntl.flock(f, fcntl.LOCK_EX)
+            yield  # closing the file releases the lock
+
+
+def shared_once(tmp_path_factory, key, make):
+    """make() run once per test run, its JSON-able result shared by every worker: the first worker to ask makes it
+    under a lock, the others wait for the lock and read the file. Without workers it is simply made once."""
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if WORKER else root  # each worker's folder sits in the run's folder
+    file = root / "shared" / f"{key}.json"
+    file.parent.mkdir(exist_ok=True)
+    with locked(file.with_suffix(".lock")):
+        if not file.exists():
+            file.write_text(json.dumps(make()))
+    return json.loads(file.read_text())
+
+
+def run_chapter(script, *args):
+    """Run chapters/<script> as a learner would: (exit code, stdout, stderr)."""
+    r = subprocess.run([sys.executable, str(ROOT / "chapters" / script), *args], capture_output=True, text=True,
+                       timeout=300, cwd=ROOT)
+    return r.returncode, r.stdout, r.stderr
+
+
+def functions(path, *names):
+    """The functions `names` of the Python file at `path` (a problem's solution or a wrong one), imported by path."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return [getattr(module, n) for n in names]
+
+
+# ---------------------------------------------------------------- pictures and text the tests read
+
+def picture(width, height, mode="RGB", seed=0):
+    """A synthetic photo: gradients plus noise, so resampling and channel order both show."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width]
+    rgb = np.stack([255 * x / max(width - 1, 1), 255 * y / max(height - 1, 1), 128 + 0 * x], -1)
+    rgb = np.clip(rgb + rng.normal(0, 30, rgb.shape), 0, 255).astype(np.uint8)
+    if mode == "RGBA":
+        rgb = np.concatenate([rgb, rng.integers(0, 256, (height, width, 1), dtype=np.uint8)], -1)
+    return Image.fromarray(rgb, "RGBA" if mode == "RGBA" else "RGB").convert(mode)
+
+
+# Text the tokenizer tests encode (test_tokenizer, test_bpe): scripts, combining marks, code, digits and emoji
+SAMPLES = [
+    # English, contractions (the regex splits 's 'll 're case-insensitively)
+    "Hello, world! The quick brown fox jumps over the lazy dog.",
+    "I'm sure they'll say it's fine, isn't it? WE'RE DONE.",
+    # Chinese and other scripts
+    "你好，世界！今天天气很好。",
+    "我们去加拿大旅游吧",
+    "加拿大",  # one token, yet no merge builds it: only a whole-piece vocabulary lookup finds it
+    "こんにちは、世界 안녕하세요 Привет, мир مرحبا بالعالم",
+    # combining marks: the Qwen3.5 regex keeps \p{M} inside words
+    "नमस्ते दुनिया Tiếng Việt",
+    "e\u0301cole a\u0323\u0306",  # decomposed; NFC composes them
+    "\u0b94\u0325\u0c3c",  # marks out of canonical order; Python's NFC sorts them, tokenizers' NFC does not
+    # code
+    'def f(x):\n    return {"a": [1, 2]}  # comment\n',
+    "for (int i = 0; i < n; ++i) { s += a[i]; }",
+    # digits: one token each
+    "12345", "3.14159", "1,000,000 on 2024-06-01",
+    # emoji: skin tone, ZWJ family, flags, variation selector
+    "👍🏽 ok", "👩‍👩‍👧‍👦", "🇯🇵🇫🇷", "❤️‍🔥",
+    # whitespace runs and newlines
+    "a  b   c\n\n\nd\t\te \r\n", "   leading", "trailing   ", "\n\n", " \n \n ",
+    # added-token text is parsed as the token
+    "<|im_start|>user\nhi<|im_end|>",
+    "<think>\nreasoning\n</think>\n\nanswer",
+    "<|endoftext|>", "<tool_call>{}</tool_call>",
+]
+
+
+# ---------------------------------------------------------------- the official chat templates
+
+# The two official Qwen3.5 chat templates, byte for byte as the published checkpoints ship them
+# (chat_template.jinja, or the chat_template field of tokenizer_config.json): file name -> (sha256, the template's
+# default for thinking). The 0.8B and 2B ship the first, 4B and larger the second; they differ only in the
+# generation-prompt block.
+TEMPLATES = {
+    "qwen3_5_0.8b_2b.jinja": ("273d8e0e683b885071fb17e08d71e5f2a5ddfb5309756181681de4f5a1822d80", False),
+    "qwen3_5_4b_and_up.jinja": ("a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715", True),
+}
+TEMPLATES_VAR = "QWEN_CHAT_TEMPLATES"  # a folder holding the files of TEMPLATES by those names
+
+
+def _local_checkpoints():
+    """Real checkpoints already on this machine (never downloaded here): $QWEN_MODEL when it is a folder,
+    data/Qwen3.5-*/, and the Qwen3.5 snapshots in the Hugging Face cache."""
+    found = []
+    if os.environ.get("QWEN_MODEL") and Path(os.environ["QWEN_MODEL"]).expanduser().is_dir():
+        found.append(Path(os.environ["QWEN_MODEL"]).expanduser())
+    found += sorted((ROOT / "data").glob("Qwen3.5-*"))
+    cache = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or Path.home() / ".cache" /
+                                                       "huggingface") / "hub")
+    found += sorted(cache.glob("models--Qwen--Qwen3.5-*/snapshots/*"))
+    return found
+
+
+def chat_template(name):
+    """The official chat template `name` (a key of TEMPLATES) as text, checked against its sha256. Found in the
+    folder $QWEN_CHAT_TEMPLATES (.ci/run sets it where the course's test fixtures are at hand), else in a real
+    checkpoint already on this machine that ships it; otherwise the test is skipped, saying how to provide it. A
+    folder named by $QWEN_CHAT_TEMPLATES that lacks the file fails the test: the setting is wrong, not absent."""
+    digest = TEMPLATES[name][0]
+    folder = os.environ.get(TEMPLATES_VAR)
+    if folder:
+        path = Path(folder).expanduser() / name
+        assert path.is_file(), f"${TEMPLATES_VAR} is {folder}, which has no {name}"
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} is not the official template"
+        return path.read_text(encoding="utf-8")
+    from qwen.chat import checkpoint_template
+
+    for checkpoint in _local_checkpoints():
+        text = checkpoint_template(checkpoint)
+        if text is not None and hashlib.sha256(text.encode("utf-8")).hexdigest() == digest:
+            return text
+    pytest.skip(f"the official chat template {name} is not here: set {TEMPLATES_VAR} to a folder that holds it, or "
+                f"download a real Qwen3.5 checkpoint that ships it ({'0.8B or 2B' if '0.8b' in name else '4B+'})")
+
+
+# ---------------------------------------------------------------- the small checkpoints' numerics
+
+B, T = 2, 150  # longer than two DeltaNet chunks of 64
+
+
+def fp32_tol(reference):
+    """1e-4, or 1e-5 of the logits' scale when they are larger: fp32 rounding is relative."""
+    return max(1e-4, 1e-5 * reference.abs().max().item())
+
+
+def bf16_steps(got, want):
+    """Per position, max |got − want| in bf16 steps at the position's scale: 2^(⌊log2 max|want|⌋ − 7), the spacing of
+    bf16 numbers as large as the largest logit there. (B, T)."""
+    scale = want.abs().amax(-1, keepdim=True)
+    return ((got - want).abs() / 2.0 ** (torch.floor(torch.log2(scale)) - 7)).amax(-1)
+
+
+def ids_for(vocab, seed=0, shape=(B, T)):
+    return torch.randint(0, vocab, shape, generator=torch.Generator().manual_seed(seed))
+
+
+def run_in_pieces(model, ids, pieces, mask=None):
+    cache, out, start = model.new_cache(), [], 0
+    for n in pieces:
+        m = None if mask is None else mask[:, :start + n]
+        out.append(model(ids[:, start:start + n], cache=cache, mask=m))
+        start += n
+    assert start == ids.shape[1] and cache.length == start
+    return torch.cat(out, 1)
+
+
+def left_padded(rows, pad=0):
+    """Left-pad token lists into one batch, as generate does: (ids, mask)."""
+    width = max(map(len, rows))
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    return ids, mask
+
+
+def left_padding_error(ours, theirs):
+    """Max |diff| of the real tokens' logits, and its tolerance, for a left-padded batch run by `ours` and by
+    transformers with the same mask and generate's positions (cumsum(mask) - 1)."""
+    ids, mask = left_padded([ids_for(512, seed=5, shape=(1, 100))[0].tolist(), [7, 8, 9, 10, 11]])
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        got = ours(ids, mask=mask)
+        want = theirs(ids, attention_mask=mask, position_ids=positions).logits
+    real = mask.bool()
+    err = (got[real] - want[real]).abs().max().item()
+    print(f"left-padded batch vs transformers: max |diff| on real tokens = {err:.2e}")
+    return err, fp32_tol(want[real])
