@@ -20,6 +20,7 @@ import dataclasses
 import re
 import shlex
 import sys
+from pathlib import Path
 
 import torch
 
@@ -148,7 +149,7 @@ def history(chat):
     return "\n".join(lines + [kept])
 
 
-def image_command(chat, arg, checkpoint):
+def image_command(chat: Session, arg: str, checkpoint: Path) -> None:
     """/image PATH: attach the picture to the next message and say what it costs; one line when it cannot be. The
     vision tower of the checkpoint folder `checkpoint` is loaded here, on the first image: the one place it is."""
     if not arg:
@@ -177,7 +178,7 @@ def image_command(chat, arg, checkpoint):
     print(f"[image {w}×{h} → {tokens} tokens{how}; it goes with your next message]")
 
 
-def command(chat, text, view, paste, checkpoint):
+def command(chat: Session, text: str, view: str, paste: bool, checkpoint: Path) -> str | None:
     """Carry out a /command; returns the new view of the reasoning ("dim" or "hide"), or None to leave."""
     words = text.split()
     name, args = words[0], words[1:]

@@ -266,7 +266,7 @@ book.show("ch09-cache", ch09.cache_growth, [(book.real.NAME, real)])
 # %% [markdown]
 # ## Try this
 #
-# - Generate with `temperature=0.3` and then `1.5` from the same seed: how quickly do the texts part ways?
+# - Generate with `Sampling(temperature=0.3, seed=1)` and then `temperature=1.5`: how quickly do the texts part ways?
 # - Put `top_p=0.5` on a prompt whose next token is nearly certain, then on an open one: count the tokens left.
 # - In the chat (`bash course.sh chat`), say something, then `/think on`, then ask again: the generation prompt
 #   shrinks from 4 tokens (`<think>`, `\n\n`, `</think>`, `\n\n`: an empty, closed block) to 2 (`<think>`, `\n`),

@@ -12,6 +12,7 @@ script says (always right, always wrong, or any accept/reject pattern the tests 
 import torch
 
 from qwen.mtp import new_cache, step
+from qwen.sampling import Picker
 
 
 class Draft:
@@ -38,18 +39,18 @@ class MTPDraft(Draft):
                              "a checkpoint with mtp.* tensors), or pass another draft")
         self.model, self.mtp = model, mtp
 
-    def start(self, tokens, hidden, mask):
+    def start(self, tokens: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor | None) -> None:
         self.cache, self.kept = new_cache(), 0
         self.advance(tokens, hidden, mask)
 
-    def advance(self, tokens, hidden, mask):
+    def advance(self, tokens: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor | None) -> None:
         """mask: None or (B, MTP entries after this call)."""
         self.cache.length = self.cache.layers[0].length = self.kept  # drop the chained guesses' entries
         self.mask = mask
         g, logits = step(self.model, self.mtp, tokens, hidden, self.cache, mask)
         self.g, self.logits, self.kept = g[:, -1:], logits[:, -1], self.cache.length
 
-    def propose(self, pick):
+    def propose(self, pick: Picker) -> tuple[torch.Tensor, torch.Tensor | None]:
         g, logits, tokens, probs = self.g, self.logits, [], []
         for i in range(self.k):
             token, q = pick(logits)
@@ -70,13 +71,13 @@ class Scripted(Draft):
         super().__init__(k)
         self.script = script
 
-    def start(self, tokens, hidden, mask):
+    def start(self, tokens: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor | None) -> None:
         self.generated = tokens[:, -1:]
 
-    def advance(self, tokens, hidden, mask):
+    def advance(self, tokens: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor | None) -> None:
         self.generated = torch.cat([self.generated, tokens], 1)
 
-    def propose(self, pick):
+    def propose(self, pick: Picker) -> tuple[torch.Tensor, None]:
         return self.script(self.generated, self.k), None
 
 

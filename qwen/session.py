@@ -15,11 +15,13 @@ sampling, the same distribution otherwise; the reply's stats then hold the draft
 """
 import copy
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
 from qwen.chat import END_THINK, render
+from qwen.draft import Draft
 from qwen.generate import TextStream, generate
 from qwen.image import ImageSettings, load_image, preprocess
 from qwen.sampling import Sampling
@@ -31,15 +33,16 @@ class Session:
     """The conversation, and the cache of everything in it up to the start of the last reply. overrides: Sampling
     fields that replace the model card's (qwen.sampling.CARD) for every turn; a seed is offset per turn."""
 
-    def __init__(self, model, tokenizer, stop, thinking=False, overrides=None, max_new_tokens=1024, system=None,
-                 draft=None):
+    def __init__(self, model: torch.nn.Module, tokenizer, stop: set[int], thinking: bool = False,
+                 overrides: dict | None = None, max_new_tokens: int = 1024, system: str | None = None,
+                 draft: Draft | None = None):
         self.model, self.tok, self.stop = model, tokenizer, stop
         self.thinking, self.overrides, self.max_new_tokens = thinking, overrides or {}, max_new_tokens
         self.system, self.draft = system, draft  # draft: None for plain decoding
         self.end_think = tokenizer.special_tokens[END_THINK]
         self.reset()
 
-    def reset(self):
+    def reset(self) -> None:
         self.messages = [{"role": "system", "content": self.system}] if self.system else []
         self.kept_ids, self.kept_cache = [], None  # tokens the kept cache has read
         self.stats = None  # the last finished reply's numbers
@@ -50,7 +53,7 @@ class Session:
         """This turn's settings: the model card's for the current mode, with the overrides."""
         return Sampling.card(self.thinking).but(**self.overrides)
 
-    def attach(self, path, settings: ImageSettings):
+    def attach(self, path, settings: ImageSettings) -> tuple[tuple[int, int], torch.Tensor]:
         """Read the image file at `path` for the next message, resized with `settings` (the checkpoint's:
         ImageSettings.load(checkpoint)). Returns (its size (w, h), image_grid_thw). The tower must be loaded."""
         if self.draft is not None:
@@ -74,7 +77,7 @@ class Session:
         grids = torch.cat([i["image_grid_thw"] for i in images])
         return expand_image_tokens(ids, grids, cfg.image_token_id, cfg.spatial_merge_size)
 
-    def respond(self, text):
+    def respond(self, text: str) -> Iterator[tuple[str, str]]:
         """Yield (part, text) pieces of the reply to `text`, part "think" or "answer". Only a reply that ends (its
         stop token, or the token limit: then self.stats["cut"]) joins the conversation, with the message, and sets
         self.stats; a caller that stops early (Ctrl-C) leaves the conversation and the cache as they were, and

@@ -84,7 +84,8 @@ class Rollback:
         self.cache.length = self.start + m
 
 
-def accept(drafts, logits, q, pick, active):
+def accept(drafts: torch.Tensor, logits: torch.Tensor, q: torch.Tensor | None, pick: Picker,
+           active: torch.Tensor) -> torch.Tensor:
     """drafts (B, k), the main model's logits over the k + 1 verified positions (B, k + 1, V), the draft's
     distributions q (B, k, V) or None (one-hot). Returns the new tokens (B, n + 1): n accepted guesses, the same n
     for every row (the fewest any active row accepted), then the main model's token."""

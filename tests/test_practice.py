@@ -518,7 +518,7 @@ def test_214_presence_penalty_oracle_by_hand():
 @torch.no_grad()
 def test_219_oracle_equals_the_course_accept_step():
     """Row by row (qwen's accept keeps one count for a batch, so each row alone): the greedy accept step behind
-    generate(..., speculative=k), proven token for token equal to plain greedy in tests/test_speculative.py, returns
+    speculate(...), proven token for token equal to plain greedy in tests/test_speculative.py, returns
     the oracle's accepted guesses and correction or bonus token."""
     from qwen.sampling import Picker, Sampling
     from qwen.speculative import accept
