@@ -45,7 +45,7 @@ def pad_left(prompts, pad_id=END_OF_TEXT):
     return ids, mask
 
 
-def start(model, input_ids, stop, mask, cache):
+def prepare(model, input_ids, stop, mask, cache):
     """What a generation loop starts from: ids (B, T) on the model's device, whether the input was a batch, the stop
     ids as a tensor (stop=None: the model's), the mask (B, S) or None, and the cache (a new one for None)."""
     device = next(model.parameters()).device
@@ -71,7 +71,7 @@ def generate(model: torch.nn.Module, input_ids, max_new_tokens: int, sampling: S
     qwen.image.preprocess returns them (several images: each concatenated along dim 0), read with the prompt only;
     the cache keeps the M-RoPE offset they leave for the tokens after them. Speculative decoding has its own loop,
     qwen.speculative.speculate."""
-    ids, batched, stop, mask, cache = start(model, input_ids, stop, mask, cache)
+    ids, batched, stop, mask, cache = prepare(model, input_ids, stop, mask, cache)
     B, device = ids.shape[0], ids.device
     pick = Picker(sampling, device)
     penalty = pick.sampling.presence_penalty

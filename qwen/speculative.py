@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator
 import torch
 
 from qwen.draft import Draft
-from qwen.generate import start
+from qwen.generate import prepare
 from qwen.mtp import FinalHidden
 from qwen.sampling import Picker, Sampling, emitted
 
@@ -124,7 +124,7 @@ def speculate(model: torch.nn.Module, input_ids, max_new_tokens: int, draft: Dra
     sampling = sampling or Sampling()
     if sampling.presence_penalty:
         raise ValueError("presence_penalty changes p with every token, drafts included: use it with plain generate")
-    ids, batched, stop, mask, cache = start(model, input_ids, stop, mask, cache)
+    ids, batched, stop, mask, cache = prepare(model, input_ids, stop, mask, cache)
     pick, k, counts = Picker(sampling, ids.device), draft.k, draft.counts
     counts.update(steps=0, proposed=0, accepted=0)
     if max_new_tokens <= 0:
