@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 if sys.argv[1:2] == ["chat"]:
-    from qwen.chat_cli import main
+    from app.chat import main
 
     sys.exit(main(sys.argv[2:]))
 

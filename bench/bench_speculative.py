@@ -31,13 +31,14 @@ from functools import partial
 import torch
 
 from qwen.course import pick_device
+from qwen.draft import MTPDraft, Scripted, follow
 from qwen.fast import Fast
 from qwen.generate import generate
 from qwen.measure import timed
 from qwen.model import Qwen35
 from qwen.mtp import MTP
 from qwen.sizes import real_config
-from qwen.speculative import Picker, Rollback, Scripted, decode, follow
+from qwen.speculative import Rollback, speculate
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -65,13 +66,13 @@ def timed_decode(model, prompt, n, **kw):
     return seconds, out
 
 
-def speculative(model, prompt, n, k, draft, stats):
-    """Greedy speculative decoding of n + 1 tokens; stats gets decode()'s counts and 'seconds' for tokens 2 .. n + 1
+def speculative(model, prompt, n, draft, stats):
+    """Greedy speculative decoding of n + 1 tokens; stats gets the draft's counts and 'seconds' for tokens 2 .. n + 1
     (the prefill and the first token are not timed)."""
-    steps = decode(model, prompt[None], n + 1, k, draft, Picker(0.0, None, None, None, None),
-                   torch.tensor([], dtype=torch.long), None, model.new_cache(), False, stats)
+    steps = speculate(model, prompt, n + 1, draft, stop=[])
     out = [next(steps)]
     stats["seconds"], _ = timed(lambda: out.extend(steps), prompt.device)
+    stats.update(draft.counts)
     return out
 
 
@@ -118,7 +119,7 @@ def main():
     for k in args.ks:  # the always-right script for each k, untimed
         reference = plain
         for _ in range(4 * args.tokens):  # each run moves the first wrong guess on by at least one token
-            untimed = speculative(model, prompt, args.tokens, k, Scripted(follow(torch.tensor([reference]).to(device))),
+            untimed = speculative(model, prompt, args.tokens, Scripted(follow(torch.tensor([reference]).to(device)), k),
                                   {})
             if untimed == reference:
                 break
@@ -134,8 +135,8 @@ def main():
                 t, outs[kind, k] = timed_decode(model, prompt, args.tokens)
             else:
                 stats[kind, k] = {}
-                draft = Scripted(follow(scripts[k])) if kind == "right" else None
-                outs[kind, k] = speculative(model, prompt, args.tokens, k, draft, stats[kind, k])
+                draft = Scripted(follow(scripts[k]), k) if kind == "right" else MTPDraft(model, k)
+                outs[kind, k] = speculative(model, prompt, args.tokens, draft, stats[kind, k])
                 t = stats[kind, k]["seconds"]
             seconds[kind, k].append(t)
     rate = {run: args.tokens / statistics.median(ts) for run, ts in seconds.items()}

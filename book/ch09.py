@@ -8,11 +8,12 @@ from a config alone (qwen/sizes.py).
 """
 import torch
 
+from qwen.sampling import CARD, filter_logits
 from qwen.sizes import cache_bytes
-from qwen.generate import filter_logits
 
 
-def sampling_rules(logits, tokens, top_k=20, top_p=0.95, coding_temperature=0.6, title="", show=25, glyphs=None):
+def sampling_rules(logits, tokens, top_k=CARD[True]["top_k"], top_p=CARD[True]["top_p"], coding_temperature=0.6,
+                   title="", show=25, glyphs=None):
     """The next-token distribution before and after the rules, with the model card's settings: the thinking set
     (temperature 1.0, top-k 20, top-p 0.95; its min-p 0 cuts nothing) rule by rule, then the "precise coding" set
     (temperature 0.6, the same top-k and top-p). The presence penalty needs generated tokens, so a first step has

@@ -9,8 +9,9 @@ Its notebook, notebooks/ch09_generate.ipynb, is written from this file by python
 # The model of chapter 8 maps token ids to next-token logits. To make it talk, a loop reads the prompt once
 # (**prefill**), then produces one token at a time (**decode**), feeding each new token back with the **cache**
 # so that nothing is computed twice. Between the logits and the next token sit the **sampling rules**; around the
-# whole conversation sits the **chat format** the model was trained on. This chapter writes `qwen/generate.py`,
-# `qwen/chat.py` and the terminal chat (`bash course.sh chat`), and measures why decoding is slow.
+# whole conversation sits the **chat format** the model was trained on. This chapter writes `qwen/sampling.py`,
+# `qwen/generate.py`, `qwen/chat.py`, the conversation session and the terminal chat (`bash course.sh chat`), and
+# measures why decoding is slow.
 
 # %%
 
@@ -22,8 +23,9 @@ from qwen import measure
 from qwen.chat import render
 from qwen.course import chapter_args
 from qwen.fast import Fast
-from qwen.generate import checkpoint_stop_tokens, filter_logits, generate
+from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.model import load_model
+from qwen.sampling import Sampling, filter_logits
 from qwen.sizes import REAL_NAME, cache_bytes, real_config
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
@@ -46,7 +48,8 @@ book.show("ch09-map", book.model_map.draw, "generate")
 # ## 1. Prefill once, then one token at a time
 # `generate(model, ids, n)` calls the model on the whole prompt with an empty cache, takes the last position's
 # logits, picks a token, and from then on calls the model on that single token with the cache. Greedy decoding
-# (temperature 0) takes the argmax; sampling draws from the softmax. A seed makes a draw repeatable.
+# (temperature 0, the default) takes the argmax; sampling draws from the softmax, with the rules and the seed of a
+# `Sampling` (`qwen/sampling.py`) given as `generate(model, ids, n, sampling)`. A seed makes a draw repeatable.
 
 # %%
 prompt = "The capital of France is"
@@ -55,15 +58,16 @@ stop = checkpoint_stop_tokens(args.path)
 greedy = list(generate(model, ids, 8, stop=stop))
 print(f"prompt {prompt!r} = {len(ids)} tokens {ids}")
 print(f"greedy {SYNTHETIC}: {tok.decode(greedy)!r}")
-card = dict(temperature=1.0, top_k=20, top_p=0.95, min_p=0.0, presence_penalty=1.5)  # the card's thinking set
-sampled = {seed: list(generate(model, ids, 8, seed=seed, stop=stop, **card)) for seed in (1, 2)}
+card = Sampling.card(thinking=True)  # the model card's settings with thinking: T 1.0, top-k 20, top-p 0.95, ...
+sampled = {seed: list(generate(model, ids, 8, card.but(seed=seed), stop=stop)) for seed in (1, 2)}
 for seed, out in sampled.items():
     print(f"sampled, seed {seed}{SYNTHETIC}: {tok.decode(out)!r}")
-print(f"seed 1 again gives the same tokens: {list(generate(model, ids, 8, seed=1, stop=stop, **card)) == sampled[1]}")
+print(f"seed 1 again gives the same tokens: {list(generate(model, ids, 8, card.but(seed=1), stop=stop)) == sampled[1]}")
 
 # %% [markdown]
 # ## 2. The sampling rules
-# Each rule reshapes the next-token distribution before the draw, in this order (`generate`, then `filter_logits`):
+# Each rule reshapes the next-token distribution before the draw, in this order (`qwen/sampling.py`: `penalise`,
+# then `filter_logits`):
 #
 # - the **presence penalty** subtracts a constant from the logit of every token already generated, once however
 #   often it appeared. transformers has no presence penalty (its `repetition_penalty` divides instead); the rule and
@@ -78,7 +82,7 @@ print(f"seed 1 again gives the same tokens: {list(generate(model, ids, 8, seed=1
 # survive depends on the sort, and ours (descending) can keep a different one than transformers' (ascending).
 # The Qwen3.5 model card recommends, without thinking, T = 1.0, top-p 1.0, top-k 20, min-p 0, presence penalty 2.0;
 # with thinking, T = 1.0, top-p 0.95, top-k 20, min-p 0, presence penalty 1.5; with thinking for precise coding,
-# T = 0.6, top-p 0.95, top-k 20, min-p 0, presence penalty 0.
+# T = 0.6, top-p 0.95, top-k 20, min-p 0, presence penalty 0. `Sampling.card(thinking)` holds the first two.
 
 # %%
 with torch.no_grad():
@@ -111,7 +115,11 @@ def presence_penalty(logits: torch.Tensor, generated: list[list[int]], penalty: 
 book.attempt(214, sampling_probs, presence_penalty)
 
 # %% [markdown]
-# ### The finished module: `qwen/generate.py`
+# ### The finished modules: `qwen/sampling.py` and `qwen/generate.py`
+# One `Picker` turns a step's logits into a token for plain decoding here and for speculative decoding in chapter 11.
+
+# %%
+book.listing("qwen/sampling.py")
 
 # %%
 book.listing("qwen/generate.py")
@@ -164,9 +172,11 @@ book.attempt(215, render=render_chat)  # the starter calls it render: qwen.chat.
 book.listing("qwen/chat.py")
 
 # %% [markdown]
-# The terminal chat, `qwen/chat_cli.py`, puts it together: `bash course.sh chat` (or `python main.py chat`)
-# streams replies, keeps the cache across turns — up to and including the last `<|im_start|>assistant\n`, the
-# part of the prompt that stays the same in the next turn — and prints tokens per second. `/think on|off|hide`,
+# The conversation session, `qwen/session.py`, puts it together: it renders the conversation, keeps the cache
+# across turns — up to and including the last `<|im_start|>assistant\n`, the part of the prompt that stays the
+# same in the next turn — and decodes with the model card's settings. The terminal chat, `app/chat.py` (outside the
+# model package: a program, not a part of the model), drives it: `bash course.sh chat` (or `python main.py chat`)
+# streams replies and prints tokens per second. `/think on|off|hide`,
 # `/reset`; Ctrl-C stops the reply and drops the unanswered message from the conversation, without leaving.
 #
 # ## 4. Prefill against decode
@@ -260,7 +270,7 @@ book.show("ch09-cache", ch09.cache_growth, [(REAL_NAME, real)])
 # %% [markdown]
 # ## Try this
 #
-# - Generate with `temperature=0.3` and then `1.5` from the same seed: how quickly do the texts part ways?
+# - Generate with `Sampling(temperature=0.3, seed=1)` and then `temperature=1.5`: how quickly do the texts part ways?
 # - Put `top_p=0.5` on a prompt whose next token is nearly certain, then on an open one: count the tokens left.
 # - In the chat (`bash course.sh chat`), say something, then `/think on`, then ask again: the generation prompt
 #   shrinks from 4 tokens (`<think>`, `\n\n`, `</think>`, `\n\n`: an empty, closed block) to 2 (`<think>`, `\n`),
@@ -341,12 +351,15 @@ book.attempt(215)
 # ```
 # qwen/
 # ├── …               (chapters 1–8)
-# ├── generate.py     + the generation loop, sampling rules, streaming text
+# ├── sampling.py     + the sampling rules, one picker, the model card's settings
+# ├── generate.py     + the generation loop, streaming text
 # ├── fast.py         + the fast path: the same model with fewer, cheaper calls
 # ├── measure.py      + timings that wait for the device, the memory-bandwidth probes
 # ├── chat.py         + the chat format
 # ├── chat_tools.py   + tools and tool calls in the chat format
-# └── chat_cli.py     + the terminal chat (bash course.sh chat)
+# └── session.py      + the conversation session: the cache kept across turns
+# app/
+# └── chat.py         + the terminal chat (bash course.sh chat)
 # book/
 # └── ch09.py         + this chapter's figures
 # bench/

@@ -20,7 +20,7 @@ Its notebook, notebooks/ch10_vision.ipynb, is written from this file by python n
 # ├── vision.py       + the tower (patch embedding, position grid, 2-D rotary, blocks, merger), the image in the
 # │                     prompt and its 3-D positions
 # ├── model.py        ~ model(ids, pixel_values=..., image_grid_thw=...): the tower loads on the first image
-# ├── generate.py     ~ generate(..., pixel_values=..., image_grid_thw=...)
+# ├── generate.py     ~ generate(..., images=(pixel_values, image_grid_thw))
 # └── chat.py         ~ an image content part renders as <|vision_start|><|image_pad|><|vision_end|>
 # book/
 # └── ch10.py         + this chapter's figures, the token bill, the real 0.8B's vision config
@@ -436,7 +436,7 @@ book.show("ch10-bill", ch10.token_bill_figure, s, sizes)
 # prompt's ids, `pixel_values` and `image_grid_thw`, as transformers' `Qwen3_5ForConditionalGeneration` takes them
 # (which also wants `mm_token_type_ids`, 1 at the pads, to find the image tokens for its positions).
 # After the prefill the cache holds the image like any other tokens, and generation goes on from it as in
-# chapter 9 (`generate(model, ids, n, pixel_values=..., image_grid_thw=...)` does both in one call).
+# chapter 9 (`generate(model, ids, n, images=(pixel_values, image_grid_thw))` does both in one call).
 
 # %%
 model = load_model(args.path, dtype=dtype, device=dev)

@@ -18,9 +18,9 @@ Its notebook, notebooks/ch11_mtp.ipynb, is written from this file by python note
 # ```
 # qwen/
 # ├── model.py        (chapter 8: the decoder layer the MTP block reuses)
-# ├── generate.py     ~ generate(..., speculative=k, draft=..., stats=...)
 # ├── mtp.py          + MTP, step, FinalHidden, load_mtp, attach: the head, loaded from mtp.*
-# └── speculative.py  + MTPDraft, Scripted, follow, accept, Rollback, decode: draft, verify, accept, roll back
+# ├── draft.py        + MTPDraft, Scripted, follow: what guesses the next k tokens
+# └── speculative.py  + speculate, accept, Rollback: draft, verify, accept, roll back
 # book/
 # └── ch11.py         + this chapter's figures and the speed-up's closed form
 # bench/
@@ -50,12 +50,13 @@ from qwen import measure
 from qwen.chat import render
 from qwen.course import chapter_args
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet
+from qwen.draft import MTPDraft, Scripted, follow
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.model import load_model
 from qwen.mtp import FinalHidden, attach, mtp_files, new_cache, step
 from qwen.sizes import (REAL_TEXT_CONFIG, count_by_part, kv_bytes_per_token, linear_layer_bytes, mtp_shapes,
                         real_config, tensor_shapes)
-from qwen.speculative import Rollback, Scripted, follow
+from qwen.speculative import Rollback, speculate
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import Config, read_header
@@ -244,7 +245,8 @@ def greedy_accept(drafts, logits):
 book.attempt(219, greedy_accept)
 
 # %% [markdown]
-# The draft is pluggable. `qwen.speculative.Scripted(script)` proposes whatever `script(generated, k)` returns, and
+# The draft is pluggable (`qwen/draft.py`): a draft carries its k, and `speculate(model, ids, n, draft)` runs the
+# loop with it. `Scripted(script, k)` proposes whatever `script(generated, k)` returns, and
 # `follow(reference, wrong)` is a script that reads the answer from a plain greedy run and proposes a wrong token
 # (the right one + 1) wherever `wrong(step, i)` says so. Here is a draft that keeps 2, 0, 3, 1, 3, … of its k = 3
 # guesses, and what the loop does with them:
@@ -264,10 +266,10 @@ class Recorded:
 
     def __init__(self, draft):
         self.draft, self.log = draft, []
-        self.start, self.advance = draft.start, draft.advance
+        self.k, self.counts, self.start, self.advance = draft.k, draft.counts, draft.start, draft.advance
 
-    def propose(self, k, pick):
-        guesses, q = self.draft.propose(k, pick)
+    def propose(self, pick):
+        guesses, q = self.draft.propose(pick)
         self.log.append(guesses[0].tolist())
         return guesses, q
 
@@ -286,8 +288,8 @@ def steps_of(out, log):
 
 
 pattern = [2, 0, 3, 1, 3, 0]
-draft = Recorded(Scripted(follow(reference, wrong=lambda j, i: i >= pattern[j % len(pattern)])))
-out = list(generate(model, chat_ids, N, stop=stop, speculative=3, draft=draft))
+draft = Recorded(Scripted(follow(reference, wrong=lambda j, i: i >= pattern[j % len(pattern)]), 3))
+out = list(speculate(model, chat_ids, N, draft, stop=stop))
 loop = steps_of(out, draft.log)
 print(f"k = 3, the scripted draft: {len(draft.log)} main-model forwards for {len(out)} tokens; kept per forward "
       f"{[s['accepted'] for s in loop]}; identical to plain greedy: {out == plain}")
@@ -305,9 +307,9 @@ book.show("ch11-loop", ch11.loop_figure, loop[:6], lambda i: tok.decode([i]),
 runs = {}
 for kind, k in [("MTP head", 1), ("MTP head", 2), ("MTP head", 4), ("always right", 1), ("always right", 2),
                 ("always right", 4)]:
-    stats = {}
-    draft = None if kind == "MTP head" else Scripted(follow(reference))
-    got = list(generate(model, chat_ids, N, stop=stop, speculative=k, draft=draft, stats=stats))
+    draft = MTPDraft(model, k) if kind == "MTP head" else Scripted(follow(reference), k)
+    got = list(speculate(model, chat_ids, N, draft, stop=stop))
+    stats = draft.counts  # main-model forwards after the prefill, guesses proposed and accepted
     runs[kind, k] = stats, (len(got) - 1) / max(stats["steps"], 1)  # the prefill made the first token
     print(f"{kind:12s} k = {k}: identical to plain greedy: {got == plain}; accepted {stats['accepted']} of "
           f"{stats['proposed']} guesses; {runs[kind, k][1]:.2f} tokens per main-model forward"
@@ -346,8 +348,9 @@ print(f"mistake 'keep only when p ≥ q': {[round(v, 3) for v in only_if_above.t
 
 # %% [markdown]
 # A deterministic draft (the scripts) has q = one-hot at d: keep d with probability p(d), else draw from p without
-# d, normalised. The MTP head, when sampling, draws its guesses from its own distribution, which is then q. `generate(..., temperature=..., speculative=k)` applies the rule;
-# tests/test_speculative.py checks the emitted distribution against the main model's over 200,000 draws.
+# d, normalised. The MTP head, when sampling, draws its guesses from its own distribution, which is then q.
+# `speculate(model, ids, n, draft, Sampling(temperature=...))` applies the rule; tests/test_speculative.py checks
+# the emitted distribution against the main model's over 200,000 draws.
 #
 # **Try it first**: exercise 220 is the acceptance rule (`python practice/judge.py start 220`, or the cell below).
 
@@ -474,7 +477,10 @@ def rollback(conv, state, x, k, v, g, beta, n_accepted):
 book.attempt(221, rollback)
 
 # %% [markdown]
-# ### The finished module: `qwen/speculative.py`
+# ### The finished modules: `qwen/draft.py` and `qwen/speculative.py`
+
+# %%
+book.listing("qwen/draft.py")
 
 # %%
 book.listing("qwen/speculative.py")
@@ -487,7 +493,8 @@ book.listing("qwen/speculative.py")
 # - **`MTPDraft`** keeps the block's cache one entry per main-model entry; `advance` cuts its chained guesses'
 #   entries and adds the pairs of the accepted tokens, built from the main model's own hidden states of the verify
 #   pass.
-# - **`decode`** is the loop behind `generate(..., speculative=k)`; `stats` counts forwards and guesses.
+# - **`speculate`** is the loop, `generate`'s with a draft: prefill, then propose, verify, accept, roll back until a
+#   stop token or the limit; the draft's `counts` hold the forwards and guesses.
 #
 # ## 7. When it pays
 # Suppose each guess is right with probability α, independently, and the verify stops at the first wrong one.
@@ -521,9 +528,10 @@ for k in (1, 2, 4):
 # %%
 K_SWEEP, measured = 3, []
 for alpha in (0.5, 0.8):
-    rng, stats = random.Random(1), {}
-    draft = Scripted(follow(reference, wrong=lambda j, i, a=alpha, rng=rng: rng.random() >= a))
-    got = list(generate(model, chat_ids, N_SWEEP, stop=stop, speculative=K_SWEEP, draft=draft, stats=stats))
+    rng = random.Random(1)
+    draft = Scripted(follow(reference, wrong=lambda j, i, a=alpha, rng=rng: rng.random() >= a), K_SWEEP)
+    got = list(speculate(model, chat_ids, N_SWEEP, draft, stop=stop))
+    stats = draft.counts
     per = (len(got) - 1) / stats["steps"]
     measured.append((alpha, per, f"random draft, α = {alpha}"))
     print(f"α = {alpha}, k = {K_SWEEP}: {per:.2f} tokens per forward over {stats['steps']} forwards, closed form "
@@ -563,8 +571,7 @@ def verify_once(n):
 
 one_s, four_s = seconds(lambda: verify_once(1)), seconds(lambda: verify_once(4))
 plain_s = seconds(lambda: list(generate(model, chat_ids, N, stop=stop)), 1)
-fast_s = seconds(lambda: list(generate(model, chat_ids, N, stop=stop, speculative=4,
-                                       draft=Scripted(follow(reference)))), 1)
+fast_s = seconds(lambda: list(speculate(model, chat_ids, N, Scripted(follow(reference), 4), stop=stop)), 1)
 print(f"this checkpoint on {dev}{' (synthetic: narrow, so fixed overheads dominate)' if SYNTHETIC else ''}: one "
       f"decode step {one_s * 1e3:.1f} ms, a verify forward over 4 positions {four_s * 1e3:.1f} ms; {N} tokens: plain "
       f"{plain_s * 1e3:.0f} ms, the always-right draft with k = 4 {fast_s * 1e3:.0f} ms")
@@ -657,7 +664,8 @@ book.proof(compare, args.path, h, after, mtp_logits)
 book.notation(args.path)
 
 # %% [markdown]
-# File added in this chapter: `book/ch11.py` (`qwen/mtp.py` and `qwen/speculative.py` are its modules).
+# File added in this chapter: `book/ch11.py` (`qwen/mtp.py`, `qwen/draft.py` and `qwen/speculative.py` are its
+# modules).
 #
 # ### Exercises
 # 219 · the greedy accept step (accepting past the first mismatch, dropping the correction token, the logits of the

@@ -29,106 +29,17 @@ tests find the same tokens; in bf16 on the teaching path a top-2 pair within one
 and from there the texts part (on the synthetic checkpoint, whose logits are nearly flat, after 10 to 20 tokens).
 Batches: every row keeps the same number of tokens per step, the fewest any active row accepted (the others' extra
 accepted guesses are re-guessed next step), so the caches stay rectangular; the results are unchanged.
-The draft is pluggable: MTPDraft (the checkpoint's MTP head, qwen/mtp.py), or Scripted (a fixed script: always
-right, always wrong, or any accept/reject pattern the tests need).
+The draft is pluggable (qwen/draft.py): MTPDraft (the checkpoint's MTP head), or Scripted (a fixed script: always
+right, always wrong, or any accept/reject pattern the tests need). Entry point: speculate(model, ids, n, draft).
 """
+from collections.abc import Iterable, Iterator
+
 import torch
 
-from qwen.generate import emitted, filter_logits
-from qwen.mtp import FinalHidden, attach, new_cache, step
-
-
-class Picker:
-    """The sampling rules of one call: logits (B, V) -> token (B,) and the distribution it was drawn from (B, V),
-    None for greedy."""
-
-    def __init__(self, temperature, top_k, top_p, min_p, generator):
-        self.rules, self.temperature, self.generator = (temperature, top_k, top_p, min_p), temperature, generator
-
-    def probs(self, logits):  # (..., V) -> (..., V) fp32: softmax after the rules
-        shape = logits.shape
-        return filter_logits(logits.reshape(-1, shape[-1]), *self.rules).softmax(-1).reshape(shape)
-
-    def draw(self, probs):  # (B, V) -> (B,)
-        return torch.multinomial(probs, 1, generator=self.generator)[:, 0]
-
-    def __call__(self, logits):
-        if self.temperature == 0:
-            return logits.argmax(-1), None
-        probs = self.probs(logits)
-        return self.draw(probs), probs
-
-
-class MTPDraft:
-    """Drafts with the MTP block (model.mtp). Its cache holds one entry per main-model entry: entry t is the pair
-    (x_{t+1}, h_t). Chained guesses add entries that the next `advance` cuts back and replaces with the pairs of the
-    tokens the main model accepted, built from the main model's own hidden states."""
-
-    def __init__(self, model):
-        if getattr(model, "mtp", None) is None and getattr(model, "checkpoint", None) is not None:
-            attach(model, model.checkpoint)  # first use: load_model and load_fast record their checkpoint
-        if getattr(model, "mtp", None) is None:
-            raise ValueError("the model has no MTP head: load it with qwen.mtp.attach(model, checkpoint_path) "
-                             "(the checkpoint needs mtp.* tensors), or pass another draft")
-        self.model, self.mtp = model, model.mtp
-
-    def start(self, tokens, hidden, mask):
-        """After the prefill: tokens (B, T) = the prompt shifted by one plus the first new token, hidden (B, T, d)
-        the main model's h over the prompt, mask (B, T) or None."""
-        self.cache, self.kept = new_cache(), 0
-        self.advance(tokens, hidden, mask)
-
-    def advance(self, tokens, hidden, mask):
-        """The main model accepted tokens (B, m) (the last one its own pick, not yet fed to it); hidden (B, m, d) its
-        h at the positions before each; mask: None or (B, MTP entries after this call)."""
-        self.cache.length = self.cache.layers[0].length = self.kept  # drop the chained guesses' entries
-        self.mask = mask
-        g, logits = step(self.model, self.mtp, tokens, hidden, self.cache, mask)
-        self.g, self.logits, self.kept = g[:, -1:], logits[:, -1], self.cache.length
-
-    def propose(self, k, pick):
-        """k guesses (B, k) and the distributions they were drawn from (B, k, V), None for greedy."""
-        g, logits, tokens, probs = self.g, self.logits, [], []
-        for i in range(k):
-            token, q = pick(logits)
-            tokens.append(token)
-            probs.append(q)
-            if i < k - 1:  # chain: the block's own output and guess stand in for h and the next token
-                mask = None if self.mask is None else torch.cat([self.mask, self.mask.new_ones(len(token), i + 1)], 1)
-                g, logits = step(self.model, self.mtp, token[:, None], g, self.cache, mask)
-                logits = logits[:, -1]
-        return torch.stack(tokens, 1), None if probs[0] is None else torch.stack(probs, 1)
-
-
-class Scripted:
-    """A draft that proposes script(generated, k): generated (B, n) the tokens the main model has produced so far,
-    returns (B, k). Deterministic (q is one-hot)."""
-
-    def __init__(self, script):
-        self.script = script
-
-    def start(self, tokens, hidden, mask):
-        self.generated = tokens[:, -1:]
-
-    def advance(self, tokens, hidden, mask):
-        self.generated = torch.cat([self.generated, tokens], 1)
-
-    def propose(self, k, pick):
-        return self.script(self.generated, k), None
-
-
-def follow(reference, wrong=lambda n, i: False):
-    """A script that reads the answer from `reference` (B, N), the tokens plain decoding produces: proposes the true
-    next tokens, except where wrong(step, i) says to propose a token that is certainly not it (reference + 1)."""
-    calls = []
-
-    def script(generated, k):
-        n = generated.shape[1]
-        right = torch.nn.functional.pad(reference, (0, k + 1))[:, n:n + k]  # beyond the reference: zeros
-        bad = torch.tensor([wrong(len(calls), i) for i in range(k)], device=right.device)
-        calls.append(n)
-        return torch.where(bad, right + 1, right)
-    return script
+from qwen.draft import Draft
+from qwen.generate import prepare
+from qwen.mtp import FinalHidden
+from qwen.sampling import Picker, Sampling, emitted
 
 
 class Rollback:
@@ -173,13 +84,14 @@ class Rollback:
         self.cache.length = self.start + m
 
 
-def accept(drafts, logits, q, pick, active):
+def accept(drafts: torch.Tensor, logits: torch.Tensor, q: torch.Tensor | None, pick: Picker,
+           active: torch.Tensor) -> torch.Tensor:
     """drafts (B, k), the main model's logits over the k + 1 verified positions (B, k + 1, V), the draft's
     distributions q (B, k, V) or None (one-hot). Returns the new tokens (B, n + 1): n accepted guesses, the same n
     for every row (the fewest any active row accepted), then the main model's token."""
     B, k = drafts.shape
     rows = torch.arange(B, device=drafts.device)
-    if pick.temperature == 0:
+    if pick.greedy:
         target = logits.argmax(-1)  # (B, k + 1): what the main model would pick after each verified position
         agree = (drafts == target[:, :k]).long().cumprod(1).sum(1)  # (B,) accepted guesses per row
         n = int(agree[active].min()) if active.any() else 0
@@ -203,15 +115,18 @@ def accept(drafts, logits, q, pick, active):
 
 
 @torch.no_grad()
-def decode(model, ids, max_new_tokens, k, draft, pick, stop, mask, cache, batched, stats=None):
-    """The loop behind generate(..., speculative=k): yields as generate does. ids (B, T); mask None or (B, T);
-    cache: the model's, empty or holding the tokens before ids. stats: a dict that gets 'steps' (main-model forwards
-    after the prefill), 'proposed' and 'accepted' guesses."""
-    if k < 1:
-        raise ValueError(f"speculative={k}: the number of guessed tokens must be at least 1 (0 or None: no drafts)")
-    draft = MTPDraft(model) if draft is None else draft
-    stats = {} if stats is None else stats
-    stats.update(steps=0, proposed=0, accepted=0)
+def speculate(model: torch.nn.Module, input_ids, max_new_tokens: int, draft: Draft, sampling: Sampling | None = None,
+              stop: Iterable[int] | None = None, mask=None, cache=None) -> Iterator[int | list[int | None]]:
+    """generate (qwen/generate.py) with `draft` guessing draft.k tokens per main-model step: yields as generate does,
+    the same tokens for greedy sampling, the same distribution otherwise. draft.counts gets this run's 'steps'
+    (main-model forwards after the prefill), 'proposed' and 'accepted' guesses. No presence penalty (it changes p
+    with every token, drafts included) and no images (yet)."""
+    sampling = sampling or Sampling()
+    if sampling.presence_penalty:
+        raise ValueError("presence_penalty changes p with every token, drafts included: use it with plain generate")
+    ids, batched, stop, mask, cache = prepare(model, input_ids, stop, mask, cache)
+    pick, k, counts = Picker(sampling, ids.device), draft.k, draft.counts
+    counts.update(steps=0, proposed=0, accepted=0)
     if max_new_tokens <= 0:
         return
     B, offset = ids.shape[0], cache.length  # the draft sees only this call's tokens
@@ -226,15 +141,15 @@ def decode(model, ids, max_new_tokens, k, draft, pick, stop, mask, cache, batche
         return
     draft.start(torch.cat([ids[:, 1:], token[:, None]], 1), kept.h, None if mask is None else mask[:, offset:])
     while True:
-        drafts, q = draft.propose(k, pick)  # (B, k)
+        drafts, q = draft.propose(pick)  # (B, k)
         fed = torch.cat([token[:, None], drafts], 1)  # (B, k + 1)
         wide = None if mask is None else torch.cat([mask, mask.new_ones(B, k + 1)], 1)
         with Rollback(model, cache) as saved, FinalHidden(model) as kept:
             logits = model(fed, cache=cache, mask=wide)  # (B, k + 1, V): one forward verifies k guesses
         new = accept(drafts, logits, q, pick, ~done)  # (B, n + 1)
-        stats["steps"] += 1
-        stats["proposed"] += k
-        stats["accepted"] += new.shape[1] - 1
+        counts["steps"] += 1
+        counts["proposed"] += k
+        counts["accepted"] += new.shape[1] - 1
         m = 0
         for token in new.T:  # (B,) each
             m += 1

@@ -9,8 +9,8 @@ import torch
 
 from book import ch09
 from qwen import sizes
-from qwen.generate import filter_logits
 from qwen.model import load_model
+from qwen.sampling import filter_logits
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes
 from qwen.weights import Config
 

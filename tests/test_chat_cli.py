@@ -15,12 +15,16 @@ import numpy as np
 import pytest
 import torch
 
+from app.chat import image_command, main
 from qwen.chat import render
-from qwen.chat_cli import Chat, main
+from qwen.draft import MTPDraft
 from qwen.generate import checkpoint_stop_tokens, generate
+from qwen.image import ImageSettings
 from qwen.model import load_model
+from qwen.mtp import load_mtp
+from qwen.session import Session
 from qwen.tokenizer import load_tokenizer
-from qwen.vision import expand_image_tokens
+from qwen.vision import expand_image_tokens, load_vision
 from helpers import ROOT, chat_template
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -92,20 +96,28 @@ def test_bad_speculative_value_is_one_clear_error(value, why, capsys):
 
 @pytest.fixture(scope="module")
 def model(synthetic):
-    return load_model(synthetic, dtype=torch.float32)
+    model = load_model(synthetic, dtype=torch.float32)
+    model.mtp = load_mtp(synthetic, model)  # the draft of the speculative sessions
+    model.visual = load_vision(synthetic, torch.float32)  # the tower, for the image turns
+    return model
+
+
+def chat_session(model, tok, stop, speculative=0, **kw):
+    """A session as the chat makes one: speculative=K drafts K tokens per step with the MTP head."""
+    return Session(model, tok, stop, draft=MTPDraft(model, speculative) if speculative else None, **kw)
 
 
 def fresh_reply(model, tok, stop, messages, thinking, n, images=()):
     """The oracle: the whole conversation rendered and read from scratch, then greedy decoding. images: the
     (pixel_values, image_grid_thw) of the conversation's images, in order."""
     ids = tok.encode(render(messages, thinking=thinking))
-    pixels = {}
+    pixels = None
     if images:
         grids = torch.cat([g for _, g in images])
         ids = expand_image_tokens(ids, grids)
-        pixels = dict(pixel_values=torch.cat([p for p, _ in images]), image_grid_thw=grids)
+        pixels = (torch.cat([p for p, _ in images]), grids)
     out = []
-    for t in generate(model, ids, n, stop=stop, **pixels):
+    for t in generate(model, ids, n, stop=stop, images=pixels):
         if t in stop:
             break
         out.append(t)
@@ -125,7 +137,7 @@ def stored(reply, thinking):
 def test_cache_kept_across_turns_is_exact(model, synthetic, thinking, speculative):
     tok = load_tokenizer(synthetic)
     stop = checkpoint_stop_tokens(synthetic)
-    chat = Chat(model, tok, stop, thinking=thinking, overrides=dict(temperature=0.0, presence_penalty=0.0),
+    chat = chat_session(model, tok, stop, thinking=thinking, overrides=dict(temperature=0.0, presence_penalty=0.0),
                 max_new_tokens=6, system="Be brief.", speculative=speculative)
     for turn, text in enumerate(["Hi there", "And now? 😀", "一个问题"]):
         history = [dict(m) for m in chat.messages] + [{"role": "user", "content": text}]
@@ -168,7 +180,7 @@ def interrupted(model):
 @pytest.mark.parametrize("speculative", [0, 2])
 def test_ctrl_c_leaves_the_chat_as_it_was(model, tok, synthetic, interrupted, when, speculative):
     stop = checkpoint_stop_tokens(synthetic)
-    chat = Chat(model, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=4,
+    chat = chat_session(model, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=4,
                 speculative=speculative)
     if when != "first prefill":
         "".join(piece for _, piece in chat.respond("Hello"))
@@ -191,7 +203,7 @@ def test_reply_cut_while_thinking_is_kept_as_the_template_reads_it(model, tok, s
 
     template = chat_template("qwen3_5_0.8b_2b.jinja")
     stop = checkpoint_stop_tokens(synthetic)
-    chat = Chat(model, tok, stop, thinking=True, overrides=dict(temperature=0.0, presence_penalty=0.0),
+    chat = chat_session(model, tok, stop, thinking=True, overrides=dict(temperature=0.0, presence_penalty=0.0),
                 max_new_tokens=3)
     history = [{"role": "user", "content": "Think hard"}]
     "".join(piece for _, piece in chat.respond("Think hard"))
@@ -291,16 +303,15 @@ def test_image_turns_keep_the_cache_exact(model, tok, synthetic, tmp_path):
     from qwen.image import preprocess
 
     stop = checkpoint_stop_tokens(synthetic)
-    chat = Chat(model, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=5)
+    chat = chat_session(model, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=5)
     first, second = write_picture(tmp_path, 100, 70), write_picture(tmp_path, 400, 200, seed=3)
-    model.vision()
     calls = TowerCalls(model.visual)
     try:
         images, history, chat_reads = [], [], []
         for turn, (text, pic) in enumerate([("What is this?", first), ("And then?", None), ("Compare", second),
                                             ("Which one?", None)]):
             if pic is not None:
-                chat.attach(pic)
+                chat.attach(pic, ImageSettings.load(synthetic))
                 images.append(preprocess(pic, synthetic))
             history = [dict(m) for m in chat.messages] + [user(text, *([pic] if pic else []))]
             read = len(calls.patches)
@@ -322,9 +333,9 @@ def test_ctrl_c_keeps_the_attached_image(model, tok, synthetic, tmp_path, interr
     from qwen.image import preprocess
 
     stop = checkpoint_stop_tokens(synthetic)
-    chat = Chat(model, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=4)
+    chat = chat_session(model, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=4)
     pic = write_picture(tmp_path, 100, 70)
-    chat.attach(pic)
+    chat.attach(pic, ImageSettings.load(synthetic))
     interrupted.at = interrupted.calls + 1  # the prefill that reads the image
     with pytest.raises(KeyboardInterrupt):
         "".join(piece for _, piece in chat.respond("never answered"))
@@ -335,11 +346,9 @@ def test_ctrl_c_keeps_the_attached_image(model, tok, synthetic, tmp_path, interr
 
 
 def test_image_refused_with_speculative_and_without_a_tower(model, tok, synthetic, tmp_path, capsys):
-    from qwen.chat_cli import image_command
-
     pic = write_picture(tmp_path, 64, 64)
     stop = checkpoint_stop_tokens(synthetic)
-    image_command(Chat(model, tok, stop, speculative=2), str(pic))
+    image_command(chat_session(model, tok, stop, speculative=2), str(pic), synthetic)
     assert capsys.readouterr().out == ("/image: images cannot go with --speculative yet (speculative decoding does "
                                        "not take them): restart the chat without --speculative to attach one\n")
     text_only = tmp_path / "text-only"
@@ -350,7 +359,7 @@ def test_image_refused_with_speculative_and_without_a_tower(model, tok, syntheti
     config = json.loads((synthetic / "config.json").read_text())
     del config["vision_config"]
     (text_only / "config.json").write_text(json.dumps(config))
-    image_command(Chat(load_model(text_only, dtype=torch.float32), tok, stop), str(pic))
+    image_command(chat_session(load_model(text_only, dtype=torch.float32), tok, stop), str(pic), text_only)
     out = capsys.readouterr().out
     assert out.startswith(f"/image: {text_only} has no vision tower (no vision_config in config.json)")
     assert out.count("\n") == 1

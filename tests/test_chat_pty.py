@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminal
 
 HARNESS = r'''
 import sys, time
-import qwen.chat_cli as cli
+import app.chat as cli
 
 class Paused:
     """The chat's model, except that the call a message asks for prints <paused> and waits for Ctrl-C."""
@@ -36,13 +36,13 @@ class Paused:
             time.sleep(60)  # Ctrl-C ends it
         return self.model(ids, **kw)
 
-respond = cli.Chat.respond
+respond = cli.Session.respond
 def paused_respond(self, text):
     self.model = self.model if isinstance(self.model, Paused) else Paused(self.model)
     self.model.pause = "prefill" if "PAUSE-PREFILL" in text else "decode" if "PAUSE-DECODE" in text else None
     self.model.decodes = 0
     return respond(self, text)
-cli.Chat.respond = paused_respond
+cli.Session.respond = paused_respond
 sys.exit(cli.main(sys.argv[1:]))
 '''
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from qwen.fast import load_fast
-from qwen.generate import (END_OF_TEXT, IM_END, TextStream, checkpoint_stop_tokens, filter_logits, generate,
-                           pad_left)
+from qwen.generate import END_OF_TEXT, IM_END, TextStream, checkpoint_stop_tokens, generate, pad_left
 from qwen.model import load_model
+from qwen.sampling import CARD, Sampling, filter_logits
 
 N = 24  # new tokens compared with transformers
 
@@ -159,19 +159,70 @@ def test_stop_and_limits(small_adapter):
 
 def test_seed_is_reproducible(small_adapter):
     adapter = small_adapter
-    kw = dict(temperature=1.0, top_k=50, top_p=0.9, stop=[])
-    a = list(generate(adapter, SMALL_PROMPTS[1], 12, seed=7, **kw))
-    assert a == list(generate(adapter, SMALL_PROMPTS[1], 12, seed=7, **kw))
-    assert a != list(generate(adapter, SMALL_PROMPTS[1], 12, seed=8, **kw))
+    rules = Sampling(temperature=1.0, top_k=50, top_p=0.9, seed=7)
+    a = list(generate(adapter, SMALL_PROMPTS[1], 12, rules, stop=[]))
+    assert a == list(generate(adapter, SMALL_PROMPTS[1], 12, rules, stop=[]))
+    assert a != list(generate(adapter, SMALL_PROMPTS[1], 12, rules.but(seed=8), stop=[]))
     # top_k=1 leaves one token: sampling becomes greedy
-    assert list(generate(adapter, SMALL_PROMPTS[1], 8, temperature=0.7, top_k=1, seed=1, stop=[])) == \
+    assert list(generate(adapter, SMALL_PROMPTS[1], 8, Sampling(temperature=0.7, top_k=1, seed=1), stop=[])) == \
         list(generate(adapter, SMALL_PROMPTS[1], 8, stop=[]))
 
 
 def test_presence_penalty(small_adapter):
     """A huge penalty forbids repeats: every token of the reply is new (greedy, so nothing else changes)."""
-    out = list(generate(small_adapter, SMALL_PROMPTS[1], 16, presence_penalty=1e4, stop=[]))
+    out = list(generate(small_adapter, SMALL_PROMPTS[1], 16, Sampling(presence_penalty=1e4), stop=[]))
     assert len(set(out)) == len(out) == 16
+
+
+class Fixed(torch.nn.Module):
+    """A model whose next-token logits are `logits` (B, V) at every step, whatever it reads (fewer rows: the first
+    ones): only the sampling rules move the pick."""
+
+    def __init__(self, logits):
+        super().__init__()
+        self.logits, self.cfg = torch.nn.Parameter(logits, requires_grad=False), None
+
+    def new_cache(self):
+        return None
+
+    def forward(self, input_ids, cache=None, mask=None, last_only=False):
+        return self.logits[:len(input_ids), None].expand(-1, input_ids.shape[1], -1)  # one prompt: the first row
+
+
+def penalised_greedy(logits, n, penalty):
+    """The oracle, by hand: at each step the argmax of the logits minus `penalty` at every token this call has already
+    produced, once however often; the prompt counts for nothing."""
+    out = []
+    for _ in range(n):
+        scores = [x - penalty * (i in out) for i, x in enumerate(logits)]
+        out.append(scores.index(max(scores)))
+    return out
+
+
+def test_presence_penalty_against_a_hand_oracle():
+    """A flat penalty on each token already generated in this call, however often, never on the prompt's tokens. The
+    logits 5.0 (token 1) and 4.6 (token 2) with a penalty of 0.5: 1, then 2 (4.5 < 4.6), then 1 for good (4.5 > 4.1).
+    Counting each occurrence (a frequency penalty) gives 1, 2, 1, 2, ...; counting the prompt's token 1 starts with 2.
+    With temperature 1 and top-k 1 the draw keeps only the penalised argmax: the penalty comes before top-k."""
+    logits = torch.tensor([[0.0, 5.0, 4.6, 1.0, 0.0, 0.0], [3.0, 0.0, 0.5, 3.3, 0.0, 0.0]])
+    want = [penalised_greedy(row.tolist(), 8, 0.5) for row in logits]
+    assert want == [[1, 2, 1, 1, 1, 1, 1, 1], [3, 0, 3, 3, 3, 3, 3, 3]]  # worked out above; row 1: 3.3, 3.0, 2.8
+    model = Fixed(logits)
+    prompts = torch.tensor([[1, 1, 2, 3], [3, 3, 3, 0]])  # the prompts hold the tokens the replies pick
+    for sampling in (Sampling(presence_penalty=0.5), Sampling(temperature=1.0, top_k=1, presence_penalty=0.5, seed=0)):
+        got = list(generate(model, prompts, 8, sampling, stop=[]))
+        assert [list(row) for row in zip(*got, strict=True)] == want
+        assert list(generate(model, prompts[0], 8, sampling, stop=[])) == want[0]  # one prompt alone
+    assert list(generate(model, prompts[0], 8, stop=[])) == [1] * 8  # greedy, no penalty: the argmax every time
+
+
+def test_card_settings():
+    """The model card's recommendations for Qwen3.5, by mode; greedy is the default."""
+    assert Sampling() == Sampling(0.0, None, None, None, 0.0, None) and Sampling().greedy
+    assert Sampling.card(False) == Sampling(temperature=1.0, top_k=20, top_p=1.0, min_p=0.0, presence_penalty=2.0)
+    assert Sampling.card(True) == Sampling(temperature=1.0, top_k=20, top_p=0.95, min_p=0.0, presence_penalty=1.5)
+    assert Sampling.card(True, seed=3).seed == 3 and Sampling.card(True).but(top_k=None, seed=4).top_k == 20
+    assert CARD[False]["presence_penalty"] == 2.0
 
 
 @pytest.mark.parametrize("rule", ["temperature", "top_k", "top_p", "min_p", "all"])

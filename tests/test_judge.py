@@ -450,7 +450,7 @@ def test_problems_ship_with_a_non_editable_install(tmp_path):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
     ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json")
-    for pkg in ("qwen", "practice", "book"):  # the packages pyproject.toml lists (the problems' cases import qwen)
+    for pkg in ("qwen", "practice", "book", "app"):  # the packages pyproject.toml lists
         shutil.copytree(REPO / pkg, src / pkg, ignore=ignore)
     build = subprocess.run([sys.executable, "-c", "from setuptools.build_meta import build_wheel; "
                             f"print(build_wheel({str(tmp_path / 'dist')!r}))"], cwd=src, capture_output=True,

@@ -1,6 +1,7 @@
 """The package's shape: the qwen package never imports transformers (the test oracle only), dependencies point one
-way (book and practice use qwen; book uses practice only to grade an attempt; qwen uses neither), and what the
-course writes (checkpoints, figures) goes outside site-packages after a non-editable install."""
+way (book and practice use qwen; book uses practice only to grade an attempt; qwen uses neither; the programs in app
+use qwen and nothing uses them), and what the course writes (checkpoints, figures) goes outside site-packages
+after a non-editable install."""
 import ast
 import os
 import pkgutil
@@ -64,8 +65,20 @@ def test_dependencies_point_one_way():
                 for p in sources(package) if any(n.split(".")[0] == other for n in imported(p))}
 
     assert uses("qwen", "book") == {} and uses("qwen", "practice") == {}
+    assert uses("qwen", "app") == {} and uses("book", "app") == {} and uses("practice", "app") == {}
     assert uses("practice", "book") == {}
     assert uses("book", "practice") == {"book/show.py": ["practice.judge"]}
+
+
+def test_the_session_is_no_terminal_program():
+    """The conversation session (qwen/session.py) talks to no terminal: no argparse, input() or print(); the program
+    that does (app/chat.py) is outside the model package."""
+    path = REPO / "qwen" / "session.py"
+    calls = {node.func.id for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if
+             isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    assert "argparse" not in imported(path) and not calls & {"input", "print"}
+    assert {"input", "print"} <= {node.func.id for node in ast.walk(ast.parse((REPO / "app" / "chat.py").read_text(
+        encoding="utf-8"))) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}  # the check can see
 
 
 def test_writable_paths_leave_site_packages(tmp_path):

@@ -564,16 +564,33 @@ def test_218_oracle_equals_transformers_merger():
         assert torch.equal(c.expected, hf(x)), c.label
 
 
+def test_214_presence_penalty_oracle_by_hand():
+    """The oracle's presence penalty against numbers worked out by hand: `penalty` off each id a row generated, once
+    however often (a frequency penalty would take 2 × 2 off id 3 in example 4), nothing off the others; fp32 out.
+    Every hidden case against a plain loop over the set of each row's ids."""
+    cases = {c.label: c for c in cases_of(214) if c.fn == "presence_penalty"}
+    assert cases["example 4"].expected.tolist() == [[1.0, 0.0, 3.0, 2.0], [0.0, 0.0, 0.0, 0.0]]  # the README's
+    for c in cases.values():
+        logits, generated, penalty = c.values()
+        want = logits.float().clone()
+        for b, ids in enumerate(generated):
+            for i in range(logits.shape[1]):
+                if i in ids:  # generated at least once: one penalty
+                    want[b, i] -= penalty
+        assert c.expected.dtype == torch.float32 and torch.equal(c.expected, want), c.label
+
+
 # ---------------------------------------------------------------- 219-221: speculative decoding
 
 @torch.no_grad()
 def test_219_oracle_equals_the_course_accept_step():
     """Row by row (qwen's accept keeps one count for a batch, so each row alone): the greedy accept step behind
-    generate(..., speculative=k), proven token for token equal to plain greedy in tests/test_speculative.py, returns
+    speculate(...), proven token for token equal to plain greedy in tests/test_speculative.py, returns
     the oracle's accepted guesses and correction or bonus token."""
-    from qwen.speculative import Picker, accept
+    from qwen.sampling import Picker, Sampling
+    from qwen.speculative import accept
 
-    greedy, rows = Picker(0, None, None, None, None), 0
+    greedy, rows = Picker(Sampling()), 0
     for c in cases_of(219):
         drafts, logits = c.values()
         tokens, n = c.expected
@@ -591,7 +608,8 @@ def test_220_oracle_keeps_the_main_models_distribution():
     within the judge's total-variation bound of p[0, 0], and so are those of qwen/speculative.py's accept with its
     own random draws (with no active row it keeps n = 0 guesses for the batch, so each row's first token is its own
     accepted guess or its residual draw); the mistakes the hints name move them by more than 0.1."""
-    from qwen.speculative import Picker, accept
+    from qwen.sampling import Picker, Sampling
+    from qwen.speculative import accept
 
     module = PROBLEMS[220].module
     dist = [c for c in cases_of(220) if c.check is not None]
@@ -603,7 +621,7 @@ def test_220_oracle_keeps_the_main_models_distribution():
         print(f"{c.label}: the oracle's first tokens at TV {tv:.4f} from p (bound {module.TV_BOUND})")
         assert tv <= module.TV_BOUND / 2
         assert c.check(c.expected, c) is None
-        pick = Picker(1.0, None, None, None, torch.Generator().manual_seed(2200))
+        pick = Picker(Sampling(temperature=1.0, seed=2200))
         new = accept(drafts, p.log(), q, pick, torch.zeros(len(drafts), dtype=torch.bool))
         assert module.first_token_tv(new[:, 0], p[0, 0]) <= module.TV_BOUND / 2
         for kw in (dict(accept="p_ge_q"), dict(residual="p"), dict(residual="raw")):
@@ -617,7 +635,8 @@ def test_220_oracle_accepts_what_the_course_accept_step_accepts():
     """Given the same uniforms (the generator accept draws them from, reset), the course's accept keeps the same
     guesses as the oracle, row by row, on every exact case; and the oracle's last token has mass in the
     distribution it is drawn from."""
-    from qwen.speculative import Picker, accept
+    from qwen.sampling import Picker, Sampling
+    from qwen.speculative import accept
 
     module = PROBLEMS[220].module
     rows = 0
@@ -629,7 +648,7 @@ def test_220_oracle_accepts_what_the_course_accept_step_accepts():
         for b in range(len(drafts)):
             seed = 22000 + rows
             u = torch.rand(1, drafts.shape[1], generator=torch.Generator().manual_seed(seed))
-            pick = Picker(1.0, None, None, None, torch.Generator().manual_seed(seed))
+            pick = Picker(Sampling(temperature=1.0, seed=seed))
             new = accept(drafts[b:b + 1], p[b:b + 1].log(), q[b:b + 1], pick, torch.ones(1, dtype=torch.bool))
             want, m = module.oracle(p[b:b + 1], q[b:b + 1], drafts[b:b + 1], u, u_last[b:b + 1])
             assert new.shape[1] == int(m[0]) + 1 and new[0, :-1].tolist() == want[0, :int(m[0])].tolist(), c.label

@@ -9,11 +9,13 @@ import pytest
 import torch
 from hf_checkpoint import SMALL
 
+from qwen.draft import MTPDraft, Scripted, follow
 from qwen.fast import load_fast
 from qwen.generate import generate, pad_left
 from qwen.model import load_model
-from qwen.mtp import attach
-from qwen.speculative import Scripted, accept, decode, follow
+from qwen.mtp import load_mtp
+from qwen.sampling import Picker, Sampling, filter_logits
+from qwen.speculative import accept, speculate
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -25,26 +27,33 @@ def models(small, synthetic):
     return {"synthetic": synthetic, **small}
 
 
+def with_mtp(model, folder):
+    model.mtp = load_mtp(folder, model)  # the checkpoint's MTP block, for MTPDraft
+    return model
+
+
 @pytest.fixture(scope="module")
 def loaded(small, synthetic):
-    return {name: attach(load_model(folder, dtype=torch.float32), folder)
+    return {name: with_mtp(load_model(folder, dtype=torch.float32), folder)
             for name, folder in models(small, synthetic).items()}
 
 
-def run(model, prompts, n=N, **kw):
-    """Plain or speculative greedy for one prompt (a list) or a left-padded batch (a list of lists)."""
-    if isinstance(prompts[0], int):
-        return list(generate(model, prompts, n, stop=[], **kw))
-    ids, mask = pad_left(prompts, pad_id=0)
-    return list(generate(model, ids, n, stop=[], mask=mask, **kw))
+def run(model, prompts, n=N, draft=None):
+    """Plain greedy (draft None) or speculative greedy for one prompt (a list) or a left-padded batch (a list of
+    lists)."""
+    ids, mask = (prompts, None) if isinstance(prompts[0], int) else pad_left(prompts, pad_id=0)
+    if draft is None:
+        return list(generate(model, ids, n, stop=[], mask=mask))
+    return list(speculate(model, ids, n, draft, stop=[], mask=mask))
 
 
-def drafts(plain, kind):
-    """The draft named `kind` for the plain output `plain` (a list of ints or of per-step lists)."""
+def drafts(model, plain, kind, k):
+    """The draft named `kind`, k guesses per step, for the plain output `plain` (a list of ints or of per-step
+    lists)."""
     if kind == "mtp":
-        return None  # generate's default: the model's MTP head
+        return MTPDraft(model, k)  # the model's MTP head
     reference = torch.tensor(plain).reshape(len(plain), -1).T  # (B, N)
-    return Scripted(follow(reference, wrong=(lambda n, i: True) if kind == "wrong" else (lambda n, i: False)))
+    return Scripted(follow(reference, wrong=(lambda n, i: True) if kind == "wrong" else (lambda n, i: False)), k)
 
 
 CASES = [(name, batch, k, kind) for name in ["synthetic", *SMALL] for batch in (False, True) for k in (1, 2, 4)
@@ -64,14 +73,14 @@ def test_greedy_equals_plain_greedy(loaded, plain_runs, name, batch, k, kind):
     if (name, batch) not in plain_runs:
         plain_runs[name, batch] = run(model, prompts)
     plain = plain_runs[name, batch]
-    assert run(model, prompts, speculative=k, draft=drafts(plain, kind)) == plain
+    assert run(model, prompts, draft=drafts(model, plain, kind, k)) == plain
 
 
 def test_fast_path_greedy_equals_plain(synthetic):
-    model = attach(load_fast(synthetic, dtype=torch.float32), synthetic)
+    model = with_mtp(load_fast(synthetic, dtype=torch.float32), synthetic)
     plain = run(model, PROMPTS)
     for k, kind in ((2, "mtp"), (4, "right")):
-        assert run(model, PROMPTS, speculative=k, draft=drafts(plain, kind)) == plain
+        assert run(model, PROMPTS, draft=drafts(model, plain, kind, k)) == plain
 
 
 def test_stop_tokens_end_rows_as_plain_decoding(loaded):
@@ -82,7 +91,7 @@ def test_stop_tokens_end_rows_as_plain_decoding(loaded):
     ids, mask = pad_left(PROMPTS, pad_id=0)
     want = list(generate(model, ids, 24, stop=stop, mask=mask))
     for kind in ("right", "mtp"):
-        got = list(generate(model, ids, 24, stop=stop, mask=mask, speculative=3, draft=drafts(plain, kind)))
+        got = list(speculate(model, ids, 24, drafts(model, plain, kind, 3), stop=stop, mask=mask))
         assert got == want and any(None in step for step in got)
 
 
@@ -119,8 +128,8 @@ def test_caches_after_every_accept_reject_pattern(loaded, name):
     worst = {"kv": 0.0, "deltanet": 0.0}
     for n in range(1, 30):
         cache = model.new_cache()
-        draft = Scripted(follow(reference, wrong=lambda step, i: i >= accepted[step % len(accepted)]))
-        got = list(generate(model, PROMPTS[0], n, stop=[], cache=cache, speculative=k, draft=draft))
+        draft = Scripted(follow(reference, wrong=lambda step, i: i >= accepted[step % len(accepted)]), k)
+        got = list(speculate(model, PROMPTS[0], n, draft, stop=[], cache=cache))
         assert got == plain[:n]
         d = cache_distance(cache, plains[n - 1])
         worst = {kind: max(worst[kind], d[kind]) for kind in worst}
@@ -140,12 +149,10 @@ def test_sampling_draws_from_the_main_model(loaded):
     p(a) p(b | a) over the top tokens (top_k = 3, so 9 cells): total variation below 0.06, where sampling noise alone
     gives about 0.5 Σ sqrt(2 p (1 − p) / (π n)) ≈ 0.02 (the 2,000 rows cost a chunk of 64 positions each in every
     DeltaNet layer; the rule itself gets 200,000 draws below)."""
-    from qwen.generate import filter_logits
-
     model = loaded[next(iter(SMALL))]
     rows, prompt, rules = 2_000, PROMPTS[1], dict(temperature=1.0, top_k=3)
-    out = torch.tensor(list(generate(model, torch.tensor([prompt] * rows), 2, stop=[], seed=0, speculative=2,
-                                     **rules))).T  # (rows, 2)
+    out = torch.tensor(list(speculate(model, torch.tensor([prompt] * rows), 2, MTPDraft(model, 2),
+                                      Sampling(**rules, seed=0), stop=[]))).T  # (rows, 2)
     with torch.no_grad():
         p1 = filter_logits(model(torch.tensor([prompt]))[:, -1], **rules).softmax(-1)[0]  # (V,)
         firsts = p1.nonzero()[:, 0]
@@ -164,13 +171,12 @@ def test_acceptance_rule_keeps_p():
     new token is its own: the guess if its rule accepted it, else a draw from its residual). Its distribution must
     be p: TV < 0.01, noise ≈ 0.002. The named mistakes move it far more (exact values for these p, q): accepting
     only when p ≥ q gives TV 0.23, drawing the rejected case from p instead of the residual 0.19."""
-    from qwen.speculative import Picker
-
-    rows, g = 200_000, torch.Generator().manual_seed(0)
+    rows, pick = 200_000, Picker(Sampling(temperature=1.0, seed=0))
+    g = pick.generator  # the call's generator draws the guesses, then the rule's uniforms and residual draws
     p_logits = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0], [0.0] * 5]).expand(rows, 2, 5)  # (rows, k + 1, V)
     q = torch.tensor([0.05, 0.15, 0.5, 0.2, 0.1]).expand(rows, 1, 5)  # (rows, k, V)
     guesses = torch.multinomial(q[:, 0], 1, generator=g)  # (rows, 1): drawn from q
-    first = accept(guesses, p_logits, q, Picker(1.0, None, None, None, g), torch.ones(rows, dtype=torch.bool))[:, 0]
+    first = accept(guesses, p_logits, q, pick, torch.ones(rows, dtype=torch.bool))[:, 0]
     freq = torch.bincount(first, minlength=5).float() / rows
     tv = 0.5 * (freq - p_logits[0, 0].softmax(-1)).abs().sum().item()
     print(f"acceptance rule: TV {tv:.4f}")
@@ -179,14 +185,15 @@ def test_acceptance_rule_keeps_p():
 
 def test_bad_arguments_are_one_clear_error(loaded, small):
     model = loaded[next(iter(SMALL))]
-    with pytest.raises(ValueError, match="at least 1"):
-        list(decode(model, torch.tensor([[1, 2]]), 4, -1, None, None, [], None, model.new_cache(), False))
+    for k in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="at least 1"):
+            MTPDraft(model, k)
+        with pytest.raises(ValueError, match="at least 1"):
+            Scripted(follow(torch.tensor([[1, 2]])), k)
     with pytest.raises(ValueError, match="presence_penalty"):
-        list(generate(model, [1, 2], 4, speculative=2, presence_penalty=1.0))
-    bare = load_model(small[next(iter(SMALL))], dtype=torch.float32)  # no MTP head attached yet
-    plain = list(generate(bare, [1, 2], 8))
-    assert list(generate(bare, [1, 2], 8, speculative=2)) == plain  # the head loads from bare.checkpoint
-    assert getattr(bare, "mtp", None) is not None
-    bare.mtp, bare.checkpoint = None, None  # a model that does not know its checkpoint
+        list(speculate(model, [1, 2], 4, MTPDraft(model, 2), Sampling(presence_penalty=1.0)))
+    bare = load_model(small[next(iter(SMALL))], dtype=torch.float32)  # no MTP head attached
     with pytest.raises(ValueError, match="no MTP head"):
-        list(generate(bare, [1, 2], 4, speculative=2))
+        MTPDraft(bare, 2)
+    plain = list(generate(bare, [1, 2], 8))
+    assert list(speculate(bare, [1, 2], 8, MTPDraft(bare, 2, mtp=model.mtp))) == plain  # the block given explicitly

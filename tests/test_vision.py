@@ -449,8 +449,7 @@ def test_greedy_generation_after_an_image_equals_transformers(tmp_path):
         want = hf.generate(ids, pixel_values=pixels, image_grid_thw=grid, mm_token_type_ids=(ids == 500).int(),
                            max_new_tokens=12, do_sample=False)[0, ids.shape[1]:].tolist()
     for load in (load_model, load_fast):
-        got = list(generate(load(folder, dtype="fp32"), ids[0], 12, stop=[], pixel_values=pixels,
-                            image_grid_thw=grid))
+        got = list(generate(load(folder, dtype="fp32"), ids[0], 12, stop=[], images=(pixels, grid)))
         assert got == want, load.__name__
     text_only = list(generate(load_model(folder, dtype="fp32"), ids[0], 12, stop=[]))
     assert text_only != want  # the image really changes what is generated

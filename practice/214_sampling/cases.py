@@ -1,13 +1,13 @@
 """Problem 214: cases, oracle and known mistakes.
 
-Oracle: qwen/generate.py (filter_logits, then softmax), which tests/test_generate.py proves equal to transformers'
+Oracle: qwen/sampling.py (filter_logits, then softmax), which tests/test_generate.py proves equal to transformers'
 TemperatureLogitsWarper, TopKLogitsWarper and TopPLogitsWarper; the presence penalty by hand (logits - penalty at
 every generated id, once), the rule of OpenAI's and vLLM's presence_penalty.
 """
 import torch
 
 from practice.grading import Case, Mistake, Tol
-from qwen.generate import filter_logits
+from qwen.sampling import filter_logits
 
 PROBS = Tol(rtol=1e-5, atol=1e-6)  # fp32 probabilities: softmax orderings differ by ~1e-8
 LOGITS = Tol(rtol=1e-6, atol=1e-6)

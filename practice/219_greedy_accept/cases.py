@@ -2,7 +2,7 @@
 
 Oracle: a hand loop, row by row, over the rule as the statement writes it (walk the guesses while each equals the
 main model's argmax at its position, then append the argmax where the walk stopped). tests/test_practice.py checks
-it, row by row, against qwen/speculative.py's accept (the loop behind generate(..., speculative=k), itself proven
+it, row by row, against qwen/speculative.py's accept (the loop behind speculate(...), itself proven
 token for token equal to plain greedy decoding in tests/test_speculative.py).
 """
 import torch

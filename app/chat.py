@@ -1,20 +1,14 @@
 """A terminal chat with the hand-written model: streamed replies, several turns, thinking on or off.
 
-Each turn renders the whole conversation with the chat template, but the model only reads what is new: the cache
-after "...<|im_start|>assistant\\n" of the last turn is kept, and the next prompt starts with exactly those tokens
-(the template drops an old reply's thinking block, never anything before it). So only the new reply's answer, the
-user's message and the generation prompt are prefilled; this is exact, the same tokens a fresh prefill would read.
-
-A turn joins the conversation only when its reply ends, at the stop token or at the token limit. Ctrl-C at any
-moment, the prefill included, leaves the conversation and the kept cache as they were before the message.
+The conversation itself (rendering, the cache kept across turns, images pending, the reply's numbers) is
+qwen/session.py; this program reads messages, carries out the /commands and prints. Ctrl-C at any moment, the
+prefill included, leaves the conversation and the kept cache as they were before the message.
 Typing goes through readline where Python has it: arrow keys edit and recall, a line may be of any length (the
 terminal's own line editor stops at 4,095 characters on Linux), and with GNU readline 8.1 or later a paste of
 several lines arrives as one message (bracketed paste). Everywhere, a message may span the lines between two lines
 of three double quotes.
-/image PATH attaches a picture to the next message, as an image content part before its text (qwen/chat.py renders
-it as the official template does: <|vision_start|><|image_pad|><|vision_end|>). The pad becomes one per merged token
-(qwen/vision.py), the tower reads the pixels with that turn's prefill only, and the cache keeps the M-RoPE offset the
-image leaves (cache.delta): later turns read only their new tokens, exactly as a fresh read of the conversation.
+/image PATH attaches a picture to the next message; the vision tower is loaded here on the first one, so that a
+checkpoint without one says so then.
 --speculative K decodes with the checkpoint's multi-token-prediction head drafting K tokens per main-model step
 (qwen/speculative.py): the same replies at temperature 0, the same distribution otherwise; after each reply the chat
 prints the share of guesses the main model accepted and the tokens each main-model step produced. The model card's
@@ -22,146 +16,31 @@ presence penalty goes off with it (one line says so): it changes the distributio
 Run: python main.py chat [--model synthetic] (or bash course.sh chat); in the chat, /help lists the commands.
 """
 import argparse
-import copy
+import dataclasses
 import re
 import shlex
 import sys
-import time
 from pathlib import Path
 
 import torch
 
-from qwen.chat import END_THINK, default_thinking, render
+from qwen.chat import default_thinking
 from qwen.course import open_model, pick_device
-from qwen.generate import TextStream, checkpoint_stop_tokens, generate
-from qwen.image import ImageSettings, load_image, preprocess
+from qwen.draft import MTPDraft
+from qwen.fast import load_fast, numerics
+from qwen.generate import checkpoint_stop_tokens
+from qwen.image import ImageSettings
+from qwen.model import DTYPES
+from qwen.mtp import load_mtp
+from qwen.sampling import CARD
+from qwen.session import Session
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
-from qwen.vision import expand_image_tokens, tokens_per_image
+from qwen.vision import load_vision, tokens_per_image
 
-# The model card's recommended sampling settings for text, per mode (Qwen/Qwen3.5-0.8B and larger).
-CARD = {False: dict(temperature=1.0, top_p=1.0, top_k=20, min_p=0.0, presence_penalty=2.0),
-        True: dict(temperature=1.0, top_p=0.95, top_k=20, min_p=0.0, presence_penalty=1.5)}
 COMMANDS = "/reset, /think on|off|hide, /limit N, /history, /image PATH, /help, /quit"
 BLOCK = '"""'  # a line of its own opens and closes a message of several lines
 PADS = ("<|image_pad|>", "<|video_pad|>")  # stand for an image's (a video's) tokens: only /image writes them
-DTYPES = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float16: "fp16"}
-
-
-class Chat:
-    """The conversation, and the cache of everything in it up to the start of the last reply."""
-
-    def __init__(self, model, tokenizer, stop, thinking=False, overrides=None, max_new_tokens=1024, seed=None,
-                 system=None, speculative=0):
-        self.model, self.tok, self.stop = model, tokenizer, stop
-        self.thinking, self.overrides, self.max_new_tokens, self.seed = thinking, overrides or {}, max_new_tokens, seed
-        self.system, self.speculative = system, speculative  # K guesses per main-model step; 0: plain decoding
-        self.end_think = tokenizer.special_tokens[END_THINK]
-        self.reset()
-
-    def reset(self):
-        self.messages = [{"role": "system", "content": self.system}] if self.system else []
-        self.kept_ids, self.kept_cache = [], None  # tokens the kept cache has read
-        self.stats = None  # the last finished reply's numbers
-        self.images = []  # {"path", "pixel_values", "image_grid_thw"} of each image in self.messages, in order
-        self.pending = []  # images /image attached to the next message
-
-    def attach(self, path):
-        """Read the image file at `path` for the next message. Returns (its size (w, h), image_grid_thw, settings).
-        The vision tower is loaded here, on the first image, so that a checkpoint without one says so now."""
-        if self.speculative:
-            raise ValueError("images cannot go with --speculative yet (speculative decoding does not take them): "
-                             "restart the chat without --speculative to attach one")
-        file = Path(path).expanduser()
-        if not file.is_file():
-            raise FileNotFoundError(f"no image file at {file}{' (that is a folder)' if file.is_dir() else ''}")
-        self.model.vision()
-        settings = ImageSettings.load(self.model.checkpoint)  # the checkpoint's, or the values Qwen3.5 publishes
-        image = load_image(file)
-        pixels, grid = preprocess(image, settings=settings)  # (N, 3·2·16·16), [[1, gh, gw]]
-        self.pending.append(dict(path=str(file), pixel_values=pixels, image_grid_thw=grid))
-        return image.size, grid, settings
-
-    def expand(self, ids, images):
-        """The rendered ids with each image's one <|image_pad|> repeated once per merged token."""
-        if not images:
-            return ids
-        cfg = self.model.vision().cfg
-        grids = torch.cat([i["image_grid_thw"] for i in images])
-        return expand_image_tokens(ids, grids, cfg.image_token_id, cfg.spatial_merge_size)
-
-    def settings(self):
-        return {**CARD[self.thinking], **{k: v for k, v in self.overrides.items() if v is not None}}
-
-    def respond(self, text):
-        """Yield (part, text) pieces of the reply to `text`, part "think" or "answer". Only a reply that ends (its
-        stop token, or the token limit: then self.stats["cut"]) joins the conversation, with the message, and sets
-        self.stats; a caller that stops early (Ctrl-C) leaves the conversation and the cache as they were, and
-        self.stats None."""
-        self.stats = None
-        parts = [{"type": "image", "image": i["path"]} for i in self.pending]  # images first, as Qwen's examples
-        content = parts + [{"type": "text", "text": text}] if parts else text
-        messages = self.messages + [{"role": "user", "content": content}]  # new lists: self.messages and
-        images = self.images + self.pending  # self.images stay as they are until the turn joins
-        stable = render(messages, add_generation_prompt=False) + "<|im_start|>assistant\n"
-        ids = self.expand(self.tok.encode(stable), images)
-        rest = self.tok.encode(render(messages, thinking=self.thinking)[len(stable):])  # the thinking tags
-        device = next(self.model.parameters()).device
-        start = time.perf_counter()
-        reuse = self.kept_cache is not None and ids[:len(self.kept_ids)] == self.kept_ids
-        cache = copy.deepcopy(self.kept_cache) if reuse else self.model.new_cache()
-        new = ids[len(self.kept_ids):] if reuse else ids
-        unread = self.pending if reuse else images  # the kept cache has read every earlier message's images
-        pixels = {} if not unread else dict(pixel_values=torch.cat([i["pixel_values"] for i in unread]),
-                                            image_grid_thw=torch.cat([i["image_grid_thw"] for i in unread]))
-        with torch.no_grad():  # the images' offset of M-RoPE positions stays in cache.delta for every later token
-            self.model(torch.tensor([new], device=device), cache=cache, last_only=True, **pixels)
-        kept = copy.deepcopy(cache)  # before the reply: the next turn starts here
-
-        reply, part, ended, first = [], "think" if self.thinking else "answer", False, None
-        stream = TextStream(self.tok)
-        seed = None if self.seed is None else self.seed + len(messages)  # reproducible, yet not every turn alike
-        counts = {}  # speculative decoding's: main-model steps after the prefill, guesses proposed and accepted
-        for token in generate(self.model, rest, self.max_new_tokens, stop=self.stop, seed=seed, cache=cache,
-                              speculative=self.speculative, stats=counts, **self.settings()):
-            if first is None:
-                prefill_s, first = time.perf_counter() - start, time.perf_counter()
-            if token in self.stop:
-                ended = True
-                break
-            reply.append(token)
-            if token == self.end_think:  # the reasoning is over; what follows is the answer
-                yield part, stream.flush()
-                part = "answer"
-                continue
-            piece = stream.push(token)
-            if piece:
-                yield part, piece
-        yield part, stream.flush()
-
-        tokens = len(reply) + ended
-        stats = dict(prompt=len(new) + len(rest), reused=len(ids) - len(new), tokens=tokens, prefill_s=prefill_s,
-                     cut=not ended, cut_thinking=not ended and part == "think",
-                     image_tokens=new.count(self.model.vision().cfg.image_token_id) if unread else 0)
-        if tokens > 1:
-            stats["decode_tok_s"] = (tokens - 1) / (time.perf_counter() - first)
-        if counts.get("steps"):  # the prefill made the first token; each verify step the rest
-            stats.update(counts, per_step=(tokens - 1) / counts["steps"])
-        message = self.reply_message(reply)
-        # the turn joins in one assignment, new lists and cache: nothing of it shows until it is all there
-        self.messages, self.kept_ids, self.kept_cache, self.stats = messages + [message], ids, kept, stats
-        self.images, self.pending = images, []
-
-    def reply_message(self, reply):
-        """The reply as the conversation keeps it. Thinking, the reasoning (up to </think>) goes in its own field,
-        reasoning_content, which the template reads (and OpenAI-style servers for Qwen return): a reply the token
-        limit cut before </think> keeps an empty answer, not its half reasoning passed off as the answer. Later
-        prompts keep only the answer, as the template does."""
-        if not self.thinking:
-            return {"role": "assistant", "content": self.tok.decode(reply)}
-        end = reply.index(self.end_think) if self.end_think in reply else len(reply)
-        return {"role": "assistant", "content": self.tok.decode(reply[end + 1:]),
-                "reasoning_content": self.tok.decode(reply[:end])}
 
 
 def positive(text):
@@ -270,8 +149,9 @@ def history(chat):
     return "\n".join(lines + [kept])
 
 
-def image_command(chat, arg):
-    """/image PATH: attach the picture to the next message and say what it costs; one line when it cannot be."""
+def image_command(chat: Session, arg: str, checkpoint: Path) -> None:
+    """/image PATH: attach the picture to the next message and say what it costs; one line when it cannot be. The
+    vision tower of the checkpoint folder `checkpoint` is loaded here, on the first image: the one place it is."""
     if not arg:
         print("usage: /image PATH attaches the picture at PATH (PNG, JPEG, WebP, GIF or BMP) to your next message")
         return
@@ -281,7 +161,11 @@ def image_command(chat, arg):
     except ValueError:
         path = arg
     try:
-        (w0, h0), grid, s = chat.attach(path)
+        if chat.draft is None and getattr(chat.model, "visual", None) is None:
+            p = next(chat.model.parameters())
+            chat.model.visual = load_vision(checkpoint, p.dtype, p.device)  # a checkpoint without one says so here
+        s = ImageSettings.load(checkpoint)  # the checkpoint's, or the values Qwen3.5 publishes
+        (w0, h0), grid = chat.attach(path, s)
     except (OSError, ValueError) as e:
         print(f"/image: {e}")
         return
@@ -294,21 +178,22 @@ def image_command(chat, arg):
     print(f"[image {w}×{h} → {tokens} tokens{how}; it goes with your next message]")
 
 
-def command(chat, text, view, paste):
+def command(chat: Session, text: str, view: str, paste: bool, checkpoint: Path) -> str | None:
     """Carry out a /command; returns the new view of the reasoning ("dim" or "hide"), or None to leave."""
     words = text.split()
     name, args = words[0], words[1:]
     if name in ("/quit", "/exit") and not args:
         return None
     if name == "/image":
-        image_command(chat, text[len(name):].strip())
+        image_command(chat, text[len(name):].strip(), checkpoint)
     elif name == "/reset" and not args:
         dropped = len(chat.pending)
         chat.reset()
         print(f"(new conversation{f'; {dropped} attached image(s) dropped' if dropped else ''})")
     elif name == "/think" and len(args) == 1 and args[0] in ("on", "off", "hide"):
         chat.thinking, view = args[0] != "off", "hide" if args[0] == "hide" else "dim"
-        print(f"(thinking {args[0]}; sampling {chat.settings()})")
+        shown = {k: v for k, v in dataclasses.asdict(chat.sampling()).items() if k != "seed"}
+        print(f"(thinking {args[0]}; sampling {shown})")
     elif name == "/limit" and len(args) == 1 and args[0].isdigit() and int(args[0]) > 0:
         chat.max_new_tokens = int(args[0])
         print(f"(replies stop at {chat.max_new_tokens} tokens)")
@@ -346,7 +231,7 @@ def turn(chat, text, view):
         print(f"\n[{s['tokens']} tokens{speed}; prompt: {s['prompt']} new tokens{image} in {s['prefill_s']:.2f} s, "
               f"{s['reused']} read from the cache]")
         if "steps" in s:
-            print(f"[speculative, {chat.speculative} guesses per step: {s['accepted']} of {s['proposed']} accepted "
+            print(f"[speculative, {chat.draft.k} guesses per step: {s['accepted']} of {s['proposed']} accepted "
                   f"({s['accepted'] / s['proposed']:.0%}), {s['per_step']:.2f} tokens per main-model step "
                   "(plain decoding: 1)]")
         if s["cut_thinking"]:
@@ -371,9 +256,6 @@ def main(argv=None):
 
 
 def run(args):
-    from qwen.fast import load_fast, numerics
-    from qwen.mtp import attach
-
     try:
         if args.speculative and args.presence_penalty:
             raise ValueError(f"--presence-penalty {args.presence_penalty} cannot go with --speculative: the penalty "
@@ -389,27 +271,29 @@ def run(args):
         torch.set_num_threads(args.threads or (1 if synthetic else torch.get_num_threads()))
         model = load_fast(path, dtype=args.dtype, device=device)  # the fast path: same results (chapter 9)
         if args.speculative:
-            attach(model, path)  # the MTP head, loaded now: a checkpoint without one is refused here
+            model.mtp = load_mtp(path, model)  # the MTP head, loaded now: a checkpoint without one is refused here
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         sys.exit(f"error: {e}")
     if synthetic:
         print("synthetic checkpoint: its weights are random, so every reply is random tokens. The code path is the "
               "real one; load the real model with --model Qwen/Qwen3.5-0.8B to talk.")
     thinking = default_thinking(path) if args.think is None else args.think
-    overrides = {k: getattr(args, k) for k in CARD[False]}
+    overrides = {k: getattr(args, k) for k in [*CARD[False], "seed"]}
     if args.speculative:
         overrides["presence_penalty"] = 0.0
         print(f"--speculative {args.speculative}: the model card's presence penalty ({CARD[False]['presence_penalty']}"
               f", thinking {CARD[True]['presence_penalty']}) is off, as speculative decoding needs a distribution that "
               "does not change with every token")
-    chat = Chat(model, tok, checkpoint_stop_tokens(path), thinking or args.hide_thinking, overrides,
-                args.max_new_tokens or (48 if synthetic else 1024), args.seed, args.system, args.speculative)
+    draft = MTPDraft(model, args.speculative) if args.speculative else None
+    chat = Session(model, tok, checkpoint_stop_tokens(path), thinking or args.hide_thinking, overrides,
+                   args.max_new_tokens or (48 if synthetic else 1024), args.system, draft)
     view = "hide" if args.hide_thinking else "dim"
     paste = line_editing()
     dtype = next(model.parameters()).dtype
     n = torch.get_num_threads()
     threads = f", {n} CPU thread{'s' if n > 1 else ''} (--threads N)" if device.type == "cpu" else ""
-    print(f"{path.name}: weights in {DTYPES.get(dtype, dtype)} on {device}{threads}; thinking "
+    name = next((name for name, d in DTYPES.items() if d == dtype), dtype)  # the first, short name: bf16
+    print(f"{path.name}: weights in {name} on {device}{threads}; thinking "
           f"{'hidden' if view == 'hide' else 'on' if chat.thinking else 'off'}; replies stop at "
           f"{chat.max_new_tokens} tokens (/limit N). {help_text(paste)}")
     print(f"numerics: {numerics(model)}")
@@ -432,7 +316,7 @@ def run(args):
         if not text:
             continue
         if text.startswith("/") and "\n" not in text and not block:
-            view = command(chat, text, view, paste)
+            view = command(chat, text, view, paste, path)
             if view is None:
                 print("bye")
                 return 0

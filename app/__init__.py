@@ -1,0 +1,1 @@
+"""Programs built on the qwen package: the terminal chat (app/chat.py, python main.py chat)."""

@@ -1,0 +1,98 @@
+"""Sampling: how one step's logits become the next token, shared by plain decoding (qwen/generate.py) and
+speculative decoding (qwen/speculative.py).
+
+The rules reshape the distribution before the draw. The presence penalty comes first, as vLLM and OpenAI apply it
+(transformers has none): a flat penalty on every token this call has already generated, once however often, never on
+the prompt. Then temperature, top-k, top-p, min-p, the order of transformers' sampling warpers. Cut tokens get logit
+-inf and one softmax at the end renormalises what survives. Temperature 0 is greedy, the argmax: the default.
+`Sampling` holds one call's settings; `Sampling.card(thinking)` is the model card's recommendation for Qwen3.5.
+"""
+from dataclasses import dataclass, replace
+
+import torch
+
+# The model card's recommended settings for text, per mode (Qwen/Qwen3.5-0.8B and larger); "precise coding" with
+# thinking: temperature 0.6 and no presence penalty
+CARD = {False: dict(temperature=1.0, top_p=1.0, top_k=20, min_p=0.0, presence_penalty=2.0),
+        True: dict(temperature=1.0, top_p=0.95, top_k=20, min_p=0.0, presence_penalty=1.5)}
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """One call's sampling settings. The defaults are greedy decoding; a seed makes a draw repeatable."""
+    temperature: float = 0.0
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+    presence_penalty: float = 0.0
+    seed: int | None = None
+
+    @classmethod
+    def card(cls, thinking: bool, **changes) -> "Sampling":
+        """The model card's settings for thinking on or off; `changes` replace some (e.g. seed=1)."""
+        return cls(**{**CARD[bool(thinking)], **changes})
+
+    def but(self, **changes) -> "Sampling":
+        """A copy with some settings changed; a change of None keeps the setting (as an unset option would)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                  top_p: float | None = None, min_p: float | None = None) -> torch.Tensor:
+    """(B, V) logits -> (B, V) fp32 logits with every token the rules cut set to -inf. Nothing is renormalised here:
+    softmax does that afterwards, over the survivors only."""
+    logits = logits.float() / temperature  # temperature scales logits, before softmax: T<1 sharpens, T>1 flattens
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = logits.topk(top_k).values[..., -1:]  # (B, 1): the k-th largest logit
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        p, order = logits.softmax(-1).sort(-1, descending=True)
+        above = p.cumsum(-1) - p  # probability mass ranked strictly above each token
+        cut = above >= top_p  # keep tokens until the kept mass reaches top_p, the one crossing it included
+        logits = logits.masked_fill(cut.scatter(-1, order, cut), float("-inf"))
+    if min_p is not None and min_p > 0:
+        p = logits.softmax(-1)
+        logits = logits.masked_fill(p < min_p * p.max(-1, keepdim=True).values, float("-inf"))
+    return logits
+
+
+def penalise(logits: torch.Tensor, generated: torch.Tensor, penalty: float) -> torch.Tensor:
+    """(B, V) logits minus `penalty` wherever generated (B, V) bool is set: the tokens this call has produced, each
+    once however often (presence, not frequency), never the prompt's. Returns fp32."""
+    return logits.float() - penalty * generated
+
+
+class Picker:
+    """The sampling rules of one call: logits (B, V) -> token (B,) and the distribution it was drawn from (B, V),
+    None for greedy. It owns the call's random generator, so a seed makes the whole call repeatable."""
+
+    def __init__(self, sampling: Sampling | None = None, device: torch.device | str = "cpu"):
+        self.sampling = sampling = sampling or Sampling()
+        self.greedy = sampling.greedy
+        self.rules = (sampling.temperature, sampling.top_k, sampling.top_p, sampling.min_p)
+        self.generator = None if sampling.seed is None else torch.Generator(device).manual_seed(sampling.seed)
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:  # (..., V) -> (..., V) fp32: softmax after the rules
+        shape = logits.shape
+        return filter_logits(logits.reshape(-1, shape[-1]), *self.rules).softmax(-1).reshape(shape)
+
+    def draw(self, probs: torch.Tensor) -> torch.Tensor:  # (B, V) -> (B,)
+        return torch.multinomial(probs, 1, generator=self.generator)[:, 0]
+
+    def __call__(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if self.greedy:
+            return logits.argmax(-1), None
+        probs = self.probs(logits)
+        return self.draw(probs), probs
+
+
+def emitted(token: torch.Tensor, done: torch.Tensor, batched: bool) -> int | list[int | None]:
+    """What a generation loop yields for the new tokens (B,): an int for one prompt; for a batch a list of B ints,
+    None for the rows that had stopped before this step (done (B,) bool)."""
+    if not batched:
+        return int(token)
+    return [None if d else int(t) for t, d in zip(token.tolist(), done.tolist(), strict=True)]

@@ -1,0 +1,152 @@
+"""A conversation with the model, turn by turn: what a chat program keeps between messages (app/chat.py is the one in
+the terminal).
+
+Each turn renders the whole conversation with the chat template, but the model only reads what is new: the cache
+after "...<|im_start|>assistant\\n" of the last turn is kept, and the next prompt starts with exactly those tokens
+(the template drops an old reply's thinking block, never anything before it). So only the new reply's answer, the
+user's message and the generation prompt are prefilled; this is exact, the same tokens a fresh prefill would read.
+A turn joins the conversation only when its reply ends, at the stop token or at the token limit: a caller that stops
+reading a reply early (Ctrl-C) leaves the conversation and the kept cache as they were before the message.
+An image attached to the next message goes in as an image content part before its text (qwen/chat.py renders it as
+the official template does); its pad becomes one per merged token, the tower (model.visual, loaded by the caller)
+reads the pixels with that turn's prefill only, and the cache keeps the M-RoPE offset the image leaves (cache.delta).
+With a draft (qwen/draft.py) replies are decoded speculatively (qwen/speculative.py): the same replies for greedy
+sampling, the same distribution otherwise; the reply's stats then hold the draft's counts.
+"""
+import copy
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+from qwen.chat import END_THINK, render
+from qwen.draft import Draft
+from qwen.generate import TextStream, generate
+from qwen.image import ImageSettings, load_image, preprocess
+from qwen.sampling import Sampling
+from qwen.speculative import speculate
+from qwen.vision import expand_image_tokens
+
+
+class Session:
+    """The conversation, and the cache of everything in it up to the start of the last reply. overrides: Sampling
+    fields that replace the model card's (qwen.sampling.CARD) for every turn; a seed is offset per turn."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer, stop: set[int], thinking: bool = False,
+                 overrides: dict | None = None, max_new_tokens: int = 1024, system: str | None = None,
+                 draft: Draft | None = None):
+        self.model, self.tok, self.stop = model, tokenizer, stop
+        self.thinking, self.overrides, self.max_new_tokens = thinking, overrides or {}, max_new_tokens
+        self.system, self.draft = system, draft  # draft: None for plain decoding
+        self.end_think = tokenizer.special_tokens[END_THINK]
+        self.reset()
+
+    def reset(self) -> None:
+        self.messages = [{"role": "system", "content": self.system}] if self.system else []
+        self.kept_ids, self.kept_cache = [], None  # tokens the kept cache has read
+        self.stats = None  # the last finished reply's numbers
+        self.images = []  # {"path", "pixel_values", "image_grid_thw"} of each image in self.messages, in order
+        self.pending = []  # images attached to the next message
+
+    def sampling(self) -> Sampling:
+        """This turn's settings: the model card's for the current mode, with the overrides."""
+        return Sampling.card(self.thinking).but(**self.overrides)
+
+    def attach(self, path, settings: ImageSettings) -> tuple[tuple[int, int], torch.Tensor]:
+        """Read the image file at `path` for the next message, resized with `settings` (the checkpoint's:
+        ImageSettings.load(checkpoint)). Returns (its size (w, h), image_grid_thw). The tower must be loaded."""
+        if self.draft is not None:
+            raise ValueError("images cannot go with --speculative yet (speculative decoding does not take them): "
+                             "restart the chat without --speculative to attach one")
+        if getattr(self.model, "visual", None) is None:
+            raise ValueError("the model has no vision tower loaded: model.visual = qwen.vision.load_vision(path) first")
+        file = Path(path).expanduser()
+        if not file.is_file():
+            raise FileNotFoundError(f"no image file at {file}{' (that is a folder)' if file.is_dir() else ''}")
+        image = load_image(file)
+        pixels, grid = preprocess(image, settings=settings)  # (N, 3·2·16·16), [[1, gh, gw]]
+        self.pending.append(dict(path=str(file), pixel_values=pixels, image_grid_thw=grid))
+        return image.size, grid
+
+    def expand(self, ids, images):
+        """The rendered ids with each image's one <|image_pad|> repeated once per merged token."""
+        if not images:
+            return ids
+        cfg = self.model.visual.cfg
+        grids = torch.cat([i["image_grid_thw"] for i in images])
+        return expand_image_tokens(ids, grids, cfg.image_token_id, cfg.spatial_merge_size)
+
+    def respond(self, text: str) -> Iterator[tuple[str, str]]:
+        """Yield (part, text) pieces of the reply to `text`, part "think" or "answer". Only a reply that ends (its
+        stop token, or the token limit: then self.stats["cut"]) joins the conversation, with the message, and sets
+        self.stats; a caller that stops early (Ctrl-C) leaves the conversation and the cache as they were, and
+        self.stats None."""
+        self.stats = None
+        parts = [{"type": "image", "image": i["path"]} for i in self.pending]  # images first, as Qwen's examples
+        content = parts + [{"type": "text", "text": text}] if parts else text
+        messages = self.messages + [{"role": "user", "content": content}]  # new lists: self.messages and
+        images = self.images + self.pending  # self.images stay as they are until the turn joins
+        stable = render(messages, add_generation_prompt=False) + "<|im_start|>assistant\n"
+        ids = self.expand(self.tok.encode(stable), images)
+        rest = self.tok.encode(render(messages, thinking=self.thinking)[len(stable):])  # the thinking tags
+        device = next(self.model.parameters()).device
+        start = time.perf_counter()
+        reuse = self.kept_cache is not None and ids[:len(self.kept_ids)] == self.kept_ids
+        cache = copy.deepcopy(self.kept_cache) if reuse else self.model.new_cache()
+        new = ids[len(self.kept_ids):] if reuse else ids
+        unread = self.pending if reuse else images  # the kept cache has read every earlier message's images
+        pixels = {} if not unread else dict(pixel_values=torch.cat([i["pixel_values"] for i in unread]),
+                                            image_grid_thw=torch.cat([i["image_grid_thw"] for i in unread]))
+        with torch.no_grad():  # the images' offset of M-RoPE positions stays in cache.delta for every later token
+            self.model(torch.tensor([new], device=device), cache=cache, last_only=True, **pixels)
+        kept = copy.deepcopy(cache)  # before the reply: the next turn starts here
+
+        reply, part, ended, first = [], "think" if self.thinking else "answer", False, None
+        stream = TextStream(self.tok)
+        sampling = self.sampling()
+        if sampling.seed is not None:  # reproducible, yet not every turn alike
+            sampling = sampling.but(seed=sampling.seed + len(messages))
+        if self.draft is None:
+            tokens = generate(self.model, rest, self.max_new_tokens, sampling, self.stop, cache=cache)
+        else:
+            tokens = speculate(self.model, rest, self.max_new_tokens, self.draft, sampling, self.stop, cache=cache)
+        for token in tokens:
+            if first is None:
+                prefill_s, first = time.perf_counter() - start, time.perf_counter()
+            if token in self.stop:
+                ended = True
+                break
+            reply.append(token)
+            if token == self.end_think:  # the reasoning is over; what follows is the answer
+                yield part, stream.flush()
+                part = "answer"
+                continue
+            piece = stream.push(token)
+            if piece:
+                yield part, piece
+        yield part, stream.flush()
+
+        count = len(reply) + ended
+        stats = dict(prompt=len(new) + len(rest), reused=len(ids) - len(new), tokens=count, prefill_s=prefill_s,
+                     cut=not ended, cut_thinking=not ended and part == "think",
+                     image_tokens=new.count(self.model.visual.cfg.image_token_id) if unread else 0)
+        if count > 1:
+            stats["decode_tok_s"] = (count - 1) / (time.perf_counter() - first)
+        if self.draft is not None and self.draft.counts["steps"]:  # the prefill made the first token; each verify
+            stats.update(self.draft.counts, per_step=(count - 1) / self.draft.counts["steps"])  # step the rest
+        message = self.reply_message(reply)
+        # the turn joins in one assignment, new lists and cache: nothing of it shows until it is all there
+        self.messages, self.kept_ids, self.kept_cache, self.stats = messages + [message], ids, kept, stats
+        self.images, self.pending = images, []
+
+    def reply_message(self, reply):
+        """The reply as the conversation keeps it. Thinking, the reasoning (up to </think>) goes in its own field,
+        reasoning_content, which the template reads (and OpenAI-style servers for Qwen return): a reply the token
+        limit cut before </think> keeps an empty answer, not its half reasoning passed off as the answer. Later
+        prompts keep only the answer, as the template does."""
+        if not self.thinking:
+            return {"role": "assistant", "content": self.tok.decode(reply)}
+        end = reply.index(self.end_think) if self.end_think in reply else len(reply)
+        return {"role": "assistant", "content": self.tok.decode(reply[end + 1:]),
+                "reasoning_content": self.tok.decode(reply[:end])}
