@@ -48,6 +48,13 @@ def run_chapter(script, *args):
     return r.returncode, r.stdout, r.stderr
 
 
+def bf16_steps(got, want):
+    """Per row (the last dim), max |got − want| in bf16 steps at the row's scale: 2^(⌊log2 max|want|⌋ − 7), the
+    spacing of bf16 numbers as large as the row's largest. (…,), leading dims of want."""
+    scale = want.abs().amax(-1, keepdim=True)
+    return ((got - want).abs() / 2.0 ** (torch.floor(torch.log2(scale)) - 7)).amax(-1)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def learner_files_untouched(tmp_path_factory):
     """The judge's progress and working files go to a temporary folder for the whole run, in this process and in

@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+from conftest import bf16_steps  # per position (B, T): max |got − want| in bf16 steps at the position's scale
 from hf_checkpoint import hf_load, save_checkpoint, text_config
 from safetensors.torch import load_file, save_file
 
@@ -52,13 +53,6 @@ def compare_fp32(folder, ids):
     print(f"fp32 logits max |diff| = {err:.2e} (max |logit| {want.abs().max():.2f})")
     assert got.dtype == torch.float32 and got.shape == want.shape
     assert err <= fp32_tol(want)
-
-
-def bf16_steps(got, want):
-    """Per position, max |got − want| in bf16 steps at the position's scale: 2^(⌊log2 max|want|⌋ − 7), the spacing of
-    bf16 numbers as large as the largest logit there. (B, T)."""
-    scale = want.abs().amax(-1, keepdim=True)
-    return ((got - want).abs() / 2.0 ** (torch.floor(torch.log2(scale)) - 7)).amax(-1)
 
 
 # The small configs' bf16 logits against transformers' eager ones, in bf16 steps at each position's scale. Measured
