@@ -37,6 +37,9 @@ Its notebook, notebooks/ch10_vision.ipynb, is written from this file by python n
 # narrow widths and random weights: every shape and step is real, every number it computes from the weights is not.
 
 # %%
+import sys
+from pathlib import Path
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -78,15 +81,23 @@ book.show("ch10-map", book.model_map.draw, "vision")
 # matplotlib ships a photograph with its sample data: Grace Hopper, in uniform. Every learner has it offline, so
 # it is the picture of this chapter. The preprocessing settings come from the checkpoint's
 # `preprocessor_config.json`: the pixel budget (`size`: `shortest_edge` is the least number of pixels, `longest_edge`
-# the most, despite their names), the patch size, the merge size, and the mean and std of the normalisation.
+# the most, despite their names), the patch size, the merge size, and the mean and std of the normalisation. A
+# checkpoint without that file gets the values Qwen3.5 publishes there, except the three its tower is built for (the
+# patch size, the merge size, the frames per patch): those come from its vision_config, and a
+# `preprocessor_config.json` that disagrees with the vision_config is an error.
 
 # %%
 photo = load_image(cbook.get_sample_data("grace_hopper.jpg"))
-s = ImageSettings.load(args.path)
+try:
+    s = ImageSettings.load(args.path)
+except ValueError as e:  # a preprocessor_config.json that disagrees with the tower: one clear line
+    sys.exit(f"error: {e}")
 published = ImageSettings()
+own = ("this checkpoint's preprocessor_config.json" if (Path(args.path) / "preprocessor_config.json").is_file() else
+       "this checkpoint (no preprocessor_config.json: patch, merge and frames from its vision_config)")
 print(f"the photo: {photo.width} × {photo.height} pixels (width × height), mode {photo.mode}, "
       f"{photo.width * photo.height:,} pixels")
-for name, x in (("this checkpoint's preprocessor_config.json", s),
+for name, x in ((own, s),
                 ("published with Qwen3.5 (third-party copies, not verified here)", published)):
     print(f"{name}: {x.min_pixels:,} to {x.max_pixels:,} pixels ({x.min_pixels ** 0.5:.0f}² to "
           f"{x.max_pixels ** 0.5:.0f}²), patch {x.patch_size}, merge {x.merge_size}, frames per patch "
@@ -204,7 +215,9 @@ print(f"max |Conv3d − matrix product| = {float((conv.flatten(1) - product).abs
       f"max |one frame · summed kernel − matrix product| = {float((one_frame - product).abs().max()):.1e} "
       f"(embeddings up to {scale:.2f}{TAG})")
 real = ch10.real_vision()
-print(f"real Qwen3.5-0.8B: kernel ({real.hidden_size}, 3, 2, 16, 16) = {real.hidden_size * 1536:,} weights, "
+real_width = real.in_channels * real.temporal_patch_size * real.patch_size ** 2  # 3 · 2 · 16 · 16 = 1,536
+print(f"real Qwen3.5-0.8B: kernel ({real.hidden_size}, {real.in_channels}, {real.temporal_patch_size}, "
+      f"{real.patch_size}, {real.patch_size}) = {real.hidden_size * real_width:,} weights, "
       f"so each patch becomes a {real.hidden_size}-vector; this checkpoint: C = {C}")
 
 # %% [markdown]
@@ -301,13 +314,15 @@ for block in tower.blocks:
     xs = block(xs, rot_cos, rot_sin, [gh * gw])  # (N, C); [gh · gw]: one image, attending to itself
 print(f"after {len(tower.blocks)} blocks {tuple(xs.shape)}")
 joined = tower.merger.norm(xs).reshape(-1, m * m * C)  # (N/4, 4C)
-print(f"merger: LayerNorm, then 4 rows side by side {tuple(joined.shape)}")
+print(f"merger: LayerNorm, then {m * m} rows side by side {tuple(joined.shape)}")
 merged = tower.merger.linear_fc2(F.gelu(tower.merger.linear_fc1(joined)))  # (N/4, d)
 image_tokens = tower(pixel_values.to(dev), grid)
 print(f"-> Linear, GELU, Linear {tuple(merged.shape)}: {merged.shape[0]} tokens of width d = {merged.shape[1]}; "
       f"max |by hand − tower| = {float((merged - image_tokens).abs().max()):.1e}{TAG}")
-print(f"real Qwen3.5-0.8B: ({gh * gw}, 1536) -> ({gh * gw}, {real.hidden_size}) through {real.depth} blocks -> "
-      f"({gh * gw // 4}, {4 * real.hidden_size}) -> ({gh * gw // 4}, {real.out_hidden_size})")
+real_h, real_w = smart_resize(photo.height, photo.width, published)  # the photo under the real 0.8B's settings
+real_n, real_m2 = (real_h // real.patch_size) * (real_w // real.patch_size), real.spatial_merge_size ** 2
+print(f"real Qwen3.5-0.8B: ({real_n}, {real_width}) -> ({real_n}, {real.hidden_size}) through {real.depth} blocks -> "
+      f"({real_n // real_m2}, {real_m2 * real.hidden_size}) -> ({real_n // real_m2}, {real.out_hidden_size})")
 
 # %% [markdown]
 # **Try it first**: exercise 218 is the merger (`python practice/judge.py start 218`, or the cell below); its named
@@ -423,9 +438,9 @@ print(f"tokens whose angles equal plain RoPE at their t position: {int(same.sum(
 # %%
 sizes = [(100, 80), (224, 224), (photo.width, photo.height), (640, 480), (1280, 720), (1920, 1080), (4032, 3024),
          (8000, 6000)]
-print(f"{'image':>11s}  {'resized':>11s}  {'patches':>7s}  {'tokens':>6s}")
+print(f"{'image':>11s}  {'resized':>11s}  {'patches':>9s}  {'tokens':>7s}")
 for width, height, rw, rh, patches, tokens in ch10.token_bill(sizes, s):
-    print(f"{width:>5} × {height:<5}  {rw:>5} × {rh:<5}  {patches:7,}  {tokens:6,}")
+    print(f"{width:>5} × {height:<5}  {rw:>5} × {rh:<5}  {patches:9,}  {tokens:7,}")
 
 # %%
 book.show("ch10-bill", ch10.token_bill_figure, s, sizes)
@@ -486,7 +501,16 @@ def compare(transformers, path, tower, image, pixel_values, grid, ids, pos):
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
     config = AutoConfig.from_pretrained(path)
-    ref = Qwen2VLImageProcessorPil.from_pretrained(path)(images=[image], return_tensors="pt")
+    if (Path(path) / "preprocessor_config.json").is_file():
+        processor = Qwen2VLImageProcessorPil.from_pretrained(path)
+    else:  # Qwen3.5's published budget, mean and std; the tower's sizes as transformers reads its vision config
+        v = config.vision_config
+        processor = Qwen2VLImageProcessorPil(size={"shortest_edge": 256 ** 2, "longest_edge": 4096 ** 2},
+                                             patch_size=v.patch_size, temporal_patch_size=v.temporal_patch_size,
+                                             merge_size=v.spatial_merge_size, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+        print("(no preprocessor_config.json: the image processor is given Qwen3.5's published values and the vision "
+              "config's patch, merge and frames)")
+    ref = processor(images=[image], return_tensors="pt")
     print(f"image processor: pixel_values equal {torch.equal(ref['pixel_values'], pixel_values)}, "
           f"image_grid_thw equal {torch.equal(ref['image_grid_thw'], grid)}")
     theirs = Qwen3_5VisionModel(config.vision_config).eval()

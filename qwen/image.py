@@ -9,7 +9,9 @@ listed so that the four patches of each 2 × 2 block are consecutive: the merger
 Each patch is flattened in the order (channel, frame, row, column), the order of the patch embedding's weight.
 
 Source: transformers' Qwen2VLImageProcessorPil, the image processor AutoImageProcessor picks for model_type qwen3_5.
-Its settings come from the checkpoint's preprocessor_config.json; without one, the values Qwen3.5 publishes there.
+Its settings come from the checkpoint's preprocessor_config.json; without one, the values Qwen3.5 publishes there,
+except the three the tower is built for (patch size, frames per patch, merge size): those come from config.json's
+vision_config, and a preprocessor_config.json that disagrees with it is one clear error.
 """
 import json
 import math
@@ -35,11 +37,13 @@ class ImageSettings:
     rescale_factor: float = 1 / 255
 
     @classmethod
-    def load(cls, path):
-        """The settings of checkpoint folder `path`: its preprocessor_config.json where it has one."""
+    def load(cls, path: str | Path) -> "ImageSettings":
+        """The settings of checkpoint folder `path`: its preprocessor_config.json where it has one, else the values
+        Qwen3.5 publishes; patch, frames per patch and merge size as its vision_config has them in either case."""
+        tower = tower_settings(path)
         file = Path(path) / "preprocessor_config.json"
         if not file.is_file():
-            return cls()
+            return cls(**tower)
         try:
             raw = json.loads(file.read_text())
         except json.JSONDecodeError as e:
@@ -49,11 +53,36 @@ class ImageSettings:
         known = {k: raw[k] for k in cls.__dataclass_fields__ if k in raw}
         known.setdefault("min_pixels", size.get("shortest_edge", cls.min_pixels))
         known.setdefault("max_pixels", size.get("longest_edge", cls.max_pixels))
+        for name, value in tower.items():
+            if known.setdefault(name, value) != value:
+                raise ValueError(f"{file} has {name} {known[name]}, but config.json's vision_config has "
+                                 f"{TOWER_KEYS[name]} {value}: they belong to different checkpoints; download "
+                                 f"preprocessor_config.json again, or delete it to use the vision config's")
         return cls(**known)
 
     @property
     def factor(self):  # both sides of the resized image are multiples of this: 16 · 2 = 32
         return self.patch_size * self.merge_size
+
+
+# what the tower is built for: ImageSettings' name -> vision_config's
+TOWER_KEYS = {"patch_size": "patch_size", "temporal_patch_size": "temporal_patch_size",
+              "merge_size": "spatial_merge_size"}
+
+
+def tower_settings(path: str | Path) -> dict[str, int]:
+    """{patch_size, temporal_patch_size, merge_size} as config.json's vision_config in folder `path` has them (the
+    ones it lists; none without a vision_config): the sizes the tower's weights are made for."""
+    file = Path(path) / "config.json"
+    if not file.is_file():
+        return {}
+    try:
+        vision = json.loads(file.read_text()).get("vision_config")
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{file} is not valid JSON ({e}): download it again") from None
+    if not isinstance(vision, dict):
+        return {}
+    return {ours: vision[theirs] for ours, theirs in TOWER_KEYS.items() if theirs in vision}
 
 
 def load_image(file):

@@ -180,8 +180,8 @@ def fp32_tol(reference):
 
 
 def bf16_steps(got, want):
-    """Per position, max |got − want| in bf16 steps at the position's scale: 2^(⌊log2 max|want|⌋ − 7), the spacing of
-    bf16 numbers as large as the largest logit there. (B, T)."""
+    """Per row (the last dim), max |got − want| in bf16 steps at the row's scale: 2^(⌊log2 max|want|⌋ − 7), the
+    spacing of bf16 numbers as large as the row's largest (for logits: per position, (B, T))."""
     scale = want.abs().amax(-1, keepdim=True)
     return ((got - want).abs() / 2.0 ** (torch.floor(torch.log2(scale)) - 7)).amax(-1)
 
