@@ -23,9 +23,9 @@ import torch
 
 import book
 from book import ch04
+from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.rope import RotaryEmbedding
-from qwen.weights import Config
 
 args = chapter_args(__doc__)
 cfg = Config.load(args.path)  # the config is all RoPE needs: no tensor is read in this chapter

@@ -19,7 +19,7 @@ Its notebook, notebooks/ch11_mtp.ipynb, is written from this file by python note
 # qwen/
 # ├── model.py        (chapter 8: the decoder layer the MTP block reuses)
 # ├── generate.py     ~ generate(..., speculative=k, draft=..., stats=...)
-# ├── mtp.py          + MTP, step, FinalHidden, load_mtp, attach: the head, loaded from mtp.*
+# ├── mtp.py          + MTP, step, FinalHidden, load_mtp: the head, loaded from mtp.*
 # └── speculative.py  + MTPDraft, Scripted, follow, accept, Rollback, decode: draft, verify, accept, roll back
 # book/
 # └── ch11.py         + this chapter's figures and the speed-up's closed form
@@ -48,22 +48,25 @@ import torch
 import book
 from book import ch11
 from qwen.chat import render
+from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet
 from qwen.generate import checkpoint_stop_tokens, generate
+from qwen.hub import part_files
 from qwen.model import load_model
-from qwen.mtp import FinalHidden, attach, mtp_files, new_cache, step
+from qwen.mtp import FinalHidden, load_mtp, new_cache, step
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes
 from qwen.speculative import Rollback, Scripted, follow
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
-from qwen.weights import Config, read_header
+from qwen.weights import read_header
 
 args = chapter_args(__doc__)
 real = book.real.config()
 dev = args.device
 dtype = torch.float32 if dev.type == "cpu" else None  # a CPU multiplies fp32 faster than bf16; elsewhere bf16
-model = attach(load_model(args.path, dtype=dtype, device=dev), args.path)  # the main model and its MTP block
+model = load_model(args.path, dtype=dtype, device=dev)  # the main model
+model.mtp = load_mtp(args.path, dtype=dtype, device=dev)  # and its MTP block, attached in the open
 tok = load_tokenizer(args.path)
 SYNTHETIC = is_synthetic(args.path)
 TAG = " (synthetic weights)" if SYNTHETIC else ""  # on every line printed from the weights
@@ -83,7 +86,7 @@ book.show("ch11-map", book.model_map.draw, "mtp")
 # Read from the file's headers (chapter 1), beside the shapes the real 0.8B's config gives:
 
 # %%
-keys = {k: v["shape"] for f in mtp_files(args.path) for k, v in read_header(f).items() if k.startswith("mtp.")}
+keys = {k: v["shape"] for f in part_files(args.path, "mtp") for k, v in read_header(f).items() if k.startswith("mtp.")}
 real_layer = tensor_shapes(dict(REAL_TEXT_CONFIG, num_hidden_layers=1, layer_types=["full_attention"]))
 d_real = real.hidden_size
 real_mtp = {"mtp.fc.weight": (d_real, 2 * d_real), "mtp.norm.weight": (d_real,),
@@ -191,8 +194,9 @@ book.listing("qwen/mtp.py")
 #   `DecoderLayer` of the full-attention kind.
 # - **`step`** embeds the tokens, takes the main model's positions for them (padding skipped, as the main model
 #   does), runs the block with its cache, and applies the main model's head.
-# - **`load_mtp`** reads only the `mtp.*` tensors, lazily, the first time a draft needs them; `attach` hangs the
-#   block on the model as `model.mtp`.
+# - **`load_mtp`** builds the block on the meta device and fills it with the `mtp.*` tensors alone (chapter 1's
+#   `fill`); the chapter attaches it in the open, `model.mtp = load_mtp(path, dtype, device)`: nothing is read
+#   from disk behind a later call.
 #
 # ## 3. Why one full-attention layer
 # Neither the checkpoint nor the sources read for this chapter (vLLM, transformers) say why the block is one
@@ -610,7 +614,7 @@ def compare(transformers, path, h, after, mtp_logits):
     names = {"pre_fc_norm_embedding.": "enorm.", "pre_fc_norm_hidden.": "hnorm.", "fc.": "eh_proj.",
              "layers.0.": "mtp_block.", "norm.": "post_norm."}
     state = {}
-    for file in mtp_files(path):
+    for file in part_files(path, "mtp"):
         with safe_open(file, framework="pt") as f:
             for key in (k for k in f.keys() if k.startswith("mtp.")):
                 prefix = next(p for p in names if key[4:].startswith(p))

@@ -13,7 +13,7 @@ several lines arrives as one message (bracketed paste). Everywhere, a message ma
 of three double quotes.
 /image PATH attaches a picture to the next message, as an image content part before its text (qwen/chat.py renders
 it as the official template does: <|vision_start|><|image_pad|><|vision_end|>). The pad becomes one per merged token
-(qwen/vision.py), the tower reads the pixels with that turn's prefill only, and the cache keeps the M-RoPE offset the
+(qwen/mrope.py), the tower reads the pixels with that turn's prefill only, and the cache keeps the M-RoPE offset the
 image leaves (cache.delta): later turns read only their new tokens, exactly as a fresh read of the conversation.
 --speculative K decodes with the checkpoint's multi-token-prediction head drafting K tokens per main-model step
 (qwen/speculative.py): the same replies at temperature 0, the same distribution otherwise; after each reply the chat
@@ -35,9 +35,10 @@ from qwen.chat import END_THINK, default_thinking, render
 from qwen.course import open_model, pick_device
 from qwen.generate import TextStream, checkpoint_stop_tokens, generate
 from qwen.image import ImageSettings, load_image, preprocess
+from qwen.mrope import expand_image_tokens, tokens_per_image
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
-from qwen.vision import expand_image_tokens, tokens_per_image
+from qwen.vision import load_vision
 
 # The model card's recommended sampling settings for text, per mode (Qwen/Qwen3.5-0.8B and larger).
 CARD = {False: dict(temperature=1.0, top_p=1.0, top_k=20, min_p=0.0, presence_penalty=2.0),
@@ -52,8 +53,9 @@ class Chat:
     """The conversation, and the cache of everything in it up to the start of the last reply."""
 
     def __init__(self, model, tokenizer, stop, thinking=False, overrides=None, max_new_tokens=1024, seed=None,
-                 system=None, speculative=0):
+                 system=None, speculative=0, checkpoint=None):
         self.model, self.tok, self.stop = model, tokenizer, stop
+        self.checkpoint = checkpoint  # the folder the model came from: its vision tower and image settings
         self.thinking, self.overrides, self.max_new_tokens, self.seed = thinking, overrides or {}, max_new_tokens, seed
         self.system, self.speculative = system, speculative  # K guesses per main-model step; 0: plain decoding
         self.end_think = tokenizer.special_tokens[END_THINK]
@@ -68,15 +70,17 @@ class Chat:
 
     def attach(self, path):
         """Read the image file at `path` for the next message. Returns (its size (w, h), image_grid_thw, settings).
-        The vision tower is loaded here, on the first image, so that a checkpoint without one says so now."""
+        The vision tower is attached here, on the first image, so that a checkpoint without one says so now."""
         if self.speculative:
             raise ValueError("images cannot go with --speculative yet (speculative decoding does not take them): "
                              "restart the chat without --speculative to attach one")
         file = Path(path).expanduser()
         if not file.is_file():
             raise FileNotFoundError(f"no image file at {file}{' (that is a folder)' if file.is_dir() else ''}")
-        self.model.vision()
-        settings = ImageSettings.load(self.model.checkpoint)  # the checkpoint's, or the values Qwen3.5 publishes
+        if self.model.visual is None:
+            p = self.model.embed_tokens.weight
+            self.model.visual = load_vision(self.checkpoint, p.dtype, p.device)
+        settings = ImageSettings.load(self.checkpoint)  # the checkpoint's, or the values Qwen3.5 publishes
         image = load_image(file)
         pixels, grid = preprocess(image, settings=settings)  # (N, 3·2·16·16), [[1, gh, gw]]
         self.pending.append(dict(path=str(file), pixel_values=pixels, image_grid_thw=grid))
@@ -86,7 +90,7 @@ class Chat:
         """The rendered ids with each image's one <|image_pad|> repeated once per merged token."""
         if not images:
             return ids
-        cfg = self.model.vision().cfg
+        cfg = self.model.visual.cfg
         grids = torch.cat([i["image_grid_thw"] for i in images])
         return expand_image_tokens(ids, grids, cfg.image_token_id, cfg.spatial_merge_size)
 
@@ -142,7 +146,7 @@ class Chat:
         tokens = len(reply) + ended
         stats = dict(prompt=len(new) + len(rest), reused=len(ids) - len(new), tokens=tokens, prefill_s=prefill_s,
                      cut=not ended, cut_thinking=not ended and part == "think",
-                     image_tokens=new.count(self.model.vision().cfg.image_token_id) if unread else 0)
+                     image_tokens=new.count(self.model.visual.cfg.image_token_id) if unread else 0)
         if tokens > 1:
             stats["decode_tok_s"] = (tokens - 1) / (time.perf_counter() - first)
         if counts.get("steps"):  # the prefill made the first token; each verify step the rest
@@ -372,7 +376,7 @@ def main(argv=None):
 
 def run(args):
     from qwen.fast import load_fast, numerics
-    from qwen.mtp import attach
+    from qwen.mtp import load_mtp
 
     try:
         if args.speculative and args.presence_penalty:
@@ -389,7 +393,8 @@ def run(args):
         torch.set_num_threads(args.threads or (1 if synthetic else torch.get_num_threads()))
         model = load_fast(path, dtype=args.dtype, device=device)  # the fast path: same results (chapter 9)
         if args.speculative:
-            attach(model, path)  # the MTP head, loaded now: a checkpoint without one is refused here
+            p = model.embed_tokens.weight  # the MTP head, attached now: a checkpoint without one is refused here
+            model.mtp = load_mtp(path, p.dtype, p.device)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         sys.exit(f"error: {e}")
     if synthetic:
@@ -403,7 +408,8 @@ def run(args):
               f", thinking {CARD[True]['presence_penalty']}) is off, as speculative decoding needs a distribution that "
               "does not change with every token")
     chat = Chat(model, tok, checkpoint_stop_tokens(path), thinking or args.hide_thinking, overrides,
-                args.max_new_tokens or (48 if synthetic else 1024), args.seed, args.system, args.speculative)
+                args.max_new_tokens or (48 if synthetic else 1024), args.seed, args.system, args.speculative,
+                checkpoint=path)
     view = "hide" if args.hide_thinking else "dim"
     paste = line_editing()
     dtype = next(model.parameters()).dtype

@@ -10,7 +10,7 @@ checkpoint's, with the `model.language_model.` prefix stripped (as qwen.weights.
 """
 from dataclasses import dataclass, fields
 
-from qwen.weights import Config
+from qwen.config import Config
 
 # ---------------------------------------------------------------- the real Qwen3.5-0.8B
 

@@ -35,7 +35,7 @@ right, always wrong, or any accept/reject pattern the tests need).
 import torch
 
 from qwen.generate import emitted, filter_logits
-from qwen.mtp import FinalHidden, attach, new_cache, step
+from qwen.mtp import FinalHidden, new_cache, step
 
 
 class Picker:
@@ -65,11 +65,9 @@ class MTPDraft:
     tokens the main model accepted, built from the main model's own hidden states."""
 
     def __init__(self, model):
-        if getattr(model, "mtp", None) is None and getattr(model, "checkpoint", None) is not None:
-            attach(model, model.checkpoint)  # first use: load_model and load_fast record their checkpoint
         if getattr(model, "mtp", None) is None:
-            raise ValueError("the model has no MTP head: load it with qwen.mtp.attach(model, checkpoint_path) "
-                             "(the checkpoint needs mtp.* tensors), or pass another draft")
+            raise ValueError("the model has no MTP head: attach it first, model.mtp = qwen.mtp.load_mtp(path, dtype, "
+                             "device) (the checkpoint needs mtp.* tensors), or pass another draft")
         self.model, self.mtp = model, model.mtp
 
     def start(self, tokens, hidden, mask):

@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from qwen.hub import DATA_DIR
 from qwen.sizes import REAL_VISION_CONFIG
-from qwen.weights import DATA_DIR
 
 VERSION = 4  # bump when the layout or the numbers change: an older data/synthetic is then rebuilt
 # Stored in fp32 in the real checkpoints, every other tensor in bf16 (third-party reports of the published files:

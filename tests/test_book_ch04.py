@@ -11,8 +11,8 @@ import pytest
 from book import ch04, real
 import torch
 
+from qwen.config import Config
 from qwen.rope import RotaryEmbedding, apply_rope, mrope_axes
-from qwen.weights import Config
 
 matplotlib.use("Agg")
 

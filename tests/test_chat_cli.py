@@ -19,8 +19,9 @@ from qwen.chat import render
 from qwen.chat_cli import Chat, main
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.model import load_model
+from qwen.mrope import expand_image_tokens
 from qwen.tokenizer import load_tokenizer
-from qwen.vision import expand_image_tokens
+from qwen.vision import load_vision
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -92,7 +93,9 @@ def test_bad_speculative_value_is_one_clear_error(value, why, capsys):
 
 @pytest.fixture(scope="module")
 def model(synthetic):
-    return load_model(synthetic, dtype=torch.float32)
+    model = load_model(synthetic, dtype=torch.float32)
+    model.visual = load_vision(synthetic, dtype=torch.float32)  # the oracle reads images too
+    return model
 
 
 def fresh_reply(model, tok, stop, messages, thinking, n, images=()):
@@ -276,6 +279,7 @@ def test_scripted_image_session_equals_generate(synthetic, tmp_path):
     assert out.count("qwen> ") == 3 and "image tokens" not in out.split("dropped")[1]  # "Hi" went without the image
 
     model, tok = load_fast(synthetic, dtype="fp32"), load_tokenizer(synthetic)
+    model.visual = load_vision(synthetic, dtype="fp32")
     stop, image = checkpoint_stop_tokens(synthetic), preprocess(pic, synthetic)
     messages = [user("What is this?", pic)]
     for text in ("And now?", None):
@@ -298,9 +302,9 @@ def test_image_turns_keep_the_cache_exact(model, tok, synthetic, tmp_path):
     from qwen.image import preprocess
 
     stop = checkpoint_stop_tokens(synthetic)
-    chat = Chat(model, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=5)
+    chat = Chat(model, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=5,
+                checkpoint=synthetic)
     first, second = write_picture(tmp_path, 100, 70), write_picture(tmp_path, 400, 200, seed=3)
-    model.vision()
     calls = TowerCalls(model.visual)
     try:
         images, history, chat_reads = [], [], []
@@ -329,7 +333,8 @@ def test_ctrl_c_keeps_the_attached_image(model, tok, synthetic, tmp_path, interr
     from qwen.image import preprocess
 
     stop = checkpoint_stop_tokens(synthetic)
-    chat = Chat(model, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=4)
+    chat = Chat(model, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=4,
+                checkpoint=synthetic)
     pic = write_picture(tmp_path, 100, 70)
     chat.attach(pic)
     interrupted.at = interrupted.calls + 1  # the prefill that reads the image
@@ -346,7 +351,7 @@ def test_image_refused_with_speculative_and_without_a_tower(model, tok, syntheti
 
     pic = write_picture(tmp_path, 64, 64)
     stop = checkpoint_stop_tokens(synthetic)
-    image_command(Chat(model, tok, stop, speculative=2), str(pic))
+    image_command(Chat(model, tok, stop, speculative=2, checkpoint=synthetic), str(pic))
     assert capsys.readouterr().out == ("/image: images cannot go with --speculative yet (speculative decoding does "
                                        "not take them): restart the chat without --speculative to attach one\n")
     text_only = tmp_path / "text-only"
@@ -357,7 +362,7 @@ def test_image_refused_with_speculative_and_without_a_tower(model, tok, syntheti
     config = json.loads((synthetic / "config.json").read_text())
     del config["vision_config"]
     (text_only / "config.json").write_text(json.dumps(config))
-    image_command(Chat(load_model(text_only, dtype=torch.float32), tok, stop), str(pic))
+    image_command(Chat(load_model(text_only, dtype=torch.float32), tok, stop, checkpoint=text_only), str(pic))
     out = capsys.readouterr().out
     assert out.startswith(f"/image: {text_only} has no vision tower (no vision_config in config.json)")
     assert out.count("\n") == 1

@@ -17,9 +17,10 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import l2norm as hf_l2norm
 
 from practice.grading import EXACT, Tol, compare
 from practice.judge import grade_in_process, problems
-from qwen.sizes import count_by_part, is_zero_centred, tensor_shapes
+from qwen.config import Config
 from qwen.norm import rms_normalize
-from qwen.weights import Config, load_weights, read_header
+from qwen.sizes import count_by_part, is_zero_centred, tensor_shapes
+from qwen.weights import load_weights, read_header
 
 PROBLEMS = problems()
 WRONG = [(n, f) for n, p in PROBLEMS.items() for f in sorted((p.folder / "wrong").glob("*.py"))]

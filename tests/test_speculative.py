@@ -12,7 +12,7 @@ from test_mtp import SMALL, add_mtp, small  # noqa: F401 (a fixture: small check
 from qwen.fast import load_fast
 from qwen.generate import generate, pad_left
 from qwen.model import load_model
-from qwen.mtp import attach
+from qwen.mtp import load_mtp
 from qwen.speculative import Scripted, accept, decode, follow
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -27,8 +27,11 @@ def models(small, synthetic):
 
 @pytest.fixture(scope="module")
 def loaded(small, synthetic):
-    return {name: attach(load_model(folder, dtype=torch.float32), folder)
-            for name, folder in models(small, synthetic).items()}
+    out = {}
+    for name, folder in models(small, synthetic).items():
+        out[name] = load_model(folder, dtype=torch.float32)
+        out[name].mtp = load_mtp(folder, dtype=torch.float32)  # attached in the open
+    return out
 
 
 def run(model, prompts, n=N, **kw):
@@ -68,7 +71,8 @@ def test_greedy_equals_plain_greedy(loaded, plain_runs, name, batch, k, kind):
 
 
 def test_fast_path_greedy_equals_plain(synthetic):
-    model = attach(load_fast(synthetic, dtype=torch.float32), synthetic)
+    model = load_fast(synthetic, dtype=torch.float32)
+    model.mtp = load_mtp(synthetic, dtype=torch.float32)
     plain = run(model, PROMPTS)
     for k, kind in ((2, "mtp"), (4, "right")):
         assert run(model, PROMPTS, speculative=k, draft=drafts(plain, kind)) == plain
@@ -183,10 +187,11 @@ def test_bad_arguments_are_one_clear_error(loaded, small):
         list(decode(model, torch.tensor([[1, 2]]), 4, -1, None, None, [], None, model.new_cache(), False))
     with pytest.raises(ValueError, match="presence_penalty"):
         list(generate(model, [1, 2], 4, speculative=2, presence_penalty=1.0))
-    bare = load_model(small[next(iter(SMALL))], dtype=torch.float32)  # no MTP head attached yet
-    plain = list(generate(bare, [1, 2], 8))
-    assert list(generate(bare, [1, 2], 8, speculative=2)) == plain  # the head loads from bare.checkpoint
-    assert getattr(bare, "mtp", None) is not None
-    bare.mtp, bare.checkpoint = None, None  # a model that does not know its checkpoint
-    with pytest.raises(ValueError, match="no MTP head"):
+    folder = small[next(iter(SMALL))]
+    bare = load_model(folder, dtype=torch.float32)  # no MTP head attached: generate reads no file to find one
+    assert bare.mtp is None
+    with pytest.raises(ValueError, match=r"no MTP head: attach it first, model\.mtp = qwen\.mtp\.load_mtp"):
         list(generate(bare, [1, 2], 4, speculative=2))
+    plain = list(generate(bare, [1, 2], 8))
+    bare.mtp = load_mtp(folder, dtype=torch.float32)
+    assert list(generate(bare, [1, 2], 8, speculative=2)) == plain
