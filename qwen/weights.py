@@ -75,6 +75,7 @@ class Weights(Mapping):
         # Tied head: the file stores E once and the head reuses it. A stored lm_head wins (as in transformers).
         if part == "text" and "lm_head.weight" not in self.where and Config.load(folder).tie_word_embeddings:
             self.where["lm_head.weight"] = self.where["embed_tokens.weight"]
+        self.files = {}  # open safetensors handles, one per file
 
     def name(self, key):
         """Checkpoint key -> this part's name for it, or None for a tensor of another part."""
@@ -87,9 +88,15 @@ class Weights(Mapping):
         if name not in self.where:
             raise KeyError(f"no tensor {name!r} in this checkpoint")
         file, key = self.where[name]
-        # The file is opened for this one tensor: safetensors maps it into memory and the tensor keeps that mapping
-        # alive, and only it. A tensor read, used and dropped (converted to another dtype, or joined with others by
-        # fill) gives its pages back at once; a handle kept open would keep every page it ever read.
+        if file not in self.files:
+            self.files[file] = safe_open(file, framework="pt")
+        return self.files[file].get_tensor(key)
+
+    def alone(self, name):
+        """The same tensor through a handle of its own. safetensors maps a file into memory per handle, and every
+        tensor read through it keeps that whole mapping alive, with each page ever read. A tensor read alone, used
+        and dropped gives its pages back at once: fill reads the parts of a joined weight so (qwen/fast.py)."""
+        file, key = self.where[name]
         with safe_open(file, framework="pt") as f:
             return f.get_tensor(key)
 
@@ -144,7 +151,8 @@ def fill(module: nn.Module, W: Mapping, prefix: str = "", dtype: torch.dtype | N
         raise ValueError(f"{where}: the tensors under {prefix!r} do not fit {kind} ({what}). Fix: {FIX}")
     for p, group in names.values():
         keys = wanted[group[0]]
-        parts = [W[k] for k in keys]
+        get = W.alone if len(keys) > 1 and hasattr(W, "alone") else W.__getitem__  # parts: copied, then dropped
+        parts = [get(k) for k in keys]
         shape = (sum(x.shape[0] for x in parts), *parts[0].shape[1:])  # joined: the parts' rows stacked
         if shape != p.shape or any(x.shape[1:] != parts[0].shape[1:] for x in parts):
             raise ValueError(f"{where}: {'|'.join(keys)} has shape {' | '.join(str(tuple(x.shape)) for x in parts)} "

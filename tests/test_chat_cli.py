@@ -20,6 +20,7 @@ from qwen.chat_cli import Chat, main
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.model import load_model
 from qwen.mrope import expand_image_tokens
+from qwen.mtp import load_mtp
 from qwen.tokenizer import load_tokenizer
 from qwen.vision import load_vision
 from tests.conftest import ROOT
@@ -95,6 +96,7 @@ def test_bad_speculative_value_is_one_clear_error(value, why, capsys):
 def model(synthetic):
     model = load_model(synthetic, dtype=torch.float32)
     model.visual = load_vision(synthetic, dtype=torch.float32)  # the oracle reads images too
+    model.mtp = load_mtp(synthetic, dtype=torch.float32)  # the drafts of --speculative
     return model
 
 
