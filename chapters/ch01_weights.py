@@ -12,7 +12,8 @@ Its notebook, notebooks/ch01_weights.ipynb, is written from this file by python 
 #
 # ```
 # qwen/
-# ├── weights.py          + Config.load, load_weights, load, read_header
+# ├── config.py           + Config.load (and the vision tower's VisionConfig, the dtype names)
+# ├── weights.py          + load_weights, fill, read_header
 # ├── hub.py              + find_model: a folder, data/, the Hugging Face cache, or a download
 # ├── synthetic.py        + the offline checkpoint: the real layout with random weights
 # ├── make_tokenizer.py   + writes the synthetic checkpoint's tokenizer files
@@ -330,8 +331,8 @@ book.proof(compare, path, W)
 # Exercises: **201** read a safetensors header and tensor by hand; **202** count the parameters of each part from
 # the config (`python practice/judge.py list`).
 #
-# Files added in this chapter: `qwen/weights.py`, `qwen/hub.py`, `qwen/synthetic.py`, `qwen/make_tokenizer.py`,
-# `qwen/course.py`, `book/`.
+# Files added in this chapter: `qwen/config.py`, `qwen/weights.py`, `qwen/hub.py`, `qwen/synthetic.py`,
+# `qwen/make_tokenizer.py`, `qwen/course.py`, `book/`.
 #
 # ## How to explain it
 #

@@ -340,6 +340,7 @@ book.attempt(215)
 # ├── …               (chapters 1–8)
 # ├── generate.py     + the generation loop, sampling rules, streaming text
 # ├── fast.py         + the fast path: the same model with fewer, cheaper calls
+# ├── kernels.py      + its in-place kernels (the DeltaNet conv and decode step, grouped attention)
 # ├── chat.py         + the chat format
 # ├── chat_tools.py   + tools and tool calls in the chat format
 # └── chat_cli.py     + the terminal chat (bash course.sh chat)
