@@ -30,13 +30,14 @@ from qwen.draft import MTPDraft
 from qwen.fast import load_fast, numerics
 from qwen.generate import checkpoint_stop_tokens
 from qwen.image import ImageSettings
-from qwen.model import DTYPES
+from qwen.config import DTYPES
 from qwen.mtp import load_mtp
 from qwen.sampling import CARD
 from qwen.session import Session
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
-from qwen.vision import load_vision, tokens_per_image
+from qwen.mrope import tokens_per_image
+from qwen.vision import load_vision
 
 COMMANDS = "/reset, /think on|off|hide, /limit N, /history, /image PATH, /help, /quit"
 BLOCK = '"""'  # a line of its own opens and closes a message of several lines
@@ -271,7 +272,8 @@ def run(args):
         torch.set_num_threads(args.threads or (1 if synthetic else torch.get_num_threads()))
         model = load_fast(path, dtype=args.dtype, device=device)  # the fast path: same results (chapter 9)
         if args.speculative:
-            model.mtp = load_mtp(path, model)  # the MTP head, loaded now: a checkpoint without one is refused here
+            p = model.embed_tokens.weight  # the MTP head, attached now: a checkpoint without one is refused here
+            model.mtp = load_mtp(path, p.dtype, p.device)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         sys.exit(f"error: {e}")
     if synthetic:

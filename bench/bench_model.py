@@ -26,39 +26,40 @@ from functools import partial
 
 import torch
 
-from qwen.course import pick_device
-from qwen.fast import Fast, numerics
 from qwen.attention import KVCache
+from qwen.config import Config
+from qwen.course import pick_device
+from qwen.fast import Fast, bf16_is_native, load_fast, numerics
 from qwen.generate import generate
 from qwen.measure import copy_bandwidth, matvec_bandwidth, medians, read_bandwidth, timed
 from qwen.model import Qwen35, load_model
 from qwen.sizes import REAL_TEXT_CONFIG
-from qwen.weights import Config
+from qwen.weights import fill
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 REAL_08B = {k: v for k, v in REAL_TEXT_CONFIG.items() if k != "dtype"}  # the dtype is the benchmark's choice
 
 
 def models(path, dtype, device):
-    """(ours, transformers') on the same tensors: the checkpoint at `path`, or random weights with 0.8B shapes."""
+    """(ours, the fast path, transformers') on the same tensors: the checkpoint at `path`, or random weights with 0.8B
+    shapes (the fast path's joined projections its own)."""
     from transformers import AutoModelForCausalLM, Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
     if path:
         hf = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
-        return load_model(path, dtype=dtype, device=device), hf
+        return load_model(path, dtype=dtype, device=device), load_fast(path, dtype=dtype, device=device), hf
     torch.manual_seed(0)
     with torch.device(device):
         hf = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**REAL_08B, dtype=str(dtype).split(".")[1])).to(dtype).eval()
     cfg = Config.from_dict(dict(REAL_08B), "the real Qwen3.5-0.8B config")
-    with torch.device("meta"):
-        ours = Qwen35(cfg)
-    ours.rotary = type(ours.rotary)(cfg).to(device)
     theirs = {k.removeprefix("model."): v for k, v in hf.state_dict().items()}
-    for name, _ in list(ours.named_parameters()):
-        module, _, leaf = name.rpartition(".")
-        setattr(ours.get_submodule(module), leaf, torch.nn.Parameter(theirs[name], requires_grad=False))
-    ours.lm_head.weight = ours.embed_tokens.weight  # tied, as in the 0.8B
-    return ours.eval(), hf
+    with torch.device("meta"):
+        ours, fast = Qwen35(cfg), Fast(cfg)
+    ours, fast = fill(ours, theirs), fill(fast, theirs)  # tied, as in the 0.8B
+    for model in (ours, fast):
+        model.rotary = type(model.rotary)(cfg).to(device)
+    fast.widen = not bf16_is_native(device, dtype)  # as load_fast decides it
+    return ours.eval(), fast.eval(), hf
 
 
 def our_prefill(model, ids):
@@ -179,9 +180,8 @@ def main():
     with torch.no_grad():
         for name in args.dtypes:
             dtype = DTYPES[name]
-            ours, hf = models(args.model, dtype, device)
+            ours, fast, hf = models(args.model, dtype, device)
             weight_bytes = sum(t.numel() * t.element_size() for t in ours.parameters())  # the tied table once
-            fast = Fast(ours)  # its own joined projections, the other tensors shared: `ours` keeps working
             print(f"{name} fast path numerics: {numerics(fast)}")
             for T in args.prefill:
                 ids = torch.randint(0, 248044, (1, T), generator=g).to(device)

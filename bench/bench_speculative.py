@@ -39,6 +39,7 @@ from qwen.model import Qwen35
 from qwen.mtp import MTP
 from qwen.sizes import real_config
 from qwen.speculative import Rollback, speculate
+from qwen.weights import fill
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -52,9 +53,11 @@ def random_model(dtype, device, path):
         torch.nn.init.normal_(model.embed_tokens.weight, std=0.02)
         model.mtp = MTP(cfg)
     model = model.to(dtype).eval().requires_grad_(False)
-    if path == "fast":
-        mtp, model = model.mtp, Fast(model)
-        model.mtp = mtp
+    if path == "fast":  # the same random weights, the projections joined
+        with torch.device("meta"):
+            fast = Fast(cfg)
+        fill(fast, {k: v for k, v in model.state_dict().items() if not k.startswith("mtp.")})
+        fast.rotary, fast.mtp, model = model.rotary, model.mtp, fast.eval()
     return model
 
 

@@ -11,11 +11,12 @@ import math
 
 import torch
 
+from qwen.config import VisionConfig
 from qwen.hub import ModelNotFound
 from qwen.image import smart_resize
 from qwen.sizes import REAL_VISION_CONFIG as REAL_VISION  # public copies of the published config.json
 from qwen.sizes import numel, vision_shapes
-from qwen.vision import VisionConfig, vision_files
+from qwen.weights import Weights
 
 
 def real_vision():
@@ -29,7 +30,7 @@ def missing_tower(path):
     how to fetch them (qwen/hub.py)."""
     try:
         VisionConfig.load(path)
-        files = vision_files(path)
+        files = Weights(path, "vision").where
     except (ValueError, ModelNotFound) as e:
         return str(e)
     return None if files else f"{path} has no model.visual.* tensors"

@@ -11,8 +11,9 @@ import sys
 
 import torch
 
+from qwen.config import DTYPES
 from qwen.course import open_model
-from qwen.model import DTYPES, load_model
+from qwen.model import load_model
 
 PROMPT = "The capital of France is Paris. The capital of Japan is"
 TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2 ** -6, torch.float16: 2 ** -9}  # relative to the output's max

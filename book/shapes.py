@@ -2,8 +2,8 @@
 Qwen3.5-0.8B and in the checkpoint at hand. Every chapter, module comment and exercise uses these letters."""
 from pathlib import Path
 
+from qwen.config import Config
 from qwen.sizes import REAL_NAME as NAME, real_config
-from qwen.weights import Config
 
 # letter, meaning, config field (None: set by the input, not the model; R is a product of two fields)
 SYMBOLS = (

@@ -12,7 +12,8 @@ Its notebook, notebooks/ch01_weights.ipynb, is written from this file by python 
 #
 # ```
 # qwen/
-# ├── weights.py          + Config.load, load_weights, load, read_header
+# ├── config.py           + Config.load (and the vision tower's VisionConfig, the dtype names)
+# ├── weights.py          + load_weights, fill, read_header
 # ├── hub.py              + find_model: a folder, data/, the Hugging Face cache, or a download
 # ├── synthetic.py        + the offline checkpoint: the real layout with random weights
 # ├── make_tokenizer.py   + writes the synthetic checkpoint's tokenizer files
@@ -54,7 +55,8 @@ from qwen.sizes import REAL_FP32, REAL_NAME, REAL_TEXT_CONFIG, count_by_part, re
 from qwen.course import chapter_args
 from qwen.synthetic import is_synthetic
 import qwen.weights
-from qwen.weights import Config, load_weights
+from qwen.config import Config
+from qwen.weights import load_weights
 
 args = chapter_args(__doc__)
 path = args.path
@@ -259,12 +261,12 @@ print(f"load_weights opened {len(W)} text names{tied} in {opened_ms:.1f} ms by r
 
 # %% [markdown]
 # ## The code: `qwen/weights.py`
-# Four things, used by every later chapter: `Config.load` reads `config.json` into a dataclass, `load_weights`
-# maps names to tensors, `load` copies tensors into a module, and `read_header` is the header reader under them
-# (`find_model`, in `qwen/hub.py`, finds the folder). Here are the last three.
+# Four things, used by every later chapter: `Config.load` (in `qwen/config.py`) reads `config.json` into a
+# dataclass, `load_weights` maps names to tensors, `fill` puts tensors into a module, and `read_header` is the
+# header reader under them (`find_model`, in `qwen/hub.py`, finds the folder). Here are the last three.
 
 # %%
-book.listing("qwen/weights.py", "read_header", "Weights", "load")
+book.listing("qwen/weights.py", "read_header", "Weights", "fill")
 
 # %% [markdown]
 # - **`read_header`** reads the 8-byte length and the JSON header of a `.safetensors` file, and checks that the
@@ -272,10 +274,12 @@ book.listing("qwen/weights.py", "read_header", "Weights", "load")
 #   says what to do, instead of deep inside a later chapter.
 # - **`Weights`** is a read-only `Mapping` from the text model's names to tensors. Opening it reads only headers;
 #   a tensor is read when someone indexes it. It strips the `model.language_model.` prefix, skips the vision tower
-#   and the multi-token-prediction block, and, when the head is tied, answers `lm_head.weight` with the embedding.
-# - **`load`** copies `W[prefix + name]` into each parameter of a module, and refuses a missing, an unexpected or a
-#   wrongly shaped tensor, naming it. Because our parameter names are the checkpoint's names, this loop is the
-#   whole loader: no mapping table.
+#   and the multi-token-prediction block (`Weights(path, "vision")` and `Weights(path, "mtp")` hand out those), and,
+#   when the head is tied, answers `lm_head.weight` with the embedding.
+# - **`fill`** makes each parameter of a module the tensor `W[prefix + name]`, and refuses a missing, an unexpected
+#   or a wrongly shaped tensor, naming the checkpoint and the fix. Because our parameter names are the checkpoint's
+#   names, this loop is the whole loader: no mapping table. The whole model (chapter 8), the vision tower
+#   (chapter 10), the MTP head (chapter 11) and the fast path (chapter 9) all load through it.
 #
 # ## Show the proof
 # transformers reads the same checkpoint into its own `Qwen3_5ForCausalLM`. Its tensors should be ours: the same
@@ -327,8 +331,8 @@ book.proof(compare, path, W)
 # Exercises: **201** read a safetensors header and tensor by hand; **202** count the parameters of each part from
 # the config (`python practice/judge.py list`).
 #
-# Files added in this chapter: `qwen/weights.py`, `qwen/hub.py`, `qwen/synthetic.py`, `qwen/make_tokenizer.py`,
-# `qwen/course.py`, `book/`.
+# Files added in this chapter: `qwen/config.py`, `qwen/weights.py`, `qwen/hub.py`, `qwen/synthetic.py`,
+# `qwen/make_tokenizer.py`, `qwen/course.py`, `book/`.
 #
 # ## How to explain it
 #

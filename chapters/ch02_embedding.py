@@ -36,12 +36,13 @@ import torch
 import book
 from book import ch02
 from qwen.bpe import ByteLevelBPE
+from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.embedding import Embedding, head_logits
 from qwen.sizes import real_config
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
-from qwen.weights import Config, load, load_weights
+from qwen.weights import fill, load_weights
 
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
@@ -195,7 +196,7 @@ book.listing("qwen/embedding.py")
 #   same.
 
 # %%
-emb = load(Embedding(cfg.vocab_size, cfg.hidden_size), W, "embed_tokens.").to(args.device)  # fp32: bf16 widens exactly
+emb = fill(Embedding(cfg.vocab_size, cfg.hidden_size), W, "embed_tokens.").to(args.device)  # fp32: bf16 widens exactly
 x = emb(torch.tensor([ids], device=args.device))  # (1, T) -> (1, T, d)
 print(f"E: {tuple(emb.weight.shape)} {emb.weight.dtype}; ids (1, {len(ids)}) -> vectors {tuple(x.shape)} "
       f"on {x.device}")
@@ -283,7 +284,7 @@ book.show("ch02-head", ch02.head_top5, emb.weight, tok.encode("The capital of Fr
 # %%
 def compare(transformers, path, ids):
     model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16)
-    ours = load(Embedding(cfg.vocab_size, cfg.hidden_size), W, "embed_tokens.").bfloat16()
+    ours = fill(Embedding(cfg.vocab_size, cfg.hidden_size), W, "embed_tokens.").bfloat16()
     ids = torch.tensor([ids])
     book.oracle.difference("embedding lookup (bf16)", ours(ids), model.get_input_embeddings()(ids))
     h = torch.randn(1, len(ids[0]), cfg.hidden_size, generator=torch.Generator().manual_seed(0)).bfloat16()

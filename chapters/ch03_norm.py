@@ -39,11 +39,12 @@ import torch.nn.functional as F
 import book
 from book import ch03
 from book.ch03 import REAL, REAL_LABEL
+from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.norm import GatedRMSNorm, RMSNorm, rms_normalize
 from qwen.norm import l2norm as qwen_l2norm  # the name l2norm is left for your attempt in section 2
 from qwen.synthetic import is_synthetic
-from qwen.weights import Config, load, load_weights
+from qwen.weights import fill, load_weights
 
 args = chapter_args(__doc__)
 cfg = Config.load(args.path)
@@ -78,8 +79,8 @@ for size in (1e-2, 1e-3, 1e-4):
     tiny = torch.full((1, d), size, device=dev)
     print(f"  a vector of RMS {size:g} (mean(x²) = {size ** 2:g}, ε = {eps:g}) comes out with RMS "
           f"{unit(tiny).pow(2).mean().sqrt():.3f}")
-norm0 = load(RMSNorm(d, eps), W, "layers.0.input_layernorm.").to(dev)
-final = load(RMSNorm(d, eps), W, "norm.").to(dev)
+norm0 = fill(RMSNorm(d, eps), W, "layers.0.input_layernorm.").to(dev)
+final = fill(RMSNorm(d, eps), W, "norm.").to(dev)
 print(f"after layer 0's input norm: {rms(norm0(x))}, after the final norm: {rms(final(x))}{SYNTHETIC}")
 print(f"  {REAL_LABEL}: {REAL['layer0_rms']} and {REAL['final_rms']}")
 for name, key in (("layers.0.input_layernorm.weight", "layer0_w"), ("norm.weight", "final_w")):
@@ -265,7 +266,7 @@ print(f"F.rms_norm with p = 1 + w vs our RMSNorm with w: max |diff| = {(theirs -
 # plain (initialised to 1). l2norm scales a vector to length 1 (sum of squares, not mean).
 
 # %%
-gated = load(GatedRMSNorm(cfg.linear_value_head_dim, eps), W, "layers.0.linear_attn.norm.").to(dev)
+gated = fill(GatedRMSNorm(cfg.linear_value_head_dim, eps), W, "layers.0.linear_attn.norm.").to(dev)
 h = torch.randn(4, cfg.linear_value_head_dim, device=dev)
 for z in (-6.0, 0.0, 6.0):
     out = gated(h, torch.full_like(h, z))
@@ -299,7 +300,7 @@ print(f"the model has {2 * cfg.num_hidden_layers + 1} RMSNorms, {2 * n_full} per
 #
 # - **ε = 1e-2**: `RMSNorm(d, eps=1e-2)(torch.full((1, d), 0.1))`. mean(x²) = ε: what RMS comes out, and why?
 # - **The wrong class**: load the gated norm's weight into a plain RMSNorm,
-#   `load(RMSNorm(cfg.linear_value_head_dim), W, "layers.0.linear_attn.norm.")`, and compare its output on `h` with
+#   `fill(RMSNorm(cfg.linear_value_head_dim), W, "layers.0.linear_attn.norm.")`, and compare its output on `h` with
 #   `gated(h, torch.full_like(h, 20.0)) / F.silu(torch.tensor(20.0))`. Off by how much, everywhere?
 # - **Statistics in bf16**: the cell after the code listing compares torch's bf16 mean of x² (a few 1e-3 off at
 #   every d: it accumulates in fp32) with a sum kept in bf16 (about −54 % at d = 4,096). Try d = 16,384, or
@@ -321,12 +322,12 @@ def compare(transformers, W):
     from transformers.models.qwen3_5 import modeling_qwen3_5 as hf
 
     x = torch.randn(64, d, generator=torch.Generator().manual_seed(3)).bfloat16() * 3
-    ours, theirs = load(RMSNorm(d, eps), W, "norm."), hf.Qwen3_5RMSNorm(d, eps)
+    ours, theirs = fill(RMSNorm(d, eps), W, "norm."), hf.Qwen3_5RMSNorm(d, eps)
     theirs.weight.copy_(W["norm.weight"])
     book.oracle.difference("final norm, bf16", ours.bfloat16()(x), theirs.bfloat16()(x))
     dv = cfg.linear_value_head_dim
     hh, z = torch.randn(4096, dv).bfloat16() * 3, torch.randn(4096, dv).bfloat16()
-    ours, theirs = load(GatedRMSNorm(dv, eps), W, "layers.0.linear_attn.norm."), hf.Qwen3_5RMSNormGated(dv, eps=eps)
+    ours, theirs = fill(GatedRMSNorm(dv, eps), W, "layers.0.linear_attn.norm."), hf.Qwen3_5RMSNormGated(dv, eps=eps)
     theirs.weight.copy_(W["layers.0.linear_attn.norm.weight"])
     want = theirs.bfloat16()(hh, z)
     book.oracle.difference("gated norm of layer 0, bf16", ours.bfloat16()(hh, z), want)

@@ -23,10 +23,10 @@ import torch
 
 import book
 from book import ch04
+from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.rope import RotaryEmbedding
 from qwen.sizes import REAL_NAME, REAL_TEXT_CONFIG, real_config
-from qwen.weights import Config
 
 args = chapter_args(__doc__)
 cfg = Config.load(args.path)  # the config is all RoPE needs: no tensor is read in this chapter

@@ -17,13 +17,14 @@ import torch.nn.functional as F
 
 import book
 from book import ch05
+from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.mlp import MLP
 from qwen.norm import RMSNorm
 from qwen.sizes import REAL_NAME, real_config
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
-from qwen.weights import Config, load, load_weights
+from qwen.weights import fill, load_weights
 
 args = chapter_args(__doc__)
 cfg = Config.load(args.path)
@@ -109,7 +110,7 @@ book.listing("qwen/mlp.py")
 # hidden units of silu(gate_u · x) · (up_u · x) times column u of down_proj.
 
 # %%
-mlp = load(MLP(cfg), W, "layers.0.mlp.").to(dev)
+mlp = fill(MLP(cfg), W, "layers.0.mlp.").to(dev)
 x = torch.randn(1, 1, d, device=dev)
 gw, uw, dw = (getattr(mlp, n).weight for n in ("gate_proj", "up_proj", "down_proj"))
 by_units = sum(F.silu(gw[u] @ x[0, 0]) * (uw[u] @ x[0, 0]) * dw[:, u] for u in range(I))
@@ -143,7 +144,7 @@ tok = load_tokenizer(args.path)
 sentence = "The capital of France is Paris, and the capital of Japan is Tokyo."
 ids = torch.tensor([tok.encode(sentence)], device=dev)
 emb = W["embed_tokens.weight"][ids[0].cpu()].to(dev).float()[None]  # (1, T, d): only this sentence's rows
-h = load(RMSNorm(d, cfg.rms_norm_eps), W, "layers.0.post_attention_layernorm.").to(dev)(emb)
+h = fill(RMSNorm(d, cfg.rms_norm_eps), W, "layers.0.post_attention_layernorm.").to(dev)(emb)
 with torch.no_grad():
     gate, up = mlp.gate_proj(h)[0], mlp.up_proj(h)[0]  # (T, I) each
 act = F.silu(gate) * up
@@ -185,7 +186,7 @@ def compare(transformers, path):
     text = transformers.AutoConfig.from_pretrained(path).text_config
     theirs = Qwen3_5MLP(text, intermediate_size=text.intermediate_size)
     theirs.load_state_dict({n: W[f"layers.0.mlp.{n}"] for n in theirs.state_dict()})
-    ours = load(MLP(cfg), W, "layers.0.mlp.")
+    ours = fill(MLP(cfg), W, "layers.0.mlp.")
     x = torch.randn(2, 7, d)
     with torch.no_grad():
         book.oracle.difference("MLP, fp32", ours(x), theirs(x))

@@ -24,13 +24,14 @@ import torch.nn.functional as F
 import book
 from book import ch06
 from qwen.attention import GatedAttention, KVCache
+from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.norm import RMSNorm
 from qwen.rope import RotaryEmbedding, apply_rope
 from qwen.sizes import REAL_NAME, SIZES, all_attention_bytes, cache_bytes, real_config
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
-from qwen.weights import Config, load, load_weights
+from qwen.weights import fill, load_weights
 
 args = chapter_args(__doc__)
 cfg = Config.load(args.path)
@@ -128,8 +129,8 @@ ids = tok.encode(sentence)
 tokens = [tok.decode([i]) for i in ids]
 T = len(ids)
 emb = W["embed_tokens.weight"][ids].float()[None].to(dev)  # (1, T, d): only this sentence's rows are read
-x = load(RMSNorm(d, cfg.rms_norm_eps), W, f"layers.{layer}.input_layernorm.").to(dev)(emb)
-attn = load(GatedAttention(cfg), W, prefix).to(dev)
+x = fill(RMSNorm(d, cfg.rms_norm_eps), W, f"layers.{layer}.input_layernorm.").to(dev)(emb)
+attn = fill(GatedAttention(cfg), W, prefix).to(dev)
 qg = attn.q_proj(x)  # (1, T, 2·H·D)
 q, gate = qg.view(1, T, H, 2 * D).split(D, dim=-1)  # each (1, T, H, D)
 print(f"{T} tokens: {tokens}")
@@ -373,7 +374,7 @@ def compare(transformers, path):
     text._attn_implementation = "eager"
     theirs = Qwen3_5Attention(text, layer_idx=layer)
     theirs.load_state_dict({n: W[prefix + n] for n in theirs.state_dict()})
-    ours = load(GatedAttention(cfg), W, prefix)
+    ours = fill(GatedAttention(cfg), W, prefix)
     for dtype in (torch.float32, torch.bfloat16):
         xs, ours, theirs = x.cpu().to(dtype), ours.to(dtype), theirs.to(dtype)
         hf_tables = Qwen3_5TextRotaryEmbedding(text)(xs, positions.cpu())

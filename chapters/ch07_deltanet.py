@@ -44,12 +44,13 @@ import torch.nn.functional as F
 
 import book
 from book import ch07
+from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet
 from qwen.norm import RMSNorm, l2norm
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
-from qwen.weights import Config, load, load_weights
+from qwen.weights import fill, load_weights
 
 args = chapter_args(__doc__)
 cfg = Config.load(args.path)
@@ -194,8 +195,8 @@ text = "The capital of France is Paris. The capital of Italy is Rome. So the cap
 ids = torch.tensor([tok.encode(text)])
 tokens = [tok.decode([i]) for i in ids[0]]
 rows = W["embed_tokens.weight"][ids].float()  # the embedding lookup of chapter 2: (1, T, d)
-x = load(RMSNorm(cfg.hidden_size, cfg.rms_norm_eps), W, "layers.0.input_layernorm.")(rows)  # layer 0's input
-layer = load(GatedDeltaNet(cfg), W, "layers.0.linear_attn.")  # fp32: bf16 weights widen exactly
+x = fill(RMSNorm(cfg.hidden_size, cfg.rms_norm_eps), W, "layers.0.input_layernorm.")(rows)  # layer 0's input
+layer = fill(GatedDeltaNet(cfg), W, "layers.0.linear_attn.")  # fp32: bf16 weights widen exactly
 beta = layer.in_proj_b(x).sigmoid()[0]  # (T, Hv)
 g = -layer.A_log.float().exp() * F.softplus(layer.in_proj_a(x).float() + layer.dt_bias.float())
 decay = g[0].exp()  # (T, Hv)
@@ -374,7 +375,7 @@ book.listing("qwen/deltanet.py")
 
 # %%
 cache = DeltaNetCache()
-bf16_layer = load(GatedDeltaNet(cfg), W, "layers.0.linear_attn.").to(torch.bfloat16)  # as stored; `layer` stays fp32
+bf16_layer = fill(GatedDeltaNet(cfg), W, "layers.0.linear_attn.").to(torch.bfloat16)  # as stored; `layer` stays fp32
 bf16_layer(x.bfloat16(), cache=cache)
 kept = cache.state.numel() * cache.state.element_size() + cache.conv.numel() * cache.conv.element_size()
 print(f"this checkpoint's layer 0 keeps {kept:,} bytes per sequence; the formula says "

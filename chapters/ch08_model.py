@@ -30,12 +30,12 @@ import torch
 
 import book
 from book import ch08
+from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.model import load_model
 from qwen.sizes import real_config
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import Tokenizer
-from qwen.weights import Config
 
 torch.manual_seed(0)
 args = chapter_args(__doc__)
@@ -83,8 +83,9 @@ book.attempt(213, decoder_layer, hybrid_stack)
 # %% [markdown]
 # The course's model: `qwen/model.py`. `load_model` builds it on PyTorch's "meta" device (shapes, no memory), then
 # makes each parameter the tensor read from the checkpoint, in the dtype asked for: nothing is initialised and then
-# overwritten, and in bf16 the weights are never held twice (a 0.8B-shaped checkpoint peaks at 1.27× its file
-# size, `python bench/load_memory.py`).
+# overwritten, and in bf16 the weights are never held twice (a 0.8B-shaped checkpoint peaks at 1.04× its file
+# size, `python bench/load_memory.py`). The loader is chapter 1's `fill`, the one every part of the model goes
+# through.
 
 # %%
 book.listing("qwen/model.py")

@@ -21,15 +21,15 @@ import book
 from book import ch09
 from qwen import measure
 from qwen.chat import render
+from qwen.config import Config
 from qwen.course import chapter_args
-from qwen.fast import Fast
+from qwen.fast import load_fast
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.model import load_model
 from qwen.sampling import Sampling, filter_logits
 from qwen.sizes import REAL_NAME, cache_bytes, real_config
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
-from qwen.weights import Config
 
 args = chapter_args(__doc__)
 cfg = Config.load(args.path)
@@ -225,14 +225,15 @@ book.show("ch09-prefill-decode", ch09.prefill_vs_decode,
 # ### The teaching model and the fast path
 # The modules of chapters 2–8 say one equation per line, and a processor pays for that: every line is a separate
 # call, and a decode step makes a few hundred of them. `qwen/fast.py` runs the same weights with fewer and cheaper
-# calls: the projections that read the same input joined into one matrix, a weight of the fast model's own
-# (`load_fast` keeps only that copy; `Fast(model)` leaves `model` as it was); bf16 prompts multiplied in fp32 on a CPU without bf16 instructions, where bf16 products
+# calls: the projections that read the same input joined into one matrix, stacked from the checkpoint's tensors
+# when `load_fast` reads them (a model of its own: it shares no tensor with `model`, so an experiment on one never
+# reaches the other); bf16 prompts multiplied in fp32 on a CPU without bf16 instructions, where bf16 products
 # are several times slower; torch's fused attention; the DeltaNet state updated in place; and with `last_only`, the
 # last layer computed for the last position only. `tests/test_fast.py` proves it equal to transformers with the
 # teaching model's tolerances, and greedy generation through it gives transformers' tokens. The chat uses it.
 
 # %%
-fast = Fast(model)  # built from the same weights: `model` keeps working and gives the same results as before
+fast = load_fast(args.path, dtype=dtype, device=dev)  # the same checkpoint, loaded once more: its own weights
 fast_prefill_s, fast_decode_s = measure.time_model(fast, x, n)
 print(f"this checkpoint on {dev}{' (synthetic)' if SYNTHETIC else ''}, per token, teaching / fast: prefill "
       f"{prefill_s / T * 1e3:.2f} ms / {fast_prefill_s / T * 1e3:.2f} ms, decode {decode_s / n * 1e3:.2f} ms / "
@@ -354,6 +355,7 @@ book.attempt(215)
 # ├── sampling.py     + the sampling rules, one picker, the model card's settings
 # ├── generate.py     + the generation loop, streaming text
 # ├── fast.py         + the fast path: the same model with fewer, cheaper calls
+# ├── kernels.py      + its in-place kernels (the DeltaNet conv and decode step, grouped attention)
 # ├── measure.py      + timings that wait for the device, the memory-bandwidth probes
 # ├── chat.py         + the chat format
 # ├── chat_tools.py   + tools and tool calls in the chat format

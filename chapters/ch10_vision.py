@@ -17,9 +17,9 @@ Its notebook, notebooks/ch10_vision.ipynb, is written from this file by python n
 # qwen/
 # ├── …               (chapters 1–9)
 # ├── image.py        + from a picture to patches: the resize rule, normalisation, the patch order
-# ├── vision.py       + the tower (patch embedding, position grid, 2-D rotary, blocks, merger), the image in the
-# │                     prompt and its 3-D positions
-# ├── model.py        ~ model(ids, pixel_values=..., image_grid_thw=...): the tower loads on the first image
+# ├── vision.py       + the tower (patch embedding, position grid, 2-D rotary, blocks, merger) and load_vision
+# ├── mrope.py        + the image in the prompt and its 3-D positions
+# ├── model.py        ~ model(ids, pixel_values=..., image_grid_thw=...) once model.visual = load_vision(path)
 # ├── generate.py     ~ generate(..., images=(pixel_values, image_grid_thw))
 # └── chat.py         ~ an image content part renders as <|vision_start|><|image_pad|><|vision_end|>
 # book/
@@ -49,16 +49,17 @@ from PIL import Image
 import book
 from book import ch10
 from qwen.chat import render
+from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.image import ImageSettings, load_image, preprocess, smart_resize, to_rgb
 from qwen.model import load_model
+from qwen.mrope import expand_image_tokens, tokens_per_image
 from qwen.rope import RotaryEmbedding, mrope_axes
 from qwen.sizes import real_config
 from qwen.synthetic import BANNER, is_synthetic, synthetic_path
 from qwen.tokenizer import load_tokenizer
-from qwen.vision import expand_image_tokens, load_vision, merge_order, tokens_per_image
-from qwen.weights import Config
+from qwen.vision import load_vision, merge_order
 
 args = chapter_args(__doc__)
 missing = ch10.missing_tower(args.path)
@@ -395,7 +396,7 @@ def position_ids(input_ids, image_grid_thw, mask, image_token_id):
 book.attempt(217, position_ids)
 
 # %%
-from qwen.vision import position_ids  # noqa: E402  (the finished one, from here on)
+from qwen.mrope import position_ids  # noqa: E402  (the finished one, from here on)
 
 pos = position_ids(torch.tensor([ids]), grid, None, PAD, m)[:, 0]  # (3, T)
 p = int(pos[0, first])
@@ -409,7 +410,7 @@ print(f"<|vision_end|> at token {last + 1} has position {int(pos[0, last + 1])} 
 book.show("ch10-mrope", ch10.mrope_rows, pos, (first, last))
 
 # %%
-book.listing("qwen/vision.py", "expand_image_tokens", "position_ids", "rope_delta", "place_images")
+book.listing("qwen/mrope.py", "expand_image_tokens", "position_ids", "rope_delta", "place_images")
 
 # %% [markdown]
 # The positions go into the interleaved M-RoPE of chapter 4 unchanged: frequency j of the full-attention layers takes
@@ -455,7 +456,7 @@ book.show("ch10-bill", ch10.token_bill_figure, s, sizes)
 
 # %%
 model = load_model(args.path, dtype=dtype, device=dev)
-model.visual = tower  # already read: the model would otherwise load it from its checkpoint on the first image
+model.visual = tower  # attached in the open: a model without a tower refuses pixel_values, it reads no file
 stop = checkpoint_stop_tokens(args.path)
 cache = model.new_cache()
 logits = model(torch.tensor([ids], device=dev), cache=cache, pixel_values=pixel_values, image_grid_thw=grid,

@@ -18,7 +18,7 @@ Its notebook, notebooks/ch11_mtp.ipynb, is written from this file by python note
 # ```
 # qwen/
 # ├── model.py        (chapter 8: the decoder layer the MTP block reuses)
-# ├── mtp.py          + MTP, step, FinalHidden, load_mtp, attach: the head, loaded from mtp.*
+# ├── mtp.py          + MTP, step, FinalHidden, load_mtp: the head, loaded from mtp.*
 # ├── draft.py        + MTPDraft, Scripted, follow: what guesses the next k tokens
 # └── speculative.py  + speculate, accept, Rollback: draft, verify, accept, roll back
 # book/
@@ -48,18 +48,20 @@ import book
 from book import ch11
 from qwen import measure
 from qwen.chat import render
+from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet
 from qwen.draft import MTPDraft, Scripted, follow
 from qwen.generate import checkpoint_stop_tokens, generate
+from qwen.hub import part_files
 from qwen.model import load_model
-from qwen.mtp import FinalHidden, attach, mtp_files, new_cache, step
+from qwen.mtp import FinalHidden, load_mtp, new_cache, step
 from qwen.sizes import (REAL_TEXT_CONFIG, count_by_part, kv_bytes_per_token, linear_layer_bytes, mtp_shapes,
                         real_config, tensor_shapes)
 from qwen.speculative import Rollback, speculate
 from qwen.synthetic import BANNER, is_synthetic, synthetic_path
 from qwen.tokenizer import load_tokenizer
-from qwen.weights import Config, read_header
+from qwen.weights import read_header
 
 args = chapter_args(__doc__)
 missing = ch11.missing_mtp(args.path)
@@ -70,7 +72,8 @@ if missing:  # no usable mtp.* block here: this chapter needs one, so it shows t
 real = real_config()
 dev = args.device
 dtype = torch.float32 if dev.type == "cpu" else None  # a CPU multiplies fp32 faster than bf16; elsewhere bf16
-model = attach(load_model(args.path, dtype=dtype, device=dev), args.path)  # the main model and its MTP block
+model = load_model(args.path, dtype=dtype, device=dev)  # the main model
+model.mtp = load_mtp(args.path, dtype=dtype, device=dev)  # and its MTP block, attached in the open
 tok = load_tokenizer(args.path)
 SYNTHETIC = is_synthetic(args.path)
 TAG = " (synthetic weights)" if SYNTHETIC else ""  # on every line printed from the weights
@@ -91,7 +94,7 @@ book.show("ch11-map", book.model_map.draw, "mtp")
 # which lists the block from a config alone, as `tensor_shapes` lists the text model in chapter 1):
 
 # %%
-keys = {k: v["shape"] for f in mtp_files(args.path) for k, v in read_header(f).items() if k.startswith("mtp.")}
+keys = {k: v["shape"] for f in part_files(args.path, "mtp") for k, v in read_header(f).items() if k.startswith("mtp.")}
 real_mtp = {"mtp." + k: v for k, v in mtp_shapes(REAL_TEXT_CONFIG).items()}  # from the config alone (qwen/sizes.py)
 d_real = real.hidden_size
 print(f"{'key':48s} {'this checkpoint':>16s} {'real Qwen3.5-0.8B':>18s}")
@@ -198,8 +201,9 @@ book.listing("qwen/mtp.py")
 #   `DecoderLayer` of the full-attention kind.
 # - **`step`** embeds the tokens, takes the main model's positions for them (padding skipped, as the main model
 #   does), runs the block with its cache, and applies the main model's head.
-# - **`load_mtp`** reads only the `mtp.*` tensors, lazily, the first time a draft needs them; `attach` hangs the
-#   block on the model as `model.mtp`.
+# - **`load_mtp`** builds the block on the meta device and fills it with the `mtp.*` tensors alone (chapter 1's
+#   `fill`); the chapter attaches it in the open, `model.mtp = load_mtp(path, dtype, device)`: nothing is read
+#   from disk behind a later call.
 #
 # ## 3. Why one full-attention layer
 # Neither the checkpoint nor the sources read for this chapter (vLLM, transformers) say why the block is one
@@ -616,7 +620,7 @@ def compare(transformers, path, h, after, mtp_logits):
     names = {"pre_fc_norm_embedding.": "enorm.", "pre_fc_norm_hidden.": "hnorm.", "fc.": "eh_proj.",
              "layers.0.": "mtp_block.", "norm.": "post_norm."}
     state = {}
-    for file in mtp_files(path):
+    for file in part_files(path, "mtp"):
         with safe_open(file, framework="pt") as f:
             for key in (k for k in f.keys() if k.startswith("mtp.")):
                 prefix = next(p for p in names if key[4:].startswith(p))

@@ -62,22 +62,25 @@ def _swaps(number, f, cfg):
         return [(qwen.rope.RotaryEmbedding, "forward",
                  lambda self, positions, dtype: f["rope_tables"](positions, inv_freq.to(positions.device), dtype)),
                 (qwen.attention, "apply_rope", f["apply_rope"])]
+    def projections(module, *names):
+        """Each projection's weight by its checkpoint name; split back out of a joined one (qwen/fast.py's Joined,
+        whose `joins` names its parts) where the module joins them."""
+        joined = {}
+        for m in module.children():
+            if getattr(m, "joins", None):
+                joined.update(zip(m.joins, m.weight.split(m.sizes), strict=True))
+        return [joined[n] if n in joined else getattr(module, n).weight for n in names]
+
     # 207 and 208 replace a module's forward, which the fast path's subclasses (qwen/fast.py) override with their
     # own: both are swapped, the fast one given the learner's weights split back out of its joined projection
     if number == 207:
         def mlp(self, x):
-            if isinstance(self, qwen.fast.FastMLP):
-                gate, up = self.gate_up_proj.weight.split(self.gate_up_proj.sizes)
-            else:
-                gate, up = self.gate_proj.weight, self.up_proj.weight
+            gate, up = projections(self, "gate_proj", "up_proj")
             return f["swiglu_mlp"](x, gate, up, self.down_proj.weight)
         return [(qwen.mlp.MLP, "forward", mlp), (qwen.fast.FastMLP, "forward", mlp)]
     if number == 208:
         def attention(self, x, cos, sin, cache=None, mask=None):
-            if isinstance(self, qwen.fast.FastAttention):
-                q, k, v = self.qkv_proj.weight.split(self.qkv_proj.sizes)
-            else:
-                q, k, v = self.q_proj.weight, self.k_proj.weight, self.v_proj.weight
+            q, k, v = projections(self, "q_proj", "k_proj", "v_proj")
             weights = {"q_proj.weight": q, "k_proj.weight": k, "v_proj.weight": v, "o_proj.weight": self.o_proj.weight,
                        "q_norm.weight": self.q_norm.weight, "k_norm.weight": self.k_norm.weight}
             return f["gated_attention"](x, weights, cos, sin, mask, self.q_norm.eps)

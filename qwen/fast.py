@@ -7,8 +7,9 @@ normalised, the gates, the gated output: `GatedAttention.heads`, `GatedDeltaNet.
 tests/test_fast.py proves the result equal to transformers (fp32 logits within the teaching model's tolerance, and
 bf16 cached decode teacher-forced against transformers' sdpa path, step by step).
 
-1. Projections that read the same input are one matrix, a weight of its own built at load time: DeltaNet's
-   in_proj_qkv|z|b|a, attention's q|k|v, the MLP's gate|up. At decode that is one product instead of up to four:
+1. Projections that read the same input are one matrix, built at load time from the checkpoint's tensors (their
+   rows stacked by qwen/weights.py fill, told which by the `joins` of a Joined): DeltaNet's in_proj_qkv|z|b|a,
+   attention's q|k|v, the MLP's gate|up. At decode that is one product instead of up to four:
    fewer calls, one long pass over memory. (A prompt still multiplies projection by projection: there the joined
    product measured slower.)
 2. bf16 prompt products can be widened to fp32 (`widen`): on a CPU without bf16 instructions a bf16 product with
@@ -27,10 +28,11 @@ bf16 cached decode teacher-forced against transformers' sdpa path, step by step)
    speculative verify pass) take that step once per token, not the chunked rule padded to 64 tokens.
 5. With last_only, the last layer computes its MLP for the last position only: no later layer reads the others.
 
-load_fast(path, dtype, device) is the entry point; Fast(model) builds it from a loaded teaching model, whose
-tensors it shares except the joined ones (the two are separate models from then on).
+load_fast(path, dtype, device) is the entry point: the fast model built on the meta device and filled straight from
+the checkpoint, one copy of the weights, shared with no other model. Each class calls its parent's constructor (on
+the meta device the parent's separate projections cost nothing) and swaps in the fast modules. The in-place kernels
+they call are in qwen/kernels.py.
 """
-import copy
 from pathlib import Path
 
 import torch
@@ -40,6 +42,7 @@ import torch.nn.functional as F
 from qwen import deltanet
 from qwen.attention import GatedAttention, attention, causal_mask, gate_heads
 from qwen.deltanet import GatedDeltaNet
+from qwen.kernels import conv_silu, delta_step, grouped_attention
 from qwen.mlp import MLP
 from qwen.model import DecoderLayer, Qwen35, load_model
 
@@ -84,12 +87,12 @@ def product(x, W, widen):
     return out
 
 
-class FastLinear(nn.Module):
+class FastLinear(nn.Linear):
     """A projection (no bias) whose product may be widened (see `product`); `widen` is set by Fast."""
 
-    def __init__(self, weight):
-        super().__init__()
-        self.weight, self.widen = weight, False  # the Parameter itself: a tied head stays tied
+    def __init__(self, in_features, out_features):
+        super().__init__(in_features, out_features, bias=False)
+        self.widen = False
 
     def forward(self, x):
         return product(x, self.weight, self.widen)
@@ -98,11 +101,15 @@ class FastLinear(nn.Module):
 class Joined(FastLinear):
     """Projections of the same input as one matrix, their rows stacked; returns each projection's output. One
     product for a few positions (decode, a verify pass: each row then gets the bits it gets alone, where the
-    kernel's rows do not depend on each other), one per projection for a prompt (measured faster there)."""
+    kernel's rows do not depend on each other), one per projection for a prompt (measured faster there).
+    `joins` names the projections (the checkpoint's names, siblings of this one): fill stacks their weights."""
 
-    def __init__(self, *linears):
-        super().__init__(nn.Parameter(torch.cat([m.weight for m in linears]).detach(), requires_grad=False))
-        self.sizes = [m.weight.shape[0] for m in linears]
+    def __init__(self, owner, *joins):
+        parts = [getattr(owner, name) for name in joins]  # the parent's separate projections, which leave it
+        super().__init__(parts[0].in_features, sum(m.out_features for m in parts))
+        self.joins, self.sizes = joins, [m.out_features for m in parts]
+        for name in joins:
+            delattr(owner, name)
 
     def forward(self, x):  # x: (B, T, d)
         if x.shape[1] <= STEP_ROWS:
@@ -110,14 +117,18 @@ class Joined(FastLinear):
         return [product(x, w, self.widen) for w in self.weight.split(self.sizes)]
 
 
+def fast_linear(linear):
+    """A FastLinear of the same shape as `linear`, the projection it replaces."""
+    return FastLinear(linear.in_features, linear.out_features)
+
+
 class FastAttention(GatedAttention):
     """GatedAttention with q|k|v joined and torch's fused softmax attention."""
 
-    def __init__(self, a):
-        nn.Module.__init__(self)
-        self.H, self.Hkv, self.D = a.H, a.Hkv, a.D
-        self.qkv_proj = Joined(a.q_proj, a.k_proj, a.v_proj)
-        self.o_proj, self.q_norm, self.k_norm = FastLinear(a.o_proj.weight), a.q_norm, a.k_norm
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.qkv_proj = Joined(self, "q_proj", "k_proj", "v_proj")
+        self.o_proj = fast_linear(self.o_proj)
 
     def forward(self, x, cos, sin, cache=None, mask=None):
         T = x.shape[1]
@@ -135,31 +146,16 @@ class FastAttention(GatedAttention):
         return self.o_proj(gate_heads(out, gate))
 
 
-def grouped_attention(q, k, v, allowed=None):
-    """torch's fused attention with each K/V head's r = H / Hkv query heads stacked as r·T rows of one head: the
-    same softmax(q kᵀ/√D) v per query, but every K/V head's keys are read once for all its query heads. At decode
-    (T = 1) torch's CPU kernel with enable_gqa takes one query row at a time and measured 10x slower at 32k cached
-    tokens on the 0.8B's heads (129 ms against 13 ms per layer, bf16, one thread). q (B, H, T, D); k, v
-    (B, Hkv, S, D); allowed: None or a bool mask (1, 1, T, S). Returns (B, H, T, D)."""
-    B, H, T, D = q.shape
-    r = H // k.shape[1]
-    allowed = None if allowed is None else allowed.repeat(1, 1, r, 1)  # rows (head in group, token), as q's
-    out = F.scaled_dot_product_attention(q.reshape(B, k.shape[1], r * T, D), k, v, attn_mask=allowed)
-    return out.view(B, H, T, D)
-
-
 class FastDeltaNet(GatedDeltaNet):
     """GatedDeltaNet with in_proj_qkv|z|b|a joined, the conv in place and the decode step in place. A few new tokens
     after a cached state (up to STEP_ROWS: a speculative verify pass) take the decode step once per token instead of
     the chunked rule, which pads them to a chunk of 64 (measured 3x slower at 5 tokens on the 0.8B's heads). So a
     verify pass's DeltaNet rounds exactly as plain decoding does, token for token."""
 
-    def __init__(self, n):
-        nn.Module.__init__(self)
-        self.Hk, self.Hv, self.dk, self.dv = n.Hk, n.Hv, n.dk, n.dv
-        self.in_proj = Joined(n.in_proj_qkv, n.in_proj_z, n.in_proj_b, n.in_proj_a)
-        self.conv1d, self.A_log, self.dt_bias, self.norm = n.conv1d, n.A_log, n.dt_bias, n.norm
-        self.out_proj = FastLinear(n.out_proj.weight)
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.in_proj = Joined(self, "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")
+        self.out_proj = fast_linear(self.out_proj)
 
     def forward(self, x, cache=None, mask=None):
         if mask is not None:  # a padded position writes nothing into the state
@@ -189,9 +185,9 @@ class FastDeltaNet(GatedDeltaNet):
 class FastMLP(MLP):
     """The MLP with gate|up joined, silu and the product in place."""
 
-    def __init__(self, mlp):
-        nn.Module.__init__(self)
-        self.gate_up_proj, self.down_proj = Joined(mlp.gate_proj, mlp.up_proj), FastLinear(mlp.down_proj.weight)
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.gate_up_proj, self.down_proj = Joined(self, "gate_proj", "up_proj"), fast_linear(self.down_proj)
 
     def forward(self, x):
         gate, up = self.gate_up_proj(x)
@@ -201,14 +197,13 @@ class FastMLP(MLP):
 class FastLayer(DecoderLayer):
     """A decoder layer of fast modules; `last`: only the last position leaves it (the model's last layer)."""
 
-    def __init__(self, layer):
-        nn.Module.__init__(self)
-        self.kind, self.input_layernorm = layer.kind, layer.input_layernorm
-        if layer.kind == "linear_attention":
-            self.linear_attn = FastDeltaNet(layer.linear_attn)
+    def __init__(self, cfg, kind):
+        super().__init__(cfg, kind)
+        if kind == "linear_attention":
+            self.linear_attn = FastDeltaNet(cfg)
         else:
-            self.self_attn = FastAttention(layer.self_attn)
-        self.post_attention_layernorm, self.mlp = layer.post_attention_layernorm, FastMLP(layer.mlp)
+            self.self_attn = FastAttention(cfg)
+        self.mlp = FastMLP(cfg)
 
     def forward(self, x, cos, sin, cache=None, mask=None, last=False):
         mix = self.mix(self.input_layernorm(x), cos, sin, cache, mask)
@@ -220,20 +215,16 @@ class FastLayer(DecoderLayer):
 
 
 class Fast(Qwen35):
-    """A Qwen35 (qwen/model.py) of fast modules: same call, same cache, same results, faster. Built from a loaded
-    model, whose tensors it shares (new Parameter objects: `.to()` on one leaves the other alone) except the joined
-    projections, which are its own. widen: None for the CPU's capability (`bf16_is_native`), or True / False."""
+    """A Qwen35 (qwen/model.py) of fast modules: same call, same cache, same results, faster. Load it with
+    load_fast; built here with the config's shapes only (on the meta device by load_fast). widen: see `product`."""
 
-    def __init__(self, model, widen=None):
-        nn.Module.__init__(self)
-        own = {id(p): nn.Parameter(p.detach(), requires_grad=False) for p in model.parameters()}
-        model = copy.deepcopy(model, own)  # the module tree copied, the tensors not
-        self.cfg, self.embed_tokens, self.rotary, self.norm = model.cfg, model.embed_tokens, model.rotary, model.norm
-        self.layers = nn.ModuleList(FastLayer(layer) for layer in model.layers)
-        self.lm_head = FastLinear(model.lm_head.weight)  # tied: the very Parameter of embed_tokens
-        self.checkpoint = getattr(model, "checkpoint", None)  # as load_model's: the MTP head loads from there
-        p = self.embed_tokens.weight
-        self.widen = not bf16_is_native(p.device, p.dtype) if widen is None else widen
+    def __init__(self, cfg, widen=False):
+        super().__init__(cfg)
+        self.layers = nn.ModuleList(FastLayer(cfg, kind) for kind in cfg.layer_types)
+        self.lm_head = fast_linear(self.lm_head)
+        if cfg.tie_word_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+        self.widen = widen
 
     @property
     def widen(self):
@@ -255,34 +246,12 @@ class Fast(Qwen35):
         return self.lm_head(self.norm(x))  # (B, T or 1, V)
 
 
-def load_fast(path, dtype=None, device=None, widen=None):
+def load_fast(path, dtype=None, device=None, widen=None) -> Fast:
     """The fast model with the checkpoint's weights: called like load_model's, `model(ids, cache=model.new_cache(),
-    mask=None, last_only=False, pixel_values=None, image_grid_thw=None)`. dtype, device: as load_model; widen: as
-    Fast. The vision tower loads on the first call with an image, from the checkpoint the model records."""
-    return Fast(load_model(path, dtype=dtype, device=device), widen=widen).eval()
-
-
-def conv_silu(x, weight, state=None):
-    """causal_conv (qwen/deltanet.py) computed where x lies, time along dim 1, with one output buffer: the K products
-    accumulated in place in fp32, rounded once, then silu. x: (B, T, C); weight: (C, 1, K); state: (B, C, K−1) or
-    None, the teaching cache's layout. Returns u (B, T, C) and the new state."""
-    T, K = x.shape[1], weight.shape[-1]
-    past = x.new_zeros(x.shape[0], K - 1, x.shape[2]) if state is None else state.transpose(1, 2)
-    xs = torch.cat([past, x], dim=1).float()  # (B, K−1+T, C): the inputs each output looks at
-    w = weight[:, 0].float().T  # (K, C)
-    u = xs[:, :T] * w[0]  # (B, T, C): output t sees inputs t..t+K−1 of xs
-    for i in range(1, K):
-        u.addcmul_(xs[:, i:i + T], w[i])
-    return F.silu(u.to(x.dtype), inplace=True), xs[:, T:].to(x.dtype).transpose(1, 2).contiguous()
-
-
-def delta_step(q, k, v, g, beta, S):
-    """One token of the gated delta rule, written into the fp32 state S (B, H, dk, dv) in place. q, k: (B, 1, Hk, dk);
-    v: (B, 1, H, dv); g, beta: (B, 1, H). Returns o (B, 1, H, dv) in v's dtype. Each product over dk is an
-    elementwise product summed over dk, in the order transformers' recurrent step sums it, so the two round alike."""
-    B, _, H, dv = v.shape
-    q, k = (x[:, 0].repeat_interleave(H // x.shape[2], dim=1)[..., None] for x in (q, k))  # (B, H, dk, 1)
-    S.mul_(g[:, 0, :, None, None].exp())  # forget
-    delta = (v[:, 0].float() - (S * k).sum(-2)) * beta[:, 0, :, None].float()  # β(v − Sᵀk): (B, H, dv)
-    S.add_(k * delta[:, :, None])  # S += k ⊗ delta
-    return (S * q).sum(-2)[:, None].to(v.dtype)  # read: Sᵀq, (B, 1, H, dv)
+    mask=None, last_only=False, pixel_values=None, image_grid_thw=None)`. dtype, device: as load_model (built on the
+    meta device, then filled: the joined projections are stacked from the file's tensors, no other copy is made).
+    widen: None for the CPU's capability (`bf16_is_native`), or True / False."""
+    model = load_model(path, dtype=dtype, device=device, cls=Fast)
+    p = model.embed_tokens.weight
+    model.widen = not bf16_is_native(p.device, p.dtype) if widen is None else widen
+    return model

@@ -11,10 +11,13 @@ import os
 import re
 from pathlib import Path
 
-DEFAULT_MODEL = "Qwen/Qwen3.5-0.8B"
+from qwen.config import DEFAULT_MODEL, Config
+
 DENSE_SIZES = ("0.8B", "2B", "4B", "9B", "27B")  # every dense Qwen3.5 shares this layout
 VISION = "model.visual."  # the vision tower's tensors
-SKIPPED = ("mtp.", VISION)  # multi-token prediction and vision tower: not part of the text model
+MTP = "mtp."  # the multi-token-prediction head's
+SKIPPED = (MTP, VISION)  # multi-token prediction and vision tower: not part of the text model
+PARTS = {"text": "the text model", "vision": "the vision tower", "mtp": "the multi-token-prediction head"}
 META = ["config.json", "generation_config.json", "model.safetensors.index.json", "tokenizer.json",
         "tokenizer_config.json", "chat_template.jinja", "vocab.json", "merges.txt"]  # what text reads besides weights
 VISION_META = ["preprocessor_config.json"]  # the image processor's settings (qwen/image.py)
@@ -79,6 +82,11 @@ def shards(folder, wanted):
     return sorted({f for k, f in weight_map.items() if wanted(k)})
 
 
+def part_of(key):
+    """Which part of the model a checkpoint key belongs to: "vision", "mtp" or "text"."""
+    return "vision" if key.startswith(VISION) else "mtp" if key.startswith(MTP) else "text"
+
+
 def text_shards(folder):
     """The weight files that hold text tensors: with an index, skip files that hold only vision/MTP tensors."""
     return shards(folder, lambda k: not k.startswith(SKIPPED))
@@ -95,18 +103,19 @@ def download_files(folder):
     return META + VISION_META + shards(folder, lambda k: True)
 
 
-def part_files(folder, prefix, part):
-    """The weight files (paths) of checkpoint `folder` that hold `prefix` tensors, `part` of the model: with an index,
-    only those, and a file it names that the folder lacks (a download of the text files alone) is one clear error
-    that says how to fetch it; without an index, every .safetensors file."""
+def part_files(folder, part="text"):
+    """The weight files (paths) of checkpoint `folder` that hold tensors of `part` ("text", "vision" or "mtp"): with
+    an index, only those, and a file it names that the folder lacks (a download of the text files alone) is one
+    clear error that says how to fetch it; without an index, every .safetensors file."""
     folder = Path(folder)
     if not (folder / "model.safetensors.index.json").is_file():
         return sorted(folder.glob("*.safetensors"))
-    files = shards(folder, lambda k: k.startswith(prefix))
+    files = shards(folder, lambda k: part_of(k) == part)
     missing = [f for f in files if not (folder / f).is_file()]
     if missing:
-        raise ModelNotFound(f"{folder} lacks {', '.join(missing)}, which hold{'s' * (len(missing) == 1)} {part} "
-                            f"({prefix}*); text works without it", fetch_fix(folder, missing))
+        but = "" if part == "text" else "; text works without it"
+        raise ModelNotFound(f"{folder} lacks {', '.join(missing)}, which hold{'s' * (len(missing) == 1)} "
+                            f"{PARTS[part]}{but}", fetch_fix(folder, missing))
     return [folder / f for f in files]
 
 
@@ -124,8 +133,6 @@ def fetch_fix(folder, files):
 
 def checked(folder):
     """A folder counts as a checkpoint when its config is Qwen3.5 and every text weight file is there."""
-    from qwen.weights import Config  # here: qwen.weights imports this file
-
     Config.load(folder)
     missing = [f for f in text_shards(folder) if not (folder / f).is_file()]
     if missing:

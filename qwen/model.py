@@ -3,23 +3,24 @@
 Every layer is pre-norm: h = x + Mixer(norm(x)), out = h + MLP(norm(h)). The mixer is Gated DeltaNet on
 "linear_attention" layers (a fixed-size state, three of every four layers) and gated attention on "full_attention"
 layers (a KV cache that grows). The embedding is not scaled and the logits are not capped. The 0.8B ties the head to
-the embedding; larger sizes store their own. With an image (qwen/vision.py) the merged image tokens replace the
-embeddings of its <|image_pad|> ids and the prompt gets 3-row M-RoPE positions; the layers are unchanged.
+the embedding; larger sizes store their own. With an image, the vision tower's merged tokens (qwen/vision.py, attached
+as model.visual) replace the embeddings of its <|image_pad|> ids and the prompt gets 3-row M-RoPE positions
+(qwen/mrope.py); the layers are unchanged. Parts beyond the text model are attached in the open, never read from
+disk behind a call: `model.visual = load_vision(path, dtype, device)`, `model.mtp = load_mtp(path, dtype, device)`.
 Source: transformers' Qwen3_5TextModel and Qwen3_5ForConditionalGeneration.
 """
-from pathlib import Path
-
 import torch
 import torch.nn as nn
 
 from qwen.attention import GatedAttention, KVCache
+from qwen.config import DTYPES, Config, dtype_of
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet
 from qwen.embedding import Embedding
 from qwen.mlp import MLP
+from qwen.mrope import place_images, position_ids, rope_delta
 from qwen.norm import RMSNorm
 from qwen.rope import RotaryEmbedding
-from qwen.vision import load_vision, place_images, position_ids, rope_delta
-from qwen.weights import Config, load_weights
+from qwen.weights import fill, load_weights
 
 
 class DecoderLayer(nn.Module):
@@ -55,7 +56,7 @@ class Cache:
     def __init__(self, layer_types):
         self.layers = [KVCache() if kind == "full_attention" else DeltaNetCache() for kind in layer_types]
         self.length = 0  # tokens seen so far, padding included
-        self.delta = 0  # M-RoPE: how far positions run ahead of token counts after images, (B, 1) (qwen/vision.py)
+        self.delta = 0  # M-RoPE: how far positions run ahead of token counts after images, (B, 1) (qwen/mrope.py)
 
 
 class Qwen35(nn.Module):
@@ -71,6 +72,8 @@ class Qwen35(nn.Module):
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:  # one (V, d) table read in and out: the 0.8B saves 254M parameters this way
             self.lm_head.weight = self.embed_tokens.weight
+        self.visual = None  # the vision tower, when attached: model.visual = load_vision(path, dtype, device)
+        self.mtp = None  # the multi-token-prediction head, when attached: model.mtp = load_mtp(path, dtype, device)
 
     def new_cache(self):
         return Cache(self.cfg.layer_types)
@@ -88,23 +91,16 @@ class Qwen35(nn.Module):
             raise ValueError(f"mask must be (B, cached + new) = ({B}, {S}), got {tuple(mask.shape)}")
         return None if mask is None else mask.bool()
 
-    def vision(self):
-        """The vision tower, read from the checkpoint on the first call with an image: text alone never loads it."""
-        if getattr(self, "visual", None) is None:
-            if getattr(self, "checkpoint", None) is None:
-                raise ValueError("this model has no checkpoint folder to read its vision tower from: load it with "
-                                 "load_model(path), or set model.visual = qwen.vision.load_vision(path)")
-            p = self.embed_tokens.weight
-            self.visual = load_vision(self.checkpoint, p.dtype, p.device)
-        return self.visual
-
     def see(self, x, input_ids, pos, mask, pixel_values, image_grid_thw):
         """The images' merged tokens put at their pads, and the (3, B, T) positions of a chunk that starts at
         pos[:, :1] (the text position of its first token). Returns x, positions and the chunk's own rope_delta."""
+        if self.visual is None:
+            raise ValueError("pixel_values given, but this model has no vision tower: attach it first, "
+                             "model.visual = qwen.vision.load_vision(path, dtype, device)")
         if image_grid_thw is None:
             raise ValueError("pixel_values needs image_grid_thw (one (t, h, w) row per image): qwen.vision.preprocess "
                              "returns both")
-        tower = self.vision()
+        tower = self.visual
         ids, m = tower.cfg.image_token_id, tower.cfg.spatial_merge_size
         x = place_images(x, input_ids, tower(pixel_values.to(x.device, x.dtype), image_grid_thw), ids)  # (B, T, d)
         own = None if mask is None else mask[:, -input_ids.shape[1]:]
@@ -130,7 +126,7 @@ class Qwen35(nn.Module):
 
     def forward(self, input_ids, cache=None, mask=None, last_only=False, pixel_values=None, image_grid_thw=None):
         """pixel_values (N, 3·2·16·16) and image_grid_thw (images, 3) from qwen.vision.preprocess: the prompt's ids
-        hold one <|image_pad|> per merged token (qwen.vision.expand_image_tokens), as transformers' model takes them."""
+        hold one <|image_pad|> per merged token (qwen.mrope.expand_image_tokens), as transformers' model takes them."""
         x, cos, sin, mask, caches = self.inputs(input_ids, cache, mask, pixel_values, image_grid_thw)
         for layer, layer_cache in zip(self.layers, caches):
             x = layer(x, cos, sin, layer_cache, mask)
@@ -141,41 +137,18 @@ class Qwen35(nn.Module):
         return self.lm_head(self.norm(x))  # (B, T, V) in the model dtype
 
 
-DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32,
-          "fp16": torch.float16, "float16": torch.float16}
-
-
-def load_model(path, dtype=None, device=None):
+def load_model(path, dtype=None, device=None, cls=Qwen35) -> Qwen35:
     """The model with the checkpoint's weights, in `dtype` (default: the checkpoint's own) on `device` (default cpu).
-    Built on the meta device (no memory), then each parameter becomes the tensor read from the file: no fp32
-    detour, no random init to overwrite, no second copy. Peak memory is about the weights themselves."""
+    Built on the meta device (no memory), then each parameter becomes the tensor read from the file (qwen/weights.py
+    fill): no fp32 detour, no random init to overwrite, no second copy. Peak memory is about the weights themselves.
+    The text model only: attach the vision tower or the MTP head when you need them (see the module docstring).
+    cls: the model class to build (qwen/fast.py's Fast is one)."""
     cfg = Config.load(path)  # a clear error for a folder that is not a Qwen3.5 checkpoint
-    if isinstance(dtype, str) and dtype not in DTYPES:
-        raise ValueError(f"dtype {dtype!r}: use one of {', '.join(DTYPES)} or a torch dtype")
-    dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype or DTYPES.get(cfg.dtype or "")
+    dtype = dtype_of(dtype) or DTYPES.get(cfg.dtype or "")
     W = load_weights(path)
     cfg.tie_word_embeddings = W.where.get("lm_head.weight") == W.where.get("embed_tokens.weight")  # stored head wins
     with torch.device("meta"):
-        model = Qwen35(cfg)
+        model = cls(cfg)
     with torch.device(device or "cpu"):
         model.rotary = RotaryEmbedding(cfg)  # tables are computed, not loaded: build them for real
-    params = dict(model.named_parameters())  # the tied head appears once, as embed_tokens.weight
-    missing = [n for n in params if n not in W]
-    unexpected = [n for n in W if n not in params and not (n == "lm_head.weight" and cfg.tie_word_embeddings)]
-    if missing or unexpected:
-        what = "; ".join(f"{kind} {names[:3]}{' …' if len(names) > 3 else ''} ({len(names)})"
-                         for kind, names in (("missing", missing), ("unexpected", unexpected)) if names)
-        raise ValueError(f"{path}: the weights do not match its config.json ({what}): the download is incomplete or "
-                         f"the files belong to another model; download the checkpoint again")
-    for name, p in params.items():
-        t = W[name]
-        if t.shape != p.shape:
-            raise ValueError(f"{path}: {name} has shape {tuple(t.shape)} in the checkpoint, the config implies "
-                             f"{tuple(p.shape)}")
-        module, _, leaf = name.rpartition(".")
-        t = t.to(device=device, dtype=dtype or t.dtype)  # a no-op when both already match
-        setattr(model.get_submodule(module), leaf, nn.Parameter(t, requires_grad=False))
-    if cfg.tie_word_embeddings:
-        model.lm_head.weight = model.embed_tokens.weight
-    model.checkpoint = Path(path)  # where the parts loaded on demand come from (the MTP head: qwen/mtp.py)
-    return model.eval()
+    return fill(model, W, dtype=dtype, device=device, source=path).eval()

@@ -23,12 +23,11 @@ check it). This file uses vLLM's: the MTP cache then lines up with the main mode
 """
 import torch
 import torch.nn as nn
-from safetensors import safe_open
 
-from qwen.hub import part_files
+from qwen.config import Config, dtype_of
 from qwen.model import Cache, DecoderLayer
 from qwen.norm import RMSNorm
-from qwen.weights import read_header
+from qwen.weights import Weights, fill
 
 
 class MTP(nn.Module):
@@ -89,40 +88,14 @@ class FinalHidden:
         self.handle.remove()
 
 
-def mtp_files(folder):
-    """The weight files that hold mtp.* tensors (one the folder lacks is a clear error: qwen/hub.py part_files)."""
-    return part_files(folder, "mtp.", "the multi-token-prediction head")
-
-
-def load_mtp(path, model):
-    """The MTP block of the checkpoint at `path`, for `model` (its config, dtype and device), read through safetensors
-    tensor by tensor: built on the meta device, each parameter then becomes the tensor read from the file."""
-    where = {key[len("mtp."):]: file for file in mtp_files(path) for key in read_header(file) if key.startswith("mtp.")}
-    if not where:
+def load_mtp(path, dtype=None, device=None) -> MTP:
+    """The MTP block of the checkpoint at `path`, in `dtype` (default: as stored) on `device`: built on the meta
+    device, then filled (qwen/weights.py fill) from the mtp.* tensors alone. Attach it in the open, in the main
+    model's dtype and device: `model.mtp = load_mtp(path, dtype, device)`."""
+    W = Weights(path, "mtp")
+    if not len(W):
         raise ValueError(f"{path}: the checkpoint has no mtp.* tensors, so no MTP head to draft with: use a Qwen3.5 "
                          f"checkpoint that ships one (every official one does), or pass another draft")
-    p = model.embed_tokens.weight
     with torch.device("meta"):
-        mtp = MTP(model.cfg)
-    params = dict(mtp.named_parameters())
-    missing, unexpected = sorted(set(params) - set(where)), sorted(set(where) - set(params))
-    if missing or unexpected:
-        raise ValueError(f"{path}: the mtp.* tensors do not match one full-attention MTP layer (missing "
-                         f"{missing[:3]}, unexpected {unexpected[:3]}): the download is incomplete, download it again")
-    files = {}
-    for name, param in params.items():
-        file = where[name]
-        files.setdefault(file, safe_open(file, framework="pt"))
-        t = files[file].get_tensor("mtp." + name)
-        if t.shape != param.shape:
-            raise ValueError(f"{path}: mtp.{name} has shape {tuple(t.shape)}, the config implies {tuple(param.shape)}")
-        module, _, leaf = name.rpartition(".")
-        setattr(mtp.get_submodule(module), leaf, nn.Parameter(t.to(device=p.device, dtype=p.dtype),
-                                                               requires_grad=False))
-    return mtp.eval()
-
-
-def attach(model, path):
-    """Load the checkpoint's MTP block into model.mtp (its parameter names are then the checkpoint's keys)."""
-    model.mtp = load_mtp(path, model)
-    return model
+        mtp = MTP(Config.load(path))
+    return fill(mtp, W, dtype=dtype_of(dtype), device=device).eval()

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from qwen.weights import Config
+from qwen.config import Config
 
 # ---------------------------------------------------------------- the real Qwen3.5-0.8B
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from qwen.hub import DATA_DIR
 from qwen.sizes import PREFIXES, REAL_FP32, REAL_VISION_CONFIG, checkpoint_shapes
-from qwen.weights import DATA_DIR
 
 VERSION = 5  # bump when the layout or the numbers change: an older data/synthetic is then rebuilt
 MARKER = "qwen_by_hand_synthetic"  # key in config.json that says "these weights are random"

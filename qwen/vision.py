@@ -1,4 +1,4 @@
-"""The vision tower: patches of an image -> tokens of the text width, and where those tokens sit in the prompt.
+"""The vision tower: patches of an image -> tokens of the text width.
 
 Qwen3.5 reads pictures with a ViT stored beside the text model (`model.visual.*`, about 100 M parameters in the 0.8B):
 1. patch embedding: each patch (3 channels × 2 frames × 16 × 16 pixels, see qwen/image.py) times one matrix. The
@@ -13,66 +13,17 @@ Qwen3.5 reads pictures with a ViT stored beside the text model (`model.visual.*`
    order of qwen/image.py) is concatenated (4C) and sent through Linear, exact GELU, Linear to the text width d.
 No deepstack: unlike Qwen3-VL, Qwen3.5's tower hands only its last layer to the text model (real configs list
 `deepstack_visual_indexes: []` and transformers' Qwen3_5VisionModel reads none).
-
-In the prompt an image is `<|vision_start|>`, one `<|image_pad|>` per merged token, `<|vision_end|>`; the pads'
-embeddings are replaced by the merger's outputs. Their 3-D M-RoPE positions (time, row, column) all start where the
-text stopped; the text after the image continues from the image's largest position + 1, not from its token count.
-Source: transformers' Qwen3_5VisionModel, Qwen3_5Model.get_rope_index and get_placeholder_mask.
+The tower's tokens take the place of the image's placeholders in the prompt: qwen/mrope.py.
+Source: transformers' Qwen3_5VisionModel.
 """
-import json
-from dataclasses import dataclass
-from pathlib import Path
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from safetensors import safe_open
 
-from qwen.hub import part_files
+from qwen.config import DEFAULT_MODEL, VisionConfig, dtype_of
 from qwen.image import preprocess  # noqa: F401 (qwen.vision.preprocess: pixels -> patches)
 from qwen.rope import rotate_half
-from qwen.weights import read_header
-
-PREFIX = "model.visual."
-
-
-@dataclass
-class VisionConfig:
-    """config.json's vision_config (defaults: transformers' Qwen3_5VisionConfig) and the placeholder token ids."""
-    depth: int = 27  # blocks; 12 in the 0.8B
-    hidden_size: int = 1152  # C, the tower's width; 768 in the 0.8B
-    intermediate_size: int = 4304  # MLP width; 3072 in the 0.8B
-    num_heads: int = 16  # 12 in the 0.8B: head size 64
-    in_channels: int = 3
-    patch_size: int = 16  # P
-    temporal_patch_size: int = 2  # Tp
-    spatial_merge_size: int = 2  # m
-    out_hidden_size: int = 3584  # the text width d; 1024 in the 0.8B
-    num_position_embeddings: int = 2304  # a 48 × 48 learned grid
-    hidden_act: str = "gelu_pytorch_tanh"  # the blocks' MLP; the merger uses the exact GELU
-    rope_theta: float = 10000.0
-    image_token_id: int = 248056  # <|image_pad|>
-    vision_start_token_id: int = 248053  # <|vision_start|>
-    vision_end_token_id: int = 248054  # <|vision_end|>
-
-    @classmethod
-    def load(cls, path):
-        """From a checkpoint folder's config.json; a clear error when it describes no vision tower."""
-        file = Path(path) / "config.json"
-        raw = json.loads(file.read_text()) if file.is_file() else {}
-        if not isinstance(raw.get("vision_config"), dict):
-            raise ValueError(f"{path} has no vision tower (no vision_config in config.json): use a multimodal "
-                             f"Qwen3.5 checkpoint such as Qwen/Qwen3.5-0.8B")
-        v = raw["vision_config"]
-        fields = {k: v[k] for k in cls.__dataclass_fields__ if k in v}
-        ids = ("image_token_id", "vision_start_token_id", "vision_end_token_id")  # top-level keys
-        fields.update({k: raw[k] for k in ids if k in raw})
-        if "rope_theta" in (v.get("rope_parameters") or {}):
-            fields["rope_theta"] = v["rope_parameters"]["rope_theta"]
-        if fields.get("hidden_act", cls.hidden_act) not in ACT:
-            raise ValueError(f"{file}: vision hidden_act {fields['hidden_act']!r} is not one of {sorted(ACT)}")
-        return cls(**fields)
-
+from qwen.weights import Weights, fill
 
 ACT = {"gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"), "gelu": F.gelu}
 
@@ -218,111 +169,14 @@ class VisionTower(nn.Module):
         return self.merger(x)  # (N/4, d)
 
 
-def vision_files(path):
-    """{name without "model.visual.": (file, key)} for the checkpoint folder at `path`, from the headers of the files
-    that hold the tower only (one the folder lacks is a clear error: qwen/hub.py part_files)."""
-    return {key[len(PREFIX):]: (file, key) for file in part_files(path, PREFIX, "the vision tower")
-            for key in read_header(file) if key.startswith(PREFIX)}
-
-
-def load_vision(path, dtype=None, device=None):
+def load_vision(path, dtype=None, device=None) -> VisionTower:
     """The vision tower of checkpoint folder `path`, in `dtype` (default: as stored) on `device`. Built on the meta
-    device, then each parameter becomes its tensor read from the file: only model.visual.* is read."""
+    device, then filled (qwen/weights.py fill): only model.visual.* is read."""
     cfg = VisionConfig.load(path)
-    where = vision_files(path)
-    if not where:
+    W = Weights(path, "vision")
+    if not len(W):
         raise ValueError(f"{path} has no vision tower (no model.visual.* tensors): use a multimodal Qwen3.5 "
-                         f"checkpoint such as Qwen/Qwen3.5-0.8B")
+                         f"checkpoint such as {DEFAULT_MODEL}")
     with torch.device("meta"):
         tower = VisionTower(cfg)
-    params = dict(tower.named_parameters())
-    missing, unexpected = sorted(set(params) - set(where)), sorted(set(where) - set(params))
-    if missing or unexpected:
-        raise ValueError(f"{path}: model.visual.* does not match its vision_config (missing {missing[:3]}, "
-                         f"unexpected {unexpected[:3]}): download the checkpoint again")
-    handles = {}
-    for name, p in params.items():
-        file, key = where[name]
-        if file not in handles:
-            handles[file] = safe_open(file, framework="pt")
-        t = handles[file].get_tensor(key)
-        if t.shape != p.shape:
-            raise ValueError(f"{path}: {key} has shape {tuple(t.shape)}, its vision_config implies {tuple(p.shape)}")
-        module, _, leaf = name.rpartition(".")
-        setattr(tower.get_submodule(module), leaf, nn.Parameter(t.to(device=device, dtype=dtype or t.dtype),
-                                                                  requires_grad=False))
-    return tower.eval()
-
-
-def tokens_per_image(image_grid_thw, merge_size=2):
-    """Merged tokens of each image: t·h·w / m²."""
-    return [t * h * w // merge_size ** 2 for t, h, w in image_grid_thw.tolist()]
-
-
-def expand_image_tokens(ids, image_grid_thw, image_token_id=248056, merge_size=2):
-    """A rendered prompt's ids (a list, one `<|image_pad|>` per image) -> the same with each pad repeated as many
-    times as its image has merged tokens. Ids: the checkpoint's (VisionConfig.image_token_id, spatial_merge_size)."""
-    counts = tokens_per_image(image_grid_thw, merge_size)
-    pads = [i for i, t in enumerate(ids) if t == image_token_id]
-    if len(pads) != len(counts):
-        raise ValueError(f"the prompt has {len(pads)} <|image_pad|> tokens for {len(counts)} images: render one pad "
-                         f"per image (chat render writes <|vision_start|><|image_pad|><|vision_end|>)")
-    out, start = [], 0
-    for i, n in zip(pads, counts):
-        out += list(ids[start:i]) + [image_token_id] * n
-        start = i + 1
-    return out + list(ids[start:])
-
-
-def position_ids(input_ids, image_grid_thw=None, mask=None, image_token_id=248056, merge_size=2):
-    """The (t, h, w) M-RoPE positions (3, B, T) of a prompt whose ids hold one <|image_pad|> per merged token.
-    Text tokens: p on all three rows, p counting on from where the last text or image stopped. An image of gh × gw
-    patches starting at p: rows p + (0, …), p + i, p + j for merged token (i, j), row-major; the text after it
-    continues from p + max(gh, gw)/m, its largest position + 1. Images are taken from image_grid_thw in order,
-    batch row by batch row. With a (B, T) mask (left padding), pads are skipped and get position 0."""
-    B, T = input_ids.shape
-    grids = iter([] if image_grid_thw is None else image_grid_thw.tolist())
-    out = torch.zeros(3, B, T, dtype=torch.long, device=input_ids.device)
-    for b in range(B):
-        keep = torch.ones(T, dtype=torch.bool) if mask is None else mask[b].bool().cpu()
-        ids = input_ids[b].cpu()[keep].tolist()
-        rows, p, i = [], 0, 0
-        while i < len(ids):
-            if ids[i] != image_token_id:  # a run of text: the same position on the three axes
-                j = i
-                while j < len(ids) and ids[j] != image_token_id:
-                    j += 1
-                rows.append(torch.arange(p, p + j - i).expand(3, -1))  # (3, j − i)
-                p, i = p + j - i, j
-                continue
-            t, h, w = next(grids, (0, 0, 0))
-            h, w = h // merge_size, w // merge_size  # merged tokens per column and per row
-            n = t * h * w
-            if n == 0 or ids[i:i + n] != [image_token_id] * n:
-                raise ValueError(f"batch row {b}: the <|image_pad|> tokens at {i} do not match image_grid_thw "
-                                 f"(expand each image's pad with expand_image_tokens first)")
-            tt, hh, ww = torch.meshgrid(torch.arange(t), torch.arange(h), torch.arange(w), indexing="ij")
-            rows.append(torch.stack((tt, hh, ww)).reshape(3, n) + p)  # (3, n): time, row, column
-            p, i = p + max(h, w), i + n  # text resumes after the image's largest position
-        if rows:
-            out[:, b, keep.to(out.device)] = torch.cat(rows, 1).to(out.device)
-    return out
-
-
-def rope_delta(positions, mask=None):
-    """(B, 1): how far each row's next position is ahead of its token count (max position + 1 − real tokens). The
-    tokens generated after the prompt take position (count of real tokens so far) + delta on all three rows."""
-    n = positions.shape[-1] if mask is None else mask.long().sum(-1)
-    return (positions.amax(dim=(0, 2)) + 1 - torch.as_tensor(n, device=positions.device)).view(-1, 1)
-
-
-def place_images(embeds, input_ids, image_embeds, image_token_id=248056):
-    """embeds (B, T, d) with the rows at <|image_pad|> positions replaced by image_embeds (n, d), in reading order
-    (batch row by batch row), as transformers' masked_scatter. The count must match exactly."""
-    pads = input_ids == image_token_id  # (B, T)
-    if int(pads.sum()) != image_embeds.shape[0]:
-        raise ValueError(f"the prompt has {int(pads.sum())} <|image_pad|> tokens but the images give "
-                         f"{image_embeds.shape[0]} merged tokens: expand the pads with expand_image_tokens")
-    out = embeds.clone()
-    out[pads] = image_embeds.to(embeds.dtype)
-    return out
+    return fill(tower, W, dtype=dtype_of(dtype), device=device).eval()

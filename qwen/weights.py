@@ -1,96 +1,28 @@
-"""Find a Qwen3.5 checkpoint, read its config, and hand out its tensors by name.
+"""Hand out a checkpoint's tensors by name, and put them into a module: the one loader.
 
-A hub checkpoint is a folder: config.json (the multimodal Qwen3_5ForConditionalGeneration layout, text fields under
-`text_config`), one or more .safetensors files, and the tokenizer. Everything else in the course asks this file for
-three things: `Config.load` (the numbers), `load_weights` (name -> tensor, read from disk only when asked for) and
-`load` (copy tensors into a module, checking every name and shape). Weights are only ever read through safetensors.
+A hub checkpoint is a folder: config.json (read by qwen/config.py), one or more .safetensors files, and the
+tokenizer. Everything else in the course asks this file for two things: `Weights` / `load_weights` (name -> tensor,
+read from disk only when asked for, for the text model, the vision tower or the MTP head) and `fill` (each parameter
+of a module becomes its tensor, every name and shape checked). The text model, the vision tower, the MTP head, the
+fast path and every chapter's single layer load through `fill`. Weights are only ever read through safetensors.
 Finding the folder (`find_model`: a path, data/, the hub cache, a download) is qwen/hub.py's job.
 """
 import json
 import os
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch.nn as nn
 from safetensors import safe_open
 
-from qwen.hub import DATA_DIR, DEFAULT_MODEL, DENSE_SIZES, SKIPPED, find_model, text_shards  # noqa: F401 (the seed's)
+from qwen.config import Config
+from qwen.hub import MTP, SKIPPED, VISION, part_files
 
 TEXT_PREFIXES = ("model.language_model.", "model.")  # multimodal layout first: "model.visual." must not match
-
-
-@dataclass
-class Config:
-    """The text-model numbers. Defaults are transformers' Qwen3_5TextConfig defaults, used when a key is absent."""
-    vocab_size: int = 248320  # V
-    hidden_size: int = 4096  # d, the width of the residual stream
-    intermediate_size: int = 12288  # I, the SwiGLU width
-    num_hidden_layers: int = 32
-    num_attention_heads: int = 16  # H, query heads of full attention
-    num_key_value_heads: int = 4  # Hkv, shared K/V heads (GQA)
-    head_dim: int = 256  # D of full attention
-    linear_num_key_heads: int = 16  # Hk, DeltaNet q/k heads
-    linear_num_value_heads: int = 32  # Hv, DeltaNet v heads (a multiple of Hk)
-    linear_key_head_dim: int = 128  # dk
-    linear_value_head_dim: int = 128  # dv
-    linear_conv_kernel_dim: int = 4  # K, taps of the causal depthwise conv
-    hidden_act: str = "silu"
-    rms_norm_eps: float = 1e-6
-    rope_theta: float = 10000.0  # transformers' fallback; the real checkpoints say 1e7
-    partial_rotary_factor: float = 0.25  # only this share of each head's dims rotates
-    mrope_section: list = field(default_factory=lambda: [11, 11, 10])
-    layer_types: list = field(default_factory=list)  # "linear_attention" | "full_attention", one per layer
-    tie_word_embeddings: bool = False
-    eos_token_id: int | list | None = None
-    max_position_embeddings: int = 32768
-    dtype: str | None = None  # the dtype the checkpoint was saved in ("bfloat16")
-
-    @classmethod
-    def load(cls, path):
-        """Read config.json from a checkpoint folder (or the file itself); multimodal or flat text layout."""
-        file = Path(path) / "config.json" if Path(path).is_dir() else Path(path)
-        if not file.is_file():
-            raise FileNotFoundError(f"no config.json at {file}: point --model at a Qwen3.5 checkpoint folder")
-        try:
-            raw = json.loads(file.read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{file} is not valid JSON ({e}): download the checkpoint again") from None
-        return cls.from_dict(raw, file)
-
-    @classmethod
-    def from_dict(cls, raw, file="config"):
-        """The same from config.json's contents (`file` names it in error messages)."""
-        kind = raw.get("model_type") if isinstance(raw, dict) else None
-        if kind == "qwen3_5" and isinstance(raw.get("text_config"), dict):
-            text = dict(raw["text_config"])
-            text["tie_word_embeddings"] = raw.get("tie_word_embeddings", False)  # the top-level flag decides here
-            text.setdefault("eos_token_id", raw.get("eos_token_id"))
-            text.setdefault("dtype", raw.get("dtype") or raw.get("torch_dtype"))
-        elif kind == "qwen3_5_text":
-            text = dict(raw)
-        else:
-            raise ValueError(f"{file} is a {kind or 'non-model'} config, not a dense Qwen3.5 one (model_type "
-                             f"'qwen3_5' or 'qwen3_5_text'): use a Qwen3.5 checkpoint such as {DEFAULT_MODEL}")
-        rope = dict(text.get("rope_parameters") or {})
-        for key in ("rope_theta", "partial_rotary_factor"):  # old configs keep these at the top level
-            if key in text:
-                rope.setdefault(key, text[key])
-        known = {f for f in cls.__dataclass_fields__} - {"rope_theta", "partial_rotary_factor", "mrope_section"}
-        cfg = cls(**{k: v for k, v in text.items() if k in known and v is not None},
-                  **{k: rope[k] for k in ("rope_theta", "partial_rotary_factor", "mrope_section") if k in rope})
-        if not text.get("dtype") and text.get("torch_dtype"):
-            cfg.dtype = text["torch_dtype"]
-        if not cfg.layer_types:  # absent: every `full_attention_interval`-th layer is full attention
-            every = text.get("full_attention_interval", 4)
-            cfg.layer_types = ["full_attention" if (i + 1) % every == 0 else "linear_attention"
-                               for i in range(cfg.num_hidden_layers)]
-        bad = set(cfg.layer_types) - {"linear_attention", "full_attention"}
-        if len(cfg.layer_types) != cfg.num_hidden_layers or bad:
-            raise ValueError(f"{file}: layer_types must list {cfg.num_hidden_layers} entries of 'linear_attention' or "
-                             f"'full_attention', got {len(cfg.layer_types)}{' with ' + str(bad) if bad else ''}")
-        return cfg
+PREFIXES = {"vision": VISION, "mtp": MTP}  # the other parts' keys, stripped to their modules' names
+FIX = "download the checkpoint again (the files are incomplete, or belong to another model than its config.json)"
 
 
 def read_header(file):
@@ -126,24 +58,31 @@ def text_name(key):
 
 
 class Weights(Mapping):
-    """name -> tensor for a checkpoint folder. Only headers are read up front; a tensor is read when asked for."""
+    """name -> tensor for one part of a checkpoint folder ("text", "vision" or "mtp"), names stripped of the part's
+    prefix. Only headers are read up front; a tensor is read when asked for. With an index, only the files that hold
+    the part are read: a download may lack those of the vision tower or MTP (qwen/hub.py part_files says so)."""
 
-    def __init__(self, folder):
-        folder = Path(folder)
-        index = folder / "model.safetensors.index.json"  # with one, only the files that hold text tensors are read:
-        files = (text_shards(folder) if index.is_file()  # a download may lack those of the vision tower or MTP
-                 else sorted(p.name for p in folder.glob("*.safetensors")))
-        if not files:
+    def __init__(self, folder, part="text"):
+        self.folder, self.part = Path(folder), part
+        files = part_files(self.folder, part)
+        if not files and part == "text":
             raise FileNotFoundError(f"no .safetensors files in {folder}")
         self.where = {}  # name -> (file, key in that file)
         for f in files:
-            for key in read_header(folder / f):
-                if (name := text_name(key)) is not None:
-                    self.where[name] = (folder / f, key)
+            for key in read_header(f):
+                if (name := self.name(key)) is not None:
+                    self.where[name] = (f, key)
         # Tied head: the file stores E once and the head reuses it. A stored lm_head wins (as in transformers).
-        if "lm_head.weight" not in self.where and Config.load(folder).tie_word_embeddings:
+        if part == "text" and "lm_head.weight" not in self.where and Config.load(folder).tie_word_embeddings:
             self.where["lm_head.weight"] = self.where["embed_tokens.weight"]
         self.files = {}  # open safetensors handles, one per file
+
+    def name(self, key):
+        """Checkpoint key -> this part's name for it, or None for a tensor of another part."""
+        if self.part == "text":
+            return text_name(key)
+        prefix = PREFIXES[self.part]
+        return key[len(prefix):] if key.startswith(prefix) else None
 
     def __getitem__(self, name):
         if name not in self.where:
@@ -152,6 +91,14 @@ class Weights(Mapping):
         if file not in self.files:
             self.files[file] = safe_open(file, framework="pt")
         return self.files[file].get_tensor(key)
+
+    def alone(self, name):
+        """The same tensor through a handle of its own. safetensors maps a file into memory per handle, and every
+        tensor read through it keeps that whole mapping alive, with each page ever read. A tensor read alone, used
+        and dropped gives its pages back at once: fill reads the parts of a joined weight so (qwen/fast.py)."""
+        file, key = self.where[name]
+        with safe_open(file, framework="pt") as f:
+            return f.get_tensor(key)
 
     def __iter__(self):
         return iter(self.where)
@@ -165,21 +112,56 @@ def load_weights(path):
     return Weights(path)
 
 
-def load(module, W, prefix=""):
-    """Copy W[prefix + name] into each parameter of `module`; every name must exist and every shape must match."""
-    params = dict(module.named_parameters())
-    missing = [prefix + n for n in params if prefix + n not in W]
-    unexpected = [k for k in W if k.startswith(prefix) and k[len(prefix):] not in params]
+def sources(module, name):
+    """The names a parameter is read from: its own, or, for a weight that joins projections (a module with a
+    `joins` tuple, qwen/fast.py), each joined sibling's weight in order, their rows stacked."""
+    owner, _, leaf = name.rpartition(".")
+    joins = getattr(module.get_submodule(owner), "joins", None)
+    if not joins:
+        return [name]
+    parent = owner.rpartition(".")[0]
+    return [f"{parent}.{j}.{leaf}".lstrip(".") for j in joins]
+
+
+def short(names):
+    return f"{names[:3]}{' …' if len(names) > 3 else ''} ({len(names)})"
+
+
+def fill(module: nn.Module, W: Mapping, prefix: str = "", dtype: torch.dtype | None = None,
+         device: str | torch.device | None = None, source: str | Path | None = None) -> nn.Module:
+    """Make each parameter of `module` the tensor W[prefix + name]: THE loader, for a module built on the meta device
+    (the whole model, the tower, the MTP head: no memory until a tensor is read) or with real tensors (a chapter's
+    layer). Every name must exist, no name under `prefix` may be left over, every shape must match: otherwise one
+    error that names the checkpoint (`source`, default W.folder) and the fix. dtype, device: None keeps a real
+    parameter's own (a module built in fp32 stays fp32: bf16 widens exactly) and gives a meta one the tensor's own
+    (as stored, on the cpu for a file). A tied parameter (the 0.8B's head is its embedding) is read once and stays
+    tied; a joined one (qwen/fast.py) is its parts' rows stacked, built here so that no copy of the parts is kept."""
+    where = source or getattr(W, "folder", "the weights given")
+    kind = type(module).__name__
+    names = {}  # id(parameter) -> every name it has in the module (a tied parameter has two)
+    for name, p in module.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), (p, []))[1].append(name)
+    wanted = {n: [prefix + s for s in sources(module, n)] for _, group in names.values() for n in group}
+    read = {s for group in wanted.values() for s in group}
+    missing = sorted({s for s in read if s not in W})
+    unexpected = sorted(k for k in W if k.startswith(prefix) and k not in read)
     if missing or unexpected:
-        what = "; ".join(f"{kind} {keys[:3]}{' …' if len(keys) > 3 else ''}"
-                         for kind, keys in (("missing", missing), ("unexpected", unexpected)) if keys)
-        raise ValueError(f"loading {type(module).__name__} from {prefix!r}: {what} (the module has "
-                         f"{sorted(params)[:4]}{' …' if len(params) > 4 else ''})")
-    for name, p in params.items():
-        t = W[prefix + name]
-        if t.shape != p.shape:
-            raise ValueError(f"{prefix + name}: the checkpoint has shape {tuple(t.shape)}, "
-                             f"{type(module).__name__}.{name} expects {tuple(p.shape)}")
-        with torch.no_grad():
-            p.copy_(t)  # keeps the module's dtype and device; bf16 -> fp32 is exact
+        what = "; ".join(f"{label} {short(keys)}" for label, keys in (("missing", missing), ("unexpected", unexpected))
+                         if keys)
+        raise ValueError(f"{where}: the tensors under {prefix!r} do not fit {kind} ({what}). Fix: {FIX}")
+    for p, group in names.values():
+        keys = wanted[group[0]]
+        get = W.alone if len(keys) > 1 and hasattr(W, "alone") else W.__getitem__  # parts: copied, then dropped
+        parts = [get(k) for k in keys]
+        shape = (sum(x.shape[0] for x in parts), *parts[0].shape[1:])  # joined: the parts' rows stacked
+        if shape != p.shape or any(x.shape[1:] != parts[0].shape[1:] for x in parts):
+            raise ValueError(f"{where}: {'|'.join(keys)} has shape {' | '.join(str(tuple(x.shape)) for x in parts)} "
+                             f"in the checkpoint, {kind}.{group[0]} expects {tuple(p.shape)}. Fix: {FIX}")
+        t = parts[0] if len(parts) == 1 else torch.cat(parts)
+        keep = not p.is_meta
+        t = t.to(device=device or (p.device if keep else t.device), dtype=dtype or (p.dtype if keep else t.dtype))
+        new = nn.Parameter(t, requires_grad=keep and p.requires_grad)
+        for name in group:
+            owner, _, leaf = name.rpartition(".")
+            setattr(module.get_submodule(owner), leaf, new)
     return module

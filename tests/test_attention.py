@@ -16,8 +16,9 @@ from transformers.masking_utils import create_causal_mask
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5Attention, Qwen3_5TextRotaryEmbedding
 
 from qwen.attention import GatedAttention, KVCache, attention, causal_mask
+from qwen.config import Config
 from qwen.rope import RotaryEmbedding
-from qwen.weights import Config, load, load_weights
+from qwen.weights import fill, load_weights
 
 # Small text configs (one full-attention layer). Each covers something the synthetic checkpoint (H 4, Hkv 2,
 # D 64, R 16, θ 1e7, eps 1e-6) does not.
@@ -46,7 +47,7 @@ def pair(text, dtype, tmp_path, seed=0):
     with torch.no_grad():
         for p in theirs.parameters():  # norm weights too: (1 + w) must matter
             p.copy_(torch.randn_like(p) * (0.3 if p.dim() == 1 else p.shape[1] ** -0.5))
-    ours = load(GatedAttention(cfg), theirs.state_dict())
+    ours = fill(GatedAttention(cfg), theirs.state_dict())
     rotaries = RotaryEmbedding(cfg), Qwen3_5TextRotaryEmbedding(hf_cfg)
     return ours.to(dtype).eval(), theirs.to(dtype).eval(), *rotaries, hf_cfg
 
@@ -124,7 +125,7 @@ def synthetic_layer(synthetic, hf_model):
     """Layer 3 (the first full-attention layer) of the synthetic checkpoint: ours and transformers'."""
     cfg = Config.load(synthetic)
     i = cfg.layer_types.index("full_attention")
-    ours = load(GatedAttention(cfg), load_weights(synthetic), f"layers.{i}.self_attn.").eval()
+    ours = fill(GatedAttention(cfg), load_weights(synthetic), f"layers.{i}.self_attn.").eval()
     theirs = copy.deepcopy(hf_model.model.layers[i].self_attn)
     theirs.config = copy.deepcopy(hf_model.config)
     theirs.config._attn_implementation = "eager"  # the shared fixture runs SDPA: one bf16 rounding apart

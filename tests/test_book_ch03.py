@@ -9,8 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from book import ch03
+from qwen.config import Config
 from qwen.norm import GatedRMSNorm, RMSNorm
-from qwen.weights import Config, load, load_weights
+from qwen.weights import fill, load_weights
 
 matplotlib.use("Agg")
 
@@ -45,7 +46,7 @@ def test_rms_before_after_one_x_scale(ckpt):
     vecs = torch.randn(200, d, generator=torch.Generator().manual_seed(0)) * 10
     with torch.no_grad():
         fig = ch03.rms_before_after(vecs, {"RMSNorm, weight 0": RMSNorm(d),
-                                           "final norm": load(RMSNorm(d), W, "norm.")}, " (synthetic weights)")
+                                           "final norm": fill(RMSNorm(d), W, "norm.")}, " (synthetic weights)")
     assert fig.axes[0].get_xlim() == fig.axes[1].get_xlim() and fig.axes[0].get_xscale() == "log"
     assert "synthetic weights" in titles(fig)
     assert "real Qwen3.5-0.8B" in " ".join(t.get_text() for t in fig.axes[1].texts)
@@ -73,7 +74,7 @@ def inside(fig, legend):
 
 def test_gate_shows_the_sign(ckpt):
     cfg, W = ckpt
-    gated = load(GatedRMSNorm(cfg.linear_value_head_dim), W, "layers.0.linear_attn.norm.")
+    gated = fill(GatedRMSNorm(cfg.linear_value_head_dim), W, "layers.0.linear_attn.norm.")
     h = torch.randn(4, cfg.linear_value_head_dim, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         fig = ch03.gate(gated, h, " (synthetic weights)")

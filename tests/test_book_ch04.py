@@ -11,9 +11,9 @@ import pytest
 from book import ch04
 import torch
 
+from qwen.config import Config
 from qwen.rope import RotaryEmbedding, apply_rope, mrope_axes
 from qwen.sizes import real_config
-from qwen.weights import Config
 
 matplotlib.use("Agg")
 

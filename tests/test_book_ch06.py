@@ -12,8 +12,9 @@ from transformers import DynamicCache, Qwen3_5TextConfig
 from book import ch06
 from qwen import sizes
 from qwen.attention import GatedAttention
+from qwen.config import Config
 from qwen.rope import RotaryEmbedding
-from qwen.weights import Config, load, load_weights
+from qwen.weights import fill, load_weights
 
 matplotlib.use("Agg")
 
@@ -44,7 +45,7 @@ def test_attention_maps_show_the_probabilities(synthetic):
 def test_gate_distribution_counts_every_value(synthetic):
     cfg = Config.load(synthetic)
     W = load_weights(synthetic)
-    attn = load(GatedAttention(cfg), W, f"layers.{cfg.layer_types.index('full_attention')}.self_attn.")
+    attn = fill(GatedAttention(cfg), W, f"layers.{cfg.layer_types.index('full_attention')}.self_attn.")
     x = torch.randn(1, 7, cfg.hidden_size, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         gate = attn.q_proj(x).view(7, cfg.num_attention_heads, 2, cfg.head_dim)[:, :, 1].reshape(7, -1)

@@ -8,9 +8,9 @@ import torch
 matplotlib.use("Agg")
 
 from book import ch08  # noqa: E402
+from qwen.config import Config
 from qwen.model import load_model  # noqa: E402
 from qwen.sizes import real_config  # noqa: E402
-from qwen.weights import Config  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,10 @@ import torch
 
 from book import ch09
 from qwen import sizes
+from qwen.config import Config
 from qwen.model import load_model
 from qwen.sampling import filter_logits
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes
-from qwen.weights import Config
 
 matplotlib.use("Agg")
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -92,7 +92,7 @@ def test_position_grid():
 def test_mrope_rows_by_hand():
     """3 text tokens, an image of 4 × 6 patches (2 × 3 merged tokens), 2 text tokens: the positions by hand, as
     get_rope_index lays them out (test_vision.py proves position_ids equal to it)."""
-    from qwen.vision import position_ids
+    from qwen.mrope import position_ids
 
     ids = [1, 2, 3] + [PAD] * 6 + [4, 5]
     t = [0, 1, 2] + [3] * 6 + [6, 7]  # after the image: 3 + max(2, 3) = 6, not 3 + 6 = 9
@@ -161,17 +161,18 @@ def test_real_vision_parameters_equal_transformers():
 def test_the_formula_counts_the_synthetic_tower(synthetic):
     from safetensors import safe_open
 
-    from qwen.vision import VisionConfig, vision_files
+    from qwen.config import VisionConfig
+    from qwen.weights import Weights
 
     stored = 0
-    for file, key in vision_files(synthetic).values():
+    for file, key in Weights(synthetic, "vision").where.values():
         with safe_open(file, framework="pt") as f:
             stored += int(np.prod(f.get_slice(key).get_shape()))
     assert stored == ch10.tower_parameters(VisionConfig.load(synthetic))
 
 
 def test_vision_notation(synthetic, capsys):
-    from qwen.vision import VisionConfig
+    from qwen.config import VisionConfig
 
     text = ch10.vision_notation(VisionConfig.load(synthetic), "synthetic checkpoint")
     assert capsys.readouterr().out.strip() == text.strip()

@@ -21,10 +21,11 @@ from qwen.draft import MTPDraft
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.image import ImageSettings
 from qwen.model import load_model
+from qwen.mrope import expand_image_tokens
 from qwen.mtp import load_mtp
 from qwen.session import Session
 from qwen.tokenizer import load_tokenizer
-from qwen.vision import expand_image_tokens, load_vision
+from qwen.vision import load_vision
 from helpers import ROOT, chat_template
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -97,8 +98,8 @@ def test_bad_speculative_value_is_one_clear_error(value, why, capsys):
 @pytest.fixture(scope="module")
 def model(synthetic):
     model = load_model(synthetic, dtype=torch.float32)
-    model.mtp = load_mtp(synthetic, model)  # the draft of the speculative sessions
-    model.visual = load_vision(synthetic, torch.float32)  # the tower, for the image turns
+    model.visual = load_vision(synthetic, dtype=torch.float32)  # the oracle reads images too
+    model.mtp = load_mtp(synthetic, dtype=torch.float32)  # the drafts of --speculative
     return model
 
 
@@ -281,6 +282,7 @@ def test_scripted_image_session_equals_generate(synthetic, tmp_path):
     assert out.count("qwen> ") == 3 and "image tokens" not in out.split("dropped")[1]  # "Hi" went without the image
 
     model, tok = load_fast(synthetic, dtype="fp32"), load_tokenizer(synthetic)
+    model.visual = load_vision(synthetic, dtype="fp32")
     stop, image = checkpoint_stop_tokens(synthetic), preprocess(pic, synthetic)
     messages = [user("What is this?", pic)]
     for text in ("And now?", None):

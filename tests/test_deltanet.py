@@ -7,9 +7,10 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import (Qwen3_5GatedDeltaNet, 
                                                           causal_conv1d_update, torch_chunk_gated_delta_rule,
                                                           torch_recurrent_gated_delta_rule)
 
+from qwen.config import Config
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet, causal_conv, chunked_delta_rule, recurrent_delta_rule
 from qwen.norm import l2norm
-from qwen.weights import Config, load, load_weights
+from qwen.weights import fill, load_weights
 
 
 def kernel_inputs(B, T, Hk, H, dk, dv, dtype=torch.float64, seed=0, decay=3.0, state=True):
@@ -234,12 +235,12 @@ def twin_layers(hcfg, seed=0):
     cfg = Config(hidden_size=hcfg.hidden_size, linear_num_key_heads=hcfg.linear_num_key_heads,
                  linear_num_value_heads=hcfg.linear_num_value_heads, linear_key_head_dim=hcfg.linear_key_head_dim,
                  linear_value_head_dim=hcfg.linear_value_head_dim, linear_conv_kernel_dim=4)
-    return load(GatedDeltaNet(cfg), dict(theirs.state_dict())), theirs
+    return fill(GatedDeltaNet(cfg), dict(theirs.state_dict())), theirs
 
 
 def synthetic_layers(path, dtype=torch.float32):
     """Layer 0 of the synthetic checkpoint, in ours and in transformers' class."""
-    ours = load(GatedDeltaNet(Config.load(path)), load_weights(path), "layers.0.linear_attn.").to(dtype)
+    ours = fill(GatedDeltaNet(Config.load(path)), load_weights(path), "layers.0.linear_attn.").to(dtype)
     theirs = Qwen3_5GatedDeltaNet(AutoConfig.from_pretrained(path).text_config, 0).to(dtype)
     theirs.load_state_dict(ours.state_dict())
     return ours, theirs

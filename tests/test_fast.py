@@ -9,11 +9,13 @@ from hf_checkpoint import CONFIGS, hf_load
 from helpers import bf16_steps, fp32_tol, functions, ids_for, left_padding_error, run_in_pieces
 
 import qwen.fast
-from qwen.deltanet import recurrent_delta_rule
 from book.diff import compare
 from qwen.attention import attention, causal_mask
-from qwen.fast import Fast, bf16_is_native, delta_step, grouped_attention, load_fast, numerics, product
+from qwen.deltanet import recurrent_delta_rule
+from qwen.fast import bf16_is_native, load_fast, numerics, product
+from qwen.kernels import delta_step, grouped_attention
 from qwen.model import load_model
+from qwen.weights import load_weights
 
 TIED_GQA3 = "Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3"
 
@@ -129,35 +131,44 @@ def test_left_padding_equals_transformers(folders):
 
 @torch.no_grad()
 def test_fast_owns_its_weights(folders):
-    """Fast(model) leaves the model as it was; its joined projections are its own Parameters, equal to the
-    checkpoint's rows stacked; a state_dict round trip and .to(bf16) give what loading gives; rebinding a weight of
-    the teaching model afterwards does not reach the fast model, whose logits stay those of the checkpoint."""
+    """load_fast and load_model on the same checkpoint (fp32, as stored: neither converts, so each tensor is read
+    straight from the file) give two models that share no storage: an edit of one, in place, never moves the other's
+    logits. The joined projections equal the checkpoint's rows stacked; a state_dict round trip and .to(bf16) give
+    what loading gives."""
     folder = folders[TIED_GQA3]
-    model = load_model(folder, dtype=torch.float32)
-    before = {k: v.clone() for k, v in model.state_dict().items()}
+    model, fast = load_model(folder), load_fast(folder, widen=False)
+    assert {p.dtype for p in fast.parameters()} == {torch.float32}
     ids = ids_for(512, shape=(1, 40))
-    want = model(ids)
-    fast = Fast(model, widen=False)
-    assert model.state_dict().keys() == before.keys()
-    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items()) and torch.equal(model(ids), want)
+    want, got = model(ids), fast(ids)
+    storage = lambda m: {p.untyped_storage().data_ptr() for p in m.parameters()}  # noqa: E731
+    assert not storage(model) & storage(fast)
+    W = load_weights(folder)
     layer = fast.layers[0]
-    rows = [before[f"layers.0.linear_attn.{n}.weight"] for n in ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")]
+    rows = [W[f"layers.0.linear_attn.{n}.weight"] for n in ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")]
     assert torch.equal(layer.linear_attn.in_proj.weight, torch.cat(rows))
-    assert torch.equal(layer.mlp.gate_up_proj.weight, torch.cat([before["layers.0.mlp.gate_proj.weight"],
-                                                                 before["layers.0.mlp.up_proj.weight"]]))
-    got = fast(ids)
-    model.layers[0].mlp.up_proj.weight = torch.nn.Parameter(torch.zeros_like(model.layers[0].mlp.up_proj.weight))
-    assert torch.equal(fast(ids), got) and not torch.equal(model(ids), want)
+    assert torch.equal(layer.mlp.gate_up_proj.weight, torch.cat([W["layers.0.mlp.gate_proj.weight"],
+                                                                 W["layers.0.mlp.up_proj.weight"]]))
+    full = fast.cfg.layer_types.index("full_attention")
+    assert torch.equal(fast.layers[full].self_attn.qkv_proj.weight,
+                       torch.cat([W[f"layers.{full}.self_attn.{n}_proj.weight"] for n in "qkv"]))
 
     again = load_fast(folder, torch.float32, widen=False)
     again.load_state_dict({k: v.clone() for k, v in fast.state_dict().items()})
     assert torch.equal(again(ids), got)
-    half, loaded = Fast(load_model(folder, torch.float32), widen=False).to(torch.bfloat16), \
+    half, loaded = load_fast(folder, torch.float32, widen=False).to(torch.bfloat16), \
         load_fast(folder, torch.bfloat16, widen=False)
     assert {p.dtype for p in half.parameters()} == {torch.bfloat16}
     assert half.state_dict().keys() == loaded.state_dict().keys()
     assert all(torch.equal(v, loaded.state_dict()[k]) for k, v in half.state_dict().items())
     assert torch.equal(half(ids), loaded(ids))
+
+    model.norm.weight.add_(1)  # an experiment on the teaching model, in place
+    model.layers[0].mlp.up_proj.weight.zero_()
+    moved = model(ids)
+    assert torch.equal(fast(ids), got) and not torch.equal(moved, want)
+    fast.embed_tokens.weight.mul_(2)  # and one on the fast model
+    fast.layers[full].self_attn.qkv_proj.weight.zero_()
+    assert torch.equal(model(ids), moved) and not torch.equal(fast(ids), got)
 
 
 def test_hooks_and_diff_see_inside(synthetic):

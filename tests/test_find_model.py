@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from qwen.weights import DENSE_SIZES
+from qwen.hub import DENSE_SIZES
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -36,9 +36,9 @@ def populate_cache(cache, repo_id, src):
 def find(tmp_path, *names, **env):
     """find_model(name) for each name (none: the default) in one fresh process with an empty data/ dir.
     Returns (exit code, output): one line per name, the folder or 'ERROR <message>' (exit code 3 on any error)."""
-    code = ("import sys, pathlib, qwen.hub, qwen.weights as w; qwen.hub.DATA_DIR = pathlib.Path(sys.argv[1]); rc = 0\n"
+    code = ("import sys, pathlib, qwen.hub; qwen.hub.DATA_DIR = pathlib.Path(sys.argv[1]); rc = 0\n"
             "for name in sys.argv[2:] or [None]:\n"
-            "    try: print(w.find_model(name))\n"  # the import path of earlier editions keeps working
+            "    try: print(qwen.hub.find_model(name))\n"
             "    except FileNotFoundError as e: print('ERROR', e); rc = 3\n"
             "sys.exit(rc)")
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "QWEN_"))}
@@ -240,7 +240,7 @@ def test_a_folder_of_text_files_only_says_where_to_put_the_rest(tmp_path, split,
     text loads and reads the same; the tower and the MTP head each name their missing file."""
     from qwen.hub import ModelNotFound
     from qwen.model import load_model
-    from qwen.mtp import mtp_files
+    from qwen.mtp import load_mtp
     from qwen.vision import load_vision
 
     folder = tmp_path / "Qwen3.5-0.8B"
@@ -254,4 +254,4 @@ def test_a_folder_of_text_files_only_says_where_to_put_the_rest(tmp_path, split,
     with pytest.raises(ModelNotFound, match=rf"lacks {VISION_SHARD}.*Fix: copy {VISION_SHARD} into {folder}"):
         load_vision(folder)
     with pytest.raises(ModelNotFound, match=rf"lacks {MTP_SHARD}, which holds the multi-token-prediction head"):
-        mtp_files(folder)
+        load_mtp(folder)

@@ -7,8 +7,9 @@ import torch.nn.functional as F
 from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5MLP
 
+from qwen.config import Config
 from qwen.mlp import MLP
-from qwen.weights import Config, load, load_weights
+from qwen.weights import fill, load_weights
 
 
 def inputs(shape, seed, dtype=torch.float32):
@@ -22,7 +23,7 @@ def cfg(synthetic):
 
 @pytest.mark.parametrize("layer", [0, 3, 23])  # a DeltaNet layer, a full-attention layer, the last one
 def test_checkpoint_layer_equals_transformers(synthetic, cfg, hf_model, layer):
-    ours = load(MLP(cfg), load_weights(synthetic), f"layers.{layer}.mlp.")
+    ours = fill(MLP(cfg), load_weights(synthetic), f"layers.{layer}.mlp.")
     theirs = hf_model.model.layers[layer].mlp  # transformers read the same checkpoint itself
     x = inputs((2, 5, cfg.hidden_size), layer) * 3
     with torch.no_grad():

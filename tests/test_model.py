@@ -226,7 +226,7 @@ def test_missing_tensor_is_a_clear_error(layouts, tmp_path):
     tensors = load_file(folder / "model.safetensors")
     del tensors["model.language_model.layers.2.mlp.up_proj.weight"]
     save_file(tensors, tmp_path / "model.safetensors")
-    with pytest.raises(ValueError, match=r"missing \['layers\.2\.mlp\.up_proj\.weight'\].*download the checkpoint"):
+    with pytest.raises(ValueError, match=r"missing \['layers\.2\.mlp\.up_proj\.weight'\].*Fix: download the"):
         load_model(tmp_path)
 
 

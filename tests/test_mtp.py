@@ -11,8 +11,9 @@ from hf_checkpoint import SMALL, hf_load, save_checkpoint, text_config
 from safetensors import safe_open
 
 from qwen.fast import load_fast
+from qwen.hub import part_files
 from qwen.model import load_model
-from qwen.mtp import FinalHidden, attach, load_mtp, mtp_files, new_cache, step
+from qwen.mtp import FinalHidden, load_mtp, new_cache, step
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -27,7 +28,7 @@ def oracle_layer(hf, folder):
     full = cfg.layer_types.index("full_attention")  # a layer index whose type is full attention
     layer = MtpLayer(cfg, Qwen3_5DecoderLayer, Qwen3_5RMSNorm, full).float().eval()
     state = {}
-    for file in mtp_files(folder):
+    for file in part_files(folder, "mtp"):
         with safe_open(file, framework="pt") as f:
             for key in f.keys():
                 if key.startswith("mtp."):
@@ -36,6 +37,12 @@ def oracle_layer(hf, folder):
                     state[MAPPING[prefix] + name[len(prefix):]] = f.get_tensor(key).float()
     layer.load_state_dict(state, strict=True)
     return layer
+
+
+def with_mtp(model, folder):
+    """The model with its MTP head attached in the open, in the model's dtype."""
+    model.mtp = load_mtp(folder, dtype=model.embed_tokens.weight.dtype)
+    return model
 
 
 def oracle_hidden(hf, ids):
@@ -70,7 +77,7 @@ def ours(model, ids, next_ids, pieces=None, hidden=None):
 
 
 def check(folder, hf, vocab, seed=0):
-    model = attach(load_model(folder, dtype=torch.float32), folder)
+    model = with_mtp(load_model(folder, dtype=torch.float32), folder)
     layer = oracle_layer(hf, folder)
     tokens = torch.randint(0, vocab, (2, 12), generator=torch.Generator().manual_seed(seed))
     ids, next_ids = tokens[:, :-1], tokens[:, 1:]  # pair t: (x_{t+1}, h_t)
@@ -113,7 +120,7 @@ def test_bf16_block_equals_transformers_mtp_layer(small, name):
     folder = small[name]
     hf = hf_load(folder, torch.bfloat16)
     layer = oracle_layer(hf, folder).to(torch.bfloat16)
-    model = attach(load_model(folder, dtype=torch.bfloat16), folder)
+    model = with_mtp(load_model(folder, dtype=torch.bfloat16), folder)
     tokens = torch.randint(0, 512, (2, 12), generator=torch.Generator().manual_seed(6))
     ids, next_ids = tokens[:, :-1], tokens[:, 1:]
     h = oracle_hidden(hf, ids)
@@ -129,13 +136,13 @@ def test_fast_path_reads_the_same_hidden(synthetic):
     """load_fast's model: the hook sees its h, and the block's logits match the teaching model's within the fast
     path's fp32 bound against it (tests/test_fast.py: 1e-4, or 1e-5 of the scale when larger)."""
     tokens = torch.randint(0, 1000, (1, 9), generator=torch.Generator().manual_seed(4))
-    want = ours(attach(load_model(synthetic, dtype=torch.float32), synthetic), tokens[:, :-1], tokens[:, 1:])
-    got = ours(attach(load_fast(synthetic, dtype=torch.float32), synthetic), tokens[:, :-1], tokens[:, 1:])
+    want = ours(with_mtp(load_model(synthetic, dtype=torch.float32), synthetic), tokens[:, :-1], tokens[:, 1:])
+    got = ours(with_mtp(load_fast(synthetic, dtype=torch.float32), synthetic), tokens[:, :-1], tokens[:, 1:])
     assert (got - want).abs().max().item() <= max(1e-4, 1e-5 * want.abs().max().item())
 
 
 def test_final_hidden_head_last_computes_the_head_once(synthetic):
-    model = attach(load_model(synthetic, dtype=torch.float32), synthetic)
+    model = with_mtp(load_model(synthetic, dtype=torch.float32), synthetic)
     ids = torch.randint(0, 1000, (2, 7), generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
         full = model(ids)
@@ -148,4 +155,4 @@ def test_final_hidden_head_last_computes_the_head_once(synthetic):
 def test_missing_mtp_is_one_clear_error(tmp_path):
     folder = save_checkpoint(tmp_path, text_config(), seed=0)
     with pytest.raises(ValueError, match=r"no mtp\.\* tensors"):
-        load_mtp(folder, load_model(folder))
+        load_mtp(folder)

@@ -21,8 +21,9 @@ from qwen.sizes import (REAL_FP32, REAL_TEXT_CONFIG, REAL_VISION_CONFIG, checkpo
                         is_zero_centred, mtp_shapes, tensor_shapes, vision_shapes)
 from qwen.synthetic import TEXT as SYNTHETIC_TEXT
 from qwen.synthetic import VISION as SYNTHETIC_VISION
+from qwen.config import Config
 from qwen.norm import rms_normalize
-from qwen.weights import Config, load_weights, read_header
+from qwen.weights import load_weights, read_header
 
 PROBLEMS = problems()
 WRONG = [(n, f) for n, p in PROBLEMS.items() for f in sorted((p.folder / "wrong").glob("*.py"))]

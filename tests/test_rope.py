@@ -8,8 +8,8 @@ from transformers import AutoConfig
 from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5TextRotaryEmbedding, apply_rotary_pos_emb
 
+from qwen.config import Config
 from qwen.rope import RotaryEmbedding, apply_rope, mrope_axes
-from qwen.weights import Config
 
 # Small configs that cover what the synthetic checkpoint (head_dim 64, factor 0.25, θ = 1e7) does not.
 SMALL = {

@@ -34,8 +34,11 @@ def with_mtp(model, folder):
 
 @pytest.fixture(scope="module")
 def loaded(small, synthetic):
-    return {name: with_mtp(load_model(folder, dtype=torch.float32), folder)
-            for name, folder in models(small, synthetic).items()}
+    out = {}
+    for name, folder in models(small, synthetic).items():
+        out[name] = load_model(folder, dtype=torch.float32)
+        out[name].mtp = load_mtp(folder, dtype=torch.float32)  # attached in the open
+    return out
 
 
 def run(model, prompts, n=N, draft=None):
@@ -77,7 +80,8 @@ def test_greedy_equals_plain_greedy(loaded, plain_runs, name, batch, k, kind):
 
 
 def test_fast_path_greedy_equals_plain(synthetic):
-    model = with_mtp(load_fast(synthetic, dtype=torch.float32), synthetic)
+    model = load_fast(synthetic, dtype=torch.float32)
+    model.mtp = load_mtp(synthetic, dtype=torch.float32)
     plain = run(model, PROMPTS)
     for k, kind in ((2, "mtp"), (4, "right")):
         assert run(model, PROMPTS, draft=drafts(model, plain, kind, k)) == plain
@@ -193,6 +197,7 @@ def test_bad_arguments_are_one_clear_error(loaded, small):
     with pytest.raises(ValueError, match="presence_penalty"):
         list(speculate(model, [1, 2], 4, MTPDraft(model, 2), Sampling(presence_penalty=1.0)))
     bare = load_model(small[next(iter(SMALL))], dtype=torch.float32)  # no MTP head attached
+    assert bare.mtp is None  # generate and speculate read no file to find one
     with pytest.raises(ValueError, match="no MTP head"):
         MTPDraft(bare, 2)
     plain = list(generate(bare, [1, 2], 8))

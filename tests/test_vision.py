@@ -24,9 +24,10 @@ from PIL import Image
 from transformers import Qwen2VLImageProcessorPil, Qwen3_5Config, Qwen3_5VisionConfig
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5Model, Qwen3_5VisionModel
 
+from qwen.config import VISION_ACTS, VisionConfig
 from qwen.image import ImageSettings, load_image, preprocess, smart_resize
-from qwen.vision import (PatchProjection, VisionConfig, VisionTower, expand_image_tokens, load_vision, place_images,
-                         position_ids, rope_delta, tokens_per_image)
+from qwen.mrope import expand_image_tokens, place_images, position_ids, rope_delta, tokens_per_image
+from qwen.vision import ACT, PatchProjection, VisionTower, load_vision
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -437,14 +438,15 @@ def test_the_model_reads_the_image_as_transformers_does(synthetic, hf_cond):
     from qwen.model import load_model
 
     model = load_model(synthetic, dtype="fp32")
-    assert getattr(model, "visual", None) is None  # text work never reads the tower
+    assert model.visual is None  # text work never reads the tower
+    model.visual = load_vision(synthetic, dtype=torch.float32)  # attached in the open
     pixels, grid = preprocess(picture(200, 120, seed=5), synthetic)  # 224 × 352 pixels: 77 image tokens
     ids, _ = prompt(3, tuple(grid[0, 1:].tolist()), 4, seed=6)
     ids = torch.tensor([ids])
     with torch.no_grad():
         want = hf_cond(input_ids=ids, pixel_values=pixels, image_grid_thw=grid,
                        mm_token_type_ids=(ids == PAD).int()).logits
-        got = model(ids, pixel_values=pixels, image_grid_thw=grid)  # loads the tower from model.checkpoint
+        got = model(ids, pixel_values=pixels, image_grid_thw=grid)
         assert model.visual.cfg.depth == 12
         ours = model.visual
         model.visual = ReferenceTower(hf_cond.model.visual, ours.cfg)
@@ -460,6 +462,7 @@ def image_prompt(synthetic):
     from qwen.model import load_model
 
     model = load_model(synthetic, dtype="fp32")
+    model.visual = load_vision(synthetic, dtype=torch.float32)
     pixels, grid = preprocess(picture(150, 260, seed=7), synthetic)
     ids, _ = prompt(4, tuple(grid[0, 1:].tolist()), 5, seed=8)
     ids = torch.tensor([ids])
@@ -488,11 +491,12 @@ def test_a_cached_continuation_after_the_image_equals_the_full_pass(image_prompt
     assert scaled_error(wrong, full[:, -1:]) > 1e-2  # measured 8e-2: the test sees a lost offset
 
 
-def test_the_fast_path_reads_the_image_as_the_teaching_model(image_prompt):
-    from qwen.fast import Fast
+def test_the_fast_path_reads_the_image_as_the_teaching_model(synthetic, image_prompt):
+    from qwen.fast import load_fast
 
     model, ids, pixels, grid, full = image_prompt
-    fast = Fast(model)
+    fast = load_fast(synthetic, dtype=torch.float32, widen=False)
+    fast.visual = load_vision(synthetic, dtype=torch.float32)
     cache = fast.new_cache()
     with torch.no_grad():
         got = fast(ids, pixel_values=pixels, image_grid_thw=grid)
@@ -504,15 +508,18 @@ def test_the_fast_path_reads_the_image_as_the_teaching_model(image_prompt):
     assert scaled_error(last, full[:, -2:-1]) < 1e-4 and scaled_error(step, full[:, -1:]) < 1e-4
 
 
-def test_without_image_grid_thw_or_checkpoint_says_so(image_prompt):
+def test_without_image_grid_thw_or_a_tower_says_so(image_prompt):
+    """pixel_values without their grid, or given to a model with no tower attached: one clear error that says
+    what to do; the model reads no file to find a tower."""
     from qwen.model import Qwen35
 
     model, ids, pixels, grid, _ = image_prompt
     with pytest.raises(ValueError, match="needs image_grid_thw"):
         model(ids, pixel_values=pixels)
     bare = Qwen35(model.cfg)
-    with pytest.raises(ValueError, match="no checkpoint folder"):
+    with pytest.raises(ValueError, match=r"no vision tower: attach it first, model\.visual = qwen\.vision\.load_vis"):
         bare(ids, pixel_values=pixels, image_grid_thw=grid)
+    assert set(ACT) == set(VISION_ACTS)  # the activations config.py accepts are the ones the tower has
 
 
 def test_greedy_generation_after_an_image_equals_transformers(tmp_path):
@@ -538,7 +545,9 @@ def test_greedy_generation_after_an_image_equals_transformers(tmp_path):
         want = hf.generate(ids, pixel_values=pixels, image_grid_thw=grid, mm_token_type_ids=(ids == 500).int(),
                            max_new_tokens=12, do_sample=False)[0, ids.shape[1]:].tolist()
     for load in (load_model, load_fast):
-        got = list(generate(load(folder, dtype="fp32"), ids[0], 12, stop=[], images=(pixels, grid)))
+        model = load(folder, dtype="fp32")
+        model.visual = load_vision(folder, dtype="fp32")
+        got = list(generate(model, ids[0], 12, stop=[], images=(pixels, grid)))
         assert got == want, load.__name__
     text_only = list(generate(load_model(folder, dtype="fp32"), ids[0], 12, stop=[]))
     assert text_only != want  # the image really changes what is generated

@@ -1,5 +1,8 @@
-"""qwen/weights.py: Config, load_weights and load, against transformers' reading of the same checkpoints."""
+"""qwen/config.py and qwen/weights.py: Config, load_weights and fill, against transformers' reading of the same
+checkpoints; every error path of the one loader, for the text model, the fast path, the vision tower and the MTP
+head alike."""
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -8,8 +11,9 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForCausalLM, Qwen3_5ForConditionalGeneration, Qwen3_5TextConfig
 
+from qwen.config import Config
 from qwen.norm import RMSNorm
-from qwen.weights import Config, load, load_weights
+from qwen.weights import fill, load_weights
 
 
 def hf_name(name):
@@ -168,17 +172,19 @@ def test_stored_head_wins_over_tying(synthetic, tmp_path):
     assert not torch.equal(W["lm_head.weight"], W["embed_tokens.weight"])
 
 
-def test_load_copies_and_checks(synthetic):
+def test_fill_copies_and_checks(synthetic):
+    """A module built with real tensors keeps its dtype (fp32 here: bf16 widens exactly) and its requires_grad."""
     W = load_weights(synthetic)
     d = Config.load(synthetic).hidden_size
-    norm = load(RMSNorm(d), W, "norm.")
-    assert torch.equal(norm.weight, W["norm.weight"].float())
-    with pytest.raises(ValueError, match=r"norm\.weight: the checkpoint has shape \(64,\), RMSNorm\.weight expects \(65,\)"):
-        load(RMSNorm(d + 1), W, "norm.")
+    norm = fill(RMSNorm(d), W, "norm.")
+    assert torch.equal(norm.weight, W["norm.weight"].float()) and norm.weight.requires_grad
+    with pytest.raises(ValueError, match=r"norm\.weight has shape \(64,\) in the checkpoint, RMSNorm\.weight expects "
+                                         r"\(65,\)\. Fix: download the checkpoint again"):
+        fill(RMSNorm(d + 1), W, "norm.")
     with pytest.raises(ValueError, match=r"missing \['nope\.weight'\]"):
-        load(RMSNorm(d), W, "nope.")
-    with pytest.raises(ValueError, match=r"missing \['layers\.0\.weight'\]; unexpected \['layers\.0\.\w"):
-        load(RMSNorm(d), W, "layers.0.")  # a whole layer's tensors do not fit one norm
+        fill(RMSNorm(d), W, "nope.")
+    with pytest.raises(ValueError, match=r"missing \['layers\.0\.weight'\] \(1\); unexpected \['layers\.0\.\w"):
+        fill(RMSNorm(d), W, "layers.0.")  # a whole layer's tensors do not fit one norm
 
 
 def test_bad_layer_types(tmp_path):
@@ -254,3 +260,128 @@ def test_readme_figure_synthetic_size(synthetic):
     assert round(size(synthetic.glob("*.safetensors"))) == 36
     assert round(size([synthetic / "tokenizer.json"]), 1) == 16.5
     assert "about 53 MB: 36 MB of weights and the 16.5 MB tokenizer" in readme()
+
+
+# ---------------------------------------------------------------- the one loader's error paths, part by part
+
+def text_loader(folder):
+    from qwen.model import load_model
+
+    return load_model(folder, dtype=torch.float32)
+
+
+def fast_loader(folder):
+    from qwen.fast import load_fast
+
+    return load_fast(folder, dtype=torch.float32, widen=False)
+
+
+def vision_loader(folder):
+    from qwen.vision import load_vision
+
+    return load_vision(folder)
+
+
+def mtp_loader(folder):
+    from qwen.mtp import load_mtp
+
+    return load_mtp(folder)
+
+
+# part: (its loader, the module it builds, a tensor of it to break: in the fast model the MLP's up_proj is a part of
+# the joined gate_up_proj)
+PARTS = {"text": (text_loader, "Qwen35", "model.language_model.layers.0.mlp.up_proj.weight"),
+         "fast": (fast_loader, "Fast", "model.language_model.layers.0.mlp.up_proj.weight"),
+         "vision": (vision_loader, "VisionTower", "model.visual.blocks.0.mlp.linear_fc1.weight"),
+         "mtp": (mtp_loader, "MTP", "mtp.fc.weight")}
+FILES = {"text": "text.safetensors", "vision": "vision.safetensors", "mtp": "mtp.safetensors"}
+
+
+@pytest.fixture(scope="module")
+def every_tensor(synthetic):
+    tensors = {}
+    for f in sorted(synthetic.glob("*.safetensors")):
+        tensors.update(load_file(f))
+    return tensors
+
+
+def by_part(synthetic, folder, tensors):
+    """A checkpoint of `tensors` with one weight file per part (text, vision, MTP) and an index naming them."""
+    from qwen.hub import part_of
+
+    folder.mkdir()
+    weight_map = {}
+    for part, file in FILES.items():
+        mine = {k: v for k, v in tensors.items() if part_of(k) == part}
+        save_file(mine, folder / file)
+        weight_map.update(dict.fromkeys(mine, file))
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    shutil.copy(synthetic / "config.json", folder / "config.json")
+    return folder
+
+
+def stripped(part, key):
+    return key.removeprefix("model.language_model.") if part in ("text", "fast") else key.split(".", 1 + (
+        part == "vision"))[-1]
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_each_part_loads_from_its_own_file(synthetic, tmp_path, every_tensor, part):
+    """The checkpoint split by part loads as the synthetic one does: the loaders read only their own files."""
+    load, kind, _ = PARTS[part]
+    folder = by_part(synthetic, tmp_path / "ok", every_tensor)
+    for other in FILES:
+        if other != ("text" if part == "fast" else part):
+            (folder / FILES[other]).unlink()
+    got, want = load(folder), load(synthetic)
+    assert type(got).__name__ == kind
+    assert all(torch.equal(p, q) for p, q in zip(got.parameters(), want.parameters(), strict=True))
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_a_missing_tensor_names_the_checkpoint_and_the_fix(synthetic, tmp_path, every_tensor, part):
+    load, kind, key = PARTS[part]
+    folder = by_part(synthetic, tmp_path / "missing", {k: v for k, v in every_tensor.items() if k != key})
+    name = stripped(part, key)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(folder))}: the tensors under '' do not fit {kind} "
+                                         rf"\(missing \['{re.escape(name)}'\] \(1\)\)\. Fix: download the checkpoint"):
+        load(folder)
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_an_unexpected_tensor_names_the_checkpoint_and_the_fix(synthetic, tmp_path, every_tensor, part):
+    load, kind, key = PARTS[part]
+    extra = key.replace("weight", "extra")
+    folder = by_part(synthetic, tmp_path / "unexpected", {**every_tensor, extra: every_tensor[key].clone()})
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(folder))}: the tensors under '' do not fit {kind} "
+                                         rf"\(unexpected \['{re.escape(stripped(part, extra))}'\] \(1\)\)\. Fix: "):
+        load(folder)
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_a_wrong_shape_names_the_checkpoint_and_the_fix(synthetic, tmp_path, every_tensor, part):
+    """One row too many; in the fast model the broken tensor is one part of a joined weight."""
+    load, kind, key = PARTS[part]
+    t = every_tensor[key]
+    folder = by_part(synthetic, tmp_path / "shape", {**every_tensor, key: torch.cat([t, t[:1]])})
+    rows = f"\\({t.shape[0] + 1}, {t.shape[1]}\\)"
+    joined = part == "fast"
+    match = (rf"^{re.escape(str(folder))}: \S*{re.escape(stripped(part, key))} has shape .*{rows}.* in the checkpoint, "
+             rf"{kind}\.\S*{'gate_up_proj' if joined else re.escape(stripped(part, key).rpartition('.')[0])}\.weight "
+             rf"expects \(\d+, \d+\)\. Fix: download the checkpoint again")
+    with pytest.raises(ValueError, match=match):
+        load(folder)
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_a_file_the_index_names_but_the_folder_lacks(synthetic, tmp_path, every_tensor, part):
+    """The part's weight file deleted: one clear error naming the file, what it holds and how to fetch it."""
+    from qwen.hub import ModelNotFound
+
+    load = PARTS[part][0]
+    folder = by_part(synthetic, tmp_path / "lacks", every_tensor)
+    file = FILES["text" if part == "fast" else part]
+    (folder / file).unlink()
+    with pytest.raises(ModelNotFound, match=rf"^{re.escape(str(folder))} lacks {file}, which holds the .*\. Fix: "
+                                            rf"copy {file} into {re.escape(str(folder))}"):
+        load(folder)

@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from practice.grading import EXACT, Case, Mistake, Tol
+from qwen.config import Config
 from qwen.mlp import MLP
-from qwen.weights import Config
 
 FP32 = Tol(rtol=1e-5, atol=1e-6)  # bf16 cases are EXACT: the same ops in the same dtype give the same bits
 

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 
 from practice.grading import Case, Mistake
 from qwen.attention import KVCache
+from qwen.config import Config
 from qwen.rope import RotaryEmbedding
-from qwen.weights import Config
 
 _spec = importlib.util.spec_from_file_location(
     "practice_cases_208_for_209", Path(__file__).resolve().parent.parent / "208_gated_attention" / "cases.py")

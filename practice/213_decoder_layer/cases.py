@@ -9,9 +9,9 @@ import torch.nn as nn
 
 from practice import assembly as given
 from practice.grading import Case, Mistake, Tol
+from qwen.config import Config
 from qwen.model import DecoderLayer
 from qwen.norm import RMSNorm
-from qwen.weights import Config
 
 
 TOL = Tol(steps=2, rtol=1e-5, atol=1e-6)

@@ -1,13 +1,13 @@
 """Problem 217: cases, oracle and known mistakes.
 
-Oracle: qwen/vision.py's position_ids, which tests/test_vision.py proves equal to transformers'
+Oracle: qwen/mrope.py's position_ids, which tests/test_vision.py proves equal to transformers'
 Qwen3_5Model.get_rope_index on text-only, image-first, image-in-the-middle, two-image and left-padded prompts, and
 tests/test_practice.py on every case here. Positions are integers: every case is exact.
 """
 import torch
 
 from practice.grading import EXACT, Case, Mistake
-from qwen.vision import position_ids as oracle
+from qwen.mrope import position_ids as oracle
 
 REAL = (248053, 248056, 248054)  # <|vision_start|>, <|image_pad|>, <|vision_end|> in Qwen3.5's config.json
 SMALL = (501, 500, 502)  # a small test checkpoint's ids, read from its config as the real ones are

@@ -1,0 +1,135 @@
+"""The numbers a checkpoint's config.json gives: the text model's (`Config`), the vision tower's (`VisionConfig`),
+and the one map from a dtype's name to torch's dtype.
+
+config.json holds no tensors, only the numbers that decide every shape: widths, head counts, the layer pattern.
+Everything else in qwen/ reads them from here, so this file imports nothing from qwen/.
+"""
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+DEFAULT_MODEL = "Qwen/Qwen3.5-0.8B"
+DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32,
+          "fp16": torch.float16, "float16": torch.float16}
+VISION_ACTS = ("gelu_pytorch_tanh", "gelu")  # the activations the vision tower's MLP knows (qwen/vision.py)
+
+
+def dtype_of(dtype: str | torch.dtype | None) -> torch.dtype | None:
+    """A dtype's name ("bf16", "bfloat16", "fp32", ...), a torch dtype or None -> the torch dtype, or None."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    raise ValueError(f"dtype {dtype!r}: use one of {', '.join(DTYPES)} or a torch dtype")
+
+
+@dataclass
+class Config:
+    """The text-model numbers. Defaults are transformers' Qwen3_5TextConfig defaults, used when a key is absent."""
+    vocab_size: int = 248320  # V
+    hidden_size: int = 4096  # d, the width of the residual stream
+    intermediate_size: int = 12288  # I, the SwiGLU width
+    num_hidden_layers: int = 32
+    num_attention_heads: int = 16  # H, query heads of full attention
+    num_key_value_heads: int = 4  # Hkv, shared K/V heads (GQA)
+    head_dim: int = 256  # D of full attention
+    linear_num_key_heads: int = 16  # Hk, DeltaNet q/k heads
+    linear_num_value_heads: int = 32  # Hv, DeltaNet v heads (a multiple of Hk)
+    linear_key_head_dim: int = 128  # dk
+    linear_value_head_dim: int = 128  # dv
+    linear_conv_kernel_dim: int = 4  # K, taps of the causal depthwise conv
+    hidden_act: str = "silu"
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0  # transformers' fallback; the real checkpoints say 1e7
+    partial_rotary_factor: float = 0.25  # only this share of each head's dims rotates
+    mrope_section: list = field(default_factory=lambda: [11, 11, 10])
+    layer_types: list = field(default_factory=list)  # "linear_attention" | "full_attention", one per layer
+    tie_word_embeddings: bool = False
+    eos_token_id: int | list | None = None
+    max_position_embeddings: int = 32768
+    dtype: str | None = None  # the dtype the checkpoint was saved in ("bfloat16")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Config":
+        """Read config.json from a checkpoint folder (or the file itself); multimodal or flat text layout."""
+        file = Path(path) / "config.json" if Path(path).is_dir() else Path(path)
+        if not file.is_file():
+            raise FileNotFoundError(f"no config.json at {file}: point --model at a Qwen3.5 checkpoint folder")
+        try:
+            raw = json.loads(file.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{file} is not valid JSON ({e}): download the checkpoint again") from None
+        return cls.from_dict(raw, file)
+
+    @classmethod
+    def from_dict(cls, raw: dict, file: str | Path = "config") -> "Config":
+        """The same from config.json's contents (`file` names it in error messages)."""
+        kind = raw.get("model_type") if isinstance(raw, dict) else None
+        if kind == "qwen3_5" and isinstance(raw.get("text_config"), dict):
+            text = dict(raw["text_config"])
+            text["tie_word_embeddings"] = raw.get("tie_word_embeddings", False)  # the top-level flag decides here
+            text.setdefault("eos_token_id", raw.get("eos_token_id"))
+            text.setdefault("dtype", raw.get("dtype") or raw.get("torch_dtype"))
+        elif kind == "qwen3_5_text":
+            text = dict(raw)
+        else:
+            raise ValueError(f"{file} is a {kind or 'non-model'} config, not a dense Qwen3.5 one (model_type "
+                             f"'qwen3_5' or 'qwen3_5_text'): use a Qwen3.5 checkpoint such as {DEFAULT_MODEL}")
+        rope = dict(text.get("rope_parameters") or {})
+        for key in ("rope_theta", "partial_rotary_factor"):  # old configs keep these at the top level
+            if key in text:
+                rope.setdefault(key, text[key])
+        known = {f for f in cls.__dataclass_fields__} - {"rope_theta", "partial_rotary_factor", "mrope_section"}
+        cfg = cls(**{k: v for k, v in text.items() if k in known and v is not None},
+                  **{k: rope[k] for k in ("rope_theta", "partial_rotary_factor", "mrope_section") if k in rope})
+        if not text.get("dtype") and text.get("torch_dtype"):
+            cfg.dtype = text["torch_dtype"]
+        if not cfg.layer_types:  # absent: every `full_attention_interval`-th layer is full attention
+            every = text.get("full_attention_interval", 4)
+            cfg.layer_types = ["full_attention" if (i + 1) % every == 0 else "linear_attention"
+                               for i in range(cfg.num_hidden_layers)]
+        bad = set(cfg.layer_types) - {"linear_attention", "full_attention"}
+        if len(cfg.layer_types) != cfg.num_hidden_layers or bad:
+            raise ValueError(f"{file}: layer_types must list {cfg.num_hidden_layers} entries of 'linear_attention' or "
+                             f"'full_attention', got {len(cfg.layer_types)}{' with ' + str(bad) if bad else ''}")
+        return cfg
+
+
+@dataclass
+class VisionConfig:
+    """config.json's vision_config (defaults: transformers' Qwen3_5VisionConfig) and the placeholder token ids."""
+    depth: int = 27  # blocks; 12 in the 0.8B
+    hidden_size: int = 1152  # C, the tower's width; 768 in the 0.8B
+    intermediate_size: int = 4304  # MLP width; 3072 in the 0.8B
+    num_heads: int = 16  # 12 in the 0.8B: head size 64
+    in_channels: int = 3
+    patch_size: int = 16  # P
+    temporal_patch_size: int = 2  # Tp
+    spatial_merge_size: int = 2  # m
+    out_hidden_size: int = 3584  # the text width d; 1024 in the 0.8B
+    num_position_embeddings: int = 2304  # a 48 × 48 learned grid
+    hidden_act: str = "gelu_pytorch_tanh"  # the blocks' MLP; the merger uses the exact GELU
+    rope_theta: float = 10000.0
+    image_token_id: int = 248056  # <|image_pad|>
+    vision_start_token_id: int = 248053  # <|vision_start|>
+    vision_end_token_id: int = 248054  # <|vision_end|>
+
+    @classmethod
+    def load(cls, path: str | Path) -> "VisionConfig":
+        """From a checkpoint folder's config.json; a clear error when it describes no vision tower."""
+        file = Path(path) / "config.json"
+        raw = json.loads(file.read_text()) if file.is_file() else {}
+        if not isinstance(raw.get("vision_config"), dict):
+            raise ValueError(f"{path} has no vision tower (no vision_config in config.json): use a multimodal "
+                             f"Qwen3.5 checkpoint such as {DEFAULT_MODEL}")
+        v = raw["vision_config"]
+        fields = {k: v[k] for k in cls.__dataclass_fields__ if k in v}
+        ids = ("image_token_id", "vision_start_token_id", "vision_end_token_id")  # top-level keys
+        fields.update({k: raw[k] for k in ids if k in raw})
+        if "rope_theta" in (v.get("rope_parameters") or {}):
+            fields["rope_theta"] = v["rope_parameters"]["rope_theta"]
+        if fields.get("hidden_act", cls.hidden_act) not in VISION_ACTS:
+            raise ValueError(f"{file}: vision hidden_act {fields['hidden_act']!r} is not one of {sorted(VISION_ACTS)}")
+        return cls(**fields)
