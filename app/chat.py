@@ -162,7 +162,7 @@ def image_command(chat: Session, arg: str, checkpoint: Path) -> None:
     except ValueError:
         path = arg
     try:
-        if chat.draft is None and getattr(chat.model, "visual", None) is None:
+        if chat.draft is None and chat.model.visual is None:
             p = next(chat.model.parameters())
             chat.model.visual = load_vision(checkpoint, p.dtype, p.device)  # a checkpoint without one says so here
         s = ImageSettings.load(checkpoint)  # the checkpoint's, or the values Qwen3.5 publishes

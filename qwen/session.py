@@ -24,9 +24,9 @@ from qwen.chat import END_THINK, render
 from qwen.draft import Draft
 from qwen.generate import TextStream, generate
 from qwen.image import ImageSettings, load_image, preprocess
+from qwen.mrope import expand_image_tokens
 from qwen.sampling import Sampling
 from qwen.speculative import speculate
-from qwen.vision import expand_image_tokens
 
 
 class Session:
@@ -59,7 +59,7 @@ class Session:
         if self.draft is not None:
             raise ValueError("images cannot go with --speculative yet (speculative decoding does not take them): "
                              "restart the chat without --speculative to attach one")
-        if getattr(self.model, "visual", None) is None:
+        if self.model.visual is None:
             raise ValueError("the model has no vision tower loaded: model.visual = qwen.vision.load_vision(path) first")
         file = Path(path).expanduser()
         if not file.is_file():

@@ -25,8 +25,14 @@ class Paused:
     def __init__(self, model):
         self.model, self.pause, self.decodes = model, None, 0
 
-    def __getattr__(self, name):  # parameters(), new_cache(): the model's own
+    def __getattr__(self, name):  # parameters(), new_cache(), visual: the model's own
         return getattr(self.model, name)
+
+    def __setattr__(self, name, value):  # model.visual = load_vision(...) attaches the tower to the model itself
+        if name in ("model", "pause", "decodes"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.model, name, value)
 
     def __call__(self, ids, **kw):
         self.decodes += ids.shape[1] == 1

@@ -305,7 +305,7 @@ def test_vision_shapes_equal_transformers(cfg):
     from transformers import Qwen3_5VisionConfig
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5VisionModel
 
-    from qwen.vision import VisionConfig
+    from qwen.config import VisionConfig
 
     with torch.device("meta"):
         tower = Qwen3_5VisionModel(Qwen3_5VisionConfig(**cfg))

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from practice.grading import Case, Mistake, Tol
-from qwen.vision import PatchMerger, VisionConfig
+from qwen.config import VisionConfig
+from qwen.vision import PatchMerger
 
 FP32 = Tol(rtol=1e-5, atol=1e-5)  # a LayerNorm and two products summed in another order: ~1e-6 of the scale
 FP64 = Tol(rtol=1e-10, atol=1e-10)
