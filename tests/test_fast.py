@@ -76,8 +76,9 @@ def bf16_oracles(folders, synthetic):
     return out
 
 
-# Bounds in bf16 steps, (small configs, synthetic checkpoint); the measured worst cases in the docstring below.
-BF16_STEPS = {"teaching": (8, 96), "fast": (1, 2), "fast, widened": (4, 32)}
+# Bounds in bf16 steps: (small configs, synthetic checkpoint), the synthetic one's as a multiple of how far
+# transformers' eager path lies from its sdpa path on this CPU; the measured worst cases in the docstring below.
+BF16_STEPS = {"teaching": (8, 2.0), "fast": (1, 0.0), "fast, widened": (4, 1.5)}
 CHANCE = 0.15  # the teaching model on the synthetic checkpoint: see the docstring
 
 
@@ -92,13 +93,17 @@ def test_bf16_cached_decode_equals_transformers_sdpa(bf16_oracles, name, who):
     its decode attention fails this test. Planted, one line of qwen/fast.py each: the step's β(v − Sᵀk) rounded to
     bf16 fails all four checkpoints (7-165 steps); its read Sᵀq as an einsum fails the synthetic one (98 steps; 0
     on the small configs); the T = 1 attention in fp32 fails three (2-61 steps), q scaled by 1/√D in bf16 before it
-    two (2 and 9). Widened products sum in another order: 2 and 18 steps measured.
+    two (2 and 9). Widened products sum in another order: 2 and 18 steps measured on a CPU with AVX-512 bf16
+    instructions, 3.5 and 61 on an AVX2 CPU.
     The teaching model writes attention out as the eager path does, and its chunked rule rounds differently from
     transformers' (both within fp32 rounding): on the small configs it lies exactly as far from sdpa as eager does
     (1-7 steps). The synthetic checkpoint's 24 random layers amplify one bf16 step anywhere into tens of steps in the
-    logits (eager lies 73 steps from sdpa and agrees on 73-81% of top-1 tokens across token seeds), so there the
-    teaching model, one more rounding of the same sums, is held to eager's agreement less CHANCE (measured 71-73%
-    against eager's 81 and 73%) and 96 steps (69 measured); a wrong convention agrees on almost no token."""
+    logits, by an amount that depends on the CPU's bf16 kernels (eager lies 73 steps from sdpa on the AVX-512 CPU, 72
+    on the AVX2 one, and agrees on 73-81% of top-1 tokens across token seeds). So there the bounds are multiples of
+    eager's distance measured in the same run: the teaching model, one more rounding of the same sums, is held to
+    eager's agreement less CHANCE (measured 71-73% against eager's 81 and 73%; 82% against 76% on AVX2) and twice
+    eager's distance (69 and 115 steps measured); the widened fast path to 1.5 times it; the fast path to 0 steps.
+    A wrong convention agrees on almost no token."""
     folder, ids, want, eager = bf16_oracles[name]
     model = load_model(folder, dtype=torch.bfloat16) if who == "teaching" else \
         load_fast(folder, dtype=torch.bfloat16, widen=who == "fast, widened")
@@ -108,7 +113,8 @@ def test_bf16_cached_decode_equals_transformers_sdpa(bf16_oracles, name, who):
     print(f"{name}, {who}: top-1 agreement with sdpa {agree:.1%} (eager {yardstick:.1%}); logits within {steps:.1f} "
           f"bf16 steps (eager {eager_steps:.1f})")
     assert agree >= yardstick - (CHANCE if who == "teaching" and name == "synthetic" else 0)
-    assert steps <= BF16_STEPS[who][name == "synthetic"]
+    small, synthetic_share = BF16_STEPS[who]
+    assert steps <= (synthetic_share * eager_steps if name == "synthetic" else small)
 
 
 # ---------------------------------------------------------------- identities and ownership

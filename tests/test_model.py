@@ -79,12 +79,15 @@ def test_synthetic_every_module_equals_transformers(synthetic, synthetic_pair):
 def test_synthetic_bf16(synthetic, synthetic_pair):
     """bf16 on the synthetic checkpoint: each module, fed transformers' input, within 2^-6 of the output's scale (on
     the short prompt of book.diff all are bit-exact); end to end over 150 tokens, top-1 agreement at least 95% and
-    at least as high as between transformers' own eager and sdpa paths (72%: the random layers amplify single bf16
-    steps), and every logit within 8 bf16 steps of the logits' scale of eager's. Why these bars: one rounding
-    changed anywhere is a wrong implementation they reject by far. Measured (2 x 150 tokens): the course 99.7% top-1,
-    2 steps; the gated norm rounded once at the end instead of twice, 37% and 224 steps; RMSNorm in Llama's order
-    (x̂ rounded, then scaled), 20% and 286 steps; RMSNorm statistics in bf16, 16% and 257 steps. The small configs
-    above, with tamer weights, are held to 99%."""
+    at least as high as between transformers' own eager and sdpa paths, and every logit within 8 bf16 steps of the
+    logits' scale of eager's, or within half the distance between eager and sdpa where that is larger. Why relative:
+    the 24 random layers amplify a single bf16 rounding into tens of steps, by how much depends on the CPU's bf16
+    kernels, and eager-to-sdpa (one attention kernel for another) measures it on the machine that runs the test.
+    Measured on a CPU with AVX-512 bf16 instructions: the course 99.7% top-1, 2 steps. On an AVX2 CPU (bf16 products
+    emulated in fp32): the course 97.7% and 28 steps, sdpa 76% and 170 steps (so the bound is 85); planted there, the
+    gated norm rounded once at the end instead of twice gives 36% and 228 steps, RMSNorm in Llama's order (x̂
+    rounded, then scaled) 22% and 281, RMSNorm statistics in bf16 21% and 266: each fails both bars. The small
+    configs above, with tamer weights, are held to 99%."""
     from transformers import Qwen3_5ForConditionalGeneration
 
     ours, eager = synthetic_pair[torch.bfloat16]
@@ -93,10 +96,12 @@ def test_synthetic_bf16(synthetic, synthetic_pair):
     sdpa = Qwen3_5ForConditionalGeneration.from_pretrained(synthetic, dtype=torch.bfloat16,
                                                            attn_implementation="sdpa").eval()
     with torch.no_grad():
-        logits, want_logits = ours(ids).float(), eager(ids).logits.float()
-        got, want, other = logits.argmax(-1), want_logits.argmax(-1), sdpa(ids).logits.argmax(-1)
+        logits, want_logits, other_logits = ours(ids).float(), eager(ids).logits.float(), sdpa(ids).logits.float()
+    got, want, other = logits.argmax(-1), want_logits.argmax(-1), other_logits.argmax(-1)
     step = 2.0 ** (torch.floor(torch.log2(want_logits.abs().max())) - 7)  # bf16's spacing at the logits' scale
-    assert (logits - want_logits).abs().max() <= 8 * step
+    steps, floor = ((x - want_logits).abs().max() / step for x in (logits, other_logits))  # eager to sdpa: the floor
+    print(f"synthetic bf16: ours within {steps:.1f} bf16 steps of transformers eager (sdpa: {floor:.1f})")
+    assert steps <= max(8, floor / 2)
     ours_agree, theirs_agree = (got == want).float().mean().item(), (other == want).float().mean().item()
     print(f"synthetic bf16 top-1 agreement with transformers eager: ours {ours_agree:.2%}, "
           f"transformers sdpa {theirs_agree:.2%}")
