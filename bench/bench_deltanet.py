@@ -21,7 +21,7 @@ from qwen.course import pick_device
 from qwen.deltanet import chunked_delta_rule
 from qwen.measure import timed
 from qwen.norm import l2norm
-from qwen.sizes import SIZES
+from qwen.family import SIZES
 
 logging.set_verbosity_error()  # transformers says, once per call, that flash-linear-attention is not installed
 
@@ -44,7 +44,7 @@ def theirs(q, k, v, g, beta):
 
 
 def compare(T, size, device, repeats):
-    """Ours against theirs on one size's DeltaNet heads (a qwen.sizes.Size), T tokens."""
+    """Ours against theirs on one size's DeltaNet heads (a qwen.family.Size), T tokens."""
     Hk, Hv = size.linear_num_key_heads, size.linear_num_value_heads
     args = inputs(T, Hk, Hv, size.linear_key_head_dim, size.linear_value_head_dim, device)
     (o1, s1), (o2, s2) = ours(*args), theirs(*args)  # also the warm-up

@@ -14,7 +14,7 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5RMSNorm, Qwen3_5
 from qwen.course import pick_device
 from qwen.measure import medians
 from qwen.norm import GatedRMSNorm, RMSNorm
-from qwen.sizes import SIZES
+from qwen.family import SIZES
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--device")

@@ -2,13 +2,13 @@
 context length for every dense Qwen3.5 size.
 
 The first two draw whatever checkpoint they are given; on the synthetic one the weights are random, the titles say
-so, and the patterns say nothing about the real model. The cache sizes are config arithmetic (qwen/sizes.py): they
+so, and the patterns say nothing about the real model. The cache sizes are config arithmetic (qwen/family.py): they
 hold for the real models as far as their configs (listed there, with where each number comes from) are right. Each
 function returns a matplotlib Figure.
 """
 import numpy as np
 
-from qwen.sizes import SIZES, cache_bytes
+from qwen.family import SIZES, cache_bytes
 
 
 def attention_maps(probs, tokens, heads, title):

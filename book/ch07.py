@@ -1,9 +1,9 @@
-"""Chapter 7's figures; the memory bill's arithmetic and the sizes of the Qwen3.5 family are in qwen/sizes.py.
+"""Chapter 7's figures; the memory bill's arithmetic and the sizes of the Qwen3.5 family are in qwen/family.py.
 
 Each figure function takes what the chapter computed and returns a matplotlib Figure; matplotlib is imported inside,
 so the chapter script starts without it.
 """
-from qwen.sizes import SIZES, all_attention_bytes, cache_bytes, kv_bytes_per_token, linear_layer_bytes
+from qwen.family import SIZES, all_attention_bytes, cache_bytes, kv_bytes_per_token, linear_layer_bytes
 
 
 def memory_figure(errors, decays, tokens=40):

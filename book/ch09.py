@@ -4,12 +4,12 @@ probes behind the time figure are qwen/measure.py's (bench/ measures with the sa
 
 Each figure function returns a matplotlib Figure. The distribution figure draws whatever logits it is given (on the
 synthetic checkpoint they come from random weights, and the caller's title says so); the cache figure is computed
-from a config alone (qwen/sizes.py).
+from a config alone (qwen/family.py).
 """
 import torch
 
 from qwen.sampling import CARD, filter_logits
-from qwen.sizes import cache_bytes
+from qwen.family import cache_bytes
 
 
 def sampling_rules(logits, tokens, top_k=CARD[True]["top_k"], top_p=CARD[True]["top_p"], coding_temperature=0.6,

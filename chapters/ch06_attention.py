@@ -28,7 +28,8 @@ from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.norm import RMSNorm
 from qwen.rope import RotaryEmbedding, apply_rope
-from qwen.sizes import REAL_NAME, SIZES, all_attention_bytes, cache_bytes, real_config
+from qwen.sizes import REAL_NAME, real_config
+from qwen.family import SIZES, all_attention_bytes, cache_bytes
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import fill, load_weights
@@ -292,7 +293,7 @@ print(f"{REAL}'s {real.layer_types.count('linear_attention')} DeltaNet layers ke
 
 # %% [markdown]
 # The sizes come from public copies of each model's config (the course cannot reach the hub to check them; the
-# sources are listed in `qwen/sizes.py`). Every size puts full attention in one layer of four, so its cache is a
+# sources are listed in `qwen/family.py`). Every size puts full attention in one layer of four, so its cache is a
 # quarter of what an all-attention model of the same shape would need; the DeltaNet layers keep a state that does
 # not grow (dashed, one line per size).
 
@@ -451,10 +452,10 @@ book.attempt(209)
 # ├── norm.py              (chapter 3)
 # ├── rope.py              (chapter 4)
 # ├── mlp.py               (chapter 5)
-# └── attention.py         + GatedAttention, KVCache, attention, causal_mask
+# ├── attention.py         + GatedAttention, KVCache, attention, causal_mask
+# └── family.py            + the dense Qwen3.5 sizes and the arithmetic of their cache
 # book/
-# ├── ch06.py              + this chapter's figures
-# └── sizes.py             + the dense Qwen3.5 sizes and the arithmetic of their cache
+# └── ch06.py              + this chapter's figures
 # chapters/
 # └── ch06_attention.py    + this chapter's script
 # notebooks/

@@ -20,7 +20,7 @@ Its notebook, notebooks/ch07_deltanet.ipynb, is written from this file by python
 # ├── norm.py         (chapter 3: GatedRMSNorm and l2norm are used here)
 # └── deltanet.py     + causal_conv, recurrent_delta_rule, chunked_delta_rule, DeltaNetCache, GatedDeltaNet
 # book/
-# ├── sizes.py        (chapter 6: the sizes of the Qwen3.5 family and their cache, used for the memory bill)
+# ├── family.py       (chapter 6: the sizes of the Qwen3.5 family and their cache, used for the memory bill)
 # └── ch07.py         + this chapter's figures
 # bench/
 # └── bench_deltanet.py + our chunked kernel against transformers' own, as ratios
@@ -333,7 +333,7 @@ book.attempt(212, chunked_delta_rule)
 
 # %%
 from qwen.deltanet import chunked_delta_rule  # noqa: E402  (the finished one, from here on)
-from qwen.sizes import SIZES, all_attention_bytes, cache_bytes, kv_bytes_per_token, linear_layer_bytes
+from qwen.family import SIZES, all_attention_bytes, cache_bytes, kv_bytes_per_token, linear_layer_bytes
 
 inputs = (q, k, v, g, beta[None])
 o_rec64, S_rec64 = recurrent_delta_rule(*(t.double() for t in inputs))
@@ -383,7 +383,7 @@ print(f"this checkpoint's layer 0 keeps {kept:,} bytes per sequence; the formula
 
 # %% [markdown]
 # The same formulas for the five dense Qwen3.5 sizes, with their numbers from the published model cards and
-# configs (read from public copies, not checked against the hub here; `qwen/sizes.py` names each source), per
+# configs (read from public copies, not checked against the hub here; `qwen/family.py` names each source), per
 # sequence, in bf16 with an fp32 state:
 
 # %%

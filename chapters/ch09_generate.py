@@ -27,7 +27,8 @@ from qwen.fast import load_fast
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.model import load_model
 from qwen.sampling import Sampling, filter_logits
-from qwen.sizes import REAL_NAME, cache_bytes, real_config
+from qwen.sizes import REAL_NAME, real_config
+from qwen.family import cache_bytes
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 

@@ -1,18 +1,17 @@
 """How big a Qwen3.5 is, from its config alone: every tensor by name and shape (text model, vision tower, MTP block;
-so every parameter count), the real 0.8B's config, the dense sizes of the family, and the bytes each keeps in its
-cache.
+so every parameter count), the real 0.8B's config. The dense sizes of the family and their caches: qwen/family.py.
 
 Model knowledge, in one place for everything that uses it: chapter 1 counts with `tensor_shapes` (it is also the
 oracle of problem 202 and builds problem 205's state dicts), chapter 10 counts the tower with `vision_shapes`,
 chapter 11 lists the MTP block with `mtp_shapes`, the synthetic checkpoint (qwen/synthetic.py) draws a value for
-each name `checkpoint_shapes` lists; chapters 6, 7 and 9 print the cache arithmetic, and every chapter prints the
+each name `checkpoint_shapes` lists, and every chapter prints the
 real 0.8B's numbers beside the checkpoint's own, marked "real Qwen3.5-0.8B". tests/test_practice.py proves the
 shapes equal, name by name and shape by shape, to transformers' modules built on the meta device (the text model,
 the vision tower, the MTP layer), and to the tensors of the synthetic checkpoint. Each part's names are its own
 module's parameter names; PREFIXES says where each part sits in a checkpoint's keys.
 """
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict
 from typing import Any
 
 from qwen.config import Config
@@ -194,81 +193,3 @@ def is_zero_centred(name):
     """True for the RMSNorm weights stored as w - 1: the per-layer norms, q/k norms and the final norm."""
     module = name.rsplit(".", 1)[0]
     return name == "norm.weight" or module.rsplit(".", 1)[-1] in ZERO_CENTRED
-
-
-# ---------------------------------------------------------------- the dense sizes and their cache
-# A full-attention layer keeps a key and a value (Hkv heads of D) for every token of the context; a Gated DeltaNet
-# layer keeps an (Hv, dk, dv) state in fp32 and the last K − 1 inputs of its conv, whatever the length. Every
-# function takes a `Config` (a checkpoint's, or real_config()) or a `Size`: they share config.json's names.
-
-# The DeltaNet state is fp32 whatever config.json's `mamba_ssm_dtype` says: neither transformers 5.24 nor this course
-# reads that key; both kernels compute and keep the state in fp32. K, V and the conv inputs are in the model dtype.
-STATE_BYTES = 4
-
-
-@dataclass(frozen=True)
-class Size:
-    """The numbers of one dense size that fix its cache, under config.json's names, and where they come from."""
-    num_hidden_layers: int
-    hidden_size: int  # d
-    num_attention_heads: int  # H
-    num_key_value_heads: int  # Hkv
-    head_dim: int  # D
-    linear_num_key_heads: int  # Hk
-    linear_num_value_heads: int  # Hv
-    linear_key_head_dim: int  # dk
-    linear_value_head_dim: int  # dv
-    linear_conv_kernel_dim: int  # K
-    source: str
-
-    @property
-    def layer_types(self):
-        """[L, L, L, F] repeated: every size puts full attention in every 4th layer."""
-        return ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(self.num_hidden_layers)]
-
-
-# The 0.8B is REAL_TEXT_CONFIG. The others come from public sources, named in `source`, not from the hub's own
-# config.json of each size. Their DeltaNet numbers (Hk, Hv,
-# dk, dv, K) are the "Model Overview" of each published model card (Qwen/Qwen3.5-2B … 27B), read from public copies.
-SIZES = {
-    "0.8B": Size(**{f.name: REAL_TEXT_CONFIG[f.name] for f in fields(Size) if f.name != "source"},
-                 source="qwen/sizes.py REAL_TEXT_CONFIG: the published config.json, from public copies of it; "
-                        "THUDM/slime's qwen3.5-0.8B.sh"),
-    #          layers  d     H   Hkv D    Hk  Hv  dk   dv   K
-    "2B": Size(24, 2048, 8, 2, 256, 16, 16, 128, 128, 4,
-               source="fitmygpu.com's Qwen 3.5 2B page (layers, heads, KV heads); head_dim 256 assumed, as in every "
-                      "other size"),
-    "4B": Size(32, 2560, 16, 4, 256, 16, 32, 128, 128, 4,
-               source="fitmygpu.com's Qwen 3.5 4B page; the model card of a model built from Qwen3.5-4B's weights"),
-    "9B": Size(32, 4096, 16, 4, 256, 16, 32, 128, 128, 4,
-               source="fitmygpu.com's Qwen 3.5 9B page; aprender's Qwen3.5-9B notes (16 heads, 4 KV heads, D 256)"),
-    "27B": Size(64, 5120, 24, 4, 256, 16, 48, 128, 128, 4,
-                source="THUDM/slime's qwen3.5-27B.sh (64 layers, 24 heads, 4 query groups, kv-channels 256)"),
-}
-
-
-def kv_bytes_per_token(cfg, dtype_bytes=2):
-    """One full-attention layer's cache grows by a key and a value, Hkv heads of D each, per token."""
-    return 2 * cfg.num_key_value_heads * cfg.head_dim * dtype_bytes
-
-
-def linear_layer_bytes(cfg, dtype_bytes=2):
-    """One Gated DeltaNet layer's cache, whatever the context: the (Hv, dk, dv) state in fp32 and the last K − 1
-    inputs of the conv (2·Hk·dk + Hv·dv channels) in the model dtype."""
-    state = cfg.linear_num_value_heads * cfg.linear_key_head_dim * cfg.linear_value_head_dim * STATE_BYTES
-    channels = 2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim + \
-        cfg.linear_num_value_heads * cfg.linear_value_head_dim
-    return state + (cfg.linear_conv_kernel_dim - 1) * channels * dtype_bytes
-
-
-def cache_bytes(cfg, tokens, dtype_bytes=2):
-    """(kv, deltanet): the whole model's cache for one sequence of `tokens`. The full-attention layers' part grows
-    with every token; the DeltaNet layers' part is fixed."""
-    full = cfg.layer_types.count("full_attention")
-    linear = len(cfg.layer_types) - full
-    return full * tokens * kv_bytes_per_token(cfg, dtype_bytes), linear * linear_layer_bytes(cfg, dtype_bytes)
-
-
-def all_attention_bytes(cfg, tokens, dtype_bytes=2):
-    """The same model's cache if every layer were full attention (what the hybrid design saves)."""
-    return cfg.num_hidden_layers * tokens * kv_bytes_per_token(cfg, dtype_bytes)

@@ -10,7 +10,8 @@ import pytest
 matplotlib.use("Agg")
 
 from book import ch01  # noqa: E402
-from qwen.sizes import REAL_TEXT_CONFIG, SIZES, count_by_part, tensor_shapes  # noqa: E402
+from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes  # noqa: E402
+from qwen.family import SIZES
 from qwen.synthetic import TEXT as SYNTHETIC  # noqa: E402
 from qwen.weights import load_weights  # noqa: E402
 

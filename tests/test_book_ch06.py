@@ -10,7 +10,7 @@ import torch
 from transformers import DynamicCache, Qwen3_5TextConfig
 
 from book import ch06
-from qwen import sizes
+from qwen import family, sizes
 from qwen.attention import GatedAttention
 from qwen.config import Config
 from qwen.rope import RotaryEmbedding
@@ -61,7 +61,7 @@ def test_gate_distribution_counts_every_value(synthetic):
 def test_kv_bytes_are_what_transformers_caches():
     """Per token, for each size: the bytes of K and V that transformers' DynamicCache holds after one bf16 token
     (it decides from the config which layers keep K/V and their shapes); and 12 KiB for the real 0.8B by hand."""
-    for name, c in sizes.SIZES.items():
+    for name, c in family.SIZES.items():
         hf = Qwen3_5TextConfig(**{f.name: getattr(c, f.name) for f in fields(c) if f.name != "source"})
         cache = DynamicCache(config=hf)
         for i, kind in enumerate(hf.layer_types):
@@ -70,22 +70,22 @@ def test_kv_bytes_are_what_transformers_caches():
                 cache.update(kv, kv.clone(), i)
         held = sum(t.numel() * t.element_size() for layer in cache.layers if hasattr(layer, "keys")
                    and layer.keys is not None and layer.keys.numel() for t in (layer.keys, layer.values))
-        assert held == sizes.cache_bytes(c, 1)[0], name
+        assert held == family.cache_bytes(c, 1)[0], name
         assert hf.layer_types == c.layer_types, name
-    assert sizes.cache_bytes(sizes.SIZES["0.8B"], 1)[0] == 6 * 2 * 2 * 256 * 2 == 12 * 1024
-    assert sizes.SIZES["0.8B"].layer_types == sizes.real_config().layer_types  # the real config lists its own
+    assert family.cache_bytes(family.SIZES["0.8B"], 1)[0] == 6 * 2 * 2 * 256 * 2 == 12 * 1024
+    assert family.SIZES["0.8B"].layer_types == sizes.real_config().layer_types  # the real config lists its own
 
 
 def test_kv_cache_figure_lines():
     """Each size draws its own K/V line, and each size's own DeltaNet state is drawn flat (not the 0.8B's on every
     size), by hand: an fp32 (Hv, dk, dv) state and K − 1 bf16 conv inputs of 2·Hk·dk + Hv·dv channels per linear
     layer. The 0.8B and the 2B have the same 18 DeltaNet layers, as do the 4B and the 9B: one line each."""
-    fig = ch06.kv_cache_bytes(sizes.SIZES, 262_144)
+    fig = ch06.kv_cache_bytes(family.SIZES, 262_144)
     ax = fig.axes[0]
     lines = ax.get_lines()
-    n = len(sizes.SIZES)
+    n = len(family.SIZES)
     want = {}
-    for line, (name, c) in zip(lines, sizes.SIZES.items()):
+    for line, (name, c) in zip(lines, family.SIZES.items()):
         x, y = line.get_data()
         np.testing.assert_allclose(y / x, c.num_hidden_layers // 4 * 2 * c.num_key_value_heads * c.head_dim * 2)
         assert x[-1] == 262_144

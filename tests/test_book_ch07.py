@@ -7,7 +7,7 @@ import torch
 matplotlib.use("Agg")
 
 from book import ch07  # noqa: E402
-from qwen import sizes  # noqa: E402
+from qwen import family  # noqa: E402
 from qwen.config import Config  # noqa: E402
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet  # noqa: E402
 from qwen.weights import fill, load_weights  # noqa: E402
@@ -19,14 +19,14 @@ def figure_text(fig):
 
 def test_bill_by_hand():
     """0.8B: state 16·128·128·4 B = 1 MiB, conv 3·(2·16·128 + 16·128)·2 B = 36,864 B; KV 2·2·256·2 B per token."""
-    s = sizes.SIZES["0.8B"]
-    assert sizes.linear_layer_bytes(s) == 1_048_576 + 36_864
-    assert sizes.kv_bytes_per_token(s) == 2048
-    assert sizes.cache_bytes(s, 32768) == (6 * 32768 * 2048, 18 * 1_085_440)
-    assert sizes.all_attention_bytes(s, 32768) == 24 * 32768 * 2048
-    big = sizes.SIZES["27B"]  # 48 value heads, 16 full-attention layers of 4 KV heads
-    assert sizes.cache_bytes(big, 0) == (0, 48 * (48 * 128 * 128 * 4 + 3 * (2 * 16 * 128 + 48 * 128) * 2))
-    assert sizes.cache_bytes(big, 1)[0] == 16 * 2 * 4 * 256 * 2
+    s = family.SIZES["0.8B"]
+    assert family.linear_layer_bytes(s) == 1_048_576 + 36_864
+    assert family.kv_bytes_per_token(s) == 2048
+    assert family.cache_bytes(s, 32768) == (6 * 32768 * 2048, 18 * 1_085_440)
+    assert family.all_attention_bytes(s, 32768) == 24 * 32768 * 2048
+    big = family.SIZES["27B"]  # 48 value heads, 16 full-attention layers of 4 KV heads
+    assert family.cache_bytes(big, 0) == (0, 48 * (48 * 128 * 128 * 4 + 3 * (2 * 16 * 128 + 48 * 128) * 2))
+    assert family.cache_bytes(big, 1)[0] == 16 * 2 * 4 * 256 * 2
 
 
 def test_bill_is_what_the_caches_hold(synthetic):
@@ -41,7 +41,7 @@ def test_bill_is_what_the_caches_hold(synthetic):
     with torch.no_grad():
         layer(x, cache=cache)
     held = sum(t.numel() * t.element_size() for t in (cache.state, cache.conv))
-    assert held == sizes.linear_layer_bytes(cfg)
+    assert held == family.linear_layer_bytes(cfg)
     hcfg = AutoConfig.from_pretrained(synthetic).text_config
     theirs, hf_cache = Qwen3_5GatedDeltaNet(hcfg, 0).to(torch.bfloat16), DynamicCache(config=hcfg)
     with torch.no_grad():
@@ -87,7 +87,7 @@ def test_chunk_and_bill_figures():
     fig = ch07.chunk_figure(Gamma, torch.eye(6) + Gamma.tril(-1) * 0.3, 2, True)
     assert "synthetic weights" in figure_text(fig) and "value head 2" in figure_text(fig)
     fig = ch07.memory_bill_figure()
-    assert len(fig.axes[1].patches) == 2 * len(sizes.SIZES)
+    assert len(fig.axes[1].patches) == 2 * len(family.SIZES)
     heights = [p.get_height() for p in fig.axes[1].patches]
     assert heights[0] == pytest.approx((18 * 1_085_440 + 6 * 32768 * 2048) / 2 ** 30)  # the 0.8B, as counted above
     plt.close("all")
@@ -109,7 +109,7 @@ def test_state_is_fp32_whatever_mamba_ssm_dtype_says(synthetic):
         theirs(x, cache=hf_cache)
         ours(x, cache=cache)
     assert hf_cache.layers[0].recurrent_states[0].dtype == cache.state.dtype == torch.float32
-    assert sizes.STATE_BYTES == 4
+    assert family.STATE_BYTES == 4
 
 
 def test_half_life_toy_gamma_and_crossing():

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from book import ch09
-from qwen import sizes
+from qwen import family, sizes
 from qwen.config import Config
 from qwen.model import load_model
 from qwen.sampling import filter_logits
@@ -36,14 +36,14 @@ def test_cache_bytes_equal_a_real_cache(synthetic, dtype):
     cache = model.new_cache()
     with torch.no_grad():
         model(torch.arange(1, 40)[None], cache=cache)
-        kv, state = sizes.cache_bytes(cfg, 39, torch.finfo(dtype).bits // 8)
+        kv, state = family.cache_bytes(cfg, 39, torch.finfo(dtype).bits // 8)
         assert held_bytes(cache) == kv + state
         model(torch.tensor([[5]]), cache=cache)  # one more token: only the KV part grows
-        assert held_bytes(cache) == sum(sizes.cache_bytes(cfg, 40, torch.finfo(dtype).bits // 8))
+        assert held_bytes(cache) == sum(family.cache_bytes(cfg, 40, torch.finfo(dtype).bits // 8))
 
 
 def test_cache_bytes_of_the_real_model_by_hand():
-    kv, state = sizes.cache_bytes(sizes.real_config(), 32_000)
+    kv, state = family.cache_bytes(sizes.real_config(), 32_000)
     assert kv == 6 * 2 * 2 * 32_000 * 256 * 2  # 6 full layers, K and V, Hkv = 2, D = 256, bf16
     assert state == 18 * (16 * 128 * 128 * 4 + (2 * 16 * 128 + 16 * 128) * 3 * 2)  # fp32 state + K-1 conv columns
 
