@@ -99,7 +99,6 @@ def toy_gamma_figure(Gamma, e):
     """Γ of a toy chunk in which every token decays the memory by the same e^g = e: Γ_ij = e^(i − j) below the
     diagonal, 0 above; with the values printed on a small chunk."""
     import matplotlib.pyplot as plt
-
     import numpy as np
 
     Gamma = np.asarray(Gamma, dtype=np.float64)

@@ -41,8 +41,12 @@ from book import ch03
 from book.ch03 import REAL, REAL_LABEL
 from qwen.config import Config
 from qwen.course import chapter_args
-from qwen.norm import GatedRMSNorm, RMSNorm, rms_normalize
-from qwen.norm import l2norm as qwen_l2norm  # the name l2norm is left for your attempt in section 2
+from qwen.norm import (
+    GatedRMSNorm,
+    RMSNorm,
+    l2norm as qwen_l2norm,  # the name l2norm is left for your attempt in section 2
+    rms_normalize,
+)
 from qwen.synthetic import is_synthetic
 from qwen.weights import fill, load_weights
 

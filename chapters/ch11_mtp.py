@@ -52,12 +52,12 @@ from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet
 from qwen.draft import MTPDraft, Scripted, follow
+from qwen.family import kv_bytes_per_token, linear_layer_bytes
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.hub import part_files
 from qwen.model import load_model
 from qwen.mtp import FinalHidden, load_mtp, new_cache, step
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, mtp_shapes, real_config, tensor_shapes
-from qwen.family import kv_bytes_per_token, linear_layer_bytes
 from qwen.speculative import Rollback, speculate
 from qwen.synthetic import BANNER, is_synthetic, synthetic_path
 from qwen.tokenizer import load_tokenizer

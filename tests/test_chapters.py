@@ -17,8 +17,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from helpers import ROOT
-from helpers import run_chapter as run
+from helpers import ROOT, run_chapter as run
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes  # proven against transformers: test_practice
 
 SCRIPTS = tuple(p.name for p in sorted((ROOT / "chapters").glob("ch[0-9][0-9]_*.py")))

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import TEMPLATES, chat_template
 
+from helpers import TEMPLATES, chat_template
 from qwen.chat import checkpoint_template, default_thinking, render, render_template, split_thinking
 
 HI = [{"role": "user", "content": "Hi"}]

@@ -227,8 +227,12 @@ def test_card_settings():
 
 @pytest.mark.parametrize("rule", ["temperature", "top_k", "top_p", "min_p", "all"])
 def test_rules_equal_transformers_warpers(rule):
-    from transformers.generation.logits_process import (MinPLogitsWarper, TemperatureLogitsWarper,
-                                                         TopKLogitsWarper, TopPLogitsWarper)
+    from transformers.generation.logits_process import (
+        MinPLogitsWarper,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
 
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(4, 1000, generator=g) * 3

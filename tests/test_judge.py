@@ -16,8 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from practice.judge import (GRACE, check, detect_lang, grade_events, grade_in_process, load_progress, problems,
-                            record, run_file, save_progress)
+from practice.judge import (
+    GRACE,
+    check,
+    detect_lang,
+    grade_events,
+    grade_in_process,
+    load_progress,
+    problems,
+    record,
+    run_file,
+    save_progress,
+)
 from practice.report import OUTPUT_CAP, Printer, Report
 
 REPO = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ import struct
 import torch
 from safetensors.torch import save_file
 
-from practice.grading import Case, EXACT, Mistake
+from practice.grading import EXACT, Case, Mistake
 
 CODES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
          torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",

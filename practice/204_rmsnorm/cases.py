@@ -9,8 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from practice.grading import Case, Mistake, Tol
-from qwen.norm import GatedRMSNorm, RMSNorm
-from qwen.norm import l2norm as qwen_l2norm
+from qwen.norm import GatedRMSNorm, RMSNorm, l2norm as qwen_l2norm
 
 # bf16/fp16: one grid step for RMSNorm (x / sqrt(...) and x * rsqrt(...) may round apart), two for the gated norm
 # (the oracle rounds x̂ and x̂·w to the input dtype before the gate, as transformers does; a learner who rounds

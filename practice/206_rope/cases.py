@@ -7,8 +7,7 @@ import torch
 
 from practice.grading import EXACT, Case, Mistake, Tol
 from qwen.config import Config
-from qwen.rope import RotaryEmbedding
-from qwen.rope import apply_rope as qwen_apply_rope
+from qwen.rope import RotaryEmbedding, apply_rope as qwen_apply_rope
 
 FREQ = Tol(rtol=1e-6)  # θ^(−2j/R) and 1/θ^(2j/R) may round 1-2 fp32 steps apart
 TABLE = Tol(steps=1, rtol=1e-5, atol=1e-6)  # from the same fp32 angles; bf16: one step at y

@@ -13,7 +13,6 @@ from qwen.config import Config
 from qwen.model import DecoderLayer
 from qwen.norm import RMSNorm
 
-
 TOL = Tol(steps=2, rtol=1e-5, atol=1e-6)
 
 

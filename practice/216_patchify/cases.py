@@ -8,8 +8,7 @@ so every case is exact.
 import torch
 
 from practice.grading import EXACT, Case, Mistake
-from qwen.image import ImageSettings
-from qwen.image import patchify as qwen_patchify
+from qwen.image import ImageSettings, patchify as qwen_patchify
 
 
 def oracle(pixels, patch_size, merge_size, temporal_patch_size):
