@@ -153,9 +153,11 @@ book.listing("qwen/norm.py")
 #
 # | | divides by | then multiplies by | where the model uses it |
 # |---|---|---|---|
-# | `RMSNorm` | √(mean x² + ε) | 1 + w, per dimension | before every mixer and MLP, after the last layer, on q and k per head |
-# | `GatedRMSNorm` | √(mean x² + ε) | w · silu(z), per dimension; z is a gate computed from the layer input | the output of each linear-attention head (chapter 7) |
-# | `l2norm` | √(Σ x² + ε) | nothing | q and k of linear attention (chapter 7) |
+# |`RMSNorm`|√(mean x² + ε)|1 + w, per dimension|before every mixer and MLP, after the last layer, on q and k per head|
+# |`GatedRMSNorm`|√(mean x² + ε)|w · silu(z), per dimension|the output of each linear-attention head (chapter 7)|
+# |`l2norm`|√(Σ x² + ε)|nothing|q and k of linear attention (chapter 7)|
+#
+# In `GatedRMSNorm`, z is a gate computed from the layer input.
 #
 # - **No mean, no bias.** LayerNorm subtracts the mean and adds a bias; RMSNorm only fixes the scale. It is cheaper
 #   and trains as well, which is why Llama, Qwen and Gemma all use it.

@@ -667,7 +667,7 @@ book.proof(compare, args.path, h, after, mtp_logits)
 # | the block's KV cache | 2 × (B, Hkv, S, D) | 2 × (B, 2, S, 256) |
 # | draft guesses; verify input | (B, k); (B, k + 1) | |
 # | verify logits | (B, k + 1, V) | (B, k + 1, 248320) |
-# | DeltaNet snapshot, per linear layer | conv (B, C, K − 1), state (B, Hv, dk, dv) fp32 | (B, 6144, 3), (B, 16, 128, 128) |
+# |DeltaNet snapshot, per linear layer|conv (B, C, K − 1), state (B, Hv, dk, dv) fp32|(B, 6144, 3), (B, 16, 128, 128)|
 
 # %%
 book.notation(args.path)

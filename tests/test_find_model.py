@@ -195,7 +195,8 @@ def test_the_download_asks_for_the_vision_and_mtp_files(split):
     assert text_shards(split) == [TEXT_SHARD] and vision_shards(split) == [VISION_SHARD]
     repo = sorted(f.name for f in split.iterdir()) + ["README.md", ".gitattributes", "video_preprocessor_config.json"]
     fetched = set(filter_repo_objects(repo, allow_patterns=download_files(split)))
-    want = {f for f in META if (split / f).is_file()} | {TEXT_SHARD, VISION_SHARD, MTP_SHARD, "preprocessor_config.json"}
+    want = ({f for f in META if (split / f).is_file()}
+            | {TEXT_SHARD, VISION_SHARD, MTP_SHARD, "preprocessor_config.json"})
     assert fetched == want
 
 

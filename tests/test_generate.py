@@ -151,7 +151,8 @@ def test_stop_and_limits(small_adapter):
     adapter = small_adapter
     first = list(generate(adapter, SMALL_PROMPTS[0], 5, stop=[]))
     assert len(first) == 5
-    assert list(generate(adapter, SMALL_PROMPTS[0], 5, stop=[first[2]])) == first[:3]  # stops after yielding the stop id
+    # stops after yielding the stop id
+    assert list(generate(adapter, SMALL_PROMPTS[0], 5, stop=[first[2]])) == first[:3]
     assert list(generate(adapter, SMALL_PROMPTS[0], 0)) == []
     with pytest.raises(ValueError, match="empty"):
         list(generate(adapter, [], 3))

@@ -386,7 +386,8 @@ def test_205_plain_weights_give_the_same_outputs():
                 assert torch.equal((rms_normalize(x, 1e-6) * plain[name].float()).to(dtype), norm(x)), name
                 checked += 1
     assert checked > 50
-    cfg = dict(PROBLEMS[202].module.REAL_08B, num_hidden_layers=4, layer_types=["linear_attention", "full_attention"] * 2)
+    cfg = dict(PROBLEMS[202].module.REAL_08B, num_hidden_layers=4,
+               layer_types=["linear_attention", "full_attention"] * 2)
     _, model = _hf_shapes(cfg)
     rms = {n.removeprefix("model.") + ".weight" for n, m in model.named_modules() if isinstance(m, Qwen3_5RMSNorm)}
     assert rms == {n for n in tensor_shapes(cfg) if is_zero_centred(n)}
