@@ -546,7 +546,7 @@ for alpha in (0.5, 0.8):
     print(f"α = {alpha}, k = {K_SWEEP}: {per:.2f} tokens per forward over {stats['steps']} forwards, closed form "
           f"{ch11.tokens_per_step(alpha, K_SWEEP):.2f} (apart by chance); identical: {got == long_plain}")
 single = runs["MTP head", 1][0]["accepted"] / runs["MTP head", 1][0]["proposed"]  # k = 1: α itself
-for (kind, k), (stats, per) in runs.items():
+for (kind, k), (_stats, per) in runs.items():
     label = f"{kind}, k = 1, 2, 4{TAG if kind == 'MTP head' else ''}" if k == 1 else ""
     measured.append((single if kind == "MTP head" else 1.0, per, label))
 

@@ -97,7 +97,7 @@ def hostile_reports():
     """Every hostile file graded, the dangerous ones through the real child process, two at a time, with 1 s per
     case and 2 s to import."""
     prob = PROBLEMS[204]
-    prob.module  # import cases.py once, before the threads share it
+    _ = prob.module  # import cases.py once, before the threads share it
     before = {f: digest(f) for f in HOSTILE}
     t0 = time.monotonic()
     reports = _graded_in_child(prob, [f for f in HOSTILE if f.stem not in IN_PROCESS])
@@ -262,7 +262,7 @@ def test_solutions_through_the_child_process():
     """The end-to-end path for every problem (inputs and results cross the process boundary); the starters and
     the wrong solutions are graded in tests/test_practice.py, and a starter through the command line below."""
     for p in PROBLEMS.values():
-        p.module
+        _ = p.module  # import each cases.py before the threads share it
     with ThreadPoolExecutor(2) as pool:
         reports = list(pool.map(lambda p: run_file(p, p.folder / "solution.py"), PROBLEMS.values()))
     for p, rep in zip(PROBLEMS.values(), reports):
