@@ -25,18 +25,18 @@ from pathlib import Path
 import torch
 
 from qwen.chat import default_thinking
+from qwen.config import DTYPES
 from qwen.course import open_model, pick_device
 from qwen.draft import MTPDraft
 from qwen.fast import load_fast, numerics
 from qwen.generate import checkpoint_stop_tokens
 from qwen.image import ImageSettings
-from qwen.config import DTYPES
+from qwen.mrope import tokens_per_image
 from qwen.mtp import load_mtp
 from qwen.sampling import CARD
 from qwen.session import Session
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
-from qwen.mrope import tokens_per_image
 from qwen.vision import load_vision
 
 COMMANDS = "/reset, /think on|off|hide, /limit N, /history, /image PATH, /help, /quit"

@@ -19,9 +19,9 @@ from transformers.utils import logging
 
 from qwen.course import pick_device
 from qwen.deltanet import chunked_delta_rule
+from qwen.family import SIZES
 from qwen.measure import timed
 from qwen.norm import l2norm
-from qwen.family import SIZES
 
 logging.set_verbosity_error()  # transformers says, once per call, that flash-linear-attention is not installed
 

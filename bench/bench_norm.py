@@ -12,9 +12,9 @@ import torch
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5RMSNorm, Qwen3_5RMSNormGated
 
 from qwen.course import pick_device
+from qwen.family import SIZES
 from qwen.measure import medians
 from qwen.norm import GatedRMSNorm, RMSNorm
-from qwen.family import SIZES
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--device")

@@ -18,7 +18,6 @@ from safetensors.torch import save_file
 
 from qwen.sizes import REAL_TEXT_CONFIG, tensor_shapes
 
-
 CHILD = """
 import sys, time, torch
 from qwen.fast import load_fast

@@ -99,7 +99,6 @@ def toy_gamma_figure(Gamma, e):
     """Γ of a toy chunk in which every token decays the memory by the same e^g = e: Γ_ij = e^(i − j) below the
     diagonal, 0 above; with the values printed on a small chunk."""
     import matplotlib.pyplot as plt
-
     import numpy as np
 
     Gamma = np.asarray(Gamma, dtype=np.float64)
@@ -147,7 +146,7 @@ def memory_bill_figure(sizes=SIZES, tokens=32768):
     full = [all_attention_bytes(sizes[n], tokens) / 2 ** 30 for n in names]
     bx.bar(x - 0.2, hybrid, 0.4, label="Qwen3.5 ([L, L, L, F] layers)", color="#2a9d8f")
     bx.bar(x + 0.2, full, 0.4, label="the same with full attention everywhere", color="#bbbbbb")
-    for i, (a, b) in enumerate(zip(hybrid, full)):
+    for i, a in enumerate(hybrid):
         bx.text(i - 0.2, a, f"{a:.2f}", ha="center", va="bottom", fontsize=8)
     bx.set_xticks(x, [f"Qwen3.5-{n}" for n in names])
     bx.set_ylabel(f"GiB for one sequence of {tokens:,} tokens")

@@ -28,7 +28,8 @@ def flops_by_component(cfg, T):
         return counter.get_total_flops()
 
     n = {kind: cfg.layer_types.count(kind) for kind in layers}
-    mixer = {kind: n[kind] * count(lambda: layer.mix(x, cos, sin, None, None)) for kind, layer in layers.items()}
+    mixer = {kind: n[kind] * count(lambda layer=layer: layer.mix(x, cos, sin, None, None))
+             for kind, layer in layers.items()}
     mlp = count(lambda: next(iter(layers.values())).mlp(x))
     return {"embedding + head": count(lambda: head(x)), "DeltaNet mixers": mixer.get("linear_attention", 0),
             "attention mixers": mixer.get("full_attention", 0), "MLPs": len(cfg.layer_types) * mlp, "norms": 0}

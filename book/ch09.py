@@ -8,8 +8,8 @@ from a config alone (qwen/family.py).
 """
 import torch
 
-from qwen.sampling import CARD, filter_logits
 from qwen.family import cache_bytes
+from qwen.sampling import CARD, filter_logits
 
 
 def sampling_rules(logits, tokens, top_k=CARD[True]["top_k"], top_p=CARD[True]["top_p"], coding_temperature=0.6,

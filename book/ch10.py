@@ -14,8 +14,11 @@ import torch
 from qwen.config import VisionConfig
 from qwen.hub import ModelNotFound
 from qwen.image import smart_resize
-from qwen.sizes import REAL_VISION_CONFIG as REAL_VISION  # public copies of the published config.json
-from qwen.sizes import numel, vision_shapes
+from qwen.sizes import (
+    REAL_VISION_CONFIG as REAL_VISION,  # public copies of the published config.json
+    numel,
+    vision_shapes,
+)
 from qwen.weights import Weights
 
 

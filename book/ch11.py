@@ -6,7 +6,6 @@ so the chapter script starts without it.
 """
 from pathlib import Path
 
-
 from qwen.hub import ModelNotFound
 from qwen.mtp import load_mtp
 

@@ -27,7 +27,8 @@ def _layer(x, kind):
              (x, 7.6, 4.4, 0.6, "mlp: down_proj(silu(gate_proj(x)) · up_proj(x))", "mlp", True)]
     if kind == "L":
         boxes += [(x, 2.0, 1.3, 0.45, "in_proj_qkv", mixer, True), (x + 1.4, 2.0, 1.0, 0.45, "in_proj_z", mixer, True),
-                  (x + 2.5, 2.0, 0.9, 0.45, "in_proj_b", mixer, True), (x + 3.5, 2.0, 0.9, 0.45, "in_proj_a", mixer, True),
+                  (x + 2.5, 2.0, 0.9, 0.45, "in_proj_b", mixer, True),
+                  (x + 3.5, 2.0, 0.9, 0.45, "in_proj_a", mixer, True),
                   (x, 2.65, 1.6, 0.45, "conv1d, silu", mixer, True),
                   (x + 2.7, 2.65, 1.7, 0.45, "β, decay g\n(A_log, dt_bias)", mixer, True),
                   (x, 3.3, 1.6, 0.45, "l2norm of q, k", "norm", False),
@@ -38,7 +39,8 @@ def _layer(x, kind):
     else:
         boxes += [(x, 2.0, 2.0, 0.45, "q_proj (query + gate)", mixer, True),
                   (x + 2.1, 2.0, 1.1, 0.45, "k_proj", mixer, True), (x + 3.3, 2.0, 1.1, 0.45, "v_proj", mixer, True),
-                  (x, 2.65, 2.0, 0.45, "q_norm (D)", "norm", True), (x + 2.1, 2.65, 1.1, 0.45, "k_norm (D)", "norm", True),
+                  (x, 2.65, 2.0, 0.45, "q_norm (D)", "norm", True),
+                  (x + 2.1, 2.65, 1.1, 0.45, "k_norm (D)", "norm", True),
                   (x, 3.3, 3.2, 0.45, "RoPE on q, k (first D/4 dims)", "rope", False),
                   (x, 3.95, 3.2, 0.6, "causal attention, GQA", mixer, False),
                   (x + 3.3, 3.95, 1.1, 0.6, "KV cache", (mixer, "generate"), False),

@@ -44,7 +44,7 @@ def notation(checkpoint):
     real = real_config()
     rows = [("", "meaning", "config field", NAME, ours)]
     for letter, meaning, field in SYMBOLS:
-        value = (lambda c: f"{_value(c, field):,g}") if field else (lambda c: "your input")
+        value = (lambda c, field=field: f"{_value(c, field):,g}") if field else (lambda c: "your input")
         rows.append((letter, meaning, field or "-", value(real), value(cfg)))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     text = "\n".join("  ".join(cell.rjust(w) if i >= 3 else cell.ljust(w) for i, (cell, w) in

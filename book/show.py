@@ -8,6 +8,7 @@ only when something is drawn. Lines that only a script prints start with NOTE, s
 import ast
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from qwen.hub import DATA_DIR
@@ -108,7 +109,7 @@ def _is_stub(function):
     return code is not None and code.co_names == ("NotImplementedError",)
 
 
-def attempt(number, *functions, **named):
+def attempt(number: int, *functions: Callable, **named: Callable) -> None:
     """Exercise `number` at the point where the learner should try it. In a notebook: grade the functions given
     (defined in the notebook; by position, matched by their names, or as name=function like check() takes them)
     with the judge, unless they are still the starter's stubs. In a script: say how to start the exercise and

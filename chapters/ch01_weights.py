@@ -50,12 +50,12 @@ import torch
 from safetensors import safe_open
 
 import book
-from book import ch01
-from qwen.sizes import REAL_FP32, REAL_NAME, REAL_TEXT_CONFIG, count_by_part, real_config, tensor_shapes
-from qwen.course import chapter_args
-from qwen.synthetic import is_synthetic
 import qwen.weights
+from book import ch01
 from qwen.config import Config
+from qwen.course import chapter_args
+from qwen.sizes import REAL_FP32, REAL_NAME, REAL_TEXT_CONFIG, count_by_part, real_config, tensor_shapes
+from qwen.synthetic import is_synthetic
 from qwen.weights import load_weights
 
 args = chapter_args(__doc__)

@@ -41,8 +41,12 @@ from book import ch03
 from book.ch03 import REAL, REAL_LABEL
 from qwen.config import Config
 from qwen.course import chapter_args
-from qwen.norm import GatedRMSNorm, RMSNorm, rms_normalize
-from qwen.norm import l2norm as qwen_l2norm  # the name l2norm is left for your attempt in section 2
+from qwen.norm import (
+    GatedRMSNorm,
+    RMSNorm,
+    l2norm as qwen_l2norm,  # the name l2norm is left for your attempt in section 2
+    rms_normalize,
+)
 from qwen.synthetic import is_synthetic
 from qwen.weights import fill, load_weights
 
@@ -149,9 +153,11 @@ book.listing("qwen/norm.py")
 #
 # | | divides by | then multiplies by | where the model uses it |
 # |---|---|---|---|
-# | `RMSNorm` | √(mean x² + ε) | 1 + w, per dimension | before every mixer and MLP, after the last layer, on q and k per head |
-# | `GatedRMSNorm` | √(mean x² + ε) | w · silu(z), per dimension; z is a gate computed from the layer input | the output of each linear-attention head (chapter 7) |
-# | `l2norm` | √(Σ x² + ε) | nothing | q and k of linear attention (chapter 7) |
+# |`RMSNorm`|√(mean x² + ε)|1 + w, per dimension|before every mixer and MLP, after the last layer, on q and k per head|
+# |`GatedRMSNorm`|√(mean x² + ε)|w · silu(z), per dimension|the output of each linear-attention head (chapter 7)|
+# |`l2norm`|√(Σ x² + ε)|nothing|q and k of linear attention (chapter 7)|
+#
+# In `GatedRMSNorm`, z is a gate computed from the layer input.
 #
 # - **No mean, no bias.** LayerNorm subtracts the mean and adds a bias; RMSNorm only fixes the scale. It is cheaper
 #   and trains as well, which is why Llama, Qwen and Gemma all use it.

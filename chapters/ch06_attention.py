@@ -26,10 +26,10 @@ from book import ch06
 from qwen.attention import GatedAttention, KVCache
 from qwen.config import Config
 from qwen.course import chapter_args
+from qwen.family import SIZES, all_attention_bytes, cache_bytes
 from qwen.norm import RMSNorm
 from qwen.rope import RotaryEmbedding, apply_rope
 from qwen.sizes import REAL_NAME, real_config
-from qwen.family import SIZES, all_attention_bytes, cache_bytes
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import fill, load_weights

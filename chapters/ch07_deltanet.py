@@ -333,7 +333,13 @@ book.attempt(212, chunked_delta_rule)
 
 # %%
 from qwen.deltanet import chunked_delta_rule  # noqa: E402  (the finished one, from here on)
-from qwen.family import SIZES, all_attention_bytes, cache_bytes, kv_bytes_per_token, linear_layer_bytes
+from qwen.family import (  # noqa: E402  (the sizes, for section 5's memory bill)
+    SIZES,
+    all_attention_bytes,
+    cache_bytes,
+    kv_bytes_per_token,
+    linear_layer_bytes,
+)
 
 inputs = (q, k, v, g, beta[None])
 o_rec64, S_rec64 = recurrent_delta_rule(*(t.double() for t in inputs))

@@ -203,7 +203,8 @@ for name, m in model.named_modules():
     if name in ("embed_tokens", "lm_head", "norm") or name.endswith(("linear_attn", "self_attn", ".mlp",
                                                                       "layernorm")):
         hooks.append(m.register_forward_pre_hook(before))
-        hooks.append(m.register_forward_hook(lambda mod, a, o, n=component(name + "."): after(mod, a, o, n)))
+        which = component(name + ".")
+        hooks.append(m.register_forward_hook(lambda mod, a, o, n=which: after(mod, a, o, n)))
 with torch.no_grad():
     model(ids)
 for h in hooks:

@@ -23,12 +23,12 @@ from qwen import measure
 from qwen.chat import render
 from qwen.config import Config
 from qwen.course import chapter_args
+from qwen.family import cache_bytes
 from qwen.fast import load_fast
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.model import load_model
 from qwen.sampling import Sampling, filter_logits
 from qwen.sizes import REAL_NAME, real_config
-from qwen.family import cache_bytes
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 

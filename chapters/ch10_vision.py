@@ -254,9 +254,9 @@ book.show("ch10-positions", ch10.position_grid, table, raster, SYNTHETIC)
 # ## 6. Positions II: the 2-D rotary embedding
 # Inside the blocks, attention also turns q and k by angles, as in chapter 4, but in two dimensions. A head of
 # Dh = C / heads dims is turned in rotate-half pairs, all of it (no partial rotary here), with Dh/4 frequencies
-# f_j = θ^(−4j/Dh), θ = the vision config's rope_theta (10,000 unless it says otherwise). The first Dh/4 pair angles are row · f_j, the next Dh/4 are column · f_j. So a
-# score q·k depends on the two patches' row difference and column difference only. Shifting both patches by the same
-# (3, 5) leaves it unchanged:
+# f_j = θ^(−4j/Dh), θ = the vision config's rope_theta (10,000 unless it says otherwise). The first Dh/4 pair angles
+# are row · f_j, the next Dh/4 are column · f_j. So a score q·k depends on the two patches' row difference and column
+# difference only. Shifting both patches by the same (3, 5) leaves it unchanged:
 
 # %%
 Dh = C // vcfg.num_heads
@@ -480,8 +480,9 @@ print(f"greedy reply{' (synthetic weights: random tokens)' if SYNTHETIC else ''}
 #
 # ## Try this
 #
-# - Give the photo a smaller budget: `preprocess(photo, settings=ImageSettings(min_pixels=32 * 32, max_pixels=256 * 256))` and count
-#   the tokens; then put the new `pixel_values` through `tower` and the model (remember to expand the pads again).
+# - Give the photo a smaller budget:
+#   `preprocess(photo, settings=ImageSettings(min_pixels=32 * 32, max_pixels=256 * 256))` and count the tokens; then
+#   put the new `pixel_values` through `tower` and the model (remember to expand the pads again).
 # - Cut the photo in two with `photo.crop(...)` and put both halves in one prompt (two image parts in `chat`): print
 #   `position_ids` and find where the second image starts.
 # - Replace `s.image_std` by (1, 1, 1) in section 3's normalisation and compare the range of the values: why must

@@ -52,12 +52,12 @@ from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet
 from qwen.draft import MTPDraft, Scripted, follow
+from qwen.family import kv_bytes_per_token, linear_layer_bytes
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.hub import part_files
 from qwen.model import load_model
 from qwen.mtp import FinalHidden, load_mtp, new_cache, step
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, mtp_shapes, real_config, tensor_shapes
-from qwen.family import kv_bytes_per_token, linear_layer_bytes
 from qwen.speculative import Rollback, speculate
 from qwen.synthetic import BANNER, is_synthetic, synthetic_path
 from qwen.tokenizer import load_tokenizer
@@ -546,7 +546,7 @@ for alpha in (0.5, 0.8):
     print(f"α = {alpha}, k = {K_SWEEP}: {per:.2f} tokens per forward over {stats['steps']} forwards, closed form "
           f"{ch11.tokens_per_step(alpha, K_SWEEP):.2f} (apart by chance); identical: {got == long_plain}")
 single = runs["MTP head", 1][0]["accepted"] / runs["MTP head", 1][0]["proposed"]  # k = 1: α itself
-for (kind, k), (stats, per) in runs.items():
+for (kind, k), (_stats, per) in runs.items():
     label = f"{kind}, k = 1, 2, 4{TAG if kind == 'MTP head' else ''}" if k == 1 else ""
     measured.append((single if kind == "MTP head" else 1.0, per, label))
 
@@ -667,7 +667,7 @@ book.proof(compare, args.path, h, after, mtp_logits)
 # | the block's KV cache | 2 × (B, Hkv, S, D) | 2 × (B, 2, S, 256) |
 # | draft guesses; verify input | (B, k); (B, k + 1) | |
 # | verify logits | (B, k + 1, V) | (B, k + 1, 248320) |
-# | DeltaNet snapshot, per linear layer | conv (B, C, K − 1), state (B, Hv, dk, dv) fp32 | (B, 6144, 3), (B, 16, 128, 128) |
+# |DeltaNet snapshot, per linear layer|conv (B, C, K − 1), state (B, Hv, dk, dv) fp32|(B, 6144, 3), (B, 16, 128, 128)|
 
 # %%
 book.notation(args.path)

@@ -7,7 +7,6 @@ import torch
 import torch.nn.functional as F
 
 
-
 def rms_norm(x, weight, eps):
     """x̂ · (1 + weight), statistics in fp32, rounded once to x's dtype (chapter 3)."""
     xf = x.float()

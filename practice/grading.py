@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+
 @contextlib.contextmanager
 def float32_default():
     """torch's default dtype set to fp32 while the oracle builds cases and runs known mistakes: a notebook's

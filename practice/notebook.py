@@ -10,17 +10,19 @@ import inspect
 import sys
 import time
 import types
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from practice.events import grade_events
 from practice.oracle import Watch
-from practice.problems import LOAD_LIMIT, find_problem, verified
+from practice.problems import LOAD_LIMIT, Problem, find_problem, verified
 from practice.report import MSG, Printer, Report, detect_lang, shown_path
 from practice.store import clean_stale_temp, progress_path, record, temp_dir
 
 # ---------------------------------------------------------------- grading in this process (notebooks)
 
-def check(problem, *objects, lang=None, save=True, **functions):
+def check(problem: int | str, *objects: object, lang: str | None = None, save: bool = True,
+          **functions: Callable) -> bool:
     """Grade functions defined in a notebook (or any Python session) and print the verdict; True if Accepted.
 
     check(204, rms_norm, gated_rms_norm, l2norm)   # functions (or functools.partial), matched by their names
@@ -56,7 +58,8 @@ def _name(obj):
     return getattr(obj, "__name__", None)
 
 
-def namespace(prob, objects, functions):
+def namespace(prob: Problem, objects: Iterable[object],
+              functions: dict[str, Callable]) -> tuple[dict[str, Callable] | None, str | None]:
     """check()'s arguments as {name: callable}, or (None, one line saying what check() takes); plug_in takes the
     same arguments."""
     wanted, space = prob.functions, {}
@@ -105,7 +108,8 @@ def _progress_line(lang):
     return show
 
 
-def grade_in_process(prob, space=None, path=None, progress=None):
+def grade_in_process(prob: Problem, space: dict[str, Callable] | None = None, path: str | Path | None = None,
+                     progress: Callable | None = None) -> Report:
     """Grade the functions in `space`, or in the file at `path` imported here, without a child process.
     progress(i, n, case) is called as each case starts, and progress(None, n, None, done=True) at the end."""
     from practice import runner  # runner and grading import torch: imported when something is graded

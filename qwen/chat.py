@@ -23,7 +23,8 @@ PAD = {"image": "<|vision_start|><|image_pad|><|vision_end|>", "video": "<|visio
 LABEL = {"image": "Picture", "video": "Video"}  # add_vision_id numbers them: "Picture 1: ", "Video 1: "
 
 
-def render(messages, add_generation_prompt=True, thinking=False, tools=None, *, add_vision_id=False):
+def render(messages: list[dict], add_generation_prompt: bool = True, thinking: bool = False,
+           tools: list[dict] | None = None, *, add_vision_id: bool = False) -> str:
     """The prompt text for `messages`: dicts with a role ("system" first only, "user", "assistant", "tool") and a
     content (a string, or a list of parts {"text": ...}, {"type": "image"}, {"type": "video"}); an assistant message
     may also have "reasoning_content" and "tool_calls". `thinking` (True or False) is the generation prompt's mode;

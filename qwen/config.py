@@ -44,10 +44,10 @@ class Config:
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0  # transformers' fallback; the real checkpoints say 1e7
     partial_rotary_factor: float = 0.25  # only this share of each head's dims rotates
-    mrope_section: list = field(default_factory=lambda: [11, 11, 10])
-    layer_types: list = field(default_factory=list)  # "linear_attention" | "full_attention", one per layer
+    mrope_section: list[int] = field(default_factory=lambda: [11, 11, 10])
+    layer_types: list[str] = field(default_factory=list)  # "linear_attention" | "full_attention", one per layer
     tie_word_embeddings: bool = False
-    eos_token_id: int | list | None = None
+    eos_token_id: int | list[int] | None = None
     max_position_embeddings: int = 32768
     dtype: str | None = None  # the dtype the checkpoint was saved in ("bfloat16")
 

@@ -10,8 +10,8 @@ import sys
 
 import torch
 
-from qwen.synthetic import BANNER, is_synthetic, synthetic_path
 from qwen.hub import ModelNotFound, find_model
+from qwen.synthetic import BANNER, is_synthetic, synthetic_path
 
 
 def pick_device():

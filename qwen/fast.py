@@ -246,7 +246,8 @@ class Fast(Qwen35):
         return self.lm_head(self.norm(x))  # (B, T or 1, V)
 
 
-def load_fast(path, dtype=None, device=None, widen=None) -> Fast:
+def load_fast(path: str | Path, dtype: str | torch.dtype | None = None, device: str | torch.device | None = None,
+              widen: bool | None = None) -> Fast:
     """The fast model with the checkpoint's weights: called like load_model's, `model(ids, cache=model.new_cache(),
     mask=None, last_only=False, pixel_values=None, image_grid_thw=None)`. dtype, device: as load_model (built on the
     meta device, then filled: the joined projections are stacked from the file's tensors, no other copy is made).

@@ -9,6 +9,8 @@ as model.visual) replace the embeddings of its <|image_pad|> ids and the prompt 
 disk behind a call: `model.visual = load_vision(path, dtype, device)`, `model.mtp = load_mtp(path, dtype, device)`.
 Source: transformers' Qwen3_5TextModel and Qwen3_5ForConditionalGeneration.
 """
+from pathlib import Path
+
 import torch
 import torch.nn as nn
 
@@ -124,7 +126,9 @@ class Qwen35(nn.Module):
         cos, sin = self.rotary(pos, x.dtype)
         return x, cos, sin, mask, [None] * len(self.layers) if cache is None else cache.layers
 
-    def forward(self, input_ids, cache=None, mask=None, last_only=False, pixel_values=None, image_grid_thw=None):
+    def forward(self, input_ids: torch.Tensor, cache: Cache | None = None, mask: torch.Tensor | None = None,
+                last_only: bool = False, pixel_values: torch.Tensor | None = None,
+                image_grid_thw: torch.Tensor | None = None) -> torch.Tensor:
         """pixel_values (N, 3·2·16·16) and image_grid_thw (images, 3) from qwen.vision.preprocess: the prompt's ids
         hold one <|image_pad|> per merged token (qwen.mrope.expand_image_tokens), as transformers' model takes them."""
         x, cos, sin, mask, caches = self.inputs(input_ids, cache, mask, pixel_values, image_grid_thw)
@@ -137,7 +141,8 @@ class Qwen35(nn.Module):
         return self.lm_head(self.norm(x))  # (B, T, V) in the model dtype
 
 
-def load_model(path, dtype=None, device=None, cls=Qwen35) -> Qwen35:
+def load_model(path: str | Path, dtype: str | torch.dtype | None = None, device: str | torch.device | None = None,
+               cls: type[Qwen35] = Qwen35) -> Qwen35:
     """The model with the checkpoint's weights, in `dtype` (default: the checkpoint's own) on `device` (default cpu).
     Built on the meta device (no memory), then each parameter becomes the tensor read from the file (qwen/weights.py
     fill): no fp32 detour, no random init to overwrite, no second copy. Peak memory is about the weights themselves.

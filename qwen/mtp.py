@@ -21,6 +21,8 @@ final norm. The one difference: transformers gives the pair (x_{t+1}, h_t) the p
 the position of h_t, t. RoPE scores depend only on distances, so the logits agree up to rounding (the tests
 check it). This file uses vLLM's: the MTP cache then lines up with the main model's, entry t for entry t.
 """
+from pathlib import Path
+
 import torch
 import torch.nn as nn
 
@@ -88,7 +90,7 @@ class FinalHidden:
         self.handle.remove()
 
 
-def load_mtp(path, dtype=None, device=None) -> MTP:
+def load_mtp(path: str | Path, dtype: str | torch.dtype | None = None, device: str | torch.device | None = None) -> MTP:
     """The MTP block of the checkpoint at `path`, in `dtype` (default: as stored) on `device`: built on the meta
     device, then filled (qwen/weights.py fill) from the mtp.* tensors alone. Attach it in the open, in the main
     model's dtype and device: `model.mtp = load_mtp(path, dtype, device)`."""

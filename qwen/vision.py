@@ -16,6 +16,8 @@ No deepstack: unlike Qwen3-VL, Qwen3.5's tower hands only its last layer to the 
 The tower's tokens take the place of the image's placeholders in the prompt: qwen/mrope.py.
 Source: transformers' Qwen3_5VisionModel.
 """
+from pathlib import Path
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -169,7 +171,8 @@ class VisionTower(nn.Module):
         return self.merger(x)  # (N/4, d)
 
 
-def load_vision(path, dtype=None, device=None) -> VisionTower:
+def load_vision(path: str | Path, dtype: str | torch.dtype | None = None,
+                device: str | torch.device | None = None) -> VisionTower:
     """The vision tower of checkpoint folder `path`, in `dtype` (default: as stored) on `device`. Built on the meta
     device, then filled (qwen/weights.py fill): only model.visual.* is read."""
     cfg = VisionConfig.load(path)

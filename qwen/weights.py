@@ -10,7 +10,7 @@ Finding the folder (`find_model`: a path, data/, the hub cache, a download) is q
 import json
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import torch
@@ -57,12 +57,12 @@ def text_name(key):
     return key  # lm_head.weight
 
 
-class Weights(Mapping):
+class Weights(Mapping[str, torch.Tensor]):
     """name -> tensor for one part of a checkpoint folder ("text", "vision" or "mtp"), names stripped of the part's
     prefix. Only headers are read up front; a tensor is read when asked for. With an index, only the files that hold
     the part are read: a download may lack those of the vision tower or MTP (qwen/hub.py part_files says so)."""
 
-    def __init__(self, folder, part="text"):
+    def __init__(self, folder: str | Path, part: str = "text") -> None:
         self.folder, self.part = Path(folder), part
         files = part_files(self.folder, part)
         if not files and part == "text":
@@ -77,14 +77,14 @@ class Weights(Mapping):
             self.where["lm_head.weight"] = self.where["embed_tokens.weight"]
         self.files = {}  # open safetensors handles, one per file
 
-    def name(self, key):
+    def name(self, key: str) -> str | None:
         """Checkpoint key -> this part's name for it, or None for a tensor of another part."""
         if self.part == "text":
             return text_name(key)
         prefix = PREFIXES[self.part]
         return key[len(prefix):] if key.startswith(prefix) else None
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> torch.Tensor:
         if name not in self.where:
             raise KeyError(f"no tensor {name!r} in this checkpoint")
         file, key = self.where[name]
@@ -92,7 +92,7 @@ class Weights(Mapping):
             self.files[file] = safe_open(file, framework="pt")
         return self.files[file].get_tensor(key)
 
-    def alone(self, name):
+    def alone(self, name: str) -> torch.Tensor:
         """The same tensor through a handle of its own. safetensors maps a file into memory per handle, and every
         tensor read through it keeps that whole mapping alive, with each page ever read. A tensor read alone, used
         and dropped gives its pages back at once: fill reads the parts of a joined weight so (qwen/fast.py)."""
@@ -100,14 +100,14 @@ class Weights(Mapping):
         with safe_open(file, framework="pt") as f:
             return f.get_tensor(key)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self.where)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.where)
 
 
-def load_weights(path):
+def load_weights(path: str | Path) -> Weights:
     """All text-model tensors of the checkpoint at `path`, by prefix-stripped name, read lazily."""
     return Weights(path)
 
@@ -127,7 +127,7 @@ def short(names):
     return f"{names[:3]}{' …' if len(names) > 3 else ''} ({len(names)})"
 
 
-def fill(module: nn.Module, W: Mapping, prefix: str = "", dtype: torch.dtype | None = None,
+def fill(module: nn.Module, W: Mapping[str, torch.Tensor], prefix: str = "", dtype: torch.dtype | None = None,
          device: str | torch.device | None = None, source: str | Path | None = None) -> nn.Module:
     """Make each parameter of `module` the tensor W[prefix + name]: THE loader, for a module built on the meta device
     (the whole model, the tower, the MTP head: no memory until a tensor is read) or with real tensors (a chapter's

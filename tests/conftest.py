@@ -9,9 +9,9 @@ import os
 
 import pytest
 import torch
+
 from helpers import WORKER, run_chapter, shared_once
 from hf_checkpoint import CONFIGS, SMALL, add_mtp, save_checkpoint
-
 from qwen.synthetic import synthetic_path
 
 

@@ -9,11 +9,11 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from helpers import run_chapter
 from PIL import Image
-from variants import MTP_DROPPED, four_pixel_patches, incomplete_mtp
 
+from helpers import run_chapter
 from qwen.image import ImageSettings, preprocess
+from variants import MTP_DROPPED, four_pixel_patches, incomplete_mtp
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

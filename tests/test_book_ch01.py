@@ -2,16 +2,15 @@
 equal to transformers in tests/test_practice.py), and each figure draws on the synthetic checkpoint."""
 import re
 
-import numpy as np
-
 import matplotlib
+import numpy as np
 import pytest
 
 matplotlib.use("Agg")
 
 from book import ch01  # noqa: E402
-from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes  # noqa: E402
 from qwen.family import SIZES
+from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes  # noqa: E402
 from qwen.synthetic import TEXT as SYNTHETIC  # noqa: E402
 from qwen.weights import load_weights  # noqa: E402
 

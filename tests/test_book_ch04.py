@@ -7,10 +7,9 @@ import math
 import matplotlib
 import numpy as np
 import pytest
-
-from book import ch04
 import torch
 
+from book import ch04
 from qwen.config import Config
 from qwen.rope import RotaryEmbedding, apply_rope, mrope_axes
 from qwen.sizes import real_config

@@ -77,8 +77,13 @@ def test_sampling_figure():
 def test_rules_in_transformers_order():
     """filter_logits equals transformers' own warpers in transformers' order (temperature → top-k → top-p → min-p,
     utils.py _get_logits_processor) on random logits without ties: the same tokens kept, the same probabilities."""
-    from transformers.generation.logits_process import (LogitsProcessorList, MinPLogitsWarper, TemperatureLogitsWarper,
-                                                        TopKLogitsWarper, TopPLogitsWarper)
+    from transformers.generation.logits_process import (
+        LogitsProcessorList,
+        MinPLogitsWarper,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
 
     g = torch.Generator().manual_seed(3)
     for T, k, p, m in ((0.7, 50, 0.9, None), (1.0, 20, 0.95, 0.0), (0.6, 20, 0.95, 0.05), (1.3, 200, 0.8, 0.1)):

@@ -116,7 +116,8 @@ def test_chapter_prints_the_real_numbers(chapter_outputs):
     for k in (1, 2, 4):  # 16 tokens, the first from the prefill: 15 in ceil(15 / (k + 1)) forwards
         assert f"always right k = {k}: identical to plain greedy: True; accepted" in out
         assert f"{15 / math.ceil(15 / (k + 1)):.2f} tokens per main-model forward\n" in out
-    accepted = [int(a) for a in re.findall(r"MTP head     k = \d: identical to plain greedy: True; accepted (\d+)", out)]
+    accepted = [int(a) for a in re.findall(r"MTP head     k = \d: identical to plain greedy: True; accepted (\d+)",
+                                           out)]
     assert len(accepted) == 3 and max(accepted) <= 2  # random weights: about 1 in V guesses right
     assert "the conv window is the inputs of d_1, d_2, d_3 only: True" in out
     far, near = map(float, re.search(r"\|verify − plain\| = (\S+); \|replayed − plain\| = (\S+),", out).groups())
@@ -129,8 +130,8 @@ def test_chapter_prints_the_real_numbers(chapter_outputs):
     assert f"{18 * 10_543_264:,} weights, {18 * 10_543_264 / 752_393_024:.0%} of the model's" in out
     before = float(re.search(r"before the rollback, the DeltaNet states .* are (\S+) of their scale", out).group(1))
     after = dict(re.findall(r"(k|v|conv|state) ([\d.e+-]+)", out.split("after Rollback.keep(2): ")[1].split("\n")[0]))
-    both = dict(re.findall(r"(k|v|conv|state) ([\d.e+-]+)", out.split("in one plain forward, against one at a time: ")[1]
-                           .split("\n")[0]))
+    both = dict(re.findall(r"(k|v|conv|state) ([\d.e+-]+)",
+                           out.split("in one plain forward, against one at a time: ")[1].split("\n")[0]))
     # fp32 rounding through 24 layers (measured: up to 4.3e-5 after the rollback, 1.6e-5 for a plain pass that reads
     # the two tokens at once); a state that kept the rejected tokens is off by its own size
     assert before > 0.1 and max(float(v) for v in after.values()) < 1e-4 and max(map(float, both.values())) < 1e-4

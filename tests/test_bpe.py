@@ -3,8 +3,8 @@ running tokenizer.json) on the tokenizer test samples and on a thousand random s
 import random
 
 import pytest
-from helpers import SAMPLES
 
+from helpers import SAMPLES
 from qwen.bpe import ByteLevelBPE
 
 

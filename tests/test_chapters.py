@@ -17,8 +17,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from helpers import ROOT
-from helpers import run_chapter as run
+from helpers import ROOT, run_chapter as run
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes  # proven against transformers: test_practice
 
 SCRIPTS = tuple(p.name for p in sorted((ROOT / "chapters").glob("ch[0-9][0-9]_*.py")))
@@ -137,8 +136,8 @@ def test_ch02_facts(outputs, synthetic):
     assert f"{chat!r} -> {ref.encode(chat)}" in out
     assert f"added tokens: {len(enc.special_tokens_set)}, of which " in out
     V = REAL_TEXT_CONFIG["vocab_size"]
-    assert f"tokenizer: {enc.n_vocab:,} ids in use; the embedding has {V:,} rows = {V // 256} x 256 = {V // 512} x 512," \
-           f" so {V - enc.n_vocab} rows are never looked up" in out
+    assert f"tokenizer: {enc.n_vocab:,} ids in use; the embedding has {V:,} rows = {V // 256} x 256 = " \
+           f"{V // 512} x 512, so {V - enc.n_vocab} rows are never looked up" in out
     assert V == text_config(synthetic)["vocab_size"] and V % 512 == 0
     nfd = "e\u0301cole"
     assert unicodedata.normalize("NFC", nfd) != nfd  # so the round trip must fail, and the chapter must say so
@@ -197,7 +196,8 @@ def test_ch03_facts(outputs):
     means = [float(v) for v in re.findall(r"torch's bf16 mean of x² off by ([\d.e+-]+);", out)]
     assert len(means) == 3 and all(abs(m) <= 2 ** -8 for m in means), means  # one bf16 rounding at every d
     for name, w in (("layer 0's mean w", REAL["layer0_w"]["mean"]), ("layer 0's largest w", REAL["layer0_w"]["max"]),
-                    ("final norm's mean w", REAL["final_w"]["mean"]), ("final norm's largest w", REAL["final_w"]["max"])):
+                    ("final norm's mean w", REAL["final_w"]["mean"]),
+                    ("final norm's largest w", REAL["final_w"]["max"])):
         ratio = bf16_spacing(1 + w) / bf16_spacing(w)  # the steps by hand, at the recorded real weights
         assert f"real Qwen3.5-0.8B, {name} ({w:.3f}): bf16 step {bf16_spacing(w):.2g} at w, " \
                f"{bf16_spacing(1 + w):.2g} at 1 + w: " + (f"storing w rounds {ratio:g}x finer" if ratio > 1 else
@@ -282,7 +282,8 @@ def test_ch06_facts(outputs, synthetic):
     assert f"q_proj.weight    {str(tensor_shapes(cfg)[q]):16s} (2·H·D, d)   {tensor_shapes(real)[q]}" in out
     full = count_by_part(tensor_shapes(real))["full_attention"]
     H, Hkv, D = (real[k] for k in ("num_attention_heads", "num_key_value_heads", "head_dim"))
-    assert f"real Qwen3.5-0.8B: H = {H}, Hkv = {Hkv}, D = {D}: {full // 6:,} weights per layer, {full:,} in its 6" in out
+    assert f"real Qwen3.5-0.8B: H = {H}, Hkv = {Hkv}, D = {D}: {full // 6:,} weights per layer, " \
+           f"{full:,} in its 6" in out
     shared = [[h // (c["num_attention_heads"] // c["num_key_value_heads"]) for h in range(c["num_attention_heads"])]
               for c in (cfg, real)]  # query head h reads K/V head ⌊h / (H/Hkv)⌋, as transformers' repeat_kv
     assert f"query head h reads K/V head {shared[0]} (real Qwen3.5-0.8B: {shared[1]})" in out

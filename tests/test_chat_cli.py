@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from app.chat import image_command, main
+from helpers import ROOT, chat_template
 from qwen.chat import render
 from qwen.draft import MTPDraft
 from qwen.generate import checkpoint_stop_tokens, generate
@@ -26,7 +27,6 @@ from qwen.mtp import load_mtp
 from qwen.session import Session
 from qwen.tokenizer import load_tokenizer
 from qwen.vision import load_vision
-from helpers import ROOT, chat_template
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -3,9 +3,13 @@ computations of the delta rule, and the identity recurrent ≡ chunked (which sh
 import pytest
 import torch
 from transformers import AutoConfig, DynamicCache, Qwen3_5TextConfig
-from transformers.models.qwen3_5.modeling_qwen3_5 import (Qwen3_5GatedDeltaNet, causal_conv1d_fn,
-                                                          causal_conv1d_update, torch_chunk_gated_delta_rule,
-                                                          torch_recurrent_gated_delta_rule)
+from transformers.models.qwen3_5.modeling_qwen3_5 import (
+    Qwen3_5GatedDeltaNet,
+    causal_conv1d_fn,
+    causal_conv1d_update,
+    torch_chunk_gated_delta_rule,
+    torch_recurrent_gated_delta_rule,
+)
 
 from qwen.config import Config
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet, causal_conv, chunked_delta_rule, recurrent_delta_rule

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 import torch
-from hf_checkpoint import hf_load, save_checkpoint, text_config
 
 from book.diff import compare
+from hf_checkpoint import hf_load, save_checkpoint, text_config
 from qwen.model import load_model
 
 

@@ -5,11 +5,11 @@ its parts against the teaching kernels. Greedy generation through it is compared
 test_generate.py."""
 import pytest
 import torch
-from hf_checkpoint import CONFIGS, hf_load
-from helpers import bf16_steps, fp32_tol, functions, ids_for, left_padding_error, run_in_pieces
 
 import qwen.fast
 from book.diff import compare
+from helpers import bf16_steps, fp32_tol, functions, ids_for, left_padding_error, run_in_pieces
+from hf_checkpoint import CONFIGS, hf_load
 from qwen.attention import attention, causal_mask
 from qwen.deltanet import recurrent_delta_rule
 from qwen.fast import bf16_is_native, load_fast, numerics, product
@@ -261,7 +261,6 @@ def test_plug_in_reaches_the_fast_path(folders):
     """practice/plugin.py swaps the course's functions for a learner's (here 211's delta rule and 204's norms): the
     fast path calls them too. The course's own functions change nothing; a broken delta rule changes the logits."""
     from practice.plugin import _swaps, swapped
-
     from qwen.norm import l2norm
 
     fast = load_fast(folders[TIED_GQA3], torch.float32, widen=False)

@@ -195,7 +195,8 @@ def test_the_download_asks_for_the_vision_and_mtp_files(split):
     assert text_shards(split) == [TEXT_SHARD] and vision_shards(split) == [VISION_SHARD]
     repo = sorted(f.name for f in split.iterdir()) + ["README.md", ".gitattributes", "video_preprocessor_config.json"]
     fetched = set(filter_repo_objects(repo, allow_patterns=download_files(split)))
-    want = {f for f in META if (split / f).is_file()} | {TEXT_SHARD, VISION_SHARD, MTP_SHARD, "preprocessor_config.json"}
+    want = ({f for f in META if (split / f).is_file()}
+            | {TEXT_SHARD, VISION_SHARD, MTP_SHARD, "preprocessor_config.json"})
     assert fetched == want
 
 
@@ -204,11 +205,11 @@ def test_a_cache_without_the_vision_files_still_serves_text(tmp_path, split, syn
     to the published settings; the vision tower names the missing file and the command that fetches it."""
     from transformers import Qwen2VLImageProcessorPil
 
+    from helpers import picture
     from qwen.hub import ModelNotFound
     from qwen.image import preprocess
     from qwen.model import load_model
     from qwen.vision import load_vision
-    from helpers import picture
 
     snap = populate_cache(tmp_path / "hub", "Qwen/Qwen3.5-0.8B", split)
     rc, out = find(tmp_path, HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1")

@@ -151,7 +151,8 @@ def test_stop_and_limits(small_adapter):
     adapter = small_adapter
     first = list(generate(adapter, SMALL_PROMPTS[0], 5, stop=[]))
     assert len(first) == 5
-    assert list(generate(adapter, SMALL_PROMPTS[0], 5, stop=[first[2]])) == first[:3]  # stops after yielding the stop id
+    # stops after yielding the stop id
+    assert list(generate(adapter, SMALL_PROMPTS[0], 5, stop=[first[2]])) == first[:3]
     assert list(generate(adapter, SMALL_PROMPTS[0], 0)) == []
     with pytest.raises(ValueError, match="empty"):
         list(generate(adapter, [], 3))
@@ -227,8 +228,12 @@ def test_card_settings():
 
 @pytest.mark.parametrize("rule", ["temperature", "top_k", "top_p", "min_p", "all"])
 def test_rules_equal_transformers_warpers(rule):
-    from transformers.generation.logits_process import (MinPLogitsWarper, TemperatureLogitsWarper,
-                                                         TopKLogitsWarper, TopPLogitsWarper)
+    from transformers.generation.logits_process import (
+        MinPLogitsWarper,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
 
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(4, 1000, generator=g) * 3

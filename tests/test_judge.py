@@ -16,8 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from practice.judge import (GRACE, check, detect_lang, grade_events, grade_in_process, load_progress, problems,
-                            record, run_file, save_progress)
+from practice.judge import (
+    GRACE,
+    check,
+    detect_lang,
+    grade_events,
+    grade_in_process,
+    load_progress,
+    problems,
+    record,
+    run_file,
+    save_progress,
+)
 from practice.report import OUTPUT_CAP, Printer, Report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -87,7 +97,7 @@ def hostile_reports():
     """Every hostile file graded, the dangerous ones through the real child process, two at a time, with 1 s per
     case and 2 s to import."""
     prob = PROBLEMS[204]
-    prob.module  # import cases.py once, before the threads share it
+    _ = prob.module  # import cases.py once, before the threads share it
     before = {f: digest(f) for f in HOSTILE}
     t0 = time.monotonic()
     reports = _graded_in_child(prob, [f for f in HOSTILE if f.stem not in IN_PROCESS])
@@ -252,7 +262,7 @@ def test_solutions_through_the_child_process():
     """The end-to-end path for every problem (inputs and results cross the process boundary); the starters and
     the wrong solutions are graded in tests/test_practice.py, and a starter through the command line below."""
     for p in PROBLEMS.values():
-        p.module
+        _ = p.module  # import each cases.py before the threads share it
     with ThreadPoolExecutor(2) as pool:
         reports = list(pool.map(lambda p: run_file(p, p.folder / "solution.py"), PROBLEMS.values()))
     for p, rep in zip(PROBLEMS.values(), reports):
@@ -315,7 +325,8 @@ def test_wrong_answer_report(env):
     assert out.returncode == 1
     for line in ("Verdict   Wrong Answer on case 1 (example 1)", "Call      rms_norm(x=fp32[1, 4]",
                  "Max |Δ|   1.46059; 4 of 4 elements outside the tolerance",
-                 "First bad index (0, 0): expected 0.365148, got 0", "Tolerance |Δ| <= 1e-06·max(1, max|y|) + 1e-05·|y|", "Hint      looks like x̂ · w"):
+                 "First bad index (0, 0): expected 0.365148, got 0",
+                 "Tolerance |Δ| <= 1e-06·max(1, max|y|) + 1e-05·|y|", "Hint      looks like x̂ · w"):
         assert line in out.stdout, line
 
     crash = judge("204", "--file", PRACTICE / "hostile" / "os_exit.py")
@@ -514,7 +525,8 @@ def test_kill_9_leaves_no_processes_and_no_temporary_folders(env, monkeypatch):
     tmp.mkdir()
     learner = env / "loops_forever.py"
     learner.write_text("import subprocess, sys\n"
-                       "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], start_new_session=True)\n"
+                       "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'],"
+                       " start_new_session=True)\n"
                        "open('started', 'w').close()\n"
                        "def rms_norm(x, weight, eps=1e-6):\n    while True:\n        pass\n"
                        "gated_rms_norm = l2norm = rms_norm\n")
@@ -605,7 +617,8 @@ def test_oracle_closure_follows_imports():
     from practice.judge import oracle_files
 
     found = set(oracle_files(PROBLEMS[208]))
-    assert {"qwen/__init__.py", "qwen/attention.py", "qwen/norm.py", "qwen/rope.py"} <= found and "qwen/mlp.py" not in found
+    assert {"qwen/__init__.py", "qwen/attention.py", "qwen/norm.py", "qwen/rope.py"} <= found
+    assert "qwen/mlp.py" not in found
 
 
 MLP_BODY = ("import torch.nn.functional as F\n\n\ndef silu(x):\n    return F.silu(x)\n\n\n"

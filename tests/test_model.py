@@ -4,11 +4,11 @@ import json
 
 import pytest
 import torch
-from helpers import bf16_steps, fp32_tol, ids_for, left_padded, left_padding_error, run_in_pieces
-from hf_checkpoint import CONFIGS, hf_load, save_checkpoint, text_config
 from safetensors.torch import load_file, save_file
 
 from book.diff import compare
+from helpers import bf16_steps, fp32_tol, ids_for, left_padded, left_padding_error, run_in_pieces
+from hf_checkpoint import CONFIGS, hf_load, save_checkpoint, text_config
 from qwen.model import load_model
 
 

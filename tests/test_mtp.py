@@ -7,9 +7,9 @@ main model's. The oracle reads the tensors from the files itself, and its h_t is
 (the final-norm output, as MTPCandidateGenerator takes it)."""
 import pytest
 import torch
-from hf_checkpoint import SMALL, hf_load, save_checkpoint, text_config
 from safetensors import safe_open
 
+from hf_checkpoint import SMALL, hf_load, save_checkpoint, text_config
 from qwen.fast import load_fast
 from qwen.hub import part_files
 from qwen.model import load_model

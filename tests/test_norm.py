@@ -2,8 +2,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5RMSNorm, Qwen3_5RMSNormGated
-from transformers.models.qwen3_5.modeling_qwen3_5 import l2norm as hf_l2norm
+from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5RMSNorm, Qwen3_5RMSNormGated, l2norm as hf_l2norm
 
 from qwen.norm import GatedRMSNorm, RMSNorm, l2norm
 

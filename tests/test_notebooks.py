@@ -177,10 +177,12 @@ def test_notebook_draws_its_figures(executed, name):
             drawn.setdefault(figure, []).append(" | ".join(title))
     named = {f for c in nb.cells if c.cell_type == "code" for f in figure_names(c)}
     for figure in named | set(FIGURES.get(name, {})):
-        assert len(drawn.get(figure, [])) == 1, f"the cell of {figure!r} should draw one figure, drew {drawn.get(figure)}"
+        assert len(drawn.get(figure, [])) == 1, \
+            f"the cell of {figure!r} should draw one figure, drew {drawn.get(figure)}"
     for figure, from_checkpoint in FIGURES.get(name, {}).items():
         assert ("synthetic weights" in drawn[figure][0]) == from_checkpoint, \
-            f"{figure}: the title {drawn[figure][0]!r} must say 'synthetic weights' exactly when it shows the checkpoint"
+            f"{figure}: the title {drawn[figure][0]!r} must say 'synthetic weights' exactly when it shows the " \
+            "checkpoint"
 
 
 def figure_names(cell):
@@ -223,7 +225,8 @@ def test_ch01_shows_the_proof(executed, hf_model, synthetic):
     assert theirs == sorted(load_weights(synthetic))
     assert f"{len(theirs)} tensors, the same names as load_weights: True; max |ours - theirs| over all of them: " \
            "0.0" in out
-    assert "exercise 202 (Count the parameters from the config): replace the line that raises NotImplementedError" in out
+    assert "exercise 202 (Count the parameters from the config): replace the line that raises " \
+           "NotImplementedError" in out
 
 
 def test_ch02_ch03_show_the_proof_and_the_exercises(executed):

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import ROOT, functions
 
 import qwen.norm
+from helpers import ROOT, functions
 from practice.plugin import plug_in
 
 NORMS = ("rms_norm", "gated_rms_norm", "l2norm")

@@ -10,19 +10,32 @@ import pytest
 import torch
 from safetensors import safe_open
 from transformers import Qwen3_5TextConfig
-from transformers.models.qwen3_5.modeling_qwen3_5 import (Qwen3_5ForCausalLM, Qwen3_5MLP, Qwen3_5RMSNorm,
-                                                          Qwen3_5RMSNormGated, Qwen3_5TextRotaryEmbedding,
-                                                          apply_rotary_pos_emb)
-from transformers.models.qwen3_5.modeling_qwen3_5 import l2norm as hf_l2norm
+from transformers.models.qwen3_5.modeling_qwen3_5 import (
+    Qwen3_5ForCausalLM,
+    Qwen3_5MLP,
+    Qwen3_5RMSNorm,
+    Qwen3_5RMSNormGated,
+    Qwen3_5TextRotaryEmbedding,
+    apply_rotary_pos_emb,
+    l2norm as hf_l2norm,
+)
 
 from practice.grading import EXACT, Tol, compare
 from practice.judge import grade_in_process, problems
-from qwen.sizes import (REAL_FP32, REAL_TEXT_CONFIG, REAL_VISION_CONFIG, checkpoint_shapes, count_by_part,
-                        is_zero_centred, mtp_shapes, tensor_shapes, vision_shapes)
-from qwen.synthetic import TEXT as SYNTHETIC_TEXT
-from qwen.synthetic import VISION as SYNTHETIC_VISION
 from qwen.config import Config
 from qwen.norm import rms_normalize
+from qwen.sizes import (
+    REAL_FP32,
+    REAL_TEXT_CONFIG,
+    REAL_VISION_CONFIG,
+    checkpoint_shapes,
+    count_by_part,
+    is_zero_centred,
+    mtp_shapes,
+    tensor_shapes,
+    vision_shapes,
+)
+from qwen.synthetic import TEXT as SYNTHETIC_TEXT, VISION as SYNTHETIC_VISION
 from qwen.weights import load_weights, read_header
 
 PROBLEMS = problems()
@@ -373,7 +386,8 @@ def test_205_plain_weights_give_the_same_outputs():
                 assert torch.equal((rms_normalize(x, 1e-6) * plain[name].float()).to(dtype), norm(x)), name
                 checked += 1
     assert checked > 50
-    cfg = dict(PROBLEMS[202].module.REAL_08B, num_hidden_layers=4, layer_types=["linear_attention", "full_attention"] * 2)
+    cfg = dict(PROBLEMS[202].module.REAL_08B, num_hidden_layers=4,
+               layer_types=["linear_attention", "full_attention"] * 2)
     _, model = _hf_shapes(cfg)
     rms = {n.removeprefix("model.") + ".weight" for n, m in model.named_modules() if isinstance(m, Qwen3_5RMSNorm)}
     assert rms == {n for n in tensor_shapes(cfg) if is_zero_centred(n)}

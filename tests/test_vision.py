@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import bf16_steps, picture
 from PIL import Image
 from transformers import Qwen2VLImageProcessorPil, Qwen3_5Config, Qwen3_5VisionConfig
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5Model, Qwen3_5VisionModel
 
+from helpers import bf16_steps, picture
 from qwen.config import VISION_ACTS, VisionConfig
 from qwen.image import ImageSettings, load_image, preprocess, smart_resize
 from qwen.mrope import expand_image_tokens, place_images, position_ids, rope_delta, tokens_per_image
@@ -526,7 +526,6 @@ def test_greedy_generation_after_an_image_equals_transformers(tmp_path):
     """A small random checkpoint written by transformers, its image ids moved into the small vocabulary; untied, since
     a random tied head just repeats the last token and every generation would agree."""
     from hf_checkpoint import hf_load, save_checkpoint, text_config
-
     from qwen.fast import load_fast
     from qwen.generate import generate
     from qwen.model import load_model

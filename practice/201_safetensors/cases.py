@@ -12,7 +12,7 @@ import struct
 import torch
 from safetensors.torch import save_file
 
-from practice.grading import Case, EXACT, Mistake
+from practice.grading import EXACT, Case, Mistake
 
 CODES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
          torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
@@ -119,7 +119,8 @@ def make_cases(tmp):
     path = write_safetensors(tmp / "checkpoint.safetensors", tensors, {"format": "pt"})
     k += 1
     add(f"hidden {k}", "read_header", path, header_of(tensors), seed=seed, note="160 tensors, long header")
-    for name in ("model.language_model.layers.39.mlp.up_proj.weight", "model.language_model.layers.7.linear_attn.A_log"):
+    for name in ("model.language_model.layers.39.mlp.up_proj.weight",
+                 "model.language_model.layers.7.linear_attn.A_log"):
         k += 1
         add(f"hidden {k}", "read_tensor", path, tensors[name].clone(), name, seed)
 
@@ -190,7 +191,8 @@ MISTAKES = [
 ]
 
 ERROR_HINTS = [
-    (r"JSONDecodeError|UnicodeDecodeError|index-sized integer|MemoryError|Expecting value|Extra data|Unterminated string", "header_length",
+    (r"JSONDecodeError|UnicodeDecodeError|index-sized integer|MemoryError|Expecting value|Extra data"
+     r"|Unterminated string", "header_length",
      _hint("the header did not parse as JSON: the first 8 bytes are its length n, an unsigned little-endian "
            "integer (struct.unpack('<Q', f.read(8))[0]); then read exactly n bytes",
            "头部没能按 JSON 解析：前 8 个字节是头部长度 n，无符号小端整数（struct.unpack('<Q', f.read(8))[0]），"

@@ -118,7 +118,8 @@ MISTAKES = [
                                          if n.endswith(("in_proj_qkv.weight", "conv1d.weight")) else s)
                                      for n, s in tensor_shapes(c).items()}),
             _hint("looks like v was sized like q and k: in_proj_qkv has 2·Hk·dk + Hv·dv outputs (v has the value "
-                  "heads and dv)", "看起来 v 按 q、k 的尺寸算了：in_proj_qkv 的输出是 2·Hk·dk + Hv·dv（v 用值头数和 dv）")),
+                  "heads and dv)", "看起来 v 按 q、k 的尺寸算了：in_proj_qkv 的输出是 2·Hk·dk + Hv·dv（v 用值头数和 "
+                                   "dv）")),
     Mistake("gated_norm_per_head", "count_parameters",
             lambda c: _patched(c, "linear_attn.norm.weight",
                                lambda c: (c["linear_num_value_heads"] * c["linear_value_head_dim"],)),

@@ -6,9 +6,8 @@ Qwen3_5ForCausalLM with tied embeddings: embed_tokens bit-exact, lm_head bit-exa
 import torch
 import torch.nn as nn
 
-from practice.grading import Case, EXACT, Mistake, Tol
-from qwen.embedding import Embedding
-from qwen.embedding import head_logits
+from practice.grading import EXACT, Case, Mistake, Tol
+from qwen.embedding import Embedding, head_logits
 
 # fp32: 1e-5 * max(1, max|logit|) + 1e-5 * |logit| (sums of d products in another order round differently);
 # bf16: one grid step (any matrix product accumulates in fp32 and rounds once, so at most one step apart).

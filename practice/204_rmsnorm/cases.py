@@ -9,8 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from practice.grading import Case, Mistake, Tol
-from qwen.norm import GatedRMSNorm, RMSNorm
-from qwen.norm import l2norm as qwen_l2norm
+from qwen.norm import GatedRMSNorm, RMSNorm, l2norm as qwen_l2norm
 
 # bf16/fp16: one grid step for RMSNorm (x / sqrt(...) and x * rsqrt(...) may round apart), two for the gated norm
 # (the oracle rounds x̂ and x̂·w to the input dtype before the gate, as transformers does; a learner who rounds
@@ -144,12 +143,14 @@ MISTAKES = [
                   "（mean(x²) 接近 eps 时差别明显）")),
     Mistake("ignored_eps", "rms_norm",
             lambda x, w, eps: (_x_hat(x, 1e-6) * (1 + w.float())).to(x.dtype),
-            _hint("looks like eps was fixed at 1e-6: use the eps argument", "看起来 eps 写死成了 1e-6：请使用参数 eps")),
+            _hint("looks like eps was fixed at 1e-6: use the eps argument", "看起来 eps 写死成了 1e-6："
+                                                                            "请使用参数 eps")),
     Mistake("llama_order", "rms_norm",
             lambda x, w, eps: _x_hat(x, eps).to(x.dtype) * (1 + w.float()).to(x.dtype),
             _hint("looks like Llama's order, x̂ rounded to the input dtype before the scale: Qwen3.5 multiplies by "
                   "(1 + w) in fp32 and rounds once, at the end",
-                  "看起来是 Llama 的顺序：先把 x̂ 转回输入 dtype 再乘比例。Qwen3.5 在 fp32 里乘 (1 + w)，最后只舍入一次")),
+                  "看起来是 Llama 的顺序：先把 x̂ 转回输入 dtype 再乘比例。Qwen3.5 在 fp32 里乘 (1 + w)，"
+                  "最后只舍入一次")),
     Mistake("mean_over_all", "rms_norm",
             lambda x, w, eps: (x.float() * torch.rsqrt(x.float().pow(2).mean() + eps) * (1 + w.float())).to(x.dtype),
             _hint("looks like the mean was taken over the whole tensor: take it over the last dimension only "
@@ -183,14 +184,16 @@ MISTAKES = [
                   "看起来 eps 加在了根号外：应为 x / sqrt(mean(x²) + eps)")),
     Mistake("ignored_eps", "gated_rms_norm",
             lambda x, z, w, eps: (_x_hat(x, 1e-6) * w.float() * F.silu(z.float())).to(x.dtype),
-            _hint("looks like eps was fixed at 1e-6: use the eps argument", "看起来 eps 写死成了 1e-6：请使用参数 eps")),
+            _hint("looks like eps was fixed at 1e-6: use the eps argument", "看起来 eps 写死成了 1e-6："
+                                                                            "请使用参数 eps")),
     Mistake("sigmoid_gate", "gated_rms_norm",
             lambda x, z, w, eps: (_x_hat(x, eps) * w.float() * torch.sigmoid(z.float())).to(x.dtype),
             _hint("looks like sigmoid(gate): the gate is silu(gate) = gate · sigmoid(gate)",
                   "看起来用了 sigmoid(gate)：门是 silu(gate) = gate · sigmoid(gate)")),
     Mistake("raw_gate", "gated_rms_norm",
             lambda x, z, w, eps: (_x_hat(x, eps) * w.float() * z.float()).to(x.dtype),
-            _hint("looks like the gate was used as it is: multiply by silu(gate)", "看起来门没有过激活：应乘 silu(gate)")),
+            _hint("looks like the gate was used as it is: multiply by silu(gate)", "看起来门没有过激活："
+                                                                                   "应乘 silu(gate)")),
     Mistake("no_gate", "gated_rms_norm",
             lambda x, z, w, eps: (_x_hat(x, eps) * w.float()).to(x.dtype),
             _hint("looks like the gate is missing: multiply by silu(gate)", "看起来漏了门：应再乘 silu(gate)")),
@@ -209,7 +212,8 @@ MISTAKES = [
                   "看起来用了 F.normalize，它除以 max(‖x‖, eps)；这里 eps 在根号内：x / sqrt(sum(x²) + eps)")),
     Mistake("ignored_eps", "l2norm",
             lambda x, eps: x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6),
-            _hint("looks like eps was fixed at 1e-6: use the eps argument", "看起来 eps 写死成了 1e-6：请使用参数 eps")),
+            _hint("looks like eps was fixed at 1e-6: use the eps argument", "看起来 eps 写死成了 1e-6："
+                                                                            "请使用参数 eps")),
     Mistake("no_root", "l2norm",
             lambda x, eps: x / ((x * x).sum(-1, keepdim=True) + eps),
             _hint("looks like the square root is missing: divide by sqrt(sum(x²) + eps)",
@@ -219,5 +223,6 @@ MISTAKES = [
 ERROR_HINTS = [
     (r"must match the size of tensor", "keepdim",
      _hint("the shapes do not broadcast: keep the reduced dimension, mean(-1, keepdim=True), so that (..., 1) "
-           "divides (..., D)", "形状无法广播：求均值时保留被约去的那一维 mean(-1, keepdim=True)，(..., 1) 才能去除 (..., D)")),
+           "divides (..., D)", "形状无法广播：求均值时保留被约去的那一维 mean(-1, keepdim=True)，"
+                               "(..., 1) 才能去除 (..., D)")),
 ]

@@ -9,7 +9,7 @@ import random
 
 import torch
 
-from practice.grading import Case, EXACT, Mistake
+from practice.grading import EXACT, Case, Mistake
 from qwen.sizes import is_zero_centred, tensor_shapes
 
 

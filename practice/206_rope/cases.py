@@ -7,8 +7,7 @@ import torch
 
 from practice.grading import EXACT, Case, Mistake, Tol
 from qwen.config import Config
-from qwen.rope import RotaryEmbedding
-from qwen.rope import apply_rope as qwen_apply_rope
+from qwen.rope import RotaryEmbedding, apply_rope as qwen_apply_rope
 
 FREQ = Tol(rtol=1e-6)  # θ^(−2j/R) and 1/θ^(2j/R) may round 1-2 fp32 steps apart
 TABLE = Tol(steps=1, rtol=1e-5, atol=1e-6)  # from the same fp32 angles; bf16: one step at y
@@ -135,16 +134,19 @@ MISTAKES = [
             _hint("looks like head_dim/2 frequencies, θ^(−2j/head_dim): only the first R = int(head_dim · "
                   "partial_rotary_factor) dims of a head rotate (64 of 256 in Qwen3.5), so there are R/2 "
                   "frequencies, θ^(−2j/R), j = 0 … R/2 − 1",
-                  "看起来算了 head_dim/2 个频率 θ^(−2j/head_dim)：每个头只有前 R = int(head_dim · partial_rotary_factor) "
+                  "看起来算了 head_dim/2 个频率 θ^(−2j/head_dim)：每个头只有前 R = int(head_dim · "
+                  "partial_rotary_factor) "
                   "维旋转（Qwen3.5 是 256 维中的 64 维），所以只有 R/2 个频率 θ^(−2j/R)，j = 0 … R/2 − 1")),
     Mistake("wrong_theta", "inv_frequencies",
             lambda D, f, theta: oracle_inv_frequencies(D, f, 10000.0),
             _hint("looks like θ = 10000 (the RoFormer and Llama 2 value): use the rope_theta argument (1e7 in "
                   "Qwen3.5's configs)",
-                  "看起来用了 θ = 10000（RoFormer 和 Llama 2 的取值）：请使用参数 rope_theta（Qwen3.5 的配置里是 1e7）")),
+                  "看起来用了 θ = 10000（RoFormer 和 Llama 2 的取值）："
+                  "请使用参数 rope_theta（Qwen3.5 的配置里是 1e7）")),
     Mistake("wrong_theta", "inv_frequencies",
             lambda D, f, theta: oracle_inv_frequencies(D, f, 1e7),
-            _hint("looks like θ fixed at 1e7: use the rope_theta argument", "看起来 θ 写死成了 1e7：请使用参数 rope_theta")),
+            _hint("looks like θ fixed at 1e7: use the rope_theta argument", "看起来 θ 写死成了 1e7："
+                                                                            "请使用参数 rope_theta")),
     Mistake("exponent_j_over_R", "inv_frequencies",
             lambda D, f, theta: 1.0 / (theta ** (torch.arange(0, int(D * f) // 2, dtype=torch.float32) / int(D * f))),
             _hint("looks like θ^(−j/R): the exponent is −2j/R (torch.arange(0, R, 2) / R), so the frequencies "
@@ -155,18 +157,21 @@ MISTAKES = [
             lambda p, inv, dtype: _tables(p, inv, torch.float32),
             _hint("looks like cos and sin kept in fp32: transformers rounds them to the model dtype (`dtype`) "
                   "before they touch q and k, and so must you",
-                  "看起来 cos、sin 保留在 fp32：transformers 在用于 q、k 之前把它们舍入到模型的 dtype（参数 dtype），你也要这样做")),
+                  "看起来 cos、sin 保留在 fp32：transformers 在用于 q、k 之前把它们舍入到模型的 dtype（参数 dtype），"
+                  "你也要这样做")),
     Mistake("adjacent_pairs", "rope_tables",
             lambda p, inv, dtype: _tables(p, inv, dtype, interleave=True),
             _hint("looks like each angle repeated in place (a0, a0, a1, a1, …), the layout of adjacent-pair RoPE: "
                   "Qwen3.5 writes the R/2 angles twice side by side (a0 … a31, a0 … a31)",
-                  "看起来每个角度原地重复（a0, a0, a1, a1, …），这是相邻配对 RoPE 的布局：Qwen3.5 把 R/2 个角度并排写两遍"
+                  "看起来每个角度原地重复（a0, a0, a1, a1, …），这是相邻配对 RoPE 的布局："
+                  "Qwen3.5 把 R/2 个角度并排写两遍"
                   "（a0 … a31, a0 … a31）")),
     Mistake("adjacent_pairs", "apply_rope", _adjacent,
             _hint("looks like adjacent pairs (2i, 2i+1) were rotated (GPT-J style): Qwen3.5 pairs dim i with dim "
                   "i + R/2 (rotate_half). The two pairings differ by a permutation of each head's dims, so the "
                   "adjacent one is wrong unless the q/k weights are permuted to match",
-                  "看起来旋转的是相邻的维度对 (2i, 2i+1)（GPT-J 风格）：Qwen3.5 把第 i 维与第 i + R/2 维配对（rotate_half）。"
+                  "看起来旋转的是相邻的维度对 (2i, 2i+1)（GPT-J 风格）："
+                  "Qwen3.5 把第 i 维与第 i + R/2 维配对（rotate_half）。"
                   "两种配对只差每个头内维度的一个置换，除非把 q/k 的权重相应置换，相邻配对就是错的")),
     Mistake("wrong_sign", "apply_rope", lambda x, c, s: _turn(x, c, s, sign=-1),
             _hint("looks like the rotation goes the wrong way: rotate_half(x) is (−x2, x1), so x_i → x_i·cos − "
@@ -192,5 +197,6 @@ ERROR_HINTS = [
            "positions[..., None].float() · inv_freq，而不是查一张固定长度的表")),
     (r"must match the size of tensor .* at non-singleton dimension [12]", "heads_axis",
      _hint("cos and sin are (B, T, R) and x is (B, H, T, D): add the head axis, cos[:, None], so that one angle "
-           "table serves every head", "cos、sin 是 (B, T, R)，x 是 (B, H, T, D)：加上头的那一维 cos[:, None]，让同一张角度表作用于每个头")),
+           "table serves every head", "cos、sin 是 (B, T, R)，x 是 (B, H, T, D)：加上头的那一维 cos[:, None]，"
+                                      "让同一张角度表作用于每个头")),
 ]

@@ -93,11 +93,13 @@ def _fp32(x, g, u, d):
 
 MISTAKES = [
     Mistake("sigmoid_only", "silu", torch.sigmoid,
-            _hint("looks like sigmoid(z): silu(z) = z · sigmoid(z)", "看起来算的是 sigmoid(z)：silu(z) = z · sigmoid(z)")),
+            _hint("looks like sigmoid(z): silu(z) = z · sigmoid(z)", "看起来算的是 sigmoid(z)："
+                                                                     "silu(z) = z · sigmoid(z)")),
     Mistake("silu_on_up", "swiglu_mlp", lambda x, g, u, d: _mlp(F.silu, x, g, u, d, where="up"),
             _hint("looks like silu went to the up branch (or gate_weight and up_weight were swapped, which gives "
                   "the same): silu belongs on gate_proj's output, down(silu(x·W_gateᵀ) ⊙ x·W_upᵀ)",
-                  "看起来 silu 作用在了 up 分支上（或者 gate_weight 与 up_weight 用反了，结果相同）：silu 应作用在 gate_proj 的输出上，"
+                  "看起来 silu 作用在了 up 分支上（或者 gate_weight 与 up_weight 用反了，结果相同）："
+                  "silu 应作用在 gate_proj 的输出上，"
                   "down(silu(x·W_gateᵀ) ⊙ x·W_upᵀ)")),
     Mistake("sigmoid_gate", "swiglu_mlp", lambda x, g, u, d: _mlp(torch.sigmoid, x, g, u, d),
             _hint("looks like sigmoid(gate) ⊙ up (a GLU): SwiGLU uses silu(gate) = gate · sigmoid(gate)",
@@ -107,12 +109,14 @@ MISTAKES = [
                   "看起来算的是 silu(gate ⊙ up)：silu 只作用在 gate 上，然后再乘 up")),
     Mistake("not_transposed", "swiglu_mlp", lambda x, g, u, d: F.silu(x @ g) * (x @ u) @ d,
             _hint("looks like x @ W: a linear layer's weight is stored (out, in), so it computes x @ Wᵀ "
-                  "(F.linear(x, W))", "看起来算的是 x @ W：线性层的权重按 (out, in) 存放，计算的是 x @ Wᵀ（F.linear(x, W)）")),
+                  "(F.linear(x, W))", "看起来算的是 x @ W：线性层的权重按 (out, in) 存放，"
+                                      "计算的是 x @ Wᵀ（F.linear(x, W)）")),
     Mistake("two_roundings", "swiglu_mlp",
             lambda x, g, u, d: F.linear((F.linear(x, g) * torch.sigmoid(F.linear(x, g))) * F.linear(x, u), d),
             _hint("in bf16, gate · sigmoid(gate) rounds twice (the sigmoid, then the product); transformers uses "
                   "F.silu, which rounds once. Use F.silu, or compute silu in fp32 and round the result",
-                  "在 bf16 里 gate · sigmoid(gate) 会舍入两次（sigmoid 一次、乘积一次）；transformers 用 F.silu，只舍入一次。"
+                  "在 bf16 里 gate · sigmoid(gate) 会舍入两次（sigmoid 一次、乘积一次）；transformers 用 F.silu，"
+                  "只舍入一次。"
                   "请用 F.silu，或在 fp32 里算 silu 再舍入结果")),
     Mistake("fp32_down_proj", "swiglu_mlp",
             lambda x, g, u, d: F.linear((F.silu(F.linear(x, g)) * F.linear(x, u)).float(), d.float()).to(x.dtype),
@@ -121,12 +125,14 @@ MISTAKES = [
                   "matmul rounded at the end does: a few outputs land one bf16 step away. Call F.linear on the bf16 "
                   "tensors",
                   "看起来 down_proj 是在 fp32 里算完再舍入一次的：transformers 直接对 bf16 张量调用 F.linear，"
-                  "bf16 内核对长求和（i = 3584 项）的舍入方式与 fp32 矩阵乘最后舍入一次不同：少数输出会差一个 bf16 步长。"
+                  "bf16 内核对长求和（i = 3584 项）的舍入方式与 fp32 矩阵乘最后舍入一次不同："
+                  "少数输出会差一个 bf16 步长。"
                   "请直接对 bf16 张量调用 F.linear")),
     Mistake("fp32_compute", "swiglu_mlp", _fp32,
             _hint("looks like the MLP was computed in fp32 and rounded at the end: transformers runs the three "
                   "projections, silu and the product in x's dtype, and a bf16 model must match it bit for bit",
-                  "看起来整个 MLP 在 fp32 里算完才舍入：transformers 在 x 的 dtype 里做三次投影、silu 和乘积，bf16 模型要与它逐位一致")),
+                  "看起来整个 MLP 在 fp32 里算完才舍入：transformers 在 x 的 dtype 里做三次投影、silu 和乘积，"
+                  "bf16 模型要与它逐位一致")),
 ]
 
 ERROR_HINTS = [

@@ -211,7 +211,8 @@ MISTAKES = [
             _hint("looks like the K/V heads were tiled (repeat: head h reads K/V head h % Hkv): query head h shares "
                   "K/V head h // (H/Hkv), a run of consecutive heads per K/V head, so use "
                   "repeat_interleave(H // Hkv, dim=1)",
-                  "看起来 K/V 头是平铺复制的（repeat：第 h 个头读第 h % Hkv 个 K/V 头）：第 h 个查询头应读第 h // (H/Hkv) 个，"
+                  "看起来 K/V 头是平铺复制的（repeat：第 h 个头读第 h % Hkv 个 K/V 头）："
+                  "第 h 个查询头应读第 h // (H/Hkv) 个，"
                   "每个 K/V 头服务一段相邻的查询头，应使用 repeat_interleave(H // Hkv, dim=1)")),
     Mistake("mask_off_by_one", "attend", lambda q, k, v, m: _attend(q, k, v, m, diagonal=-1),
             _hint("looks like the causal mask is off by one: a token may look at itself, so query i sees keys at "
@@ -231,13 +232,16 @@ MISTAKES = [
             _hint("looks like -inf was used to mask: a padding query has no key it may see, and softmax over a row "
                   "of -inf is 0/0 = NaN, which later layers spread to real tokens (0 · NaN = NaN). Fill with "
                   "torch.finfo(scores.dtype).min: such a row then gets a harmless uniform softmax",
-                  "看起来用 -inf 做了遮挡：填充位置的查询没有任何可看的键，整行 -inf 的 softmax 是 0/0 = NaN，后面的层会"
-                  "把它传给真实词元（0 · NaN = NaN）。请用 torch.finfo(scores.dtype).min 填充，这样的行会得到无害的均匀分布")),
+                  "看起来用 -inf 做了遮挡：填充位置的查询没有任何可看的键，整行 -inf 的 softmax 是 0/0 = NaN，"
+                  "后面的层会"
+                  "把它传给真实词元（0 · NaN = NaN）。请用 torch.finfo(scores.dtype).min 填充，"
+                  "这样的行会得到无害的均匀分布")),
     Mistake("ignored_padding", "attend", lambda q, k, v, m: _attend(q, k, v, m, padding=False),
             _hint("looks like the padding mask was ignored: a key whose mask is False (a padding token) must get "
                   "probability 0 from every query, a single new token (T = 1) too: the causal mask hides nothing "
                   "from it, the padding mask still does",
-                  "看起来忽略了填充掩码：掩码为 False 的键（填充词元）对任何查询的概率都应为 0，单个新词元（T = 1）也一样："
+                  "看起来忽略了填充掩码：掩码为 False 的键（填充词元）对任何查询的概率都应为 0，"
+                  "单个新词元（T = 1）也一样："
                   "因果掩码对它不遮挡任何键，填充掩码仍然要遮")),
     Mistake("blocked_query_gate", "gated_attention", lambda *a: _gated(*a, split="blocked"),
             _hint("looks like q_proj's output was split as [all queries | all gates]: the two are interleaved per "

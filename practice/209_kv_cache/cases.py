@@ -132,7 +132,8 @@ MISTAKES = [
     Mistake("cache_before_rope", "attention_step", lambda *a: _step(*a, store="before_rope"),
             _hint("looks like the keys were stored before RoPE: store them exactly as attention uses them, after "
                   "k_norm and RoPE, so that a cached key never has to be rotated again",
-                  "看起来缓存的键是 RoPE 之前的：应按注意力使用它们的样子存，即 k_norm 和 RoPE 之后，这样缓存的键不必再旋转")),
+                  "看起来缓存的键是 RoPE 之前的：应按注意力使用它们的样子存，即 k_norm 和 RoPE 之后，"
+                  "这样缓存的键不必再旋转")),
     Mistake("cache_before_norm", "attention_step", lambda *a: _step(*a, store="before_norm"),
             _hint("looks like the keys were stored before k_norm: store them after k_norm and RoPE",
                   "看起来缓存的键是 k_norm 之前的：应存 k_norm 和 RoPE 之后的键")),
@@ -147,7 +148,8 @@ MISTAKES = [
     Mistake("mask_no_offset", "attention_step", lambda *a: _step(*a, offset=False),
             _hint("looks like new token i was placed at position i: after S0 cached tokens it sits at S0 + i, and "
                   "sees every cached key plus the new ones up to itself",
-                  "看起来第 i 个新词元被放在了位置 i：缓存 S0 个词元之后，它位于 S0 + i，能看到所有缓存的键和它之前（含自己）的新键")),
+                  "看起来第 i 个新词元被放在了位置 i：缓存 S0 个词元之后，它位于 S0 + i，"
+                  "能看到所有缓存的键和它之前（含自己）的新键")),
     Mistake("eps_ignored", "attention_step", lambda *a: _step(*a[:7], 1e-6),
             P208.MISTAKES[[m.key for m in P208.MISTAKES].index("eps_ignored")].hint),
     Mistake("cache_not_grown", "attention_step", lambda *a: _step(*a, grow=False),

@@ -101,17 +101,20 @@ MISTAKES = [
             _hint("looks like output t reads inputs t..t+K−1, the future: a causal conv reads t−K+1..t. Put the K−1 "
                   "past inputs (the state, or zeros) in front and convolve without padding, or pad K−1 on the left "
                   "only",
-                  "看起来第 t 个输出读的是 t..t+K−1，也就是未来：因果卷积只读 t−K+1..t。把 K−1 个过去的输入（状态，或 0）"
+                  "看起来第 t 个输出读的是 t..t+K−1，也就是未来：因果卷积只读 t−K+1..t。把 K−1 个过去的输入（状态，"
+                  "或 0）"
                   "放在前面、不加 padding 做卷积，或者只在左边补 K−1 个 0")),
     Mistake("state_not_carried", "causal_conv", _state_ignored,
             _hint("looks like the output ignored the state (zeros in front of x instead): the K−1 inputs before x "
                   "are the state's, so that a decode step sees the tokens before it",
-                  "看起来输出忽略了 state（x 前面补的是 0）：x 之前的 K−1 个输入来自 state，这样解码的每一步才能看到之前的词")),
+                  "看起来输出忽略了 state（x 前面补的是 0）：x 之前的 K−1 个输入来自 state，"
+                  "这样解码的每一步才能看到之前的词")),
     Mistake("new_state_without_old", "causal_conv", _new_state_without_old,
             _hint("the output is right, the new state is not: it looks like it was made from x alone, zeros before "
                   "it. When T < K−1 the last K−1 inputs reach back into the old state: take them from "
                   "[state | x], not from x",
-                  "输出是对的，新状态不对：看起来它只由 x 构成，前面补 0。当 T < K−1 时，最后 K−1 个输入有一部分来自旧的 "
+                  "输出是对的，新状态不对：看起来它只由 x 构成，前面补 0。当 T < K−1 时，"
+                  "最后 K−1 个输入有一部分来自旧的 "
                   "state：应从 [state | x] 里取，而不是只从 x 里取")),
     Mistake("state_not_updated", "causal_conv", _state_not_updated,
             _hint("the output is right, the new state is not: it is the state that came in (or zeros). Return the "

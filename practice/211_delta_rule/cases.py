@@ -103,7 +103,8 @@ MISTAKES = [
     Mistake("state_in_bf16", "recurrent_delta_rule", lambda *a: _rule(*a, dtype=a[2].dtype),
             _hint("looks like the state was kept in the inputs' low precision: the memory sums thousands of small "
                   "writes, so keep it (and the arithmetic) in fp32 and round only the output",
-                  "看起来状态保存在输入的低精度里：记忆要累加成千上万次小的写入，状态和运算都应在 fp32 里，只把输出舍入")),
+                  "看起来状态保存在输入的低精度里：记忆要累加成千上万次小的写入，状态和运算都应在 fp32 里，"
+                  "只把输出舍入")),
     Mistake("tiled_heads", "recurrent_delta_rule", lambda *a: _rule(*a, heads="tile"),
             _hint("looks like key heads were tiled (repeat: 0,1,0,1): value head h uses key head ⌊h / r⌋, "
                   "consecutive value heads share one key head (repeat_interleave: 0,0,1,1)",

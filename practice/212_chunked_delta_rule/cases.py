@@ -103,17 +103,20 @@ MISTAKES = [
     Mistake("decay_not_reset", "chunked_delta_rule", lambda *a: _chunked(*a[:6], C=a[6], reset=False),
             _hint("looks like the cumulative decay G runs over the whole sequence: take cumsum(g) within each "
                   "chunk, so G counts from the chunk's start, where the carried state was last updated",
-                  "看起来累积衰减 G 是对整个序列求的：应在每个块内部求 cumsum(g)，让 G 从块的开头算起——那里是携带的状态最后"
+                  "看起来累积衰减 G 是对整个序列求的：应在每个块内部求 cumsum(g)，"
+                  "让 G 从块的开头算起——那里是携带的状态最后"
                   "一次更新的地方")),
     Mistake("diagonal_in_system", "chunked_delta_rule", lambda *a: _chunked(*a[:6], C=a[6], unit=False),
             _hint("looks like the diagonal β_i k_i·k_i went into the system: A = I + strictly_lower(βKKᵀ ⊙ Γ) has "
                   "ones on its diagonal (token i's correction does not depend on itself); use tril(-1)",
-                  "看起来把对角线 β_i k_i·k_i 也放进了方程组：A = I + 严格下三角(βKKᵀ ⊙ Γ)，对角线全是 1（第 i 个词的修正"
+                  "看起来把对角线 β_i k_i·k_i 也放进了方程组：A = I + 严格下三角(βKKᵀ ⊙ Γ)，"
+                  "对角线全是 1（第 i 个词的修正"
                   "不依赖它自己）；请用 tril(-1)")),
     Mistake("state_not_carried", "chunked_delta_rule", lambda *a: _chunked(*a[:6], C=a[6], carry=False),
             _hint("looks like the state is not carried from chunk to chunk: each chunk must start from the state the "
                   "previous one left, S ← e^(G_C) S + (e^(G_C − G) K)ᵀ U",
-                  "看起来状态没有从一个块传到下一个块：每个块都应从上一个块留下的状态开始，S ← e^(G_C) S + (e^(G_C − G) K)ᵀ U")),
+                  "看起来状态没有从一个块传到下一个块：每个块都应从上一个块留下的状态开始，"
+                  "S ← e^(G_C) S + (e^(G_C − G) K)ᵀ U")),
     Mistake("gamma_not_finite", "chunked_delta_rule", None,
             _hint("NaN or inf where every expected value is finite: with strong decays e^(G_i) underflows to 0 "
                   "(G below about −104 in fp32), so e^(G_i) / e^(G_j) is 0/0; and above the diagonal e^(G_i − G_j) "
@@ -126,5 +129,6 @@ MISTAKES = [
     Mistake("output_without_diagonal", "chunked_delta_rule", lambda *a: _chunked(*a[:6], C=a[6], out_diag=False),
             _hint("looks like the output skips each token's own write: (QKᵀ ⊙ Γ) keeps its diagonal (Γ_ii = 1), "
                   "since o_t is read after token t writes",
-                  "看起来输出漏掉了每个词自己的写入：(QKᵀ ⊙ Γ) 要保留对角线（Γ_ii = 1），因为 o_t 是在第 t 个词写入之后读的")),
+                  "看起来输出漏掉了每个词自己的写入：(QKᵀ ⊙ Γ) 要保留对角线（Γ_ii = 1），"
+                  "因为 o_t 是在第 t 个词写入之后读的")),
 ]

@@ -13,7 +13,6 @@ from qwen.config import Config
 from qwen.model import DecoderLayer
 from qwen.norm import RMSNorm
 
-
 TOL = Tol(steps=2, rtol=1e-5, atol=1e-6)
 
 
@@ -126,13 +125,16 @@ def _swapped(x, p, kind, eps):
 
 POST_NORM = _hint("looks like post-norm, norm(x + mixer(x)): Qwen3.5 is pre-norm, x + mixer(norm(x)); the residual "
                   "stream itself is never normalised inside a layer",
-                  "看起来是后归一化 norm(x + mixer(x))：Qwen3.5 是前归一化 x + mixer(norm(x))，残差流本身在层内从不归一化")
+                  "看起来是后归一化 norm(x + mixer(x))：Qwen3.5 是前归一化 x + mixer(norm(x))，"
+                  "残差流本身在层内从不归一化")
 FROM_NORM = _hint("looks like the residual was taken after the norm, norm(x) + mixer(norm(x)): add the mixer's output "
                   "to x itself, not to its normalised copy",
-                  "看起来残差取自归一化之后 norm(x) + mixer(norm(x))：应把 mixer 的输出加到 x 本身上，而不是归一化后的副本")
+                  "看起来残差取自归一化之后 norm(x) + mixer(norm(x))：应把 mixer 的输出加到 x 本身上，"
+                  "而不是归一化后的副本")
 SWAPPED = _hint("looks like the wrong mixer for the layer type: \"linear_attention\" layers use the linear "
                 "(DeltaNet) mixer, \"full_attention\" layers the attention mixer",
-                "看起来层类型对应的 mixer 用反了：\"linear_attention\" 层用线性（DeltaNet）mixer，\"full_attention\" 层用注意力")
+                "看起来层类型对应的 mixer 用反了：\"linear_attention\" 层用线性（DeltaNet）mixer，"
+                "\"full_attention\" 层用注意力")
 NO_FINAL = _hint("looks like the final norm is missing: after the last layer apply rms_norm(x, final_norm, eps)",
                  "看起来漏了最后的归一化：最后一层之后还要 rms_norm(x, final_norm, eps)")
 

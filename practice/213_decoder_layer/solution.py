@@ -10,7 +10,8 @@ def decoder_layer(x: torch.Tensor, p: dict, kind: str, eps: float) -> torch.Tens
     return h + mlp(rms_norm(h, p["post_attention_layernorm"], eps), p["mlp"])
 
 
-def hybrid_stack(x: torch.Tensor, layers: list, layer_types: list, final_norm: torch.Tensor, eps: float) -> torch.Tensor:
+def hybrid_stack(x: torch.Tensor, layers: list, layer_types: list, final_norm: torch.Tensor,
+                 eps: float) -> torch.Tensor:
     """Every layer in order, then the final RMSNorm."""
     for p, kind in zip(layers, layer_types):
         x = decoder_layer(x, p, kind, eps)

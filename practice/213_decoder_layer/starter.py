@@ -14,6 +14,7 @@ def decoder_layer(x: torch.Tensor, p: dict, kind: str, eps: float) -> torch.Tens
     raise NotImplementedError("decoder_layer")
 
 
-def hybrid_stack(x: torch.Tensor, layers: list, layer_types: list, final_norm: torch.Tensor, eps: float) -> torch.Tensor:
+def hybrid_stack(x: torch.Tensor, layers: list, layer_types: list, final_norm: torch.Tensor,
+                 eps: float) -> torch.Tensor:
     """Every layer in order (layer i of kind layer_types[i]), then the final RMSNorm. x: (B, T, d) -> (B, T, d)."""
     raise NotImplementedError("hybrid_stack")

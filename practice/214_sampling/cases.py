@@ -159,7 +159,8 @@ MISTAKES = [
             _hint("looks like the bf16 logits were divided by T in bf16: l / T is then rounded to bf16's 8 "
                   "significant bits (errors up to 0.4 % of the value, 0.06 near 16), which moves the probabilities "
                   "by a few percent. Cast to fp32 first, then divide: logits.float() / temperature",
-                  "看起来 bf16 的 logits 是在 bf16 里除以 T 的：l / T 会被舍入到 bf16 的 8 位有效位（误差可达数值的 0.4 %，"
+                  "看起来 bf16 的 logits 是在 bf16 里除以 T 的：l / T 会被舍入到 bf16 的 8 位有效位（误差可达数值的 "
+                  "0.4 %，"
                   "在 16 附近为 0.06），概率因此偏差几个百分点。应先转成 fp32 再除：logits.float() / temperature")),
     Mistake("top_p_one_too_few", "sampling_probs", _top_p_one_too_few,
             _hint("looks like top-p kept one token too few: keep tokens while the mass ranked *above* them is below "

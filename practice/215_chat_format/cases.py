@@ -53,8 +53,8 @@ HIDDEN = [
     (HI + [THOUGHT, U("Tell me a joke.")], True, False, "an old reply's thinking dropped"),
     (HI + [THOUGHT, U("Tell me a joke.")], True, True, "the same, thinking on"),
     ([S] + HI + [THOUGHT], False, False, "a reply after the last user message keeps its thinking"),
-    ([{"role": "system", "content": "用中文回答。"}, U("你好，世界！🌏"), A("你好！有什么可以帮你？"), U("讲个笑话 😀")], True,
-     False, "Chinese and emoji"),
+    ([{"role": "system", "content": "用中文回答。"}, U("你好，世界！🌏"), A("你好！有什么可以帮你？"),
+      U("讲个笑话 😀")], True, False, "Chinese and emoji"),
     (HI + [A("plan</think>\n\n\nanswer"), U("ok")], True, True, "a reply whose opening <think> was part of the prompt"),
     ([U("a"), A("<think>x</think>b"), U("c"), A("<think>y</think>d"), U("e")], True, False,
      "three turns, two old thoughts"),
@@ -108,8 +108,8 @@ MISTAKES = [
     Mistake("thinking_inverted", "render", lambda m, g, t: _render(m, g, t, invert=True),
             _hint("looks like thinking on and off are swapped: thinking off closes an empty block "
                   "'<think>\\n\\n</think>\\n\\n'; thinking on only opens it, '<think>\\n'",
-                  "看起来思考开和关弄反了：关闭思考时放一个空的、闭合的块 '<think>\\n\\n</think>\\n\\n'；开启思考时只写 "
-                  "'<think>\\n'")),
+                  "看起来思考开和关弄反了：关闭思考时放一个空的、闭合的块 '<think>\\n\\n</think>\\n\\n'；"
+                  "开启思考时只写 '<think>\\n'")),
     Mistake("old_thinking_kept", "render", lambda m, g, t: _render(m, g, t, split_old=False),
             _hint("looks like an earlier reply kept its <think>…</think> block: a reply before the last user "
                   "message is shown as its answer only, the text after the last '</think>', leading newlines removed",
@@ -137,11 +137,13 @@ MISTAKES = [
     Mistake("answer_after_first_end_think", "render", lambda m, g, t: _render(m, g, t, answer_from="first"),
             _hint("looks like the answer was taken after the first '</think>': it is the text after the last one "
                   "(the reasoning is what comes before the first)",
-                  "看起来答案取的是第一个 '</think>' 之后的文字：答案是最后一个 '</think>' 之后的文字（思考是第一个之前的）")),
+                  "看起来答案取的是第一个 '</think>' 之后的文字：答案是最后一个 '</think>' 之后的文字（思考是第一个之前"
+                  "的）")),
     Mistake("reasoning_to_last_end_think", "render", lambda m, g, t: _render(m, g, t, reasoning_to="last"),
             _hint("looks like the reasoning ran to the last '</think>': it ends at the first one (after the last "
                   "'<think>' before it); what lies between two '</think>' is dropped",
-                  "看起来思考一直取到最后一个 '</think>'：思考在第一个 '</think>' 处结束（从它之前最后一个 '<think>' 开始）；"
+                  "看起来思考一直取到最后一个 '</think>'：思考在第一个 '</think>' 处结束（从它之前最后一个 '<think>' 开"
+                  "始）；"
                   "两个 '</think>' 之间的文字被丢掉")),
     Mistake("answer_stripped", "render", lambda m, g, t: _render(m, g, t, answer_strip="all"),
             _hint("looks like the answer after '</think>' was stripped of all whitespace: only leading newlines "

@@ -8,8 +8,7 @@ so every case is exact.
 import torch
 
 from practice.grading import EXACT, Case, Mistake
-from qwen.image import ImageSettings
-from qwen.image import patchify as qwen_patchify
+from qwen.image import ImageSettings, patchify as qwen_patchify
 
 
 def oracle(pixels, patch_size, merge_size, temporal_patch_size):
@@ -85,7 +84,8 @@ MISTAKES = [
                   "joins each 2 × 2 block of neighbouring patches by taking 4 consecutive rows, so list the blocks "
                   "row by row and, inside each block, its m × m patches row by row: (block row, block column, row "
                   "in block, column in block)",
-                  "看起来块是按整幅图逐行排列的（光栅顺序）：合并器取连续的 4 行来合并每个 2 × 2 的相邻块组，所以要先逐行"
+                  "看起来块是按整幅图逐行排列的（光栅顺序）：合并器取连续的 4 行来合并每个 2 × 2 的相邻块组，"
+                  "所以要先逐行"
                   "列出块组，再在每个块组内逐行列出它的 m × m 个块：（块组行，块组列，组内行，组内列）")),
     Mistake("block_transposed", "patchify", lambda x, P, m, Tp: _patchify(x, P, m, Tp, patches="block_transposed"),
             _hint("looks like the patches inside each merge block are listed column by column, (0,0) (1,0) (0,1) "
@@ -96,7 +96,8 @@ MISTAKES = [
             _hint("looks like each patch is flattened with the channel last (frame, row, column, channel), the "
                   "layout of an H × W × 3 image: the patch embedding's Conv3d kernel is (width, 3, Tp, P, P), so "
                   "flatten each patch as (channel, frame, row, column)",
-                  "看起来每个块展平时通道在最后（帧，行，列，通道），那是 H × W × 3 图像的布局：块嵌入的 Conv3d 卷积核是 "
+                  "看起来每个块展平时通道在最后（帧，行，列，通道），那是 H × W × 3 图像的布局："
+                  "块嵌入的 Conv3d 卷积核是 "
                   "(宽度, 3, Tp, P, P)，所以每个块要按（通道，帧，行，列）展平")),
     Mistake("frame_outer", "patchify", lambda x, P, m, Tp: _patchify(x, P, m, Tp, content="tchw"),
             _hint("looks like the frame axis is outside the channel (frame, channel, row, column), as when a "

@@ -115,19 +115,22 @@ MISTAKES = [
             _hint("looks like the text after an image continues from its token count (p + h·w): it continues from "
                   "the image's largest position + 1, p + max(h, w) with h × w the merged grid, so an image of 70 "
                   "tokens (7 × 10) moves the text on by 10, not 70",
-                  "看起来图像之后的文本从图像的 token 数继续（p + h·w）：应从图像的最大位置 + 1 继续，即 p + max(h, w)，"
+                  "看起来图像之后的文本从图像的 token 数继续（p + h·w）：应从图像的最大位置 + 1 继续，"
+                  "即 p + max(h, w)，"
                   "h × w 是合并后的网格，所以 70 个 token（7 × 10）的图像只让文本前进 10，而不是 70")),
     Mistake("hw_swapped", "position_ids", lambda *a: _positions(*a, swap=True),
             _hint("looks like the height and width rows are swapped: row 1 holds p + the token's row i in the merged "
                   "grid, row 2 holds p + its column j, and the tokens go row by row (j fastest)",
-                  "看起来高和宽两行颠倒了：第 1 行是 p + token 在合并网格中的行号 i，第 2 行是 p + 列号 j，token 逐行排列"
+                  "看起来高和宽两行颠倒了：第 1 行是 p + token 在合并网格中的行号 i，第 2 行是 p + 列号 j，"
+                  "token 逐行排列"
                   "（j 变化最快）")),
     Mistake("unmerged_grid", "position_ids", lambda *a: _positions(*a, advance="patches"),
             _hint("looks like the text after an image continues from p + max(gh, gw) of the patch grid: "
                   "image_grid_thw counts 16 × 16 patches, and the merger joins 2 × 2 of them into one token, so the "
                   "image's grid in tokens is (gh/2, gw/2) and the text continues from p + max(gh, gw)/2",
                   "看起来图像之后的文本从块网格的 p + max(gh, gw) 继续：image_grid_thw 数的是 16 × 16 的块，合并器把 "
-                  "2 × 2 个块合成一个 token，所以图像以 token 计的网格是 (gh/2, gw/2)，文本应从 p + max(gh, gw)/2 继续")),
+                  "2 × 2 个块合成一个 token，所以图像以 token 计的网格是 (gh/2, gw/2)，"
+                  "文本应从 p + max(gh, gw)/2 继续")),
     Mistake("no_plus_one", "position_ids", lambda *a: _positions(*a, advance="largest_only"),
             _hint("looks like the text after an image starts at the image's largest position: it starts one after "
                   "it, at p + max(h, w) (the largest is p + max(h, w) − 1)",
@@ -136,15 +139,18 @@ MISTAKES = [
     Mistake("time_not_offset", "position_ids", lambda *a: _positions(*a, time_offset=False),
             _hint("looks like the image's time row starts at 0: all three rows of an image start where the text "
                   "stopped, so a still image's tokens all have time p",
-                  "看起来图像的时间那一行从 0 开始：图像的三行都从文本停下的地方开始，所以静止图像的所有 token 时间都是 p")),
+                  "看起来图像的时间那一行从 0 开始：图像的三行都从文本停下的地方开始，"
+                  "所以静止图像的所有 token 时间都是 p")),
     Mistake("text_positions", "position_ids", lambda *a: _positions(*a, images=False),
             _hint("looks like every token, image tokens too, got 0, 1, 2, … on all three rows, the positions of "
                   "text: an image's tokens get (p, p + i, p + j) for token (i, j) of its merged grid",
-                  "看起来每个 token（包括图像 token）三行都是 0, 1, 2, …，那是文本的位置：图像合并网格中的 token (i, j) "
+                  "看起来每个 token（包括图像 token）三行都是 0, 1, 2, …，那是文本的位置："
+                  "图像合并网格中的 token (i, j) "
                   "应得到 (p, p + i, p + j)")),
     Mistake("mask_ignored", "position_ids", lambda ids, grids, mask, image_id: oracle(ids, grids, None, image_id),
             _hint("looks like the padding was counted: with a mask, only the real tokens (mask 1) get positions, "
                   "counted from 0 at the first real token; padded slots get 0",
-                  "看起来把填充也算进去了：有 mask 时只有真实的 token（mask 为 1）有位置，从第一个真实 token 的 0 开始数；"
+                  "看起来把填充也算进去了：有 mask 时只有真实的 token（mask 为 1）有位置，"
+                  "从第一个真实 token 的 0 开始数；"
                   "填充的位置填 0")),
 ]

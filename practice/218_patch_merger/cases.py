@@ -145,13 +145,15 @@ MISTAKES = [
             _hint("looks like the four patches were interleaved channel by channel (stacked on a last axis, then "
                   "flattened): linear_fc1 reads [patch 4k | patch 4k+1 | patch 4k+2 | patch 4k+3], the C numbers of "
                   "each patch side by side, as x.reshape(N/4, 4C) gives",
-                  "看起来四个块按通道交错排列了（在最后一维上 stack 再展平）：linear_fc1 读的是 [块 4k | 块 4k+1 | 块 4k+2 "
+                  "看起来四个块按通道交错排列了（在最后一维上 stack 再展平）："
+                  "linear_fc1 读的是 [块 4k | 块 4k+1 | 块 4k+2 "
                   "| 块 4k+3]，每个块的 C 个数连在一起，就像 x.reshape(N/4, 4C) 给出的那样")),
     Mistake("norm_after_merge", "patch_merger", lambda x, g, W: _merge(x, g, W, after=True), AFTER),
     Mistake("tanh_gelu", "patch_merger", lambda x, g, W: _merge(x, g, W, act="tanh"),
             _hint("looks like the tanh approximation of GELU (gelu_pytorch_tanh, the activation of the vision "
                   "blocks' MLP): the merger uses the exact GELU, x·Φ(x) with the normal CDF (nn.GELU(), F.gelu(x))",
-                  "看起来用了 GELU 的 tanh 近似（gelu_pytorch_tanh，视觉块 MLP 用的激活函数）：合并器用的是精确的 GELU，"
+                  "看起来用了 GELU 的 tanh 近似（gelu_pytorch_tanh，视觉块 MLP 用的激活函数）："
+                  "合并器用的是精确的 GELU，"
                   "x·Φ(x)，Φ 是正态分布函数（nn.GELU()、F.gelu(x)）")),
     Mistake("bias_dropped", "patch_merger", lambda x, g, W: _merge(x, g, W, drop="norm.bias"),
             _hint("looks like the LayerNorm's bias is missing: unlike the text model's RMSNorm, the vision LayerNorm "
@@ -172,7 +174,8 @@ MISTAKES = [
     Mistake("unbiased_var", "patch_merger", lambda x, g, W: _merge(x, g, W, unbiased=True),
             _hint("looks like the variance divides by C − 1 (torch.var's default, unbiased=True): LayerNorm "
                   "divides by C, var = mean((x − mean)²); use x.var(-1, unbiased=False) or F.layer_norm",
-                  "看起来方差除以了 C − 1（torch.var 的默认 unbiased=True）：LayerNorm 除以 C，var = mean((x − mean)²)；"
+                  "看起来方差除以了 C − 1（torch.var 的默认 unbiased=True）：LayerNorm 除以 C，"
+                  "var = mean((x − mean)²)；"
                   "请用 x.var(-1, unbiased=False) 或 F.layer_norm")),
     Mistake("rms_norm", "patch_merger", lambda x, g, W: _merge(x, g, W, norm="rms"),
             _hint("looks like an RMSNorm (no mean subtracted), the text model's norm: the vision tower uses "

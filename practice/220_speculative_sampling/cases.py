@@ -321,13 +321,15 @@ MISTAKES = [
     Mistake("residual_not_normalised", "speculative_sample", None,
             _hint("looks like the residual max(p − q, 0) was not normalised: it sums to less than 1, so a uniform "
                   "past its total finds no token (or always the last one). Divide it by its sum before drawing",
-                  "看起来残差 max(p − q, 0) 没有归一化：它的和小于 1，超过这个和的均匀数找不到词元（或总是落在最后一个）。"
+                  "看起来残差 max(p − q, 0) 没有归一化：它的和小于 1，"
+                  "超过这个和的均匀数找不到词元（或总是落在最后一个）。"
                   "抽取之前应除以它的和"),
             check=_like(dict(residual="raw"), dict(residual="raw", clamp=True))),
     Mistake("no_bonus", "speculative_sample", None,
             _hint("looks like the bonus token is missing when every guess was accepted: draw it from p[:, k], the "
                   "main model's distribution after the last guess, with u_last",
-                  "看起来猜测全部被接受时缺了额外的词元：应用 u_last 从 p[:, k]（主模型在最后一个猜测之后的分布）中抽取"),
+                  "看起来猜测全部被接受时缺了额外的词元：应用 u_last 从 p[:, k]（主模型在最后一个猜测之后的分布）中抽"
+                  "取"),
             check=_like(dict(bonus="none"))),
     Mistake("bonus_greedy", "speculative_sample", None,
             _hint("looks like the bonus token was the argmax of p[:, k]: under sampling it is drawn from p[:, k] "

@@ -139,7 +139,8 @@ MISTAKES = [
             _hint("looks like the state went through every verified token, the rejected guesses too: a DeltaNet "
                   "state has no length to cut back, it has absorbed them. Start again from the snapshot and run the "
                   "delta rule over the kept tokens only",
-                  "看起来状态经过了所有验证过的词元，包括被拒绝的猜测：DeltaNet 的状态没有可以截短的长度，它已经吸收了它们。"
+                  "看起来状态经过了所有验证过的词元，包括被拒绝的猜测：DeltaNet 的状态没有可以截短的长度，"
+                  "它已经吸收了它们。"
                   "应从快照重新开始，只对保留的词元运行 delta 规则"),
             check=_like(1, kept=_keep_all)),
     Mistake("window_not_cut", "rollback", None,
@@ -157,14 +158,16 @@ MISTAKES = [
     Mistake("kept_one_too_many", "rollback", None,
             _hint("looks like n_accepted + 2 tokens were kept: the one after the accepted guesses is the first "
                   "rejected guess; a row keeps the token fed first and its n_accepted accepted guesses",
-                  "看起来保留了 n_accepted + 2 个词元：接受的猜测之后那个是第一个被拒绝的猜测；每行保留先喂入的词元和它被"
+                  "看起来保留了 n_accepted + 2 个词元：接受的猜测之后那个是第一个被拒绝的猜测；"
+                  "每行保留先喂入的词元和它被"
                   "接受的 n_accepted 个猜测"),
             check=_either(_like(0, kept=lambda n, T: min(n + 2, T), distinct=True),
                           _like(1, kept=lambda n, T: min(n + 2, T), distinct=True))),
     Mistake("window_ignores_snapshot", "rollback", None,
             _hint("looks like the window was made from x alone: when fewer than K − 1 tokens are kept, its oldest "
                   "inputs come from the snapshot's window (take the last K − 1 of the two concatenated)",
-                  "看起来窗口只由 x 构成：保留的词元少于 K − 1 个时，窗口里最早的输入来自快照的窗口（把两者拼接后取最后 "
+                  "看起来窗口只由 x 构成：保留的词元少于 K − 1 个时，窗口里最早的输入来自快照的窗口（把两者拼接后取最后"
+                  " "
                   "K − 1 个）"),
             check=_like(0, window_from_zeros=True)),
     Mistake("state_from_zeros", "rollback", None,

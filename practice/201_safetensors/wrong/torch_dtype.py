@@ -19,7 +19,8 @@ def read_header(path: str) -> dict[str, tuple[str, tuple[int, ...]]]:
     """{tensor name: (dtype string as in the header, shape as a tuple)} for every tensor; no "__metadata__"."""
     with open(path, "rb") as f:
         _, header = _header(f)
-    return {name: (DTYPES[info["dtype"]], tuple(info["shape"])) for name, info in header.items() if name != "__metadata__"}
+    return {name: (DTYPES[info["dtype"]], tuple(info["shape"])) for name, info in header.items()
+            if name != "__metadata__"}
 
 
 def read_tensor(path: str, name: str) -> torch.Tensor:

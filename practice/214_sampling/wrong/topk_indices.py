@@ -1,5 +1,6 @@
 # expect: WA
-"""A wrong solution to problem 214. Keeps exactly k tokens by index: a tie at the k-th logit (bf16) drops tokens (no named hint)."""
+"""A wrong solution to problem 214. Keeps exactly k tokens by index: a tie at the k-th logit (bf16) drops tokens (no
+named hint)."""
 import torch
 
 

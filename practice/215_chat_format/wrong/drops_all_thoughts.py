@@ -6,7 +6,7 @@ def render(messages: list[dict], add_generation_prompt: bool = True, thinking: b
     """The prompt text for messages [{"role": "system" | "user" | "assistant", "content": str}, ...]."""
     last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
     text = ""
-    for i, m in enumerate(messages):
+    for _i, m in enumerate(messages):
         content = m["content"].strip()  # every role: surrounding whitespace goes
         if m["role"] == "assistant":
             reasoning = ""

@@ -1,5 +1,6 @@
 # expect: WA no_bonus
-"""A wrong solution to problem 220. Draws a token only after a rejection: no bonus token when every guess was accepted."""
+"""A wrong solution to problem 220. Draws a token only after a rejection:
+no bonus token when every guess was accepted."""
 import torch
 
 
