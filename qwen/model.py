@@ -100,7 +100,7 @@ class Qwen35(nn.Module):
             raise ValueError("pixel_values given, but this model has no vision tower: attach it first, "
                              "model.visual = qwen.vision.load_vision(path, dtype, device)")
         if image_grid_thw is None:
-            raise ValueError("pixel_values needs image_grid_thw (one (t, h, w) row per image): qwen.vision.preprocess "
+            raise ValueError("pixel_values needs image_grid_thw (one (t, h, w) row per image): qwen.image.preprocess "
                              "returns both")
         tower = self.visual
         ids, m = tower.cfg.image_token_id, tower.cfg.spatial_merge_size
@@ -129,7 +129,7 @@ class Qwen35(nn.Module):
     def forward(self, input_ids: torch.Tensor, cache: Cache | None = None, mask: torch.Tensor | None = None,
                 last_only: bool = False, pixel_values: torch.Tensor | None = None,
                 image_grid_thw: torch.Tensor | None = None) -> torch.Tensor:
-        """pixel_values (N, 3·2·16·16) and image_grid_thw (images, 3) from qwen.vision.preprocess: the prompt's ids
+        """pixel_values (N, 3·2·16·16) and image_grid_thw (images, 3) from qwen.image.preprocess: the prompt's ids
         hold one <|image_pad|> per merged token (qwen.mrope.expand_image_tokens), as transformers' model takes them."""
         x, cos, sin, mask, caches = self.inputs(input_ids, cache, mask, pixel_values, image_grid_thw)
         for layer, layer_cache in zip(self.layers, caches):

@@ -23,7 +23,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from qwen.config import DEFAULT_MODEL, VisionConfig, dtype_of
-from qwen.image import preprocess  # noqa: F401 (qwen.vision.preprocess: pixels -> patches)
 from qwen.rope import rotate_half
 from qwen.weights import Weights, fill
 
