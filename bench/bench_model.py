@@ -27,7 +27,7 @@ from functools import partial
 import torch
 
 from qwen.attention import KVCache
-from qwen.config import Config
+from qwen.config import Config, dtype_of
 from qwen.course import pick_device
 from qwen.fast import Fast, bf16_is_native, load_fast, numerics
 from qwen.generate import generate
@@ -36,7 +36,7 @@ from qwen.model import Qwen35, load_model
 from qwen.sizes import REAL_TEXT_CONFIG
 from qwen.weights import fill
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+CHOICES = ["fp32", "bf16"]  # names qwen.config.dtype_of reads
 REAL_08B = {k: v for k, v in REAL_TEXT_CONFIG.items() if k != "dtype"}  # the dtype is the benchmark's choice
 
 
@@ -161,7 +161,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", help="a real Qwen3.5 checkpoint folder (default: random weights, 0.8B shapes)")
     p.add_argument("--device")
-    p.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=list(DTYPES))
+    p.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=CHOICES)
     p.add_argument("--prefill", nargs="*", type=int, default=[256, 2048], help="prompt lengths (none: skip)")
     p.add_argument("--decode", type=int, default=64, help="tokens to decode (0: skip)")
     p.add_argument("--contexts", nargs="*", type=int, default=[1024, 8192, 32768],
@@ -179,7 +179,7 @@ def main():
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name in args.dtypes:
-            dtype = DTYPES[name]
+            dtype = dtype_of(name)
             ours, fast, hf = models(args.model, dtype, device)
             weight_bytes = sum(t.numel() * t.element_size() for t in ours.parameters())  # the tied table once
             print(f"{name} fast path numerics: {numerics(fast)}")

@@ -30,6 +30,7 @@ from functools import partial
 
 import torch
 
+from qwen.config import dtype_of
 from qwen.course import pick_device
 from qwen.draft import MTPDraft, Scripted, follow
 from qwen.fast import Fast
@@ -41,7 +42,7 @@ from qwen.sizes import real_config
 from qwen.speculative import Rollback, speculate
 from qwen.weights import fill
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+CHOICES = ["fp32", "bf16"]  # names qwen.config.dtype_of reads
 
 
 def random_model(dtype, device, path):
@@ -103,7 +104,7 @@ def verify(model, cache, ids, rollbacks):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dtype", choices=DTYPES, default="bf16")
+    ap.add_argument("--dtype", choices=CHOICES, default="bf16")
     ap.add_argument("--path", choices=["fast", "teaching"], default="fast")
     ap.add_argument("--tokens", type=int, default=32, help="tokens timed per run")
     ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4])
@@ -113,7 +114,7 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     device = pick_device()
-    model = random_model(DTYPES[args.dtype], device, args.path)
+    model = random_model(dtype_of(args.dtype), device, args.path)
     prompt = torch.randint(0, 1000, (32,), generator=torch.Generator().manual_seed(0)).to(device)
     print(f"Qwen3.5-0.8B shapes, RANDOM weights (acceptance here is not a real model's), {args.dtype}, {args.path} "
           f"path, {device}, {torch.get_num_threads()} threads; prompt 32 tokens, {args.tokens} tokens timed")
