@@ -93,16 +93,6 @@ class Case:
 
 
 @dataclass
-class Mistake:
-    """A known wrong variant of `fn`. If the learner's output matches it on a failing case, the hint is shown."""
-    key: str
-    fn: str
-    variant: object  # callable(*values) -> the wrong output; or None when `check(got)` recognises it instead
-    hint: dict  # {"en": ..., "zh": ...}
-    check: object = None  # optional callable(got, case) -> bool
-
-
-@dataclass
 class Mismatch:
     where: str  # "output", "output['norm.weight']", "output[1]"
     kind: str  # type | len | keys | shape | dtype | value (tensor elements) | scalar
@@ -274,35 +264,68 @@ def grade(case, got):
     return case.check(got, case) if case.check is not None else compare(got, case.expected, case.tol)
 
 
+MARGIN = 4.0  # a hint is shown only when the result is this many times nearer the mistake's result than the right one
+
+
 def diagnose(problem, case, got):
     """The keys of the known mistakes that explain `got` on this failing case (possibly none).
 
-    Each wrong variant runs on the case; it must differ from the right answer there, and the learner's result must
-    match it: within the case's own tolerance if any variant does, else within a looser one (a learner's version of
-    a mistake may round differently from ours)."""
+    Each known mistake (practice/mistakes.py) runs on the case; its result must differ from the right answer
+    there, and the learner's result must match it, within the case's own tolerance if any mistake does, else
+    within a looser one (a learner's version of a mistake may round differently from ours), and be clearly
+    nearer it than the right answer: MARGIN times nearer, in the largest difference of any element."""
     strict, loose = [], []
+    right = distance(got, case.expected)
     for m in problem.mistakes:
-        if m.fn != case.fn:
+        if m.error or m.hint is None or m.shown in strict + loose:
             continue
         try:
             if m.check is not None:
                 if m.check(got, case):
-                    strict.append(m.key)
+                    strict.append(m.shown)
                 continue
-            wrong = m.variant(*copy.deepcopy(case.values()))
-            if grade(case, wrong) is None:
-                continue  # indistinguishable from the right answer on this case
+            wrong = m.result(case.fn, copy.deepcopy(case.values()))
+            if grade(case, wrong) is None or not distance(got, wrong) * MARGIN < right:
+                continue  # indistinguishable from the right answer here, or not clearly nearer the mistake
             if compare(got, wrong, case.tol) is None:
-                strict.append(m.key)
+                strict.append(m.shown)
             elif compare(got, wrong, case.tol.loose()) is None:
-                loose.append(m.key)
-        except Exception:  # a variant that cannot run on this case says nothing
+                loose.append(m.shown)
+        except Exception:  # a mistake that cannot run on this case, or lacks this function, says nothing
             continue
     found = strict or loose
     cast = _cast_like(got, case.expected)
     if not found and cast is not None and compare(cast, case.expected, case.tol.loose()) is None:
         found.append("wrong_dtype")  # the right numbers in the wrong dtype: a missing cast back
     return found
+
+
+def distance(a, b):
+    """The largest |a - b| over the elements of two results of the same structure (NaN where both are NaN, and
+    equal infinities, count as equal); inf when they differ in structure, shape, dtype or any exact value."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return math.inf
+        if not a.dtype.is_floating_point:
+            return 0.0 if torch.equal(a, b) else math.inf
+        a64, b64 = a.detach().double(), b.detach().double()
+        same = (a64 == b64) | (torch.isnan(a64) & torch.isnan(b64))
+        diff = torch.where(same, 0.0, (a64 - b64).abs().nan_to_num(nan=math.inf))
+        return float(diff.max()) if diff.numel() else 0.0
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return math.inf
+        return max((distance(a[k], b[k]) for k in a), default=0.0)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            return math.inf
+        return max((distance(x, y) for x, y in zip(a, b)), default=0.0)
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return math.inf
+    try:
+        return 0.0 if a == b and type(a) is type(b) else math.inf
+    except Exception:  # a learner's object whose == raises
+        return math.inf
 
 
 def _cast_like(got, exp):
@@ -324,3 +347,12 @@ def _cast_like(got, exp):
         return g
     out = cast(got, exp)
     return out if changed else None
+
+
+@dataclass
+class Mistake:  # TRANSITION: removed once every cases.py has lost its MISTAKES list
+    key: str
+    fn: str
+    variant: object
+    hint: dict
+    check: object = None

@@ -8,8 +8,10 @@ import importlib.util
 import json
 import sys
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
+from practice.mistakes import load as known_mistakes
 from practice.oracle import answer_files, import_closure, package_root, sha256
 from practice.report import MSG, cmd, shown_path
 
@@ -90,19 +92,20 @@ class Problem:
         with float32_default():
             return self.module.make_cases(Path(tmp))
 
-    @property
+    @cached_property
     def mistakes(self):
-        return list(getattr(self.module, "MISTAKES", []))
+        """The known mistakes (mistakes.toml, read by practice/mistakes.py), with their hints."""
+        return known_mistakes(self.folder, self.module)
 
     @property
     def error_hints(self):
         """[(regex, key, {"en", "zh"})]: a Runtime Error whose traceback matches the regex gets the hint."""
-        return list(getattr(self.module, "ERROR_HINTS", []))
+        return [(m.error, m.shown, m.hint) for m in self.mistakes if m.error]
 
     def hint_text(self, key, lang):
-        for k, hint in [(m.key, m.hint) for m in self.mistakes] + [(k, h) for _, k, h in self.error_hints]:
-            if k == key:
-                return hint.get(lang) or hint["en"]
+        for m in self.mistakes:
+            if m.key == key and m.hint:
+                return m.hint.get(lang) or m.hint["en"]
         return None
 
 
@@ -133,9 +136,12 @@ def manifest_path(root=HERE):
 
 
 def reference_files(folder):
-    """The files of a problem folder that decide a verdict: all but the statements, the starter and wrong/."""
-    return sorted(f for f in Path(folder).iterdir() if f.is_file() and not f.name.startswith(".")
-                  and f.suffix != ".pyc" and f.name not in ("README.md", "README.zh.md", "starter.py"))
+    """The files of a problem folder that decide a verdict: all but the statements and the starter, with the
+    whole-file known mistakes in wrong/ (the judge runs them to recognise a mistake)."""
+    folder = Path(folder)
+    files = [f for f in folder.iterdir() if f.is_file()] + sorted((folder / "wrong").glob("*.py"))
+    return sorted(f for f in files if not f.name.startswith(".") and f.suffix != ".pyc"
+                  and f.name not in ("README.md", "README.zh.md", "starter.py"))
 
 
 def given_files(prob):
@@ -161,7 +167,7 @@ def checksums(root=HERE):
     files, oracle = {}, {}
     for prob in problems(root).values():
         for f in reference_files(prob.folder):
-            files[f"{prob.folder.name}/{f.name}"] = sha256(f)
+            files[f.relative_to(prob.folder.parent).as_posix()] = sha256(f)
         for name in given_files(prob):
             if (Path(root) / name).is_file():
                 files[name] = sha256(Path(root) / name)

@@ -78,6 +78,17 @@ def functions(path, *names):
     return [getattr(module, n) for n in names]
 
 
+def mistake_file(number, key, folder):
+    """Practice problem `number`'s known mistake `key` (an entry of its mistakes.toml), written out as a learner's
+    file in `folder`: the path."""
+    from practice.problems import problems
+
+    (mistake,) = [m for m in problems()[number].mistakes if m.key == key]
+    path = Path(folder) / f"{number}_{key}.py"
+    path.write_text(mistake.source(), encoding="utf-8")
+    return path
+
+
 # ---------------------------------------------------------------- pictures and text the tests read
 
 def picture(width, height, mode="RGB", seed=0):

@@ -8,7 +8,7 @@ import torch
 
 import qwen.fast
 from book.diff import compare
-from helpers import bf16_steps, fp32_tol, functions, ids_for, left_padding_error, run_in_pieces
+from helpers import bf16_steps, fp32_tol, functions, ids_for, left_padding_error, mistake_file, run_in_pieces
 from hf_checkpoint import CONFIGS, hf_load
 from qwen.attention import attention, causal_mask
 from qwen.deltanet import recurrent_delta_rule
@@ -278,8 +278,8 @@ def test_plug_in_reaches_the_fast_path(folders):
 
 
 @torch.no_grad()
-@pytest.mark.parametrize("number, wrong", [(207, "sigmoid_gate"), (208, "no_sigmoid")])
-def test_plug_in_reaches_the_fast_mlp_and_attention(folders, number, wrong):
+@pytest.mark.parametrize("number, wrong", [(207, "sigmoid_gate"), (208, "missing_sigmoid")])
+def test_plug_in_reaches_the_fast_mlp_and_attention(folders, number, wrong, tmp_path):
     """207 and 208 replace a module's forward, which FastMLP and FastAttention override: the plug-in swaps theirs
     too, with the weights split out of the joined projections. The reference solution changes the fast logits by
     rounding only; a wrong one (the practice folder's) moves them."""
@@ -289,7 +289,7 @@ def test_plug_in_reaches_the_fast_mlp_and_attention(folders, number, wrong):
     prob = problems()[number]
     names = prob.meta["functions"]
     right = dict(zip(names, functions(prob.folder / "solution.py", *names)))
-    bad = dict(zip(names, functions(prob.folder / "wrong" / f"{wrong}.py", *names)))
+    bad = dict(zip(names, functions(mistake_file(number, wrong, tmp_path), *names)))
     fast = load_fast(folders[TIED_GQA3], torch.float32, widen=False)
     ids = ids_for(512, shape=(1, 70))
     want = fast(ids)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import mistake_file
 from practice.judge import (
     GRACE,
     check,
@@ -319,8 +320,8 @@ def test_grade_the_working_file(env):
     assert [ln for ln in judge("list").stdout.splitlines() if " 204 " in ln][0].strip().startswith("✓")
 
 
-def test_wrong_answer_report(env):
-    out = judge("204", "--file", PRACTICE / "204_rmsnorm" / "wrong" / "plain_weight.py", "--lang", "en")
+def test_wrong_answer_report(env, tmp_path):
+    out = judge("204", "--file", mistake_file(204, "plain_weight", tmp_path), "--lang", "en")
     print(out.stdout)
     assert out.returncode == 1
     for line in ("Verdict   Wrong Answer on case 1 (example 1)", "Call      rms_norm(x=fp32[1, 4]",
@@ -470,7 +471,8 @@ def test_problems_ship_with_a_non_editable_install(tmp_path):
     wheel = tmp_path / "dist" / build.stdout.split()[-1]
     names = zipfile.ZipFile(wheel).namelist()
     for prob in PROBLEMS.values():
-        for name in ("meta.json", "cases.py", "README.md", "README.zh.md", "starter.py", "solution.py"):
+        for name in ("meta.json", "cases.py", "mistakes.toml", "README.md", "README.zh.md", "starter.py",
+                     "solution.py"):
             assert f"practice/{prob.folder.name}/{name}" in names
     assert "practice/checksums.json" in names and "practice/runner.py" in names
     site = tmp_path / "site"
@@ -727,10 +729,10 @@ def test_learner_code_runs_on_one_thread(tmp_path):
     assert report.verdict == "AC" and slowest < 0.1 * prob.time_limit, shown(report)
 
 
-def test_json_verdict_for_tools(env):
+def test_json_verdict_for_tools(env, tmp_path):
     """--json prints one JSON object: the verdict, each case with its time, the failing case, its hints, and the
     report's text; the exit code is the same as without it."""
-    out = judge(204, "--file", PROBLEMS[204].folder / "wrong" / "plain_weight.py", "--json")
+    out = judge(204, "--file", mistake_file(204, "plain_weight", tmp_path), "--json")
     data = json.loads(out.stdout)
     assert out.returncode == 1 and data["verdict"] == "WA" and data["problem"] == 204, out
     assert data["total"] == len(data["cases"]) and data["cases"][data["failed_case"] - 1]["verdict"] == "WA"

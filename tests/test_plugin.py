@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import qwen.norm
-from helpers import ROOT, functions
+from helpers import ROOT, functions, mistake_file
 from practice.plugin import plug_in
 
 NORMS = ("rms_norm", "gated_rms_norm", "l2norm")
@@ -23,8 +23,8 @@ def test_reference_norms_give_the_same_prediction(synthetic, capsys):
     assert qwen.norm.RMSNorm.forward.__module__ == "qwen.norm", "the course's module is restored afterwards"
 
 
-def test_wrong_norm_diverges(synthetic, capsys):
-    wrong = functions(ROOT / "practice/204_rmsnorm/wrong/plain_weight.py", *NORMS)
+def test_wrong_norm_diverges(synthetic, capsys, tmp_path):
+    wrong = functions(mistake_file(204, "plain_weight", tmp_path), *NORMS)
     assert plug_in(204, *wrong) == "diverges"
     assert "diverges" in capsys.readouterr().out
 
@@ -42,17 +42,17 @@ def test_mlp(synthetic, part, verdict):
     assert plug_in(207, swiglu_mlp=part) == verdict
 
 
-def test_wrong_attention_diverges(synthetic):
+def test_wrong_attention_diverges(synthetic, tmp_path):
     """A wrong 208 (the gate without its sigmoid) changes the prediction: the plug-in reaches the learner's code
     (the reference keeps it: test_every_reference_part_plugs_in)."""
     from practice.judge import problems
 
     prob = problems()[208]
-    wrong = functions(prob.folder / "wrong" / "no_sigmoid.py", *prob.meta["functions"])
+    wrong = functions(mistake_file(208, "missing_sigmoid", tmp_path), *prob.meta["functions"])
     assert plug_in(208, *wrong) == "diverges"
 
 
-def test_delta_rule(synthetic):
+def test_delta_rule(synthetic, tmp_path):
     from qwen.deltanet import recurrent_delta_rule
 
     def no_decay(q, k, v, g, beta, state=None):
@@ -136,18 +136,17 @@ def test_every_reference_part_plugs_in(synthetic, number):
     assert plug_in(number, *parts) == "same prediction"
 
 
-def test_the_prompt_crosses_a_chunk_boundary(synthetic):
+def test_the_prompt_crosses_a_chunk_boundary(synthetic, tmp_path):
     """The prompt is longer than one DeltaNet chunk (64 tokens) and not a multiple of it, so the chunked rule carries
     a state from one chunk to the next and pads the last: 212 answers that get a chunk boundary wrong change the
     prediction (the reference keeps it: test_every_reference_part_plugs_in)."""
-    from practice.judge import problems
     from practice.plugin import PROMPT
     from qwen.tokenizer import Tokenizer
 
     T = len(Tokenizer(synthetic).encode(PROMPT))
     assert T > 64 and T % 64, T
     for name in ("state_not_carried", "decay_not_reset"):
-        (wrong,) = functions(problems()[212].folder / "wrong" / f"{name}.py", "chunked_delta_rule")
+        (wrong,) = functions(mistake_file(212, name, tmp_path), "chunked_delta_rule")
         assert plug_in(212, wrong) == "diverges", name
 
 

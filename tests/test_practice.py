@@ -39,20 +39,12 @@ from qwen.synthetic import TEXT as SYNTHETIC_TEXT, VISION as SYNTHETIC_VISION
 from qwen.weights import load_weights, read_header
 
 PROBLEMS = problems()
-WRONG = [(n, f) for n, p in PROBLEMS.items() for f in sorted((p.folder / "wrong").glob("*.py"))]
+WRONG = [(n, m) for n, p in PROBLEMS.items() for m in p.mistakes]  # every known mistake, one source each
 
 
 def cases_of(number):
     tmp = Path(tempfile.mkdtemp(prefix="practice-test-"))
     return PROBLEMS[number].cases(tmp)
-
-
-def expectation(path):
-    """The first line of a wrong/hostile file: '# expect: VERDICT [hint-or-marker ...]'. Markers: 'mutated';
-    'cases>=N', at least N cases reject the file (a mistake one case alone catches is one edit from Accepted);
-    '!key', no rejecting case shows hint `key` (it would name another mistake)."""
-    words = Path(path).read_text(encoding="utf-8").splitlines()[0].split(":", 1)[1].split()
-    return words[0], words[1:]
 
 
 # ---------------------------------------------------------------- the problem set itself
@@ -71,7 +63,7 @@ def test_problem_folder(number):
     prob = PROBLEMS[number]
     for name in ("meta.json", "README.md", "README.zh.md", "starter.py", "solution.py", "cases.py"):
         assert (prob.folder / name).is_file(), f"{prob.folder.name} lacks {name}"
-    assert len(list((prob.folder / "wrong").glob("*.py"))) >= 5, "too few known wrong solutions"
+    assert len(prob.mistakes) >= 5, "too few known mistakes"
     for lang in ("en", "zh"):
         text = prob.statement(lang)
         assert text.startswith(f"# {number} · {prob.title(lang)}")
@@ -126,9 +118,14 @@ def test_solution_accepted_and_starter_rejected(number):
     assert report.failure.hints == ["not_implemented"]
 
 
-@pytest.mark.parametrize("number,path", WRONG, ids=[f"{n}-{p.stem}" for n, p in WRONG])
-def test_wrong_solution_rejected_with_its_hint(number, path):
-    verdict, marks = expectation(path)
+@pytest.mark.parametrize("number,mistake", WRONG, ids=[f"{n}-{m.key}" for n, m in WRONG])
+def test_known_mistake_rejected_with_its_hint(number, mistake, tmp_path):
+    """Each known mistake, graded as a learner's file, gets its verdict and its own hint (mistakes.toml's
+    `expect` marks: hint keys; 'cases>=N', at least N cases reject it; '!key', no rejecting case shows hint `key`;
+    'mutated', the input was changed in place)."""
+    verdict, marks = mistake.expectation()
+    path = tmp_path / f"{mistake.key}.py"
+    path.write_text(mistake.source(), encoding="utf-8")
     report = grade_in_process(PROBLEMS[number], path=path)
     failure = report.failure
     assert report.verdict == verdict, (report.verdict, failure and (failure.case.label, failure.error))
@@ -150,14 +147,12 @@ def test_wrong_solution_rejected_with_its_hint(number, path):
         assert hints == [], f"no named hint expected, got {hints}"
 
 
-def test_every_known_mistake_has_a_wrong_solution():
-    """Each hint in MISTAKES and ERROR_HINTS is exercised by at least one file in wrong/ (or by the starter)."""
+def test_known_mistakes_have_hints_in_both_languages():
+    """Every hint a mistake shows is written in English and Chinese, and every key is shown by some entry."""
     for number, prob in PROBLEMS.items():
-        keys = {m.key for m in prob.mistakes} | {k for _, k, _ in prob.error_hints}
-        covered = {mark for n, p in WRONG if n == number for mark in expectation(p)[1]}
-        if number == 204:
-            keys -= {"raw_gate"}  # the same family as sigmoid_gate / no_gate, kept for the learner's sake
-        assert keys <= covered, f"{number}: hints without a wrong solution: {sorted(keys - covered)}"
+        for m in prob.mistakes:
+            assert m.hint is None or (m.hint["en"] and m.hint["zh"]), (number, m.key)
+            assert m.source().strip(), (number, m.key)
 
 
 # ---------------------------------------------------------------- tolerances and comparison

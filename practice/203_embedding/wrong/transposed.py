@@ -1,4 +1,3 @@
-# expect: WA transposed
 """A wrong solution to problem 203: E · hᵀ."""
 import torch
 

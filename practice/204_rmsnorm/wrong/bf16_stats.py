@@ -1,4 +1,3 @@
-# expect: WA low_precision_stats
 """A wrong solution to problem 204. Statistics in the input dtype (no x.float())."""
 import torch
 import torch.nn.functional as F

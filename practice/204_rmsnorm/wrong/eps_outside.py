@@ -1,4 +1,3 @@
-# expect: WA eps_outside
 """A wrong solution to problem 204. eps added after the square root."""
 import torch
 import torch.nn.functional as F

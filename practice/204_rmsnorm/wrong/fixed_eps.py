@@ -1,4 +1,3 @@
-# expect: WA ignored_eps
 """A wrong solution to problem 204. eps hard-coded to 1e-6 instead of the argument."""
 import torch
 import torch.nn.functional as F

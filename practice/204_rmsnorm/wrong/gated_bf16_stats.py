@@ -1,4 +1,3 @@
-# expect: WA low_precision_stats
 """A wrong solution to problem 204. Gated norm with statistics in the input dtype."""
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,3 @@
-# expect: WA no_gate
 """A wrong solution to problem 204. Forgets the gate."""
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,3 @@
-# expect: WA one_plus_w
 """A wrong solution to problem 204. (1 + w) on the gated norm, whose weight is plain."""
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,3 @@
-# expect: WA sigmoid_gate
 """A wrong solution to problem 204. sigmoid(gate) instead of silu(gate)."""
 import torch
 import torch.nn.functional as F

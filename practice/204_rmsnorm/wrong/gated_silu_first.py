@@ -1,4 +1,3 @@
-# expect: WA silu_before_norm
 """A wrong solution to problem 204. The gate applied before the norm."""
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,3 @@
-# expect: WA eps_outside
 """A wrong solution to problem 204. l2norm with eps after the root."""
 import torch
 import torch.nn.functional as F

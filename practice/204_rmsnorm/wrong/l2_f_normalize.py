@@ -1,4 +1,3 @@
-# expect: WA f_normalize
 """A wrong solution to problem 204. F.normalize: eps clamps the norm instead of sitting inside the root."""
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,3 @@
-# expect: WA mean_not_sum
 """A wrong solution to problem 204. l2norm with mean(x²)."""
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,3 @@
-# expect: WA no_root
 """A wrong solution to problem 204. l2norm without the square root."""
 import torch
 import torch.nn.functional as F

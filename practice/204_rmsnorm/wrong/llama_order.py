@@ -1,4 +1,3 @@
-# expect: WA llama_order
 """A wrong solution to problem 204. Llama's order: round x̂ to the input dtype, then scale."""
 import torch
 import torch.nn.functional as F

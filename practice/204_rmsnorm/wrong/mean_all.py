@@ -1,4 +1,3 @@
-# expect: WA mean_over_all
 """A wrong solution to problem 204. One mean over the whole tensor instead of per vector."""
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,3 @@
-# expect: WA wrong_dtype
 """A wrong solution to problem 204. Right numbers, but returned in fp32 for bf16 inputs."""
 import torch
 import torch.nn.functional as F

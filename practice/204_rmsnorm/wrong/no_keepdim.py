@@ -1,4 +1,3 @@
-# expect: RE keepdim
 """A wrong solution to problem 204. mean without keepdim: the shapes do not broadcast."""
 import torch
 import torch.nn.functional as F

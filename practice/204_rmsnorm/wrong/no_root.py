@@ -1,4 +1,3 @@
-# expect: WA no_root
 """A wrong solution to problem 204. Divides by the mean square, not its root."""
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,3 @@
-# expect: WA plain_weight
 """A wrong solution to problem 204. The RMSNorm weight used as a plain scale: x̂ · w."""
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,3 @@
-# expect: WA
 """A wrong solution to problem 204. Squeezes the output: a shape error on (1, D) inputs."""
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,3 @@
-# expect: WA sum_not_mean
 """A wrong solution to problem 204. sum(x²) instead of mean(x²)."""
 import torch
 import torch.nn.functional as F

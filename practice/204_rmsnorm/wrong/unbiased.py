@@ -1,4 +1,3 @@
-# expect: WA
 """A wrong solution to problem 204. Divides the sum of squares by D - 1 (an off-by-one; no named hint)."""
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,3 @@
-# expect: WA flipped_taps
 """A wrong solution to problem 210. A hand-written loop that multiplies the newest input by the first tap."""
 import torch
 import torch.nn.functional as F

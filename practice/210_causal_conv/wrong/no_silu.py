@@ -1,4 +1,3 @@
-# expect: WA no_silu
 """A wrong solution to problem 210. Returns the conv without its activation."""
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,3 @@
-# expect: WA sees_future
 """A wrong solution to problem 210. Pads both sides and keeps the last T outputs: each output reads the future."""
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,3 @@
-# expect: WA state_not_carried
 """A wrong solution to problem 210. Always pads with zeros, whatever the state says."""
 import torch
 import torch.nn.functional as F

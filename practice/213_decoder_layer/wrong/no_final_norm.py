@@ -1,4 +1,3 @@
-# expect: WA no_final_norm
 """A wrong solution to problem 213. The final norm forgotten."""
 import torch
 

@@ -1,4 +1,3 @@
-# expect: WA post_norm
 """A wrong solution to problem 213. Post-norm: norm(x + mixer(x))."""
 import torch
 

@@ -1,4 +1,3 @@
-# expect: WA residual_from_norm
 """A wrong solution to problem 213. The residual taken from the normalised copy."""
 import torch
 

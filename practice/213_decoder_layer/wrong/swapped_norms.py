@@ -1,4 +1,3 @@
-# expect: WA
 """A wrong solution to problem 213. The two norms' weights swapped: post_attention_layernorm before the mixer."""
 import torch
 

@@ -1,4 +1,3 @@
-# expect: WA wrong_mixer
 """A wrong solution to problem 213. Attention on linear_attention layers and the other way round."""
 import torch
 

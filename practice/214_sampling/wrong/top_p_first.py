@@ -1,4 +1,3 @@
-# expect: WA top_p_before_top_k
 """A wrong solution to problem 214. top-p before top-k, on the whole distribution."""
 import torch
 

@@ -1,4 +1,3 @@
-# expect: WA text_positions
 """A wrong solution to problem 217. Plain RoPE positions: 0, 1, 2, … on all three rows, images or not."""
 import torch
 

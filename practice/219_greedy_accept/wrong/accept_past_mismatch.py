@@ -1,4 +1,3 @@
-# expect: WA accept_past_mismatch cases>=3
 """A wrong solution to problem 219. Counts every guess that agrees, also those after the first wrong one."""
 import torch
 

@@ -1,4 +1,3 @@
-# expect: WA no_bonus
 """A wrong solution to problem 219. Appends the main model's token only after a wrong guess: no bonus token."""
 import torch
 

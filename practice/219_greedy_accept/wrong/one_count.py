@@ -1,4 +1,3 @@
-# expect: WA one_count_for_the_batch
 """A wrong solution to problem 219. Keeps the fewest accepted guesses in every row, as qwen's batched loop does."""
 import torch
 

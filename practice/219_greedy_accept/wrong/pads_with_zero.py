@@ -1,4 +1,3 @@
-# expect: WA
 """A wrong solution to problem 219. Right tokens and counts, but the unused places hold 0 (a real token id), not -1
 (no named hint)."""
 import torch

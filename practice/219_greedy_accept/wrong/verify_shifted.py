@@ -1,4 +1,3 @@
-# expect: WA verify_shifted
 """A wrong solution to problem 219. Reads logits[:, i + 1] as the check of drafts[:, i] (one position late)."""
 import torch
 

@@ -1,4 +1,3 @@
-# expect: WA bonus_greedy
 """A wrong solution to problem 220. Takes the argmax of p[:, k] as the bonus token instead of drawing it."""
 import torch
 

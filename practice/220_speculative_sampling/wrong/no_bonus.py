@@ -1,4 +1,3 @@
-# expect: WA no_bonus
 """A wrong solution to problem 220. Draws a token only after a rejection:
 no bonus token when every guess was accepted."""
 import torch

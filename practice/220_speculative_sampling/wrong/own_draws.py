@@ -1,4 +1,3 @@
-# expect: WA
 """A wrong solution to problem 220. The right distributions, but the last token drawn with torch.multinomial instead of
 u_last: the distribution cases pass, the exact draws do not (no named hint)."""
 import torch

@@ -1,4 +1,3 @@
-# expect: WA accept_if_p_ge_q cases>=3
 """A wrong solution to problem 220. Accepts a guess exactly when p(d) >= q(d), ignoring u."""
 import torch
 

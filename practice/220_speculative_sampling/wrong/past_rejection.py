@@ -1,4 +1,3 @@
-# expect: WA accept_past_rejection cases>=3
 """A wrong solution to problem 220. Counts every guess whose test passes, also after a rejected one."""
 import torch
 

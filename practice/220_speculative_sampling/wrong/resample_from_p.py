@@ -1,4 +1,3 @@
-# expect: WA resample_from_p cases>=3
 """A wrong solution to problem 220. Draws the token after a rejection from p, not from the residual."""
 import torch
 

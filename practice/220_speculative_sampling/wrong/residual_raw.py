@@ -1,4 +1,3 @@
-# expect: WA residual_not_normalised cases>=3
 """A wrong solution to problem 220. Draws from max(p - q, 0) without dividing by its sum (clamped to the last token
 when the uniform is past it)."""
 import torch

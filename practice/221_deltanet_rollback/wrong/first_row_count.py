@@ -1,4 +1,3 @@
-# expect: WA one_count_for_the_batch cases>=3
 """A wrong solution to problem 221. Rolls every row back with the first row's count."""
 import torch
 

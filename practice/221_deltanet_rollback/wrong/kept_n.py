@@ -1,4 +1,3 @@
-# expect: WA kept_one_too_few
 """A wrong solution to problem 221. Keeps n_accepted tokens, forgetting the token fed first."""
 import torch
 

@@ -1,4 +1,3 @@
-# expect: WA kept_one_too_many
 """A wrong solution to problem 221. Keeps n_accepted + 2 tokens: the first rejected guess too."""
 import torch
 

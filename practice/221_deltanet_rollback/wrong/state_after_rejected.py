@@ -1,4 +1,3 @@
-# expect: WA state_after_rejected !one_count_for_the_batch
 """A wrong solution to problem 221. The window is cut, but the state runs over every verified token."""
 import torch
 

@@ -1,4 +1,3 @@
-# expect: WA state_from_zeros
 """A wrong solution to problem 221. Runs the delta rule over the kept tokens from an empty memory."""
 import torch
 

@@ -1,4 +1,3 @@
-# expect: WA window_not_cut !one_count_for_the_batch
 """A wrong solution to problem 221. The state is rolled back, but the window keeps the last inputs of every verified
 token."""
 import torch

@@ -1,0 +1,138 @@
+"""The known mistakes of a problem, each written once, in practice/NNN_slug/mistakes.toml.
+
+A known mistake is a wrong answer a learner is likely to write. It is written once, as that wrong answer: the
+reference solution with a small change, written as a diff, or a whole learner file in the problem's wrong/. Two
+things read that one source. The judge runs the wrong answer on a failing case, and when the learner's result is
+that mistake's result it shows the mistake's hint (English and Chinese, in the same entry). tests/test_practice.py
+grades the same wrong answer and checks that the judge rejects it with that hint. So every mistake the judge can
+name is one the tests have seen it reject.
+
+An entry, `[key]`:
+    en, zh   the hint, shown when the learner's result is this mistake's result ("looks like ...")
+    change   the diff against solution.py: a line "-..." leaves, "+..." arrives, " ..." (or an empty line) stays;
+             a line "..." starts the next piece of the change. Each piece's old lines occur once in solution.py.
+    file     instead of `change`: a whole learner file, "wrong/name.py"
+    like     instead of en/zh: the key of another entry; this is a second way to write that mistake
+    error    a regular expression: the hint is for a Runtime Error whose traceback matches it
+    check    the name of a function in cases.py, check(got, case) -> bool, that recognises the mistake in a
+             result (a statistic of random draws, a dtype) instead of comparing with this mistake's own result
+    expect   what the tests expect of the judge, when not the default (the key's hint, shown on a Wrong Answer
+             that at least two cases reject; on a Runtime Error for an `error` entry): "VERDICT mark ...", marks
+             being hint keys, "cases>=N", "!key" (no rejecting case shows that hint) and "mutated"
+No torch here: `list` and `show` read the problems without it.
+"""
+import re
+import sys
+import types
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, as a package (pyproject.toml installs it there)
+    import tomli as tomllib
+
+FIELDS = {"en", "zh", "change", "file", "like", "error", "check", "expect"}
+
+
+@dataclass
+class Mistake:
+    """One known wrong answer of a problem (one entry of its mistakes.toml)."""
+    key: str
+    folder: Path  # the problem's folder
+    entry: dict
+    hint: dict | None  # {"en": ..., "zh": ...}; a `like` entry has the other entry's
+    check: object = None  # callable(got, case) -> bool, from cases.py
+
+    @property
+    def shown(self):
+        """The key of the hint this mistake shows (a `like` entry shows the other entry's)."""
+        return self.entry.get("like", self.key)
+
+    @property
+    def error(self):
+        return self.entry.get("error")
+
+    @property
+    def where(self):
+        return f"{self.folder.name}/mistakes.toml [{self.key}]"
+
+    def source(self):
+        """The wrong answer's text: the solution with the change made, or the whole learner file."""
+        if "file" in self.entry:
+            return (self.folder / self.entry["file"]).read_text(encoding="utf-8")
+        solution = (self.folder / "solution.py").read_text(encoding="utf-8")
+        return apply_change(solution, self.entry["change"], self.where)
+
+    @cached_property
+    def module(self):
+        """The wrong answer, run as a module in this process (it is the course's own code, like solution.py)."""
+        module = types.ModuleType(f"practice_mistake_{self.folder.name}_{self.key}")
+        exec(compile(self.source(), f"<{self.where}>", "exec"), module.__dict__)
+        return module
+
+    def result(self, fn, values):
+        """What this mistake returns for fn(*values); AttributeError when its answer has no such function."""
+        return getattr(self.module, fn)(*values)
+
+    def expectation(self):
+        """(verdict, marks) that tests/test_practice.py expects when the judge grades this wrong answer."""
+        if "expect" in self.entry:
+            verdict, *marks = self.entry["expect"].split()
+            return verdict, marks
+        if self.error:
+            return "RE", [self.key]
+        return "WA", [self.entry.get("like", self.key), "cases>=2"]
+
+
+def apply_change(text, change, where):
+    """`text` with the diff `change` made (see the module's docstring); ValueError naming `where` if a piece's old
+    lines are not found exactly once, at the start of a line."""
+    for piece in re.split(r"^\.\.\.\n", change.strip("\n") + "\n", flags=re.M):
+        old, new = [], []
+        for line in piece.splitlines():
+            mark, body = line[:1], line[1:]
+            if mark not in ("", " ", "-", "+"):
+                raise ValueError(f"{where}: each line of a change starts with ' ', '-' or '+': {line!r}")
+            if mark != "+":
+                old.append(body)
+            if mark != "-":
+                new.append(body)
+        old_text, new_text = "".join(s + "\n" for s in old), "".join(s + "\n" for s in new)
+        found = ("\n" + text).count("\n" + old_text)
+        if found != 1 or not old_text.strip():
+            raise ValueError(f"{where}: the lines to change occur {found} times in solution.py, not once:\n{old_text}")
+        at = ("\n" + text).index("\n" + old_text)
+        text = text[:at] + new_text + text[at + len(old_text):]
+    return text
+
+
+def load(folder, cases=None):
+    """The known mistakes in folder/mistakes.toml, in their order; `cases` (the problem's cases.py module) holds
+    the functions that `check` names. ValueError, naming the entry, for an entry that breaks the rules above."""
+    path = Path(folder) / "mistakes.toml"
+    if not path.is_file():
+        return []
+    table = tomllib.loads(path.read_text(encoding="utf-8"))
+    found = []
+    for key, entry in table.items():
+        where = f"{Path(folder).name}/mistakes.toml [{key}]"
+        unknown = set(entry) - FIELDS
+        if unknown or ("change" in entry) == ("file" in entry):
+            raise ValueError(f"{where}: needs one of `change` or `file`, and only the fields {sorted(FIELDS)}")
+        if "like" in entry:
+            if entry["like"] not in table or "en" in entry:
+                raise ValueError(f"{where}: `like` names another entry, and takes its hint")
+            hint = {lang: table[entry["like"]][lang] for lang in ("en", "zh")}
+        elif "en" in entry or "zh" in entry:
+            if not (entry.get("en") and entry.get("zh")):
+                raise ValueError(f"{where}: a hint is written in both languages, en and zh")
+            hint = {"en": entry["en"], "zh": entry["zh"]}
+        else:
+            hint = None
+            if "expect" not in entry:
+                raise ValueError(f"{where}: an entry without a hint says what the judge must answer (`expect`)")
+        check = getattr(cases, entry["check"]) if "check" in entry and cases is not None else None
+        found.append(Mistake(key, Path(folder), entry, hint, check))
+    return found
