@@ -1,4 +1,4 @@
-"""Problem 201: cases, oracle and known mistakes.
+"""Problem 201: cases and oracle (the known mistakes are in mistakes.toml).
 
 Oracle: the files are written here, so the answer is known by construction (hand math). Most are written byte by
 byte (write_safetensors below) so that header order, data order, padding and metadata vary; one is written by the
@@ -12,12 +12,11 @@ import struct
 import torch
 from safetensors.torch import save_file
 
-from practice.grading import EXACT, Case, Mistake
+from practice.grading import EXACT, Case
 
 CODES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
          torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
          torch.bool: "BOOL"}
-DTYPES = {v: k for k, v in CODES.items()}
 
 
 def raw_bytes(t):
@@ -139,66 +138,12 @@ def make_cases(tmp):
 
 # ---------------------------------------------------------------- known mistakes
 
-def _read(path, name, where, dtypes=DTYPES, reshape=True):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        info = json.loads(f.read(n))[name]
-        begin, end = info["data_offsets"]
-        f.seek(where(n) + begin)
-        data = bytearray(f.read(end - begin))
-    t = torch.frombuffer(data, dtype=dtypes[info["dtype"]])
-    return t.reshape(info["shape"]) if reshape else t
-
-
-def _is_torch_dtype(v):
-    return (isinstance(v, dict) and v.get("__unsupported__") == "torch.dtype") or (
-        isinstance(v, str) and v.startswith("torch."))
-
-
-def _hint(en, zh):
-    return {"en": en, "zh": zh}
-
-
-MISTAKES = [
-    Mistake("from_file_start", "read_tensor", lambda path, name: _read(path, name, lambda n: 0),
-            _hint("looks like data_offsets were counted from the start of the file: they count from the first byte "
-                  "after the header, so seek to 8 + n + begin",
-                  "看起来 data_offsets 是从文件开头数的：它们从头部之后的第一个字节数起，应 seek 到 8 + n + begin")),
-    Mistake("forgot_header", "read_tensor", lambda path, name: _read(path, name, lambda n: 8),
-            _hint("looks like the header's n bytes were not skipped: the data starts at 8 + n",
-                  "看起来没有跳过 n 字节的头部：数据从 8 + n 开始")),
-    Mistake("bf16_as_f16", "read_tensor",
-            lambda path, name: _read(path, name, lambda n: 8 + n, dict(DTYPES, BF16=torch.float16)),
-            _hint("looks like BF16 was read as float16: they are different formats of the same size; use "
-                  "torch.bfloat16", "看起来把 BF16 当成 float16 读了：两者大小相同但格式不同，应使用 torch.bfloat16")),
-    Mistake("not_reshaped", "read_tensor", lambda path, name: _read(path, name, lambda n: 8 + n, reshape=False),
-            _hint("looks like the tensor was not reshaped: reshape it to the header's shape",
-                  "看起来没有按头部里的 shape 重塑张量")),
-    Mistake("kept_metadata", "read_header", None,
-            _hint('looks like "__metadata__" was kept: it is a dict of strings about the file, not a tensor; skip it',
-                  '看起来保留了 "__metadata__"：它是描述文件的字符串字典，不是张量，应跳过'),
-            check=lambda got, case: isinstance(got, dict) and "__metadata__" in got),
-    Mistake("torch_dtype", "read_header", None,
-            _hint('looks like torch dtypes were returned: return the header\'s own dtype strings, such as "BF16"',
-                  '看起来返回了 torch 的 dtype：应返回头部里原样的 dtype 字符串，如 "BF16"'),
-            check=lambda got, case: isinstance(got, dict) and any(
-                isinstance(v, (tuple, list)) and v and _is_torch_dtype(v[0]) for v in got.values())),
-    Mistake("raw_entries", "read_header", None,
-            _hint("looks like the header's entries were returned as they are: return (dtype, shape) for each name",
-                  "看起来原样返回了头部的条目：每个名字应对应 (dtype, shape)"),
-            check=lambda got, case: isinstance(got, dict) and any(
-                isinstance(v, dict) and "data_offsets" in v for v in got.values())),
-]
-
-ERROR_HINTS = [
-    (r"JSONDecodeError|UnicodeDecodeError|index-sized integer|MemoryError|Expecting value|Extra data"
-     r"|Unterminated string", "header_length",
-     _hint("the header did not parse as JSON: the first 8 bytes are its length n, an unsigned little-endian "
-           "integer (struct.unpack('<Q', f.read(8))[0]); then read exactly n bytes",
-           "头部没能按 JSON 解析：前 8 个字节是头部长度 n，无符号小端整数（struct.unpack('<Q', f.read(8))[0]），"
-           "接着恰好读 n 个字节")),
-    (r"buffer length|not divisible|shape '\[.*\]' is invalid for input of size", "byte_range",
-     _hint("the bytes read do not match the tensor: read data_offsets[1] - data_offsets[0] bytes starting at "
-           "8 + n + data_offsets[0]", "读到的字节数与张量不符：应从 8 + n + data_offsets[0] 开始读 "
-           "data_offsets[1] - data_offsets[0] 个字节")),
-]
+def returns_torch_dtypes(got, case):
+    """The torch_dtype mistake, recognised in the result itself: a torch.dtype does not come back from the
+    learner's process as itself (the judge sends back plain data only), so its result never equals the mistake's
+    own; a dtype's name written as a string ("torch.bfloat16") is the same mistake."""
+    def is_torch_dtype(v):
+        return (isinstance(v, dict) and v.get("__unsupported__") == "torch.dtype") or (
+            isinstance(v, str) and v.startswith("torch."))
+    return isinstance(got, dict) and any(
+        isinstance(v, (tuple, list)) and v and is_torch_dtype(v[0]) for v in got.values())

@@ -1,4 +1,4 @@
-"""Problem 203: cases, oracle and known mistakes.
+"""Problem 203: cases and oracle (the known mistakes are in mistakes.toml).
 
 Oracle: qwen/embedding.py (Embedding, head_logits), which tests/test_practice.py proves equal to transformers'
 Qwen3_5ForCausalLM with tied embeddings: embed_tokens bit-exact, lm_head bit-exact.
@@ -6,7 +6,7 @@ Qwen3_5ForCausalLM with tied embeddings: embed_tokens bit-exact, lm_head bit-exa
 import torch
 import torch.nn as nn
 
-from practice.grading import EXACT, Case, Mistake, Tol
+from practice.grading import EXACT, Case, Tol
 from qwen.embedding import Embedding, head_logits
 
 # fp32: 1e-5 * max(1, max|logit|) + 1e-5 * |logit| (sums of d products in another order round differently);
@@ -63,39 +63,3 @@ def make_cases(tmp):
     for c in cases:
         c.expected = oracle[c.fn](*c.values())
     return cases
-
-
-def _hint(en, zh):
-    return {"en": en, "zh": zh}
-
-
-MISTAKES = [
-    Mistake("scaled", "embed", lambda ids, E: E[ids] * E.shape[1] ** 0.5,
-            _hint("looks like the rows were multiplied by sqrt(d): Gemma scales its embedding, Qwen3.5 does not",
-                  "看起来把嵌入乘了 sqrt(d)：Gemma 会缩放嵌入，Qwen3.5 不会")),
-    Mistake("one_based", "embed", lambda ids, E: E[ids - 1],
-            _hint("looks like E[ids - 1]: token ids start at 0, row v of E belongs to token v",
-                  "看起来取了 E[ids - 1]：词元 id 从 0 开始，E 的第 v 行就是词元 v")),
-    Mistake("shifted", "embed", lambda ids, E: E[ids + 1],
-            _hint("looks like E[ids + 1]: token ids start at 0, row v of E belongs to token v",
-                  "看起来取了 E[ids + 1]：词元 id 从 0 开始，E 的第 v 行就是词元 v")),
-    Mistake("softmax", "tied_logits", lambda h, E: torch.softmax(h @ E.T, dim=-1),
-            _hint("looks like probabilities (a softmax was applied): return the raw scores h · Eᵀ",
-                  "看起来返回了概率（做了 softmax）：应返回原始分数 h · Eᵀ")),
-    Mistake("transposed", "tied_logits", lambda h, E: torch.matmul(E, h.transpose(-1, -2)) if h.dim() > 1 else E @ h,
-            _hint("looks like E · hᵀ, which puts the vocabulary before the positions: compute h @ E.T, (..., V)",
-                  "看起来算的是 E · hᵀ，词表维跑到了位置维前面：应算 h @ E.T，得到 (..., V)")),
-    Mistake("bf16_products", "tied_logits", lambda h, E: (h.unsqueeze(-2) * E).sum(-1),
-            _hint("looks like elementwise products summed in bf16: each product is rounded before the sum. A matrix "
-                  "product (h @ E.T) accumulates in fp32 and rounds once",
-                  "看起来是逐元素相乘后在 bf16 里求和：每个乘积先被舍入。矩阵乘法 h @ E.T 在 fp32 里累加、只舍入一次")),
-]
-
-ERROR_HINTS = [
-    (r"mat1 and mat2 shapes cannot be multiplied|size mismatch|shapes cannot be multiplied", "transpose",
-     _hint("the shapes do not multiply: E is (V, d), so the product is h @ E.T, (..., d) @ (d, V)",
-           "形状乘不起来：E 是 (V, d)，应算 h @ E.T，即 (..., d) @ (d, V)")),
-    (r"index -?\d+ is out of bounds", "index",
-     _hint("an id is outside the table: ids are 0 ... V - 1 and index rows directly (no shift)",
-           "id 超出了表的范围：id 取值 0 … V - 1，直接当行号用（不要平移）")),
-]

@@ -1,4 +1,4 @@
-"""Problem 205: cases, oracle and known mistakes.
+"""Problem 205: cases and oracle (the known mistakes are in mistakes.toml).
 
 Oracle: hand math, 1 + w and p - 1 in fp32 for the names qwen/sizes.py marks zero-centred. Both are a single
 correctly rounded fp32 operation, so every right answer is bit-exact. tests/test_practice.py checks that the plain
@@ -9,7 +9,7 @@ import random
 
 import torch
 
-from practice.grading import EXACT, Case, Mistake
+from practice.grading import EXACT, Case
 from qwen.sizes import is_zero_centred, tensor_shapes
 
 
@@ -71,69 +71,3 @@ def make_cases(tmp):
     for c in cases:
         c.expected = (oracle_to_plain if c.fn == "centred_to_plain" else oracle_to_centred)(*c.values())
     return cases
-
-
-# ---------------------------------------------------------------- known mistakes
-
-def _convert(state, pick, op, fp32=True):
-    return {k: op(v.float() if fp32 else v) if pick(k, v) else v for k, v in state.items()}
-
-
-def _to_plain(pick, fp32=True):
-    return lambda s: _convert(s, pick, lambda v: 1 + v, fp32)
-
-
-def _to_centred(pick, fp32=True):
-    return lambda s: _convert(s, pick, lambda v: v - 1, fp32)
-
-
-def _right(k, v):
-    return is_zero_centred(k)
-
-
-def _hint(en, zh):
-    return {"en": en, "zh": zh}
-
-
-HINTS = {
-    "shifted_gated_norm": _hint(
-        "looks like linear_attn.norm.weight was converted too: the gated norm's weight is already plain (init 1); "
-        "a test such as name.endswith('norm.weight') catches it by mistake",
-        "看起来 linear_attn.norm.weight 也被转换了：带门的 RMSNorm 权重本来就是普通的（初始为 1）；"
-        "name.endswith('norm.weight') 这样的判断会误伤它"),
-    "wrong_direction": _hint("looks like the conversion went the wrong way: plain = 1 + centred, centred = plain - 1",
-                             "看起来转换方向反了：普通 = 1 + 零中心，零中心 = 普通 - 1"),
-    "kept_dtype": _hint("looks like the sum was computed in bf16: 1 + w in bf16 rounds small offsets away (the spacing "
-                        "near 1 is 2^-7). Compute and return fp32, as the model does inside its RMSNorm",
-                        "看起来是在 bf16 里算的：bf16 中 1 + w 会把小的偏移舍掉（1 附近间隔是 2^-7）。"
-                        "应在 fp32 里计算并返回 fp32，和模型内部的 RMSNorm 一样"),
-    "missed_qk_norm": _hint("looks like q_norm / k_norm were left out: they are zero-centred RMSNorms too",
-                            "看起来漏了 q_norm / k_norm：它们也是零中心的 RMSNorm"),
-    "missed_final_norm": _hint("looks like the final norm (norm.weight) was left out: it is zero-centred too",
-                               "看起来漏了最后的归一化 norm.weight：它也是零中心的"),
-    "all_vectors": _hint("looks like every 1-D tensor was converted: A_log, dt_bias and the gated norm are 1-D "
-                         "too; pick the norms by name", "看起来所有一维张量都被转换了：A_log、dt_bias 和带门的 "
-                         "RMSNorm 也是一维的；应按名字挑出归一化权重"),
-    "only_norms": _hint("looks like only the converted tensors were returned: return every tensor of the state dict",
-                        "看起来只返回了转换过的张量：应返回状态字典里的所有张量"),
-}
-
-_PICKS = {
-    "shifted_gated_norm": lambda k, v: k.endswith("norm.weight"),
-    "missed_qk_norm": lambda k, v: is_zero_centred(k) and not k.endswith(("q_norm.weight", "k_norm.weight")),
-    "missed_final_norm": lambda k, v: is_zero_centred(k) and k != "norm.weight",
-    "all_vectors": lambda k, v: v.dim() == 1,
-}
-
-
-def _only_norms(got, case):
-    return isinstance(got, dict) and 0 < len(got) < len(case.expected) and all(
-        is_zero_centred(k) for k in got)
-
-
-MISTAKES = []
-for _fn, _make, _back in (("centred_to_plain", _to_plain, _to_centred), ("plain_to_centred", _to_centred, _to_plain)):
-    MISTAKES += [Mistake(key, _fn, _make(pick), HINTS[key]) for key, pick in _PICKS.items()]
-    MISTAKES += [Mistake("wrong_direction", _fn, _back(_right), HINTS["wrong_direction"]),
-                 Mistake("kept_dtype", _fn, _make(_right, fp32=False), HINTS["kept_dtype"]),
-                 Mistake("only_norms", _fn, None, HINTS["only_norms"], check=_only_norms)]
