@@ -1,13 +1,12 @@
-"""Problem 212: cases, oracle and known mistakes.
+"""Problem 212: cases and oracle.
 
 Oracle: the token-by-token rule, qwen/deltanet.py's recurrent_delta_rule, which tests/test_deltanet.py proves equal
 to transformers' torch_recurrent_gated_delta_rule and to hand computations. The chunked form must give its answer:
 the lengths are not multiples of the chunk, so the padding and the last, short chunk matter.
 """
 import torch
-import torch.nn.functional as F
 
-from practice.grading import Case, Mistake, Tol
+from practice.grading import Case, Tol
 from qwen.deltanet import recurrent_delta_rule as oracle
 from qwen.norm import l2norm
 
@@ -54,81 +53,3 @@ def make_cases(tmp):
     for c in cases:
         c.expected = oracle(*c.values()[:-1])  # the recurrent form has no chunks
     return cases
-
-
-# ---------------------------------------------------------------- known mistakes: the wrong answers they give
-
-def _chunked(q, k, v, g, beta, state=None, C=64, reset=True, unit=True, carry=True, out_diag=True):
-    """The chunked rule with one thing changed, for recognising a learner's mistake."""
-    B, T, H, dk = k.shape
-    dv, pad = v.shape[-1], -T % C
-    N = (T + pad) // C
-
-    def chunks(x):
-        x = F.pad(x.transpose(1, 2), (0, 0, 0, pad) if x.dim() == 4 else (0, pad))
-        return x.reshape(B, H, N, C, *x.shape[3:])
-
-    q, k, v, g, beta = (chunks(x) for x in (q, k, v, g, beta))
-    G = g.cumsum(-1) if reset else g.reshape(B, H, N * C).cumsum(-1).reshape(B, H, N, C)
-    causal = torch.ones(C, C, dtype=torch.bool).tril()
-    Gamma = (G[..., :, None] - G[..., None, :]).masked_fill(~causal, float("-inf")).exp()
-    L = (beta[..., None] * k @ k.transpose(-1, -2)) * Gamma
-    A = torch.eye(C, dtype=q.dtype) + (L.tril(-1) if unit else L.tril())
-    U = torch.linalg.solve_triangular(A, beta[..., None] * v, upper=False)
-    W = torch.linalg.solve_triangular(A, (beta * G.exp())[..., None] * k, upper=False)
-    P = (q @ k.transpose(-1, -2)) * (Gamma if out_diag else Gamma.tril(-1))
-    S0 = q.new_zeros(B, H, dk, dv) if state is None else state
-    S, out = S0, torch.empty_like(v)
-    for n in range(N):
-        start = S if carry else S0
-        V_new = U[:, :, n] - W[:, :, n] @ start
-        out[:, :, n] = (q[:, :, n] * G[:, :, n, :, None].exp()) @ start + P[:, :, n] @ V_new
-        K_decayed = k[:, :, n] * (G[:, :, n, -1:] - G[:, :, n])[..., None].exp()
-        S = G[:, :, n, -1, None, None].exp() * start + K_decayed.transpose(-1, -2) @ V_new
-    return out.reshape(B, H, N * C, dv)[:, :, :T].transpose(1, 2), S
-
-
-def _not_finite(got, case):
-    """NaN or ±inf in the learner's result where every expected value is finite."""
-    parts = got if isinstance(got, (tuple, list)) else (got,)
-    return all(bool(torch.isfinite(e).all()) for e in case.expected) and any(
-        isinstance(p, torch.Tensor) and p.is_floating_point() and not bool(torch.isfinite(p).all()) for p in parts)
-
-
-def _hint(en, zh):
-    return {"en": en, "zh": zh}
-
-
-MISTAKES = [
-    Mistake("decay_not_reset", "chunked_delta_rule", lambda *a: _chunked(*a[:6], C=a[6], reset=False),
-            _hint("looks like the cumulative decay G runs over the whole sequence: take cumsum(g) within each "
-                  "chunk, so G counts from the chunk's start, where the carried state was last updated",
-                  "看起来累积衰减 G 是对整个序列求的：应在每个块内部求 cumsum(g)，"
-                  "让 G 从块的开头算起——那里是携带的状态最后"
-                  "一次更新的地方")),
-    Mistake("diagonal_in_system", "chunked_delta_rule", lambda *a: _chunked(*a[:6], C=a[6], unit=False),
-            _hint("looks like the diagonal β_i k_i·k_i went into the system: A = I + strictly_lower(βKKᵀ ⊙ Γ) has "
-                  "ones on its diagonal (token i's correction does not depend on itself); use tril(-1)",
-                  "看起来把对角线 β_i k_i·k_i 也放进了方程组：A = I + 严格下三角(βKKᵀ ⊙ Γ)，"
-                  "对角线全是 1（第 i 个词的修正"
-                  "不依赖它自己）；请用 tril(-1)")),
-    Mistake("state_not_carried", "chunked_delta_rule", lambda *a: _chunked(*a[:6], C=a[6], carry=False),
-            _hint("looks like the state is not carried from chunk to chunk: each chunk must start from the state the "
-                  "previous one left, S ← e^(G_C) S + (e^(G_C − G) K)ᵀ U",
-                  "看起来状态没有从一个块传到下一个块：每个块都应从上一个块留下的状态开始，"
-                  "S ← e^(G_C) S + (e^(G_C − G) K)ᵀ U")),
-    Mistake("gamma_not_finite", "chunked_delta_rule", None,
-            _hint("NaN or inf where every expected value is finite: with strong decays e^(G_i) underflows to 0 "
-                  "(G below about −104 in fp32), so e^(G_i) / e^(G_j) is 0/0; and above the diagonal e^(G_i − G_j) "
-                  "overflows to inf, which a 0 mask multiplies into NaN. Subtract first and mask before the exp: "
-                  "(G_i − G_j).masked_fill(j > i, −inf).exp()",
-                  "期望值全是有限数，你的结果里却有 NaN 或 inf：衰减很强时 e^(G_i) 下溢为 0（fp32 里 G 低于约 −104），"
-                  "e^(G_i) / e^(G_j) 就成了 0/0；对角线之上 e^(G_i − G_j) 上溢为 inf，再乘 0 掩码就得到 NaN。"
-                  "应先相减、在 exp 之前遮挡：(G_i − G_j).masked_fill(j > i, −inf).exp()"),
-            check=_not_finite),
-    Mistake("output_without_diagonal", "chunked_delta_rule", lambda *a: _chunked(*a[:6], C=a[6], out_diag=False),
-            _hint("looks like the output skips each token's own write: (QKᵀ ⊙ Γ) keeps its diagonal (Γ_ii = 1), "
-                  "since o_t is read after token t writes",
-                  "看起来输出漏掉了每个词自己的写入：(QKᵀ ⊙ Γ) 要保留对角线（Γ_ii = 1），"
-                  "因为 o_t 是在第 t 个词写入之后读的")),
-]
