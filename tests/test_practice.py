@@ -617,11 +617,15 @@ def test_220_oracle_keeps_the_main_models_distribution():
     """On the distribution cases (20,000 rows, one p and one q, guesses drawn from q): the oracle's first tokens are
     within the judge's total-variation bound of p[0, 0], and so are those of qwen/speculative.py's accept with its
     own random draws (with no active row it keeps n = 0 guesses for the batch, so each row's first token is its own
-    accepted guess or its residual draw); the mistakes the hints name move them by more than 0.1."""
+    accepted guess or its residual draw); the known mistakes that change that distribution (mistakes.toml: accepting
+    when p >= q, the residual replaced by p or left unnormalised) move them by more than 0.1."""
     from qwen.sampling import Picker, Sampling
     from qwen.speculative import accept
 
     module = PROBLEMS[220].module
+    moving = [m for m in PROBLEMS[220].mistakes if m.key in ("accept_if_p_ge_q", "resample_from_p")
+              or m.shown == "residual_not_normalised"]
+    assert len(moving) == 4
     dist = [c for c in cases_of(220) if c.check is not None]
     assert len(dist) == 2
     for c in dist:
@@ -634,9 +638,9 @@ def test_220_oracle_keeps_the_main_models_distribution():
         pick = Picker(Sampling(temperature=1.0, seed=2200))
         new = accept(drafts, p.log(), q, pick, torch.zeros(len(drafts), dtype=torch.bool))
         assert module.first_token_tv(new[:, 0], p[0, 0]) <= module.TV_BOUND / 2
-        for kw in (dict(accept="p_ge_q"), dict(residual="p"), dict(residual="raw")):
-            wrong = module._rule(*c.values(), **kw)
-            assert module.first_token_tv(wrong[0][:, 0], p[0, 0]) > 0.1, (c.label, kw)
+        for m in moving:
+            wrong = m.result(c.fn, c.values())
+            assert module.first_token_tv(wrong[0][:, 0], p[0, 0]) > 0.1, (c.label, m.key)
             assert c.check(wrong, c) is not None
 
 

@@ -1,4 +1,4 @@
-"""Problem 219: cases, oracle and known mistakes.
+"""Problem 219: cases and oracle (the known mistakes: mistakes.toml).
 
 Oracle: a hand loop, row by row, over the rule as the statement writes it (walk the guesses while each equals the
 main model's argmax at its position, then append the argmax where the walk stopped). tests/test_practice.py checks
@@ -7,7 +7,7 @@ token for token equal to plain greedy decoding in tests/test_speculative.py).
 """
 import torch
 
-from practice.grading import Case, Mistake
+from practice.grading import Case
 
 
 def oracle(drafts, logits):
@@ -106,89 +106,3 @@ def make_cases(tmp):
     for c in cases:
         c.expected = oracle(*c.values())
     return cases
-
-
-# ---------------------------------------------------------------- known mistakes: the wrong answers they give
-
-def _counts(got):
-    """The counts n of a result shaped like (tokens, n), or None."""
-    if isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[1], torch.Tensor):
-        return got[1].long().reshape(-1) if got[1].dtype in (torch.int64, torch.int32) else None
-    return None
-
-
-def _count_is(wrong_count):
-    """A check: the result's counts are wrong_count(drafts, logits) where those differ from the right ones."""
-    def check(got, case):
-        n, (_, right) = _counts(got), case.expected
-        wrong = wrong_count(*case.values())
-        return n is not None and n.shape == right.shape and not torch.equal(wrong, right) and torch.equal(n, wrong)
-    return check
-
-
-def _all_matches(drafts, logits):
-    return (drafts == logits.argmax(-1)[:, :drafts.shape[1]]).long().sum(1)
-
-
-def _shifted(drafts, logits):
-    return (drafts == logits.argmax(-1)[:, 1:]).long().cumprod(1).sum(1)
-
-
-def _one_count(got, case):
-    """The same count in every row, the fewest (or most) any row accepted: the batch rule of qwen's own loop."""
-    n, (_, right) = _counts(got), case.expected
-    return n is not None and n.shape == right.shape and len(set(right.tolist())) > 1 and \
-        len(set(n.tolist())) == 1 and int(n[0]) in (int(right.min()), int(right.max()))
-
-
-def _without_correction(drafts, logits):
-    tokens, n = oracle(drafts, logits)
-    tokens[torch.arange(len(n)), n] = -1
-    return tokens, n
-
-
-def _without_bonus(drafts, logits):
-    tokens, n = oracle(drafts, logits)
-    full = n == drafts.shape[1]
-    tokens[full, -1] = -1
-    return tokens, n
-
-
-def _hint(en, zh):
-    return {"en": en, "zh": zh}
-
-
-MISTAKES = [
-    Mistake("accept_past_mismatch", "greedy_accept", None,
-            _hint("looks like every guess that agrees was counted, also after a wrong one: the walk stops at the "
-                  "first guess the main model disagrees with. Its logits after that point were computed from a "
-                  "wrong token, so they verify nothing (cumprod of the matches, not their sum)",
-                  "看起来把所有相符的猜测都算上了，包括错的那个之后的：应在主模型第一次不同意时停下。那之后的 logits "
-                  "是在错误词元之后算出的，什么也验证不了（对逐位相等取 cumprod，而不是求和）"),
-            check=_count_is(_all_matches)),
-    Mistake("verify_shifted", "greedy_accept", None,
-            _hint("looks like guess i was compared with the prediction one position later: the verify pass fed "
-                  "[x, d1, ..., dk], so logits[:, 0] (after x) verifies d1 = drafts[:, 0], and logits[:, i] "
-                  "verifies drafts[:, i]; logits[:, k] gives the bonus token",
-                  "看起来第 i 个猜测是和晚一个位置的预测比较的：验证时喂入的是 [x, d1, ..., dk]，所以 logits[:, 0]"
-                  "（x 之后）验证 d1 = drafts[:, 0]，logits[:, i] 验证 drafts[:, i]；logits[:, k] 给出额外的词元"),
-            check=_count_is(_shifted)),
-    Mistake("no_correction", "greedy_accept", _without_correction,
-            _hint("looks like the main model's own token is missing: after the accepted guesses always append its "
-                  "argmax at the position where the walk stopped (the correction, or the bonus token when every "
-                  "guess was accepted). A step always yields n + 1 tokens",
-                  "看起来缺了主模型自己的词元：在接受的猜测之后，总要加上停下的那个位置上主模型的 argmax（纠正词元；"
-                  "猜测全部被接受时是额外的词元）。每一步总是产出 n + 1 个词元")),
-    Mistake("no_bonus", "greedy_accept", _without_bonus,
-            _hint("looks like the bonus token is missing when every guess was accepted: logits[:, k], after the "
-                  "last guess, is a prediction the verify pass made for free; its argmax is the (k + 1)-th token",
-                  "看起来猜测全部被接受时缺了额外的词元：logits[:, k]（最后一个猜测之后）是验证时顺带算出的预测，"
-                  "它的 argmax 就是第 k + 1 个词元")),
-    Mistake("one_count_for_the_batch", "greedy_accept", None,
-            _hint("looks like every row got the same count: each row accepts its own number of guesses here "
-                  "(qwen's generate keeps the fewest for the whole batch so its caches stay rectangular; this step "
-                  "reports each row's own)",
-                  "看起来每一行得到的是同一个数：这里每一行接受自己的猜测数（qwen 的 generate 为了让缓存保持矩形，"
-                  "整批取最少的那个；这一步报告每一行自己的）"),
-            check=_one_count),
-]

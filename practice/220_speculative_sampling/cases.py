@@ -1,4 +1,4 @@
-"""Problem 220: cases, oracle and known mistakes.
+"""Problem 220: cases and oracle (the known mistakes: mistakes.toml).
 
 Oracle: a hand loop in Python floats (float64), row by row, over the rule as the statement writes it. Two kinds of
 case: exact ones, whose uniforms are moved at least 1e-4 away from every p/q they are compared with and from the
@@ -8,14 +8,14 @@ as a real draft draws them. Those are graded by a statistic, not by the draws: t
 the frequencies of each row's first new token and p[:, 0] must stay within 0.025. That is the property the rule
 exists for (the first token is distributed exactly as p, whatever q); a right answer exceeds the bound with
 probability below 1e-8 (Hoeffding on each of the 2^(V+1) sets of outcomes, an out-of-range token counting as one:
-2^7·exp(−2·20,000·0.025²) < 2e-9), and every mistake below that changes the first token's distribution moves it by
-more than 0.1 there. tests/test_practice.py checks the oracle's first tokens against p (the bound), its accepted
-guesses against qwen/speculative.py's accept (the same rule) given the same uniforms, that accept's own draws pass
-the same bound, and the mistakes' distances.
+2^7·exp(−2·20,000·0.025²) < 2e-9), and every known mistake (mistakes.toml) that changes the first token's
+distribution moves it by more than 0.1 there. tests/test_practice.py checks the oracle's first tokens against p (the
+bound), its accepted guesses against qwen/speculative.py's accept (the same rule) given the same uniforms, that
+accept's own draws pass the same bound, and the mistakes' distances.
 """
 import torch
 
-from practice.grading import Case, Mismatch, Mistake, compare, grade
+from practice.grading import Case, Mismatch, compare
 
 MARGIN = 1e-4  # how far every uniform of an exact case stays from the values it is compared with
 TV_BOUND = 0.025
@@ -242,98 +242,3 @@ def make_cases(tmp):
 
 
 _SHARED = {}  # seed -> the oracle's answer to a distribution case
-
-
-# ---------------------------------------------------------------- known mistakes: the wrong answers they give
-
-def _rule(p, q, drafts, u, u_last, accept="ratio", prefix=True, residual="normalised", bonus="draw", clamp=False):
-    """The rule with one thing changed, in torch (fp32), for recognising a learner's mistake."""
-    B, k = drafts.shape
-    V = p.shape[-1]
-    rows = torch.arange(B)
-    p_d = p[:, :k].gather(-1, drafts[..., None])[..., 0]
-    q_d = q.gather(-1, drafts[..., None])[..., 0]
-    ok = p_d >= q_d if accept == "p_ge_q" else u < p_d / q_d
-    n = ok.long().cumprod(1).sum(1) if prefix else ok.long().sum(1)
-    q_n = torch.cat([q, torch.zeros_like(p[:, :1])], 1)[rows, n]
-    r = p[rows, n] if residual == "p" else (p[rows, n] - q_n).clamp(min=0)
-    if residual == "normalised":
-        r = r / r.sum(-1, keepdim=True)
-    last = torch.searchsorted(r.cumsum(-1), u_last[:, None].contiguous(), right=True)[:, 0]
-    if clamp:
-        last = last.clamp(max=V - 1)
-    if bonus == "none":
-        last = torch.where(n == k, -1, last)
-    elif bonus == "argmax":
-        last = torch.where(n == k, p[:, k].argmax(-1), last)
-    pos = torch.arange(k + 1)[None, :]
-    guesses = torch.cat([drafts, drafts.new_full((B, 1), -1)], 1)
-    tokens = torch.where(pos < n[:, None], guesses, torch.where(pos == n[:, None], last[:, None], -1))
-    return tokens, n
-
-
-def _like(*variants):
-    """A check: the result equals one of these variants of the rule, on a case where that variant is wrong."""
-    def check(got, case):
-        for kw in variants:
-            wrong = _rule(*case.values(), **kw)
-            if grade(case, wrong) is not None and compare(got, wrong) is None:
-                return True
-        return False
-    return check
-
-
-def _counts_like(**kw):
-    """A check: the result's counts are those of a variant of the rule, where they differ from the right ones."""
-    def check(got, case):
-        if not (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[1], torch.Tensor)):
-            return False
-        wrong, right = _rule(*case.values(), **kw)[1], case.expected[1]
-        return got[1].shape == right.shape and not torch.equal(wrong, right) and torch.equal(got[1].long(), wrong)
-    return check
-
-
-def _hint(en, zh):
-    return {"en": en, "zh": zh}
-
-
-MISTAKES = [
-    Mistake("accept_if_p_ge_q", "speculative_sample", None,
-            _hint("looks like a guess was accepted exactly when p(d) >= q(d): that keeps too few of the guesses the "
-                  "draft likes more than the main model does. Accept at random, when u < p(d)/q(d) (probability "
-                  "min(1, p/q)); only then is each token distributed as p",
-                  "看起来恰好在 p(d) >= q(d) 时接受猜测：草稿比主模型更偏爱的猜测就留得太少了。应随机地接受："
-                  "u < p(d)/q(d) 时接受（概率为 min(1, p/q)）；只有这样每个词元才服从 p"),
-            check=_counts_like(accept="p_ge_q")),
-    Mistake("accept_past_rejection", "speculative_sample", None,
-            _hint("looks like guesses were counted after a rejected one: stop at the first rejection. The main "
-                  "model's distributions after it were computed from a token that is not kept",
-                  "看起来在被拒绝的猜测之后还在计数：应在第一次拒绝处停下。那之后主模型的分布是在一个没有保留的词元之后"
-                  "算出的"),
-            check=_counts_like(prefix=False)),
-    Mistake("resample_from_p", "speculative_sample", None,
-            _hint("looks like the token after a rejection was drawn from p: draw it from the residual "
-                  "max(p − q, 0), normalised. The accepted guesses already gave the tokens where q ≤ p their "
-                  "share; drawing from p again gives them too much",
-                  "看起来拒绝之后的词元是从 p 里抽的：应从残差 max(p − q, 0) 归一化后抽取。被接受的猜测已经给了 q ≤ p "
-                  "的那些词元应得的份额；再从 p 抽会让它们得到太多"),
-            check=_like(dict(residual="p"))),
-    Mistake("residual_not_normalised", "speculative_sample", None,
-            _hint("looks like the residual max(p − q, 0) was not normalised: it sums to less than 1, so a uniform "
-                  "past its total finds no token (or always the last one). Divide it by its sum before drawing",
-                  "看起来残差 max(p − q, 0) 没有归一化：它的和小于 1，"
-                  "超过这个和的均匀数找不到词元（或总是落在最后一个）。"
-                  "抽取之前应除以它的和"),
-            check=_like(dict(residual="raw"), dict(residual="raw", clamp=True))),
-    Mistake("no_bonus", "speculative_sample", None,
-            _hint("looks like the bonus token is missing when every guess was accepted: draw it from p[:, k], the "
-                  "main model's distribution after the last guess, with u_last",
-                  "看起来猜测全部被接受时缺了额外的词元：应用 u_last 从 p[:, k]（主模型在最后一个猜测之后的分布）中抽"
-                  "取"),
-            check=_like(dict(bonus="none"))),
-    Mistake("bonus_greedy", "speculative_sample", None,
-            _hint("looks like the bonus token was the argmax of p[:, k]: under sampling it is drawn from p[:, k] "
-                  "with u_last like any other token",
-                  "看起来额外的词元取的是 p[:, k] 的 argmax：采样时它和别的词元一样，要用 u_last 从 p[:, k] 中抽取"),
-            check=_like(dict(bonus="argmax"))),
-]
