@@ -574,6 +574,29 @@ def test_218_oracle_equals_transformers_merger():
         assert torch.equal(c.expected, hf(x)), c.label
 
 
+def test_218_fp32_layernorm_on_float64_is_wrong_but_not_called_eps(tmp_path):
+    """A merger right in all but one thing, its LayerNorm computed in fp32 on float64 inputs: the float64 cases
+    reject it (about 2e-7 off, where the statement allows 1e-10), but it is several times nearer the right answer
+    than eps = 1e-5's result, so no hint names that mistake (nor any other)."""
+    path = tmp_path / "fp32_layernorm.py"
+    path.write_text('''import torch
+import torch.nn.functional as F
+
+
+def patch_merger(x: torch.Tensor, image_grid_thw: torch.Tensor, weights: dict) -> torch.Tensor:
+    N, C = x.shape
+    h = F.layer_norm(x.float(), (C,), weights["norm.weight"].float(), weights["norm.bias"].float(), eps=1e-6)
+    h = h.to(x.dtype).reshape(N // 4, 4 * C)
+    h = F.gelu(F.linear(h, weights["linear_fc1.weight"], weights["linear_fc1.bias"]))
+    return F.linear(h, weights["linear_fc2.weight"], weights["linear_fc2.bias"])
+''', encoding="utf-8")
+    report = grade_in_process(PROBLEMS[218], path=path)
+    rejecting = [r for r in report.results if r.verdict != "AC"]
+    assert report.verdict == "WA"
+    assert {r.case.args[0][1].dtype for r in rejecting} == {torch.float64}, "only the float64 cases reject it"
+    assert [(r.case.label, r.hints) for r in rejecting if r.hints] == []
+
+
 def test_214_presence_penalty_oracle_by_hand():
     """The oracle's presence penalty against numbers worked out by hand: `penalty` off each id a row generated, once
     however often (a frequency penalty would take 2 × 2 off id 3 in example 4), nothing off the others; fp32 out.
