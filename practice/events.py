@@ -6,14 +6,8 @@ runner.run called in-process. No torch at import.
 import math
 import re
 
+from practice.limits import slack
 from practice.report import CaseResult
-
-
-def slack(limit):
-    """How far the judge's own clock may run past a case's limit before it overrules the runner's clock (the
-    judge's includes the pipe and thread wake-ups; the runner's would miss a learner's tampering)."""
-    return 0.5 + 0.2 * limit
-
 
 # ---------------------------------------------------------------- the runner's events, as the judge accepts them
 

@@ -24,14 +24,11 @@ if str(HERE.parent) not in sys.path:  # `python practice/judge.py` puts practice
     sys.path.insert(0, str(HERE.parent))
 
 # the judge's parts, one module each; their names stay importable from here (notebooks, book.attempt, tests)
-from practice.events import OUT_OF_MEMORY, Garbled, Protocol, error_hints, grade_events, slack  # noqa: E402,F401
+from practice.events import OUT_OF_MEMORY, Garbled, Protocol, error_hints, grade_events  # noqa: E402,F401
+from practice.limits import GRACE, LOAD_LIMIT, MAX_TIME_LIMIT, MEMORY_LIMIT, STARTUP_LIMIT  # noqa: E402,F401
 from practice.notebook import check, grade_in_process  # noqa: E402,F401
 from practice.plugin import PlugProtocol, plug_in_allowed, plug_in_file  # noqa: E402,F401
 from practice.problems import (  # noqa: E402,F401
-    GRACE,
-    LOAD_LIMIT,
-    MEMORY_LIMIT,
-    STARTUP_LIMIT,
     Problem,
     checksums,
     find_problem,
@@ -44,9 +41,7 @@ from practice.problems import (  # noqa: E402,F401
 )
 from practice.report import MSG, Printer, cmd, detect_lang, shown_path  # noqa: E402,F401
 from practice.store import clean_stale_temp, home, load_progress, progress_path, record, save_progress, work_dir  # noqa: E402,F401
-from practice.supervise import MAX_EVENT, MAX_RESULT, Supervised, read_result, run_file, supervise  # noqa: E402,F401
-
-MAX_TIME_LIMIT = 600.0  # seconds: the most --time-limit accepts
+from practice.supervise import Supervised, read_result, run_file, supervise  # noqa: E402,F401
 
 
 def cmd_rehash():

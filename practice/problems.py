@@ -11,15 +11,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from practice.limits import MEMORY_LIMIT, TIME_LIMIT, total_limit
 from practice.mistakes import load as known_mistakes
 from practice.oracle import answer_files, import_closure, package_root, sha256
 from practice.report import MSG, cmd, shown_path
 
 HERE = Path(__file__).resolve().parent  # practice/
-MEMORY_LIMIT = 4096  # MiB of memory (RLIMIT_DATA) for the learner's process unless meta.json says "memory_limit"
-STARTUP_LIMIT = 120.0  # seconds for the runner to start Python and import torch: the judge's cost, not the learner's
-LOAD_LIMIT = 10.0  # seconds to import the learner's file (torch is already imported by then)
-GRACE = 1.0  # a running case is stopped after its limit plus this; the verdict uses the case's own clock
 
 
 # ---------------------------------------------------------------- problems: one folder each, practice/NNN_slug/
@@ -38,14 +35,13 @@ class Problem:
 
     @property
     def time_limit(self):
-        return float(self.meta.get("time_limit", 3.0))
+        return float(self.meta.get("time_limit", TIME_LIMIT))
 
     def total_limit(self, n, time_limit=None):
-        """Seconds that all n cases may take together: meta.json "total_time_limit", else a quarter of n times the
-        limit per case, at least 3 times it (a file just under the limit on every case must not take minutes)."""
+        """Seconds that all n cases may take together: meta.json "total_time_limit", else limits.total_limit."""
         if time_limit is None and "total_time_limit" in self.meta:
             return float(self.meta["total_time_limit"])
-        return max(3.0, n / 4) * float(time_limit or self.time_limit)
+        return total_limit(n, float(time_limit or self.time_limit))
 
     @property
     def memory_limit(self):

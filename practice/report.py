@@ -167,7 +167,6 @@ MSG = {
     },
 }
 
-OUTPUT_CAP = 64 * 1024  # bytes of the learner's printed output the judge keeps; the rest is counted and dropped
 SHOW_OUTPUT = 20  # lines of it shown with a verdict that is not Accepted
 BLOCK_LINES = 60  # lines of a traceback or compile error shown (the runner already collapses repeated frames)
 LINE_CHARS = 300  # characters of one such line

@@ -17,14 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from practice.events import Garbled, Protocol, grade_events
-from practice.problems import GRACE, HERE, LOAD_LIMIT, STARTUP_LIMIT
-from practice.report import OUTPUT_CAP, Report
+from practice.limits import GRACE, LOAD_LIMIT, MAX_EVENT, MAX_RESULT, OUTPUT_CAP, STARTUP_LIMIT
+from practice.problems import HERE
+from practice.report import Report
 from practice.sandbox import kill_tree
 from practice.store import clean_stale_temp, temp_dir
-
-MAX_EVENT = 1 << 20  # bytes in one line of the runner's events
-MAX_RESULT = 1 << 30  # bytes in one saved result (the runner refuses tensors over 256 MiB)
-
 
 # ---------------------------------------------------------------- running a file in a child process
 

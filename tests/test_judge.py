@@ -29,7 +29,8 @@ from practice.judge import (
     run_file,
     save_progress,
 )
-from practice.report import OUTPUT_CAP, Printer, Report
+from practice.limits import OUTPUT_CAP
+from practice.report import Printer, Report
 
 REPO = Path(__file__).resolve().parent.parent
 PRACTICE = REPO / "practice"
