@@ -1,13 +1,53 @@
-"""The runner's events as the judge accepts them (Protocol), and the verdicts they give (grade_events).
+"""The runner's events as the judge accepts them (Protocol), and the verdicts they give (grade_events): a Report,
+with a CaseResult per case.
 
 Both ways of grading share this: a child process's events arrive through `supervise`, a notebook's from
 runner.run called in-process. No torch at import.
 """
 import math
 import re
+from dataclasses import dataclass, field
 
 from practice.limits import slack
-from practice.report import CaseResult
+
+# ---------------------------------------------------------------- what a grading found
+
+@dataclass
+class CaseResult:
+    case: object
+    verdict: str | None = None  # AC, WA, RE, TLE; None: not run
+    time: float | None = None  # seconds inside the learner's function
+    got: object = None
+    mismatch: object = None
+    mutated: bool = False
+    error: str = ""  # traceback, or "died:exit:N" / "died:signal:N"
+    hints: list = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    problem: object
+    file: object  # a Path, or "notebook"
+    time_limit: float = 0.0  # seconds per case
+    load_limit: float = 0.0  # seconds to import the learner's file
+    verdict: str = "AC"  # AC, WA, RE, TLE, CE; JE when the judge itself could not run
+    results: list = field(default_factory=list)
+    message: str = ""  # for verdicts before any case: compile error text, load traceback, "missing:…", "load"
+    output: bytes = b""  # the head of what the learner printed
+    output_bytes: int = 0
+    seconds: float = 0.0
+    in_process: bool = False
+    memory_limit: int = 0  # MiB
+    total_limit: float = 0.0  # seconds for all cases together
+
+    @property
+    def passed(self):
+        return sum(r.verdict == "AC" for r in self.results)
+
+    @property
+    def failure(self):
+        return next((r for r in self.results if r.verdict not in ("AC", None)), None)
+
 
 # ---------------------------------------------------------------- the runner's events, as the judge accepts them
 

@@ -26,6 +26,7 @@ if str(HERE.parent) not in sys.path:  # `python practice/judge.py` puts practice
 # the judge's parts, one module each; their names stay importable from here (notebooks, book.attempt, tests)
 from practice.events import OUT_OF_MEMORY, Garbled, Protocol, error_hints, grade_events  # noqa: E402,F401
 from practice.limits import GRACE, LOAD_LIMIT, MAX_TIME_LIMIT, MEMORY_LIMIT, STARTUP_LIMIT  # noqa: E402,F401
+from practice.messages import MSG, cmd, detect_lang  # noqa: E402,F401
 from practice.notebook import check, grade_in_process  # noqa: E402,F401
 from practice.plugin import PlugProtocol, plug_in_allowed, plug_in_file  # noqa: E402,F401
 from practice.problems import (  # noqa: E402,F401
@@ -39,7 +40,7 @@ from practice.problems import (  # noqa: E402,F401
     reference_files,
     verified,
 )
-from practice.report import MSG, Printer, cmd, detect_lang, shown_path  # noqa: E402,F401
+from practice.report import Printer, shown_path  # noqa: E402,F401
 from practice.store import clean_stale_temp, home, load_progress, progress_path, record, save_progress, work_dir  # noqa: E402,F401
 from practice.supervise import Supervised, read_result, run_file, supervise  # noqa: E402,F401
 

@@ -19,9 +19,10 @@ from pathlib import Path
 
 from practice.events import OUT_OF_MEMORY, Garbled
 from practice.limits import GRACE, LOAD_LIMIT, STARTUP_LIMIT
+from practice.messages import MSG, cmd
 from practice.notebook import namespace
 from practice.problems import HERE, find_problem, problems
-from practice.report import MSG, cmd, safe, size_text
+from practice.report import safe, size_text
 from practice.store import work_dir
 from practice.supervise import start_sandboxed, supervise
 

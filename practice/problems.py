@@ -12,9 +12,10 @@ from functools import cached_property
 from pathlib import Path
 
 from practice.limits import MEMORY_LIMIT, TIME_LIMIT, total_limit
+from practice.messages import MSG, cmd
 from practice.mistakes import load as known_mistakes
 from practice.oracle import answer_files, import_closure, package_root, sha256
-from practice.report import MSG, cmd, shown_path
+from practice.report import shown_path
 
 HERE = Path(__file__).resolve().parent  # practice/
 

@@ -16,10 +16,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from practice.events import Garbled, Protocol, grade_events
+from practice.events import Garbled, Protocol, Report, grade_events
 from practice.limits import GRACE, LOAD_LIMIT, MAX_EVENT, MAX_RESULT, OUTPUT_CAP, STARTUP_LIMIT
 from practice.problems import HERE
-from practice.report import Report
 from practice.sandbox import kill_tree
 from practice.store import clean_stale_temp, temp_dir
 

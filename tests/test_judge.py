@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers import mistake_file
+from practice.events import Report
 from practice.judge import (
     GRACE,
     check,
@@ -30,7 +31,7 @@ from practice.judge import (
     save_progress,
 )
 from practice.limits import OUTPUT_CAP
-from practice.report import Printer, Report
+from practice.report import Printer
 
 REPO = Path(__file__).resolve().parent.parent
 PRACTICE = REPO / "practice"
