@@ -137,7 +137,8 @@ def grade_events(problem, cases, events, output, report, stopped=None, died=None
     output(i): the learner's result for case i. stopped: the Protocol state the judge was waiting in when it
     killed the runner for taking too long. died: "exit:N", "signal:N" when the runner ended without finishing.
     garbled: why the events stopped making sense. An event's "_at" is the judge's own clock when it arrived."""
-    from practice.grading import diagnose, grade  # grading imports torch: only when something is graded
+    from practice.grading import grade  # grading and mistakes import torch: only when something is graded
+    from practice.mistakes import diagnose
 
     report.results = [CaseResult(c) for c in cases]
     if not report.total_limit:

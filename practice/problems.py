@@ -13,7 +13,6 @@ from pathlib import Path
 
 from practice.limits import MEMORY_LIMIT, TIME_LIMIT, total_limit
 from practice.messages import MSG, cmd
-from practice.mistakes import load as known_mistakes
 from practice.oracle import answer_files, import_closure, package_root, sha256
 from practice.report import shown_path
 
@@ -92,7 +91,9 @@ class Problem:
     @cached_property
     def mistakes(self):
         """The known mistakes (mistakes.toml, read by practice/mistakes.py), with their hints."""
-        return known_mistakes(self.folder, self.module)
+        from practice.mistakes import load  # it imports torch: `list` and `show` start without it
+
+        return load(self.folder, self.module)
 
     @property
     def error_hints(self):
