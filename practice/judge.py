@@ -40,7 +40,7 @@ from practice.problems import (  # noqa: E402,F401
     reference_files,
     verified,
 )
-from practice.report import Printer, shown_path  # noqa: E402,F401
+from practice.report import Printer, shown_path, width  # noqa: E402,F401
 from practice.store import clean_stale_temp, home, load_progress, progress_path, record, save_progress, work_dir  # noqa: E402,F401
 from practice.supervise import Supervised, read_result, run_file, supervise  # noqa: E402,F401
 
@@ -59,7 +59,6 @@ def cmd_rehash():
 def cmd_list(lang):
     records = load_progress(lang)
     print(MSG[lang]["list_head"])
-    width = lambda text: sum(2 if ord(ch) >= 0x2E80 else 1 for ch in text)  # noqa: E731  (CJK is two columns)
     column = 2 + max(width(prob.title(lang)) for prob in problems().values())
     for number, prob in problems().items():
         rec = records.get(str(number))

@@ -157,19 +157,24 @@ def oracle_files(prob):
                           package_root(root.parent))
 
 
+def digests(prob):
+    """({"NNN_slug/name" or "given.py": sha256}, {"qwen/name.py": sha256}): the problem's reference files, the given
+    files it imports and the `qwen` files its cases import. A given file that is missing is left out (and so differs
+    from the manifest)."""
+    root = prob.folder.parent
+    files = {f.relative_to(root).as_posix(): sha256(f) for f in reference_files(prob.folder)}
+    files.update({name: sha256(root / name) for name in given_files(prob) if (root / name).is_file()})
+    return files, {k: sha256(f) for k, f in oracle_files(prob).items()}
+
+
 def checksums(root=HERE):
-    """{"files": {"NNN_slug/name" or "given.py": sha256}, "oracle": {"qwen/name.py": sha256}} over every problem's
-    reference files, the given files they import and the `qwen` files their cases import. Line endings are hashed
-    as "\n", so a checkout that writes "\r\n" (git on Windows) matches. A given file that is missing is left out
-    (and so differs from the manifest)."""
+    """{"files": {...}, "oracle": {...}}: the digests of every problem. Line endings are hashed as "\n", so a
+    checkout that writes "\r\n" (git on Windows) matches."""
     files, oracle = {}, {}
     for prob in problems(root).values():
-        for f in reference_files(prob.folder):
-            files[f.relative_to(prob.folder.parent).as_posix()] = sha256(f)
-        for name in given_files(prob):
-            if (Path(root) / name).is_file():
-                files[name] = sha256(Path(root) / name)
-        oracle.update({k: sha256(f) for k, f in oracle_files(prob).items()})
+        mine, theirs = digests(prob)
+        files.update(mine)
+        oracle.update(theirs)
     return {"about": "sha256 of each problem's reference files and of the qwen files their cases import; "
                      "regenerate: python practice/judge.py rehash",
             "files": files, "oracle": dict(sorted(oracle.items()))}
@@ -185,15 +190,12 @@ def verified(prob, lang="en"):
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         known, known_oracle = {}, {}
 
-    def its(k):
-        return k.startswith(prob.folder.name + "/") or k in given_files(prob)
     root = prob.folder.parent
-    mine = {f"practice/{f.relative_to(root).as_posix()}": sha256(f) for f in reference_files(prob.folder)}
-    mine.update({f"practice/{name}": sha256(root / name) for name in given_files(prob) if (root / name).is_file()})
-    theirs = {f"practice/{k}": v for k, v in known.items() if its(k)}
-    ours = oracle_files(prob)
-    mine.update({k: sha256(f) for k, f in ours.items()})
-    theirs.update({k: known_oracle.get(k) for k in ours})
+    files, oracle = digests(prob)
+    mine = {f"practice/{k}": v for k, v in files.items()} | oracle
+    theirs = {f"practice/{k}": v for k, v in known.items()
+              if k.startswith(prob.folder.name + "/") or k in given_files(prob)}
+    theirs.update({k: known_oracle.get(k) for k in oracle})
     bad = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
     if not bad:
         return True

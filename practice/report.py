@@ -106,11 +106,15 @@ class Printer:
             self.line("error")
             self.block(msg)
         else:  # an error at import time
-            body, _, code = msg.partition("\nsysexit:")
-            self.line("error", self.m["load_error"])
-            self.block(body)
-            if code:
-                self.line("hint", self.m["sysexit"].format(code=code))
+            self._traceback(msg, self.m["load_error"])
+
+    def _traceback(self, text, label=""):
+        """A traceback under an Error line; a hint when it ends in sys.exit (the runner adds "\nsysexit:CODE")."""
+        body, _, code = text.partition("\nsysexit:")
+        self.line("error", label)
+        self.block(body)
+        if code:
+            self.line("hint", self.m["sysexit"].format(code=code))
 
     def _how(self, how):
         kind, _, val = how.partition(":")
@@ -155,11 +159,7 @@ class Printer:
             if r.error.startswith(("died:", "garbled:", "stalled:")):
                 self.line("error", self._why(r.error))
             else:
-                body, _, code = r.error.partition("\nsysexit:")
-                self.line("error")
-                self.block(body)
-                if code:
-                    self.line("hint", m["sysexit"].format(code=code))
+                self._traceback(r.error)
         elif r.mismatch is None:  # the right answer, but the input was changed in place
             self.line("error", m["mutated"])
         else:

@@ -98,7 +98,10 @@ def read_result(path):
 
 def start_sandboxed(command, memory_limit, **popen):
     """Start `command` in a new session, stdin closed, stdout (its private events) and stderr (what it prints)
-    piped; on POSIX inside the sandbox, which sets the limits and reaps every process the learner's code starts."""
+    piped, Python's output unbuffered in UTF-8; on POSIX inside the sandbox, which sets the limits and reaps every
+    process the learner's code starts."""
+    popen["env"] = dict(popen.get("env") or os.environ, PYTHONIOENCODING="utf-8", PYTHONUNBUFFERED="1",
+                        PYTHONDONTWRITEBYTECODE="1")
     if os.name == "posix":
         command = [sys.executable, str(HERE / "sandbox.py"), str(os.getpid()), str(memory_limit), "--"] + command
     group = ({"start_new_session": True} if os.name == "posix"
@@ -211,7 +214,6 @@ def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
         command = [sys.executable, str(HERE / "runner.py"), str(tmp / "inputs.pt"), str(tmp / "out"),
                    str(Path(path).resolve()), json.dumps(problem.functions),
                    json.dumps(problem.answers(path))]
-        env = dict(os.environ, PYTHONIOENCODING="utf-8", PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
         proto = Protocol(len(cases))
         used, begun = 0.0, None  # seconds the cases took so far, on the judge's clock; when this one began
 
@@ -225,7 +227,7 @@ def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
             elif ev["ev"] == "ret":
                 used += ev["_at"] - begun
             return limits.get(Protocol.LIMIT.get(proto.state), 0.0), None
-        seen = supervise(start_sandboxed(command, problem.memory_limit, cwd=tmp / "cwd", env=env), proto, wait)
+        seen = supervise(start_sandboxed(command, problem.memory_limit, cwd=tmp / "cwd"), proto, wait)
         report.output, report.output_bytes = seen.output, seen.output_bytes
         stopped, garbled, rc = seen.stopped, seen.garbled, seen.rc
         if not seen.events:
