@@ -24,6 +24,7 @@ if str(HERE.parent) not in sys.path:  # `python practice/judge.py` puts practice
     sys.path.insert(0, str(HERE.parent))
 
 # the judge's parts, one module each; their names stay importable from here (notebooks, book.attempt, tests)
+from practice.child import read_result, run_file  # noqa: E402,F401
 from practice.events import OUT_OF_MEMORY, Garbled, Protocol, error_hints, grade_events  # noqa: E402,F401
 from practice.limits import GRACE, LOAD_LIMIT, MAX_TIME_LIMIT, MEMORY_LIMIT, STARTUP_LIMIT  # noqa: E402,F401
 from practice.messages import MSG, cmd, detect_lang  # noqa: E402,F401
@@ -42,7 +43,7 @@ from practice.problems import (  # noqa: E402,F401
 )
 from practice.report import Printer, shown_path, width  # noqa: E402,F401
 from practice.store import clean_stale_temp, home, load_progress, progress_path, record, save_progress, work_dir  # noqa: E402,F401
-from practice.supervise import Supervised, read_result, run_file, supervise  # noqa: E402,F401
+from practice.supervise import Supervised, supervise  # noqa: E402,F401
 
 
 def cmd_rehash():
