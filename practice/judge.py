@@ -5,12 +5,13 @@ The learner's file runs in a separate process (practice/runner.py) with a time l
 back as data and are compared here with expected values from an oracle that is always installed (the `qwen`
 package, torch, hand math); tests/test_practice.py proves those oracles equal transformers.
 
-This file is the command line. The judge's parts are modules beside it: problems.py (the problem registry, the
-checksums and the limits), store.py (what the judge writes: progress, working files, scratch folders), events.py
-(the event protocol and the grading of events), supervise.py (child supervision, for grading and for the plug-in),
-notebook.py (in-notebook grading), with report.py (what is printed), grading.py (comparison and hints), oracle.py
-(what a learner may not bend or use), runner.py and sandbox.py (the child process) and plugin.py (the whole model
-with a learner's part: its child, and the judge's side of it).
+This file is the command line. The judge's parts are modules beside it, one job each: problems.py (the problem
+registry and its checksums), grading.py (cases and comparison), mistakes.py (the known mistakes and which one a
+result looks like), oracle.py (what a learner may not bend or use), limits.py (every limit), child.py (grading a file
+in a child process) and notebook.py (grading in this process), events.py (the runner's events and the Report they
+give), supervise.py (the supervision loop, for grading and for the plug-in), runner.py and sandbox.py (the child
+process), messages.py (the texts) and report.py (how a report is shown), store.py (what the judge writes), and
+plugin.py (the whole model with a learner's part: its child, and the judge's side of it).
 """
 import argparse
 import json
