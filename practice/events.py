@@ -1,18 +1,52 @@
-"""The runner's events as the judge accepts them (Protocol), and the verdicts they give (grade_events).
+"""The runner's events as the judge accepts them (Protocol), and the verdicts they give (grade_events): a Report,
+with a CaseResult per case.
 
 Both ways of grading share this: a child process's events arrive through `supervise`, a notebook's from
 runner.run called in-process. No torch at import.
 """
 import math
 import re
+from dataclasses import dataclass, field
 
-from practice.report import CaseResult
+from practice.limits import slack
+
+# ---------------------------------------------------------------- what a grading found
+
+@dataclass
+class CaseResult:
+    case: object
+    verdict: str | None = None  # AC, WA, RE, TLE; None: not run
+    time: float | None = None  # seconds inside the learner's function
+    got: object = None
+    mismatch: object = None
+    mutated: bool = False
+    error: str = ""  # traceback, or "died:exit:N" / "died:signal:N"
+    hints: list = field(default_factory=list)
 
 
-def slack(limit):
-    """How far the judge's own clock may run past a case's limit before it overrules the runner's clock (the
-    judge's includes the pipe and thread wake-ups; the runner's would miss a learner's tampering)."""
-    return 0.5 + 0.2 * limit
+@dataclass
+class Report:
+    problem: object
+    file: object  # a Path, or "notebook"
+    time_limit: float = 0.0  # seconds per case
+    load_limit: float = 0.0  # seconds to import the learner's file
+    verdict: str = "AC"  # AC, WA, RE, TLE, CE; JE when the judge itself could not run
+    results: list = field(default_factory=list)
+    message: str = ""  # for verdicts before any case: compile error text, load traceback, "missing:…", "load"
+    output: bytes = b""  # the head of what the learner printed
+    output_bytes: int = 0
+    seconds: float = 0.0
+    in_process: bool = False
+    memory_limit: int = 0  # MiB
+    total_limit: float = 0.0  # seconds for all cases together
+
+    @property
+    def passed(self):
+        return sum(r.verdict == "AC" for r in self.results)
+
+    @property
+    def failure(self):
+        return next((r for r in self.results if r.verdict not in ("AC", None)), None)
 
 
 # ---------------------------------------------------------------- the runner's events, as the judge accepts them
@@ -103,7 +137,8 @@ def grade_events(problem, cases, events, output, report, stopped=None, died=None
     output(i): the learner's result for case i. stopped: the Protocol state the judge was waiting in when it
     killed the runner for taking too long. died: "exit:N", "signal:N" when the runner ended without finishing.
     garbled: why the events stopped making sense. An event's "_at" is the judge's own clock when it arrived."""
-    from practice.grading import diagnose, grade  # grading imports torch: only when something is graded
+    from practice.grading import grade  # grading and mistakes import torch: only when something is graded
+    from practice.mistakes import diagnose
 
     report.results = [CaseResult(c) for c in cases]
     if not report.total_limit:

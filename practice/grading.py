@@ -1,11 +1,11 @@
-"""Grading: test cases, tolerances, comparison and known-mistake hints. Used by judge.py, never by learner code.
+"""Grading: test cases, tolerances, and the comparison of a result with the expected one. Used by the judge, never
+by learner code (which known mistake a wrong result looks like: practice/mistakes.py).
 
 Each problem's cases.py builds its cases (with expected values from an oracle that is always installed: the `qwen`
-package, torch, hand math) and lists its known mistakes, with the classes below. tests/test_practice.py proves
+package, torch, hand math) with the classes below. tests/test_practice.py proves
 those oracles equal transformers.
 """
 import contextlib
-import copy
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -262,91 +262,6 @@ def _compare_tensor(got, exp, tol, where):
 def grade(case, got):
     """None if `got` passes the case, else the first Mismatch: the case's own check if it has one, else compare."""
     return case.check(got, case) if case.check is not None else compare(got, case.expected, case.tol)
-
-
-MARGIN = 4.0  # a hint is shown only when the result is this many times nearer the mistake's result than the right one
-
-
-def diagnose(problem, case, got):
-    """The keys of the known mistakes that explain `got` on this failing case (possibly none).
-
-    Each known mistake (practice/mistakes.py) runs on the case; its result must differ from the right answer
-    there, and the learner's result must match it, within the case's own tolerance if any mistake does, else
-    within a looser one (a learner's version of a mistake may round differently from ours), and be clearly
-    nearer it than the right answer: MARGIN times nearer, in the largest difference of any element."""
-    strict, loose = [], []
-    right = distance(got, case.expected)
-    for m in problem.mistakes:
-        if m.error or m.hint is None or m.shown in strict + loose:
-            continue
-        try:
-            if m.check is not None:
-                if m.check(got, case):
-                    strict.append(m.shown)
-                continue
-            wrong = m.result(case.fn, copy.deepcopy(case.values()))
-            if grade(case, wrong) is None or not distance(got, wrong) * MARGIN < right:
-                continue  # indistinguishable from the right answer here, or not clearly nearer the mistake
-            if compare(got, wrong, case.tol) is None:
-                strict.append(m.shown)
-            elif compare(got, wrong, case.tol.loose()) is None:
-                loose.append(m.shown)
-        except Exception:  # a mistake that cannot run on this case, or lacks this function, says nothing
-            continue
-    found = strict or loose
-    cast = _cast_like(got, case.expected)
-    if not found and cast is not None and compare(cast, case.expected, case.tol.loose()) is None:
-        found.append("wrong_dtype")  # the right numbers in the wrong dtype: a missing cast back
-    return found
-
-
-def distance(a, b):
-    """The largest |a - b| over the elements of two results of the same structure (NaN where both are NaN, and
-    equal infinities, count as equal); inf when they differ in structure, shape, dtype or any exact value."""
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return math.inf
-        if not a.dtype.is_floating_point:
-            return 0.0 if torch.equal(a, b) else math.inf
-        a64, b64 = a.detach().double(), b.detach().double()
-        same = (a64 == b64) | (torch.isnan(a64) & torch.isnan(b64))
-        diff = torch.where(same, 0.0, (a64 - b64).abs().nan_to_num(nan=math.inf))
-        return float(diff.max()) if diff.numel() else 0.0
-    if isinstance(a, dict) and isinstance(b, dict):
-        if a.keys() != b.keys():
-            return math.inf
-        return max((distance(a[k], b[k]) for k in a), default=0.0)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        if len(a) != len(b):
-            return math.inf
-        return max((distance(x, y) for x, y in zip(a, b)), default=0.0)
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return math.inf
-    try:
-        return 0.0 if a == b and type(a) is type(b) else math.inf
-    except Exception:  # a learner's object whose == raises
-        return math.inf
-
-
-def _cast_like(got, exp):
-    """`got` with each float tensor cast to the dtype of the expected one in its place (in tuples, lists and dicts
-    too), if some dtype differs and nothing else does in structure; else None."""
-    changed = []
-
-    def cast(g, e):
-        if isinstance(e, torch.Tensor):
-            if isinstance(g, torch.Tensor) and g.dtype != e.dtype and g.shape == e.shape \
-                    and g.dtype.is_floating_point and e.dtype.is_floating_point:
-                changed.append(True)
-                return g.to(e.dtype)
-            return g
-        if isinstance(e, (list, tuple)) and isinstance(g, (list, tuple)) and len(g) == len(e):
-            return type(g)(cast(x, y) for x, y in zip(g, e))
-        if isinstance(e, dict) and isinstance(g, dict) and g.keys() == e.keys():
-            return {k: cast(g[k], e[k]) for k in e}
-        return g
-    out = cast(got, exp)
-    return out if changed else None
 
 
 @dataclass

@@ -5,12 +5,13 @@ The learner's file runs in a separate process (practice/runner.py) with a time l
 back as data and are compared here with expected values from an oracle that is always installed (the `qwen`
 package, torch, hand math); tests/test_practice.py proves those oracles equal transformers.
 
-This file is the command line. The judge's parts are modules beside it: problems.py (the problem registry, the
-checksums and the limits), store.py (what the judge writes: progress, working files, scratch folders), events.py
-(the event protocol and the grading of events), supervise.py (child supervision, for grading and for the plug-in),
-notebook.py (in-notebook grading), with report.py (what is printed), grading.py (comparison and hints), oracle.py
-(what a learner may not bend or use), runner.py and sandbox.py (the child process) and plugin.py (the whole model
-with a learner's part: its child, and the judge's side of it).
+This file is the command line. The judge's parts are modules beside it, one job each: problems.py (the problem
+registry and its checksums), grading.py (cases and comparison), mistakes.py (the known mistakes and which one a
+result looks like), oracle.py (what a learner may not bend or use), limits.py (every limit), child.py (grading a file
+in a child process) and notebook.py (grading in this process), events.py (the runner's events and the Report they
+give), supervise.py (the supervision loop, for grading and for the plug-in), runner.py and sandbox.py (the child
+process), messages.py (the texts) and report.py (how a report is shown), store.py (what the judge writes), and
+plugin.py (the whole model with a learner's part: its child, and the judge's side of it).
 """
 import argparse
 import json
@@ -24,14 +25,13 @@ if str(HERE.parent) not in sys.path:  # `python practice/judge.py` puts practice
     sys.path.insert(0, str(HERE.parent))
 
 # the judge's parts, one module each; their names stay importable from here (notebooks, book.attempt, tests)
-from practice.events import OUT_OF_MEMORY, Garbled, Protocol, error_hints, grade_events, slack  # noqa: E402,F401
+from practice.child import read_result, run_file  # noqa: E402,F401
+from practice.events import OUT_OF_MEMORY, Garbled, Protocol, error_hints, grade_events  # noqa: E402,F401
+from practice.limits import GRACE, LOAD_LIMIT, MAX_TIME_LIMIT, MEMORY_LIMIT, STARTUP_LIMIT  # noqa: E402,F401
+from practice.messages import MSG, cmd, detect_lang  # noqa: E402,F401
 from practice.notebook import check, grade_in_process  # noqa: E402,F401
 from practice.plugin import PlugProtocol, plug_in_allowed, plug_in_file  # noqa: E402,F401
 from practice.problems import (  # noqa: E402,F401
-    GRACE,
-    LOAD_LIMIT,
-    MEMORY_LIMIT,
-    STARTUP_LIMIT,
     Problem,
     checksums,
     find_problem,
@@ -42,11 +42,9 @@ from practice.problems import (  # noqa: E402,F401
     reference_files,
     verified,
 )
-from practice.report import MSG, Printer, cmd, detect_lang, shown_path  # noqa: E402,F401
+from practice.report import Printer, shown_path, width  # noqa: E402,F401
 from practice.store import clean_stale_temp, home, load_progress, progress_path, record, save_progress, work_dir  # noqa: E402,F401
-from practice.supervise import MAX_EVENT, MAX_RESULT, Supervised, read_result, run_file, supervise  # noqa: E402,F401
-
-MAX_TIME_LIMIT = 600.0  # seconds: the most --time-limit accepts
+from practice.supervise import Supervised, supervise  # noqa: E402,F401
 
 
 def cmd_rehash():
@@ -63,7 +61,6 @@ def cmd_rehash():
 def cmd_list(lang):
     records = load_progress(lang)
     print(MSG[lang]["list_head"])
-    width = lambda text: sum(2 if ord(ch) >= 0x2E80 else 1 for ch in text)  # noqa: E731  (CJK is two columns)
     column = 2 + max(width(prob.title(lang)) for prob in problems().values())
     for number, prob in problems().items():
         rec = records.get(str(number))

@@ -13,10 +13,12 @@ import types
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from practice.events import grade_events
+from practice.events import Report, grade_events
+from practice.limits import LOAD_LIMIT
+from practice.messages import MSG, detect_lang
 from practice.oracle import Watch
-from practice.problems import LOAD_LIMIT, Problem, find_problem, verified
-from practice.report import MSG, Printer, Report, detect_lang, shown_path
+from practice.problems import Problem, find_problem, verified
+from practice.report import Printer, shown_path
 from practice.store import clean_stale_temp, progress_path, record, temp_dir
 
 # ---------------------------------------------------------------- grading in this process (notebooks)

@@ -18,9 +18,11 @@ import sys
 from pathlib import Path
 
 from practice.events import OUT_OF_MEMORY, Garbled
+from practice.limits import GRACE, LOAD_LIMIT, STARTUP_LIMIT
+from practice.messages import MSG, cmd
 from practice.notebook import namespace
-from practice.problems import GRACE, HERE, LOAD_LIMIT, STARTUP_LIMIT, find_problem, problems
-from practice.report import MSG, cmd, safe, size_text
+from practice.problems import HERE, find_problem, problems
+from practice.report import safe, size_text
 from practice.store import work_dir
 from practice.supervise import start_sandboxed, supervise
 
@@ -281,8 +283,8 @@ def plug_in_file(number, file, lang="en"):
     path = Path(file) if file else work_dir() / prob.work_name
     waits = {"start": STARTUP_LIMIT, "ready": LOAD_LIMIT, "loaded": STARTUP_LIMIT, "returned": STARTUP_LIMIT,
              "inside": prob.time_limit + GRACE, "over": LOAD_LIMIT}  # over: only its exit is left
-    env = dict(os.environ, PYTHONIOENCODING="utf-8", PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=os.pathsep.join([str(HERE.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent)] + [p for p in [os.environ.get("PYTHONPATH")]
+                                                                            if p]))
     print(m["plug_banner"].format(n=prob.number), flush=True)
     proto = PlugProtocol(prob.functions)
     proc = start_sandboxed([sys.executable, str(HERE / "plugin.py"), str(prob.number), str(path.resolve())],

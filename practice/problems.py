@@ -11,15 +11,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from practice.mistakes import load as known_mistakes
+from practice.limits import MEMORY_LIMIT, TIME_LIMIT, total_limit
+from practice.messages import MSG, cmd
 from practice.oracle import answer_files, import_closure, package_root, sha256
-from practice.report import MSG, cmd, shown_path
+from practice.report import shown_path
 
 HERE = Path(__file__).resolve().parent  # practice/
-MEMORY_LIMIT = 4096  # MiB of memory (RLIMIT_DATA) for the learner's process unless meta.json says "memory_limit"
-STARTUP_LIMIT = 120.0  # seconds for the runner to start Python and import torch: the judge's cost, not the learner's
-LOAD_LIMIT = 10.0  # seconds to import the learner's file (torch is already imported by then)
-GRACE = 1.0  # a running case is stopped after its limit plus this; the verdict uses the case's own clock
 
 
 # ---------------------------------------------------------------- problems: one folder each, practice/NNN_slug/
@@ -38,14 +35,13 @@ class Problem:
 
     @property
     def time_limit(self):
-        return float(self.meta.get("time_limit", 3.0))
+        return float(self.meta.get("time_limit", TIME_LIMIT))
 
     def total_limit(self, n, time_limit=None):
-        """Seconds that all n cases may take together: meta.json "total_time_limit", else a quarter of n times the
-        limit per case, at least 3 times it (a file just under the limit on every case must not take minutes)."""
+        """Seconds that all n cases may take together: meta.json "total_time_limit", else limits.total_limit."""
         if time_limit is None and "total_time_limit" in self.meta:
             return float(self.meta["total_time_limit"])
-        return max(3.0, n / 4) * float(time_limit or self.time_limit)
+        return total_limit(n, float(time_limit or self.time_limit))
 
     @property
     def memory_limit(self):
@@ -95,7 +91,9 @@ class Problem:
     @cached_property
     def mistakes(self):
         """The known mistakes (mistakes.toml, read by practice/mistakes.py), with their hints."""
-        return known_mistakes(self.folder, self.module)
+        from practice.mistakes import load  # it imports torch: `list` and `show` start without it
+
+        return load(self.folder, self.module)
 
     @property
     def error_hints(self):
@@ -159,19 +157,24 @@ def oracle_files(prob):
                           package_root(root.parent))
 
 
+def digests(prob):
+    """({"NNN_slug/name" or "given.py": sha256}, {"qwen/name.py": sha256}): the problem's reference files, the given
+    files it imports and the `qwen` files its cases import. A given file that is missing is left out (and so differs
+    from the manifest)."""
+    root = prob.folder.parent
+    files = {f.relative_to(root).as_posix(): sha256(f) for f in reference_files(prob.folder)}
+    files.update({name: sha256(root / name) for name in given_files(prob) if (root / name).is_file()})
+    return files, {k: sha256(f) for k, f in oracle_files(prob).items()}
+
+
 def checksums(root=HERE):
-    """{"files": {"NNN_slug/name" or "given.py": sha256}, "oracle": {"qwen/name.py": sha256}} over every problem's
-    reference files, the given files they import and the `qwen` files their cases import. Line endings are hashed
-    as "\n", so a checkout that writes "\r\n" (git on Windows) matches. A given file that is missing is left out
-    (and so differs from the manifest)."""
+    """{"files": {...}, "oracle": {...}}: the digests of every problem. Line endings are hashed as "\n", so a
+    checkout that writes "\r\n" (git on Windows) matches."""
     files, oracle = {}, {}
     for prob in problems(root).values():
-        for f in reference_files(prob.folder):
-            files[f.relative_to(prob.folder.parent).as_posix()] = sha256(f)
-        for name in given_files(prob):
-            if (Path(root) / name).is_file():
-                files[name] = sha256(Path(root) / name)
-        oracle.update({k: sha256(f) for k, f in oracle_files(prob).items()})
+        mine, theirs = digests(prob)
+        files.update(mine)
+        oracle.update(theirs)
     return {"about": "sha256 of each problem's reference files and of the qwen files their cases import; "
                      "regenerate: python practice/judge.py rehash",
             "files": files, "oracle": dict(sorted(oracle.items()))}
@@ -187,15 +190,12 @@ def verified(prob, lang="en"):
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         known, known_oracle = {}, {}
 
-    def its(k):
-        return k.startswith(prob.folder.name + "/") or k in given_files(prob)
     root = prob.folder.parent
-    mine = {f"practice/{f.relative_to(root).as_posix()}": sha256(f) for f in reference_files(prob.folder)}
-    mine.update({f"practice/{name}": sha256(root / name) for name in given_files(prob) if (root / name).is_file()})
-    theirs = {f"practice/{k}": v for k, v in known.items() if its(k)}
-    ours = oracle_files(prob)
-    mine.update({k: sha256(f) for k, f in ours.items()})
-    theirs.update({k: known_oracle.get(k) for k in ours})
+    files, oracle = digests(prob)
+    mine = {f"practice/{k}": v for k, v in files.items()} | oracle
+    theirs = {f"practice/{k}": v for k, v in known.items()
+              if k.startswith(prob.folder.name + "/") or k in given_files(prob)}
+    theirs.update({k: known_oracle.get(k) for k in oracle})
     bad = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
     if not bad:
         return True

@@ -19,12 +19,12 @@ import types
 import torch
 
 try:
+    from practice.limits import MAX_ITEMS, MAX_TENSOR_BYTES
     from practice.oracle import Watch
 except ImportError:  # started as python practice/runner.py without the repository on the path: practice/ is first
+    from limits import MAX_ITEMS, MAX_TENSOR_BYTES
     from oracle import Watch
 
-MAX_TENSOR_BYTES = 256 * 2 ** 20  # a returned tensor larger than this is not sent back (it is surely wrong)
-MAX_ITEMS = 100_000
 TRACEBACK_LINES = 40  # of the learner's frames, after repeated ones are collapsed
 CLOCK = time.perf_counter  # taken before the learner's file is imported: replacing time.perf_counter cannot fool it
 

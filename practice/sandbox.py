@@ -17,9 +17,13 @@ import signal
 import sys
 import time
 
+try:
+    from practice.limits import EXTRA_PROCESSES
+except ImportError:  # started as python practice/sandbox.py: practice/ is first on the path
+    from limits import EXTRA_PROCESSES
+
 LINUX = sys.platform.startswith("linux")
 PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
-EXTRA_PROCESSES = 1024  # processes and threads the runner may add to what its user already runs
 
 
 def become_subreaper():

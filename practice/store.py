@@ -8,8 +8,9 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from practice.messages import MSG
 from practice.problems import HERE
-from practice.report import MSG, shown_path
+from practice.report import shown_path
 
 # ---------------------------------------------------------------- progress: a JSON file, locked, replaced atomically
 

@@ -1,14 +1,12 @@
-"""Child supervision: learner code in a sandboxed child process, every wait under a deadline on the judge's
-clock. One loop (`supervise`) reads the child's events for grading (run_file: the runner) and for the plug-in
+"""The supervision loop: learner code in a sandboxed child process, every wait under a deadline on the judge's
+clock. One loop (`supervise`) reads the child's events for grading (child.run_file: the runner) and for the plug-in
 (plugin.plug_in_file: plugin.py's child); both check the events' order and kill the child and all it started at the
 end.
 """
-import io
 import json
 import os
 import queue
 import signal
-import stat
 import subprocess
 import sys
 import threading
@@ -16,17 +14,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from practice.events import Garbled, Protocol, grade_events
-from practice.problems import GRACE, HERE, LOAD_LIMIT, STARTUP_LIMIT
-from practice.report import OUTPUT_CAP, Report
+from practice.events import Garbled
+from practice.limits import MAX_EVENT, OUTPUT_CAP, STARTUP_LIMIT
 from practice.sandbox import kill_tree
-from practice.store import clean_stale_temp, temp_dir
 
-MAX_EVENT = 1 << 20  # bytes in one line of the runner's events
-MAX_RESULT = 1 << 30  # bytes in one saved result (the runner refuses tensors over 256 MiB)
-
-
-# ---------------------------------------------------------------- running a file in a child process
+SANDBOX = Path(__file__).resolve().parent / "sandbox.py"
 
 def _events(stream, q):
     """Lines from the runner's private pipe, each stamped with the judge's clock as it arrives; None at the end."""
@@ -78,33 +70,14 @@ def _kill_tree(proc):
         pass
 
 
-def read_result(path):
-    """A saved result, read only if it is a regular file of a sane size (a named pipe or a device put in its place
-    would block or never end), then loaded without unpickling and reduced to plain data."""
-    import torch  # here, not at the top: the judge's commands that grade nothing start without torch
-
-    from practice.runner import sanitize  # the runner imports torch
-
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
-                 | getattr(os, "O_BINARY", 0))
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError("not a regular file")
-        if st.st_size > MAX_RESULT:
-            raise ValueError(f"too large to send back (over {MAX_RESULT // 2 ** 20} MiB)")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(MAX_RESULT + 1)
-    finally:
-        os.close(fd)
-    return sanitize(torch.load(io.BytesIO(data), weights_only=True))
-
-
 def start_sandboxed(command, memory_limit, **popen):
     """Start `command` in a new session, stdin closed, stdout (its private events) and stderr (what it prints)
-    piped; on POSIX inside the sandbox, which sets the limits and reaps every process the learner's code starts."""
+    piped, Python's output unbuffered in UTF-8; on POSIX inside the sandbox, which sets the limits and reaps every
+    process the learner's code starts."""
+    popen["env"] = dict(popen.get("env") or os.environ, PYTHONIOENCODING="utf-8", PYTHONUNBUFFERED="1",
+                        PYTHONDONTWRITEBYTECODE="1")
     if os.name == "posix":
-        command = [sys.executable, str(HERE / "sandbox.py"), str(os.getpid()), str(memory_limit), "--"] + command
+        command = [sys.executable, str(SANDBOX), str(os.getpid()), str(memory_limit), "--"] + command
     group = ({"start_new_session": True} if os.name == "posix"
              else {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)})
     return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -193,53 +166,3 @@ def supervise(proc, proto, wait):
         except (ValueError, RecursionError, Garbled) as e:
             garbled = why_garbled(e)
     return Supervised(events, stopped, garbled, rc, bytes(printed.head), printed.total)
-
-
-def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
-    """Grade the file at `path` in a separate process. Returns a Report; nothing in the file can make it raise or
-    hang: every wait has a deadline on the judge's own clock."""
-    import torch  # here, not at the top: the judge's commands that grade nothing start without torch
-
-    report = Report(problem, Path(path), float(time_limit or problem.time_limit), float(load_limit),
-                    memory_limit=problem.memory_limit)
-    limits = {"startup": STARTUP_LIMIT, "load": report.load_limit, "case": report.time_limit + GRACE}
-    t0 = time.perf_counter()
-    clean_stale_temp()
-    with temp_dir() as tmp:
-        tmp = Path(tmp)
-        for sub in ("data", "out", "cwd"):
-            (tmp / sub).mkdir()
-        cases = problem.cases(tmp / "data")
-        report.total_limit = problem.total_limit(len(cases), time_limit)
-        torch.save([(c.fn, c.values()) for c in cases], tmp / "inputs.pt")
-        command = [sys.executable, str(HERE / "runner.py"), str(tmp / "inputs.pt"), str(tmp / "out"),
-                   str(Path(path).resolve()), json.dumps(problem.functions),
-                   json.dumps(problem.answers(path))]
-        env = dict(os.environ, PYTHONIOENCODING="utf-8", PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
-        proto = Protocol(len(cases))
-        used, begun = 0.0, None  # seconds the cases took so far, on the judge's clock; when this one began
-
-        def wait(ev):
-            nonlocal used, begun
-            if ev["ev"] == "begin":
-                begun = ev["_at"]
-                left = report.total_limit - used  # the time all cases have left, if less than one case's
-                if left + GRACE < limits["case"]:
-                    return max(left, 0.0) + GRACE, "total"
-            elif ev["ev"] == "ret":
-                used += ev["_at"] - begun
-            return limits.get(Protocol.LIMIT.get(proto.state), 0.0), None
-        seen = supervise(start_sandboxed(command, problem.memory_limit, cwd=tmp / "cwd", env=env), proto, wait)
-        report.output, report.output_bytes = seen.output, seen.output_bytes
-        stopped, garbled, rc = seen.stopped, seen.garbled, seen.rc
-        if not seen.events:
-            report.verdict = "JE"
-            report.message = (f"Python and torch took over {STARTUP_LIMIT:g} s to start" if stopped
-                              else f"the runner exited with code {rc} before starting" if not garbled
-                              else f"the runner's first message was garbled ({garbled})")
-            return report
-        died = f"signal:{-rc}" if rc < 0 else f"exit:{rc}"
-        grade_events(problem, cases, seen.events, lambda i: read_result(tmp / "out" / f"{i}.pt"), report,
-                     stopped if stopped != "start" else None, died, garbled)
-    report.seconds = time.perf_counter() - t0
-    return report

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers import mistake_file
+from practice.events import Report
 from practice.judge import (
     GRACE,
     check,
@@ -29,11 +30,13 @@ from practice.judge import (
     run_file,
     save_progress,
 )
-from practice.report import OUTPUT_CAP, Printer, Report
+from practice.limits import OUTPUT_CAP
+from practice.report import Printer
 
 REPO = Path(__file__).resolve().parent.parent
 PRACTICE = REPO / "practice"
-HOSTILE = sorted((PRACTICE / "hostile").glob("*.py"))
+HOSTILE_DIR = REPO / "tests" / "hostile"  # files that exist to test the judge: they hang, crash, flood, forge
+HOSTILE = sorted(HOSTILE_DIR.glob("*.py"))
 PROBLEMS = problems()
 
 
@@ -161,7 +164,7 @@ def test_hostile_details(hostile_reports):
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to look at processes")
 def test_processes_started_by_learner_code_are_killed(hostile_reports):
-    report = hostile_reports[PRACTICE / "hostile" / "spawns_child.py"]
+    report = hostile_reports[HOSTILE_DIR / "spawns_child.py"]
     assert report.verdict == "AC"
     pid = int(report.output.decode().split("child pid ")[1].split()[0])
     time.sleep(0.2)
@@ -181,7 +184,7 @@ def _alive(pid):
 def test_daemons_started_by_learner_code_are_killed(hostile_reports):
     """A process in a new session and a double-forked daemon both escape a process-group kill; the runner is a
     child subreaper, so the judge sees them and kills them before the verdict."""
-    report = hostile_reports[PRACTICE / "hostile" / "daemon.py"]
+    report = hostile_reports[HOSTILE_DIR / "daemon.py"]
     assert report.verdict == "AC"
     pids = [int(w.split()[0]) for w in report.output.decode().split("daemon pid ")[1:]]
     assert len(pids) == 2
@@ -206,7 +209,7 @@ def test_crash_at_import_is_the_learners_runtime_error(hostile_reports):
 
 def test_collapsed_and_capped_traceback(hostile_reports):
     """Mutual recursion 200,000 deep: the repeated frames are collapsed into one line, and the report stays short."""
-    report = hostile_reports[PRACTICE / "hostile" / "recursion.py"]
+    report = hostile_reports[HOSTILE_DIR / "recursion.py"]
     text = shown(report)
     assert "RecursionError" in text and "the same 4 lines repeated" in text, text[:3000]
     assert len(text.splitlines()) < 60 and len(text) < 8000, (len(text.splitlines()), len(text))
@@ -214,13 +217,13 @@ def test_collapsed_and_capped_traceback(hostile_reports):
 
 def test_memory_limit(hostile_reports):
     """Asking for more memory than the judge allows is a Runtime Error that says "out of memory"."""
-    report = hostile_reports[PRACTICE / "hostile" / "hogs_memory.py"]
+    report = hostile_reports[HOSTILE_DIR / "hogs_memory.py"]
     assert report.verdict == "RE" and "out_of_memory" in report.failure.hints
     assert "out of memory" in shown(report)
 
 
 def test_a_replaced_clock_does_not_hide_a_slow_case(hostile_reports):
-    report = hostile_reports[PRACTICE / "hostile" / "replaces_clock.py"]
+    report = hostile_reports[HOSTILE_DIR / "replaces_clock.py"]
     assert report.verdict == "TLE" and report.failure is report.results[0] and report.failure.time >= 1.5
 
 
@@ -235,7 +238,7 @@ def test_hostile_pipes_and_files_end_the_run(hostile_reports):
 
 
 def test_terminal_escapes_are_shown_escaped(hostile_reports):
-    report = hostile_reports[PRACTICE / "hostile" / "escapes.py"]
+    report = hostile_reports[HOSTILE_DIR / "escapes.py"]
     report.output = "\x1b[8A\x1b[2K\rVerdict   Accepted\x1b[0m\n".encode()  # what a child process would have kept
     report.output_bytes = len(report.output)
     text = shown(report)
@@ -246,7 +249,7 @@ def test_terminal_escapes_are_shown_escaped(hostile_reports):
 def test_any_return_value_is_judged(hostile_reports):
     """A sparse tensor, a meta tensor, a numpy array, a list: Wrong Answer that says what came back. A tensor
     subclass (nn.Parameter) is compared as the plain tensor it is."""
-    report = hostile_reports[PRACTICE / "hostile" / "odd_returns.py"]
+    report = hostile_reports[HOSTILE_DIR / "odd_returns.py"]
     got = [shown_got(r) for r in report.results if r.case.fn == "rms_norm"]
     assert "sparse" in got[0] and "meta" in got[1] and "numpy" in got[2] and got[3].startswith("[")
     assert [r.verdict for r in report.results if r.case.fn == "rms_norm"][4:] == ["AC"] * 7
@@ -330,13 +333,13 @@ def test_wrong_answer_report(env, tmp_path):
                  "Tolerance |Δ| <= 1e-06·max(1, max|y|) + 1e-05·|y|", "Hint      looks like x̂ · w"):
         assert line in out.stdout, line
 
-    crash = judge("204", "--file", PRACTICE / "hostile" / "os_exit.py")
+    crash = judge("204", "--file", HOSTILE_DIR / "os_exit.py")
     assert crash.returncode == 1 and crash.stderr == "" and "the process ended during this case" in crash.stdout
 
 
 def test_reports_in_chinese(hostile_reports):
     lines = []
-    Printer("zh", lines.append).report(hostile_reports[PRACTICE / "hostile" / "loops.py"], "loops.py", "again", "p")
+    Printer("zh", lines.append).report(hostile_reports[HOSTILE_DIR / "loops.py"], "loops.py", "again", "p")
     text = "\n".join(lines)
     assert "结果      超出时间限制 于用例 1（样例 1）" in text and "评测已终止它" in text
 

@@ -19,9 +19,8 @@ IMPORT_TRANSFORMERS = re.compile(r"^\s*(from\s+transformers\b|import\s+transform
 
 
 def sources(package):
-    """Every .py file of a package folder, problem folders included; the judge's deliberately broken inputs
-    (practice/hostile) are data, not code."""
-    return [p for p in sorted((REPO / package).rglob("*.py")) if "hostile" not in p.parts]
+    """Every .py file of a package folder, problem folders included."""
+    return sorted((REPO / package).rglob("*.py"))
 
 
 def imported(path):
