@@ -1,4 +1,4 @@
-"""Problem 213: cases, oracle and known mistakes.
+"""Problem 213: cases and oracle.
 
 Oracle: qwen/model.py's DecoderLayer (the one tests/test_model.py proves equal to transformers' whole model), with
 its mixers replaced by the problem's toy mixers, and qwen/norm.py's RMSNorm as the final norm. The toy mixers,
@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from practice import assembly as given
-from practice.grading import Case, Mistake, Tol
+from practice.grading import Case, Tol
 from qwen.config import Config
 from qwen.model import DecoderLayer
 from qwen.norm import RMSNorm
@@ -89,61 +89,3 @@ def make_cases(tmp):
     for c in cases:
         c.expected = oracle[c.fn](*c.values())
     return cases
-
-
-# ---------------------------------------------------------------- known mistakes: the wrong answers they give
-
-def _hint(en, zh):
-    return {"en": en, "zh": zh}
-
-
-def _post_norm(x, p, kind, eps):
-    h = given.rms_norm(x + given.MIXERS[kind](x, p["mixer"]), p["input_layernorm"], eps)
-    return given.rms_norm(h + given.mlp(h, p["mlp"]), p["post_attention_layernorm"], eps)
-
-
-def _residual_from_norm(x, p, kind, eps):
-    h = given.rms_norm(x, p["input_layernorm"], eps)
-    h = h + given.MIXERS[kind](h, p["mixer"])
-    n = given.rms_norm(h, p["post_attention_layernorm"], eps)
-    return n + given.mlp(n, p["mlp"])
-
-
-def _stack_with(layer, swap=False, final=True):
-    def run(x, layers, layer_types, final_norm, eps):
-        for p, kind in zip(layers, layer_types):
-            if swap:
-                kind = "full_attention" if kind == "linear_attention" else "linear_attention"
-            x = layer(x, p, kind, eps)
-        return given.rms_norm(x, final_norm, eps) if final else x
-    return run
-
-
-def _swapped(x, p, kind, eps):
-    return oracle_layer(x, p, "full_attention" if kind == "linear_attention" else "linear_attention", eps)
-
-
-POST_NORM = _hint("looks like post-norm, norm(x + mixer(x)): Qwen3.5 is pre-norm, x + mixer(norm(x)); the residual "
-                  "stream itself is never normalised inside a layer",
-                  "看起来是后归一化 norm(x + mixer(x))：Qwen3.5 是前归一化 x + mixer(norm(x))，"
-                  "残差流本身在层内从不归一化")
-FROM_NORM = _hint("looks like the residual was taken after the norm, norm(x) + mixer(norm(x)): add the mixer's output "
-                  "to x itself, not to its normalised copy",
-                  "看起来残差取自归一化之后 norm(x) + mixer(norm(x))：应把 mixer 的输出加到 x 本身上，"
-                  "而不是归一化后的副本")
-SWAPPED = _hint("looks like the wrong mixer for the layer type: \"linear_attention\" layers use the linear "
-                "(DeltaNet) mixer, \"full_attention\" layers the attention mixer",
-                "看起来层类型对应的 mixer 用反了：\"linear_attention\" 层用线性（DeltaNet）mixer，"
-                "\"full_attention\" 层用注意力")
-NO_FINAL = _hint("looks like the final norm is missing: after the last layer apply rms_norm(x, final_norm, eps)",
-                 "看起来漏了最后的归一化：最后一层之后还要 rms_norm(x, final_norm, eps)")
-
-MISTAKES = [
-    Mistake("post_norm", "decoder_layer", _post_norm, POST_NORM),
-    Mistake("residual_from_norm", "decoder_layer", _residual_from_norm, FROM_NORM),
-    Mistake("wrong_mixer", "decoder_layer", _swapped, SWAPPED),
-    Mistake("post_norm", "hybrid_stack", _stack_with(_post_norm), POST_NORM),
-    Mistake("residual_from_norm", "hybrid_stack", _stack_with(_residual_from_norm), FROM_NORM),
-    Mistake("wrong_mixer", "hybrid_stack", _stack_with(oracle_layer, swap=True), SWAPPED),
-    Mistake("no_final_norm", "hybrid_stack", _stack_with(oracle_layer, final=False), NO_FINAL),
-]
