@@ -262,12 +262,3 @@ def _compare_tensor(got, exp, tol, where):
 def grade(case, got):
     """None if `got` passes the case, else the first Mismatch: the case's own check if it has one, else compare."""
     return case.check(got, case) if case.check is not None else compare(got, case.expected, case.tol)
-
-
-@dataclass
-class Mistake:  # TRANSITION: removed once every cases.py has lost its MISTAKES list
-    key: str
-    fn: str
-    variant: object
-    hint: dict
-    check: object = None

@@ -89,8 +89,8 @@ class Mistake:
             verdict, *marks = self.entry["expect"].split()
             return verdict, marks
         if self.error:
-            return "RE", [self.key]
-        return "WA", [self.entry.get("like", self.key), "cases>=2"]
+            return "RE", [self.shown]
+        return "WA", [self.shown, "cases>=2"]
 
 
 def apply_change(text, change, where):
