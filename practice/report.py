@@ -93,6 +93,12 @@ MSG = {
         "answer": "this exercise asks you to write {functions}; your file imports {names}, which is the answer. "
                   "Write it yourself (torch and the standard library are yours to use); nothing was recorded as "
                   "solved",
+        "answer_via": "this exercise asks you to write {functions}; your file imports {names}, which imports "
+                      "{answers}, the answer. Write it yourself (torch and the standard library are yours to use); "
+                      "nothing was recorded as solved",
+        "answer_reference": "this exercise asks you to write {functions}; your file uses {names}: transformers is "
+                            "the reference the judge checks answers against, not your own work. Write it yourself "
+                            "(torch and the standard library are yours to use); nothing was recorded as solved",
     },
     "zh": {
         "problem": "题目", "file": "文件", "verdict": "结果", "call": "调用", "expected": "期望", "got": "实际",
@@ -164,6 +170,10 @@ MSG = {
         "plug_died": "子进程被{how}结束",
         "answer": "这道题要你自己写 {functions}；你的文件导入了 {names}，那就是答案。"
                   "请自己实现（torch 和标准库可以用）；没有记为通过",
+        "answer_via": "这道题要你自己写 {functions}；你的文件导入了 {names}，而它导入了 {answers}，那就是答案。"
+                      "请自己实现（torch 和标准库可以用）；没有记为通过",
+        "answer_reference": "这道题要你自己写 {functions}；你的文件用了 {names}：transformers 是判题器核对答案时"
+                            "所依据的参考实现，用它不算你自己的作品。请自己实现（torch 和标准库可以用）；没有记为通过",
     },
 }
 
@@ -292,8 +302,7 @@ class Printer:
         if msg.startswith("missing:"):
             self.line("error", self.m["missing"].format(names=msg[len("missing:"):]))
         elif msg.startswith("answer:"):
-            self.line("error", self.m["answer"].format(functions=", ".join(rep.problem.functions),
-                                                       names=msg[len("answer:"):]))
+            self.line("error", self._answer(msg[len("answer:"):].split(", "), rep.problem.functions))
         elif msg == "load":
             self.line("error", self.m["tle_load"].format(t=rep.load_limit))
         elif msg.startswith(("died_load:", "died_between:", "garbled:", "stalled:")):
@@ -319,6 +328,15 @@ class Printer:
                 pass
             return self.m["signal"].format(sig=val)
         return self.m["exit_code"].format(rc=val)
+
+    def _answer(self, hits, functions):
+        """What the file used: transformers (the reference), the answer, or a module that imports the answer
+        ("qwen.model>qwen.mlp"); the kind of the first hit says which, and each hit of that kind is named."""
+        kinds = ["answer_reference" if h.split(">")[-1].split(".")[0] == "transformers" else
+                 "answer_via" if ">" in h else "answer" for h in hits]
+        same = [h.split(">") for h, k in zip(hits, kinds) if k == kinds[0]]
+        return self.m[kinds[0]].format(functions=", ".join(functions), names=", ".join(h[0] for h in same),
+                                       answers=", ".join(h[-1] for h in same))
 
     def _why(self, error):
         """The line for a run that ended abnormally: died:HOW, died_load:HOW, died_between:HOW, garbled:WHY,
