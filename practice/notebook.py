@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from practice.events import grade_events
-from practice.oracle import Watch
+from practice.guard import Watch
 from practice.problems import LOAD_LIMIT, Problem, find_problem, verified
 from practice.report import MSG, Printer, Report, detect_lang, shown_path
 from practice.store import clean_stale_temp, progress_path, record, temp_dir

@@ -19,9 +19,9 @@ import types
 import torch
 
 try:
-    from practice.oracle import Watch
+    from practice.guard import Watch
 except ImportError:  # started as python practice/runner.py without the repository on the path: practice/ is first
-    from oracle import Watch
+    from guard import Watch
 
 MAX_TENSOR_BYTES = 256 * 2 ** 20  # a returned tensor larger than this is not sent back (it is surely wrong)
 MAX_ITEMS = 100_000

@@ -914,10 +914,11 @@ WRAPPED = {
     "lambda": "patchify = lambda p, P, m, Tp, impl=qwen.image.patchify: _grid(p, P, m, Tp, impl)  # noqa: E731\n",
     "partial": "patchify = functools.partial(_grid, impl=qwen.image.patchify)\n",
     "module": "class Patchify(torch.nn.Module):\n    def __init__(self, impl):\n        super().__init__()\n"
-              "        self.impl = impl\n\n    def forward(self, p, P, m, Tp):\n        return _grid(p, P, m, Tp, self.impl)"
-              "\n\n\npatchify = Patchify(qwen.image.patchify)\n",
-    "nested": "def patchify(p, P, m, Tp):\n    def outer():\n        def inner():\n            return qwen.image.patchify\n"
-              "        return inner()\n    return _grid(p, P, m, Tp, outer())\n",
+              "        self.impl = impl\n\n    def forward(self, p, P, m, Tp):\n"
+              "        return _grid(p, P, m, Tp, self.impl)\n\n\npatchify = Patchify(qwen.image.patchify)\n",
+    "nested": "def patchify(p, P, m, Tp):\n    def outer():\n        def inner():\n"
+              "            return qwen.image.patchify\n        return inner()\n\n"
+              "    return _grid(p, P, m, Tp, outer())\n",
 }
 
 MERGE_ORDER = """import torch
@@ -1074,7 +1075,16 @@ def test_a_right_answer_that_imports_what_is_yours_to_use_is_accepted_both_ways(
     for way, (verdict, text) in _graded(216, HONEST_216, env).items():
         assert verdict == "AC", (way, text)
     solution = (PROBLEMS[208].folder / "solution.py").read_text()
-    source = "import qwen.rope\n" + solution.replace("out = attend(", "out = attention(") + (
-        "\n\ndef attention(q, k, v, mask):\n    assert qwen.rope.apply_rope\n    return attend(q, k, v, mask)\n")
+    source = "import qwen.rope\n" + solution.replace("out = attend(", "out = qwen.rope.apply_rope and attention(") + (
+        "\n\ndef attention(q, k, v, mask):\n    return attend(q, k, v, mask)\n")
     for way, (verdict, text) in _graded(208, source, env, command_line=False).items():
         assert verdict == "AC", (way, text)
+
+
+def test_the_runner_stops_at_the_first_answer_it_sees_as_the_file_loads(tmp_path):
+    """Nothing a file does after importing the answer is graded, so the runner does not wait for it (importing
+    transformers takes seconds): Not graded, not "took too long to import"."""
+    path = tmp_path / "slow.py"
+    path.write_text("import time\n\nimport qwen.image  # noqa: F401\n\ntime.sleep(60)\n")
+    report = run_file(PROBLEMS[216], path, load_limit=5.0)
+    assert report.verdict == "NG" and report.message == "answer:qwen.image", (report.verdict, report.message)
