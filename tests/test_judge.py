@@ -1088,3 +1088,18 @@ def test_the_runner_stops_at_the_first_answer_it_sees_as_the_file_loads(tmp_path
     path.write_text("import time\n\nimport qwen.image  # noqa: F401\n\ntime.sleep(60)\n")
     report = run_file(PROBLEMS[216], path, load_limit=5.0)
     assert report.verdict == "NG" and report.message == "answer:qwen.image", (report.verdict, report.message)
+
+
+def test_what_the_file_used_is_said_in_both_languages():
+    """The three kinds of answer a file may use, each told in English and Chinese: the answer itself, a module that
+    imports it, transformers (the reference); the first hit's kind is the message."""
+    said = {"answer:qwen.mlp": ("your file imports qwen.mlp, which is the answer",
+                                "你的文件导入了 qwen.mlp，那就是答案"),
+            "answer:qwen.model>qwen.mlp": ("your file imports qwen.model, which imports qwen.mlp, the answer",
+                                           "你的文件导入了 qwen.model，而它导入了 qwen.mlp，那就是答案"),
+            "answer:transformers, qwen.mlp": ("your file uses transformers: transformers is the reference",
+                                              "你的文件用了 transformers：transformers 是判题器核对答案时")}
+    for message, (en, zh) in said.items():
+        report = Report(PROBLEMS[207], Path("x.py"), 3.0, 10.0)
+        report.verdict, report.message = "NG", message
+        assert en in shown(report) and zh in shown(report, "zh"), message
