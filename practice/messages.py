@@ -87,6 +87,12 @@ MSG = {
         "answer": "this exercise asks you to write {functions}; your file imports {names}, which is the answer. "
                   "Write it yourself (torch and the standard library are yours to use); nothing was recorded as "
                   "solved",
+        "answer_via": "this exercise asks you to write {functions}; your file imports {names}, which imports "
+                      "{answers}, the answer. Write it yourself (torch and the standard library are yours to use); "
+                      "nothing was recorded as solved",
+        "answer_reference": "this exercise asks you to write {functions}; your file uses {names}: transformers is "
+                            "the reference the judge checks answers against, not your own work. Write it yourself "
+                            "(torch and the standard library are yours to use); nothing was recorded as solved",
     },
     "zh": {
         "problem": "题目", "file": "文件", "verdict": "结果", "call": "调用", "expected": "期望", "got": "实际",
@@ -158,6 +164,10 @@ MSG = {
         "plug_died": "子进程被{how}结束",
         "answer": "这道题要你自己写 {functions}；你的文件导入了 {names}，那就是答案。"
                   "请自己实现（torch 和标准库可以用）；没有记为通过",
+        "answer_via": "这道题要你自己写 {functions}；你的文件导入了 {names}，而它导入了 {answers}，那就是答案。"
+                      "请自己实现（torch 和标准库可以用）；没有记为通过",
+        "answer_reference": "这道题要你自己写 {functions}；你的文件用了 {names}：transformers 是判题器核对答案时"
+                            "所依据的参考实现，用它不算你自己的作品。请自己实现（torch 和标准库可以用）；没有记为通过",
     },
 }
 

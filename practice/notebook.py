@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from practice.events import Report, grade_events
+from practice.guard import Watch
 from practice.limits import LOAD_LIMIT
 from practice.messages import MSG, detect_lang
-from practice.oracle import Watch
 from practice.problems import Problem, find_problem, verified
 from practice.report import Printer, shown_path
 from practice.store import clean_stale_temp, progress_path, record, temp_dir
@@ -133,20 +133,20 @@ def grade_in_process(prob: Problem, space: dict[str, Callable] | None = None, pa
         # a namespace's functions may be the problem's own reference (the course's tests grade it so): only
         # the answer modules and the other problems' files count as the answer there
         answers = prob.answers(path if path is not None else prob.folder / "solution.py")
-        watch = Watch(answers["modules"], answers["files"], answers["root"])
-        if path is not None:
+        watch = Watch(answers["modules"], answers["files"], answers["root"], path)
+        if path is not None:  # as the runner loads it, where the first answer seen ends the run
             before = set(sys.modules)
             with watch:
                 module, failure = runner.load_file(path)
             watch.modules_loaded(before)
-            watch.uses_globals(vars(module) if module else {})
+            watch.imports(path)  # here a module imported before raises no "import" event
             space = vars(module) if module else {}
-            events += [failure] if failure else []
+            events += [failure] if failure and not watch.hits else []
         missing = [n for n in prob.functions if not callable((space or {}).get(n))]
-        if missing and not events:
+        if missing and not events and not watch.hits:
             events.append({"ev": "missing", "names": missing})
         if not events:
-            watch.uses([space[n] for n in prob.functions])  # here the answer modules are imported already
+            watch.uses([space[n] for n in prob.functions if n not in missing])
             if watch.hits:
                 events.append({"ev": "answer", "names": list(watch.hits)})
         if not events:

@@ -96,8 +96,7 @@ class Printer:
         if msg.startswith("missing:"):
             self.line("error", self.m["missing"].format(names=msg[len("missing:"):]))
         elif msg.startswith("answer:"):
-            self.line("error", self.m["answer"].format(functions=", ".join(rep.problem.functions),
-                                                       names=msg[len("answer:"):]))
+            self.line("error", self._answer(msg[len("answer:"):].split(", "), rep.problem.functions))
         elif msg == "load":
             self.line("error", self.m["tle_load"].format(t=rep.load_limit))
         elif msg.startswith(("died_load:", "died_between:", "garbled:", "stalled:")):
@@ -127,6 +126,15 @@ class Printer:
                 pass
             return self.m["signal"].format(sig=val)
         return self.m["exit_code"].format(rc=val)
+
+    def _answer(self, hits, functions):
+        """What the file used: transformers (the reference), the answer, or a module that imports the answer
+        ("qwen.model>qwen.mlp"); the kind of the first hit says which, and each hit of that kind is named."""
+        kinds = ["answer_reference" if h.split(">")[-1].split(".")[0] == "transformers" else
+                 "answer_via" if ">" in h else "answer" for h in hits]
+        same = [h.split(">") for h, k in zip(hits, kinds) if k == kinds[0]]
+        return self.m[kinds[0]].format(functions=", ".join(functions), names=", ".join(h[0] for h in same),
+                                       answers=", ".join(h[-1] for h in same))
 
     def _why(self, error):
         """The line for a run that ended abnormally: died:HOW, died_load:HOW, died_between:HOW, garbled:WHY,

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -892,3 +893,216 @@ def test_chapter_stubs_match_the_starters():
                                                         f"{name} of {number}:\n{stubs[fn]}\n{starter[name]}"
                 checked += 1
     assert checked >= 20, checked
+
+
+# ---------------------------------------------------------------- the answer, reached any way: one verdict both ways
+
+def _grid(call):
+    """A 216 answer that hands the work to `call` (the course's qwen.image.patchify, or a stand-in)."""
+    return ("import functools\nimport types\n\nimport torch\n\nimport qwen.image\n\n\n"
+            "def _grid(pixels, patch_size, merge_size, temporal_patch_size, impl):\n"
+            "    s = types.SimpleNamespace(patch_size=patch_size, merge_size=merge_size, "
+            "temporal_patch_size=temporal_patch_size)\n"
+            "    x, gh, gw = impl(pixels, s)\n    return x, torch.tensor([[1, gh, gw]])\n\n\n" + call)
+
+
+# the same use of the course's own patchify, written the ways a learner might wrap a function
+WRAPPED = {
+    "decorated": "@torch.no_grad()\ndef patchify(p, P, m, Tp):\n    return _grid(p, P, m, Tp, qwen.image.patchify)\n",
+    "closure": "def _make(impl):\n    def patchify(p, P, m, Tp):\n        return _grid(p, P, m, Tp, impl)\n"
+               "    return patchify\n\n\npatchify = _make(qwen.image.patchify)\n",
+    "method": "class _Cutter:\n    def __init__(self, impl):\n        self.impl = impl\n\n"
+              "    def patchify(self, p, P, m, Tp):\n        return _grid(p, P, m, Tp, self.impl)\n\n\n"
+              "patchify = _Cutter(qwen.image.patchify).patchify\n",
+    "lambda": "patchify = lambda p, P, m, Tp, impl=qwen.image.patchify: _grid(p, P, m, Tp, impl)  # noqa: E731\n",
+    "partial": "patchify = functools.partial(_grid, impl=qwen.image.patchify)\n",
+    "module": "class Patchify(torch.nn.Module):\n    def __init__(self, impl):\n        super().__init__()\n"
+              "        self.impl = impl\n\n    def forward(self, p, P, m, Tp):\n"
+              "        return _grid(p, P, m, Tp, self.impl)\n\n\npatchify = Patchify(qwen.image.patchify)\n",
+    "nested": "def patchify(p, P, m, Tp):\n    def outer():\n        def inner():\n"
+              "            return qwen.image.patchify\n        return inner()\n\n"
+              "    return _grid(p, P, m, Tp, outer())\n",
+}
+
+MERGE_ORDER = """import torch
+
+from qwen.vision import merge_order
+
+
+def patchify(pixels, patch_size, merge_size, temporal_patch_size):
+    C, H, W = pixels.shape
+    P, m, Tp = patch_size, merge_size, temporal_patch_size
+    gh, gw = H // P, W // P
+    x = merge_order(pixels.reshape(C, gh, P, gw, P).permute(1, 3, 0, 2, 4), m)  # (gh·gw, C, P, P), merge order
+    return x.unsqueeze(2).expand(-1, -1, Tp, -1, -1).reshape(gh * gw, C * Tp * P * P), torch.tensor([[1, gh, gw]])
+"""
+
+HF_PATCHIFY = """import torch
+from transformers import Qwen2VLImageProcessorPil
+
+
+def patchify(pixels, patch_size, merge_size, temporal_patch_size):
+    x, gh, gw = Qwen2VLImageProcessorPil.patchify(None, pixels.numpy(), patch_size, merge_size, temporal_patch_size)
+    return torch.from_numpy(x.copy()).to(pixels.dtype), torch.tensor([[1, gh, gw]])
+"""
+
+HF_MERGER = """import types
+
+import torch
+from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5VisionPatchMerger
+
+
+def patch_merger(x, image_grid_thw, weights):
+    if x.shape[0] != int(image_grid_thw.prod(-1).sum()):
+        raise ValueError("x does not hold the patches of image_grid_thw")
+    config = types.SimpleNamespace(hidden_size=x.shape[1], spatial_merge_size=2,
+                                   out_hidden_size=weights["linear_fc2.weight"].shape[0])
+    merger = Qwen3_5VisionPatchMerger(config).to(x.dtype)
+    merger.load_state_dict(weights)
+    with torch.no_grad():
+        return merger(x)
+"""
+
+
+def _notebook(source):
+    """What a notebook cell holding `source` defines: its code run in a fresh namespace, as a kernel runs a cell."""
+    cell = types.ModuleType("notebook")
+    exec(compile(source, "<cell>", "exec"), vars(cell))
+    return cell
+
+
+def _graded(number, source, folder, command_line=True):
+    """{way: (verdict, what the learner reads)}: the command line (the real judge, a child process), the file graded
+    in this process, and the file's functions handed to the notebook's grading (nothing of the file but them)."""
+    prob, path = PROBLEMS[number], folder / f"{number}_answer.py"
+    path.write_text(source)
+    out = {}
+    if command_line:
+        data = json.loads(judge(number, "--file", path, "--json").stdout)
+        out["command line"] = data["verdict"], data["report"]
+    report = grade_in_process(prob, path=path)
+    out["file in process"] = report.verdict, shown(report)
+    cell = _notebook(source)
+    report = grade_in_process(prob, {n: getattr(cell, n) for n in prob.functions})
+    out["notebook"] = report.verdict, shown(report)
+    return out
+
+
+def _all_not_graded(graded, said):
+    for way, (verdict, text) in graded.items():
+        assert verdict == "NG" and said in text, (way, verdict, text)
+
+
+def test_the_courses_answer_through_a_decorator_is_not_graded_either_way(env):
+    """216: qwen.image.patchify called inside a @torch.no_grad() function: the command line saw the import; the
+    notebook's grading must see it too, through the decorator's __wrapped__."""
+    graded = _graded(216, _grid(WRAPPED["decorated"]), env)
+    _all_not_graded(graded, "your file imports qwen.image, which is the answer")
+
+
+@pytest.mark.parametrize("style", sorted(WRAPPED))
+def test_the_answer_is_seen_however_the_function_is_wrapped(env, style):
+    """A closure's cell, a bound method's object, a lambda's default, a partial's keyword, an nn.Module's attribute,
+    a function nested two deep: each holds qwen.image.patchify, and each is Not graded in this process, from the
+    file and from a notebook, as the command line grades it (its import is seen as the file loads)."""
+    graded = _graded(216, _grid(WRAPPED[style]), env, command_line=False)
+    _all_not_graded(graded, "qwen.image, which is the answer")
+
+
+@pytest.mark.parametrize("number, source, module", [(216, MERGE_ORDER, "qwen.vision"),
+                                                    (217, "from qwen.mrope import position_ids\n", "qwen.mrope")],
+                         ids=["216 merge_order", "217 position_ids"])
+def test_the_courses_own_code_for_the_step_is_the_answer(env, number, source, module):
+    """qwen.vision.merge_order is the course's code for 216's block order, qwen.mrope.position_ids 217's answer:
+    Not graded both ways, the message naming the module the file imports, never one it did not."""
+    graded = _graded(number, source, env)
+    _all_not_graded(graded, f"your file imports {module}, which is the answer")
+    assert not any("qwen.image" in text for _, text in graded.values()), graded
+
+
+@pytest.mark.parametrize("number, source", [(216, HF_PATCHIFY), (218, HF_MERGER)], ids=["216", "218"])
+def test_transformers_own_implementation_is_not_your_own_work(env, number, source):
+    """transformers is the reference the judge checks against: a file that calls its patchify or its patch merger is
+    Not graded (both ways), told so, and nothing is recorded as solved."""
+    graded = _graded(number, source, env)
+    _all_not_graded(graded, "transformers is the reference the judge checks answers against")
+    assert str(number) not in load_progress() or load_progress()[str(number)]["accepted"] is False
+
+
+def test_a_module_that_imports_the_answer_is_named_as_the_file_imported_it(env):
+    """207: qwen.model imports qwen.mlp (the answer). A file that imports qwen.model is Not graded both ways, and
+    told what it imported (qwen.model) and why that counts (it imports qwen.mlp)."""
+    source = "from qwen.model import MLP\n" + MLP_BODY.format(extra="    assert MLP\n")
+    graded = _graded(207, source, env)
+    said = "your file imports qwen.model, which imports qwen.mlp, the answer"
+    _all_not_graded({way: graded[way] for way in ("command line", "file in process")}, said)
+    _all_not_graded({"notebook": graded["notebook"]}, "qwen.mlp")
+
+
+HONEST_216 = """import math
+import types
+
+import numpy as np
+import torch
+
+import qwen.config
+
+
+def _blocks(pixels, m, P):
+    C, H, W = pixels.shape
+    return pixels.reshape(C, H // P // m, m, P, W // P // m, m, P).permute(1, 4, 2, 5, 0, 3, 6)
+
+
+class _Cutter(torch.nn.Module):
+    def forward(self, pixels, patch_size, merge_size, temporal_patch_size):
+        x = _blocks(pixels, merge_size, patch_size).unsqueeze(5)
+        x = x.expand(-1, -1, -1, -1, -1, temporal_patch_size, -1, -1)
+        gh, gw = pixels.shape[1] // patch_size, pixels.shape[2] // patch_size
+        assert math.isfinite(float(np.float32(gh))) and qwen.config and types
+        return x.reshape(gh * gw, -1), torch.tensor([[1, gh, gw]])
+
+
+_cut = _Cutter()
+
+
+@torch.no_grad()
+def patchify(pixels, patch_size, merge_size, temporal_patch_size):
+    return (lambda f=_cut: f(pixels, patch_size, merge_size, temporal_patch_size))()
+"""
+
+
+def test_a_right_answer_that_imports_what_is_yours_to_use_is_accepted_both_ways(env):
+    """torch, numpy, math and the course's modules that are not the answer (qwen.config), reached through a
+    decorator, a lambda's default and an nn.Module: Accepted both ways. 208 may import qwen.rope; the judge's
+    process has qwen.attention imported already, and a helper of the learner's named `attention` is not it."""
+    for way, (verdict, text) in _graded(216, HONEST_216, env).items():
+        assert verdict == "AC", (way, text)
+    solution = (PROBLEMS[208].folder / "solution.py").read_text()
+    source = "import qwen.rope\n" + solution.replace("out = attend(", "out = qwen.rope.apply_rope and attention(") + (
+        "\n\ndef attention(q, k, v, mask):\n    return attend(q, k, v, mask)\n")
+    for way, (verdict, text) in _graded(208, source, env, command_line=False).items():
+        assert verdict == "AC", (way, text)
+
+
+def test_the_runner_stops_at_the_first_answer_it_sees_as_the_file_loads(tmp_path):
+    """Nothing a file does after importing the answer is graded, so the runner does not wait for it (importing
+    transformers takes seconds): Not graded, not "took too long to import"."""
+    path = tmp_path / "slow.py"
+    path.write_text("import time\n\nimport qwen.image  # noqa: F401\n\ntime.sleep(60)\n")
+    report = run_file(PROBLEMS[216], path, load_limit=5.0)
+    assert report.verdict == "NG" and report.message == "answer:qwen.image", (report.verdict, report.message)
+
+
+def test_what_the_file_used_is_said_in_both_languages():
+    """The three kinds of answer a file may use, each told in English and Chinese: the answer itself, a module that
+    imports it, transformers (the reference); the first hit's kind is the message."""
+    said = {"answer:qwen.mlp": ("your file imports qwen.mlp, which is the answer",
+                                "你的文件导入了 qwen.mlp，那就是答案"),
+            "answer:qwen.model>qwen.mlp": ("your file imports qwen.model, which imports qwen.mlp, the answer",
+                                           "你的文件导入了 qwen.model，而它导入了 qwen.mlp，那就是答案"),
+            "answer:transformers, qwen.mlp": ("your file uses transformers: transformers is the reference",
+                                              "你的文件用了 transformers：transformers 是判题器核对答案时")}
+    for message, (en, zh) in said.items():
+        report = Report(PROBLEMS[207], Path("x.py"), 3.0, 10.0)
+        report.verdict, report.message = "NG", message
+        assert en in shown(report) and zh in shown(report, "zh"), message
