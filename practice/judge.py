@@ -7,11 +7,12 @@ package, torch, hand math); tests/test_practice.py proves those oracles equal tr
 
 This file is the command line. The judge's parts are modules beside it, one job each: problems.py (the problem
 registry and its checksums), grading.py (cases and comparison), mistakes.py (the known mistakes and which one a
-result looks like), oracle.py (what a learner may not bend or use), limits.py (every limit), child.py (grading a file
-in a child process) and notebook.py (grading in this process), events.py (the runner's events and the Report they
-give), supervise.py (the supervision loop, for grading and for the plug-in), runner.py and sandbox.py (the child
-process), messages.py (the texts) and report.py (how a report is shown), store.py (what the judge writes), and
-plugin.py (the whole model with a learner's part: its child, and the judge's side of it).
+result looks like), oracle.py (the checksummed oracle), guard.py (the answer a file may not use), limits.py (every
+limit), child.py (grading a file in a child process) and notebook.py (grading in this process), events.py (the
+runner's events and the Report they give), supervise.py (the supervision loop, for grading and for the plug-in),
+runner.py and sandbox.py (the child process), messages.py (the texts) and report.py (how a report is shown),
+store.py (what the judge writes), and plugin.py (the whole model with a learner's part: its child, and the judge's
+side of it).
 """
 import argparse
 import json
@@ -24,27 +25,16 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:  # `python practice/judge.py` puts practice/ on the path, not the repo root
     sys.path.insert(0, str(HERE.parent))
 
-# the judge's parts, one module each; their names stay importable from here (notebooks, book.attempt, tests)
-from practice.child import read_result, run_file  # noqa: E402,F401
-from practice.events import OUT_OF_MEMORY, Garbled, Protocol, error_hints, grade_events  # noqa: E402,F401
-from practice.limits import GRACE, LOAD_LIMIT, MAX_TIME_LIMIT, MEMORY_LIMIT, STARTUP_LIMIT  # noqa: E402,F401
-from practice.messages import MSG, cmd, detect_lang  # noqa: E402,F401
+# the judge's parts, one module each; check, grade_in_process and problems are the names notebooks and tools
+# import from here
+from practice.child import run_file  # noqa: E402
+from practice.limits import MAX_TIME_LIMIT  # noqa: E402
+from practice.messages import MSG, cmd, detect_lang  # noqa: E402
 from practice.notebook import check, grade_in_process  # noqa: E402,F401
-from practice.plugin import PlugProtocol, plug_in_allowed, plug_in_file  # noqa: E402,F401
-from practice.problems import (  # noqa: E402,F401
-    Problem,
-    checksums,
-    find_problem,
-    given_files,
-    manifest_path,
-    oracle_files,
-    problems,
-    reference_files,
-    verified,
-)
-from practice.report import Printer, shown_path, width  # noqa: E402,F401
-from practice.store import clean_stale_temp, home, load_progress, progress_path, record, save_progress, work_dir  # noqa: E402,F401
-from practice.supervise import Supervised, supervise  # noqa: E402,F401
+from practice.plugin import plug_in_allowed, plug_in_file  # noqa: E402
+from practice.problems import checksums, find_problem, manifest_path, problems, verified  # noqa: E402
+from practice.report import Printer, shown_path, width  # noqa: E402
+from practice.store import load_progress, progress_path, record, work_dir  # noqa: E402
 
 
 def cmd_rehash():

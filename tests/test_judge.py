@@ -18,21 +18,13 @@ from pathlib import Path
 import pytest
 
 from helpers import mistake_file
-from practice.events import Report
-from practice.judge import (
-    GRACE,
-    check,
-    detect_lang,
-    grade_events,
-    grade_in_process,
-    load_progress,
-    problems,
-    record,
-    run_file,
-    save_progress,
-)
-from practice.limits import OUTPUT_CAP
+from practice.child import run_file
+from practice.events import Report, grade_events
+from practice.judge import check, grade_in_process, problems
+from practice.limits import GRACE, OUTPUT_CAP
+from practice.messages import detect_lang
 from practice.report import Printer
+from practice.store import load_progress, record, save_progress
 
 REPO = Path(__file__).resolve().parent.parent
 PRACTICE = REPO / "practice"
@@ -364,7 +356,7 @@ def _kill_during_save(env, where):
     script = f"""
 import os, signal, sys
 sys.path.insert(0, {str(REPO)!r})
-import practice.judge as j
+import practice.store as j
 die = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
 if {where!r} == "replace":
     os.replace = die          # the new file is written and flushed, not yet in place
@@ -577,7 +569,7 @@ def _descendants(pid):
 def test_checksum_manifest_matches_the_problem_files():
     """practice/checksums.json lists every problem's reference files; regenerate it after changing a problem with
     python practice/judge.py rehash (practice/README.md)."""
-    from practice.judge import checksums, manifest_path
+    from practice.problems import checksums, manifest_path
 
     committed = json.loads(manifest_path().read_text(encoding="utf-8"))
     assert committed == checksums(), "practice/checksums.json is stale: run python practice/judge.py rehash"
@@ -620,7 +612,7 @@ def test_judge_refuses_an_edited_oracle_module(tmp_path):
 
 def test_oracle_closure_follows_imports():
     """208's cases import qwen.attention, which imports qwen.norm and qwen.rope: all three are its oracle."""
-    from practice.judge import oracle_files
+    from practice.problems import oracle_files
 
     found = set(oracle_files(PROBLEMS[208]))
     assert {"qwen/__init__.py", "qwen/attention.py", "qwen/norm.py", "qwen/rope.py"} <= found
@@ -761,7 +753,7 @@ def test_the_judges_own_clock_overrules_the_runners():
 def test_protocol_accepts_only_the_runners_own_order():
     """What the judge accepts on its private pipe: the runner's events in their one order, well-formed; anything
     a learner's code could forge out of order or malformed is Garbled (their Runtime Error, never a crash)."""
-    from practice.judge import Garbled, Protocol
+    from practice.events import Garbled, Protocol
 
     good = [{"ev": "ready"}, {"ev": "loaded"}, {"ev": "begin", "i": 0}, {"ev": "ret", "i": 0, "t": 0.25},
             {"ev": "end", "i": 0, "ok": True, "mutated": False, "extra": "dropped"}, {"ev": "done"}]
