@@ -347,8 +347,11 @@ book.listing("qwen/vision.py", "PatchProjection", "VisionAttention", "VisionBloc
 # - **`PatchProjection`** keeps the stored Conv3d kernel and multiplies by it flattened (section 4).
 # - **`VisionAttention`** splits `qkv` into q, k, v of `heads` heads, turns q and k by the 2-D angles (in fp32), and
 #   runs the softmax over each image's patches alone: the `lengths` list cuts the sequence per image (per frame, for
-#   a video). `scaled_dot_product_attention` can run a fused kernel that never stores the n × n scores, which
-#   matters: a 4096² image has 65,536 patches.
+#   a video). Each image's q, k and v go to `scaled_dot_product_attention` as 4-D (1, heads, n, Dh) tensors, and
+#   that matters: torch's fused kernels (flash attention on the CPU; flash or memory-efficient attention on CUDA) walk
+#   the keys in blocks and never store the n × n scores, but they take only 4-D inputs. Given 3-D (heads, n, Dh),
+#   torch falls back to its plain kernel, which stores them: a 4096² image has 65,536 patches, and its scores would
+#   take 65,536² × 4 bytes = 16 GiB per head in fp32.
 # - **`VisionTower.forward`** embeds, adds the resampled positions, runs the blocks, merges. Its output is every
 #   image's tokens one after another: (Σ N / 4, d).
 #

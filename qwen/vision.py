@@ -72,10 +72,13 @@ class VisionAttention(nn.Module):
         cos, sin = cos[:, None], sin[:, None]  # (N, 1, Dh): every head turns by the same angles
         q, k = ((t.float() * cos + rotate_half(t.float()) * sin).to(x.dtype) for t in (q, k))  # rotated in fp32
         out = []
-        for qi, ki, vi in zip(*(t.transpose(0, 1).split(lengths, dim=1) for t in (q, k, v))):  # (H, n, Dh) each
-            # softmax(q kᵀ / √Dh) v over this image's patches only; the fused kernel never stores the n × n scores
-            # (a 4096² image has 65 536 patches)
-            out.append(F.scaled_dot_product_attention(qi, ki, vi).transpose(0, 1).reshape(-1, C))  # (n, C)
+        for qi, ki, vi in zip(*(t.transpose(0, 1)[None].split(lengths, dim=2) for t in (q, k, v))):  # (1, H, n, Dh)
+            # softmax(q kᵀ / √Dh) v over this image's patches only. torch's fused kernels (flash attention on the
+            # CPU; flash or memory-efficient on CUDA) walk the keys in blocks and never hold the n × n scores, but
+            # they take only 4-D (batch, heads, n, Dh) inputs: given 3-D (H, n, Dh), torch falls back to the plain
+            # kernel, which stores them (a 4096² image: 65,536 patches, 16 GiB of fp32 scores per head)
+            o = F.scaled_dot_product_attention(qi, ki, vi)  # (1, H, n, Dh)
+            out.append(o[0].transpose(0, 1).reshape(-1, C))  # (n, C): the heads side by side again
         return self.proj(torch.cat(out))  # (N, C)
 
 

@@ -37,3 +37,9 @@ def test_bench_model(synthetic):
 def test_bench_deltanet():
     out = run("bench/bench_deltanet.py", "--lengths", "64", "--threads", "1")
     assert len(re.findall(r"T= +64 +heads .* ratio [\d.]+ .*max \|diff\| [\d.e+-]+", out)) == 2
+
+
+def test_bench_vision(synthetic):
+    out = run("bench/bench_vision.py", "--model", str(synthetic), "--sizes", "320x240")
+    assert re.search(r"320x240 fp32: +\d+ patches \(\d+ × \d+ grid, 1 frame\), +[\d.]+ s, "
+                     r"extra peak +([\d.]+|n/a) MiB, kernel aten::_scaled_dot_product_flash_attention_for_cpu\n", out)

@@ -158,6 +158,32 @@ def test_real_vision_parameters_equal_transformers():
     assert n == ch10.tower_parameters(ch10.real_vision()) and round(n / 1e5) == 1006
 
 
+def test_the_fused_kernel_sentence():
+    """Section 8's sentence on attention: torch's fused kernel refuses 3-D inputs and takes 4-D ones (torch itself,
+    the flash backend forced), and the numbers are the hand count: the largest image the budget allows, 4096², is
+    (4096 / 16)² patches, whose fp32 scores are 65,536² × 4 bytes per head. Planted "2 GiB": fails."""
+    import warnings
+    from pathlib import Path
+
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    text = " ".join(re.sub(r"\n# ?", " ", (Path(__file__).parents[1] / "chapters/ch10_vision.py").read_text()).split())
+    patches = (4096 // 16) ** 2
+    gib = patches ** 2 * 4 / 2 ** 30
+    assert (f"they take only 4-D inputs. Given 3-D (heads, n, Dh), torch falls back to its plain kernel, which stores "
+            f"them: a 4096² image has {patches:,} patches, and its scores would take {patches:,}² × 4 bytes = "
+            f"{gib:g} GiB per head in fp32.") in text
+    assert 4096 ** 2 == 16_777_216  # the published preprocessor_config.json's "longest_edge"
+    q = torch.randn(1, 2, 5, 8)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        F.scaled_dot_product_attention(q, q, q)  # 4-D: the fused kernel runs
+        with pytest.raises(RuntimeError, match="No available kernel"):
+            F.scaled_dot_product_attention(q[0], q[0], q[0])  # 3-D: it will not
+    assert any("requires query, key and value to be 4 dimensional" in str(w.message) for w in caught)
+
+
 def test_the_formula_counts_the_synthetic_tower(synthetic):
     from safetensors import safe_open
 
