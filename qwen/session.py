@@ -61,8 +61,8 @@ class Session:
         """Read the image file at `path` for the next message, resized with `settings` (the checkpoint's:
         ImageSettings.load(checkpoint)). Returns (its size (w, h), image_grid_thw). The tower must be loaded."""
         if self.draft is not None:
-            raise ValueError("images cannot go with --speculative yet (speculative decoding does not take them): "
-                             "restart the chat without --speculative to attach one")
+            raise ValueError("images cannot go with a draft: this course's speculative decoding (qwen/speculative.py) "
+                             "takes text only; use a session without one")
         if self.model.visual is None:
             raise ValueError("the model has no vision tower loaded: model.visual = qwen.vision.load_vision(path) first")
         file = Path(path).expanduser()

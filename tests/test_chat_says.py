@@ -122,7 +122,8 @@ def test_lowered_pixel_budget_as_transformers_resizes(model, synthetic, tmp_path
                       "(65,536 pixels, 64 tokens)"),
                      (f"{file} --max-pixels", "--max-pixels takes a whole number of pixels"),
                      ("--max-pixels 100000", "no file named"),
-                     (f"{file} --max-pixels 99999999", "--max-pixels 99,999,999 is above the checkpoint's budget of 16,777,216 pixels")]:
+                     (f"{file} --max-pixels 99999999", "--max-pixels 99,999,999 is above the checkpoint's budget of "
+                      "16,777,216 pixels")]:
         cli.image_command(chat, arg, synthetic)
         out = capsys.readouterr().out
         assert out.startswith(f"/image: {why}") and out.count("\n") == 1, out
