@@ -144,6 +144,9 @@ def test_speculative_line_says_when_the_draft_slows_decoding():
                         "(plain decoding: 1)]")
     assert lines[1].startswith("[this draft slows decoding down: 3.0 tokens/s against 9.0 for plain decoding on this "
                                "conversation, measured just after (3.0× slower). With 5% of its guesses accepted")
+    barely = cli.speculative_lines({**stats, "decode_tok_s": 8.5}, 2)  # slower is slower, by however little
+    assert barely[1].startswith("[this draft slows decoding down: 8.5 tokens/s against 9.0")
+    assert "(1.1× slower)" in barely[1]
     faster = cli.speculative_lines({**stats, "decode_tok_s": 18.0}, 2)
     assert faster[1] == "[18.0 tokens/s: 2.0× plain decoding's 9.0 on this conversation, measured just after]"
 
