@@ -6,9 +6,9 @@ heads: H·Dh = C). At the 0.8B's widths a 1920 × 1080 photo (2,040 tokens, 8,16
 linear layers and 2.45 in attention, which grows as n²: the budget of pixels is what bounds it.
 A time needs the device's speed. `rates` measures it once, on the tower's own shapes in its dtype: one matrix
 product of its MLP (rows × C by C × I) and one fused attention over 1,024 patches. The tower also runs norms, GELUs
-and copies that these leave out, so the seconds are a floor: on a 2-core CPU with one thread, 1.2× under the time
-the synthetic tower took for a 1920 × 1080 photo (bf16 and fp32), 1.7× under a tower of the 0.8B's widths (random
-weights) for a 640 × 480 one (fp32), both with the fused attention kernel.
+and copies that these leave out, so the seconds are a floor: on a 2-core CPU with one thread, 1.1× to 1.2× under
+the time the synthetic tower took for a 1920 × 1080 photo (bf16 and fp32), 1.7× under a tower of the 0.8B's widths
+(random weights) for a 640 × 480 one (fp32), both with the fused attention kernel.
 """
 import time
 from dataclasses import dataclass
