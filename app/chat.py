@@ -7,12 +7,16 @@ Typing goes through readline where Python has it: arrow keys edit and recall, a 
 terminal's own line editor stops at 4,095 characters on Linux), and with GNU readline 8.1 or later a paste of
 several lines arrives as one message (bracketed paste). Everywhere, a message may span the lines between two lines
 of three double quotes.
-/image PATH attaches a picture to the next message; the vision tower is loaded here on the first one, so that a
-checkpoint without one says so then.
+/image PATH attaches a picture to the next message (/image alone lists those pending, /image drop drops them); the
+vision tower is loaded here on the first one, so that a checkpoint without one says so then. On the CPU a picture the
+tower should take seconds to read is announced with the time (qwen/vision_cost.py) and how to lower the pixel budget
+(--max-pixels N, for the chat or for one picture).
 --speculative K decodes with the checkpoint's multi-token-prediction head drafting K tokens per main-model step
 (qwen/speculative.py): the same replies at temperature 0, the same distribution otherwise; after each reply the chat
-prints the share of guesses the main model accepted and the tokens each main-model step produced. The model card's
-presence penalty goes off with it (one line says so): it changes the distribution with every token, drafts included.
+prints the share of guesses the main model accepted, the tokens each main-model step produced and the speed against
+plain decoding measured right after, saying plainly when the draft slowed decoding down (a random one always does).
+Pictures cannot go with it (the start-up text leaves /image out). The model card's presence penalty goes off with it
+(one line says so): this implementation's verify pass applies no penalty.
 Run: python main.py chat [--model synthetic] (or bash course.sh chat); in the chat, /help lists the commands.
 """
 import argparse
@@ -30,7 +34,7 @@ from qwen.course import open_model, pick_device
 from qwen.draft import MTPDraft
 from qwen.fast import load_fast, numerics
 from qwen.generate import checkpoint_stop_tokens
-from qwen.image import ImageSettings
+from qwen.image import ImageSettings, smart_resize
 from qwen.mrope import tokens_per_image
 from qwen.mtp import load_mtp
 from qwen.sampling import CARD
@@ -38,8 +42,21 @@ from qwen.session import Session
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 from qwen.vision import load_vision
+from qwen.vision_cost import rates, tower_cost
 
-COMMANDS = "/reset, /think on|off|hide, /limit N, /history, /image PATH, /help, /quit"
+# each command as /help lists it, one line each: (usage, what it does); /image's three are left out with --speculative
+HELP = [("/image PATH", "attach the picture at PATH to your next message (PNG, JPEG, WebP, GIF or BMP); it says how "
+                        "many are pending"),
+        ("/image PATH --max-pixels N", "the same, resized into a smaller budget of N pixels (fewer tokens, a faster "
+                                       "tower)"),
+        ("/image", "list the pictures pending for your next message: file, size, image tokens"),
+        ("/image drop", "drop the pending pictures"),
+        ("/reset", "start a new conversation (pending pictures are dropped too)"),
+        ("/think on|off|hide", "thinking on, off, or on without printing the reasoning; prints the sampling settings"),
+        ("/limit N", "replies stop at N tokens"),
+        ("/history", "the conversation so far, one line per message"),
+        ("/help", "this list"),
+        ("/quit", "leave (so do Ctrl-D and Ctrl-C twice at the prompt)")]
 BLOCK = '"""'  # a line of its own opens and closes a message of several lines
 PADS = ("<|image_pad|>", "<|video_pad|>")  # stand for an image's (a video's) tokens: only /image writes them
 
@@ -57,7 +74,12 @@ def nonnegative(text):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="Chat with the hand-written Qwen3.5 in the terminal. In the chat, /help "
+    return parser().parse_args(argv)
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="python main.py chat",
+                                description="Chat with the hand-written Qwen3.5 in the terminal. In the chat, /help "
                                             "lists the commands. Ctrl-C stops a reply without leaving (your "
                                             "unanswered message is dropped); Ctrl-D or /quit leaves.")
     p.add_argument("--model", help="checkpoint folder, hub id (default Qwen/Qwen3.5-0.8B), size or 'synthetic'")
@@ -77,12 +99,16 @@ def parse_args(argv=None):
     p.add_argument("--speculative", type=nonnegative, default=0, metavar="K",
                    help="draft K tokens per main-model step with the checkpoint's MTP head (default 0: plain "
                         "decoding); turns the model card's presence penalty off")
+    p.add_argument("--max-pixels", type=positive, metavar="N",
+                   help="resize each picture into at most N pixels (default: the checkpoint's budget, 16,777,216 "
+                        "for Qwen3.5): fewer image tokens and a quicker vision tower; /image PATH --max-pixels N sets "
+                        "it for one picture")
     for name, kind in (("temperature", float), ("top-p", float), ("top-k", int), ("min-p", float),
                        ("presence-penalty", float)):
         p.add_argument(f"--{name}", type=kind, help=f"override the model card's {name} "
                                                     f"(no thinking / thinking: {CARD[False][name.replace('-', '_')]}"
                                                     f" / {CARD[True][name.replace('-', '_')]})")
-    return p.parse_args(argv)
+    return p
 
 
 def line_editing():
@@ -102,13 +128,26 @@ def line_editing():
     return True
 
 
-def help_text(paste):
+def commands(images=True):
+    """The commands in one line (without /image when images cannot be attached: under --speculative)."""
+    return ", ".join((["/image [PATH | drop]"] if images else []) +
+                     [usage for usage, _ in HELP if not usage.startswith("/image")])
+
+
+def help_text(paste, images=True):
+    """/help: one line per command, then how to type and stop."""
+    rows = [(usage, what) for usage, what in HELP if images or not usage.startswith("/image")]
+    width = max(len(usage) for usage, _ in rows)
     several = ("a paste of several lines is one message (in terminals that mark pastes, as most do); or, for"
                if paste else "for") + f" several lines, type {BLOCK} alone on a line, the lines, then {BLOCK} again"
-    return (f"commands: {COMMANDS}. Enter sends; {several}. /image PATH attaches a picture to your next message "
-            "(resized to multiples of 32 pixels a side within the checkpoint's pixel budget: one token per 32 × 32 "
-            "pixels). Ctrl-C stops a reply and drops your unanswered message; Ctrl-D, /quit or Ctrl-C twice at the "
-            "prompt leaves.")
+    lines = [f"  {usage:{width}}  {what}" for usage, what in rows]
+    if images:
+        lines.append("A picture is resized to multiples of 32 pixels a side within the pixel budget: one token per "
+                     "32 × 32 pixels.")
+    else:
+        lines.append("Pictures cannot go with --speculative: restart without it to attach one.")
+    return "\n".join(["commands:", *lines, f"Enter sends; {several}.",
+                      "Ctrl-C stops a reply and drops your unanswered message."])
 
 
 def read_message():
@@ -150,22 +189,117 @@ def history(chat):
     return "\n".join(lines + [kept])
 
 
-def image_command(chat: Session, arg: str, checkpoint: Path) -> None:
-    """/image PATH: attach the picture to the next message and say what it costs; one line when it cannot be. The
-    vision tower of the checkpoint folder `checkpoint` is loaded here, on the first image: the one place it is."""
-    if not arg:
-        print("usage: /image PATH attaches the picture at PATH (PNG, JPEG, WebP, GIF or BMP) to your next message")
-        return
-    try:  # a path may come quoted or with escaped spaces (as a terminal writes a file dropped on it)
-        words = shlex.split(arg)
-        path = words[0] if len(words) == 1 else arg
-    except ValueError:
-        path = arg
+SLOW_TOWER_S = 3  # warn before an image the tower should take longer than this on the CPU
+RATES = {}  # (device, dtype) -> the tower's rates, measured on the first image (qwen.vision_cost.rates)
+
+
+def pending_text(chat: Session) -> str:
+    """/image alone: each picture pending for the next message, and their tokens together."""
+    if not chat.pending:
+        return "(no pictures pending: /image PATH attaches one to your next message)"
+    cfg = chat.model.visual.cfg  # loaded with the first picture
+    lines, total = [], 0
+    for i, p in enumerate(chat.pending, 1):
+        tokens = tokens_per_image(p["image_grid_thw"], cfg.spatial_merge_size)[0]
+        h, w = (int(n) * cfg.patch_size for n in p["image_grid_thw"][0, 1:])
+        total += tokens
+        lines.append(f"  {i}. {p['path']}: {p['size'][0]}×{p['size'][1]}, read as {w}×{h}: {tokens} image tokens")
+    n = len(chat.pending)
+    return "\n".join([f"pending for your next message: {n} picture{'s' if n > 1 else ''}, {total} image tokens", *lines,
+                      "(/image drop drops them)"])
+
+
+def image_args(arg: str) -> tuple[str, int | None]:
+    """/image's argument -> (path, --max-pixels or None). A path may come quoted or with escaped spaces (as a
+    terminal writes a file dropped on it), or unquoted with spaces."""
     try:
-        if chat.draft is None and chat.model.visual is None:
+        words = shlex.split(arg)
+    except ValueError:
+        return arg, None
+    budget = None
+    if "--max-pixels" in words:
+        at = words.index("--max-pixels")
+        if at + 1 >= len(words) or not words[at + 1].isdigit():
+            raise ValueError("--max-pixels takes a whole number of pixels, e.g. /image photo.jpg --max-pixels 1000000")
+        budget, words = int(words[at + 1]), words[:at] + words[at + 2:]
+        arg = " ".join(words)
+    if not words:
+        raise ValueError("no file named: /image PATH --max-pixels N")
+    return (words[0] if len(words) == 1 else arg), budget
+
+
+def budget_settings(s: ImageSettings, budget: int | None) -> ImageSettings:
+    """The checkpoint's settings with the pixel budget lowered to `budget` (None: as they are)."""
+    if budget is None or budget == s.max_pixels:
+        return s
+    if budget < s.min_pixels:
+        raise ValueError(f"--max-pixels {budget:,} is below the smallest picture the processor makes "
+                         f"({s.min_pixels:,} pixels, 64 tokens): give at least {s.min_pixels:,}")
+    if budget > s.max_pixels:
+        raise ValueError(f"--max-pixels {budget:,} is above the checkpoint's budget of {s.max_pixels:,} pixels: it "
+                         "can only be lowered")
+    return dataclasses.replace(s, max_pixels=budget)
+
+
+def flop(x: float) -> str:
+    return f"{x / 1e12:.2f} TFLOP" if x >= 1e12 else f"{x / 1e9:.1f} GFLOP"
+
+
+def tower_warning(chat: Session, size: tuple[int, int], grid: torch.Tensor, s: ImageSettings) -> str | None:
+    """On the CPU, before an image of `size` (w, h), read as `grid`, that the tower should take more than
+    SLOW_TOWER_S seconds to read: how long, from what, and a smaller budget that would be quick. None on other
+    devices and for quicker images."""
+    tower = chat.model.visual
+    p = next(tower.parameters())
+    if p.device.type != "cpu":
+        return None
+    if (p.device, p.dtype) not in RATES:
+        RATES[p.device, p.dtype] = rates(tower.cfg, p.dtype, p.device)
+    speed = RATES[p.device, p.dtype]
+    cost = tower_cost(tower.cfg, grid)
+    if cost.seconds(speed) < SLOW_TOWER_S:
+        return None
+    hint = "/image PATH --max-pixels N"
+    for budget in (4_000_000, 2_000_000, 1_000_000, 500_000, 250_000, s.min_pixels):  # the largest that is quick
+        if budget < s.max_pixels:
+            h, w = smart_resize(size[1], size[0], dataclasses.replace(s, max_pixels=budget))
+            smaller = torch.tensor([[1, h // s.patch_size, w // s.patch_size]])
+            if tower_cost(tower.cfg, smaller).seconds(speed) < SLOW_TOWER_S or budget == s.min_pixels:
+                hint = (f"/image PATH --max-pixels {budget} reads it as {w}×{h}, "
+                        f"{tokens_per_image(smaller, s.merge_size)[0]} tokens, in about "
+                        f"{tower_cost(tower.cfg, smaller).seconds(speed):.1f} s")
+                break
+    return (f"[warning: on the CPU the vision tower will need at least about {cost.seconds(speed):.0f} s for this "
+            f"picture, when your next message is sent: its {cost.patches:,} patches take {flop(cost.linear_flop)} in "
+            f"the linear layers and {flop(cost.attention_flop)} in attention (which grows as the square of the "
+            f"patches), at the {speed[0] / 1e9:.0f} and {speed[1] / 1e9:.0f} GFLOP/s this CPU just ran the tower's "
+            f"shapes at (norms and copies come on top). A smaller pixel budget is quicker: /image drop, then {hint}; "
+            "or start the chat with --max-pixels N]")
+
+
+def image_command(chat: Session, arg: str, checkpoint: Path, budget: int | None = None) -> None:
+    """/image PATH [--max-pixels N]: attach the picture to the next message and say what it costs; /image alone
+    lists the pending pictures, /image drop drops them; one line when it cannot be. The vision tower of the
+    checkpoint folder `checkpoint` is loaded here, on the first image: the one place it is. budget: the chat's
+    --max-pixels (None: the checkpoint's)."""
+    if chat.draft is not None:
+        print("/image: pictures cannot go with --speculative (this chat's speculative decoding takes text only): "
+              "restart the chat without --speculative to attach one")
+        return
+    if not arg:
+        print(pending_text(chat))
+        return
+    if arg == "drop":
+        n = chat.drop_pending()
+        print(f"({n} picture{'s' if n != 1 else ''} dropped; none pending)" if n else "(no pictures pending)")
+        return
+    try:
+        path, one = image_args(arg)
+        if chat.model.visual is None:
             p = next(chat.model.parameters())
             chat.model.visual = load_vision(checkpoint, p.dtype, p.device)  # a checkpoint without one says so here
         s = ImageSettings.load(checkpoint)  # the checkpoint's, or the values Qwen3.5 publishes
+        s = budget_settings(s, one if one is not None else budget)
         (w0, h0), grid = chat.attach(path, s)
     except (OSError, ValueError) as e:
         print(f"/image: {e}")
@@ -176,35 +310,72 @@ def image_command(chat: Session, arg: str, checkpoint: Path) -> None:
         how = f"; resized from {w0}×{h0} into the budget of {s.min_pixels:,} to {s.max_pixels:,} pixels"
     else:
         how = f"; resized from {w0}×{h0} to multiples of {s.factor}" if (w, h) != (w0, h0) else ""
-    print(f"[image {w}×{h} → {tokens} tokens{how}; it goes with your next message]")
+    n = len(chat.pending)
+    total = sum(tokens_per_image(p["image_grid_thw"], s.merge_size)[0] for p in chat.pending)
+    pending = "it goes with your next message" if n == 1 else \
+        f"{n} pictures pending for your next message, {total} image tokens (/image lists them, /image drop drops them)"
+    print(f"[image {w}×{h} → {tokens} tokens{how}; {pending}]")
+    warning = tower_warning(chat, (w0, h0), grid, s)
+    if warning:
+        print(warning)
 
 
-def command(chat: Session, text: str, view: str, paste: bool, checkpoint: Path) -> str | None:
-    """Carry out a /command; returns the new view of the reasoning ("dim" or "hide"), or None to leave."""
+def sampling_text(sampling) -> str:
+    """temperature 1.0, top_p 0.95, top_k 20, min_p 0.0, presence_penalty 1.5 (the seed left out)."""
+    names = ("temperature", "top_p", "top_k", "min_p", "presence_penalty")
+    return ", ".join(f"{name} {'off' if getattr(sampling, name) is None else getattr(sampling, name)}"
+                     for name in names)
+
+
+def command(chat: Session, text: str, view: str, paste: bool, checkpoint: Path,
+            budget: int | None = None) -> str | None:
+    """Carry out a /command; returns the new view of the reasoning ("dim" or "hide"), or None to leave. budget: the
+    chat's --max-pixels."""
     words = text.split()
     name, args = words[0], words[1:]
     if name in ("/quit", "/exit") and not args:
         return None
     if name == "/image":
-        image_command(chat, text[len(name):].strip(), checkpoint)
+        image_command(chat, text[len(name):].strip(), checkpoint, budget)
     elif name == "/reset" and not args:
         dropped = len(chat.pending)
         chat.reset()
         print(f"(new conversation{f'; {dropped} attached image(s) dropped' if dropped else ''})")
     elif name == "/think" and len(args) == 1 and args[0] in ("on", "off", "hide"):
         chat.thinking, view = args[0] != "off", "hide" if args[0] == "hide" else "dim"
-        shown = {k: v for k, v in dataclasses.asdict(chat.sampling()).items() if k != "seed"}
-        print(f"(thinking {args[0]}; sampling {shown})")
+        print(f"(thinking {args[0]}; sampling: {sampling_text(chat.sampling())})")
     elif name == "/limit" and len(args) == 1 and args[0].isdigit() and int(args[0]) > 0:
         chat.max_new_tokens = int(args[0])
         print(f"(replies stop at {chat.max_new_tokens} tokens)")
     elif name == "/history" and not args:
         print(history(chat))
     elif name == "/help" and not args:
-        print(help_text(paste))
+        print(help_text(paste, images=chat.draft is None))
     else:
-        print(f"{text!r} is not one of the commands: {COMMANDS}")
+        print(f"{text!r} is not one of the commands: {commands(images=chat.draft is None)} (/help says what each does)")
     return view
+
+
+def speculative_lines(s: dict, k: int) -> list[str]:
+    """After a speculative reply: the draft's acceptance and tokens per step, the speed against plain decoding's
+    measured just after it, and when the draft lost, a plain line that it slows decoding down and why."""
+    acceptance = s["accepted"] / s["proposed"]
+    lines = [f"[speculative, {k} guesses per step: {s['accepted']} of {s['proposed']} accepted ({acceptance:.0%}), "
+             f"{s['per_step']:.2f} tokens per main-model step (plain decoding: 1)]"]
+    if "decode_tok_s" not in s or "plain_tok_s" not in s:
+        return lines
+    ratio = s["decode_tok_s"] / s["plain_tok_s"]
+    if ratio >= 1:
+        lines.append(f"[{s['decode_tok_s']:.1f} tokens/s: {ratio:.1f}× plain decoding's {s['plain_tok_s']:.1f} on this "
+                     "conversation, measured just after]")
+    else:
+        lines.append(f"[this draft slows decoding down: {s['decode_tok_s']:.1f} tokens/s against "
+                     f"{s['plain_tok_s']:.1f} for plain decoding on this conversation, measured just after "
+                     f"({1 / ratio:.1f}× slower). With {acceptance:.0%} of its guesses accepted, each main-model step "
+                     f"makes {s['per_step']:.2f} tokens but reads {k + 1} and waits for {k} draft passes (and a replay "
+                     "of the DeltaNet layers after a rejection): a random draft always loses, a weak one whenever its "
+                     "acceptance is below the break-even. Restart without --speculative to decode plainly]")
+    return lines
 
 
 def turn(chat, text, view):
@@ -229,12 +400,14 @@ def turn(chat, text, view):
         s = chat.stats
         speed = f", {s['decode_tok_s']:.1f} tokens/s" if "decode_tok_s" in s else ""
         image = f" ({s['image_tokens']} of them image tokens)" if s["image_tokens"] else ""
+        reread = (f"; {s['reread']} of the new ones re-read your last reply, which the template writes without "
+                  "the thinking block it followed (empty with thinking off), so its cache could not be kept"
+                  if s["reread"] else "")
         print(f"\n[{s['tokens']} tokens{speed}; prompt: {s['prompt']} new tokens{image} in {s['prefill_s']:.2f} s, "
-              f"{s['reused']} read from the cache]")
+              f"{s['reused']} read from the cache{reread}]")
         if "steps" in s:
-            print(f"[speculative, {chat.draft.k} guesses per step: {s['accepted']} of {s['proposed']} accepted "
-                  f"({s['accepted'] / s['proposed']:.0%}), {s['per_step']:.2f} tokens per main-model step "
-                  "(plain decoding: 1)]")
+            for line in speculative_lines(s, chat.draft.k):
+                print(line)
         if s["cut_thinking"]:
             print(f"[the {chat.max_new_tokens}-token limit cut the reasoning: the reply is kept with an empty answer; "
                   "/limit N raises the limit]")
@@ -259,8 +432,9 @@ def main(argv=None):
 def run(args):
     try:
         if args.speculative and args.presence_penalty:
-            raise ValueError(f"--presence-penalty {args.presence_penalty} cannot go with --speculative: the penalty "
-                             "changes the distribution with every token, drafts included; drop one of the two")
+            raise ValueError(f"--presence-penalty {args.presence_penalty} cannot go with --speculative: this "
+                             "chat's speculative decoding applies no penalty (it would have to penalise each verified "
+                             "position by the drafts before it); drop one of the two")
         device = torch.device(args.device) if args.device else pick_device()
         available = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
         if not available.get(device.type, True):
@@ -284,8 +458,8 @@ def run(args):
     if args.speculative:
         overrides["presence_penalty"] = 0.0
         print(f"--speculative {args.speculative}: the model card's presence penalty ({CARD[False]['presence_penalty']}"
-              f", thinking {CARD[True]['presence_penalty']}) is off, as speculative decoding needs a distribution that "
-              "does not change with every token")
+              f", thinking {CARD[True]['presence_penalty']}) is off: this chat's speculative decoding applies none "
+              "(the method could: the verify pass knows the drafts before each position it scores)")
     draft = MTPDraft(model, args.speculative) if args.speculative else None
     chat = Session(model, tok, checkpoint_stop_tokens(path), thinking or args.hide_thinking, overrides,
                    args.max_new_tokens or (48 if synthetic else 1024), args.system, draft)
@@ -297,7 +471,9 @@ def run(args):
     name = next((name for name, d in DTYPES.items() if d == dtype), dtype)  # the first, short name: bf16
     print(f"{path.name}: weights in {name} on {device}{threads}; thinking "
           f"{'hidden' if view == 'hide' else 'on' if chat.thinking else 'off'}; replies stop at "
-          f"{chat.max_new_tokens} tokens (/limit N). {help_text(paste)}")
+          f"{chat.max_new_tokens} tokens (/limit N).")
+    print(f"commands: {commands(images=draft is None)}; /help says what each does. Ctrl-C stops a reply; Ctrl-D or "
+          "/quit leaves.")
     print(f"numerics: {numerics(model)}")
     at_prompt_ctrl_c = False  # a second Ctrl-C in a row at the prompt leaves
     while True:
@@ -318,7 +494,7 @@ def run(args):
         if not text:
             continue
         if text.startswith("/") and "\n" not in text and not block:
-            view = command(chat, text, view, paste, path)
+            view = command(chat, text, view, paste, path, args.max_pixels)
             if view is None:
                 print("bye")
                 return 0

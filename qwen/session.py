@@ -10,8 +10,12 @@ reading a reply early (Ctrl-C) leaves the conversation and the kept cache as the
 An image attached to the next message goes in as an image content part before its text (qwen/chat.py renders it as
 the official template does); its pad becomes one per merged token, the tower (model.visual, loaded by the caller)
 reads the pixels with that turn's prefill only, and the cache keeps the M-RoPE offset the image leaves (cache.delta).
+Each reply's stats say how many of the prompt's new tokens re-read the previous reply: the template writes an old
+reply without its thinking block (empty when thinking is off), so the tokens that follow "<|im_start|>assistant\\n"
+are not the ones the cache read after the generation prompt's block, and the reply is read again in its new place.
 With a draft (qwen/draft.py) replies are decoded speculatively (qwen/speculative.py): the same replies for greedy
-sampling, the same distribution otherwise; the reply's stats then hold the draft's counts.
+sampling, the same distribution otherwise; the reply's stats then hold the draft's counts, and plain decoding's
+speed measured on the same conversation right after it (a few steps on a copy of the cache), to compare.
 """
 import copy
 import time
@@ -39,7 +43,7 @@ class Session:
         self.model, self.tok, self.stop = model, tokenizer, stop
         self.thinking, self.overrides, self.max_new_tokens = thinking, overrides or {}, max_new_tokens
         self.system, self.draft = system, draft  # draft: None for plain decoding
-        self.end_think = tokenizer.special_tokens[END_THINK]
+        self.end_think, self.im_start = tokenizer.special_tokens[END_THINK], tokenizer.special_tokens["<|im_start|>"]
         self.reset()
 
     def reset(self) -> None:
@@ -57,8 +61,8 @@ class Session:
         """Read the image file at `path` for the next message, resized with `settings` (the checkpoint's:
         ImageSettings.load(checkpoint)). Returns (its size (w, h), image_grid_thw). The tower must be loaded."""
         if self.draft is not None:
-            raise ValueError("images cannot go with --speculative yet (speculative decoding does not take them): "
-                             "restart the chat without --speculative to attach one")
+            raise ValueError("images cannot go with a draft: this course's speculative decoding (qwen/speculative.py) "
+                             "takes text only; use a session without one")
         if self.model.visual is None:
             raise ValueError("the model has no vision tower loaded: model.visual = qwen.vision.load_vision(path) first")
         file = Path(path).expanduser()
@@ -66,8 +70,13 @@ class Session:
             raise FileNotFoundError(f"no image file at {file}{' (that is a folder)' if file.is_dir() else ''}")
         image = load_image(file)
         pixels, grid = preprocess(image, settings=settings)  # (N, 3·2·16·16), [[1, gh, gw]]
-        self.pending.append(dict(path=str(file), pixel_values=pixels, image_grid_thw=grid))
+        self.pending.append(dict(path=str(file), size=image.size, pixel_values=pixels, image_grid_thw=grid))
         return image.size, grid
+
+    def drop_pending(self) -> int:
+        """Forget the images attached to the next message; returns how many there were."""
+        dropped, self.pending = len(self.pending), []
+        return dropped
 
     def expand(self, ids, images):
         """The rendered ids with each image's one <|image_pad|> repeated once per merged token."""
@@ -95,6 +104,8 @@ class Session:
         reuse = self.kept_cache is not None and ids[:len(self.kept_ids)] == self.kept_ids
         cache = copy.deepcopy(self.kept_cache) if reuse else self.model.new_cache()
         new = ids[len(self.kept_ids):] if reuse else ids
+        starts = [i for i, t in enumerate(ids) if t == self.im_start]  # the last two: the reply's turn, the user's
+        reread = max(0, starts[-2] - len(self.kept_ids)) if reuse and len(starts) > 1 else 0  # the reply's tokens
         unread = self.pending if reuse else images  # the kept cache has read every earlier message's images
         pixels = {} if not unread else dict(pixel_values=torch.cat([i["pixel_values"] for i in unread]),
                                             image_grid_thw=torch.cat([i["image_grid_thw"] for i in unread]))
@@ -128,7 +139,8 @@ class Session:
         yield part, stream.flush()
 
         count = len(reply) + ended
-        stats = dict(prompt=len(new) + len(rest), reused=len(ids) - len(new), tokens=count, prefill_s=prefill_s,
+        stats = dict(prompt=len(new) + len(rest), reused=len(ids) - len(new), reread=reread, tokens=count,
+                     prefill_s=prefill_s,
                      cut=not ended, cut_thinking=not ended and part == "think",
                      image_tokens=new.count(self.model.visual.cfg.image_token_id) if unread else 0)
         if count > 1:
@@ -139,6 +151,18 @@ class Session:
         # the turn joins in one assignment, new lists and cache: nothing of it shows until it is all there
         self.messages, self.kept_ids, self.kept_cache, self.stats = messages + [message], ids, kept, stats
         self.images, self.pending = images, []
+        if "steps" in stats:  # after the join: a Ctrl-C here leaves the finished turn in place
+            stats["plain_tok_s"] = self.plain_speed(copy.deepcopy(kept), rest, sampling)
+
+    def plain_speed(self, cache, rest, sampling, steps=8):
+        """Tokens/s of plain decoding here and now: `steps` decode steps after `rest` on `cache` (a copy of this
+        turn's), the number a speculative turn's speed is compared with."""
+        tokens = generate(self.model, rest, steps + 1, sampling, stop=[], cache=cache)
+        next(tokens)  # the token of the prefill
+        start = time.perf_counter()
+        for _ in tokens:
+            pass
+        return steps / (time.perf_counter() - start)
 
     def reply_message(self, reply):
         """The reply as the conversation keeps it. Thinking, the reasoning (up to </think>) goes in its own field,

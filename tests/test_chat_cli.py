@@ -46,7 +46,7 @@ def test_scripted_session(synthetic):
     assert "weights in bf16 on cpu, 1 CPU thread" in out and "replies stop at 6 tokens (/limit N)" in out
     assert out.count("qwen> ") == 4  # four messages; the empty lines and the commands asked for nothing
     assert out.count("tokens/s") == 4 and "(new conversation)" in out and "(thinking on" in out
-    assert "'/think maybe' is not one of the commands: /reset, /think on|off|hide" in out
+    assert "'/think maybe' is not one of the commands: /image [PATH | drop], /reset, /think on|off|hide" in out
     assert "'/thinking on' is not one of the commands" in out and "'/nonsense' is not one of the commands" in out
     assert "(note: <|im_end|> in your message becomes the token itself, one id, not text" in out
     listed = out[out.rindex("  1 user"):]
@@ -265,7 +265,7 @@ def test_scripted_image_session_equals_generate(synthetic, tmp_path):
              "Hi\n")
     code, out, err = run_chat(stdin, "--temperature", "0", "--dtype", "fp32", "--presence-penalty", "0")
     assert code == 0 and "Traceback" not in err, err
-    assert "usage: /image PATH attaches the picture at PATH" in out
+    assert "(no pictures pending: /image PATH attaches one to your next message)" in out
     assert f"/image: no image file at {tmp_path / 'missing.png'}\n" in out
     assert f"/image: {notes} is not an image Pillow can read" in out
     assert "/image: image 1×300 is too thin: the processor accepts aspect ratios up to 200:1 (any size is then " \
@@ -350,9 +350,11 @@ def test_ctrl_c_keeps_the_attached_image(model, tok, synthetic, tmp_path, interr
 def test_image_refused_with_speculative_and_without_a_tower(model, tok, synthetic, tmp_path, capsys):
     pic = write_picture(tmp_path, 64, 64)
     stop = checkpoint_stop_tokens(synthetic)
-    image_command(chat_session(model, tok, stop, speculative=2), str(pic), synthetic)
-    assert capsys.readouterr().out == ("/image: images cannot go with --speculative yet (speculative decoding does "
-                                       "not take them): restart the chat without --speculative to attach one\n")
+    for arg in (str(pic), "", "drop"):  # attach, list, drop: one line each
+        image_command(chat_session(model, tok, stop, speculative=2), arg, synthetic)
+        assert capsys.readouterr().out == ("/image: pictures cannot go with --speculative (this chat's speculative "
+                                           "decoding takes text only): restart the chat without --speculative to "
+                                           "attach one\n")
     text_only = tmp_path / "text-only"
     text_only.mkdir()
     for f in synthetic.iterdir():

@@ -3,8 +3,11 @@
 Ctrl-C twice and Ctrl-D at the prompt. The chat runs in a child process on the synthetic checkpoint, through
 HARNESS below: a message that says PAUSE-PREFILL or PAUSE-DECODE makes that model call print <paused> and wait for
 Ctrl-C, so the interrupt lands where the test means it to, with no guessed sleeps.
-Run: pytest -q tests/test_chat_pty.py (POSIX only; two chat sessions, mostly their start-up)."""
+/help lists one command a line; /image piles pictures up for the next message, lists them and drops them;
+--speculative leaves /image out of what the chat offers, and says how its speed compares with plain decoding.
+Run: pytest -q tests/test_chat_pty.py (POSIX only; four chat sessions, mostly their start-up)."""
 import os
+import re
 import sys
 import threading
 import time
@@ -114,7 +117,8 @@ class Terminal:
 def test_typing_long_lines_and_a_paste(tmp_path):
     t = Terminal()
     banner = t.expect("you> ")
-    assert "a paste of several lines is one message" in banner and "\x1b[?2004h" in banner  # bracketed paste on
+    assert "\x1b[?2004h" in banner  # bracketed paste on
+    assert "a paste of several lines is one message" in t.turn("/help\r")
     long = "x" * 20000
     out = t.turn(long + "\r")
     assert out.count("qwen> ") == 1 and "tokens/s" in out
@@ -124,7 +128,7 @@ def test_typing_long_lines_and_a_paste(tmp_path):
     out = t.turn(paste + "\r")
     assert out.count("qwen> ") == 1  # one message, one reply
     out = t.turn("/thinking on\r")
-    assert "'/thinking on' is not one of the commands: /reset, /think on|off|hide" in out
+    assert "'/thinking on' is not one of the commands: /image [PATH | drop], /reset, /think on|off|hide" in out
     listed = t.turn("/history\r").splitlines()
     users = [line.split(None, 2)[2] for line in listed if line.split()[1:2] == ["user"]]
     assert users == ["20000 characters: " + repr("x" * 40) + "…", "5 characters: 'aYbZc'", "5 characters: 'aYbZc'",
@@ -164,9 +168,75 @@ def test_ctrl_c_in_prefill_and_in_decoding():
     listed = t.turn("/history\r")
     assert "'first'" in listed and "PAUSE" not in listed and "  3 " not in listed
     out = t.turn("third\r")
-    assert "tokens/s" in out and f", {kept} read from the cache]" in out  # the cache from before "second"
+    assert "tokens/s" in out and f", {kept} read from the cache; " in out  # the cache from before "second"
     assert "'third'" in t.turn("/history\r")
     t.send("\x04")
     t.expect("bye")
     assert t.exit_code() == 0
     assert "Traceback" not in t.out.decode(errors="replace")
+
+
+def printed(text):
+    """What the chat printed, one entry a line: the terminal's control sequences, the echo of the typed line (up to
+    the first line break) and blank lines left out."""
+    text = re.sub(r"\x1b\[[?0-9;]*[A-Za-z]", "", text).replace("\r", "")
+    return [line.rstrip() for line in text.split("\n")[1:] if line.strip() and line.strip() != "you>"]
+
+
+# every command the chat carries out (app/chat.py's command()), each given its own line in /help
+DISPATCHED = ["/image", "/reset", "/think", "/limit", "/history", "/help", "/quit"]
+
+
+def test_help_one_line_per_command_and_pending_pictures(tmp_path):
+    from PIL import Image
+
+    Image.new("RGB", (100, 70), (200, 30, 30)).save(tmp_path / "wide.png")
+    Image.new("RGB", (40, 40), (30, 30, 200)).save(tmp_path / "square.png")
+    t = Terminal()
+    banner = t.expect("you> ")
+    assert "commands: /image [PATH | drop], /reset, /think on|off|hide, /limit N, /history, /help, /quit" in banner
+    listed = [line.strip() for line in printed(t.turn("/help\r"))]
+    for name in DISPATCHED:
+        lines = [line for line in listed if line.split()[:1] == [name]]
+        assert lines, name
+        assert all(len(line.split("  ")) >= 2 for line in lines)  # usage, then what it does, on the same line
+    assert [line.split("  ")[0] for line in listed if line.startswith("/image")] == [
+        "/image PATH", "/image PATH --max-pixels N", "/image", "/image drop"]
+    assert "(no pictures pending" in t.turn("/image\r")
+    # by hand: 100 × 70 -> 320 × 224 (√(65536 / 7000) = 3.06, up to multiples of 32), 10 × 7 tokens; 40 × 40 ->
+    # 256 × 256, 8 × 8 tokens; together 134
+    assert "[image 320×224 → 70 tokens; resized from 100×70" in t.turn(f"/image {tmp_path / 'wide.png'}\r")
+    out = t.turn(f"/image {tmp_path / 'square.png'}\r")
+    assert "2 pictures pending for your next message, 134 image tokens" in out
+    assert [line.strip() for line in printed(t.turn("/image\r"))] == [
+        "pending for your next message: 2 pictures, 134 image tokens",
+        f"1. {tmp_path / 'wide.png'}: 100×70, read as 320×224: 70 image tokens",
+        f"2. {tmp_path / 'square.png'}: 40×40, read as 256×256: 64 image tokens", "(/image drop drops them)"]
+    assert "(2 pictures dropped; none pending)" in t.turn("/image drop\r")
+    assert "(no pictures pending" in t.turn("/image\r")
+    out = t.turn("hello\r")
+    assert "tokens/s" in out and "image tokens" not in out  # the message went without them
+    t.send("\x04")
+    t.expect("bye")
+    assert t.exit_code() == 0 and "Traceback" not in t.out.decode(errors="replace")
+
+
+def test_speculative_leaves_images_out(tmp_path):
+    from PIL import Image
+
+    Image.new("RGB", (40, 40)).save(tmp_path / "square.png")
+    t = Terminal("--speculative", "2")
+    banner = t.expect("you> ")
+    assert "commands: /reset, /think on|off|hide, /limit N, /history, /help, /quit;" in banner
+    assert "/image" not in banner
+    out = t.turn("/help\r")
+    assert "/image" not in out and "Pictures cannot go with --speculative: restart without it to attach one." in out
+    assert printed(t.turn(f"/image {tmp_path / 'square.png'}\r")) == [
+        "/image: pictures cannot go with --speculative (this chat's speculative decoding takes text only): restart "
+        "the chat without --speculative to attach one"]
+    out = t.turn("hello\r")
+    assert "[speculative, 2 guesses per step: " in out
+    assert "this draft slows decoding down" in out or "× plain decoding's" in out  # which one is the machine's
+    t.send("\x04")
+    t.expect("bye")
+    assert t.exit_code() == 0 and "Traceback" not in t.out.decode(errors="replace")
