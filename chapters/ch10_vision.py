@@ -25,7 +25,7 @@ Its notebook, notebooks/ch10_vision.ipynb, is written from this file by python n
 # ├── generate.py     ~ generate(..., images=(pixel_values, image_grid_thw))
 # └── chat.py         ~ an image content part renders as <|vision_start|><|image_pad|><|vision_end|>
 # book/
-# └── ch10.py         + this chapter's figures, the token bill, the real 0.8B's vision config
+# └── ch10.py         + this chapter's figures, the token bill, the vision notation (real values: qwen/sizes.py)
 # chapters/
 # └── ch10_vision.py  + this chapter's script
 # notebooks/

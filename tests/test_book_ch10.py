@@ -379,6 +379,16 @@ def test_each_exercise_is_tried_before_its_worked_solution():
     assert source.index("Try it first**: exercise 217") < source.index("Try it first**: exercise 218")
 
 
+def test_the_intro_names_the_real_widths():
+    """The intro says which widths are not real: the real 0.8B's C and d, from its config."""
+    from helpers import ROOT
+
+    source = (ROOT / "chapters" / "ch10_vision.py").read_text()
+    real = ch10.real_vision()
+    assert f"{real.hidden_size:,} and {real.out_hidden_size:,} in the real 0.8B" in " ".join(
+        line.removeprefix("# ") for line in source.splitlines())
+
+
 def test_the_help_is_whole_sentences():
     code, out, err = run_chapter("ch10_vision.py", "--help")
     assert code == 0, err
