@@ -3,9 +3,11 @@ learned position grid resampled to the image, the three rows of M-RoPE positions
 and the token bill of an image (how many tokens each size costs inside the pixel budget); the real Qwen3.5-0.8B's
 vision config, printed beside the checkpoint's.
 
-The patch grid, the positions and the token bill follow from the preprocessor settings and the config alone; the
-position grid figure shows the checkpoint's learned table (random in the synthetic checkpoint, and its title says
-so). Each figure function returns a matplotlib Figure.
+The patch grid, the positions and the token bill follow from the preprocessor settings and the config alone. The
+position grid figure shows a real checkpoint's learned table; the synthetic checkpoint's is random noise, so for it
+the chapter passes a smooth stand-in (smooth_standin), and the figure's titles say so. The real 0.8B's vision config
+lives in qwen/sizes.py (REAL_VISION_CONFIG, from public copies of the published config.json). Each figure function
+returns a matplotlib Figure.
 """
 import math
 
@@ -15,7 +17,7 @@ from qwen.config import VisionConfig
 from qwen.hub import ModelNotFound
 from qwen.image import smart_resize
 from qwen.sizes import (
-    REAL_VISION_CONFIG as REAL_VISION,  # public copies of the published config.json
+    REAL_VISION_CONFIG as REAL_VISION,  # config.json's vision_config, as public copies of the published file give it
     numel,
     vision_shapes,
 )
@@ -23,7 +25,8 @@ from qwen.weights import Weights
 
 
 def real_vision():
-    """The real 0.8B's vision config as the VisionConfig the tower takes (placeholder ids: the config's defaults)."""
+    """The real 0.8B's vision config (qwen/sizes.py's REAL_VISION_CONFIG) as the VisionConfig the tower takes; the
+    placeholder token ids, which it leaves out, are VisionConfig's defaults."""
     return VisionConfig(**REAL_VISION)
 
 
@@ -83,8 +86,9 @@ def merge_row(r, c, gw, m=2):
 
 
 def token_bill(sizes, settings):
-    """For each (width, height): (width, height, resized width, resized height, patches, tokens) under the pixel
-    budget and rounding of `settings` (qwen.image.smart_resize)."""
+    """For each (width, height) of an original image: (width, height, resized width, resized height, patches,
+    tokens), with the resized size from qwen.image.smart_resize under `settings` (nearest multiples of P · m, then
+    the pixel budget), patches = (resized height / P) · (resized width / P), tokens = patches / m²."""
     rows = []
     for width, height in sizes:
         h, w = smart_resize(height, width, settings)
@@ -139,10 +143,23 @@ def patch_grid(pixels, patch_size=16, merge_size=2, zoom=(3, 4)):
     return fig
 
 
-def position_grid(table, resampled, synthetic):
-    """The learned position table (side², C) and the same table resampled to the image's grid (gh, gw, C), both
-    projected on the table's first principal component (a linear map, so it commutes with the resampling). Dots on
-    the left: where each of the gh × gw patches reads the table (corners aligned)."""
+def smooth_standin(side, width, waves=3, seed=0):
+    """A (side², width) stand-in for a learned position table, for checkpoints whose table is random: each of its
+    `width` channels is a random mix of the low-frequency waves cos(π a r / (side − 1)) · cos(π b c / (side − 1)),
+    a, b < `waves`, over row r and column c, so neighbouring positions get nearby vectors, as a trained ViT's do. No
+    checkpoint's weights: the figure that draws it says so."""
+    g = torch.Generator().manual_seed(seed)
+    basis = torch.cos(torch.arange(waves)[:, None] * torch.linspace(0, math.pi, side))  # (waves, side)
+    k = torch.arange(waves)
+    coef = torch.randn(waves, waves, width, generator=g) / (1 + k[:, None, None] + k[None, :, None])  # (a, b, width)
+    return torch.einsum("ar,bc,abw->rcw", basis, basis, coef).reshape(side * side, width)
+
+
+def position_grid(table, resampled, standin=False):
+    """The position table (side², C) and the same table resampled to the image's grid (gh, gw, C), both projected
+    on the table's first principal component (a linear map, so it commutes with the resampling). Dots on the left:
+    where each of the gh × gw patches reads the table (corners aligned). standin: the table is smooth_standin's,
+    not a checkpoint's learned one, and every title says so."""
     import matplotlib.pyplot as plt
 
     table, resampled = table.float(), resampled.float()
@@ -153,18 +170,20 @@ def position_grid(table, resampled, synthetic):
     gh, gw = resampled.shape[:2]
     right = (resampled - mean) @ direction  # (gh, gw)
     lo, hi = float(left.min()), float(left.max())
+    what = "a smooth stand-in, not learned" if standin else "the learned table"
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 5.6), layout="constrained")
     ax0.imshow(left.numpy(), cmap="coolwarm", vmin=lo, vmax=hi)
     ys, xs = torch.meshgrid(torch.linspace(0, side - 1, gh), torch.linspace(0, side - 1, gw), indexing="ij")
     ax0.plot(xs.flatten().numpy(), ys.flatten().numpy(), ".", color="black", ms=1.2)
-    ax0.set(title=f"the learned table: {side} × {side} positions (pos_embed, {table.shape[0]:,} rows)\n"
+    ax0.set(title=f"{what}: {side} × {side} positions ({table.shape[0]:,} rows, like pos_embed)\n"
                   f"dots: where the {gh} × {gw} patches of the image sample it", xlabel="column", ylabel="row")
     image = ax1.imshow(right.numpy(), cmap="coolwarm", vmin=lo, vmax=hi)
     ax1.set(title=f"resampled bilinearly (corners aligned) to the image's {gh} × {gw} patches",
             xlabel="patch column", ylabel="patch row")
     fig.colorbar(image, ax=ax1, shrink=0.8, label="first principal component of the table")
-    fig.suptitle("The position embedding: one learned grid for every image size" +
-                 (" (synthetic weights: random, no structure)" if synthetic else ""))
+    fig.suptitle("The position embedding: one grid for every image size, resampled" +
+                 ("\nA STAND-IN (random low-frequency waves), not a checkpoint's weights: the synthetic checkpoint's "
+                  "table is random noise" if standin else ""))
     return fig
 
 
@@ -194,10 +213,17 @@ def mrope_rows(positions, image, title=""):
     return fig
 
 
+# where a mark's label may go, tried in turn until it overlaps no label placed before: (dx, dy) points, alignment
+LABEL_SPOTS = ((6, -4, "left", "top"), (6, 4, "left", "bottom"), (-6, 4, "right", "bottom"),
+               (-6, -4, "right", "top"), (6, -16, "left", "top"), (-6, -16, "right", "top"))
+
+
 def token_bill_figure(settings, marks=()):
-    """Tokens an image costs against its pixel count, for four aspect ratios, on log scales: flat at the minimum
-    (small images are enlarged), then proportional to the pixels, then flat at the maximum (large ones are shrunk).
-    marks: (width, height) sizes to label."""
+    """Tokens an image costs against its pixel count, for four aspect ratios, on log scales. Small images are
+    enlarged to at least min_pixels (rounding up: a little above the least token count, 72 for 100 × 80), large ones
+    shrunk to at most max_pixels (rounding down: a little under the most), and in between one token per P·m × P·m
+    pixels after the rounding. marks: (width, height) sizes to label; two sizes with the same pixel count (512 × 600
+    and 640 × 480) land on the same spot, so each label takes the first place in LABEL_SPOTS free of the others."""
     import matplotlib.pyplot as plt
 
     m2 = settings.merge_size ** 2
@@ -208,9 +234,6 @@ def token_bill_figure(settings, marks=()):
         sizes = [(L, max(1, round(L * b / a))) for L in longs]
         rows = token_bill(sizes, settings)
         ax.plot([w * h for w, h, *_ in rows], [r[-1] for r in rows], color=colour, lw=1.3, label=f"{a}:{b}")
-    for w, h, *_, tokens in token_bill(marks, settings):
-        ax.plot([w * h], [tokens], "o", color="black", ms=4)
-        ax.annotate(f"{w}×{h}: {tokens:,}", (w * h, tokens), textcoords="offset points", xytext=(6, -10), fontsize=8)
     lo, hi = settings.min_pixels // per_token, settings.max_pixels // per_token
     ax.axhline(lo, color="gray", ls="--", lw=1)
     ax.axhline(hi, color="gray", ls="--", lw=1)
@@ -223,4 +246,24 @@ def token_bill_figure(settings, marks=()):
            title=f"The token bill of an image: one token per {settings.factor} × {settings.factor} pixels after "
                  f"resizing into the budget")
     ax.legend(title="aspect ratio", loc="lower right")
+    bill = token_bill(marks, settings)
+    for w, h, *_, tokens in bill:
+        ax.plot([w * h], [tokens], "o", color="black", ms=4)
+    fig.canvas.draw()  # the layout and the axes' limits are final: the labels' extents can be measured
+    renderer = fig.canvas.get_renderer()
+    placed = [text.get_window_extent(renderer) for text in ax.texts]  # the budget's two notes
+    for w, h, *_, tokens in bill:
+        for dx, dy, ha, va in LABEL_SPOTS:
+            label = ax.annotate(f"{w}×{h}: {tokens:,}", (w * h, tokens), textcoords="offset points", xytext=(dx, dy),
+                                ha=ha, va=va, fontsize=8)
+            label.set_in_layout(False)
+            box = label.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in placed):
+                break
+            label.remove()
+        else:  # no spot free: the first one (a test holds the chapter's sizes to a free spot each)
+            label = ax.annotate(f"{w}×{h}: {tokens:,}", (w * h, tokens), textcoords="offset points",
+                                xytext=LABEL_SPOTS[0][:2], ha=LABEL_SPOTS[0][2], va=LABEL_SPOTS[0][3], fontsize=8)
+            box = label.get_window_extent(renderer)
+        placed.append(box)
     return fig

@@ -1,5 +1,7 @@
-"""Chapter 10: the vision tower by hand — a photo becomes tokens, M-RoPE gets its three axes, and the same decoder
-reads a picture.
+"""Chapter 10: the vision tower by hand — a photo becomes tokens that the decoder of chapters 1–9 reads.
+
+The tower cuts the picture into patches, embeds and merges them into tokens of the text width, and M-RoPE gives
+them three position axes (time, row, column).
 
 Run: python chapters/ch10_vision.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
 Its notebook, notebooks/ch10_vision.ipynb, is written from this file by python notebooks/sync.py.
@@ -23,7 +25,7 @@ Its notebook, notebooks/ch10_vision.ipynb, is written from this file by python n
 # ├── generate.py     ~ generate(..., images=(pixel_values, image_grid_thw))
 # └── chat.py         ~ an image content part renders as <|vision_start|><|image_pad|><|vision_end|>
 # book/
-# └── ch10.py         + this chapter's figures, the token bill, the real 0.8B's vision config
+# └── ch10.py         + this chapter's figures, the token bill, the vision notation (real values: qwen/sizes.py)
 # chapters/
 # └── ch10_vision.py  + this chapter's script
 # notebooks/
@@ -34,7 +36,11 @@ Its notebook, notebooks/ch10_vision.ipynb, is written from this file by python n
 #
 # The command line runs the same code: `python chapters/ch10_vision.py` (`--figures` saves the figures, `--proof`
 # compares with transformers). With the synthetic checkpoint the tower has the real 0.8B's layout and depth with
-# narrow widths and random weights: every shape and step is real, every number it computes from the weights is not.
+# narrow widths and random weights. Real there: every step, and every shape that follows from the image and the
+# preprocessor settings (the resize, the patches, `pixel_values`, the token count, the positions). Not real: the
+# widths (the tower's C and the text's d, 768 and 1,024 in the real 0.8B, are far narrower here), so every shape
+# that has one of them, and every number computed from the weights. Where they differ, the real 0.8B's value is
+# printed beside this checkpoint's.
 
 # %%
 import sys
@@ -109,9 +115,12 @@ for name, x in ((own, s),
 # The tower cuts the image into P × P patches (P = 16) and its merger later joins m × m neighbouring patches (m = 2)
 # into one token, so both sides must be multiples of P · m = 32. `smart_resize` rounds each side to the nearest
 # multiple of 32 (Python's `round`, which sends halves to the even neighbour: 10.5 → 10, 11.5 → 12), keeping the
-# aspect ratio as well as it can. If the result has more pixels than the budget allows, both sides are scaled by
-# the same factor β = √(pixels / max_pixels) and rounded *down*; if fewer than the minimum, scaled up by
-# √(min_pixels / pixels) and rounded *up*. The photo:
+# aspect ratio as well as it can. Only that rounded size is checked against the budget. If it has more pixels than
+# max_pixels, it is dropped and the *original* sides H and W are divided by β = √(H · W / max_pixels) (the original
+# pixel count, not the rounded one), each rounded *down* to a multiple of 32 (at least 32); if it has fewer than
+# min_pixels, the original sides are multiplied by β = √(min_pixels / (H · W)), each rounded *up*. Rounding down
+# keeps a shrunk image within max_pixels, rounding up keeps an enlarged one at min_pixels or more. This is the rule
+# of transformers' `smart_resize`; ours adds one clear error for an image too thin to fit. The photo:
 
 # %%
 f = s.factor
@@ -232,8 +241,15 @@ print(f"real Qwen3.5-0.8B: kernel ({real.hidden_size}, {real.in_channels}, {real
 # %%
 table = tower.pos_embed.weight.float().cpu()  # (side², C)
 side = int(table.shape[0] ** 0.5)
-raster = F.interpolate(table.T.reshape(1, C, side, side), size=(gh, gw), mode="bilinear", align_corners=True)
-raster = raster[0].permute(1, 2, 0)  # (gh, gw, C), in reading order
+
+
+def resample(t):
+    """(side², C) grid -> (gh, gw, C) in reading order: bilinear, corners aligned."""
+    out = F.interpolate(t.T.reshape(1, -1, side, side), size=(gh, gw), mode="bilinear", align_corners=True)
+    return out[0].permute(1, 2, 0)
+
+
+raster = resample(table)  # (gh, gw, C)
 r, c = 5, 7  # one patch, away from the corners
 yy, xx = (side - 1) * r / (gh - 1), (side - 1) * c / (gw - 1)
 y0, x0 = int(yy), int(xx)
@@ -247,8 +263,18 @@ print(f"the corners are the grid's corners: {torch.equal(raster[0, 0], grid2d[0,
       f"{torch.allclose(raster[-1, -1], grid2d[-1, -1], atol=1e-6)}; "
       f"in the merge order it is the tower's table: {torch.allclose(merge_order(raster, m), theirs, atol=1e-6)}")
 
+# %% [markdown]
+# The figure projects every vector on the table's first principal component (one number per position), the learned
+# grid on the left, the image's resampled grid on the right. In a trained ViT the learned position vectors vary
+# smoothly: neighbouring positions get similar vectors, with a visible row and column structure (Dosovitskiy et al.,
+# *An Image is Worth 16x16 Words*, 2021, figure 7). The synthetic checkpoint's table is random noise, with nothing to
+# see, so on it the figure draws a **stand-in**, labelled so: a table of the same shape made of random
+# low-frequency waves over rows and columns, resampled by the same rule. With a real checkpoint it draws the real
+# table.
+
 # %%
-book.show("ch10-positions", ch10.position_grid, table, raster, SYNTHETIC)
+shown = ch10.smooth_standin(side, C) if SYNTHETIC else table  # random weights: a stand-in, labelled so
+book.show("ch10-positions", ch10.position_grid, shown, resample(shown), SYNTHETIC)
 
 # %% [markdown]
 # ## 6. Positions II: the 2-D rotary embedding
@@ -276,8 +302,10 @@ def score(q, k, a, b):
 
 
 q, k = torch.randn(Dh), torch.randn(Dh)
-print(f"Dh = {Dh}: {Dh // 4} frequencies per axis, θ = {vcfg.rope_theta:g} (real Qwen3.5-0.8B: Dh = "
-      f"{real.hidden_size // real.num_heads}, {real.hidden_size // real.num_heads // 4})")
+real_dh = real.hidden_size // real.num_heads
+print(f"a head of Dh = {Dh} dims is {Dh // 2} rotate-half pairs: {Dh // 4} turned by the row, {Dh // 4} by the column, "
+      f"at {Dh // 4} frequencies per axis, θ = {vcfg.rope_theta:g} (real Qwen3.5-0.8B: Dh = {real_dh}, "
+      f"{real_dh // 2} pairs, {real_dh // 4} frequencies per axis)")
 print(f"q·k at patches (2, 3) and (4, 1): {score(q, k, (2, 3), (4, 1)):+.6f}; both moved by (3, 5): "
       f"{score(q, k, (5, 8), (7, 6)):+.6f}; moved apart instead: {score(q, k, (2, 3), (9, 1)):+.6f}")
 
@@ -301,68 +329,12 @@ print(f"both in one call vs one call each: max |diff| = {float((both - alone).ab
       f"(outputs up to {float(alone.abs().max()):.2f}{TAG})")
 
 # %% [markdown]
-# ## 8. The merger: 2 × 2 patches → one token of the text width
-# After the last block, the merger LayerNorms every patch (C), puts the 4 patches of each 2 × 2 block side by side
-# (4C: rows 4k … 4k + 3 of the patch order), and maps them through Linear(4C, 4C), the exact GELU, Linear(4C, d) to
-# the text model's width d. The whole tower, step by step, with its shapes, against one call of the finished tower:
-
-# %%
-xs = tower.patch_embed(pixel_values.to(dev, tower.pos_embed.weight.dtype))  # (N, C)
-print(f"pixel_values {tuple(pixel_values.shape)} -> patch embedding {tuple(xs.shape)}")
-xs = xs + tower.positions(gh, gw).to(xs.dtype)  # + the resampled position grid
-rot_cos, rot_sin = tower.rotary(gh, gw, xs.device)  # (N, Dh) each, fp32: q and k are turned in fp32
-for block in tower.blocks:
-    xs = block(xs, rot_cos, rot_sin, [gh * gw])  # (N, C); [gh · gw]: one image, attending to itself
-print(f"after {len(tower.blocks)} blocks {tuple(xs.shape)}")
-joined = tower.merger.norm(xs).reshape(-1, m * m * C)  # (N/4, 4C)
-print(f"merger: LayerNorm, then {m * m} rows side by side {tuple(joined.shape)}")
-merged = tower.merger.linear_fc2(F.gelu(tower.merger.linear_fc1(joined)))  # (N/4, d)
-image_tokens = tower(pixel_values.to(dev), grid)
-print(f"-> Linear, GELU, Linear {tuple(merged.shape)}: {merged.shape[0]} tokens of width d = {merged.shape[1]}; "
-      f"max |by hand − tower| = {float((merged - image_tokens).abs().max()):.1e}{TAG}")
-real_h, real_w = smart_resize(photo.height, photo.width, published)  # the photo under the real 0.8B's settings
-real_n, real_m2 = (real_h // real.patch_size) * (real_w // real.patch_size), real.spatial_merge_size ** 2
-print(f"real Qwen3.5-0.8B: ({real_n}, {real_width}) -> ({real_n}, {real.hidden_size}) through {real.depth} blocks -> "
-      f"({real_n // real_m2}, {real_m2 * real.hidden_size}) -> ({real_n // real_m2}, {real.out_hidden_size})")
-
-# %% [markdown]
-# **Try it first**: exercise 218 is the merger (`python practice/judge.py start 218`, or the cell below); its named
-# mistakes: merging the wrong neighbours (4 patches of reading order, which are not a 2 × 2 block), and the norm
-# after the merge instead of on each patch before it.
-
-# %%
-def patch_merger(x, image_grid_thw, weights):
-    raise NotImplementedError  # your code: (N, C) patches in the merge order -> (N/4, d) tokens
-
-
-book.attempt(218, patch_merger)
-
-# %% [markdown]
-# ### The finished tower: `qwen/vision.py`
-
-# %%
-book.listing("qwen/vision.py", "PatchProjection", "VisionAttention", "VisionBlock", "PatchMerger", "VisionTower")
-
-# %% [markdown]
-# - **`PatchProjection`** keeps the stored Conv3d kernel and multiplies by it flattened (section 4).
-# - **`VisionAttention`** splits `qkv` into q, k, v of `heads` heads, turns q and k by the 2-D angles (in fp32), and
-#   runs the softmax over each image's patches alone: the `lengths` list cuts the sequence per image (per frame, for
-#   a video). Each image's q, k and v go to `scaled_dot_product_attention` as 4-D (1, heads, n, Dh) tensors, and
-#   that matters: torch's fused kernels (flash attention on the CPU; flash or memory-efficient attention on CUDA) walk
-#   the keys in blocks and never store the n × n scores, but they take only 4-D inputs. Given 3-D (heads, n, Dh),
-#   torch falls back to its plain kernel, which stores them: a 4096² image has 65,536 patches, and its scores would
-#   take 65,536² × 4 bytes = 16 GiB per head in fp32.
-# - **`VisionTower.forward`** embeds, adds the resampled positions, runs the blocks, merges. Its output is every
-#   image's tokens one after another: (Σ N / 4, d).
-#
-# Unlike Qwen3-VL, Qwen3.5 has no "deepstack": only the last block's output goes to the text model (the real configs
-# list `deepstack_visual_indexes: []`).
-#
-# ## 9. Placing the image in the text
+# ## 8. Placing the image in the text
 # In the prompt an image is three kinds of special tokens: `<|vision_start|>`, then one `<|image_pad|>` per merged
 # token, then `<|vision_end|>`. The chat format writes a single pad for an image content part;
 # `expand_image_tokens` repeats it as many times as the image has tokens. The model embeds the ids as usual, and
-# replaces the rows at the pads by the merger's outputs, in order. The ids come from the checkpoint's config:
+# replaces the rows at the pads by the merger's outputs, in order (section 10 builds the merger; all that counts
+# here is how many tokens it makes: one per 2 × 2 block of patches). The ids come from the checkpoint's config:
 
 # %%
 tok = load_tokenizer(args.path)
@@ -378,7 +350,7 @@ print(f"{len(tok.encode(text))} tokens with one pad -> {len(ids)} with {ids.coun
       f"(tokens {first} … {last}), one per merged token of the {gh} × {gw} patch grid")
 
 # %% [markdown]
-# ## 10. Positions III: M-RoPE with three different rows
+# ## 9. Positions III: M-RoPE with three different rows
 # Chapter 4 built M-RoPE and noted that for text its three position rows (t, h, w) are equal, so it is plain RoPE.
 # An image is where they differ. Following transformers' `get_rope_index`: text tokens count on as usual, the same
 # number on all three rows. The image's tokens all start from p, the position the next text token would have had;
@@ -432,6 +404,67 @@ print(f"mrope_section {cfg.mrope_section}: axis per frequency {axes} (real Qwen3
       f"{int(real_text.head_dim * real_text.partial_rotary_factor) // 2} frequencies)")
 print(f"tokens whose angles equal plain RoPE at their t position: {int(same.sum())} of {len(ids)}; the "
       f"{len(ids) - int(same.sum())} others are the image's tokens but its first, whose row and column offsets are 0")
+
+# %% [markdown]
+# ## 10. The merger: 2 × 2 patches → one token of the text width
+# After the last block, the merger LayerNorms every patch (C), puts the 4 patches of each 2 × 2 block side by side
+# (4C: rows 4k … 4k + 3 of the patch order), and maps them through Linear(4C, 4C), the exact GELU, Linear(4C, d) to
+# the text model's width d.
+#
+# **Try it first**: exercise 218 is the merger (`python practice/judge.py start 218`, or the cell below); its named
+# mistakes: merging the wrong neighbours (4 patches of reading order, which are not a 2 × 2 block), and the norm
+# after the merge instead of on each patch before it.
+
+# %%
+def patch_merger(x, image_grid_thw, weights):
+    raise NotImplementedError  # your code: (N, C) patches in the merge order -> (N/4, d) tokens
+
+
+book.attempt(218, patch_merger)
+
+# %% [markdown]
+# The worked solution: the whole tower step by step, with its shapes, and the merger by hand at the end, against one
+# call of the finished tower:
+
+# %%
+xs = tower.patch_embed(pixel_values.to(dev, tower.pos_embed.weight.dtype))  # (N, C)
+print(f"pixel_values {tuple(pixel_values.shape)} -> patch embedding {tuple(xs.shape)}")
+xs = xs + tower.positions(gh, gw).to(xs.dtype)  # + the resampled position grid
+rot_cos, rot_sin = tower.rotary(gh, gw, xs.device)  # (N, Dh) each, fp32: q and k are turned in fp32
+for block in tower.blocks:
+    xs = block(xs, rot_cos, rot_sin, [gh * gw])  # (N, C); [gh · gw]: one image, attending to itself
+print(f"after {len(tower.blocks)} blocks {tuple(xs.shape)}")
+joined = tower.merger.norm(xs).reshape(-1, m * m * C)  # (N/4, 4C)
+print(f"merger: LayerNorm, then {m * m} rows side by side {tuple(joined.shape)}")
+merged = tower.merger.linear_fc2(F.gelu(tower.merger.linear_fc1(joined)))  # (N/4, d)
+image_tokens = tower(pixel_values.to(dev), grid)
+print(f"-> Linear, GELU, Linear {tuple(merged.shape)}: {merged.shape[0]} tokens of width d = {merged.shape[1]}; "
+      f"max |by hand − tower| = {float((merged - image_tokens).abs().max()):.1e}{TAG}")
+real_h, real_w = smart_resize(photo.height, photo.width, published)  # the photo under the real 0.8B's settings
+real_n, real_m2 = (real_h // real.patch_size) * (real_w // real.patch_size), real.spatial_merge_size ** 2
+print(f"real Qwen3.5-0.8B: ({real_n}, {real_width}) -> ({real_n}, {real.hidden_size}) through {real.depth} blocks -> "
+      f"({real_n // real_m2}, {real_m2 * real.hidden_size}) -> ({real_n // real_m2}, {real.out_hidden_size})")
+
+# %% [markdown]
+# ### The finished tower: `qwen/vision.py`
+
+# %%
+book.listing("qwen/vision.py", "PatchProjection", "VisionAttention", "VisionBlock", "PatchMerger", "VisionTower")
+
+# %% [markdown]
+# - **`PatchProjection`** keeps the stored Conv3d kernel and multiplies by it flattened (section 4).
+# - **`VisionAttention`** splits `qkv` into q, k, v of `heads` heads, turns q and k by the 2-D angles (in fp32), and
+#   runs the softmax over each image's patches alone: the `lengths` list cuts the sequence per image (per frame, for
+#   a video). Each image's q, k and v go to `scaled_dot_product_attention` as 4-D (1, heads, n, Dh) tensors, and
+#   that matters: torch's fused kernels (flash attention on the CPU; flash or memory-efficient attention on CUDA) walk
+#   the keys in blocks and never store the n × n scores, but they take only 4-D inputs. Given 3-D (heads, n, Dh),
+#   torch falls back to its plain kernel, which stores them: a 4096² image has 65,536 patches, and its scores would
+#   take 65,536² × 4 bytes = 16 GiB per head in fp32.
+# - **`VisionTower.forward`** embeds, adds the resampled positions, runs the blocks, merges. Its output is every
+#   image's tokens one after another: (Σ N / 4, d).
+#
+# Unlike Qwen3-VL, Qwen3.5 has no "deepstack": only the last block's output goes to the text model (the real configs
+# list `deepstack_visual_indexes: []`).
 
 # %% [markdown]
 # ## 11. The token bill
@@ -492,15 +525,20 @@ print(f"greedy reply{' (synthetic weights: random tokens)' if SYNTHETIC else ''}
 #   the mean and std be the checkpoint's own?
 #
 # ## Show the proof
-# transformers on the same checkpoint: its image processor for Qwen3.5 (`Qwen2VLImageProcessorPil`) on the photo,
-# `Qwen3_5VisionModel` with the same weights on the same `pixel_values`, and `get_rope_index` on the same ids. The
+# transformers on the same checkpoint: its image processor for Qwen3.5 on the photo, `Qwen3_5VisionModel` with the
+# same weights on the same `pixel_values`, and `get_rope_index` on the same ids. transformers has two image
+# processors for Qwen3.5 and picks the torchvision one, `Qwen2VLImageProcessor`, whenever torchvision is installed
+# (the published `preprocessor_config.json` names it, as `Qwen2VLImageProcessorFast`); without torchvision it falls
+# back to the PIL one, `Qwen2VLImageProcessorPil`, which is the one compared here: PyPI's torchvision does not work
+# beside the CPU build of torch the tests run on. Both have the resize rule of section 2 and the patch order of
+# section 3. The
 # preprocessing and the positions are integer bookkeeping and float32 operations in the same order: exactly equal.
 # The tower in fp32 differs by the order of the sums (a Conv3d against a matrix product, different attention
 # kernels), a few millionths of the output's scale.
 
 # %%
 def compare(transformers, path, tower, image, pixel_values, grid, ids, pos):
-    from transformers import AutoConfig, Qwen2VLImageProcessorPil
+    from transformers import AutoConfig, Qwen2VLImageProcessorPil  # the PIL class: torchvision is not needed
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5Model, Qwen3_5VisionModel
 
     transformers.logging.set_verbosity_error()
@@ -516,7 +554,8 @@ def compare(transformers, path, tower, image, pixel_values, grid, ids, pos):
         print("(no preprocessor_config.json: the image processor is given Qwen3.5's published values and the vision "
               "config's patch, merge and frames)")
     ref = processor(images=[image], return_tensors="pt")
-    print(f"image processor: pixel_values equal {torch.equal(ref['pixel_values'], pixel_values)}, "
+    print(f"image processor (Qwen2VLImageProcessorPil): pixel_values equal "
+          f"{torch.equal(ref['pixel_values'], pixel_values)}, "
           f"image_grid_thw equal {torch.equal(ref['image_grid_thw'], grid)}")
     theirs = Qwen3_5VisionModel(config.vision_config).eval()
     theirs.load_state_dict({k: v.float().cpu() for k, v in tower.state_dict().items()})
@@ -570,7 +609,7 @@ ch10.vision_notation(vcfg, "synthetic checkpoint" if SYNTHETIC else "this checkp
 # 216 · Patchify: an image as rows of patches (reading order instead of 2 × 2 blocks, channels last, the temporal
 # repeat missing); 217 · the 3-D M-RoPE positions of text and images (text after the image counted from the token
 # count, h and w swapped); 218 · the patch merger: 2 × 2 patches, one text token (the wrong neighbours merged, the
-# norm after the merge). `python practice/judge.py start 216` (217, 218), or their cells in sections 3, 10 and 8.
+# norm after the merge). `python practice/judge.py start 216` (217, 218), or their cells in sections 3, 9 and 10.
 
 # %%
 book.attempt(216)

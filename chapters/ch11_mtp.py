@@ -465,8 +465,8 @@ def distance(ours, plain, kind):
 
 with Rollback(model, spec) as rollback:
     model(verify, cache=spec)
-print(f"before the rollback, the DeltaNet states (holding d_2, d_3 too) are {distance(spec, plain_cache, 'state'):.2f}"
-      f" of their scale from the plain ones{TAG}")
+print(f"before the rollback, the DeltaNet states (holding d_2, d_3 too) differ from the plain ones by "
+      f"{distance(spec, plain_cache, 'state'):.0%} of their scale{TAG}")
 rollback.keep(2)
 KINDS = ("k", "v", "conv", "state")
 print(f"after Rollback.keep(2): lengths {spec.length} and {plain_cache.length}; largest difference, relative to the "

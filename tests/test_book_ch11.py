@@ -128,7 +128,7 @@ def test_chapter_prints_the_real_numbers(chapter_outputs):
         assert f"k = {k}: + kept inputs {18 * (k + 1) * d * 2 / 2 ** 20:.2f} MiB; a state per verified position " \
                f"instead: {(k + 1) * 18 * state / 2 ** 20:.1f} MiB" in out
     assert f"{18 * 10_543_264:,} weights, {18 * 10_543_264 / 752_393_024:.0%} of the model's" in out
-    before = float(re.search(r"before the rollback, the DeltaNet states .* are (\S+) of their scale", out).group(1))
+    before = float(re.search(r"before the rollback, the DeltaNet states .* by (\d+)% of their scale", out)[1]) / 100
     after = dict(re.findall(r"(k|v|conv|state) ([\d.e+-]+)", out.split("after Rollback.keep(2): ")[1].split("\n")[0]))
     both = dict(re.findall(r"(k|v|conv|state) ([\d.e+-]+)",
                            out.split("in one plain forward, against one at a time: ")[1].split("\n")[0]))

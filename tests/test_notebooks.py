@@ -37,7 +37,7 @@ FIGURES = {
     "ch08_model": {"ch08-map": False, "ch08-pattern": False, "ch08-residual": True, "ch08-lens": True,
                    "ch08-shares": True},
     "ch09_generate": {"ch09-map": False, "ch09-sampling": True, "ch09-prefill-decode": True, "ch09-cache": False},
-    "ch10_vision": {"ch10-map": False, "ch10-patches": False, "ch10-positions": True, "ch10-mrope": False,
+    "ch10_vision": {"ch10-map": False, "ch10-patches": False, "ch10-positions": False, "ch10-mrope": False,
                     "ch10-bill": False},
     "ch11_mtp": {"ch11-map": False, "ch11-loop": True, "ch11-rollback": False, "ch11-speedup": True},
 }

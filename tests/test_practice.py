@@ -522,9 +522,9 @@ def test_209_cached_step_equals_the_whole_sequence_and_transformers():
 # ---------------------------------------------------------------- 216-218: the vision tower's pieces (chapter 10)
 
 def test_216_oracle_equals_the_image_processors_patchify():
-    """Every case's pixel_values and grid are what transformers' Qwen2VLImageProcessorPil (the processor Qwen3.5
-    uses) writes for the same pixels and settings, bit for bit; tests/test_vision.py holds qwen/image.py to the whole
-    processor (resize, rescale, normalise, patchify) on real images."""
+    """Every case's pixel_values and grid are what transformers' Qwen2VLImageProcessorPil (Qwen3.5's image
+    processor without torchvision) writes for the same pixels and settings, bit for bit; tests/test_vision.py holds
+    qwen/image.py to the whole processor (resize, rescale, normalise, patchify) on real images."""
     from transformers import Qwen2VLImageProcessorPil
 
     processor = Qwen2VLImageProcessorPil()

@@ -1,7 +1,8 @@
 """Problem 216: cases and oracle (the known mistakes are in mistakes.toml).
 
 Oracle: qwen/image.py's patchify, which tests/test_vision.py proves bit-exact against transformers'
-Qwen2VLImageProcessorPil (the processor AutoImageProcessor picks for Qwen3.5) on whole images, and
+Qwen2VLImageProcessorPil (the PIL class AutoImageProcessor falls back to for Qwen3.5 without torchvision; the
+torchvision class writes the same patch order) on whole images, and
 tests/test_practice.py against that processor's own patchify on every case here. Patchifying only moves numbers,
 so every case is exact.
 """
