@@ -1,5 +1,5 @@
-"""qwen/image.py and qwen/vision.py against transformers (the oracle): the image processor Qwen3.5 uses
-(Qwen2VLImageProcessorPil), Qwen3_5VisionModel, Qwen3_5Model.get_rope_index and get_placeholder_mask.
+"""qwen/image.py and qwen/vision.py against transformers (the oracle): Qwen3.5's image processor without
+torchvision (Qwen2VLImageProcessorPil, transformers' fallback when torchvision is absent), Qwen3_5VisionModel, Qwen3_5Model.get_rope_index and get_placeholder_mask.
 
 Tolerances. Preprocessing: exact (the same float32 operations in the same order). Tower in fp32: 1e-5 of the output's
 scale (max |x|); measured 7e-7 on the small configs, 3e-6 on the synthetic checkpoint. Tower in bf16, in bf16 steps
@@ -49,7 +49,7 @@ def reference_processor(s):
 
 # ---------------------------------------------------------------------------------------------------- preprocessing
 
-def test_the_oracle_is_the_processor_qwen3_5_uses():
+def test_the_oracle_is_qwen3_5s_processor_without_torchvision():
     from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
 
     assert IMAGE_PROCESSOR_MAPPING_NAMES["qwen3_5"]["pil"] == "Qwen2VLImageProcessorPil"
