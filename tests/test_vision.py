@@ -1,6 +1,6 @@
 """qwen/image.py and qwen/vision.py against transformers (the oracle): Qwen3.5's image processor without
-torchvision (Qwen2VLImageProcessorPil, transformers' fallback when torchvision is absent), Qwen3_5VisionModel, Qwen3_5Model.get_rope_index and
-get_placeholder_mask.
+torchvision (Qwen2VLImageProcessorPil, transformers' fallback when torchvision is absent), Qwen3_5VisionModel,
+Qwen3_5Model.get_rope_index and get_placeholder_mask.
 
 Tolerances. Preprocessing: exact (the same float32 operations in the same order). Tower in fp32: 1e-5 of the output's
 scale (max |x|); measured 7e-7 on the small configs, 3e-6 on the synthetic checkpoint. Tower in bf16, in bf16 steps
