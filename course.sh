@@ -37,7 +37,9 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "installing torch, this package and its dependencies into .venv (the versions in constraints.txt)..."
+    # pip -q prints nothing while it works: say first what comes and how long it takes
+    echo "installing torch, this package and its dependencies into .venv (the versions in constraints.txt): a download"\
+         "of about 300 MB (a few GB on Linux, where pip takes torch's CUDA build), a minute or more; pip is quiet meanwhile..."
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q $pins -e ".$extras"
     printf '%s' "$want" > "$stamp"

@@ -5,6 +5,8 @@ are drawn with the first installed CJK font as a fallback; when none is installe
 written as its escaped code point (北 as \u5317), so two different characters never look the same, and the caption
 says which font to install (Debian: fonts-noto-cjk, or the smaller fonts-wqy-microhei).
 """
+import logging
+
 import numpy as np
 import torch
 
@@ -19,7 +21,17 @@ def font_families():
     from matplotlib import font_manager, rcParams
 
     installed = {f.name for f in font_manager.fontManager.ttflist}
+    if not any(isinstance(f, _NearestWeight) for f in font_manager._log.filters):
+        font_manager._log.addFilter(_NearestWeight())
     return [rcParams["font.sans-serif"][0]] + [f for f in CJK_FONTS if f in installed][:1]
+
+
+class _NearestWeight(logging.Filter):
+    """A CJK font may come in one weight only (WenQuanYi Zen Hei: 500): matplotlib draws its glyphs in that weight,
+    as a fallback should, and would log a warning per figure that it is not 'normal'. That line is dropped."""
+
+    def filter(self, record):
+        return not record.getMessage().startswith("findfont: Failed to find font weight")
 
 
 class Glyphs:

@@ -5,6 +5,7 @@ here and only when asked for; without it the proof is one line and the chapter g
 only with --proof (importing transformers takes seconds); a notebook runs it whenever transformers is there.
 """
 import sys
+import warnings
 
 from book.show import in_notebook, note
 
@@ -16,11 +17,14 @@ def proof(compare, *args, **kwargs):
         note("the proof against transformers: rerun with --proof (needs pip install transformers)")
         return None
     try:
-        import transformers
+        with warnings.catch_warnings():  # in a Jupyter kernel without ipywidgets, tqdm (imported with transformers)
+            warnings.filterwarnings("ignore", "IProgress not found")  # warns it falls back to text bars: off below
+            import transformers
     except ImportError:
         print("transformers is not installed, so the comparison with it is skipped "
               "(pip install 'qwen-by-hand[dev]' to see it)")
         return None
+    transformers.utils.logging.disable_progress_bar()  # the proof prints differences, not a bar per loaded model
     return compare(transformers, *args, **kwargs)
 
 

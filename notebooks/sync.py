@@ -5,6 +5,10 @@ markdown cell. Every code cell is live in both: a figure is one call, `book.show
 inline in the notebook and prints one line (or saves the figure, with --figures) on the command line. So a script
 holds no commented-out code: a cell marked `active="ipynb"` is refused, except in the scripts listed in LEGACY,
 which still await their second edition. The script's docstring (its run command) is left out of the notebook.
+Two things a notebook does differently from the command line are written in: a notebook shows the value of a cell's
+last expression, which the script never prints, so such an expression ends with `;` there (unless it is a print or a
+book.show/listing/attempt, which return None); and a notebook takes no --model, so the markdown's "`--model X`"
+reads "`QWEN_MODEL=X`" there (the environment variable chapter_args reads in a notebook).
 Notebooks are written without outputs, with ids taken from each cell's content and fixed metadata, so writing them
 again gives the same bytes. tests/test_notebooks.py fails when one is out of date.
 
@@ -66,11 +70,40 @@ def _clean(nb):
     return nbformat.writes(nb) + "\n"
 
 
+SHOWS_NOTHING = {"print", "book.show", "book.listing", "book.attempt"}  # calls that return None: nothing to silence
+MODEL_OPTION = re.compile(r"`--model ([^`\s]+)`")  # "`--model X`" in the markdown: a command-line option
+
+
+def _silenced(source):
+    """The cell with `;` after its last statement when that is an expression whose value a notebook would show
+    (`torch.manual_seed(0)` shows a Generator): the script prints nothing there, and neither does the notebook."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return source
+    last = body[-1] if body else None
+    if not isinstance(last, ast.Expr):
+        return source
+    if isinstance(last.value, ast.Call) and ast.unparse(last.value.func) in SHOWS_NOTHING:
+        return source
+    lines = source.split("\n")
+    line = lines[last.end_lineno - 1].encode()  # col_offset counts UTF-8 bytes
+    if line[last.end_col_offset:].lstrip().startswith(b";"):
+        return source
+    lines[last.end_lineno - 1] = (line[:last.end_col_offset] + b";" + line[last.end_col_offset:]).decode()
+    return "\n".join(lines)
+
+
 def render(script):
     """The notebook text for a chapter script."""
     nb = jupytext.reads(Path(script).read_text(encoding="utf-8"), fmt="py:percent")
     if nb.cells and nb.cells[0].cell_type == "code" and _is_docstring(nb.cells[0].source):
         nb.cells.pop(0)  # the run command: the notebook's first cell is the chapter's title instead
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.source = _silenced(cell.source)
+        elif cell.cell_type == "markdown":
+            cell.source = MODEL_OPTION.sub(r"`QWEN_MODEL=\1`", cell.source)
     return _clean(nb)
 
 

@@ -43,7 +43,8 @@ def open_model(name=None):
 def chapter_parser(doc, **kwargs):
     """The options every chapter takes (main.py passes them on to each): --model, --device, and --figures and
     --proof (read by book.show and book.proof: save the figures to data/figures/, compare with transformers)."""
-    parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0], **kwargs)
+    summary = " ".join(doc.strip().split("\n\n")[0].split())  # the docstring's first paragraph, whole sentences
+    parser = argparse.ArgumentParser(description=summary, **kwargs)
     parser.add_argument("--model", help="checkpoint folder, hub id (default Qwen/Qwen3.5-0.8B), size or 'synthetic'")
     parser.add_argument("--device", help="cpu, cuda or mps (default: the fastest available)")
     parser.add_argument("--figures", action="store_true", help="draw the chapter's figures into data/figures/")

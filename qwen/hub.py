@@ -9,6 +9,7 @@ without the vision files still counts, and the vision tower, when asked for, say
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 from qwen.config import DEFAULT_MODEL, Config
@@ -64,6 +65,9 @@ def find_model(name=None):
         pass
     try:
         folder = Path(snapshot_download(name, allow_patterns=META))  # config, index, tokenizer: a few MB
+        size = " (about 1.7 GB)" if name == DEFAULT_MODEL else ""  # the rest takes minutes: say so before it starts
+        print(f"downloading {name}{size} into the Hugging Face cache, first use only: a few minutes on a fast "
+              f"connection (--model synthetic runs without it)...", file=sys.stderr)
         return checked(Path(snapshot_download(name, allow_patterns=download_files(folder))))
     except OSError as e:  # what huggingface_hub raises for network, HTTP and disk failures
         raise ModelNotFound(

@@ -30,10 +30,21 @@ from qwen.sizes import PREFIXES, REAL_FP32, REAL_VISION_CONFIG, checkpoint_shape
 
 VERSION = 5  # bump when the layout or the numbers change: an older data/synthetic is then rebuilt
 MARKER = "qwen_by_hand_synthetic"  # key in config.json that says "these weights are random"
-BANNER = ("*** SYNTHETIC WEIGHTS: random numbers in the real Qwen3.5 layout. Real: tensor names, dtypes, depth and "
-          "layer pattern, vocabulary (Qwen's published table; the tokenizer files are the course's rebuild of it), "
-          "config layout. Not real: widths, so shapes and parameter counts, and every value. ***\n"
-          "*** For the real model: --model Qwen/Qwen3.5-0.8B (a download of about 1.7 GB). ***")
+
+
+def banner(notebook):
+    """What a run on this checkpoint prints first, and how to get the real model instead: a script takes --model; a
+    notebook has no command line, so it reads the environment variable QWEN_MODEL, set where Jupyter starts."""
+    real = "Qwen/Qwen3.5-0.8B"
+    how = (f"QWEN_MODEL={real} in the environment Jupyter starts from (QWEN_MODEL={real} bash course.sh lab); "
+           "a download of about 1.7 GB" if notebook else f"--model {real} (a download of about 1.7 GB)")
+    return ("*** SYNTHETIC WEIGHTS: random numbers in the real Qwen3.5 layout. Real: tensor names, dtypes, depth and "
+            "layer pattern, vocabulary (Qwen's published table; the tokenizer files are the course's rebuild of it), "
+            "config layout. Not real: widths, so shapes and parameter counts, and every value. ***\n"
+            f"*** For the real model: {how}. ***")
+
+
+BANNER = banner(notebook="ipykernel" in sys.modules)  # a Jupyter kernel imports ipykernel before any cell runs
 
 TEXT = dict(  # the real 0.8B text config with narrow widths
     vocab_size=248320, hidden_size=64, intermediate_size=192, num_hidden_layers=24,

@@ -213,6 +213,21 @@ def test_bad_model_is_one_clear_line(tmp_path):
     assert rc != 0 and "is a qwen3 config, not a dense Qwen3.5 one" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_says_the_whole_first_paragraph(script):
+    """--help describes the chapter with its docstring's first paragraph, whole sentences (a first line alone cut
+    chapters 6, 7 and 10 mid-sentence). The paragraph is read here from the file, independently of qwen.course."""
+    from qwen.course import chapter_parser
+
+    source = (ROOT / "chapters" / script).read_text(encoding="utf-8")
+    assert "chapter_args(__doc__)" in source  # the script's parser is chapter_parser(its docstring)
+    paragraph = " ".join(ast.get_docstring(ast.parse(source)).split("\n\n")[0].split())
+    assert paragraph.endswith(".") and paragraph.startswith("Chapter "), paragraph
+    parser = chapter_parser(ast.get_docstring(ast.parse(source)))
+    assert parser.description == paragraph
+    assert " ".join(parser.format_help().split()).count(paragraph) == 1
+
+
 def test_ch07_facts(outputs):
     """The toy memory against what the algebra says, the kernels' agreement, and the memory bill by hand."""
     out = outputs["ch07_deltanet.py"][1]

@@ -16,6 +16,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from helpers import shared_once
+from qwen.synthetic import banner
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "notebooks"))
@@ -157,9 +158,39 @@ def stdout_of(cells):
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_notebook_runs_clean(executed, name):
+    """It runs, says its weights are synthetic and how a notebook gets the real model (QWEN_MODEL: a notebook takes
+    no --model), and shows nothing beside what it prints and displays: no value of a cell's last expression (a
+    Generator from torch.manual_seed), nothing on stderr (a library's warning)."""
     nb, error = executed(name)
     assert error is None, f"notebooks/{name}.ipynb failed:\n{error}"
-    assert stdout_of(nb.cells).startswith("*** SYNTHETIC WEIGHTS")
+    out = stdout_of(nb.cells)
+    assert out.startswith(banner(notebook=True)) and "--model" not in out
+    stray = [(n, o.get("name") or o.output_type, (o.get("text") or str(o.get("data", {}).get("text/plain")))[:300])
+             for n, c in enumerate(nb.cells) if c.cell_type == "code" for o in c.outputs
+             if o.output_type == "execute_result" or o.get("name") == "stderr"]
+    assert stray == [], f"notebooks/{name}.ipynb: stray outputs (cell, kind, text): {stray}"
+
+
+def test_notebook_markdown_speaks_of_qwen_model():
+    """A notebook takes no --model: the markdown names QWEN_MODEL where the script's names the option (a shell
+    command, such as python -m book.diff --model ..., keeps its option)."""
+    for script in sync.scripts():
+        nb = nbformat.reads(sync.render(script), as_version=4)
+        text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        assert not sync.MODEL_OPTION.search(text), f"{script.name}: a notebook cell tells the reader to pass --model"
+        if "`--model " in script.read_text(encoding="utf-8"):
+            assert "`QWEN_MODEL=" in text, script.name
+
+
+def test_sync_silences_a_last_expression_and_names_qwen_model():
+    """What sync writes differently into a notebook: `;` after a last expression whose value the notebook would
+    show (not after print or book.show, which return None), and QWEN_MODEL for a markdown `--model X`."""
+    assert sync._silenced("torch.manual_seed(0)  # seeded") == "torch.manual_seed(0);  # seeded"
+    assert sync._silenced('x = f(\n    "é")\ng(x,\n  "ü")') == 'x = f(\n    "é")\ng(x,\n  "ü");'
+    for kept in ("print(1)", 'book.show("a", f)', "book.listing('qwen/norm.py')", "x = 1", "torch.manual_seed(0);"):
+        assert sync._silenced(kept) == kept
+    assert sync.MODEL_OPTION.sub(r"`QWEN_MODEL=\1`", "run with `--model Qwen/Qwen3.5-0.8B` or `python x --model y`") \
+        == "run with `QWEN_MODEL=Qwen/Qwen3.5-0.8B` or `python x --model y`"
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -206,7 +237,8 @@ def test_notebook_prints_what_the_script_prints(executed, chapter_outputs, name)
 
     stdout = "".join(line for line in stdout.splitlines(keepends=True) if not line.startswith(NOTE))
     mask = lambda text: re.sub(r"\d+(\.\d+)? ms\b", "_ ms", text)  # noqa: E731
-    assert mask(stdout_of(shared)) == mask(stdout)
+    notebook = stdout_of(shared).replace(banner(notebook=True), banner(notebook=False))  # how to pick the model
+    assert mask(notebook) == mask(stdout)
 
 
 MODE_DEPENDENT = re.compile(r"\bbook\.(show|listing|attempt|proof)\(")

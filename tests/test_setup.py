@@ -76,3 +76,12 @@ def test_ci_runs_the_readme_test_command_and_ruff():
     assert "\nbash course.sh test\n" in ci and "ruff check" in ci
     assert "bash course.sh test" in (REPO / "README.md").read_text()
     assert re.search(r"pytest -q -rfEs --durations=25", (REPO / "course.sh").read_text())
+
+
+def test_course_sh_says_what_it_downloads_before_the_quiet_install():
+    """pip -q prints nothing for a minute or more: the line before it says what comes, how big and how long."""
+    lines = (REPO / "course.sh").read_text().splitlines()
+    install = next(i for i, line in enumerate(lines) if "pip install -q $pins" in line)
+    said = " ".join(line for line in lines[:install] if line.strip().startswith(("echo", '"')))
+    said = said[said.rindex("echo"):]  # the last echo before the install: the one a learner reads while it waits
+    assert re.search(r"about \d+ MB", said) and "torch" in said and "minute" in said, said
