@@ -12,7 +12,8 @@ checkpoint without one says so then.
 --speculative K decodes with the checkpoint's multi-token-prediction head drafting K tokens per main-model step
 (qwen/speculative.py): the same replies at temperature 0, the same distribution otherwise; after each reply the chat
 prints the share of guesses the main model accepted and the tokens each main-model step produced. The model card's
-presence penalty goes off with it (one line says so): it changes the distribution with every token, drafts included.
+presence penalty goes off with it (one line says so): this course's speculative loop does not apply one (the method
+could: each verified position would be penalised for the guesses before it).
 Run: python main.py chat [--model synthetic] (or bash course.sh chat); in the chat, /help lists the commands.
 """
 import argparse
@@ -76,7 +77,7 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, help="make the sampling reproducible")
     p.add_argument("--speculative", type=nonnegative, default=0, metavar="K",
                    help="draft K tokens per main-model step with the checkpoint's MTP head (default 0: plain "
-                        "decoding); turns the model card's presence penalty off")
+                        "decoding); turns the model card's presence penalty off (not applied by this loop)")
     for name, kind in (("temperature", float), ("top-p", float), ("top-k", int), ("min-p", float),
                        ("presence-penalty", float)):
         p.add_argument(f"--{name}", type=kind, help=f"override the model card's {name} "
@@ -259,8 +260,8 @@ def main(argv=None):
 def run(args):
     try:
         if args.speculative and args.presence_penalty:
-            raise ValueError(f"--presence-penalty {args.presence_penalty} cannot go with --speculative: the penalty "
-                             "changes the distribution with every token, drafts included; drop one of the two")
+            raise ValueError(f"--presence-penalty {args.presence_penalty} cannot go with --speculative: this course's "
+                             "speculative decoding does not apply a presence penalty; drop one of the two")
         device = torch.device(args.device) if args.device else pick_device()
         available = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
         if not available.get(device.type, True):
@@ -284,8 +285,8 @@ def run(args):
     if args.speculative:
         overrides["presence_penalty"] = 0.0
         print(f"--speculative {args.speculative}: the model card's presence penalty ({CARD[False]['presence_penalty']}"
-              f", thinking {CARD[True]['presence_penalty']}) is off, as speculative decoding needs a distribution that "
-              "does not change with every token")
+              f", thinking {CARD[True]['presence_penalty']}) is off: this course's speculative decoding does not apply "
+              "one (it could: each verified position penalised for the guesses before it)")
     draft = MTPDraft(model, args.speculative) if args.speculative else None
     chat = Session(model, tok, checkpoint_stop_tokens(path), thinking or args.hide_thinking, overrides,
                    args.max_new_tokens or (48 if synthetic else 1024), args.system, draft)
