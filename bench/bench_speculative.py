@@ -11,7 +11,8 @@ acceptance does. So two drafts bracket what a real checkpoint gets:
   drafting and verifying for nothing. A real checkpoint's trained head lands in between.
 Printed: a table of tok/s, the ratio to plain decode, main-model forwards per token (plain decode: 1), the acceptance
 rate and for how many tokens the output equals plain greedy's; then one verify forward over k + 1 positions (with the
-DeltaNet copies it needs) relative to one decode step, and the goal's line (the speed-up of the always-right draft at
+DeltaNet copies it needs) relative to one decode step, and the rollback that keeps k of them (the DeltaNet memories
+replayed over k tokens: ρ, measured), and the goal's line (the speed-up of the always-right draft at
 k = 4: at least 2.5x plain decode). Prefill and the first token are not timed.
 bf16 by default, as the checkpoints ship. On the fast path a verify pass's DeltaNet takes the decode step once per
 token (its gates too) and its attention reads each row as decode does, but a product over k + 1 rows may sum in
@@ -81,17 +82,24 @@ def speculative(model, prompt, n, draft, stats):
 
 
 def verify_cost(model, prompt, k, repeats):
-    """Median seconds of one forward over k + 1 new positions (copies for the rollback included), and of one over
-    1 position, on the same cache; the cache is put back after each (not timed)."""
+    """Median seconds of one forward over k + 1 new positions (copies for the rollback included), of one over
+    1 position, on the same cache, and of the rollback that keeps k of the k + 1 (the longest replay), timed alone;
+    the cache is put back after each (not timed)."""
     cache = model.new_cache()
     model(prompt[None], cache=cache, last_only=True)
     times = {T: [] for T in (1, k + 1)}
+    replays = []
     for _ in range(repeats + 1):
         for T in times:
             rollbacks = []
             times[T].append(timed(partial(verify, model, cache, prompt[None, :T], rollbacks), prompt.device)[0])
             rollbacks[0].keep(0)
-    return [statistics.median(ts[1:]) for ts in times.values()]
+        with Rollback(model, cache) as outer:  # put back after the replay below, untimed
+            rollbacks = []
+            verify(model, cache, prompt[None, :k + 1], rollbacks)
+            replays.append(timed(partial(rollbacks[0].keep, k), prompt.device)[0])
+        outer.keep(0)
+    return [statistics.median(ts[1:]) for ts in (*times.values(), replays)]
 
 
 def verify(model, cache, ids, rollbacks):
@@ -155,8 +163,10 @@ def main():
               f"{st['accepted'] / max(1, st['proposed']):10.0%} {f'{same}/{len(out)} tokens':>21}")
     ratio = {run: r / base for run, r in rate.items()}
     for k in args.ks:
-        one, many = verify_cost(model, prompt, k, args.repeats)
-        print(f"verify {k + 1} positions: {many * 1e3:.0f} ms = {many / one:.2f}x one decode step ({one * 1e3:.0f} ms)")
+        one, many, replay = verify_cost(model, prompt, k, args.repeats)
+        print(f"verify {k + 1} positions: {many * 1e3:.0f} ms = {many / one:.2f}x one decode step "
+              f"({one * 1e3:.0f} ms); the rollback keeping {k} of them: {replay * 1e3:.1f} ms = {replay / one:.3f}x "
+              "(ρ)")
     if ("right", 4) in ratio:
         print(f"goal, speculative speed-up: always-right draft, k = 4, >= 2.50x plain decode: {ratio['right', 4]:.2f}x "
               f"({'met' if ratio['right', 4] >= 2.5 else 'not met'})")

@@ -29,11 +29,25 @@ def tokens_per_step(alpha, k):
     return k + 1.0 if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
-def speedup(alpha, k, verify_cost, draft_cost):
+def speedup(alpha, k, verify_cost, draft_cost, rollback_cost=0.0):
     """Tokens per unit of time against plain decoding (one token per decode step of cost 1): a step makes
-    tokens_per_step(alpha, k) tokens and costs one verify forward (verify_cost decode steps) plus k drafts
-    (draft_cost decode steps each)."""
-    return tokens_per_step(alpha, k) / (verify_cost + k * draft_cost)
+    tokens_per_step(alpha, k) tokens and costs one verify forward (verify_cost decode steps), k drafts (draft_cost
+    decode steps each) and, when some guess was rejected (probability 1 − alpha^k), one rollback replay
+    (rollback_cost decode steps)."""
+    cost = verify_cost + k * draft_cost + (1 - alpha ** k) * rollback_cost
+    return tokens_per_step(alpha, k) / cost
+
+
+def break_even(k, verify_cost, draft_cost, rollback_cost=0.0):
+    """The acceptance rate from which speculative decoding pays, speedup(alpha, ...) = 1, found by bisection (the
+    speed-up grows with alpha); 1.0 when even an always-right draft does not pay."""
+    if speedup(1.0, k, verify_cost, draft_cost, rollback_cost) < 1:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if speedup(mid, k, verify_cost, draft_cost, rollback_cost) < 1 else (lo, mid)
+    return hi
 
 
 def loop_figure(steps, text=str, title="", glyphs=None):
@@ -100,26 +114,41 @@ def rollback_figure(states, title=""):
     return fig
 
 
-def speedup_figure(ks, verify_cost, draft_cost, measured=(), title=""):
-    """Left: expected tokens per main-model forward against the acceptance rate alpha, for each k, with measured
-    points (alpha, tokens per forward, label) on top. Right: the speed-up over plain decoding for a verify forward
-    costing verify_cost decode steps and a draft step costing draft_cost."""
+def speedup_figure(ks, verify_cost, draft_cost, measured=(), rollback_cost=0.0, compared=None, title=""):
+    """Left: expected tokens per main-model forward against the acceptance rate alpha, one curve for each k in `ks`
+    and each k a measured point has, with the measured points (alpha, tokens per forward, k, name) on top, each in
+    its curve's colour and labelled with its name and k (points of one name that coincide share a label). Right:
+    the speed-up over plain decoding for a verify forward costing verify_cost decode steps, a draft step draft_cost
+    and a rollback replay rollback_cost; `compared`, another rollback cost, is drawn dashed beside it."""
     import matplotlib.pyplot as plt
     import numpy as np
 
     alphas = np.linspace(0, 1, 101)
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
+    ks = sorted(set(ks) | {k for _, _, k, _ in measured})
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.6), layout="constrained")
+    colours = {}
     for k in ks:
-        ax.plot(alphas, [tokens_per_step(a, k) for a in alphas], label=f"k = {k}")
-        bx.plot(alphas, [speedup(a, k, verify_cost, draft_cost) for a in alphas], label=f"k = {k}")
-    for alpha, tokens, label in measured:
-        ax.scatter([alpha], [tokens], marker="x", color="black", zorder=3)
-        ax.annotate(label, (alpha, tokens), textcoords="offset points", xytext=(5, -12), fontsize=7)
+        line, = ax.plot(alphas, [tokens_per_step(a, k) for a in alphas], label=f"k = {k}")
+        colours[k] = line.get_color()
+        bx.plot(alphas, [speedup(a, k, verify_cost, draft_cost, rollback_cost) for a in alphas], label=f"k = {k}",
+                color=colours[k])
+    if compared is not None:
+        for k in ks:
+            bx.plot(alphas, [speedup(a, k, verify_cost, draft_cost, compared) for a in alphas], color=colours[k],
+                    linestyle="--", linewidth=0.9, label=f"dashed: ρ = {compared:.2f}" if k == ks[-1] else None)
+    places = {}  # (alpha, tokens, name) -> the k of each point drawn there
+    for alpha, tokens, k, name in measured:
+        ax.scatter([alpha], [tokens], marker="x", color=colours[k], zorder=3)
+        places.setdefault((round(alpha, 3), round(tokens, 3), name), []).append(k)
+    for (alpha, tokens, name), at in places.items():
+        edge = alpha > 0.95  # at α = 1 the label goes above and to the left of its point, elsewhere below and right
+        ax.annotate(f"{name}, k = {', '.join(map(str, at))}", (alpha, tokens), textcoords="offset points",
+                    xytext=(-6, 5) if edge else (6, -13), ha="right" if edge else "left", fontsize=7)
     ax.set(xlabel="acceptance rate α", ylabel="new tokens per main-model forward",
-           title="(1 − α^(k+1)) / (1 − α); crosses: measured")
+           title="(1 − α^(k+1)) / (1 − α); crosses: measured, in their k's colour")
     bx.axhline(1, color="grey", linewidth=0.8, linestyle="--")
     bx.set(xlabel="acceptance rate α", ylabel="speed-up over plain decoding",
-           title=f"÷ (c + k·r), with c = {verify_cost:g}, r = {draft_cost:.2f}")
+           title=f"÷ (c + k·r + (1 − α^k)·ρ), with c = {verify_cost:g}, r = {draft_cost:.2f}, ρ = {rollback_cost:.2f}")
     ax.legend()
     bx.legend()
     fig.suptitle(title or "What speculative decoding can gain", fontsize=10)

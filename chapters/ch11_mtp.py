@@ -39,8 +39,10 @@ Its notebook, notebooks/ch11_mtp.ipynb, is written from this file by python note
 # draft that is always right shows the other end.
 
 # %%
+import copy
 import math
 import random
+import statistics
 
 import torch
 
@@ -420,24 +422,51 @@ book.show("ch11-rollback", ch11.rollback_figure, states)
 # to rounding (the replay runs the chunked kernel over two tokens, plain decoding the token-by-token rule).
 #
 # **The course's choice**: before each verify pass, copy every DeltaNet layer's conv window and state, and keep
-# the input each DeltaNet mixer reads during the pass (a forward pre-hook, so the model code is unchanged). After
-# a rejection, put the copy back and run the mixer again on the first m kept inputs. The other layers need nothing:
-# each position only sees earlier ones, so their outputs for the accepted positions are already right, and their KV
-# caches are cut by length. The alternative — keep the state after every verified position — needs the kernel to
-# hand out its intermediate states, and k + 1 copies of them. What each costs for the real 0.8B, per sequence:
+# what the layer's memory reads during the pass: the outputs of `in_proj_qkv` (the conv's inputs), `in_proj_b` and
+# `in_proj_a` (β's and g's), through forward hooks, so the model code is unchanged. After a rejection, put the copy
+# back and run the layer's memory — `GatedDeltaNet.remember`: the conv, the gates, the delta rule — again on the
+# first m of them, as exercise 221 does. The memory alone: the replay's job is the conv window and the state, and
+# the mixer's output at the accepted positions (its gate `in_proj_z`, `out_proj`) was already computed by the
+# verify pass and used by the layers above. Those need nothing either: each position only sees earlier ones, so
+# their outputs for the accepted positions are already right, and their KV caches are cut by length. The
+# alternative — keep the state after every verified position — needs the kernel to hand out its intermediate
+# states, and k + 1 copies of them. What each costs for the real 0.8B, per sequence:
 
 # %%
 linear = real.layer_types.count("linear_attention")
 per_layer = linear_layer_bytes(real)  # state in fp32 + the K − 1 conv inputs in bf16
-mixers = count_by_part(tensor_shapes(REAL_TEXT_CONFIG))["linear_attention"]
 print(f"real Qwen3.5-0.8B: the snapshot, {linear} layers × {per_layer:,} B = {linear * per_layer / 2 ** 20:.1f} MiB, "
       f"whatever k; the KV caches: nothing to copy")
+channels = 2 * real.linear_num_key_heads * real.linear_key_head_dim + \
+    real.linear_num_value_heads * real.linear_value_head_dim  # C: the conv's inputs [q | k | v]
+kept_row = channels + 2 * real.linear_num_value_heads  # one token's conv inputs, b and a
 for k in (1, 2, 4):
-    kept_inputs = linear * (k + 1) * d_real * 2  # (k + 1, d) in bf16 per DeltaNet layer
-    print(f"real Qwen3.5-0.8B, k = {k}: + kept inputs {kept_inputs / 2 ** 20:.2f} MiB; a state per verified "
+    kept_bytes = linear * (k + 1) * kept_row * 2  # (k + 1, C + 2·Hv) in bf16 per DeltaNet layer
+    print(f"real Qwen3.5-0.8B, k = {k}: + kept projections {kept_bytes / 2 ** 20:.2f} MiB; a state per verified "
           f"position instead: {(k + 1) * linear * per_layer / 2 ** 20:.1f} MiB")
-print(f"real Qwen3.5-0.8B: a rejection re-runs the DeltaNet mixers on m tokens: {mixers:,} weights, "
-      f"{mixers / n_real:.0%} of the model's")
+
+# %% [markdown]
+# And the replay's cost, in chapter 9's currency: a decode step is bound by reading the weights, so a replay costs
+# ρ decode steps, ρ = the bytes it moves over the bytes of the weights (bf16) a decode step reads. Re-running each
+# whole mixer on the m accepted tokens reads a quarter of the model; its memory alone skips `in_proj_z` and
+# `out_proj`; the course's replay reads no projection at all, only the conv's kernel (C × K numbers a layer), the
+# copy it restores and the state and window it writes, once each, as a fused kernel would (the kept projections of
+# m ≤ k tokens add under 0.1 %; section 7 measures what torch's unfused operations cost):
+
+# %%
+mixer = {name.split("linear_attn.")[1]: math.prod(shape) for name, shape in tensor_shapes(REAL_TEXT_CONFIG).items()
+         if name.startswith(f"layers.{real.layer_types.index('linear_attention')}.linear_attn.")}
+whole = sum(mixer.values())  # one mixer's weights
+memory = whole - mixer["in_proj_z.weight"] - mixer["out_proj.weight"] - mixer["norm.weight"]  # what the state reads
+rho_whole, rho_memory = linear * whole / n_real, linear * memory / n_real
+moved = linear * (mixer["conv1d.weight"] * 2 + 2 * per_layer)  # the conv kernel (bf16); the copy read, the new written
+rho = moved / (2 * n_real)  # against a decode step's 2 B per weight
+print(f"real Qwen3.5-0.8B, a rejection's replay against a decode step ({2 * n_real:,} B of weights):")
+print(f"  each mixer again, whole: {linear} × {whole:,} weights: ρ ≈ {rho_whole:.2f}")
+print(f"  its memory alone (no in_proj_z, norm, out_proj): {linear} × {memory:,} weights: ρ ≈ {rho_memory:.2f}")
+print(f"  the memory from the verify pass's projections (qwen.speculative): {linear} × {mixer['conv1d.weight']:,} "
+      f"conv weights and {linear} × 2 × {per_layer:,} B of states: ρ ≈ {rho:.3f} (the copy before every verify "
+      f"moves as many bytes again, rejection or not: part of c)")
 
 # %% [markdown]
 # On the checkpoint itself, with `qwen.speculative.Rollback`: a verify pass of 4 tokens of which 2 stay, against a
@@ -498,7 +527,8 @@ book.listing("qwen/speculative.py")
 # - **`accept`** is step 2: for greedy, the agreeing prefix (a cumulative product of the matches counts it) and the
 #   main model's token; for sampling, the rule above. In a batch every row keeps the same number of tokens, the
 #   fewest any row accepted, so the caches stay rectangular (the others' extra guesses are guessed again).
-# - **`Rollback`** is section 6: the copies, the hooks that keep each DeltaNet mixer's input, and `keep(m)`.
+# - **`Rollback`** is section 6: the copies, the hooks that keep what each DeltaNet layer's memory reads (the
+#   outputs of `in_proj_qkv`, `in_proj_b`, `in_proj_a`), and `keep(m)`, which replays `remember` on them.
 # - **`MTPDraft`** keeps the block's cache one entry per main-model entry; `advance` cuts its chained guesses'
 #   entries and adds the pairs of the accepted tokens, built from the main model's own hidden states of the verify
 #   pass.
@@ -513,12 +543,14 @@ book.listing("qwen/speculative.py")
 #
 # k + 1 at α = 1. It costs one verify forward — c decode steps; where decoding is bound by reading the weights
 # (chapter 9), the verify reads them once for all its k + 1 positions, so c stays close to 1 for small k — plus k
-# draft steps of r decode steps each. So the speed-up over plain decoding is
+# draft steps of r decode steps each — plus, when a guess was rejected (probability 1 − α^k: not all k kept), the
+# rollback's replay of ρ decode steps (section 6). So the speed-up over plain decoding is
 #
-# **S(α, k) = (1 − α^{k+1}) / ((1 − α)(c + k·r))**.
+# **S(α, k) = (1 − α^{k+1}) / ((1 − α)(c + k·r + (1 − α^k)·ρ))**.
 #
 # The MTP block's draft step reads the block and the **head**: in the 0.8B the tied head is a third of the model's
-# weights, so by bytes read, r is far from 0:
+# weights, so by bytes read, r is far from 0. Where S = 1, speculative decoding starts to pay (`ch11.break_even`
+# solves for α); with a free rollback (ρ = 0), with each mixer re-run whole (ρ ≈ 0.25) and with the course's replay:
 
 # %%
 head = real.vocab_size * d_real
@@ -526,9 +558,10 @@ r = (n_real_mtp + head) / n_real  # a draft step against a decode step, by the w
 print(f"real Qwen3.5-0.8B: a draft step reads the block ({n_real_mtp:,}) and the head ({head:,}), "
       f"a decode step all {n_real:,}: r ≈ {r:.2f} by bytes read (an estimate)")
 for k in (1, 2, 4):
-    even = next(a / 100 for a in range(101) if ch11.speedup(a / 100, k, 1.0, r) >= 1)
-    print(f"c = 1, k = {k}: pays from α ≈ {even:.2f} on; at α = 0.8: {ch11.speedup(0.8, k, 1.0, r):.2f}x "
-          f"(at most {ch11.speedup(1.0, k, 1.0, r):.2f}x at α = 1)")
+    even = [ch11.break_even(k, 1.0, r, cost) for cost in (0.0, rho_whole, rho)]
+    print(f"c = 1, k = {k}: pays from α ≈ {even[0]:.2f} (ρ = 0), {even[1]:.2f} (ρ = {rho_whole:.2f}), {even[2]:.2f} "
+          f"(ρ = {rho:.3f}) on; at α = 0.8: {ch11.speedup(0.8, k, 1.0, r, rho):.2f}x (at most "
+          f"{ch11.speedup(1.0, k, 1.0, r, rho):.2f}x at α = 1)")
 
 # %% [markdown]
 # The formula on this checkpoint's machinery: a scripted draft that is right with probability α at random
@@ -542,17 +575,17 @@ for alpha in (0.5, 0.8):
     got = list(speculate(model, chat_ids, N_SWEEP, draft, stop=stop))
     stats = draft.counts
     per = (len(got) - 1) / stats["steps"]
-    measured.append((alpha, per, f"random draft, α = {alpha}"))
+    measured.append((alpha, per, K_SWEEP, f"random, α = {alpha}"))
     print(f"α = {alpha}, k = {K_SWEEP}: {per:.2f} tokens per forward over {stats['steps']} forwards, closed form "
           f"{ch11.tokens_per_step(alpha, K_SWEEP):.2f} (apart by chance); identical: {got == long_plain}")
 single = runs["MTP head", 1][0]["accepted"] / runs["MTP head", 1][0]["proposed"]  # k = 1: α itself
 for (kind, k), (_stats, per) in runs.items():
-    label = f"{kind}, k = 1, 2, 4{TAG if kind == 'MTP head' else ''}" if k == 1 else ""
-    measured.append((single if kind == "MTP head" else 1.0, per, label))
+    measured.append((single if kind == "MTP head" else 1.0, per, k, kind + (TAG if kind == "MTP head" else "")))
 
 # %%
-book.show("ch11-speedup", ch11.speedup_figure, (1, 2, 4), 1.0, r, measured,
-          title=f"Speculative decoding: closed form (real Qwen3.5-0.8B's r, c = 1), measured points{TAG}")
+book.show("ch11-speedup", ch11.speedup_figure, (1, 2, 4), 1.0, r, measured, rho, rho_whole,
+          title=f"Speculative decoding: closed form (real Qwen3.5-0.8B's r and ρ, c = 1; dashed: each mixer re-run "
+                f"whole), measured points{TAG}")
 
 # %% [markdown]
 # The measured points sit where the closed form puts them: the random drafts near their curves (chance aside), the
@@ -560,8 +593,8 @@ book.show("ch11-speedup", ch11.speedup_figure, (1, 2, 4), 1.0, r, measured,
 # head at α ≈ 0. For a real head, α is the fraction of single guesses it gets right (k = 1); its later guesses in a
 # chain need not be as good as the first, and where they are worse, the closed form overestimates what k > 1 gives.
 #
-# And the time it takes here: one verify forward against one decode step, and the always-right draft's speed
-# against plain decoding (one run each, on a shared machine: noisy).
+# And the time it takes here: one verify forward and one rollback against one decode step, and the always-right
+# draft's speed against plain decoding (one run each, on a shared machine: noisy).
 
 # %%
 def seconds(run, repeats=3):
@@ -578,22 +611,42 @@ def verify_once(n):
     back.keep(0)
 
 
-one_s, four_s = seconds(lambda: verify_once(1)), seconds(lambda: verify_once(4))
+def replay_once(m, repeats=3):
+    """Median seconds of Rollback.keep(m) alone, after a verify over 4 positions on a copy of the prompt's cache."""
+    times = []
+    for _ in range(repeats):
+        fresh = copy.deepcopy(cache)
+        with Rollback(model, fresh) as back:
+            model(verify, cache=fresh)
+        times.append(measure.timed(lambda: back.keep(m), dev)[0])
+    return statistics.median(times)
+
+
+one_s, four_s, replay_s = seconds(lambda: verify_once(1)), seconds(lambda: verify_once(4)), replay_once(2)
 plain_s = seconds(lambda: list(generate(model, chat_ids, N, stop=stop)), 1)
 fast_s = seconds(lambda: list(speculate(model, chat_ids, N, Scripted(follow(reference), 4), stop=stop)), 1)
 print(f"this checkpoint on {dev}{' (synthetic: narrow, so fixed overheads dominate)' if SYNTHETIC else ''}: one "
-      f"decode step {one_s * 1e3:.1f} ms, a verify forward over 4 positions {four_s * 1e3:.1f} ms; {N} tokens: plain "
-      f"{plain_s * 1e3:.0f} ms, the always-right draft with k = 4 {fast_s * 1e3:.0f} ms")
+      f"decode step {one_s * 1e3:.1f} ms, a verify forward over 4 positions {four_s * 1e3:.1f} ms, a rollback that "
+      f"keeps 2 of them {replay_s * 1e3:.1f} ms (ρ here: {replay_s * 1e3:.1f} ms / {one_s * 1e3:.1f} ms; by bytes at "
+      f"the 0.8B's shapes {rho:.3f}); {N} tokens: plain {plain_s * 1e3:.0f} ms, the always-right draft with k = 4 "
+      f"{fast_s * 1e3:.0f} ms")
 
 # %% [markdown]
-# `python bench/bench_speculative.py` measures the same at the real 0.8B's shapes (random weights: the speed does
-# not depend on the values), for k = 1, 2, 4, with the always-right draft (the upper bound) and the random MTP
-# head (about the lower bound), and the verify cost c.
+# On this checkpoint nothing is bound by memory (d = 64: its weights are tiny), so these times are fixed overheads,
+# and the ρ measured here says little about the real model. `python bench/bench_speculative.py` measures the same
+# at the real 0.8B's shapes (random weights: the speed does not depend on the values), for k = 1, 2, 4, with the
+# always-right draft (the upper bound) and the random MTP head (about the lower bound), the verify cost c and the
+# rollback's ρ. Measured once on a shared 2-core CPU (bf16, the fast path): a rollback that keeps 1 token took
+# about 0.1 of a decode step, one that keeps 4 about 0.3 to 0.45 (the decode step itself varied from 1.0 to
+# 1.7 s). That is above the byte count's 0.027: torch runs the delta rule's step as separate elementwise
+# operations, each a pass over a layer's 1 MiB state, for every replayed token, where the byte count assumes a
+# fused kernel that keeps the state on chip across the m tokens. Re-running each mixer whole took about 0.45 s
+# more in both cases: the quarter of the weights the course's replay no longer reads.
 #
 # ## Try this
 #
 # - In section 7, run the random draft with α = 0.95 and k = 1, 2, 4, 8: where does a larger k stop paying (with
-#   the real 0.8B's r in `ch11.speedup`)?
+#   the real 0.8B's r and ρ in `ch11.speedup`)? And with `rho_whole`, each mixer re-run whole?
 # - Change `pattern` in section 4 to `[0]` (every first guess wrong) and to `[3]` (all right): the output stays
 #   the same, only the number of forwards changes.
 # - In section 6, restore only `spec.state` (not the conv window) before the replay: how far is the state from the
@@ -644,16 +697,19 @@ book.proof(compare, args.path, h, after, mtp_logits)
 # - The MTP block (`mtp.*`) reads the main model's final-norm hidden state h_t and the embedding of x_{t+1},
 #   normalises both, joins and projects them (fc, 2d → d), runs one full-attention decoder layer with its own KV
 #   cache, normalises, and predicts x_{t+2} with the main model's head. Positions t (vLLM) or t + 1
-#   (transformers) give the same logits: RoPE sees distances.
+#   (transformers) give the same logits up to rounding: RoPE sees distances.
 # - Speculative decoding: draft k guesses, verify them in one forward over k + 1 positions, keep the agreeing
 #   prefix plus the main model's own token. Greedy output is plain greedy's, token for token, whatever the draft;
 #   sampling keeps the main model's distribution (min(1, p/q), then the residual).
 # - The rollback: KV caches are cut by length; DeltaNet layers are restored from a copy taken before the verify
-#   and replay the accepted inputs — 18.6 MiB for the real 0.8B whatever k, against (k + 1) times that for a state
-#   per verified position.
-# - The gain: (1 − α^{k+1}) / (1 − α) tokens per forward, divided by the step's cost c + k·r. In the 0.8B the
-#   shared head makes the MTP draft step more than a third of a decode step by bytes read, so α must be high to
-#   pay.
+#   and replay their memory (conv, gates, delta rule) on the accepted tokens' projections, kept from the verify
+#   pass — 18.6 MiB for the real 0.8B whatever k, against (k + 1) times that for a state per verified position.
+#   The replay reads no projection weight: ρ ≈ 0.03 of a decode step, where re-running each mixer whole reads a
+#   quarter of the model (ρ ≈ 0.25).
+# - The gain: (1 − α^{k+1}) / (1 − α) tokens per forward, divided by the step's cost c + k·r + (1 − α^k)·ρ. In
+#   the 0.8B the shared head makes the MTP draft step more than a third of a decode step by bytes read: the head
+#   must be right more than about 4 times in 10 at k = 1 (more for a larger k) before speculative decoding pays at
+#   all, and the gain stays modest (1.3x to 1.4x at α = 0.8).
 #
 # ### Shapes
 #
@@ -701,5 +757,6 @@ book.attempt(221)
 # 4. **Why Qwen3.5 makes it hard.** Attention's cache is a list of rows: rejected rows are cut off. DeltaNet's cache
 #    is one matrix that every token has been folded into: it has to be saved before the guesses and rebuilt from the
 #    accepted inputs after.
-# 5. **When it pays.** (1 − α^{k+1}) / (1 − α) tokens per forward against c + k·r of cost: high acceptance, a cheap
-#    draft, and a verify that costs little more than one decode step.
+# 5. **When it pays.** (1 − α^{k+1}) / (1 − α) tokens per forward against c + k·r + (1 − α^k)·ρ of cost: high
+#    acceptance, a cheap draft, a verify that costs little more than one decode step, and a rollback that re-reads
+#    no weights.

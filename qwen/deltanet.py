@@ -175,16 +175,23 @@ class GatedDeltaNet(nn.Module):
         o = self.norm(o, z.reshape(B, T, self.Hv, self.dv))
         return self.out_proj(o.reshape(B, T, self.Hv * self.dv))
 
-    def forward(self, x, cache=None, mask=None):
-        T = x.shape[1]
-        if mask is not None:  # (B, T) for the new tokens: a padded position must write nothing into the state
-            x = x * mask[:, :, None].to(x.dtype)
-        u, conv = causal_conv(self.in_proj_qkv(x), self.conv1d.weight, cache.conv if cache is not None else None)
+    def remember(self, qkv, b, a, cache=None):
+        """The memory's part: in_proj_qkv's, in_proj_b's and in_proj_a's outputs (B, T, C), (B, T, Hv) twice ->
+        the rule's output o (B, T, Hv, dv); the cache's conv window and state move on past the T tokens. It reads
+        no projection weight, only the conv's kernel: a speculative rollback (qwen/speculative.py) replays it alone
+        on the projections the verify pass already computed."""
+        u, conv = causal_conv(qkv, self.conv1d.weight, cache.conv if cache is not None else None)
         q, k, v = self.split_heads(u)  # (B, T, Hk, dk) twice, (B, T, Hv, dv)
-        beta, g = self.gates(self.in_proj_b(x), self.in_proj_a(x))  # (B, T, Hv) each
+        beta, g = self.gates(b, a)  # (B, T, Hv) each
         state = cache.state if cache is not None else None
-        rule = recurrent_delta_rule if T == 1 and state is not None else chunked_delta_rule
+        rule = recurrent_delta_rule if qkv.shape[1] == 1 and state is not None else chunked_delta_rule
         o, state = rule(q, k, v, g, beta, state)  # (B, T, Hv, dv)
         if cache is not None:
             cache.conv, cache.state = conv, state
-        return self.output(o, self.in_proj_z(x))  # (B, T, d)
+        return o
+
+    def forward(self, x, cache=None, mask=None):
+        if mask is not None:  # (B, T) for the new tokens: a padded position must write nothing into the state
+            x = x * mask[:, :, None].to(x.dtype)
+        o = self.remember(self.in_proj_qkv(x), self.in_proj_b(x), self.in_proj_a(x), cache)  # (B, T, Hv, dv)
+        return self.output(o, self.in_proj_z(x))  # (B, T, d): the gate z and out_proj serve the output alone

@@ -161,17 +161,20 @@ class FastDeltaNet(GatedDeltaNet):
         if mask is not None:  # a padded position writes nothing into the state
             x = x * mask[:, :, None].to(x.dtype)
         qkv, z, b, a = self.in_proj(x)
+        return self.output(self.remember(qkv, b, a, cache), z)
+
+    def remember(self, qkv, b, a, cache=None):  # GatedDeltaNet.remember with the in-place conv and decode step
         u, conv = conv_silu(qkv, self.conv1d.weight, cache.conv if cache is not None else None)
         q, k, v = self.split_heads(u)
         state = cache.state if cache is not None else None
-        if x.shape[1] <= STEP_ROWS and state is not None:  # decode, or a speculative verify of a few tokens
-            o = torch.cat([self.step(t, q, k, v, b, a, state) for t in range(x.shape[1])], dim=1)
+        if qkv.shape[1] <= STEP_ROWS and state is not None:  # decode, or a speculative verify of a few tokens
+            o = torch.cat([self.step(t, q, k, v, b, a, state) for t in range(qkv.shape[1])], dim=1)
         else:
             beta, g = self.gates(b, a)
             o, state = deltanet.chunked_delta_rule(q, k, v, g, beta, state)
         if cache is not None:
             cache.conv, cache.state = conv, state
-        return self.output(o, z)
+        return o
 
     def step(self, t, q, k, v, b, a, state):
         """Token t through the decode step, the state updated in place. Its gates are computed for that token alone:

@@ -11,14 +11,18 @@ One step, with x the token the main model picked last (not yet fed) and d_1..d_k
   3. rollback: the caches have seen k + 1 tokens, only m = n + 1 of them stay (fewer when a stop token ends the
      reply early). A full-attention layer's KV cache is cut back: its length pointer moves back k + 1 − m rows. A
      DeltaNet layer cannot be cut: its conv window and state have absorbed the rejected tokens. So before the verify
-     pass each DeltaNet layer's conv window and state are copied, and during it a hook keeps the input the layer's
-     mixer reads (B, k + 1, d). After a rejection the copy is put back and the mixer is run again on the first m of
-     those inputs: exactly a plain pass over the accepted tokens, for that layer only (the other layers' outputs are
-     already right, since each position only sees earlier ones). Cost: the copies, Hv·dk·dv fp32 numbers plus
-     (K−1)·C conv inputs per DeltaNet layer (18 MiB in the 0.8B, whatever k), the kept inputs ((k + 1)·d per layer,
-     small), and on a rejection the DeltaNet mixers' projections again for m tokens (about a quarter of the 0.8B's
-     weights). Keeping the state after every verified position instead would need the delta rule to hand out its
-     intermediate states (k + 1 times the memory) and a kernel of its own; replaying from the copy reuses the layer.
+     pass each DeltaNet layer's conv window and state are copied, and during it hooks keep what its memory reads:
+     the outputs of in_proj_qkv (the conv's inputs, (B, k + 1, C)), in_proj_b and in_proj_a (β's and g's,
+     (B, k + 1, Hv) each). After a rejection the copy is put back and the layer's `remember` runs again on the first
+     m of those: exactly a plain pass over the accepted tokens, for that layer's memory only. Nothing else is
+     needed: the mixer's output for the accepted positions (the gate in_proj_z, out_proj) was already computed and
+     used by the layers above, each position seeing only earlier ones, and the projections of the accepted tokens
+     are the verify pass's own. So a replay reads no projection weight, only the conv's kernel (C·K numbers per
+     layer) and the states. Cost: the copies, Hv·dk·dv fp32 numbers plus (K−1)·C conv inputs per DeltaNet layer
+     (18.6 MiB in the 0.8B, whatever k), the kept projections ((k + 1)·(C + 2·Hv) per layer, about 1 MiB at
+     k = 4), and on a rejection the conv and the delta rule over m tokens. Keeping the state after every verified
+     position instead would need the delta rule to hand out its intermediate states (k + 1 times the memory) and a
+     kernel of its own; replaying from the copy reuses the layer's own code.
 "Identical to plain greedy" is exact arithmetic's promise: the verify pass computes k + 1 positions at once, plain
 decoding one at a time, and the two may round differently. The teaching model's verify pass runs the DeltaNet
 chunked kernel and products over k + 1 rows. The fast path's (qwen/fast.py) takes the DeltaNet decode step once per
@@ -41,6 +45,16 @@ from qwen.generate import prepare
 from qwen.mtp import FinalHidden
 from qwen.sampling import Picker, Sampling, emitted
 
+WANTED = ("in_proj_qkv", "in_proj_b", "in_proj_a")  # what a DeltaNet layer's memory reads: conv inputs, β's, g's
+
+
+def taps(mixer):
+    """(module, which output) for each of WANTED: the teaching layer's own projections (their whole output), or the
+    fast path's joined one (qwen/fast.py), whose outputs come in the order of its `joins`."""
+    if hasattr(mixer, "in_proj_qkv"):
+        return [(getattr(mixer, name), None) for name in WANTED]
+    return [(mixer.in_proj, mixer.in_proj.joins.index(name)) for name in WANTED]
+
 
 class Rollback:
     """`with Rollback(model, cache) as saved: model(verify ids, cache)`, then saved.keep(m): every cache as a plain
@@ -50,16 +64,17 @@ class Rollback:
         self.model, self.cache, self.start = model, cache, cache.length
         self.saved = [(c.conv.clone(), c.state.clone()) if kind == "linear_attention" else None
                       for kind, c in zip(model.cfg.layer_types, cache.layers)]
-        self.inputs = {}
+        self.kept = {}  # layer -> [conv inputs (B, T, C), b (B, T, Hv), a (B, T, Hv)] of the verify pass
 
     def __enter__(self):
-        self.hooks = [layer.linear_attn.register_forward_pre_hook(self.recorder(i))
-                      for i, layer in enumerate(self.model.layers) if layer.kind == "linear_attention"]
+        self.hooks = [module.register_forward_hook(self.recorder(i, slot, which))
+                      for i, layer in enumerate(self.model.layers) if layer.kind == "linear_attention"
+                      for slot, (module, which) in enumerate(taps(layer.linear_attn))]
         return self
 
-    def recorder(self, i):
-        def record(module, args):
-            self.inputs[i] = (args[0], args[2])  # the mixer's input (B, T, d) and its mask (B, T) or None
+    def recorder(self, i, slot, which):
+        def record(module, args, out):
+            self.kept.setdefault(i, [None] * len(WANTED))[slot] = out if which is None else out[which]
         return record
 
     def __exit__(self, *exc):
@@ -73,14 +88,10 @@ class Rollback:
         for i, (layer, c) in enumerate(zip(self.model.layers, self.cache.layers)):
             if layer.kind == "full_attention":
                 c.length = self.start + m  # the KV cache: move the length pointer back
-            else:  # DeltaNet: back to the copy, then the accepted tokens again
+            else:  # DeltaNet: back to the copy, then its memory over the accepted tokens again
                 c.conv, c.state = self.saved[i]
-                h, mask = self.inputs[i]
                 if m:
-                    # a fresh copy: F.linear takes a slow path (a copy of the whole weight, 400 ms per replay on the
-                    # 0.8B) for a one-row slice that keeps the k + 1 rows' strides
-                    h = h[:, :m].clone(memory_format=torch.contiguous_format)
-                    layer.linear_attn(h, c, None if mask is None else mask[:, :m])
+                    layer.linear_attn.remember(*(x[:, :m] for x in self.kept[i]), c)  # no projection recomputed
         self.cache.length = self.start + m
 
 
@@ -119,11 +130,13 @@ def speculate(model: torch.nn.Module, input_ids, max_new_tokens: int, draft: Dra
               stop: Iterable[int] | None = None, mask=None, cache=None) -> Iterator[int | list[int | None]]:
     """generate (qwen/generate.py) with `draft` guessing draft.k tokens per main-model step: yields as generate does,
     the same tokens for greedy sampling, the same distribution otherwise. draft.counts gets this run's 'steps'
-    (main-model forwards after the prefill), 'proposed' and 'accepted' guesses. No presence penalty (it changes p
-    with every token, drafts included) and no images (yet)."""
+    (main-model forwards after the prefill), 'proposed' and 'accepted' guesses. No presence penalty: a limit of this
+    loop, not of the method (the verify pass knows the guesses, so position i could be penalised for the tokens up to
+    d_i; this loop scores every position with one rule); and no images (yet)."""
     sampling = sampling or Sampling()
     if sampling.presence_penalty:
-        raise ValueError("presence_penalty changes p with every token, drafts included: use it with plain generate")
+        raise ValueError("presence_penalty: this speculative loop does not apply one (each verified position would "
+                         "need its own, counting the guesses before it); use it with plain generate")
     ids, batched, stop, mask, cache = prepare(model, input_ids, stop, mask, cache)
     pick, k, counts = Picker(sampling, ids.device), draft.k, draft.counts
     counts.update(steps=0, proposed=0, accepted=0)

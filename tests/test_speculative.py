@@ -15,7 +15,7 @@ from qwen.generate import generate, pad_left
 from qwen.model import load_model
 from qwen.mtp import load_mtp
 from qwen.sampling import Picker, Sampling, filter_logits
-from qwen.speculative import accept, speculate
+from qwen.speculative import Rollback, accept, speculate
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -202,3 +202,92 @@ def test_bad_arguments_are_one_clear_error(loaded, small):
         MTPDraft(bare, 2)
     plain = list(generate(bare, [1, 2], 8))
     assert list(speculate(bare, [1, 2], 8, MTPDraft(bare, 2, mtp=model.mtp))) == plain  # the block given explicitly
+
+
+class WholeMixerRollback(Rollback):
+    """The replay this course used before, kept here as the reference: a pre-hook keeps each DeltaNet mixer's input,
+    and keep(m) runs the whole mixer again on its first m rows (every projection, the output included)."""
+
+    def __enter__(self):
+        self.inputs = {}
+
+        def recorder(i):
+            def record(module, args):
+                self.inputs[i] = (args[0], args[2])  # the mixer's input (B, T, d) and its mask (B, T) or None
+            return record
+
+        self.hooks = [layer.linear_attn.register_forward_pre_hook(recorder(i))
+                      for i, layer in enumerate(self.model.layers) if layer.kind == "linear_attention"]
+        return self
+
+    def keep(self, m):
+        if m == self.cache.length - self.start:
+            return
+        for i, (layer, c) in enumerate(zip(self.model.layers, self.cache.layers)):
+            if layer.kind == "full_attention":
+                c.length = self.start + m
+            else:
+                c.conv, c.state = self.saved[i]
+                h, mask = self.inputs[i]
+                if m:
+                    layer.linear_attn(h[:, :m].contiguous(), c, None if mask is None else mask[:, :m])
+        self.cache.length = self.start + m
+
+
+def rolled_back(model, rollback, m, calls=None):
+    """A padded batch of two prompts, a verify pass of 5 tokens, `rollback`(...).keep(m), then one more token: (the
+    cache, the next logits). calls, a list, gets one entry per projection (nn.Linear) run inside keep."""
+    ids, mask = pad_left(PROMPTS[:2], pad_id=0)
+    cache = model.new_cache()
+    model(ids, cache=cache, mask=mask)
+    verify = torch.tensor([[12, 6, 1, 2, 3], [7, 7, 40, 9, 11]])
+    mask = torch.cat([mask, mask.new_ones(2, 5)], 1)
+    with rollback(model, cache) as saved:
+        model(verify, cache=cache, mask=mask)
+    hooks = [module.register_forward_hook(lambda *_: calls.append(1)) for module in model.modules()
+             if isinstance(module, torch.nn.Linear)] if calls is not None else []
+    saved.keep(m)
+    for hook in hooks:
+        hook.remove()
+    mask = torch.cat([mask[:, :-5], mask.new_ones(2, m + 1)], 1)
+    return cache, model(torch.tensor([[77], [78]]), cache=cache, mask=mask)[:, -1]
+
+
+@pytest.mark.parametrize("path, dtype", [("teaching", torch.float32), ("fast", torch.float32),
+                                         ("teaching", torch.bfloat16), ("fast", torch.bfloat16)])
+def test_replay_equals_the_whole_mixer_rerun(synthetic, path, dtype):
+    """The replay runs only each DeltaNet layer's memory on the projections the verify pass computed; re-running
+    the whole mixer on the kept inputs (the reference above, the course's earlier rollback, itself held to plain
+    decoding by the tests above) must leave the same conv windows and states and give the same next logits, for
+    every count kept (0 .. 5, a padded batch): bit for bit in bf16, within 1e-5 of the entry's scale in fp32, where
+    the verify pass's products over 5 rows and the reference's over m rows may sum in another order (measured: up
+    to 7e-6). A replay that skipped the kept tokens or kept a rejected one is off by far more: checked below."""
+    model = (load_model if path == "teaching" else load_fast)(synthetic, dtype=dtype)
+    for m in range(6):
+        (ours, got), (theirs, want) = (rolled_back(model, R, m) for R in (Rollback, WholeMixerRollback))
+        assert ours.length == theirs.length
+        pairs = [(a.conv, b.conv) for a, b in zip(ours.layers, theirs.layers) if hasattr(b, "conv")] + \
+                [(a.state, b.state) for a, b in zip(ours.layers, theirs.layers) if hasattr(b, "state")] + [(got, want)]
+        for x, y in pairs:
+            if dtype == torch.bfloat16:
+                assert torch.equal(x, y), m
+            else:
+                assert (x - y).abs().max() <= 1e-5 * y.abs().max(), m
+    short, _ = rolled_back(model, Rollback, 2)
+    longer, _ = rolled_back(model, Rollback, 3)
+    state = next(c.state for c in longer.layers if hasattr(c, "state"))
+    assert (next(c.state for c in short.layers if hasattr(c, "state")) - state).abs().max() > 1e-2 * state.abs().max()
+
+
+@pytest.mark.parametrize("path", ["teaching", "fast"])
+def test_replay_runs_no_projection(synthetic, path):
+    """A rollback's replay reads no projection weight (ρ in chapter 11): no nn.Linear runs inside keep(m) for any
+    m, where the whole-mixer rerun runs 5 per DeltaNet layer on the teaching path (in_proj_qkv, z, b, a, out_proj)
+    and 2 on the fast one (the joined in_proj, out_proj)."""
+    model = (load_model if path == "teaching" else load_fast)(synthetic, dtype=torch.float32)
+    linear = model.cfg.layer_types.count("linear_attention")
+    for m in (1, 3):
+        ours, theirs = [], []
+        rolled_back(model, Rollback, m, ours)
+        rolled_back(model, WholeMixerRollback, m, theirs)
+        assert len(ours) == 0 and len(theirs) == linear * (5 if path == "teaching" else 2)
