@@ -94,12 +94,13 @@ def test_judge_flag_runs_the_file_under_the_time_limit(synthetic, tmp_path, monk
     """A part that hangs inside the model is stopped after the problem's time limit for one call (+ GRACE), with one
     line saying so, and the child is gone."""
     from practice import judge
+    from practice.problems import Problem
 
     learner = tmp_path / "hangs.py"
     learner.write_text(f"import os\nimport time\n\nimport torch\n\nopen({str(tmp_path / 'pid')!r}, 'w').write("
                        "str(os.getpid()))\nsilu = torch.nn.functional.silu\n\n\n"
                        "def swiglu_mlp(x, gate_weight, up_weight, down_weight):\n    time.sleep(600)\n")
-    monkeypatch.setattr(judge.Problem, "time_limit", property(lambda self: 0.5))
+    monkeypatch.setattr(Problem, "time_limit", property(lambda self: 0.5))
     started = time.monotonic()
     assert judge.plug_in_file(207, learner) == 1
     assert time.monotonic() - started < 120
@@ -114,11 +115,12 @@ def test_judge_flag_runs_the_file_under_the_memory_limit(synthetic, tmp_path, mo
     """A part that asks for more memory than the problem allows fails inside the model: one line, naming the limit.
     (torch.empty only reserves its 4 GiB: were the limit not applied, no memory would be used.)"""
     from practice import judge
+    from practice.problems import Problem
 
     learner = tmp_path / "greedy.py"
     learner.write_text("import torch\nsilu = torch.nn.functional.silu\n\n\n"
                        "def swiglu_mlp(x, gate_weight, up_weight, down_weight):\n    return torch.empty(2 ** 30)\n")
-    monkeypatch.setattr(judge.Problem, "memory_limit", property(lambda self: 1536))
+    monkeypatch.setattr(Problem, "memory_limit", property(lambda self: 1536))
     assert judge.plug_in_file(207, learner) == 1
     out = capsys.readouterr().out
     assert "your SwiGLU MLP ran out of memory inside the model: it asked for more than the judge allows (1.5 GiB)" \
