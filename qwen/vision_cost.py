@@ -10,11 +10,12 @@ and copies that these leave out, so the seconds are a floor: on a 2-core CPU wit
 the time the synthetic tower took for a 1920 × 1080 photo (bf16 and fp32), 1.7× under a tower of the 0.8B's widths
 (random weights) for a 640 × 480 one (fp32), both with the fused attention kernel.
 """
-import time
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+from qwen.measure import best
 
 
 @dataclass
@@ -48,20 +49,11 @@ def rates(cfg, dtype: torch.dtype, device, rows: int = 1024) -> tuple[float, flo
     x, w = (torch.randn(shape, generator=g, device=device).to(dtype) for shape in ((rows, C), (C, I)))
     q, k, v = (torch.randn(1, H, rows, C // H, generator=g, device=device).to(dtype) for _ in range(3))
 
-    def best(fn):
+    def fastest(fn):
         fn()  # warm-up
-        times = []
-        for _ in range(3):
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            fn()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            times.append(time.perf_counter() - start)
-        return max(min(times), 1e-9)
+        return max(best(fn, device, repeats=3), 1e-9)  # synchronised on CUDA and MPS (qwen/measure.py)
 
     with torch.no_grad():
-        linear = 2.0 * rows * C * I / best(lambda: x @ w)
-        attention = 4.0 * rows * rows * C / best(lambda: F.scaled_dot_product_attention(q, k, v))
+        linear = 2.0 * rows * C * I / fastest(lambda: x @ w)
+        attention = 4.0 * rows * rows * C / fastest(lambda: F.scaled_dot_product_attention(q, k, v))
     return linear, attention
