@@ -14,8 +14,6 @@ An entry, `[key]`:
     file     instead of `change`: a whole learner file, "wrong/name.py"
     like     instead of en/zh: the key of another entry; this is a second way to write that mistake
     error    a regular expression: the hint is for a Runtime Error whose traceback matches it
-    check    the name of a function in cases.py, check(got, case) -> bool, that recognises the mistake in a
-             result (a statistic of random draws, a dtype) instead of comparing with this mistake's own result
     expect   what the tests expect of the judge, when not the default (the key's hint, shown on a Wrong Answer
              that at least two cases reject; on a Runtime Error for an `error` entry): "VERDICT mark ...", marks
              being hint keys, "cases>=N", "!key" (no rejecting case shows that hint) and "mutated"
@@ -39,8 +37,9 @@ else:  # Python 3.10: the same parser, as a package (pyproject.toml installs it 
 import torch
 
 from practice.grading import compare, grade
+from practice.runner import sanitize
 
-FIELDS = {"en", "zh", "change", "file", "like", "error", "check", "expect"}
+FIELDS = {"en", "zh", "change", "file", "like", "error", "expect"}
 
 
 @dataclass
@@ -50,7 +49,6 @@ class Mistake:
     folder: Path  # the problem's folder
     entry: dict
     hint: dict | None  # {"en": ..., "zh": ...}; a `like` entry has the other entry's
-    check: object = None  # callable(got, case) -> bool, from cases.py
 
     @property
     def shown(self):
@@ -115,9 +113,9 @@ def apply_change(text, change, where):
     return text
 
 
-def load(folder, cases=None):
-    """The known mistakes in folder/mistakes.toml, in their order; `cases` (the problem's cases.py module) holds
-    the functions that `check` names. ValueError, naming the entry, for an entry that breaks the rules above."""
+def load(folder):
+    """The known mistakes in folder/mistakes.toml, in their order. ValueError, naming the entry, for an entry that
+    breaks the rules above."""
     path = Path(folder) / "mistakes.toml"
     if not path.is_file():
         return []
@@ -140,8 +138,7 @@ def load(folder, cases=None):
             hint = None
             if "expect" not in entry:
                 raise ValueError(f"{where}: an entry without a hint says what the judge must answer (`expect`)")
-        check = getattr(cases, entry["check"]) if "check" in entry and cases is not None else None
-        found.append(Mistake(key, Path(folder), entry, hint, check))
+        found.append(Mistake(key, Path(folder), entry, hint))
     return found
 
 
@@ -163,11 +160,7 @@ def diagnose(problem, case, got):
         if m.error or m.hint is None or m.shown in strict + loose:
             continue
         try:
-            if m.check is not None:
-                if m.check(got, case):
-                    strict.append(m.shown)
-                continue
-            wrong = m.result(case.fn, copy.deepcopy(case.values()))
+            wrong = sanitize(m.result(case.fn, copy.deepcopy(case.values())))  # as the learner's comes back
             if grade(case, wrong) is None or not distance(got, wrong) * MARGIN < right:
                 continue  # indistinguishable from the right answer here, or not clearly nearer the mistake
             if compare(got, wrong, case.tol) is None:

@@ -93,7 +93,7 @@ class Problem:
         """The known mistakes (mistakes.toml, read by practice/mistakes.py), with their hints."""
         from practice.mistakes import load  # it imports torch: `list` and `show` start without it
 
-        return load(self.folder, self.module)
+        return load(self.folder)
 
     @property
     def error_hints(self):

@@ -134,16 +134,3 @@ def make_cases(tmp):
     k += 1
     add(f"hidden {k}", "read_tensor", path, tensors["b.bias"].clone(), "b.bias", seed, note="written by safetensors")
     return cases
-
-
-# ---------------------------------------------------------------- known mistakes
-
-def returns_torch_dtypes(got, case):
-    """The torch_dtype mistake, recognised in the result itself: a torch.dtype does not come back from the
-    learner's process as itself (the judge sends back plain data only), so its result never equals the mistake's
-    own; a dtype's name written as a string ("torch.bfloat16") is the same mistake."""
-    def is_torch_dtype(v):
-        return (isinstance(v, dict) and v.get("__unsupported__") == "torch.dtype") or (
-            isinstance(v, str) and v.startswith("torch."))
-    return isinstance(got, dict) and any(
-        isinstance(v, (tuple, list)) and v and is_torch_dtype(v[0]) for v in got.values())
