@@ -4,13 +4,15 @@
 #   bash course.sh test     set up .venv with the test tools (first time) and run the whole test suite
 #   bash course.sh lab      set up .venv (first time) and open the notebooks in JupyterLab
 #   bash course.sh chat     set up .venv (first time) and chat with the finished model (python main.py chat)
+#   bash course.sh book     set up .venv (first time) and build the course as web pages (python -m web; --serve
+#                           serves them on localhost); it prints where its index.html is
 # Extra arguments go to the command: bash course.sh --model synthetic / bash course.sh test -k norm
 # The set-up installs the versions in constraints.txt (those CI passed) and redoes it when pyproject.toml or
 # constraints.txt change. PYTHON=python3.12 bash course.sh picks the interpreter that builds .venv.
 set -euo pipefail
 cd "$(dirname "$0")"
 mode=run
-case "${1:-}" in test|lab|chat) mode=$1; shift ;; esac
+case "${1:-}" in test|lab|chat|book) mode=$1; shift ;; esac
 
 PY=${PYTHON:-python3}
 # The course runs on Python 3.10; the tests need 3.11, the oldest that transformers 5.24 (the oracle) supports.
@@ -53,4 +55,5 @@ case $mode in
     test) exec .venv/bin/python -m pytest -q -rfEs --durations=25 -n "${TEST_WORKERS:-2}" "$@" ;;
     lab)  exec .venv/bin/jupyter lab notebooks/ "$@" ;;
     chat) exec .venv/bin/python main.py chat "$@" ;;
+    book) exec .venv/bin/python -m web "$@" ;;
 esac

@@ -6,6 +6,8 @@ saved to data/figures/ when the script ran with --figures), so the command line 
 only when something is drawn. Lines that only a script prints start with NOTE, so a test can tell them apart.
 """
 import ast
+import base64
+import io
 import json
 import sys
 from collections.abc import Callable
@@ -16,6 +18,7 @@ from qwen.hub import DATA_DIR
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = DATA_DIR / "figures"  # data/figures/ in a checkout, outside site-packages after a non-editable install
 NOTE = "» "  # starts every line that only the command line prints (the notebook shows the thing itself)
+DPI = 150  # figures as PNG: sharp on a screen, in a notebook, a saved file and the book alike
 
 
 def in_notebook():
@@ -47,7 +50,12 @@ def show(name, draw, *args, **kwargs):
         from IPython.display import display
 
         figure = draw(*args, **kwargs)
-        display(figure)
+        png, (width, _) = _png(figure)
+        # shown at the size a 100-dpi figure would have, sharp on a high-resolution screen; its title travels with
+        # it (the book's alt text), and the name says which figure it is
+        display({"image/png": base64.b64encode(png).decode(), "text/plain": f"figure {name}: {title(figure)}"},
+                raw=True, metadata={"image/png": {"width": round(width * 100 / DPI)},
+                                    "book": {"figure": name, "title": title(figure)}})
         _close(figure)  # shown once: the inline backend must not show it again at the end of the cell
         return None
     if "--figures" not in sys.argv[1:]:
@@ -61,10 +69,24 @@ def show(name, draw, *args, **kwargs):
     figure = draw(*args, **kwargs)
     FIGURES.mkdir(parents=True, exist_ok=True)
     out = FIGURES / f"{name}.png"
-    figure.savefig(out, dpi=110, bbox_inches="tight")
+    figure.savefig(out, dpi=DPI, bbox_inches="tight")
     _close(figure)
     note(f"figure {name}: saved to {_shown(out)}")
     return None
+
+
+def title(figure):
+    """What a figure shows, in words: its title and its panels' titles (the alt text of its image)."""
+    parts = [figure.get_suptitle()] + [axes.get_title() for axes in figure.axes]
+    return " · ".join(p for p in parts if p) or "a figure"
+
+
+def _png(figure):
+    """The figure as PNG bytes at DPI, and its size in pixels."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    png = buffer.getvalue()
+    return png, (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big"))  # the IHDR chunk
 
 
 def _close(figure):
@@ -91,7 +113,7 @@ def listing(path, *names):
         return None
     from IPython.display import Code, display
 
-    display(Code(source, language="python"))
+    display(Code(source, language="python"), metadata={"book": {"listing": path, "names": list(names)}})
     return None
 
 

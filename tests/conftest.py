@@ -7,12 +7,14 @@ by the workers through files in the run's temporary folder (helpers.shared_once,
 macOS and Windows)."""
 import os
 
+import nbformat
 import pytest
 import torch
 
-from helpers import WORKER, run_chapter, shared_once
+from helpers import ROOT, WORKER, run_chapter, shared_once
 from hf_checkpoint import CONFIGS, SMALL, add_mtp, save_checkpoint
 from qwen.synthetic import synthetic_path
+from web.execute import execute, kernel_spec
 
 
 def pytest_configure(config):
@@ -51,6 +53,22 @@ def chapter_outputs(synthetic, tmp_path_factory):
         return tuple(shared_once(tmp_path_factory, f"chapter-{script}", lambda: run_chapter(script, "--model",
                                                                                           "synthetic")))
     return output
+
+
+@pytest.fixture(scope="session")
+def executed(synthetic, tmp_path_factory):
+    """Each chapter's notebook run once per test run in a kernel of this Python on the synthetic checkpoint, as the
+    book runs it (web/execute.py), shared by the notebook and book tests and by the workers: name -> (notebook
+    with its outputs, the error that stopped it or None). No timing: a hang is stopped by the per-cell timeout."""
+    kernels = kernel_spec(tmp_path_factory.mktemp("kernels"), synthetic)
+
+    def run(name):
+        def make():
+            nb, error = execute(ROOT / "notebooks" / f"{name}.ipynb", kernels)
+            return nbformat.writes(nb), error
+        text, error = shared_once(tmp_path_factory, f"notebook-{name}", make)
+        return nbformat.reads(text, as_version=4), error
+    return run
 
 
 @pytest.fixture(scope="session")

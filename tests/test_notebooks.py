@@ -2,7 +2,6 @@
 bottom on the synthetic checkpoint in a kernel of this environment, prints what its script prints, and draws its
 figures, titled "synthetic weights" when they show the checkpoint's numbers."""
 import base64
-import json
 import os
 import re
 import sys
@@ -10,12 +9,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from jupyter_client import KernelManager
-from jupyter_client.kernelspec import KernelSpecManager
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
 
-from helpers import shared_once
 from qwen.synthetic import banner
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,20 +36,6 @@ FIGURES = {
                     "ch10-bill": False},
     "ch11_mtp": {"ch11-map": False, "ch11-loop": True, "ch11-rollback": False, "ch11-speedup": True},
 }
-SECONDS = 300  # per cell: nbclient stops a cell that runs longer; a guard against a hang, not a speed goal
-# Runs first in the kernel: remembers the titles of every figure the notebook displays, in order.
-RECORD_TITLES = """
-import matplotlib.backend_bases
-_figure_titles = []
-_print_figure = matplotlib.backend_bases.FigureCanvasBase.print_figure
-def _recording_print_figure(self, *args, **kwargs):
-    _figure_titles.append([self.figure.get_suptitle()] + [ax.get_title() for ax in self.figure.axes])
-    return _print_figure(self, *args, **kwargs)
-matplotlib.backend_bases.FigureCanvasBase.print_figure = _recording_print_figure
-"""
-PRINT_TITLES = "import json; print('FIGURE TITLES ' + json.dumps(_figure_titles))"
-
-
 def test_every_chapter_has_a_notebook():
     assert set(FIGURES) <= set(SCRIPTS), SCRIPTS
     assert SCRIPTS[:len(FIGURES)] == list(FIGURES), SCRIPTS
@@ -113,44 +93,6 @@ def test_legacy_lists_only_first_edition_scripts():
             f"{name} has no notebook-only cells any more: remove it from LEGACY in notebooks/sync.py"
 
 
-@pytest.fixture(scope="module")
-def kernel_dir(tmp_path_factory, synthetic):
-    """A kernel spec for this very Python, so the notebooks run in this environment whatever else is installed."""
-    folder = tmp_path_factory.mktemp("kernels")
-    (folder / "qwen-by-hand").mkdir()
-    (folder / "qwen-by-hand" / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "qwen-by-hand tests", "language": "python",
-        "env": {"QWEN_MODEL": str(synthetic),  # what chapter_args falls back on without --model
-                "MPLBACKEND": "module://matplotlib_inline.backend_inline"}}))
-    return folder
-
-
-@pytest.fixture
-def executed(kernel_dir, tmp_path_factory):
-    """Run a notebook once per test run (shared by the other tests and workers): (notebook with outputs, error or
-    None). No timing: speed goals belong in bench/, and a hang is stopped by the per-cell timeout."""
-    def execute(name):
-        nb = nbformat.read(sync.notebook_of(ROOT / "chapters" / f"{name}.py"), as_version=4)
-        nb.cells.insert(0, nbformat.v4.new_code_cell(RECORD_TITLES))
-        nb.cells.append(nbformat.v4.new_code_cell(PRINT_TITLES))
-        km = KernelManager(kernel_name="qwen-by-hand", kernel_spec_manager=KernelSpecManager(
-            kernel_dirs=[str(kernel_dir)]))
-        client = NotebookClient(nb, km=km, timeout=SECONDS,
-                                resources={"metadata": {"path": str(ROOT / "notebooks")}})  # the cwd
-        error = None
-        try:
-            client.execute()
-        except CellExecutionError as e:
-            error = str(e)
-        return nbformat.writes(nb), error
-
-    def run(name):
-        text, error = shared_once(tmp_path_factory, f"notebook-{name}", lambda: execute(name))
-        return nbformat.reads(text, as_version=4), error
-    return run
-
-
 def stdout_of(cells):
     return "".join(o.text for c in cells if c.cell_type == "code" for o in c.outputs
                    if o.output_type == "stream" and o.name == "stdout")
@@ -195,17 +137,19 @@ def test_sync_silences_a_last_expression_and_names_qwen_model():
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_notebook_draws_its_figures(executed, name):
+    """Every image the notebook shows is a figure book.show drew, once per book.show cell, titled (its alt text in
+    the book) "synthetic weights" exactly when it shows the checkpoint's numbers."""
     nb, error = executed(name)
     assert error is None, error
     images = [(figure_names(c), o) for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if "image/png" in o.get("data", {})]
-    titles = json.loads(stdout_of(nb.cells[-1:]).removeprefix("FIGURE TITLES "))
-    assert len(titles) == len(images), (titles, len(images))
     drawn = {}
-    for (names, output), title in zip(images, titles):
+    for names, output in images:
         assert base64.b64decode(output.data["image/png"]).startswith(b"\x89PNG")
-        for figure in names:
-            drawn.setdefault(figure, []).append(" | ".join(title))
+        shown = output.metadata.get("book", {})
+        assert "figure" in shown, f"an image not drawn by book.show, in the cell of {names}: {output.data}"
+        assert shown["figure"] in names, (shown, names)
+        drawn.setdefault(shown["figure"], []).append(shown["title"])
     named = {f for c in nb.cells if c.cell_type == "code" for f in figure_names(c)}
     for figure in named | set(FIGURES.get(name, {})):
         assert len(drawn.get(figure, [])) == 1, \
@@ -230,7 +174,7 @@ def test_notebook_prints_what_the_script_prints(executed, chapter_outputs, name)
     Timings are masked."""
     nb, error = executed(name)
     assert error is None, error
-    shared = [c for c in nb.cells[1:-1] if "active" not in c.metadata and not MODE_DEPENDENT.search(c.source)]
+    shared = [c for c in nb.cells if "active" not in c.metadata and not MODE_DEPENDENT.search(c.source)]
     code, stdout, stderr = chapter_outputs(f"{name}.py")
     assert code == 0, stderr
     from book.show import NOTE

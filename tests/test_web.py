@@ -1,0 +1,267 @@
+"""The book (web/): the site is built from the notebooks the suite already executes (the `executed` fixture, shared
+with tests/test_notebooks.py), then checked as files (every page, every link, nothing of the judge's secrets) and
+opened page by page in headless Chromium (Debian's chromium and chromium-driver, driven by selenium): no console
+error, every image loaded, each chapter page printing what its script prints and drawing its figures, and the search
+box finding a word. Where no Chromium is installed, the browser tests are skipped, saying so."""
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from html.parser import HTMLParser
+from urllib.parse import unquote, urlsplit
+
+import nbformat
+import pytest
+import tomllib
+from test_notebooks import FIGURES, MODE_DEPENDENT, SCRIPTS
+
+from book.show import NOTE
+from helpers import ROOT
+from qwen.synthetic import banner
+from web import execute, render
+from web.build import build_site
+
+PROBLEMS = sorted(p for p in (ROOT / "practice").glob("[0-9][0-9][0-9]_*") if (p / "README.md").is_file())
+
+
+@pytest.fixture(scope="module")
+def site(executed, synthetic, tmp_path_factory):
+    notebooks = {}
+    for name in SCRIPTS:
+        nb, error = executed(name)
+        assert error is None, error
+        notebooks[name] = nb
+    return build_site(notebooks, str(synthetic), tmp_path_factory.mktemp("book") / "site").parent
+
+
+class _Page(HTMLParser):
+    """The ids and the addresses (href, src) of one page."""
+    def __init__(self):
+        super().__init__()
+        self.ids, self.links = set(), []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+        for key in ("href", "src"):
+            if attrs.get(key):
+                self.links.append(attrs[key])
+
+
+def parsed(path):
+    page = _Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    return page
+
+
+def test_every_page_is_built(site):
+    """The index, a page per chapter, the exercises' index and a page per exercise: nothing else."""
+    pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html"))
+    assert pages == sorted(["index.html", "exercises/index.html", *(f"chapters/{s}.html" for s in SCRIPTS),
+                            *(f"exercises/{p.name[:3]}.html" for p in PROBLEMS)])
+    assert len(SCRIPTS) == 11 and len(PROBLEMS) == 21
+
+
+def test_every_internal_link_resolves(site):
+    """Every href and src of every page: a file that exists (a page, a figure, the style sheet, or one of the
+    course's files in the checkout), and an anchor that its page has. No address leaves the machine."""
+    ids = {}
+    for page in site.rglob("*.html"):
+        for link in parsed(page).links:
+            parts = urlsplit(link)
+            assert not parts.scheme and not parts.netloc, f"{page.name} links outside: {link}"
+            target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
+            assert target.exists(), f"{page.relative_to(site)}: {link} does not resolve"
+            if parts.fragment:
+                if target not in ids:
+                    ids[target] = parsed(target).ids
+                assert parts.fragment in ids[target], f"{page.relative_to(site)}: no #{parts.fragment} in {link}"
+
+
+def test_chapter_pages_link_their_script_notebook_modules_and_exercises(site):
+    page = site / "chapters" / "ch03_norm.html"
+    ch03 = page.read_text(encoding="utf-8")
+    linked = {(page.parent / link).resolve() for link in parsed(page).links}
+    for source in ("chapters/ch03_norm.py", "notebooks/ch03_norm.ipynb", "qwen/norm.py", "book/ch03.py"):
+        assert ROOT / source in linked, source
+    # "exercise 204" and "205" in the prose link to their pages, in code they stay code
+    assert re.search(r'exercise <a href="../exercises/204.html">204</a>', ch03)
+    assert re.search(r'<a href="../exercises/205.html">205</a>', ch03)
+    assert "practice/judge.py start 204" in ch03
+
+
+def test_exercise_pages_show_the_statement_and_keep_the_judge_secret(site):
+    """Each exercise page: its statement, the signatures and the worked example, and the commands that grade it;
+    none of its hidden cases' description and none of its hints (they would spoil the judge)."""
+    for folder in PROBLEMS:
+        number, page = folder.name[:3], (site / "exercises" / f"{folder.name[:3]}.html").read_text(encoding="utf-8")
+        readme = (folder / "README.md").read_text(encoding="utf-8")
+        signature = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
+        text = render.plain_text(page)
+        squeezed = re.sub(r"\s", "", text)  # highlighted code: a span per token
+        for line in signature.splitlines():
+            assert re.sub(r"\s", "", line) in squeezed, (number, line)
+        assert f"python practice/judge.py start {number}" in page and f"python practice/judge.py {number}" in page
+        grading = readme.partition("## Grading")[2]
+        for sentence in re.findall(r"[^.\n]{30,}", grading)[:5]:
+            assert render.plain_text(sentence) not in text, (number, sentence)
+        mistakes = folder / "mistakes.toml"
+        if mistakes.is_file():
+            for entry in tomllib.loads(mistakes.read_text(encoding="utf-8")).values():
+                if isinstance(entry, dict) and entry.get("en"):
+                    assert entry["en"][:60] not in text, (number, entry["en"])
+
+
+def test_the_search_index_holds_every_section(site):
+    text = (site / "search-index.js").read_text(encoding="utf-8")
+    records = json.loads(text.removeprefix("window.SEARCH_INDEX = ").rstrip().removesuffix(";"))
+    deltanet = [r for r in records if "DeltaNet" in r["heading"] + r["text"]]
+    assert any(r["href"].startswith("chapters/ch07_deltanet.html#") for r in deltanet)
+    assert {r["href"].split("#")[0] for r in records} >= {f"chapters/{s}.html" for s in SCRIPTS}
+
+
+def test_markdown_links_exercises_outside_code_only():
+    html = render.markdown("exercise 204 asks; `exercise 204` stays; **Exercises**: 210 · a; 211 · b; 999 · c",
+                           {204: "e/204.html", 210: "e/210.html", 211: "e/211.html"})
+    assert html.count('href="e/204.html"') == 1 and "<code>exercise 204</code>" in html
+    assert 'href="e/210.html"' in html and 'href="e/211.html"' in html and "999" in html and "e/999" not in html
+
+
+# ---- the cache: a chapter runs again only when what it reads changed --------------------------------------------
+
+def _notebook(path, code):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nbformat.write(nb, path)
+    return path
+
+
+def test_the_key_follows_the_notebook_the_code_and_the_checkpoint(tmp_path, monkeypatch, synthetic):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "norm.py").write_text("x = 1\n")
+    monkeypatch.setattr(execute, "CODE", [(str(code), "*.py")])
+    a, b = _notebook(tmp_path / "a.ipynb", "print(1)"), _notebook(tmp_path / "b.ipynb", "print(2)")
+    key_a, key_b = execute.key(a, str(synthetic)), execute.key(b, str(synthetic))
+    _notebook(b, "print(3)")  # another chapter edited: a's key stays
+    assert execute.key(a, str(synthetic)) == key_a and execute.key(b, str(synthetic)) != key_b
+    (code / "norm.py").write_text("x = 2\n")  # the course's code edited: every key moves
+    assert execute.key(a, str(synthetic)) != key_a
+    assert execute.key(a, "Qwen/Qwen3.5-0.8B") != execute.key(a, str(synthetic))
+
+
+def test_a_second_build_runs_only_what_changed(tmp_path, synthetic):
+    """A real kernel: the first call runs both notebooks, the second none, and after one is edited, that one."""
+    kernels = execute.kernel_spec(tmp_path / "kernels", synthetic)
+    a, b = _notebook(tmp_path / "a.ipynb", "print(6 * 7)"), _notebook(tmp_path / "b.ipynb", "print('b')")
+    said = []
+
+    def say(*words, **_):
+        said.append(" ".join(map(str, words)))
+
+    ran = execute.executed([a, b], str(synthetic), kernels, cache=tmp_path / "cache", say=say)
+    assert ran["a"].cells[0].outputs[0].text == "42\n" and sum("running" in s for s in said) == 2
+    said.clear()
+    again = execute.executed([a, b], str(synthetic), kernels, cache=tmp_path / "cache", say=say)
+    assert said == [] and again["a"].cells[0].outputs[0].text == "42\n"
+    _notebook(b, "print('edited')")
+    execute.executed([a, b], str(synthetic), kernels, cache=tmp_path / "cache", say=say)
+    assert [s for s in said if "running" in s] == [f"[2/2] running b.ipynb on {synthetic} ..."]
+
+
+def test_a_failing_chapter_stops_the_build_naming_it(tmp_path, synthetic):
+    kernels = execute.kernel_spec(tmp_path / "kernels", synthetic)
+    bad = _notebook(tmp_path / "ch99_bad.ipynb", "1 / 0")
+    with pytest.raises(SystemExit, match=r"ch99_bad.ipynb stopped with an error(.|\n)*ZeroDivisionError"):
+        execute.executed([bad], str(synthetic), kernels, cache=tmp_path / "cache", say=lambda *a, **k: None)
+    assert not (tmp_path / "cache" / "ch99_bad.ipynb").exists()  # nothing half-run is kept
+
+
+def test_python_m_web_help():
+    r = subprocess.run([sys.executable, "-m", "web", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 0 and "--serve" in r.stdout and "--model" in r.stdout
+
+
+# ---- in a real browser ----------------------------------------------------------------------------------------------
+
+BROWSER = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+DRIVER = shutil.which("chromedriver")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (BROWSER and DRIVER):
+        pytest.skip("no Chromium with its chromedriver here (Debian: apt-get install chromium chromium-driver): "
+                    "the book is not opened in a browser")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = BROWSER
+    # headless, and nothing that reaches out: this machine may have no network
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1280,1800"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def opened(browser, path):
+    """Open a page from disk; the console's errors while it loaded."""
+    browser.get(path.as_uri())
+    for _ in range(50):  # every image decoded, or a failure known
+        if browser.execute_script("return Array.from(document.images).every(i => i.complete)"):
+            break
+        time.sleep(0.1)
+    return [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+
+
+@pytest.mark.parametrize("page", ["index.html", "exercises/index.html", *(f"exercises/{p.name[:3]}.html"
+                                                                          for p in PROBLEMS)])
+def test_page_opens_clean(browser, site, page):
+    assert opened(browser, site / page) == []
+    broken = browser.execute_script("return Array.from(document.images).filter(i => !(i.naturalWidth > 0))"
+                                    ".map(i => i.src)")
+    assert broken == []
+    assert "synthetic checkpoint" in browser.find_element("css selector", ".banner").text
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_chapter_page_shows_what_the_script_prints_and_draws(browser, site, chapter_outputs, name):
+    """No console error; every image loaded; the figures the chapter draws (those python chapters/<it>.py --figures
+    saves), each with its title as alt text; and, cell by cell, the lines the script prints (except where a page
+    shows a figure, a listing, an exercise or the proof instead of the script's one line). Timings are masked."""
+    assert opened(browser, site / "chapters" / f"{name}.html") == []
+    images = browser.execute_script("return Array.from(document.images).map(i => [i.naturalWidth, i.alt, "
+                                    "i.closest('figure') && i.closest('figure').id])")
+    assert images and all(width > 0 and alt for width, alt, _ in images), images
+    assert {figure.removeprefix("fig-") for _, _, figure in images} == set(FIGURES[name])
+    cells = browser.execute_script(
+        "return Array.from(document.querySelectorAll('.cell')).map(c => [c.querySelector('pre.code').textContent, "
+        "Array.from(c.querySelectorAll('pre.output:not(.stderr)')).map(o => o.textContent).join('')])")
+    page = "".join(out for code, out in cells if not MODE_DEPENDENT.search(code))
+    code, stdout, stderr = chapter_outputs(f"{name}.py")
+    assert code == 0, stderr
+    stdout = "".join(line for line in stdout.splitlines(keepends=True) if not line.startswith(NOTE))
+    mask = lambda text: re.sub(r"\d+(\.\d+)? ms\b", "_ ms", text)  # noqa: E731
+    assert mask(page.replace(banner(notebook=True), banner(notebook=False))) == mask(stdout)
+    assert "synthetic checkpoint" in browser.find_element("css selector", ".banner").text
+
+
+def test_search_finds_deltanet(browser, site):
+    """Typed into the box of a chapter page (its links are relative to a folder below the root), the word lists
+    sections that hold it, and the first one opens."""
+    from selenium.webdriver.common.by import By
+
+    assert opened(browser, site / "chapters" / "ch03_norm.html") == []
+    browser.find_element(By.ID, "search").send_keys("DeltaNet")
+    results = browser.find_elements(By.CSS_SELECTOR, "#search-results li a")
+    assert results, "the search found nothing for DeltaNet"
+    first = results[0].get_attribute("href")
+    results[0].click()
+    assert browser.current_url == first and "DeltaNet" in browser.find_element(By.TAG_NAME, "main").text

@@ -1,0 +1,123 @@
+"""Build the course as a static site: a page per chapter with what its run printed and drew, a page per exercise,
+an index with the course map, and a search box. Nothing it writes is committed.
+
+Run: python -m web [--model PATH|HUB_ID|synthetic] [--out DIR] [--serve [PORT]] [--source-url URL]
+     bash course.sh book [same options]      (sets up .venv first)
+
+By default the chapters run on the synthetic checkpoint, and every page says so; --model (or QWEN_MODEL) builds
+the book from a real checkpoint's outputs. A second build re-executes only the chapters whose inputs changed.
+"""
+import argparse
+import datetime
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from pygments.formatters import HtmlFormatter
+
+from qwen.hub import DATA_DIR
+from qwen.synthetic import is_synthetic, synthetic_path
+from web import pages
+from web.execute import executed, kernel_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+SITE = DATA_DIR / "book" / "site"
+STATIC = Path(__file__).resolve().parent / "static"
+REAL = "Qwen/Qwen3.5-0.8B"
+INTRO = """# Qwen3.5 by Hand
+
+Build **Qwen3.5 from scratch in PyTorch**, one part per chapter, and prove every part equal to the reference
+implementation (Hugging Face `transformers`). Each page below is a chapter as it ran: its prose, its code, what the
+code printed and the figures it drew. The exercises are graded on your machine by the course's judge.
+
+Run it yourself: clone the course, then `bash course.sh` runs every chapter, `bash course.sh lab` opens the
+notebooks, `bash course.sh book` builds these pages."""
+
+
+def banner(model):
+    """What every page says first when its numbers come from the synthetic checkpoint."""
+    if not _synthetic(model):
+        return None
+    return ("Built on the synthetic checkpoint: random weights in the real Qwen3.5 layout (its tensor names, dtypes, "
+            "depth, layer pattern and vocabulary; narrow widths). Every number and figure drawn from the weights is "
+            "synthetic; where the real value is known, the page prints it beside, marked “real Qwen3.5-0.8B”. "
+            f"The real model's pages: QWEN_MODEL={REAL} bash course.sh book (a download of about 1.7 GB).")
+
+
+def _synthetic(model):
+    return model == "synthetic" or (Path(model).is_dir() and is_synthetic(model))
+
+
+def _commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def build_site(notebooks, model, site=SITE, source_url=None):
+    """Write the site for the executed `notebooks` ({stem: notebook}, in chapter order) into `site`: the path of
+    its index.html."""
+    shutil.rmtree(site, ignore_errors=True)
+    site.mkdir(parents=True)
+    chapter_of = {int(stem[2:4]): f"chapters/{stem}.html" for stem in notebooks}
+    exercises = pages.exercise_pages(chapter_of)
+    chapters = pages.chapter_pages(notebooks, site, exercises)
+    every = [pages.index_page(chapters, exercises, INTRO), *chapters, pages.exercises_index(exercises),
+             *exercises.values()]
+    ran_on = "the synthetic checkpoint (random weights)" if _synthetic(model) else str(model)
+    commit = _commit()
+    footer = (f"Outputs of a run on {ran_on}, built {datetime.date.today().isoformat()}"
+              f"{f' from commit {commit}' if commit else ''}. Every page is written from the chapter scripts.")
+    pages.write(site, every, banner(model), footer, source_url)
+    (site / "static").mkdir()
+    css = (STATIC / "book.css").read_text(encoding="utf-8") + HtmlFormatter().get_style_defs("pre.code")
+    (site / "static" / "book.css").write_text(css, encoding="utf-8")
+    shutil.copy(STATIC / "search.js", site / "static" / "search.js")
+    records = json.dumps(pages.search_index(every), ensure_ascii=False)
+    (site / "search-index.js").write_text(f"window.SEARCH_INDEX = {records};\n", encoding="utf-8")
+    return site / "index.html"
+
+
+def serve(site, port):
+    """Serve the book on localhost: from the checkout when the site lies in it (the pages link to its files)."""
+    home = ROOT if site.is_relative_to(ROOT) else site
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(home))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
+        print(f"serving the book at http://127.0.0.1:{port}/{(site.relative_to(home) / 'index.html').as_posix()} "
+              "(Ctrl-C stops it)", flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            print()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m web", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=os.environ.get("QWEN_MODEL") or "synthetic",
+                        help="checkpoint the chapters run on: a folder, a hub id or 'synthetic' (the default; "
+                             "QWEN_MODEL sets it too)")
+    parser.add_argument("--out", type=Path, default=SITE, help=f"where the site goes (default {SITE})")
+    parser.add_argument("--serve", nargs="?", const=8000, type=int, metavar="PORT",
+                        help="then serve it on http://127.0.0.1:PORT (default 8000)")
+    parser.add_argument("--source-url", help="link the course's files here instead of into the checkout "
+                                             "(e.g. https://github.com/OWNER/REPO/blob/COMMIT/)")
+    args = parser.parse_args(argv)
+    if args.model == "synthetic":
+        synthetic_path()  # made once, before the first chapter needs it
+    subprocess.run([sys.executable, str(ROOT / "notebooks" / "sync.py")], check=True, cwd=ROOT)  # from the scripts
+    notebooks = sorted((ROOT / "notebooks").glob("ch[0-9][0-9]_*.ipynb"))
+    with tempfile.TemporaryDirectory() as kernels:
+        ran = executed(notebooks, args.model, kernel_spec(kernels, args.model))
+    index = build_site(ran, args.model, args.out.resolve(), args.source_url)
+    print(f"the book: {index}")
+    if args.serve is not None:
+        serve(index.parent, args.serve)

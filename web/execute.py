@@ -1,0 +1,112 @@
+"""Run a chapter's notebook in a kernel and keep the result: the book shows what a real run printed and drew.
+
+A notebook is executed again only when something it reads has changed: its own cells, the course's code (qwen/,
+book/, practice/), or the checkpoint it runs on. The hash of all three is written into the executed notebook
+(data/book/executed/), so editing one chapter re-executes that chapter only, while editing qwen/norm.py
+re-executes them all (any chapter may import it). The tests run the notebooks through execute() too.
+"""
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from jupyter_client import KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+from qwen.hub import DATA_DIR
+from qwen.synthetic import synthetic_path
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = DATA_DIR / "book" / "executed"
+SECONDS = 300  # per cell: a cell that runs longer is stopped; a guard against a hang, not a speed goal
+KERNEL = "qwen-by-hand"
+CODE = [("qwen", "*.py"), ("book", "*.py"), ("practice", "*.py"), ("practice", "*/*.py"), ("practice", "*/*.json"),
+        ("practice", "*/*.toml")]  # what a chapter's cells can import or read
+
+
+def kernel_spec(folder, model):
+    """A kernel for this very Python in `folder`, whatever else is installed, its notebooks run on `model` (a
+    notebook takes no --model: chapter_args reads QWEN_MODEL) and drawing inline."""
+    spec = Path(folder) / KERNEL
+    spec.mkdir(parents=True, exist_ok=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        # errors only in the kernel's own log: its warnings (a TCP connection on localhost) are noise here
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}", "--log-level=ERROR"],
+        "display_name": "qwen-by-hand", "language": "python",
+        "env": {"QWEN_MODEL": str(model), "MPLBACKEND": "module://matplotlib_inline.backend_inline"}}))
+    return Path(folder)
+
+
+def execute(notebook, kernels):
+    """Run `notebook` (a path) top to bottom in the kernel of `kernels` (kernel_spec), with notebooks/ as its
+    working folder: (the notebook with its outputs, the error that stopped it or None)."""
+    nb = nbformat.read(notebook, as_version=4)
+    km = KernelManager(kernel_name=KERNEL, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
+    client = NotebookClient(nb, km=km, timeout=SECONDS, resources={"metadata": {"path": str(ROOT / "notebooks")}})
+    try:
+        client.execute()
+    except CellExecutionError as e:
+        return nb, str(e)
+    finally:
+        if km.has_kernel:  # a kernel manager handed to nbclient is ours to stop
+            km.shutdown_kernel(now=True)
+    return nb, None
+
+
+def _hash(files):
+    h = hashlib.sha256()
+    for file in files:
+        h.update(str(file.relative_to(ROOT) if file.is_relative_to(ROOT) else file.name).encode())
+        h.update(file.read_bytes())
+    return h
+
+
+def checkpoint_key(model):
+    """What identifies a checkpoint's outputs: a folder by its config and the names and sizes of its weight files;
+    a hub id by its name (a run downloads what it names)."""
+    folder = synthetic_path() if model == "synthetic" else Path(model)
+    if not folder.is_dir():
+        return str(model)
+    files = [folder / "config.json"] if (folder / "config.json").is_file() else []
+    sizes = sorted((f.name, f.stat().st_size) for f in folder.glob("*.safetensors"))
+    return _hash(files).hexdigest() + json.dumps(sizes)
+
+
+def key(notebook, model):
+    """The hash of everything the notebook's outputs depend on."""
+    code = sorted({f for folder, pattern in CODE for f in (ROOT / folder).glob(pattern)})
+    h = _hash([Path(notebook), *code])
+    h.update(checkpoint_key(model).encode())
+    return h.hexdigest()
+
+
+def executed(notebooks, model, kernels, cache=CACHE, say=print):
+    """Each notebook of `notebooks` (paths) with its outputs, from the cache when its key is unchanged, else run
+    now (saying which and how long it took): {stem: notebook}. Stops at the first notebook that fails, naming
+    it, its cell and the error."""
+    cache.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for n, notebook in enumerate(notebooks, 1):
+        name, want = Path(notebook).stem, key(notebook, model)
+        kept = cache / f"{name}.ipynb"
+        if kept.is_file():
+            nb = nbformat.read(kept, as_version=4)
+            if nb.metadata.get("book_key") == want:
+                out[name] = nb
+                continue
+        say(f"[{n}/{len(notebooks)}] running {Path(notebook).name} on {model} ...", end=" ", flush=True)
+        start = time.perf_counter()
+        nb, error = execute(notebook, kernels)
+        if error is not None:
+            say("failed")
+            raise SystemExit(f"{Path(notebook).name} stopped with an error; the book is not built:\n{error}\n"
+                             f"Fix: run the chapter (python chapters/{name}.py) and fix what it says, then build again")
+        say(f"{time.perf_counter() - start:.0f} s")
+        nb.metadata["book_key"] = want
+        nbformat.write(nb, kept)
+        out[name] = nb
+    return out
