@@ -38,6 +38,6 @@ A chapter script (chapters/chNN_topic.py, written into its notebook by notebooks
 from book import model_map
 from book.oracle import proof
 from book.shapes import notation
-from book.show import attempt, listing, show
+from book.show import attempt, in_notebook, listing, show
 
-__all__ = ["attempt", "listing", "model_map", "notation", "proof", "show"]
+__all__ = ["attempt", "in_notebook", "listing", "model_map", "notation", "proof", "show"]

@@ -63,7 +63,7 @@ from qwen.model import load_model
 from qwen.mrope import expand_image_tokens, tokens_per_image
 from qwen.rope import RotaryEmbedding, mrope_axes
 from qwen.sizes import real_config
-from qwen.synthetic import BANNER, is_synthetic, synthetic_path
+from qwen.synthetic import banner, is_synthetic, synthetic_path
 from qwen.tokenizer import load_tokenizer
 from qwen.vision import load_vision, merge_order
 
@@ -72,7 +72,7 @@ missing = ch10.missing_tower(args.path)
 if missing:  # a text-only Qwen3.5 folder: this chapter needs a tower, so it shows the synthetic one's
     print(f"(no vision tower here: {missing}; this chapter runs on the synthetic checkpoint instead)")
     args.path = synthetic_path()
-    print(BANNER)
+    print(banner(book.in_notebook()))
 SYNTHETIC = is_synthetic(args.path)
 TAG = " (synthetic weights)" if SYNTHETIC else ""  # on every line printed from the weights
 dev = args.device

@@ -61,7 +61,7 @@ from qwen.model import load_model
 from qwen.mtp import FinalHidden, load_mtp, new_cache, step
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, mtp_shapes, real_config, tensor_shapes
 from qwen.speculative import Rollback, speculate
-from qwen.synthetic import BANNER, is_synthetic, synthetic_path
+from qwen.synthetic import banner, is_synthetic, synthetic_path
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import read_header
 
@@ -70,7 +70,7 @@ missing = ch11.missing_mtp(args.path)
 if missing:  # no usable mtp.* block here: this chapter needs one, so it shows the synthetic one's
     print(f"(no usable MTP block here: {missing}; this chapter runs on the synthetic checkpoint instead)")
     args.path = synthetic_path()
-    print(BANNER)
+    print(banner(book.in_notebook()))
 real = real_config()
 dev = args.device
 dtype = torch.float32 if dev.type == "cpu" else None  # a CPU multiplies fp32 faster than bf16; elsewhere bf16

@@ -1,7 +1,10 @@
 """Write the notebooks from the chapter scripts: chapters/chNN_topic.py -> notebooks/chNN_topic.ipynb.
 
 The scripts are the one source. They are jupytext "percent" files: `# %%` starts a code cell, `# %% [markdown]` a
-markdown cell. Every code cell is live in both: a figure is one call, `book.show(name, draw, ...)`, that draws
+markdown cell. Each English markdown cell is followed by its Chinese one, `# %% [markdown] lang="zh"`: the English
+notebook (notebooks/chNN_topic.ipynb) leaves the Chinese cells out, the Chinese one (notebooks/zh/chNN_topic.ipynb)
+puts each in place of the English cell before it and sets QWEN_LANG=zh in a first code cell, so that what the code
+prints is Chinese too (qwen.lang). The code cells are the same in both. Every code cell is live in both: a figure is one call, `book.show(name, draw, ...)`, that draws
 inline in the notebook and prints one line (or saves the figure, with --figures) on the command line. So a script
 holds no commented-out code: a cell marked `active="ipynb"` is refused, except in the scripts listed in LEGACY,
 which still await their second edition. The script's docstring (its run command) is left out of the notebook.
@@ -37,8 +40,13 @@ def scripts():
     return sorted(CHAPTERS.glob("ch[0-9][0-9]_*.py"))
 
 
-def notebook_of(script):
-    return NOTEBOOKS / f"{Path(script).stem}.ipynb"
+LANGUAGES = ("en", "zh")
+SPEAK_CHINESE = ('import os\n\nos.environ["QWEN_LANG"] = "zh"  # 本笔记本说中文：代码打印的文字和图的标题也用中文'
+                 '（qwen/lang.py）')
+
+
+def notebook_of(script, lang="en"):
+    return (NOTEBOOKS if lang == "en" else NOTEBOOKS / lang) / f"{Path(script).stem}.ipynb"
 
 
 def _is_docstring(source):
@@ -94,11 +102,21 @@ def _silenced(source):
     return "\n".join(lines)
 
 
-def render(script):
-    """The notebook text for a chapter script."""
+def render(script, lang="en"):
+    """The notebook text for a chapter script, in `lang`."""
     nb = jupytext.reads(Path(script).read_text(encoding="utf-8"), fmt="py:percent")
     if nb.cells and nb.cells[0].cell_type == "code" and _is_docstring(nb.cells[0].source):
         nb.cells.pop(0)  # the run command: the notebook's first cell is the chapter's title instead
+    cells = []
+    for cell in nb.cells:
+        if cell.metadata.get("lang") == "zh":  # the Chinese of the markdown cell before it
+            if lang == "zh" and cells and cells[-1].cell_type == "markdown":
+                cells[-1] = cell
+            continue
+        cells.append(cell)
+    if lang == "zh":
+        cells.insert(1 if cells and cells[0].cell_type == "markdown" else 0, nbformat.v4.new_code_cell(SPEAK_CHINESE))
+    nb.cells = cells
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.source = _silenced(cell.source)
@@ -110,6 +128,25 @@ def render(script):
 def without_run(text):
     """A notebook as it would be before anyone ran it: what Jupyter adds when a learner runs and saves is removed."""
     return _clean(nbformat.reads(text, as_version=4))
+
+
+def untranslated(script):
+    """Where the script's prose lacks its Chinese: an English markdown cell with no `lang="zh"` cell right after it,
+    or a Chinese cell that follows no English one. Empty when the two editions are complete."""
+    script = Path(script)
+    bad, previous = [], None
+    for n, line in enumerate(script.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.startswith("# %%"):
+            continue
+        kind = "zh" if 'lang="zh"' in line else "markdown" if "[markdown]" in line else "code"
+        if kind == "zh" and (previous is None or previous[0] != "markdown"):
+            bad.append(f"{script.name}:{n}: a Chinese cell that follows no English markdown cell")
+        if kind != "zh" and previous and previous[0] == "markdown":
+            bad.append(f"{script.name}:{previous[1]}: a markdown cell without its Chinese cell after it")
+        previous = (kind, n)
+    if previous and previous[0] == "markdown":
+        bad.append(f"{script.name}:{previous[1]}: a markdown cell without its Chinese cell after it")
+    return bad
 
 
 def notebook_only_cells(script):
@@ -137,17 +174,23 @@ def main(argv):
         sys.exit("chapter scripts hold live code only:\n" + "\n".join(bad))
     stale = []
     for script in scripts():
-        nb, text = notebook_of(script), render(script)
-        if nb.is_file() and nb.read_text(encoding="utf-8") == text:
-            continue
-        stale.append(nb.relative_to(ROOT))
-        if not check:
-            nb.write_text(text, encoding="utf-8")
-            print(f"wrote {nb.relative_to(ROOT)}")
+        for lang in LANGUAGES:
+            nb, text = notebook_of(script, lang), render(script, lang)
+            if nb.is_file() and nb.read_text(encoding="utf-8") == text:
+                continue
+            stale.append(nb.relative_to(ROOT))
+            if not check:
+                nb.parent.mkdir(exist_ok=True)
+                nb.write_text(text, encoding="utf-8")
+                print(f"wrote {nb.relative_to(ROOT)}")
     if check and stale:
         sys.exit(f"out of date: {', '.join(map(str, stale))}; run: python notebooks/sync.py")
     if not stale:
-        print(f"all {len(scripts())} notebooks are up to date")
+        print(f"all {len(scripts()) * len(LANGUAGES)} notebooks ({len(scripts())} chapters, English and Chinese) are "
+              "up to date")
+    missing = [line for script in scripts() for line in untranslated(script)]
+    if missing:  # written anyway, the English standing in; tests/test_notebooks.py fails until it is translated
+        print(f"{len(missing)} markdown cells have no Chinese yet, e.g. {missing[0]}")
 
 
 if __name__ == "__main__":

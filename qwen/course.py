@@ -10,8 +10,9 @@ import sys
 
 import torch
 
+from qwen import lang
 from qwen.hub import ModelNotFound, find_model
-from qwen.synthetic import BANNER, is_synthetic, synthetic_path
+from qwen.synthetic import banner, is_synthetic, synthetic_path
 
 
 def pick_device():
@@ -33,22 +34,50 @@ def open_model(name=None):
         try:
             path = find_model()
         except ModelNotFound as e:
-            print(f"(no real model: {e.reason}; using the synthetic checkpoint)")
+            print(lang.tr(f"(no real model: {e.reason}; using the synthetic checkpoint)",
+                          f"（没有真实模型：{e.reason}；改用合成检查点）"))
             path = synthetic_path()
     if is_synthetic(path):
-        print(BANNER)
+        print(banner(notebook="ipykernel" in sys.modules))  # a notebook has no --model: it reads QWEN_MODEL
     return path
 
 
+def _asked_language(argv):
+    """--lang as given on the command line, read before the parser exists: its help is printed in that language."""
+    for i, word in enumerate(argv):
+        if word == "--lang" and i + 1 < len(argv):
+            return argv[i + 1] if argv[i + 1] in lang.LANGUAGES else None
+        if word.startswith("--lang="):
+            return word.split("=", 1)[1] if word.split("=", 1)[1] in lang.LANGUAGES else None
+    return None
+
+
+def summary(doc):
+    """A script's description for --help: its docstring's first paragraph; in Chinese, the paragraph after it when
+    that one is Chinese (whole sentences, on one line)."""
+    paragraphs = [" ".join(p.split()) for p in doc.strip().split("\n\n")]
+    chinese = len(paragraphs) > 1 and any("\u4e00" <= ch <= "\u9fff" for ch in paragraphs[1])
+    return lang.tr(paragraphs[0], paragraphs[1] if chinese else paragraphs[0])
+
+
 def chapter_parser(doc, **kwargs):
-    """The options every chapter takes (main.py passes them on to each): --model, --device, and --figures and
-    --proof (read by book.show and book.proof: save the figures to data/figures/, compare with transformers)."""
-    summary = " ".join(doc.strip().split("\n\n")[0].split())  # the docstring's first paragraph, whole sentences
-    parser = argparse.ArgumentParser(description=summary, **kwargs)
-    parser.add_argument("--model", help="checkpoint folder, hub id (default Qwen/Qwen3.5-0.8B), size or 'synthetic'")
-    parser.add_argument("--device", help="cpu, cuda or mps (default: the fastest available)")
-    parser.add_argument("--figures", action="store_true", help="draw the chapter's figures into data/figures/")
-    parser.add_argument("--proof", action="store_true", help="compare the chapter's module with transformers")
+    """The options every chapter takes (main.py passes them on to each): --model, --device, --figures and --proof
+    (read by book.show and book.proof: save the figures to data/figures/, compare with transformers), and --lang."""
+    if "ipykernel" not in sys.modules:
+        lang.use(_asked_language(sys.argv[1:]))
+    tr = lang.tr
+    parser = argparse.ArgumentParser(description=summary(doc), **kwargs)
+    parser.add_argument("--model", help=tr("checkpoint folder, hub id (default Qwen/Qwen3.5-0.8B), size or 'synthetic'",
+                                           "检查点文件夹、hub id（默认 Qwen/Qwen3.5-0.8B）、尺寸或 'synthetic'"))
+    parser.add_argument("--device", help=tr("cpu, cuda or mps (default: the fastest available)",
+                                            "cpu、cuda 或 mps（默认：可用的最快设备）"))
+    parser.add_argument("--figures", action="store_true", help=tr("draw the chapter's figures into data/figures/",
+                                                                  "把本章的图画到 data/figures/"))
+    parser.add_argument("--proof", action="store_true", help=tr("compare the chapter's module with transformers",
+                                                                "把本章的模块与 transformers 对比"))
+    parser.add_argument("--lang", choices=lang.LANGUAGES,
+                        help=tr("the language it speaks: en or zh (default: QWEN_LANG, else the locale)",
+                                "输出语言：en 或 zh（默认：QWEN_LANG，其次是系统的 locale）"))
     return parser
 
 
@@ -56,9 +85,10 @@ def chapter_args(doc):
     """Parse the chapter's command line (chapter_parser) and open the model it names."""
     parser = chapter_parser(doc)
     args = parser.parse_args([] if "ipykernel" in sys.modules else None)  # a notebook's argv is the kernel's
+    lang.use(args.lang)
     try:
         args.path = open_model(args.model)
     except (FileNotFoundError, ValueError) as e:  # bad input: one clear line, no traceback
-        sys.exit(f"error: {e}")
+        sys.exit(lang.tr(f"error: {e}", f"错误：{e}"))
     args.device = torch.device(args.device) if args.device else pick_device()
     return args

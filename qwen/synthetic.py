@@ -26,6 +26,7 @@ import torch
 from safetensors.torch import save_file
 
 from qwen.hub import DATA_DIR
+from qwen.lang import tr
 from qwen.sizes import PREFIXES, REAL_FP32, REAL_VISION_CONFIG, checkpoint_shapes
 
 VERSION = 5  # bump when the layout or the numbers change: an older data/synthetic is then rebuilt
@@ -36,15 +37,22 @@ def banner(notebook):
     """What a run on this checkpoint prints first, and how to get the real model instead: a script takes --model; a
     notebook has no command line, so it reads the environment variable QWEN_MODEL, set where Jupyter starts."""
     real = "Qwen/Qwen3.5-0.8B"
-    how = (f"QWEN_MODEL={real} in the environment Jupyter starts from (QWEN_MODEL={real} bash course.sh lab); "
-           "a download of about 1.7 GB" if notebook else f"--model {real} (a download of about 1.7 GB)")
-    return ("*** SYNTHETIC WEIGHTS: random numbers in the real Qwen3.5 layout. Real: tensor names, dtypes, depth and "
-            "layer pattern, vocabulary (Qwen's published table; the tokenizer files are the course's rebuild of it), "
-            "config layout. Not real: widths, so shapes and parameter counts, and every value. ***\n"
-            f"*** For the real model: {how}. ***")
+    if notebook:
+        how = tr(f"QWEN_MODEL={real} in the environment Jupyter starts from (QWEN_MODEL={real} bash course.sh lab); "
+                 "a download of about 1.7 GB",
+                 f"在启动 Jupyter 的环境里设 QWEN_MODEL={real}（QWEN_MODEL={real} bash course.sh lab），"
+                 "需下载约 1.7 GB")
+    else:
+        how = tr(f"--model {real} (a download of about 1.7 GB)", f"加上 --model {real}（需下载约 1.7 GB）")
+    return tr("*** SYNTHETIC WEIGHTS: random numbers in the real Qwen3.5 layout. Real: tensor names, dtypes, depth and "
+              "layer pattern, vocabulary (Qwen's published table; the tokenizer files are the course's rebuild of it), "
+              "config layout. Not real: widths, so shapes and parameter counts, and every value. ***\n"
+              f"*** For the real model: {how}. ***",
+              "*** 合成权重：按真实 Qwen3.5 布局排列的随机数。真实的：张量名、数据类型、层数与层型排列、"
+              "词表（Qwen 公开的词表；分词器文件是本课程据此重建的）、config 的结构。"
+              "不真实的：各层宽度（因此形状和参数量也不真实），以及每一个数值。***\n"
+              f"*** 要用真实模型：{how}。***")
 
-
-BANNER = banner(notebook="ipykernel" in sys.modules)  # a Jupyter kernel imports ipykernel before any cell runs
 
 TEXT = dict(  # the real 0.8B text config with narrow widths
     vocab_size=248320, hidden_size=64, intermediate_size=192, num_hidden_layers=24,

@@ -199,8 +199,9 @@ def test_bad_layer_types(tmp_path):
 def test_the_banner_is_true(synthetic):
     """Real: names, dtypes, depth and layer pattern, vocabulary, config layout. Not real: widths, shapes, counts."""
     from qwen.sizes import REAL_TEXT_CONFIG, real_config, tensor_shapes
-    from qwen.synthetic import BANNER
+    from qwen.synthetic import banner
 
+    BANNER = banner(notebook=False)  # in English: the tests run with the course's default language
     assert "Real: tensor names, dtypes, depth and layer pattern, vocabulary" in BANNER
     assert "the tokenizer files are the course's rebuild" in BANNER  # not Qwen's own tokenizer.json
     assert "Not real: widths, so shapes and parameter counts, and every value" in BANNER

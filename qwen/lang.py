@@ -1,0 +1,56 @@
+"""The language the course speaks to you, English or Chinese, and the one way a text carries both.
+
+Every text a learner reads is written in both languages side by side in the source, so the two can never drift
+apart unnoticed: `tr("the English", "中文")` in code (a printed line, a figure's title, the chat's help), and, in a
+chapter's prose, a markdown cell followed by its Chinese cell (notebooks/sync.py writes one notebook per language).
+The code itself is written once.
+
+Which language: `--lang en|zh` on the command line (chapters, main.py, the judge, the chat), else the environment
+variable QWEN_LANG (notebooks, scripts), else the locale (LC_ALL, LC_MESSAGES, LANG, LANGUAGE: zh_* -> Chinese),
+else English.
+"""
+import locale
+import os
+import sys
+
+LANGUAGES = ("en", "zh")
+
+
+def from_environment():
+    """QWEN_LANG when it names a language, else the locale: "zh" or "en"."""
+    asked = os.environ.get("QWEN_LANG", "").strip().lower()
+    if asked:
+        if asked in LANGUAGES:
+            return asked
+        print(f"(QWEN_LANG={asked!r} is not a language of the course: en or zh; using the locale's)", file=sys.stderr)
+    for var in ("LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"):
+        if os.environ.get(var):
+            return "zh" if os.environ[var].lower().startswith("zh") else "en"
+    try:
+        name = (locale.getlocale()[0] or "").lower()
+    except ValueError:
+        name = ""
+    return "zh" if name.startswith(("zh", "chinese")) else "en"
+
+
+_current = from_environment()
+
+
+def use(lang):
+    """Speak `lang` from now on (what --lang sets); None keeps the current choice."""
+    global _current
+    if lang is None:
+        return _current
+    if lang not in LANGUAGES:
+        raise ValueError(f"the course speaks {' and '.join(LANGUAGES)}, not {lang!r}")
+    _current = lang
+    return _current
+
+
+def language():
+    return _current
+
+
+def tr(en, zh):
+    """The text in the language the course speaks now."""
+    return zh if _current == "zh" else en

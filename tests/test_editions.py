@@ -1,0 +1,168 @@
+"""The two editions, English and Chinese, are one course: every markdown cell of a chapter has its Chinese cell, the
+Chinese notebook holds the same code cells and the same sections, a chapter run in Chinese prints the same numbers
+and no untranslated sentence, every `tr(en, zh)` pair is complete, and the glossary (docs/glossary.md) is kept.
+The language switch itself: --lang, QWEN_LANG, the locale."""
+import ast
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers import ROOT, shared_once
+from qwen import lang
+
+sys.path.insert(0, str(ROOT / "notebooks"))
+import sync  # noqa: E402  (notebooks/sync.py: the one way notebooks are written)
+
+SCRIPTS = [s.name for s in sync.scripts()]
+CJK = re.compile(r"[\u4e00-\u9fff]")
+TIMING = re.compile(r"\d+(\.\d+)?\s*(ms|毫秒|s\b|秒|tok/s|token/s|tokens/s)")
+NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*(?:e[+-]?\d+)?")
+SENTENCE = re.compile(r"\b[a-z]{2,}(?: [a-z]{2,}){4,}\b")  # five English words in a row: a sentence left English
+CODE_SPAN = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+
+
+def glossary():
+    """The checked table of docs/glossary.md: [(english, chinese, [words to avoid])]."""
+    text = (ROOT / "docs" / "glossary.md").read_text(encoding="utf-8")
+    table = text.split("## Checked")[1].split("\n## ")[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()
+            if line.startswith("|") and not line.startswith("|---")][1:]
+    return [(en, zh, [w.strip() for w in avoid.split(",") if w.strip()]) for en, zh, avoid in rows]
+
+
+def markdown_pairs(script):
+    """(English, Chinese) for every markdown cell of a chapter script that has its Chinese cell."""
+    nb = nbformat.reads(sync.jupytext.writes(sync.jupytext.reads(Path(script).read_text(encoding="utf-8"),
+                                                                  fmt="py:percent"), fmt="ipynb"), as_version=4)
+    cells = nb.cells
+    return [(a.source, b.source) for a, b in zip(cells, cells[1:])
+            if a.cell_type == "markdown" and "lang" not in a.metadata and b.metadata.get("lang") == "zh"]
+
+
+def tr_pairs(path):
+    """(English, Chinese) of every tr(en, zh) call in a Python file; f-strings with their placeholders as {}."""
+    def text(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        return None
+
+    pairs = []
+    for node in ast.walk(ast.parse(Path(path).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "tr":
+            if len(node.args) == 2:
+                pairs.append((text(node.args[0]), text(node.args[1]), node.lineno))
+    return pairs
+
+
+SOURCES = sorted(p for folder in ("chapters", "book", "app", "qwen", "practice", "web") for p in
+                 (ROOT / folder).glob("*.py"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_markdown_cell_has_its_chinese(script):
+    missing = sync.untranslated(ROOT / "chapters" / script)
+    assert missing == [], f"{len(missing)} untranslated:\n" + "\n".join(missing[:20])
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_the_chinese_notebook_has_the_same_code_and_sections(script):
+    path = ROOT / "chapters" / script
+    en = nbformat.reads(sync.render(path, "en"), as_version=4)
+    zh = nbformat.reads(sync.render(path, "zh"), as_version=4)
+    code = lambda nb: [c.source for c in nb.cells if c.cell_type == "code" and c.source != sync.SPEAK_CHINESE]  # noqa: E731
+    assert code(en) == code(zh)
+    assert [c.cell_type for c in en.cells] == [c.cell_type for c in zh.cells if c.source != sync.SPEAK_CHINESE]
+    for a, b in markdown_pairs(path):
+        heads = lambda text: [len(h) for h in re.findall(r"^(#+) ", CODE_SPAN.sub("", text), re.M)]  # noqa: E731
+        assert heads(a) == heads(b), f"the sections differ:\n{a[:200]}\n---\n{b[:200]}"
+        assert CJK.search(b), f"a Chinese cell without Chinese: {b[:200]}"
+
+
+@pytest.fixture(scope="module")
+def chinese_outputs(synthetic, tmp_path_factory):
+    def run(script):
+        def make():
+            r = subprocess.run([sys.executable, str(ROOT / "chapters" / script), "--model", "synthetic", "--lang",
+                                "zh"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+            return r.returncode, r.stdout, r.stderr
+        return tuple(shared_once(tmp_path_factory, f"chapter-zh-{script}", make))
+    return run
+
+
+def numbers(text):
+    return Counter(NUMBER.findall(TIMING.sub("", text)))
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_the_chinese_run_prints_the_same_numbers_in_chinese(chapter_outputs, chinese_outputs, script):
+    """The same numbers (timings aside) in either language, and no English sentence left in the Chinese run."""
+    en_code, en, _ = chapter_outputs(script)
+    zh_code, zh, err = chinese_outputs(script)
+    assert zh_code == en_code == 0, err
+    assert numbers(zh) == numbers(en), (numbers(zh) - numbers(en), numbers(en) - numbers(zh))
+    left = [line for line in zh.splitlines()
+            if SENTENCE.search(re.sub(r"'[^']*'|\"[^\"]*\"|“[^”]*”|`[^`]*`", "", line))]
+    assert left == [], "English left in the Chinese run:\n" + "\n".join(left[:10])
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_tr_pair_is_complete(path):
+    for en, zh, line in tr_pairs(path):
+        where = f"{path.relative_to(ROOT)}:{line}"
+        assert en is not None and zh is not None, f"{where}: tr() takes two literal texts, English then Chinese"
+        assert (CJK.search(zh) is not None) or not re.search(r"[A-Za-z]{3,}", zh), f"{where}: {zh!r} is not Chinese"
+        assert NUMBER.findall(en) == [] or Counter(NUMBER.findall(en)) == Counter(NUMBER.findall(zh)), \
+            f"{where}: the two texts hold different numbers: {en!r} / {zh!r}"
+        assert en.count("{}") == zh.count("{}"), f"{where}: the two texts show different values: {en!r} / {zh!r}"
+
+
+def all_pairs():
+    pairs = [(f"chapters/{s}", a, b) for s in SCRIPTS for a, b in markdown_pairs(ROOT / "chapters" / s)]
+    pairs += [(f"{p.relative_to(ROOT)}:{n}", a, b) for p in SOURCES for a, b, n in tr_pairs(p) if a and b]
+    for folder in sorted((ROOT / "practice").glob("[0-9][0-9][0-9]_*")):
+        if (folder / "README.zh.md").is_file():
+            pairs.append((f"{folder.name}/README", (folder / "README.md").read_text(encoding="utf-8"),
+                          (folder / "README.zh.md").read_text(encoding="utf-8")))
+    return pairs
+
+
+def test_the_glossary_is_kept():
+    problems = []
+    terms = glossary()
+    for where, en, zh in all_pairs():
+        prose = CODE_SPAN.sub("", en)
+        for english, chinese, avoid in terms:
+            if re.search(rf"\b{re.escape(english)}\b", prose, re.I) and chinese not in zh:
+                problems.append(f"{where}: '{english}' without '{chinese}'")
+            problems += [f"{where}: '{word}' (the glossary says '{chinese}')" for word in avoid if word in zh]
+    assert problems == [], f"{len(problems)} departures from docs/glossary.md:\n" + "\n".join(problems[:30])
+
+
+def test_the_language_follows_the_learner(monkeypatch):
+    """--lang (lang.use) wins; else QWEN_LANG; else the locale; else English. A wrong QWEN_LANG says so."""
+    for var in ("QWEN_LANG", "LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    assert lang.from_environment() == "zh"
+    monkeypatch.setenv("QWEN_LANG", "en")
+    assert lang.from_environment() == "en"
+    monkeypatch.setenv("LANG", "en_US.UTF-8")
+    monkeypatch.setenv("QWEN_LANG", "zh")
+    assert lang.from_environment() == "zh"
+    monkeypatch.setenv("QWEN_LANG", "fr")
+    assert lang.from_environment() == "en"
+    saved = lang.language()
+    try:
+        lang.use("zh")
+        assert lang.tr("a", "甲") == "甲"
+        with pytest.raises(ValueError, match="en and zh"):
+            lang.use("fr")
+    finally:
+        lang.use(saved)
