@@ -1,7 +1,7 @@
 """Every text the judge prints, in English and Chinese (VERDICT, MSG), the language it prints in (detect_lang) and
-the commands its messages suggest (cmd). No imports but the standard library: `list` and `show` start fast."""
-import locale
-import os
+the commands its messages suggest (cmd). It imports only qwen.lang (the standard library's locale and os), so that
+`list` and `show` start fast."""
+from qwen.lang import from_environment
 
 VERDICT = {
     "en": {"AC": "Accepted", "WA": "Wrong Answer", "RE": "Runtime Error", "TLE": "Time Limit Exceeded",
@@ -173,17 +173,8 @@ MSG = {
 
 
 def detect_lang(explicit=None):
-    """--lang wins; else the locale variables (LC_ALL, LC_MESSAGES, LANG, LANGUAGE): Chinese if they say zh."""
-    if explicit:
-        return explicit
-    for var in ("LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"):
-        if os.environ.get(var):
-            return "zh" if os.environ[var].lower().startswith("zh") else "en"
-    try:
-        loc = (locale.getlocale()[0] or "").lower()
-    except ValueError:
-        loc = ""
-    return "zh" if loc.startswith(("zh", "chinese")) else "en"
+    """--lang wins; else QWEN_LANG, else the locale, as everywhere in the course (qwen/lang.py)."""
+    return explicit or from_environment()
 
 
 def cmd(*words):

@@ -286,8 +286,9 @@ def test_list_show_and_languages(env):
     en, zh = judge("show", "204"), judge("show", "204", "--lang", "zh")
     assert "def rms_norm(x: torch.Tensor" in en.stdout and "Tolerances" in en.stdout
     assert "零中心" in zh.stdout and "容差" in zh.stdout
-    assert "练习题" in judge("list", env_extra={"LANG": "zh_CN.UTF-8"}).stdout
-    assert "Practice problems" in judge("list", env_extra={"LANG": "zh_CN.UTF-8", "LC_ALL": "en_US.UTF-8"}).stdout
+    assert "练习题" in judge("list", env_extra={"QWEN_LANG": "", "LANG": "zh_CN.UTF-8"}).stdout
+    assert "Practice problems" in judge("list", env_extra={"QWEN_LANG": "", "LANG": "zh_CN.UTF-8",
+                                                           "LC_ALL": "en_US.UTF-8"}).stdout
 
 
 def test_start_never_overwrites(env):
@@ -407,13 +408,23 @@ def test_importable_from_the_notebooks_folder(tmp_path):
     assert out.stdout.strip() == "check", out.stderr
 
 
-def test_language_from_flag_or_locale(monkeypatch):
-    for var in ("LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"):
+def test_language_from_flag_qwen_lang_or_locale(monkeypatch):
+    """The judge follows the course's switch: --lang, else QWEN_LANG, else the locale."""
+    for var in ("QWEN_LANG", "LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("LANG", "zh_CN.UTF-8")
     assert detect_lang() == "zh" and detect_lang("en") == "en"
     monkeypatch.setenv("LC_ALL", "en_GB.UTF-8")
     assert detect_lang() == "en"
+    monkeypatch.setenv("QWEN_LANG", "zh")
+    assert detect_lang() == "zh" and detect_lang("en") == "en"
+
+
+def test_qwen_lang_makes_the_judge_speak_chinese(tmp_path):
+    env = dict(os.environ, QWEN_LANG="zh", LANG="en_US.UTF-8")
+    r = subprocess.run([sys.executable, str(REPO / "practice" / "judge.py"), "list"], capture_output=True, text=True,
+                       env=env, cwd=REPO, timeout=60)
+    assert r.returncode == 0 and "零中心的 RMSNorm" in r.stdout, r.stdout + r.stderr
 
 
 def test_time_limit_is_validated(env):
