@@ -35,6 +35,7 @@ from practice.plugin import plug_in_allowed, plug_in_file  # noqa: E402
 from practice.problems import checksums, find_problem, manifest_path, problems, verified  # noqa: E402
 from practice.report import Printer, shown_path, width  # noqa: E402
 from practice.store import load_progress, progress_path, record, work_dir  # noqa: E402
+from qwen.lang import from_command_line  # noqa: E402
 
 
 def cmd_rehash():
@@ -164,7 +165,33 @@ examples:
 Your code runs in a separate process, with a time limit per case; the judge never writes to your file.
 Progress: practice/.progress.json (git-ignored). In a notebook: from practice.judge import check.
 Developers: after changing a problem's reference files, run python practice/judge.py rehash (practice/README.md).
-Language: --lang, else the locale (LANG=zh_CN.UTF-8 gives Chinese).
+Language: --lang, else QWEN_LANG, else the locale (LANG=zh_CN.UTF-8 gives Chinese).
+"""
+
+HELP_ZH = """\
+命令：
+  list             列出所有题目和你的进度：✓ 已通过，✗ 试过但未通过，– 还没试
+  show N           显示第 N 题的题面（--lang en：英文）
+  start N          把第 N 题的起始代码复制到 practice/work/（已有的文件绝不覆盖）
+  N  或  test N    评测你的文件 practice/work/N_*.py；只有通过时退出码为 0
+                   （--file PATH：评测别的文件；--time-limit S：每个用例的秒数；--json：把结果输出为一个
+                   JSON 对象，给工具用；--plug-in：模型的某个部件通过后，把你的部件装进整个模型再跑一遍）
+
+评测结果：
+  通过；答案错误（给出用例、期望值与实际值、max |Δ|、容差、第一个出错的下标；你的答案与某个常见错误一致时
+  还会给出提示）；运行错误（你的 traceback）；超出时间限制；编译错误。
+
+示例：
+  python practice/judge.py list
+  python practice/judge.py show 204 --lang en
+  python practice/judge.py start 204
+  python practice/judge.py 204
+  python practice/judge.py 204 --file my_norm.py
+
+你的代码在单独的进程里运行，每个用例都有时限；评测器从不改写你的文件。
+进度：practice/.progress.json（git 已忽略）。在笔记本里：from practice.judge import check。
+开发者：改了题目的参考文件后，运行 python practice/judge.py rehash（见 practice/README.md）。
+语言：--lang，其次 QWEN_LANG，再次系统的 locale（LANG=zh_CN.UTF-8 即为中文）。
 """
 
 
@@ -203,18 +230,26 @@ def main(argv=None):
             stream.reconfigure(errors="replace")
         except (AttributeError, ValueError):
             pass
-    parser = argparse.ArgumentParser(prog="python practice/judge.py", epilog=HELP,
+    zh = detect_lang(from_command_line(sys.argv[1:] if argv is None else argv)) == "zh"
+    tr = lambda en, chinese: chinese if zh else en  # noqa: E731  (--help speaks the language asked for)
+    parser = argparse.ArgumentParser(prog="python practice/judge.py", epilog=HELP_ZH if zh else HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     description="Grade your solutions to the course's exercises, like an online "
-                                                 "judge.")
+                                     description=tr("Grade your solutions to the course's exercises, like an online "
+                                                    "judge.", "像在线评测一样，评测你对本课程练习的解答。"))
     parser.add_argument("words", nargs="*", metavar="command", help="list | show N | start N | N | test N")
-    parser.add_argument("--lang", choices=["en", "zh"], help="language of messages and statements")
-    parser.add_argument("--file", metavar="PATH", help="grade this file instead of practice/work/N_*.py")
-    parser.add_argument("--time-limit", type=float, metavar="S", help="seconds per case (default: the problem's)")
-    parser.add_argument("--plug-in", action="store_true", help="after Accepted on a model part (204, 206, 207, 208, "
-                        "211, 212), run the whole model with your part and compare the next-token prediction")
-    parser.add_argument("--json", action="store_true", help="print the verdict as one JSON object (for tools): "
-                        "verdict, cases, times, hints and the report's text")
+    parser.add_argument("--lang", choices=["en", "zh"], help=tr("language of messages and statements",
+                                                                "提示信息和题面的语言"))
+    parser.add_argument("--file", metavar="PATH", help=tr("grade this file instead of practice/work/N_*.py",
+                                                          "评测这个文件，而不是 practice/work/N_*.py"))
+    parser.add_argument("--time-limit", type=float, metavar="S", help=tr("seconds per case (default: the problem's)",
+                                                                         "每个用例的秒数（默认：题目自己的时限）"))
+    parser.add_argument("--plug-in", action="store_true", help=tr(
+        "after Accepted on a model part (204, 206, 207, 208, 211, 212), run the whole model with your part and "
+        "compare the next-token prediction",
+        "模型部件（204、206、207、208、211、212）通过后，把你的部件装进整个模型，比较下一个 token 的预测"))
+    parser.add_argument("--json", action="store_true", help=tr(
+        "print the verdict as one JSON object (for tools): verdict, cases, times, hints and the report's text",
+        "把结果输出为一个 JSON 对象（给工具用）：结果、用例、用时、提示和报告全文"))
     args = parser.parse_args(argv)
     if args.time_limit is not None and not 0 < args.time_limit <= MAX_TIME_LIMIT:  # NaN fails both
         parser.error(f"--time-limit must be a number of seconds above 0 and at most {MAX_TIME_LIMIT:g}")

@@ -42,16 +42,6 @@ def open_model(name=None):
     return path
 
 
-def _asked_language(argv):
-    """--lang as given on the command line, read before the parser exists: its help is printed in that language."""
-    for i, word in enumerate(argv):
-        if word == "--lang" and i + 1 < len(argv):
-            return argv[i + 1] if argv[i + 1] in lang.LANGUAGES else None
-        if word.startswith("--lang="):
-            return word.split("=", 1)[1] if word.split("=", 1)[1] in lang.LANGUAGES else None
-    return None
-
-
 def summary(doc):
     """A script's description for --help: its docstring's first paragraph; in Chinese, the paragraph after it when
     that one is Chinese (whole sentences, on one line)."""
@@ -64,7 +54,7 @@ def chapter_parser(doc, **kwargs):
     """The options every chapter takes (main.py passes them on to each): --model, --device, --figures and --proof
     (read by book.show and book.proof: save the figures to data/figures/, compare with transformers), and --lang."""
     if "ipykernel" not in sys.modules:
-        lang.use(_asked_language(sys.argv[1:]))
+        lang.use(lang.from_command_line(sys.argv[1:]))
     tr = lang.tr
     parser = argparse.ArgumentParser(description=summary(doc), **kwargs)
     parser.add_argument("--model", help=tr("checkpoint folder, hub id (default Qwen/Qwen3.5-0.8B), size or 'synthetic'",

@@ -33,6 +33,16 @@ def from_environment():
     return "zh" if name.startswith(("zh", "chinese")) else "en"
 
 
+def from_command_line(argv):
+    """--lang X (or --lang=X) in `argv`, read before a parser exists, so that its --help speaks X; None if absent."""
+    for i, word in enumerate(argv):
+        value = argv[i + 1] if word == "--lang" and i + 1 < len(argv) else word.partition("=")[2] \
+            if word.startswith("--lang=") else None
+        if value is not None:
+            return value if value in LANGUAGES else None
+    return None
+
+
 _current = from_environment()
 
 
