@@ -51,24 +51,30 @@ def synthetic():
 def chapter_outputs(synthetic, tmp_path_factory):
     """Each chapter script run once on the synthetic checkpoint, shared by the chapter and notebook tests (and by
     the workers): (exit code, stdout, stderr)."""
-    def output(script):
-        return tuple(shared_once(tmp_path_factory, f"chapter-{script}", lambda: run_chapter(script, "--model",
-                                                                                          "synthetic")))
+    def output(script, lang="en"):
+        key = f"chapter-{script}" if lang == "en" else f"chapter-{lang}-{script}"
+        return tuple(shared_once(tmp_path_factory, key, lambda: run_chapter(script, "--model", "synthetic",
+                                                                            "--lang", lang)))
     return output
 
 
 @pytest.fixture(scope="session")
 def executed(synthetic, tmp_path_factory):
-    """Each chapter's notebook run once per test run in a kernel of this Python on the synthetic checkpoint, as the
-    book runs it (web/execute.py), shared by the notebook and book tests and by the workers: name -> (notebook
-    with its outputs, the error that stopped it or None). No timing: a hang is stopped by the per-cell timeout."""
-    kernels = kernel_spec(tmp_path_factory.mktemp("kernels"), synthetic)
+    """Each chapter's notebook (English, or Chinese from notebooks/zh/) run once per test run in a kernel of this
+    Python on the synthetic checkpoint, as the book runs it (web/execute.py), shared by the notebook and book tests
+    and by the workers: (name, lang) -> (notebook with its outputs, the error that stopped it or None). No timing: a
+    hang is stopped by the per-cell timeout."""
+    kernels = {}
 
-    def run(name):
+    def run(name, lang="en"):
         def make():
-            nb, error = execute(ROOT / "notebooks" / f"{name}.ipynb", kernels)
+            if lang not in kernels:
+                kernels[lang] = kernel_spec(tmp_path_factory.mktemp(f"kernels-{lang}"), synthetic, lang)
+            folder = ROOT / "notebooks" / ("" if lang == "en" else lang)
+            nb, error = execute(folder / f"{name}.ipynb", kernels[lang])
             return nbformat.writes(nb), error
-        text, error = shared_once(tmp_path_factory, f"notebook-{name}", make)
+        key = f"notebook-{name}" if lang == "en" else f"notebook-{lang}-{name}"
+        text, error = shared_once(tmp_path_factory, key, make)
         return nbformat.reads(text, as_version=4), error
     return run
 

@@ -4,7 +4,6 @@ and no untranslated sentence, every `tr(en, zh)` pair is complete, and the gloss
 The language switch itself: --lang, QWEN_LANG, the locale."""
 import ast
 import re
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import ROOT, shared_once
+from helpers import ROOT
 from qwen import lang
 
 sys.path.insert(0, str(ROOT / "notebooks"))
@@ -85,26 +84,15 @@ def test_the_chinese_notebook_has_the_same_code_and_sections(script):
         assert CJK.search(b), f"a Chinese cell without Chinese: {b[:200]}"
 
 
-@pytest.fixture(scope="module")
-def chinese_outputs(synthetic, tmp_path_factory):
-    def run(script):
-        def make():
-            r = subprocess.run([sys.executable, str(ROOT / "chapters" / script), "--model", "synthetic", "--lang",
-                                "zh"], capture_output=True, text=True, timeout=300, cwd=ROOT)
-            return r.returncode, r.stdout, r.stderr
-        return tuple(shared_once(tmp_path_factory, f"chapter-zh-{script}", make))
-    return run
-
-
 def numbers(text):
     return Counter(NUMBER.findall(TIMING.sub("", text)))
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_the_chinese_run_prints_the_same_numbers_in_chinese(chapter_outputs, chinese_outputs, script):
+def test_the_chinese_run_prints_the_same_numbers_in_chinese(chapter_outputs, script):
     """The same numbers (timings aside) in either language, and no English sentence left in the Chinese run."""
     en_code, en, _ = chapter_outputs(script)
-    zh_code, zh, err = chinese_outputs(script)
+    zh_code, zh, err = chapter_outputs(script, "zh")
     assert zh_code == en_code == 0, err
     assert numbers(zh) == numbers(en), (numbers(zh) - numbers(en), numbers(en) - numbers(zh))
     left = [line for line in zh.splitlines()

@@ -1,8 +1,9 @@
-"""The book (web/): the site is built from the notebooks the suite already executes (the `executed` fixture, shared
-with tests/test_notebooks.py), then checked as files (every page, every link, nothing of the judge's secrets) and
-opened page by page in headless Chromium (Debian's chromium and chromium-driver, driven by selenium): no console
-error, every image loaded, each chapter page printing what its script prints and drawing its figures, and the search
-box finding a word. Where no Chromium is installed, the browser tests are skipped, saying so."""
+"""The book (web/), in both editions (English at the root, Chinese in zh/): the site is built from the notebooks the
+suite already executes (the `executed` fixture, shared with tests/test_notebooks.py), then checked as files (every
+page, every link, nothing of the judge's secrets) and opened page by page in headless Chromium (Debian's chromium
+and chromium-driver, driven by selenium): no console error, every image loaded, each chapter page printing what its
+script prints and drawing its figures, and the search box finding a word. Where no Chromium is installed, the
+browser tests are skipped, saying so."""
 import json
 import re
 import shutil
@@ -19,21 +20,27 @@ from test_notebooks import FIGURES, MODE_DEPENDENT, SCRIPTS
 
 from book.show import NOTE
 from helpers import ROOT
+from qwen import lang
 from qwen.synthetic import banner
 from web import execute, render
 from web.build import build_site
 
 PROBLEMS = sorted(p for p in (ROOT / "practice").glob("[0-9][0-9][0-9]_*") if (p / "README.md").is_file())
+EDITIONS = {"en": "", "zh": "zh/"}  # where each edition's pages are, from the site's root
+README = {"en": "README.md", "zh": "README.zh.md"}
+SYNTHETIC = {"en": "synthetic checkpoint", "zh": "合成检查点"}  # what the banner of each edition says
 
 
 @pytest.fixture(scope="module")
 def site(executed, synthetic, tmp_path_factory):
-    notebooks = {}
-    for name in SCRIPTS:
-        nb, error = executed(name)
-        assert error is None, error
-        notebooks[name] = nb
-    return build_site(notebooks, str(synthetic), tmp_path_factory.mktemp("book") / "site").parent
+    editions = {}
+    for code in EDITIONS:
+        editions[code] = {}
+        for name in SCRIPTS:
+            nb, error = executed(name, code)
+            assert error is None, error
+            editions[code][name] = nb
+    return build_site(editions, str(synthetic), tmp_path_factory.mktemp("book") / "site").parent
 
 
 class _Page(HTMLParser):
@@ -60,8 +67,9 @@ def parsed(path):
 def test_every_page_is_built(site):
     """The index, a page per chapter, the exercises' index and a page per exercise: nothing else."""
     pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html"))
-    assert pages == sorted(["index.html", "exercises/index.html", *(f"chapters/{s}.html" for s in SCRIPTS),
-                            *(f"exercises/{p.name[:3]}.html" for p in PROBLEMS)])
+    assert pages == sorted(f"{where}{page}" for where in EDITIONS.values() for page in [
+        "index.html", "exercises/index.html", *(f"chapters/{s}.html" for s in SCRIPTS),
+        *(f"exercises/{p.name[:3]}.html" for p in PROBLEMS)])
     assert len(SCRIPTS) == 11 and len(PROBLEMS) == 21
 
 
@@ -91,32 +99,41 @@ def test_chapter_pages_link_their_script_notebook_modules_and_exercises(site):
     assert re.search(r'exercise <a href="../exercises/204.html">204</a>', ch03)
     assert re.search(r'<a href="../exercises/205.html">205</a>', ch03)
     assert "practice/judge.py start 204" in ch03
+    # the language switch: the same page in the other edition, and back
+    assert (page.parent / "../zh/chapters/ch03_norm.html").resolve() in linked
+    zh = site / "zh" / "chapters" / "ch03_norm.html"
+    assert page.resolve() in {(zh.parent / link).resolve() for link in parsed(zh).links}
 
 
-def test_exercise_pages_show_the_statement_and_keep_the_judge_secret(site):
-    """Each exercise page: its statement, the signatures and the worked example, and the commands that grade it;
-    none of its hidden cases' description and none of its hints (they would spoil the judge)."""
+@pytest.mark.parametrize("code", EDITIONS)
+def test_exercise_pages_show_the_statement_and_keep_the_judge_secret(site, code):
+    """Each exercise page: its statement (in the edition's language), the signatures and the worked example, and
+    the commands that grade it; none of its hidden cases' description and none of its hints (they would spoil the
+    judge)."""
     for folder in PROBLEMS:
-        number, page = folder.name[:3], (site / "exercises" / f"{folder.name[:3]}.html").read_text(encoding="utf-8")
-        readme = (folder / "README.md").read_text(encoding="utf-8")
+        number = folder.name[:3]
+        page = (site / f"{EDITIONS[code]}exercises/{number}.html").read_text(encoding="utf-8")
+        readme = (folder / README[code]).read_text(encoding="utf-8")
         signature = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
         text = render.plain_text(page)
         squeezed = re.sub(r"\s", "", text)  # highlighted code: a span per token
         for line in signature.splitlines():
             assert re.sub(r"\s", "", line) in squeezed, (number, line)
+        assert re.sub(r"\s", "", render.plain_text(readme.splitlines()[0].lstrip("# "))) in squeezed, number
         assert f"python practice/judge.py start {number}" in page and f"python practice/judge.py {number}" in page
-        grading = readme.partition("## Grading")[2]
-        for sentence in re.findall(r"[^.\n]{30,}", grading)[:5]:
-            assert render.plain_text(sentence) not in text, (number, sentence)
+        grading = re.split(r"^## (?:Grading|评测|评分)", readme, flags=re.M)
+        for sentence in re.findall(r"[^.。\n]{20,}", grading[1] if len(grading) > 1 else "")[:5]:
+            assert re.sub(r"\s", "", render.plain_text(sentence)) not in squeezed, (number, sentence)
         mistakes = folder / "mistakes.toml"
         if mistakes.is_file():
             for entry in tomllib.loads(mistakes.read_text(encoding="utf-8")).values():
-                if isinstance(entry, dict) and entry.get("en"):
-                    assert entry["en"][:60] not in text, (number, entry["en"])
+                if isinstance(entry, dict) and entry.get(code):
+                    assert entry[code][:40] not in text, (number, entry[code])
 
 
-def test_the_search_index_holds_every_section(site):
-    text = (site / "search-index.js").read_text(encoding="utf-8")
+@pytest.mark.parametrize("code", EDITIONS)
+def test_the_search_index_holds_every_section(site, code):
+    text = (site / f"{EDITIONS[code]}search-index.js").read_text(encoding="utf-8")
     records = json.loads(text.removeprefix("window.SEARCH_INDEX = ").rstrip().removesuffix(";"))
     deltanet = [r for r in records if "DeltaNet" in r["heading"] + r["text"]]
     assert any(r["href"].startswith("chapters/ch07_deltanet.html#") for r in deltanet)
@@ -221,22 +238,24 @@ def opened(browser, path):
     return [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
 
 
+@pytest.mark.parametrize("code", EDITIONS)
 @pytest.mark.parametrize("page", ["index.html", "exercises/index.html", *(f"exercises/{p.name[:3]}.html"
                                                                           for p in PROBLEMS)])
-def test_page_opens_clean(browser, site, page):
-    assert opened(browser, site / page) == []
+def test_page_opens_clean(browser, site, page, code):
+    assert opened(browser, site / f"{EDITIONS[code]}{page}") == []
     broken = browser.execute_script("return Array.from(document.images).filter(i => !(i.naturalWidth > 0))"
                                     ".map(i => i.src)")
     assert broken == []
-    assert "synthetic checkpoint" in browser.find_element("css selector", ".banner").text
+    assert SYNTHETIC[code] in browser.find_element("css selector", ".banner").text
 
 
+@pytest.mark.parametrize("code", EDITIONS)
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_chapter_page_shows_what_the_script_prints_and_draws(browser, site, chapter_outputs, name):
+def test_chapter_page_shows_what_the_script_prints_and_draws(browser, site, chapter_outputs, name, code):
     """No console error; every image loaded; the figures the chapter draws (those python chapters/<it>.py --figures
     saves), each with its title as alt text; and, cell by cell, the lines the script prints (except where a page
     shows a figure, a listing, an exercise or the proof instead of the script's one line). Timings are masked."""
-    assert opened(browser, site / "chapters" / f"{name}.html") == []
+    assert opened(browser, site / f"{EDITIONS[code]}chapters/{name}.html") == []
     images = browser.execute_script("return Array.from(document.images).map(i => [i.naturalWidth, i.alt, "
                                     "i.closest('figure') && i.closest('figure').id])")
     assert images and all(width > 0 and alt for width, alt, _ in images), images
@@ -245,20 +264,26 @@ def test_chapter_page_shows_what_the_script_prints_and_draws(browser, site, chap
         "return Array.from(document.querySelectorAll('.cell')).map(c => [c.querySelector('pre.code').textContent, "
         "Array.from(c.querySelectorAll('pre.output:not(.stderr)')).map(o => o.textContent).join('')])")
     page = "".join(out for code, out in cells if not MODE_DEPENDENT.search(code))
-    code, stdout, stderr = chapter_outputs(f"{name}.py")
-    assert code == 0, stderr
+    status, stdout, stderr = chapter_outputs(f"{name}.py", code)
+    assert status == 0, stderr
     stdout = "".join(line for line in stdout.splitlines(keepends=True) if not line.startswith(NOTE))
     mask = lambda text: re.sub(r"\d+(\.\d+)? ms\b", "_ ms", text)  # noqa: E731
-    assert mask(page.replace(banner(notebook=True), banner(notebook=False))) == mask(stdout)
-    assert "synthetic checkpoint" in browser.find_element("css selector", ".banner").text
+    spoken = lang.language()
+    try:
+        lang.use(code)
+        assert mask(page.replace(banner(notebook=True), banner(notebook=False))) == mask(stdout)
+    finally:
+        lang.use(spoken)
+    assert SYNTHETIC[code] in browser.find_element("css selector", ".banner").text
 
 
-def test_search_finds_deltanet(browser, site):
+@pytest.mark.parametrize("code", EDITIONS)
+def test_search_finds_deltanet(browser, site, code):
     """Typed into the box of a chapter page (its links are relative to a folder below the root), the word lists
     sections that hold it, and the first one opens."""
     from selenium.webdriver.common.by import By
 
-    assert opened(browser, site / "chapters" / "ch03_norm.html") == []
+    assert opened(browser, site / f"{EDITIONS[code]}chapters/ch03_norm.html") == []
     browser.find_element(By.ID, "search").send_keys("DeltaNet")
     results = browser.find_elements(By.CSS_SELECTOR, "#search-results li a")
     assert results, "the search found nothing for DeltaNet"

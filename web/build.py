@@ -5,7 +5,8 @@ Run: python -m web [--model PATH|HUB_ID|synthetic] [--out DIR] [--serve [PORT]] 
      bash course.sh book [same options]      (sets up .venv first)
 
 By default the chapters run on the synthetic checkpoint, and every page says so; --model (or QWEN_MODEL) builds
-the book from a real checkpoint's outputs. A second build re-executes only the chapters whose inputs changed.
+the book from a real checkpoint's outputs. Both editions are built, English at the root and Chinese in zh/, each
+page linking to itself in the other language. A second build re-executes only the chapters whose inputs changed.
 """
 import argparse
 import datetime
@@ -22,32 +23,46 @@ from pathlib import Path
 from pygments.formatters import HtmlFormatter
 
 from qwen.hub import DATA_DIR
+from qwen.lang import LANGUAGES, language, tr, use
 from qwen.synthetic import is_synthetic, synthetic_path
 from web import pages
-from web.execute import executed, kernel_spec
+from web.execute import CACHE, executed, kernel_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = DATA_DIR / "book" / "site"
 STATIC = Path(__file__).resolve().parent / "static"
 REAL = "Qwen/Qwen3.5-0.8B"
-INTRO = """# Qwen3.5 by Hand
+
+
+def intro():
+    return tr("""# Qwen3.5 by Hand
 
 Build **Qwen3.5 from scratch in PyTorch**, one part per chapter, and prove every part equal to the reference
 implementation (Hugging Face `transformers`). Each page below is a chapter as it ran: its prose, its code, what the
 code printed and the figures it drew. The exercises are graded on your machine by the course's judge.
 
 Run it yourself: clone the course, then `bash course.sh` runs every chapter, `bash course.sh lab` opens the
-notebooks, `bash course.sh book` builds these pages."""
+notebooks, `bash course.sh book` builds these pages.""", """# 手写 Qwen3.5
+
+用 **PyTorch 从零实现 Qwen3.5**：每章一个部件，每个部件都证明与参考实现（Hugging Face `transformers`）相等。
+下面每一页都是一章实际运行的样子：正文、代码、代码打印的内容和画出的图。练习由课程的评测器在你的机器上评测。
+
+自己动手：克隆课程后，`bash course.sh --lang zh` 依次运行每一章，`bash course.sh lab` 打开笔记本
+（中文版在 `notebooks/zh/`），`bash course.sh book` 生成这些网页。""")
 
 
 def banner(model):
     """What every page says first when its numbers come from the synthetic checkpoint."""
     if not _synthetic(model):
         return None
-    return ("Built on the synthetic checkpoint: random weights in the real Qwen3.5 layout (its tensor names, dtypes, "
-            "depth, layer pattern and vocabulary; narrow widths). Every number and figure drawn from the weights is "
-            "synthetic; where the real value is known, the page prints it beside, marked “real Qwen3.5-0.8B”. "
-            f"The real model's pages: QWEN_MODEL={REAL} bash course.sh book (a download of about 1.7 GB).")
+    return tr("Built on the synthetic checkpoint: random weights in the real Qwen3.5 layout (its tensor names, dtypes, "
+              "depth, layer pattern and vocabulary; narrow widths). Every number and figure drawn from the weights is "
+              "synthetic; where the real value is known, the page prints it beside, marked “real Qwen3.5-0.8B”. "
+              f"The real model's pages: QWEN_MODEL={REAL} bash course.sh book (a download of about 1.7 GB).",
+              "本书在合成检查点上生成：按真实 Qwen3.5 布局排列的随机权重（张量名、数据类型、层数、层型排列和"
+              "词表都是真的；各层宽度很窄）。凡是从权重算出的数字和图都是合成的；知道真实值的地方，页面会在旁边打印出来，"
+              f"标为“真实 Qwen3.5-0.8B”。真实模型的版本：QWEN_MODEL={REAL} bash course.sh book"
+              "（需下载约 1.7 GB）。")
 
 
 def _synthetic(model):
@@ -62,27 +77,44 @@ def _commit():
         return None
 
 
-def build_site(notebooks, model, site=SITE, source_url=None):
-    """Write the site for the executed `notebooks` ({stem: notebook}, in chapter order) into `site`: the path of
-    its index.html."""
-    shutil.rmtree(site, ignore_errors=True)
-    site.mkdir(parents=True)
+def edition(notebooks, model, site, source_url=None, other=None):
+    """One language's pages (the language qwen.lang speaks now) from its executed `notebooks` ({stem: notebook},
+    in chapter order), written into `site`; `other` is the other edition's folder, for the language switch."""
     chapter_of = {int(stem[2:4]): f"chapters/{stem}.html" for stem in notebooks}
     exercises = pages.exercise_pages(chapter_of)
     chapters = pages.chapter_pages(notebooks, site, exercises)
-    every = [pages.index_page(chapters, exercises, INTRO), *chapters, pages.exercises_index(exercises),
+    every = [pages.index_page(chapters, exercises, intro()), *chapters, pages.exercises_index(exercises),
              *exercises.values()]
-    ran_on = "the synthetic checkpoint (random weights)" if _synthetic(model) else str(model)
+    synthetic = tr("the synthetic checkpoint (random weights)", "合成检查点（随机权重）")
+    ran_on = synthetic if _synthetic(model) else str(model)
     commit = _commit()
-    footer = (f"Outputs of a run on {ran_on}, built {datetime.date.today().isoformat()}"
-              f"{f' from commit {commit}' if commit else ''}. Every page is written from the chapter scripts.")
-    pages.write(site, every, banner(model), footer, source_url)
-    (site / "static").mkdir()
+    footer = tr(f"Outputs of a run on {ran_on}, built {datetime.date.today().isoformat()}"
+                f"{f' from commit {commit}' if commit else ''}. Every page is written from the chapter scripts.",
+                f"在{ran_on}上运行的输出，生成于 {datetime.date.today().isoformat()}"
+                f"{f'（提交 {commit}）' if commit else ''}。每一页都由章节脚本生成。")
+    pages.write(site, every, banner(model), footer, source_url, other)
+    (site / "static").mkdir(parents=True, exist_ok=True)
     css = (STATIC / "book.css").read_text(encoding="utf-8") + HtmlFormatter().get_style_defs("pre.code")
     (site / "static" / "book.css").write_text(css, encoding="utf-8")
     shutil.copy(STATIC / "search.js", site / "static" / "search.js")
     records = json.dumps(pages.search_index(every), ensure_ascii=False)
     (site / "search-index.js").write_text(f"window.SEARCH_INDEX = {records};\n", encoding="utf-8")
+
+
+def build_site(editions, model, site=SITE, source_url=None):
+    """Write the book into `site`: the English edition at its root, the Chinese one in zh/, from `editions`
+    ({language: {stem: executed notebook}}). The path of its index.html."""
+    shutil.rmtree(site, ignore_errors=True)
+    site.mkdir(parents=True)
+    folders = {code: site if code == "en" else site / code for code in editions}
+    spoken = language()
+    try:
+        for code, notebooks in editions.items():
+            use(code)
+            other = next((folder for c, folder in folders.items() if c != code), None)
+            edition(notebooks, model, folders[code], source_url, other)
+    finally:
+        use(spoken)
     return site / "index.html"
 
 
@@ -110,14 +142,19 @@ def main(argv=None):
                         help="then serve it on http://127.0.0.1:PORT (default 8000)")
     parser.add_argument("--source-url", help="link the course's files here instead of into the checkout "
                                              "(e.g. https://github.com/OWNER/REPO/blob/COMMIT/)")
+    parser.add_argument("--lang", choices=LANGUAGES, action="append",
+                        help="build only this edition (repeat for both; default: English and Chinese)")
     args = parser.parse_args(argv)
     if args.model == "synthetic":
         synthetic_path()  # made once, before the first chapter needs it
     subprocess.run([sys.executable, str(ROOT / "notebooks" / "sync.py")], check=True, cwd=ROOT)  # from the scripts
-    notebooks = sorted((ROOT / "notebooks").glob("ch[0-9][0-9]_*.ipynb"))
-    with tempfile.TemporaryDirectory() as kernels:
-        ran = executed(notebooks, args.model, kernel_spec(kernels, args.model))
-    index = build_site(ran, args.model, args.out.resolve(), args.source_url)
+    editions = {}
+    for code in args.lang or LANGUAGES:
+        folder = ROOT / "notebooks" / ("" if code == "en" else code)
+        with tempfile.TemporaryDirectory() as kernels:
+            editions[code] = executed(sorted(folder.glob("ch[0-9][0-9]_*.ipynb")), args.model,
+                                      kernel_spec(kernels, args.model, code), cache=CACHE / code)
+    index = build_site(editions, args.model, args.out.resolve(), args.source_url)
     print(f"the book: {index}")
     if args.serve is not None:
         serve(index.parent, args.serve)

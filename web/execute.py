@@ -28,16 +28,17 @@ CODE = [("qwen", "*.py"), ("book", "*.py"), ("practice", "*.py"), ("practice", "
         ("practice", "*/*.toml")]  # what a chapter's cells can import or read
 
 
-def kernel_spec(folder, model):
+def kernel_spec(folder, model, lang="en"):
     """A kernel for this very Python in `folder`, whatever else is installed, its notebooks run on `model` (a
-    notebook takes no --model: chapter_args reads QWEN_MODEL) and drawing inline."""
+    notebook takes no --model: chapter_args reads QWEN_MODEL), in the language `lang` (QWEN_LANG), drawing inline."""
     spec = Path(folder) / KERNEL
     spec.mkdir(parents=True, exist_ok=True)
     (spec / "kernel.json").write_text(json.dumps({
         # errors only in the kernel's own log: its warnings (a TCP connection on localhost) are noise here
         "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}", "--log-level=ERROR"],
         "display_name": "qwen-by-hand", "language": "python",
-        "env": {"QWEN_MODEL": str(model), "MPLBACKEND": "module://matplotlib_inline.backend_inline"}}))
+        "env": {"QWEN_MODEL": str(model), "QWEN_LANG": lang,
+                "MPLBACKEND": "module://matplotlib_inline.backend_inline"}}))
     return Path(folder)
 
 

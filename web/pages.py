@@ -14,14 +14,15 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
+from qwen.lang import language, tr
 from web import render
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 TEMPLATE = Environment(loader=FileSystemLoader(HERE), autoescape=True).get_template("page.html")
 LISTING = re.compile(r'book\.listing\("([^"]+)"')  # the modules a chapter shows
-HIDDEN = re.compile(r"^## Grading\b.*", re.S | re.M)  # hidden cases and the hints: the judge's, not the page's
-OTHER_LANGUAGE = re.compile(r"\s*—\s*\[中文\]\(README\.zh\.md\)")
+HIDDEN = re.compile(r"^## (Grading|评测|评分)\b.*", re.S | re.M)  # hidden cases and hints: the judge's, not the page's
+OTHER_LANGUAGE = re.compile(r"\s*—\s*\[(中文|English)\]\(README(\.zh)?\.md\)")
 
 
 @dataclass
@@ -86,45 +87,60 @@ def exercise_pages(chapter_of):
     `chapter_of`: {chapter number: chapter page's href}."""
     pages = {}
     for folder in sorted((ROOT / "practice").glob("[0-9][0-9][0-9]_*")):
-        readme, meta = folder / "README.md", folder / "meta.json"
+        readme, meta = folder / tr("README.md", "README.zh.md"), folder / "meta.json"
         if not readme.is_file() or not meta.is_file():
             continue
         number, meta = int(folder.name[:3]), json.loads(meta.read_text(encoding="utf-8"))
         statement = OTHER_LANGUAGE.sub("", HIDDEN.sub("", readme.read_text(encoding="utf-8"))).rstrip()
         chapter = chapter_of.get(meta["chapter"])
-        back = f"\n\nIt belongs to [chapter {meta['chapter']}](../{chapter})." if chapter else ""
-        grade = (f"\n\n## Grade it on your machine\n\n```\npython practice/judge.py start {number}   # copies the "
-                 f"starter to practice/work/{folder.name}.py\npython practice/judge.py {number}         # grades it: "
-                 f"the examples above and hidden cases\n```\n\nOr write it in the chapter's notebook, in the cell that "
-                 f"ends with `book.attempt({number}, ...)`, and run that cell.{back}")
+        back = tr(f"\n\nIt belongs to [chapter {meta['chapter']}](../{chapter}).",
+                  f"\n\n它属于[第 {meta['chapter']} 章](../{chapter})。") if chapter else ""
+        grade = tr(f"\n\n## Grade it on your machine\n\n```\npython practice/judge.py start {number}   # copies the "
+                   f"starter to practice/work/{folder.name}.py\npython practice/judge.py {number}         # grades it: "
+                   f"the examples above and hidden cases\n```\n\nOr write it in the chapter's notebook, in the cell "
+                   f"that ends with `book.attempt({number}, ...)`, and run that cell.{back}",
+                   f"\n\n## 在你的机器上评测\n\n```\npython practice/judge.py start {number}   # 把起始代码复制到 "
+                   f"practice/work/{folder.name}.py\npython practice/judge.py {number}         # 评测：上面的样例和"
+                   f"隐藏用例\n```\n\n也可以在本章的笔记本里写：找到以 `book.attempt({number}, ...)` 结尾的那个单元格，"
+                   f"运行它。{back}")
         body = render.markdown(statement + grade)
-        pages[number] = Page(f"exercises/{number}.html", f"{number} · {meta['title']['en']}", body,
-                             [("statement", f"practice/{folder.name}/README.md"),
-                              ("starter", f"practice/{folder.name}/starter.py")])
+        pages[number] = Page(f"exercises/{number}.html", f"{number} · {meta['title'][language()]}", body,
+                             [(tr("statement", "题面"), f"practice/{folder.name}/{readme.name}"),
+                              (tr("starter", "起始代码"), f"practice/{folder.name}/starter.py")])
     return pages
 
 
 def index_page(chapters, exercises, intro):
     cards = []
     for page in chapters:
-        thumb = f'<img src="{page.thumbnail}" alt="a figure of this chapter">' if page.thumbnail else ""
+        alt = tr("a figure of this chapter", "本章的一张图")
+        thumb = f'<img src="{page.thumbnail}" alt="{alt}">' if page.thumbnail else ""
         cards.append(f'<li><a href="{page.href}">{thumb}<h3>{Markup.escape(page.title)}</h3></a>'
                      f'{render.MARKDOWN.renderInline(page.summary)}</li>')
     listed = "\n".join(f'<li><a href="{p.href}">{Markup.escape(p.title)}</a></li>' for p in exercises.values())
-    body = (f'{render.markdown(intro)}<h2 id="chapters">Chapters</h2><ol class="chapters">{"".join(cards)}</ol>'
-            f'<h2 id="exercises">Exercises</h2><p>Each is graded on your machine by the course\'s judge.</p>'
-            f'<ul>{listed}</ul>')
-    return Page("index.html", "Qwen3.5 by Hand", body)
+    graded = tr("Each is graded on your machine by the course&#39;s judge.",
+                "每道练习都由课程的评测器在你的机器上评测。")
+    body = (f'{render.markdown(intro)}<h2 id="chapters">{tr("Chapters", "章节")}</h2><ol class="chapters">'
+            f'{"".join(cards)}</ol><h2 id="exercises">{tr("Exercises", "练习")}</h2><p>{graded}</p><ul>{listed}</ul>')
+    return Page("index.html", tr("Qwen3.5 by Hand", "手写 Qwen3.5"), body)
 
 
 def exercises_index(exercises):
     rows = "\n".join(f'<li><a href="{p.href.removeprefix("exercises/")}">{Markup.escape(p.title)}</a></li>'
                      for p in exercises.values())
-    body = (f'<h1 id="exercises">Exercises</h1><p>Try each where its chapter names it, before reading the finished '
-            f'code. <code>python practice/judge.py list</code> shows your progress.</p><ul>{rows}</ul>')
-    return Page("exercises/index.html", "Exercises", body)
+    body = tr(f'<h1 id="exercises">Exercises</h1><p>Try each where its chapter names it, before reading the finished '
+              f'code. <code>python practice/judge.py list</code> shows your progress.</p><ul>{rows}</ul>',
+              f'<h1 id="exercises">练习</h1><p>在章节提到它的地方先自己做，再读写好的代码。'
+              f'<code>python practice/judge.py list</code> 显示你的进度。</p><ul>{rows}</ul>')
+    return Page("exercises/index.html", tr("Exercises", "练习"), body)
 
 
+UI = {  # the words of the page around its body
+    "en": {"home": "Qwen3.5 by Hand", "chapters": "Chapters", "exercises": "Exercises", "search": "Search the course",
+           "nothing": "Nothing found for"},
+    "zh": {"home": "手写 Qwen3.5", "chapters": "章节", "exercises": "练习", "search": "搜索课程",
+           "nothing": "没有找到"},
+}
 SECTION = re.compile(r'<h([1-3]) id="([^"]+)">(.*?)</h\1>', re.S)
 
 
@@ -152,8 +168,9 @@ def _neighbours(pages):
             for row in rows.values() for i in range(len(row))}
 
 
-def write(site, pages, banner, footer, source_url=None):
-    """Every page as HTML under `site`, with its neighbours as previous and next."""
+def write(site, pages, banner, footer, source_url=None, other=None):
+    """Every page as HTML under `site`, with its neighbours as previous and next, and a link to the same page in
+    the other edition when `other` (its site folder) is given."""
     around = _neighbours(pages)
     for page in pages:
         folder = (site / page.href).parent
@@ -161,7 +178,10 @@ def write(site, pages, banner, footer, source_url=None):
                            for other in around.get(page.href, (None, None)))
         sources = [(label, source_url + path if source_url else os.path.relpath(ROOT / path, folder))
                    for label, path in page.sources]
-        html = TEMPLATE.render(lang="en", title=page.title, root=page.root, banner=banner, sources=sources,
-                               body=Markup(page.body), previous=previous, next=after, footer=footer)
+        switch = other and {"href": os.path.relpath(other / page.href, folder), "lang": tr("zh-CN", "en"),
+                            "label": tr("中文", "English")}
+        html = TEMPLATE.render(lang=tr("en", "zh-CN"), title=page.title, root=page.root, banner=banner,
+                               sources=sources, body=Markup(page.body), previous=previous, next=after, footer=footer,
+                               switch=switch, ui=UI[language()])
         folder.mkdir(parents=True, exist_ok=True)
         (site / page.href).write_text(html, encoding="utf-8")

@@ -5,6 +5,7 @@
   var box = document.getElementById("search");
   var list = document.getElementById("search-results");
   var root = document.body.getAttribute("data-root") || "";
+  var nothing = document.body.getAttribute("data-nothing") || "Nothing found for";
   var sections = window.SEARCH_INDEX || [];
 
   function snippet(text, term) {
@@ -23,7 +24,7 @@
     }).slice(0, 20);
     if (!found.length) {
       var none = document.createElement("li");
-      none.textContent = "Nothing found for " + query;
+      none.textContent = nothing + " " + query;
       list.appendChild(none);
     }
     found.forEach(function (s) {
