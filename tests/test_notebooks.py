@@ -10,6 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from qwen import lang as qwen_lang
 from qwen.synthetic import banner
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,13 +45,14 @@ def test_every_chapter_has_a_notebook():
             f"notebooks/{name}.ipynb is missing: run python notebooks/sync.py"
 
 
+@pytest.mark.parametrize("lang", sync.LANGUAGES)
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_notebook_is_in_sync_with_its_script(name):
+def test_notebook_is_in_sync_with_its_script(name, lang):
     script = ROOT / "chapters" / f"{name}.py"
     assert not sync.notebook_only_cells(script), "\n".join(sync.notebook_only_cells(script))
-    expected = sync.render(script)
-    assert expected == sync.render(script), "writing the notebook twice gives different bytes"
-    on_disk = sync.notebook_of(script).read_text(encoding="utf-8")
+    expected = sync.render(script, lang)
+    assert expected == sync.render(script, lang), "writing the notebook twice gives different bytes"
+    on_disk = sync.notebook_of(script, lang).read_text(encoding="utf-8")
     fix = f"notebooks/{name}.ipynb is not what chapters/{name}.py gives: run python notebooks/sync.py"
     if os.environ.get("CI"):  # what is committed: exactly the tool's output, without outputs
         assert on_disk == expected, fix
@@ -98,15 +100,16 @@ def stdout_of(cells):
                    if o.output_type == "stream" and o.name == "stdout")
 
 
+@pytest.mark.parametrize("lang", sync.LANGUAGES)
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_notebook_runs_clean(executed, name):
+def test_notebook_runs_clean(executed, name, lang):
     """It runs, says its weights are synthetic and how a notebook gets the real model (QWEN_MODEL: a notebook takes
     no --model), and shows nothing beside what it prints and displays: no value of a cell's last expression (a
     Generator from torch.manual_seed), nothing on stderr (a library's warning)."""
-    nb, error = executed(name)
-    assert error is None, f"notebooks/{name}.ipynb failed:\n{error}"
+    nb, error = executed(name, lang)
+    assert error is None, f"notebooks/{name}.ipynb ({lang}) failed:\n{error}"
     out = stdout_of(nb.cells)
-    assert out.startswith(banner(notebook=True)) and "--model" not in out
+    assert out.startswith(speaking(lang, banner, notebook=True)) and "--model" not in out
     stray = [(n, o.get("name") or o.output_type, (o.get("text") or str(o.get("data", {}).get("text/plain")))[:300])
              for n, c in enumerate(nb.cells) if c.cell_type == "code" for o in c.outputs
              if o.output_type == "execute_result" or o.get("name") == "stderr"]
@@ -135,11 +138,12 @@ def test_sync_silences_a_last_expression_and_names_qwen_model():
         == "run with `QWEN_MODEL=Qwen/Qwen3.5-0.8B` or `python x --model y`"
 
 
+@pytest.mark.parametrize("lang", sync.LANGUAGES)
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_notebook_draws_its_figures(executed, name):
+def test_notebook_draws_its_figures(executed, name, lang):
     """Every image the notebook shows is a figure book.show drew, once per book.show cell, titled (its alt text in
-    the book) "synthetic weights" exactly when it shows the checkpoint's numbers."""
-    nb, error = executed(name)
+    the book) "synthetic weights" (合成权重) exactly when it shows the checkpoint's numbers."""
+    nb, error = executed(name, lang)
     assert error is None, error
     images = [(figure_names(c), o) for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if "image/png" in o.get("data", {})]
@@ -155,9 +159,20 @@ def test_notebook_draws_its_figures(executed, name):
         assert len(drawn.get(figure, [])) == 1, \
             f"the cell of {figure!r} should draw one figure, drew {drawn.get(figure)}"
     for figure, from_checkpoint in FIGURES.get(name, {}).items():
-        assert ("synthetic weights" in drawn[figure][0]) == from_checkpoint, \
+        marker = {"en": "synthetic weights", "zh": "合成权重"}[lang]
+        assert (marker in drawn[figure][0]) == from_checkpoint, \
             f"{figure}: the title {drawn[figure][0]!r} must say 'synthetic weights' exactly when it shows the " \
             "checkpoint"
+
+
+def speaking(code, text, **kwargs):
+    """text(**kwargs) as the course says it in the language `code`."""
+    spoken = qwen_lang.language()
+    try:
+        qwen_lang.use(code)
+        return text(**kwargs)
+    finally:
+        qwen_lang.use(spoken)
 
 
 def figure_names(cell):
@@ -166,22 +181,24 @@ def figure_names(cell):
         [t for t in cell.metadata.get("tags", []) if t.startswith("fig-")]
 
 
+@pytest.mark.parametrize("lang", sync.LANGUAGES)
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_notebook_prints_what_the_script_prints(executed, chapter_outputs, name):
+def test_notebook_prints_what_the_script_prints(executed, chapter_outputs, name, lang):
     """The cells print the same lines in both, except what book shows differently: a figure, a listing, an
     exercise, the proof (a notebook shows them; a script prints one line each, starting with book's NOTE).
     LEGACY notebook-only cells must not change the story either (they draw their own random numbers, for one).
     Timings are masked."""
-    nb, error = executed(name)
+    nb, error = executed(name, lang)
     assert error is None, error
     shared = [c for c in nb.cells if "active" not in c.metadata and not MODE_DEPENDENT.search(c.source)]
-    code, stdout, stderr = chapter_outputs(f"{name}.py")
+    code, stdout, stderr = chapter_outputs(f"{name}.py", lang)
     assert code == 0, stderr
     from book.show import NOTE
 
     stdout = "".join(line for line in stdout.splitlines(keepends=True) if not line.startswith(NOTE))
     mask = lambda text: re.sub(r"\d+(\.\d+)? ms\b", "_ ms", text)  # noqa: E731
-    notebook = stdout_of(shared).replace(banner(notebook=True), banner(notebook=False))  # how to pick the model
+    notebook = stdout_of(shared).replace(speaking(lang, banner, notebook=True),
+                                         speaking(lang, banner, notebook=False))  # how to pick the model
     assert mask(notebook) == mask(stdout)
 
 
