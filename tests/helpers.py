@@ -8,6 +8,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -231,3 +232,26 @@ def left_padding_error(ours, theirs):
     err = (got[real] - want[real]).abs().max().item()
     print(f"left-padded batch vs transformers: max |diff| on real tokens = {err:.2e}")
     return err, fp32_tol(want[real])
+
+
+# the figures each notebook draws: the name given to book.show (or, in a LEGACY script, the tag of the cell) ->
+# whether it shows the checkpoint's numbers (then its title says so when synthetic)
+FIGURES = {
+    "ch01_weights": {"ch01-map": False, "ch01-layers": True, "ch01-params": True},
+    "ch02_embedding": {"ch02-map": False, "ch02-bpe-cjk": False, "ch02-row-norms": True,
+                       "ch02-head": True},
+    "ch03_norm": {"ch03-map": False, "ch03-rms": True, "ch03-scales": True, "ch03-bf16": False, "ch03-gate": True},
+    "ch04_rope": {"ch04-map": False, "ch04-angles": False, "ch04-score": False, "ch04-mrope": False},
+    "ch05_mlp": {"ch05-map": False, "ch05-activations": False, "ch05-gates": True},
+    "ch06_attention": {"ch06-map": False, "ch06-maps": True, "ch06-gate": True, "ch06-kv-bytes": False},
+    "ch07_deltanet": {"ch07-map": False, "ch07-memory": False, "ch07-gates": True, "ch07-state": True,
+                      "ch07-chunk": True, "ch07-toy-gamma": False, "ch07-bill": False},
+    "ch08_model": {"ch08-map": False, "ch08-pattern": False, "ch08-residual": True, "ch08-lens": True,
+                   "ch08-shares": True},
+    "ch09_generate": {"ch09-map": False, "ch09-sampling": True, "ch09-prefill-decode": True, "ch09-cache": False},
+    "ch10_vision": {"ch10-map": False, "ch10-patches": False, "ch10-positions": False, "ch10-mrope": False,
+                    "ch10-bill": False},
+    "ch11_mtp": {"ch11-map": False, "ch11-loop": True, "ch11-rollback": False, "ch11-speedup": True},
+}
+# a notebook cell whose output differs from the script's by design: a figure, a listing, an exercise, the proof
+MODE_DEPENDENT = re.compile(r"\bbook\.(show|listing|attempt|proof)\(")

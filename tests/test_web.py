@@ -16,14 +16,15 @@ from urllib.parse import unquote, urlsplit
 import nbformat
 import pytest
 import tomllib
-from test_notebooks import FIGURES, MODE_DEPENDENT, SCRIPTS
 
 from book.show import NOTE
-from helpers import ROOT
+from helpers import FIGURES, MODE_DEPENDENT, ROOT
 from qwen import lang
 from qwen.synthetic import banner
 from web import execute, render
 from web.build import build_site
+
+SCRIPTS = [p.stem for p in sorted((ROOT / "chapters").glob("ch[0-9][0-9]_*.py"))]
 
 PROBLEMS = sorted(p for p in (ROOT / "practice").glob("[0-9][0-9][0-9]_*") if (p / "README.md").is_file())
 EDITIONS = {"en": "", "zh": "zh/"}  # where each edition's pages are, from the site's root
