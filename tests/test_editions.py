@@ -10,8 +10,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import tomllib
 
 from helpers import ROOT
+from practice.messages import MSG
 from qwen import lang
 
 sys.path.insert(0, str(ROOT / "notebooks"))
@@ -114,7 +116,13 @@ def test_every_tr_pair_is_complete(path):
 def all_pairs():
     pairs = [(f"chapters/{s}", a, b) for s in SCRIPTS for a, b in markdown_pairs(ROOT / "chapters" / s)]
     pairs += [(f"{p.relative_to(ROOT)}:{n}", a, b) for p in SOURCES for a, b, n in tr_pairs(p) if a and b]
+    pairs += [(f"practice/messages.py:{key}", MSG["en"][key], MSG["zh"][key]) for key in MSG["en"] if key in MSG["zh"]]
     for folder in sorted((ROOT / "practice").glob("[0-9][0-9][0-9]_*")):
+        hints = folder / "mistakes.toml"
+        if hints.is_file():
+            pairs += [(f"{folder.name}/mistakes.toml:{key}", entry["en"], entry["zh"])
+                      for key, entry in tomllib.loads(hints.read_text(encoding="utf-8")).items()
+                      if isinstance(entry, dict) and entry.get("en") and entry.get("zh")]
         if (folder / "README.zh.md").is_file():
             pairs.append((f"{folder.name}/README", (folder / "README.md").read_text(encoding="utf-8"),
                           (folder / "README.zh.md").read_text(encoding="utf-8")))
