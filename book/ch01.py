@@ -5,34 +5,54 @@ matplotlib Figure; matplotlib is imported inside, so the chapter script starts w
 """
 import numpy as np
 
+from book.ch02 import font_families
+from qwen.lang import tr
 from qwen.sizes import part_of, tensor_shapes
 
-# The shape of each tensor of a layer, in the notation of book.notation: why it has that shape.
-FORMULAS = {
-    "input_layernorm.weight": ("(d,)", "one scale per channel of the residual stream"),
-    "post_attention_layernorm.weight": ("(d,)", "the same, before the MLP"),
-    "mlp.gate_proj.weight": ("(I, d)", "SwiGLU's gate, d -> I"),
-    "mlp.up_proj.weight": ("(I, d)", "SwiGLU's value, d -> I"),
-    "mlp.down_proj.weight": ("(d, I)", "back to the residual stream"),
-    "linear_attn.in_proj_qkv.weight": ("(2·Hk·dk + Hv·dv, d)", "q, k and v in one matrix: [q | k | v]"),
-    "linear_attn.in_proj_z.weight": ("(Hv·dv, d)", "the output gate z, one per value channel"),
-    "linear_attn.in_proj_b.weight": ("(Hv, d)", "β, the write strength, one per value head"),
-    "linear_attn.in_proj_a.weight": ("(Hv, d)", "the decay input, one per value head"),
-    "linear_attn.conv1d.weight": ("(2·Hk·dk + Hv·dv, 1, K)", "depthwise: K taps for each q, k, v channel, no bias"),
-    "linear_attn.dt_bias": ("(Hv,)", "added to the decay input"),
-    "linear_attn.A_log": ("(Hv,)", "log of each value head's decay rate"),
-    "linear_attn.norm.weight": ("(dv,)", "the gated RMSNorm, shared by the value heads"),
-    "linear_attn.out_proj.weight": ("(d, Hv·dv)", "back to the residual stream"),
-    "self_attn.q_proj.weight": ("(2·H·D, d)", "query and output gate, interleaved per head"),
-    "self_attn.k_proj.weight": ("(Hkv·D, d)", "keys: Hkv heads, shared by H/Hkv query heads each"),
-    "self_attn.v_proj.weight": ("(Hkv·D, d)", "values, likewise"),
-    "self_attn.o_proj.weight": ("(d, H·D)", "back to the residual stream"),
-    "self_attn.q_norm.weight": ("(D,)", "RMSNorm over each query head, shared by the heads"),
-    "self_attn.k_norm.weight": ("(D,)", "RMSNorm over each key head"),
-    "embed_tokens.weight": ("(V, d)", "one row per token id"),
-    "norm.weight": ("(d,)", "the final norm, before the head"),
-    "lm_head.weight": ("(V, d)", "stored only when the head is not tied to the embedding"),
-}
+
+def formulas():
+    """The shape of each tensor of a layer, in the notation of book.notation, and why it has that shape (in the
+    language the course speaks when called: the chapter calls it after --lang is read)."""
+    return {
+        "input_layernorm.weight": ("(d,)", tr("one scale per channel of the residual stream",
+                                              "残差流的每个通道一个缩放系数")),
+        "post_attention_layernorm.weight": ("(d,)", tr("the same, before the MLP", "同上，在 MLP 之前")),
+        "mlp.gate_proj.weight": ("(I, d)", tr("SwiGLU's gate, d -> I", "SwiGLU 的门，d -> I")),
+        "mlp.up_proj.weight": ("(I, d)", tr("SwiGLU's value, d -> I", "SwiGLU 的值，d -> I")),
+        "mlp.down_proj.weight": ("(d, I)", tr("back to the residual stream", "投影回残差流")),
+        "linear_attn.in_proj_qkv.weight": ("(2·Hk·dk + Hv·dv, d)", tr("q, k and v in one matrix: [q | k | v]",
+                                                                      "q、k、v 合在一个矩阵里：[q | k | v]")),
+        "linear_attn.in_proj_z.weight": ("(Hv·dv, d)", tr("the output gate z, one per value channel",
+                                                          "输出门 z，每个值通道一个")),
+        "linear_attn.in_proj_b.weight": ("(Hv, d)", tr("β, the write strength, one per value head",
+                                                       "β，写入强度，每个值头一个")),
+        "linear_attn.in_proj_a.weight": ("(Hv, d)", tr("the decay input, one per value head",
+                                                       "衰减的输入，每个值头一个")),
+        "linear_attn.conv1d.weight": ("(2·Hk·dk + Hv·dv, 1, K)",
+                                      tr("depthwise: K taps for each q, k, v channel, no bias",
+                                         "逐通道卷积：每个 q、k、v 通道 K 个抽头，无偏置")),
+        "linear_attn.dt_bias": ("(Hv,)", tr("added to the decay input", "加到衰减的输入上")),
+        "linear_attn.A_log": ("(Hv,)", tr("log of each value head's decay rate", "每个值头衰减率的对数")),
+        "linear_attn.norm.weight": ("(dv,)", tr("the gated RMSNorm, shared by the value heads",
+                                                "门控 RMSNorm，各值头共用")),
+        "linear_attn.out_proj.weight": ("(d, Hv·dv)", tr("back to the residual stream", "投影回残差流")),
+        "self_attn.q_proj.weight": ("(2·H·D, d)", tr("query and output gate, interleaved per head",
+                                                     "查询和输出门，按头交错排列")),
+        "self_attn.k_proj.weight": ("(Hkv·D, d)", tr("keys: Hkv heads, shared by H/Hkv query heads each",
+                                                     "键：Hkv 个头，每个由 H/Hkv 个查询头共用")),
+        "self_attn.v_proj.weight": ("(Hkv·D, d)", tr("values, likewise", "值，同上")),
+        "self_attn.o_proj.weight": ("(d, H·D)", tr("back to the residual stream", "投影回残差流")),
+        "self_attn.q_norm.weight": ("(D,)", tr("RMSNorm over each query head, shared by the heads",
+                                               "对每个查询头做 RMSNorm，各头共用")),
+        "self_attn.k_norm.weight": ("(D,)", tr("RMSNorm over each key head", "对每个键头做 RMSNorm")),
+        "embed_tokens.weight": ("(V, d)", tr("one row per token id", "每个 token id 一行")),
+        "norm.weight": ("(d,)", tr("the final norm, before the head", "最终归一化，在输出头之前")),
+        "lm_head.weight": ("(V, d)", tr("stored only when the head is not tied to the embedding",
+                                        "只在输出头不与嵌入绑定时才存")),
+    }
+
+
+FORMULAS = formulas()  # the shapes (the reasons in the language at import: the chapter calls formulas() itself)
 ORDER = ("input_layernorm", "linear_attn", "self_attn", "post_attention_layernorm", "mlp")
 
 
@@ -79,12 +99,19 @@ def layers_figure(shapes, layer_types, real_config, synthetic):
     import matplotlib.pyplot as plt
     from matplotlib.colors import LogNorm
 
+    with plt.rc_context({"font.family": font_families()}):  # CJK glyphs for the Chinese labels
+        return _layers_figure(plt, LogNorm, shapes, layer_types, real_config, synthetic)
+
+
+def _layers_figure(plt, LogNorm, shapes, layer_types, real_config, synthetic):
     real_shapes = tensor_shapes(real_config)
     real_types = real_config["layer_types"]
     names = {within_layer(n)[1] for n in list(shapes) + list(real_shapes) if n.startswith("layers.")}
     rows = sorted(names, key=lambda r: (ORDER.index(r.split(".")[0]), r))
-    columns = ((shapes, layer_types, "this checkpoint" + (" (synthetic weights)" if synthetic else "")),
-               (real_shapes, real_types, "real Qwen3.5-0.8B, from its config"))
+    columns = ((shapes, layer_types,
+                tr("this checkpoint", "本检查点") + (tr(" (synthetic weights)", "（合成权重）") if synthetic else "")),
+               (real_shapes, real_types, tr("real Qwen3.5-0.8B, from its config",
+                                             "真实 Qwen3.5-0.8B（由其 config 算出）")))
     grids = [_size_grid(sh, len(types), rows) for sh, types, _ in columns]
     norm = LogNorm(min(float(g[g == g].min()) for g in grids), max(float(g[g == g].max()) for g in grids))
     fig, axes = plt.subplots(2, 2, figsize=(17, 10), layout="constrained", gridspec_kw=dict(height_ratios=[1, 2.2]))
@@ -98,8 +125,9 @@ def layers_figure(shapes, layer_types, real_config, synthetic):
                 n = mixer[types.index(kind)]
                 bars.text(types.index(kind), n / 2, f"{n / 1e6:.2f} M", ha="center", va="center", fontsize=8,
                           color="white", weight="bold", rotation=90)
-        bars.set(ylabel="parameters", ylim=(0, (mixer + mlp).max() * 1.3), xlim=(-0.5, len(types) - 0.5),
-                 title=f"{title}:\nparameters per layer (the two norms are too small to see)")
+        bars.set(ylabel=tr("parameters", "参数量"), ylim=(0, (mixer + mlp).max() * 1.3), xlim=(-0.5, len(types) - 0.5),
+                 title=tr(f"{title}:\nparameters per layer (the two norms are too small to see)",
+                          f"{title}：\n每层的参数量（两个归一化太小，看不见）"))
         bars.yaxis.set_major_formatter("{x:,.0f}")
         bars.set_xticks(range(len(types)), [])
         heat = axes[1, col]
@@ -107,15 +135,18 @@ def layers_figure(shapes, layer_types, real_config, synthetic):
         heat.set_yticks(range(len(rows)), rows if col == 0 else [], fontsize=9)
         letters = ["F" if t == "full_attention" else "L" for t in types]
         heat.set_xticks(range(len(types)), [f"{i}\n{c}" for i, c in enumerate(letters)], fontsize=8)
-        heat.set(xlabel="layer (L = linear attention, F = full attention)",
-                 title=f"{title}:\neach tensor's size in each layer (empty: no such tensor)")
+        heat.set(xlabel=tr("layer (L = linear attention, F = full attention)", "层（L = 线性注意力，F = 全注意力）"),
+                 title=tr(f"{title}:\neach tensor's size in each layer (empty: no such tensor)",
+                          f"{title}：\n每层中每个张量的大小（空白：该层没有这个张量）"))
     axes[0, 0].legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in ("C0", "C1", "C7")],
-                      labels=["linear attention (Gated DeltaNet)", "full attention", "MLP"], ncol=3, loc="upper left",
-                      fontsize=8)
-    fig.colorbar(image, ax=axes[1, :], label="parameters in the tensor (log scale, both columns)", fraction=0.03,
-                 pad=0.01)
-    note = "; the pattern is the real one, the synthetic sizes are not" if synthetic else ""
-    fig.suptitle(f"The tensors of the {len(layer_types)} layers: the [L, L, L, F] pattern{note}")
+                      labels=[tr("linear attention (Gated DeltaNet)", "线性注意力（Gated DeltaNet）"),
+                              tr("full attention", "全注意力"), "MLP"], ncol=3, loc="upper left", fontsize=8)
+    fig.colorbar(image, ax=axes[1, :], label=tr("parameters in the tensor (log scale, both columns)",
+                                                "张量的参数量（对数刻度，两列共用）"), fraction=0.03, pad=0.01)
+    note = tr("; the pattern is the real one, the synthetic sizes are not", "；这个排列是真实的，合成的尺寸则不是") \
+        if synthetic else ""
+    fig.suptitle(tr(f"The tensors of the {len(layer_types)} layers: the [L, L, L, F] pattern{note}",
+                    f"{len(layer_types)} 层的张量：[L, L, L, F] 排列{note}"))
     return fig
 
 
@@ -124,24 +155,34 @@ def parts_figure(counts, real_counts, n_linear, n_full, synthetic):
     Both panels share one x scale, the share of the model, so the two proportions compare at a glance; each bar
     is labelled with its count."""
     import matplotlib.pyplot as plt
-    import numpy as np
 
+    with plt.rc_context({"font.family": font_families()}):  # CJK glyphs for the Chinese labels
+        return _parts_figure(plt, counts, real_counts, n_linear, n_full, synthetic)
+
+
+def _parts_figure(plt, counts, real_counts, n_linear, n_full, synthetic):
     parts = ("embedding", "lm_head", "linear_attention", "full_attention", "mlp", "norms")
     L = n_linear + n_full
-    labels = ["embedding", "lm_head\n(0 when tied)", f"linear attention\n({n_linear} layers)",
-              f"full attention\n({n_full} layers)", f"MLP\n({L} layers)", f"layer and final\nnorms ({2 * L + 1})"]
-    tag = " (synthetic weights)" if synthetic else ""
+    labels = [tr("embedding", "嵌入"), tr("lm_head\n(0 when tied)", "lm_head\n（绑定时为 0）"),
+              tr(f"linear attention\n({n_linear} layers)", f"线性注意力\n（{n_linear} 层）"),
+              tr(f"full attention\n({n_full} layers)", f"全注意力\n（{n_full} 层）"),
+              tr(f"MLP\n({L} layers)", f"MLP\n（{L} 层）"),
+              tr(f"layer and final\nnorms ({2 * L + 1})", f"层归一化与\n最终归一化（{2 * L + 1}）")]
+    tag = tr(" (synthetic weights)", "（合成权重）") if synthetic else ""
     fig, axes = plt.subplots(1, 2, figsize=(13, 4), layout="constrained", sharex=True)
-    for ax, c, title in ((axes[0], counts, f"this checkpoint{tag}"),
-                         (axes[1], real_counts, "real Qwen3.5-0.8B, from its config")):
+    for ax, c, title in ((axes[0], counts, tr(f"this checkpoint{tag}", f"本检查点{tag}")),
+                         (axes[1], real_counts, tr("real Qwen3.5-0.8B, from its config",
+                                                   "真实 Qwen3.5-0.8B（由其 config 算出）"))):
         values = np.array([c[k] for k in parts])
         shares = 100 * values / values.sum()
         ax.barh(labels, shares, color=["C2", "C4", "C0", "C1", "C7", "C3"])
         for y, (v, share) in enumerate(zip(values, shares)):
             ax.text(share, y, f"  {v:,} ({share / 100:.1%})", va="center", fontsize=9)
         ax.invert_yaxis()
-        ax.set(xlabel="share of the model's parameters (%)", title=f"{title}: {values.sum():,} parameters")
+        ax.set(xlabel=tr("share of the model's parameters (%)", "占模型参数量的比例（%）"),
+               title=tr(f"{title}: {values.sum():,} parameters", f"{title}：{values.sum():,} 个参数"))
     axes[0].set_xlim(0, 130)  # room for the labels beside the longest bar
     axes[0].set_xticks(range(0, 101, 20))
-    fig.suptitle("Parameters by part of the model (q/k norms and the gated norm count with their mixer)")
+    fig.suptitle(tr("Parameters by part of the model (q/k norms and the gated norm count with their mixer)",
+                    "按模型各部分统计的参数量（q/k 的归一化和门控归一化计入各自的混合器）"))
     return fig

@@ -10,6 +10,8 @@ import logging
 import numpy as np
 import torch
 
+from qwen.lang import tr
+
 # Fonts with CJK glyphs that matplotlib can fall back to, most common first (Linux, macOS, Windows).
 CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
              "WenQuanYi Micro Hei", "Droid Sans Fallback", "PingFang SC", "Hiragino Sans GB", "Microsoft YaHei",
@@ -55,11 +57,15 @@ class Glyphs:
 
     def caption(self):
         if self.cjk:
-            return f"␣ is a space; CJK characters drawn with {self.families[1]}; a character no font here has is " \
-                   f"written as its code point, \\uXXXX"
-        return "␣ is a space; a character the installed fonts cannot draw is written as its code point, \\uXXXX " \
-               "(no CJK font found: install Noto Sans CJK, on Debian fonts-noto-cjk or fonts-wqy-microhei, to see " \
-               "the characters)"
+            return tr(f"␣ is a space; CJK characters drawn with {self.families[1]}; a character no font here has is "
+                      f"written as its code point, \\uXXXX",
+                      f"␣ 表示空格；中日韩字符用 {self.families[1]} 绘制；这里没有哪个字体能画的字符，"
+                      f"写成它的码位 \\uXXXX")
+        return tr("␣ is a space; a character the installed fonts cannot draw is written as its code point, \\uXXXX "
+                  "(no CJK font found: install Noto Sans CJK, on Debian fonts-noto-cjk or fonts-wqy-microhei, to see "
+                  "the characters)",
+                  "␣ 表示空格；已安装的字体画不出的字符，写成它的码位 \\uXXXX（没有找到 CJK 字体：安装 Noto Sans CJK，"
+                  "Debian 上是 fonts-noto-cjk 或 fonts-wqy-microhei，就能看到这些字符）")
 
 
 @torch.no_grad()  # figures want plain tensors
@@ -71,21 +77,30 @@ def row_norms(norms, n_plain, n_used, marked, synthetic=""):
     """
     import matplotlib.pyplot as plt
 
+    with plt.rc_context({"font.family": font_families()}):  # CJK glyphs for the Chinese labels
+        return _row_norms(plt, norms, n_plain, n_used, marked, synthetic)
+
+
+def _row_norms(plt, norms, n_plain, n_used, marked, synthetic):
     norms = norms.float().cpu()
-    groups = {f"ordinary tokens (ids 0–{n_plain - 1:,})": norms[:n_plain],
-              f"added tokens (ids {n_plain:,}–{n_used - 1:,})": norms[n_plain:n_used],
-              f"padding rows (ids {n_used:,}–{len(norms) - 1:,}), never looked up": norms[n_used:]}
+    groups = {tr(f"ordinary tokens (ids 0–{n_plain - 1:,})", f"普通 token（id 0–{n_plain - 1:,}）"): norms[:n_plain],
+              tr(f"added tokens (ids {n_plain:,}–{n_used - 1:,})", f"添加的 token（id {n_plain:,}–{n_used - 1:,}）"):
+                  norms[n_plain:n_used],
+              tr(f"padding rows (ids {n_used:,}–{len(norms) - 1:,}), never looked up",
+                 f"填充行（id {n_used:,}–{len(norms) - 1:,}），永远不会被查到"): norms[n_used:]}
     values = norms.numpy()
     bins = np.linspace(values.min(), values.max(), 80) if values.max() > values.min() else 80
     fig, ax = plt.subplots(figsize=(11, 5), layout="constrained")
     for (label, group), color, style in zip(groups.items(), ("C0", "C1", "C3"), ("stepfilled", "step", "step")):
         if len(group):
             ax.hist(group.numpy(), bins=bins, color=color, histtype=style, lw=2, alpha=0.8,
-                    label=f"{label}: {len(group):,} rows")
+                    label=tr(f"{label}: {len(group):,} rows", f"{label}：{len(group):,} 行"))
     ax.plot(norms[list(marked)].numpy(), np.full(len(marked), 0.7), "|", color="black", markersize=14,
-            label=f"the {len(marked)} tokens of the text above")
-    ax.set(yscale="log", xlabel="row length |E_v| (Euclidean norm)", ylabel="number of rows (log scale)",
-           title=f"Lengths of the {len(norms):,} rows of the embedding table{synthetic}")
+            label=tr(f"the {len(marked)} tokens of the text above", f"上面那段文本的 {len(marked)} 个 token"))
+    ax.set(yscale="log", xlabel=tr("row length |E_v| (Euclidean norm)", "行长度 |E_v|（欧几里得范数）"),
+           ylabel=tr("number of rows (log scale)", "行数（对数刻度）"),
+           title=tr(f"Lengths of the {len(norms):,} rows of the embedding table{synthetic}",
+                    f"嵌入表 {len(norms):,} 行的长度{synthetic}"))
     ax.set_ylim(bottom=0.5)
     ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
     return fig
@@ -114,7 +129,9 @@ def head_top5(E, ids, decode, head=None, synthetic="", glyphs=None):
         ax.invert_yaxis()
         ax.set_xlabel("logit h · head_v")
         ax.set_title(f"h = E[{glyphs.shown(decode([i]))}]", fontfamily=glyphs.families)
-    fig.suptitle(f"Top 5 tokens of the head for each token's own embedding row{synthetic}\n({glyphs.caption()})")
+    fig.suptitle(tr(f"Top 5 tokens of the head for each token's own embedding row{synthetic}\n({glyphs.caption()})",
+                    f"以每个 token 自己的嵌入行作 h，输出头得分最高的 5 个 token{synthetic}\n（{glyphs.caption()}）"),
+                 fontfamily=glyphs.families)
     return fig
 
 
@@ -164,9 +181,13 @@ def bpe_merges(piece, steps, to_bytes, glyphs=None):
                                        linewidth=2 if k == new else 0))
             ax.text(x + w / 2, -row, label(s), ha="center", va="center", fontsize=8, fontfamily=glyphs.families)
             x += w
-    ax.set(xlim=(0, n), ylim=(-len(steps) + 0.5, 0.5), xticks=[], yticks=-np.arange(len(steps)),
-           yticklabels=["bytes"] + [f"merge {k}" for k in range(1, len(steps))])
-    ax.set_title(f"Byte-level BPE of '{glyphs.shown(piece, width=40)}': {len(steps[0])} bytes, {len(steps) - 1} "
-                 f"merges, {len(steps[-1])} tokens; outlined: the pair each merge joins\n({glyphs.caption()})",
+    ax.set(xlim=(0, n), ylim=(-len(steps) + 0.5, 0.5), xticks=[])
+    ax.set_yticks(-np.arange(len(steps)), [tr("bytes", "字节")] + [tr(f"merge {k}", f"第 {k} 次合并")
+                                                                   for k in range(1, len(steps))],
+                  fontfamily=glyphs.families)
+    ax.set_title(tr(f"Byte-level BPE of '{glyphs.shown(piece, width=40)}': {len(steps[0])} bytes, {len(steps) - 1} "
+                    f"merges, {len(steps[-1])} tokens; outlined: the pair each merge joins\n({glyphs.caption()})",
+                    f"'{glyphs.shown(piece, width=40)}' 的字节级 BPE：{len(steps[0])} 个字节，{len(steps) - 1} 次合并，"
+                    f"{len(steps[-1])} 个 token；框出的是每次合并连起来的那一对\n（{glyphs.caption()}）"),
                  fontfamily=glyphs.families)
     return fig

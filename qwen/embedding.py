@@ -8,6 +8,8 @@ tie_word_embeddings says which). Qwen3.5 does not scale the embedding (Gemma mul
 import torch
 import torch.nn as nn
 
+from qwen.lang import tr
+
 
 class Embedding(nn.Module):
     """ids (B, T) -> vectors (B, T, d): a row lookup, nothing more."""
@@ -19,7 +21,9 @@ class Embedding(nn.Module):
     def forward(self, ids):
         # weight[-1] would silently return the last row (negative indices wrap), so check both ends
         if ids.numel() and (ids.min() < 0 or ids.max() >= self.weight.shape[0]):
-            raise IndexError(f"token ids must lie in [0, {self.weight.shape[0]}), got {ids.min()}..{ids.max()}")
+            V, low, high = self.weight.shape[0], ids.min(), ids.max()
+            raise IndexError(tr(f"token ids must lie in [0, {V}), got {low}..{high}",
+                                f"token id 必须在 [0, {V}) 之内，实际是 {low}..{high}"))
         return self.weight[ids]  # (B, T) -> (B, T, d)
 
 
