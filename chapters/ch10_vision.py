@@ -1,5 +1,7 @@
 """Chapter 10: the vision tower by hand — a photo becomes tokens that the decoder of chapters 1–9 reads.
 
+第 10 章：手写视觉塔——一张照片变成 token，交给第 1–9 章的解码器去读。
+
 The tower cuts the picture into patches, embeds and merges them into tokens of the text width, and M-RoPE gives
 them three position axes (time, row, column).
 
@@ -42,6 +44,39 @@ Its notebook, notebooks/ch10_vision.ipynb, is written from this file by python n
 # that has one of them, and every number computed from the weights. Where they differ, the real 0.8B's value is
 # printed beside this checkpoint's.
 
+# %% [markdown] lang="zh"
+# # 第 10 章 · 视觉塔：一张图变成 token
+#
+# Qwen3.5 原生就是多模态的。0.8B 的检查点里，除了文本模型的 752 M 个参数，还有一个约 100 M 参数的视觉
+# Transformer（`model.visual.*`），前面各章从没读过它。本章跟着一张照片走完全程：像素 → patch → 视觉块 →
+# 合并成文本宽度的 token → 放进提示词，位置分三个轴（时间、行、列）→ 第 1–9 章的解码器像读其他 token 一样读它们，
+# 然后作答。
+#
+# ```
+# qwen/
+# ├── …               （第 1–9 章）
+# ├── image.py        + 从图片到 patch：缩放规则、归一化、patch 的顺序
+# ├── vision.py       + 视觉塔（patch 嵌入、位置网格、二维旋转位置编码、块、合并器）和 load_vision
+# ├── mrope.py        + 提示词里的图片及其三维位置
+# ├── model.py        ~ model.visual = load_vision(path) 之后可调用 model(ids, pixel_values=..., image_grid_thw=...)
+# ├── generate.py     ~ generate(..., images=(pixel_values, image_grid_thw))
+# └── chat.py         ~ 图片内容渲染成 <|vision_start|><|image_pad|><|vision_end|>
+# book/
+# └── ch10.py         + 本章的图、token 账单、视觉部分的符号表（真实值：qwen/sizes.py）
+# chapters/
+# └── ch10_vision.py  + 本章的脚本
+# notebooks/
+# └── ch10_vision.ipynb + 本笔记本，由脚本生成
+#
+# + 本章新增 · ~ 本章修改 · 无标记：来自前面的章节
+# ```
+#
+# 命令行跑的是同一份代码：`python chapters/ch10_vision.py`（`--figures` 保存图，`--proof` 与 transformers 对比）。
+# 用合成检查点时，视觉塔的布局和深度与真实 0.8B 相同，只是宽度很窄、权重随机。真实的：每一步计算，
+# 以及所有由图片和预处理设置决定的形状（缩放、patch、`pixel_values`、token 数、位置）。不真实的：宽度（视觉塔的 C
+# 和文本的 d，真实 0.8B 里是 768 和 1,024，这里窄得多），因而所有带这两个宽度的形状，以及所有由权重算出的数，都不真实。
+# 两者不同的地方，会在本检查点的值旁边打印真实 0.8B 的值。
+
 # %%
 import sys
 from pathlib import Path
@@ -59,6 +94,7 @@ from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.image import ImageSettings, load_image, preprocess, smart_resize, to_rgb
+from qwen.lang import tr
 from qwen.model import load_model
 from qwen.mrope import expand_image_tokens, tokens_per_image
 from qwen.rope import RotaryEmbedding, mrope_axes
@@ -70,11 +106,12 @@ from qwen.vision import load_vision, merge_order
 args = chapter_args(__doc__)
 missing = ch10.missing_tower(args.path)
 if missing:  # a text-only Qwen3.5 folder: this chapter needs a tower, so it shows the synthetic one's
-    print(f"(no vision tower here: {missing}; this chapter runs on the synthetic checkpoint instead)")
+    print(tr(f"(no vision tower here: {missing}; this chapter runs on the synthetic checkpoint instead)",
+             f"（这里没有视觉塔：{missing}；本章改用合成检查点运行）"))
     args.path = synthetic_path()
     print(banner(book.in_notebook()))
 SYNTHETIC = is_synthetic(args.path)
-TAG = " (synthetic weights)" if SYNTHETIC else ""  # on every line printed from the weights
+TAG = tr(" (synthetic weights)", "（合成权重）") if SYNTHETIC else ""  # on every line printed from the weights
 dev = args.device
 dtype = torch.float32 if dev.type == "cpu" else None  # a CPU multiplies fp32 faster than bf16; elsewhere bf16
 torch.manual_seed(0)
@@ -93,6 +130,14 @@ book.show("ch10-map", book.model_map.draw, "vision")
 # patch size, the merge size, the frames per patch): those come from its vision_config, and a
 # `preprocessor_config.json` that disagrees with the vision_config is an error.
 
+# %% [markdown] lang="zh"
+# ## 1. 照片与像素预算
+# matplotlib 的示例数据里自带一张照片：身着军装的 Grace Hopper。每个学习者离线也有它，所以本章就用这张图。
+# 预处理设置来自检查点的 `preprocessor_config.json`：像素预算（`size`：`shortest_edge` 是最少像素数，`longest_edge`
+# 是最多像素数，别被名字误导）、patch 大小、合并尺寸，以及归一化用的均值和标准差。没有这个文件的检查点，使用 Qwen3.5
+# 在该文件里公布的值，但视觉塔据以构建的三个值除外（patch 大小、合并尺寸、每个 patch 的帧数）：它们取自检查点的
+# vision_config；`preprocessor_config.json` 与 vision_config 不一致时直接报错。
+
 # %%
 photo = load_image(cbook.get_sample_data("grace_hopper.jpg"))
 try:
@@ -100,15 +145,21 @@ try:
 except ValueError as e:  # a preprocessor_config.json that disagrees with the tower: one clear line
     sys.exit(f"error: {e}")
 published = ImageSettings()
-own = ("this checkpoint's preprocessor_config.json" if (Path(args.path) / "preprocessor_config.json").is_file() else
-       "this checkpoint (no preprocessor_config.json: patch, merge and frames from its vision_config)")
-print(f"the photo: {photo.width} × {photo.height} pixels (width × height), mode {photo.mode}, "
-      f"{photo.width * photo.height:,} pixels")
+own = (tr("this checkpoint's preprocessor_config.json", "本检查点的 preprocessor_config.json")
+       if (Path(args.path) / "preprocessor_config.json").is_file() else
+       tr("this checkpoint (no preprocessor_config.json: patch, merge and frames from its vision_config)",
+          "本检查点（没有 preprocessor_config.json：patch 大小、合并尺寸和帧数取自它的 vision_config）"))
+n_pixels = photo.width * photo.height
+print(tr(f"the photo: {photo.width} × {photo.height} pixels (width × height), mode {photo.mode}, {n_pixels:,} pixels",
+         f"照片：{photo.width} × {photo.height} 像素（宽 × 高），模式 {photo.mode}，共 {n_pixels:,} 像素"))
 for name, x in ((own, s),
-                ("published with Qwen3.5 (third-party copies, not verified here)", published)):
-    print(f"{name}: {x.min_pixels:,} to {x.max_pixels:,} pixels ({x.min_pixels ** 0.5:.0f}² to "
-          f"{x.max_pixels ** 0.5:.0f}²), patch {x.patch_size}, merge {x.merge_size}, frames per patch "
-          f"{x.temporal_patch_size}, mean {list(x.image_mean)}, std {list(x.image_std)}")
+                (tr("published with Qwen3.5 (third-party copies, not verified here)",
+                    "Qwen3.5 公布的值（据第三方副本，这里未核实）"), published)):
+    lo, hi, mean, std = x.min_pixels ** 0.5, x.max_pixels ** 0.5, list(x.image_mean), list(x.image_std)
+    print(tr(f"{name}: {x.min_pixels:,} to {x.max_pixels:,} pixels ({lo:.0f}² to {hi:.0f}²), patch {x.patch_size}, "
+             f"merge {x.merge_size}, frames per patch {x.temporal_patch_size}, mean {mean}, std {std}",
+             f"{name}：{x.min_pixels:,} 到 {x.max_pixels:,} 像素（{lo:.0f}² 到 {hi:.0f}²），patch {x.patch_size}，"
+             f"合并 {x.merge_size}，每个 patch {x.temporal_patch_size} 帧，均值 {mean}，标准差 {std}"))
 
 # %% [markdown]
 # ## 2. The resize rule
@@ -122,18 +173,36 @@ for name, x in ((own, s),
 # keeps a shrunk image within max_pixels, rounding up keeps an enlarged one at min_pixels or more. This is the rule
 # of transformers' `smart_resize`; ours adds one clear error for an image too thin to fit. The photo:
 
+# %% [markdown] lang="zh"
+# ## 2. 缩放规则
+# 视觉塔把图切成 P × P 的 patch（P = 16），之后合并器再把 m × m 个相邻 patch（m = 2）并成一个 token，所以两条边都必须是
+# P · m = 32 的倍数。`smart_resize` 把每条边取整到最近的 32 的倍数（用 Python 的 `round`，恰好一半时取偶数：10.5 → 10，
+# 11.5 → 12），尽量保持宽高比。只有取整后的尺寸会拿去和预算比较。如果它的像素数超过 max_pixels，就弃用它，把*原始*边长 H
+# 和 W 都除以 β = √(H · W / max_pixels)（用原始像素数，而不是取整后的），再各自*向下*取整到 32 的倍数（至少 32）；
+# 如果少于 min_pixels，就把原始边长乘以 β = √(min_pixels / (H · W))，各自*向上*取整。向下取整保证缩小后的图不超过
+# max_pixels，向上取整保证放大后的图不少于 min_pixels。这就是 transformers 里 `smart_resize` 的规则；
+# 我们的版本多做了一件事：图太细长、放不进预算时，给出一条明确的报错。这张照片：
+
 # %%
 f = s.factor
 h, w = smart_resize(photo.height, photo.width, s)
-for side, n in (("height", photo.height), ("width", photo.width)):
-    print(f"{side:6s} {n} / {f} = {n / f:.4g} -> round -> {round(n / f)} · {f} = {round(n / f) * f}")
-print(f"{w} × {h} = {w * h:,} pixels: inside the budget, so no further scaling; {h // s.patch_size} × "
-      f"{w // s.patch_size} patches of {s.patch_size} × {s.patch_size}, {h * w // f ** 2} tokens")
+for side, n in ((tr("height", "高"), photo.height), (tr("width", "宽"), photo.width)):
+    k = round(n / f)
+    print(tr(f"{side:6s} {n} / {f} = {n / f:.4g} -> round -> {k} · {f} = {k * f}",
+             f"{side} {n} / {f} = {n / f:.4g} -> 取整 -> {k} · {f} = {k * f}"))
+ph, pw, P = h // s.patch_size, w // s.patch_size, s.patch_size
+print(tr(f"{w} × {h} = {w * h:,} pixels: inside the budget, so no further scaling; {ph} × {pw} patches of {P} × {P}, "
+         f"{h * w // f ** 2} tokens",
+         f"{w} × {h} = {w * h:,} 像素：在预算之内，不再缩放；{ph} × {pw} 个 {P} × {P} 的 patch，"
+         f"{h * w // f ** 2} 个 token"))
 for width, height in ((8000, 6000), (100, 80)):  # a 48-megapixel photo, and a thumbnail
     rh, rw = smart_resize(height, width, s)
-    way = "shrunk, rounding down" if rh * rw < width * height else "enlarged, rounding up"
-    print(f"{width} × {height} ({width * height:,} pixels) is {way}: {rw} × {rh} = {rw * rh:,} pixels, "
-          f"{rh * rw // f ** 2:,} tokens")
+    shrunk = rh * rw < width * height
+    way = tr("shrunk, rounding down", "缩小，向下取整") if shrunk else tr("enlarged, rounding up", "放大，向上取整")
+    print(tr(f"{width} × {height} ({width * height:,} pixels) is {way}: {rw} × {rh} = {rw * rh:,} pixels, "
+             f"{rh * rw // f ** 2:,} tokens",
+             f"{width} × {height}（{width * height:,} 像素）要{way}：{rw} × {rh} = {rw * rh:,} 像素，"
+             f"{rh * rw // f ** 2:,} 个 token"))
 
 # %% [markdown]
 # ## 3. From pixels to patches
@@ -153,6 +222,22 @@ for width, height in ((8000, 6000), (100, 80)):  # a 48-megapixel photo, and a t
 # one frame (t = 1 after the temporal merge), the patch grid's height and width. The figure shows the order on the
 # photo.
 
+# %% [markdown] lang="zh"
+# ## 3. 从像素到 patch
+# 缩放之后（双三次插值，在 8 位图像上做），再用三步把图变成 `pixel_values`：
+#
+# 1. **缩放数值并归一化**：每个 8 位值乘以 `rescale_factor`（1/255）得到 [0, 1] 内的值；再逐通道算 (x − mean) / std。
+#    Qwen3.5 的 mean = std = 0.5，所以每个值都落在 [−1, 1] 内。
+# 2. **在时间上重复**：patch 嵌入一次读 Tp = 2 帧（同一套权重也用来读视频），所以静态图要重复一遍：每个 patch
+#    的两帧是同一张图。
+# 3. **按合并顺序切 patch**：把 (3, h, w) 数组切成 P × P 的 patch，每个 patch 按 (通道, 帧, 行, 列) 的顺序展平：3 · 2 ·
+#    16 · 16 = 1,536 个数，就是 `pixel_values` 的一行。这些行*不是*按阅读顺序排的：它们逐块排列（每块是合并器要合并的 m
+#    × m = 2 × 2 个 patch），块内再逐行排列。这样，合并后第 k 个 token 的 4 个 patch 正好是第 4k … 4k + 3 行，
+#    合并器只需把连续的 4 行并排拼起来。
+#
+# 结果是 `pixel_values` (N, 1536)，其中 N = (h/16) · (w/16) 个 patch，以及 `image_grid_thw` = [[1, h/16, w/16]]：
+# 一帧（时间维合并后 t = 1），加上 patch 网格的高和宽。下图在照片上画出这个顺序。
+
 # %%
 resized = to_rgb(photo).resize((w, h), resample=Image.Resampling.BICUBIC)
 book.show("ch10-patches", ch10.patch_grid, np.array(resized), s.patch_size, s.merge_size)
@@ -161,6 +246,11 @@ book.show("ch10-patches", ch10.patch_grid, np.array(resized), s.patch_size, s.me
 # **Try it first**: exercise 216 is the patchify order (run `python practice/judge.py start 216`, or write it in the
 # cell below: the judge grades it here). Its named mistakes: patches in plain reading order (which breaks the 2 × 2
 # groups), channels last, the temporal repeat left out.
+
+# %% [markdown] lang="zh"
+# **先自己试试**：练习 216 就是切 patch 的顺序（运行 `python practice/judge.py start 216`，或者直接写在下面的单元格里：
+# 评测器会在这里评分）。它列出的典型错误：按普通阅读顺序排 patch（这会打散 2 × 2 的分组）、通道放在最后、
+# 漏掉时间上的重复。
 
 # %%
 def patchify(pixels, patch_size, merge_size, temporal_patch_size):
@@ -172,6 +262,9 @@ book.attempt(216, patchify)
 # %% [markdown]
 # ### The finished module: `qwen/image.py`
 
+# %% [markdown] lang="zh"
+# ### 完成的模块：`qwen/image.py`
+
 # %%
 book.listing("qwen/image.py")
 
@@ -180,6 +273,12 @@ book.listing("qwen/image.py")
 # block, x) — one permute that puts the blocks first and each patch's pixels last, and an `expand` that repeats the
 # frame without copying. On the photo, and a check of every row against the resized picture cut by hand: row
 # 4k + 2a + b must be the patch at row 2i + a, column 2j + b of the patch grid, where token k sits at (i, j).
+
+# %% [markdown] lang="zh"
+# `patchify` 就是一次给每个轴命名的 reshape——(通道, 块行, 块内行, y, 块列, 块内列, x)——加一次 permute，把块放在最前、
+# 每个 patch 的像素放在最后，再用一次 `expand` 重复帧而不复制数据。下面在照片上运行它，
+# 并把每一行与手工从缩放后的图片上切下的 patch 对照：若 token k 位于 (i, j)，则第 4k + 2a + b 行必须是 patch 网格第 2i +
+# a 行、第 2j + b 列的 patch。
 
 # %%
 pixel_values, grid = preprocess(photo, args.path)
@@ -193,10 +292,15 @@ rows_match = all(
                 x[:, P * (m * i + a):P * (m * i + a + 1), P * (m * j + b):P * (m * j + b + 1)][:, None]
                 .expand(-1, s.temporal_patch_size, -1, -1).flatten())
     for i in range(gh // m) for j in range(gw // m) for a in range(m) for b in range(m))
-print(f"normalised pixels {tuple(x.shape)}, from {float(x.min()):+.2f} to {float(x.max()):+.2f}")
-print(f"pixel_values {tuple(pixel_values.shape)} {pixel_values.dtype}, image_grid_thw {grid.tolist()}: "
-      f"{gh} × {gw} = {gh * gw:,} patches, {tokens_per_image(grid, m)[0]} merged tokens")
-print(f"every row is the patch cut by hand from the resized photo, both frames the same: {rows_match}")
+low, high, merged_n = float(x.min()), float(x.max()), tokens_per_image(grid, m)[0]
+print(tr(f"normalised pixels {tuple(x.shape)}, from {low:+.2f} to {high:+.2f}",
+         f"归一化后的像素 {tuple(x.shape)}，从 {low:+.2f} 到 {high:+.2f}"))
+print(tr(f"pixel_values {tuple(pixel_values.shape)} {pixel_values.dtype}, image_grid_thw {grid.tolist()}: "
+         f"{gh} × {gw} = {gh * gw:,} patches, {merged_n} merged tokens",
+         f"pixel_values {tuple(pixel_values.shape)} {pixel_values.dtype}，image_grid_thw {grid.tolist()}："
+         f"{gh} × {gw} = {gh * gw:,} 个 patch，合并成 {merged_n} 个 token"))
+print(tr(f"every row is the patch cut by hand from the resized photo, both frames the same: {rows_match}",
+         f"每一行都等于从缩放后的照片上手工切下的 patch，且两帧相同：{rows_match}"))
 
 # %% [markdown]
 # ## 4. The patch embedding is a matrix product
@@ -209,6 +313,15 @@ print(f"every row is the patch cut by hand from the resized photo, both frames t
 # The tower is read from the checkpoint here, and only the tower: `load_vision` opens the safetensors files lazily
 # and reads the `model.visual.*` tensors alone.
 
+# %% [markdown] lang="zh"
+# ## 4. patch 嵌入就是一次矩阵乘法
+# 检查点把第一层存成一个 Conv3d，卷积核为 (2, 16, 16)，步长*与之相同*：卷积核的各个位置互不重叠，于是每个输出恰好读一个
+# patch；而每个输出只读一个 patch 的卷积，就是一次矩阵乘法：embed = pixel_values · Wᵀ + b，其中卷积核 W (C, 3, 2, 16,
+# 16) 按与 patch 相同的 (通道, 帧, 行, 列) 顺序展平成 (C, 1,536)。下面在照片上验证这一点。由于静态图的两帧相同，
+# 静态图实际上用的是卷积核两个帧切片之和。
+#
+# 这里从检查点读入视觉塔，而且只读视觉塔：`load_vision` 惰性地打开 safetensors 文件，只读其中的 `model.visual.*` 张量。
+
 # %%
 tower = load_vision(args.path, dtype=dtype, device=dev)
 vcfg = tower.cfg
@@ -219,16 +332,21 @@ conv = F.conv3d(pixel_values.view(-1, 3, s.temporal_patch_size, P, P), W, bias, 
 product = pixel_values @ W.flatten(1).T + bias  # (N, C)
 one_frame = pixel_values.view(-1, 3, s.temporal_patch_size, P, P)[:, :, 0].flatten(1) @ W.sum(2).flatten(1).T + bias
 scale = float(product.abs().max())
-print(f"kernel {tuple(W.shape)} -> matrix {tuple(W.flatten(1).shape)}; Conv3d output {tuple(conv.shape)}"
-      f" = (N, C, 1, 1, 1)")
-print(f"max |Conv3d − matrix product| = {float((conv.flatten(1) - product).abs().max()):.1e}, "
-      f"max |one frame · summed kernel − matrix product| = {float((one_frame - product).abs().max()):.1e} "
-      f"(embeddings up to {scale:.2f}{TAG})")
+by_conv, by_frame = float((conv.flatten(1) - product).abs().max()), float((one_frame - product).abs().max())
+matrix = tuple(W.flatten(1).shape)
+print(tr(f"kernel {tuple(W.shape)} -> matrix {matrix}; Conv3d output {tuple(conv.shape)} = (N, C, 1, 1, 1)",
+         f"卷积核 {tuple(W.shape)} -> 矩阵 {matrix}；Conv3d 的输出 {tuple(conv.shape)} = (N, C, 1, 1, 1)"))
+print(tr(f"max |Conv3d − matrix product| = {by_conv:.1e}, max |one frame · summed kernel − matrix product| = "
+         f"{by_frame:.1e} (embeddings up to {scale:.2f}{TAG})",
+         f"max |Conv3d − 矩阵乘积| = {by_conv:.1e}，max |单帧 · 两帧相加的卷积核 − 矩阵乘积| = "
+         f"{by_frame:.1e}（嵌入的绝对值最大 {scale:.2f}{TAG}）"))
 real = ch10.real_vision()
 real_width = real.in_channels * real.temporal_patch_size * real.patch_size ** 2  # 3 · 2 · 16 · 16 = 1,536
-print(f"real Qwen3.5-0.8B: kernel ({real.hidden_size}, {real.in_channels}, {real.temporal_patch_size}, "
-      f"{real.patch_size}, {real.patch_size}) = {real.hidden_size * real_width:,} weights, "
-      f"so each patch becomes a {real.hidden_size}-vector; this checkpoint: C = {C}")
+kernel = (real.hidden_size, real.in_channels, real.temporal_patch_size, real.patch_size, real.patch_size)
+print(tr(f"real Qwen3.5-0.8B: kernel {kernel} = {real.hidden_size * real_width:,} weights, "
+         f"so each patch becomes a {real.hidden_size}-vector; this checkpoint: C = {C}",
+         f"真实 Qwen3.5-0.8B：卷积核 {kernel} = {real.hidden_size * real_width:,} 个权重，"
+         f"所以每个 patch 变成一个 {real.hidden_size} 维向量；本检查点：C = {C}"))
 
 # %% [markdown]
 # ## 5. Positions I: the learned grid, resampled
@@ -237,6 +355,14 @@ print(f"real Qwen3.5-0.8B: kernel ({real.hidden_size}, {real.in_channels}, {real
 # **bilinearly with corners aligned**: the corner patches take the corner vectors exactly, and patch (r, c) reads
 # the grid at ((side − 1) · r / (gh − 1), (side − 1) · c / (gw − 1)), blending its four neighbours. The result,
 # listed in the merge order, is added to the patch embeddings. By hand, for one patch, against the tower's own:
+
+# %% [markdown] lang="zh"
+# ## 5. 位置之一：学到的网格，重新采样
+# 视觉塔为一个 48 × 48 网格的每个格子学一个位置向量（`pos_embed`，num_position_embeddings = 2,304 行，每行 C 维）。
+# 一张图有自己的 patch 网格（这张照片是 38 × 32），所以要把学到的网格重新采样到这个网格上，方式是**双线性插值、
+# 角点对齐**：四个角上的 patch 正好取到四个角的向量，patch (r, c) 在网格的 ((side − 1) · r / (gh − 1), (side − 1) · c /
+# (gw − 1)) 处取值，由周围四个邻居混合而成。结果按合并顺序排列，加到 patch 嵌入上。下面对一个 patch 手算，
+# 并与视觉塔自己的结果对比：
 
 # %%
 table = tower.pos_embed.weight.float().cpu()  # (side², C)
@@ -257,11 +383,18 @@ grid2d = table.reshape(side, side, C)
 by_hand = ((1 - (yy - y0)) * ((1 - (xx - x0)) * grid2d[y0, x0] + (xx - x0) * grid2d[y0, x0 + 1])
            + (yy - y0) * ((1 - (xx - x0)) * grid2d[y0 + 1, x0] + (xx - x0) * grid2d[y0 + 1, x0 + 1]))
 theirs = tower.positions(gh, gw).float().cpu()  # (gh·gw, C) in the merge order
-print(f"patch ({r}, {c}) reads the {side} × {side} grid at ({yy:.3f}, {xx:.3f}): max |by hand − interpolate| = "
-      f"{float((by_hand - raster[r, c]).abs().max()):.1e}")
-print(f"the corners are the grid's corners: {torch.equal(raster[0, 0], grid2d[0, 0])}, "
-      f"{torch.allclose(raster[-1, -1], grid2d[-1, -1], atol=1e-6)}; "
-      f"in the merge order it is the tower's table: {torch.allclose(merge_order(raster, m), theirs, atol=1e-6)}")
+off = float((by_hand - raster[r, c]).abs().max())
+print(tr(f"patch ({r}, {c}) reads the {side} × {side} grid at ({yy:.3f}, {xx:.3f}): max |by hand − interpolate| = "
+         f"{off:.1e}",
+         f"patch ({r}, {c}) 在 {side} × {side} 的网格上读取 ({yy:.3f}, {xx:.3f}) 处：max |手算 − interpolate| = "
+         f"{off:.1e}"))
+first_corner, last_corner = torch.equal(raster[0, 0], grid2d[0, 0]), torch.allclose(raster[-1, -1], grid2d[-1, -1],
+                                                                                     atol=1e-6)
+same_table = torch.allclose(merge_order(raster, m), theirs, atol=1e-6)
+print(tr(f"the corners are the grid's corners: {first_corner}, {last_corner}; "
+         f"in the merge order it is the tower's table: {same_table}",
+         f"四个角取的正是网格的四个角：{first_corner}、{last_corner}；"
+         f"按合并顺序排列后，就是视觉塔自己的表：{same_table}"))
 
 # %% [markdown]
 # The figure projects every vector on the table's first principal component (one number per position), the learned
