@@ -405,6 +405,13 @@ print(tr(f"the corners are the grid's corners: {first_corner}, {last_corner}; "
 # low-frequency waves over rows and columns, resampled by the same rule. With a real checkpoint it draws the real
 # table.
 
+# %% [markdown] lang="zh"
+# 下图把每个向量投影到这张表的第一主成分上（每个位置得到一个数），左边是学到的网格，右边是重新采样到这张图上的网格。
+# 训练好的 ViT 里，学到的位置向量变化平滑：相邻位置的向量相近，能看出明显的行、列结构（Dosovitskiy et al., *An Image is
+# Worth 16x16 Words*, 2021，图 7）。合成检查点的表是随机噪声，什么也看不出来，所以用它时图里画的是一个**替身**，
+# 并且标明了这一点：一张形状相同的表，由行、列方向上随机的低频波叠加而成，再按同样的规则重新采样。用真实检查点时，
+# 画的就是真实的表。
+
 # %%
 shown = ch10.smooth_standin(side, C) if SYNTHETIC else table  # random weights: a stand-in, labelled so
 book.show("ch10-positions", ch10.position_grid, shown, resample(shown), SYNTHETIC)
@@ -416,6 +423,13 @@ book.show("ch10-positions", ch10.position_grid, shown, resample(shown), SYNTHETI
 # f_j = θ^(−4j/Dh), θ = the vision config's rope_theta (10,000 unless it says otherwise). The first Dh/4 pair angles
 # are row · f_j, the next Dh/4 are column · f_j. So a score q·k depends on the two patches' row difference and column
 # difference only. Shifting both patches by the same (3, 5) leaves it unchanged:
+
+# %% [markdown] lang="zh"
+# ## 6. 位置之二：二维旋转位置编码
+# 在块内部，注意力也像第 4 章那样按角度旋转 q 和 k，只不过是在两个维度上。一个 Dh = C / heads 维的头按 rotate-half
+# 的方式成对旋转，而且整个头都转（这里没有部分旋转），共 Dh/4 个频率 f_j = θ^(−4j/Dh)，θ 是视觉配置里的
+# rope_theta（配置里不写就是 10,000）。前 Dh/4 对的角度是 row · f_j，后 Dh/4 对是 column · f_j。因此分数 q·k
+# 只取决于两个 patch 的行差和列差。把两个 patch 同时平移 (3, 5)，分数不变：
 
 # %%
 Dh = C // vcfg.num_heads
@@ -436,11 +450,18 @@ def score(q, k, a, b):
 
 q, k = torch.randn(Dh), torch.randn(Dh)
 real_dh = real.hidden_size // real.num_heads
-print(f"a head of Dh = {Dh} dims is {Dh // 2} rotate-half pairs: {Dh // 4} turned by the row, {Dh // 4} by the column, "
-      f"at {Dh // 4} frequencies per axis, θ = {vcfg.rope_theta:g} (real Qwen3.5-0.8B: Dh = {real_dh}, "
-      f"{real_dh // 2} pairs, {real_dh // 4} frequencies per axis)")
-print(f"q·k at patches (2, 3) and (4, 1): {score(q, k, (2, 3), (4, 1)):+.6f}; both moved by (3, 5): "
-      f"{score(q, k, (5, 8), (7, 6)):+.6f}; moved apart instead: {score(q, k, (2, 3), (9, 1)):+.6f}")
+pairs, per_axis, real_pairs, real_per_axis = Dh // 2, Dh // 4, real_dh // 2, real_dh // 4
+print(tr(f"a head of Dh = {Dh} dims is {pairs} rotate-half pairs: {per_axis} turned by the row, {per_axis} by the "
+         f"column, at {per_axis} frequencies per axis, θ = {vcfg.rope_theta:g} (real Qwen3.5-0.8B: Dh = {real_dh}, "
+         f"{real_pairs} pairs, {real_per_axis} frequencies per axis)",
+         f"一个头 Dh = {Dh} 维，分成 {pairs} 个 rotate-half 对：{per_axis} 对按行旋转，{per_axis} 对按列旋转，"
+         f"每个轴 {per_axis} 个频率，θ = {vcfg.rope_theta:g}（真实 Qwen3.5-0.8B：Dh = {real_dh}，"
+         f"{real_pairs} 对，每个轴 {real_per_axis} 个频率）"))
+here, moved, apart = score(q, k, (2, 3), (4, 1)), score(q, k, (5, 8), (7, 6)), score(q, k, (2, 3), (9, 1))
+print(tr(f"q·k at patches (2, 3) and (4, 1): {here:+.6f}; both moved by (3, 5): {moved:+.6f}; "
+         f"moved apart instead: {apart:+.6f}",
+         f"q·k（patch (2, 3) 与 (4, 1)）：{here:+.6f}；两者同时平移 (3, 5)：{moved:+.6f}；"
+         f"改为拉开距离：{apart:+.6f}"))
 
 # %% [markdown]
 # ## 7. The blocks: attention within one image
@@ -450,16 +471,26 @@ print(f"q·k at patches (2, 3) and (4, 1): {score(q, k, (2, 3), (4, 1)):+.6f}; b
 # call, their patches are listed one after another and each image attends only to its own. So one call with two
 # images gives what two calls give:
 
+# %% [markdown] lang="zh"
+# ## 7. 块：注意力只在一张图之内
+# 接下来是 `depth` 个 pre-norm 块，和 ViT 一样：LayerNorm（带偏置，不是文本模型的 RMSNorm）、注意力、残差；LayerNorm、用
+# GELU（tanh 形式）的 MLP、残差。注意力是**双向的**——没有因果掩码，一个 patch 能看到整张图——但只在**一张图之内**：
+# 多张图在一次调用里经过视觉塔时，它们的 patch 首尾相接排成一列，每张图只关注自己的 patch。所以两张图一次调用，
+# 和每张图各调用一次，结果相同：
+
 # %%
 face = photo.crop((150, 80, 330, 260))  # 180 × 180 pixels: enlarged to the minimum budget
 corner = photo.crop((0, 0, 320, 200))  # 320 × 200: enlarged too, to another grid
 (a_values, a_grid), (b_values, b_grid) = preprocess(face, args.path), preprocess(corner, args.path)
 both = tower(torch.cat([a_values, b_values]).to(dev), torch.cat([a_grid, b_grid]))
 alone = torch.cat([tower(a_values.to(dev), a_grid), tower(b_values.to(dev), b_grid)])
-print(f"two crops of the photo: grids {a_grid.tolist()} and {b_grid.tolist()}, {a_values.shape[0]} and "
-      f"{b_values.shape[0]} patches")
-print(f"both in one call vs one call each: max |diff| = {float((both - alone).abs().max()):.1e} "
-      f"(outputs up to {float(alone.abs().max()):.2f}{TAG})")
+print(tr(f"two crops of the photo: grids {a_grid.tolist()} and {b_grid.tolist()}, {a_values.shape[0]} and "
+         f"{b_values.shape[0]} patches",
+         f"照片上裁下的两块：网格 {a_grid.tolist()} 和 {b_grid.tolist()}，分别 {a_values.shape[0]} 和 "
+         f"{b_values.shape[0]} 个 patch"))
+diff, top_out = float((both - alone).abs().max()), float(alone.abs().max())
+print(tr(f"both in one call vs one call each: max |diff| = {diff:.1e} (outputs up to {top_out:.2f}{TAG})",
+         f"两张图一次调用 vs 每张各调用一次：max |diff| = {diff:.1e}（输出的绝对值最大 {top_out:.2f}{TAG}）"))
 
 # %% [markdown]
 # ## 8. Placing the image in the text
@@ -468,6 +499,13 @@ print(f"both in one call vs one call each: max |diff| = {float((both - alone).ab
 # `expand_image_tokens` repeats it as many times as the image has tokens. The model embeds the ids as usual, and
 # replaces the rows at the pads by the merger's outputs, in order (section 10 builds the merger; all that counts
 # here is how many tokens it makes: one per 2 × 2 block of patches). The ids come from the checkpoint's config:
+
+# %% [markdown] lang="zh"
+# ## 8. 把图片放进文本
+# 在提示词里，一张图由三种特殊 token 表示：先是 `<|vision_start|>`，然后每个合并后的 token 对应一个 `<|image_pad|>`，
+# 最后是 `<|vision_end|>`。聊天格式为一个图片内容只写一个 pad；`expand_image_tokens` 把它重复到与图片的 token 数一样多。
+# 模型照常对 ids 做嵌入，再把 pad 所在的行依次替换成合并器的输出（合并器在第 10 节实现；这里只关心它产生多少个 token：
+# 每个 2 × 2 的 patch 块一个）。这些 id 取自检查点的 config：
 
 # %%
 tok = load_tokenizer(args.path)
@@ -479,8 +517,11 @@ ids = expand_image_tokens(tok.encode(text), grid, PAD, m)
 print(repr(text))
 print(f"ids: {START} = {tok.decode([START])}, {PAD} = {tok.decode([PAD])}, {END} = {tok.decode([END])}")
 first, last = ids.index(PAD), len(ids) - 1 - ids[::-1].index(PAD)
-print(f"{len(tok.encode(text))} tokens with one pad -> {len(ids)} with {ids.count(PAD)} pads "
-      f"(tokens {first} … {last}), one per merged token of the {gh} × {gw} patch grid")
+n_text, n_pads = len(tok.encode(text)), ids.count(PAD)
+print(tr(f"{n_text} tokens with one pad -> {len(ids)} with {n_pads} pads "
+         f"(tokens {first} … {last}), one per merged token of the {gh} × {gw} patch grid",
+         f"{n_text} 个 token，含一个 pad -> {len(ids)} 个，含 {n_pads} 个 pad"
+         f"（token {first} … {last}），{gh} × {gw} 的 patch 网格合并出的每个 token 对应一个 pad"))
 
 # %% [markdown]
 # ## 9. Positions III: M-RoPE with three different rows
@@ -496,6 +537,17 @@ print(f"{len(tok.encode(text))} tokens with one pad -> {len(ids)} with {ids.coun
 # its named mistakes: the text after the image continuing from the token count instead of the largest position + 1,
 # and h and w swapped.
 
+# %% [markdown] lang="zh"
+# ## 9. 位置之三：三行各不相同的 M-RoPE
+# 第 4 章实现了 M-RoPE，并指出对文本来说，它的三行位置 (t, h, w) 相同，所以就是普通的 RoPE。图片正是三行不同的地方。按照
+# transformers 的 `get_rope_index`：文本 token 照常递增计数，三行取同一个数。图片的所有 token 都从 p 开始，p
+# 是下一个文本 token 本该得到的位置；图片中合并后的 token (i, j) 得到 (p, p + i, p + j)——时间相同，行、列各自不同。
+# 图片之后的文本从图片的**最大位置 + 1** 接着数，即 p + max(gh, gw)/m，而不是按 token 数接着数。所以一张 304 个 token
+# 的图，只让位置前进 19。提示词之后生成的 token 保持这个偏移（缓存里存着它：`cache.delta`）。
+#
+# **先自己试试**：练习 217 是三维的位置 id（`python practice/judge.py start 217`，或下面的单元格）；它列出的典型错误：
+# 图片之后的文本按 token 数接着数，而不是从最大位置 + 1 开始；以及 h 和 w 弄反。
+
 # %%
 def position_ids(input_ids, image_grid_thw, mask, image_token_id):
     raise NotImplementedError  # your code: (B, T) ids -> (3, B, T) positions (t, h, w)
@@ -508,11 +560,16 @@ from qwen.mrope import position_ids  # noqa: E402  (the finished one, from here 
 
 pos = position_ids(torch.tensor([ids]), grid, None, PAD, m)[:, 0]  # (3, T)
 p = int(pos[0, first])
-print(f"positions (t, h, w): the text before the image 0 … {first - 1} on all three rows; the image's first token "
-      f"({p}, {int(pos[1, first])}, {int(pos[2, first])}), its last ({int(pos[0, last])}, {int(pos[1, last])}, "
-      f"{int(pos[2, last])})")
-print(f"<|vision_end|> at token {last + 1} has position {int(pos[0, last + 1])} = {p} + max({gh // m}, {gw // m}); "
-      f"a plain count would give {last + 1}; the prompt's last position is {int(pos.max())} for {len(ids)} tokens")
+at_first, at_last = tuple(pos[:, first].tolist()), tuple(pos[:, last].tolist())
+print(tr(f"positions (t, h, w): the text before the image 0 … {first - 1} on all three rows; the image's first token "
+         f"{at_first}, its last {at_last}",
+         f"位置 (t, h, w)：图片之前的文本在三行上都是 0 … {first - 1}；图片的第一个 token 是 {at_first}，"
+         f"最后一个是 {at_last}"))
+end_at, top_pos, bh, bw = int(pos[0, last + 1]), int(pos.max()), gh // m, gw // m
+print(tr(f"<|vision_end|> at token {last + 1} has position {end_at} = {p} + max({bh}, {bw}); "
+         f"a plain count would give {last + 1}; the prompt's last position is {top_pos} for {len(ids)} tokens",
+         f"<|vision_end|>（token {last + 1}）的位置是 {end_at} = {p} + max({bh}, {bw})；"
+         f"简单计数会得到 {last + 1}；提示词共 {len(ids)} 个 token，最后的位置是 {top_pos}"))
 
 # %%
 book.show("ch10-mrope", ch10.mrope_rows, pos, (first, last))
@@ -525,6 +582,10 @@ book.listing("qwen/mrope.py", "expand_image_tokens", "position_ids", "rope_delta
 # its angle from the axis `mrope_axes` assigns it (t, h or w, interleaved). For text the three rows are equal, so
 # nothing changes; for an image token the h-frequencies turn with its row and the w-frequencies with its column:
 
+# %% [markdown] lang="zh"
+# 这些位置原样送进第 4 章的交错式 M-RoPE：全注意力层的第 j 个频率，从 `mrope_axes` 分给它的轴（t、h 或 w，交错排列）
+# 取角度。文本的三行相同，所以什么也没变；图片 token 的 h 频率随它的行旋转，w 频率随它的列旋转：
+
 # %%
 cfg = Config.load(args.path)
 axes = "".join("thw"[a] for a in mrope_axes(int(cfg.head_dim * cfg.partial_rotary_factor) // 2, cfg.mrope_section))
@@ -533,10 +594,15 @@ cos3, _ = rope(pos[:, None], torch.float32)  # (1, T, R): the three rows
 cos1, _ = rope(pos[:1], torch.float32)  # the time row alone, as if it were text
 same = (cos3[0] == cos1[0]).all(-1)  # (T,)
 real_text = real_config()
-print(f"mrope_section {cfg.mrope_section}: axis per frequency {axes} (real Qwen3.5-0.8B: {real_text.mrope_section}, "
-      f"{int(real_text.head_dim * real_text.partial_rotary_factor) // 2} frequencies)")
-print(f"tokens whose angles equal plain RoPE at their t position: {int(same.sum())} of {len(ids)}; the "
-      f"{len(ids) - int(same.sum())} others are the image's tokens but its first, whose row and column offsets are 0")
+real_freqs, n_same = int(real_text.head_dim * real_text.partial_rotary_factor) // 2, int(same.sum())
+print(tr(f"mrope_section {cfg.mrope_section}: axis per frequency {axes} (real Qwen3.5-0.8B: "
+         f"{real_text.mrope_section}, {real_freqs} frequencies)",
+         f"mrope_section {cfg.mrope_section}：每个频率所属的轴 {axes}（真实 Qwen3.5-0.8B："
+         f"{real_text.mrope_section}，共 {real_freqs} 个频率）"))
+print(tr(f"tokens whose angles equal plain RoPE at their t position: {n_same} of {len(ids)}; the "
+         f"{len(ids) - n_same} others are the image's tokens but its first, whose row and column offsets are 0",
+         f"角度与按 t 位置算的普通 RoPE 相同的 token：{n_same} 个，共 {len(ids)} 个；其余 "
+         f"{len(ids) - n_same} 个是图片的 token（第一个除外：它的行、列偏移都是 0）"))
 
 # %% [markdown]
 # ## 10. The merger: 2 × 2 patches → one token of the text width
@@ -547,6 +613,15 @@ print(f"tokens whose angles equal plain RoPE at their t position: {int(same.sum(
 # **Try it first**: exercise 218 is the merger (`python practice/judge.py start 218`, or the cell below); its named
 # mistakes: merging the wrong neighbours (4 patches of reading order, which are not a 2 × 2 block), and the norm
 # after the merge instead of on each patch before it.
+
+# %% [markdown] lang="zh"
+# ## 10. 合并器：2 × 2 个 patch → 一个文本宽度的 token
+# 最后一个块之后，合并器先对每个 patch 做 LayerNorm（C 维），再把每个 2 × 2 块的 4 个 patch 并排拼起来（4C：patch
+# 顺序中的第 4k … 4k + 3 行），然后经过 Linear(4C, 4C)、精确的 GELU、Linear(4C, d)，映射到文本模型的宽度 d。
+#
+# **先自己试试**：练习 218 就是合并器（`python practice/judge.py start 218`，或下面的单元格）；它列出的典型错误：
+# 合并了错误的邻居（按阅读顺序取的 4 个 patch，并不构成一个 2 × 2 块），以及把归一化放在合并之后，而不是在合并前对每个
+# patch 做。
 
 # %%
 def patch_merger(x, image_grid_thw, weights):
@@ -559,24 +634,35 @@ book.attempt(218, patch_merger)
 # The worked solution: the whole tower step by step, with its shapes, and the merger by hand at the end, against one
 # call of the finished tower:
 
+# %% [markdown] lang="zh"
+# 参考解答：一步一步走完整个视觉塔，附上每一步的形状，最后手算合并器，并与完成的视觉塔的一次调用对比：
+
 # %%
 xs = tower.patch_embed(pixel_values.to(dev, tower.pos_embed.weight.dtype))  # (N, C)
-print(f"pixel_values {tuple(pixel_values.shape)} -> patch embedding {tuple(xs.shape)}")
+print(tr(f"pixel_values {tuple(pixel_values.shape)} -> patch embedding {tuple(xs.shape)}",
+         f"pixel_values {tuple(pixel_values.shape)} -> patch 嵌入 {tuple(xs.shape)}"))
 xs = xs + tower.positions(gh, gw).to(xs.dtype)  # + the resampled position grid
 rot_cos, rot_sin = tower.rotary(gh, gw, xs.device)  # (N, Dh) each, fp32: q and k are turned in fp32
 for block in tower.blocks:
     xs = block(xs, rot_cos, rot_sin, [gh * gw])  # (N, C); [gh · gw]: one image, attending to itself
-print(f"after {len(tower.blocks)} blocks {tuple(xs.shape)}")
+print(tr(f"after {len(tower.blocks)} blocks {tuple(xs.shape)}", f"经过 {len(tower.blocks)} 个块 {tuple(xs.shape)}"))
 joined = tower.merger.norm(xs).reshape(-1, m * m * C)  # (N/4, 4C)
-print(f"merger: LayerNorm, then {m * m} rows side by side {tuple(joined.shape)}")
+print(tr(f"merger: LayerNorm, then {m * m} rows side by side {tuple(joined.shape)}",
+         f"合并器：LayerNorm，再把 {m * m} 行并排拼接 {tuple(joined.shape)}"))
 merged = tower.merger.linear_fc2(F.gelu(tower.merger.linear_fc1(joined)))  # (N/4, d)
 image_tokens = tower(pixel_values.to(dev), grid)
-print(f"-> Linear, GELU, Linear {tuple(merged.shape)}: {merged.shape[0]} tokens of width d = {merged.shape[1]}; "
-      f"max |by hand − tower| = {float((merged - image_tokens).abs().max()):.1e}{TAG}")
+off = float((merged - image_tokens).abs().max())
+print(tr(f"-> Linear, GELU, Linear {tuple(merged.shape)}: {merged.shape[0]} tokens of width d = {merged.shape[1]}; "
+         f"max |by hand − tower| = {off:.1e}{TAG}",
+         f"-> Linear、GELU、Linear {tuple(merged.shape)}：{merged.shape[0]} 个宽度 d = {merged.shape[1]} 的 token；"
+         f"max |手算 − 视觉塔| = {off:.1e}{TAG}"))
 real_h, real_w = smart_resize(photo.height, photo.width, published)  # the photo under the real 0.8B's settings
 real_n, real_m2 = (real_h // real.patch_size) * (real_w // real.patch_size), real.spatial_merge_size ** 2
-print(f"real Qwen3.5-0.8B: ({real_n}, {real_width}) -> ({real_n}, {real.hidden_size}) through {real.depth} blocks -> "
-      f"({real_n // real_m2}, {real_m2 * real.hidden_size}) -> ({real_n // real_m2}, {real.out_hidden_size})")
+real_tokens, real_joined = real_n // real_m2, real_m2 * real.hidden_size
+print(tr(f"real Qwen3.5-0.8B: ({real_n}, {real_width}) -> ({real_n}, {real.hidden_size}) through {real.depth} blocks "
+         f"-> ({real_tokens}, {real_joined}) -> ({real_tokens}, {real.out_hidden_size})",
+         f"真实 Qwen3.5-0.8B：({real_n}, {real_width}) -> ({real_n}, {real.hidden_size})，经过 {real.depth} 个块 "
+         f"-> ({real_tokens}, {real_joined}) -> ({real_tokens}, {real.out_hidden_size})"))
 
 # %% [markdown]
 # ### The finished tower: `qwen/vision.py`
