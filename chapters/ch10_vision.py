@@ -667,6 +667,9 @@ print(tr(f"real Qwen3.5-0.8B: ({real_n}, {real_width}) -> ({real_n}, {real.hidde
 # %% [markdown]
 # ### The finished tower: `qwen/vision.py`
 
+# %% [markdown] lang="zh"
+# ### 完成的视觉塔：`qwen/vision.py`
+
 # %%
 book.listing("qwen/vision.py", "PatchProjection", "VisionAttention", "VisionBlock", "PatchMerger", "VisionTower")
 
@@ -685,16 +688,37 @@ book.listing("qwen/vision.py", "PatchProjection", "VisionAttention", "VisionBloc
 # Unlike Qwen3-VL, Qwen3.5 has no "deepstack": only the last block's output goes to the text model (the real configs
 # list `deepstack_visual_indexes: []`).
 
+# %% [markdown] lang="zh"
+# - **`PatchProjection`** 保留存储的 Conv3d 卷积核，计算时乘以它展平后的矩阵（第 4 节）。
+# - **`VisionAttention`** 把 `qkv` 拆成 `heads` 个头的 q、k、v，用二维角度旋转 q 和 k（在 fp32 下），softmax
+#   只在每张图自己的 patch 之间做：`lengths` 列表按图（视频则按帧）切分序列。每张图的 q、k、v 以 4 维张量 (1, heads, n,
+#   Dh) 送进 `scaled_dot_product_attention`，这一点很关键：torch 的融合 kernel（CPU 上是 flash attention；CUDA 上是
+#   flash 或 memory-efficient attention）一块一块地遍历键，从不存下 n × n 的分数，但它们只接受 4 维输入。给 3 维的
+#   (heads, n, Dh)，torch 会退回普通 kernel，而它要把分数存下来：一张 4096² 的图有 65,536 个 patch，它的分数在 fp32
+#   下每个头要占 65,536² × 4 字节 = 16 GiB。
+# - **`VisionTower.forward`** 做嵌入、加上重新采样的位置、跑完所有块、再合并。它的输出是每张图的 token 依次排在一起：(Σ
+#   N / 4, d)。
+#
+# 与 Qwen3-VL 不同，Qwen3.5 没有 "deepstack"：只有最后一个块的输出送进文本模型（真实的 config 里写的是
+# `deepstack_visual_indexes: []`）。
+
 # %% [markdown]
 # ## 11. The token bill
 # An image costs one token per 32 × 32 pixels after the resize: (h/32) · (w/32) tokens. The budget fixes the range;
 # with Qwen3.5's published settings, 65,536 pixels (256²) is at least 64 tokens, 16,777,216 (4096²) at most 16,384.
 # A 12-megapixel phone photo (4032 × 3024) costs 11,844; the context of the 0.8B is 262,144 tokens.
 
+# %% [markdown] lang="zh"
+# ## 11. token 账单
+# 一张图缩放之后，每 32 × 32 像素花一个 token：(h/32) · (w/32) 个 token。预算决定了范围：按 Qwen3.5 公布的设置，65,536
+# 像素（256²）至少是 64 个 token，16,777,216 像素（4096²）至多是 16,384 个。一张 12 MP 的手机照片（4032 × 3024）要花
+# 11,844 个；0.8B 的上下文是 262,144 个 token。
+
 # %%
 sizes = [(100, 80), (224, 224), (photo.width, photo.height), (640, 480), (1280, 720), (1920, 1080), (4032, 3024),
          (8000, 6000)]
-print(f"{'image':>11s}  {'resized':>11s}  {'patches':>9s}  {'tokens':>7s}")
+columns = (tr("image", "原图"), tr("resized", "缩放后"), tr("patches", "patch 数"), tr("tokens", "token 数"))
+print("  ".join(ch10.rjust(head, n) for head, n in zip(columns, (11, 11, 9, 7))))
 for width, height, rw, rh, patches, tokens in ch10.token_bill(sizes, s):
     print(f"{width:>5} × {height:<5}  {rw:>5} × {rh:<5}  {patches:9,}  {tokens:7,}")
 
@@ -709,6 +733,14 @@ book.show("ch10-bill", ch10.token_bill_figure, s, sizes)
 # After the prefill the cache holds the image like any other tokens, and generation goes on from it as in
 # chapter 9 (`generate(model, ids, n, images=(pixel_values, image_grid_thw))` does both in one call).
 
+# %% [markdown] lang="zh"
+# ## 12. 解码器读图
+# 现在轮到整个模型：加载第 8 章的文本模型，把已经读好的视觉塔交给它，再用提示词的 ids、`pixel_values` 和
+# `image_grid_thw` 调用它，与 transformers 的 `Qwen3_5ForConditionalGeneration` 接收的参数一样（后者还需要
+# `mm_token_type_ids`，在 pad 处为 1，用来为计算位置找出图片 token）。预填充之后，缓存像保存其他 token
+# 一样保存着这张图，生成从这里接着进行，和第 9 章一样（`generate(model, ids, n, images=(pixel_values, image_grid_thw))`
+# 一次调用就把两件事都做了）。
+
 # %%
 model = load_model(args.path, dtype=dtype, device=dev)
 model.visual = tower  # attached in the open: a model without a tower refuses pixel_values, it reads no file
@@ -717,16 +749,22 @@ cache = model.new_cache()
 logits = model(torch.tensor([ids], device=dev), cache=cache, pixel_values=pixel_values, image_grid_thw=grid,
                last_only=True)  # the prefill: the tower runs inside, once
 top = logits[0, -1].float().softmax(-1).topk(5)
-print(f"next token after the image and {question!r}{' (synthetic weights: random)' if SYNTHETIC else ''}: "
-      + ", ".join(f"{tok.decode([i])!r} {pr:.1%}" for pr, i in zip(top.values.tolist(), top.indices.tolist())))
+likely = ", ".join(f"{tok.decode([i])!r} {pr:.1%}" for pr, i in zip(top.values.tolist(), top.indices.tolist()))
+note = tr(" (synthetic weights: random)", "（合成权重：随机）") if SYNTHETIC else ""
+print(tr(f"next token after the image and {question!r}{note}: {likely}",
+         f"图片和 {question!r} 之后的下一个 token{note}：{likely}"))
 delta = int(cache.delta[0, 0])  # the prompt's largest position + 1 − its token count
-print(f"the cache holds {cache.length} tokens; the next one's position is {cache.length} + cache.delta "
-      f"({delta}) = {cache.length + delta}, one more than the prompt's largest")
+print(tr(f"the cache holds {cache.length} tokens; the next one's position is {cache.length} + cache.delta "
+         f"({delta}) = {cache.length + delta}, one more than the prompt's largest",
+         f"缓存里有 {cache.length} 个 token；下一个 token 的位置是 {cache.length} + cache.delta"
+         f"（{delta}）= {cache.length + delta}，比提示词里最大的位置多一"))
 first_token = int(top.indices[0])  # greedy: the most likely one
 n = 8 if SYNTHETIC else 60
 reply = [first_token] + ([] if first_token in stop else list(generate(model, [first_token], n - 1, stop=stop,
                                                                       cache=cache)))
-print(f"greedy reply{' (synthetic weights: random tokens)' if SYNTHETIC else ''}: {tok.decode(reply)!r}")
+note = tr(" (synthetic weights: random tokens)", "（合成权重：随机 token）") if SYNTHETIC else ""
+said = tok.decode(reply)
+print(tr(f"greedy reply{note}: {said!r}", f"贪心生成的回复{note}：{said!r}"))
 
 # %% [markdown]
 # With the synthetic checkpoint these tokens are noise: the weights are random. With a real checkpoint
@@ -755,6 +793,27 @@ print(f"greedy reply{' (synthetic weights: random tokens)' if SYNTHETIC else ''}
 # The tower in fp32 differs by the order of the sums (a Conv3d against a matrix product, different attention
 # kernels), a few millionths of the output's scale.
 
+# %% [markdown] lang="zh"
+# 用合成检查点时，这些 token 是噪声：权重是随机的。用真实检查点（`--model Qwen/Qwen3.5-0.8B`，或任何带视觉塔的 Qwen3.5
+# 文件夹），同样的几行会打印出对这张照片的描述。
+#
+# ## 动手试试
+#
+# - 给照片一个更小的预算：`preprocess(photo, settings=ImageSettings(min_pixels=32 * 32, max_pixels=256 * 256))`，数一数
+#   token；再把新的 `pixel_values` 送进 `tower` 和模型（记得重新展开 pad）。
+# - 用 `photo.crop(...)` 把照片切成两半，把两半放进同一个提示词（`chat` 里的两个图片内容）：打印 `position_ids`，
+#   找出第二张图从哪里开始。
+# - 在第 3 节的归一化里把 `s.image_std` 换成 (1, 1, 1)，比较数值的范围：为什么均值和标准差必须用检查点自己的？
+#
+# ## 拿出证明
+# 在同一个检查点上用 transformers 对照：它为 Qwen3.5 提供的图像处理器处理这张照片，`Qwen3_5VisionModel`
+# 用同样的权重处理同样的 `pixel_values`，`get_rope_index` 处理同样的 ids。transformers 为 Qwen3.5 准备了两个图像处理器，
+# 只要装了 torchvision 就选基于 torchvision 的 `Qwen2VLImageProcessor`（公布的 `preprocessor_config.json` 以
+# `Qwen2VLImageProcessorFast` 这个名字指定它）；没有 torchvision 时退回基于 PIL 的 `Qwen2VLImageProcessorPil`，
+# 这里对照的就是它：PyPI 上的 torchvision 无法与测试所用的 CPU 版 torch 一起工作。两者都用第 2 节的缩放规则和第 3 节的
+# patch 顺序。预处理和位置都是整数记账，加上顺序相同的 float32 运算：结果完全相等。fp32 下的视觉塔因求和顺序不同（Conv3d
+# 对矩阵乘法，注意力 kernel 也不同）而略有差异，约为输出量级的百万分之几。
+
 # %%
 def compare(transformers, path, tower, image, pixel_values, grid, ids, pos):
     from transformers import AutoConfig, Qwen2VLImageProcessorPil  # the PIL class: torchvision is not needed
@@ -770,23 +829,29 @@ def compare(transformers, path, tower, image, pixel_values, grid, ids, pos):
         processor = Qwen2VLImageProcessorPil(size={"shortest_edge": 256 ** 2, "longest_edge": 4096 ** 2},
                                              patch_size=v.patch_size, temporal_patch_size=v.temporal_patch_size,
                                              merge_size=v.spatial_merge_size, image_mean=[0.5] * 3, image_std=[0.5] * 3)
-        print("(no preprocessor_config.json: the image processor is given Qwen3.5's published values and the vision "
-              "config's patch, merge and frames)")
+        print(tr("(no preprocessor_config.json: the image processor is given Qwen3.5's published values and the "
+                 "vision config's patch, merge and frames)",
+                 "（没有 preprocessor_config.json：图像处理器用 Qwen3.5 公布的值，patch 大小、合并尺寸和帧数取自"
+                 "视觉配置）"))
     ref = processor(images=[image], return_tensors="pt")
-    print(f"image processor (Qwen2VLImageProcessorPil): pixel_values equal "
-          f"{torch.equal(ref['pixel_values'], pixel_values)}, "
-          f"image_grid_thw equal {torch.equal(ref['image_grid_thw'], grid)}")
+    same_values, same_grid = torch.equal(ref["pixel_values"], pixel_values), torch.equal(ref["image_grid_thw"], grid)
+    print(tr(f"image processor (Qwen2VLImageProcessorPil): pixel_values equal {same_values}, "
+             f"image_grid_thw equal {same_grid}",
+             f"图像处理器（Qwen2VLImageProcessorPil）：pixel_values 相等 {same_values}，"
+             f"image_grid_thw 相等 {same_grid}"))
     theirs = Qwen3_5VisionModel(config.vision_config).eval()
     theirs.load_state_dict({k: v.float().cpu() for k, v in tower.state_dict().items()})
     ours = load_vision(path, dtype=torch.float32)
     want = theirs(pixel_values, grid_thw=grid).pooler_output
-    book.oracle.difference("vision tower, fp32", ours(pixel_values, grid), want)
-    print(f"(the output's scale: {float(want.abs().max()):.2f})")
+    book.oracle.difference(tr("vision tower, fp32", "视觉塔，fp32"), ours(pixel_values, grid), want)
+    out_scale = float(want.abs().max())
+    print(tr(f"(the output's scale: {out_scale:.2f})", f"（输出的量级：{out_scale:.2f}）"))
     with torch.device("meta"):
         text = Qwen3_5Model(config)  # for its get_rope_index: no weights are needed
     ids = torch.tensor([ids])
     rope, _ = text.get_rope_index(ids, mm_token_type_ids=(ids == config.image_token_id).int(), image_grid_thw=grid)
-    print(f"3-D positions equal get_rope_index: {torch.equal(rope[:, 0], pos)}")
+    same_pos = torch.equal(rope[:, 0], pos)
+    print(tr(f"3-D positions equal get_rope_index: {same_pos}", f"3-D 位置与 get_rope_index 相同：{same_pos}"))
 
 
 book.proof(compare, args.path, tower, photo, pixel_values, grid, ids, pos)
@@ -820,8 +885,37 @@ book.proof(compare, args.path, tower, photo, pixel_values, grid, ids, pos)
 #
 # The vision notation, the real 0.8B's values beside this checkpoint's:
 
+# %% [markdown] lang="zh"
+# ## 小结
+#
+# - **预处理**：缩放到两条边都是 32 的倍数（恰好一半时取偶数），再缩小或放大到像素预算之内（256² 到 4096²）；缩放到 [0,
+#   1]，用检查点的均值和标准差归一化；静态图重复成 2 帧；切成 16 × 16 的 patch，按 2 × 2 块逐块排列 → `pixel_values` (N,
+#   1536)、`image_grid_thw`。
+# - **视觉塔**：patch 嵌入就是一次矩阵乘法；学到的 48 × 48 位置网格用双线性插值重新采样到图片的网格；`depth`
+#   个带二维旋转位置编码的 ViT 块，注意力只在每张图之内；合并器对每个 patch 做归一化，再把每个 2 × 2 块（4C）
+#   映射成一个文本宽度 d 的 token。
+# - **在提示词里**：`<|vision_start|>`，每个合并后的 token 一个 `<|image_pad|>`，然后 `<|vision_end|>`；pad
+#   的嵌入被替换成合并后的 token。M-RoPE 在图片上给出三行不同的位置：(p, p + row, p + column)；
+#   图片之后的文本从最大位置 + 1 接着数。
+# - **账单**：每 32 × 32 像素一个 token，每张图 64 到 16,384 个 token。
+#
+# ### 形状
+#
+# | 步骤 | 形状 | 这张照片，真实 Qwen3.5-0.8B |
+# |---|---|---|
+# | 缩放后的图 | (3, h, w) | (3, 608, 512) |
+# | pixel_values | (N, 3·Tp·P²), N = (h/P)(w/P) | (1216, 1536) |
+# | image_grid_thw | (图片数, 3): (1, h/P, w/P) | [[1, 38, 32]] |
+# | patch 嵌入 + 位置 | (N, C) | (1216, 768) |
+# | 经过所有块之后 | (N, C) | (1216, 768) |
+# | 合并器的输入 | (N/m², m²·C) | (304, 3072) |
+# | 图片 token | (N/m², d) | (304, 1024) |
+# | 提示词的位置 | (3, B, T) | (3, 1, T) |
+#
+# 视觉部分的符号表，真实 0.8B 的值与本检查点的值并列：
+
 # %%
-ch10.vision_notation(vcfg, "synthetic checkpoint" if SYNTHETIC else "this checkpoint")
+ch10.vision_notation(vcfg, tr("synthetic checkpoint", "合成检查点") if SYNTHETIC else tr("this checkpoint", "本检查点"))
 
 # %% [markdown]
 # ### Exercises
@@ -829,6 +923,13 @@ ch10.vision_notation(vcfg, "synthetic checkpoint" if SYNTHETIC else "this checkp
 # repeat missing); 217 · the 3-D M-RoPE positions of text and images (text after the image counted from the token
 # count, h and w swapped); 218 · the patch merger: 2 × 2 patches, one text token (the wrong neighbours merged, the
 # norm after the merge). `python practice/judge.py start 216` (217, 218), or their cells in sections 3, 9 and 10.
+
+# %% [markdown] lang="zh"
+# ### 练习
+# 216 · 切 patch：把图像排成一行行的 patch（典型错误：按阅读顺序而不是按 2 × 2 块排列、通道放在最后、漏掉时间上的重复）
+# ；217 · 文本与图像的三维 M-RoPE 位置（图片之后的文本按 token 数接着数、h 和 w 弄反）；218 · patch 合并器：2 × 2 个
+# patch，一个文本 token（合并了错误的邻居、归一化放在合并之后）。运行 `python practice/judge.py start 216`（217、218），
+# 或者用第 3、9、10 节里它们各自的单元格。
 
 # %%
 book.attempt(216)
@@ -849,3 +950,17 @@ book.attempt(218)
 #    continues from the largest of them, so an image moves text positions by its side, not by its area.
 # 4. **Why merge 2 × 2.** Attention inside the tower costs N² in the patches; merging divides the tokens the decoder
 #    must read (and cache) by 4, at the price of a wider merger input (4C).
+
+# %% [markdown] lang="zh"
+# ## 怎么讲清楚
+#
+# 1. **图片即 token。** ViT 把图切成 16 × 16 的 patch，每个 patch 当作一个 token；Qwen3.5 的视觉塔再把 2 × 2
+#    的邻居合并，所以文本模型看到的是每 32 × 32 像素一个 token，而且已经是它自己的宽度。对解码器来说，
+#    一张图就是一串不是从嵌入表里查出来的嵌入。
+# 2. **任意尺寸。** 缩放保持宽高比，在像素预算之内取整到 32 的倍数；学到的位置网格重新采样到缩放后得到的任何 patch
+#    网格；旋转位置编码根本不需要表。所以同一个视觉塔既能读缩略图，也能读海报，代价与像素数成正比。
+# 3. **它在哪里？** 在视觉塔内部，位置信息是双重的二维信息：重新采样的网格，加上按行、列旋转的角度。在提示词里，M-RoPE
+#    给图片 token 一个 (时间, 行, 列) 三元组，图片之后的文本从其中的最大值接着数，所以一张图让文本位置前进的是它的边长，
+#    而不是它的面积。
+# 4. **为什么合并 2 × 2。** 视觉塔内部的注意力代价随 patch 数按 N² 增长；合并把解码器要读（并缓存）的 token 数除以 4，
+#    代价是合并器的输入更宽（4C）。
