@@ -9,13 +9,16 @@ the chapter passes a smooth stand-in (smooth_standin), and the figure's titles s
 lives in qwen/sizes.py (REAL_VISION_CONFIG, from public copies of the published config.json). Each figure function
 returns a matplotlib Figure.
 """
+import functools
 import math
+import unicodedata
 
 import torch
 
 from qwen.config import VisionConfig
 from qwen.hub import ModelNotFound
 from qwen.image import smart_resize
+from qwen.lang import tr
 from qwen.sizes import (
     REAL_VISION_CONFIG as REAL_VISION,  # config.json's vision_config, as public copies of the published file give it
     numel,
@@ -39,7 +42,7 @@ def missing_tower(path):
         files = Weights(path, "vision").where
     except (ValueError, ModelNotFound) as e:
         return str(e)
-    return None if files else f"{path} has no model.visual.* tensors"
+    return None if files else tr(f"{path} has no model.visual.* tensors", f"{path} 里没有 model.visual.* 张量")
 
 
 def tower_parameters(c):
@@ -47,35 +50,66 @@ def tower_parameters(c):
     return sum(numel(shape) for shape in vision_shapes(c).values())
 
 
-# letter, meaning, how it follows from the vision config
-SYMBOLS = (
-    ("P", "pixels per patch side", lambda c: c.patch_size),
-    ("Tp", "frames per patch (a still image is repeated)", lambda c: c.temporal_patch_size),
-    ("m", "patches per merged token, per side (m × m)", lambda c: c.spatial_merge_size),
-    ("3·Tp·P²", "numbers in one patch: a row of pixel_values", lambda c: c.in_channels * c.temporal_patch_size
-     * c.patch_size ** 2),
-    ("C", "width of the tower", lambda c: c.hidden_size),
-    ("depth", "vision blocks", lambda c: c.depth),
-    ("heads", "attention heads of a block", lambda c: c.num_heads),
-    ("Dh", "size of one head, C / heads", lambda c: c.hidden_size // c.num_heads),
-    ("Iv", "width inside a block's MLP", lambda c: c.intermediate_size),
-    ("side", "the learned position grid is side × side", lambda c: math.isqrt(c.num_position_embeddings)),
-    ("d", "text width: what the merger outputs", lambda c: c.out_hidden_size),
-    ("params", "parameters of the tower", tower_parameters),
-)
+def symbols():
+    """letter, meaning (in the language the course speaks), how it follows from the vision config"""
+    return (
+        ("P", tr("pixels per patch side", "patch 每边的像素数"), lambda c: c.patch_size),
+        ("Tp", tr("frames per patch (a still image is repeated)", "每个 patch 的帧数（静态图重复一遍）"),
+         lambda c: c.temporal_patch_size),
+        ("m", tr("patches per merged token, per side (m × m)", "合并后每个 token 每边的 patch 数（m × m）"),
+         lambda c: c.spatial_merge_size),
+        ("3·Tp·P²", tr("numbers in one patch: a row of pixel_values", "一个 patch 里的数值个数：pixel_values 的一行"),
+         lambda c: c.in_channels * c.temporal_patch_size * c.patch_size ** 2),
+        ("C", tr("width of the tower", "视觉塔的宽度"), lambda c: c.hidden_size),
+        ("depth", tr("vision blocks", "视觉块数"), lambda c: c.depth),
+        ("heads", tr("attention heads of a block", "每个块的注意力头数"), lambda c: c.num_heads),
+        ("Dh", tr("size of one head, C / heads", "一个头的维数，C / heads"), lambda c: c.hidden_size // c.num_heads),
+        ("Iv", tr("width inside a block's MLP", "块内 MLP 的宽度"), lambda c: c.intermediate_size),
+        ("side", tr("the learned position grid is side × side", "学到的位置网格为 side × side"),
+         lambda c: math.isqrt(c.num_position_embeddings)),
+        ("d", tr("text width: what the merger outputs", "文本宽度：合并器输出的宽度"), lambda c: c.out_hidden_size),
+        ("params", tr("parameters of the tower", "视觉塔的参数量"), tower_parameters),
+    )
+
+
+def width(text):
+    """Columns `text` takes in a terminal: a CJK character takes two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def rjust(text, n):
+    return " " * (n - width(text)) + text
+
+
+def ljust(text, n):
+    return text + " " * (n - width(text))
 
 
 def vision_notation(cfg, label):
     """Print the vision notation with the real 0.8B's values and those of `cfg` (this checkpoint's VisionConfig,
     under `label`); returns the text."""
     real = real_vision()
-    rows = [("", "meaning", "real Qwen3.5-0.8B", label)]
-    rows += [(name, meaning, f"{value(real):,}", f"{value(cfg):,}") for name, meaning, value in SYMBOLS]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    text = "\n".join("  ".join(cell.rjust(w) if i >= 2 else cell.ljust(w) for i, (cell, w) in
+    rows = [("", tr("meaning", "含义"), tr("real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B"), label)]
+    rows += [(name, meaning, f"{value(real):,}", f"{value(cfg):,}") for name, meaning, value in symbols()]
+    widths = [max(width(r[i]) for r in rows) for i in range(4)]
+    text = "\n".join("  ".join(rjust(cell, w) if i >= 2 else ljust(cell, w) for i, (cell, w) in
                                enumerate(zip(row, widths))).rstrip() for row in rows)
     print(text)
     return text
+
+
+def with_cjk(draw):
+    """`draw` with a CJK font as the fallback for glyphs the default font lacks (book/ch02.py's font_families), so
+    that the Chinese edition's titles and labels show; the English ones are drawn as before."""
+    @functools.wraps(draw)
+    def drawn(*args, **kwargs):
+        import matplotlib.pyplot as plt
+
+        from book.ch02 import font_families
+
+        with plt.rc_context({"font.family": font_families()}):
+            return draw(*args, **kwargs)
+    return drawn
 
 
 def merge_row(r, c, gw, m=2):
@@ -97,6 +131,7 @@ def token_bill(sizes, settings):
     return rows
 
 
+@with_cjk
 def patch_grid(pixels, patch_size=16, merge_size=2, zoom=(3, 4)):
     """Left: the resized photo (h, w, 3) uint8 with its patch grid (thin lines) and the merge blocks (thick), the
     first row of merged tokens numbered. Right: its top-left `zoom` = (rows, cols) blocks, each patch labelled with
@@ -120,8 +155,11 @@ def patch_grid(pixels, patch_size=16, merge_size=2, zoom=(3, 4)):
              weight="bold")  # and the first token of the second row, to show where the count goes next
     ax0.add_patch(plt.Rectangle((-0.5, -0.5), zoom[1] * P * m, zoom[0] * P * m, fill=False, edgecolor="red", lw=2.5,
                                 zorder=3))
-    ax0.set(title=f"{w} × {h} pixels: {gh} × {gw} = {gh * gw:,} patches of {P} × {P}\nmerged {m} × {m} (thick lines) "
-                  f"into {gh * gw // m ** 2:,} tokens, numbered from the top left", xticks=[], yticks=[])
+    n, tokens = gh * gw, gh * gw // m ** 2
+    ax0.set(title=tr(f"{w} × {h} pixels: {gh} × {gw} = {n:,} patches of {P} × {P}\nmerged {m} × {m} (thick lines) "
+                     f"into {tokens:,} tokens, numbered from the top left",
+                     f"{w} × {h} 像素：{gh} × {gw} = {n:,} 个 {P} × {P} 的 patch\n按 {m} × {m} 合并（粗线）"
+                     f"成 {tokens:,} 个 token，从左上角开始编号"), xticks=[], yticks=[])
     zh, zw = zoom[0] * m * P, zoom[1] * m * P
     ax1.imshow(pixels[:zh, :zw], alpha=0.45)
     for r in range(zoom[0] * m):
@@ -137,9 +175,12 @@ def patch_grid(pixels, patch_size=16, merge_size=2, zoom=(3, 4)):
         ax1.axvline(x - 0.5, color="gray", lw=0.4)
     for y in range(0, zh + 1, P):
         ax1.axhline(y - 0.5, color="gray", lw=0.4)
-    ax1.set(title=f"the red corner: each patch's row in pixel_values ({gh * gw:,}, 3·2·{P}·{P})\nthe {m * m} patches "
-                  f"of a token are consecutive rows", xticks=[], yticks=[])
-    fig.suptitle("Patches in the merge order: block by block, and inside a block row by row")
+    ax1.set(title=tr(f"the red corner: each patch's row in pixel_values ({n:,}, 3·2·{P}·{P})\nthe {m * m} patches "
+                     f"of a token are consecutive rows",
+                     f"红框里的一角：每个 patch 在 pixel_values ({n:,}, 3·2·{P}·{P}) 中的行号\n"
+                     f"一个 token 的 {m * m} 个 patch 是相邻的几行"), xticks=[], yticks=[])
+    fig.suptitle(tr("Patches in the merge order: block by block, and inside a block row by row",
+                    "按合并顺序排列的 patch：逐块排列，块内逐行排列"))
     return fig
 
 
@@ -155,6 +196,7 @@ def smooth_standin(side, width, waves=3, seed=0):
     return torch.einsum("ar,bc,abw->rcw", basis, basis, coef).reshape(side * side, width)
 
 
+@with_cjk
 def position_grid(table, resampled, standin=False):
     """The position table (side², C) and the same table resampled to the image's grid (gh, gw, C), both projected
     on the table's first principal component (a linear map, so it commutes with the resampling). Dots on the left:
@@ -170,23 +212,32 @@ def position_grid(table, resampled, standin=False):
     gh, gw = resampled.shape[:2]
     right = (resampled - mean) @ direction  # (gh, gw)
     lo, hi = float(left.min()), float(left.max())
-    what = "a smooth stand-in, not learned" if standin else "the learned table"
+    what = tr("a smooth stand-in, not learned", "平滑的替身，不是学到的") if standin else tr("the learned table",
+                                                                                          "学到的表")
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 5.6), layout="constrained")
     ax0.imshow(left.numpy(), cmap="coolwarm", vmin=lo, vmax=hi)
     ys, xs = torch.meshgrid(torch.linspace(0, side - 1, gh), torch.linspace(0, side - 1, gw), indexing="ij")
     ax0.plot(xs.flatten().numpy(), ys.flatten().numpy(), ".", color="black", ms=1.2)
-    ax0.set(title=f"{what}: {side} × {side} positions ({table.shape[0]:,} rows, like pos_embed)\n"
-                  f"dots: where the {gh} × {gw} patches of the image sample it", xlabel="column", ylabel="row")
+    rows = table.shape[0]
+    ax0.set(title=tr(f"{what}: {side} × {side} positions ({rows:,} rows, like pos_embed)\n"
+                     f"dots: where the {gh} × {gw} patches of the image sample it",
+                     f"{what}：{side} × {side} 个位置（{rows:,} 行，同 pos_embed）\n"
+                     f"点：图片的 {gh} × {gw} 个 patch 在表上取值的地方"),
+            xlabel=tr("column", "列"), ylabel=tr("row", "行"))
     image = ax1.imshow(right.numpy(), cmap="coolwarm", vmin=lo, vmax=hi)
-    ax1.set(title=f"resampled bilinearly (corners aligned) to the image's {gh} × {gw} patches",
-            xlabel="patch column", ylabel="patch row")
-    fig.colorbar(image, ax=ax1, shrink=0.8, label="first principal component of the table")
-    fig.suptitle("The position embedding: one grid for every image size, resampled" +
-                 ("\nA STAND-IN (random low-frequency waves), not a checkpoint's weights: the synthetic checkpoint's "
-                  "table is random noise" if standin else ""))
+    ax1.set(title=tr(f"resampled bilinearly (corners aligned) to the image's {gh} × {gw} patches",
+                     f"用双线性插值（角点对齐）重新采样到图片的 {gh} × {gw} 个 patch"),
+            xlabel=tr("patch column", "patch 列"), ylabel=tr("patch row", "patch 行"))
+    fig.colorbar(image, ax=ax1, shrink=0.8, label=tr("first principal component of the table", "表的第一主成分"))
+    fig.suptitle(tr("The position embedding: one grid for every image size, resampled",
+                    "位置嵌入：一张网格，重新采样后用于任意尺寸的图") +
+                 (tr("\nA STAND-IN (random low-frequency waves), not a checkpoint's weights: the synthetic "
+                     "checkpoint's table is random noise",
+                     "\n这是替身（随机的低频波），不是检查点的权重：合成检查点的表是随机噪声") if standin else ""))
     return fig
 
 
+@with_cjk
 def mrope_rows(positions, image, title=""):
     """The three rows (t, h, w) of M-RoPE positions (3, T) of one prompt, token by token; `image` = (first, last)
     token index of the image's pads, shaded. The first text token after the image is marked with its position and
@@ -196,20 +247,25 @@ def mrope_rows(positions, image, title=""):
     first, last = image
     T = positions.shape[1]
     fig, axes = plt.subplots(3, 1, figsize=(13, 7), sharex=True, sharey=True, layout="constrained")
-    for ax, row, name in zip(axes, positions.tolist(), ("t (time)", "h (row)", "w (column)")):
+    names = (tr("t (time)", "t（时间）"), tr("h (row)", "h（行）"), tr("w (column)", "w（列）"))
+    for ax, row, name in zip(axes, positions.tolist(), names):
         ax.step(range(T), row, where="mid", lw=1.2)
         ax.axvspan(first - 0.5, last + 0.5, color="#f4a261", alpha=0.25)
         ax.set_ylabel(name)
     after = last + 1
     if after < T:
         p = int(positions[0, after])
-        axes[0].annotate(f"text after the image: position {p} = largest image position + 1\n(a plain count would "
-                         f"give {after})", xy=(after, p), xytext=(max(0, after - T * 0.45), p * 0.25 + 1),
+        axes[0].annotate(tr(f"text after the image: position {p} = largest image position + 1\n(a plain count would "
+                            f"give {after})",
+                            f"图片之后的文本：位置 {p} = 图片的最大位置 + 1\n（简单计数会得到 {after}）"),
+                         xy=(after, p), xytext=(max(0, after - T * 0.45), p * 0.25 + 1),
                          arrowprops=dict(arrowstyle="->"), fontsize=9)
-    axes[1].text((first + last) / 2, float(positions[1, first]), f"image: tokens {first} … {last}", ha="center",
-                 va="bottom", fontsize=9)
-    axes[-1].set_xlabel("token index in the prompt")
-    fig.suptitle(title or "M-RoPE positions of a text + image + text prompt: the three rows differ only on the image")
+    axes[1].text((first + last) / 2, float(positions[1, first]),
+                 tr(f"image: tokens {first} … {last}", f"图片：token {first} … {last}"), ha="center", va="bottom",
+                 fontsize=9)
+    axes[-1].set_xlabel(tr("token index in the prompt", "token 在提示词中的下标"))
+    fig.suptitle(title or tr("M-RoPE positions of a text + image + text prompt: the three rows differ only on the "
+                             "image", "文本 + 图片 + 文本的提示词的 M-RoPE 位置：三行只在图片上不同"))
     return fig
 
 
@@ -218,6 +274,7 @@ LABEL_SPOTS = ((6, -4, "left", "top"), (6, 4, "left", "bottom"), (-6, 4, "right"
                (-6, -4, "right", "top"), (6, -16, "left", "top"), (-6, -16, "right", "top"))
 
 
+@with_cjk
 def token_bill_figure(settings, marks=()):
     """Tokens an image costs against its pixel count, for four aspect ratios, on log scales. Small images are
     enlarged to at least min_pixels (rounding up: a little above the least token count, 72 for 100 × 80), large ones
@@ -237,15 +294,17 @@ def token_bill_figure(settings, marks=()):
     lo, hi = settings.min_pixels // per_token, settings.max_pixels // per_token
     ax.axhline(lo, color="gray", ls="--", lw=1)
     ax.axhline(hi, color="gray", ls="--", lw=1)
-    ax.text(2e5, lo * 0.9, f"min_pixels {settings.min_pixels:,}: at least {lo:,} tokens", fontsize=8, color="gray",
-            va="top")
-    ax.text(20, hi * 0.9, f"max_pixels {settings.max_pixels:,}: at most {hi:,} tokens", fontsize=8, color="gray",
-            va="top")
-    ax.set(xscale="log", yscale="log", xlabel="pixels of the original image (log scale)",
-           ylabel="merged tokens in the prompt (log scale)",
-           title=f"The token bill of an image: one token per {settings.factor} × {settings.factor} pixels after "
-                 f"resizing into the budget")
-    ax.legend(title="aspect ratio", loc="lower right")
+    least, most, f = settings.min_pixels, settings.max_pixels, settings.factor
+    ax.text(2e5, lo * 0.9, tr(f"min_pixels {least:,}: at least {lo:,} tokens",
+                              f"min_pixels {least:,}：至少 {lo:,} 个 token"), fontsize=8, color="gray", va="top")
+    ax.text(20, hi * 0.9, tr(f"max_pixels {most:,}: at most {hi:,} tokens",
+                             f"max_pixels {most:,}：至多 {hi:,} 个 token"), fontsize=8, color="gray", va="top")
+    ax.set(xscale="log", yscale="log",
+           xlabel=tr("pixels of the original image (log scale)", "原图的像素数（对数坐标）"),
+           ylabel=tr("merged tokens in the prompt (log scale)", "提示词里合并后的 token 数（对数坐标）"),
+           title=tr(f"The token bill of an image: one token per {f} × {f} pixels after resizing into the budget",
+                    f"一张图的 token 账单：缩放进预算之后，每 {f} × {f} 像素一个 token"))
+    ax.legend(title=tr("aspect ratio", "宽高比"), loc="lower right")
     bill = token_bill(marks, settings)
     for w, h, *_, tokens in bill:
         ax.plot([w * h], [tokens], "o", color="black", ms=4)
