@@ -128,7 +128,7 @@ print(tr(f"config.json: {raw.get('architectures', ['?'])[0]}, model_type {raw['m
          f"文本模型的数字位于{' text_config 下' if 'text_config' in raw else '顶层'}"))
 print(tr(f"{cfg.num_hidden_layers} layers, saved as {cfg.dtype}, tied head: {cfg.tie_word_embeddings}, "
          f"rope_theta {cfg.rope_theta:g}, {cfg.partial_rotary_factor:.0%} of each head's dims rotate",
-         f"{cfg.num_hidden_layers} 层，保存为 {cfg.dtype}，绑定的输出头：{cfg.tie_word_embeddings}，"
+         f"{cfg.num_hidden_layers} 层，保存为 {cfg.dtype}，共享的输出头：{cfg.tie_word_embeddings}，"
          f"rope_theta {cfg.rope_theta:g}，每个头有 {cfg.partial_rotary_factor:.0%} 的维度参与旋转"))
 layout = " ".join(pattern[i:i + 4] for i in range(0, len(pattern), 4))
 print(tr(f"layer pattern: {layout}  (L = linear attention, F = full attention)",
@@ -377,7 +377,7 @@ with safe_open(file, framework="pt") as lib:
              f"{same}",
              f"   这些偏移处的字节，按 bf16 解读：{by_hand[:4].tolist()} ……；与库读出的张量相等：{same}"))
 tied = tr(" (the file's tensors, plus lm_head.weight: the tied head's name for the embedding)",
-          "（文件里的张量，再加上 lm_head.weight：绑定的输出头用这个名字指向嵌入）") \
+          "（文件里的张量，再加上 lm_head.weight：共享的输出头用这个名字指向嵌入）") \
     if cfg.tie_word_embeddings and len(W) > len(file_shapes) else ""
 print(tr(f"load_weights opened {len(W)} text names{tied} in {opened_ms:.1f} ms by reading headers only; "
          f"a tensor is read from disk when a chapter asks for it",
@@ -520,7 +520,7 @@ book.proof(compare, path, W)
 # - 24 层遵循 [L, L, L, F] × 6 的排列：三层 Gated DeltaNet（线性注意力），接一层全注意力。每一层都有两个
 #   归一化和一个 MLP。
 # - 形状，从而参数量，只由 config 决定（见上表）。真实 0.8B 有 752,393,024 个文本参数：MLP 占得最多（35.1%），
-#   嵌入是最大的单个张量（33.8%），绑定的输出头不再另存一份。
+#   嵌入是最大的单个张量（33.8%），共享的输出头不再另存一份。
 # - 字节数 = 参数量 × 数据类型的大小，从每个文件头读出：真实 0.8B 以 bf16 保存，每个数 2 字节，只有 A_log 和
 #   门控归一化的权重是 fp32——文本模型约 1.5 GB；全用 fp32 则翻倍。
 # - safetensors 文件就是 8 字节的长度、一个 JSON 文件头和原始字节：读它不执行任何东西，单个张量也能单独读出。

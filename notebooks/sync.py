@@ -102,6 +102,18 @@ def _silenced(source):
     return "\n".join(lines)
 
 
+WIDE = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"  # CJK characters and full-width punctuation
+CJK_BREAK = re.compile(f"(?<=[{WIDE}])\n[ \t]*(?=[{WIDE}])")
+FENCE = re.compile(r"(```.*?```)", re.S)
+
+
+def _joined(markdown):
+    """Chinese prose wrapped in the script joined back where a line break falls between two Chinese characters:
+    markdown shows such a break as a space, which Chinese text does not have. Code blocks are left as written."""
+    pieces = FENCE.split(markdown)
+    return "".join(p if i % 2 else CJK_BREAK.sub("", p) for i, p in enumerate(pieces))
+
+
 def render(script, lang="en"):
     """The notebook text for a chapter script, in `lang`."""
     nb = jupytext.reads(Path(script).read_text(encoding="utf-8"), fmt="py:percent")
@@ -111,6 +123,7 @@ def render(script, lang="en"):
     for cell in nb.cells:
         if cell.metadata.get("lang") == "zh":  # the Chinese of the markdown cell before it
             if lang == "zh" and cells and cells[-1].cell_type == "markdown":
+                cell.source = _joined(cell.source)
                 cells[-1] = cell
             continue
         cells.append(cell)

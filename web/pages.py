@@ -118,7 +118,7 @@ def index_page(chapters, exercises, intro):
         cards.append(f'<li><a href="{page.href}">{thumb}<h3>{Markup.escape(page.title)}</h3></a>'
                      f'{render.MARKDOWN.renderInline(page.summary)}</li>')
     listed = "\n".join(f'<li><a href="{p.href}">{Markup.escape(p.title)}</a></li>' for p in exercises.values())
-    graded = tr("Each is graded on your machine by the course&#39;s judge.",
+    graded = tr("Each is graded on your machine by the course’s judge.",
                 "每道练习都由课程的评测器在你的机器上评测。")
     body = (f'{render.markdown(intro)}<h2 id="chapters">{tr("Chapters", "章节")}</h2><ol class="chapters">'
             f'{"".join(cards)}</ol><h2 id="exercises">{tr("Exercises", "练习")}</h2><p>{graded}</p><ul>{listed}</ul>')
