@@ -7,6 +7,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from qwen.lang import tr
 from qwen.norm import rms_normalize
 
 # Printed by a run of chapter 3's measurements on the real Qwen3.5-0.8B weights (tests/test_book_ch03.py reads that
@@ -17,6 +18,11 @@ REAL = {"layer0_rms": 1.24, "final_rms": 4.33,
         "layer0_w": dict(mean=0.238, min=-0.11, max=1.00), "final_w": dict(mean=3.309, min=-0.78, max=5.31),
         "gate_rms": {-6.0: 0.014, 0.0: 0.000, 6.0: 5.730}}
 REAL_LABEL = "real Qwen3.5-0.8B"
+
+
+def real_label():
+    """REAL_LABEL in the language the course speaks now (read when drawing, after --lang has been applied)."""
+    return tr("real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B")
 
 
 def _rms(t):
@@ -32,20 +38,25 @@ def rms_before_after(vecs, after, synthetic=""):
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4), sharex=True, layout="constrained")
     bins = np.logspace(-2.5, 2.5, 201)
     ax0.hist(_rms(vecs), bins=bins, color="gray", histtype="stepfilled")  # one polygon: fast to draw
-    ax0.set(xscale="log", xlabel="RMS of a vector (log scale)", ylabel="number of vectors",
-            title="before normalisation")
+    xlabel, ylabel = tr("RMS of a vector (log scale)", "向量的 RMS（对数刻度）"), tr("number of vectors", "向量个数")
+    ax0.set(xscale="log", xlabel=xlabel, ylabel=ylabel, title=tr("before normalisation", "归一化前"))
     for (label, norm), color in zip(after.items(), ("C2", "C0", "C3")):
         y = _rms(norm(vecs))
-        ax1.hist(y, bins=bins, color=color, alpha=0.8, histtype="stepfilled", label=f"{label}: mean {y.mean():.2f}")
-    for value, name, text_at in ((REAL["layer0_rms"], "layer 0 input norm", (0.01, 0.9)),
-                                 (REAL["final_rms"], "final norm", (8, 0.6))):
+        mean = y.mean()
+        ax1.hist(y, bins=bins, color=color, alpha=0.8, histtype="stepfilled",
+                 label=tr(f"{label}: mean {mean:.2f}", f"{label}：均值 {mean:.2f}"))
+    real = real_label()
+    for value, name, text_at in ((REAL["layer0_rms"], tr("layer 0 input norm", "第 0 层输入归一化"), (0.01, 0.9)),
+                                 (REAL["final_rms"], tr("final norm", "最后的归一化"), (8, 0.6))):
         ax1.axvline(value, color="black", ls="--", lw=1)
-        ax1.annotate(f"{REAL_LABEL},\n{name}: {value}", (value, 0.85), xycoords=("data", "axes fraction"),
-                     xytext=text_at, textcoords=("data", "axes fraction"), va="top", fontsize=8,
-                     arrowprops=dict(arrowstyle="->", color="black", lw=0.8))
-    ax1.set(xlabel="RMS of a vector (log scale)", ylabel="number of vectors", title="after normalisation")
+        ax1.annotate(tr(f"{real},\n{name}: {value}", f"{real}，\n{name}：{value}"), (value, 0.85),
+                     xycoords=("data", "axes fraction"), xytext=text_at, textcoords=("data", "axes fraction"),
+                     va="top", fontsize=8, arrowprops=dict(arrowstyle="->", color="black", lw=0.8))
+    ax1.set(xlabel=xlabel, ylabel=ylabel, title=tr("after normalisation", "归一化后"))
     ax1.legend(loc="lower left", fontsize=8)
-    fig.suptitle(f"RMS of {len(vecs):,} random vectors before and after RMSNorm{synthetic}")
+    n = len(vecs)
+    fig.suptitle(tr(f"RMS of {n:,} random vectors before and after RMSNorm{synthetic}",
+                    f"{n:,} 个随机向量在 RMSNorm 前后的 RMS{synthetic}"))
     return fig
 
 
@@ -78,11 +89,16 @@ def scales(W, layer_types, synthetic=""):
     _real_range(ax0, -0.55, REAL["layer0_w"])
     _real_range(ax0, L - 0.05, REAL["final_w"])
     ax0.axhline(1, color="gray", ls="--", lw=1)
-    ax0.set(ylabel="scale 1 + w", title="the RMSNorms of the residual stream")
+    ax0.set(ylabel=tr("scale 1 + w", "比例 1 + w"),
+            title=tr("the RMSNorms of the residual stream", "残差流上的 RMSNorm"))
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in ("C0", "C1", "C3")]
     handles.append(plt.Line2D([], [], marker="D", color="black", ls="none"))
-    ax0.legend(handles=handles, labels=["input_layernorm (before the mixer)", "post_attention_layernorm (before the "
-                                        "MLP)", "final norm", f"{REAL_LABEL}: mean and range"],
+    real = real_label()
+    ax0.legend(handles=handles, labels=[tr("input_layernorm (before the mixer)", "input_layernorm（混合层之前）"),
+                                        tr("post_attention_layernorm (before the MLP)",
+                                           "post_attention_layernorm（MLP 之前）"),
+                                        tr("final norm", "最后的归一化"),
+                                        tr(f"{real}: mean and range", f"{real}：均值和范围")],
                loc="upper left", ncol=2, fontsize=9)
     full = [i for i in range(L) if letters[i] == "F"]
     linear = [i for i in range(L) if letters[i] == "L"]
@@ -90,18 +106,23 @@ def scales(W, layer_types, synthetic=""):
     _boxes(ax1, [1 + W[f"layers.{i}.self_attn.k_norm.weight"].float() for i in full], np.array(full) + 0.2, "C5")
     _boxes(ax1, [W[f"layers.{i}.linear_attn.norm.weight"].float() for i in linear], linear, "C7", width=0.5)
     ax1.axhline(1, color="gray", ls="--", lw=1)
-    ax1.set(ylabel="scale", xlabel="layer (L = linear attention, F = full attention)",
-            title="per-head norms: q_norm and k_norm (1 + w) in full attention, the gated norm (plain w) in linear "
-                  "attention")
+    ax1.set(ylabel=tr("scale", "比例"),
+            xlabel=tr("layer (L = linear attention, F = full attention)", "层（L = 线性注意力，F = 全注意力）"),
+            title=tr("per-head norms: q_norm and k_norm (1 + w) in full attention, the gated norm (plain w) in linear "
+                     "attention",
+                     "按头的归一化：全注意力里的 q_norm 和 k_norm（1 + w），线性注意力里的门控归一化（普通的 w）"))
     ax1.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in ("C4", "C5", "C7")],
                labels=["q_norm: 1 + w", "k_norm: 1 + w", "linear_attn.norm: w"], loc="upper left", ncol=3)
     for ax in (ax0, ax1):  # head room for the legends
         lo, hi = ax.get_ylim()
         ax.set_ylim(lo, hi + 0.3 * (hi - lo))
-    ax1.set_xticks(list(range(L)) + [L + 0.5], [f"{i}\n{letters[i]}" for i in range(L)] + ["final"])
-    note = "\nsynthetic: every box is a random draw around the weight's initial value (qwen/synthetic.py); " \
-           "nothing in it was learned" if synthetic else ""
-    fig.suptitle(f"The effective scale of every norm in the model{synthetic}{note}")
+    ax1.set_xticks(list(range(L)) + [L + 0.5], [f"{i}\n{letters[i]}" for i in range(L)] + [tr("final", "最后")])
+    note = tr("\nsynthetic: every box is a random draw around the weight's initial value (qwen/synthetic.py); "
+              "nothing in it was learned",
+              "\n合成权重：每个箱线都是围绕该权重初始值的随机抽样（qwen/synthetic.py），"
+              "没有学到任何东西") if synthetic else ""
+    fig.suptitle(tr(f"The effective scale of every norm in the model{synthetic}{note}",
+                    f"模型中每个归一化的有效比例{synthetic}{note}"))
     return fig
 
 
@@ -122,29 +143,35 @@ def bf16_grid():
     for dtype, color in ((torch.bfloat16, "C3"), (torch.float16, "C1"), (torch.float32, "C0")):
         ax0.step(xs.numpy(), _gap(xs, dtype), where="post", color=color, label=str(dtype).replace("torch.", ""))
     ax0.axhline(2e-3, color="gray", ls=":", lw=1)
-    ax0.text(1.2e-4, 2.6e-3, "gap 0.002: an update of 0.001 is rounded away above this line", fontsize=9,
-             color="gray")
-    for value, text, offset in ((1.0, "1 + 0.001 → 1.0\n(gap 2⁻⁷ ≈ 0.0078)", (-110, 20)),
-                                (1e-3, "0.001 → 0.000999\n(gap ≈ 7.6e-6)", (15, 25))):
+    ax0.text(1.2e-4, 2.6e-3, tr("gap 0.002: an update of 0.001 is rounded away above this line",
+                                "间隔 0.002：在这条线以上，0.001 的更新会被舍入掉"), fontsize=9, color="gray")
+    for value, text, offset in ((1.0, tr("1 + 0.001 → 1.0\n(gap 2⁻⁷ ≈ 0.0078)",
+                                         "1 + 0.001 → 1.0\n（间隔 2⁻⁷ ≈ 0.0078）"), (-110, 20)),
+                                (1e-3, tr("0.001 → 0.000999\n(gap ≈ 7.6e-6)", "0.001 → 0.000999\n（间隔 ≈ 7.6e-6）"),
+                                 (15, 25))):
         g = _gap(torch.tensor([value], dtype=torch.float64), torch.bfloat16)[0]
         ax0.plot(value, g, "o", color="black", zorder=3)
         ax0.annotate(text, (value, g), xytext=offset, textcoords="offset points", fontsize=9,
                      arrowprops=dict(arrowstyle="-", color="black", lw=0.8))
-    ax0.set(xscale="log", yscale="log", xlabel="magnitude of the stored number (log scale)",
-            ylabel="gap to the next representable number (log scale)", title="spacing of representable numbers",
+    ax0.set(xscale="log", yscale="log",
+            xlabel=tr("magnitude of the stored number (log scale)", "所存数值的大小（对数刻度）"),
+            ylabel=tr("gap to the next representable number (log scale)", "到下一个可表示数的间隔（对数刻度）"),
+            title=tr("spacing of representable numbers", "可表示数的间距"),
             ylim=(3e-12, 1.0))  # room for the labels above the curves
     ax0.legend(loc="lower right")
 
     grid = torch.arange(0x3F79, 0x3F85, dtype=torch.int16).view(torch.bfloat16).float().numpy()  # bf16 around 1
-    ax1.vlines(grid, 0, 1, color="C3", lw=1.5, label="a bf16 number")
-    ax1.axvspan(1 - 2 ** -9, 1 + 2 ** -8, color="C3", alpha=0.15, label="rounds to 1.0")
+    ax1.vlines(grid, 0, 1, color="C3", lw=1.5, label=tr("a bf16 number", "一个 bf16 数"))
+    ax1.axvspan(1 - 2 ** -9, 1 + 2 ** -8, color="C3", alpha=0.15, label=tr("rounds to 1.0", "舍入为 1.0"))
     ax1.plot([1.001], [0.5], "o", color="black", label="1.001")
     ax1.annotate("", xy=(1.0, 0.5), xytext=(1.001, 0.5), arrowprops=dict(arrowstyle="->", color="black", lw=1.5))
     ax1.text(1.001, 0.62, "1.001 → 1.0", fontsize=10, ha="center", bbox=dict(fc="white", ec="none"), zorder=4)
-    ax1.set(xlim=(grid[0] - 0.002, grid[-1] + 0.002), ylim=(0, 1), yticks=[], xlabel="value",
-            title="the bf16 numbers around 1: gaps of 2⁻⁸ below, 2⁻⁷ above")
+    ax1.set(xlim=(grid[0] - 0.002, grid[-1] + 0.002), ylim=(0, 1), yticks=[], xlabel=tr("value", "数值"),
+            title=tr("the bf16 numbers around 1: gaps of 2⁻⁸ below, 2⁻⁷ above",
+                     "1 附近的 bf16 数：下方间隔 2⁻⁸，上方 2⁻⁷"))
     ax1.legend(loc="upper right", fontsize=9)
-    fig.suptitle("The bf16 grid: fine near 0, coarse near 1 — one reason Qwen3.5 stores w, not 1 + w")
+    fig.suptitle(tr("The bf16 grid: fine near 0, coarse near 1 — one reason Qwen3.5 stores w, not 1 + w",
+                    "bf16 的网格：0 附近细，1 附近粗——这是 Qwen3.5 存 w 而不存 1 + w 的一个原因"))
     return fig
 
 
@@ -170,26 +197,35 @@ def gate(gated, h, synthetic=""):
     ax0.axhline(0, color="black", lw=0.5)
     zmin = -1.2785
     ax0.plot([zmin], [F.silu(torch.tensor(zmin)).item()], "o", color="C0")
-    ax0.annotate("minimum −0.278 at z ≈ −1.278;\nnegative for every z < 0", (zmin, -0.278), xytext=(-7.8, 3),
+    ax0.annotate(tr("minimum −0.278 at z ≈ −1.278;\nnegative for every z < 0",
+                    "在 z ≈ −1.278 处取最小值 −0.278；\n对每个 z < 0 都为负"), (zmin, -0.278), xytext=(-7.8, 3),
                  fontsize=9, arrowprops=dict(arrowstyle="->"))
-    ax0.set(xlabel="gate value z", ylabel="silu(z)", ylim=(-1, 8.5), title="the silu curve")
+    ax0.set(xlabel=tr("gate value z", "门值 z"), ylabel="silu(z)", ylim=(-1, 8.5),
+            title=tr("the silu curve", "silu 曲线"))
     ax0.legend(loc="upper left", fontsize=9)
     x = ungated.flatten().cpu().numpy()
     for z_, colour in zip(GATE_PICKS, ("C7", "C3", "black", "C2", "C0")):
         y = gated(h, torch.full_like(h, z_)).float().flatten().cpu().numpy()
-        ax1.plot(x, y, ".", ms=3, color=colour, label=f"z = {z_:+g}: slope silu(z) = {F.silu(torch.tensor(z_)):+.3f}")
+        slope = F.silu(torch.tensor(z_))
+        ax1.plot(x, y, ".", ms=3, color=colour,
+                 label=tr(f"z = {z_:+g}: slope silu(z) = {slope:+.3f}", f"z = {z_:+g}：斜率 silu(z) = {slope:+.3f}"))
     ax1.axhline(0, color="black", lw=0.5)
     ax1.axvline(0, color="black", lw=0.5)
-    ax1.set(xlabel="ungated output (w · x̂)_i", ylabel="output y_i",
-            title="every element: y = silu(z) · w · x̂; below z = 0 the sign flips")
+    ax1.set(xlabel=tr("ungated output (w · x̂)_i", "门控之前的输出 (w · x̂)_i"), ylabel=tr("output y_i", "输出 y_i"),
+            title=tr("every element: y = silu(z) · w · x̂; below z = 0 the sign flips",
+                     "每个元素：y = silu(z) · w · x̂；z < 0 时符号翻转"))
     ax1.legend(loc="upper left", fontsize=8, markerscale=3)
     rms = out.pow(2).mean(-1).sqrt().mean(-1).cpu().numpy()
-    ax2.plot(z, rms, color="C3", lw=2, label="output RMS of GatedRMSNorm")
+    ax2.plot(z, rms, color="C3", lw=2, label=tr("output RMS of GatedRMSNorm", "GatedRMSNorm 输出的 RMS"))
     ax2.plot(z, np.abs(s) * ungated.pow(2).mean(-1).sqrt().mean().item(), color="black", ls="--", lw=1,
              label="|silu(z)| × RMS(w · x̂)")
     ax2.plot(list(REAL["gate_rms"]), list(REAL["gate_rms"].values()), "D", color="black", ms=5,
-             label=f"{REAL_LABEL}, layer 0's weight\n(on its own 4 random vectors)")
-    ax2.set(xlabel="gate value z", ylabel="RMS of the output", title="the size: |silu(z)| times the head's size")
+             label=tr(f"{real_label()}, layer 0's weight\n(on its own 4 random vectors)",
+                      f"{real_label()}，第 0 层的权重\n（在它自己的 4 个随机向量上）"))
+    ax2.set(xlabel=tr("gate value z", "门值 z"), ylabel=tr("RMS of the output", "输出的 RMS"),
+            title=tr("the size: |silu(z)| times the head's size", "大小：|silu(z)| 乘以头的大小"))
     ax2.legend(loc="upper left", fontsize=8)
-    fig.suptitle(f"The gate of GatedRMSNorm, layer 0, {len(h)} random head outputs{synthetic}")
+    n = len(h)
+    fig.suptitle(tr(f"The gate of GatedRMSNorm, layer 0, {n} random head outputs{synthetic}",
+                    f"GatedRMSNorm 的门，第 0 层，{n} 个随机的头输出{synthetic}"))
     return fig

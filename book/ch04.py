@@ -10,6 +10,7 @@ import math
 import numpy as np
 import torch
 
+from qwen.lang import tr
 from qwen.rope import RotaryEmbedding, apply_rope, mrope_axes
 
 AXES = ("t", "h", "w")  # M-RoPE's position axes: time, height, width (T and H are tokens and heads)
@@ -40,22 +41,28 @@ def angle_vs_position(cfg, label, picks=(0, 4, 8, 16, 31)):
     near = np.arange(0, 64)
     far = np.logspace(0, 8, 200)
     for j, colour in zip(picks, plt.cm.viridis(np.linspace(0, 0.9, len(picks)))):
-        text = f"j = {j}: wavelength {lam[j]:,.0f} tokens" if lam[j] >= 10 else f"j = {j}: wavelength {lam[j]:.2f}"
+        w = lam[j]
+        text = tr(f"j = {j}: wavelength {w:,.0f} tokens", f"j = {j}：波长 {w:,.0f} 个 token") if w >= 10 else \
+            tr(f"j = {j}: wavelength {w:.2f}", f"j = {j}：波长 {w:.2f}")
         inv = rope.inv_freq[j].double().item()
         ax0.plot(near, np.cos(near * inv), color=colour, marker=".", ms=3, label=text)
         ax1.plot(far, far * inv, color=colour, lw=1.5)
         if lam[j] <= far[-1]:
             ax1.plot([lam[j]], [2 * math.pi], "o", color=colour)
     ax1.axhline(2 * math.pi, color="gray", ls="--", lw=1)
-    ax1.text(1.2, 2 * math.pi * 1.5, "one full turn (2π)", fontsize=8, color="gray")
+    ax1.text(1.2, 2 * math.pi * 1.5, tr("one full turn (2π)", "转一整圈（2π）"), fontsize=8, color="gray")
     ax1.axvline(ctx, color="black", ls=":", lw=1.2)
-    ax1.text(ctx * 1.15, 1e-6, f"context: {ctx:,} tokens\n(max_position_embeddings)", fontsize=8)
-    ax0.set(xlabel="position p (token)", ylabel="cos(p · inv_freq_j)", title="the first 64 positions")
-    ax1.set(xscale="log", yscale="log", xlabel="position p (log scale)", ylabel="angle p · inv_freq_j (radians)",
-            title="positions 1 … 10⁸: a dot marks the first full turn")
+    ax1.text(ctx * 1.15, 1e-6, tr(f"context: {ctx:,} tokens\n(max_position_embeddings)",
+                                  f"上下文：{ctx:,} 个 token\n（max_position_embeddings）"), fontsize=8)
+    ax0.set(xlabel=tr("position p (token)", "位置 p（token）"), ylabel="cos(p · inv_freq_j)",
+            title=tr("the first 64 positions", "前 64 个位置"))
+    ax1.set(xscale="log", yscale="log", xlabel=tr("position p (log scale)", "位置 p（对数刻度）"),
+            ylabel=tr("angle p · inv_freq_j (radians)", "角度 p · inv_freq_j（弧度）"),
+            title=tr("positions 1 … 10⁸: a dot marks the first full turn", "位置 1 … 10⁸：圆点标出转满第一圈之处"))
     fig.legend(*ax0.get_legend_handles_labels(), loc="outside lower center", ncol=len(picks), fontsize=8)
-    fig.suptitle(f"RoPE angle against position for {len(picks)} of the {n} frequencies "
-                 f"(θ = {cfg.rope_theta:g}, R = {rope.R}; {label})")
+    k, theta, R = len(picks), cfg.rope_theta, rope.R
+    fig.suptitle(tr(f"RoPE angle against position for {k} of the {n} frequencies (θ = {theta:g}, R = {R}; {label})",
+                    f"{n} 个频率中 {k} 个的 RoPE 角度随位置的变化（θ = {theta:g}，R = {R}；{label}）"))
     return fig
 
 
@@ -80,14 +87,18 @@ def score_vs_distance(cfg, label, starts=(0, 1000, 50000), seed=0, max_distance=
 
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(13, 4.2), layout="constrained")
     for m, style in zip(starts, ("-", "--", ":")):
-        ax0.plot(deltas, scores(q, k, m), ls=style, lw=1.5, label=f"k at m = {m:,}, q at m + Δ")
+        ax0.plot(deltas, scores(q, k, m), ls=style, lw=1.5,
+                 label=tr(f"k at m = {m:,}, q at m + Δ", f"k 在 m = {m:,}，q 在 m + Δ"))
         ax1.plot(deltas, scores(ones, ones, m), ls=style, lw=1.5, label=f"m = {m:,}")
-    ax0.set(xlabel="distance Δ (tokens)", ylabel="q · k after RoPE", title="one random pair q, k")
-    ax1.set(xlabel="distance Δ (tokens)", ylabel="q · k after RoPE",
-            title=f"q = k = all ones: {D - R} unrotated dims add a constant {D - R}")
+    xlabel, ylabel = tr("distance Δ (tokens)", "距离 Δ（token）"), tr("q · k after RoPE", "RoPE 之后的 q · k")
+    ax0.set(xlabel=xlabel, ylabel=ylabel, title=tr("one random pair q, k", "一对随机的 q、k"))
+    ax1.set(xlabel=xlabel, ylabel=ylabel,
+            title=tr(f"q = k = all ones: {D - R} unrotated dims add a constant {D - R}",
+                     f"q = k = 全 1：{D - R} 个不旋转的维度贡献常数 {D - R}"))
     for ax in (ax0, ax1):
         ax.legend(fontsize=8)
-    fig.suptitle(f"The score depends only on the distance Δ, not on where the pair sits ({label}; random q, k)")
+    fig.suptitle(tr(f"The score depends only on the distance Δ, not on where the pair sits ({label}; random q, k)",
+                    f"分数只取决于距离 Δ，与这对向量所在的位置无关（{label}；随机的 q、k）"))
     return fig
 
 
@@ -111,10 +122,13 @@ def interleave_map(cfg, label):
     blocks = contiguous_axes(vl["n_freq"], vl["mrope_section"])
     vl_lam = 2 * math.pi * vl["rope_theta"] ** (2 * np.arange(vl["n_freq"]) / vl["head_dim"])
     fig, axes = plt.subplots(2, 1, figsize=(13, 4.6), layout="constrained")
-    rows = ((axes[0], inter, wavelengths(rope), f"Qwen3.5 ({label}): interleaved, mrope_section = {s}"),
-            (axes[1], blocks, vl_lam, f"Qwen2-VL: contiguous blocks, mrope_section = {list(vl['mrope_section'])}, "
-                                      f"{vl['n_freq']} frequencies (head_dim {vl['head_dim']}, "
-                                      f"θ = {vl['rope_theta']:g})"))
+    section, n_freq, head_dim, theta = list(vl["mrope_section"]), vl["n_freq"], vl["head_dim"], vl["rope_theta"]
+    rows = ((axes[0], inter, wavelengths(rope), tr(f"Qwen3.5 ({label}): interleaved, mrope_section = {s}",
+                                                   f"Qwen3.5（{label}）：交错，mrope_section = {s}")),
+            (axes[1], blocks, vl_lam, tr(f"Qwen2-VL: contiguous blocks, mrope_section = {section}, {n_freq} "
+                                         f"frequencies (head_dim {head_dim}, θ = {theta:g})",
+                                         f"Qwen2-VL：连续的块，mrope_section = {section}，{n_freq} 个频率"
+                                         f"（head_dim {head_dim}，θ = {theta:g}）")))
     for ax, values, lam, title in rows:
         ax.imshow(values[None], cmap=ListedColormap(AXIS_COLOURS), vmin=0, vmax=2, aspect="auto")
         for j, a in enumerate(values):
@@ -124,10 +138,13 @@ def interleave_map(cfg, label):
                       fontsize=7)
         ax.set_yticks([])
         counts = ", ".join(f"{a} {int((values == i).sum())}" for i, a in enumerate(AXES))
-        ax.set_title(f"{title}: {counts}", fontsize=10)
-    axes[1].set_xlabel("frequency j (fast → slow); under every 4th (Qwen3.5) or 8th (Qwen2-VL): its wavelength in "
-                       "tokens")
-    fig.suptitle("Which position axis (t time, h height, w width) each frequency reads. For text t = h = w, so every "
-                 "layout gives plain RoPE;\nfor images the interleaved one gives each axis fast and slow frequencies, "
-                 "the blocks give t only the fastest", fontsize=10)
+        ax.set_title(tr(f"{title}: {counts}", f"{title}：{counts}"), fontsize=10)
+    axes[1].set_xlabel(tr("frequency j (fast → slow); under every 4th (Qwen3.5) or 8th (Qwen2-VL): its wavelength in "
+                          "tokens",
+                          "频率 j（快 → 慢）；每隔 4 个（Qwen3.5）或 8 个（Qwen2-VL）在下方标出其波长（token）"))
+    fig.suptitle(tr("Which position axis (t time, h height, w width) each frequency reads. For text t = h = w, so "
+                    "every layout gives plain RoPE;\nfor images the interleaved one gives each axis fast and slow "
+                    "frequencies, the blocks give t only the fastest",
+                    "每个频率读哪个位置轴（t 时间，h 高，w 宽）。对文本 t = h = w，所以任何布局都等于普通 RoPE；\n"
+                    "对图像，交错布局让每个轴都有快频率和慢频率，连续的块只把最快的频率给 t"), fontsize=10)
     return fig

@@ -8,6 +8,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from qwen.lang import tr
+
 
 def activations():
     """silu(z) = z·sigmoid(z) against relu and gelu (left), and their slopes (right)."""
@@ -23,15 +25,19 @@ def activations():
         ax1.plot(z.detach(), slope, color=colour, lw=2 if "silu" in name else 1.2, label=name.split("(")[0])
     zmin = -1.2785  # silu's minimum: where sigmoid(z)·(1 + z·(1 − sigmoid(z))) = 0
     ax0.plot([zmin], [F.silu(torch.tensor(zmin)).item()], "o", color="C0")
-    ax0.annotate("minimum −0.278 at z ≈ −1.28", (zmin, -0.278), xytext=(-5.8, 2.0), fontsize=9,
-                 arrowprops=dict(arrowstyle="->"))
+    ax0.annotate(tr("minimum −0.278 at z ≈ −1.28", "在 z ≈ −1.28 处取最小值 −0.278"), (zmin, -0.278),
+                 xytext=(-5.8, 2.0), fontsize=9, arrowprops=dict(arrowstyle="->"))
     ax0.axhline(0, color="black", lw=0.5)
-    ax0.set(xlabel="z", ylabel="activation", ylim=(-1, 6), title="the curves: silu is smooth and dips below 0")
+    ax0.set(xlabel="z", ylabel=tr("activation", "激活值"), ylim=(-1, 6),
+            title=tr("the curves: silu is smooth and dips below 0", "曲线：silu 是光滑的，并略微低于 0"))
     ax1.axhline(0, color="black", lw=0.5)
-    ax1.set(xlabel="z", ylabel="slope d/dz", title="their slopes: relu's jumps from 0 to 1, silu's overshoots 1")
+    ax1.set(xlabel="z", ylabel=tr("slope d/dz", "斜率 d/dz"),
+            title=tr("their slopes: relu's jumps from 0 to 1, silu's overshoots 1",
+                     "它们的斜率：relu 的从 0 跳到 1，silu 的会超过 1"))
     ax0.legend(loc="upper left")
     ax1.legend(loc="upper left")
-    fig.suptitle("The activation of the gate branch: silu (Qwen3.5), relu and gelu")
+    fig.suptitle(tr("The activation of the gate branch: silu (Qwen3.5), relu and gelu",
+                    "门分支的激活函数：silu（Qwen3.5）、relu 和 gelu"))
     return fig
 
 
@@ -49,11 +55,15 @@ def gate_activations(gate, up, tokens, title):
     bins = np.linspace(float(z.min()), float(z.max()), 80)
     ax0.hist(z.flatten().numpy(), bins=bins, color="gray", alpha=0.7, label="z = gate_proj(x)")
     ax0.hist(F.silu(z).flatten().numpy(), bins=bins, color="C0", alpha=0.7, label="silu(z)")
-    ax0.set(xlabel="value", ylabel="number of (token, unit) pairs", title=f"{z.shape[1]:,} units × {z.shape[0]} "
-            "tokens: silu squeezes the negative side towards 0")
+    units, T = z.shape[1], z.shape[0]
+    ax0.set(xlabel=tr("value", "数值"), ylabel=tr("number of (token, unit) pairs", "(token, 单元) 对的个数"),
+            title=tr(f"{units:,} units × {T} tokens: silu squeezes the negative side towards 0",
+                     f"{units:,} 个单元 × {T} 个 token：silu 把负的一侧压向 0"))
     ax0.legend()
     ax1.bar(range(len(tokens)), 100 * small, color="C0")
     ax1.set_xticks(range(len(tokens)), tokens, rotation=60, ha="right", fontsize=8)
-    ax1.set(ylabel="% of units", ylim=(0, 100), title="units with |silu(z) · up| < 1 % of the token's largest")
+    ax1.set(ylabel=tr("% of units", "单元占比 (%)"), ylim=(0, 100),
+            title=tr("units with |silu(z) · up| < 1 % of the token's largest",
+                     "|silu(z) · up| 小于该 token 最大值 1 % 的单元"))
     fig.suptitle(title)
     return fig

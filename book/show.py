@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from qwen.hub import DATA_DIR
+from qwen.lang import language
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = DATA_DIR / "figures"  # data/figures/ in a checkout, outside site-packages after a non-editable install
@@ -42,6 +43,19 @@ def _notebook_name():
     return "the chapter's notebook"
 
 
+def _cjk_fonts():
+    """In Chinese, text is drawn in matplotlib's default font with the first installed CJK font as a fallback for the
+    glyphs it lacks (book/ch02.font_families). Set before a figure is made: a text keeps the families it began
+    with."""
+    if language() != "zh":
+        return
+    from matplotlib import rcParams
+
+    from book.ch02 import font_families
+
+    rcParams["font.family"] = font_families()
+
+
 def show(name, draw, *args, **kwargs):
     """Draw the figure `draw(*args, **kwargs)` returns: inline in a notebook; in a script saved to
     data/figures/<name>.png when the script ran with --figures, else one line that says where to see it.
@@ -49,6 +63,7 @@ def show(name, draw, *args, **kwargs):
     if in_notebook():
         from IPython.display import display
 
+        _cjk_fonts()
         figure = draw(*args, **kwargs)
         png, (width, _) = _png(figure)
         # shown at the size a 100-dpi figure would have, sharp on a high-resolution screen; its title travels with
@@ -66,6 +81,7 @@ def show(name, draw, *args, **kwargs):
 
     if "matplotlib.pyplot" not in sys.modules:
         matplotlib.use("Agg")  # a file, not a window: works without a display
+    _cjk_fonts()
     figure = draw(*args, **kwargs)
     FIGURES.mkdir(parents=True, exist_ok=True)
     out = FIGURES / f"{name}.png"

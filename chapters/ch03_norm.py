@@ -1,5 +1,7 @@
 """Chapter 3: RMSNorm with a zero-centred weight, the gated RMSNorm, and l2norm.
 
+第 3 章：零中心权重的 RMSNorm、门控 RMSNorm 和 l2norm。
+
 Run: python chapters/ch03_norm.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
 Its notebook, notebooks/ch03_norm.ipynb, is written from this file by python notebooks/sync.py.
 """
@@ -32,15 +34,43 @@ Its notebook, notebooks/ch03_norm.ipynb, is written from this file by python not
 # beside it, marked "real Qwen3.5-0.8B", are the values the real weights give (printed by the source tutorial's
 # chapter 3).
 
+# %% [markdown] lang="zh"
+# # 第 3 章 · RMSNorm：零中心的归一化
+#
+# 每一层都先把输入归一化：向量除以它的均方根，再逐维乘一个可学的比例。本章写出模型用到的三种归一化——RMSNorm、
+# 线性注意力里的门控 RMSNorm、l2norm——并拿检查点里每一个归一化的权重来检验它们。
+#
+# **记号。** 本章的 w 一律指检查点在某个归一化的 `weight` 名下存的张量。RMSNorm 乘的比例是 1 + w（所以 w = 0
+# 就是“比例为 1”）；门控归一化直接乘 w。x̂ = x / √(mean(x²) + ε)。
+#
+# ```
+# qwen/
+# ├── weights.py, hub.py, ...   （第 1 章）
+# ├── tokenizer.py, bpe.py, embedding.py   （第 2 章）
+# └── norm.py         + RMSNorm, GatedRMSNorm, l2norm
+# chapters/
+# └── ch03_norm.py    + 本章的脚本
+# notebooks/
+# └── ch03_norm.ipynb + 本笔记本，由脚本生成
+#
+# + 本章新增 · ~ 本章修改 · 无标记：前面章节写的
+# ```
+#
+# 命令行跑的是同一份代码：`python chapters/ch03_norm.py`（加 `--figures` 保存图，加 `--proof` 与 transformers 对比）。
+# 两者找得到真实 Qwen3.5-0.8B 就用它，找不到就用合成检查点：布局是真实的，权重是随机的。
+# 凡是由合成检查点画出或打印的内容都标有“合成权重”；旁边标着“真实 Qwen3.5-0.8B”的，是真实权重给出的值（取自原教程第 3
+# 章打印的结果）。
+
 # %%
 import torch
 import torch.nn.functional as F
 
 import book
 from book import ch03
-from book.ch03 import REAL, REAL_LABEL
+from book.ch03 import REAL, real_label
 from qwen.config import Config
 from qwen.course import chapter_args
+from qwen.lang import tr
 from qwen.norm import (
     GatedRMSNorm,
     RMSNorm,
@@ -54,7 +84,8 @@ args = chapter_args(__doc__)
 cfg = Config.load(args.path)
 W = load_weights(args.path)
 dev, d, eps = args.device, cfg.hidden_size, cfg.rms_norm_eps
-SYNTHETIC = " (synthetic weights)" if is_synthetic(args.path) else ""  # goes into every figure drawn from them
+SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if is_synthetic(args.path) else ""  # in every figure from them
+REAL_LABEL = real_label()  # "real Qwen3.5-0.8B", in the language of the run
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
 
@@ -75,23 +106,37 @@ book.show("ch03-map", book.model_map.draw, "norm")
 # random draws around their initial values (`qwen/synthetic.py`); only the real values printed beside them are
 # findings.
 
+# %% [markdown] lang="zh"
+# ## 1. 它做什么
+# w = 0（比例恰好为 1）时，向量输出的均方根是 1——前提是 mean(x²) 远大于 ε。对很小的向量，根号里的 ε 就起作用了：RMS 为
+# 10⁻³ 时，mean(x²) = 10⁻⁶ = ε，输出的 RMS 是 √(1/2) ≈ 0.707。训练出的权重再去改变这个比例。
+# 合成检查点的权重是围绕初始值随机抽取的（`qwen/synthetic.py`）；只有旁边打印的真实值才是结论。
+
 # %%
 x = torch.randn(2, 3, d, device=dev) * 5
 unit = RMSNorm(d, eps).to(dev)
-print("RMS before:", rms(x), " after RMSNorm with w = 0:", rms(unit(x)))
+print(tr("RMS before:", "归一化前的均方根："), rms(x), tr(" after RMSNorm with w = 0:", "；w = 0 的 RMSNorm 之后："),
+      rms(unit(x)))
 for size in (1e-2, 1e-3, 1e-4):
     tiny = torch.full((1, d), size, device=dev)
-    print(f"  a vector of RMS {size:g} (mean(x²) = {size ** 2:g}, ε = {eps:g}) comes out with RMS "
-          f"{unit(tiny).pow(2).mean().sqrt():.3f}")
+    out = unit(tiny).pow(2).mean().sqrt()
+    print(tr(f"  a vector of RMS {size:g} (mean(x²) = {size ** 2:g}, ε = {eps:g}) comes out with RMS {out:.3f}",
+             f"  RMS 为 {size:g} 的向量（mean(x²) = {size ** 2:g}，ε = {eps:g}）输出的 RMS 为 {out:.3f}"))
 norm0 = fill(RMSNorm(d, eps), W, "layers.0.input_layernorm.").to(dev)
 final = fill(RMSNorm(d, eps), W, "norm.").to(dev)
-print(f"after layer 0's input norm: {rms(norm0(x))}, after the final norm: {rms(final(x))}{SYNTHETIC}")
-print(f"  {REAL_LABEL}: {REAL['layer0_rms']} and {REAL['final_rms']}")
+a, b = rms(norm0(x)), rms(final(x))
+print(tr(f"after layer 0's input norm: {a}, after the final norm: {b}{SYNTHETIC}",
+         f"第 0 层的输入归一化之后：{a}，最后的归一化之后：{b}{SYNTHETIC}"))
+print(tr(f"  {REAL_LABEL}: {REAL['layer0_rms']} and {REAL['final_rms']}",
+         f"  {REAL_LABEL}：{REAL['layer0_rms']} 和 {REAL['final_rms']}"))
 for name, key in (("layers.0.input_layernorm.weight", "layer0_w"), ("norm.weight", "final_w")):
     w = W[name].float()
     r = REAL[key]
-    print(f"{name:32s} w: mean {w.mean():+.3f}, range [{w.min():+.2f}, {w.max():+.2f}]{SYNTHETIC}; "
-          f"{REAL_LABEL}: mean {r['mean']:+.3f}, range [{r['min']:+.2f}, {r['max']:+.2f}]")
+    mean, lo, hi = w.mean(), w.min(), w.max()
+    print(tr(f"{name:32s} w: mean {mean:+.3f}, range [{lo:+.2f}, {hi:+.2f}]{SYNTHETIC}; "
+             f"{REAL_LABEL}: mean {r['mean']:+.3f}, range [{r['min']:+.2f}, {r['max']:+.2f}]",
+             f"{name:32s} w：均值 {mean:+.3f}，范围 [{lo:+.2f}, {hi:+.2f}]{SYNTHETIC}；"
+             f"{REAL_LABEL}：均值 {r['mean']:+.3f}，范围 [{r['min']:+.2f}, {r['max']:+.2f}]"))
 
 # %% [markdown]
 # The same with 2,000 vectors whose sizes spread over four decades, both panels on one scale. Before: anything from
@@ -99,12 +144,19 @@ for name, key in (("layers.0.input_layernorm.weight", "layer0_w"), ("norm.weight
 # width of a spike comes from the per-dimension scale: a vector that puts its energy where 1 + w is large comes out
 # a little larger. The dashed lines are the real model's.
 
+# %% [markdown] lang="zh"
+# 同样的实验换成 2,000 个向量，它们的大小横跨四个数量级，两幅子图用同一个横轴刻度。归一化前：从 0.01 到 100 都有。
+# 归一化后：每个归一化只剩一个窄峰——w = 0 时在 1，训练出的权重把它放在哪里就在哪里。峰的宽度来自逐维的比例：
+# 一个向量的能量若集中在 1 + w 较大的那些维上，输出就会稍大一些。虚线是真实模型的值。
+
 # %%
 gen = torch.Generator().manual_seed(1)  # the figures' own random numbers
 sizes = 10 ** (4 * torch.rand(2000, 1, generator=gen) - 2)  # from 0.01 to 100
 vecs = (torch.randn(2000, d, generator=gen) * sizes).to(dev)
 book.show("ch03-rms", ch03.rms_before_after, vecs,
-          {"RMSNorm, w = 0": unit, "layer 0 input_layernorm": norm0, "final norm": final}, SYNTHETIC)
+          {"RMSNorm, w = 0": unit,
+           tr("layer 0 input_layernorm", "第 0 层 input_layernorm"): norm0, tr("final norm", "最后的归一化"): final},
+          SYNTHETIC)
 
 # %% [markdown]
 # ### Where the trained weights put the scale
@@ -118,6 +170,16 @@ book.show("ch03-rms", ch03.rms_before_after, vecs,
 # gain sets the size of h and so the size of the logits — how peaked the softmax over the next token is. Nothing
 # in the product asks h to be as long as the rows of E.
 
+# %% [markdown] lang="zh"
+# ### 训练出的权重把比例放在哪里
+# 把模型里每一个归一化都画成它的有效比例：每个归一化一个箱线，表示它各维比例的分布；虚线是比例 1。真实模型里，第 0
+# 层的输入归一化平均放大约 1.24 倍，最后的归一化约 4.3 倍（黑色菱形：真实的均值和范围）。在合成检查点上，
+# 每个箱线都是围绕该权重初始值的随机抽样（w 的初始值是 0，即比例 1；门控归一化是 1）：箱线只反映随机的离散，
+# 没有学到任何东西。
+#
+# 最后的归一化为什么要放大 4.3 倍？它的输出直接进输出头：logits = h · Eᵀ（第 2 章）。这个增益决定 h 的大小，从而决定
+# logits 的大小——也就是对下一个 token 的 softmax 有多尖。这个乘积里没有任何东西要求 h 和 E 的行一样长。
+
 # %%
 book.show("ch03-scales", ch03.scales, W, cfg.layer_types, SYNTHETIC)
 
@@ -126,6 +188,12 @@ book.show("ch03-scales", ch03.scales, W, cfg.layer_types, SYNTHETIC)
 # **Try it first**: exercise 204 asks for the three functions of this chapter — `rms_norm`, `gated_rms_norm`,
 # `l2norm` — and tests them on real shapes, in fp32, bf16 and fp16, with inputs so small that ε matters. Start it
 # with `python practice/judge.py start 204`, or write them in the next cell and run it: the judge grades them here.
+
+# %% [markdown] lang="zh"
+# ## 2. 先自己写，再看我们的
+# **先动手**：练习 204 要求写出本章的三个函数——`rms_norm`、`gated_rms_norm`、`l2norm`——并在真实的形状上、在 fp32、bf16
+# 和 fp16 下测试它们，输入小到 ε 会起作用。用 `python practice/judge.py start 204` 开始，
+# 或者在下一个单元格里写好并运行：评测器当场给它们打分。
 
 # %%
 def rms_norm(x, weight, eps=1e-6):
@@ -144,6 +212,9 @@ book.attempt(204, rms_norm, gated_rms_norm, l2norm)
 
 # %% [markdown]
 # ## The code: `qwen/norm.py`
+
+# %% [markdown] lang="zh"
+# ## 代码：`qwen/norm.py`
 
 # %%
 book.listing("qwen/norm.py")
@@ -175,6 +246,30 @@ book.listing("qwen/norm.py")
 # sum *kept* in bf16, one addition at a time as a naive kernel would, is another matter: once the sum is large, each
 # new square is smaller than half a step of the sum's grid and is rounded away.
 
+# %% [markdown] lang="zh"
+# 三种操作共用一个辅助函数 `rms_normalize`：在最后一维上算 x̂ = x / √(mean(x²) + ε)。
+#
+# | | 除以 | 再乘以 | 模型在哪里用它 |
+# |---|---|---|---|
+# |`RMSNorm`|√(mean x² + ε)|1 + w，逐维|每个混合层和 MLP 之前、最后一层之后、按头作用于 q 和 k|
+# |`GatedRMSNorm`|√(mean x² + ε)|w · silu(z)，逐维|每个线性注意力头的输出（第 7 章）|
+# |`l2norm`|√(Σ x² + ε)|不乘|线性注意力的 q 和 k（第 7 章）|
+#
+# `GatedRMSNorm` 里的 z 是由该层输入算出的门。
+#
+# - **不减均值，没有偏置。** LayerNorm 要减去均值、加上偏置；RMSNorm 只管尺度。它更省计算，训练效果一样好，所以 Llama、
+#   Qwen 和 Gemma 都用它。
+# - **内部用 fp32。** bf16 数的平方会丢有效位（fp16 下大数的平方还会溢出），所以统计量在 fp32 里算，只把结果转回输入的
+#   dtype——`RMSNorm` 只在最后舍入一次（下面的单元格测量了求和一直留在 bf16 里会怎样）。`GatedRMSNorm` 在 transformers
+#   舍入的地方舍入：x̂ 转成输入的 dtype，在这个 dtype 里算 w · x̂，再乘 fp32 的门，
+#   最后舍入一次（本章末尾的证明展示了只舍入一次会改变什么）。
+# - **权重的两种约定。** `RMSNorm` 从 `zeros` 开始，乘 `1 + w`；`GatedRMSNorm` 从 `ones` 开始，乘 `w`。
+#   两者的起点都是“比例 1”；把检查点加载进错误的那个类，比例处处恰好差 1，所以类必须和张量对得上。
+#
+# bf16 在 mean(x²) 上会丢多少？由 PyTorch 来算的话，比想象的少：它的 bf16 `mean` 在 fp32 里累加 bf16 的平方，
+# 只舍入一次，所以不管 d 多大，误差都在一次 bf16 舍入左右（相对误差 ≤ 2⁻⁸）。而像朴素的 kernel 那样一次加一个、
+# *始终留在* bf16 里的求和就是另一回事了：和一旦变大，每个新的平方都不到和所在网格半个间隔，直接被舍入掉。
+
 # %%
 gen = torch.Generator().manual_seed(4)
 for n in (256, 1024, 4096):
@@ -183,8 +278,9 @@ for n in (256, 1024, 4096):
     running = torch.zeros((), dtype=torch.bfloat16)
     for square in v.pow(2):  # a running sum in bf16: every addition rounds to bf16
         running += square
-    print(f"d = {n:5,}: torch's bf16 mean of x² off by {v.pow(2).mean().double() / exact - 1:+.1e}; a bf16 running "
-          f"sum off by {running.double() / n / exact - 1:+.0%}")
+    off_mean, off_sum = v.pow(2).mean().double() / exact - 1, running.double() / n / exact - 1
+    print(tr(f"d = {n:5,}: torch's bf16 mean of x² off by {off_mean:+.1e}; a bf16 running sum off by {off_sum:+.0%}",
+             f"d = {n:5,}：torch 对 x² 求的 bf16 均值偏差 {off_mean:+.1e}；在 bf16 里逐项累加的和偏差 {off_sum:+.0%}"))
 # %% [markdown]
 # ## 3. Why store the offset w, not the scale 1 + w
 # Two reasons are usually given.
@@ -200,18 +296,36 @@ for n in (256, 1024, 4096):
 # - **Weight decay pulls towards 0.** Where decay is applied to norm weights, it pulls w towards 0 — a scale of 1,
 #   "leave the vector alone" — rather than pulling the scale itself towards 0.
 
+# %% [markdown] lang="zh"
+# ## 3. 为什么存偏移量 w，而不是比例 1 + w
+# 通常有两个理由。
+#
+# - **bf16 在 1 附近粗，在 0 附近细。** bf16 只有 8 位有效位：1 附近相邻两数的间隔是 2⁻⁷ ≈ 0.0078，0 附近则小得多。
+#   一个*以 bf16 存储、以 bf16 更新*的权重，值为 1.0 时会丢掉 0.001 的更新，值为 0 时则能留住。
+#   （混合精度训练通常更新的是 fp32 的主副本，1 + 0.001 在那里没问题；但把这份副本舍入成 bf16 写进检查点时，
+#   存偏移量仍然更接近原值。）接近多少取决于 w。w 在 0 附近时是很大的倍数；合成权重按构造就在那里（围绕 0 抽取），
+#   所以下面它们那几行展示的是最好的情况。训练出的权重会离开 0：真实最后归一化的 w 约为 3.3，第 0 层的最大到 1.0。|w|
+#   在 1 到 5 之间时，w 和 1 + w 至多相差一个二进制量级（binade），所以存 w 让舍入误差减半（2×）
+#   ——两者落在同一个二进制量级时则毫无改变。
+# - **权重衰减把值拉向 0。** 在对归一化权重做衰减的地方，衰减把 w 拉向 0——比例为 1，“不动这个向量”
+#   ——而不是把比例本身拉向 0。
+
 # %%
-print(f"bf16(1 + 0.001) = {torch.tensor(1.001).bfloat16().item():.4f} (the update is lost); "
-      f"bf16(0.001) = {torch.tensor(0.001).bfloat16().item():.6f} (kept)")
+big, small = torch.tensor(1.001).bfloat16().item(), torch.tensor(0.001).bfloat16().item()
+print(tr(f"bf16(1 + 0.001) = {big:.4f} (the update is lost); bf16(0.001) = {small:.6f} (kept)",
+         f"bf16(1 + 0.001) = {big:.4f}（更新被吞掉了）；bf16(0.001) = {small:.6f}（留住了）"))
 g = torch.Generator().manual_seed(2)
 w0 = W["layers.0.input_layernorm.weight"].float()
 updates = 1e-3 * torch.randn(d, generator=g)
-for label, w32 in ((f"layer 0's w{SYNTHETIC} plus fp32 updates of size 1e-3", w0 + updates),
-                   ("a young norm: w of size 1e-3 in fp32", 1e-3 * torch.randn(d, generator=g))):
+for label, w32 in ((tr(f"layer 0's w{SYNTHETIC} plus fp32 updates of size 1e-3",
+                        f"第 0 层的 w{SYNTHETIC}加上大小为 1e-3 的 fp32 更新"), w0 + updates),
+                   (tr("a young norm: w of size 1e-3 in fp32", "刚开始训练的归一化（fp32 里大小为 1e-3 的 w）"),
+                    1e-3 * torch.randn(d, generator=g))):
     as_offset = (w32.bfloat16().float() + 1 - (1 + w32)).abs().max()
     as_scale = ((1 + w32).bfloat16().float() - (1 + w32)).abs().max()
-    print(f"{label}: rounded to bf16, the scale moves by up to {as_offset:.1e} when w is stored, "
-          f"{as_scale:.1e} when 1 + w is stored")
+    print(tr(f"{label}: rounded to bf16, the scale moves by up to {as_offset:.1e} when w is stored, "
+             f"{as_scale:.1e} when 1 + w is stored",
+             f"{label}：舍入成 bf16 后，存 w 时比例最多变动 {as_offset:.1e}，存 1 + w 时最多变动 {as_scale:.1e}"))
 
 
 def bf16_step(value):
@@ -220,21 +334,32 @@ def bf16_step(value):
     return (torch.nextafter(v, torch.tensor(float("inf")).bfloat16()) - v).item()
 
 
-for label, w in ((f"{REAL_LABEL}, layer 0's mean w", REAL["layer0_w"]["mean"]),
-                 (f"{REAL_LABEL}, layer 0's largest w", REAL["layer0_w"]["max"]),
-                 (f"{REAL_LABEL}, final norm's mean w", REAL["final_w"]["mean"]),
-                 (f"{REAL_LABEL}, final norm's largest w", REAL["final_w"]["max"])):
-    ratio = bf16_step(1 + w) / bf16_step(w)
-    print(f"{label} ({w:.3f}): bf16 step {bf16_step(w):.2g} at w, {bf16_step(1 + w):.2g} at 1 + w: "
-          + (f"storing w rounds {ratio:g}x finer" if ratio > 1 else "the same step: storing w gains nothing"))
-y = unit(x.bfloat16())
-print(f"input bfloat16 -> output {y.dtype}; the statistics were computed in {rms_normalize(x.bfloat16(), eps).dtype}")
+for label, w in ((tr(f"{REAL_LABEL}, layer 0's mean w", f"{REAL_LABEL}，第 0 层 w 的均值"), REAL["layer0_w"]["mean"]),
+                 (tr(f"{REAL_LABEL}, layer 0's largest w", f"{REAL_LABEL}，第 0 层最大的 w"), REAL["layer0_w"]["max"]),
+                 (tr(f"{REAL_LABEL}, final norm's mean w", f"{REAL_LABEL}，最后归一化 w 的均值"),
+                  REAL["final_w"]["mean"]),
+                 (tr(f"{REAL_LABEL}, final norm's largest w", f"{REAL_LABEL}，最后归一化最大的 w"),
+                  REAL["final_w"]["max"])):
+    at_w, at_1w = bf16_step(w), bf16_step(1 + w)
+    ratio = at_1w / at_w
+    print(tr(f"{label} ({w:.3f}): bf16 step {at_w:.2g} at w, {at_1w:.2g} at 1 + w: ",
+             f"{label}（{w:.3f}）：w 处的 bf16 步长 {at_w:.2g}，1 + w 处 {at_1w:.2g}：")
+          + (tr(f"storing w rounds {ratio:g}x finer", f"存 w 的舍入细 {ratio:g} 倍") if ratio > 1
+             else tr("the same step: storing w gains nothing", "步长相同，存 w 没有好处")))
+y, stats = unit(x.bfloat16()), rms_normalize(x.bfloat16(), eps)
+print(tr(f"input bfloat16 -> output {y.dtype}; the statistics were computed in {stats.dtype}",
+         f"输入 bfloat16 -> 输出 {y.dtype}；统计量是在 {stats.dtype} 里算的"))
 
 # %% [markdown]
 # The grid itself. Adding 1 to the bit pattern of a number gives its next neighbour, so the gap between
 # representable numbers can be read off the bits. It doubles with every power of two: a floating-point format is
 # dense near 0 and sparse far from it, with the same *relative* precision everywhere. bf16 has the range of fp32
 # (8 exponent bits) and only 7 bits of fraction; fp16 trades range for 3 more bits.
+
+# %% [markdown] lang="zh"
+# 网格本身。给一个数的位模式加 1，就得到它的下一个相邻数，所以可表示数之间的间隔能直接从位上读出来。每过一个 2 的幂，
+# 间隔就翻倍：浮点格式在 0 附近密、远离 0 处稀，各处的*相对*精度相同。bf16 的范围和 fp32 一样（8 个指数位），尾数却只有
+# 7 位；fp16 用范围换来多 3 位尾数。
 
 # %%
 book.show("ch03-bf16", ch03.bf16_grid)
@@ -249,6 +374,15 @@ book.show("ch03-bf16", ch03.bf16_grid)
 # leave the gated norm alone. Start it with `python practice/judge.py start 205`, or write the two functions in
 # the next cell and run it.
 
+# %% [markdown] lang="zh"
+# ## 4. 约定：同一个运算，三种写法
+# Llama 和 Qwen3 直接存比例（普通权重 p，初始化为 1）；Gemma 3 和 Qwen3.5 存偏移量（用时乘 1 + w，初始化为 0）；
+# 有的归一化没有比例。它们是同一个函数：p = 1 + w。PyTorch 自带的 `F.rms_norm` 接受普通权重，所以拿转换后的权重调用它，
+# 就是对我们的 RMSNorm 的一次独立检验。
+#
+# **动手试试**：练习 205 在两种约定之间转换整个 state dict 里的每个归一化权重，而且不能动门控归一化。用 `python
+# practice/judge.py start 205` 开始，或者在下一个单元格里写好这两个函数并运行。
+
 # %%
 def centred_to_plain(state):
     raise NotImplementedError  # a new dict: 1 + w (in fp32) for every zero-centred norm weight, the rest unchanged
@@ -262,8 +396,10 @@ book.attempt(205, centred_to_plain, plain_to_centred)
 
 # %%
 theirs = F.rms_norm(x.float(), (d,), weight=(1 + w0).to(dev), eps=eps)
-print(f"F.rms_norm with p = 1 + w vs our RMSNorm with w: max |diff| = {(theirs - norm0(x)).abs().max():.1e} "
-      f"(PyTorch's implementation against ours)")
+diff = (theirs - norm0(x)).abs().max()
+print(tr(f"F.rms_norm with p = 1 + w vs our RMSNorm with w: max |diff| = {diff:.1e} "
+         "(PyTorch's implementation against ours)",
+         f"F.rms_norm 用 p = 1 + w，我们的 RMSNorm 用 w：最大 |差| = {diff:.1e}（PyTorch 的实现对照我们的）"))
 
 # %% [markdown]
 # ## 5. The gated RMSNorm and l2norm (used by linear attention, chapter 7)
@@ -271,14 +407,22 @@ print(f"F.rms_norm with p = 1 + w vs our RMSNorm with w: max |diff| = {(theirs -
 # input: a closed gate (z very negative) silences the head, an open one lets it through amplified. Its weight is
 # plain (initialised to 1). l2norm scales a vector to length 1 (sum of squares, not mean).
 
+# %% [markdown] lang="zh"
+# ## 5. 门控 RMSNorm 和 l2norm（线性注意力用，第 7 章）
+# DeltaNet 的输出按头归一化，再乘以 silu(z)，其中 z 是由该层输入算出的门：门关上（z 很负）时这个头被静音，
+# 门打开时它被放大后通过。它的权重是普通权重（初始化为 1）。l2norm 把向量缩放到长度 1（用平方和，不是均值）。
+
 # %%
 gated = fill(GatedRMSNorm(cfg.linear_value_head_dim, eps), W, "layers.0.linear_attn.norm.").to(dev)
 h = torch.randn(4, cfg.linear_value_head_dim, device=dev)
 for z in (-6.0, 0.0, 6.0):
     out = gated(h, torch.full_like(h, z))
-    print(f"  gate {z:+.0f}: output RMS {out.pow(2).mean(-1).sqrt().mean():.3f}{SYNTHETIC}, {REAL_LABEL} "
-          f"{REAL['gate_rms'][z]:.3f};  silu({z:+.0f}) = {F.silu(torch.tensor(z)):+.3f}")
-print("lengths after l2norm:", [f"{v:.3f}" for v in qwen_l2norm(x).norm(dim=-1).flatten()[:3].tolist()])
+    size, real, s = out.pow(2).mean(-1).sqrt().mean(), REAL["gate_rms"][z], F.silu(torch.tensor(z))
+    print(tr(f"  gate {z:+.0f}: output RMS {size:.3f}{SYNTHETIC}, {REAL_LABEL} {real:.3f};  silu({z:+.0f}) = {s:+.3f}",
+             f"  门 = {z:+.0f}：输出的均方根 {size:.3f}{SYNTHETIC}，{REAL_LABEL} 为 {real:.3f}；"
+             f"silu({z:+.0f}) = {s:+.3f}"))
+print(tr("lengths after l2norm:", "l2norm 之后向量的长度："),
+      [f"{v:.3f}" for v in qwen_l2norm(x).norm(dim=-1).flatten()[:3].tolist()])
 
 # %% [markdown]
 # Sweeping the gate. silu(z) = z · sigmoid(z) (left) is negative for every z < 0, with its minimum −0.278 at
@@ -288,6 +432,12 @@ print("lengths after l2norm:", [f"{v:.3f}" for v in qwen_l2norm(x).norm(dim=-1).
 # The RMS (right) only shows the size, |silu(z)| times the head's size; the diamonds are the real model's layer 0
 # on its own heads.
 
+# %% [markdown] lang="zh"
+# 扫一遍门的取值。silu(z) = z · sigmoid(z)（左图）对每个 z < 0 都是负的，在 z ≈ −1.278 处取到最小值 −0.278，z → −∞
+# 时趋于 0。所以半开半关的门会让这个头漏过一点点，而且*符号是反的*：中图取五个门值，把每个输出元素对它门控之前的值 w ·
+# x̂ 作图——每个门值是一条斜率为 silu(z) 的直线，z < 0 时向下倾斜——而关死的门（z 低于约 −6）几乎什么都不放过。RMS（右图）
+# 只反映大小，即 |silu(z)| 乘以这个头的大小；菱形是真实模型第 0 层在它自己的头上的值。
+
 # %%
 book.show("ch03-gate", ch03.gate, gated, h, SYNTHETIC)
 
@@ -296,10 +446,17 @@ book.show("ch03-gate", ch03.gate, gated, h, SYNTHETIC)
 # Counted from the config: two RMSNorms per layer plus the final one, a q_norm and a k_norm in each full-attention
 # layer (applied per head), and one gated norm in each linear-attention layer.
 
+# %% [markdown] lang="zh"
+# ## 6. 模型里有多少个归一化
+# 从 config 数出来：每层两个 RMSNorm，再加最后一个；每个全注意力层一个 q_norm 和一个 k_norm（按头作用）；
+# 每个线性注意力层一个门控归一化。
+
 # %%
 n_full, n_linear = cfg.layer_types.count("full_attention"), cfg.layer_types.count("linear_attention")
-print(f"the model has {2 * cfg.num_hidden_layers + 1} RMSNorms, {2 * n_full} per-head QK-norms and "
-      f"{n_linear} gated RMSNorms: all of them are these two classes")
+n_rms, n_qk = 2 * cfg.num_hidden_layers + 1, 2 * n_full
+print(tr(f"the model has {n_rms} RMSNorms, {n_qk} per-head QK-norms and {n_linear} gated RMSNorms: all of them are "
+         "these two classes",
+         f"全模型共 {n_rms} 个 RMSNorm、{n_qk} 个按头的 QK-norm 和 {n_linear} 个门控 RMSNorm：都是这两个类"))
 
 # %% [markdown]
 # ## Try this
@@ -323,6 +480,26 @@ print(f"the model has {2 * cfg.num_hidden_layers + 1} RMSNorms, {2 * n_full} per
 # output: in a whole bf16 model such steps, carried through the layers, can change the top-1 token. The last
 # lines measure the alternative (tests/test_norm.py checks both claims).
 
+# %% [markdown] lang="zh"
+# ## 动手试试
+#
+# - **ε = 1e-2**：`RMSNorm(d, eps=1e-2)(torch.full((1, d), 0.1))`。此时 mean(x²) = ε：输出的 RMS 是多少，为什么？
+# - **用错了类**：把门控归一化的权重加载进普通的 RMSNorm，`fill(RMSNorm(cfg.linear_value_head_dim), W,
+#   "layers.0.linear_attn.norm.")`，在 `h` 上把它的输出和 `gated(h, torch.full_like(h, 20.0)) /
+#   F.silu(torch.tensor(20.0))` 比一比。处处差多少？
+# - **在 bf16 里算统计量**：代码清单后面的那个单元格比较了 torch 对 x² 求的 bf16 均值（每个 d 下都差几个 1e-3：它在
+#   fp32 里累加）和一直留在 bf16 里的求和（d = 4,096 时约差 −54 %）。试试 d = 16,384，或者
+#   `v.bfloat16().pow(2).sum()`——它属于两者中的哪一种？`rms_normalize` 先调用 `.float()`，就是为了让任何 kernel
+#   的累加器都无关紧要。
+#
+# ## 给出证明
+# 装了 transformers 时，它的 Qwen3.5 归一化会拿到同样的权重。在 bf16 下两者必须完全一致：RMSNorm 在 fp32 里计算、
+# 只舍入一次；门控归一化在相同的三个位置舍入。这三次舍入是一种选择，不是定律。只在最后舍入一次，整体上会更接近精确值：
+# transformers 在乘门之前舍入两次（x̂ 转 bf16，再在 bf16 里算 w · x̂），每次最多差半个步长，所以在最后一次舍入之前，
+# 它的值可能与只舍入一次的值相差整整一个步长，最后一次舍入又可能再加一个——最多相差 2 个 bf16 步长。课程的模块仍然跟随
+# transformers，因为它承诺的就是 transformers 的输出：在一整个 bf16 模型里，这样的步长逐层传下去，可能改变 top-1 token。
+# 最后几行测量了另一种做法（tests/test_norm.py 检查了这两个说法）。
+
 # %%
 def compare(transformers, W):
     from transformers.models.qwen3_5 import modeling_qwen3_5 as hf
@@ -330,19 +507,22 @@ def compare(transformers, W):
     x = torch.randn(64, d, generator=torch.Generator().manual_seed(3)).bfloat16() * 3
     ours, theirs = fill(RMSNorm(d, eps), W, "norm."), hf.Qwen3_5RMSNorm(d, eps)
     theirs.weight.copy_(W["norm.weight"])
-    book.oracle.difference("final norm, bf16", ours.bfloat16()(x), theirs.bfloat16()(x))
+    book.oracle.difference(tr("final norm, bf16", "最后的归一化，bf16"), ours.bfloat16()(x), theirs.bfloat16()(x))
     dv = cfg.linear_value_head_dim
     hh, z = torch.randn(4096, dv).bfloat16() * 3, torch.randn(4096, dv).bfloat16()
     ours, theirs = fill(GatedRMSNorm(dv, eps), W, "layers.0.linear_attn.norm."), hf.Qwen3_5RMSNormGated(dv, eps=eps)
     theirs.weight.copy_(W["layers.0.linear_attn.norm.weight"])
     want = theirs.bfloat16()(hh, z)
-    book.oracle.difference("gated norm of layer 0, bf16", ours.bfloat16()(hh, z), want)
+    book.oracle.difference(tr("gated norm of layer 0, bf16", "第 0 层的门控归一化，bf16"), ours.bfloat16()(hh, z), want)
     once = (rms_normalize(hh, eps) * ours.weight.float() * F.silu(z.float())).bfloat16()  # one rounding, at the end
     h64 = hh.double()
     exact = h64 * torch.rsqrt(h64.pow(2).mean(-1, keepdim=True) + eps) * ours.weight.double() * F.silu(z.double())
-    print(f"the gated norm rounded once instead: up to {book.oracle.bf16_steps(once, want):g} bf16 steps from "
-          f"transformers; mean distance to the exact value {(once.double() - exact).abs().mean():.3g}, "
-          f"transformers' order {(want.double() - exact).abs().mean():.3g}")
+    steps = book.oracle.bf16_steps(once, want)
+    ours_off, theirs_off = (once.double() - exact).abs().mean(), (want.double() - exact).abs().mean()
+    print(tr(f"the gated norm rounded once instead: up to {steps:g} bf16 steps from transformers; mean distance to the "
+             f"exact value {ours_off:.3g}, transformers' order {theirs_off:.3g}",
+             f"门控归一化改为只舍入一次：与 transformers 最多相差 {steps:g} 个 bf16 步长；与精确值的平均距离 "
+             f"{ours_off:.3g}，按 transformers 的顺序舍入则为 {theirs_off:.3g}"))
     book.oracle.difference("l2norm, fp32", qwen_l2norm(hh.float()), hf.l2norm(hh.float(), dim=-1, eps=1e-6))
 
 
@@ -365,6 +545,22 @@ book.proof(compare, W)
 #
 # Shapes: every norm works on the last dimension — d for the residual stream, D per head for q_norm and k_norm, dv
 # per head for the gated norm:
+
+# %% [markdown] lang="zh"
+# ## 小结
+#
+# - RMSNorm 把向量除以它的均方根，再逐维乘以 1 + w，w 初始化为 0。只有 mean(x²) ≫ ε 时输出的 RMS 才是 1（w = 0 时）：
+#   RMS 为 10⁻³、ε = 10⁻⁶ 时是 0.707。
+# - 统计量在 fp32 里算，结果舍入回输入的 dtype：RMSNorm 舍入一次，门控归一化在 transformers
+#   的三个位置舍入（只舍入一次会更接近精确值，与之最多差 2 个 bf16 步长，但课程与 transformers 逐位一致）。
+# - 存偏移量 w 而不存比例：bf16 的网格在 0 附近细、在 1 附近粗（1.001 存成 1.0），这在权重以 bf16 保存且停留在 0
+#   附近时才有意义；对于 1 到 5 之间的训练后权重（真实最后归一化的 w ≈ 3.3），差别至多一个二进制量级，细 2×。
+#   权重衰减则把它拉向比例 1。
+# - 训练出的比例不是 1：真实的最后归一化放大约 4.3 倍，决定了 logits 的大小。
+# - `GatedRMSNorm`（普通的 w，乘以 silu(z)，对每个 z < 0 都为负）和 `l2norm` 是线性注意力的部件（第 7 章）；模型有 49
+#   个 RMSNorm、12 个按头的 QK-norm 和 18 个门控归一化，全都由这几个类构成。
+#
+# 形状：每种归一化都作用在最后一维上——残差流上是 d，q_norm 和 k_norm 是每头的 D，门控归一化是每头的 dv：
 
 # %%
 book.notation(args.path)
@@ -394,3 +590,23 @@ book.notation(args.path)
 #    logits; QK-norm on queries and keys keeps the attention logits bounded. In Qwen3.5's linear-attention layers
 #    the head output goes through an RMSNorm multiplied by silu(gate), so each head can be switched off by its
 #    input.
+
+# %% [markdown] lang="zh"
+# 本章新增的文件：`qwen/norm.py`。
+#
+# **练习**：204 · 零中心的 RMSNorm 与门控 RMSNorm（`python practice/judge.py start 204`，或第 2 节的单元格）· 205 ·
+# 在两种约定之间转换归一化权重（`python practice/judge.py start 205`，或第 4 节的单元格）。
+#
+# ## 怎么讲清楚
+#
+# 面试官问到 RMSNorm，想听三件事，按这个顺序讲。
+#
+# 1. **它是什么，和 LayerNorm 比。** LayerNorm 先中心化（减去均值），缩放到单位方差，再加上可学的比例和偏置。RMSNorm
+#    只保留缩放：除以 √(mean x² + ε)，再乘以一个可学的逐维比例。它更省——一个统计量而不是两个——实际效果一样好。
+# 2. **工程细节。** 统计量在 fp32 里算（bf16 数的平方会丢精度），结果只转换回去一次。Qwen3.5 和 Gemma 一样，
+#    把比例参数化为 1 + w，w 初始化为 0：bf16 分辨 0 附近的小偏移远比 1 附近精细（训练后的权重到了 1 到 5，
+#    好处至多一个二进制量级），而在对归一化做权重衰减的地方，衰减把 w 拉向“比例 1”而不是“比例 0”。
+# 3. **它放在哪里。** Pre-norm：每个子层看到的是归一化后的输入，它的输出加到一条从不归一化的残差流上，
+#    梯度沿着这条流畅通无阻——这就是 pre-norm 训练深层堆叠比 post-norm 更稳的原因。输出头之前有一个最后的归一化，
+#    它的增益决定 logits 的尺度；查询和键上的 QK-norm 让注意力 logits 保持有界。在 Qwen3.5 的线性注意力层里，
+#    头的输出要经过一个乘以 silu(门) 的 RMSNorm，所以每个头都可以被它的输入关掉。

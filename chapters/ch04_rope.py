@@ -1,5 +1,7 @@
 """Chapter 4: rotary position embedding — partial, rotate-half, and Qwen3.5's interleaved M-RoPE.
 
+第 4 章：旋转位置编码——部分旋转、rotate-half，以及 Qwen3.5 交错排列的 M-RoPE。
+
 Run: python chapters/ch04_rope.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
 Its notebook, notebooks/ch04_rope.ipynb, is written from this file by python notebooks/sync.py.
 """
@@ -16,6 +18,17 @@ Its notebook, notebooks/ch04_rope.ipynb, is written from this file by python not
 # partial_rotary_factor, rope_theta, mrope_section), so the numbers printed for the real Qwen3.5-0.8B are the real
 # model's, whatever checkpoint the chapter runs on.
 
+# %% [markdown] lang="zh"
+# # 第 4 章 · 旋转位置编码
+#
+# 注意力用点积比较查询和键，而点积分辨不出两个 token 各在什么位置。Qwen3.5 的办法是把查询和键**旋转**起来：
+# 每一对维度转过一个与 token 位置成正比的角度，于是分数 q·k 只取决于两个 token 相隔多远，与它们的位置再无别的关系。
+# 本章写 `qwen/rope.py`：角度表、旋转，以及 Qwen3.5 从视觉语言训练中继承下来的 M-RoPE 布局——对文本来说，它和普通的 RoPE
+# 完全一样。
+#
+# RoPE 没有权重。本章的一切都由 config 里的四个数决定（head_dim、partial_rotary_factor、rope_theta、mrope_section），
+# 所以不管本章跑在哪个检查点上，为真实 Qwen3.5-0.8B 打印的数字都是真实模型的数字。
+
 # %%
 import math
 
@@ -25,8 +38,9 @@ import book
 from book import ch04
 from qwen.config import Config
 from qwen.course import chapter_args
+from qwen.lang import tr
 from qwen.rope import RotaryEmbedding
-from qwen.sizes import REAL_NAME, REAL_TEXT_CONFIG, real_config
+from qwen.sizes import REAL_TEXT_CONFIG, real_config
 
 args = chapter_args(__doc__)
 cfg = Config.load(args.path)  # the config is all RoPE needs: no tensor is read in this chapter
@@ -34,11 +48,17 @@ real = real_config()
 dev = args.device
 torch.manual_seed(0)
 rope, rope_real = RotaryEmbedding(cfg), RotaryEmbedding(real)
+REAL, HERE = tr("real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B"), tr("this checkpoint", "本检查点")
+REAL_CONFIG = tr("real Qwen3.5-0.8B config", "真实 Qwen3.5-0.8B 的 config")  # the figures' label
 
 # %% [markdown]
 # Where it sits: in the full-attention layers only (6 of the 0.8B's 24), on the queries and keys after q_norm and
 # k_norm (chapter 3) and before the scores (chapter 6). The linear-attention layers (chapter 7) use no position
 # embedding at all.
+
+# %% [markdown] lang="zh"
+# 它的位置：只在全注意力层里（0.8B 的 24 层中有 6 层），作用在经过 q_norm 和 k_norm（第 3 章）之后、算分数（第 6 章）
+# 之前的查询和键上。线性注意力层（第 7 章）完全不用位置编码。
 
 # %%
 book.show("ch04-map", book.model_map.draw, "rope")
@@ -54,16 +74,31 @@ book.show("ch04-map", book.model_map.draw, "rope")
 # Pair 0 turns by 1 radian per token (a full turn every 2π ≈ 6.3 tokens); each next pair is slower by the same
 # factor θ^(2/R), down to one turn in about 38 million tokens. The other D − R dims carry no position at all.
 
+# %% [markdown] lang="zh"
+# ## 1. 哪些维度在转，转得多快
+# 一个头有 D 维，但只有前 **R = D · partial_rotary_factor** 维参与旋转：Qwen3.5-0.8B 的 256 维里有 64 维（R 和 θ
+# 会在本章末尾加入记号表）。它们组成 R/2 = 32 对，第 j 对在位置 p 转过的角度是 p · inv_freq_j，其中
+#
+# inv_freq_j = θ^(−2j/R),  j = 0 … R/2 − 1,  θ = rope_theta = 10,000,000.
+#
+# 第 0 对每个 token 转 1 弧度（每 2π ≈ 6.3 个 token 转一整圈）；之后每一对都比前一对慢同样的倍数 θ^(2/R)，一直慢到大约
+# 3.8 × 10⁷ 个 token 才转一圈。其余 D − R 维完全不带位置信息。
+
 # %%
-for name, c, r in (("this checkpoint", cfg, rope), (REAL_NAME, real, rope_real)):
+for name, c, r in ((HERE, cfg, rope), (REAL, real, rope_real)):
     lam = 2 * math.pi / r.inv_freq.double()
-    print(f"{name:20s} D = {c.head_dim}, R = {r.R} ({c.head_dim - r.R} dims pass through), θ = {c.rope_theta:g}, "
-          f"{r.R // 2} frequencies;\n{'':20s} wavelength of j = 0: {lam[0]:.2f} tokens, of j = {r.R // 2 - 1}: "
-          f"{lam[-1]:,.0f} tokens")
+    D, R, n, theta, first, last = c.head_dim, r.R, r.R // 2, c.rope_theta, lam[0], lam[-1]
+    print(tr(f"{name:20s} D = {D}, R = {R} ({D - R} dims pass through), θ = {theta:g}, {n} frequencies;\n"
+             f"{'':20s} wavelength of j = 0: {first:.2f} tokens, of j = {n - 1}: {last:,.0f} tokens",
+             f"{name}：D = {D}，R = {R}（{D - R} 维原样通过），θ = {theta:g}，{n} 个频率；\n"
+             f"{'':4s}j = 0 的波长为 {first:.2f} 个 token，j = {n - 1} 的为 {last:,.0f} 个 token"))
 lam = 2 * math.pi / rope_real.inv_freq.double()
 ctx = real.max_position_embeddings
-print(f"{REAL_NAME}: {int((lam > ctx).sum())} of 32 frequencies never finish a turn within its "
-      f"{ctx:,}-token context; the slowest turns {2 * math.pi * ctx / lam[-1]:.3f} radians over all of it")
+never, slowest = int((lam > ctx).sum()), 2 * math.pi * ctx / lam[-1]
+print(tr(f"{REAL}: {never} of 32 frequencies never finish a turn within its {ctx:,}-token context; the slowest turns "
+         f"{slowest:.3f} radians over all of it",
+         f"{REAL}：32 个频率中有 {never} 个在 {ctx:,} token 的上下文里转不完一圈；最慢的那个在整个上下文里只转了 "
+         f"{slowest:.3f} 弧度"))
 
 # %% [markdown]
 # ### Check it by hand
@@ -71,21 +106,36 @@ print(f"{REAL_NAME}: {int((lam > ctx).sum())} of 32 frequencies never finish a t
 # radians and pair 1 by 1.2086: cos 2 = −0.4161, cos 1.2086 ≈ 0.3543. The table `RotaryEmbedding` returns holds
 # exactly these, written twice (dims i and i + 32 share angle i).
 
+# %% [markdown] lang="zh"
+# ### 手算验证
+# θ = 1e7、R = 64 时，inv_freq_1 = 1e7^(−2/64) = 10^(−7/32) ≈ 0.6043。在位置 2，第 0 对转过了 2 弧度，第 1 对转过
+# 1.2086：cos 2 = −0.4161，cos 1.2086 ≈ 0.3543。`RotaryEmbedding` 返回的表里正是这些值，而且写了两遍（第 i 维和第 i +
+# 32 维共用第 i 个角度）。
+
 # %%
 cos, sin = rope_real(torch.tensor([[0, 1, 2, 100]]), torch.float32)
-print(f"inv_freq_1 = {rope_real.inv_freq[1]:.4f} (by hand 10^(-7/32) = {10 ** (-7 / 32):.4f})")
+inv1, by_hand = rope_real.inv_freq[1], 10 ** (-7 / 32)
+print(tr(f"inv_freq_1 = {inv1:.4f} (by hand 10^(-7/32) = {by_hand:.4f})",
+         f"inv_freq_1 = {inv1:.4f}（手算 10^(-7/32) = {by_hand:.4f}）"))
 for i, p in enumerate((0, 1, 2, 100)):
-    print(f"position {p:3d}: cos of pairs 0, 1, 31 = {cos[0, i, 0]:+.4f} {cos[0, i, 1]:+.4f} {cos[0, i, 31]:+.4f}"
-          f"   by hand cos({p}) = {math.cos(p):+.4f}, cos({p} · 0.6043) = {math.cos(p * 10 ** (-7 / 32)):+.4f}"
-          f"   same angle in dim 32: {bool(cos[0, i, 0] == cos[0, i, 32])}")
+    c0, c1, c31, h0, h1 = cos[0, i, 0], cos[0, i, 1], cos[0, i, 31], math.cos(p), math.cos(p * by_hand)
+    same = bool(cos[0, i, 0] == cos[0, i, 32])
+    print(tr(f"position {p:3d}: cos of pairs 0, 1, 31 = {c0:+.4f} {c1:+.4f} {c31:+.4f}"
+             f"   by hand cos({p}) = {h0:+.4f}, cos({p} · 0.6043) = {h1:+.4f}   same angle in dim 32: {same}",
+             f"位置 {p:3d}：第 0、1、31 对的 cos = {c0:+.4f} {c1:+.4f} {c31:+.4f}"
+             f"   手算 cos({p}) = {h0:+.4f}，cos({p} · 0.6043) = {h1:+.4f}   第 32 维的角度相同：{same}"))
 
 # %% [markdown]
 # The fast pairs wind round many times within a sentence; the slow ones barely move in a whole book. The right
 # panel shows the angle itself: a dot marks where a pair completes its first turn, at its wavelength, and the
 # dotted line the 262,144-token context: the slowest frequencies never finish a turn inside it.
 
+# %% [markdown] lang="zh"
+# 快的那几对在一句话之内就绕了好多圈；慢的那几对在一整本书里几乎不动。右图画的是角度本身：
+# 圆点标出每一对在其波长处转完第一圈的位置，点线是 262,144 个 token 的上下文：最慢的那些频率在上下文之内连一圈都转不完。
+
 # %%
-book.show("ch04-angles", ch04.angle_vs_position, real, REAL_NAME + " config")
+book.show("ch04-angles", ch04.angle_vs_position, real, REAL_CONFIG)
 
 # %% [markdown]
 # ## 2. The rotation
@@ -103,6 +153,21 @@ book.show("ch04-angles", ch04.angle_vs_position, real, REAL_NAME + " config")
 # **Try it first:** exercise 206 asks for the frequencies, the tables and the rotation. Start it with
 # `python practice/judge.py start 206`, or write the three functions in the cell below (in the notebook) and run
 # it: the judge grades them.
+
+# %% [markdown] lang="zh"
+# ## 2. 旋转
+# 第 j 对是 (x_j, x_{j+R/2})——第 j 维配第 j + R/2 维，这是 “rotate half” 的配对方式，而不是原始 RoPE 论文和 GPT-J
+# 里的相邻维 (2j, 2j+1)。把它转过角度 a 就是
+#
+# x_j → x_j cos a − x_{j+R/2} sin a,   x_{j+R/2} → x_{j+R/2} cos a + x_j sin a,
+#
+# 对整个旋转块来说就是 `x·cos + rotate_half(x)·sin`，其中 rotate_half(x1, x2) = (−x2, x1)。
+# 两种配对方式都让每一对转过它自己的角度，区别只在于哪些维组成一对。对每个头的旋转维做一次置换（j → 2j，j + R/2 → 2j +
+# 1），作用在 q_proj 和 k_proj 的行上，两者就是同一个模型——Llama 的检查点就是这样在两种布局之间转换的。
+# 所以用一种方式训练出的检查点，换另一种方式就是错的，除非把它的权重置换过来。
+#
+# **先动手：** 练习 206 要求写出频率、角度表和旋转。用 `python practice/judge.py start 206` 开始，
+# 或者在下面的单元格（笔记本里）写好这三个函数并运行：评测器会给它们打分。
 
 
 # %%
@@ -123,6 +188,9 @@ book.attempt(206, inv_frequencies, rope_tables, apply_rope)
 # %% [markdown]
 # ### The finished module: `qwen/rope.py`
 
+# %% [markdown] lang="zh"
+# ### 写好的模块：`qwen/rope.py`
+
 # %%
 from qwen.rope import apply_rope, mrope_axes  # noqa: E402  (the module's, in place of the attempt above)
 
@@ -138,17 +206,28 @@ book.listing("qwen/rope.py")
 # A rotation keeps a vector's length. On a single pair at position 1 the turn is easy to see: (1, 0) goes to
 # (cos 1, sin 1) = (0.5403, 0.8415).
 
+# %% [markdown] lang="zh"
+# - `RotaryEmbedding` 不含权重：`inv_freq` 和每个频率对应的轴都由 config 决定。它们是普通属性，不是 buffer，这样
+#   `model.to(torch.bfloat16)` 就不会把频率舍入掉。
+# - `forward(positions, dtype)` 在 fp32 里算角度，算完才把 cos 和 sin 舍入到模型的 dtype——transformers 也是这么做的，
+#   bf16 模型要得到相同的比特，就必须这样做。
+# - `apply_rope(x, cos, sin)` 把 x (B, H, T, D) 每个头的前 R 维转过去，其余维原样通过。
+#
+# 旋转不改变向量的长度。在位置 1 上单看一对，很容易看出转了多少：(1, 0) 变成 (cos 1, sin 1) = (0.5403, 0.8415)。
+
 # %%
 x = torch.zeros(1, 1, 1, real.head_dim)
 x[..., 0] = 1.0
 c1, s1 = rope_real(torch.tensor([[1]]), torch.float32)
 y = apply_rope(x, c1, s1)
-print(f"(x_0, x_32) = (1, 0) at position 1 -> ({y[0, 0, 0, 0]:.4f}, {y[0, 0, 0, 32]:.4f}); every other dim stays 0: "
-      f"{bool(y[..., 1:32].eq(0).all() and y[..., 33:].eq(0).all())}")
+y0, y32, rest = y[0, 0, 0, 0], y[0, 0, 0, 32], bool(y[..., 1:32].eq(0).all() and y[..., 33:].eq(0).all())
+print(tr(f"(x_0, x_32) = (1, 0) at position 1 -> ({y0:.4f}, {y32:.4f}); every other dim stays 0: {rest}",
+         f"(x_0, x_32) = (1, 0) 在位置 1 -> ({y0:.4f}, {y32:.4f})；其余各维都保持 0：{rest}"))
 q = torch.randn(2, real.num_attention_heads, 50, real.head_dim, device=dev)
 cos, sin = rope_real(torch.arange(0, 5000, 100, device=dev).expand(2, -1), torch.float32)
-print(f"50 positions, 8 heads, batch 2: largest change of a length under rotation "
-      f"{(apply_rope(q, cos, sin).norm(dim=-1) - q.norm(dim=-1)).abs().max():.1e} (fp32 rounding)")
+change = (apply_rope(q, cos, sin).norm(dim=-1) - q.norm(dim=-1)).abs().max()
+print(tr(f"50 positions, 8 heads, batch 2: largest change of a length under rotation {change:.1e} (fp32 rounding)",
+         f"50 个位置、8 个头、batch 2：旋转前后长度的最大变化 {change:.1e}（fp32 舍入）"))
 
 # %% [markdown]
 # ## 3. Why it works: the score sees only the distance
@@ -160,6 +239,16 @@ print(f"50 positions, 8 heads, batch 2: largest change of a length under rotatio
 # so only the difference m − n is left, and the unrotated part does not depend on position at all. Moving a query
 # and a key together along the text changes nothing — up to fp32 rounding of the angles, which grows with the
 # position (an angle near 50,000 radians is only good to about 0.004).
+
+# %% [markdown] lang="zh"
+# ## 3. 为什么管用：分数只看得见距离
+# 把 q 转过角度 m·ω_j，把 k 转过 n·ω_j。两者的第 j 对各是一个二维向量 q_j 和 k_j，转之前夹角为 φ_j；不旋转的 D − R
+# 维（0.8B 里是 192 维）组成 q_pass 和 k_pass。分数是
+#
+# q·k = Σ_j |q_j| |k_j| cos(φ_j + (m − n)·ω_j) + q_pass·k_pass,
+#
+# 所以只剩下差 m − n，而不旋转的部分根本不依赖位置。把查询和键一起沿着文本平移，什么都不会变——除了角度的 fp32 舍入误差，
+# 它随位置增大（一个接近 50,000 弧度的角度只精确到约 0.004）。
 
 # %%
 qv, kv = torch.randn(1, 1, 1, real.head_dim), torch.randn(1, 1, 1, real.head_dim)
@@ -173,15 +262,21 @@ def score(m, n):
 
 
 for m, n in ((10, 3), (1010, 1003), (50007, 50000), (3, 10)):
-    print(f"q at {m:6d}, k at {n:6d} (distance {m - n:+d}): score {score(m, n):+.4f}")
+    s = score(m, n)
+    print(tr(f"q at {m:6d}, k at {n:6d} (distance {m - n:+d}): score {s:+.4f}",
+             f"q 在 {m:6d}，k 在 {n:6d}（距离 {m - n:+d}）：分数 {s:+.4f}"))
 
 # %% [markdown]
 # The same for a whole range of distances, starting from three places in the text: the three curves lie on top
 # of each other (random q and k; the right panel uses q = k = all ones, the curve usually drawn to show that
 # scores shrink, on average, with distance).
 
+# %% [markdown] lang="zh"
+# 对一整段距离做同样的事，从文本中三个不同的地方出发：三条曲线彼此重合（q 和 k 是随机的；右图用 q = k = 全 1，
+# 这是通常用来说明分数平均随距离变小的那条曲线）。
+
 # %%
-book.show("ch04-score", ch04.score_vs_distance, real, REAL_NAME + " config")
+book.show("ch04-score", ch04.score_vs_distance, real, REAL_CONFIG)
 
 # %% [markdown]
 # ## 4. M-RoPE: three position axes, and why text does not notice
@@ -196,22 +291,34 @@ book.show("ch04-score", ch04.score_vs_distance, real, REAL_NAME + " config")
 # For text all three positions are the same number, so it does not matter which axis a frequency reads: the table
 # is exactly that of plain RoPE. The module therefore takes (B, T) positions for text and (3, B, T) for images.
 
+# %% [markdown] lang="zh"
+# ## 4. M-RoPE：三个位置轴，以及为什么文本察觉不到
+# Qwen3.5 也在图像和视频上训练过。一个图像 patch 有时间、行和列，所以旋转模块给每个 token 取三个位置——t（时间）、h（高）
+# 、w（宽）；用小写，因为 T 和 H 已经用来表示 token 和头——并让每个频率从其中一个读取角度。读哪一个由 `mrope_section` =
+# [11, 11, 10] 和一个**交错**的模式决定：j mod 3 = 1 时（在 3·11 以内）频率 j 读 h，j mod 3 = 2 时（在 3·10 以内）读 w，
+# 其余读 t。交错让每个轴都同时拥有快频率和慢频率。Qwen2-VL 用的则是连续的块：在它的 64 个频率中（head_dim 128，
+# 全部旋转），`mrope_section` [16, 24, 24] 把最快的 16 个给了 t，接下来 24 个给 h，最慢的 24 个给 w。
+#
+# 对文本来说三个位置是同一个数，所以一个频率读哪个轴都无所谓：角度表和普通 RoPE 的完全一样。因此这个模块对文本接受 (B,
+# T) 的位置，对图像接受 (3, B, T)。
+
 # %%
-for name, c, r in (("this checkpoint", cfg, rope), (REAL_NAME, real, rope_real)):
-    axis = mrope_axes(r.R // 2, c.mrope_section)
-    print(f"{name:20s} mrope_section {c.mrope_section}: axis per frequency "
-          f"{''.join('thw'[a] for a in axis.tolist())}")
+for name, c, r in ((HERE, cfg, rope), (REAL, real, rope_real)):
+    axis = "".join("thw"[a] for a in mrope_axes(r.R // 2, c.mrope_section).tolist())
+    print(tr(f"{name:20s} mrope_section {c.mrope_section}: axis per frequency {axis}",
+             f"{name}：mrope_section {c.mrope_section}，每个频率的轴 {axis}"))
 p = torch.arange(0, 40000, 1000)[None]  # text: one position per token
 angle = p[..., None].float() * rope_real.inv_freq  # plain RoPE, no axes at all
 plain = torch.cat((angle, angle), dim=-1)
 cos, sin = rope_real(p, torch.float32)
 same = torch.equal(cos, plain.cos()) and torch.equal(sin, plain.sin())
-print(f"text through M-RoPE == plain RoPE, bit for bit: {same}")
+print(tr(f"text through M-RoPE == plain RoPE, bit for bit: {same}", f"文本经过 M-RoPE == 普通 RoPE，逐位相同：{same}"))
 image = torch.stack([p, p + 1, p])  # a token whose row differs from its time: h reads another position
-print(f"with h != t the tables differ: max |Δcos| = {(rope_real(image, torch.float32)[0] - cos).abs().max():.3f}")
+delta = (rope_real(image, torch.float32)[0] - cos).abs().max()
+print(tr(f"with h != t the tables differ: max |Δcos| = {delta:.3f}", f"h != t 时角度表不同：max |Δcos| = {delta:.3f}"))
 
 # %%
-book.show("ch04-mrope", ch04.interleave_map, real, REAL_NAME + " config")
+book.show("ch04-mrope", ch04.interleave_map, real, REAL_CONFIG)
 
 # %% [markdown]
 # ## 5. cos and sin are rounded to the model dtype
@@ -219,11 +326,17 @@ book.show("ch04-mrope", ch04.interleave_map, real, REAL_NAME + " config")
 # In bf16 that rounding is up to 2⁻⁹ ≈ 0.002 — large next to fp32, and part of the model: transformers does it, so
 # a bf16 implementation that keeps fp32 tables gives different outputs from the reference.
 
+# %% [markdown] lang="zh"
+# ## 5. cos 和 sin 会被舍入到模型的 dtype
+# 角度在 fp32 里计算；cos 和 sin 在碰到 q 和 k 之前，先被舍入到模型的 dtype。在 bf16 下，这次舍入最多达 2⁻⁹ ≈ 0.002——比
+# fp32 大得多，而且它是模型的一部分：transformers 这么做，所以一个保留 fp32 角度表的 bf16 实现，输出会与参考实现不同。
+
 # %%
 cos32, _ = rope_real(torch.tensor([[1000]]), torch.float32)
 cos16, _ = rope_real(torch.tensor([[1000]]), torch.bfloat16)
-print(f"position 1000, pair 0: cos in fp32 {cos32[0, 0, 0]:.7f}, in bf16 {cos16[0, 0, 0].float():.7f}; "
-      f"largest rounding over the 64 dims {(cos16.float() - cos32).abs().max():.1e}")
+a, b, worst = cos32[0, 0, 0], cos16[0, 0, 0].float(), (cos16.float() - cos32).abs().max()
+print(tr(f"position 1000, pair 0: cos in fp32 {a:.7f}, in bf16 {b:.7f}; largest rounding over the 64 dims {worst:.1e}",
+         f"位置 1000，第 0 对：fp32 下的 cos 为 {a:.7f}，bf16 下为 {b:.7f}；64 维中最大的舍入误差 {worst:.1e}"))
 
 # %% [markdown]
 # ## Try this
@@ -245,6 +358,23 @@ print(f"position 1000, pair 0: cos in fp32 {cos32[0, 0, 0]:.7f}, in bf16 {cos16[
 # 0.8B's config, so every frequency's axis is exercised at the real R, θ and mrope_section. The same fp32
 # operations in the same order, so the difference is exactly 0, in fp32 and in bf16.
 
+# %% [markdown] lang="zh"
+# ## 动手试试
+#
+# - 把 θ 设成 10,000（RoPE 论文和 Llama 2 用的值，也是 config 里没有 rope_theta 时 transformers 的默认值；Llama 3 用
+#   500,000）：`RotaryEmbedding(Config(rope_theta=1e4))`。现在最长的波长是多少，和 262,144 个 token 的上下文比呢？
+# - 把 `rotate_half` 换成相邻配对的转法，`torch.stack((-x[..., 1::2], x[..., 0::2]), -1).flatten(-2)`，测一下向量长度，
+#   以及从两个地方出发、同一距离下的分数。角度表保持原样时，两者都保不住：第 2j 维和第 2j + 1
+#   维现在拿到的是两个不同频率的角度，所以这已经不是旋转了。把角度表按对排开，`cos[..., :32].repeat_interleave(2,
+#   -1)`（sin 也一样），两者就又成立了。但数字仍然和 transformers 的不同——对这个检查点是错的，除非把每个头的 q 和 k
+#   的行置换过来（tests/test_book_ch04.py 把这三种情况都测了）。
+# - 给一个 token t = h = w = 7，另一个 t = 7, h = 3, w = 5：32 个频率中哪些会变？
+#
+# ## 给出证明
+# 同样的位置送进 transformers 的 `Qwen3_5TextRotaryEmbedding` 和 `apply_rotary_pos_emb`：文本位置用这个检查点的 config，
+# 类图像的位置——每个 token 一个不同的 (t, h, w)——用真实 0.8B 的 config，这样在真实的 R、θ 和 mrope_section 下，
+# 每个频率的轴都被检验到。同样的 fp32 运算、同样的顺序，所以差值恰好是 0，fp32 和 bf16 都是。
+
 
 # %%
 def compare(transformers, path):
@@ -254,19 +384,20 @@ def compare(transformers, path):
     real_text = transformers.Qwen3_5TextConfig(**{k: v for k, v in REAL_TEXT_CONFIG.items()
                                                    if k not in ("model_type", "dtype")})
     for name, ours, config, positions in (
-            ("this checkpoint, text", rope, transformers.AutoConfig.from_pretrained(path).text_config,
-             torch.randint(0, 30000, (2, 16), generator=g)),
-            (f"{REAL_NAME}, distinct (t, h, w)", rope_real, real_text,
+            (tr("this checkpoint, text", "本检查点，文本"), rope,
+             transformers.AutoConfig.from_pretrained(path).text_config, torch.randint(0, 30000, (2, 16), generator=g)),
+            (tr(f"{REAL}, distinct (t, h, w)", f"{REAL}，各不相同的 (t, h, w)"), rope_real, real_text,
              torch.randint(0, 30000, (3, 2, 16), generator=g))):
         theirs = Qwen3_5TextRotaryEmbedding(config)
         x = torch.randn(2, config.num_attention_heads, 16, config.head_dim, generator=g)
         for dtype in (torch.float32, torch.bfloat16):
             cos, sin = ours(positions, dtype)
             hf_cos, hf_sin = theirs(x.to(dtype), positions)
-            book.oracle.difference(f"{name}: cos/sin tables, {dtype}", torch.cat((cos, sin)),
-                                   torch.cat((hf_cos, hf_sin)))
+            book.oracle.difference(tr(f"{name}: cos/sin tables, {dtype}", f"{name}：cos/sin 表，{dtype}"),
+                                   torch.cat((cos, sin)), torch.cat((hf_cos, hf_sin)))
             hf_x, _ = apply_rotary_pos_emb(x.to(dtype), x.to(dtype), hf_cos, hf_sin)
-            book.oracle.difference(f"{name}: rotated q, {dtype}", apply_rope(x.to(dtype), cos, sin), hf_x)
+            book.oracle.difference(tr(f"{name}: rotated q, {dtype}", f"{name}：旋转后的 q，{dtype}"),
+                                   apply_rope(x.to(dtype), cos, sin), hf_x)
 
 
 book.proof(compare, args.path)
@@ -294,6 +425,27 @@ book.proof(compare, args.path)
 # | q after q_norm, k after k_norm | (B, H, T, D), (B, Hkv, T, D) | (B, 8, T, 256), (B, 2, T, 256) |
 # | apply_rope(q, cos, sin) | (B, H, T, D): dims 0 … R − 1 turned, the rest unchanged | (B, 8, T, 256) |
 
+# %% [markdown] lang="zh"
+# ## 小结
+#
+# - RoPE 按“位置 · 频率”把查询/键的维度成对旋转，所以 q·k 只取决于两个 token 之间的距离。它没有权重。
+# - Qwen3.5 只旋转每个头 256 维中的前 R = 64 维，第 i 维和第 i + 32 维配对（rotate half），用 32 个频率 θ^(−2j/64)，θ =
+#   1e7：波长从 6.3 个 token 到约 3.8 × 10⁷ 个。
+# - M-RoPE 给每个频率分配三个位置轴之一（t、h、w：时间、高、宽），交错排列；对文本三者相等，角度表和普通 RoPE 完全一样。
+# - 角度在 fp32 里算；cos 和 sin 舍入到模型的 dtype，和 transformers 一样。
+#
+# ### 形状
+#
+# B、T、H、Hkv、D、R 同下面的记号表（T：token 数，H：查询头数；M-RoPE 的轴是 t、h、w）。
+#
+# | 步骤 | 形状 | 真实 Qwen3.5-0.8B |
+# |---|---|---|
+# | 位置，文本 / 图像 (t, h, w) | (B, T) / (3, B, T) | |
+# | inv_freq | (R/2,) | (32,) |
+# | cos, sin | (B, T, R) | (B, T, 64) |
+# | q_norm 之后的 q，k_norm 之后的 k | (B, H, T, D), (B, Hkv, T, D) | (B, 8, T, 256), (B, 2, T, 256) |
+# | apply_rope(q, cos, sin) | (B, H, T, D)：第 0 … R − 1 维旋转，其余不变 | (B, 8, T, 256) |
+
 # %%
 book.notation(args.path)
 
@@ -301,6 +453,10 @@ book.notation(args.path)
 # ### Exercises
 # 206 · rotary position embedding: the frequencies, the tables and the rotation, with hints for the usual mistakes
 # (all 256 dims rotated, adjacent pairs, the wrong θ, cos and sin kept in fp32).
+
+# %% [markdown] lang="zh"
+# ### 练习
+# 206 · 旋转位置编码：频率、角度表和旋转，附有常见错误的提示（256 维全转了、相邻配对、θ 用错、cos 和 sin 留在 fp32）。
 
 # %%
 book.attempt(206)
@@ -338,4 +494,37 @@ book.attempt(206)
 # └── 206_rope/       + exercise 206
 #
 # + new in this chapter · unmarked: from an earlier chapter
+# ```
+
+# %% [markdown] lang="zh"
+# ## 怎么讲清楚
+#
+# 1. **问题是什么。** 注意力是一种集合运算：q·k 不知道 token 在哪里。绝对位置编码是往输入上加一个位置向量；RoPE
+#    则按与位置有关的角度旋转 q 和 k，使分数取决于相对位置 m − n——这正是注意力需要的——而且不需要任何参数。
+# 2. **怎么做。** 把参与旋转的维度分成对，给第 j 对频率 θ^(−2j/R)，把它转过 p 乘以这个频率。
+#    快的那几对分辨近处的先后顺序；慢的那几对在很长的距离上仍在变化。更大的 θ（Qwen3.5 用 1e7 而不是 1e4）
+#    拉长了慢的一端，这正是长上下文所需要的。
+# 3. **Qwen3.5 的细节。** 部分旋转（256 维中转 64 维：每个头其余的维度可以只按内容匹配）、rotate-half 配对（第 i 维配第
+#    i + R/2 维），以及用于图像的 M-RoPE，它采用交错的 t/h/w 布局，对文本退化为普通 RoPE。cos/sin 在使用前舍入到 bf16，
+#    忠实的重新实现也必须这样做。
+#
+# ## 文件
+#
+# ```
+# qwen/
+# ├── weights.py      （第 1 章）
+# ├── tokenizer.py    （第 2 章）
+# ├── embedding.py    （第 2 章）
+# ├── norm.py         （第 3 章）
+# └── rope.py         + RotaryEmbedding, apply_rope, mrope_axes
+# book/
+# └── ch04.py         + 本章的图
+# chapters/
+# └── ch04_rope.py    + 本章的脚本
+# notebooks/
+# └── ch04_rope.ipynb + 本笔记本，由脚本生成
+# practice/
+# └── 206_rope/       + 练习 206
+#
+# + 本章新增 · 无标记：前面章节写的
 # ```

@@ -1,5 +1,7 @@
 """Chapter 5: the SwiGLU MLP — down(silu(gate(x)) ⊙ up(x)).
 
+第 5 章：SwiGLU MLP——down(silu(gate(x)) ⊙ up(x))。
+
 Run: python chapters/ch05_mlp.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
 Its notebook, notebooks/ch05_mlp.ipynb, is written from this file by python notebooks/sync.py.
 """
@@ -11,6 +13,13 @@ Its notebook, notebooks/ch05_mlp.ipynb, is written from this file by python note
 # hidden unit passes, and projects back to d. Outside the embedding it holds most of the weights (264M of 498M in
 # the 0.8B). This chapter writes `qwen/mlp.py` and runs one layer's MLP on a sentence.
 
+# %% [markdown] lang="zh"
+# # 第 5 章 · SwiGLU MLP
+#
+# 每个解码层（0.8B 有 24 层）都以一个 MLP 结尾：混合层在 token 之间搬运完信息之后，MLP 对每个 token 单独处理。
+# 它把向量从 d 维拓宽到 I 维，让一个**门**决定每个隐藏单元放过多少，再投影回 d 维。除嵌入之外，
+# 大部分权重都在它这里（0.8B 的 498M 中占 264M）。本章写 `qwen/mlp.py`，并把一层的 MLP 作用在一个句子上。
+
 # %%
 import torch
 import torch.nn.functional as F
@@ -19,9 +28,10 @@ import book
 from book import ch05
 from qwen.config import Config
 from qwen.course import chapter_args
+from qwen.lang import tr
 from qwen.mlp import MLP
 from qwen.norm import RMSNorm
-from qwen.sizes import REAL_NAME, real_config
+from qwen.sizes import real_config
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import fill, load_weights
@@ -31,11 +41,15 @@ cfg = Config.load(args.path)
 W = load_weights(args.path)  # lazy: only the tensors this chapter asks for are read
 real = real_config()
 dev, d, I = args.device, cfg.hidden_size, cfg.intermediate_size
-SYNTHETIC = " (synthetic weights)" if is_synthetic(args.path) else ""
+SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if is_synthetic(args.path) else ""
+REAL, HERE = tr("real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B"), tr("this checkpoint", "本检查点")
 torch.manual_seed(0)
 
 # %% [markdown]
 # Where it sits: after `post_attention_layernorm`, in every layer, linear-attention and full-attention alike.
+
+# %% [markdown] lang="zh"
+# 它的位置：在 `post_attention_layernorm` 之后，每一层都有，线性注意力层和全注意力层都一样。
 
 # %%
 book.show("ch05-map", book.model_map.draw, "mlp")
@@ -47,17 +61,25 @@ book.show("ch05-map", book.model_map.draw, "mlp")
 # 254M and more than all mixers together. The classic MLP of the same d, relu with a width of 4 d, has two matrices:
 # 2 · d · 4d = 8 d² against SwiGLU's 3 · d · 3.5d = 10.5 d², so Qwen3.5's MLP is 31 % larger than it.
 
+# %% [markdown] lang="zh"
+# ## 1. 三个矩阵
+# `gate_proj` 和 `up_proj` 是 (I, d)，`down_proj` 是 (d, I)，都没有偏置。真实 0.8B 中 d = 1024、I = 3584（3.5 d）：每层
+# 3 · 1024 · 3584 = 11.0M 个权重，24 层共 264M——比嵌入的 254M 多，也比所有混合层加起来还多。同样 d 的经典 MLP 用 relu、
+# 宽 4 d，只有两个矩阵：2 · d · 4d = 8 d²，而 SwiGLU 是 3 · d · 3.5d = 10.5 d²，所以 Qwen3.5 的 MLP 比它大 31 %。
+
 # %%
-for name, c in (("this checkpoint", cfg), (REAL_NAME, real)):
+for name, c in ((HERE, cfg), (REAL, real)):
     per_layer = 3 * c.hidden_size * c.intermediate_size
-    print(f"{name:20s} d = {c.hidden_size:5,}, I = {c.intermediate_size:6,} "
-          f"({c.intermediate_size / c.hidden_size:.2f} d): "
-          f"{per_layer / 1e6:7.3f}M weights per MLP, {per_layer * c.num_hidden_layers / 1e6:8.2f}M in "
-          f"{c.num_hidden_layers} layers")
+    cd, ci, L = c.hidden_size, c.intermediate_size, c.num_hidden_layers
+    one, all_layers = per_layer / 1e6, per_layer * L / 1e6
+    print(tr(f"{name:20s} d = {cd:5,}, I = {ci:6,} ({ci / cd:.2f} d): {one:7.3f}M weights per MLP, "
+             f"{all_layers:8.2f}M in {L} layers",
+             f"{name}：d = {cd:5,}，I = {ci:6,}（{ci / cd:.2f} d）：每个 MLP {one:7.3f}M 个权重，"
+             f"{L} 层共 {all_layers:8.2f}M"))
 relu_4d = 2 * real.hidden_size * 4 * real.hidden_size
-print(f"{REAL_NAME}: a 4d relu MLP would have {relu_4d / 1e6:.3f}M weights; SwiGLU at "
-      f"{real.intermediate_size / real.hidden_size:.1f} d has "
-      f"{3 * real.hidden_size * real.intermediate_size / relu_4d - 1:.0%} more")
+width, more = real.intermediate_size / real.hidden_size, 3 * real.hidden_size * real.intermediate_size / relu_4d - 1
+print(tr(f"{REAL}: a 4d relu MLP would have {relu_4d / 1e6:.3f}M weights; SwiGLU at {width:.1f} d has {more:.0%} more",
+         f"{REAL}：宽 4d 的 relu MLP 有 {relu_4d / 1e6:.3f}M 个权重；宽 {width:.1f} d 的 SwiGLU 多 {more:.0%}"))
 for name in ("gate_proj", "up_proj", "down_proj"):
     t = W[f"layers.0.mlp.{name}.weight"]
     print(f"layers.0.mlp.{name}.weight: {tuple(t.shape)} {t.dtype}")
@@ -69,6 +91,14 @@ for name in ("gate_proj", "up_proj", "down_proj"):
 # little through below zero (its minimum is −0.278 at z ≈ −1.28), and is ≈ z for large z.
 #
 # Check by hand: sigmoid(1) = 1 / (1 + e⁻¹) = 0.7311, so silu(1) = 0.7311 and silu(−1) = −0.2689.
+
+# %% [markdown] lang="zh"
+# ## 2. 门：silu
+# 经典 transformer 的 MLP 是 down(relu(up(x)))。SwiGLU（Shazeer，2020）把拓宽这一步拆成两路：一路投影经过 silu(z) = z ·
+# sigmoid(z)，再逐个单元乘上另一路。silu 是光滑的，在 0 以下也放过一点点（最小值 −0.278，在 z ≈ −1.28 处），z 很大时 ≈
+# z。
+#
+# 手算验证：sigmoid(1) = 1 / (1 + e⁻¹) = 0.7311，所以 silu(1) = 0.7311，silu(−1) = −0.2689。
 
 # %%
 z = torch.tensor([-6.0, -1.2785, -1.0, 0.0, 1.0, 6.0])
@@ -84,6 +114,11 @@ book.show("ch05-activations", ch05.activations)
 # **Try it first:** exercise 207 asks for silu and the whole MLP from its three weight matrices. Start it with
 # `python practice/judge.py start 207`, or write the two functions in the cell below (in the notebook) and run it:
 # the judge grades them.
+
+# %% [markdown] lang="zh"
+# ## 3. 动手写
+# **先动手：** 练习 207 要求写出 silu，以及由三个权重矩阵构成的整个 MLP。用 `python practice/judge.py start 207` 开始，
+# 或者在下面的单元格（笔记本里）写好这两个函数并运行：评测器会给它们打分。
 
 
 # %%
@@ -101,6 +136,9 @@ book.attempt(207, silu, swiglu_mlp)
 # %% [markdown]
 # ### The finished module: `qwen/mlp.py`
 
+# %% [markdown] lang="zh"
+# ### 写好的模块：`qwen/mlp.py`
+
 # %%
 book.listing("qwen/mlp.py")
 
@@ -109,6 +147,11 @@ book.listing("qwen/mlp.py")
 # layer's MLP is a plain copy of three tensors. Check it on one token by hand: the MLP's output equals the sum over
 # hidden units of silu(gate_u · x) · (up_u · x) times column u of down_proj.
 
+# %% [markdown] lang="zh"
+# 数学上就一行：`down_proj(silu(gate_proj(x)) * up_proj(x))`。名字和检查点里的一样，所以加载一层的 MLP
+# 就是把三个张量原样拷过来。在一个 token 上手算验证：MLP 的输出等于对所有隐藏单元 u 求和 silu(gate_u · x) · (up_u · x)
+# 乘以 down_proj 的第 u 列。
+
 # %%
 mlp = fill(MLP(cfg), W, "layers.0.mlp.").to(dev)
 x = torch.randn(1, 1, d, device=dev)
@@ -116,12 +159,17 @@ gw, uw, dw = (getattr(mlp, n).weight for n in ("gate_proj", "up_proj", "down_pro
 by_units = sum(F.silu(gw[u] @ x[0, 0]) * (uw[u] @ x[0, 0]) * dw[:, u] for u in range(I))
 with torch.no_grad():
     y = mlp(x)
-print(f"layer 0 MLP on one random vector: output {tuple(y.shape)}; unit-by-unit sum differs by "
-      f"{(y[0, 0] - by_units).abs().max():.1e} (fp32 rounding)")
+shape, off = tuple(y.shape), (y[0, 0] - by_units).abs().max()
+print(tr(f"layer 0 MLP on one random vector: output {shape}; unit-by-unit sum differs by {off:.1e} (fp32 rounding)",
+         f"第 0 层的 MLP 作用在一个随机向量上：输出 {shape}；与逐单元求和相差 {off:.1e}（fp32 舍入）"))
 
 # %% [markdown]
 # ## 4. Each token on its own
 # The MLP never mixes positions: changing one token's input changes only that token's output.
+
+# %% [markdown] lang="zh"
+# ## 4. 每个 token 各管各的
+# MLP 从不混合不同位置：改变一个 token 的输入，只会改变这个 token 的输出。
 
 # %%
 xs = torch.randn(1, 5, d, device=dev)
@@ -129,7 +177,8 @@ changed = xs.clone()
 changed[0, 2] += 1.0
 with torch.no_grad():
     moved = (mlp(changed) - mlp(xs)).abs().amax(-1)[0]
-print("largest change of each output after changing token 2's input:", [f"{v:.2g}" for v in moved.tolist()])
+print(tr("largest change of each output after changing token 2's input:", "改变 token 2 的输入后，各输出的最大变化："),
+      [f"{v:.2g}" for v in moved.tolist()])
 
 # %% [markdown]
 # ## 5. The gate on a sentence
@@ -138,6 +187,13 @@ print("largest change of each output after changing token 2's input:", [f"{v:.2g
 # token: how many hidden units pass almost nothing to down_proj (|silu(z) · up| below 1 % of that token's largest).
 # That is a small product, not a shut gate: either factor can be the small one, and many such units have an open
 # gate (z > 0); the count of those is printed too.
+
+# %% [markdown] lang="zh"
+# ## 5. 句子上的门
+# 一个句子，取嵌入后经第 0 层的 `post_attention_layernorm` 归一化，再送进第 0 层的 MLP。这里跳过了混合层（第 8
+# 章会跑完整的一层），所以看到的只是 MLP 对嵌入本身的响应。对每个 token：有多少隐藏单元几乎什么都没传给
+# down_proj（|silu(z) · up| 不到该 token 最大值的 1 %）。这是乘积小，不是门关上了：两个因子中哪个小都可以，
+# 而且很多这样的单元门是开着的（z > 0）；这类单元的个数也打印出来了。
 
 # %%
 tok = load_tokenizer(args.path)
@@ -151,15 +207,23 @@ act = F.silu(gate) * up
 tiny = act.abs() < 0.01 * act.abs().amax(-1, keepdim=True)  # (T, I): passes almost nothing
 small = tiny.float().mean(-1)
 tokens = [tok.decode([i]) for i in ids[0].tolist()]
-print(f"{len(tokens)} tokens, {I:,} units{SYNTHETIC}")
-print(f"gate z < 0 (there |silu(z)| ≤ 0.28): {(gate < 0).float().mean():.0%} of (token, unit) pairs; passing almost "
-      f"nothing, per token: {[f'{v:.0%}' for v in small.tolist()]}")
-print(f"of the {int(tiny.sum())} (token, unit) pairs that pass almost nothing, {int((tiny & (gate > 0)).sum())} "
-      f"have an open gate (z > 0): a small product, not a shut gate{SYNTHETIC}")
+T = len(tokens)
+print(tr(f"{T} tokens, {I:,} units{SYNTHETIC}", f"{T} 个 token，{I:,} 个单元{SYNTHETIC}"))
+negative, shares = (gate < 0).float().mean(), [f"{v:.0%}" for v in small.tolist()]
+print(tr(f"gate z < 0 (there |silu(z)| ≤ 0.28): {negative:.0%} of (token, unit) pairs; passing almost nothing, "
+         f"per token: {shares}",
+         f"门 z < 0（此时 |silu(z)| ≤ 0.28）：占 (token, 单元) 对的 {negative:.0%}；几乎什么都不传的单元，逐 token："
+         f"{shares}"))
+n_tiny, n_open = int(tiny.sum()), int((tiny & (gate > 0)).sum())
+print(tr(f"of the {n_tiny} (token, unit) pairs that pass almost nothing, {n_open} have an open gate (z > 0): a small "
+         f"product, not a shut gate{SYNTHETIC}",
+         f"几乎什么都不传的 {n_tiny} 个 (token, 单元) 对中，有 {n_open} 个的门是开着的（z > 0）：是乘积小，"
+         f"不是门关上了{SYNTHETIC}"))
 
 # %%
 book.show("ch05-gates", ch05.gate_activations, gate.cpu(), up.cpu(), tokens,
-          f"Layer 0's MLP on one sentence, mixer skipped{SYNTHETIC}")
+          tr(f"Layer 0's MLP on one sentence, mixer skipped{SYNTHETIC}",
+             f"第 0 层的 MLP 作用在一个句子上，跳过混合层{SYNTHETIC}"))
 
 # %% [markdown]
 # On the synthetic checkpoint the weights are random, so these shares say nothing about the real model: a random
@@ -177,6 +241,21 @@ book.show("ch05-gates", ch05.gate_activations, gate.cpu(), up.cpu(), tokens,
 # ## Show the proof
 # The same input through transformers' `Qwen3_5MLP` of this checkpoint's layer 0: the same three `F.linear`, `F.silu`
 # and product in the same order, so the outputs agree to fp32 rounding in fp32 and bit for bit in bf16.
+
+# %% [markdown] lang="zh"
+# 在合成检查点上权重是随机的，所以这些比例对真实模型说明不了什么：随机的门按构造就有大约一半时间是负的。用 `--model
+# Qwen/Qwen3.5-0.8B` 运行本章，看看训练出的门表现如何。
+#
+# ## 动手试试
+#
+# - 在 MLP 的一个副本里把 silu 换成 relu，比较句子上的输出：relu 恰好关掉了多少个单元，输出又偏了多远？
+# - 加载时交换 `gate_proj` 和 `up_proj`（把一个张量加载到另一个里）：输出变了，尽管每个权重都一样。silu
+#   看到的是两者中的哪一个？
+# - 在一个句子里放两次同一个 token：它的两个 MLP 输出完全相同，因为这里跳过了混合层。
+#
+# ## 给出证明
+# 同样的输入送进 transformers 里这个检查点第 0 层的 `Qwen3_5MLP`：同样的三次 `F.linear`、`F.silu` 和乘积，顺序也相同，
+# 所以 fp32 下输出在 fp32 舍入误差内一致，bf16 下逐位相同。
 
 
 # %%
@@ -214,6 +293,24 @@ book.proof(compare, args.path)
 # | silu(gate) ⊙ up | (B, T, I) | (B, T, 3584) |
 # | down_proj(…) | (B, T, d) | (B, T, 1024) |
 
+# %% [markdown] lang="zh"
+# ## 小结
+#
+# - MLP 是 down(silu(gate(x)) ⊙ up(x))：两个拓宽投影，其中一个经过 silu，逐个单元相乘，再一个投影回去。没有偏置；每个
+#   token 各管各的。
+# - 真实 0.8B 的每一层都是 1024 → 3584 → 1024：24 层共 264M 个权重，比嵌入（254M）多，也比所有混合层加起来还多。
+# - silu(z) = z · sigmoid(z)：光滑，0 以下略为负，z 大一些（几以上）时 ≈ z。
+# - bf16 下 `F.silu` 只舍入一次；把 z · sigmoid(z) 展开来写会舍入两次——参考实现用的是 `F.silu`。
+#
+# ### 形状
+#
+# | 步骤 | 形状 | 真实 Qwen3.5-0.8B |
+# |---|---|---|
+# | x（post_attention_layernorm 之后） | (B, T, d) | (B, T, 1024) |
+# | gate_proj(x), up_proj(x) | (B, T, I) | (B, T, 3584) |
+# | silu(gate) ⊙ up | (B, T, I) | (B, T, 3584) |
+# | down_proj(…) | (B, T, d) | (B, T, 1024) |
+
 # %%
 book.notation(args.path)
 
@@ -221,6 +318,10 @@ book.notation(args.path)
 # ### Exercises
 # 207 · the SwiGLU MLP, with hints for the usual mistakes (silu on the wrong branch, gate and up swapped, sigmoid in
 # place of silu, x @ W for x @ Wᵀ).
+
+# %% [markdown] lang="zh"
+# ### 练习
+# 207 · SwiGLU MLP，附有常见错误的提示（silu 用错了分支、gate 和 up 弄反、用 sigmoid 代替 silu、把 x @ Wᵀ 写成 x @ W）。
 
 # %%
 book.attempt(207)
@@ -258,4 +359,37 @@ book.attempt(207)
 # └── 207_swiglu/     + exercise 207
 #
 # + new in this chapter · unmarked: from an earlier chapter
+# ```
+
+# %% [markdown] lang="zh"
+# ## 怎么讲清楚
+#
+# 1. **它是什么。** 一个门控线性单元（GLU）：out = W_down (silu(W_gate x) ⊙ W_up x)。和经典的 W₂ relu(W₁ x) 相比，
+#    它多了第三个矩阵；Shazeer 把宽度从 4 d 缩到 8/3 d，保持参数量不变（3 · 8/3 = 2 · 4）。Qwen3.5-0.8B 用 3.5 d，
+#    所以它的 MLP 比 4 d 的 relu MLP 多 31 % 的参数。
+# 2. **为什么要门。** 这个乘积让网络能用输入的某个函数对每个隐藏单元做乘性调制——一个学出来的、随输入变化的掩码——在
+#    Shazeer 的对比里，同样的计算量下，GLU 变体训练到的困惑度比 relu 或 gelu 的 MLP 更低。
+# 3. **为什么用 silu。** 光滑（和 relu 不同，负输入也有非零梯度），大输入时接近恒等，而且算得快。MLP 对每个 token
+#    单独运行，所以很容易批处理；在短上下文下，它的 264M 个权重大约占 0.8B 中每个 token 要乘的 752M 个权重的三分之一。
+#
+# ## 文件
+#
+# ```
+# qwen/
+# ├── weights.py      （第 1 章）
+# ├── tokenizer.py    （第 2 章）
+# ├── embedding.py    （第 2 章）
+# ├── norm.py         （第 3 章）
+# ├── rope.py         （第 4 章）
+# └── mlp.py          + MLP
+# book/
+# └── ch05.py         + 本章的图
+# chapters/
+# └── ch05_mlp.py     + 本章的脚本
+# notebooks/
+# └── ch05_mlp.ipynb  + 本笔记本，由脚本生成
+# practice/
+# └── 207_swiglu/     + 练习 207
+#
+# + 本章新增 · 无标记：前面章节写的
 # ```
