@@ -5,7 +5,6 @@ matplotlib Figure; matplotlib is imported inside, so the chapter script starts w
 """
 import numpy as np
 
-from book.ch02 import font_families
 from qwen.lang import tr
 from qwen.sizes import part_of, tensor_shapes
 
@@ -99,11 +98,6 @@ def layers_figure(shapes, layer_types, real_config, synthetic):
     import matplotlib.pyplot as plt
     from matplotlib.colors import LogNorm
 
-    with plt.rc_context({"font.family": font_families()}):  # CJK glyphs for the Chinese labels
-        return _layers_figure(plt, LogNorm, shapes, layer_types, real_config, synthetic)
-
-
-def _layers_figure(plt, LogNorm, shapes, layer_types, real_config, synthetic):
     real_shapes = tensor_shapes(real_config)
     real_types = real_config["layer_types"]
     names = {within_layer(n)[1] for n in list(shapes) + list(real_shapes) if n.startswith("layers.")}
@@ -156,11 +150,6 @@ def parts_figure(counts, real_counts, n_linear, n_full, synthetic):
     is labelled with its count."""
     import matplotlib.pyplot as plt
 
-    with plt.rc_context({"font.family": font_families()}):  # CJK glyphs for the Chinese labels
-        return _parts_figure(plt, counts, real_counts, n_linear, n_full, synthetic)
-
-
-def _parts_figure(plt, counts, real_counts, n_linear, n_full, synthetic):
     parts = ("embedding", "lm_head", "linear_attention", "full_attention", "mlp", "norms")
     L = n_linear + n_full
     labels = [tr("embedding", "嵌入"), tr("lm_head\n(0 when tied)", "lm_head\n（绑定时为 0）"),

@@ -9,7 +9,6 @@ the chapter passes a smooth stand-in (smooth_standin), and the figure's titles s
 lives in qwen/sizes.py (REAL_VISION_CONFIG, from public copies of the published config.json). Each figure function
 returns a matplotlib Figure.
 """
-import functools
 import math
 import unicodedata
 
@@ -98,20 +97,6 @@ def vision_notation(cfg, label):
     return text
 
 
-def with_cjk(draw):
-    """`draw` with a CJK font as the fallback for glyphs the default font lacks (book/ch02.py's font_families), so
-    that the Chinese edition's titles and labels show; the English ones are drawn as before."""
-    @functools.wraps(draw)
-    def drawn(*args, **kwargs):
-        import matplotlib.pyplot as plt
-
-        from book.ch02 import font_families
-
-        with plt.rc_context({"font.family": font_families()}):
-            return draw(*args, **kwargs)
-    return drawn
-
-
 def merge_row(r, c, gw, m=2):
     """The row of pixel_values that holds patch (r, c) of a grid gw patches wide: block by block (row-major over
     the blocks), and inside a block row-major, so block k is rows m²k … m²k + m² − 1."""
@@ -131,7 +116,6 @@ def token_bill(sizes, settings):
     return rows
 
 
-@with_cjk
 def patch_grid(pixels, patch_size=16, merge_size=2, zoom=(3, 4)):
     """Left: the resized photo (h, w, 3) uint8 with its patch grid (thin lines) and the merge blocks (thick), the
     first row of merged tokens numbered. Right: its top-left `zoom` = (rows, cols) blocks, each patch labelled with
@@ -196,7 +180,6 @@ def smooth_standin(side, width, waves=3, seed=0):
     return torch.einsum("ar,bc,abw->rcw", basis, basis, coef).reshape(side * side, width)
 
 
-@with_cjk
 def position_grid(table, resampled, standin=False):
     """The position table (side², C) and the same table resampled to the image's grid (gh, gw, C), both projected
     on the table's first principal component (a linear map, so it commutes with the resampling). Dots on the left:
@@ -237,7 +220,6 @@ def position_grid(table, resampled, standin=False):
     return fig
 
 
-@with_cjk
 def mrope_rows(positions, image, title=""):
     """The three rows (t, h, w) of M-RoPE positions (3, T) of one prompt, token by token; `image` = (first, last)
     token index of the image's pads, shaded. The first text token after the image is marked with its position and
@@ -274,7 +256,6 @@ LABEL_SPOTS = ((6, -4, "left", "top"), (6, 4, "left", "bottom"), (-6, 4, "right"
                (-6, -4, "right", "top"), (6, -16, "left", "top"), (-6, -16, "right", "top"))
 
 
-@with_cjk
 def token_bill_figure(settings, marks=()):
     """Tokens an image costs against its pixel count, for four aspect ratios, on log scales. Small images are
     enlarged to at least min_pixels (rounding up: a little above the least token count, 72 for 100 × 80), large ones
