@@ -1,8 +1,8 @@
 """Chapter 6: gated full attention — query and gate from one projection, QK-norm, RoPE, grouped K/V heads, the
 causal softmax written out, the output gate, and the KV cache.
 
-第 6 章：门控全注意力——查询和门出自同一个投影，QK-norm，RoPE，分组共享的 K/V 头，手写的因果 softmax，输出门，以及
-键值缓存。
+第 6 章：门控全注意力——查询和门出自同一个投影，QK-norm，RoPE，分组共享的 K/V 头，手写的因果
+softmax，输出门，以及键值缓存。
 
 Run: python chapters/ch06_attention.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
 Its notebook, notebooks/ch06_attention.ipynb, is written from this file by python notebooks/sync.py.
@@ -22,10 +22,11 @@ Its notebook, notebooks/ch06_attention.ipynb, is written from this file by pytho
 # # 第 6 章 · 门控全注意力与键值缓存
 #
 # Qwen3.5 每四层里有一层用普通的 softmax 注意力在 token 之间交换信息：每个 token 算出一个查询，和它之前每个 token
-# 的键逐一比较，再对这些 token 的值做加权平均。相比教科书上的版本，Qwen3.5 改了四处：每个头一个**输出门**，由算查询的
-# 同一个投影产生，在输出投影之前以 `sigmoid(gate)` 乘到各头的输出上；RoPE 之前，对每个头的查询和键各做一次 RMSNorm
-# （**QK-norm**）；**部分 RoPE**（每个头只有前四分之一的维度旋转）；以及**分组查询注意力**（几个查询头共用一个
-# 键/值头）。本章写出 `qwen/attention.py`，在一个句子上一步一步地运行它，再加上生成要用的**键值缓存**。
+# 的键逐一比较，再对这些 token 的值做加权平均。相比教科书上的版本，Qwen3.5 改了四处：每个头一个**输出门**，
+# 由算查询的同一个投影产生，在输出投影之前以 `sigmoid(gate)` 乘到各头的输出上；RoPE 之前，对每个头的查询和键各做一次
+# RMSNorm（**QK-norm**）；**部分 RoPE**（每个头只有前四分之一的维度旋转）；
+# 以及**分组查询注意力**（几个查询头共用一个键/值头）。本章写出 `qwen/attention.py`，在一个句子上一步一步地运行它，
+# 再加上生成要用的**键值缓存**。
 
 # %%
 import time
@@ -66,8 +67,8 @@ torch.set_grad_enabled(False)  # nothing is trained here
 # must hold.
 
 # %% [markdown] lang="zh"
-# 它在模型里的位置：第 3、7、11……层的混合器（四层里一层）；其余各层用 Gated DeltaNet（第 7 章）。图中键值缓存这一格
-# 属于生成（第 9 章），却由本章来写，因为它该存什么由注意力决定。
+# 它在模型里的位置：第 3、7、11……层的混合器（四层里一层）；其余各层用 Gated DeltaNet（第 7 章）。
+# 图中键值缓存这一格属于生成（第 9 章），却由本章来写，因为它该存什么由注意力决定。
 
 # %%
 book.show("ch06-map", book.model_map.draw, "attention")
@@ -81,8 +82,8 @@ book.show("ch06-map", book.model_map.draw, "attention")
 # %% [markdown] lang="zh"
 # ## 1. 每层六个张量
 # `q_proj` 的行数是查询所需的两倍：它产生 H 个查询头**和** H 个门头，每个头 D 个值。`k_proj` 和 `v_proj` 只产生 Hkv
-# 个头，每个由一组查询头共用。`o_proj` 把 H 个头映射回残差的宽度 d。`q_norm` 和 `k_norm` 各存一个长度为 D 的
-# (1 + w) 缩放，所有头共用。没有偏置。
+# 个头，每个由一组查询头共用。`o_proj` 把 H 个头映射回残差的宽度 d。`q_norm` 和 `k_norm` 各存一个长度为 D 的 (1 + w)
+# 缩放，所有头共用。没有偏置。
 
 # %%
 full = [i for i, t in enumerate(cfg.layer_types) if t == "full_attention"]
@@ -172,8 +173,8 @@ book.listing("qwen/attention.py")
 # `KVCache` 在第 7 节。本章余下的部分在一个句子上逐步运行这个模块的各个部分，每一步都做检查。
 #
 # ## 3. 查询和门：按头交错
-# 取一个句子，做嵌入，再用该层的 `input_layernorm` 归一化。它前面的各层都跳过（第 8 章才运行整个堆叠），所以下面看到的
-# 是这一层对嵌入本身的响应。
+# 取一个句子，做嵌入，再用该层的 `input_layernorm` 归一化。它前面的各层都跳过（第 8 章才运行整个堆叠），
+# 所以下面看到的是这一层对嵌入本身的响应。
 
 # %%
 tok = load_tokenizer(args.path)
@@ -267,8 +268,8 @@ print(tr(f"every row of probabilities sums to 1: max |sum - 1| = {off_one:.1e}; 
 # (times its 1 + w), but not independent entries: a trained head's q and k can line up, and its scores spread more.
 
 # %% [markdown] lang="zh"
-# 为什么除以 √D：D 项的点积按 √D 增长。不缩放时，大头（真实 0.8B 里 D = 256）的 softmax 要尖锐得多；缩放之后，分数的
-# 离散程度不再依赖 D——当 q 和 k 的各分量大致独立、方差为 1 时严格如此。QK-norm 让每个头的 RMS 接近 1（再乘上它的
+# 为什么除以 √D：D 项的点积按 √D 增长。不缩放时，大头（真实 0.8B 里 D = 256）的 softmax 要尖锐得多；缩放之后，
+# 分数的离散程度不再依赖 D——当 q 和 k 的各分量大致独立、方差为 1 时严格如此。QK-norm 让每个头的 RMS 接近 1（再乘上它的
 # 1 + w），但并不让各分量独立：训练过的头，其 q 和 k 可能方向一致，分数就散得更开。
 
 # %%
@@ -311,8 +312,8 @@ book.show("ch06-maps", ch06.attention_maps, probs[0].cpu(), tokens, picks,
 # ## 6. 输出门
 # 每个头的输出逐维乘以 sigmoid(gate)：一个 0 到 1 之间的数，由这个 token 自己算出来。一个头没什么有用的东西可加时，
 # 可以把自己关掉（gate ≪ 0）。Qwen 团队研究门控注意力的论文（Qiu et al., 2025，“Gated Attention for Large Language
-# Models”）报告说：这个门在值投影和输出投影之间加了一个非线性，让输出变得稀疏，并缓解了“注意力汇聚”（attention
-# sink：各头把大部分权重压在第一个 token 上）——有了门，汇聚弱得多，但没有消失。把上面的步骤拼在一起，就是这个模块。
+# Models”）报告说：这个门在值投影和输出投影之间加了一个非线性，让输出变得稀疏，并缓解了“注意力汇聚”（attention sink：
+# 各头把大部分权重压在第一个 token 上）——有了门，汇聚弱得多，但没有消失。把上面的步骤拼在一起，就是这个模块。
 
 # %%
 gated = heads.transpose(1, 2).reshape(1, T, H * D) * torch.sigmoid(gate.reshape(1, T, H * D))
@@ -352,8 +353,8 @@ book.show("ch06-gate", ch06.gate_distribution, gate.reshape(T, H * D).cpu(), H,
 # ## 7. 键值缓存
 # 生成文本时每次加一个 token，每个新 token 的查询都要用到之前所有 token 的键和值。这些键和值永远不变，因为模型是因果的：
 # token s 的键和值只依赖 token 0…s（这一层之前的每个混合器都只看之前的 token），而它的位置 s 是固定的，旋转也就固定。
-# 后来的 token 改变不了它们，每来一个新 token 都重算一遍纯属浪费。键值缓存把它们存下来：键存的是**经过 k_norm 和
-# RoPE 之后**的，和注意力用到的完全一样；还有值。两者都是 (B, Hkv, S, D)，沿 S 增长。
+# 后来的 token 改变不了它们，每来一个新 token 都重算一遍纯属浪费。键值缓存把它们存下来：键存的是**经过 k_norm 和 RoPE
+# 之后**的，和注意力用到的完全一样；还有值。两者都是 (B, Hkv, S, D)，沿 S 增长。
 #
 # **先自己试试：** 练习 209 要求写一步注意力：读取缓存，并返回增长后的缓存（`python practice/judge.py start 209`，
 # 或者在笔记本里用下面的单元格）。
@@ -375,8 +376,8 @@ book.attempt(209, attention_step)
 
 # %% [markdown] lang="zh"
 # `KVCache.update` 沿 S 追加，并返回存着的全部内容；`GatedAttention.forward` 把第 i 个新 token 放在因果掩码的
-# `cache.length + i` 位置上。判断缓存对不对的标准：把句子分段处理——先是提示词，再一次一个 token——结果和一次处理整句
-# 相同。第一段比第二段短也没问题。
+# `cache.length + i` 位置上。判断缓存对不对的标准：把句子分段处理——先是提示词，再一次一个
+# token——结果和一次处理整句相同。第一段比第二段短也没问题。
 
 # %%
 whole = attn(x, cos, sin)
@@ -401,9 +402,9 @@ print(tr(f"in pieces vs at once: max |diff| = {pieces:.1e} (fp32 rounding); "
 # full-attention layer, 2 bytes each in bf16.
 
 # %% [markdown] lang="zh"
-# 续写时只投影新 token：不管缓存多长，上面那一步只把 x 的一行乘以 `q_proj`、`k_proj` 和 `v_proj`。注意力本身仍要读每个
-# 缓存的键，所以每一步花的时间和内存都与上下文长度成正比。内存有多少：每个全注意力层每个 token 存 2（K 和 V）× Hkv × D
-# 个值，bf16 下每个值 2 字节。
+# 续写时只投影新 token：不管缓存多长，上面那一步只把 x 的一行乘以 `q_proj`、`k_proj` 和 `v_proj`。
+# 注意力本身仍要读每个缓存的键，所以每一步花的时间和内存都与上下文长度成正比。内存有多少：每个全注意力层每个 token 存
+# 2（K 和 V）× Hkv × D 个值，bf16 下每个值 2 字节。
 
 # %%
 per_token = cache_bytes(cfg, 1)[0]  # bf16, as the checkpoint stores it
@@ -433,9 +434,9 @@ print(tr(f"{REAL}'s {linear} DeltaNet layers keep {deltanet / 2 ** 20:.1f} MiB o
 # not grow (dashed, one line per size).
 
 # %% [markdown] lang="zh"
-# 这些尺寸取自各模型 config 的公开副本（本课程连不上 hub，无法核对；出处列在 `qwen/family.py` 里）。每个尺寸都是四层里
-# 一层用全注意力，所以它的缓存只有同样形状、层层都用全注意力的模型的四分之一；DeltaNet 层存的状态不会增长（虚线，每个
-# 尺寸一条）。
+# 这些尺寸取自各模型 config 的公开副本（本课程连不上 hub，无法核对；出处列在 `qwen/family.py` 里）。
+# 每个尺寸都是四层里一层用全注意力，所以它的缓存只有同样形状、层层都用全注意力的模型的四分之一；DeltaNet
+# 层存的状态不会增长（虚线，每个尺寸一条）。
 
 # %%
 book.show("ch06-kv-bytes", ch06.kv_cache_bytes, SIZES, 262_144)
@@ -452,8 +453,8 @@ book.show("ch06-kv-bytes", ch06.kv_cache_bytes, SIZES, 262_144)
 # ### 追加而不复制
 # 让缓存变长最直接的写法 `torch.cat((k_old, k_new), dim=2)` 会新建一个张量，把存着的每个键都复制进去：每个 token
 # 都要复制整个缓存。在真实 0.8B 里，32k 个 token 时每个全注意力层就是 64 MiB，每一步搬的字节比这一层的权重还多。
-# `KVCache` 把新行写进留有余量的缓冲区，并记下 `length`；只有缓冲区满了才整体搬到一个更大的里，每次大四分之一，所以
-# 不管文本多长，每一行总共只被复制大约四次。真实 0.8B 的一层，bf16，一个新 token：
+# `KVCache` 把新行写进留有余量的缓冲区，并记下 `length`；只有缓冲区满了才整体搬到一个更大的里，每次大四分之一，
+# 所以不管文本多长，每一行总共只被复制大约四次。真实 0.8B 的一层，bf16，一个新 token：
 
 
 # %%
@@ -503,9 +504,9 @@ for S in (1024, 8192, 32768):
 
 # %% [markdown] lang="zh"
 # ## 8. 更快的路径，证明相等
-# PyTorch 的融合算子 `F.scaled_dot_product_attention` 算的是同一个函数（在 GPU 上用 flash 或 memory-efficient
-# 内核，从不存下 T × S 的矩阵）。它的运算顺序不同，所以只在舍入误差以内一致，并非逐位相同：在 bf16 下，它和 transformers
-# 的 eager 路径及本课程使用的手写版本可能差一个 bf16 步长。
+# PyTorch 的融合算子 `F.scaled_dot_product_attention` 算的是同一个函数（在 GPU 上用 flash 或 memory-efficient 内核，
+# 从不存下 T × S 的矩阵）。它的运算顺序不同，所以只在舍入误差以内一致，并非逐位相同：在 bf16 下，它和 transformers 的
+# eager 路径及本课程使用的手写版本可能差一个 bf16 步长。
 
 # %%
 fused = (F.scaled_dot_product_attention(qr, kx, vx, is_causal=True) - heads).abs().max()
@@ -529,15 +530,15 @@ print(tr(f"F.scaled_dot_product_attention vs the written-out attention: max |dif
 # %% [markdown] lang="zh"
 # ## 试一试
 #
-# - 把 `q_proj` 按 [全部查询 | 全部门] 读取（view 成 (1, T, 2, H, D)，再在第 2 维上拆开），然后运行这一层：输出偏了
-#   多远？什么都不会报错：每个形状都对得上，这正是这个 bug 能藏住的原因。
+# - 把 `q_proj` 按 [全部查询 | 全部门] 读取（view 成 (1, T, 2, H, D)，再在第 2 维上拆开），然后运行这一层：
+#   输出偏了多远？什么都不会报错：每个形状都对得上，这正是这个 bug 能藏住的原因。
 # - 把键和值的 `repeat_interleave` 换成 `repeat`：在 H = 8、Hkv = 2（真实 0.8B）时，哪些查询头读到了别的 K/V 头？
-# - 用缓存解码，但给新 token 传的是位置 0..n−1 的 RoPE 表，而不是它们真实的位置：每个权重都没变，输出却变了。缓存里
-#   哪一部分现在是错的？
+# - 用缓存解码，但给新 token 传的是位置 0..n−1 的 RoPE 表，而不是它们真实的位置：每个权重都没变，输出却变了。
+#   缓存里哪一部分现在是错的？
 #
 # ## 拿出证明
-# 把这个句子送进 transformers 同一层的 `Qwen3_5Attention`（eager），用它自己的 RoPE 表和因果掩码：运算相同、顺序
-# 相同，所以在 fp32 和 bf16 下输出都完全一致。
+# 把这个句子送进 transformers 同一层的 `Qwen3_5Attention`（eager），用它自己的 RoPE 表和因果掩码：运算相同、顺序相同，
+# 所以在 fp32 和 bf16 下输出都完全一致。
 
 
 # %%
@@ -620,9 +621,9 @@ book.notation(args.path)
 
 # %% [markdown] lang="zh"
 # ### 练习
-# 208 · 注意力和门控层，附常见错误的提示（[全部查询 | 全部门]、漏了 sigmoid、门放在 o_proj 之后、RoPE 之后才归一化、
-# 在 bf16 里做 softmax、把 `repeat_interleave` 写成 `repeat`、漏了 1/√D、掩码错一位）。209 · 键值缓存：带缓存的续写
-# 必须等于一次处理整个序列的结果。
+# 208 · 注意力和门控层，附常见错误的提示（[全部查询 | 全部门]、漏了 sigmoid、门放在 o_proj 之后、RoPE 之后才归一化、在
+# bf16 里做 softmax、把 `repeat_interleave` 写成 `repeat`、漏了 1/√D、掩码错一位）。209 · 键值缓存：
+# 带缓存的续写必须等于一次处理整个序列的结果。
 
 # %%
 book.attempt(208)
@@ -674,17 +675,17 @@ book.attempt(209)
 # %% [markdown] lang="zh"
 # ## 怎么讲清楚
 #
-# 1. **核心。** 每个头算 softmax(QKᵀ/√D + mask)·V：每个 token 的查询给之前每个 token 的键打分，分数变成权重，输出是
-#    值的加权平均。√D 让分数的离散程度与头的大小无关（对大致独立、方差为 1 的分量而言）；因果掩码挡住未来；softmax 在
-#    fp32 里算。
+# 1. **核心。** 每个头算 softmax(QKᵀ/√D + mask)·V：每个 token 的查询给之前每个 token 的键打分，分数变成权重，
+#    输出是值的加权平均。√D 让分数的离散程度与头的大小无关（对大致独立、方差为 1 的分量而言）；因果掩码挡住未来；
+#    softmax 在 fp32 里算。
 # 2. **Qwen3.5 改了什么。** QK-norm（RoPE 之前对每个头的 q 和 k 做 RMSNorm）限制了 logits 的大小，让训练更稳；部分
-#    RoPE（每个头四分之一的维度旋转）；GQA（0.8B 里 8 个查询头共用 2 个 K/V 头），键值缓存因此缩小为原来的 Hkv/H；还有
-#    输出门：输入的另一个投影过 sigmoid，在 o_proj 之前逐维相乘——一个头可以把自己关掉，Qwen 团队报告说它缓解了注意力
-#    汇聚（attention sink）。
-# 3. **缓存。** 解码时重用过去的每个键和值，存的是归一化和 RoPE 之后的——这样做成立，是因为模型是因果的（一个 token 的
-#    键和值只依赖它自己及之前的 token）——所以每一步只投影新 token；代价是随上下文增长的内存：每个注意力层每个 token
-#    2·Hkv·D·2 字节。Qwen3.5 只在四分之一的层里用全注意力，把它压得很小；另外四分之三是线性注意力，状态大小固定
-#    （第 7 章）。
+#    RoPE（每个头四分之一的维度旋转）；GQA（0.8B 里 8 个查询头共用 2 个 K/V 头），键值缓存因此缩小为原来的 Hkv/H；
+#    还有输出门：输入的另一个投影过 sigmoid，在 o_proj 之前逐维相乘——一个头可以把自己关掉，Qwen
+#    团队报告说它缓解了注意力汇聚（attention sink）。
+# 3. **缓存。** 解码时重用过去的每个键和值，存的是归一化和 RoPE 之后的——这样做成立，是因为模型是因果的（一个 token
+#    的键和值只依赖它自己及之前的 token）——所以每一步只投影新 token；代价是随上下文增长的内存：每个注意力层每个 token
+#    2·Hkv·D·2 字节。Qwen3.5 只在四分之一的层里用全注意力，把它压得很小；另外四分之三是线性注意力，状态大小固定（第 7
+#    章）。
 #
 # ## 文件
 #

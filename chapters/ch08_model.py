@@ -90,8 +90,8 @@ book.show("ch08-map", book.model_map.draw, "model")
 #
 # 每一层（0.8B 有 24 层，和检查点的键一样从 0 编号到 23）做两件事，各自前面有一个 RMSNorm，结果各自加回残差流 x：
 #
-# - h = x + Mixer(RMSNorm(x))——混合器是 token 之间唯一能互相看到的地方：“linear_attention” 层上是 Gated
-#   DeltaNet，“full_attention” 层上是门控注意力（config 里的 `layer_types`）；
+# - h = x + Mixer(RMSNorm(x))——混合器是 token 之间唯一能互相看到的地方：“linear_attention” 层上是 Gated DeltaNet，
+#   “full_attention” 层上是门控注意力（config 里的 `layer_types`）；
 # - out = h + MLP(RMSNorm(h))——每个 token 各算各的。
 #
 # 这就是 *pre-norm*：归一化放在分支上，从不作用在残差流本身，所以 x 是每一层写入量的累加。最后一层之后再做一次
@@ -130,10 +130,10 @@ book.attempt(213, decoder_layer, hybrid_stack)
 # through.
 
 # %% [markdown] lang="zh"
-# 本课程的模型：`qwen/model.py`。`load_model` 先在 PyTorch 的 “meta” 设备上把模型搭起来（只有形状，不占内存），再把
-# 每个参数换成从检查点读出、按要求的 dtype 存放的张量：不会先初始化再覆盖，在 bf16 下权重也从不同时存两份（一个 0.8B
-# 形状的检查点，内存峰值是文件大小的 1.04 倍，见 `python bench/load_memory.py`）。加载用的是第 1 章的 `fill`，模型的
-# 每个部件都经过它。
+# 本课程的模型：`qwen/model.py`。`load_model` 先在 PyTorch 的 “meta” 设备上把模型搭起来（只有形状，不占内存），
+# 再把每个参数换成从检查点读出、按要求的 dtype 存放的张量：不会先初始化再覆盖，在 bf16 下权重也从不同时存两份（一个
+# 0.8B 形状的检查点，内存峰值是文件大小的 1.04 倍，见 `python bench/load_memory.py`）。加载用的是第 1 章的 `fill`，
+# 模型的每个部件都经过它。
 
 # %%
 book.listing("qwen/model.py")
@@ -179,10 +179,10 @@ print(tr(f"   (a uniform guess over the {rows:,} rows would give each token {1 /
 
 # %% [markdown] lang="zh"
 # ## 3. 往里看：残差流和 logit lens
-# 手动逐层运行，保存每一层之后的 x。它的大小（均方根）说明每一层写入了多少。然后把最终的归一化和输出头用到每个中间的
-# x 上：**logit lens** 问的是，如果模型在这里停下，它会预测什么。用真实检查点时，看实际的下一个 token 在哪个深度爬到
-# 前几名；用随机权重则什么也找不到。下面的“第 i 层之后”指 `layers.i` 的输出（和检查点一样从 0 编号），“嵌入”指进入
-# 任何一层之前的 x。
+# 手动逐层运行，保存每一层之后的 x。它的大小（均方根）说明每一层写入了多少。然后把最终的归一化和输出头用到每个中间的 x
+# 上：**logit lens** 问的是，如果模型在这里停下，它会预测什么。用真实检查点时，看实际的下一个 token
+# 在哪个深度爬到前几名；用随机权重则什么也找不到。下面的“第 i 层之后”指 `layers.i` 的输出（和检查点一样从 0 编号），
+# “嵌入”指进入任何一层之前的 x。
 
 # %%
 with torch.no_grad():
@@ -222,9 +222,9 @@ print(tr(f"logit lens at the embedding: the top-1 is the input token itself at {
 # nothing about what the layers learn; the rows above it do.
 
 # %% [markdown] lang="zh"
-# logit lens 的第一行读的是嵌入本身。0.8B 的输出头就是嵌入表（绑定），所以这一行里每个位置的分数，是它自己那一行和每
-# 一行比出来的，而它自己那一行往往胜出（上面的计数就是在数有多常见）：嵌入“预测”的是输入 token，而不是下一个。这一行
-# 说明不了各层学到了什么；说明问题的是它上面的各行。
+# logit lens 的第一行读的是嵌入本身。0.8B 的输出头就是嵌入表（绑定），所以这一行里每个位置的分数，
+# 是它自己那一行和每一行比出来的，而它自己那一行往往胜出（上面的计数就是在数有多常见）：嵌入“预测”的是输入 token，
+# 而不是下一个。这一行说明不了各层学到了什么；说明问题的是它上面的各行。
 
 # %%
 book.show("ch08-residual", ch08.residual_figure, rms.numpy(), model.cfg.layer_types, synthetic)
@@ -247,9 +247,9 @@ book.show("ch08-lens", ch08.lens_figure, ranks.cpu().numpy(), labels, synthetic)
 # ## 4. 参数和时间花在哪里
 # 参数按组件计数；时间用套在每个模块外面的 forward hook 在提示词上跑一次前向来测（共享机器上只跑一次：看图里的占比，
 # 别看毫秒数）。测出的时间反映的是这个检查点在它自己的宽度下的开销：在合成的检查点上（d = 64 而不是 1024），DeltaNet
-# 那些小运算的分量比在真实形状下重得多。所以第三行按真实 0.8B 的形状统计计算量：同一次前向的 FLOPs
-# （`book.ch08.flops_by_component`：用 torch 的 FLOP 计数器套住本课程自己的模块，在 meta 设备上运行，只有形状；统计
-# 矩阵乘法和卷积，逐元素的运算不计）。计数不是计时，但在这样的宽度下，矩阵乘法占了大部分时间。
+# 那些小运算的分量比在真实形状下重得多。所以第三行按真实 0.8B 的形状统计计算量：同一次前向的
+# FLOPs（`book.ch08.flops_by_component`：用 torch 的 FLOP 计数器套住本课程自己的模块，在 meta 设备上运行，只有形状；
+# 统计矩阵乘法和卷积，逐元素的运算不计）。计数不是计时，但在这样的宽度下，矩阵乘法占了大部分时间。
 
 # %%
 def component(name):
@@ -322,11 +322,11 @@ book.show("ch08-shares", ch08.share_figure, {tr("parameters", "参数"): params,
 
 # %% [markdown] lang="zh"
 # ## 5. 带缓存
-# 生成时一次喂一个 token。`model.new_cache()` 为每一层保存下一次调用要用的东西：注意力层存键和值（0.8B 里 6 层；随
-# 文本增长），DeltaNet 层存一个卷积窗口和一个 (Hv, dk, dv) 的状态（18 层；大小固定）。先预填充，再算一个 token，得到
-# 的分数和对全部 token 做一次前向的相同，只差舍入：两种计算顺序的舍入不同。在真实 0.8B 形状的随机权重上测得（logits
-# 最大约 3，提示词 12 到 50 个 token）：fp32 下最多 2.4e-5，bf16 下最多 0.10——bf16 下每一层的输出都舍入到 8 个有效
-# 二进制位——约为最大 logit 的 6 个 bf16 步长（那里一个步长是 0.016）。
+# 生成时一次喂一个 token。`model.new_cache()` 为每一层保存下一次调用要用的东西：注意力层存键和值（0.8B 里 6 层；
+# 随文本增长），DeltaNet 层存一个卷积窗口和一个 (Hv, dk, dv) 的状态（18 层；大小固定）。先预填充，再算一个 token，
+# 得到的分数和对全部 token 做一次前向的相同，只差舍入：两种计算顺序的舍入不同。在真实 0.8B 形状的随机权重上测得（logits
+# 最大约 3，提示词 12 到 50 个 token）：fp32 下最多 2.4e-5，bf16 下最多 0.10——bf16 下每一层的输出都舍入到 8
+# 个有效二进制位——约为最大 logit 的 6 个 bf16 步长（那里一个步长是 0.016）。
 
 # %%
 with torch.no_grad():
@@ -358,10 +358,10 @@ print(tr(f"prefill {T - 1} tokens, then 1 with the cache, in {logits.dtype}: max
 # %% [markdown] lang="zh"
 # ## 试一试
 #
-# - 换一个提示词，看 logit lens 怎么变：用真实检查点时，正确答案在哪个深度占了上风？用合成的检查点时，有没有哪个位置
-#   把它的下一个 token 排在第一？
-# - 在第 3 节的循环里跳过最后一个全注意力层（0.8B 里是 `model.layers[23]`）：和跳过一个 DeltaNet 层
-#   （`model.layers[22]`）相比，最终的预测变了多少？
+# - 换一个提示词，看 logit lens 怎么变：用真实检查点时，正确答案在哪个深度占了上风？用合成的检查点时，
+#   有没有哪个位置把它的下一个 token 排在第一？
+# - 在第 3 节的循环里跳过最后一个全注意力层（0.8B 里是 `model.layers[23]`）：和跳过一个 DeltaNet
+#   层（`model.layers[22]`）相比，最终的预测变了多少？
 # - 用 `dtype=torch.float32` 加载，和 bf16 比较 top-5 的概率。
 # - 把你自己写的部件放进模型：做完第 3–7 章的某个练习后，在单元格里运行
 #   `from practice.plugin import plug_in; plug_in(204, rms_norm, gated_rms_norm, l2norm)`（或
@@ -403,14 +403,14 @@ book.proof(compare, args.path, ids)
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - Qwen3.5 的解码层是 pre-norm：x + Mixer(norm(x))，再 + MLP(norm(·))。四层里三层的混合器是 Gated DeltaNet，第四层
-#   是门控注意力（0.8B 里是 [L, L, L, F] × 6）。
+# - Qwen3.5 的解码层是 pre-norm：x + Mixer(norm(x))，再 + MLP(norm(·))。四层里三层的混合器是 Gated DeltaNet，
+#   第四层是门控注意力（0.8B 里是 [L, L, L, F] × 6）。
 # - 模型：嵌入（不缩放）→ 24 层 → 最终的 RMSNorm → 输出头（0.8B 里绑定）→ logits，没有上限。
 # - `load_model` 在 meta 设备上搭模型，按目标 dtype 从 safetensors 填入每个参数。
 # - 缓存让生成可以增量进行；它的 DeltaNet 部分不随文本增长。
 #
-# 形状回顾：ids (B, T) → x (B, T, d) 经过每一层 → logits (B, T, V)；每个全注意力层缓存 (B, Hkv, S, D)；DeltaNet 缓存
-# 一个 (B, C, K−1) 的卷积窗口和一个 (B, Hv, dk, dv) 的 fp32 状态。
+# 形状回顾：ids (B, T) → x (B, T, d) 经过每一层 → logits (B, T, V)；每个全注意力层缓存 (B, Hkv, S, D)；DeltaNet
+# 缓存一个 (B, C, K−1) 的卷积窗口和一个 (B, Hv, dk, dv) 的 fp32 状态。
 
 # %%
 book.notation(args.path)
@@ -436,10 +436,10 @@ book.notation(args.path)
 #
 # ## 怎么讲清楚
 #
-# 1. **残差流。** 每一层读 x 的一份归一化副本，再把结果加回去；x 本身直到最后才归一化。所以模型是一份份贡献之和，
-#    logit lens 可以在任何深度读它。
-# 2. **为什么要混合。** 全注意力能回看每一个 token，但它的缓存随文本增长；Gated DeltaNet 保存一个大小固定的状态。四层
-#    里三层用便宜的那种；一层保留过去的每个键和值，所以仍能查到更早的任何一个 token。
-# 3. **开销在哪里。** 0.8B 里 MLP（35%）和嵌入（34%）占了三分之二的参数。时间取决于代码、设备和宽度，所以要在有意义
-#    的形状下测量（第 4 节）：在真实 0.8B 的形状下，一个短提示词的 FLOPs 大致三等分给输出头、DeltaNet 混合器和 MLP，
-#    注意力约占 5%；而在很窄的合成检查点上，测得的时间主要花在 DeltaNet 混合器许多细小的运算上。
+# 1. **残差流。** 每一层读 x 的一份归一化副本，再把结果加回去；x 本身直到最后才归一化。所以模型是一份份贡献之和，logit
+#    lens 可以在任何深度读它。
+# 2. **为什么要混合。** 全注意力能回看每一个 token，但它的缓存随文本增长；Gated DeltaNet 保存一个大小固定的状态。
+#    四层里三层用便宜的那种；一层保留过去的每个键和值，所以仍能查到更早的任何一个 token。
+# 3. **开销在哪里。** 0.8B 里 MLP（35%）和嵌入（34%）占了三分之二的参数。时间取决于代码、设备和宽度，
+#    所以要在有意义的形状下测量（第 4 节）：在真实 0.8B 的形状下，一个短提示词的 FLOPs 大致三等分给输出头、DeltaNet
+#    混合器和 MLP，注意力约占 5%；而在很窄的合成检查点上，测得的时间主要花在 DeltaNet 混合器许多细小的运算上。
