@@ -1,8 +1,40 @@
 """Chapter 8's figures: the layer pattern, the residual stream's size through the layers, the logit lens, and where
 the parameters and the time go; and the FLOP count of a forward pass at any config's shapes (the real 0.8B's, when
-the checkpoint is synthetic). Each figure takes what the chapter computed and returns a matplotlib Figure."""
+the checkpoint is synthetic). Each figure takes what the chapter computed and returns a matplotlib Figure; its texts
+are in the language the course speaks (qwen.lang), drawn with a CJK font as a fallback (book/ch02.py)."""
+import functools
+import unicodedata
+
+from qwen.lang import tr
 
 KIND = {"linear_attention": ("L", "C0", "Gated DeltaNet"), "full_attention": ("F", "C3", "gated attention")}
+
+
+def component_name(part):
+    """A component's name as the reader reads it; the counts stay keyed by the English name."""
+    return {"embedding + head": tr("embedding + head", "嵌入 + 输出头"),
+            "DeltaNet mixers": tr("DeltaNet mixers", "DeltaNet 混合器"),
+            "attention mixers": tr("attention mixers", "注意力混合器"), "MLPs": tr("MLPs", "MLP 层"),
+            "norms": tr("norms", "归一化")}.get(part, part)
+
+
+def padded(text, width):
+    """`text` padded with spaces to `width` columns, a CJK character counting as two (a column of Chinese names)."""
+    columns = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    return text + " " * max(0, width - columns)
+
+
+def _cjk(draw):
+    """Draw with matplotlib's font, then the first installed CJK font for the glyphs it lacks (book.ch02)."""
+    @functools.wraps(draw)
+    def drawn(*args, **kwargs):
+        import matplotlib.pyplot as plt
+
+        from book.ch02 import font_families
+
+        with plt.rc_context({"font.family": font_families()}):
+            return draw(*args, **kwargs)
+    return drawn
 
 
 def flops_by_component(cfg, T):
@@ -36,9 +68,10 @@ def flops_by_component(cfg, T):
 
 
 def _suffix(synthetic):
-    return " (synthetic weights)" if synthetic else ""
+    return tr(" (synthetic weights)", "（合成权重）") if synthetic else ""
 
 
+@_cjk
 def pattern_figure(layer_types):
     """One box per layer, L or F: the hybrid rhythm of the stack."""
     import matplotlib.pyplot as plt
@@ -52,7 +85,9 @@ def pattern_figure(layer_types):
     ax.set_xlim(-0.2, len(layer_types))
     ax.set_ylim(-0.6, 1.1)
     ax.axis("off")
-    ax.set_title(f"{len(layer_types)} decoder layers: L = Gated DeltaNet (linear attention), F = gated full attention")
+    n = len(layer_types)
+    ax.set_title(tr(f"{n} decoder layers: L = Gated DeltaNet (linear attention), F = gated full attention",
+                    f"{n} 个解码层：L = Gated DeltaNet（线性注意力），F = 门控全注意力"))
     return fig
 
 
@@ -61,27 +96,32 @@ def _depth_ticks(n_layers):
     checkpoint's keys layers.0 … layers.{L−1}). At most about 13 ticks."""
     step = max(1, n_layers // 12)
     ticks = [0] + list(range(step, n_layers + 1, step))
-    return ticks, ["embedding" if t == 0 else str(t - 1) for t in ticks]
+    return ticks, [tr("embedding", "嵌入") if t == 0 else str(t - 1) for t in ticks]
 
 
+@_cjk
 def residual_figure(rms, layer_types, synthetic):
     """RMS of the residual stream after the embedding and after each layer, per position and its mean."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 3.5), layout="constrained")
     depth = range(len(rms))
-    ax.plot(depth, rms.mean(1), color="k", lw=2, label="mean over positions")
+    ax.plot(depth, rms.mean(1), color="k", lw=2, label=tr("mean over positions", "各位置的平均"))
     ax.plot(depth, rms, color="gray", lw=0.5, alpha=0.4)
     for i, kind in enumerate(layer_types):
         if kind == "full_attention":
             ax.axvline(i + 1, color="C3", alpha=0.2)
     ax.set_xticks(*_depth_ticks(len(layer_types)))
-    ax.set(xlabel="after layer (numbered from 0, as in the checkpoint); red lines: full-attention layers",
-           ylabel="RMS of x", yscale="log", title=f"Size of the residual stream through the layers{_suffix(synthetic)}")
+    ax.set(xlabel=tr("after layer (numbered from 0, as in the checkpoint); red lines: full-attention layers",
+                     "经过的层（和检查点一样从 0 编号）；红线：全注意力层"),
+           ylabel=tr("RMS of x", "x 的 RMS"), yscale="log",
+           title=tr(f"Size of the residual stream through the layers{_suffix(synthetic)}",
+                    f"残差流逐层的大小{_suffix(synthetic)}"))
     ax.legend()
     return fig
 
 
+@_cjk
 def lens_figure(ranks, labels, synthetic):
     """Logit lens: the rank of each position's actual next token when the final norm and head read the residual
     stream after the embedding (row 0) and after layer i (row i + 1). ranks: (layers + 1, T) ints; labels: the T
@@ -93,12 +133,15 @@ def lens_figure(ranks, labels, synthetic):
     image = ax.imshow(np.log10(1 + np.asarray(ranks)), aspect="auto", cmap="viridis_r", origin="lower")
     ax.set_xticks(range(len(labels)), labels, rotation=60, fontsize=7)
     ax.set_yticks(*_depth_ticks(len(ranks) - 1))
-    ax.set(xlabel="next token (the one the text continues with)", ylabel="after layer",
-           title=f"Logit lens: rank of the actual next token at each depth{_suffix(synthetic)}")
-    fig.colorbar(image, ax=ax, label="log10(1 + rank); 0 = top-1")
+    ax.set(xlabel=tr("next token (the one the text continues with)", "下一个 token（文本实际接着的那个）"),
+           ylabel=tr("after layer", "经过的层"),
+           title=tr(f"Logit lens: rank of the actual next token at each depth{_suffix(synthetic)}",
+                    f"logit lens：实际的下一个 token 在各深度的排名{_suffix(synthetic)}"))
+    fig.colorbar(image, ax=ax, label=tr("log10(1 + rank); 0 = top-1", "log10(1 + 排名)；0 = top-1"))
     return fig
 
 
+@_cjk
 def share_figure(rows, synthetic):
     """Shares per component, one bar of stacked shares per row: rows = {label: {component: amount}}, e.g. the
     parameters, the measured forward time, the FLOPs at the real shapes. The components of the first row set the
@@ -111,13 +154,14 @@ def share_figure(rows, synthetic):
         total, left = sum(values.values()), 0.0
         for k, part in enumerate(parts):
             share = values.get(part, 0) / total
-            ax.barh(row, share, left=left, color=f"C{k}", label=part if row == 0 else None)
+            ax.barh(row, share, left=left, color=f"C{k}", label=component_name(part) if row == 0 else None)
             if share > 0.06:
                 ax.text(left + share / 2, row, f"{share:.0%}", ha="center", va="center", color="white", fontsize=8)
             left += share
     ax.set_yticks(range(len(rows)), list(rows))
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
-    ax.set_title(f"Where the parameters and the forward time go{_suffix(synthetic)}")
+    ax.set_title(tr(f"Where the parameters and the forward time go{_suffix(synthetic)}",
+                    f"参数和前向时间花在哪里{_suffix(synthetic)}"))
     ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12))
     return fig

@@ -1,18 +1,22 @@
 """Where does our model part ways with transformers? Module by module, on one prompt.
 
+我们的模型在哪里和 transformers 分道扬镳？在一个提示词上，逐个模块对比。
+
 Both models run the same tokens. Each module is compared twice: "alone" (ours is fed transformers' input to that
 module, so the number is that module's own error) and "carried" (each model on its own residual stream, so rounding
 accumulates). The first module whose own error passes the tolerance is named: a wrong weight, a wrong convention.
 It lives in book/, not qwen/, because it imports transformers (a dev dependency, inside `compare` only): the qwen
-package never does. Run: python -m book.diff --model synthetic [--dtype bf16]
+package never does. Run: python -m book.diff --model synthetic [--dtype bf16] [--lang en|zh]
 """
 import argparse
 import sys
 
 import torch
 
+from qwen import lang
 from qwen.config import DTYPES
-from qwen.course import open_model
+from qwen.course import _asked_language, open_model, summary
+from qwen.lang import tr
 from qwen.model import load_model
 
 PROMPT = "The capital of France is Paris. The capital of Japan is"
@@ -26,7 +30,8 @@ def prompt_ids(path, text, vocab_size):
     try:
         return torch.tensor([Tokenizer(path).encode(text)])
     except FileNotFoundError:
-        print(f"(no tokenizer in {path}: using 24 fixed pseudo-random token ids instead of the prompt)")
+        print(tr(f"(no tokenizer in {path}: using 24 fixed pseudo-random token ids instead of the prompt)",
+                 f"（{path} 里没有分词器：用 24 个固定的伪随机 token id 代替提示词）"))
         return torch.randint(0, vocab_size, (1, 24), generator=torch.Generator().manual_seed(0))
 
 
@@ -59,7 +64,8 @@ def compare(path, dtype=torch.float32, text=PROMPT, ours=None, theirs=None):
     try:
         from transformers import Qwen3_5ForConditionalGeneration
     except ImportError:
-        print("transformers is not installed: pip install 'transformers==5.24.0' (or pip install -e '.[dev]')")
+        print(tr("transformers is not installed: pip install 'transformers==5.24.0' (or pip install -e '.[dev]')",
+                 "没有安装 transformers：pip install 'transformers==5.24.0'（或 pip install -e '.[dev]'）"))
         return "transformers missing"
     ours = ours or load_model(path, dtype=dtype)
     theirs = theirs or Qwen3_5ForConditionalGeneration.from_pretrained(path, dtype=dtype,
@@ -78,7 +84,9 @@ def compare(path, dtype=torch.float32, text=PROMPT, ours=None, theirs=None):
             h.remove()
         cos, sin = ours.rotary(torch.arange(T)[None], dtype)
         tol, first = TOLERANCE[dtype], None
-        print(f"{'module':<34} {'alone':>10} {'carried':>10}   (max |ours - transformers| / max |transformers|)")
+        print(tr(f"{'module':<34} {'alone':>10} {'carried':>10}   (max |ours - transformers| / max |transformers|)",
+                 f"{'模块':<32} {'单独':>8} {'累积':>8}   "
+                 "（相对误差：max |ours - transformers| / max |transformers|）"))
         for name, module in ours_named.items():
             x = hf_in[name]
             if name == "embed_tokens":
@@ -95,25 +103,35 @@ def compare(path, dtype=torch.float32, text=PROMPT, ours=None, theirs=None):
             carried = ((our_out[name].float() - want).abs().max() / scale).item()
             flag = ""
             if own > tol and first is None:
-                first, flag = name, "  <- first beyond tolerance"
+                first, flag = name, tr("  <- first beyond tolerance", "  <- 第一个超出容差的模块")
             print(f"{name:<34} {own:>10.2e} {carried:>10.2e}{flag}")
     top_ours, top_theirs = our_out["lm_head"][0, -1].argmax().item(), hf_out["lm_head"][0, -1].argmax().item()
-    print(f"next token: ours {top_ours}, transformers {top_theirs}")
-    print(f"tolerance {tol:.1e} ({str(dtype).removeprefix('torch.')}): "
-          + (f"first module beyond it: {first}" if first else "every module is within it"))
+    print(tr(f"next token: ours {top_ours}, transformers {top_theirs}",
+             f"下一个 token：我们的 {top_ours}，transformers 的 {top_theirs}"))
+    kind = str(dtype).removeprefix("torch.")
+    print(tr(f"tolerance {tol:.1e} ({kind}): ", f"容差 {tol:.1e}（{kind}）：")
+          + (tr(f"first module beyond it: {first}", f"第一个超出容差的模块：{first}") if first
+             else tr("every module is within it", "每个模块都在容差以内")))
     return first
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", help="checkpoint folder, hub id, size or 'synthetic'")
-    parser.add_argument("--dtype", default="fp32", choices=sorted(DTYPES), help="compute dtype (default fp32)")
-    parser.add_argument("--prompt", default=PROMPT)
+    lang.use(_asked_language(sys.argv[1:] if argv is None else argv))  # --help in the language asked for
+    parser = argparse.ArgumentParser(description=summary(__doc__))
+    parser.add_argument("--model", help=tr("checkpoint folder, hub id, size or 'synthetic'",
+                                           "检查点文件夹、hub id、尺寸或 'synthetic'"))
+    parser.add_argument("--dtype", default="fp32", choices=sorted(DTYPES),
+                        help=tr("compute dtype (default fp32)", "计算用的 dtype（默认 fp32）"))
+    parser.add_argument("--prompt", default=PROMPT, help=tr("the text both models read", "两个模型读入的文本"))
+    parser.add_argument("--lang", choices=lang.LANGUAGES,
+                        help=tr("the language it speaks: en or zh (default: QWEN_LANG, else the locale)",
+                                "输出语言：en 或 zh（默认：QWEN_LANG，其次是系统的 locale）"))
     args = parser.parse_args(argv)
+    lang.use(args.lang)
     try:
         path = open_model(args.model)
     except (FileNotFoundError, ValueError) as e:
-        sys.exit(f"error: {e}")
+        sys.exit(tr(f"error: {e}", f"错误：{e}"))
     first = compare(path, DTYPES[args.dtype], args.prompt)
     sys.exit(1 if first else 0)
 

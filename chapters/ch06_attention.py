@@ -1,6 +1,9 @@
 """Chapter 6: gated full attention — query and gate from one projection, QK-norm, RoPE, grouped K/V heads, the
 causal softmax written out, the output gate, and the KV cache.
 
+第 6 章：门控全注意力——查询和门出自同一个投影，QK-norm，RoPE，分组共享的 K/V 头，手写的因果
+softmax，输出门，以及键值缓存。
+
 Run: python chapters/ch06_attention.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
 Its notebook, notebooks/ch06_attention.ipynb, is written from this file by python notebooks/sync.py.
 """
@@ -15,6 +18,16 @@ Its notebook, notebooks/ch06_attention.ipynb, is written from this file by pytho
 # **grouped-query attention** (several query heads share one key/value head). This chapter writes
 # `qwen/attention.py`, runs it on a sentence step by step, and adds the **KV cache** that generation needs.
 
+# %% [markdown] lang="zh"
+# # 第 6 章 · 门控全注意力与键值缓存
+#
+# Qwen3.5 每四层里有一层用普通的 softmax 注意力在 token 之间交换信息：每个 token 算出一个查询，和它之前每个 token
+# 的键逐一比较，再对这些 token 的值做加权平均。相比教科书上的版本，Qwen3.5 改了四处：每个头一个**输出门**，
+# 由算查询的同一个投影产生，在输出投影之前以 `sigmoid(gate)` 乘到各头的输出上；RoPE 之前，对每个头的查询和键各做一次
+# RMSNorm（**QK-norm**）；**部分 RoPE**（每个头只有前四分之一的维度旋转）；
+# 以及**分组查询注意力**（几个查询头共用一个键/值头）。本章写出 `qwen/attention.py`，在一个句子上一步一步地运行它，
+# 再加上生成要用的**键值缓存**。
+
 # %%
 import time
 
@@ -27,9 +40,10 @@ from qwen.attention import GatedAttention, KVCache
 from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.family import SIZES, all_attention_bytes, cache_bytes
+from qwen.lang import tr
 from qwen.norm import RMSNorm
 from qwen.rope import RotaryEmbedding, apply_rope
-from qwen.sizes import REAL_NAME, real_config
+from qwen.sizes import real_config
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import fill, load_weights
@@ -38,12 +52,12 @@ args = chapter_args(__doc__)
 cfg = Config.load(args.path)
 W = load_weights(args.path)  # lazy: only the tensors this chapter asks for are read
 real = real_config()
-REAL = REAL_NAME
+REAL = tr("real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B")
 dev, d, H, Hkv, D = args.device, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
 R = int(D * cfg.partial_rotary_factor)
 layer = cfg.layer_types.index("full_attention")  # the first full-attention layer
 prefix = f"layers.{layer}.self_attn."
-SYNTHETIC = " (synthetic weights)" if is_synthetic(args.path) else ""
+SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if is_synthetic(args.path) else ""
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
 
@@ -51,6 +65,10 @@ torch.set_grad_enabled(False)  # nothing is trained here
 # Where it sits: the mixer of layers 3, 7, 11, … (one in four); the other layers use Gated DeltaNet (chapter 7).
 # The KV cache box belongs to generation (chapter 9), but this chapter writes it, because attention defines what it
 # must hold.
+
+# %% [markdown] lang="zh"
+# 它在模型里的位置：第 3、7、11……层的混合器（四层里一层）；其余各层用 Gated DeltaNet（第 7 章）。
+# 图中键值缓存这一格属于生成（第 9 章），却由本章来写，因为它该存什么由注意力决定。
 
 # %%
 book.show("ch06-map", book.model_map.draw, "attention")
@@ -61,23 +79,33 @@ book.show("ch06-map", book.model_map.draw, "attention")
 # `k_proj` and `v_proj` make only Hkv heads, shared by groups of query heads. `o_proj` maps the H heads back to the
 # residual width d. `q_norm` and `k_norm` hold one (1 + w) scale of length D, used by every head. No biases.
 
+# %% [markdown] lang="zh"
+# ## 1. 每层六个张量
+# `q_proj` 的行数是查询所需的两倍：它产生 H 个查询头**和** H 个门头，每个头 D 个值。`k_proj` 和 `v_proj` 只产生 Hkv
+# 个头，每个由一组查询头共用。`o_proj` 把 H 个头映射回残差的宽度 d。`q_norm` 和 `k_norm` 各存一个长度为 D 的 (1 + w)
+# 缩放，所有头共用。没有偏置。
+
 # %%
 full = [i for i, t in enumerate(cfg.layer_types) if t == "full_attention"]
-print(f"full-attention layers: {full} ({len(full)} of {cfg.num_hidden_layers})")
+print(tr(f"full-attention layers: {full} ({len(full)} of {cfg.num_hidden_layers})",
+         f"全注意力层：{full}（{cfg.num_hidden_layers} 层中的 {len(full)} 层）"))
 SHAPES = {"q_proj.weight": ("(2·H·D, d)", lambda c: (2 * c.num_attention_heads * c.head_dim, c.hidden_size)),
           "k_proj.weight": ("(Hkv·D, d)", lambda c: (c.num_key_value_heads * c.head_dim, c.hidden_size)),
           "v_proj.weight": ("(Hkv·D, d)", lambda c: (c.num_key_value_heads * c.head_dim, c.hidden_size)),
           "o_proj.weight": ("(d, H·D)", lambda c: (c.hidden_size, c.num_attention_heads * c.head_dim)),
           "q_norm.weight": ("(D,)", lambda c: (c.head_dim,)), "k_norm.weight": ("(D,)", lambda c: (c.head_dim,))}
-print(f"   {'':16s} {'this checkpoint':16s} {'formula':12s} {REAL}")
+print(tr(f"   {'':16s} {'this checkpoint':16s} {'formula':12s} {REAL}",
+         f"   {'':16s} {'本检查点':12s} {'公式':10s} {REAL}"))  # a CJK character is two columns wide
 for name, (formula, shape) in SHAPES.items():
     assert tuple(W[prefix + name].shape) == shape(cfg)
     print(f"   {name:16s} {str(shape(cfg)):16s} {formula:12s} {shape(real)}")
-for label, c in (("this checkpoint", cfg), (REAL, real)):
+for label, c in ((tr("this checkpoint", "本检查点"), cfg), (REAL, real)):
     per_layer = sum(torch.Size(shape(c)).numel() for _, shape in SHAPES.values())
     n = c.layer_types.count("full_attention")
-    print(f"{label}: H = {c.num_attention_heads}, Hkv = {c.num_key_value_heads}, D = {c.head_dim}: "
-          f"{per_layer:,} weights per layer, {per_layer * n:,} in its {n} full-attention layers")
+    print(tr(f"{label}: H = {c.num_attention_heads}, Hkv = {c.num_key_value_heads}, D = {c.head_dim}: "
+             f"{per_layer:,} weights per layer, {per_layer * n:,} in its {n} full-attention layers",
+             f"{label}：H = {c.num_attention_heads}，Hkv = {c.num_key_value_heads}，D = {c.head_dim}："
+             f"每层 {per_layer:,} 个权重，{n} 个全注意力层共 {per_layer * n:,} 个"))
 
 # %% [markdown]
 # ## 2. Write it
@@ -95,6 +123,20 @@ for label, c in (("this checkpoint", cfg), (REAL, real)):
 # six weights. Start it with `python practice/judge.py start 208`, or write the two functions in the cell below (in
 # the notebook) and run it: the judge grades them.
 
+# %% [markdown] lang="zh"
+# ## 2. 动手写
+# 输入 x 的形状为 (B, T, d)，cos、sin 是这 T 个位置的 RoPE 表（第 4 章），做法如下：
+#
+# 1. 把 `q_proj(x)` 看成 (B, T, H, 2·D)：每个头的前 D 个值是它的查询，后 D 个是它的门。
+# 2. 每个查询头做 q_norm，每个键头做 k_norm（k = `k_proj(x)` 看成 (B, T, Hkv, D)）；v = `v_proj(x)`。
+# 3. 对 q 和 k 做 RoPE——在归一化之后。
+# 4. 对每一对（查询 t，键 s）算 scores = q·kᵀ / √D；s > t 或键 s 是填充的位置置为 −∞（实际用最负的浮点数）；在 fp32
+#    里对 s 做 softmax；每个头的输出是值的加权和。查询头 h 读 K/V 头 h // (H/Hkv)。
+# 5. 各头并排拼成 (B, T, H·D)，乘以 sigmoid(gate)，再过 `o_proj`。
+#
+# **先自己试试：** 练习 208 要求用这一层的六个权重写出注意力（`attend`）和整个层（`gated_attention`）。用
+# `python practice/judge.py start 208` 开始，或者（在笔记本里）在下面的单元格里写这两个函数再运行：评测器会给它们打分。
+
 
 # %%
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -111,6 +153,9 @@ book.attempt(208, attend, gated_attention)
 # %% [markdown]
 # ### The finished module: `qwen/attention.py`
 
+# %% [markdown] lang="zh"
+# ### 写好的模块：`qwen/attention.py`
+
 # %%
 book.listing("qwen/attention.py")
 
@@ -123,6 +168,14 @@ book.listing("qwen/attention.py")
 # A sentence, embedded and normalised by the layer's `input_layernorm`. The layers before it are skipped (chapter 8
 # runs the whole stack), so what follows is this layer's response to the embeddings alone.
 
+# %% [markdown] lang="zh"
+# `GatedAttention.forward` 就是上面的做法逐行写出来；`attention` 是第 4 步，`causal_mask` 决定每个查询能看到哪些键；
+# `KVCache` 在第 7 节。本章余下的部分在一个句子上逐步运行这个模块的各个部分，每一步都做检查。
+#
+# ## 3. 查询和门：按头交错
+# 取一个句子，做嵌入，再用该层的 `input_layernorm` 归一化。它前面的各层都跳过（第 8 章才运行整个堆叠），
+# 所以下面看到的是这一层对嵌入本身的响应。
+
 # %%
 tok = load_tokenizer(args.path)
 sentence = "The cat sat on the mat because it was tired."
@@ -134,14 +187,18 @@ x = fill(RMSNorm(d, cfg.rms_norm_eps), W, f"layers.{layer}.input_layernorm.").to
 attn = fill(GatedAttention(cfg), W, prefix).to(dev)
 qg = attn.q_proj(x)  # (1, T, 2·H·D)
 q, gate = qg.view(1, T, H, 2 * D).split(D, dim=-1)  # each (1, T, H, D)
-print(f"{T} tokens: {tokens}")
-print(f"q_proj(x) {tuple(qg.shape)} -> view (1, T, H, 2D) {(1, T, H, 2 * D)} -> query {tuple(q.shape)} "
-      f"and gate {tuple(gate.shape)}")
-print(f"head 1 reads rows {2 * D}..{3 * D - 1} of q_proj.weight as its query and rows {3 * D}..{4 * D - 1} as its "
-      f"gate")
+print(tr(f"{T} tokens: {tokens}", f"{T} 个 token：{tokens}"))
+print(tr(f"q_proj(x) {tuple(qg.shape)} -> view (1, T, H, 2D) {(1, T, H, 2 * D)} -> query {tuple(q.shape)} "
+         f"and gate {tuple(gate.shape)}",
+         f"q_proj(x) {tuple(qg.shape)} -> view 成 (1, T, H, 2D) {(1, T, H, 2 * D)} -> 查询 {tuple(q.shape)}，"
+         f"门 {tuple(gate.shape)}"))
+print(tr(f"head 1 reads rows {2 * D}..{3 * D - 1} of q_proj.weight as its query and rows {3 * D}..{4 * D - 1} as "
+         f"its gate",
+         f"头 1 把 q_proj.weight 的第 {2 * D}..{3 * D - 1} 行当作查询，第 {3 * D}..{4 * D - 1} 行当作门"))
 blocked = qg.view(1, T, 2, H, D)  # the wrong reading: [all queries | all gates]
-print(f"read as [all queries | all gates], 'query head 1' would be head 0's gate: "
-      f"{torch.equal(blocked[:, :, 0, 1], gate[:, :, 0])}")
+wrong = torch.equal(blocked[:, :, 0, 1], gate[:, :, 0])
+print(tr(f"read as [all queries | all gates], 'query head 1' would be head 0's gate: {wrong}",
+         f"按 [全部查询 | 全部门] 读取，“查询头 1”其实是头 0 的门：{wrong}"))
 
 # %% [markdown]
 # ## 4. QK-norm, then RoPE
@@ -150,6 +207,12 @@ print(f"read as [all queries | all gates], 'query head 1' would be head 0's gate
 # √D · max|1 + w| whatever the input. Then RoPE rotates the first R dims; a rotation keeps lengths, so the bound
 # survives.
 
+# %% [markdown] lang="zh"
+# ## 4. 先 QK-norm，再 RoPE
+# 每个头的查询和键在 D 维上做 RMS 归一化（第 3 章的零中心 RMSNorm，一份权重所有头共用）。这给每个分数都加了上界：
+# |q·k| ≤ ‖q‖‖k‖，而归一化之后，不管输入是什么，一个头的长度至多为 √D · max|1 + w|。接着 RoPE 旋转前 R 维；旋转不改变
+# 长度，所以上界依然成立。
+
 # %%
 rope = RotaryEmbedding(cfg)
 positions = torch.arange(T, device=dev)[None]  # (1, T)
@@ -157,12 +220,15 @@ cos, sin = rope(positions, x.dtype)  # (1, T, R)
 qn = attn.q_norm(q).transpose(1, 2)  # (1, H, T, D)
 k = attn.k_norm(attn.k_proj(x).view(1, T, Hkv, D)).transpose(1, 2)  # (1, Hkv, T, D)
 v = attn.v_proj(x).view(1, T, Hkv, D).transpose(1, 2)  # (1, Hkv, T, D): no norm, no RoPE
-q_raw_rms = q.pow(2).mean(-1).sqrt()
-print(f"RMS of the query heads before q_norm: {q_raw_rms.min():.2f} .. {q_raw_rms.max():.2f}; after: "
-      f"{qn.pow(2).mean(-1).sqrt().min():.2f} .. {qn.pow(2).mean(-1).sqrt().max():.2f}{SYNTHETIC}")
+q_raw_rms, q_rms = q.pow(2).mean(-1).sqrt(), qn.pow(2).mean(-1).sqrt()
+print(tr(f"RMS of the query heads before q_norm: {q_raw_rms.min():.2f} .. {q_raw_rms.max():.2f}; after: "
+         f"{q_rms.min():.2f} .. {q_rms.max():.2f}{SYNTHETIC}",
+         f"各查询头在 q_norm 之前的 RMS：{q_raw_rms.min():.2f} .. {q_raw_rms.max():.2f}；之后："
+         f"{q_rms.min():.2f} .. {q_rms.max():.2f}{SYNTHETIC}"))
 qr, kr = apply_rope(qn, cos, sin), apply_rope(k, cos, sin)
-print(f"RoPE keeps each head's length: max change {(qr.norm(dim=-1) - qn.norm(dim=-1)).abs().max():.1e}; "
-      f"dims {R}..{D - 1} untouched: {torch.equal(qr[..., R:], qn[..., R:])}")
+moved, kept = (qr.norm(dim=-1) - qn.norm(dim=-1)).abs().max(), torch.equal(qr[..., R:], qn[..., R:])
+print(tr(f"RoPE keeps each head's length: max change {moved:.1e}; dims {R}..{D - 1} untouched: {kept}",
+         f"RoPE 不改变每个头的长度：最大变化 {moved:.1e}；第 {R}..{D - 1} 维原样不动：{kept}"))
 
 # %% [markdown]
 # ## 5. The scores, the mask, the softmax, the weighted sum
@@ -170,10 +236,17 @@ print(f"RoPE keeps each head's length: max change {(qr.norm(dim=-1) - qn.norm(di
 # consecutive heads, so the keys are expanded with `repeat_interleave` (not `repeat`, which would tile them). Then
 # four lines: scores, mask, softmax, weighted sum.
 
+# %% [markdown] lang="zh"
+# ## 5. 分数、掩码、softmax、加权和
+# 先处理分组查询注意力：K/V 头 j 服务查询头 j·(H/Hkv) … (j+1)·(H/Hkv) − 1，是一串相邻的头，所以键要用
+# `repeat_interleave` 展开（不能用 `repeat`，它会整块平铺）。然后是四行：分数、掩码、softmax、加权和。
+
 # %%
 group, real_group = H // Hkv, real.num_attention_heads // real.num_key_value_heads
-print(f"H = {H} query heads, Hkv = {Hkv} K/V heads: query head h reads K/V head {[h // group for h in range(H)]}"
-      f" ({REAL}: {[h // real_group for h in range(real.num_attention_heads)]})")
+reads = [h // group for h in range(H)]
+real_reads = [h // real_group for h in range(real.num_attention_heads)]
+print(tr(f"H = {H} query heads, Hkv = {Hkv} K/V heads: query head h reads K/V head {reads} ({REAL}: {real_reads})",
+         f"H = {H} 个查询头，Hkv = {Hkv} 个 K/V 头：查询头 h 读 K/V 头 {reads}（{REAL}：{real_reads}）"))
 kx, vx = kr.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (1, H, T, D)
 raw = qr @ kx.transpose(-2, -1)  # (1, H, T, T): one score per (query, key)
 scores = raw * D ** -0.5
@@ -181,9 +254,12 @@ allowed = torch.ones(T, T, dtype=torch.bool, device=dev).tril()  # query t sees 
 scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
 probs = torch.softmax(scores, dim=-1, dtype=torch.float32)  # (1, H, T, T)
 heads = probs @ vx  # (1, H, T, D)
-print(f"every row of probabilities sums to 1: max |sum - 1| = {(probs.sum(-1) - 1).abs().max():.1e}; "
-      f"above the diagonal exactly 0: {bool((probs[..., ~allowed] == 0).all())}; "
-      f"the first token attends only to itself: {bool((probs[..., 0, 0] == 1).all())}")
+off_one = (probs.sum(-1) - 1).abs().max()
+above, itself = bool((probs[..., ~allowed] == 0).all()), bool((probs[..., 0, 0] == 1).all())
+print(tr(f"every row of probabilities sums to 1: max |sum - 1| = {off_one:.1e}; above the diagonal exactly 0: "
+         f"{above}; the first token attends only to itself: {itself}",
+         f"每行概率之和为 1：max |sum - 1| = {off_one:.1e}；对角线以上恰好为 0：{above}；"
+         f"第一个 token 只关注它自己：{itself}"))
 
 # %% [markdown]
 # Why divide by √D: a dot product of D terms grows like √D. Without the scale the softmax of a large head
@@ -191,22 +267,37 @@ print(f"every row of probabilities sums to 1: max |sum - 1| = {(probs.sum(-1) - 
 # when the entries of q and k are roughly independent with unit variance. QK-norm gives each head an RMS near 1
 # (times its 1 + w), but not independent entries: a trained head's q and k can line up, and its scores spread more.
 
+# %% [markdown] lang="zh"
+# 为什么除以 √D：D 项的点积按 √D 增长。不缩放时，大头（真实 0.8B 里 D = 256）的 softmax 要尖锐得多；缩放之后，
+# 分数的离散程度不再依赖 D——当 q 和 k 的各分量大致独立、方差为 1 时严格如此。QK-norm 让每个头的 RMS 接近 1（再乘上它的
+# 1 + w），但并不让各分量独立：训练过的头，其 q 和 k 可能方向一致，分数就散得更开。
+
 # %%
 unscaled = torch.softmax(raw.masked_fill(~allowed, torch.finfo(raw.dtype).min), dim=-1, dtype=torch.float32)
-print(f"score spread (std over allowed pairs): {raw[..., allowed].std():.2f} without 1/√D, "
-      f"{(raw * D ** -0.5)[..., allowed].std():.2f} with it (√D = {D ** 0.5:g}){SYNTHETIC}")
-print(f"mean largest probability of a row from token 4 on: {unscaled[..., 4:, :].amax(-1).mean():.2f} without the "
-      f"scale, {probs[..., 4:, :].amax(-1).mean():.2f} with it{SYNTHETIC}")
+spread, scaled_spread = raw[..., allowed].std(), (raw * D ** -0.5)[..., allowed].std()
+print(tr(f"score spread (std over allowed pairs): {spread:.2f} without 1/√D, {scaled_spread:.2f} with it "
+         f"(√D = {D ** 0.5:g}){SYNTHETIC}",
+         f"分数的离散程度（允许的位置对上的标准差）：不乘 1/√D 时 {spread:.2f}，乘上之后 {scaled_spread:.2f}"
+         f"（√D = {D ** 0.5:g}）{SYNTHETIC}"))
+peak, scaled_peak = unscaled[..., 4:, :].amax(-1).mean(), probs[..., 4:, :].amax(-1).mean()
+print(tr(f"mean largest probability of a row from token 4 on: {peak:.2f} without the scale, {scaled_peak:.2f} "
+         f"with it{SYNTHETIC}",
+         f"从 token 4 起每行最大概率的平均值：不缩放 {peak:.2f}，缩放后 {scaled_peak:.2f}{SYNTHETIC}"))
 
 # %% [markdown]
 # The probabilities of a few heads, tokens as labels. On the synthetic checkpoint the weights are random, so these
 # maps show the causal triangle and nothing about language; run the chapter with `--model Qwen/Qwen3.5-0.8B` to see
 # what trained heads attend to.
 
+# %% [markdown] lang="zh"
+# 几个头的概率图，以 token 作刻度。合成检查点的权重是随机的，这些图只显出因果三角形，与语言毫无关系；用
+# `--model Qwen/Qwen3.5-0.8B` 运行本章，才能看到训练过的头关注什么。
+
 # %%
 picks = sorted({0, 1, H // 2, H - 1})
 book.show("ch06-maps", ch06.attention_maps, probs[0].cpu(), tokens, picks,
-          f"Attention of layer {layer}'s heads on one sentence, earlier layers skipped{SYNTHETIC}")
+          tr(f"Attention of layer {layer}'s heads on one sentence, earlier layers skipped{SYNTHETIC}",
+             f"第 {layer} 层各头在一个句子上的注意力，跳过了之前的层{SYNTHETIC}"))
 
 # %% [markdown]
 # ## 6. The output gate
@@ -217,17 +308,29 @@ book.show("ch06-maps", ch06.attention_maps, probs[0].cpu(), tokens, picks,
 # their weight on the first token): the sink is much weaker with the gate, not gone. The steps above, put
 # together, are the module.
 
+# %% [markdown] lang="zh"
+# ## 6. 输出门
+# 每个头的输出逐维乘以 sigmoid(gate)：一个 0 到 1 之间的数，由这个 token 自己算出来。一个头没什么有用的东西可加时，
+# 可以把自己关掉（gate ≪ 0）。Qwen 团队研究门控注意力的论文（Qiu et al., 2025，“Gated Attention for Large Language
+# Models”）报告说：这个门在值投影和输出投影之间加了一个非线性，让输出变得稀疏，并缓解了“注意力汇聚”（attention sink：
+# 各头把大部分权重压在第一个 token 上）——有了门，汇聚弱得多，但没有消失。把上面的步骤拼在一起，就是这个模块。
+
 # %%
 gated = heads.transpose(1, 2).reshape(1, T, H * D) * torch.sigmoid(gate.reshape(1, T, H * D))
 y = attn.o_proj(gated)  # (1, T, d)
-print(f"the steps by hand vs GatedAttention: max |diff| = {(y - attn(x, cos, sin)).abs().max():.1e}")
+by_hand = (y - attn(x, cos, sin)).abs().max()
+print(tr(f"the steps by hand vs GatedAttention: max |diff| = {by_hand:.1e}",
+         f"手写的步骤 vs GatedAttention：max |diff| = {by_hand:.1e}"))
 s = torch.sigmoid(gate)
-print(f"sigmoid(gate) on this sentence: mean {s.mean():.2f}, {(s < 0.1).float().mean():.0%} below 0.1, "
-      f"{(s > 0.9).float().mean():.0%} above 0.9{SYNTHETIC}")
+shut, open_ = (s < 0.1).float().mean(), (s > 0.9).float().mean()
+print(tr(f"sigmoid(gate) on this sentence: mean {s.mean():.2f}, {shut:.0%} below 0.1, {open_:.0%} above 0.9"
+         f"{SYNTHETIC}",
+         f"这个句子上的 sigmoid(gate)：均值 {s.mean():.2f}，{shut:.0%} 低于 0.1，{open_:.0%} 高于 0.9{SYNTHETIC}"))
 
 # %%
 book.show("ch06-gate", ch06.gate_distribution, gate.reshape(T, H * D).cpu(), H,
-          f"The output gate of layer {layer} on one sentence{SYNTHETIC}")
+          tr(f"The output gate of layer {layer} on one sentence{SYNTHETIC}",
+             f"第 {layer} 层的输出门，一个句子上{SYNTHETIC}"))
 
 # %% [markdown]
 # On random weights the gate sits around 0.5 with a spread set by how the synthetic weights were drawn: a finding
@@ -244,6 +347,18 @@ book.show("ch06-gate", ch06.gate_distribution, gate.reshape(T, H * D).cpu(), H,
 # **Try it first:** exercise 209 asks for one attention step that reads a cache and returns it grown
 # (`python practice/judge.py start 209`, or the cell below in the notebook).
 
+# %% [markdown] lang="zh"
+# 在随机权重上，门的值集中在 0.5 附近，散开多少取决于合成权重是怎么抽出来的：关于真实模型的结论，要用真实权重来下。
+#
+# ## 7. 键值缓存
+# 生成文本时每次加一个 token，每个新 token 的查询都要用到之前所有 token 的键和值。这些键和值永远不变，因为模型是因果的：
+# token s 的键和值只依赖 token 0…s（这一层之前的每个混合器都只看之前的 token），而它的位置 s 是固定的，旋转也就固定。
+# 后来的 token 改变不了它们，每来一个新 token 都重算一遍纯属浪费。键值缓存把它们存下来：键存的是**经过 k_norm 和 RoPE
+# 之后**的，和注意力用到的完全一样；还有值。两者都是 (B, Hkv, S, D)，沿 S 增长。
+#
+# **先自己试试：** 练习 209 要求写一步注意力：读取缓存，并返回增长后的缓存（`python practice/judge.py start 209`，
+# 或者在笔记本里用下面的单元格）。
+
 
 # %%
 def attention_step(x: torch.Tensor, weights: dict, cos: torch.Tensor, sin: torch.Tensor, cache_k: torch.Tensor,
@@ -259,17 +374,26 @@ book.attempt(209, attention_step)
 # pieces — a prompt, then one token at a time — gives what it gives processed at once. A first piece shorter than
 # the next works too.
 
+# %% [markdown] lang="zh"
+# `KVCache.update` 沿 S 追加，并返回存着的全部内容；`GatedAttention.forward` 把第 i 个新 token 放在因果掩码的
+# `cache.length + i` 位置上。判断缓存对不对的标准：把句子分段处理——先是提示词，再一次一个
+# token——结果和一次处理整句相同。第一段比第二段短也没问题。
+
 # %%
 whole = attn(x, cos, sin)
 cache, outs, start = KVCache(), [], 0
 for n in [2, 5] + [1] * (T - 7):
     end = start + n
     outs.append(attn(x[:, start:end], cos[:, start:end], sin[:, start:end], cache=cache))
-    print(f"   {n} new token{'s' if n > 1 else ' '} -> cache keys {tuple(cache.k.shape)}, "
-          f"values {tuple(cache.v.shape)}")
+    new = tr("new tokens", "个新 token") if n > 1 else tr("new token ", "个新 token")
+    print(tr(f"   {n} {new} -> cache keys {tuple(cache.k.shape)}, values {tuple(cache.v.shape)}",
+             f"   {n} {new} -> 缓存的键 {tuple(cache.k.shape)}，值 {tuple(cache.v.shape)}"))
     start = end
-print(f"in pieces vs at once: max |diff| = {(torch.cat(outs, 1) - whole).abs().max():.1e} (fp32 rounding); "
-      f"cached keys vs the keys after k_norm and RoPE above: max |diff| = {(cache.k - kr).abs().max():.1e}")
+pieces, cached = (torch.cat(outs, 1) - whole).abs().max(), (cache.k - kr).abs().max()
+print(tr(f"in pieces vs at once: max |diff| = {pieces:.1e} (fp32 rounding); "
+         f"cached keys vs the keys after k_norm and RoPE above: max |diff| = {cached:.1e}",
+         f"分段 vs 一次处理：max |diff| = {pieces:.1e}（fp32 舍入误差）；"
+         f"缓存的键 vs 上面经过 k_norm 和 RoPE 的键：max |diff| = {cached:.1e}"))
 
 # %% [markdown]
 # A continuation projects only its new tokens: the step above multiplied one row of x by `q_proj`, `k_proj` and
@@ -277,25 +401,42 @@ print(f"in pieces vs at once: max |diff| = {(torch.cat(outs, 1) - whole).abs().m
 # and memory in proportion to the context. How much memory: 2 (K and V) × Hkv × D values per token in each
 # full-attention layer, 2 bytes each in bf16.
 
+# %% [markdown] lang="zh"
+# 续写时只投影新 token：不管缓存多长，上面那一步只把 x 的一行乘以 `q_proj`、`k_proj` 和 `v_proj`。
+# 注意力本身仍要读每个缓存的键，所以每一步花的时间和内存都与上下文长度成正比。内存有多少：每个全注意力层每个 token 存
+# 2（K 和 V）× Hkv × D 个值，bf16 下每个值 2 字节。
+
 # %%
 per_token = cache_bytes(cfg, 1)[0]  # bf16, as the checkpoint stores it
-print(f"this checkpoint: {len(full)} full layers × 2 × {Hkv} × {D} × 2 bytes = {per_token:,} bytes per token")
+print(tr(f"this checkpoint: {len(full)} full layers × 2 × {Hkv} × {D} × 2 bytes = {per_token:,} bytes per token",
+         f"本检查点：{len(full)} 个全注意力层 × 2 × {Hkv} × {D} × 2 字节 = 每 token {per_token:,} 字节"))
 for name, c in SIZES.items():
-    per = cache_bytes(c, 1)[0]
-    print(f"Qwen3.5-{name:4s}: {per:7,} bytes per token; {per * 32768 / 2 ** 30:5.2f} GiB at 32,768 tokens, "
-          f"{per * 262144 / 2 ** 30:5.1f} GiB at 262,144; with full attention in all "
-          f"{c.num_hidden_layers} layers: {all_attention_bytes(c, 262144) / 2 ** 30:5.1f} GiB")
+    per, every = cache_bytes(c, 1)[0], all_attention_bytes(c, 262144)
+    print(tr(f"Qwen3.5-{name:4s}: {per:7,} bytes per token; {per * 32768 / 2 ** 30:5.2f} GiB at 32,768 tokens, "
+             f"{per * 262144 / 2 ** 30:5.1f} GiB at 262,144; with full attention in all "
+             f"{c.num_hidden_layers} layers: {every / 2 ** 30:5.1f} GiB",
+             f"Qwen3.5-{name:4s}：每 token {per:7,} 字节；32,768 个 token 时 {per * 32768 / 2 ** 30:5.2f} GiB，"
+             f"262,144 个时 {per * 262144 / 2 ** 30:5.1f} GiB；若 {c.num_hidden_layers} 层全用全注意力："
+             f"{every / 2 ** 30:5.1f} GiB"))
 deltanet = cache_bytes(real, 0)[1]  # fp32 states + bf16 conv inputs, none of it growing
-print(f"{REAL}'s {real.layer_types.count('linear_attention')} DeltaNet layers keep {deltanet / 2 ** 20:.1f} MiB of "
-      f"state at any length (chapter 7); the other sizes: " + ", ".join(
-          f"{name} {cache_bytes(c, 0)[1] / 2 ** 20:.1f} MiB" for name, c in SIZES.items()
-          if name != "0.8B"))
+others = tr(", ", "，").join(f"{name} {cache_bytes(c, 0)[1] / 2 ** 20:.1f} MiB" for name, c in SIZES.items()
+                            if name != "0.8B")
+linear = real.layer_types.count("linear_attention")
+print(tr(f"{REAL}'s {linear} DeltaNet layers keep {deltanet / 2 ** 20:.1f} MiB of state at any length (chapter 7); "
+         f"the other sizes: {others}",
+         f"{REAL} 的 {linear} 个 DeltaNet 层不论多长都只存 {deltanet / 2 ** 20:.1f} MiB 的状态（第 7 章）；"
+         f"其他尺寸：{others}"))
 
 # %% [markdown]
 # The sizes come from public copies of each model's config (the course cannot reach the hub to check them; the
 # sources are listed in `qwen/family.py`). Every size puts full attention in one layer of four, so its cache is a
 # quarter of what an all-attention model of the same shape would need; the DeltaNet layers keep a state that does
 # not grow (dashed, one line per size).
+
+# %% [markdown] lang="zh"
+# 这些尺寸取自各模型 config 的公开副本（本课程连不上 hub，无法核对；出处列在 `qwen/family.py` 里）。
+# 每个尺寸都是四层里一层用全注意力，所以它的缓存只有同样形状、层层都用全注意力的模型的四分之一；DeltaNet
+# 层存的状态不会增长（虚线，每个尺寸一条）。
 
 # %%
 book.show("ch06-kv-bytes", ch06.kv_cache_bytes, SIZES, 262_144)
@@ -307,6 +448,13 @@ book.show("ch06-kv-bytes", ch06.kv_cache_bytes, SIZES, 262_144)
 # 0.8B, more bytes per step than the layer's weights. `KVCache` writes the new rows into buffers that have room to
 # spare and keeps a `length`; only a full buffer is moved to a larger one, a quarter larger each time, so a row is
 # copied about four times in total however long the text grows. One layer of the real 0.8B, bf16, one new token:
+
+# %% [markdown] lang="zh"
+# ### 追加而不复制
+# 让缓存变长最直接的写法 `torch.cat((k_old, k_new), dim=2)` 会新建一个张量，把存着的每个键都复制进去：每个 token
+# 都要复制整个缓存。在真实 0.8B 里，32k 个 token 时每个全注意力层就是 64 MiB，每一步搬的字节比这一层的权重还多。
+# `KVCache` 把新行写进留有余量的缓冲区，并记下 `length`；只有缓冲区满了才整体搬到一个更大的里，每次大四分之一，
+# 所以不管文本多长，每一行总共只被复制大约四次。真实 0.8B 的一层，bf16，一个新 token：
 
 
 # %%
@@ -331,14 +479,21 @@ def append_ms(S, how, repeats=5):
 full_layers = real.layer_types.count("full_attention")
 for S in (1024, 8192, 32768):
     cat, update = append_ms(S, "cat"), append_ms(S, "update")
-    print(f"   {S:6,} tokens cached: torch.cat {cat:.3f} ms, KVCache.update {update:.3f} ms per layer; "
-          f"× {full_layers} layers: {full_layers * cat:.2f} ms against {full_layers * update:.2f} ms per token")
+    print(tr(f"   {S:6,} tokens cached: torch.cat {cat:.3f} ms, KVCache.update {update:.3f} ms per layer; "
+             f"× {full_layers} layers: {full_layers * cat:.2f} ms against {full_layers * update:.2f} ms per token",
+             f"   缓存了 {S:6,} 个 token：每层 torch.cat {cat:.3f} ms，KVCache.update {update:.3f} ms；"
+             f"× {full_layers} 层：每 token {full_layers * cat:.2f} ms 对 {full_layers * update:.2f} ms"))
 
 # %% [markdown]
 # The copy grows with the text; the write does not (timings on a shared machine vary from run to run; the growth
 # does not). Reading the cache still grows with the text: 12 KiB per token over the six layers, about 384 MiB at
 # 32k beside 1.5 GB of bf16 weights, so a decode step at 32k should cost about a quarter more than at 1k, not
 # several times more. `bench/bench_model.py --contexts 1024 8192 32768` measures it on the whole model.
+
+# %% [markdown] lang="zh"
+# 复制的开销随文本增长，写入的不增长（共享机器上的计时每次运行都不一样，增长的趋势不变）。读缓存的开销仍随文本增长：
+# 六层合计每 token 12 KiB，32k 时约 384 MiB，而 bf16 权重有 1.5 GB，所以 32k 时一步解码应当只比 1k 时多四分之一左右，
+# 而不是好几倍。`bench/bench_model.py --contexts 1024 8192 32768` 在整个模型上测量这一点。
 
 # %% [markdown]
 # ## 8. A faster path, proven equal
@@ -347,9 +502,16 @@ for S in (1024, 8192, 32768):
 # to rounding, not bit for bit: in bf16 it can be one grid step away from the written-out version that transformers'
 # eager path and this course use.
 
+# %% [markdown] lang="zh"
+# ## 8. 更快的路径，证明相等
+# PyTorch 的融合算子 `F.scaled_dot_product_attention` 算的是同一个函数（在 GPU 上用 flash 或 memory-efficient 内核，
+# 从不存下 T × S 的矩阵）。它的运算顺序不同，所以只在舍入误差以内一致，并非逐位相同：在 bf16 下，它和 transformers 的
+# eager 路径及本课程使用的手写版本可能差一个 bf16 步长。
+
 # %%
-fused = F.scaled_dot_product_attention(qr, kx, vx, is_causal=True)
-print(f"F.scaled_dot_product_attention vs the written-out attention: max |diff| = {(fused - heads).abs().max():.1e}")
+fused = (F.scaled_dot_product_attention(qr, kx, vx, is_causal=True) - heads).abs().max()
+print(tr(f"F.scaled_dot_product_attention vs the written-out attention: max |diff| = {fused:.1e}",
+         f"F.scaled_dot_product_attention vs 手写的注意力：max |diff| = {fused:.1e}"))
 
 # %% [markdown]
 # ## Try this
@@ -364,6 +526,19 @@ print(f"F.scaled_dot_product_attention vs the written-out attention: max |diff| 
 # ## Show the proof
 # The sentence through transformers' `Qwen3_5Attention` (eager) of the same layer, with its own RoPE tables and
 # causal mask: the same operations in the same order, so the outputs agree exactly in fp32 and in bf16.
+
+# %% [markdown] lang="zh"
+# ## 试一试
+#
+# - 把 `q_proj` 按 [全部查询 | 全部门] 读取（view 成 (1, T, 2, H, D)，再在第 2 维上拆开），然后运行这一层：
+#   输出偏了多远？什么都不会报错：每个形状都对得上，这正是这个 bug 能藏住的原因。
+# - 把键和值的 `repeat_interleave` 换成 `repeat`：在 H = 8、Hkv = 2（真实 0.8B）时，哪些查询头读到了别的 K/V 头？
+# - 用缓存解码，但给新 token 传的是位置 0..n−1 的 RoPE 表，而不是它们真实的位置：每个权重都没变，输出却变了。
+#   缓存里哪一部分现在是错的？
+#
+# ## 拿出证明
+# 把这个句子送进 transformers 同一层的 `Qwen3_5Attention`（eager），用它自己的 RoPE 表和因果掩码：运算相同、顺序相同，
+# 所以在 fp32 和 bf16 下输出都完全一致。
 
 
 # %%
@@ -380,8 +555,8 @@ def compare(transformers, path):
         xs, ours, theirs = x.cpu().to(dtype), ours.to(dtype), theirs.to(dtype)
         hf_tables = Qwen3_5TextRotaryEmbedding(text)(xs, positions.cpu())
         mask = create_causal_mask(config=text, inputs_embeds=xs, attention_mask=None, cache=None)
-        book.oracle.difference(f"gated attention, {dtype}", ours(xs, *rope(positions.cpu(), dtype)),
-                               theirs(xs, hf_tables, mask)[0])
+        book.oracle.difference(tr(f"gated attention, {dtype}", f"门控注意力，{dtype}"),
+                               ours(xs, *rope(positions.cpu(), dtype)), theirs(xs, hf_tables, mask)[0])
 
 
 book.proof(compare, args.path)
@@ -411,6 +586,30 @@ book.proof(compare, args.path)
 # | heads' output, times sigmoid(gate) | (B, T, H·D) | (B, T, 2048) |
 # | o_proj(…) | (B, T, d) | (B, T, 1024) |
 
+# %% [markdown] lang="zh"
+# ## 小结
+#
+# - 全注意力每四层一层：0.8B 的 24 层里有 6 层。`q_proj` 为每个头产生一个查询和一个门，按头交错；`k_proj` 和 `v_proj`
+#   产生 Hkv 个头，每个由 H/Hkv 个相邻的查询头共用。
+# - q_norm 和 k_norm（在 D 上的零中心 RMSNorm）在 RoPE 之前；RoPE 旋转前 R = D/4 维。
+# - scores = q·kᵀ/√D，加上因果掩码和填充掩码（用最负的浮点数，所以全是填充的一行仍是有限值），在 fp32 里做 softmax，
+#   对值加权求和；然后逐维乘 sigmoid(gate)，再过 `o_proj`。
+# - 键值缓存存的是经过归一化和 RoPE 的键，以及值：提示词分段处理和一次处理结果相同。每个全注意力层每个 token 增长
+#   2·Hkv·D 个值：0.8B 在 bf16 下每 token 12 KiB，262,144 个 token 时 3 GiB。
+#
+# ### 形状
+#
+# | 步骤 | 形状 | 真实 Qwen3.5-0.8B |
+# |---|---|---|
+# | x（input_layernorm 之后） | (B, T, d) | (B, T, 1024) |
+# | q_proj(x) → 查询、门 | (B, T, H, 2D) → 2 × (B, T, H, D) | (B, T, 8, 512) → 2 × (B, T, 8, 256) |
+# | k_proj(x)、v_proj(x) | (B, T, Hkv, D) | (B, T, 2, 256) |
+# | 归一化和 RoPE 之后的 q、k，头维在前 | (B, H, T, D), (B, Hkv, T, D) | (B, 8, T, 256), (B, 2, T, 256) |
+# | 缓存的键 / 值（S = 已缓存 + 新增） | (B, Hkv, S, D) | (B, 2, S, 256) |
+# | 分数、概率 | (B, H, T, S) | (B, 8, T, S) |
+# | 各头的输出，乘以 sigmoid(gate) | (B, T, H·D) | (B, T, 2048) |
+# | o_proj(…) | (B, T, d) | (B, T, 1024) |
+
 # %%
 book.notation(args.path)
 
@@ -419,6 +618,12 @@ book.notation(args.path)
 # 208 · the attention and the gated layer, with hints for the usual mistakes ([all queries | all gates], no sigmoid,
 # the gate after o_proj, norm after RoPE, softmax in bf16, `repeat` for `repeat_interleave`, no 1/√D, the mask off
 # by one). 209 · the KV cache: a cached continuation must equal the whole sequence processed at once.
+
+# %% [markdown] lang="zh"
+# ### 练习
+# 208 · 注意力和门控层，附常见错误的提示（[全部查询 | 全部门]、漏了 sigmoid、门放在 o_proj 之后、RoPE 之后才归一化、在
+# bf16 里做 softmax、把 `repeat_interleave` 写成 `repeat`、漏了 1/√D、掩码错一位）。209 · 键值缓存：
+# 带缓存的续写必须等于一次处理整个序列的结果。
 
 # %%
 book.attempt(208)
@@ -465,4 +670,44 @@ book.attempt(209)
 # └── 209_kv_cache/        + exercise 209
 #
 # + new in this chapter · unmarked: from an earlier chapter
+# ```
+
+# %% [markdown] lang="zh"
+# ## 怎么讲清楚
+#
+# 1. **核心。** 每个头算 softmax(QKᵀ/√D + mask)·V：每个 token 的查询给之前每个 token 的键打分，分数变成权重，
+#    输出是值的加权平均。√D 让分数的离散程度与头的大小无关（对大致独立、方差为 1 的分量而言）；因果掩码挡住未来；
+#    softmax 在 fp32 里算。
+# 2. **Qwen3.5 改了什么。** QK-norm（RoPE 之前对每个头的 q 和 k 做 RMSNorm）限制了 logits 的大小，让训练更稳；部分
+#    RoPE（每个头四分之一的维度旋转）；GQA（0.8B 里 8 个查询头共用 2 个 K/V 头），键值缓存因此缩小为原来的 Hkv/H；
+#    还有输出门：输入的另一个投影过 sigmoid，在 o_proj 之前逐维相乘——一个头可以把自己关掉，Qwen
+#    团队报告说它缓解了注意力汇聚（attention sink）。
+# 3. **缓存。** 解码时重用过去的每个键和值，存的是归一化和 RoPE 之后的——这样做成立，是因为模型是因果的（一个 token
+#    的键和值只依赖它自己及之前的 token）——所以每一步只投影新 token；代价是随上下文增长的内存：每个注意力层每个 token
+#    2·Hkv·D·2 字节。Qwen3.5 只在四分之一的层里用全注意力，把它压得很小；另外四分之三是线性注意力，状态大小固定（第 7
+#    章）。
+#
+# ## 文件
+#
+# ```
+# qwen/
+# ├── weights.py           （第 1 章）
+# ├── tokenizer.py         （第 2 章）
+# ├── embedding.py         （第 2 章）
+# ├── norm.py              （第 3 章）
+# ├── rope.py              （第 4 章）
+# ├── mlp.py               （第 5 章）
+# ├── attention.py         + GatedAttention、KVCache、attention、causal_mask
+# └── family.py            + Qwen3.5 各稠密尺寸，以及它们缓存大小的算术
+# book/
+# └── ch06.py              + 本章的图
+# chapters/
+# └── ch06_attention.py    + 本章的脚本
+# notebooks/
+# └── ch06_attention.ipynb + 本章的笔记本，由脚本生成（中文版在 notebooks/zh/）
+# practice/
+# ├── 208_gated_attention/ + 练习 208
+# └── 209_kv_cache/        + 练习 209
+#
+# + 本章新增 · 无标记：来自前面的章节
 # ```
