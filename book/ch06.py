@@ -7,7 +7,6 @@ hold for the real models as far as their configs (listed there, with where each 
 function returns a matplotlib Figure; its texts are in the language the course speaks (qwen.lang), drawn with a CJK
 font as a fallback (book/ch02.py) so that the Chinese ones show.
 """
-import functools
 
 import numpy as np
 
@@ -15,20 +14,6 @@ from qwen.family import SIZES, cache_bytes
 from qwen.lang import tr
 
 
-def _cjk(draw):
-    """Draw with matplotlib's font, then the first installed CJK font for the glyphs it lacks (book.ch02)."""
-    @functools.wraps(draw)
-    def drawn(*args, **kwargs):
-        import matplotlib.pyplot as plt
-
-        from book.ch02 import font_families
-
-        with plt.rc_context({"font.family": font_families()}):
-            return draw(*args, **kwargs)
-    return drawn
-
-
-@_cjk
 def attention_maps(probs, tokens, heads, title):
     """One panel per head: the attention weights (T queries × T keys) of `probs` (H, T, T), tokens as tick
     labels; the upper triangle is exactly 0 (the causal mask)."""
@@ -48,7 +33,6 @@ def attention_maps(probs, tokens, heads, title):
     return fig
 
 
-@_cjk
 def gate_distribution(gate, num_heads, title):
     """sigmoid(gate) for every (token, dimension) of one layer on a sentence: a histogram over all of them (left)
     and, per head, the mean and the share below 0.1 (right). gate: (T, H·D), the pre-sigmoid values."""
@@ -74,7 +58,6 @@ def gate_distribution(gate, num_heads, title):
     return fig
 
 
-@_cjk
 def kv_cache_bytes(sizes=SIZES, context=262_144):
     """The KV cache of one sequence in bf16 against its length, for each size (log-log), with the bytes per token
     in the legend; then each size's DeltaNet state (fp32 state + bf16 conv inputs, chapter 7), flat and dashed, since

@@ -2,7 +2,6 @@
 the parameters and the time go; and the FLOP count of a forward pass at any config's shapes (the real 0.8B's, when
 the checkpoint is synthetic). Each figure takes what the chapter computed and returns a matplotlib Figure; its texts
 are in the language the course speaks (qwen.lang), drawn with a CJK font as a fallback (book/ch02.py)."""
-import functools
 import unicodedata
 
 from qwen.lang import tr
@@ -22,19 +21,6 @@ def padded(text, width):
     """`text` padded with spaces to `width` columns, a CJK character counting as two (a column of Chinese names)."""
     columns = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
     return text + " " * max(0, width - columns)
-
-
-def _cjk(draw):
-    """Draw with matplotlib's font, then the first installed CJK font for the glyphs it lacks (book.ch02)."""
-    @functools.wraps(draw)
-    def drawn(*args, **kwargs):
-        import matplotlib.pyplot as plt
-
-        from book.ch02 import font_families
-
-        with plt.rc_context({"font.family": font_families()}):
-            return draw(*args, **kwargs)
-    return drawn
 
 
 def flops_by_component(cfg, T):
@@ -71,7 +57,6 @@ def _suffix(synthetic):
     return tr(" (synthetic weights)", "（合成权重）") if synthetic else ""
 
 
-@_cjk
 def pattern_figure(layer_types):
     """One box per layer, L or F: the hybrid rhythm of the stack."""
     import matplotlib.pyplot as plt
@@ -99,7 +84,6 @@ def _depth_ticks(n_layers):
     return ticks, [tr("embedding", "嵌入") if t == 0 else str(t - 1) for t in ticks]
 
 
-@_cjk
 def residual_figure(rms, layer_types, synthetic):
     """RMS of the residual stream after the embedding and after each layer, per position and its mean."""
     import matplotlib.pyplot as plt
@@ -121,7 +105,6 @@ def residual_figure(rms, layer_types, synthetic):
     return fig
 
 
-@_cjk
 def lens_figure(ranks, labels, synthetic):
     """Logit lens: the rank of each position's actual next token when the final norm and head read the residual
     stream after the embedding (row 0) and after layer i (row i + 1). ranks: (layers + 1, T) ints; labels: the T
@@ -141,7 +124,6 @@ def lens_figure(ranks, labels, synthetic):
     return fig
 
 
-@_cjk
 def share_figure(rows, synthetic):
     """Shares per component, one bar of stacked shares per row: rows = {label: {component: amount}}, e.g. the
     parameters, the measured forward time, the FLOPs at the real shapes. The components of the first row set the
