@@ -72,10 +72,11 @@ def chapter_pages(notebooks, site, exercises):
         script = ROOT / "chapters" / f"{stem}.py"
         modules = LISTING.findall(script.read_text(encoding="utf-8")) if script.is_file() else []
         figures_module = f"book/{stem.split('_')[0]}.py"
-        sources = [("script", f"chapters/{stem}.py"), ("notebook", f"notebooks/{stem}.ipynb")]
+        notebook = f"notebooks/{tr('', 'zh/')}{stem}.ipynb"
+        sources = [(tr("script", "脚本"), f"chapters/{stem}.py"), (tr("notebook", "笔记本"), notebook)]
         sources += [(m, m) for m in modules]
         if (ROOT / figures_module).is_file():
-            sources.append((f"{figures_module} (its figures)", figures_module))
+            sources.append((figures_module + tr(" (its figures)", "（本章的图）"), figures_module))
         thumbs = [f for f in _figure_names(nb) if not f.endswith("-map")]
         thumbnail = f"chapters/figures/{thumbs[0]}.png" if thumbs else ""
         pages.append(Page(f"chapters/{stem}.html", render.title(nb), body, sources, _first_paragraph(nb), thumbnail))
