@@ -4,8 +4,9 @@ The scripts are the one source. They are jupytext "percent" files: `# %%` starts
 markdown cell. Each English markdown cell is followed by its Chinese one, `# %% [markdown] lang="zh"`: the English
 notebook (notebooks/chNN_topic.ipynb) leaves the Chinese cells out, the Chinese one (notebooks/zh/chNN_topic.ipynb)
 puts each in place of the English cell before it and sets QWEN_LANG=zh in a first code cell, so that what the code
-prints is Chinese too (qwen.lang). The code cells are the same in both. Every code cell is live in both: a figure is one call, `book.show(name, draw, ...)`, that draws
-inline in the notebook and prints one line (or saves the figure, with --figures) on the command line. So a script
+prints is Chinese too (qwen.lang); a line break between two Chinese characters is joined (qwen.lang.unwrap). The
+code cells are the same in both. Every code cell is live in both: a figure is one call, `book.show(name, draw, ...)`,
+that draws inline in the notebook and prints one line (or saves the figure, with --figures) on the command line. So a script
 holds no commented-out code: a cell marked `active="ipynb"` is refused, except in the scripts listed in LEGACY,
 which still await their second edition. The script's docstring (its run command) is left out of the notebook.
 Two things a notebook does differently from the command line are written in: a notebook shows the value of a cell's
@@ -27,6 +28,8 @@ from pathlib import Path
 
 import jupytext
 import nbformat
+
+from qwen.lang import unwrap
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS, NOTEBOOKS = ROOT / "chapters", ROOT / "notebooks"
@@ -102,18 +105,6 @@ def _silenced(source):
     return "\n".join(lines)
 
 
-WIDE = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"  # CJK characters and full-width punctuation
-CJK_BREAK = re.compile(f"(?<=[{WIDE}])\n[ \t]*(?=[{WIDE}])")
-FENCE = re.compile(r"(```.*?```)", re.S)
-
-
-def _joined(markdown):
-    """Chinese prose wrapped in the script joined back where a line break falls between two Chinese characters:
-    markdown shows such a break as a space, which Chinese text does not have. Code blocks are left as written."""
-    pieces = FENCE.split(markdown)
-    return "".join(p if i % 2 else CJK_BREAK.sub("", p) for i, p in enumerate(pieces))
-
-
 def render(script, lang="en"):
     """The notebook text for a chapter script, in `lang`."""
     nb = jupytext.reads(Path(script).read_text(encoding="utf-8"), fmt="py:percent")
@@ -123,7 +114,7 @@ def render(script, lang="en"):
     for cell in nb.cells:
         if cell.metadata.get("lang") == "zh":  # the Chinese of the markdown cell before it
             if lang == "zh" and cells and cells[-1].cell_type == "markdown":
-                cell.source = _joined(cell.source)
+                cell.source = unwrap(cell.source)
                 cells[-1] = cell
             continue
         cells.append(cell)

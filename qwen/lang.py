@@ -11,6 +11,7 @@ else English.
 """
 import locale
 import os
+import re
 import sys
 
 LANGUAGES = ("en", "zh")
@@ -64,3 +65,15 @@ def language():
 def tr(en, zh):
     """The text in the language the course speaks now."""
     return zh if _current == "zh" else en
+
+
+WIDE = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"  # CJK characters and full-width punctuation
+CJK_BREAK = re.compile(f"(?<=[{WIDE}])\n[ \t]*(?=[{WIDE}])")
+FENCE = re.compile(r"(```.*?```)", re.S)
+
+
+def unwrap(markdown):
+    """Chinese markdown wrapped in the source, joined back where a line break falls between two Chinese characters:
+    markdown shows such a break as a space, which Chinese text does not have. Code blocks are left as written."""
+    pieces = FENCE.split(markdown)
+    return "".join(p if i % 2 else CJK_BREAK.sub("", p) for i, p in enumerate(pieces))

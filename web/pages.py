@@ -14,7 +14,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
-from qwen.lang import language, tr
+from qwen.lang import language, tr, unwrap
 from web import render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,7 +104,7 @@ def exercise_pages(chapter_of):
                    f"practice/work/{folder.name}.py\npython practice/judge.py {number}         # 评测：上面的样例和"
                    f"隐藏用例\n```\n\n也可以在本章的笔记本里写：找到以 `book.attempt({number}, ...)` 结尾的那个单元格，"
                    f"运行它。{back}")
-        body = render.markdown(statement + grade)
+        body = render.markdown(unwrap(statement + grade))
         pages[number] = Page(f"exercises/{number}.html", f"{number} · {meta['title'][language()]}", body,
                              [(tr("statement", "题面"), f"practice/{folder.name}/{readme.name}"),
                               (tr("starter", "起始代码"), f"practice/{folder.name}/starter.py")])
