@@ -383,7 +383,7 @@ def image_command(chat: Session, arg: str, checkpoint: Path, budget: int | None 
         s = budget_settings(s, one if one is not None else budget)
         (w0, h0), grid = chat.attach(path, s)
     except (OSError, ValueError) as e:
-        print(tr(f"/image: {e}", f"/image：{e}"))
+        print(f"/image: {e}")
         return
     h, w = (int(n) * s.patch_size for n in grid[0, 1:])
     tokens = tokens_per_image(grid, s.merge_size)[0]
@@ -503,7 +503,7 @@ def turn(chat, text, view):
                 continue
             print(f"{dim}{piece}{plain}" if part == "think" else piece, end="", flush=True)
         s = chat.stats
-        speed = tr(f", {s['decode_tok_s']:.1f} tokens/s", f"，{s['decode_tok_s']:.1f} tokens/s") \
+        speed = tr(f", {s['decode_tok_s']:.1f} tokens/s", f"，速度 {s['decode_tok_s']:.1f} tokens/s") \
             if "decode_tok_s" in s else ""
         image = tr(f" ({s['image_tokens']} of them image tokens)", f"（其中 {s['image_tokens']} 个是图像 token）") \
             if s["image_tokens"] else ""

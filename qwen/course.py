@@ -57,7 +57,7 @@ def summary(doc):
     that one is Chinese (whole sentences, on one line)."""
     paragraphs = [" ".join(p.split()) for p in doc.strip().split("\n\n")]
     chinese = len(paragraphs) > 1 and any("\u4e00" <= ch <= "\u9fff" for ch in paragraphs[1])
-    return lang.tr(paragraphs[0], paragraphs[1] if chinese else paragraphs[0])
+    return paragraphs[1] if chinese and lang.language() == "zh" else paragraphs[0]
 
 
 def chapter_parser(doc, **kwargs):
