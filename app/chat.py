@@ -28,13 +28,15 @@ from pathlib import Path
 
 import torch
 
+from qwen import lang
 from qwen.chat import default_thinking
 from qwen.config import DTYPES
-from qwen.course import open_model, pick_device
+from qwen.course import _asked_language, open_model, pick_device
 from qwen.draft import MTPDraft
 from qwen.fast import load_fast, numerics
 from qwen.generate import checkpoint_stop_tokens
 from qwen.image import ImageSettings, smart_resize
+from qwen.lang import tr
 from qwen.mrope import tokens_per_image
 from qwen.mtp import load_mtp
 from qwen.sampling import CARD
@@ -44,70 +46,109 @@ from qwen.tokenizer import load_tokenizer
 from qwen.vision import load_vision
 from qwen.vision_cost import rates, tower_cost
 
-# each command as /help lists it, one line each: (usage, what it does); /image's three are left out with --speculative
-HELP = [("/image PATH", "attach the picture at PATH to your next message (PNG, JPEG, WebP, GIF or BMP); it says how "
-                        "many are pending"),
-        ("/image PATH --max-pixels N", "the same, resized into a smaller budget of N pixels (fewer tokens, a faster "
-                                       "tower)"),
-        ("/image", "list the pictures pending for your next message: file, size, image tokens"),
-        ("/image drop", "drop the pending pictures"),
-        ("/reset", "start a new conversation (pending pictures are dropped too)"),
-        ("/think on|off|hide", "thinking on, off, or on without printing the reasoning; prints the sampling settings"),
-        ("/limit N", "replies stop at N tokens"),
-        ("/history", "the conversation so far, one line per message"),
-        ("/help", "this list"),
-        ("/quit", "leave (so do Ctrl-D and Ctrl-C twice at the prompt)")]
+
+def help_rows():
+    """Each command as /help lists it, one line each: (usage, what it does); /image's three are left out with
+    --speculative."""
+    return [("/image PATH", tr("attach the picture at PATH to your next message (PNG, JPEG, WebP, GIF or BMP); it says "
+                               "how many are pending",
+                               "把 PATH 处的图片附到你的下一条消息上（PNG、JPEG、WebP、GIF 或 BMP），"
+                               "并告诉你有几张待发送")),
+            ("/image PATH --max-pixels N", tr("the same, resized into a smaller budget of N pixels (fewer tokens, a "
+                                              "faster tower)",
+                                              "同上，但缩放到更小的 N 像素预算内（token 更少，视觉塔更快）")),
+            ("/image", tr("list the pictures pending for your next message: file, size, image tokens",
+                          "列出下一条消息待发送的图片：文件、尺寸、图像 token 数")),
+            ("/image drop", tr("drop the pending pictures", "丢弃待发送的图片")),
+            ("/reset", tr("start a new conversation (pending pictures are dropped too)",
+                          "开始新对话（待发送的图片也一并丢弃）")),
+            ("/think on|off|hide", tr("thinking on, off, or on without printing the reasoning; prints the sampling "
+                                      "settings",
+                                      "打开思考、关闭思考，或思考但不打印推理过程；同时打印采样设置")),
+            ("/limit N", tr("replies stop at N tokens", "回复最多 N 个 token")),
+            ("/history", tr("the conversation so far, one line per message", "到目前为止的对话，每条消息一行")),
+            ("/help", tr("this list", "本列表")),
+            ("/quit", tr("leave (so do Ctrl-D and Ctrl-C twice at the prompt)",
+                         "退出（在提示符下按 Ctrl-D 或连按两次 Ctrl-C 也可以）"))]
+
+
 BLOCK = '"""'  # a line of its own opens and closes a message of several lines
 PADS = ("<|image_pad|>", "<|video_pad|>")  # stand for an image's (a video's) tokens: only /image writes them
 
 
 def positive(text):
     if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+        raise argparse.ArgumentTypeError(tr(f"{text!r} is not a whole number of at least 1",
+                                            f"{text!r} 不是不小于 1 的整数"))
     return int(text)
 
 
 def nonnegative(text):
     if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 0")
+        raise argparse.ArgumentTypeError(tr(f"{text!r} is not a whole number of at least 0",
+                                            f"{text!r} 不是不小于 0 的整数"))
     return int(text)
 
 
 def parse_args(argv=None):
-    return parser().parse_args(argv)
+    """The chat's command line; --lang is read first, so that --help speaks the language asked for."""
+    lang.use(_asked_language(sys.argv[1:] if argv is None else argv))
+    args = parser().parse_args(argv)
+    lang.use(args.lang)
+    return args
 
 
 def parser():
     p = argparse.ArgumentParser(prog="python main.py chat",
-                                description="Chat with the hand-written Qwen3.5 in the terminal. In the chat, /help "
-                                            "lists the commands. Ctrl-C stops a reply without leaving (your "
-                                            "unanswered message is dropped); Ctrl-D or /quit leaves.")
-    p.add_argument("--model", help="checkpoint folder, hub id (default Qwen/Qwen3.5-0.8B), size or 'synthetic'")
-    p.add_argument("--device", help="cpu, cuda or mps (default: the fastest available)")
+                                description=tr("Chat with the hand-written Qwen3.5 in the terminal. In the chat, /help "
+                                               "lists the commands. Ctrl-C stops a reply without leaving (your "
+                                               "unanswered message is dropped); Ctrl-D or /quit leaves.",
+                                               "在终端里和手写的 Qwen3.5 聊天。聊天中输入 /help 列出所有命令。"
+                                               "Ctrl-C 停止当前回复但不退出（你那条还没得到回答的消息会被丢弃）；"
+                                               "Ctrl-D 或 /quit 退出。"))
+    p.add_argument("--model", help=tr("checkpoint folder, hub id (default Qwen/Qwen3.5-0.8B), size or 'synthetic'",
+                                      "检查点文件夹、hub id（默认 Qwen/Qwen3.5-0.8B）、尺寸或 'synthetic'"))
+    p.add_argument("--device", help=tr("cpu, cuda or mps (default: the fastest available)",
+                                       "cpu、cuda 或 mps（默认：可用的最快设备）"))
     p.add_argument("--dtype", choices=["bf16", "fp32", "fp16"],
-                   help="default: the checkpoint's (bf16 for Qwen3.5)")
+                   help=tr("default: the checkpoint's (bf16 for Qwen3.5)", "默认：检查点自己的（Qwen3.5 是 bf16）"))
     p.add_argument("--threads", type=positive,
-                   help="CPU threads for torch (default: torch's, one per core; 1 on the synthetic checkpoint, whose "
-                        "tiny matrices gain nothing from more). On a busy machine fewer threads can decode faster")
+                   help=tr("CPU threads for torch (default: torch's, one per core; 1 on the synthetic checkpoint, "
+                           "whose tiny matrices gain nothing from more). On a busy machine fewer threads can decode "
+                           "faster",
+                           "torch 使用的 CPU 线程数（默认：torch 自己的设置，每个核一个；合成检查点上为 1，"
+                           "它的矩阵很小，线程再多也快不了）。机器忙的时候，线程少一些反而可能解码更快"))
     p.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
-                   help="start with thinking on/off (default: the checkpoint's: off for 0.8B and 2B, on for 4B+)")
-    p.add_argument("--hide-thinking", action="store_true", help="think, but do not print the reasoning")
-    p.add_argument("--system", help="a system message for the whole conversation")
+                   help=tr("start with thinking on/off (default: the checkpoint's: off for 0.8B and 2B, on for 4B+)",
+                           "开始时打开/关闭思考（默认按检查点：0.8B 和 2B 关闭，4B 及以上打开）"))
+    p.add_argument("--hide-thinking", action="store_true",
+                   help=tr("think, but do not print the reasoning", "思考，但不打印推理过程"))
+    p.add_argument("--system", help=tr("a system message for the whole conversation", "整个对话使用的系统消息"))
     p.add_argument("--max-new-tokens", type=positive,
-                   help="reply length limit (default 1024; 48 on the synthetic one); /limit N changes it in the chat")
-    p.add_argument("--seed", type=int, help="make the sampling reproducible")
+                   help=tr("reply length limit (default 1024; 48 on the synthetic one); /limit N changes it in the "
+                           "chat",
+                           "回复长度上限（默认 1024；合成检查点上为 48）；聊天中可用 /limit N 修改"))
+    p.add_argument("--seed", type=int, help=tr("make the sampling reproducible", "让采样结果可复现"))
     p.add_argument("--speculative", type=nonnegative, default=0, metavar="K",
-                   help="draft K tokens per main-model step with the checkpoint's MTP head (default 0: plain "
-                        "decoding); turns the model card's presence penalty off")
+                   help=tr("draft K tokens per main-model step with the checkpoint's MTP head (default 0: plain "
+                           "decoding); turns the model card's presence penalty off",
+                           "用检查点的 MTP 头在主模型每一步起草 K 个 token（默认 0：普通解码）；"
+                           "会关掉模型卡里的 presence penalty"))
     p.add_argument("--max-pixels", type=positive, metavar="N",
-                   help="resize each picture into at most N pixels (default: the checkpoint's budget, 16,777,216 "
-                        "for Qwen3.5): fewer image tokens and a quicker vision tower; /image PATH --max-pixels N sets "
-                        "it for one picture")
+                   help=tr("resize each picture into at most N pixels (default: the checkpoint's budget, 16,777,216 "
+                           "for Qwen3.5): fewer image tokens and a quicker vision tower; /image PATH --max-pixels N "
+                           "sets it for one picture",
+                           "把每张图片缩放到最多 N 像素（默认：检查点的预算，Qwen3.5 为 16,777,216）："
+                           "图像 token 更少，视觉塔更快；/image PATH --max-pixels N 只对一张图片生效"))
     for name, kind in (("temperature", float), ("top-p", float), ("top-k", int), ("min-p", float),
                        ("presence-penalty", float)):
-        p.add_argument(f"--{name}", type=kind, help=f"override the model card's {name} "
-                                                    f"(no thinking / thinking: {CARD[False][name.replace('-', '_')]}"
-                                                    f" / {CARD[True][name.replace('-', '_')]})")
+        off, on = CARD[False][name.replace('-', '_')], CARD[True][name.replace('-', '_')]
+        p.add_argument(f"--{name}", type=kind, help=tr(f"override the model card's {name} "
+                                                       f"(no thinking / thinking: {off} / {on})",
+                                                       f"覆盖模型卡里的 {name}（不思考 / 思考：{off} / {on}）"))
+    p.add_argument("--lang", choices=lang.LANGUAGES,
+                   help=tr("the language it speaks: en or zh (default: QWEN_LANG, else the locale)",
+                           "输出语言：en 或 zh（默认：QWEN_LANG，其次是系统的 locale）"))
     return p
 
 
@@ -131,29 +172,38 @@ def line_editing():
 def commands(images=True):
     """The commands in one line (without /image when images cannot be attached: under --speculative)."""
     return ", ".join((["/image [PATH | drop]"] if images else []) +
-                     [usage for usage, _ in HELP if not usage.startswith("/image")])
+                     [usage for usage, _ in help_rows() if not usage.startswith("/image")])
 
 
 def help_text(paste, images=True):
     """/help: one line per command, then how to type and stop."""
-    rows = [(usage, what) for usage, what in HELP if images or not usage.startswith("/image")]
+    rows = [(usage, what) for usage, what in help_rows() if images or not usage.startswith("/image")]
     width = max(len(usage) for usage, _ in rows)
-    several = ("a paste of several lines is one message (in terminals that mark pastes, as most do); or, for"
-               if paste else "for") + f" several lines, type {BLOCK} alone on a line, the lines, then {BLOCK} again"
+    if paste:
+        enter = tr(f"Enter sends; a paste of several lines is one message (in terminals that mark pastes, as most "
+                   f"do); or, for several lines, type {BLOCK} alone on a line, the lines, then {BLOCK} again.",
+                   f"回车发送；粘贴的多行文字算一条消息（终端会标记粘贴内容时如此，大多数终端都会）；"
+                   f"也可以先单独一行输入 {BLOCK}，再写多行内容，最后单独一行再输入 {BLOCK}。")
+    else:
+        enter = tr(f"Enter sends; for several lines, type {BLOCK} alone on a line, the lines, then {BLOCK} again.",
+                   f"回车发送；要写多行，先单独一行输入 {BLOCK}，再写多行内容，最后单独一行再输入 {BLOCK}。")
     lines = [f"  {usage:{width}}  {what}" for usage, what in rows]
     if images:
-        lines.append("A picture is resized to multiples of 32 pixels a side within the pixel budget: one token per "
-                     "32 × 32 pixels.")
+        lines.append(tr("A picture is resized to multiples of 32 pixels a side within the pixel budget: one token "
+                        "per 32 × 32 pixels.",
+                        "图片会在像素预算内缩放，边长取 32 像素的倍数：每 32 × 32 像素一个 token。"))
     else:
-        lines.append("Pictures cannot go with --speculative: restart without it to attach one.")
-    return "\n".join(["commands:", *lines, f"Enter sends; {several}.",
-                      "Ctrl-C stops a reply and drops your unanswered message."])
+        lines.append(tr("Pictures cannot go with --speculative: restart without it to attach one.",
+                        "用了 --speculative 就不能附图片：要附图，去掉它重新启动。"))
+    return "\n".join([tr("commands:", "命令："), *lines, enter,
+                      tr("Ctrl-C stops a reply and drops your unanswered message.",
+                         "Ctrl-C 停止当前回复，并丢弃你那条还没得到回答的消息。")])
 
 
 def read_message():
     """(text, is_block): one line (with bracketed paste, a paste of any number of lines), or the lines between two
     lines of three double quotes."""
-    text = input("\nyou> ")
+    text = input(tr("\nyou> ", "\n你> "))
     if text.strip() != BLOCK:
         return text, False
     lines = []
@@ -166,7 +216,7 @@ def shown(content):
     """A message's content as /history shows it: the text, each image part as [image]."""
     if isinstance(content, str):
         return content
-    return "".join("[image]" if part.get("type") == "image" else part["text"] for part in content)
+    return "".join(tr("[image]", "[图片]") if part.get("type") == "image" else part["text"] for part in content)
 
 
 def history(chat):
@@ -175,17 +225,22 @@ def history(chat):
     for i, m in enumerate(chat.messages, 1):
         text = shown(m["content"])
         n = text.count("\n") + 1
-        line = (f"{i:3} {m['role']:9} {len(text):6} characters{f' in {n} lines' if n > 1 else ''}: "
-                f"{text[:40]!r}{'…' if len(text) > 40 else ''}")
+        several = tr(f" in {n} lines", f"，共 {n} 行") if n > 1 else ""
+        line = (f"{i:3} {m['role']:9} " + tr(f"{len(text):6} characters{several}: ", f"{len(text):6} 个字符{several}：")
+                + f"{text[:40]!r}{'…' if len(text) > 40 else ''}")
         if m.get("reasoning_content"):
-            line += f" (and {len(m['reasoning_content'])} characters of reasoning, which later prompts leave out)"
+            line += tr(f" (and {len(m['reasoning_content'])} characters of reasoning, which later prompts leave out)",
+                       f"（另有 {len(m['reasoning_content'])} 个字符的推理过程，之后的提示词不再带上）")
         lines.append(line)
     if chat.pending:
-        lines.append(f"(and {len(chat.pending)} image{'s' if len(chat.pending) > 1 else ''} attached to your next "
-                     "message)")
+        n = len(chat.pending)
+        lines.append(tr(f"(and {n} images attached to your next message)", f"（另有 {n} 张图片附在你的下一条消息上）")
+                     if n > 1 else tr(f"(and {n} image attached to your next message)",
+                                      f"（另有 {n} 张图片附在你的下一条消息上）"))
     if not chat.messages:
-        return "\n".join(lines or ["(no messages yet)"])
-    kept = f"(the kept cache has read {len(chat.kept_ids)} tokens: the next prompt starts with them)"
+        return "\n".join(lines or [tr("(no messages yet)", "（还没有消息）")])
+    kept = tr(f"(the kept cache has read {len(chat.kept_ids)} tokens: the next prompt starts with them)",
+              f"（保留的缓存已读过 {len(chat.kept_ids)} 个 token：下一轮的提示词以它们开头）")
     return "\n".join(lines + [kept])
 
 
@@ -196,17 +251,22 @@ RATES = {}  # (device, dtype) -> the tower's rates, measured on the first image 
 def pending_text(chat: Session) -> str:
     """/image alone: each picture pending for the next message, and their tokens together."""
     if not chat.pending:
-        return "(no pictures pending: /image PATH attaches one to your next message)"
+        return tr("(no pictures pending: /image PATH attaches one to your next message)",
+                  "（没有待发送的图片：/image PATH 可以给你的下一条消息附一张）")
     cfg = chat.model.visual.cfg  # loaded with the first picture
     lines, total = [], 0
     for i, p in enumerate(chat.pending, 1):
         tokens = tokens_per_image(p["image_grid_thw"], cfg.spatial_merge_size)[0]
         h, w = (int(n) * cfg.patch_size for n in p["image_grid_thw"][0, 1:])
         total += tokens
-        lines.append(f"  {i}. {p['path']}: {p['size'][0]}×{p['size'][1]}, read as {w}×{h}: {tokens} image tokens")
+        lines.append(tr(f"  {i}. {p['path']}: {p['size'][0]}×{p['size'][1]}, read as {w}×{h}: {tokens} image tokens",
+                        f"  {i}. {p['path']}：{p['size'][0]}×{p['size'][1]}，按 {w}×{h} 读入：{tokens} 个图像 token"))
     n = len(chat.pending)
-    return "\n".join([f"pending for your next message: {n} picture{'s' if n > 1 else ''}, {total} image tokens", *lines,
-                      "(/image drop drops them)"])
+    head = (tr(f"pending for your next message: {n} pictures, {total} image tokens",
+               f"下一条消息待发送：{n} 张图片，共 {total} 个图像 token") if n > 1 else
+            tr(f"pending for your next message: {n} picture, {total} image tokens",
+               f"下一条消息待发送：{n} 张图片，共 {total} 个图像 token"))
+    return "\n".join([head, *lines, tr("(/image drop drops them)", "（/image drop 可以丢弃它们）")])
 
 
 def image_args(arg: str) -> tuple[str, int | None]:
@@ -220,11 +280,13 @@ def image_args(arg: str) -> tuple[str, int | None]:
     if "--max-pixels" in words:
         at = words.index("--max-pixels")
         if at + 1 >= len(words) or not words[at + 1].isdigit():
-            raise ValueError("--max-pixels takes a whole number of pixels, e.g. /image photo.jpg --max-pixels 1000000")
+            raise ValueError(tr("--max-pixels takes a whole number of pixels, e.g. /image photo.jpg --max-pixels "
+                                "1000000",
+                                "--max-pixels 后面要跟一个整数像素数，例如 /image photo.jpg --max-pixels 1000000"))
         budget, words = int(words[at + 1]), words[:at] + words[at + 2:]
         arg = " ".join(words)
     if not words:
-        raise ValueError("no file named: /image PATH --max-pixels N")
+        raise ValueError(tr("no file named: /image PATH --max-pixels N", "没有给出文件名：/image PATH --max-pixels N"))
     return (words[0] if len(words) == 1 else arg), budget
 
 
@@ -233,11 +295,14 @@ def budget_settings(s: ImageSettings, budget: int | None) -> ImageSettings:
     if budget is None or budget == s.max_pixels:
         return s
     if budget < s.min_pixels:
-        raise ValueError(f"--max-pixels {budget:,} is below the smallest picture the processor makes "
-                         f"({s.min_pixels:,} pixels, 64 tokens): give at least {s.min_pixels:,}")
+        raise ValueError(tr(f"--max-pixels {budget:,} is below the smallest picture the processor makes "
+                            f"({s.min_pixels:,} pixels, 64 tokens): give at least {s.min_pixels:,}",
+                            f"--max-pixels {budget:,} 小于图像处理器能产生的最小图片（{s.min_pixels:,} 像素，"
+                            f"64 个 token）：至少要给 {s.min_pixels:,}"))
     if budget > s.max_pixels:
-        raise ValueError(f"--max-pixels {budget:,} is above the checkpoint's budget of {s.max_pixels:,} pixels: it "
-                         "can only be lowered")
+        raise ValueError(tr(f"--max-pixels {budget:,} is above the checkpoint's budget of {s.max_pixels:,} pixels: "
+                            "it can only be lowered",
+                            f"--max-pixels {budget:,} 超过了检查点的预算 {s.max_pixels:,} 像素：预算只能调低"))
     return dataclasses.replace(s, max_pixels=budget)
 
 
@@ -265,16 +330,26 @@ def tower_warning(chat: Session, size: tuple[int, int], grid: torch.Tensor, s: I
             h, w = smart_resize(size[1], size[0], dataclasses.replace(s, max_pixels=budget))
             smaller = torch.tensor([[1, h // s.patch_size, w // s.patch_size]])
             if tower_cost(tower.cfg, smaller).seconds(speed) < SLOW_TOWER_S or budget == s.min_pixels:
-                hint = (f"/image PATH --max-pixels {budget} reads it as {w}×{h}, "
-                        f"{tokens_per_image(smaller, s.merge_size)[0]} tokens, in about "
-                        f"{tower_cost(tower.cfg, smaller).seconds(speed):.1f} s")
+                tokens = tokens_per_image(smaller, s.merge_size)[0]
+                seconds = tower_cost(tower.cfg, smaller).seconds(speed)
+                hint = tr(f"/image PATH --max-pixels {budget} reads it as {w}×{h}, {tokens} tokens, in about "
+                          f"{seconds:.1f} s",
+                          f"/image PATH --max-pixels {budget} 会按 {w}×{h} 读入，{tokens} 个 token，"
+                          f"约 {seconds:.1f} 秒")
                 break
-    return (f"[warning: on the CPU the vision tower will need at least about {cost.seconds(speed):.0f} s for this "
-            f"picture, when your next message is sent: its {cost.patches:,} patches take {flop(cost.linear_flop)} in "
-            f"the linear layers and {flop(cost.attention_flop)} in attention (which grows as the square of the "
-            f"patches), at the {speed[0] / 1e9:.0f} and {speed[1] / 1e9:.0f} GFLOP/s this CPU just ran the tower's "
-            f"shapes at (norms and copies come on top). A smaller pixel budget is quicker: /image drop, then {hint}; "
-            "or start the chat with --max-pixels N]")
+    seconds, linear, attention = cost.seconds(speed), flop(cost.linear_flop), flop(cost.attention_flop)
+    fast, slow = speed[0] / 1e9, speed[1] / 1e9
+    return tr(f"[warning: on the CPU the vision tower will need at least about {seconds:.0f} s for this picture, when "
+              f"your next message is sent: its {cost.patches:,} patches take {linear} in the linear layers and "
+              f"{attention} in attention (which grows as the square of the patches), at the {fast:.0f} and "
+              f"{slow:.0f} GFLOP/s this CPU just ran the tower's shapes at (norms and copies come on top). A smaller "
+              f"pixel budget is quicker: /image drop, then {hint}; or start the chat with --max-pixels N]",
+              f"[警告：在 CPU 上，视觉塔读这张图片至少要约 {seconds:.0f} 秒，发生在你发送下一条消息时："
+              f"它的 {cost.patches:,} 个 patch 在线性层里要 {linear}，在注意力里要 {attention}"
+              f"（后者随 patch 数的平方增长），按这台 CPU 刚才跑视觉塔各个形状测得的 "
+              f"{fast:.0f} 和 {slow:.0f} GFLOP/s 估算"
+              f"（归一化和拷贝还要另算）。像素预算小一些会更快：先 /image drop，再 {hint}；"
+              "或者用 --max-pixels N 启动聊天]")
 
 
 def image_command(chat: Session, arg: str, checkpoint: Path, budget: int | None = None) -> None:
@@ -283,15 +358,21 @@ def image_command(chat: Session, arg: str, checkpoint: Path, budget: int | None 
     checkpoint folder `checkpoint` is loaded here, on the first image: the one place it is. budget: the chat's
     --max-pixels (None: the checkpoint's)."""
     if chat.draft is not None:
-        print("/image: pictures cannot go with --speculative (this chat's speculative decoding takes text only): "
-              "restart the chat without --speculative to attach one")
+        print(tr("/image: pictures cannot go with --speculative (this chat's speculative decoding takes text only): "
+                 "restart the chat without --speculative to attach one",
+                 "/image：用了 --speculative 就不能附图片（这个聊天程序的投机解码只接受文本）："
+                 "要附图，去掉 --speculative 重新启动聊天"))
         return
     if not arg:
         print(pending_text(chat))
         return
     if arg == "drop":
         n = chat.drop_pending()
-        print(f"({n} picture{'s' if n != 1 else ''} dropped; none pending)" if n else "(no pictures pending)")
+        if n == 1:
+            print(tr(f"({n} picture dropped; none pending)", f"（已丢弃 {n} 张图片；没有待发送的了）"))
+        else:
+            print(tr(f"({n} pictures dropped; none pending)", f"（已丢弃 {n} 张图片；没有待发送的了）") if n else
+                  tr("(no pictures pending)", "（没有待发送的图片）"))
         return
     try:
         path, one = image_args(arg)
@@ -307,14 +388,19 @@ def image_command(chat: Session, arg: str, checkpoint: Path, budget: int | None 
     h, w = (int(n) * s.patch_size for n in grid[0, 1:])
     tokens = tokens_per_image(grid, s.merge_size)[0]
     if not s.min_pixels <= w0 * h0 <= s.max_pixels:
-        how = f"; resized from {w0}×{h0} into the budget of {s.min_pixels:,} to {s.max_pixels:,} pixels"
+        how = tr(f"; resized from {w0}×{h0} into the budget of {s.min_pixels:,} to {s.max_pixels:,} pixels",
+                 f"；已从 {w0}×{h0} 缩放到 {s.min_pixels:,} 至 {s.max_pixels:,} 像素的预算内")
     else:
-        how = f"; resized from {w0}×{h0} to multiples of {s.factor}" if (w, h) != (w0, h0) else ""
+        how = tr(f"; resized from {w0}×{h0} to multiples of {s.factor}",
+                 f"；已从 {w0}×{h0} 缩放为 {s.factor} 的倍数") if (w, h) != (w0, h0) else ""
     n = len(chat.pending)
     total = sum(tokens_per_image(p["image_grid_thw"], s.merge_size)[0] for p in chat.pending)
-    pending = "it goes with your next message" if n == 1 else \
-        f"{n} pictures pending for your next message, {total} image tokens (/image lists them, /image drop drops them)"
-    print(f"[image {w}×{h} → {tokens} tokens{how}; {pending}]")
+    pending = tr("it goes with your next message", "它随你的下一条消息发送") if n == 1 else \
+        tr(f"{n} pictures pending for your next message, {total} image tokens (/image lists them, /image drop drops "
+           "them)",
+           f"下一条消息有 {n} 张待发送的图片，共 {total} 个图像 token（/image 列出它们，/image drop 丢弃它们）")
+    print(tr(f"[image {w}×{h} → {tokens} tokens{how}; {pending}]",
+             f"[图片 {w}×{h} → {tokens} 个 token{how}；{pending}]"))
     warning = tower_warning(chat, (w0, h0), grid, s)
     if warning:
         print(warning)
@@ -323,7 +409,7 @@ def image_command(chat: Session, arg: str, checkpoint: Path, budget: int | None 
 def sampling_text(sampling) -> str:
     """temperature 1.0, top_p 0.95, top_k 20, min_p 0.0, presence_penalty 1.5 (the seed left out)."""
     names = ("temperature", "top_p", "top_k", "min_p", "presence_penalty")
-    return ", ".join(f"{name} {'off' if getattr(sampling, name) is None else getattr(sampling, name)}"
+    return ", ".join(f"{name} {tr('off', '关闭') if getattr(sampling, name) is None else getattr(sampling, name)}"
                      for name in names)
 
 
@@ -340,19 +426,24 @@ def command(chat: Session, text: str, view: str, paste: bool, checkpoint: Path,
     elif name == "/reset" and not args:
         dropped = len(chat.pending)
         chat.reset()
-        print(f"(new conversation{f'; {dropped} attached image(s) dropped' if dropped else ''})")
+        print(tr(f"(new conversation; {dropped} attached image(s) dropped)",
+                 f"（新对话；已丢弃 {dropped} 张附加的图片）") if dropped else tr("(new conversation)", "（新对话）"))
     elif name == "/think" and len(args) == 1 and args[0] in ("on", "off", "hide"):
         chat.thinking, view = args[0] != "off", "hide" if args[0] == "hide" else "dim"
-        print(f"(thinking {args[0]}; sampling: {sampling_text(chat.sampling())})")
+        state = {"on": tr("on", "开启"), "off": tr("off", "关闭"), "hide": tr("hide", "开启，不打印推理过程")}[args[0]]
+        print(tr(f"(thinking {state}; sampling: {sampling_text(chat.sampling())})",
+                 f"（思考{state}；采样：{sampling_text(chat.sampling())}）"))
     elif name == "/limit" and len(args) == 1 and args[0].isdigit() and int(args[0]) > 0:
         chat.max_new_tokens = int(args[0])
-        print(f"(replies stop at {chat.max_new_tokens} tokens)")
+        print(tr(f"(replies stop at {chat.max_new_tokens} tokens)", f"（回复最多 {chat.max_new_tokens} 个 token）"))
     elif name == "/history" and not args:
         print(history(chat))
     elif name == "/help" and not args:
         print(help_text(paste, images=chat.draft is None))
     else:
-        print(f"{text!r} is not one of the commands: {commands(images=chat.draft is None)} (/help says what each does)")
+        print(tr(f"{text!r} is not one of the commands: {commands(images=chat.draft is None)} (/help says what each "
+                 "does)",
+                 f"{text!r} 不是可用的命令：{commands(images=chat.draft is None)}（/help 说明每条命令的作用）"))
     return view
 
 
@@ -360,21 +451,32 @@ def speculative_lines(s: dict, k: int) -> list[str]:
     """After a speculative reply: the draft's acceptance and tokens per step, the speed against plain decoding's
     measured just after it, and when the draft lost, a plain line that it slows decoding down and why."""
     acceptance = s["accepted"] / s["proposed"]
-    lines = [f"[speculative, {k} guesses per step: {s['accepted']} of {s['proposed']} accepted ({acceptance:.0%}), "
-             f"{s['per_step']:.2f} tokens per main-model step (plain decoding: 1)]"]
+    lines = [tr(f"[speculative, {k} guesses per step: {s['accepted']} of {s['proposed']} accepted ({acceptance:.0%}), "
+                f"{s['per_step']:.2f} tokens per main-model step (plain decoding: 1)]",
+                f"[投机解码，每步猜 {k} 个：{s['proposed']} 个中接受了 {s['accepted']} 个（{acceptance:.0%}），"
+                f"主模型每步产出 {s['per_step']:.2f} 个 token（普通解码：1）]")]
     if "decode_tok_s" not in s or "plain_tok_s" not in s:
         return lines
     ratio = s["decode_tok_s"] / s["plain_tok_s"]
     if ratio >= 1:
-        lines.append(f"[{s['decode_tok_s']:.1f} tokens/s: {ratio:.1f}× plain decoding's {s['plain_tok_s']:.1f} on this "
-                     "conversation, measured just after]")
+        lines.append(tr(f"[{s['decode_tok_s']:.1f} tokens/s: {ratio:.1f}× plain decoding's {s['plain_tok_s']:.1f} on "
+                        "this conversation, measured just after]",
+                        f"[{s['decode_tok_s']:.1f} tokens/s：是紧接着在这段对话上测得的普通解码速度 "
+                        f"{s['plain_tok_s']:.1f} 的 {ratio:.1f}×]"))
     else:
-        lines.append(f"[this draft slows decoding down: {s['decode_tok_s']:.1f} tokens/s against "
-                     f"{s['plain_tok_s']:.1f} for plain decoding on this conversation, measured just after "
-                     f"({1 / ratio:.1f}× slower). With {acceptance:.0%} of its guesses accepted, each main-model step "
-                     f"makes {s['per_step']:.2f} tokens but reads {k + 1} and waits for {k} draft passes (and a replay "
-                     "of the DeltaNet layers after a rejection): a random draft always loses, a weak one whenever its "
-                     "acceptance is below the break-even. Restart without --speculative to decode plainly]")
+        lines.append(tr(f"[this draft slows decoding down: {s['decode_tok_s']:.1f} tokens/s against "
+                        f"{s['plain_tok_s']:.1f} for plain decoding on this conversation, measured just after "
+                        f"({1 / ratio:.1f}× slower). With {acceptance:.0%} of its guesses accepted, each main-model "
+                        f"step makes {s['per_step']:.2f} tokens but reads {k + 1} and waits for {k} draft passes (and "
+                        "a replay of the DeltaNet layers after a rejection): a random draft always loses, a weak one "
+                        "whenever its acceptance is below the break-even. Restart without --speculative to decode "
+                        "plainly]",
+                        f"[这个草稿反而拖慢了解码：{s['decode_tok_s']:.1f} tokens/s，"
+                        "紧接着在这段对话上测得的普通解码是 "
+                        f"{s['plain_tok_s']:.1f}（慢了 {1 / ratio:.1f}×）。它的猜测被接受了 {acceptance:.0%}，"
+                        f"主模型每步产出 {s['per_step']:.2f} 个 token，却要读 {k + 1} 个 token、"
+                        f"等 {k} 次草稿前向（被拒绝后还要重放 DeltaNet 层）：随机的草稿总是更慢，"
+                        "弱的草稿只要接受率低于盈亏平衡点也更慢。去掉 --speculative 重新启动即可普通解码]"))
     return lines
 
 
@@ -382,13 +484,16 @@ def turn(chat, text, view):
     """Stream one reply, then its numbers; Ctrl-C stops it and the chat goes on as if the message was never sent."""
     pads = [s for s in PADS if s in text]
     if pads:
-        print(f"(not sent: {pads[0]} stands for the tokens of an image or video and cannot be typed; attach a picture "
-              "with /image PATH)")
+        print(tr(f"(not sent: {pads[0]} stands for the tokens of an image or video and cannot be typed; attach a "
+                 "picture with /image PATH)",
+                 f"（未发送：{pads[0]} 代表图片或视频的 token，不能手动输入；附图片请用 /image PATH）"))
         return
     found = [s for s in chat.tok.special_tokens if s in text]
     if found:
-        print(f"(note: {', '.join(found)} in your message becomes the token itself, one id, not text, as with Qwen's "
-              "own tokenizer: the model reads a marker there)")
+        print(tr(f"(note: {', '.join(found)} in your message becomes the token itself, one id, not text, as with "
+                 "Qwen's own tokenizer: the model reads a marker there)",
+                 f"（注意：你消息里的 {', '.join(found)} 会变成这个 token 本身，一个 id，而不是文本，"
+                 "和 Qwen 自己的分词器一样：模型在那里读到的是一个标记）"))
     dim, plain = ("\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "")
     before = chat.messages  # respond() replaces the list when, and only when, the turn joins
     try:
@@ -398,48 +503,66 @@ def turn(chat, text, view):
                 continue
             print(f"{dim}{piece}{plain}" if part == "think" else piece, end="", flush=True)
         s = chat.stats
-        speed = f", {s['decode_tok_s']:.1f} tokens/s" if "decode_tok_s" in s else ""
-        image = f" ({s['image_tokens']} of them image tokens)" if s["image_tokens"] else ""
-        reread = (f"; {s['reread']} of the new ones re-read your last reply, which the template writes without "
-                  "the thinking block it followed (empty with thinking off), so its cache could not be kept"
+        speed = tr(f", {s['decode_tok_s']:.1f} tokens/s", f"，速度 {s['decode_tok_s']:.1f} tokens/s") \
+            if "decode_tok_s" in s else ""
+        image = tr(f" ({s['image_tokens']} of them image tokens)", f"（其中 {s['image_tokens']} 个是图像 token）") \
+            if s["image_tokens"] else ""
+        reread = (tr(f"; {s['reread']} of the new ones re-read your last reply, which the template writes without "
+                     "the thinking block it followed (empty with thinking off), so its cache could not be kept",
+                     f"；其中 {s['reread']} 个是重读的上一条回复：模板再写它时去掉了它后面跟着的思考块"
+                     "（关闭思考时为空），所以它的缓存没法保留")
                   if s["reread"] else "")
-        print(f"\n[{s['tokens']} tokens{speed}; prompt: {s['prompt']} new tokens{image} in {s['prefill_s']:.2f} s, "
-              f"{s['reused']} read from the cache{reread}]")
+        print(tr(f"\n[{s['tokens']} tokens{speed}; prompt: {s['prompt']} new tokens{image} in {s['prefill_s']:.2f} s, "
+                 f"{s['reused']} read from the cache{reread}]",
+                 f"\n[{s['tokens']} 个 token{speed}；提示词：{s['prompt']} 个新 token{image}，"
+                 f"用时 {s['prefill_s']:.2f} 秒，"
+                 f"{s['reused']} 个从缓存读取{reread}]"))
         if "steps" in s:
             for line in speculative_lines(s, chat.draft.k):
                 print(line)
         if s["cut_thinking"]:
-            print(f"[the {chat.max_new_tokens}-token limit cut the reasoning: the reply is kept with an empty answer; "
-                  "/limit N raises the limit]")
+            print(tr(f"[the {chat.max_new_tokens}-token limit cut the reasoning: the reply is kept with an empty "
+                     "answer; /limit N raises the limit]",
+                     f"[{chat.max_new_tokens} 个 token 的上限截断了推理：这条回复以空答案保留；/limit N 可以提高上限]"))
         elif s["cut"]:
-            print(f"[stopped at the {chat.max_new_tokens}-token limit; the reply is kept as it is; /limit N raises it]")
+            print(tr(f"[stopped at the {chat.max_new_tokens}-token limit; the reply is kept as it is; /limit N raises "
+                     "it]",
+                     f"[到了 {chat.max_new_tokens} 个 token 的上限而停止；回复按原样保留；/limit N 可以提高上限]"))
     except KeyboardInterrupt:
         if chat.messages is before:
-            kept = "; the attached image(s) stay for your next message" if chat.pending else ""
-            print(f"{plain} [stopped: your message and the partial reply are left out of the conversation{kept}]")
+            kept = tr("; the attached image(s) stay for your next message", "；附加的图片留给你的下一条消息") \
+                if chat.pending else ""
+            print(tr(f"{plain} [stopped: your message and the partial reply are left out of the conversation{kept}]",
+                     f"{plain} [已停止：你的消息和回复的已生成部分都不计入对话{kept}]"))
         else:  # the reply had ended and joined; only its numbers were cut short
-            print(f"{plain} [the reply was complete and is kept]")
+            print(tr(f"{plain} [the reply was complete and is kept]", f"{plain} [回复已经完整，予以保留]"))
 
 
 def main(argv=None):
     try:
         return run(parse_args(argv))
     except KeyboardInterrupt:  # while loading, or between two steps of the loop
-        print("\n(interrupted) bye")
+        print(tr("\n(interrupted) bye", "\n（已中断）再见"))
         return 130
 
 
 def run(args):
     try:
         if args.speculative and args.presence_penalty:
-            raise ValueError(f"--presence-penalty {args.presence_penalty} cannot go with --speculative: this "
-                             "chat's speculative decoding applies no penalty (it would have to penalise each verified "
-                             "position by the drafts before it); drop one of the two")
+            raise ValueError(tr(f"--presence-penalty {args.presence_penalty} cannot go with --speculative: this "
+                                "chat's speculative decoding applies no penalty (it would have to penalise each "
+                                "verified position by the drafts before it); drop one of the two",
+                                f"--presence-penalty {args.presence_penalty} 不能和 --speculative 一起用："
+                                "这个聊天程序的投机解码不施加任何惩罚"
+                                "（否则每个验证位置都要按它前面的草稿 token 来惩罚）；"
+                                "两者去掉一个"))
         device = torch.device(args.device) if args.device else pick_device()
         available = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
         if not available.get(device.type, True):
-            raise ValueError(f"--device {args.device}: this machine's torch has no such device; leave --device out "
-                             "to use the fastest one it has")
+            raise ValueError(tr(f"--device {args.device}: this machine's torch has no such device; leave --device "
+                                "out to use the fastest one it has",
+                                f"--device {args.device}：这台机器上的 torch 没有这种设备；"
+                                "不写 --device 就会用它最快的设备"))
         path = open_model(args.model)
         tok = load_tokenizer(path)
         synthetic = is_synthetic(path)
@@ -449,17 +572,22 @@ def run(args):
             p = model.embed_tokens.weight  # the MTP head, attached now: a checkpoint without one is refused here
             model.mtp = load_mtp(path, p.dtype, p.device)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
-        sys.exit(f"error: {e}")
+        sys.exit(tr(f"error: {e}", f"错误：{e}"))
     if synthetic:
-        print("synthetic checkpoint: its weights are random, so every reply is random tokens. The code path is the "
-              "real one; load the real model with --model Qwen/Qwen3.5-0.8B to talk.")
+        print(tr("synthetic checkpoint: its weights are random, so every reply is random tokens. The code path is "
+                 "the real one; load the real model with --model Qwen/Qwen3.5-0.8B to talk.",
+                 "合成检查点：权重是随机的，所以每条回复都是随机 token。代码路径是真实的；"
+                 "想真正对话，请用 --model Qwen/Qwen3.5-0.8B 加载真实模型。"))
     thinking = default_thinking(path) if args.think is None else args.think
     overrides = {k: getattr(args, k) for k in [*CARD[False], "seed"]}
     if args.speculative:
         overrides["presence_penalty"] = 0.0
-        print(f"--speculative {args.speculative}: the model card's presence penalty ({CARD[False]['presence_penalty']}"
-              f", thinking {CARD[True]['presence_penalty']}) is off: this chat's speculative decoding applies none "
-              "(the method could: the verify pass knows the drafts before each position it scores)")
+        off, on = CARD[False]['presence_penalty'], CARD[True]['presence_penalty']
+        print(tr(f"--speculative {args.speculative}: the model card's presence penalty ({off}, thinking {on}) is off: "
+                 "this chat's speculative decoding applies none (the method could: the verify pass knows the drafts "
+                 "before each position it scores)",
+                 f"--speculative {args.speculative}：模型卡里的 presence penalty（{off}，思考时 {on}）已关闭："
+                 "这个聊天程序的投机解码不施加惩罚（方法本身可以：验证前向给每个位置打分时知道它前面的草稿 token）"))
     draft = MTPDraft(model, args.speculative) if args.speculative else None
     chat = Session(model, tok, checkpoint_stop_tokens(path), thinking or args.hide_thinking, overrides,
                    args.max_new_tokens or (48 if synthetic else 1024), args.system, draft)
@@ -467,27 +595,34 @@ def run(args):
     paste = line_editing()
     dtype = next(model.parameters()).dtype
     n = torch.get_num_threads()
-    threads = f", {n} CPU thread{'s' if n > 1 else ''} (--threads N)" if device.type == "cpu" else ""
+    threads = "" if device.type != "cpu" else \
+        tr(f", {n} CPU threads (--threads N)", f"，{n} 个 CPU 线程（--threads N）") if n > 1 else \
+        tr(f", {n} CPU thread (--threads N)", f"，{n} 个 CPU 线程（--threads N）")
     name = next((name for name, d in DTYPES.items() if d == dtype), dtype)  # the first, short name: bf16
-    print(f"{path.name}: weights in {name} on {device}{threads}; thinking "
-          f"{'hidden' if view == 'hide' else 'on' if chat.thinking else 'off'}; replies stop at "
-          f"{chat.max_new_tokens} tokens (/limit N).")
-    print(f"commands: {commands(images=draft is None)}; /help says what each does. Ctrl-C stops a reply; Ctrl-D or "
-          "/quit leaves.")
-    print(f"numerics: {numerics(model)}")
+    state = tr("hidden", "开启但不打印") if view == "hide" else tr("on", "开启") if chat.thinking else tr("off", "关闭")
+    print(tr(f"{path.name}: weights in {name} on {device}{threads}; thinking {state}; replies stop at "
+             f"{chat.max_new_tokens} tokens (/limit N).",
+             f"{path.name}：权重为 {name}，在 {device} 上{threads}；思考{state}；"
+             f"回复最多 {chat.max_new_tokens} 个 token（/limit N）。"))
+    print(tr(f"commands: {commands(images=draft is None)}; /help says what each does. Ctrl-C stops a reply; Ctrl-D or "
+             "/quit leaves.",
+             f"命令：{commands(images=draft is None)}；/help 说明每条命令的作用。"
+             "Ctrl-C 停止回复；Ctrl-D 或 /quit 退出。"))
+    print(tr(f"numerics: {numerics(model)}", f"数值：{numerics(model)}"))
     at_prompt_ctrl_c = False  # a second Ctrl-C in a row at the prompt leaves
     while True:
         try:
             text, block = read_message()
         except EOFError:
-            print("\nbye")
+            print(tr("\nbye", "\n再见"))
             return 0
         except KeyboardInterrupt:
             if at_prompt_ctrl_c:
-                print("\nbye")
+                print(tr("\nbye", "\n再见"))
                 return 0
             at_prompt_ctrl_c = True
-            print("\n(Ctrl-C again leaves, as do Ctrl-D and /quit)")
+            print(tr("\n(Ctrl-C again leaves, as do Ctrl-D and /quit)",
+                     "\n（再按一次 Ctrl-C 退出，Ctrl-D 和 /quit 也可以）"))
             continue
         at_prompt_ctrl_c = False
         text = text.strip()
@@ -496,7 +631,7 @@ def run(args):
         if text.startswith("/") and "\n" not in text and not block:
             view = command(chat, text, view, paste, path, args.max_pixels)
             if view is None:
-                print("bye")
+                print(tr("bye", "再见"))
                 return 0
             continue
         turn(chat, text, view)

@@ -2,17 +2,29 @@
 tower (model.visual.*) on the left and the multi-token-prediction head (mtp.*) on top, each part labelled with the
 chapter that builds it and arrows along the data flow. Every chapter draws it with its own part highlighted:
 draw("norm") and so on. A box can belong to two parts: the caches are written by the mixers (chapters 6 and 7, their
-tag) and used by generation (chapter 9), so either highlight lights them; the MTP head's norms light with "norm"."""
+tag) and used by generation (chapter 9), so either highlight lights them; the MTP head's norms light with "norm".
+Its words are in the language the course speaks (qwen.lang); the names of the checkpoint's tensors stay as they are."""
+from qwen.lang import tr
 
 CHAPTERS = {"weights": 1, "embedding": 2, "norm": 3, "rope": 4, "mlp": 5, "attention": 6, "deltanet": 7,
             "model": 8, "generate": 9, "vision": 10, "mtp": 11}
 PARTS = tuple(CHAPTERS)
 TAG = 0.3  # width kept free for a box's chapter tag, in map units
-WHAT = {"weights": "the checkpoint: every box that holds tensors", "embedding": "embedding and tied head",
-        "norm": "the norms", "rope": "rotary position embedding", "mlp": "the SwiGLU MLP",
-        "attention": "gated full attention", "deltanet": "Gated DeltaNet (linear attention)",
-        "model": "the decoder layers and the stack", "generate": "generation: the loop and the caches",
-        "vision": "the vision tower: an image becomes tokens", "mtp": "the MTP head, the draft of speculative decoding"}
+
+
+def what(part):
+    """What a part is, in words (the map's title names the part highlighted)."""
+    return {"weights": tr("the checkpoint: every box that holds tensors", "检查点：每个存有张量的框"),
+            "embedding": tr("embedding and tied head", "嵌入与绑定的输出头"),
+            "norm": tr("the norms", "各处的归一化"), "rope": tr("rotary position embedding", "旋转位置编码"),
+            "mlp": tr("the SwiGLU MLP", "SwiGLU 结构的 MLP"), "attention": tr("gated full attention", "门控全注意力"),
+            "deltanet": tr("Gated DeltaNet (linear attention)", "Gated DeltaNet（线性注意力）"),
+            "model": tr("the decoder layers and the stack", "解码层与整个堆叠"),
+            "generate": tr("generation: the loop and the caches", "生成：循环与缓存"),
+            "vision": tr("the vision tower: an image becomes tokens", "视觉塔：图像变成 token"),
+            "mtp": tr("the MTP head, the draft of speculative decoding", "MTP 头，投机解码的草稿")}[part]
+
+
 COLOURS = {"weights": "#e9c46a", "embedding": "#8ecae6", "norm": "#f4a261", "rope": "#b5e48c", "mlp": "#cdb4db",
            "attention": "#ffafcc", "deltanet": "#90e0ef", "model": "#e9edc9", "generate": "#ffd6a5",
            "vision": "#a0c4ff", "mtp": "#ffadad"}
@@ -22,7 +34,8 @@ S = 3.9  # the text model sits this far right of the vision column
 def _layer(x, kind):
     """The boxes of one decoder layer drawn at column x: (x, y, width, height, text, part, holds weights)."""
     mixer = "deltanet" if kind == "L" else "attention"
-    boxes = [(x, 1.2, 4.4, 0.45, "input_layernorm: RMSNorm, scale 1 + w (d)", "norm", True),
+    boxes = [(x, 1.2, 4.4, 0.45, tr("input_layernorm: RMSNorm, scale 1 + w (d)",
+                                    "input_layernorm：RMSNorm，缩放 1 + w (d)"), "norm", True),
              (x, 6.95, 4.4, 0.45, "post_attention_layernorm: RMSNorm (d)", "norm", True),
              (x, 7.6, 4.4, 0.6, "mlp: down_proj(silu(gate_proj(x)) · up_proj(x))", "mlp", True)]
     if kind == "L":
@@ -30,20 +43,25 @@ def _layer(x, kind):
                   (x + 2.5, 2.0, 0.9, 0.45, "in_proj_b", mixer, True),
                   (x + 3.5, 2.0, 0.9, 0.45, "in_proj_a", mixer, True),
                   (x, 2.65, 1.6, 0.45, "conv1d, silu", mixer, True),
-                  (x + 2.7, 2.65, 1.7, 0.45, "β, decay g\n(A_log, dt_bias)", mixer, True),
-                  (x, 3.3, 1.6, 0.45, "l2norm of q, k", "norm", False),
-                  (x, 3.95, 3.0, 0.6, "delta rule: state S (Hv, dk, dv)", mixer, False),
-                  (x + 3.1, 3.95, 1.3, 0.6, "conv and state\ncache", (mixer, "generate"), False),
-                  (x, 4.75, 4.4, 0.45, "norm: gated RMSNorm · silu(z) (dv)", "norm", True),
+                  (x + 2.7, 2.65, 1.7, 0.45, tr("β, decay g\n(A_log, dt_bias)", "β，衰减 g\n(A_log, dt_bias)"), mixer,
+                   True),
+                  (x, 3.3, 1.6, 0.45, tr("l2norm of q, k", "q、k 的 l2norm"), "norm", False),
+                  (x, 3.95, 3.0, 0.6, tr("delta rule: state S (Hv, dk, dv)", "delta 规则：状态 S (Hv, dk, dv)"), mixer,
+                   False),
+                  (x + 3.1, 3.95, 1.3, 0.6, tr("conv and state\ncache", "卷积与状态\n缓存"), (mixer, "generate"),
+                   False),
+                  (x, 4.75, 4.4, 0.45, tr("norm: gated RMSNorm · silu(z) (dv)", "norm：门控 RMSNorm · silu(z) (dv)"),
+                   "norm", True),
                   (x, 5.4, 4.4, 0.45, "out_proj", mixer, True)]
     else:
-        boxes += [(x, 2.0, 2.0, 0.45, "q_proj (query + gate)", mixer, True),
+        boxes += [(x, 2.0, 2.0, 0.45, tr("q_proj (query + gate)", "q_proj（查询 + 门）"), mixer, True),
                   (x + 2.1, 2.0, 1.1, 0.45, "k_proj", mixer, True), (x + 3.3, 2.0, 1.1, 0.45, "v_proj", mixer, True),
                   (x, 2.65, 2.0, 0.45, "q_norm (D)", "norm", True),
                   (x + 2.1, 2.65, 1.1, 0.45, "k_norm (D)", "norm", True),
-                  (x, 3.3, 3.2, 0.45, "RoPE on q, k (first D/4 dims)", "rope", False),
-                  (x, 3.95, 3.2, 0.6, "causal attention, GQA", mixer, False),
-                  (x + 3.3, 3.95, 1.1, 0.6, "KV cache", (mixer, "generate"), False),
+                  (x, 3.3, 3.2, 0.45, tr("RoPE on q, k (first D/4 dims)", "对 q、k 做 RoPE（前 D/4 维）"), "rope",
+                   False),
+                  (x, 3.95, 3.2, 0.6, tr("causal attention, GQA", "因果注意力，GQA"), mixer, False),
+                  (x + 3.3, 3.95, 1.1, 0.6, tr("KV cache", "键值缓存"), (mixer, "generate"), False),
                   (x, 4.75, 4.4, 0.45, "· sigmoid(gate)", mixer, False),
                   (x, 5.4, 4.4, 0.45, "o_proj", mixer, True)]
     return boxes
@@ -66,18 +84,23 @@ MTP_FLOW = ((7.0, 7.3, 9.675), (7.0, 7.3, 10.225), (8.8, 9.1, 9.95), (11.6, 11.9
 
 def _vision():
     """The vision tower's boxes, in the column left of the text model: (x, y, width, height, text, part, weights)."""
-    boxes = [(0.2, 8.05, 3.3, 0.45, "image: RGB pixels (H, W, 3)", "vision", False),
-             (0.2, 7.15, 3.3, 0.6, "preprocess: resize to multiples of 32,\nnormalise, patches (N, 3·2·16·16)",
+    boxes = [(0.2, 8.05, 3.3, 0.45, tr("image: RGB pixels (H, W, 3)", "图像：RGB 像素 (H, W, 3)"), "vision", False),
+             (0.2, 7.15, 3.3, 0.6, tr("preprocess: resize to multiples of 32,\nnormalise, patches (N, 3·2·16·16)",
+                                      "预处理：缩放到 32 的倍数，\n归一化，切成 patch (N, 3·2·16·16)"),
               "vision", False),
-             (0.2, 6.2, 3.3, 0.6, "patch_embed: a Conv3d, stride = kernel:\none matrix, (N, 1536) → (N, C)",
+             (0.2, 6.2, 3.3, 0.6, tr("patch_embed: a Conv3d, stride = kernel:\none matrix, (N, 1536) → (N, C)",
+                                     "patch_embed：Conv3d，步长 = 卷积核：\n就是一个矩阵，(N, 1536) → (N, C)"),
               "vision", True),
-             (0.2, 5.25, 3.3, 0.6, "+ pos_embed: a 48 × 48 grid of C,\nresampled bilinearly to the image", "vision",
+             (0.2, 5.25, 3.3, 0.6, tr("+ pos_embed: a 48 × 48 grid of C,\nresampled bilinearly to the image",
+                                      "+ pos_embed：48 × 48 的网格，每格 C 维，\n双线性重采样到图像大小"), "vision",
               True),
-             (0.2, 0.7, 3.3, 0.6, "merger: 2 × 2 patches → one token (d),\nreplaces an <|image_pad|> embedding",
+             (0.2, 0.7, 3.3, 0.6, tr("merger: 2 × 2 patches → one token (d),\nreplaces an <|image_pad|> embedding",
+                                     "merger：2 × 2 个 patch → 一个 token (d)，\n替换一个 <|image_pad|> 的嵌入"),
               "vision", True),
-             (0.2, 0.05, 3.3, 0.45, "M-RoPE positions: 3 rows t, h, w", ("vision", "rope"), False)]
+             (0.2, 0.05, 3.3, 0.45, tr("M-RoPE positions: 3 rows t, h, w", "M-RoPE 位置：3 行 t、h、w"),
+              ("vision", "rope"), False)]
     for i in range(12):  # block 0 at the top: the column runs downwards
-        boxes.append((0.2, 4.3 - i * 0.25, 1.2, 0.21, f"block {i}", "vision", True))
+        boxes.append((0.2, 4.3 - i * 0.25, 1.2, 0.21, tr(f"block {i}", f"块 {i}"), "vision", True))
     return boxes
 
 
@@ -86,18 +109,23 @@ def _mtp():
     return [(S + 4.1, 9.45, 2.9, 0.45, "pre_fc_norm_hidden($h_t$)", ("mtp", "norm"), True),
             (S + 4.1, 10.0, 2.9, 0.45, "pre_fc_norm_embedding(embed $x_{t+1}$)", ("mtp", "norm"), True),
             (S + 7.3, 9.45, 1.5, 1.0, "fc (d, 2d):\n[e | h] → d", "mtp", True),
-            (S + 9.1, 9.45, 2.5, 1.0, "layers.0: one full-\nattention decoder\nlayer, its own KV cache",
+            (S + 9.1, 9.45, 2.5, 1.0, tr("layers.0: one full-\nattention decoder\nlayer, its own KV cache",
+                                         "layers.0：一个全注意力\n解码层，\n有自己的键值缓存"),
              ("mtp", "attention"), True),
             (S + 11.9, 9.45, 1.0, 1.0, "norm\n(d)", ("mtp", "norm"), True),
-            (S + 13.2, 9.45, 1.7, 1.0, "the stack's lm_head:\nlogits for $x_{t+2}$,\nthe draft", "mtp", False)]
+            (S + 13.2, 9.45, 1.7, 1.0, tr("the stack's lm_head:\nlogits for $x_{t+2}$,\nthe draft",
+                                          "主干的 lm_head：\n第 t+2 个 token 的\nlogits，即草稿"), "mtp", False)]
 
 
 def _boxes():
-    stack = [(0.4, 0.05, 3.4, 0.45, "tokenizer: text → token ids (B, T)", "embedding", False),
+    stack = [(0.4, 0.05, 3.4, 0.45, tr("tokenizer: text → token ids (B, T)", "分词器：文本 → token id (B, T)"),
+              "embedding", False),
              (0.4, 0.7, 3.4, 0.6, "embed_tokens (V, d)", "embedding", True),
-             (0.4, 7.95, 3.4, 0.45, "norm: final RMSNorm (d)", "norm", True),
-             (0.4, 8.55, 3.4, 0.45, "lm_head (V, d): embed_tokens if tied", "embedding", True),
-             (0.4, 9.15, 3.4, 0.4, "logits → next token → append", "generate", False)]
+             (0.4, 7.95, 3.4, 0.45, tr("norm: final RMSNorm (d)", "norm：最后的 RMSNorm (d)"), "norm", True),
+             (0.4, 8.55, 3.4, 0.45, tr("lm_head (V, d): embed_tokens if tied", "lm_head (V, d)：绑定时即 embed_tokens"),
+              "embedding", True),
+             (0.4, 9.15, 3.4, 0.4, tr("logits → next token → append", "logits → 下一个 token → 追加到末尾"), "generate",
+              False)]
     for i in range(24):  # [L, L, L, F] x 6, bottom to top
         kind = "F" if (i + 1) % 4 == 0 else "L"
         stack.append((0.4, 1.55 + i * 0.25, 1.3, 0.21, f"{i} {kind}", "attention" if kind == "F" else "deltanet", True))
@@ -108,7 +136,8 @@ def _boxes():
 def draw(highlight):
     """The map, with the boxes of part `highlight` (one of PARTS) in colour and the rest grey."""
     if highlight not in CHAPTERS:
-        raise ValueError(f"unknown part {highlight!r}: one of {', '.join(PARTS)}")
+        raise ValueError(tr(f"unknown part {highlight!r}: one of {', '.join(PARTS)}",
+                            f"没有 {highlight!r} 这个部分：可选 {', '.join(PARTS)}"))
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch
 
@@ -147,14 +176,20 @@ def draw(highlight):
 
     for b in _boxes():
         box(*b, fontsize=6 if b[3] < 0.3 else 8)
-    frame(S + 0.25, 1.45, 3.7, 6.15, "24 decoder layers, [L, L, L, F] × 6", "model")
-    note(S + 1.9, 4.5, "L: linear attention\n(Gated DeltaNet),\n18 layers\n\nF: full attention,\n6 layers\n\n"
-         "each one:\nh = x + mixer(norm(x)),\nh + mlp(norm(h))")
-    frame(0.1, 0.65, 3.5, 8.0, "model.visual: the vision tower", "vision")
-    frame(0.15, 1.45, 3.4, 3.1, "12 blocks (the 0.8B's depth)", "vision")
-    note(1.55, 3.0, "each one:\nh = x + attn(norm(x)),\nh + mlp(norm(h));\n\nattention with a\n2-D RoPE (row, col),\n"
-         "only within one image")
-    frame(S + 4.0, 9.35, 10.95, 1.2, "mtp: multi-token prediction, the draft of speculative decoding", "mtp")
+    frame(S + 0.25, 1.45, 3.7, 6.15, tr("24 decoder layers, [L, L, L, F] × 6", "24 个解码层，[L, L, L, F] × 6"),
+          "model")
+    note(S + 1.9, 4.5, tr("L: linear attention\n(Gated DeltaNet),\n18 layers\n\nF: full attention,\n6 layers\n\n"
+                          "each one:\nh = x + mixer(norm(x)),\nh + mlp(norm(h))",
+                          "L：线性注意力\n(Gated DeltaNet)，\n18 层\n\nF：全注意力，\n6 层\n\n"
+                          "每一层：\nh = x + mixer(norm(x))，\nh + mlp(norm(h))"))
+    frame(0.1, 0.65, 3.5, 8.0, tr("model.visual: the vision tower", "model.visual：视觉塔"), "vision")
+    frame(0.15, 1.45, 3.4, 3.1, tr("12 blocks (the 0.8B's depth)", "12 个块（0.8B 的深度）"), "vision")
+    note(1.55, 3.0, tr("each one:\nh = x + attn(norm(x)),\nh + mlp(norm(h));\n\nattention with a\n"
+                       "2-D RoPE (row, col),\nonly within one image",
+                       "每一块：\nh = x + attn(norm(x))，\nh + mlp(norm(h))；\n\n注意力带\n2-D RoPE（行，列），\n"
+                       "只在同一张图内"))
+    frame(S + 4.0, 9.35, 10.95, 1.2, tr("mtp: multi-token prediction, the draft of speculative decoding",
+                                        "mtp：多 token 预测，投机解码的草稿"), "mtp")
 
     def flow(x, y0, y1, on, x1=None):
         ax.annotate("", xy=(x if x1 is None else x1, y1), xytext=(x, y0),
@@ -163,10 +198,11 @@ def draw(highlight):
     for y0, y1 in STACK_FLOW:
         flow(S + STACK_X, y0, y1, highlight == "model")
     flow(S + STACK_X, 7.52, 7.95, highlight == "model")  # out of the last layer, into the final norm
+    gated = tr("self_attn: gated attention", "self_attn：门控注意力")
     for x, kind, mixer, name in ((S + 4.8, "L", "deltanet", "linear_attn: Gated DeltaNet"),
-                                 (S + 10.3, "F", "attention", "self_attn: gated attention")):
-        count = "18 of 24" if kind == "L" else "6 of 24"
-        frame(x - 0.2, 0.75, 4.8, 8.05, f"one {kind} layer ({count})", "model")
+                                 (S + 10.3, "F", "attention", gated)):
+        count = tr("18 of 24", "24 层中的 18 层") if kind == "L" else tr("6 of 24", "24 层中的 6 层")
+        frame(x - 0.2, 0.75, 4.8, 8.05, tr(f"one {kind} layer ({count})", f"一个 {kind} 层（{count}）"), "model")
         frame(x - 0.1, 1.85, 4.6, 4.3, name, mixer, right=True)  # on the right: the flow arrows run on the left
         ax.text(x + 2.2, 0.9, "x (B, T, d)", ha="center", fontsize=8)
         for y0, y1 in LAYER_FLOW:
@@ -186,7 +222,9 @@ def draw(highlight):
     loop = "black" if highlight == "generate" else "#bbbbbb"  # the generated token goes back in at the bottom
     ax.plot([S + 0.4, S + 0.1, S + 0.1], [9.35, 9.35, 1.15], color=loop, linewidth=1)  # as an id: no tokenizer
     ax.annotate("", xy=(S + 0.4, 1.15), xytext=(S + 0.1, 1.15), arrowprops=dict(arrowstyle="->", color=loop))
-    ax.set_title(f"Qwen3.5: the text model, the vision tower and the MTP head. Highlighted: {WHAT[highlight]} "
-                 f"(chapter {CHAPTERS[highlight]}). Names are the checkpoint's; chN marks the chapter that builds "
-                 f"each part; arrows: the data flow.", fontsize=10)
+    ax.set_title(tr(f"Qwen3.5: the text model, the vision tower and the MTP head. Highlighted: {what(highlight)} "
+                    f"(chapter {CHAPTERS[highlight]}). Names are the checkpoint's; chN marks the chapter that builds "
+                    f"each part; arrows: the data flow.",
+                    f"Qwen3.5：文本模型、视觉塔与 MTP 头。高亮：{what(highlight)}（第 {CHAPTERS[highlight]} 章）。"
+                    f"名称取自检查点；chN 标出构建该部分的章；箭头：数据流向。"), fontsize=10)
     return fig

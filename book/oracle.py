@@ -8,21 +8,24 @@ import sys
 import warnings
 
 from book.show import in_notebook, note
+from qwen.lang import tr
 
 
 def proof(compare, *args, **kwargs):
     """Run `compare(transformers, *args, **kwargs)` (it prints the differences) and return what it returns; None,
     after one line, when transformers is not installed or (in a script) --proof was not given."""
     if not in_notebook() and "--proof" not in sys.argv[1:]:
-        note("the proof against transformers: rerun with --proof (needs pip install transformers)")
+        note(tr("the proof against transformers: rerun with --proof (needs pip install transformers)",
+                "与 transformers 的对照证明：加上 --proof 重新运行（需要 pip install transformers）"))
         return None
     try:
         with warnings.catch_warnings():  # in a Jupyter kernel without ipywidgets, tqdm (imported with transformers)
             warnings.filterwarnings("ignore", "IProgress not found")  # warns it falls back to text bars: off below
             import transformers
     except ImportError:
-        print("transformers is not installed, so the comparison with it is skipped "
-              "(pip install 'qwen-by-hand[dev]' to see it)")
+        print(tr("transformers is not installed, so the comparison with it is skipped "
+                 "(pip install 'qwen-by-hand[dev]' to see it)",
+                 "没有安装 transformers，所以跳过与它的对比（pip install 'qwen-by-hand[dev]' 之后就能看到）"))
         return None
     transformers.utils.logging.disable_progress_bar()  # the proof prints differences, not a bar per loaded model
     return compare(transformers, *args, **kwargs)
@@ -41,6 +44,8 @@ def bf16_steps(ours, theirs):
 def difference(label, ours, theirs):
     """Print and return max |ours - theirs| (and, for bf16 tensors, how many bf16 steps that is)."""
     delta = float((ours.float() - theirs.float()).abs().max())
-    steps = f" = {bf16_steps(ours, theirs):g} bf16 steps" if "bfloat16" in str(ours.dtype) else ""
-    print(f"{label}: max |ours - transformers| = {delta:.3g}{steps}")
+    steps = tr(f" = {bf16_steps(ours, theirs):g} bf16 steps", f" = {bf16_steps(ours, theirs):g} 个 bf16 步长") \
+        if "bfloat16" in str(ours.dtype) else ""
+    print(tr(f"{label}: max |ours - transformers| = {delta:.3g}{steps}",
+             f"{label}：最大差 max |ours - transformers| = {delta:.3g}{steps}"))
     return delta

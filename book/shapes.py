@@ -1,28 +1,48 @@
 """The course's notation: one letter per size, the config field it comes from, and its value in the real
 Qwen3.5-0.8B and in the checkpoint at hand. Every chapter, module comment and exercise uses these letters."""
+import unicodedata
 from pathlib import Path
 
 from qwen.config import Config
-from qwen.sizes import REAL_NAME as NAME, real_config
+from qwen.lang import tr
+from qwen.sizes import real_config
 
-# letter, meaning, config field (None: set by the input, not the model; R is a product of two fields)
-SYMBOLS = (
-    ("B", "sequences in a batch", None),
-    ("T", "tokens in a sequence (new tokens, in a cached step)", None),
-    ("V", "vocabulary: rows of the embedding and of the head", "vocab_size"),
-    ("d", "width of the residual stream (hidden size)", "hidden_size"),
-    ("I", "width inside the MLP", "intermediate_size"),
-    ("H", "query heads of full attention", "num_attention_heads"),
-    ("Hkv", "key/value heads of full attention (shared by H/Hkv query heads)", "num_key_value_heads"),
-    ("D", "size of one full-attention head", "head_dim"),
-    ("R", "rotated dims of a full-attention head (RoPE)", "head_dim · partial_rotary_factor"),
-    ("θ", "RoPE's base: frequency j is θ^(−2j/R)", "rope_theta"),
-    ("Hk", "query/key heads of Gated DeltaNet", "linear_num_key_heads"),
-    ("Hv", "value heads of Gated DeltaNet", "linear_num_value_heads"),
-    ("dk", "size of one DeltaNet query/key head", "linear_key_head_dim"),
-    ("dv", "size of one DeltaNet value head", "linear_value_head_dim"),
-    ("K", "taps of DeltaNet's causal depthwise conv", "linear_conv_kernel_dim"),
-)
+
+def symbols():
+    """(letter, meaning, config field) of every size, in the language the course speaks now; the field is None when
+    the input sets the size, not the model, and R is a product of two fields."""
+    return (
+        ("B", tr("sequences in a batch", "一个 batch 里的序列数"), None),
+        ("T", tr("tokens in a sequence (new tokens, in a cached step)",
+                 "一个序列里的 token 数（带缓存的一步里：新 token 数）"), None),
+        ("V", tr("vocabulary: rows of the embedding and of the head", "词表大小：嵌入表和输出头的行数"), "vocab_size"),
+        ("d", tr("width of the residual stream (hidden size)", "残差流的宽度（hidden size）"), "hidden_size"),
+        ("I", tr("width inside the MLP", "MLP 内部的宽度"), "intermediate_size"),
+        ("H", tr("query heads of full attention", "全注意力的查询头数"), "num_attention_heads"),
+        ("Hkv", tr("key/value heads of full attention (shared by H/Hkv query heads)",
+                 "全注意力的键/值头数（每个由 H/Hkv 个查询头共用）"), "num_key_value_heads"),
+        ("D", tr("size of one full-attention head", "全注意力一个头的维度"), "head_dim"),
+        ("R", tr("rotated dims of a full-attention head (RoPE)", "全注意力一个头里做旋转的维数（RoPE）"),
+         "head_dim · partial_rotary_factor"),
+        ("θ", tr("RoPE's base: frequency j is θ^(−2j/R)", "RoPE 的基数：第 j 个频率是 θ^(−2j/R)"), "rope_theta"),
+        ("Hk", tr("query/key heads of Gated DeltaNet", "Gated DeltaNet 的查询/键头数"), "linear_num_key_heads"),
+        ("Hv", tr("value heads of Gated DeltaNet", "Gated DeltaNet 的值头数"), "linear_num_value_heads"),
+        ("dk", tr("size of one DeltaNet query/key head", "DeltaNet 一个查询/键头的维度"), "linear_key_head_dim"),
+        ("dv", tr("size of one DeltaNet value head", "DeltaNet 一个值头的维度"), "linear_value_head_dim"),
+        ("K", tr("taps of DeltaNet's causal depthwise conv", "DeltaNet 的逐通道因果卷积的抽头数"),
+         "linear_conv_kernel_dim"),
+    )
+
+
+def _width(text):
+    """Columns a text takes in a terminal: a Chinese character takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _pad(text, width, right=False):
+    """`text` padded with spaces to `width` columns, on the left when `right`."""
+    space = " " * (width - _width(text))
+    return space + text if right else text + space
 
 
 def _value(cfg, field):
@@ -40,14 +60,16 @@ def notation(checkpoint):
 
     cfg = checkpoint if isinstance(checkpoint, Config) else Config.load(checkpoint)
     synthetic = not isinstance(checkpoint, Config) and is_synthetic(Path(checkpoint))
-    ours = "synthetic checkpoint" if synthetic else "this checkpoint"
+    ours = tr("synthetic checkpoint", "合成检查点") if synthetic else tr("this checkpoint", "本检查点")
     real = real_config()
-    rows = [("", "meaning", "config field", NAME, ours)]
-    for letter, meaning, field in SYMBOLS:
-        value = (lambda c, field=field: f"{_value(c, field):,g}") if field else (lambda c: "your input")
+    rows = [("", tr("meaning", "含义"), tr("config field", "config 字段"), tr("real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B"),
+             ours)]
+    for letter, meaning, field in symbols():
+        value = (lambda c, field=field: f"{_value(c, field):,g}") if field else \
+            (lambda c: tr("your input", "由输入决定"))
         rows.append((letter, meaning, field or "-", value(real), value(cfg)))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    text = "\n".join("  ".join(cell.rjust(w) if i >= 3 else cell.ljust(w) for i, (cell, w) in
+    widths = [max(_width(r[i]) for r in rows) for i in range(5)]
+    text = "\n".join("  ".join(_pad(cell, w, right=i >= 3) for i, (cell, w) in
                                enumerate(zip(row, widths))).rstrip() for row in rows)
     print(text)
     return text

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from qwen.hub import DATA_DIR
-from qwen.lang import language
+from qwen.lang import language, tr
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = DATA_DIR / "figures"  # data/figures/ in a checkout, outside site-packages after a non-editable install
@@ -37,23 +37,11 @@ def _shown(path):
 
 
 def _notebook_name():
+    """The notebook of the chapter script running (the Chinese one when the course speaks Chinese), or None."""
     script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
     if script and script.suffix == ".py" and script.parent.name == "chapters":
-        return f"notebooks/{script.stem}.ipynb"
-    return "the chapter's notebook"
-
-
-def _cjk_fonts():
-    """In Chinese, text is drawn in matplotlib's default font with the first installed CJK font as a fallback for the
-    glyphs it lacks (book/ch02.font_families). Set before a figure is made: a text keeps the families it began
-    with."""
-    if language() != "zh":
-        return
-    from matplotlib import rcParams
-
-    from book.ch02 import font_families
-
-    rcParams["font.family"] = font_families()
+        return f"notebooks/{'zh/' if language() == 'zh' else ''}{script.stem}.ipynb"
+    return None
 
 
 def show(name, draw, *args, **kwargs):
@@ -63,38 +51,53 @@ def show(name, draw, *args, **kwargs):
     if in_notebook():
         from IPython.display import display
 
-        _cjk_fonts()
-        figure = draw(*args, **kwargs)
+        figure = _drawn(draw, *args, **kwargs)
         png, (width, _) = _png(figure)
         # shown at the size a 100-dpi figure would have, sharp on a high-resolution screen; its title travels with
         # it (the book's alt text), and the name says which figure it is
-        display({"image/png": base64.b64encode(png).decode(), "text/plain": f"figure {name}: {title(figure)}"},
+        display({"image/png": base64.b64encode(png).decode(),
+                 "text/plain": tr(f"figure {name}: {title(figure)}", f"图 {name}：{title(figure)}")},
                 raw=True, metadata={"image/png": {"width": round(width * 100 / DPI)},
                                     "book": {"figure": name, "title": title(figure)}})
         _close(figure)  # shown once: the inline backend must not show it again at the end of the cell
         return None
     if "--figures" not in sys.argv[1:]:
-        note(f"figure {name}: see it in {_notebook_name()}, or rerun with --figures to save it to "
-             f"{_shown(FIGURES / f'{name}.png')}")
+        saved, notebook = _shown(FIGURES / f"{name}.png"), _notebook_name()
+        if notebook:
+            note(tr(f"figure {name}: see it in {notebook}, or rerun with --figures to save it to {saved}",
+                    f"图 {name}：在 {notebook} 里看，或者加上 --figures 重新运行，把它存到 {saved}"))
+        else:
+            note(tr(f"figure {name}: see it in the chapter's notebook, or rerun with --figures to save it to {saved}",
+                    f"图 {name}：在本章的 notebook 里看，或者加上 --figures 重新运行，把它存到 {saved}"))
         return None
     import matplotlib
 
     if "matplotlib.pyplot" not in sys.modules:
         matplotlib.use("Agg")  # a file, not a window: works without a display
-    _cjk_fonts()
-    figure = draw(*args, **kwargs)
+    figure = _drawn(draw, *args, **kwargs)
     FIGURES.mkdir(parents=True, exist_ok=True)
     out = FIGURES / f"{name}.png"
     figure.savefig(out, dpi=DPI, bbox_inches="tight")
     _close(figure)
-    note(f"figure {name}: saved to {_shown(out)}")
+    note(tr(f"figure {name}: saved to {_shown(out)}", f"图 {name}：已存到 {_shown(out)}"))
     return None
+
+
+def _drawn(draw, *args, **kwargs):
+    """draw(*args, **kwargs) with the first installed CJK font as a fallback for glyphs matplotlib's own font lacks:
+    Chinese labels and titles (and tokens) are drawn, not boxes."""
+    import matplotlib
+
+    from book.ch02 import font_families
+
+    with matplotlib.rc_context({"font.family": font_families()}):
+        return draw(*args, **kwargs)
 
 
 def title(figure):
     """What a figure shows, in words: its title and its panels' titles (the alt text of its image)."""
     parts = [figure.get_suptitle()] + [axes.get_title() for axes in figure.axes]
-    return " · ".join(p for p in parts if p) or "a figure"
+    return " · ".join(p for p in parts if p) or tr("a figure", "一张图")
 
 
 def _png(figure):
@@ -121,11 +124,13 @@ def listing(path, *names):
         found = {node.name: node for node in tree.body if hasattr(node, "name")}
         missing = [n for n in names if n not in found]
         if missing:
-            raise ValueError(f"{path} defines no {', '.join(missing)} (it has {', '.join(found)})")
+            raise ValueError(tr(f"{path} defines no {', '.join(missing)} (it has {', '.join(found)})",
+                                f"{path} 里没有定义 {', '.join(missing)}（它有 {', '.join(found)}）"))
         source = "\n\n\n".join(ast.get_source_segment(source, found[n], padded=True) for n in names)
     if not in_notebook():
-        what = ", ".join(names) if names else f"{len(source.splitlines())} lines"
-        note(f"the finished code: {path} ({what}); the notebook shows it, or open the file")
+        what = ", ".join(names) if names else tr(f"{len(source.splitlines())} lines", f"{len(source.splitlines())} 行")
+        note(tr(f"the finished code: {path} ({what}); the notebook shows it, or open the file",
+                f"完成的代码：{path}（{what}）；notebook 里会显示，也可以直接打开这个文件"))
         return None
     from IPython.display import Code, display
 
@@ -137,7 +142,8 @@ def exercise(number):
     """(folder, meta) of practice problem `number`, read from its meta.json."""
     folders = sorted((ROOT / "practice").glob(f"{number}_*"))
     if not folders or not (folders[0] / "meta.json").is_file():
-        raise ValueError(f"there is no practice problem {number} (see python practice/judge.py list)")
+        raise ValueError(tr(f"there is no practice problem {number} (see python practice/judge.py list)",
+                            f"没有编号为 {number} 的练习（见 python practice/judge.py list）"))
     return folders[0], json.loads((folders[0] / "meta.json").read_text(encoding="utf-8"))
 
 
@@ -154,22 +160,30 @@ def attempt(number: int, *functions: Callable, **named: Callable) -> None:
     grade it. With no functions (the reminder at the end of a chapter), a notebook points back to the exercise
     cell."""
     folder, meta = exercise(number)
-    title = meta["title"]["en"]
+    title = meta["title"].get(language(), meta["title"]["en"])
     wanted = ", ".join(meta["functions"])
     if not in_notebook():
-        note(f"exercise {number} ({title}): try it first. python practice/judge.py start {number} copies the "
-             f"starter to practice/work/{folder.name}.py; write {wanted} there, then grade it with "
-             f"python practice/judge.py {number}")
+        note(tr(f"exercise {number} ({title}): try it first. python practice/judge.py start {number} copies the "
+                f"starter to practice/work/{folder.name}.py; write {wanted} there, then grade it with "
+                f"python practice/judge.py {number}",
+                f"练习 {number}（{title}）：先自己试试。python practice/judge.py start {number} 会把起始代码复制到 "
+                f"practice/work/{folder.name}.py；在那里写好 {wanted}，再用 python practice/judge.py {number} 评测"))
         return None
     given = functions + tuple(named.values())
     if not given:  # the reminder at the end of a chapter: the functions live in the exercise cell earlier on
-        print(f"exercise {number} ({title}): write {wanted} in the exercise cell earlier in this notebook (the one "
-              f"that ends with book.attempt({number}, ...)) and run it to grade them there, or grade a file with "
-              f"python practice/judge.py start {number}, then python practice/judge.py {number}")
+        print(tr(f"exercise {number} ({title}): write {wanted} in the exercise cell earlier in this notebook (the "
+                 f"one that ends with book.attempt({number}, ...)) and run it to grade them there, or grade a file "
+                 f"with python practice/judge.py start {number}, then python practice/judge.py {number}",
+                 f"练习 {number}（{title}）：在本 notebook 前面的练习单元格"
+                 f"（以 book.attempt({number}, ...) 结尾的那个）里写好 {wanted}，运行它就会在那里评测；"
+                 f"也可以评测一个文件：先 python practice/judge.py start {number}，"
+                 f"再 python practice/judge.py {number}"))
         return None
     if all(_is_stub(f) for f in given):
-        print(f"exercise {number} ({title}): replace the line that raises NotImplementedError in {wanted} with your "
-              f"code and run the cell again to grade it (statement: python practice/judge.py show {number})")
+        print(tr(f"exercise {number} ({title}): replace the line that raises NotImplementedError in {wanted} with "
+                 f"your code and run the cell again to grade it (statement: python practice/judge.py show {number})",
+                 f"练习 {number}（{title}）：把 {wanted} 里抛出 NotImplementedError 的那一行换成你的代码，"
+                 f"再运行这个单元格评测（题目：python practice/judge.py show {number}）"))
         return None
     from practice.judge import check
 

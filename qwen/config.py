@@ -10,6 +10,8 @@ from pathlib import Path
 
 import torch
 
+from qwen.lang import tr
+
 DEFAULT_MODEL = "Qwen/Qwen3.5-0.8B"
 DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32,
           "fp16": torch.float16, "float16": torch.float16}
@@ -56,11 +58,13 @@ class Config:
         """Read config.json from a checkpoint folder (or the file itself); multimodal or flat text layout."""
         file = Path(path) / "config.json" if Path(path).is_dir() else Path(path)
         if not file.is_file():
-            raise FileNotFoundError(f"no config.json at {file}: point --model at a Qwen3.5 checkpoint folder")
+            raise FileNotFoundError(tr(f"no config.json at {file}: point --model at a Qwen3.5 checkpoint folder",
+                                       f"{file} 处没有 config.json：--model 要指向一个 Qwen3.5 检查点文件夹"))
         try:
             raw = json.loads(file.read_text())
         except json.JSONDecodeError as e:
-            raise ValueError(f"{file} is not valid JSON ({e}): download the checkpoint again") from None
+            raise ValueError(tr(f"{file} is not valid JSON ({e}): download the checkpoint again",
+                                f"{file} 不是有效的 JSON（{e}）：请重新下载检查点")) from None
         return cls.from_dict(raw, file)
 
     @classmethod
@@ -75,8 +79,10 @@ class Config:
         elif kind == "qwen3_5_text":
             text = dict(raw)
         else:
-            raise ValueError(f"{file} is a {kind or 'non-model'} config, not a dense Qwen3.5 one (model_type "
-                             f"'qwen3_5' or 'qwen3_5_text'): use a Qwen3.5 checkpoint such as {DEFAULT_MODEL}")
+            raise ValueError(tr(f"{file} is a {kind or 'non-model'} config, not a dense Qwen3.5 one (model_type "
+                                f"'qwen3_5' or 'qwen3_5_text'): use a Qwen3.5 checkpoint such as {DEFAULT_MODEL}",
+                                f"{file} 是 {kind or '非模型'} 的 config，不是稠密 Qwen3.5 的（model_type 应为 "
+                                f"'qwen3_5' 或 'qwen3_5_text'）：请用 Qwen3.5 检查点，例如 {DEFAULT_MODEL}"))
         rope = dict(text.get("rope_parameters") or {})
         for key in ("rope_theta", "partial_rotary_factor"):  # old configs keep these at the top level
             if key in text:
@@ -122,8 +128,10 @@ class VisionConfig:
         file = Path(path) / "config.json"
         raw = json.loads(file.read_text()) if file.is_file() else {}
         if not isinstance(raw.get("vision_config"), dict):
-            raise ValueError(f"{path} has no vision tower (no vision_config in config.json): use a multimodal "
-                             f"Qwen3.5 checkpoint such as {DEFAULT_MODEL}")
+            raise ValueError(tr(f"{path} has no vision tower (no vision_config in config.json): use a multimodal "
+                                f"Qwen3.5 checkpoint such as {DEFAULT_MODEL}",
+                                f"{path} 没有视觉塔（config.json 里没有 vision_config）：请用多模态的 Qwen3.5 检查点，"
+                                f"例如 {DEFAULT_MODEL}"))
         v = raw["vision_config"]
         fields = {k: v[k] for k in cls.__dataclass_fields__ if k in v}
         ids = ("image_token_id", "vision_start_token_id", "vision_end_token_id")  # top-level keys

@@ -43,6 +43,7 @@ from qwen import deltanet
 from qwen.attention import GatedAttention, attention, causal_mask, gate_heads
 from qwen.deltanet import GatedDeltaNet
 from qwen.kernels import conv_silu, delta_step, grouped_attention
+from qwen.lang import tr
 from qwen.mlp import MLP
 from qwen.model import DecoderLayer, Qwen35, load_model
 
@@ -70,10 +71,14 @@ def bf16_is_native(device, dtype):
 def numerics(model):
     """One line for the chat and the bench: the dtype and whether prompt products are widened to fp32, and why."""
     p = model.embed_tokens.weight
-    dtype, native = str(p.dtype).removeprefix("torch."), "yes" if bf16_is_native(p.device, p.dtype) else "no"
-    how = "widened to fp32 (exact products, fp32 sums)" if model.widen else f"in {dtype}"
-    return (f"{dtype} on {p.device} (CPU capability {torch.backends.cpu.get_cpu_capability()}, native {dtype} "
-            f"products: {native}); prompt products {how}")
+    dtype, capability = str(p.dtype).removeprefix("torch."), torch.backends.cpu.get_cpu_capability()
+    native = tr("yes", "是") if bf16_is_native(p.device, p.dtype) else tr("no", "否")
+    how = tr("widened to fp32 (exact products, fp32 sums)", "提升到 fp32 计算（乘积精确，fp32 累加）") if model.widen \
+        else tr(f"in {dtype}", f"用 {dtype} 计算")
+    return tr(f"{dtype} on {p.device} (CPU capability {capability}, native {dtype} products: {native}); prompt "
+              f"products {how}",
+              f"{dtype}，在 {p.device} 上（CPU 指令集 {capability}，原生 {dtype} 乘法：{native}）；"
+              f"提示词的矩阵乘法{how}")
 
 
 def product(x, W, widen):

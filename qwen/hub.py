@@ -13,12 +13,13 @@ import sys
 from pathlib import Path
 
 from qwen.config import DEFAULT_MODEL, Config
+from qwen.lang import tr
 
 DENSE_SIZES = ("0.8B", "2B", "4B", "9B", "27B")  # every dense Qwen3.5 shares this layout
 VISION = "model.visual."  # the vision tower's tensors
 MTP = "mtp."  # the multi-token-prediction head's
 SKIPPED = (MTP, VISION)  # multi-token prediction and vision tower: not part of the text model
-PARTS = {"text": "the text model", "vision": "the vision tower", "mtp": "the multi-token-prediction head"}
+PARTS = ("text", "vision", "mtp")  # the parts of a checkpoint; part_name says what each is
 META = ["config.json", "generation_config.json", "model.safetensors.index.json", "tokenizer.json",
         "tokenizer_config.json", "chat_template.jinja", "vocab.json", "merges.txt"]  # what text reads besides weights
 VISION_META = ["preprocessor_config.json"]  # the image processor's settings (qwen/image.py)
@@ -39,7 +40,7 @@ class ModelNotFound(FileNotFoundError):
     """No usable checkpoint: `reason` says what is missing, `fix` what to do (the message is both)."""
 
     def __init__(self, reason, fix):
-        super().__init__(f"{reason}. Fix: {fix}")
+        super().__init__(tr(f"{reason}. Fix: {fix}", f"{reason}。解决办法：{fix}"))
         self.reason, self.fix = reason, fix
 
 
@@ -53,8 +54,10 @@ def find_model(name=None):
     if path.is_dir():
         return checked(path)
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", name) or name.startswith((".", "/", "~")):
-        raise ModelNotFound(f"no checkpoint folder at {path}, and {name!r} is not a hub id like {DEFAULT_MODEL}",
-                            "give --model a checkpoint folder, a hub id, a size (0.8B ... 27B) or synthetic")
+        raise ModelNotFound(tr(f"no checkpoint folder at {path}, and {name!r} is not a hub id like {DEFAULT_MODEL}",
+                               f"{path} 处没有检查点文件夹，而 {name!r} 也不是 {DEFAULT_MODEL} 这样的 hub id"),
+                            tr("give --model a checkpoint folder, a hub id, a size (0.8B ... 27B) or synthetic",
+                               "给 --model 一个检查点文件夹、hub id、尺寸（0.8B ... 27B）或 synthetic"))
     local = DATA_DIR / name.split("/")[1]
     if (local / "config.json").is_file():
         return checked(local)
@@ -65,16 +68,22 @@ def find_model(name=None):
         pass
     try:
         folder = Path(snapshot_download(name, allow_patterns=META))  # config, index, tokenizer: a few MB
-        size = " (about 1.7 GB)" if name == DEFAULT_MODEL else ""  # the rest takes minutes: say so before it starts
-        print(f"downloading {name}{size} into the Hugging Face cache, first use only: a few minutes on a fast "
-              f"connection (--model synthetic runs without it)...", file=sys.stderr)
+        # the rest takes minutes: say so before it starts
+        size = tr(" (about 1.7 GB)", "（约 1.7 GB）") if name == DEFAULT_MODEL else ""
+        print(tr(f"downloading {name}{size} into the Hugging Face cache, first use only: a few minutes on a fast "
+                 f"connection (--model synthetic runs without it)...",
+                 f"正在把 {name}{size} 下载到 Hugging Face 缓存，只在第一次使用时下载：网速快的话要几分钟"
+                 f"（--model synthetic 不需要它也能运行）……"), file=sys.stderr)
         return checked(Path(snapshot_download(name, allow_patterns=download_files(folder))))
     except OSError as e:  # what huggingface_hub raises for network, HTTP and disk failures
+        why = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
         raise ModelNotFound(
-            f"{name} is not in {local} nor in the hub cache, and downloading it failed "
-            f"({type(e).__name__}: {str(e).splitlines()[0][:120]})",
-            f"go online (or set HF_ENDPOINT to a mirror) and rerun, put the checkpoint in {local}, "
-            f"or use --model synthetic") from None
+            tr(f"{name} is not in {local} nor in the hub cache, and downloading it failed ({why})",
+               f"{name} 既不在 {local}，也不在 hub 缓存里，而且下载失败了（{why}）"),
+            tr(f"go online (or set HF_ENDPOINT to a mirror) and rerun, put the checkpoint in {local}, "
+               f"or use --model synthetic",
+               f"联网（或把 HF_ENDPOINT 设为镜像站）后重新运行，或者把检查点放进 {local}，"
+               f"或者用 --model synthetic")) from None
 
 
 def shards(folder, wanted):
@@ -84,6 +93,12 @@ def shards(folder, wanted):
         return ["model.safetensors"]
     weight_map = json.loads(index.read_text())["weight_map"]
     return sorted({f for k, f in weight_map.items() if wanted(k)})
+
+
+def part_name(part):
+    """What a part of a checkpoint ("text", "vision" or "mtp") is, in words."""
+    return {"text": tr("the text model", "文本模型"), "vision": tr("the vision tower", "视觉塔"),
+            "mtp": tr("the multi-token-prediction head", "多 token 预测头")}[part]
 
 
 def part_of(key):
@@ -117,9 +132,15 @@ def part_files(folder, part="text"):
     files = shards(folder, lambda k: part_of(k) == part)
     missing = [f for f in files if not (folder / f).is_file()]
     if missing:
-        but = "" if part == "text" else "; text works without it"
-        raise ModelNotFound(f"{folder} lacks {', '.join(missing)}, which hold{'s' * (len(missing) == 1)} "
-                            f"{PARTS[part]}{but}", fetch_fix(folder, missing))
+        but = "" if part == "text" else tr("; text works without it", "；只用文本的话不需要它")
+        files, what = ", ".join(missing), part_name(part)
+        if len(missing) == 1:
+            reason = tr(f"{folder} lacks {files}, which holds {what}{but}",
+                        f"{folder} 缺少 {files}，里面存的是{what}{but}")
+        else:
+            reason = tr(f"{folder} lacks {files}, which hold {what}{but}",
+                        f"{folder} 缺少 {files}，里面存的是{what}{but}")
+        raise ModelNotFound(reason, fetch_fix(folder, missing))
     return [folder / f for f in files]
 
 
@@ -130,9 +151,14 @@ def fetch_fix(folder, files):
     repo = folder.parent.parent.name
     if folder.parent.name == "snapshots" and repo.startswith("models--"):
         repo_id = repo.removeprefix("models--").replace("--", "/", 1)
-        return f"online, run: hf download {repo_id} {names} --revision {folder.name} --cache-dir {folder.parents[2]}"
-    return (f"copy {names} into {folder} from where the checkpoint came from (for a hub checkpoint: "
-            f"hf download <hub id> {names} --local-dir {folder})")
+        return tr(f"online, run: hf download {repo_id} {names} --revision {folder.name} --cache-dir "
+                  f"{folder.parents[2]}",
+                  f"联网后运行：hf download {repo_id} {names} --revision {folder.name} --cache-dir "
+                  f"{folder.parents[2]}")
+    return tr(f"copy {names} into {folder} from where the checkpoint came from (for a hub checkpoint: "
+              f"hf download <hub id> {names} --local-dir {folder})",
+              f"从检查点的来源把 {names} 复制到 {folder}"
+              f"（hub 上的检查点：hf download <hub id> {names} --local-dir {folder}）")
 
 
 def checked(folder):
@@ -140,6 +166,8 @@ def checked(folder):
     Config.load(folder)
     missing = [f for f in text_shards(folder) if not (folder / f).is_file()]
     if missing:
-        raise ModelNotFound(f"{folder} lacks {', '.join(missing)}: the download is incomplete",
-                            "run it again (a finished download is never fetched twice)")
+        raise ModelNotFound(tr(f"{folder} lacks {', '.join(missing)}: the download is incomplete",
+                               f"{folder} 缺少 {', '.join(missing)}：下载不完整"),
+                            tr("run it again (a finished download is never fetched twice)",
+                               "再运行一次（已经下载完的文件不会重复下载）"))
     return folder

@@ -26,6 +26,8 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
+from qwen.lang import tr
+
 
 @dataclass
 class ImageSettings:
@@ -51,17 +53,22 @@ class ImageSettings:
         try:
             raw = json.loads(file.read_text())
         except json.JSONDecodeError as e:
-            raise ValueError(f"{file} is not valid JSON ({e}): download it again, or delete it to use the values "
-                             f"Qwen3.5 publishes") from None
+            raise ValueError(tr(f"{file} is not valid JSON ({e}): download it again, or delete it to use the values "
+                                f"Qwen3.5 publishes",
+                                f"{file} 不是有效的 JSON（{e}）：重新下载，"
+                                f"或者删掉它，改用 Qwen3.5 公布的数值")) from None
         size = raw.get("size") or {}
         known = {k: raw[k] for k in cls.__dataclass_fields__ if k in raw}
         known.setdefault("min_pixels", size.get("shortest_edge", cls.min_pixels))
         known.setdefault("max_pixels", size.get("longest_edge", cls.max_pixels))
         for name, value in tower.items():
             if known.setdefault(name, value) != value:
-                raise ValueError(f"{file} has {name} {known[name]}, but config.json's vision_config has "
-                                 f"{TOWER_KEYS[name]} {value}: they belong to different checkpoints; download "
-                                 f"preprocessor_config.json again, or delete it to use the vision config's")
+                raise ValueError(tr(f"{file} has {name} {known[name]}, but config.json's vision_config has "
+                                    f"{TOWER_KEYS[name]} {value}: they belong to different checkpoints; download "
+                                    f"preprocessor_config.json again, or delete it to use the vision config's",
+                                    f"{file} 里 {name} 是 {known[name]}，但 config.json 的 vision_config 里 "
+                                    f"{TOWER_KEYS[name]} 是 {value}：两者来自不同的检查点；重新下载 "
+                                    f"preprocessor_config.json，或者删掉它，改用 vision config 里的值"))
         return cls(**known)
 
     @property
@@ -83,7 +90,8 @@ def tower_settings(path: str | Path) -> dict[str, int]:
     try:
         vision = json.loads(file.read_text()).get("vision_config")
     except json.JSONDecodeError as e:
-        raise ValueError(f"{file} is not valid JSON ({e}): download it again") from None
+        raise ValueError(tr(f"{file} is not valid JSON ({e}): download it again",
+                            f"{file} 不是有效的 JSON（{e}）：请重新下载")) from None
     if not isinstance(vision, dict):
         return {}
     return {ours: vision[theirs] for ours, theirs in TOWER_KEYS.items() if theirs in vision}
@@ -95,11 +103,13 @@ def load_image(file):
         image = Image.open(file)
         image.load()
     except FileNotFoundError:
-        raise FileNotFoundError(f"no image file at {file}") from None
+        raise FileNotFoundError(tr(f"no image file at {file}", f"{file} 处没有图片文件")) from None
     except UnidentifiedImageError:
-        raise ValueError(f"{file} is not an image Pillow can read: use a PNG, JPEG, WebP, GIF or BMP file") from None
+        raise ValueError(tr(f"{file} is not an image Pillow can read: use a PNG, JPEG, WebP, GIF or BMP file",
+                            f"{file} 不是 Pillow 能读的图片：请用 PNG、JPEG、WebP、GIF 或 BMP 文件")) from None
     except Image.DecompressionBombError as e:
-        raise ValueError(f"{file} is too large to open safely ({e}); downscale it first") from None
+        raise ValueError(tr(f"{file} is too large to open safely ({e}); downscale it first",
+                            f"{file} 太大，无法安全打开（{e}）；请先缩小")) from None
     return image
 
 
@@ -108,8 +118,10 @@ def smart_resize(height, width, s):
     budget. Python's round (halves to even) as in the reference; the budget scales both sides by the same beta."""
     f = s.factor
     if max(height, width) > 200 * min(height, width):
-        raise ValueError(f"image {width}×{height} is too thin: the processor accepts aspect ratios up to 200:1 "
-                         f"(any size is then resized into {s.min_pixels:,} to {s.max_pixels:,} pixels); crop it")
+        raise ValueError(tr(f"image {width}×{height} is too thin: the processor accepts aspect ratios up to 200:1 "
+                            f"(any size is then resized into {s.min_pixels:,} to {s.max_pixels:,} pixels); crop it",
+                            f"图片 {width}×{height} 太细长：图像处理器接受的长宽比最多 200:1"
+                            f"（尺寸不限，之后会缩放到 {s.min_pixels:,} 至 {s.max_pixels:,} 像素）；请裁剪"))
     h, w = round(height / f) * f, round(width / f) * f
     if h * w > s.max_pixels:  # too many pixels: shrink, rounding down
         beta = math.sqrt(height * width / s.max_pixels)
@@ -118,8 +130,10 @@ def smart_resize(height, width, s):
         beta = math.sqrt(s.min_pixels / (height * width))
         h, w = math.ceil(height * beta / f) * f, math.ceil(width * beta / f) * f
     if not s.min_pixels <= h * w <= s.max_pixels:  # only a very thin image under a small budget gets here
-        raise ValueError(f"image {width}×{height} cannot fit the pixel budget of {s.min_pixels:,} to "
-                         f"{s.max_pixels:,} pixels in multiples of {f}: crop it to a less elongated shape")
+        raise ValueError(tr(f"image {width}×{height} cannot fit the pixel budget of {s.min_pixels:,} to "
+                            f"{s.max_pixels:,} pixels in multiples of {f}: crop it to a less elongated shape",
+                            f"图片 {width}×{height} 无法以 {f} 的倍数放进 {s.min_pixels:,} 至 {s.max_pixels:,} "
+                            f"像素的预算：请裁剪成不那么细长的形状"))
     return h, w
 
 

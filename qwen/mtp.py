@@ -27,6 +27,7 @@ import torch
 import torch.nn as nn
 
 from qwen.config import Config, dtype_of
+from qwen.lang import tr
 from qwen.model import Cache, DecoderLayer
 from qwen.norm import RMSNorm
 from qwen.weights import Weights, fill
@@ -96,8 +97,10 @@ def load_mtp(path: str | Path, dtype: str | torch.dtype | None = None, device: s
     model's dtype and device: `model.mtp = load_mtp(path, dtype, device)`."""
     W = Weights(path, "mtp")
     if not len(W):
-        raise ValueError(f"{path}: the checkpoint has no mtp.* tensors, so no MTP head to draft with: use a Qwen3.5 "
-                         f"checkpoint that ships one (every official one does), or pass another draft")
+        raise ValueError(tr(f"{path}: the checkpoint has no mtp.* tensors, so no MTP head to draft with: use a "
+                            f"Qwen3.5 checkpoint that ships one (every official one does), or pass another draft",
+                            f"{path}：这个检查点没有 mtp.* 张量，也就没有可以起草的 MTP 头：请用带 MTP 头的 Qwen3.5 "
+                            f"检查点（官方的都带），或者换一个草稿"))
     with torch.device("meta"):
         mtp = MTP(Config.load(path))
     return fill(mtp, W, dtype=dtype_of(dtype), device=device).eval()

@@ -28,6 +28,7 @@ from qwen.chat import END_THINK, render
 from qwen.draft import Draft
 from qwen.generate import TextStream, generate
 from qwen.image import ImageSettings, load_image, preprocess
+from qwen.lang import tr
 from qwen.mrope import expand_image_tokens
 from qwen.sampling import Sampling
 from qwen.speculative import speculate
@@ -61,13 +62,20 @@ class Session:
         """Read the image file at `path` for the next message, resized with `settings` (the checkpoint's:
         ImageSettings.load(checkpoint)). Returns (its size (w, h), image_grid_thw). The tower must be loaded."""
         if self.draft is not None:
-            raise ValueError("images cannot go with a draft: this course's speculative decoding (qwen/speculative.py) "
-                             "takes text only; use a session without one")
+            raise ValueError(tr("images cannot go with a draft: this course's speculative decoding "
+                                "(qwen/speculative.py) takes text only; use a session without one",
+                                "图片不能和草稿一起用：本课程的投机解码（qwen/speculative.py）只接受文本；"
+                                "请用不带草稿的会话"))
         if self.model.visual is None:
-            raise ValueError("the model has no vision tower loaded: model.visual = qwen.vision.load_vision(path) first")
+            raise ValueError(tr("the model has no vision tower loaded: model.visual = qwen.vision.load_vision(path) "
+                                "first",
+                                "模型还没有加载视觉塔：先 model.visual = qwen.vision.load_vision(path)"))
         file = Path(path).expanduser()
         if not file.is_file():
-            raise FileNotFoundError(f"no image file at {file}{' (that is a folder)' if file.is_dir() else ''}")
+            if file.is_dir():
+                raise FileNotFoundError(tr(f"no image file at {file} (that is a folder)",
+                                           f"{file} 处没有图片文件（那是一个文件夹）"))
+            raise FileNotFoundError(tr(f"no image file at {file}", f"{file} 处没有图片文件"))
         image = load_image(file)
         pixels, grid = preprocess(image, settings=settings)  # (N, 3·2·16·16), [[1, gh, gw]]
         self.pending.append(dict(path=str(file), size=image.size, pixel_values=pixels, image_grid_thw=grid))

@@ -82,7 +82,8 @@ def synthetic_path(root=DATA_DIR):
     """The synthetic checkpoint's folder, generated on first use (a few seconds) and reused afterwards."""
     out = Path(root) / "synthetic"
     if not is_synthetic(out) or json.loads((out / "config.json").read_text())[MARKER]["version"] != VERSION:
-        print(f"generating the synthetic checkpoint in {out} (first use only, a few seconds)...", file=sys.stderr)
+        print(tr(f"generating the synthetic checkpoint in {out} (first use only, a few seconds)...",
+                 f"正在 {out} 生成合成检查点（只在第一次使用时生成，需要几秒）……"), file=sys.stderr)
         generate(out)
     return out
 
@@ -162,4 +163,4 @@ def generate(out, seed=0, layers=None):
 
 if __name__ == "__main__":
     path = synthetic_path(sys.argv[1] if len(sys.argv) > 1 else DATA_DIR)
-    print(f"synthetic Qwen3.5 checkpoint at {path}")
+    print(tr(f"synthetic Qwen3.5 checkpoint at {path}", f"合成 Qwen3.5 检查点在 {path}"))

@@ -17,22 +17,31 @@ from pathlib import Path
 
 import tokenizers
 
+from qwen.lang import tr
+
 
 class Tokenizer:
     def __init__(self, path):
         path = Path(path)
         file = path / "tokenizer.json"
         if not file.is_file():
-            raise FileNotFoundError(f"{file} not found: point at a checkpoint folder (the real one from the hub, or "
-                                    f"write the synthetic one's files with `python -m qwen.make_tokenizer {path}`)")
+            raise FileNotFoundError(tr(f"{file} not found: point at a checkpoint folder (the real one from the hub, "
+                                       f"or write the synthetic one's files with `python -m qwen.make_tokenizer "
+                                       f"{path}`)",
+                                       f"找不到 {file}：请指向一个检查点文件夹（hub 上的真实检查点；合成检查点的分词器"
+                                       f"文件可用 `python -m qwen.make_tokenizer {path}` 生成）"))
         try:
             self._tok = tokenizers.Tokenizer.from_file(str(file))
         except Exception as e:  # the Rust side raises a bare Exception for bad JSON or a bad vocabulary
-            raise ValueError(f"{file} is not a valid tokenizer.json ({e}); delete it and download or regenerate it") \
-                from None
+            raise ValueError(tr(f"{file} is not a valid tokenizer.json ({e}); delete it and download or regenerate "
+                                "it",
+                                f"{file} 不是有效的分词器文件 tokenizer.json（{e}）；"
+                                "删掉它，重新下载或重新生成")) from None
         config = path / "tokenizer_config.json"
         if not config.is_file():
-            raise FileNotFoundError(f"{config} not found: it names the eos token; it sits next to tokenizer.json")
+            raise FileNotFoundError(tr(f"{config} not found: it names the eos token; it sits next to tokenizer.json",
+                                       f"找不到 {config}：它给出 eos token 的名字，"
+                                       "应当和分词器文件 tokenizer.json 放在一起"))
         eos = json.loads(config.read_text(encoding="utf-8"))["eos_token"]
         eos = eos["content"] if isinstance(eos, dict) else eos  # older files wrap the name in an AddedToken dict
 

@@ -23,6 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from qwen.config import DEFAULT_MODEL, VisionConfig, dtype_of
+from qwen.lang import tr
 from qwen.rope import rotate_half
 from qwen.weights import Weights, fill
 
@@ -180,8 +181,10 @@ def load_vision(path: str | Path, dtype: str | torch.dtype | None = None,
     cfg = VisionConfig.load(path)
     W = Weights(path, "vision")
     if not len(W):
-        raise ValueError(f"{path} has no vision tower (no model.visual.* tensors): use a multimodal Qwen3.5 "
-                         f"checkpoint such as {DEFAULT_MODEL}")
+        raise ValueError(tr(f"{path} has no vision tower (no model.visual.* tensors): use a multimodal Qwen3.5 "
+                            f"checkpoint such as {DEFAULT_MODEL}",
+                            f"{path} 没有视觉塔（没有 model.visual.* 张量）：请用多模态的 Qwen3.5 检查点，"
+                            f"例如 {DEFAULT_MODEL}"))
     with torch.device("meta"):
         tower = VisionTower(cfg)
     return fill(tower, W, dtype=dtype_of(dtype), device=device).eval()

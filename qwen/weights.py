@@ -19,6 +19,7 @@ from safetensors import safe_open
 
 from qwen.config import Config
 from qwen.hub import MTP, SKIPPED, VISION, part_files
+from qwen.lang import tr
 
 TEXT_PREFIXES = ("model.language_model.", "model.")  # multimodal layout first: "model.visual." must not match
 PREFIXES = {"vision": VISION, "mtp": MTP}  # the other parts' keys, stripped to their modules' names
@@ -33,17 +34,21 @@ def read_header(file):
         head = f.read(8)
         n = struct.unpack("<Q", head)[0] if len(head) == 8 else size
         if 8 + n > size:
-            raise ValueError(f"{file} is truncated or not a safetensors file ({size} bytes, the header alone needs "
-                             f"{8 + n}): delete it and download it again")
+            raise ValueError(tr(f"{file} is truncated or not a safetensors file ({size} bytes, the header alone "
+                                f"needs {8 + n}): delete it and download it again",
+                                f"{file} 不完整或不是 safetensors 文件（{size} 字节，光头部就需要 {8 + n}）："
+                                f"删掉它重新下载"))
         try:
             header = json.loads(f.read(n))
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise ValueError(f"{file} has a corrupt safetensors header: delete it and download it again") from None
+            raise ValueError(tr(f"{file} has a corrupt safetensors header: delete it and download it again",
+                                f"{file} 的 safetensors 头部已损坏：删掉它重新下载")) from None
     header.pop("__metadata__", None)
     end = 8 + n + max((t["data_offsets"][1] for t in header.values()), default=0)
     if end > size:
-        raise ValueError(f"{file} is truncated: its header promises {end:,} bytes, the file has {size:,}. "
-                         f"Delete it and download it again")
+        raise ValueError(tr(f"{file} is truncated: its header promises {end:,} bytes, the file has {size:,}. "
+                            f"Delete it and download it again",
+                            f"{file} 不完整：头部声明 {end:,} 字节，文件只有 {size:,}。删掉它重新下载"))
     return header
 
 
@@ -66,7 +71,7 @@ class Weights(Mapping[str, torch.Tensor]):
         self.folder, self.part = Path(folder), part
         files = part_files(self.folder, part)
         if not files and part == "text":
-            raise FileNotFoundError(f"no .safetensors files in {folder}")
+            raise FileNotFoundError(tr(f"no .safetensors files in {folder}", f"{folder} 里没有 .safetensors 文件"))
         self.where = {}  # name -> (file, key in that file)
         for f in files:
             for key in read_header(f):
