@@ -1,5 +1,6 @@
 """book/: every function a chapter calls, in script mode (one line, or a saved figure with --figures) and in
 notebook mode (drawn, shown, graded), on the synthetic checkpoint."""
+import base64
 import re
 import sys
 
@@ -35,7 +36,7 @@ def notebook(monkeypatch):
     monkeypatch.setattr(oracle, "in_notebook", lambda: True)
     import IPython.display
 
-    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False, metadata=None: shown.append((obj, metadata)))
     return shown
 
 
@@ -145,10 +146,15 @@ def test_show_in_a_script_saves_with_figures(script, capsys, tmp_path, monkeypat
 def test_show_in_a_notebook_displays_once(notebook, capsys):
     import matplotlib.pyplot as plt
 
+    before = set(plt.get_fignums())
     assert book.show("ch99-line", line_figure, [1, 2], title="shown") is None  # no value for the cell to show again
-    [fig] = notebook
-    assert fig.axes[0].get_title() == "shown" and capsys.readouterr().out == ""
-    assert not plt.fignum_exists(fig.number)  # closed: the inline backend will not draw it a second time
+    [(data, metadata)] = notebook
+    assert base64.b64decode(data["image/png"]).startswith(b"\x89PNG") and capsys.readouterr().out == ""
+    # its name and title travel with it (the book's alt text), at DPI, shown at a 100-dpi figure's width
+    assert metadata["book"] == {"figure": "ch99-line", "title": "shown"}
+    png = base64.b64decode(data["image/png"])
+    assert metadata["image/png"]["width"] == round(int.from_bytes(png[16:20], "big") * 100 / show_module.DPI)
+    assert set(plt.get_fignums()) == before  # closed: the inline backend will not draw it a second time
 
 
 def test_listing(script, notebook, capsys, monkeypatch):
@@ -157,7 +163,9 @@ def test_listing(script, notebook, capsys, monkeypatch):
     assert capsys.readouterr().out.startswith("» the finished code: qwen/course.py (")
     monkeypatch.setattr(show_module, "in_notebook", lambda: True)
     assert book.listing("qwen/course.py", "pick_device", "open_model") is None
-    source = notebook[-1].data
+    code, metadata = notebook[-1]
+    source = code.data
+    assert metadata == {"book": {"listing": "qwen/course.py", "names": ["pick_device", "open_model"]}}
     assert source.startswith("def pick_device():") and "\ndef open_model(" in source
     assert "def chapter_args" not in source
     with pytest.raises(ValueError, match="defines no nothing_here"):
