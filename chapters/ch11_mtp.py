@@ -1,5 +1,7 @@
 """Chapter 11: the multi-token-prediction head by hand, and speculative decoding with a state that cannot be cut.
 
+第 11 章：手写多 token 预测头，以及在状态无法截断时做投机解码。
+
 Run: python chapters/ch11_mtp.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
 Its notebook, notebooks/ch11_mtp.ipynb, is written from this file by python notebooks/sync.py.
 """
@@ -38,11 +40,44 @@ Its notebook, notebooks/ch11_mtp.ipynb, is written from this file by python note
 # random as everything else, so its guesses are almost never right: this chapter then shows the machinery, and a
 # draft that is always right shows the other end.
 
+# %% [markdown] lang="zh"
+# # 第 11 章 · MTP 头与投机解码
+#
+# 每个 Qwen3.5 检查点都带着一块 transformers 的 Qwen3.5 类会跳过的权重：`mtp.*`，一个**多 token 预测**（multi-token
+# prediction，MTP）头，它猜的是下下个 token。推理引擎拿它做**投机解码**：一个便宜的草稿先猜几个 token，
+# 大模型一次前向把它们全部验证一遍，每个被认可的猜测都是一个不必单独花一步解码的 token——这正是模型自己对第 9
+# 章测出的"解码受限于内存"给出的答案。Qwen3.5 让这件事成了一堂真正的工程课：猜错之后，键值缓存可以截回去，DeltaNet
+# 的状态却不行——它已经把猜测吸收进去了。本章手写这个头、草稿–验证循环和状态回滚，证明输出与普通解码完全相同，
+# 并算清楚什么时候划算。
+#
+# ```
+# qwen/
+# ├── model.py        （第 8 章：MTP 块复用的解码层）
+# ├── mtp.py          + MTP、step、FinalHidden、load_mtp：从 mtp.* 载入的头
+# ├── draft.py        + MTPDraft、Scripted、follow：负责猜接下来 k 个 token
+# └── speculative.py  + speculate、accept、Rollback：草稿、验证、接受、回滚
+# book/
+# └── ch11.py         + 本章的图，以及加速比的闭式解
+# bench/
+# └── bench_speculative.py + 按 0.8B 的形状测普通解码与投机解码的 tokens/s
+# chapters/
+# └── ch11_mtp.py     + 本章脚本
+# notebooks/
+# └── ch11_mtp.ipynb  + 本笔记本，由脚本生成
+#
+# + 本章新增 · ~ 本章修改 · 无标记：前面章节已有
+# ```
+#
+# 命令行跑的是同一份代码：`python chapters/ch11_mtp.py`（`--figures` 保存图，`--proof` 把这个头和 transformers 的通用
+# MTP 层做对比）。在合成检查点上，MTP 头和其他权重一样是随机的，几乎猜不对：这时本章展示的是机制本身，
+# 再用一个永远猜对的草稿展示另一端。
+
 # %%
 import copy
 import math
 import random
 import statistics
+import unicodedata
 
 import torch
 
@@ -57,6 +92,7 @@ from qwen.draft import MTPDraft, Scripted, follow
 from qwen.family import kv_bytes_per_token, linear_layer_bytes
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.hub import part_files
+from qwen.lang import tr
 from qwen.model import load_model
 from qwen.mtp import FinalHidden, load_mtp, new_cache, step
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, mtp_shapes, real_config, tensor_shapes
@@ -68,7 +104,8 @@ from qwen.weights import read_header
 args = chapter_args(__doc__)
 missing = ch11.missing_mtp(args.path)
 if missing:  # no usable mtp.* block here: this chapter needs one, so it shows the synthetic one's
-    print(f"(no usable MTP block here: {missing}; this chapter runs on the synthetic checkpoint instead)")
+    print(tr(f"(no usable MTP block here: {missing}; this chapter runs on the synthetic checkpoint instead)",
+             f"（这里没有可用的 MTP 块：{missing}；本章改在合成检查点上运行）"))
     args.path = synthetic_path()
     print(banner(book.in_notebook()))
 real = real_config()
@@ -78,7 +115,7 @@ model = load_model(args.path, dtype=dtype, device=dev)  # the main model
 model.mtp = load_mtp(args.path, dtype=dtype, device=dev)  # and its MTP block, attached in the open
 tok = load_tokenizer(args.path)
 SYNTHETIC = is_synthetic(args.path)
-TAG = " (synthetic weights)" if SYNTHETIC else ""  # on every line printed from the weights
+TAG = tr(" (synthetic weights)", "（合成权重）") if SYNTHETIC else ""  # on every line printed from the weights
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
 if SYNTHETIC and dev.type == "cpu":
@@ -95,11 +132,19 @@ book.show("ch11-map", book.model_map.draw, "mtp")
 # Read from the file's headers (chapter 1), beside the shapes the real 0.8B's config gives (`qwen.sizes.mtp_shapes`,
 # which lists the block from a config alone, as `tensor_shapes` lists the text model in chapter 1):
 
+# %% [markdown] lang="zh"
+# ## 1. 检查点里有什么
+# 这一块的张量和文本模型的放在一起，前缀是 `mtp.`：两个 RMSNorm，后面接一个形状为 (d, 2d) 的投影 `fc`；
+# 一个全注意力类型的解码层（第 8 章那种，有自己的 q/k/v/o、QK 归一化、两个 norm 和一个 MLP）；最后是一个 `norm`。
+# 它没有嵌入，也没有输出头：这两样借用主模型的。下面从文件头读出这些张量（第 1 章），旁边是真实 0.8B
+# 的配置给出的形状（`qwen.sizes.mtp_shapes` 只凭配置就能列出这一块，就像第 1 章里 `tensor_shapes` 列出文本模型那样）：
+
 # %%
 keys = {k: v["shape"] for f in part_files(args.path, "mtp") for k, v in read_header(f).items() if k.startswith("mtp.")}
 real_mtp = {"mtp." + k: v for k, v in mtp_shapes(REAL_TEXT_CONFIG).items()}  # from the config alone (qwen/sizes.py)
 d_real = real.hidden_size
-print(f"{'key':48s} {'this checkpoint':>16s} {'real Qwen3.5-0.8B':>18s}")
+print(tr(f"{'key':48s} {'this checkpoint':>16s} {'real Qwen3.5-0.8B':>18s}",
+         f"{'张量名':45s} {'本检查点':>12s} {'真实 Qwen3.5-0.8B':>18s}"))  # a CJK character is two columns wide
 for key in sorted(keys):
     print(f"{key:48s} {str(tuple(keys[key])):>16s} {str(real_mtp.get(key)):>18s}")
 n_mtp = sum(math.prod(s) for s in keys.values())
@@ -107,10 +152,13 @@ n_real_mtp = sum(math.prod(s) for s in real_mtp.values())
 n_real = count_by_part(tensor_shapes(REAL_TEXT_CONFIG))["total"]
 predicted = {"mtp." + k: v for k, v in mtp_shapes(model.cfg).items()}  # from this checkpoint's config.json
 as_predicted = {k: tuple(v) for k, v in keys.items()} == predicted
-print(f"{len(keys)} tensors, {n_mtp:,} parameters{TAG}; the same names as real Qwen3.5-0.8B's: "
-      f"{sorted(keys) == sorted(real_mtp)}; the shapes its config predicts: {as_predicted}")
-print(f"real Qwen3.5-0.8B: {n_real_mtp:,} parameters in mtp.*, {n_real_mtp / n_real:.1%} of the text model's "
-      f"{n_real:,}")
+same_names, share = sorted(keys) == sorted(real_mtp), n_real_mtp / n_real
+print(tr(f"{len(keys)} tensors, {n_mtp:,} parameters{TAG}; the same names as real Qwen3.5-0.8B's: "
+         f"{same_names}; the shapes its config predicts: {as_predicted}",
+         f"{len(keys)} 个张量，{n_mtp:,} 个参数{TAG}；名字与真实 Qwen3.5-0.8B 的相同：{same_names}；"
+         f"形状与它的配置推出的一致：{as_predicted}"))
+print(tr(f"real Qwen3.5-0.8B: {n_real_mtp:,} parameters in mtp.*, {share:.1%} of the text model's {n_real:,}",
+         f"真实 Qwen3.5-0.8B：mtp.* 里有 {n_real_mtp:,} 个参数，占文本模型 {n_real:,} 个参数的 {share:.1%}"))
 
 # %% [markdown]
 # ## 2. The head's forward, step by step
@@ -130,6 +178,21 @@ print(f"real Qwen3.5-0.8B: {n_real_mtp:,} parameters in mtp.*, {n_real_mtp / n_r
 # embedding and head, two RMS-normed inputs projected from 2d to d, one transformer block. On a prompt, pair t is
 # (x_{t+1}, h_t); the last pair takes the token the main model picks next.
 
+# %% [markdown] lang="zh"
+# ## 2. 头的前向，一步一步
+# 主模型最后的隐藏状态 h_t——最终 norm 的输出，也就是输出头要变成 x_{t+1} 的 logits 的那个向量——对下一个 token
+# 已经知道很多。MTP 块还会拿到这个 token 本身，于是可以再往后看一步：
+#
+# 1. 用主模型的嵌入表嵌入 token x_{t+1}：e (B, T, d)；
+# 2. 两个输入各自归一化，`pre_fc_norm_embedding`(e) 和 `pre_fc_norm_hidden`(h_t)，再拼接起来，嵌入在前：(B, T, 2d)；
+# 3. `fc` (d, 2d) 投影回 d；
+# 4. 一个全注意力解码层 `mtp.layers.0`，有自己的键值缓存，用主模型的 RoPE 位置：(B, T, d)，每一对关注它前面的各对；
+# 5. `norm`，再过主模型的输出头：得到预测 x_{t+2} 的 logits (B, T, V)。
+#
+# 这就是 DeepSeek-V3 的 MTP 模块的结构（DeepSeek-AI 2024，"DeepSeek-V3 Technical Report"，§2.2）：共享嵌入和输出头，
+# 两个经过 RMS 归一化的输入从 2d 投影到 d，再接一个 transformer 块。在一段提示上，第 t 对是 (x_{t+1}, h_t)；
+# 最后一对用的是主模型接下来选出的 token。
+
 # %%
 prompt = "The capital of France is Paris. The capital of Italy is"
 ids = torch.tensor([tok.encode(prompt)], device=dev)  # (1, T)
@@ -145,17 +208,25 @@ u = mtp.fc(joined)  # (1, T, d)
 cos, sin = model.rotary(torch.arange(T, device=dev)[None], u.dtype)  # pair t at position t (vLLM's convention)
 g = mtp.norm(mtp.layers[0](u, cos, sin))  # (1, T, d): no cache, so causal attention over the T pairs
 mtp_logits = model.lm_head(g)  # (1, T, V): the guess for x_{t+2}
-for name, x, real_shape in (("h_t", h, f"(1, T, {d_real})"), ("embedded x_{t+1}", e, f"(1, T, {d_real})"),
-                            ("joined", joined, f"(1, T, {2 * d_real})"), ("fc", u, f"(1, T, {d_real})"),
-                            ("layer + norm", g, f"(1, T, {d_real})"),
+def columns(text, n):
+    """`text` padded to n columns of a terminal, where a CJK character takes two."""
+    return text + " " * (n - sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text))
+
+
+for name, x, real_shape in (("h_t", h, f"(1, T, {d_real})"),
+                            (tr("embedded x_{t+1}", "嵌入后的 x_{t+1}"), e, f"(1, T, {d_real})"),
+                            (tr("joined", "拼接后"), joined, f"(1, T, {2 * d_real})"), ("fc", u, f"(1, T, {d_real})"),
+                            (tr("layer + norm", "解码层 + norm"), g, f"(1, T, {d_real})"),
                             ("logits", mtp_logits, f"(1, T, {real.vocab_size})")):
-    print(f"{name:18s} {str(tuple(x.shape)):18s} real Qwen3.5-0.8B {real_shape}")
-print(f"the steps by hand vs qwen.mtp.step: max |diff| = "
-      f"{float((mtp_logits - step(model, mtp, after, h, new_cache())[1]).abs().max()):.1e}")
+    print(f"{columns(name, 18)} {str(tuple(x.shape)):18s} {tr('real Qwen3.5-0.8B', '真实 Qwen3.5-0.8B')} {real_shape}")
+by_step = float((mtp_logits - step(model, mtp, after, h, new_cache())[1]).abs().max())
+print(tr(f"the steps by hand vs qwen.mtp.step: max |diff| = {by_step:.1e}",
+         f"手写的各步与 qwen.mtp.step 相比：max |diff| = {by_step:.1e}"))
 picks = logits[0].argmax(-1)  # (T,): the main model's own next token at each position
 guesses = mtp_logits[0].argmax(-1)  # (T,): the block's guess for the token after that
 agree = int((guesses[:-1] == picks[1:]).sum())
-print(f"the block's guess for x_(t+2) equals the main model's pick there at {agree} of {T - 1} positions{TAG}")
+print(tr(f"the block's guess for x_(t+2) equals the main model's pick there at {agree} of {T - 1} positions{TAG}",
+         f"在 {T - 1} 个位置中，这一块对 x_(t+2) 的猜测有 {agree} 个等于主模型在那里的选择{TAG}"))
 
 # %% [markdown]
 # On the synthetic checkpoint the block is random, and so are its guesses: they are almost never the main model's
@@ -169,6 +240,16 @@ print(f"the block's guess for x_(t+2) equals the main model's pick there at {agr
 # shifted by the same 1, so the logits agree up to rounding. This course uses vLLM's: entry t of the block's KV
 # cache then lines up with entry t of the main model's. Numerically:
 
+# %% [markdown] lang="zh"
+# 在合成检查点上这一块是随机的，它的猜测也是：几乎从不等于主模型的选择。训练过的头则经常猜中；
+# 猜中的频率决定了加速比（第 7 节）。
+#
+# **哪个位置，哪个隐藏状态。** 两个公开实现对 h 的看法一致：vLLM 的 Qwen3.5 MTP 模型拿到的是主模型返回的隐藏状态，
+# 它以最终 norm 结尾；transformers 的 `MTPCandidateGenerator` 取的是 `hidden_states[-1]`，同样是最终 norm 的输出。
+# 两者在位置上有分歧：vLLM 给 (x_{t+1}, h_t) 这一对用 h_t 的位置 t；transformers 通用的 `MtpLayer` 路径用 x_{t+1}
+# 的位置 t + 1。RoPE 的分数只取决于查询和键之间的距离（第 4 章），而在这一块内部每一对都平移了同样的 1，所以两者的
+# logits 在舍入误差内一致。本课程用 vLLM 的约定：这样这一块键值缓存的第 t 项正好对上主模型的第 t 项。用数字验证：
+
 # %%
 def head_at(positions, hidden):
     c, s = model.rotary(positions, u.dtype)
@@ -178,14 +259,18 @@ def head_at(positions, hidden):
 
 pos = torch.arange(T, device=dev)[None]
 scale = float(mtp_logits.abs().max())
-print(f"positions t + 1 instead of t: max |diff| = {float((head_at(pos + 1, h) - mtp_logits).abs().max()):.1e} "
-      f"(logits up to {scale:.2f}); positions 2t: {float((head_at(2 * pos, h) - mtp_logits).abs().max()):.1e}")
+shifted = float((head_at(pos + 1, h) - mtp_logits).abs().max())
+doubled = float((head_at(2 * pos, h) - mtp_logits).abs().max())
+print(tr(f"positions t + 1 instead of t: max |diff| = {shifted:.1e} (logits up to {scale:.2f}); "
+         f"positions 2t: {doubled:.1e}",
+         f"用位置 t + 1 代替 t：max |diff| = {shifted:.1e}（logits 最大到 {scale:.2f}）；位置 2t：{doubled:.1e}"))
 seen = {}
 hook = model.norm.register_forward_pre_hook(lambda module, inputs: seen.update(x=inputs[0]))
 model(ids)
 hook.remove()
-print(f"h before the final norm instead of after it: max |diff| = "
-      f"{float((head_at(pos, seen['x']) - mtp_logits).abs().max()):.1e}{TAG}")
+before_norm = float((head_at(pos, seen["x"]) - mtp_logits).abs().max())
+print(tr(f"h before the final norm instead of after it: max |diff| = {before_norm:.1e}{TAG}",
+         f"用最终 norm 之前而不是之后的 h：max |diff| = {before_norm:.1e}{TAG}"))
 
 # %% [markdown]
 # Shifting every position by one changes nothing but rounding; doubling them changes the distances, and the logits.
@@ -194,6 +279,14 @@ print(f"h before the final norm instead of after it: max |diff| = "
 # of the final norm, and so does `qwen.mtp.FinalHidden` (a hook on `model.norm`, so the model's code is unchanged).
 #
 # The finished module:
+
+# %% [markdown] lang="zh"
+# 把每个位置都平移一位，除了舍入什么也没变；把位置翻倍则改变了距离，logits 也随之改变。最终 norm
+# 之前的隐藏状态是另一个输入：`pre_fc_norm_hidden` 会再归一化一次，但少了最终 norm 的逐通道缩放 (1 + w)，
+# 这一块读到的就是另一组数。两个实现用的都是最终 norm 的输出，`qwen.mtp.FinalHidden` 也一样（它是挂在 `model.norm`
+# 上的一个 hook，所以模型代码不用改）。
+#
+# 完成的模块：
 
 # %%
 book.listing("qwen/mtp.py")
@@ -223,11 +316,33 @@ book.listing("qwen/mtp.py")
 #   a DeltaNet layer in the block would need the snapshot-and-replay of section 6 for the draft too.
 # - **It is cheap.** One layer's keys and values per token:
 
+# %% [markdown] lang="zh"
+# - **`MTP`** 就是第 2 到 5 步，用检查点里的名字（去掉 `mtp.`）；解码层是第 8 章全注意力类型的 `DecoderLayer`。
+# - **`step`** 嵌入 token，取主模型给它们的位置（和主模型一样跳过填充），带着自己的缓存跑这一块，再套上主模型的输出头。
+# - **`load_mtp`** 在 meta 设备上构建这一块，只用 `mtp.*` 张量填充它（第 1 章的 `fill`）；本章把它明明白白地挂上去，
+#   `model.mtp = load_mtp(path, dtype, device)`：之后的调用不会在背后悄悄从磁盘读东西。
+#
+# ## 3. 为什么是一个全注意力层
+# 检查点和本章参考的实现（vLLM、transformers）都没有说明为什么这一块是一个全注意力层而不是 Gated DeltaNet 层；
+# 下面是对这一设计的论证，不是官方公布的理由。
+#
+# - **上下文已经读过了。** h_t 出自主模型的每一层：关于下一个 token，上下文能告诉它的都已经在里面了。
+#   这一块的任务是短程的：把 h_t 和多一个 token 结合起来，再往后看一步。它不需要自己的长程、廉价的记忆，而那正是
+#   DeltaNet 层的用途。
+# - **它能精确地回看。** 在第 t 对，这一层关注之前的每一对 (x_{s+1}, h_s)，所以能找到某个 token 更早出现的位置，
+#   并照抄它后面的内容——这种检索，固定大小的状态只能近似（第 7 章）。
+# - **它的缓存按长度截断。** k > 1 的草稿会为自己的猜测写入缓存项，而大多数步都要丢掉其中一些。
+#   键值缓存只要把长度往回移就能丢掉它们（`MTPDraft.advance` 每一步都这么做）；如果这一块里是 DeltaNet 层，草稿也得用第
+#   6 节的"快照加重放"。
+# - **它很便宜。** 一层每个 token 的键和值：
+
 # %%
 kv_tok = kv_bytes_per_token(real)
 full = real.layer_types.count("full_attention")
-print(f"real Qwen3.5-0.8B: the MTP layer keeps {kv_tok:,} B per token in bf16; the main model's {full} "
-      f"full-attention layers {full * kv_tok:,} B: the block adds 1/{full} to the KV cache")
+print(tr(f"real Qwen3.5-0.8B: the MTP layer keeps {kv_tok:,} B per token in bf16; the main model's {full} "
+         f"full-attention layers {full * kv_tok:,} B: the block adds 1/{full} to the KV cache",
+         f"真实 Qwen3.5-0.8B：MTP 层每个 token 存 {kv_tok:,} B（bf16）；主模型的 {full} 个全注意力层存 "
+         f"{full * kv_tok:,} B：这一块让键值缓存多出 1/{full}"))
 
 # %% [markdown]
 # ## 4. Draft, verify, accept
@@ -248,6 +363,23 @@ print(f"real Qwen3.5-0.8B: the MTP layer keeps {kv_tok:,} B per token in bf16; t
 # **Try it first**: exercise 219 is the greedy accept step (`python practice/judge.py start 219`, or the cell
 # below).
 
+# %% [markdown] lang="zh"
+# ## 4. 草稿、验证、接受
+# 投机解码的一步，记 x 为主模型最后选出的 token（还没喂给它），d_1 … d_k 为草稿的猜测：
+#
+# 1. **验证**：把 [x, d_1, …, d_k] 喂给主模型，一次前向处理 k + 1 个位置。位置 i 的 logits 表示主模型在 d_i
+#    之后会选什么（i = 0 时是 x 之后）。
+# 2. **接受**（贪心）：依次保留 d_1、d_2……，条件是每个都等于主模型在它前一个 token 之后的选择；遇到第一个不等的就停。
+#    然后补上主模型在最后一个保留的 token 之后自己的选择：这就是修正（它替换第一个错误的猜测），或者在 k 个全部保留时，
+#    是多出来的一个 token（bonus）。所以一步产生 n + 1 个 token，n = 0 … k 是保留的猜测数，
+#    而且每一个都正是普通贪心解码会生成的 token。
+# 3. **回滚**所有缓存到已接受的 token（第 6 节），让草稿从那里接着猜。
+#
+# 用 MTP 块做 k > 1 的草稿时要把它串起来：用它自己的输出 g_t 代替 h，用它自己的猜测代替下一个 token。
+# 这样串出来的后续猜测有多少能留下，是训练好的权重的性质，要在真实检查点上测。
+#
+# **先自己试试**：练习 219 就是贪心接受这一步（`python practice/judge.py start 219`，或者下面的单元格）。
+
 # %%
 def greedy_accept(drafts, logits):
     raise NotImplementedError  # your code: (tokens (B, k + 1) with -1 after each row's n + 1, n (B,))
@@ -261,6 +393,12 @@ book.attempt(219, greedy_accept)
 # `follow(reference, wrong)` is a script that reads the answer from a plain greedy run and proposes a wrong token
 # (the right one + 1) wherever `wrong(step, i)` says so. Here is a draft that keeps 2, 0, 3, 1, 3, … of its k = 3
 # guesses, and what the loop does with them:
+
+# %% [markdown] lang="zh"
+# 草稿是可插拔的（`qwen/draft.py`）：草稿自带它的 k，`speculate(model, ids, n, draft)` 用它跑循环。
+# `Scripted(script, k)` 提出 `script(generated, k)` 返回的猜测；`follow(reference, wrong)` 是这样一个脚本：
+# 它从一次普通贪心运行里读出答案，在 `wrong(step, i)` 说要错的地方提出一个错的 token（正确的那个 + 1）。下面这个草稿在
+# k = 3 个猜测里依次保留 2、0、3、1、3……个，看看循环怎么处理它们：
 
 # %%
 N, N_SWEEP = 16, 40  # new tokens per run here, and in section 7 (where chance needs more forwards)
