@@ -440,29 +440,39 @@ pattern = [2, 0, 3, 1, 3, 0]
 draft = Recorded(Scripted(follow(reference, wrong=lambda j, i: i >= pattern[j % len(pattern)]), 3))
 out = list(speculate(model, chat_ids, N, draft, stop=stop))
 loop = steps_of(out, draft.log)
-print(f"k = 3, the scripted draft: {len(draft.log)} main-model forwards for {len(out)} tokens; kept per forward "
-      f"{[s['accepted'] for s in loop]}; identical to plain greedy: {out == plain}")
+kept_per, same = [s["accepted"] for s in loop], out == plain
+print(tr(f"k = 3, the scripted draft: {len(draft.log)} main-model forwards for {len(out)} tokens; kept per forward "
+         f"{kept_per}; identical to plain greedy: {same}",
+         f"k = 3，脚本草稿：{len(draft.log)} 次主模型前向生成 {len(out)} 个 token；每次前向保留 {kept_per}；"
+         f"与普通贪心解码完全相同：{same}"))
 
 # %%
 book.show("ch11-loop", ch11.loop_figure, loop[:6], lambda i: tok.decode([i]),
-          title=f"The draft–verify loop, k = 3, a scripted draft{TAG}")
+          title=tr(f"The draft–verify loop, k = 3, a scripted draft{TAG}", f"草稿–验证循环，k = 3，脚本草稿{TAG}"))
 
 # %% [markdown]
 # Whatever the draft proposes, speculative greedy makes exactly plain greedy's tokens: every token it emits is the
 # main model's argmax after the tokens before it. The draft only decides how many of them one forward makes. With
 # the MTP head, and with a draft that is always right (`follow(reference)`):
 
+# %% [markdown] lang="zh"
+# 不管草稿提出什么，投机贪心解码生成的 token 都和普通贪心解码一模一样：它输出的每个 token 都是主模型在前面那些 token
+# 之后的 argmax。草稿只决定一次前向能产出其中几个。换成 MTP 头，以及一个永远猜对的草稿（`follow(reference)`）：
+
 # %%
 runs = {}
+NAMES = {"MTP head": tr("MTP head", "MTP 头"), "always right": tr("always right", "永远猜对")}  # as printed
 for kind, k in [("MTP head", 1), ("MTP head", 2), ("MTP head", 4), ("always right", 1), ("always right", 2),
                 ("always right", 4)]:
     draft = MTPDraft(model, k) if kind == "MTP head" else Scripted(follow(reference), k)
     got = list(speculate(model, chat_ids, N, draft, stop=stop))
     stats = draft.counts  # main-model forwards after the prefill, guesses proposed and accepted
     runs[kind, k] = stats, (len(got) - 1) / max(stats["steps"], 1)  # the prefill made the first token
-    print(f"{kind:12s} k = {k}: identical to plain greedy: {got == plain}; accepted {stats['accepted']} of "
-          f"{stats['proposed']} guesses; {runs[kind, k][1]:.2f} tokens per main-model forward"
-          f"{TAG if kind == 'MTP head' else ''}")
+    same, per, tag = got == plain, runs[kind, k][1], TAG if kind == "MTP head" else ""
+    print(tr(f"{columns(NAMES[kind], 12)} k = {k}: identical to plain greedy: {same}; accepted {stats['accepted']} of "
+             f"{stats['proposed']} guesses; {per:.2f} tokens per main-model forward{tag}",
+             f"{columns(NAMES[kind], 12)} k = {k}：与普通贪心解码完全相同：{same}；{stats['proposed']} 个猜测中接受了 "
+             f"{stats['accepted']} 个；每次主模型前向 {per:.2f} 个 token{tag}"))
 
 # %% [markdown]
 # The two ends: the MTP head of the synthetic checkpoint is random, so it is almost never right and every forward
@@ -473,6 +483,13 @@ for kind, k in [("MTP head", 1), ("MTP head", 2), ("MTP head", 4), ("always righ
 # the verify pass over k + 1 positions rounds differently from one-token decoding, and two top tokens within a
 # bf16 step of each other can swap.
 
+# %% [markdown] lang="zh"
+# 两个极端：合成检查点的 MTP 头是随机的，几乎从不猜对，每次前向只产出一个 token（主模型的修正）——和普通解码一样的速度，
+# 还要多付草稿的开销。永远猜对的草稿每次前向产出 k + 1 个 token（一次运行的最后一次前向可能因长度上限被截短）。
+# 换成真实检查点，MTP 头落在两者之间：这时"MTP 头"那几行就是它在这段提示上真实的接受情况。"完全相同"是精确算术的承诺，
+# 这里用 fp32 兑现：在 bf16 下（本章在 GPU 上的选择），对 k + 1 个位置做验证的前向与逐个 token 解码的舍入方式不同，
+# 两个相差不到一个 bf16 步长的最高候选 token 可能互换。
+
 # %% [markdown]
 # ## 5. Sampling: the same distribution
 # With sampling, "the main model's token" is a draw, and a guess is kept at random. The rule (Leviathan, Kalman
@@ -482,18 +499,27 @@ for kind, k in [("MTP head", 1), ("MTP head", 2), ("MTP head", 4), ("always righ
 # q(d) · min(1, p(d)/q(d)) = min(p, q)(d), and otherwise drawn from the residual, which puts the missing
 # p(d) − min(p, q)(d) back. Exactly, on five tokens:
 
+# %% [markdown] lang="zh"
+# ## 5. 采样：同一个分布
+# 采样时，"主模型的 token"是抽出来的，猜测也是按概率保留的。规则（Leviathan、Kalman 和 Matias 2023；Chen 等 2023）：记
+# p 为主模型在该位置的分布，q 为草稿的分布，以概率 min(1, p(d) / q(d)) 保留猜测 d；遇到第一次拒绝时，从归一化后的残差
+# max(0, p − q) 中抽取。这样输出的 token 恰好服从 p。一句话的理由：输出是 d 且被保留的概率为 q(d) · min(1, p(d)/q(d)) =
+# min(p, q)(d)，否则从残差中抽取，而残差正好把缺的 p(d) − min(p, q)(d) 补回来。在五个 token 上精确验证：
+
 # %%
 p = torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05], dtype=torch.float64)
 q = torch.tensor([0.1, 0.4, 0.3, 0.1, 0.1], dtype=torch.float64)
 kept = torch.minimum(p, q)  # P(the guess is d and is kept)
 residual = (p - q).clamp(min=0) / (p - q).clamp(min=0).sum()
 total = kept + (1 - kept.sum()) * residual  # P(the step emits token d)
-print(f"p = {p.tolist()}\nemitted = {[round(v, 12) for v in total.tolist()]}: equal to p: "
-      f"{torch.allclose(total, p, rtol=0, atol=1e-15)}")
+emitted, equal = [round(v, 12) for v in total.tolist()], torch.allclose(total, p, rtol=0, atol=1e-15)
+print(tr(f"p = {p.tolist()}\nemitted = {emitted}: equal to p: {equal}",
+         f"p = {p.tolist()}\n输出的分布 = {emitted}：等于 p：{equal}"))
 only_if_above = torch.where(p >= q, q, 0) + (1 - torch.where(p >= q, q, 0).sum()) * residual
 from_p = kept + (1 - kept.sum()) * p
-print(f"mistake 'keep only when p ≥ q': {[round(v, 3) for v in only_if_above.tolist()]}; mistake 'draw the "
-      f"rejection from p': {[round(v, 3) for v in from_p.tolist()]}")
+wrong_above, wrong_from_p = [round(v, 3) for v in only_if_above.tolist()], [round(v, 3) for v in from_p.tolist()]
+print(tr(f"mistake 'keep only when p ≥ q': {wrong_above}; mistake 'draw the rejection from p': {wrong_from_p}",
+         f"错误做法“只在 p ≥ q 时保留”：{wrong_above}；错误做法“拒绝时从 p 抽取”：{wrong_from_p}"))
 
 # %% [markdown]
 # A deterministic draft (the scripts) has q = one-hot at d: keep d with probability p(d), else draw from p without
@@ -502,6 +528,13 @@ print(f"mistake 'keep only when p ≥ q': {[round(v, 3) for v in only_if_above.t
 # the emitted distribution against the main model's over 200,000 draws.
 #
 # **Try it first**: exercise 220 is the acceptance rule (`python practice/judge.py start 220`, or the cell below).
+
+# %% [markdown] lang="zh"
+# 确定性的草稿（上面那些脚本）的 q 是 d 处的 one-hot：以概率 p(d) 保留 d，否则从去掉 d 再归一化的 p 中抽取。MTP
+# 头在采样时从它自己的分布中抽取猜测，这个分布就是 q。`speculate(model, ids, n, draft, Sampling(temperature=...))`
+# 实现了这条规则；tests/test_speculative.py 用 200,000 次抽样检查输出的分布与主模型的分布一致。
+#
+# **先自己试试**：练习 220 就是这条接受规则（`python practice/judge.py start 220`，或者下面的单元格）。
 
 # %%
 def speculative_sample(p, q, drafts, u, u_last):
@@ -525,6 +558,21 @@ book.attempt(220, speculative_sample)
 # A tiny DeltaNet (d = 8, one head, dk = dv = 2, random weights, a slow decay) after a two-token prompt, then a
 # verify of [x, d_1, d_2, d_3] where only d_1 is right:
 
+# %% [markdown] lang="zh"
+# ## 6. 回滚一个截不断的状态
+# 一次拒绝之后，验证前向已经喂进了 k + 1 个 token，只有其中 m = n + 1 个留下。每个缓存最后都必须和只对已接受 token
+# 做普通前向之后的样子完全一样。
+#
+# - **全注意力**层的键值缓存每个 token 一行：截回已接受的长度，它就是普通的缓存（截断点之后的行再也不会被读，
+#   下一步会覆盖它们）。
+# - **Gated DeltaNet** 层的状态 S 把喂进去的每个 token 都折叠进了每个头的一个 (dk, dv) 矩阵；没有哪一行可以截。
+#   它的卷积窗口存着最近 K − 1 = 3 个输入，所以验证了 k + 1 ≥ 3 个 token 之后，窗口里只剩验证过的那些：
+#   之前的输入已经没了。想用算术撤销状态的更新，就得除以 e^g（它可能接近 0），还得对 (I − β k kᵀ) 求逆（β 接近 1
+#   时它几乎奇异）。
+#
+# 一个很小的 DeltaNet（d = 8，一个头，dk = dv = 2，随机权重，衰减很慢）：先读两个 token 的提示，再验证 [x, d_1, d_2,
+# d_3]，其中只有 d_1 是对的：
+
 # %%
 tiny_cfg = Config.from_dict(dict(REAL_TEXT_CONFIG, hidden_size=8, linear_num_key_heads=1, linear_num_value_heads=1,
                                  linear_key_head_dim=2, linear_value_head_dim=2), "a tiny DeltaNet config")
@@ -541,16 +589,21 @@ saved = spec.conv.clone(), spec.state.clone()  # the snapshot, taken before the 
 tiny(xs[:, 2:], spec)  # verify: 4 tokens at once
 absorbed = spec.state.clone()
 window = tiny.in_proj_qkv(xs[:, 3:]).transpose(1, 2)  # (1, C, 3): the inputs of d_1, d_2, d_3
-print(f"after the verify, the conv window is the inputs of d_1, d_2, d_3 only: {torch.equal(spec.conv, window)}")
+only_verified = torch.equal(spec.conv, window)
+print(tr(f"after the verify, the conv window is the inputs of d_1, d_2, d_3 only: {only_verified}",
+         f"验证之后，卷积窗口里只剩 d_1、d_2、d_3 的输入：{only_verified}"))
 spec.conv, spec.state = saved  # restore, then re-run the accepted tokens x, d_1
 tiny(xs[:, 2:4], spec)
-states = {"plain: after x, d1": plain_cache.state[0, 0], "verify: after x, d1, d2, d3": absorbed[0, 0],
-          "restored + x, d1 replayed": spec.state[0, 0]}
+states = {tr("plain: after x, d1", "普通解码：x、d1 之后"): plain_cache.state[0, 0],
+          tr("verify: after x, d1, d2, d3", "验证：x、d1、d2、d3 之后"): absorbed[0, 0],
+          tr("restored + x, d1 replayed", "恢复后重放 x、d1"): spec.state[0, 0]}
 for name, S in states.items():
-    print(f"{name:28s} S = {[[round(v, 4) for v in row] for row in S.tolist()]}")
-print(f"|verify − plain| = {float((absorbed - plain_cache.state).abs().max()):.3f}; "
-      f"|replayed − plain| = {float((spec.state - plain_cache.state).abs().max()):.1e}, "
-      f"conv window {float((spec.conv - plain_cache.conv).abs().max()):.1e}")
+    print(f"{columns(name, 28)} S = {[[round(v, 4) for v in row] for row in S.tolist()]}")
+off = float((absorbed - plain_cache.state).abs().max())
+back = float((spec.state - plain_cache.state).abs().max())
+window_back = float((spec.conv - plain_cache.conv).abs().max())
+print(tr(f"|verify − plain| = {off:.3f}; |replayed − plain| = {back:.1e}, conv window {window_back:.1e}",
+         f"|验证后 − 普通| = {off:.3f}；|重放后 − 普通| = {back:.1e}，卷积窗口 {window_back:.1e}"))
 
 # %%
 book.show("ch11-rollback", ch11.rollback_figure, states)
@@ -570,18 +623,37 @@ book.show("ch11-rollback", ch11.rollback_figure, states)
 # alternative — keep the state after every verified position — needs the kernel to hand out its intermediate
 # states, and k + 1 copies of them. What each costs for the real 0.8B, per sequence:
 
+# %% [markdown] lang="zh"
+# 验证之后的状态已经吸收了 d_2 和 d_3；恢复并重放之后的状态在舍入误差内等于普通解码的状态（重放对两个 token 跑的是分块
+# kernel，普通解码用的是逐 token 的规则）。
+#
+# **本课程的做法**：每次验证前，复制每个 DeltaNet 层的卷积窗口和状态，并留下这一层的记忆在这次前向中读到的东西：
+# `in_proj_qkv` 的输出（卷积的输入）、`in_proj_b` 和 `in_proj_a` 的输出（β 和 g 的来源），靠 forward hook 拿到，
+# 所以模型代码不用改。遇到拒绝时，把副本放回去，只在前 m 个上重新跑这一层的记忆——`GatedDeltaNet.remember`：卷积、门、
+# delta 规则——和练习 221 的做法一样。只跑记忆就够了：重放要得到的是卷积窗口和状态，而 mixer
+# 在已接受位置上的输出（它的门 `in_proj_z`、`out_proj`）已经由验证前向算好，并被上面的层用过了。上面的层也不用做什么：
+# 每个位置只看更早的位置，所以它们在已接受位置上的输出已经是对的，它们的键值缓存按长度截断即可。
+# 另一种做法——在每个验证位置之后都存一份状态——需要 kernel 交出中间状态，还要存 k + 1 份。对真实 0.8B、每条序列，
+# 两种做法各要多少：
+
 # %%
 linear = real.layer_types.count("linear_attention")
 per_layer = linear_layer_bytes(real)  # state in fp32 + the K − 1 conv inputs in bf16
-print(f"real Qwen3.5-0.8B: the snapshot, {linear} layers × {per_layer:,} B = {linear * per_layer / 2 ** 20:.1f} MiB, "
-      f"whatever k; the KV caches: nothing to copy")
+snapshot = linear * per_layer / 2 ** 20  # MiB
+print(tr(f"real Qwen3.5-0.8B: the snapshot, {linear} layers × {per_layer:,} B = {snapshot:.1f} MiB, "
+         f"whatever k; the KV caches: nothing to copy",
+         f"真实 Qwen3.5-0.8B：快照为 {linear} 层 × {per_layer:,} B = {snapshot:.1f} MiB，与 k 无关；"
+         f"键值缓存：无需复制"))
 channels = 2 * real.linear_num_key_heads * real.linear_key_head_dim + \
     real.linear_num_value_heads * real.linear_value_head_dim  # C: the conv's inputs [q | k | v]
 kept_row = channels + 2 * real.linear_num_value_heads  # one token's conv inputs, b and a
 for k in (1, 2, 4):
     kept_bytes = linear * (k + 1) * kept_row * 2  # (k + 1, C + 2·Hv) in bf16 per DeltaNet layer
-    print(f"real Qwen3.5-0.8B, k = {k}: + kept projections {kept_bytes / 2 ** 20:.2f} MiB; a state per verified "
-          f"position instead: {(k + 1) * linear * per_layer / 2 ** 20:.1f} MiB")
+    kept_mib, per_position = kept_bytes / 2 ** 20, (k + 1) * linear * per_layer / 2 ** 20
+    print(tr(f"real Qwen3.5-0.8B, k = {k}: + kept projections {kept_mib:.2f} MiB; a state per verified "
+             f"position instead: {per_position:.1f} MiB",
+             f"真实 Qwen3.5-0.8B，k = {k}：另加留下的投影 {kept_mib:.2f} MiB；若改为每个验证位置存一份状态："
+             f"{per_position:.1f} MiB"))
 
 # %% [markdown]
 # And the replay's cost, in chapter 9's currency: a decode step is bound by reading the weights, so a replay costs
@@ -591,6 +663,13 @@ for k in (1, 2, 4):
 # copy it restores and the state and window it writes, once each, as a fused kernel would (the kept projections of
 # m ≤ k tokens add under 0.1 %; section 7 measures what torch's unfused operations cost):
 
+# %% [markdown] lang="zh"
+# 再用第 9 章的尺子量一量重放的代价：一步解码受限于读权重，所以一次重放相当于 ρ 步解码，ρ =
+# 它搬运的字节数除以一步解码读的权重字节数（bf16）。在 m 个已接受 token 上把整个 mixer 重跑一遍，
+# 要读模型四分之一的权重；只跑它的记忆可以跳过 `in_proj_z` 和 `out_proj`；本课程的重放完全不读投影权重，
+# 只读卷积核（每层 C × K 个数）和它要恢复的副本，再写出状态和窗口，每样一次，就像融合 kernel 那样（m ≤ k 个 token
+# 留下的投影只多出不到 0.1 %；torch 未融合的操作实际花多少，第 7 节去测）：
+
 # %%
 mixer = {name.split("linear_attn.")[1]: math.prod(shape) for name, shape in tensor_shapes(REAL_TEXT_CONFIG).items()
          if name.startswith(f"layers.{real.layer_types.index('linear_attention')}.linear_attn.")}
@@ -599,12 +678,19 @@ memory = whole - mixer["in_proj_z.weight"] - mixer["out_proj.weight"] - mixer["n
 rho_whole, rho_memory = linear * whole / n_real, linear * memory / n_real
 moved = linear * (mixer["conv1d.weight"] * 2 + 2 * per_layer)  # the conv kernel (bf16); the copy read, the new written
 rho = moved / (2 * n_real)  # against a decode step's 2 B per weight
-print(f"real Qwen3.5-0.8B, a rejection's replay against a decode step ({2 * n_real:,} B of weights):")
-print(f"  each mixer again, whole: {linear} × {whole:,} weights: ρ ≈ {rho_whole:.2f}")
-print(f"  its memory alone (no in_proj_z, norm, out_proj): {linear} × {memory:,} weights: ρ ≈ {rho_memory:.2f}")
-print(f"  the memory from the verify pass's projections (qwen.speculative): {linear} × {mixer['conv1d.weight']:,} "
-      f"conv weights and {linear} × 2 × {per_layer:,} B of states: ρ ≈ {rho:.3f} (the copy before every verify "
-      f"moves as many bytes again, rejection or not: part of c)")
+conv_weights = mixer["conv1d.weight"]
+print(tr(f"real Qwen3.5-0.8B, a rejection's replay against a decode step ({2 * n_real:,} B of weights):",
+         f"真实 Qwen3.5-0.8B，一次拒绝之后的重放，与一步解码（读 {2 * n_real:,} B 权重）相比："))
+print(tr(f"  each mixer again, whole: {linear} × {whole:,} weights: ρ ≈ {rho_whole:.2f}",
+         f"  把每个 mixer 整个重跑：{linear} × {whole:,} 个权重：ρ ≈ {rho_whole:.2f}"))
+print(tr(f"  its memory alone (no in_proj_z, norm, out_proj): {linear} × {memory:,} weights: ρ ≈ {rho_memory:.2f}",
+         f"  只跑它的记忆（不含 in_proj_z、norm、out_proj）：{linear} × {memory:,} 个权重：ρ ≈ {rho_memory:.2f}"))
+print(tr(f"  the memory from the verify pass's projections (qwen.speculative): {linear} × {conv_weights:,} "
+         f"conv weights and {linear} × 2 × {per_layer:,} B of states: ρ ≈ {rho:.3f} (the copy before every verify "
+         f"moves as many bytes again, rejection or not: part of c)",
+         f"  用验证前向留下的投影跑记忆（qwen.speculative）：{linear} × {conv_weights:,} 个卷积权重，"
+         f"加上 {linear} × 2 × {per_layer:,} B 的状态：ρ ≈ {rho:.3f}（每次验证前的复制还要再搬这么多字节，"
+         f"不管有没有拒绝：算在 c 里）"))
 
 # %% [markdown]
 # On the checkpoint itself, with `qwen.speculative.Rollback`: a verify pass of 4 tokens of which 2 stay, against a
@@ -612,6 +698,12 @@ print(f"  the memory from the verify pass's projections (qwen.speculative): {lin
 # rows for the 2 kept tokens were computed in a forward over 4 positions (every DeltaNet layer below them ran its
 # chunked kernel), the plain ones one position at a time. How much rounding that is, through every layer: a plain
 # pass that reads the same 2 tokens in one forward is about as far (the same order) from the one-at-a-time pass.
+
+# %% [markdown] lang="zh"
+# 在检查点上实际跑一遍 `qwen.speculative.Rollback`：一次验证前向喂 4 个 token、留下 2 个，对比只把这 2
+# 个逐个喂进去的普通前向。"相等"指在舍入误差内相等，键值缓存也是如此：它们为留下的 2 个 token 存的行，是在一次 4
+# 个位置的前向里算出来的（其下的每个 DeltaNet 层都跑了分块 kernel），而普通前向是一次一个位置算的。
+# 这种舍入穿过所有层后有多大：把同样 2 个 token 放在一次前向里读的普通前向，和逐个读的相比，差距大致相当（同一数量级）。
 
 # %%
 verify = torch.tensor([plain[:4]], device=dev)  # [x, d_1, d_2, d_3]: any four tokens will do
@@ -632,18 +724,26 @@ def distance(ours, plain, kind):
 
 with Rollback(model, spec) as rollback:
     model(verify, cache=spec)
-print(f"before the rollback, the DeltaNet states (holding d_2, d_3 too) differ from the plain ones by "
-      f"{distance(spec, plain_cache, 'state'):.0%} of their scale{TAG}")
+apart = distance(spec, plain_cache, "state")
+print(tr(f"before the rollback, the DeltaNet states (holding d_2, d_3 too) differ from the plain ones by "
+         f"{apart:.0%} of their scale{TAG}",
+         f"回滚之前，DeltaNet 状态（还含着 d_2、d_3）与普通解码的相差 {apart:.0%}（相对于其量级）{TAG}"))
 rollback.keep(2)
 KINDS = ("k", "v", "conv", "state")
-print(f"after Rollback.keep(2): lengths {spec.length} and {plain_cache.length}; largest difference, relative to the "
-      f"entry's scale: {', '.join(f'{kind} {distance(spec, plain_cache, kind):.1e}' for kind in KINDS)}")
-print(f"x and d_1 in one plain forward, against one at a time: "
-      f"{', '.join(f'{kind} {distance(both, plain_cache, kind):.1e}' for kind in KINDS)}{TAG}")
+after_keep = tr(", ", "，").join(f"{kind} {distance(spec, plain_cache, kind):.1e}" for kind in KINDS)
+in_one = tr(", ", "，").join(f"{kind} {distance(both, plain_cache, kind):.1e}" for kind in KINDS)
+print(tr(f"after Rollback.keep(2): lengths {spec.length} and {plain_cache.length}; largest difference, relative to the "
+         f"entry's scale: {after_keep}",
+         f"Rollback.keep(2) 之后：长度 {spec.length} 和 {plain_cache.length}；相对于各项量级的最大差：{after_keep}"))
+print(tr(f"x and d_1 in one plain forward, against one at a time: {in_one}{TAG}",
+         f"x 和 d_1 放在一次普通前向里，对比逐个前向：{in_one}{TAG}"))
 
 # %% [markdown]
 # **Try it first**: exercise 221 is the DeltaNet rollback (`python practice/judge.py start 221`, or the cell
 # below).
+
+# %% [markdown] lang="zh"
+# **先自己试试**：练习 221 就是 DeltaNet 的回滚（`python practice/judge.py start 221`，或者下面的单元格）。
 
 # %%
 def rollback(conv, state, x, k, v, g, beta, n_accepted):
