@@ -755,6 +755,9 @@ book.attempt(221, rollback)
 # %% [markdown]
 # ### The finished modules: `qwen/draft.py` and `qwen/speculative.py`
 
+# %% [markdown] lang="zh"
+# ### 完成的模块：`qwen/draft.py` 和 `qwen/speculative.py`
+
 # %%
 book.listing("qwen/draft.py")
 
@@ -790,20 +793,54 @@ book.listing("qwen/speculative.py")
 # weights, so by bytes read, r is far from 0. Where S = 1, speculative decoding starts to pay (`ch11.break_even`
 # solves for α); with a free rollback (ρ = 0), with each mixer re-run whole (ρ ≈ 0.25) and with the course's replay:
 
+# %% [markdown] lang="zh"
+# - **`accept`** 就是第 2 步：贪心时，取一致的前缀（匹配结果的累积乘积数出它有多长）加上主模型的 token；采样时，
+#   用上面的规则。一个 batch 里每一行保留同样多的 token，即各行接受数中最少的那个，
+#   这样缓存保持矩形（其他行多出来的猜测下一步重新猜）。
+# - **`Rollback`** 就是第 6 节：副本；留下每个 DeltaNet 层的记忆所读内容的 hook（`in_proj_qkv`、`in_proj_b`、
+#   `in_proj_a` 的输出）；以及 `keep(m)`，它在这些内容上重放 `remember`。
+# - **`MTPDraft`** 让这一块的缓存与主模型的缓存一项对一项；`advance` 截掉它串联猜测写入的项，再加入已接受 token 的对，
+#   这些对用的是主模型在验证前向中自己的隐藏状态。
+# - **`speculate`** 就是那个循环，也就是带草稿的 `generate`：预填充，然后提出、验证、接受、回滚，直到遇到停止 token
+#   或达到上限；草稿的 `counts` 记录前向次数和猜测数。
+#
+# ## 7. 什么时候划算
+# 假设每个猜测以概率 α 猜对，彼此独立，验证在第一个错误处停下。那么一次前向至少保留 i 个猜测的概率是 α^i（i ≤ k），
+# 期望产出
+#
+# **E[每次前向的 token 数] = 1 + α + α² + … + α^k = (1 − α^{k+1}) / (1 − α)**，
+#
+# α = 1 时为 k + 1。代价是一次验证前向——c 步解码；在解码受限于读权重的地方（第 9 章），验证对 k + 1 个位置只读一遍权重，
+# 所以 k 较小时 c 接近 1——加上 k 步草稿，每步相当于 r 步解码——再加上有猜测被拒绝时（概率 1 − α^k：没有全部保留）
+# 回滚重放的 ρ 步解码（第 6 节）。所以相对普通解码的加速比是
+#
+# **S(α, k) = (1 − α^{k+1}) / ((1 − α)(c + k·r + (1 − α^k)·ρ))**。
+#
+# MTP 块的一步草稿要读这一块和**输出头**：在 0.8B 里，绑定的输出头占模型权重的三分之一，所以按读的字节数算，r 远不是 0。
+# S = 1 的地方就是投机解码开始划算的地方（`ch11.break_even` 解出对应的 α）；分别看回滚免费（ρ = 0）、每个 mixer
+# 整个重跑（ρ ≈ 0.25）和本课程的重放：
+
 # %%
 head = real.vocab_size * d_real
 r = (n_real_mtp + head) / n_real  # a draft step against a decode step, by the weights each reads
-print(f"real Qwen3.5-0.8B: a draft step reads the block ({n_real_mtp:,}) and the head ({head:,}), "
-      f"a decode step all {n_real:,}: r ≈ {r:.2f} by bytes read (an estimate)")
+print(tr(f"real Qwen3.5-0.8B: a draft step reads the block ({n_real_mtp:,}) and the head ({head:,}), "
+         f"a decode step all {n_real:,}: r ≈ {r:.2f} by bytes read (an estimate)",
+         f"真实 Qwen3.5-0.8B：一步草稿读这一块（{n_real_mtp:,}）和输出头（{head:,}），一步解码读全部 {n_real:,}："
+         f"按读的字节数 r ≈ {r:.2f}（估计值）"))
 for k in (1, 2, 4):
     even = [ch11.break_even(k, 1.0, r, cost) for cost in (0.0, rho_whole, rho)]
-    print(f"c = 1, k = {k}: pays from α ≈ {even[0]:.2f} (ρ = 0), {even[1]:.2f} (ρ = {rho_whole:.2f}), {even[2]:.2f} "
-          f"(ρ = {rho:.3f}) on; at α = 0.8: {ch11.speedup(0.8, k, 1.0, r, rho):.2f}x (at most "
-          f"{ch11.speedup(1.0, k, 1.0, r, rho):.2f}x at α = 1)")
+    at_08, at_most = ch11.speedup(0.8, k, 1.0, r, rho), ch11.speedup(1.0, k, 1.0, r, rho)
+    print(tr(f"c = 1, k = {k}: pays from α ≈ {even[0]:.2f} (ρ = 0), {even[1]:.2f} (ρ = {rho_whole:.2f}), "
+             f"{even[2]:.2f} (ρ = {rho:.3f}) on; at α = 0.8: {at_08:.2f}x (at most {at_most:.2f}x at α = 1)",
+             f"c = 1，k = {k}：从 α ≈ {even[0]:.2f}（ρ = 0）、{even[1]:.2f}（ρ = {rho_whole:.2f}）、"
+             f"{even[2]:.2f}（ρ = {rho:.3f}）起划算；α = 0.8 时 {at_08:.2f}x（α = 1 时最多 {at_most:.2f}x）"))
 
 # %% [markdown]
 # The formula on this checkpoint's machinery: a scripted draft that is right with probability α at random
 # (so the independence the formula assumes holds), k = 3, against the closed form:
+
+# %% [markdown] lang="zh"
+# 在本检查点的机制上验证这个公式：一个以概率 α 随机猜对的脚本草稿（这样公式假设的独立性成立），k = 3，与闭式解对比：
 
 # %%
 K_SWEEP, measured = 3, []
@@ -813,17 +850,22 @@ for alpha in (0.5, 0.8):
     got = list(speculate(model, chat_ids, N_SWEEP, draft, stop=stop))
     stats = draft.counts
     per = (len(got) - 1) / stats["steps"]
-    measured.append((alpha, per, K_SWEEP, f"random, α = {alpha}"))
-    print(f"α = {alpha}, k = {K_SWEEP}: {per:.2f} tokens per forward over {stats['steps']} forwards, closed form "
-          f"{ch11.tokens_per_step(alpha, K_SWEEP):.2f} (apart by chance); identical: {got == long_plain}")
+    measured.append((alpha, per, K_SWEEP, tr(f"random, α = {alpha}", f"随机，α = {alpha}")))
+    closed, same = ch11.tokens_per_step(alpha, K_SWEEP), got == long_plain
+    print(tr(f"α = {alpha}, k = {K_SWEEP}: {per:.2f} tokens per forward over {stats['steps']} forwards, closed form "
+             f"{closed:.2f} (apart by chance); identical: {same}",
+             f"α = {alpha}，k = {K_SWEEP}：{stats['steps']} 次前向，每次 {per:.2f} 个 token，闭式解 {closed:.2f}"
+             f"（差别来自随机性）；完全相同：{same}"))
 single = runs["MTP head", 1][0]["accepted"] / runs["MTP head", 1][0]["proposed"]  # k = 1: α itself
 for (kind, k), (_stats, per) in runs.items():
-    measured.append((single if kind == "MTP head" else 1.0, per, k, kind + (TAG if kind == "MTP head" else "")))
+    measured.append((single if kind == "MTP head" else 1.0, per, k, NAMES[kind] + (TAG if kind == "MTP head" else "")))
 
 # %%
 book.show("ch11-speedup", ch11.speedup_figure, (1, 2, 4), 1.0, r, measured, rho, rho_whole,
-          title=f"Speculative decoding: closed form (real Qwen3.5-0.8B's r and ρ, c = 1; dashed: each mixer re-run "
-                f"whole), measured points{TAG}")
+          title=tr(f"Speculative decoding: closed form (real Qwen3.5-0.8B's r and ρ, c = 1; dashed: each mixer re-run "
+                   f"whole), measured points{TAG}",
+                   f"投机解码：闭式解（真实 Qwen3.5-0.8B 的 r 和 ρ，c = 1；虚线：每个 mixer 整个重跑），"
+                   f"以及测量点{TAG}"))
 
 # %% [markdown]
 # The measured points sit where the closed form puts them: the random drafts near their curves (chance aside), the
@@ -833,6 +875,14 @@ book.show("ch11-speedup", ch11.speedup_figure, (1, 2, 4), 1.0, r, measured, rho,
 #
 # And the time it takes here: one verify forward and one rollback against one decode step, and the always-right
 # draft's speed against plain decoding (one run each, on a shared machine: noisy).
+
+# %% [markdown] lang="zh"
+# 测量点落在闭式解预测的位置：随机草稿在各自的曲线附近（偶然误差除外），永远猜对的草稿在 k +
+# 1（运行末尾被截短的一步让它略低一点），合成检查点的 MTP 头在 α ≈ 0。对真实的头来说，α 是它单个猜测（k = 1）
+# 猜对的比例；它在串联中的后续猜测未必和第一个一样好，如果更差，闭式解就高估了 k > 1 带来的收益。
+#
+# 再看在这里实际花的时间：一次验证前向和一次回滚，对比一步解码；以及永远猜对的草稿相对普通解码的速度（各跑一次，
+# 在共享机器上：有噪声）。
 
 # %%
 def seconds(run, repeats=3):
@@ -863,11 +913,17 @@ def replay_once(m, repeats=3):
 one_s, four_s, replay_s = seconds(lambda: verify_once(1)), seconds(lambda: verify_once(4)), replay_once(2)
 plain_s = seconds(lambda: list(generate(model, chat_ids, N, stop=stop)), 1)
 fast_s = seconds(lambda: list(speculate(model, chat_ids, N, Scripted(follow(reference), 4), stop=stop)), 1)
-print(f"this checkpoint on {dev}{' (synthetic: narrow, so fixed overheads dominate)' if SYNTHETIC else ''}: one "
-      f"decode step {one_s * 1e3:.1f} ms, a verify forward over 4 positions {four_s * 1e3:.1f} ms, a rollback that "
-      f"keeps 2 of them {replay_s * 1e3:.1f} ms (ρ here: {replay_s * 1e3:.1f} ms / {one_s * 1e3:.1f} ms; by bytes at "
-      f"the 0.8B's shapes {rho:.3f}); {N} tokens: plain {plain_s * 1e3:.0f} ms, the always-right draft with k = 4 "
-      f"{fast_s * 1e3:.0f} ms")
+one_ms, four_ms, replay_ms, plain_ms, fast_ms = (s * 1e3 for s in (one_s, four_s, replay_s, plain_s, fast_s))
+narrow = tr(" (synthetic: narrow, so fixed overheads dominate)",
+            "（合成权重：很窄，所以固定开销占主导）") if SYNTHETIC else ""
+print(tr(f"this checkpoint on {dev}{narrow}: one decode step {one_ms:.1f} ms, a verify forward over 4 positions "
+         f"{four_ms:.1f} ms, a rollback that keeps 2 of them {replay_ms:.1f} ms (ρ here: {replay_ms:.1f} ms / "
+         f"{one_ms:.1f} ms; by bytes at the 0.8B's shapes {rho:.3f}); {N} tokens: plain {plain_ms:.0f} ms, the "
+         f"always-right draft with k = 4 {fast_ms:.0f} ms",
+         f"本检查点在 {dev} 上{narrow}：一步解码 {one_ms:.1f} ms，对 4 个位置的一次验证前向 {four_ms:.1f} ms，"
+         f"保留其中 2 个的一次回滚 {replay_ms:.1f} ms（这里的 ρ：{replay_ms:.1f} ms / {one_ms:.1f} ms；"
+         f"按 0.8B 形状的字节数算是 {rho:.3f}）；{N} 个 token：普通解码 {plain_ms:.0f} ms，k = 4 的永远猜对草稿 "
+         f"{fast_ms:.0f} ms"))
 
 # %% [markdown]
 # On this checkpoint nothing is bound by memory (d = 64: its weights are tiny), so these times are fixed overheads,
@@ -898,6 +954,30 @@ print(f"this checkpoint on {dev}{' (synthetic: narrow, so fixed overheads domina
 # pre_fc_norm_hidden → hnorm, fc → eh_proj, layers.0 → mtp_block, norm → post_norm. Same h, same positions, fp32:
 # the two compute the same operations, so the difference is 0 or rounding (on a GPU this chapter runs the model in
 # bf16, and the difference is then bf16's rounding of our side).
+
+# %% [markdown] lang="zh"
+# 本检查点上没有什么受限于内存（d = 64：权重很小），所以这些时间都是固定开销，这里测出的 ρ 对真实模型说明不了什么。
+# `python bench/bench_speculative.py` 在真实 0.8B 的形状上测同样的东西（随机权重：速度与数值无关），k = 1、2、4，
+# 用永远猜对的草稿（上界）和随机的 MTP 头（大致是下界），测出验证代价 c 和回滚的 ρ。在一台共享的 2 核 CPU
+# 上测过一次（bf16，快速路径）：保留 1 个 token 的回滚约花 0.1 步解码，保留 4 个的约 0.3 到 0.45 步（一步解码本身在 1.0
+# 到 1.7 s 之间波动）。这比按字节算的 0.027 高：torch 把 delta 规则的每一步拆成一个个逐元素操作，每个操作都要把一层 1
+# MiB 的状态过一遍，每重放一个 token 都是如此；而按字节的估算假设的是一个融合 kernel，在这 m 个 token
+# 之间把状态一直留在片上。每个 mixer 整个重跑在两种情况下都多花约 0.45 s：正是本课程的重放不再读的那四分之一权重。
+#
+# ## 试一试
+#
+# - 在第 7 节里，用 α = 0.95、k = 1、2、4、8 跑随机草稿：k 大到多少就不再划算（用 `ch11.speedup` 和真实 0.8B 的 r、ρ）？
+#   换成 `rho_whole`，即每个 mixer 整个重跑呢？
+# - 把第 4 节的 `pattern` 改成 `[0]`（每步第一个猜测就错）和 `[3]`（全对）：输出不变，变的只是前向次数。
+# - 在第 6 节里，重放之前只恢复 `spec.state`（不恢复卷积窗口）：这时状态离普通解码的有多远？
+# - 用真实检查点：`bash course.sh chat --speculative 2` 在每次回复后打印接受率和每次主模型前向的 token 数。
+#   试一个复述问题的回复，再试一个需要它自己编的。
+#
+# ## 对照证明
+# 这一块对比 transformers 通用的 `MtpLayer`（`transformers.modeling_layers`），后者围绕一个 Qwen3.5
+# 全注意力解码层搭起来，`mtp.*` 张量按名字映射过去：pre_fc_norm_embedding → enorm，pre_fc_norm_hidden → hnorm，fc →
+# eh_proj，layers.0 → mtp_block，norm → post_norm。同样的 h，同样的位置，fp32：两边算的是同样的运算，所以差值是 0
+# 或舍入误差（在 GPU 上本章用 bf16 跑模型，差值就是我们这边 bf16 的舍入）。
 
 # %%
 def compare(transformers, path, h, after, mtp_logits):
@@ -963,6 +1043,35 @@ book.proof(compare, args.path, h, after, mtp_logits)
 # | verify logits | (B, k + 1, V) | (B, k + 1, 248320) |
 # |DeltaNet snapshot, per linear layer|conv (B, C, K − 1), state (B, Hv, dk, dv) fp32|(B, 6144, 3), (B, 16, 128, 128)|
 
+# %% [markdown] lang="zh"
+# ## 小结
+#
+# - MTP 块（`mtp.*`）读取主模型最终 norm 输出的隐藏状态 h_t 和 x_{t+1} 的嵌入，各自归一化后拼接并投影（fc，2d → d），
+#   跑一个带自己键值缓存的全注意力解码层，再归一化，用主模型的输出头预测 x_{t+2}。位置用 t（vLLM）还是 t +
+#   1（transformers），logits 在舍入误差内相同：RoPE 只看距离。
+# - 投机解码：草稿猜 k 个，主模型对 k + 1 个位置做一次前向来验证，保留一致的前缀再加上主模型自己的 token。
+#   贪心的输出与普通贪心逐 token 相同，不论草稿是什么；采样保持主模型的分布（min(1, p/q)，然后从残差中抽取）。
+# - 回滚：键值缓存按长度截断；DeltaNet 层从验证之前复制的副本恢复，再在已接受 token 的投影（验证前向时留下的）
+#   上重放它们的记忆（卷积、门、delta 规则）——真实 0.8B 为 18.6 MiB，与 k 无关，而每个验证位置存一份状态要 (k + 1) 倍。
+#   重放不读任何投影权重：ρ ≈ 0.03 步解码，而把每个 mixer 整个重跑要读模型四分之一的权重（ρ ≈ 0.25）。
+# - 收益：每次前向 (1 − α^{k+1}) / (1 − α) 个 token，除以每步的代价 c + k·r + (1 − α^k)·ρ。在 0.8B 里，共享的输出头让
+#   MTP 草稿的一步按读的字节数超过一步解码的三分之一：k = 1 时头要在 10 次里猜对约 4 次以上（k 更大时要求更高），
+#   投机解码才开始划算，而且收益有限（α = 0.8 时 1.3x 到 1.4x）。
+#
+# ### 形状
+#
+# | 步骤 | 形状 | 真实 Qwen3.5-0.8B |
+# |---|---|---|
+# | h_t（最终 norm 的输出）和嵌入后的 x_{t+1} | 各 (B, T, d) | (B, T, 1024) |
+# | 两个 norm 之后拼接 | (B, T, 2d) | (B, T, 2048) |
+# | `mtp.fc.weight` | (d, 2d) | (1024, 2048) |
+# | 这一块的输出 g_t | (B, T, d) | (B, T, 1024) |
+# | 这一块的 logits（共享输出头） | (B, T, V) | (B, T, 248320) |
+# | 这一块的键值缓存 | 2 × (B, Hkv, S, D) | 2 × (B, 2, S, 256) |
+# | 草稿的猜测；验证的输入 | (B, k); (B, k + 1) | |
+# | 验证的 logits | (B, k + 1, V) | (B, k + 1, 248320) |
+# |DeltaNet 快照，每个线性层|conv (B, C, K − 1)，state (B, Hv, dk, dv) fp32|(B, 6144, 3), (B, 16, 128, 128)|
+
 # %%
 book.notation(args.path)
 
@@ -974,6 +1083,14 @@ book.notation(args.path)
 # 219 · the greedy accept step (accepting past the first mismatch, dropping the correction token, the logits of the
 # wrong position); 220 · the speculative-sampling acceptance rule (keeping a guess only when p ≥ q, resampling from
 # p instead of the residual); 221 · the DeltaNet rollback (keeping the state after the rejected tokens).
+
+# %% [markdown] lang="zh"
+# 本章新增的文件：`book/ch11.py`（本章的模块是 `qwen/mtp.py`、`qwen/draft.py` 和 `qwen/speculative.py`）。
+#
+# ### 练习
+# 219 · 贪心接受这一步（常见错误：越过第一个不匹配继续接受、丢掉修正 token、用错位置的 logits）；220 ·
+# 投机采样的接受规则（常见错误：只在 p ≥ q 时保留猜测、从 p 而不是残差中重新抽取）；221 · DeltaNet 的回滚（常见错误：
+# 留下的是被拒绝 token 之后的状态）。
 
 # %%
 book.attempt(219)
@@ -998,3 +1115,18 @@ book.attempt(221)
 # 5. **When it pays.** (1 − α^{k+1}) / (1 − α) tokens per forward against c + k·r + (1 − α^k)·ρ of cost: high
 #    acceptance, a cheap draft, a verify that costs little more than one decode step, and a rollback that re-reads
 #    no weights.
+
+# %% [markdown] lang="zh"
+# ## 怎么讲清楚
+#
+# 1. **为什么行得通。** 解码一个 token 要把每个权重读一遍；在一次前向里检查五个 token，权重也只读一遍。
+#    所以如果一个便宜的猜测器经常猜对，一次昂贵的前向就能确认好几个 token。
+# 2. **为什么输出不变。** 每个输出的 token 都是主模型在它前面那些 token 之后自己的选择：
+#    猜测只有等于这个选择时才被保留（贪心），或者以恰好让主模型的分布保持不变的概率被保留（采样）。草稿改变的是速度，
+#    从不改变主模型说什么：同样的文本（贪心），同样的分布（采样）。
+# 3. **MTP 头是什么。** 一个单层的模型，读大模型最后的隐藏状态和下一个 token，猜再下一个 token。它共享嵌入和输出头，
+#    所以存起来很小——但在小模型里，读输出头占了一步草稿的大部分开销。
+# 4. **为什么 Qwen3.5 让它变难。** 注意力的缓存是一行行的列表：被拒绝的行截掉就行。DeltaNet 的缓存是一个矩阵，每个
+#    token 都已经折叠进去了：必须在猜测之前保存，之后用已接受的输入重建。
+# 5. **什么时候划算。** 每次前向 (1 − α^{k+1}) / (1 − α) 个 token，对应代价 c + k·r + (1 − α^k)·ρ：接受率高、草稿便宜、
+#    验证只比一步解码贵一点、回滚不再重读权重。
