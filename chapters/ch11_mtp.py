@@ -734,7 +734,8 @@ after_keep = tr(", ", "，").join(f"{kind} {distance(spec, plain_cache, kind):.1
 in_one = tr(", ", "，").join(f"{kind} {distance(both, plain_cache, kind):.1e}" for kind in KINDS)
 print(tr(f"after Rollback.keep(2): lengths {spec.length} and {plain_cache.length}; largest difference, relative to the "
          f"entry's scale: {after_keep}",
-         f"Rollback.keep(2) 之后：长度 {spec.length} 和 {plain_cache.length}；相对于各项量级的最大差：{after_keep}"))
+         f"回滚 Rollback.keep(2) 之后：长度 {spec.length} 和 {plain_cache.length}；"
+         f"相对于各项量级的最大差：{after_keep}"))
 print(tr(f"x and d_1 in one plain forward, against one at a time: {in_one}{TAG}",
          f"x 和 d_1 放在一次普通前向里，对比逐个前向：{in_one}{TAG}"))
 
