@@ -332,8 +332,8 @@ book.listing("qwen/mtp.py")
 # - **它能精确地回看。** 在第 t 对，这一层关注之前的每一对 (x_{s+1}, h_s)，所以能找到某个 token 更早出现的位置，
 #   并照抄它后面的内容——这种检索，固定大小的状态只能近似（第 7 章）。
 # - **它的缓存按长度截断。** k > 1 的草稿会为自己的猜测写入缓存项，而大多数步都要丢掉其中一些。
-#   键值缓存只要把长度往回移就能丢掉它们（`MTPDraft.advance` 每一步都这么做）；如果这一块里是 DeltaNet 层，草稿也得用第
-#   6 节的"快照加重放"。
+#   键值缓存只要把长度往回移就能丢掉它们（`MTPDraft.advance` 每一步都这么做）；如果这一块里是 DeltaNet 层，
+#   草稿也得用第 6 节的"快照加重放"。
 # - **它很便宜。** 一层每个 token 的键和值：
 
 # %%
@@ -503,8 +503,9 @@ for kind, k in [("MTP head", 1), ("MTP head", 2), ("MTP head", 4), ("always righ
 # ## 5. 采样：同一个分布
 # 采样时，"主模型的 token"是抽出来的，猜测也是按概率保留的。规则（Leviathan、Kalman 和 Matias 2023；Chen 等 2023）：记
 # p 为主模型在该位置的分布，q 为草稿的分布，以概率 min(1, p(d) / q(d)) 保留猜测 d；遇到第一次拒绝时，从归一化后的残差
-# max(0, p − q) 中抽取。这样输出的 token 恰好服从 p。一句话的理由：输出是 d 且被保留的概率为 q(d) · min(1, p(d)/q(d)) =
-# min(p, q)(d)，否则从残差中抽取，而残差正好把缺的 p(d) − min(p, q)(d) 补回来。在五个 token 上精确验证：
+# max(0, p − q) 中抽取。这样输出的 token 恰好服从 p。一句话的理由：输出是 d 且被保留的概率为
+# q(d) · min(1, p(d)/q(d)) = min(p, q)(d)，否则从残差中抽取，而残差正好把缺的 p(d) − min(p, q)(d) 补回来。在五个 token
+# 上精确验证：
 
 # %%
 p = torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05], dtype=torch.float64)
@@ -570,8 +571,8 @@ book.attempt(220, speculative_sample)
 #   之前的输入已经没了。想用算术撤销状态的更新，就得除以 e^g（它可能接近 0），还得对 (I − β k kᵀ) 求逆（β 接近 1
 #   时它几乎奇异）。
 #
-# 一个很小的 DeltaNet（d = 8，一个头，dk = dv = 2，随机权重，衰减很慢）：先读两个 token 的提示，再验证 [x, d_1, d_2,
-# d_3]，其中只有 d_1 是对的：
+# 一个很小的 DeltaNet（d = 8，一个头，dk = dv = 2，随机权重，衰减很慢）：先读两个 token 的提示，再验证
+# [x, d_1, d_2, d_3]，其中只有 d_1 是对的：
 
 # %%
 tiny_cfg = Config.from_dict(dict(REAL_TEXT_CONFIG, hidden_size=8, linear_num_key_heads=1, linear_num_value_heads=1,
@@ -664,8 +665,8 @@ for k in (1, 2, 4):
 # m ≤ k tokens add under 0.1 %; section 7 measures what torch's unfused operations cost):
 
 # %% [markdown] lang="zh"
-# 再用第 9 章的尺子量一量重放的代价：一步解码受限于读权重，所以一次重放相当于 ρ 步解码，ρ =
-# 它搬运的字节数除以一步解码读的权重字节数（bf16）。在 m 个已接受 token 上把整个 mixer 重跑一遍，
+# 再用第 9 章的尺子量一量重放的代价：一步解码受限于读权重，所以一次重放相当于 ρ 步解码，
+# ρ = 它搬运的字节数除以一步解码读的权重字节数（bf16）。在 m 个已接受 token 上把整个 mixer 重跑一遍，
 # 要读模型四分之一的权重；只跑它的记忆可以跳过 `in_proj_z` 和 `out_proj`；本课程的重放完全不读投影权重，
 # 只读卷积核（每层 C × K 个数）和它要恢复的副本，再写出状态和窗口，每样一次，就像融合 kernel 那样（m ≤ k 个 token
 # 留下的投影只多出不到 0.1 %；torch 未融合的操作实际花多少，第 7 节去测）：
@@ -878,8 +879,8 @@ book.show("ch11-speedup", ch11.speedup_figure, (1, 2, 4), 1.0, r, measured, rho,
 # draft's speed against plain decoding (one run each, on a shared machine: noisy).
 
 # %% [markdown] lang="zh"
-# 测量点落在闭式解预测的位置：随机草稿在各自的曲线附近（偶然误差除外），永远猜对的草稿在 k +
-# 1（运行末尾被截短的一步让它略低一点），合成检查点的 MTP 头在 α ≈ 0。对真实的头来说，α 是它单个猜测（k = 1）
+# 测量点落在闭式解预测的位置：随机草稿在各自的曲线附近（偶然误差除外），永远猜对的草稿在
+# k + 1（运行末尾被截短的一步让它略低一点），合成检查点的 MTP 头在 α ≈ 0。对真实的头来说，α 是它单个猜测（k = 1）
 # 猜对的比例；它在串联中的后续猜测未必和第一个一样好，如果更差，闭式解就高估了 k > 1 带来的收益。
 #
 # 再看在这里实际花的时间：一次验证前向和一次回滚，对比一步解码；以及永远猜对的草稿相对普通解码的速度（各跑一次，
@@ -961,9 +962,9 @@ print(tr(f"this checkpoint on {dev}{narrow}: one decode step {one_ms:.1f} ms, a 
 # `python bench/bench_speculative.py` 在真实 0.8B 的形状上测同样的东西（随机权重：速度与数值无关），k = 1、2、4，
 # 用永远猜对的草稿（上界）和随机的 MTP 头（大致是下界），测出验证代价 c 和回滚的 ρ。在一台共享的 2 核 CPU
 # 上测过一次（bf16，快速路径）：保留 1 个 token 的回滚约花 0.1 步解码，保留 4 个的约 0.3 到 0.45 步（一步解码本身在 1.0
-# 到 1.7 s 之间波动）。这比按字节算的 0.027 高：torch 把 delta 规则的每一步拆成一个个逐元素操作，每个操作都要把一层 1
-# MiB 的状态过一遍，每重放一个 token 都是如此；而按字节的估算假设的是一个融合 kernel，在这 m 个 token
-# 之间把状态一直留在片上。每个 mixer 整个重跑在两种情况下都多花约 0.45 s：正是本课程的重放不再读的那四分之一权重。
+# 到 1.7 s 之间波动）。这比按字节算的 0.027 高：torch 把 delta 规则的每一步拆成一个个逐元素操作，
+# 每个操作都要把一层 1 MiB 的状态过一遍，每重放一个 token 都是如此；而按字节的估算假设的是一个融合 kernel，在这 m 个
+# token 之间把状态一直留在片上。每个 mixer 整个重跑在两种情况下都多花约 0.45 s：正是本课程的重放不再读的那四分之一权重。
 #
 # ## 试一试
 #
@@ -976,8 +977,8 @@ print(tr(f"this checkpoint on {dev}{narrow}: one decode step {one_ms:.1f} ms, a 
 #
 # ## 对照证明
 # 这一块对比 transformers 通用的 `MtpLayer`（`transformers.modeling_layers`），后者围绕一个 Qwen3.5
-# 全注意力解码层搭起来，`mtp.*` 张量按名字映射过去：pre_fc_norm_embedding → enorm，pre_fc_norm_hidden → hnorm，fc →
-# eh_proj，layers.0 → mtp_block，norm → post_norm。同样的 h，同样的位置，fp32：两边算的是同样的运算，所以差值是 0
+# 全注意力解码层搭起来，`mtp.*` 张量按名字映射过去：pre_fc_norm_embedding → enorm，pre_fc_norm_hidden → hnorm，
+# fc → eh_proj，layers.0 → mtp_block，norm → post_norm。同样的 h，同样的位置，fp32：两边算的是同样的运算，所以差值是 0
 # 或舍入误差（在 GPU 上本章用 bf16 跑模型，差值就是我们这边 bf16 的舍入）。
 
 # %%
@@ -1048,8 +1049,8 @@ book.proof(compare, args.path, h, after, mtp_logits)
 # ## 小结
 #
 # - MTP 块（`mtp.*`）读取主模型最终 norm 输出的隐藏状态 h_t 和 x_{t+1} 的嵌入，各自归一化后拼接并投影（fc，2d → d），
-#   跑一个带自己键值缓存的全注意力解码层，再归一化，用主模型的输出头预测 x_{t+2}。位置用 t（vLLM）还是 t +
-#   1（transformers），logits 在舍入误差内相同：RoPE 只看距离。
+#   跑一个带自己键值缓存的全注意力解码层，再归一化，用主模型的输出头预测 x_{t+2}。位置用 t（vLLM）还是
+#   t + 1（transformers），logits 在舍入误差内相同：RoPE 只看距离。
 # - 投机解码：草稿猜 k 个，主模型对 k + 1 个位置做一次前向来验证，保留一致的前缀再加上主模型自己的 token。
 #   贪心的输出与普通贪心逐 token 相同，不论草稿是什么；采样保持主模型的分布（min(1, p/q)，然后从残差中抽取）。
 # - 回滚：键值缓存按长度截断；DeltaNet 层从验证之前复制的副本恢复，再在已接受 token 的投影（验证前向时留下的）
@@ -1089,9 +1090,9 @@ book.notation(args.path)
 # 本章新增的文件：`book/ch11.py`（本章的模块是 `qwen/mtp.py`、`qwen/draft.py` 和 `qwen/speculative.py`）。
 #
 # ### 练习
-# 219 · 贪心接受这一步（常见错误：越过第一个不匹配继续接受、丢掉修正 token、用错位置的 logits）；220 ·
-# 投机采样的接受规则（常见错误：只在 p ≥ q 时保留猜测、从 p 而不是残差中重新抽取）；221 · DeltaNet 的回滚（常见错误：
-# 留下的是被拒绝 token 之后的状态）。
+# 219 · 贪心接受这一步（常见错误：越过第一个不匹配继续接受、丢掉修正 token、用错位置的 logits）；
+# 220 · 投机采样的接受规则（常见错误：只在 p ≥ q 时保留猜测、从 p 而不是残差中重新抽取）；221 · DeltaNet
+# 的回滚（常见错误：留下的是被拒绝 token 之后的状态）。
 
 # %%
 book.attempt(219)
