@@ -4,9 +4,11 @@ the expected speed-up of speculative decoding against the acceptance rate; and t
 Each figure function takes what the chapter computed and returns a matplotlib Figure; matplotlib is imported inside,
 so the chapter script starts without it.
 """
+import functools
 from pathlib import Path
 
 from qwen.hub import ModelNotFound
+from qwen.lang import tr
 from qwen.mtp import load_mtp
 
 ACCEPTED, REJECTED, UNREAD, MAIN = "#2a9d8f", "#e76f51", "#f1f1f1", "#8ecae6"
@@ -50,6 +52,21 @@ def break_even(k, verify_cost, draft_cost, rollback_cost=0.0):
     return hi
 
 
+def _cjk(draw):
+    """A figure function whose texts are drawn in matplotlib's default font, then in an installed CJK font for the
+    glyphs it lacks (book.ch02.font_families): the Chinese edition's labels, and Chinese tokens."""
+    @functools.wraps(draw)
+    def drawn(*args, **kwargs):
+        import matplotlib.pyplot as plt
+
+        from book.ch02 import font_families
+
+        with plt.rc_context({"font.family": font_families()}):
+            return draw(*args, **kwargs)
+    return drawn
+
+
+@_cjk
 def loop_figure(steps, text=str, title="", glyphs=None):
     """The draft–verify loop as it ran, one row per main-model forward. steps: dicts with 'fed' (the main model's
     last token, fed first), 'drafts' (the k guesses), 'accepted' (how many leading guesses it kept) and 'main' (its
@@ -74,28 +91,33 @@ def loop_figure(steps, text=str, title="", glyphs=None):
         if note:
             ax.text(x + 0.46, y + 0.74, note, ha="center", va="bottom", fontsize=6)
 
-    ax.text(0.46, -0.35, "fed first\n(already chosen)", ha="center", fontsize=7)
+    ax.text(0.46, -0.35, tr("fed first\n(already chosen)", "先喂入\n（已选定）"), ha="center", fontsize=7)
     for i in range(k):
-        ax.text(1.46 + i, -0.35, f"guess d{i + 1}", ha="center", fontsize=7)
-    ax.text(k + 1.46, -0.35, "main model's\ntoken", ha="center", fontsize=7)
+        ax.text(1.46 + i, -0.35, tr(f"guess d{i + 1}", f"猜测 d{i + 1}"), ha="center", fontsize=7)
+    ax.text(k + 1.46, -0.35, tr("main model's\ntoken", "主模型的\ntoken"), ha="center", fontsize=7)
     for row, s in enumerate(steps):
         n = s["accepted"]
         cell(0, row, "white", text(s["fed"]))
         for i, d in enumerate(s["drafts"]):
             colour = ACCEPTED if i < n else REJECTED if i == n else UNREAD
             cell(1 + i, row, colour, text(d))
-        cell(1 + k, row, MAIN, text(s["main"]), "bonus" if n == len(s["drafts"]) else f"replaces d{n + 1}")
+        cell(1 + k, row, MAIN, text(s["main"]),
+             tr("bonus", "额外") if n == len(s["drafts"]) else tr(f"replaces d{n + 1}", f"替换 d{n + 1}"))
         ax.text(k + 2.05, row + 0.4, f"+{n + 1}", va="center", fontsize=9)
-    ax.legend(handles=[Patch(facecolor=ACCEPTED, label="accepted: the main model's argmax after the previous token"),
-                       Patch(facecolor=REJECTED, label="first rejected guess"),
-                       Patch(facecolor=UNREAD, edgecolor="black", label="after a rejection: discarded"),
-                       Patch(facecolor=MAIN, label="the main model's own token from the same forward")],
+    ax.legend(handles=[Patch(facecolor=ACCEPTED, label=tr("accepted: the main model's argmax after the previous token",
+                                                          "接受：等于主模型在前一个 token 之后的 argmax")),
+                       Patch(facecolor=REJECTED, label=tr("first rejected guess", "第一个被拒绝的猜测")),
+                       Patch(facecolor=UNREAD, edgecolor="black",
+                             label=tr("after a rejection: discarded", "拒绝之后：丢弃")),
+                       Patch(facecolor=MAIN, label=tr("the main model's own token from the same forward",
+                                                      "同一次前向中主模型自己的 token"))],
               loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=2, fontsize=7, frameon=False)
-    ax.set_title((title or "Speculative decoding: one main-model forward per row, +n new tokens") + "\n" +
-                 glyphs.caption(), fontsize=10)
+    ax.set_title((title or tr("Speculative decoding: one main-model forward per row, +n new tokens",
+                              "投机解码：每行是一次主模型前向，+n 个新 token")) + "\n" + glyphs.caption(), fontsize=10)
     return fig
 
 
+@_cjk
 def rollback_figure(states, title=""):
     """The tiny DeltaNet's state (dk, dv) in a few situations, side by side with its numbers: states maps a label to
     a 2-D tensor."""
@@ -110,10 +132,12 @@ def rollback_figure(states, title=""):
         ax.set_title(label, fontsize=9)
         ax.set_xticks(range(S.shape[1]))
         ax.set_yticks(range(S.shape[0]))
-    fig.suptitle(title or "A DeltaNet state cannot be cut back: it has absorbed every token it was fed", fontsize=10)
+    fig.suptitle(title or tr("A DeltaNet state cannot be cut back: it has absorbed every token it was fed",
+                             "DeltaNet 的状态截不回去：喂进去的每个 token 都已被它吸收"), fontsize=10)
     return fig
 
 
+@_cjk
 def speedup_figure(ks, verify_cost, draft_cost, measured=(), rollback_cost=0.0, compared=None, title=""):
     """Left: expected tokens per main-model forward against the acceptance rate alpha, one curve for each k in `ks`
     and each k a measured point has, with the measured points (alpha, tokens per forward, k, name) on top, each in
@@ -135,7 +159,8 @@ def speedup_figure(ks, verify_cost, draft_cost, measured=(), rollback_cost=0.0, 
     if compared is not None:
         for k in ks:
             bx.plot(alphas, [speedup(a, k, verify_cost, draft_cost, compared) for a in alphas], color=colours[k],
-                    linestyle="--", linewidth=0.9, label=f"dashed: ρ = {compared:.2f}" if k == ks[-1] else None)
+                    linestyle="--", linewidth=0.9,
+                    label=tr(f"dashed: ρ = {compared:.2f}", f"虚线：ρ = {compared:.2f}") if k == ks[-1] else None)
     places = {}  # (alpha, tokens, name) -> the k of each point drawn there
     for alpha, tokens, k, name in measured:
         ax.scatter([alpha], [tokens], marker="x", color=colours[k], zorder=3)
@@ -144,12 +169,18 @@ def speedup_figure(ks, verify_cost, draft_cost, measured=(), rollback_cost=0.0, 
         edge = alpha > 0.95  # at α = 1 the label goes above and to the left of its point, elsewhere below and right
         ax.annotate(f"{name}, k = {', '.join(map(str, at))}", (alpha, tokens), textcoords="offset points",
                     xytext=(-6, 5) if edge else (6, -13), ha="right" if edge else "left", fontsize=7)
-    ax.set(xlabel="acceptance rate α", ylabel="new tokens per main-model forward",
-           title="(1 − α^(k+1)) / (1 − α); crosses: measured, in their k's colour")
+    ax.set(xlabel=tr("acceptance rate α", "接受率 α"), ylabel=tr("new tokens per main-model forward",
+                                                                  "每次主模型前向产出的新 token 数"),
+           title=tr("(1 − α^(k+1)) / (1 − α); crosses: measured, in their k's colour",
+                    "(1 − α^(k+1)) / (1 − α)；叉号：测量值，颜色与其 k 的曲线相同"))
     bx.axhline(1, color="grey", linewidth=0.8, linestyle="--")
-    bx.set(xlabel="acceptance rate α", ylabel="speed-up over plain decoding",
-           title=f"÷ (c + k·r + (1 − α^k)·ρ), with c = {verify_cost:g}, r = {draft_cost:.2f}, ρ = {rollback_cost:.2f}")
+    bx.set(xlabel=tr("acceptance rate α", "接受率 α"),
+           ylabel=tr("speed-up over plain decoding", "相对普通解码的加速比"),
+           title=tr(f"÷ (c + k·r + (1 − α^k)·ρ), with c = {verify_cost:g}, r = {draft_cost:.2f}, "
+                    f"ρ = {rollback_cost:.2f}",
+                    f"÷ (c + k·r + (1 − α^k)·ρ)，其中 c = {verify_cost:g}，r = {draft_cost:.2f}，"
+                    f"ρ = {rollback_cost:.2f}"))
     ax.legend()
     bx.legend()
-    fig.suptitle(title or "What speculative decoding can gain", fontsize=10)
+    fig.suptitle(title or tr("What speculative decoding can gain", "投机解码能带来多少收益"), fontsize=10)
     return fig

@@ -1,5 +1,7 @@
 """Chapter 11: the multi-token-prediction head by hand, and speculative decoding with a state that cannot be cut.
 
+第 11 章：手写多 token 预测头，以及在状态无法截断时做投机解码。
+
 Run: python chapters/ch11_mtp.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
 Its notebook, notebooks/ch11_mtp.ipynb, is written from this file by python notebooks/sync.py.
 """
@@ -38,11 +40,44 @@ Its notebook, notebooks/ch11_mtp.ipynb, is written from this file by python note
 # random as everything else, so its guesses are almost never right: this chapter then shows the machinery, and a
 # draft that is always right shows the other end.
 
+# %% [markdown] lang="zh"
+# # 第 11 章 · MTP 头与投机解码
+#
+# 每个 Qwen3.5 检查点都带着一块 transformers 的 Qwen3.5 类会跳过的权重：`mtp.*`，一个**多 token 预测**（multi-token
+# prediction，MTP）头，它猜的是下下个 token。推理引擎拿它做**投机解码**：一个便宜的草稿先猜几个 token，
+# 大模型一次前向把它们全部验证一遍，每个被认可的猜测都是一个不必单独花一步解码的 token——这正是模型自己对第 9
+# 章测出的"解码受限于内存"给出的答案。Qwen3.5 让这件事成了一堂真正的工程课：猜错之后，键值缓存可以截回去，DeltaNet
+# 的状态却不行——它已经把猜测吸收进去了。本章手写这个头、草稿–验证循环和状态回滚，证明输出与普通解码完全相同，
+# 并算清楚什么时候划算。
+#
+# ```
+# qwen/
+# ├── model.py        （第 8 章：MTP 块复用的解码层）
+# ├── mtp.py          + MTP、step、FinalHidden、load_mtp：从 mtp.* 载入的头
+# ├── draft.py        + MTPDraft、Scripted、follow：负责猜接下来 k 个 token
+# └── speculative.py  + speculate、accept、Rollback：草稿、验证、接受、回滚
+# book/
+# └── ch11.py         + 本章的图，以及加速比的闭式解
+# bench/
+# └── bench_speculative.py + 按 0.8B 的形状测普通解码与投机解码的 tokens/s
+# chapters/
+# └── ch11_mtp.py     + 本章脚本
+# notebooks/
+# └── ch11_mtp.ipynb  + 本笔记本，由脚本生成
+#
+# + 本章新增 · ~ 本章修改 · 无标记：前面章节已有
+# ```
+#
+# 命令行跑的是同一份代码：`python chapters/ch11_mtp.py`（`--figures` 保存图，`--proof` 把这个头和 transformers 的通用
+# MTP 层做对比）。在合成检查点上，MTP 头和其他权重一样是随机的，几乎猜不对：这时本章展示的是机制本身，
+# 再用一个永远猜对的草稿展示另一端。
+
 # %%
 import copy
 import math
 import random
 import statistics
+import unicodedata
 
 import torch
 
@@ -57,6 +92,7 @@ from qwen.draft import MTPDraft, Scripted, follow
 from qwen.family import kv_bytes_per_token, linear_layer_bytes
 from qwen.generate import checkpoint_stop_tokens, generate
 from qwen.hub import part_files
+from qwen.lang import tr
 from qwen.model import load_model
 from qwen.mtp import FinalHidden, load_mtp, new_cache, step
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, mtp_shapes, real_config, tensor_shapes
@@ -68,7 +104,8 @@ from qwen.weights import read_header
 args = chapter_args(__doc__)
 missing = ch11.missing_mtp(args.path)
 if missing:  # no usable mtp.* block here: this chapter needs one, so it shows the synthetic one's
-    print(f"(no usable MTP block here: {missing}; this chapter runs on the synthetic checkpoint instead)")
+    print(tr(f"(no usable MTP block here: {missing}; this chapter runs on the synthetic checkpoint instead)",
+             f"（这里没有可用的 MTP 块：{missing}；本章改在合成检查点上运行）"))
     args.path = synthetic_path()
     print(banner(book.in_notebook()))
 real = real_config()
@@ -78,7 +115,7 @@ model = load_model(args.path, dtype=dtype, device=dev)  # the main model
 model.mtp = load_mtp(args.path, dtype=dtype, device=dev)  # and its MTP block, attached in the open
 tok = load_tokenizer(args.path)
 SYNTHETIC = is_synthetic(args.path)
-TAG = " (synthetic weights)" if SYNTHETIC else ""  # on every line printed from the weights
+TAG = tr(" (synthetic weights)", "（合成权重）") if SYNTHETIC else ""  # on every line printed from the weights
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
 if SYNTHETIC and dev.type == "cpu":
@@ -95,11 +132,19 @@ book.show("ch11-map", book.model_map.draw, "mtp")
 # Read from the file's headers (chapter 1), beside the shapes the real 0.8B's config gives (`qwen.sizes.mtp_shapes`,
 # which lists the block from a config alone, as `tensor_shapes` lists the text model in chapter 1):
 
+# %% [markdown] lang="zh"
+# ## 1. 检查点里有什么
+# 这一块的张量和文本模型的放在一起，前缀是 `mtp.`：两个 RMSNorm，后面接一个形状为 (d, 2d) 的投影 `fc`；
+# 一个全注意力类型的解码层（第 8 章那种，有自己的 q/k/v/o、QK 归一化、两个 norm 和一个 MLP）；最后是一个 `norm`。
+# 它没有嵌入，也没有输出头：这两样借用主模型的。下面从文件头读出这些张量（第 1 章），旁边是真实 0.8B
+# 的配置给出的形状（`qwen.sizes.mtp_shapes` 只凭配置就能列出这一块，就像第 1 章里 `tensor_shapes` 列出文本模型那样）：
+
 # %%
 keys = {k: v["shape"] for f in part_files(args.path, "mtp") for k, v in read_header(f).items() if k.startswith("mtp.")}
 real_mtp = {"mtp." + k: v for k, v in mtp_shapes(REAL_TEXT_CONFIG).items()}  # from the config alone (qwen/sizes.py)
 d_real = real.hidden_size
-print(f"{'key':48s} {'this checkpoint':>16s} {'real Qwen3.5-0.8B':>18s}")
+print(tr(f"{'key':48s} {'this checkpoint':>16s} {'real Qwen3.5-0.8B':>18s}",
+         f"{'张量名':45s} {'本检查点':>12s} {'真实 Qwen3.5-0.8B':>18s}"))  # a CJK character is two columns wide
 for key in sorted(keys):
     print(f"{key:48s} {str(tuple(keys[key])):>16s} {str(real_mtp.get(key)):>18s}")
 n_mtp = sum(math.prod(s) for s in keys.values())
@@ -107,10 +152,13 @@ n_real_mtp = sum(math.prod(s) for s in real_mtp.values())
 n_real = count_by_part(tensor_shapes(REAL_TEXT_CONFIG))["total"]
 predicted = {"mtp." + k: v for k, v in mtp_shapes(model.cfg).items()}  # from this checkpoint's config.json
 as_predicted = {k: tuple(v) for k, v in keys.items()} == predicted
-print(f"{len(keys)} tensors, {n_mtp:,} parameters{TAG}; the same names as real Qwen3.5-0.8B's: "
-      f"{sorted(keys) == sorted(real_mtp)}; the shapes its config predicts: {as_predicted}")
-print(f"real Qwen3.5-0.8B: {n_real_mtp:,} parameters in mtp.*, {n_real_mtp / n_real:.1%} of the text model's "
-      f"{n_real:,}")
+same_names, share = sorted(keys) == sorted(real_mtp), n_real_mtp / n_real
+print(tr(f"{len(keys)} tensors, {n_mtp:,} parameters{TAG}; the same names as real Qwen3.5-0.8B's: "
+         f"{same_names}; the shapes its config predicts: {as_predicted}",
+         f"{len(keys)} 个张量，{n_mtp:,} 个参数{TAG}；名字与真实 Qwen3.5-0.8B 的相同：{same_names}；"
+         f"形状与它的配置推出的一致：{as_predicted}"))
+print(tr(f"real Qwen3.5-0.8B: {n_real_mtp:,} parameters in mtp.*, {share:.1%} of the text model's {n_real:,}",
+         f"真实 Qwen3.5-0.8B：mtp.* 里有 {n_real_mtp:,} 个参数，占文本模型 {n_real:,} 个参数的 {share:.1%}"))
 
 # %% [markdown]
 # ## 2. The head's forward, step by step
@@ -130,6 +178,21 @@ print(f"real Qwen3.5-0.8B: {n_real_mtp:,} parameters in mtp.*, {n_real_mtp / n_r
 # embedding and head, two RMS-normed inputs projected from 2d to d, one transformer block. On a prompt, pair t is
 # (x_{t+1}, h_t); the last pair takes the token the main model picks next.
 
+# %% [markdown] lang="zh"
+# ## 2. 头的前向，一步一步
+# 主模型最后的隐藏状态 h_t——最终 norm 的输出，也就是输出头要变成 x_{t+1} 的 logits 的那个向量——对下一个 token
+# 已经知道很多。MTP 块还会拿到这个 token 本身，于是可以再往后看一步：
+#
+# 1. 用主模型的嵌入表嵌入 token x_{t+1}：e (B, T, d)；
+# 2. 两个输入各自归一化，`pre_fc_norm_embedding`(e) 和 `pre_fc_norm_hidden`(h_t)，再拼接起来，嵌入在前：(B, T, 2d)；
+# 3. `fc` (d, 2d) 投影回 d；
+# 4. 一个全注意力解码层 `mtp.layers.0`，有自己的键值缓存，用主模型的 RoPE 位置：(B, T, d)，每一对关注它前面的各对；
+# 5. `norm`，再过主模型的输出头：得到预测 x_{t+2} 的 logits (B, T, V)。
+#
+# 这就是 DeepSeek-V3 的 MTP 模块的结构（DeepSeek-AI 2024，"DeepSeek-V3 Technical Report"，§2.2）：共享嵌入和输出头，
+# 两个经过 RMS 归一化的输入从 2d 投影到 d，再接一个 transformer 块。在一段提示上，第 t 对是 (x_{t+1}, h_t)；
+# 最后一对用的是主模型接下来选出的 token。
+
 # %%
 prompt = "The capital of France is Paris. The capital of Italy is"
 ids = torch.tensor([tok.encode(prompt)], device=dev)  # (1, T)
@@ -145,17 +208,25 @@ u = mtp.fc(joined)  # (1, T, d)
 cos, sin = model.rotary(torch.arange(T, device=dev)[None], u.dtype)  # pair t at position t (vLLM's convention)
 g = mtp.norm(mtp.layers[0](u, cos, sin))  # (1, T, d): no cache, so causal attention over the T pairs
 mtp_logits = model.lm_head(g)  # (1, T, V): the guess for x_{t+2}
-for name, x, real_shape in (("h_t", h, f"(1, T, {d_real})"), ("embedded x_{t+1}", e, f"(1, T, {d_real})"),
-                            ("joined", joined, f"(1, T, {2 * d_real})"), ("fc", u, f"(1, T, {d_real})"),
-                            ("layer + norm", g, f"(1, T, {d_real})"),
+def columns(text, n):
+    """`text` padded to n columns of a terminal, where a CJK character takes two."""
+    return text + " " * (n - sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text))
+
+
+for name, x, real_shape in (("h_t", h, f"(1, T, {d_real})"),
+                            (tr("embedded x_{t+1}", "嵌入后的 x_{t+1}"), e, f"(1, T, {d_real})"),
+                            (tr("joined", "拼接后"), joined, f"(1, T, {2 * d_real})"), ("fc", u, f"(1, T, {d_real})"),
+                            (tr("layer + norm", "解码层 + norm"), g, f"(1, T, {d_real})"),
                             ("logits", mtp_logits, f"(1, T, {real.vocab_size})")):
-    print(f"{name:18s} {str(tuple(x.shape)):18s} real Qwen3.5-0.8B {real_shape}")
-print(f"the steps by hand vs qwen.mtp.step: max |diff| = "
-      f"{float((mtp_logits - step(model, mtp, after, h, new_cache())[1]).abs().max()):.1e}")
+    print(f"{columns(name, 18)} {str(tuple(x.shape)):18s} {tr('real Qwen3.5-0.8B', '真实 Qwen3.5-0.8B')} {real_shape}")
+by_step = float((mtp_logits - step(model, mtp, after, h, new_cache())[1]).abs().max())
+print(tr(f"the steps by hand vs qwen.mtp.step: max |diff| = {by_step:.1e}",
+         f"手写的各步与 qwen.mtp.step 相比：max |diff| = {by_step:.1e}"))
 picks = logits[0].argmax(-1)  # (T,): the main model's own next token at each position
 guesses = mtp_logits[0].argmax(-1)  # (T,): the block's guess for the token after that
 agree = int((guesses[:-1] == picks[1:]).sum())
-print(f"the block's guess for x_(t+2) equals the main model's pick there at {agree} of {T - 1} positions{TAG}")
+print(tr(f"the block's guess for x_(t+2) equals the main model's pick there at {agree} of {T - 1} positions{TAG}",
+         f"在 {T - 1} 个位置中，这一块对 x_(t+2) 的猜测有 {agree} 个等于主模型在那里的选择{TAG}"))
 
 # %% [markdown]
 # On the synthetic checkpoint the block is random, and so are its guesses: they are almost never the main model's
@@ -169,6 +240,16 @@ print(f"the block's guess for x_(t+2) equals the main model's pick there at {agr
 # shifted by the same 1, so the logits agree up to rounding. This course uses vLLM's: entry t of the block's KV
 # cache then lines up with entry t of the main model's. Numerically:
 
+# %% [markdown] lang="zh"
+# 在合成检查点上这一块是随机的，它的猜测也是：几乎从不等于主模型的选择。训练过的头则经常猜中；
+# 猜中的频率决定了加速比（第 7 节）。
+#
+# **哪个位置，哪个隐藏状态。** 两个公开实现对 h 的看法一致：vLLM 的 Qwen3.5 MTP 模型拿到的是主模型返回的隐藏状态，
+# 它以最终 norm 结尾；transformers 的 `MTPCandidateGenerator` 取的是 `hidden_states[-1]`，同样是最终 norm 的输出。
+# 两者在位置上有分歧：vLLM 给 (x_{t+1}, h_t) 这一对用 h_t 的位置 t；transformers 通用的 `MtpLayer` 路径用 x_{t+1}
+# 的位置 t + 1。RoPE 的分数只取决于查询和键之间的距离（第 4 章），而在这一块内部每一对都平移了同样的 1，所以两者的
+# logits 在舍入误差内一致。本课程用 vLLM 的约定：这样这一块键值缓存的第 t 项正好对上主模型的第 t 项。用数字验证：
+
 # %%
 def head_at(positions, hidden):
     c, s = model.rotary(positions, u.dtype)
@@ -178,14 +259,18 @@ def head_at(positions, hidden):
 
 pos = torch.arange(T, device=dev)[None]
 scale = float(mtp_logits.abs().max())
-print(f"positions t + 1 instead of t: max |diff| = {float((head_at(pos + 1, h) - mtp_logits).abs().max()):.1e} "
-      f"(logits up to {scale:.2f}); positions 2t: {float((head_at(2 * pos, h) - mtp_logits).abs().max()):.1e}")
+shifted = float((head_at(pos + 1, h) - mtp_logits).abs().max())
+doubled = float((head_at(2 * pos, h) - mtp_logits).abs().max())
+print(tr(f"positions t + 1 instead of t: max |diff| = {shifted:.1e} (logits up to {scale:.2f}); "
+         f"positions 2t: {doubled:.1e}",
+         f"用位置 t + 1 代替 t：max |diff| = {shifted:.1e}（logits 最大到 {scale:.2f}）；位置 2t：{doubled:.1e}"))
 seen = {}
 hook = model.norm.register_forward_pre_hook(lambda module, inputs: seen.update(x=inputs[0]))
 model(ids)
 hook.remove()
-print(f"h before the final norm instead of after it: max |diff| = "
-      f"{float((head_at(pos, seen['x']) - mtp_logits).abs().max()):.1e}{TAG}")
+before_norm = float((head_at(pos, seen["x"]) - mtp_logits).abs().max())
+print(tr(f"h before the final norm instead of after it: max |diff| = {before_norm:.1e}{TAG}",
+         f"用最终 norm 之前而不是之后的 h：max |diff| = {before_norm:.1e}{TAG}"))
 
 # %% [markdown]
 # Shifting every position by one changes nothing but rounding; doubling them changes the distances, and the logits.
@@ -194,6 +279,14 @@ print(f"h before the final norm instead of after it: max |diff| = "
 # of the final norm, and so does `qwen.mtp.FinalHidden` (a hook on `model.norm`, so the model's code is unchanged).
 #
 # The finished module:
+
+# %% [markdown] lang="zh"
+# 把每个位置都平移一位，除了舍入什么也没变；把位置翻倍则改变了距离，logits 也随之改变。最终 norm
+# 之前的隐藏状态是另一个输入：`pre_fc_norm_hidden` 会再归一化一次，但少了最终 norm 的逐通道缩放 (1 + w)，
+# 这一块读到的就是另一组数。两个实现用的都是最终 norm 的输出，`qwen.mtp.FinalHidden` 也一样（它是挂在 `model.norm`
+# 上的一个 hook，所以模型代码不用改）。
+#
+# 完成的模块：
 
 # %%
 book.listing("qwen/mtp.py")
@@ -223,11 +316,33 @@ book.listing("qwen/mtp.py")
 #   a DeltaNet layer in the block would need the snapshot-and-replay of section 6 for the draft too.
 # - **It is cheap.** One layer's keys and values per token:
 
+# %% [markdown] lang="zh"
+# - **`MTP`** 就是第 2 到 5 步，用检查点里的名字（去掉 `mtp.`）；解码层是第 8 章全注意力类型的 `DecoderLayer`。
+# - **`step`** 嵌入 token，取主模型给它们的位置（和主模型一样跳过填充），带着自己的缓存跑这一块，再套上主模型的输出头。
+# - **`load_mtp`** 在 meta 设备上构建这一块，只用 `mtp.*` 张量填充它（第 1 章的 `fill`）；本章把它明明白白地挂上去，
+#   `model.mtp = load_mtp(path, dtype, device)`：之后的调用不会在背后悄悄从磁盘读东西。
+#
+# ## 3. 为什么是一个全注意力层
+# 检查点和本章参考的实现（vLLM、transformers）都没有说明为什么这一块是一个全注意力层而不是 Gated DeltaNet 层；
+# 下面是对这一设计的论证，不是官方公布的理由。
+#
+# - **上下文已经读过了。** h_t 出自主模型的每一层：关于下一个 token，上下文能告诉它的都已经在里面了。
+#   这一块的任务是短程的：把 h_t 和多一个 token 结合起来，再往后看一步。它不需要自己的长程、廉价的记忆，而那正是
+#   DeltaNet 层的用途。
+# - **它能精确地回看。** 在第 t 对，这一层关注之前的每一对 (x_{s+1}, h_s)，所以能找到某个 token 更早出现的位置，
+#   并照抄它后面的内容——这种检索，固定大小的状态只能近似（第 7 章）。
+# - **它的缓存按长度截断。** k > 1 的草稿会为自己的猜测写入缓存项，而大多数步都要丢掉其中一些。
+#   键值缓存只要把长度往回移就能丢掉它们（`MTPDraft.advance` 每一步都这么做）；如果这一块里是 DeltaNet 层，
+#   草稿也得用第 6 节的"快照加重放"。
+# - **它很便宜。** 一层每个 token 的键和值：
+
 # %%
 kv_tok = kv_bytes_per_token(real)
 full = real.layer_types.count("full_attention")
-print(f"real Qwen3.5-0.8B: the MTP layer keeps {kv_tok:,} B per token in bf16; the main model's {full} "
-      f"full-attention layers {full * kv_tok:,} B: the block adds 1/{full} to the KV cache")
+print(tr(f"real Qwen3.5-0.8B: the MTP layer keeps {kv_tok:,} B per token in bf16; the main model's {full} "
+         f"full-attention layers {full * kv_tok:,} B: the block adds 1/{full} to the KV cache",
+         f"真实 Qwen3.5-0.8B：MTP 层每个 token 存 {kv_tok:,} B（bf16）；主模型的 {full} 个全注意力层存 "
+         f"{full * kv_tok:,} B：这一块让键值缓存多出 1/{full}"))
 
 # %% [markdown]
 # ## 4. Draft, verify, accept
@@ -248,6 +363,23 @@ print(f"real Qwen3.5-0.8B: the MTP layer keeps {kv_tok:,} B per token in bf16; t
 # **Try it first**: exercise 219 is the greedy accept step (`python practice/judge.py start 219`, or the cell
 # below).
 
+# %% [markdown] lang="zh"
+# ## 4. 草稿、验证、接受
+# 投机解码的一步，记 x 为主模型最后选出的 token（还没喂给它），d_1 … d_k 为草稿的猜测：
+#
+# 1. **验证**：把 [x, d_1, …, d_k] 喂给主模型，一次前向处理 k + 1 个位置。位置 i 的 logits 表示主模型在 d_i
+#    之后会选什么（i = 0 时是 x 之后）。
+# 2. **接受**（贪心）：依次保留 d_1、d_2……，条件是每个都等于主模型在它前一个 token 之后的选择；遇到第一个不等的就停。
+#    然后补上主模型在最后一个保留的 token 之后自己的选择：这就是修正（它替换第一个错误的猜测），或者在 k 个全部保留时，
+#    是多出来的一个 token（bonus）。所以一步产生 n + 1 个 token，n = 0 … k 是保留的猜测数，
+#    而且每一个都正是普通贪心解码会生成的 token。
+# 3. **回滚**所有缓存到已接受的 token（第 6 节），让草稿从那里接着猜。
+#
+# 用 MTP 块做 k > 1 的草稿时要把它串起来：用它自己的输出 g_t 代替 h，用它自己的猜测代替下一个 token。
+# 这样串出来的后续猜测有多少能留下，是训练好的权重的性质，要在真实检查点上测。
+#
+# **先自己试试**：练习 219 就是贪心接受这一步（`python practice/judge.py start 219`，或者下面的单元格）。
+
 # %%
 def greedy_accept(drafts, logits):
     raise NotImplementedError  # your code: (tokens (B, k + 1) with -1 after each row's n + 1, n (B,))
@@ -261,6 +393,12 @@ book.attempt(219, greedy_accept)
 # `follow(reference, wrong)` is a script that reads the answer from a plain greedy run and proposes a wrong token
 # (the right one + 1) wherever `wrong(step, i)` says so. Here is a draft that keeps 2, 0, 3, 1, 3, … of its k = 3
 # guesses, and what the loop does with them:
+
+# %% [markdown] lang="zh"
+# 草稿是可插拔的（`qwen/draft.py`）：草稿自带它的 k，`speculate(model, ids, n, draft)` 用它跑循环。
+# `Scripted(script, k)` 提出 `script(generated, k)` 返回的猜测；`follow(reference, wrong)` 是这样一个脚本：
+# 它从一次普通贪心运行里读出答案，在 `wrong(step, i)` 说要错的地方提出一个错的 token（正确的那个 + 1）。下面这个草稿在
+# k = 3 个猜测里依次保留 2、0、3、1、3……个，看看循环怎么处理它们：
 
 # %%
 N, N_SWEEP = 16, 40  # new tokens per run here, and in section 7 (where chance needs more forwards)
@@ -302,29 +440,39 @@ pattern = [2, 0, 3, 1, 3, 0]
 draft = Recorded(Scripted(follow(reference, wrong=lambda j, i: i >= pattern[j % len(pattern)]), 3))
 out = list(speculate(model, chat_ids, N, draft, stop=stop))
 loop = steps_of(out, draft.log)
-print(f"k = 3, the scripted draft: {len(draft.log)} main-model forwards for {len(out)} tokens; kept per forward "
-      f"{[s['accepted'] for s in loop]}; identical to plain greedy: {out == plain}")
+kept_per, same = [s["accepted"] for s in loop], out == plain
+print(tr(f"k = 3, the scripted draft: {len(draft.log)} main-model forwards for {len(out)} tokens; kept per forward "
+         f"{kept_per}; identical to plain greedy: {same}",
+         f"k = 3，脚本草稿：{len(draft.log)} 次主模型前向生成 {len(out)} 个 token；每次前向保留 {kept_per}；"
+         f"与普通贪心解码完全相同：{same}"))
 
 # %%
 book.show("ch11-loop", ch11.loop_figure, loop[:6], lambda i: tok.decode([i]),
-          title=f"The draft–verify loop, k = 3, a scripted draft{TAG}")
+          title=tr(f"The draft–verify loop, k = 3, a scripted draft{TAG}", f"草稿–验证循环，k = 3，脚本草稿{TAG}"))
 
 # %% [markdown]
 # Whatever the draft proposes, speculative greedy makes exactly plain greedy's tokens: every token it emits is the
 # main model's argmax after the tokens before it. The draft only decides how many of them one forward makes. With
 # the MTP head, and with a draft that is always right (`follow(reference)`):
 
+# %% [markdown] lang="zh"
+# 不管草稿提出什么，投机贪心解码生成的 token 都和普通贪心解码一模一样：它输出的每个 token 都是主模型在前面那些 token
+# 之后的 argmax。草稿只决定一次前向能产出其中几个。换成 MTP 头，以及一个永远猜对的草稿（`follow(reference)`）：
+
 # %%
 runs = {}
+NAMES = {"MTP head": tr("MTP head", "MTP 头"), "always right": tr("always right", "永远猜对")}  # as printed
 for kind, k in [("MTP head", 1), ("MTP head", 2), ("MTP head", 4), ("always right", 1), ("always right", 2),
                 ("always right", 4)]:
     draft = MTPDraft(model, k) if kind == "MTP head" else Scripted(follow(reference), k)
     got = list(speculate(model, chat_ids, N, draft, stop=stop))
     stats = draft.counts  # main-model forwards after the prefill, guesses proposed and accepted
     runs[kind, k] = stats, (len(got) - 1) / max(stats["steps"], 1)  # the prefill made the first token
-    print(f"{kind:12s} k = {k}: identical to plain greedy: {got == plain}; accepted {stats['accepted']} of "
-          f"{stats['proposed']} guesses; {runs[kind, k][1]:.2f} tokens per main-model forward"
-          f"{TAG if kind == 'MTP head' else ''}")
+    same, per, tag = got == plain, runs[kind, k][1], TAG if kind == "MTP head" else ""
+    print(tr(f"{columns(NAMES[kind], 12)} k = {k}: identical to plain greedy: {same}; accepted {stats['accepted']} of "
+             f"{stats['proposed']} guesses; {per:.2f} tokens per main-model forward{tag}",
+             f"{columns(NAMES[kind], 12)} k = {k}：与普通贪心解码完全相同：{same}；{stats['proposed']} 个猜测中接受了 "
+             f"{stats['accepted']} 个；每次主模型前向 {per:.2f} 个 token{tag}"))
 
 # %% [markdown]
 # The two ends: the MTP head of the synthetic checkpoint is random, so it is almost never right and every forward
@@ -335,6 +483,13 @@ for kind, k in [("MTP head", 1), ("MTP head", 2), ("MTP head", 4), ("always righ
 # the verify pass over k + 1 positions rounds differently from one-token decoding, and two top tokens within a
 # bf16 step of each other can swap.
 
+# %% [markdown] lang="zh"
+# 两个极端：合成检查点的 MTP 头是随机的，几乎从不猜对，每次前向只产出一个 token（主模型的修正）——和普通解码一样的速度，
+# 还要多付草稿的开销。永远猜对的草稿每次前向产出 k + 1 个 token（一次运行的最后一次前向可能因长度上限被截短）。
+# 换成真实检查点，MTP 头落在两者之间：这时"MTP 头"那几行就是它在这段提示上真实的接受情况。"完全相同"是精确算术的承诺，
+# 这里用 fp32 兑现：在 bf16 下（本章在 GPU 上的选择），对 k + 1 个位置做验证的前向与逐个 token 解码的舍入方式不同，
+# 两个相差不到一个 bf16 步长的最高候选 token 可能互换。
+
 # %% [markdown]
 # ## 5. Sampling: the same distribution
 # With sampling, "the main model's token" is a draw, and a guess is kept at random. The rule (Leviathan, Kalman
@@ -344,18 +499,28 @@ for kind, k in [("MTP head", 1), ("MTP head", 2), ("MTP head", 4), ("always righ
 # q(d) · min(1, p(d)/q(d)) = min(p, q)(d), and otherwise drawn from the residual, which puts the missing
 # p(d) − min(p, q)(d) back. Exactly, on five tokens:
 
+# %% [markdown] lang="zh"
+# ## 5. 采样：同一个分布
+# 采样时，"主模型的 token"是抽出来的，猜测也是按概率保留的。规则（Leviathan、Kalman 和 Matias 2023；Chen 等 2023）：记
+# p 为主模型在该位置的分布，q 为草稿的分布，以概率 min(1, p(d) / q(d)) 保留猜测 d；遇到第一次拒绝时，从归一化后的残差
+# max(0, p − q) 中抽取。这样输出的 token 恰好服从 p。一句话的理由：输出是 d 且被保留的概率为
+# q(d) · min(1, p(d)/q(d)) = min(p, q)(d)，否则从残差中抽取，而残差正好把缺的 p(d) − min(p, q)(d) 补回来。在五个 token
+# 上精确验证：
+
 # %%
 p = torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05], dtype=torch.float64)
 q = torch.tensor([0.1, 0.4, 0.3, 0.1, 0.1], dtype=torch.float64)
 kept = torch.minimum(p, q)  # P(the guess is d and is kept)
 residual = (p - q).clamp(min=0) / (p - q).clamp(min=0).sum()
 total = kept + (1 - kept.sum()) * residual  # P(the step emits token d)
-print(f"p = {p.tolist()}\nemitted = {[round(v, 12) for v in total.tolist()]}: equal to p: "
-      f"{torch.allclose(total, p, rtol=0, atol=1e-15)}")
+emitted, equal = [round(v, 12) for v in total.tolist()], torch.allclose(total, p, rtol=0, atol=1e-15)
+print(tr(f"p = {p.tolist()}\nemitted = {emitted}: equal to p: {equal}",
+         f"p = {p.tolist()}\n输出的分布 = {emitted}：等于 p：{equal}"))
 only_if_above = torch.where(p >= q, q, 0) + (1 - torch.where(p >= q, q, 0).sum()) * residual
 from_p = kept + (1 - kept.sum()) * p
-print(f"mistake 'keep only when p ≥ q': {[round(v, 3) for v in only_if_above.tolist()]}; mistake 'draw the "
-      f"rejection from p': {[round(v, 3) for v in from_p.tolist()]}")
+wrong_above, wrong_from_p = [round(v, 3) for v in only_if_above.tolist()], [round(v, 3) for v in from_p.tolist()]
+print(tr(f"mistake 'keep only when p ≥ q': {wrong_above}; mistake 'draw the rejection from p': {wrong_from_p}",
+         f"错误做法“只在 p ≥ q 时保留”：{wrong_above}；错误做法“拒绝时从 p 抽取”：{wrong_from_p}"))
 
 # %% [markdown]
 # A deterministic draft (the scripts) has q = one-hot at d: keep d with probability p(d), else draw from p without
@@ -364,6 +529,13 @@ print(f"mistake 'keep only when p ≥ q': {[round(v, 3) for v in only_if_above.t
 # the emitted distribution against the main model's over 200,000 draws.
 #
 # **Try it first**: exercise 220 is the acceptance rule (`python practice/judge.py start 220`, or the cell below).
+
+# %% [markdown] lang="zh"
+# 确定性的草稿（上面那些脚本）的 q 是 d 处的 one-hot：以概率 p(d) 保留 d，否则从去掉 d 再归一化的 p 中抽取。MTP
+# 头在采样时从它自己的分布中抽取猜测，这个分布就是 q。`speculate(model, ids, n, draft, Sampling(temperature=...))`
+# 实现了这条规则；tests/test_speculative.py 用 200,000 次抽样检查输出的分布与主模型的分布一致。
+#
+# **先自己试试**：练习 220 就是这条接受规则（`python practice/judge.py start 220`，或者下面的单元格）。
 
 # %%
 def speculative_sample(p, q, drafts, u, u_last):
@@ -387,6 +559,21 @@ book.attempt(220, speculative_sample)
 # A tiny DeltaNet (d = 8, one head, dk = dv = 2, random weights, a slow decay) after a two-token prompt, then a
 # verify of [x, d_1, d_2, d_3] where only d_1 is right:
 
+# %% [markdown] lang="zh"
+# ## 6. 回滚一个截不断的状态
+# 一次拒绝之后，验证前向已经喂进了 k + 1 个 token，只有其中 m = n + 1 个留下。每个缓存最后都必须和只对已接受 token
+# 做普通前向之后的样子完全一样。
+#
+# - **全注意力**层的键值缓存每个 token 一行：截回已接受的长度，它就是普通的缓存（截断点之后的行再也不会被读，
+#   下一步会覆盖它们）。
+# - **Gated DeltaNet** 层的状态 S 把喂进去的每个 token 都折叠进了每个头的一个 (dk, dv) 矩阵；没有哪一行可以截。
+#   它的卷积窗口存着最近 K − 1 = 3 个输入，所以验证了 k + 1 ≥ 3 个 token 之后，窗口里只剩验证过的那些：
+#   之前的输入已经没了。想用算术撤销状态的更新，就得除以 e^g（它可能接近 0），还得对 (I − β k kᵀ) 求逆（β 接近 1
+#   时它几乎奇异）。
+#
+# 一个很小的 DeltaNet（d = 8，一个头，dk = dv = 2，随机权重，衰减很慢）：先读两个 token 的提示，再验证
+# [x, d_1, d_2, d_3]，其中只有 d_1 是对的：
+
 # %%
 tiny_cfg = Config.from_dict(dict(REAL_TEXT_CONFIG, hidden_size=8, linear_num_key_heads=1, linear_num_value_heads=1,
                                  linear_key_head_dim=2, linear_value_head_dim=2), "a tiny DeltaNet config")
@@ -403,16 +590,21 @@ saved = spec.conv.clone(), spec.state.clone()  # the snapshot, taken before the 
 tiny(xs[:, 2:], spec)  # verify: 4 tokens at once
 absorbed = spec.state.clone()
 window = tiny.in_proj_qkv(xs[:, 3:]).transpose(1, 2)  # (1, C, 3): the inputs of d_1, d_2, d_3
-print(f"after the verify, the conv window is the inputs of d_1, d_2, d_3 only: {torch.equal(spec.conv, window)}")
+only_verified = torch.equal(spec.conv, window)
+print(tr(f"after the verify, the conv window is the inputs of d_1, d_2, d_3 only: {only_verified}",
+         f"验证之后，卷积窗口里只剩 d_1、d_2、d_3 的输入：{only_verified}"))
 spec.conv, spec.state = saved  # restore, then re-run the accepted tokens x, d_1
 tiny(xs[:, 2:4], spec)
-states = {"plain: after x, d1": plain_cache.state[0, 0], "verify: after x, d1, d2, d3": absorbed[0, 0],
-          "restored + x, d1 replayed": spec.state[0, 0]}
+states = {tr("plain: after x, d1", "普通解码：x、d1 之后"): plain_cache.state[0, 0],
+          tr("verify: after x, d1, d2, d3", "验证：x、d1、d2、d3 之后"): absorbed[0, 0],
+          tr("restored + x, d1 replayed", "恢复后重放 x、d1"): spec.state[0, 0]}
 for name, S in states.items():
-    print(f"{name:28s} S = {[[round(v, 4) for v in row] for row in S.tolist()]}")
-print(f"|verify − plain| = {float((absorbed - plain_cache.state).abs().max()):.3f}; "
-      f"|replayed − plain| = {float((spec.state - plain_cache.state).abs().max()):.1e}, "
-      f"conv window {float((spec.conv - plain_cache.conv).abs().max()):.1e}")
+    print(f"{columns(name, 28)} S = {[[round(v, 4) for v in row] for row in S.tolist()]}")
+off = float((absorbed - plain_cache.state).abs().max())
+back = float((spec.state - plain_cache.state).abs().max())
+window_back = float((spec.conv - plain_cache.conv).abs().max())
+print(tr(f"|verify − plain| = {off:.3f}; |replayed − plain| = {back:.1e}, conv window {window_back:.1e}",
+         f"|验证后 − 普通| = {off:.3f}；|重放后 − 普通| = {back:.1e}，卷积窗口 {window_back:.1e}"))
 
 # %%
 book.show("ch11-rollback", ch11.rollback_figure, states)
@@ -432,18 +624,37 @@ book.show("ch11-rollback", ch11.rollback_figure, states)
 # alternative — keep the state after every verified position — needs the kernel to hand out its intermediate
 # states, and k + 1 copies of them. What each costs for the real 0.8B, per sequence:
 
+# %% [markdown] lang="zh"
+# 验证之后的状态已经吸收了 d_2 和 d_3；恢复并重放之后的状态在舍入误差内等于普通解码的状态（重放对两个 token 跑的是分块
+# kernel，普通解码用的是逐 token 的规则）。
+#
+# **本课程的做法**：每次验证前，复制每个 DeltaNet 层的卷积窗口和状态，并留下这一层的记忆在这次前向中读到的东西：
+# `in_proj_qkv` 的输出（卷积的输入）、`in_proj_b` 和 `in_proj_a` 的输出（β 和 g 的来源），靠 forward hook 拿到，
+# 所以模型代码不用改。遇到拒绝时，把副本放回去，只在前 m 个上重新跑这一层的记忆——`GatedDeltaNet.remember`：卷积、门、
+# delta 规则——和练习 221 的做法一样。只跑记忆就够了：重放要得到的是卷积窗口和状态，而 mixer
+# 在已接受位置上的输出（它的门 `in_proj_z`、`out_proj`）已经由验证前向算好，并被上面的层用过了。上面的层也不用做什么：
+# 每个位置只看更早的位置，所以它们在已接受位置上的输出已经是对的，它们的键值缓存按长度截断即可。
+# 另一种做法——在每个验证位置之后都存一份状态——需要 kernel 交出中间状态，还要存 k + 1 份。对真实 0.8B、每条序列，
+# 两种做法各要多少：
+
 # %%
 linear = real.layer_types.count("linear_attention")
 per_layer = linear_layer_bytes(real)  # state in fp32 + the K − 1 conv inputs in bf16
-print(f"real Qwen3.5-0.8B: the snapshot, {linear} layers × {per_layer:,} B = {linear * per_layer / 2 ** 20:.1f} MiB, "
-      f"whatever k; the KV caches: nothing to copy")
+snapshot = linear * per_layer / 2 ** 20  # MiB
+print(tr(f"real Qwen3.5-0.8B: the snapshot, {linear} layers × {per_layer:,} B = {snapshot:.1f} MiB, "
+         f"whatever k; the KV caches: nothing to copy",
+         f"真实 Qwen3.5-0.8B：快照为 {linear} 层 × {per_layer:,} B = {snapshot:.1f} MiB，与 k 无关；"
+         f"键值缓存：无需复制"))
 channels = 2 * real.linear_num_key_heads * real.linear_key_head_dim + \
     real.linear_num_value_heads * real.linear_value_head_dim  # C: the conv's inputs [q | k | v]
 kept_row = channels + 2 * real.linear_num_value_heads  # one token's conv inputs, b and a
 for k in (1, 2, 4):
     kept_bytes = linear * (k + 1) * kept_row * 2  # (k + 1, C + 2·Hv) in bf16 per DeltaNet layer
-    print(f"real Qwen3.5-0.8B, k = {k}: + kept projections {kept_bytes / 2 ** 20:.2f} MiB; a state per verified "
-          f"position instead: {(k + 1) * linear * per_layer / 2 ** 20:.1f} MiB")
+    kept_mib, per_position = kept_bytes / 2 ** 20, (k + 1) * linear * per_layer / 2 ** 20
+    print(tr(f"real Qwen3.5-0.8B, k = {k}: + kept projections {kept_mib:.2f} MiB; a state per verified "
+             f"position instead: {per_position:.1f} MiB",
+             f"真实 Qwen3.5-0.8B，k = {k}：另加留下的投影 {kept_mib:.2f} MiB；若改为每个验证位置存一份状态："
+             f"{per_position:.1f} MiB"))
 
 # %% [markdown]
 # And the replay's cost, in chapter 9's currency: a decode step is bound by reading the weights, so a replay costs
@@ -453,6 +664,13 @@ for k in (1, 2, 4):
 # copy it restores and the state and window it writes, once each, as a fused kernel would (the kept projections of
 # m ≤ k tokens add under 0.1 %; section 7 measures what torch's unfused operations cost):
 
+# %% [markdown] lang="zh"
+# 再用第 9 章的尺子量一量重放的代价：一步解码受限于读权重，所以一次重放相当于 ρ 步解码，
+# ρ = 它搬运的字节数除以一步解码读的权重字节数（bf16）。在 m 个已接受 token 上把整个 mixer 重跑一遍，
+# 要读模型四分之一的权重；只跑它的记忆可以跳过 `in_proj_z` 和 `out_proj`；本课程的重放完全不读投影权重，
+# 只读卷积核（每层 C × K 个数）和它要恢复的副本，再写出状态和窗口，每样一次，就像融合 kernel 那样（m ≤ k 个 token
+# 留下的投影只多出不到 0.1 %；torch 未融合的操作实际花多少，第 7 节去测）：
+
 # %%
 mixer = {name.split("linear_attn.")[1]: math.prod(shape) for name, shape in tensor_shapes(REAL_TEXT_CONFIG).items()
          if name.startswith(f"layers.{real.layer_types.index('linear_attention')}.linear_attn.")}
@@ -461,12 +679,19 @@ memory = whole - mixer["in_proj_z.weight"] - mixer["out_proj.weight"] - mixer["n
 rho_whole, rho_memory = linear * whole / n_real, linear * memory / n_real
 moved = linear * (mixer["conv1d.weight"] * 2 + 2 * per_layer)  # the conv kernel (bf16); the copy read, the new written
 rho = moved / (2 * n_real)  # against a decode step's 2 B per weight
-print(f"real Qwen3.5-0.8B, a rejection's replay against a decode step ({2 * n_real:,} B of weights):")
-print(f"  each mixer again, whole: {linear} × {whole:,} weights: ρ ≈ {rho_whole:.2f}")
-print(f"  its memory alone (no in_proj_z, norm, out_proj): {linear} × {memory:,} weights: ρ ≈ {rho_memory:.2f}")
-print(f"  the memory from the verify pass's projections (qwen.speculative): {linear} × {mixer['conv1d.weight']:,} "
-      f"conv weights and {linear} × 2 × {per_layer:,} B of states: ρ ≈ {rho:.3f} (the copy before every verify "
-      f"moves as many bytes again, rejection or not: part of c)")
+conv_weights = mixer["conv1d.weight"]
+print(tr(f"real Qwen3.5-0.8B, a rejection's replay against a decode step ({2 * n_real:,} B of weights):",
+         f"真实 Qwen3.5-0.8B，一次拒绝之后的重放，与一步解码（读 {2 * n_real:,} B 权重）相比："))
+print(tr(f"  each mixer again, whole: {linear} × {whole:,} weights: ρ ≈ {rho_whole:.2f}",
+         f"  把每个 mixer 整个重跑：{linear} × {whole:,} 个权重：ρ ≈ {rho_whole:.2f}"))
+print(tr(f"  its memory alone (no in_proj_z, norm, out_proj): {linear} × {memory:,} weights: ρ ≈ {rho_memory:.2f}",
+         f"  只跑它的记忆（不含 in_proj_z、norm、out_proj）：{linear} × {memory:,} 个权重：ρ ≈ {rho_memory:.2f}"))
+print(tr(f"  the memory from the verify pass's projections (qwen.speculative): {linear} × {conv_weights:,} "
+         f"conv weights and {linear} × 2 × {per_layer:,} B of states: ρ ≈ {rho:.3f} (the copy before every verify "
+         f"moves as many bytes again, rejection or not: part of c)",
+         f"  用验证前向留下的投影跑记忆（qwen.speculative）：{linear} × {conv_weights:,} 个卷积权重，"
+         f"加上 {linear} × 2 × {per_layer:,} B 的状态：ρ ≈ {rho:.3f}（每次验证前的复制还要再搬这么多字节，"
+         f"不管有没有拒绝：算在 c 里）"))
 
 # %% [markdown]
 # On the checkpoint itself, with `qwen.speculative.Rollback`: a verify pass of 4 tokens of which 2 stay, against a
@@ -474,6 +699,12 @@ print(f"  the memory from the verify pass's projections (qwen.speculative): {lin
 # rows for the 2 kept tokens were computed in a forward over 4 positions (every DeltaNet layer below them ran its
 # chunked kernel), the plain ones one position at a time. How much rounding that is, through every layer: a plain
 # pass that reads the same 2 tokens in one forward is about as far (the same order) from the one-at-a-time pass.
+
+# %% [markdown] lang="zh"
+# 在检查点上实际跑一遍 `qwen.speculative.Rollback`：一次验证前向喂 4 个 token、留下 2 个，对比只把这 2
+# 个逐个喂进去的普通前向。"相等"指在舍入误差内相等，键值缓存也是如此：它们为留下的 2 个 token 存的行，是在一次 4
+# 个位置的前向里算出来的（其下的每个 DeltaNet 层都跑了分块 kernel），而普通前向是一次一个位置算的。
+# 这种舍入穿过所有层后有多大：把同样 2 个 token 放在一次前向里读的普通前向，和逐个读的相比，差距大致相当（同一数量级）。
 
 # %%
 verify = torch.tensor([plain[:4]], device=dev)  # [x, d_1, d_2, d_3]: any four tokens will do
@@ -494,18 +725,27 @@ def distance(ours, plain, kind):
 
 with Rollback(model, spec) as rollback:
     model(verify, cache=spec)
-print(f"before the rollback, the DeltaNet states (holding d_2, d_3 too) differ from the plain ones by "
-      f"{distance(spec, plain_cache, 'state'):.0%} of their scale{TAG}")
+apart = distance(spec, plain_cache, "state")
+print(tr(f"before the rollback, the DeltaNet states (holding d_2, d_3 too) differ from the plain ones by "
+         f"{apart:.0%} of their scale{TAG}",
+         f"回滚之前，DeltaNet 状态（还含着 d_2、d_3）与普通解码的相差 {apart:.0%}（相对于其量级）{TAG}"))
 rollback.keep(2)
 KINDS = ("k", "v", "conv", "state")
-print(f"after Rollback.keep(2): lengths {spec.length} and {plain_cache.length}; largest difference, relative to the "
-      f"entry's scale: {', '.join(f'{kind} {distance(spec, plain_cache, kind):.1e}' for kind in KINDS)}")
-print(f"x and d_1 in one plain forward, against one at a time: "
-      f"{', '.join(f'{kind} {distance(both, plain_cache, kind):.1e}' for kind in KINDS)}{TAG}")
+after_keep = tr(", ", "，").join(f"{kind} {distance(spec, plain_cache, kind):.1e}" for kind in KINDS)
+in_one = tr(", ", "，").join(f"{kind} {distance(both, plain_cache, kind):.1e}" for kind in KINDS)
+print(tr(f"after Rollback.keep(2): lengths {spec.length} and {plain_cache.length}; largest difference, relative to the "
+         f"entry's scale: {after_keep}",
+         f"回滚 Rollback.keep(2) 之后：长度 {spec.length} 和 {plain_cache.length}；"
+         f"相对于各项量级的最大差：{after_keep}"))
+print(tr(f"x and d_1 in one plain forward, against one at a time: {in_one}{TAG}",
+         f"x 和 d_1 放在一次普通前向里，对比逐个前向：{in_one}{TAG}"))
 
 # %% [markdown]
 # **Try it first**: exercise 221 is the DeltaNet rollback (`python practice/judge.py start 221`, or the cell
 # below).
+
+# %% [markdown] lang="zh"
+# **先自己试试**：练习 221 就是 DeltaNet 的回滚（`python practice/judge.py start 221`，或者下面的单元格）。
 
 # %%
 def rollback(conv, state, x, k, v, g, beta, n_accepted):
@@ -516,6 +756,9 @@ book.attempt(221, rollback)
 
 # %% [markdown]
 # ### The finished modules: `qwen/draft.py` and `qwen/speculative.py`
+
+# %% [markdown] lang="zh"
+# ### 完成的模块：`qwen/draft.py` 和 `qwen/speculative.py`
 
 # %%
 book.listing("qwen/draft.py")
@@ -552,20 +795,54 @@ book.listing("qwen/speculative.py")
 # weights, so by bytes read, r is far from 0. Where S = 1, speculative decoding starts to pay (`ch11.break_even`
 # solves for α); with a free rollback (ρ = 0), with each mixer re-run whole (ρ ≈ 0.25) and with the course's replay:
 
+# %% [markdown] lang="zh"
+# - **`accept`** 就是第 2 步：贪心时，取一致的前缀（匹配结果的累积乘积数出它有多长）加上主模型的 token；采样时，
+#   用上面的规则。一个 batch 里每一行保留同样多的 token，即各行接受数中最少的那个，
+#   这样缓存保持矩形（其他行多出来的猜测下一步重新猜）。
+# - **`Rollback`** 就是第 6 节：副本；留下每个 DeltaNet 层的记忆所读内容的 hook（`in_proj_qkv`、`in_proj_b`、
+#   `in_proj_a` 的输出）；以及 `keep(m)`，它在这些内容上重放 `remember`。
+# - **`MTPDraft`** 让这一块的缓存与主模型的缓存一项对一项；`advance` 截掉它串联猜测写入的项，再加入已接受 token 的对，
+#   这些对用的是主模型在验证前向中自己的隐藏状态。
+# - **`speculate`** 就是那个循环，也就是带草稿的 `generate`：预填充，然后提出、验证、接受、回滚，直到遇到停止 token
+#   或达到上限；草稿的 `counts` 记录前向次数和猜测数。
+#
+# ## 7. 什么时候划算
+# 假设每个猜测以概率 α 猜对，彼此独立，验证在第一个错误处停下。那么一次前向至少保留 i 个猜测的概率是 α^i（i ≤ k），
+# 期望产出
+#
+# **E[每次前向的 token 数] = 1 + α + α² + … + α^k = (1 − α^{k+1}) / (1 − α)**，
+#
+# α = 1 时为 k + 1。代价是一次验证前向——c 步解码；在解码受限于读权重的地方（第 9 章），验证对 k + 1 个位置只读一遍权重，
+# 所以 k 较小时 c 接近 1——加上 k 步草稿，每步相当于 r 步解码——再加上有猜测被拒绝时（概率 1 − α^k：没有全部保留）
+# 回滚重放的 ρ 步解码（第 6 节）。所以相对普通解码的加速比是
+#
+# **S(α, k) = (1 − α^{k+1}) / ((1 − α)(c + k·r + (1 − α^k)·ρ))**。
+#
+# MTP 块的一步草稿要读这一块和**输出头**：在 0.8B 里，绑定的输出头占模型权重的三分之一，所以按读的字节数算，r 远不是 0。
+# S = 1 的地方就是投机解码开始划算的地方（`ch11.break_even` 解出对应的 α）；分别看回滚免费（ρ = 0）、每个 mixer
+# 整个重跑（ρ ≈ 0.25）和本课程的重放：
+
 # %%
 head = real.vocab_size * d_real
 r = (n_real_mtp + head) / n_real  # a draft step against a decode step, by the weights each reads
-print(f"real Qwen3.5-0.8B: a draft step reads the block ({n_real_mtp:,}) and the head ({head:,}), "
-      f"a decode step all {n_real:,}: r ≈ {r:.2f} by bytes read (an estimate)")
+print(tr(f"real Qwen3.5-0.8B: a draft step reads the block ({n_real_mtp:,}) and the head ({head:,}), "
+         f"a decode step all {n_real:,}: r ≈ {r:.2f} by bytes read (an estimate)",
+         f"真实 Qwen3.5-0.8B：一步草稿读这一块（{n_real_mtp:,}）和输出头（{head:,}），一步解码读全部 {n_real:,}："
+         f"按读的字节数 r ≈ {r:.2f}（估计值）"))
 for k in (1, 2, 4):
     even = [ch11.break_even(k, 1.0, r, cost) for cost in (0.0, rho_whole, rho)]
-    print(f"c = 1, k = {k}: pays from α ≈ {even[0]:.2f} (ρ = 0), {even[1]:.2f} (ρ = {rho_whole:.2f}), {even[2]:.2f} "
-          f"(ρ = {rho:.3f}) on; at α = 0.8: {ch11.speedup(0.8, k, 1.0, r, rho):.2f}x (at most "
-          f"{ch11.speedup(1.0, k, 1.0, r, rho):.2f}x at α = 1)")
+    at_08, at_most = ch11.speedup(0.8, k, 1.0, r, rho), ch11.speedup(1.0, k, 1.0, r, rho)
+    print(tr(f"c = 1, k = {k}: pays from α ≈ {even[0]:.2f} (ρ = 0), {even[1]:.2f} (ρ = {rho_whole:.2f}), "
+             f"{even[2]:.2f} (ρ = {rho:.3f}) on; at α = 0.8: {at_08:.2f}x (at most {at_most:.2f}x at α = 1)",
+             f"c = 1，k = {k}：从 α ≈ {even[0]:.2f}（ρ = 0）、{even[1]:.2f}（ρ = {rho_whole:.2f}）、"
+             f"{even[2]:.2f}（ρ = {rho:.3f}）起划算；α = 0.8 时 {at_08:.2f}x（α = 1 时最多 {at_most:.2f}x）"))
 
 # %% [markdown]
 # The formula on this checkpoint's machinery: a scripted draft that is right with probability α at random
 # (so the independence the formula assumes holds), k = 3, against the closed form:
+
+# %% [markdown] lang="zh"
+# 在本检查点的机制上验证这个公式：一个以概率 α 随机猜对的脚本草稿（这样公式假设的独立性成立），k = 3，与闭式解对比：
 
 # %%
 K_SWEEP, measured = 3, []
@@ -575,17 +852,22 @@ for alpha in (0.5, 0.8):
     got = list(speculate(model, chat_ids, N_SWEEP, draft, stop=stop))
     stats = draft.counts
     per = (len(got) - 1) / stats["steps"]
-    measured.append((alpha, per, K_SWEEP, f"random, α = {alpha}"))
-    print(f"α = {alpha}, k = {K_SWEEP}: {per:.2f} tokens per forward over {stats['steps']} forwards, closed form "
-          f"{ch11.tokens_per_step(alpha, K_SWEEP):.2f} (apart by chance); identical: {got == long_plain}")
+    measured.append((alpha, per, K_SWEEP, tr(f"random, α = {alpha}", f"随机，α = {alpha}")))
+    closed, same = ch11.tokens_per_step(alpha, K_SWEEP), got == long_plain
+    print(tr(f"α = {alpha}, k = {K_SWEEP}: {per:.2f} tokens per forward over {stats['steps']} forwards, closed form "
+             f"{closed:.2f} (apart by chance); identical: {same}",
+             f"α = {alpha}，k = {K_SWEEP}：{stats['steps']} 次前向，每次 {per:.2f} 个 token，闭式解 {closed:.2f}"
+             f"（差别来自随机性）；完全相同：{same}"))
 single = runs["MTP head", 1][0]["accepted"] / runs["MTP head", 1][0]["proposed"]  # k = 1: α itself
 for (kind, k), (_stats, per) in runs.items():
-    measured.append((single if kind == "MTP head" else 1.0, per, k, kind + (TAG if kind == "MTP head" else "")))
+    measured.append((single if kind == "MTP head" else 1.0, per, k, NAMES[kind] + (TAG if kind == "MTP head" else "")))
 
 # %%
 book.show("ch11-speedup", ch11.speedup_figure, (1, 2, 4), 1.0, r, measured, rho, rho_whole,
-          title=f"Speculative decoding: closed form (real Qwen3.5-0.8B's r and ρ, c = 1; dashed: each mixer re-run "
-                f"whole), measured points{TAG}")
+          title=tr(f"Speculative decoding: closed form (real Qwen3.5-0.8B's r and ρ, c = 1; dashed: each mixer re-run "
+                   f"whole), measured points{TAG}",
+                   f"投机解码：闭式解（真实 Qwen3.5-0.8B 的 r 和 ρ，c = 1；虚线：每个 mixer 整个重跑），"
+                   f"以及测量点{TAG}"))
 
 # %% [markdown]
 # The measured points sit where the closed form puts them: the random drafts near their curves (chance aside), the
@@ -595,6 +877,14 @@ book.show("ch11-speedup", ch11.speedup_figure, (1, 2, 4), 1.0, r, measured, rho,
 #
 # And the time it takes here: one verify forward and one rollback against one decode step, and the always-right
 # draft's speed against plain decoding (one run each, on a shared machine: noisy).
+
+# %% [markdown] lang="zh"
+# 测量点落在闭式解预测的位置：随机草稿在各自的曲线附近（偶然误差除外），永远猜对的草稿在
+# k + 1（运行末尾被截短的一步让它略低一点），合成检查点的 MTP 头在 α ≈ 0。对真实的头来说，α 是它单个猜测（k = 1）
+# 猜对的比例；它在串联中的后续猜测未必和第一个一样好，如果更差，闭式解就高估了 k > 1 带来的收益。
+#
+# 再看在这里实际花的时间：一次验证前向和一次回滚，对比一步解码；以及永远猜对的草稿相对普通解码的速度（各跑一次，
+# 在共享机器上：有噪声）。
 
 # %%
 def seconds(run, repeats=3):
@@ -625,11 +915,17 @@ def replay_once(m, repeats=3):
 one_s, four_s, replay_s = seconds(lambda: verify_once(1)), seconds(lambda: verify_once(4)), replay_once(2)
 plain_s = seconds(lambda: list(generate(model, chat_ids, N, stop=stop)), 1)
 fast_s = seconds(lambda: list(speculate(model, chat_ids, N, Scripted(follow(reference), 4), stop=stop)), 1)
-print(f"this checkpoint on {dev}{' (synthetic: narrow, so fixed overheads dominate)' if SYNTHETIC else ''}: one "
-      f"decode step {one_s * 1e3:.1f} ms, a verify forward over 4 positions {four_s * 1e3:.1f} ms, a rollback that "
-      f"keeps 2 of them {replay_s * 1e3:.1f} ms (ρ here: {replay_s * 1e3:.1f} ms / {one_s * 1e3:.1f} ms; by bytes at "
-      f"the 0.8B's shapes {rho:.3f}); {N} tokens: plain {plain_s * 1e3:.0f} ms, the always-right draft with k = 4 "
-      f"{fast_s * 1e3:.0f} ms")
+one_ms, four_ms, replay_ms, plain_ms, fast_ms = (s * 1e3 for s in (one_s, four_s, replay_s, plain_s, fast_s))
+narrow = tr(" (synthetic: narrow, so fixed overheads dominate)",
+            "（合成权重：很窄，所以固定开销占主导）") if SYNTHETIC else ""
+print(tr(f"this checkpoint on {dev}{narrow}: one decode step {one_ms:.1f} ms, a verify forward over 4 positions "
+         f"{four_ms:.1f} ms, a rollback that keeps 2 of them {replay_ms:.1f} ms (ρ here: {replay_ms:.1f} ms / "
+         f"{one_ms:.1f} ms; by bytes at the 0.8B's shapes {rho:.3f}); {N} tokens: plain {plain_ms:.0f} ms, the "
+         f"always-right draft with k = 4 {fast_ms:.0f} ms",
+         f"本检查点在 {dev} 上{narrow}：一步解码 {one_ms:.1f} ms，对 4 个位置的一次验证前向 {four_ms:.1f} ms，"
+         f"保留其中 2 个的一次回滚 {replay_ms:.1f} ms（这里的 ρ：{replay_ms:.1f} ms / {one_ms:.1f} ms；"
+         f"按 0.8B 形状的字节数算是 {rho:.3f}）；{N} 个 token：普通解码 {plain_ms:.0f} ms，k = 4 的永远猜对草稿 "
+         f"{fast_ms:.0f} ms"))
 
 # %% [markdown]
 # On this checkpoint nothing is bound by memory (d = 64: its weights are tiny), so these times are fixed overheads,
@@ -660,6 +956,30 @@ print(f"this checkpoint on {dev}{' (synthetic: narrow, so fixed overheads domina
 # pre_fc_norm_hidden → hnorm, fc → eh_proj, layers.0 → mtp_block, norm → post_norm. Same h, same positions, fp32:
 # the two compute the same operations, so the difference is 0 or rounding (on a GPU this chapter runs the model in
 # bf16, and the difference is then bf16's rounding of our side).
+
+# %% [markdown] lang="zh"
+# 本检查点上没有什么受限于内存（d = 64：权重很小），所以这些时间都是固定开销，这里测出的 ρ 对真实模型说明不了什么。
+# `python bench/bench_speculative.py` 在真实 0.8B 的形状上测同样的东西（随机权重：速度与数值无关），k = 1、2、4，
+# 用永远猜对的草稿（上界）和随机的 MTP 头（大致是下界），测出验证代价 c 和回滚的 ρ。在一台共享的 2 核 CPU
+# 上测过一次（bf16，快速路径）：保留 1 个 token 的回滚约花 0.1 步解码，保留 4 个的约 0.3 到 0.45 步（一步解码本身在 1.0
+# 到 1.7 s 之间波动）。这比按字节算的 0.027 高：torch 把 delta 规则的每一步拆成一个个逐元素操作，
+# 每个操作都要把一层 1 MiB 的状态过一遍，每重放一个 token 都是如此；而按字节的估算假设的是一个融合 kernel，在这 m 个
+# token 之间把状态一直留在片上。每个 mixer 整个重跑在两种情况下都多花约 0.45 s：正是本课程的重放不再读的那四分之一权重。
+#
+# ## 试一试
+#
+# - 在第 7 节里，用 α = 0.95、k = 1、2、4、8 跑随机草稿：k 大到多少就不再划算（用 `ch11.speedup` 和真实 0.8B 的 r、ρ）？
+#   换成 `rho_whole`，即每个 mixer 整个重跑呢？
+# - 把第 4 节的 `pattern` 改成 `[0]`（每步第一个猜测就错）和 `[3]`（全对）：输出不变，变的只是前向次数。
+# - 在第 6 节里，重放之前只恢复 `spec.state`（不恢复卷积窗口）：这时状态离普通解码的有多远？
+# - 用真实检查点：`bash course.sh chat --speculative 2` 在每次回复后打印接受率和每次主模型前向的 token 数。
+#   试一个复述问题的回复，再试一个需要它自己编的。
+#
+# ## 对照证明
+# 这一块对比 transformers 通用的 `MtpLayer`（`transformers.modeling_layers`），后者围绕一个 Qwen3.5
+# 全注意力解码层搭起来，`mtp.*` 张量按名字映射过去：pre_fc_norm_embedding → enorm，pre_fc_norm_hidden → hnorm，
+# fc → eh_proj，layers.0 → mtp_block，norm → post_norm。同样的 h，同样的位置，fp32：两边算的是同样的运算，所以差值是 0
+# 或舍入误差（在 GPU 上本章用 bf16 跑模型，差值就是我们这边 bf16 的舍入）。
 
 # %%
 def compare(transformers, path, h, after, mtp_logits):
@@ -725,6 +1045,35 @@ book.proof(compare, args.path, h, after, mtp_logits)
 # | verify logits | (B, k + 1, V) | (B, k + 1, 248320) |
 # |DeltaNet snapshot, per linear layer|conv (B, C, K − 1), state (B, Hv, dk, dv) fp32|(B, 6144, 3), (B, 16, 128, 128)|
 
+# %% [markdown] lang="zh"
+# ## 小结
+#
+# - MTP 块（`mtp.*`）读取主模型最终 norm 输出的隐藏状态 h_t 和 x_{t+1} 的嵌入，各自归一化后拼接并投影（fc，2d → d），
+#   跑一个带自己键值缓存的全注意力解码层，再归一化，用主模型的输出头预测 x_{t+2}。位置用 t（vLLM）还是
+#   t + 1（transformers），logits 在舍入误差内相同：RoPE 只看距离。
+# - 投机解码：草稿猜 k 个，主模型对 k + 1 个位置做一次前向来验证，保留一致的前缀再加上主模型自己的 token。
+#   贪心的输出与普通贪心逐 token 相同，不论草稿是什么；采样保持主模型的分布（min(1, p/q)，然后从残差中抽取）。
+# - 回滚：键值缓存按长度截断；DeltaNet 层从验证之前复制的副本恢复，再在已接受 token 的投影（验证前向时留下的）
+#   上重放它们的记忆（卷积、门、delta 规则）——真实 0.8B 为 18.6 MiB，与 k 无关，而每个验证位置存一份状态要 (k + 1) 倍。
+#   重放不读任何投影权重：ρ ≈ 0.03 步解码，而把每个 mixer 整个重跑要读模型四分之一的权重（ρ ≈ 0.25）。
+# - 收益：每次前向 (1 − α^{k+1}) / (1 − α) 个 token，除以每步的代价 c + k·r + (1 − α^k)·ρ。在 0.8B 里，共享的输出头让
+#   MTP 草稿的一步按读的字节数超过一步解码的三分之一：k = 1 时头要在 10 次里猜对约 4 次以上（k 更大时要求更高），
+#   投机解码才开始划算，而且收益有限（α = 0.8 时 1.3x 到 1.4x）。
+#
+# ### 形状
+#
+# | 步骤 | 形状 | 真实 Qwen3.5-0.8B |
+# |---|---|---|
+# | h_t（最终 norm 的输出）和嵌入后的 x_{t+1} | 各 (B, T, d) | (B, T, 1024) |
+# | 两个 norm 之后拼接 | (B, T, 2d) | (B, T, 2048) |
+# | `mtp.fc.weight` | (d, 2d) | (1024, 2048) |
+# | 这一块的输出 g_t | (B, T, d) | (B, T, 1024) |
+# | 这一块的 logits（共享输出头） | (B, T, V) | (B, T, 248320) |
+# | 这一块的键值缓存 | 2 × (B, Hkv, S, D) | 2 × (B, 2, S, 256) |
+# | 草稿的猜测；验证的输入 | (B, k); (B, k + 1) | |
+# | 验证的 logits | (B, k + 1, V) | (B, k + 1, 248320) |
+# |DeltaNet 快照，每个线性层|conv (B, C, K − 1)，state (B, Hv, dk, dv) fp32|(B, 6144, 3), (B, 16, 128, 128)|
+
 # %%
 book.notation(args.path)
 
@@ -736,6 +1085,14 @@ book.notation(args.path)
 # 219 · the greedy accept step (accepting past the first mismatch, dropping the correction token, the logits of the
 # wrong position); 220 · the speculative-sampling acceptance rule (keeping a guess only when p ≥ q, resampling from
 # p instead of the residual); 221 · the DeltaNet rollback (keeping the state after the rejected tokens).
+
+# %% [markdown] lang="zh"
+# 本章新增的文件：`book/ch11.py`（本章的模块是 `qwen/mtp.py`、`qwen/draft.py` 和 `qwen/speculative.py`）。
+#
+# ### 练习
+# 219 · 贪心接受这一步（常见错误：越过第一个不匹配继续接受、丢掉修正 token、用错位置的 logits）；
+# 220 · 投机采样的接受规则（常见错误：只在 p ≥ q 时保留猜测、从 p 而不是残差中重新抽取）；221 · DeltaNet
+# 的回滚（常见错误：留下的是被拒绝 token 之后的状态）。
 
 # %%
 book.attempt(219)
@@ -760,3 +1117,18 @@ book.attempt(221)
 # 5. **When it pays.** (1 − α^{k+1}) / (1 − α) tokens per forward against c + k·r + (1 − α^k)·ρ of cost: high
 #    acceptance, a cheap draft, a verify that costs little more than one decode step, and a rollback that re-reads
 #    no weights.
+
+# %% [markdown] lang="zh"
+# ## 怎么讲清楚
+#
+# 1. **为什么行得通。** 解码一个 token 要把每个权重读一遍；在一次前向里检查五个 token，权重也只读一遍。
+#    所以如果一个便宜的猜测器经常猜对，一次昂贵的前向就能确认好几个 token。
+# 2. **为什么输出不变。** 每个输出的 token 都是主模型在它前面那些 token 之后自己的选择：
+#    猜测只有等于这个选择时才被保留（贪心），或者以恰好让主模型的分布保持不变的概率被保留（采样）。草稿改变的是速度，
+#    从不改变主模型说什么：同样的文本（贪心），同样的分布（采样）。
+# 3. **MTP 头是什么。** 一个单层的模型，读大模型最后的隐藏状态和下一个 token，猜再下一个 token。它共享嵌入和输出头，
+#    所以存起来很小——但在小模型里，读输出头占了一步草稿的大部分开销。
+# 4. **为什么 Qwen3.5 让它变难。** 注意力的缓存是一行行的列表：被拒绝的行截掉就行。DeltaNet 的缓存是一个矩阵，每个
+#    token 都已经折叠进去了：必须在猜测之前保存，之后用已接受的输入重建。
+# 5. **什么时候划算。** 每次前向 (1 − α^{k+1}) / (1 − α) 个 token，对应代价 c + k·r + (1 − α^k)·ρ：接受率高、草稿便宜、
+#    验证只比一步解码贵一点、回滚不再重读权重。
