@@ -4,7 +4,6 @@ the expected speed-up of speculative decoding against the acceptance rate; and t
 Each figure function takes what the chapter computed and returns a matplotlib Figure; matplotlib is imported inside,
 so the chapter script starts without it.
 """
-import functools
 from pathlib import Path
 
 from qwen.hub import ModelNotFound
@@ -52,21 +51,6 @@ def break_even(k, verify_cost, draft_cost, rollback_cost=0.0):
     return hi
 
 
-def _cjk(draw):
-    """A figure function whose texts are drawn in matplotlib's default font, then in an installed CJK font for the
-    glyphs it lacks (book.ch02.font_families): the Chinese edition's labels, and Chinese tokens."""
-    @functools.wraps(draw)
-    def drawn(*args, **kwargs):
-        import matplotlib.pyplot as plt
-
-        from book.ch02 import font_families
-
-        with plt.rc_context({"font.family": font_families()}):
-            return draw(*args, **kwargs)
-    return drawn
-
-
-@_cjk
 def loop_figure(steps, text=str, title="", glyphs=None):
     """The draft–verify loop as it ran, one row per main-model forward. steps: dicts with 'fed' (the main model's
     last token, fed first), 'drafts' (the k guesses), 'accepted' (how many leading guesses it kept) and 'main' (its
@@ -117,7 +101,6 @@ def loop_figure(steps, text=str, title="", glyphs=None):
     return fig
 
 
-@_cjk
 def rollback_figure(states, title=""):
     """The tiny DeltaNet's state (dk, dv) in a few situations, side by side with its numbers: states maps a label to
     a 2-D tensor."""
@@ -137,7 +120,6 @@ def rollback_figure(states, title=""):
     return fig
 
 
-@_cjk
 def speedup_figure(ks, verify_cost, draft_cost, measured=(), rollback_cost=0.0, compared=None, title=""):
     """Left: expected tokens per main-model forward against the acceptance rate alpha, one curve for each k in `ks`
     and each k a measured point has, with the measured points (alpha, tokens per forward, k, name) on top, each in
