@@ -4,12 +4,24 @@ probes behind the time figure are qwen/measure.py's (bench/ measures with the sa
 
 Each figure function returns a matplotlib Figure. The distribution figure draws whatever logits it is given (on the
 synthetic checkpoint they come from random weights, and the caller's title says so); the cache figure is computed
-from a config alone (qwen/family.py).
+from a config alone (qwen/family.py). Every text is in the language the course speaks (qwen.lang).
 """
 import torch
 
 from qwen.family import cache_bytes
+from qwen.lang import language, tr
 from qwen.sampling import CARD, filter_logits
+
+
+def _fonts():
+    """In Chinese, every text a figure draws falls back to the first installed CJK font for the glyphs matplotlib's
+    default font lacks (book/ch02.py picks it); in English the fonts are left as they are."""
+    if language() == "zh":
+        from matplotlib import rcParams
+
+        from book.ch02 import font_families
+
+        rcParams["font.family"] = font_families()
 
 
 def sampling_rules(logits, tokens, top_k=CARD[True]["top_k"], top_p=CARD[True]["top_p"], coding_temperature=0.6,
@@ -24,13 +36,16 @@ def sampling_rules(logits, tokens, top_k=CARD[True]["top_k"], top_p=CARD[True]["
 
     from book.ch02 import Glyphs
 
+    _fonts()
     glyphs = glyphs or Glyphs()
     logits = logits.float()[None]
     original = filter_logits(logits)
-    stages = [("original (temperature 1.0)", original),
+    stages = [(tr("original (temperature 1.0)", "原始分布（温度 1.0）"), original),
               (f"+ top-k {top_k}", filter_logits(logits, 1.0, top_k)),
-              (f"+ top-p {top_p}: the card's thinking set", filter_logits(logits, 1.0, top_k, top_p, 0.0)),
-              (f"temperature {coding_temperature}, top-k {top_k}, top-p {top_p}:\nthe card's precise-coding set",
+              (tr(f"+ top-p {top_p}: the card's thinking set", f"+ top-p {top_p}：模型卡的思考模式设置"),
+               filter_logits(logits, 1.0, top_k, top_p, 0.0)),
+              (tr(f"temperature {coding_temperature}, top-k {top_k}, top-p {top_p}:\nthe card's precise-coding set",
+                  f"温度 {coding_temperature}，top-k {top_k}，top-p {top_p}：\n模型卡的精确编程设置"),
                filter_logits(logits, coding_temperature, top_k, top_p, 0.0))]
     order = logits[0].argsort(descending=True)[:show]
     before = original.softmax(-1)[0][order]
@@ -41,11 +56,14 @@ def sampling_rules(logits, tokens, top_k=CARD[True]["top_k"], top_p=CARD[True]["
         ax.bar(range(show), torch.where(kept, p[order], before).tolist(), color=["C0" if k else "none" for k in kept],
                edgecolor="C0")
         ax.set_yscale("log")
-        ax.set_title(f"{name}\n{int(torch.isfinite(x[0]).sum()):,} tokens left, top one {p.max():.1%}", fontsize=9)
+        left, top = int(torch.isfinite(x[0]).sum()), float(p.max())
+        ax.set_title(tr(f"{name}\n{left:,} tokens left, top one {top:.1%}",
+                        f"{name}\n剩 {left:,} 个 token，最高 {top:.1%}"), fontsize=9)
         ax.set_xticks(range(show), [glyphs.shown(tokens(int(i)), 8) for i in order], rotation=90, fontsize=7,
                       fontfamily=glyphs.families)
-    axes[0].set_ylabel("probability (log scale); outline: cut")
-    fig.suptitle((title or "What each sampling rule does to the next-token distribution") + "\n" + glyphs.caption(),
+    axes[0].set_ylabel(tr("probability (log scale); outline: cut", "概率（对数刻度）；空心：被截掉"))
+    fig.suptitle((title or tr("What each sampling rule does to the next-token distribution",
+                              "每条采样规则对下一个 token 分布的作用")) + "\n" + glyphs.caption(),
                  fontsize=10)
     return fig
 
@@ -63,17 +81,19 @@ def prefill_vs_decode(measured, real=None, title=""):
     checkpoint (prefill, decode, the bound); real: the same for the real 0.8B's shapes (estimates), drawn beside."""
     import matplotlib.pyplot as plt
 
-    panels = [("this checkpoint, measured", measured)] + ([("real Qwen3.5-0.8B shapes, estimated", real)] if real
-                                                         else [])
+    panels = [(tr("this checkpoint, measured", "这个检查点，实测"), measured)] + \
+        ([(tr("real Qwen3.5-0.8B shapes, estimated", "真实 Qwen3.5-0.8B 的形状，估计"), real)] if real else [])
+    _fonts()
     fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4.2), layout="constrained", squeeze=False)
     for ax, (name, bars) in zip(axes[0], panels):
         ms = [v * 1e3 for v in bars.values()]
         ax.bar(list(bars), ms, color=["C0", "C1", "gray", "silver"][:len(ms)])
         for i, v in enumerate(ms):
             ax.text(i, v, f"{v:.3g} ms", ha="center", va="bottom")
-        ax.set(ylabel="milliseconds per token", title=name)
+        ax.set(ylabel=tr("milliseconds per token", "每个 token 的毫秒数"), title=name)
         ax.tick_params(axis="x", labelsize=8)
-    fig.suptitle(title or "Prefill shares each weight read among many tokens")
+    fig.suptitle(title or tr("Prefill shares each weight read among many tokens",
+                             "预填充让许多 token 分摊每一次权重读取"))
     return fig
 
 
@@ -82,14 +102,19 @@ def cache_growth(configs, max_tokens=32768, dtype_bytes=2):
     (growing) and the DeltaNet state (flat), in MiB."""
     import matplotlib.pyplot as plt
 
+    _fonts()
     lengths = torch.linspace(0, max_tokens, 65).long().tolist()
     fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
     for (name, cfg), colour in zip(configs, ("C0", "C1", "C2")):
         kv = [cache_bytes(cfg, n, dtype_bytes)[0] / 2 ** 20 for n in lengths]
         flat = cache_bytes(cfg, 0, dtype_bytes)[1] / 2 ** 20
-        ax.plot(lengths, kv, color=colour, label=f"{name}: KV cache (full attention layers)")
-        ax.plot(lengths, [flat] * len(lengths), color=colour, ls="--", label=f"{name}: DeltaNet state (fixed)")
-    ax.set(xlabel="tokens in the conversation", ylabel="MiB (batch 1, bf16 KV)",
-           title="The cache as a conversation grows: only the full-attention layers grow")
+        ax.plot(lengths, kv, color=colour, label=tr(f"{name}: KV cache (full attention layers)",
+                                                    f"{name}：键值缓存（全注意力层）"))
+        ax.plot(lengths, [flat] * len(lengths), color=colour, ls="--",
+                label=tr(f"{name}: DeltaNet state (fixed)", f"{name}：DeltaNet 状态（固定）"))
+    ax.set(xlabel=tr("tokens in the conversation", "对话中的 token 数"),
+           ylabel=tr("MiB (batch 1, bf16 KV)", "MiB（batch 1，bf16 键值缓存）"),
+           title=tr("The cache as a conversation grows: only the full-attention layers grow",
+                    "对话变长时的缓存：只有全注意力层在增长"))
     ax.legend(fontsize=8)
     return fig

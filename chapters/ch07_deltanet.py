@@ -1,6 +1,8 @@
 """Chapter 7: Gated DeltaNet by hand — the delta rule token by token, the chunked form that is fast, and the state
 that replaces a KV cache.
 
+第 7 章：手写 Gated DeltaNet——逐 token 的 delta 规则、快速的分块形式，以及取代键值缓存的状态。
+
 Run: python chapters/ch07_deltanet.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
 Its notebook, notebooks/ch07_deltanet.ipynb, is written from this file by python notebooks/sync.py.
 """
@@ -36,6 +38,36 @@ Its notebook, notebooks/ch07_deltanet.ipynb, is written from this file by python
 # `--proof` compares with transformers). With the synthetic checkpoint, everything measured on it comes from
 # random weights drawn around their initial values: it shows what the code does, not what the trained model does.
 
+# %% [markdown] lang="zh"
+# # 第 7 章 · Gated DeltaNet：固定大小的记忆
+#
+# Qwen3.5 每四层里有三层不是 softmax 注意力。注意力保留过去所有的键和值，拿新的查询逐一跟它们比较；Gated DeltaNet
+# 层则每个头只保留一个矩阵，即一块把键映射到值的记忆 S，每来一个 token 就更新一次。它处理每个 token
+# 的开销不随上下文增长，缓存也不会。本章先逐 token 写出记忆的更新规则（*delta 规则*），
+# 再推导出用矩阵乘法算出同样结果的分块形式，证明两者相等，最后算一算固定大小的状态能省下多少内存。
+#
+# ```
+# qwen/
+# ├── weights.py      （第 1 章）
+# ├── norm.py         （第 3 章：这里用到 GatedRMSNorm 和 l2norm）
+# └── deltanet.py     + causal_conv、recurrent_delta_rule、chunked_delta_rule、DeltaNetCache、GatedDeltaNet
+# book/
+# ├── family.py       （第 6 章：Qwen3.5 系列各尺寸及其缓存，用于本章的内存账）
+# └── ch07.py         + 本章的图
+# bench/
+# └── bench_deltanet.py + 我们的分块 kernel 与 transformers 自带的 kernel 对比，给出比值
+# chapters/
+# └── ch07_deltanet.py + 本章的脚本
+# notebooks/
+# └── ch07_deltanet.ipynb + 本笔记本，由脚本生成
+#
+# + 本章新增 · ~ 本章修改 · 无标记：前面章节写的
+# ```
+#
+# 命令行跑的是同一份代码：`python chapters/ch07_deltanet.py`（`--figures` 保存图，`--proof` 与 transformers 对比）。
+# 用合成检查点时，在它上面测到的一切都来自在初始值附近随机抽取的权重：它展示的是代码做了什么，
+# 而不是训练好的模型做了什么。
+
 # %%
 import math
 
@@ -47,6 +79,7 @@ from book import ch07
 from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet
+from qwen.lang import tr
 from qwen.norm import RMSNorm, l2norm
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
@@ -56,7 +89,7 @@ args = chapter_args(__doc__)
 cfg = Config.load(args.path)
 W = load_weights(args.path)
 SYNTHETIC = is_synthetic(args.path)
-TAG = " (synthetic weights)" if SYNTHETIC else ""  # on every line printed from the weights
+TAG = tr(" (synthetic weights)", "（合成权重）") if SYNTHETIC else ""  # on every line printed from the weights
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
 
@@ -81,6 +114,23 @@ book.show("ch07-map", book.model_map.draw, "deltanet")
 # With β = 1 the memory then returns exactly v for k after the write, whatever it held before. Below: five pairs in
 # a memory with dk = 8, in float64, read back with their keys.
 
+# %% [markdown] lang="zh"
+# 这些想法都有名字、有论文：把 delta 规则当作快速权重（fast weight）记忆的是 **DeltaNet**（Schlag、Irie 和 Schmidhuber
+# 2021，"Linear Transformers Are Secretly Fast Weight Programmers"）；第 4 节的分块并行形式出自 Yang、Wang、Zhang、Shen
+# 和 Kim 2024（"Parallelizing Linear Transformers with the Delta Rule over Sequence Length"）；在此之上再加遗忘门的是
+# **Gated DeltaNet**（Yang、Kautz 和 Hatamizadeh 2025，"Gated Delta Networks: Improving Mamba2 with Delta Rule"），
+# 也就是 Qwen3.5 用的层。
+#
+# ## 1. 把 delta 规则看成一块记忆
+# 取一个形状为 (dk, dv) 的矩阵 S，往里写入键值对：键 k（dk 个数的单位向量）→ 值 v（dv 个数）。读取是一次乘法：Sᵀk。
+# 普通的*线性注意力*用加法写入，S ← S + k vᵀ：用 k_i 读回时，得到 v_i，外加其他每一对 j 的 (k_j·k_i) v_j，
+# 只有当键两两正交、且没有哪个键被写过两次时才精确。*delta 规则*先问记忆里 k 对应的是什么，然后只写入误差：
+#
+# **S ← S + β · k (v − Sᵀk)ᵀ**，写入强度 β 在 (0, 1) 之间。
+#
+# β = 1 时，写入之后记忆对 k 返回的恰好是 v，不管它之前存的是什么。下面在一块 dk = 8 的记忆里写入五对数据，用 float64，
+# 再用各自的键读回。
+
 # %%
 def write(pairs, delta, beta=1.0):
     """Write (key, value) pairs into an empty memory, by the delta rule or by plain addition."""
@@ -104,14 +154,20 @@ tests = {"orthogonal keys": (list(zip(orthonormal, old)), orthonormal, old),
          "orthogonal keys,\neach written twice": (list(zip(orthonormal, old)) + list(zip(orthonormal, new)),
                                                  orthonormal, new),
          "random unit keys": (list(zip(random_unit, old)), random_unit, old)}
+shown = {"orthogonal keys": tr("orthogonal keys", "正交键"),  # each test's name, as printed and drawn
+         "orthogonal keys,\neach written twice": tr("orthogonal keys,\neach written twice", "正交键，\n每个写两次"),
+         "random unit keys": tr("random unit keys", "随机单位键")}
 errors = {}
 for name, (pairs, keys, want) in tests.items():
-    errors[name] = tuple(recall_error(write(pairs, delta=rule), keys, want) for rule in (True, False))
-    print(f"{name.replace(chr(10), ' '):36s} largest recall error: delta rule {errors[name][0]:.1e}, "
-          f"plain linear attention {errors[name][1]:.1e}")
+    label = shown[name]
+    errors[label] = delta, plain = tuple(recall_error(write(pairs, delta=rule), keys, want) for rule in (True, False))
+    print(tr(f"{name.replace(chr(10), ' '):36s} largest recall error: delta rule {delta:.1e}, "
+             f"plain linear attention {plain:.1e}",
+             f"{label.replace(chr(10), '')}：最大读回误差 delta 规则 {delta:.1e}，普通线性注意力 {plain:.1e}"))
 last_key, last_value = random_unit[-1], old[-1]
-print(f"random unit keys, the last pair written: delta rule error "
-      f"{float((write(tests['random unit keys'][0], True).T @ last_key - last_value).abs().max()):.1e}")
+last = float((write(tests['random unit keys'][0], True).T @ last_key - last_value).abs().max())
+print(tr(f"random unit keys, the last pair written: delta rule error {last:.1e}",
+         f"随机单位键，最后写入的那一对：delta 规则的误差 {last:.1e}"))
 
 # %% [markdown]
 # - **Orthogonal keys, written once**: both are exact (the error is float64 rounding).
@@ -129,10 +185,26 @@ print(f"random unit keys, the last pair written: delta rule error "
 # at e^(g₁ + … + gₙ) of its strength. Each head has its own learned rate, so one head can forget within a few
 # tokens while another keeps a memory across hundreds (e^g = 0.99 halves it only every 69 tokens).
 
+# %% [markdown] lang="zh"
+# - **正交的键，各写一次**：两种规则都精确（误差只是 float64 的舍入）。
+# - **同样的键写两次**，新值替换旧值：线性注意力返回旧值 + 新值；delta 规则写入前先减去记忆里原有的内容，
+#   所以精确返回新值。
+# - **键不正交时**（8 维空间里五个随机方向彼此重叠）：两者都有误差，因为后写入的、与之重叠的键会扰动先写入的。delta
+#   规则最后一次写入是精确的（β = 1，单位键）；更早的几对被部分覆盖了（再写一遍会更接近：
+#   每次写入都是在那一对的误差上做一步梯度下降）。不管用哪种规则，以 Sᵀk 读取的记忆最多只能对 dk 个键精确返回任意的值：
+#   键比维数多时，某个键是其他键的线性组合，它读回的东西也是。Qwen3.5 每个头的 dk = 128，而头有很多个。
+#
+# 只写不删的记忆会被过时的数据塞满。**遗忘门**在每次写入前把整个状态乘以 e^g ≤ 1（g ≤ 0 由当前 token 算出）：n 个 token
+# 之前写入的内容，读回时只剩 e^(g₁ + … + gₙ) 的强度。每个头有自己学到的速率，所以一个头可以几个 token 就忘掉，
+# 另一个头却能把记忆保持几百个 token（e^g = 0.99 时，每 69 个 token 才减半）。
+
 # %%
 for e in (0.5, 0.9, 0.99):
-    print(f"e^g = {e:4}: after 10 tokens {e ** 10:.3f} of a memory is left, after 100 {e ** 100:.2e}; "
-          f"half-life {math.log(0.5) / math.log(e):6.1f} tokens")
+    half_life = math.log(0.5) / math.log(e)
+    print(tr(f"e^g = {e:4}: after 10 tokens {e ** 10:.3f} of a memory is left, after 100 {e ** 100:.2e}; "
+             f"half-life {half_life:6.1f} tokens",
+             f"e^g = {e:4}：10 个 token 后记忆还剩 {e ** 10:.3f}，100 个后剩 {e ** 100:.2e}；"
+             f"半衰期 {half_life:6.1f} 个 token"))
 
 # %%
 book.show("ch07-memory", ch07.memory_figure, errors, (0.5, 0.9, 0.99))
@@ -167,6 +239,34 @@ book.show("ch07-memory", ch07.memory_figure, errors, (0.5, 0.9, 0.99))
 # **Try it first**: exercise 210 is the causal conv with its state, exercise 211 the rule above (run `python
 # practice/judge.py start 210` and `start 211`, or write them in the cells below: the judge grades them here).
 
+# %% [markdown] lang="zh"
+# ## 2. 门控 delta 规则，逐 token
+# 两者合起来，某一层的一个值头对每个 token t 做三件事：
+#
+# 1. **遗忘**：S ← e^{g_t} S
+# 2. **修正**：S ← S + k_t ⊗ β_t (v_t − Sᵀk_t)
+# 3. **读取**：o_t = Sᵀ q_t
+#
+# 等价地，S_t = e^{g_t}(I − β_t k_t k_tᵀ) S_{t−1} + β_t k_t v_tᵀ：先衰减，然后 (I − β_t k_t k_tᵀ) 去掉 k_t
+# 原先映射到的内容的 β_t 那一部分（β_t = 1 时全部去掉，此时它是一个投影），再写入新的一对。查询 q_t 读的是 token t
+# 写入之后的记忆。
+#
+# 围绕这条规则，这一层（`layers.N.linear_attn.*`）从归一化后的隐藏状态 x (B, T, d) 构造它的输入：
+#
+# - `in_proj_qkv` 给出 [q | k | v]（2·Hk·dk + Hv·dv 个通道），再经过一个**因果深度卷积**（causal depthwise conv）：
+#   每个通道混合自己最近的 K = 4 个值（卷积核 `conv1d.weight`，无偏置），然后过 silu。它让一个 token 的 q、k、v
+#   能看到紧挨在它前面的几个 token。
+# - q 和 k 切成 Hk 个 dk 维的头，再做 **l2 归一化**（单位长度：k 必须是一个方向，delta 规则的修正才是投影）；q 还要乘以
+#   dk^−½。v 切成 Hv 个 dv 维的头。当 Hv > Hk 时（按已发布的模型卡，4B、9B 和 27B 每个键头对应 2 或 3 个值头），值头 h
+#   用键头 ⌊h / (Hv/Hk)⌋。
+# - **β = sigmoid(b)**，其中 b = `in_proj_b`(x)：每个 token 把多少误差写进去，每个值头一个。
+# - **g = −e^{A_log} · softplus(a + dt_bias)**，其中 a = `in_proj_a`(x)，在 fp32 中计算：每个头一个学到的速率
+#   e^{A_log}，乘以一个随 token 变化的正步长；所以 g ≤ 0，e^g ∈ (0, 1]。
+# - 输出 o (B, T, Hv, dv) 经过第 3 章的**门控 RMSNorm**，门是 z = `in_proj_z`(x)，再由 `out_proj` 投影回 d。
+#
+# **先自己试试**：练习 210 是带状态的因果卷积，练习 211 是上面这条规则（运行 `python practice/judge.py start 210` 和
+# `start 211`，或者直接写在下面的单元格里：评测器就在这里评分）。
+
 # %%
 def causal_conv(x, weight, state=None):
     raise NotImplementedError  # your code: (silu of the causal depthwise conv (B, T, C), the new state (B, C, K-1))
@@ -187,6 +287,12 @@ book.attempt(211, recurrent_delta_rule)
 # The decay e^g and the write strength β, per token and value head (the figure shows the decay as a half-life,
 # ln ½ / g tokens, on a log scale: e^g = 0.5 is a half-life of 1 token, e^g = 0.99 one of 69):
 
+# %% [markdown] lang="zh"
+# ## 3. 在检查点上：一句话里的门
+# 取检查点的第 0 层，输入一句话：先查嵌入，过这一层的输入归一化，再过这一层自己的投影。下面按 token 和值头给出衰减 e^g
+# 和写入强度 β（图中把衰减画成半衰期，即 ln ½ / g 个 token，用对数刻度：e^g = 0.5 的半衰期是 1 个 token，e^g = 0.99
+# 的是 69 个）：
+
 # %%
 from qwen.deltanet import causal_conv, recurrent_delta_rule  # noqa: E402  (the finished ones, from here on)
 
@@ -200,17 +306,27 @@ layer = fill(GatedDeltaNet(cfg), W, "layers.0.linear_attn.")  # fp32: bf16 weigh
 beta = layer.in_proj_b(x).sigmoid()[0]  # (T, Hv)
 g = -layer.A_log.float().exp() * F.softplus(layer.in_proj_a(x).float() + layer.dt_bias.float())
 decay = g[0].exp()  # (T, Hv)
-print(f"{len(tokens)} tokens, {cfg.linear_num_value_heads} value heads in layer 0{TAG}")
+print(tr(f"{len(tokens)} tokens, {cfg.linear_num_value_heads} value heads in layer 0{TAG}",
+         f"{len(tokens)} 个 token，第 0 层有 {cfg.linear_num_value_heads} 个值头{TAG}"))
 for h in range(cfg.linear_num_value_heads):
-    print(f"head {h}: e^A_log = {float(layer.A_log.exp()[h]):5.2f}, dt_bias = {float(layer.dt_bias[h]):+.2f} -> "
-          f"decay e^g from {float(decay[:, h].min()):.3f} to {float(decay[:, h].max()):.3f}, "
-          f"β from {float(beta[:, h].min()):.2f} to {float(beta[:, h].max()):.2f}")
+    rate, bias = float(layer.A_log.exp()[h]), float(layer.dt_bias[h])
+    (d_lo, d_hi), (b_lo, b_hi) = map(float, decay[:, h].aminmax()), map(float, beta[:, h].aminmax())
+    print(tr(f"head {h}: e^A_log = {rate:5.2f}, dt_bias = {bias:+.2f} -> "
+             f"decay e^g from {d_lo:.3f} to {d_hi:.3f}, β from {b_lo:.2f} to {b_hi:.2f}",
+             f"头 {h}：e^A_log = {rate:5.2f}，dt_bias = {bias:+.2f} -> "
+             f"衰减 e^g 从 {d_lo:.3f} 到 {d_hi:.3f}，β 从 {b_lo:.2f} 到 {b_hi:.2f}"))
 
 # %% [markdown]
 # Each head's rate e^{A_log} sets how fast it can forget; softplus(a + dt_bias) scales that per token. In the
 # synthetic checkpoint A_log and dt_bias are random draws like transformers' initial values (e^{A_log} uniform in
 # [0.01, 16], dt_bias around 1), so these heatmaps show what an untrained layer does — most heads forget almost
 # everything at every token — and nothing about the trained model, whose heads are free to learn slow decays.
+
+# %% [markdown] lang="zh"
+# 每个头的速率 e^{A_log} 决定它能忘得多快；softplus(a + dt_bias) 再按 token 缩放它。合成检查点里的 A_log 和 dt_bias
+# 是像 transformers 的初始值那样随机抽取的（e^{A_log} 在 [0.01, 16] 上均匀分布，dt_bias 在 1 附近），
+# 所以这些热力图展示的是未训练的层的行为（大多数头几乎在每个 token 都把记忆忘光），与训练好的模型无关，
+# 训练好的模型的头完全可以学到缓慢的衰减。
 
 # %%
 book.show("ch07-gates", ch07.gates_figure, tokens, decay, beta, SYNTHETIC)
@@ -219,15 +335,22 @@ book.show("ch07-gates", ch07.gates_figure, tokens, decay, beta, SYNTHETIC)
 # Running the layer one token at a time with a `DeltaNetCache`, the state after each token. Its size is fixed —
 # (B, Hv, dk, dv) — and its norm rises with writes and falls with decays:
 
+# %% [markdown] lang="zh"
+# 用 `DeltaNetCache` 逐 token 运行这一层，记下每个 token 之后的状态。它的大小是固定的，即 (B, Hv, dk, dv)；
+# 它的范数随写入上升，随衰减下降：
+
 # %%
 cache, norms = DeltaNetCache(), []
 for t in range(ids.shape[1]):
     layer(x[:, t:t + 1], cache=cache)
     norms.append(cache.state[0].flatten(1).norm(dim=1))  # (Hv,)
 norms = torch.stack(norms)  # (T, Hv)
-print(f"after {len(tokens)} tokens the cache holds conv {tuple(cache.conv.shape)} {cache.conv.dtype} and state "
-      f"{tuple(cache.state.shape)} {cache.state.dtype}; ‖S‖ per head{TAG}: "
-      f"{', '.join(f'{n:.2f}' for n in norms[-1].tolist())}")
+conv_shape, state_shape = tuple(cache.conv.shape), tuple(cache.state.shape)
+last_norms = ', '.join(f'{n:.2f}' for n in norms[-1].tolist())
+print(tr(f"after {len(tokens)} tokens the cache holds conv {conv_shape} {cache.conv.dtype} and state "
+         f"{state_shape} {cache.state.dtype}; ‖S‖ per head{TAG}: {last_norms}",
+         f"{len(tokens)} 个 token 之后，缓存里有卷积状态 {conv_shape} {cache.conv.dtype} 和状态 "
+         f"{state_shape} {cache.state.dtype}；每个头的 ‖S‖{TAG}：{last_norms}"))
 
 # %%
 book.show("ch07-state", ch07.state_norm_figure, tokens, norms, SYNTHETIC)
@@ -282,6 +405,50 @@ book.show("ch07-state", ch07.state_norm_figure, tokens, norms, SYNTHETIC)
 # the value head that forgets least: A's entries below the diagonal are β_i (k_i·k_j) Γ_ij, how much token j's
 # correction changes token i's.
 
+# %% [markdown] lang="zh"
+# ## 4. 分块形式
+# 递归形式要走 T 个串行步骤，每步只是几个很小的 (dk × dv) 运算：生成一个 token 时没问题，读一段提示词就慢了。
+# 分块形式一次为 C = 64 个 token 的一块算出同样的数。在一块之内（行 i = 1…C，S 是这一块之前的状态），记 G_i = g_1 + … +
+# g_i（从块开头到 token i 的衰减的对数），并把 **v′_i = β_i (v_i − (e^{g_i} S_{i−1})ᵀ k_i)** 叫作 token i 写入的修正量。
+# 在块内把递推展开：
+#
+# - S_i = e^{G_i} S + Σ_{j≤i} e^{G_i − G_j} k_j v′_jᵀ：旧状态经过衰减，加上到目前为止的每一次写入，
+#   各自从写入的时刻起衰减。于是**衰减矩阵** Γ_ij = e^{G_i − G_j}（j ≤ i，对角线以上为 0）表示 token i 读取时，token j
+#   的写入还剩多少。
+# - 代入 v′_i：v′_i = β_i v_i − β_i e^{G_i} Sᵀk_i − β_i Σ_{j<i} Γ_ij (k_i·k_j) v′_j。每个 v′_i 都依赖前面的 v′_j：
+#   把这些项移到左边，就得到一个一次解出所有修正量的线性方程组，
+#
+#   **(I + strictly_lower(βKKᵀ ⊙ Γ)) V′ = βV − (βe^G K) S**。
+#
+#   左边的矩阵 A 是**单位下三角**矩阵：对角线全为 1（v′_i 不依赖自己），对角线以上全为 0（也不依赖后面的 token）。
+#   用前代法解它*就是*那个逐 token 的循环（第 i 行要用到 j < i 的各行），但三角求解（`torch.linalg.solve_triangular`）
+#   一次库调用就能处理所有块和所有头，其余部分都变成矩阵乘法。右边对 S 是线性的，所以 A⁻¹ 只需作用一次：**V′ = U − W
+#   S**，其中 **U = A⁻¹(βV)**，**W = A⁻¹(βe^G K)**，两者对所有块一次算好；只有 S 要等上一块算完才知道。
+# - 读取：o_i = S_iᵀ q_i = e^{G_i} Sᵀq_i + Σ_{j≤i} Γ_ij (q_i·k_j) v′_j，即 **O = (e^G Q) S + (QKᵀ ⊙ Γ) V′**（这里的 Γ
+#   保留对角线，Γ_ii = 1：token i 读得到自己的写入）。
+# - **跨过块的边界**：块结束后的状态是 S_C，**S ← e^{G_C} S + (e^{G_C − G} K)ᵀ V′**。
+#
+# 所以按块的循环要用上一块的 S 三次：算修正量 V′ = U − W S，算输出 O（通过 (e^G Q) S），算下一个状态。其余的一切（Γ、
+# A⁻¹、U、W、QKᵀ ⊙ Γ）都对所有块一次算完；T 个 token 的序列只需循环 T/64 步，每步三个小矩阵乘法。
+#
+# 文献里把这叫作块内各个 (I − β k kᵀ) 因子之积的 **WY 表示**，把那次三角求解叫作 **UT 变换**（transformers 的注释把 A
+# 叫作它的 "UT system"）。同样的量有三套名字：
+#
+# | 本课程 | 含义 | fla (`chunk_gated_delta_rule_fwd`) | transformers (`torch_chunk_gated_delta_rule`) |
+# |---|---|---|---|
+# | G | 块内累积的对数衰减 | g（`chunk_local_cumsum` 之后） | cum_decay |
+# | Γ | e^(G_i − G_j)，下三角 | （在 kernel 内部） | pairwise_decay |
+# | A | I + strictly_lower(βKKᵀ ⊙ Γ) | A（`chunk_scaled_dot_kkt_fwd`，然后 `solve_tril`） | ut_system |
+# | U = A⁻¹(βV) | 状态未知时的修正量 | u | new_values |
+# | W = A⁻¹(βe^G K) | 携带的状态要减去的部分 | w | k_cumdecay |
+# | V′ = U − W S (`V_new`) | 修正量 | v_new | v_new |
+# | QKᵀ ⊙ Γ (`P`) | 块内的注意力 | （在 `chunk_fwd_o` 内部） | intra_chunk_attn |
+# | S | 块与块之间携带的状态 | h（每块一个）、final_state | last_recurrent_state |
+#
+# 最后一块用 0 补齐（g = 0 保持状态不变，k = v = β = 0 什么也不写），补出来的行最后丢掉。下面是第 0 层上我们这句话的 Γ
+# 和 A（不到 64 个 token，所以只有一个补齐的块），取遗忘最少的那个值头：A 对角线以下的元素是 β_i (k_i·k_j) Γ_ij，即
+# token j 的修正量会让 token i 的修正量改变多少。
+
 # %%
 Hk, Hv, dk, dv = cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim, \
     cfg.linear_value_head_dim
@@ -295,9 +462,11 @@ G = g[0, :, h].cumsum(0)  # the sentence is shorter than a chunk: one chunk
 Gamma = (G[:, None] - G[None, :]).masked_fill(~torch.ones(len(G), len(G), dtype=torch.bool).tril(), -math.inf).exp()
 kh = k[0, :, h // (Hv // Hk)]  # (T, dk): value head h reads key head ⌊h / r⌋
 A = torch.eye(len(G)) + ((beta[:, h, None] * kh @ kh.T) * Gamma).tril(-1)
-print(f"the first chunk of value head {h}: {len(G)} tokens; Γ below the diagonal from "
-      f"{float(Gamma.tril(-1).max()):.3f} down to {float(Gamma[Gamma > 0].min()):.1e}; "
-      f"A's largest entry below the diagonal {float(A.tril(-1).abs().max()):.3f}{TAG}")
+top, bottom, largest = float(Gamma.tril(-1).max()), float(Gamma[Gamma > 0].min()), float(A.tril(-1).abs().max())
+print(tr(f"the first chunk of value head {h}: {len(G)} tokens; Γ below the diagonal from {top:.3f} down to "
+         f"{bottom:.1e}; A's largest entry below the diagonal {largest:.3f}{TAG}",
+         f"值头 {h} 的第一个块：{len(G)} 个 token；Γ 在对角线以下从 {top:.3f} 降到 {bottom:.1e}；"
+         f"A 对角线以下最大的元素 {largest:.3f}{TAG}"))
 
 # %%
 book.show("ch07-chunk", ch07.chunk_figure, Gamma, A, h, SYNTHETIC)
@@ -307,10 +476,16 @@ book.show("ch07-chunk", ch07.chunk_figure, Gamma, A, h, SYNTHETIC)
 # 0.95^(i − j), a smooth fade away from the diagonal (below). The sentence's heads above forget much faster
 # (the synthetic draw of A_log), so their Γ is nearly diagonal.
 
+# %% [markdown] lang="zh"
+# 在一个玩具块上更容易看清 Γ 的结构：每个 token 都让记忆按 e^g = 0.95 衰减，Γ_ij = 0.95^(i − j)，
+# 离对角线越远越淡（见下图）。上面那句话里的头忘得快得多（A_log 是合成抽样），所以它们的 Γ 几乎只剩对角线。
+
 # %%
 toy_G = torch.full((16,), math.log(0.95)).cumsum(0)
 toy_Gamma = (toy_G[:, None] - toy_G[None, :]).masked_fill(~torch.ones(16, 16, dtype=torch.bool).tril(), -math.inf).exp()
-print(f"toy chunk, e^g = 0.95: Γ[15, 0] = {float(toy_Gamma[15, 0]):.3f} = 0.95^15 = {0.95 ** 15:.3f}")
+corner = float(toy_Gamma[15, 0])
+print(tr(f"toy chunk, e^g = 0.95: Γ[15, 0] = {corner:.3f} = 0.95^15 = {0.95 ** 15:.3f}",
+         f"玩具块，e^g = 0.95：Γ[15, 0] = {corner:.3f} = 0.95^15 = {0.95 ** 15:.3f}"))
 
 # %%
 book.show("ch07-toy-gamma", ch07.toy_gamma_figure, toy_Gamma, 0.95)
@@ -318,6 +493,10 @@ book.show("ch07-toy-gamma", ch07.toy_gamma_figure, toy_Gamma, 0.95)
 # %% [markdown]
 # **Try it first**: exercise 212 writes the chunked form and is graded against the token-by-token rule at lengths
 # that are not multiples of the chunk (`python practice/judge.py start 212`, or the cell below).
+
+# %% [markdown] lang="zh"
+# **先自己试试**：练习 212 写出分块形式，评测时在不是块大小整数倍的长度上与逐 token
+# 的规则对比（`python practice/judge.py start 212`，或者用下面的单元格）。
 
 # %%
 def chunked_delta_rule(q, k, v, g, beta, state=None, chunk_size=64):
@@ -330,6 +509,10 @@ book.attempt(212, chunked_delta_rule)
 # The two forms share no code, so their agreement is a test of both. In float64 they agree to rounding; in fp32
 # they differ by the order of the sums. On this layer's own q, k, v, g, β (and in chunks of 8, so the sentence
 # spans several chunks and the state crosses boundaries):
+
+# %% [markdown] lang="zh"
+# 两种形式不共用任何代码，所以它们对得上，就同时检验了两者。在 float64 下它们只差舍入；在 fp32 下差在求和的顺序。
+# 用这一层自己的 q、k、v、g、β（并且每块 8 个 token，让这句话跨好几块，状态要跨过块的边界）：
 
 # %%
 from qwen.deltanet import chunked_delta_rule  # noqa: E402  (the finished one, from here on)
@@ -346,12 +529,18 @@ o_rec64, S_rec64 = recurrent_delta_rule(*(t.double() for t in inputs))
 for dtype in (torch.float64, torch.float32):
     o_chunk, S_chunk = chunked_delta_rule(*(t.to(dtype) for t in inputs), chunk_size=8)
     o_rec, _ = recurrent_delta_rule(*(t.to(dtype) for t in inputs))
-    print(f"{str(dtype):14s} max |chunked − recurrent| = {float((o_chunk.double() - o_rec.double()).abs().max()):.1e};"
-          f" chunked vs the float64 recurrent answer {float((o_chunk.double() - o_rec64).abs().max()):.1e} "
-          f"(outputs up to {float(o_rec64.abs().max()):.2f})")
+    between = float((o_chunk.double() - o_rec.double()).abs().max())
+    to_f64, largest = float((o_chunk.double() - o_rec64).abs().max()), float(o_rec64.abs().max())
+    print(tr(f"{str(dtype):14s} max |chunked − recurrent| = {between:.1e}; chunked vs the float64 recurrent answer "
+             f"{to_f64:.1e} (outputs up to {largest:.2f})",
+             f"{str(dtype):14s} max |分块 − 递归| = {between:.1e}；分块与 float64 递归结果之差 {to_f64:.1e}"
+             f"（输出最大 {largest:.2f}）"))
 
 # %% [markdown]
 # ## The code: `qwen/deltanet.py`
+
+# %% [markdown] lang="zh"
+# ## 代码：`qwen/deltanet.py`
 
 # %%
 book.listing("qwen/deltanet.py")
@@ -379,23 +568,50 @@ book.listing("qwen/deltanet.py")
 # whatever the context (transformers' cache keeps K conv inputs, one of which is never read again: about 1% more
 # in the 0.8B). First the formula against the cache our layer really keeps:
 
+# %% [markdown] lang="zh"
+# - **`causal_conv`** 把前 K − 1 个输入（卷积状态，或者 0）拼在 x 前面，不加填充地做卷积，所以输出 t 读的是输入 t − 3 …
+#   t。它把最新的 K − 1 个输入作为下一次调用的状态返回。`F.conv1d` 在 fp32 里累加 bf16 乘积，最后只舍入一次；
+#   若每个抽头都按 bf16 累加，结果会差一个步长。
+# - **`recurrent_delta_rule`** 就是第 2 节，一行对一行，在 fp32 中计算（输入是 float64 时用 float64）。键头与值头用
+#   `repeat_interleave` 对应（头 0, 0, 1, 1，而不是 `repeat` 给出的 0, 1, 0, 1）。
+# - **`chunked_delta_rule`** 就是第 4 节。它把值头按各自的键头分组，这样 KKᵀ 和 QKᵀ 每个键头只算一次、
+#   共享使用（不为每个值头复制 q 和 k）；它用一次对单位矩阵的三角求解得到 A⁻¹，
+#   再用矩阵乘法把它作用到两个右端项上（即表中的 U 和 W）；它还把每个操作数都排成连续内存，因为在 CPU 上，
+#   对跨步视图做矩阵乘法只有一半的速度。`python bench/bench_deltanet.py` 在同一次运行中把它与 transformers 自带的纯
+#   torch kernel 对比计时。
+# - **`DeltaNetCache`** 保存模型 dtype 的 `conv` (B, C, K − 1) 和 fp32 的 `state` (B, Hv, dk, dv)。
+#   **`GatedDeltaNet.forward`** 对带缓存的单个 token（一个解码步）用递归形式，更长的输入用分块形式，都从缓存的状态开始；
+#   padding 掩码把输入中填充的位置置零，所以左填充时，在正文开始之前状态一直严格为 0。
+#
+# ## 5. 内存账
+# 全注意力层要为上下文里的每个 token 保留一个键和一个值：每个 token 2 · Hkv · D 个数。Gated DeltaNet 层保留 Hv · dk ·
+# dv 个 fp32 状态数，外加 (K − 1) · (2·Hk·dk + Hv·dv) 个卷积状态数，与上下文长短无关（transformers 的缓存保留 K
+# 个卷积输入，其中一个再也不会被读到：在 0.8B 中大约多出 1%）。先拿公式和我们的层实际保留的缓存对一下：
+
 # %%
 cache = DeltaNetCache()
 bf16_layer = fill(GatedDeltaNet(cfg), W, "layers.0.linear_attn.").to(torch.bfloat16)  # as stored; `layer` stays fp32
 bf16_layer(x.bfloat16(), cache=cache)
 kept = cache.state.numel() * cache.state.element_size() + cache.conv.numel() * cache.conv.element_size()
-print(f"this checkpoint's layer 0 keeps {kept:,} bytes per sequence; the formula says "
-      f"{linear_layer_bytes(cfg):,}")
+formula = linear_layer_bytes(cfg)
+print(tr(f"this checkpoint's layer 0 keeps {kept:,} bytes per sequence; the formula says {formula:,}",
+         f"这个检查点的第 0 层每条序列保留 {kept:,} 字节；公式给出 {formula:,}"))
 
 # %% [markdown]
 # The same formulas for the five dense Qwen3.5 sizes, with their numbers from the published model cards and
 # configs (read from public copies, not checked against the hub here; `qwen/family.py` names each source), per
 # sequence, in bf16 with an fp32 state:
 
+# %% [markdown] lang="zh"
+# 同样的公式用在 Qwen3.5 五个稠密尺寸上，数字取自已发布的模型卡和配置（读自公开的副本，这里没有与 hub 核对；
+# `qwen/family.py` 注明了每一个来源），按每条序列、bf16、fp32 状态计：
+
 # %%
 T32 = 32 * 1024
-print(f"{'':10s} {'linear layer':>13s} {'full layer, per token':>22s} {'at 32k tokens':>14s} "
-      f"{'whole model at 32k':>19s} {'all full attention':>19s}")
+print(tr(f"{'':10s} {'linear layer':>13s} {'full layer, per token':>22s} {'at 32k tokens':>14s} "
+         f"{'whole model at 32k':>19s} {'all full attention':>19s}",
+         f"{'':10s} {'线性层':>10s} {'全注意力层每 token':>17s} {'32k token 时':>13s} "  # a CJK character: 2 columns
+         f"{'整个模型 32k 时':>14s} {'全用全注意力':>13s}"))
 for name, s in SIZES.items():
     per_token, linear = kv_bytes_per_token(s), linear_layer_bytes(s)
     print(f"Qwen3.5-{name:5s} {linear / 2 ** 20:9.2f} MiB {per_token:16,} B {per_token * T32 / 2 ** 20:9.0f} MiB "
@@ -403,13 +619,19 @@ for name, s in SIZES.items():
           f"{all_attention_bytes(s, T32) / 2 ** 30:14.2f} GiB")
 s = SIZES["0.8B"]
 even = linear_layer_bytes(s) / kv_bytes_per_token(s)
-print(f"real Qwen3.5-0.8B: one linear layer holds as much as a full layer's KV cache at {even:,.0f} tokens")
+print(tr(f"real Qwen3.5-0.8B: one linear layer holds as much as a full layer's KV cache at {even:,.0f} tokens",
+         f"真实 Qwen3.5-0.8B：一个线性层保留的内存，与一个全注意力层在 {even:,.0f} 个 token 时的键值缓存一样多"))
 
 # %% [markdown]
 # A DeltaNet layer's state costs as much as a few hundred tokens of KV cache, and never more. At 32k tokens the
 # whole model's cache is about a quarter of what the same model with full attention everywhere would keep (its
 # full-attention layers, 6 to 16 of them by size, still grow), and the state part is fixed: doubling the context
 # doubles only the full-attention part.
+
+# %% [markdown] lang="zh"
+# 一个 DeltaNet 层的状态相当于几百个 token 的键值缓存，而且不会更多。在 32k 个 token 时，
+# 整个模型的缓存大约是同一个模型处处用全注意力时的四分之一（它的全注意力层，按尺寸有 6 到 16 层，仍然在增长），
+# 而状态部分是固定的：上下文翻倍，只有全注意力的那部分翻倍。
 
 # %%
 book.show("ch07-bill", ch07.memory_bill_figure)
@@ -434,6 +656,23 @@ book.show("ch07-bill", ch07.memory_bill_figure)
 # output is equal; a rare one, where an fp32 intermediate lands on the other side of a rounding boundary, may
 # differ by one bf16 step of its own size.
 
+# %% [markdown] lang="zh"
+# ## 动手试试
+#
+# - 在第 1 节里，把随机单位键用 β = 0.5 而不是 1 写入（`write(tests["random unit keys"][0], delta=True, beta=0.5)`）：
+#   最后一对的误差还是 0 吗？再把 12 个随机单位键写进 8 维的记忆（`l2norm(torch.randn(12, 8, dtype=torch.float64))`）：
+#   哪些对还能读回来？
+# - 在第 4 节的输入上分别用 `chunk_size=1`、`3` 和 `64` 运行 `chunked_delta_rule`：结果在舍入误差内一致；在笔记本里用
+#   `%timeit` 给它们计时。为什么块大小为 1 就是换了个样子的递归形式？
+# - 用前 10 个 token 预填充这一层（`c = DeltaNetCache(); layer(x[:, :10], cache=c)`），再把剩下的 token 逐个喂进去：
+#   输出与对整句话跑一遍相同（tests/test_deltanet.py 拿它与 transformers 的缓存对比）。
+#
+# ## 对照验证
+# 在同样的权重和同样的输入上运行 transformers 的 `Qwen3_5GatedDeltaNet`。在 fp32 下，差别来自求和的顺序（两者都用分块
+# kernel，只是排布不同）。在 bf16 下，两者在相同的位置把 q、k、v、β、kernel 的输出和门控归一化舍入到 bf16（门控归一化按
+# transformers 的运算顺序，见第 3 章），所以几乎每个输出都相等；极少数输出的某个 fp32 中间值恰好落在舍入边界的另一侧，
+# 可能相差一个它自身大小的 bf16 步长。
+
 # %%
 def compare(transformers, path, layer):
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet
@@ -445,13 +684,16 @@ def compare(transformers, path, layer):
     theirs = Qwen3_5GatedDeltaNet(transformers.AutoConfig.from_pretrained(path).text_config, 0)
     theirs.load_state_dict(layer.float().state_dict())
     h = torch.randn(2, 100, layer.in_proj_qkv.in_features, generator=torch.Generator().manual_seed(1))
-    book.oracle.difference("layer 0, fp32", layer(h), theirs(h))
+    book.oracle.difference(tr("layer 0, fp32", "第 0 层，fp32"), layer(h), theirs(h))
     ours, want = layer.bfloat16()(h.bfloat16()).float(), theirs.bfloat16()(h.bfloat16()).float()
     diff = (ours - want).abs()
     # one bf16 step at each output's own size (at least the smallest normal number, so 0 - 0 is 0 steps)
     own_step = (torch.finfo(torch.bfloat16).eps * want.abs()).clamp_min(torch.finfo(torch.bfloat16).tiny)
-    print(f"layer 0, bf16: {int((diff > 0).sum())} of {diff.numel()} outputs differ from transformers, by at most "
-          f"{float((diff / own_step).max()):.2f} bf16 steps of their own size")
+    differ, steps = int((diff > 0).sum()), float((diff / own_step).max())
+    print(tr(f"layer 0, bf16: {differ} of {diff.numel()} outputs differ from transformers, by at most "
+             f"{steps:.2f} bf16 steps of their own size",
+             f"第 0 层，bf16：{diff.numel()} 个输出中有 {differ} 个与 transformers 不同，"
+             f"最多相差 {steps:.2f} 个 bf16 步长（按各自大小处的步长计）"))
 
 
 book.proof(compare, args.path, layer)
@@ -475,6 +717,23 @@ book.proof(compare, args.path, layer)
 # Shapes, in the notation of the table: x (B, T, d) → [q | k | v] (B, T, 2·Hk·dk + Hv·dv) → q, k (B, T, Hk, dk),
 # v (B, T, Hv, dv); β, g (B, T, Hv); state S (B, Hv, dk, dv) fp32; conv state (B, 2·Hk·dk + Hv·dv, K − 1); o (B, T,
 # Hv, dv) → gated norm with z (B, T, Hv, dv) → out_proj → (B, T, d).
+
+# %% [markdown] lang="zh"
+# ## 小结
+#
+# - 一个 Gated DeltaNet 头保留一块记忆 S (dk × dv)。每个 token：遗忘（S ← e^g S），修正（S ← S + k ⊗ β(v − Sᵀk)），
+#   读取（o = Sᵀq）。修正只写入记忆出错的部分，所以重写一个键会替换它的值，而不是像普通线性注意力那样叠加上去。
+# - 门由 token 算出：β = sigmoid(b) 决定写多少，g = −e^{A_log} softplus(a + dt_bias) ≤ 0 决定忘多少。q 和 k
+#   是单位向量（l2norm），q 再乘以 dk^−½；前面先过一个宽度为 4 的因果卷积，后面跟一个门控 RMSNorm。
+# - 分块形式算出同样的数：块内的修正量解一个单位下三角方程组，块与块之间只传递状态。已证明它与递归形式相等（float64，
+#   1e-12），与 transformers 相等（fp32，1e-5）。
+# - 线性层的缓存就是它的状态加上最后 3 个卷积输入：大小固定，与上下文长短无关。在真实的 0.8B 里，
+#   一个线性层的缓存相当于全注意力层几百个 token 的键值缓存；在 32k 个 token 时，
+#   整个模型保留的缓存大约是处处用全注意力时的四分之一。
+#
+# 形状，沿用记号表里的记号：x (B, T, d) → [q | k | v] (B, T, 2·Hk·dk + Hv·dv) → q, k (B, T, Hk, dk)，v (B, T, Hv, dv)；
+# β, g (B, T, Hv)；状态 S (B, Hv, dk, dv) fp32；卷积状态 (B, 2·Hk·dk + Hv·dv, K − 1)；o (B, T, Hv, dv) → 与 z (B, T,
+# Hv, dv) 一起过门控归一化 → out_proj → (B, T, d)。
 
 # %%
 book.notation(args.path)
@@ -506,3 +765,27 @@ book.notation(args.path)
 # 5. **Why a hybrid.** A fixed-size state cannot recall everything exactly (at most dk independent keys per head);
 #    one full-attention layer in four keeps every past key and value, so it can still look up any earlier token —
 #    softmax weights are soft, so even that is retrieval, not guaranteed exact recall — at a quarter of the KV cache.
+
+# %% [markdown] lang="zh"
+# 本章新增的文件：`qwen/deltanet.py`（以及 `book/ch07.py`、`bench/bench_deltanet.py`）。
+#
+# **练习**：210 · 带状态的因果卷积；211 · 门控 delta 规则，逐 token；212 · 分块 delta
+# 规则（`python practice/judge.py start 210`，或者第 2 节和第 4 节里的单元格）。
+#
+# ## 怎么讲清楚
+#
+# 1. **为什么要线性注意力。** softmax 注意力把每个新查询和过去所有的键比较：每个 token 的开销和键值缓存都随上下文增长。
+#    线性注意力去掉 softmax，于是 Σ_j (q·k_j) v_j = (Σ_j k_j v_jᵀ)ᵀ q：这个和可以存成一个矩阵，每个 token 更新一次。
+#    内存固定，每个 token 的开销也固定。
+# 2. **delta 规则修正了什么。** 普通线性注意力只做加法，矩阵里累积了所有的键值对，旧值和新值互相干扰。delta 规则把 S
+#    当成一块在线训练的键 → 值记忆：先预测 k 对应的值 Sᵀk，再写入 β 倍的误差，相当于在 ½‖Sᵀk − v‖² 上以学习率 β
+#    做一步梯度下降。重写一个键，就替换了它的值。
+# 3. **门做了什么。** β（每个 token、每个头一个）是这一步的学习率；e^g（每个 token、每个头一个）先让整块记忆衰减，
+#    所以一个头既可以很快忘掉旧的上下文，也可以留住它。Mamba2 的门加上 delta 规则，就是 "Gated DeltaNet"。
+# 4. **为什么要分块。** 逐 token 计算是 T 个串行的小运算。在一块之内，修正量满足一个单位下三角线性方程组；
+#    一次三角求解加几个矩阵乘法就替代了内层循环（WY 表示 / UT 变换），只有块到块的那一步（修正量、输出和状态，
+#    每一项都要用到携带的状态）仍然串行（T/64 步）。算出的数一样，计算变成了矩阵规模的；而在生成时，
+#    递归的那一步反倒是便宜的。
+# 5. **为什么要混合。** 固定大小的状态不可能精确记住所有东西（每个头最多 dk 个线性无关的键）；每四层里有一层全注意力，
+#    保留过去所有的键和值，所以模型仍然能查到任意一个更早的 token（softmax 的权重是软的，所以这也只是检索，
+#    不保证精确回忆），而键值缓存只有处处全注意力时的四分之一。

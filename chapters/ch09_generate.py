@@ -1,5 +1,7 @@
 """Chapter 9: generation and chat — prefill, decode with the cache, sampling, the chat format.
 
+第 9 章：生成与对话——预填充、带缓存的解码、采样、对话格式。
+
 Run: python chapters/ch09_generate.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
 Its notebook, notebooks/ch09_generate.ipynb, is written from this file by python notebooks/sync.py.
 """
@@ -12,6 +14,15 @@ Its notebook, notebooks/ch09_generate.ipynb, is written from this file by python
 # whole conversation sits the **chat format** the model was trained on. This chapter writes `qwen/sampling.py`,
 # `qwen/generate.py`, `qwen/chat.py`, the conversation session and the terminal chat (`bash course.sh chat`), and
 # measures why decoding is slow.
+
+# %% [markdown] lang="zh"
+# # 第 9 章 · 生成与对话
+#
+# 第 8 章的模型把 token id 映射成下一个 token 的 logits。要让它开口说话，需要一个循环：
+# 先把提示词完整读一遍（**预填充**，prefill），然后一次生成一个 token（**解码**，decode），每个新 token
+# 连同**缓存**一起喂回去，这样什么都不用重复计算。在 logits 和下一个 token 之间是**采样规则**；
+# 整段对话外面套着模型训练时用的**对话格式**。本章写出 `qwen/sampling.py`、`qwen/generate.py`、`qwen/chat.py`、
+# 对话会话和终端聊天程序（`bash course.sh chat`），并测一测解码为什么慢。
 
 # %%
 
@@ -26,9 +37,10 @@ from qwen.course import chapter_args
 from qwen.family import cache_bytes
 from qwen.fast import load_fast
 from qwen.generate import checkpoint_stop_tokens, generate
+from qwen.lang import tr
 from qwen.model import load_model
 from qwen.sampling import Sampling, filter_logits
-from qwen.sizes import REAL_NAME, real_config
+from qwen.sizes import real_config
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 
@@ -39,7 +51,7 @@ dev = args.device
 dtype = torch.float32 if dev.type == "cpu" else None  # a CPU multiplies fp32 faster than bf16; elsewhere bf16
 model = load_model(args.path, dtype=dtype, device=dev)
 tok = load_tokenizer(args.path)
-SYNTHETIC = " (synthetic weights: random tokens)" if is_synthetic(args.path) else ""
+SYNTHETIC = tr(" (synthetic weights: random tokens)", "（合成权重：随机 token）") if is_synthetic(args.path) else ""
 torch.manual_seed(0)
 
 # %%
@@ -52,18 +64,27 @@ book.show("ch09-map", book.model_map.draw, "generate")
 # (temperature 0, the default) takes the argmax; sampling draws from the softmax, with the rules and the seed of a
 # `Sampling` (`qwen/sampling.py`) given as `generate(model, ids, n, sampling)`. A seed makes a draw repeatable.
 
+# %% [markdown] lang="zh"
+# ## 1. 预填充一次，然后一次一个 token
+# `generate(model, ids, n)` 先用空缓存在整段提示词上调用模型，取最后一个位置的 logits，选出一个 token；
+# 此后每次只用这一个 token 加上缓存调用模型。贪心解码（温度 0，默认）取 argmax；采样则按 softmax 抽取，规则和种子由一个
+# `Sampling`（`qwen/sampling.py`）给出：`generate(model, ids, n, sampling)`。固定种子，抽样结果就可以复现。
+
 # %%
 prompt = "The capital of France is"
 ids = tok.encode(prompt)
 stop = checkpoint_stop_tokens(args.path)
 greedy = list(generate(model, ids, 8, stop=stop))
-print(f"prompt {prompt!r} = {len(ids)} tokens {ids}")
-print(f"greedy {SYNTHETIC}: {tok.decode(greedy)!r}")
+print(tr(f"prompt {prompt!r} = {len(ids)} tokens {ids}", f"提示词 {prompt!r} = {len(ids)} 个 token {ids}"))
+said = tok.decode(greedy)
+print(tr(f"greedy {SYNTHETIC}: {said!r}", f"贪心解码{SYNTHETIC}：{said!r}"))
 card = Sampling.card(thinking=True)  # the model card's settings with thinking: T 1.0, top-k 20, top-p 0.95, ...
 sampled = {seed: list(generate(model, ids, 8, card.but(seed=seed), stop=stop)) for seed in (1, 2)}
 for seed, out in sampled.items():
-    print(f"sampled, seed {seed}{SYNTHETIC}: {tok.decode(out)!r}")
-print(f"seed 1 again gives the same tokens: {list(generate(model, ids, 8, card.but(seed=1), stop=stop)) == sampled[1]}")
+    said = tok.decode(out)
+    print(tr(f"sampled, seed {seed}{SYNTHETIC}: {said!r}", f"采样，种子 {seed}{SYNTHETIC}：{said!r}"))
+again = list(generate(model, ids, 8, card.but(seed=1), stop=stop)) == sampled[1]
+print(tr(f"seed 1 again gives the same tokens: {again}", f"再用种子 1 生成一次，token 相同：{again}"))
 
 # %% [markdown]
 # ## 2. The sampling rules
@@ -85,22 +106,46 @@ print(f"seed 1 again gives the same tokens: {list(generate(model, ids, 8, card.b
 # with thinking, T = 1.0, top-p 0.95, top-k 20, min-p 0, presence penalty 1.5; with thinking for precise coding,
 # T = 0.6, top-p 0.95, top-k 20, min-p 0, presence penalty 0. `Sampling.card(thinking)` holds the first two.
 
+# %% [markdown] lang="zh"
+# ## 2. 采样规则
+# 每条规则都在抽取之前改变下一个 token 的分布，顺序如下（`qwen/sampling.py`：先 `penalise`，再 `filter_logits`）：
+#
+# - **presence penalty**（存在惩罚）从每个已经生成过的 token 的 logit 上减去一个常数，不管它出现过几次都只减一次。
+#   transformers 没有 presence penalty（它的 `repetition_penalty` 用的是除法）；这条规则和它排在最前面的位置，取自 vLLM
+#   和 OpenAI；
+# - 然后按 transformers 的采样 warper 的顺序：**温度** T 去除 logits（T < 1 让分布更尖，T > 1 让分布更平，T → 0
+#   就是贪心）；**top-k** 只保留最可能的 k 个 token；**top-p** 按概率从高到低保留 token，直到累计概率达到 p（越过 p
+#   的那个 token 也保留）；**min-p** 保留概率不低于最可能 token 概率 min_p 倍的 token。
+#
+# 被截掉的 token 的 logit 设为 −inf，最后一次 softmax 把剩下的重新归一化。和 transformers 还有一处不同：当 top-p
+# 边界上有几个 token 的概率完全相同时，哪个留下取决于排序，我们的（降序）可能和 transformers 的（升序）留下不同的那个。
+# Qwen3.5 的模型卡推荐：不思考时，T = 1.0，top-p 1.0，top-k 20，min-p 0，presence penalty 2.0；思考时，T = 1.0，top-p
+# 0.95，top-k 20，min-p 0，presence penalty 1.5；思考且用于精确编程时，T = 0.6，top-p 0.95，top-k 20，min-p 0，presence
+# penalty 0。`Sampling.card(thinking)` 存的是前两组。
+
 # %%
 with torch.no_grad():
     logits = model(torch.tensor([ids], device=dev), last_only=True)[0, -1].float().cpu()  # (V,)
-for name, kw in (("original", {}), ("+ top-k 20", dict(top_k=20)), ("+ top-p 0.95", dict(top_k=20, top_p=0.95)),
-                 ("T = 0.6 too", dict(temperature=0.6, top_k=20, top_p=0.95))):
+for name, kw in ((tr("original", "原始"), {}), ("+ top-k 20", dict(top_k=20)),
+                 ("+ top-p 0.95", dict(top_k=20, top_p=0.95)),
+                 (tr("T = 0.6 too", "再加 T = 0.6"), dict(temperature=0.6, top_k=20, top_p=0.95))):
     p = filter_logits(logits[None], **kw).softmax(-1)[0]
-    print(f"{name:12s}: {int((p > 0).sum()):7,} tokens left, most likely {tok.decode([int(p.argmax())])!r} "
-          f"at {p.max():.1%}{SYNTHETIC}")
+    left, top = int((p > 0).sum()), tok.decode([int(p.argmax())])
+    print(tr(f"{name:12s}: {left:7,} tokens left, most likely {top!r} at {p.max():.1%}{SYNTHETIC}",
+             f"{name}：剩 {left:,} 个 token，最可能的是 {top!r}，概率 {p.max():.1%}{SYNTHETIC}"))
 
 # %%
 book.show("ch09-sampling", ch09.sampling_rules, logits, lambda i: tok.decode([i]),
-          title=f"The next token after {prompt!r}, with the model card's settings{SYNTHETIC}")
+          title=tr(f"The next token after {prompt!r}, with the model card's settings{SYNTHETIC}",
+                   f"{prompt!r} 之后的下一个 token，用模型卡的设置{SYNTHETIC}"))
 
 # %% [markdown]
 # **Try it first:** exercise 214 asks for the rules as one function, and the presence penalty. Start it with
 # `python practice/judge.py start 214`, or write the two functions in the cell below (in the notebook) and run it.
+
+# %% [markdown] lang="zh"
+# **先自己试试：** 练习 214 要求把这些规则写成一个函数，再写 presence penalty。用 `python practice/judge.py start 214`
+# 开始，或者在下面的单元格里（在笔记本中）写这两个函数并运行。
 
 
 # %%
@@ -119,6 +164,10 @@ book.attempt(214, sampling_probs, presence_penalty)
 # ### The finished modules: `qwen/sampling.py` and `qwen/generate.py`
 # One `Picker` turns a step's logits into a token for plain decoding here and for speculative decoding in chapter 11.
 
+# %% [markdown] lang="zh"
+# ### 写好的模块：`qwen/sampling.py` 和 `qwen/generate.py`
+# 同一个 `Picker` 把一步的 logits 变成一个 token，这里的普通解码和第 11 章的投机解码都用它。
+
 # %%
 book.listing("qwen/sampling.py")
 
@@ -133,12 +182,21 @@ book.listing("qwen/generate.py")
 # against transformers' `generate`). And streaming: a Chinese character is 3 UTF-8 bytes and an emoji 4, which
 # byte-level BPE may split across tokens; `TextStream` holds text back while it ends in a half-made character.
 
+# %% [markdown] lang="zh"
+# 批处理有两个细节要注意。长度不同的提示词在**左边**填充，这样每一行的最后一个 token 都在最后一列，再用一个掩码（1 =
+# 真实 token）告诉模型跳过填充：注意力把它们遮掉，DeltaNet 把它们置零（所以在真正的文本开始之前，它的状态严格为 0），
+# 位置也只数真实的 token。这样每一行生成的 token 与它单独生成时完全一样（tests/test_generate.py 拿 transformers 的
+# `generate` 检查这一点）。还有流式输出：一个汉字是 3 个 UTF-8 字节，一个 emoji 是 4 个，字节级 BPE
+# 可能把它们拆到不同的 token 里；`TextStream` 在文本以半个字符结尾时先把它扣住不输出。
+
 # %%
 from qwen.generate import TextStream  # noqa: E402  (shown where it is explained)
 
 stream = TextStream(tok)
-pieces = [stream.push(i) for i in tok.encode("你好 👍🏽")] + [stream.flush()]
-print(f"'你好 👍🏽' is {len(tok.encode('你好 👍🏽'))} tokens; streamed pieces: {pieces}")
+mixed = tok.encode("你好 👍🏽")
+pieces = [stream.push(i) for i in mixed] + [stream.flush()]
+print(tr(f"'你好 👍🏽' is {len(mixed)} tokens; streamed pieces: {pieces}",
+         f"'你好 👍🏽' 是 {len(mixed)} 个 token；流式输出的片段：{pieces}"))
 
 # %% [markdown]
 # ## 3. The chat format
@@ -147,6 +205,12 @@ print(f"'你好 👍🏽' is {len(tok.encode('你好 👍🏽'))} tokens; stream
 # just opened when it is on. Earlier replies keep only their answer: their reasoning is dropped. The markers are
 # single special tokens (ids 248044 and up), marked [like this] below.
 
+# %% [markdown] lang="zh"
+# ## 3. 对话格式
+# 对话模型把一段对话读成一个带标记的文本：每一轮是 `<|im_start|>role\n…<|im_end|>\n`，提示词以
+# `<|im_start|>assistant\n` 加一个思考块结尾：关闭思考时是一个空的、已闭合的块，打开思考时只有开头。
+# 之前的回复只保留答案，推理过程被丢掉。这些标记都是单个特殊 token（id 248044 及以上），下面用 [这样] 标出。
+
 # %%
 chat = [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "Hi"},
         {"role": "assistant", "content": "<think>\nA greeting.\n</think>\n\nHello! How can I help?"},
@@ -154,12 +218,15 @@ chat = [{"role": "system", "content": "You are helpful."}, {"role": "user", "con
 text = render(chat)
 chat_ids = tok.encode(text)
 print(text)
-print(f"{len(chat_ids)} tokens:", " ".join(f"[{tok.decode([i])}]" if i >= 248044 else repr(tok.decode([i]))[1:-1]
-                                          for i in chat_ids))
-print("thinking on, the prompt ends with:", repr(render(chat, thinking=True)[-30:]))
+print(tr(f"{len(chat_ids)} tokens:", f"{len(chat_ids)} 个 token："),
+      " ".join(f"[{tok.decode([i])}]" if i >= 248044 else repr(tok.decode([i]))[1:-1] for i in chat_ids))
+print(tr("thinking on, the prompt ends with:", "打开思考时，提示词的结尾是："), repr(render(chat, thinking=True)[-30:]))
 
 # %% [markdown]
 # **Try it first:** exercise 215 asks for the format by hand. Start it with `python practice/judge.py start 215`.
+
+# %% [markdown] lang="zh"
+# **先自己试试：** 练习 215 要求手写这个格式。用 `python practice/judge.py start 215` 开始。
 
 
 # %%
@@ -190,6 +257,21 @@ book.listing("qwen/chat.py")
 # `qwen/measure.py`'s: a GPU runs behind the Python that queues its work, so every timing waits for the device
 # (`measure.sync`) before the clock starts and before it stops.
 
+# %% [markdown] lang="zh"
+# 对话会话 `qwen/session.py` 把这些组装起来：它渲染对话，在多轮之间保留缓存（一直保留到最后一个
+# `<|im_start|>assistant\n` 为止，包括它在内，这是下一轮提示词中保持不变的部分），并用模型卡的设置解码。终端聊天程序
+# `app/chat.py`（放在模型包之外：它是一个程序，不是模型的一部分）驱动它：`bash course.sh chat`（或
+# `python main.py chat`）流式输出回复，并打印每秒 token 数。`/think on|off|hide`、`/reset`；Ctrl-C 停止当前回复，
+# 并把没得到回答的那条消息从对话中去掉，但不会退出。
+#
+# ## 4. 预填充与解码
+# 预填充把每个权重矩阵一次乘以 T 个 token 向量：从内存读出的每个权重服务 T 个 token，所以瓶颈是处理器的算力。
+# 一个解码步把每个权重只乘以**一个**向量：每个权重读出来只做一次乘加，所以时间取决于内存送出权重的速度，还有缓存：
+# 每一步还要读所有缓存的键和值、所有 DeltaNet 状态。读取的字节数除以这台机器读内存的速率，就估出了一步的下限：只是估计，
+# 因为测到的速率是单个数据流的（对 256 MiB 求和），而真实的 kernel 各有各的读取速率（见下文）。计时和速率都出自
+# `qwen/measure.py`：GPU 的执行落后于给它排队派活的 Python，
+# 所以每次计时在开始计时和停止计时之前都要等设备完成（`measure.sync`）。
+
 # %%
 T, n = 64, 8
 x = torch.randint(0, 248044, (1, T), device=dev)
@@ -197,30 +279,45 @@ prefill_s, decode_s = measure.time_model(model, x, n)  # each timed with the dev
 weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
 copy, read = measure.copy_bandwidth(dev), measure.read_bandwidth(dev)  # bytes moved (read + written) / s; read / s
 step_cache = sum(cache_bytes(cfg, 8 + n // 2, next(model.parameters()).element_size()))  # mid-decode
-print(f"this checkpoint on {dev}{' (synthetic: narrow, so overheads dominate)' if SYNTHETIC else ''}: prefill "
-      f"{prefill_s / T * 1e3:.2f} ms per token, decode {decode_s / n * 1e3:.2f} ms per token")
-print(f"this machine copies 1 GB (reads 1 GB and writes 1 GB) in {2e9 / copy * 1e3:.0f} ms, and reads 1 GB in "
-      f"{1e9 / read * 1e3:.0f} ms")
-print(f"weights {weight_bytes / 1e6:.1f} MB + caches {step_cache / 1e6:.2f} MB read per decode step: at least "
-      f"{(weight_bytes + step_cache) / read * 1e3:.2f} ms (an estimate)")
+print(tr(f"this checkpoint on {dev}{' (synthetic: narrow, so overheads dominate)' if SYNTHETIC else ''}: prefill "
+         f"{prefill_s / T * 1e3:.2f} ms per token, decode {decode_s / n * 1e3:.2f} ms per token",
+         f"这个检查点在 {dev} 上{'（合成权重：模型很窄，固定开销占大头）' if SYNTHETIC else ''}："
+         f"预填充每个 token {prefill_s / T * 1e3:.2f} ms，解码每个 token {decode_s / n * 1e3:.2f} ms"))
+print(tr(f"this machine copies 1 GB (reads 1 GB and writes 1 GB) in {2e9 / copy * 1e3:.0f} ms, and reads 1 GB in "
+         f"{1e9 / read * 1e3:.0f} ms",
+         f"这台机器复制 1 GB（读 1 GB、写 1 GB）用 {2e9 / copy * 1e3:.0f} ms，读 1 GB 用 {1e9 / read * 1e3:.0f} ms"))
+print(tr(f"weights {weight_bytes / 1e6:.1f} MB + caches {step_cache / 1e6:.2f} MB read per decode step: at least "
+         f"{(weight_bytes + step_cache) / read * 1e3:.2f} ms (an estimate)",
+         f"每个解码步读取权重 {weight_bytes / 1e6:.1f} MB + 缓存 {step_cache / 1e6:.2f} MB：至少 "
+         f"{(weight_bytes + step_cache) / read * 1e3:.2f} ms（估计值）"))
 real_bytes = 752_393_024 * 2  # the real 0.8B's text parameters in bf16 (the tied head read once)
 real_cache = sum(cache_bytes(real, 1024))  # K, V of 1,024 tokens and the DeltaNet states
 rate = measure.matmul_rate(dev)  # FLOPs per second of a (64, 1024) @ (1024, 3584) fp32 product, the MLP's shape
 layer_weights = 752_393_024 - 248_320 * 1_024  # all but the embedding table: a prefill's head sees one position
-print(f"real Qwen3.5-0.8B in bf16: {real_bytes / 1e9:.2f} GB of weights + {real_cache / 2 ** 20:.1f} MiB of caches "
-      f"at 1,024 tokens per decode step, so here a step takes at least {(real_bytes + real_cache) / read * 1e3:.0f} ms "
-      f"(an estimate), however fast the arithmetic")
-print(f"a prefill needs about 2 FLOPs per layer weight per token (the head runs for the last position only): at the "
-      f"rate of an fp32 product of the MLP's shape, {2 * layer_weights / rate * 1e3:.1f} ms per token here "
-      f"(an estimate)")
+print(tr(f"real Qwen3.5-0.8B in bf16: {real_bytes / 1e9:.2f} GB of weights + {real_cache / 2 ** 20:.1f} MiB of "
+         f"caches at 1,024 tokens per decode step, so here a step takes at least "
+         f"{(real_bytes + real_cache) / read * 1e3:.0f} ms (an estimate), however fast the arithmetic",
+         f"真实 Qwen3.5-0.8B，bf16：每个解码步读 {real_bytes / 1e9:.2f} GB 权重 + {real_cache / 2 ** 20:.1f} MiB "
+         f"缓存（1,024 个 token 时），所以在这里一步至少要 {(real_bytes + real_cache) / read * 1e3:.0f} ms（估计值），"
+         f"算得再快也一样"))
+print(tr(f"a prefill needs about 2 FLOPs per layer weight per token (the head runs for the last position only): at "
+         f"the rate of an fp32 product of the MLP's shape, {2 * layer_weights / rate * 1e3:.1f} ms per token here "
+         f"(an estimate)",
+         f"预填充每个 token 大约需要每个层权重 2 次浮点运算（输出头只算最后一个位置）：按 MLP 形状的 fp32 "
+         f"矩阵乘法的速率，这里每个 token {2 * layer_weights / rate * 1e3:.1f} ms（估计值）"))
 
 # %%
 book.show("ch09-prefill-decode", ch09.prefill_vs_decode,
-          {f"prefill\n({T} tokens in one call)": prefill_s / T, f"decode\n({n} calls of 1 token)": decode_s / n,
-           "read bound\n(weights + caches)": (weight_bytes + step_cache) / read},
-          {"prefill\n(2 FLOPs per layer weight ÷ rate)": 2 * layer_weights / rate,
-           "decode floor, bf16\n(weights + caches ÷ read rate)": (real_bytes + real_cache) / read},
-          title=f"Time per token on {dev}{' (synthetic weights: narrow, so overheads dominate)' if SYNTHETIC else ''}")
+          {tr(f"prefill\n({T} tokens in one call)", f"预填充\n（一次调用 {T} 个 token）"): prefill_s / T,
+           tr(f"decode\n({n} calls of 1 token)", f"解码\n（{n} 次调用，每次 1 个 token）"): decode_s / n,
+           tr("read bound\n(weights + caches)", "读取下限\n（权重 + 缓存）"): (weight_bytes + step_cache) / read},
+          {tr("prefill\n(2 FLOPs per layer weight ÷ rate)", "预填充\n（每个层权重 2 次浮点运算 ÷ 速率）"):
+           2 * layer_weights / rate,
+           tr("decode floor, bf16\n(weights + caches ÷ read rate)", "解码下限，bf16\n（权重 + 缓存 ÷ 读取速率）"):
+           (real_bytes + real_cache) / read},
+          title=tr(f"Time per token on {dev}"
+                   f"{' (synthetic weights: narrow, so overheads dominate)' if SYNTHETIC else ''}",
+                   f"{dev} 上每个 token 的时间{'（合成权重：模型很窄，固定开销占大头）' if SYNTHETIC else ''}"))
 
 # %% [markdown]
 # ### The teaching model and the fast path
@@ -233,12 +330,24 @@ book.show("ch09-prefill-decode", ch09.prefill_vs_decode,
 # last layer computed for the last position only. `tests/test_fast.py` proves it equal to transformers with the
 # teaching model's tolerances, and greedy generation through it gives transformers' tokens. The chat uses it.
 
+# %% [markdown] lang="zh"
+# ### 教学模型与快速路径
+# 第 2–8 章的模块一行写一个公式，处理器要为此付出代价：每一行都是一次单独的调用，一个解码步要调用几百次。`qwen/fast.py`
+# 用更少、更便宜的调用运行同样的权重：读同一个输入的几个投影合并成一个矩阵，在 `load_fast`
+# 读检查点时由其中的张量拼成（它是一个独立的模型：不与 `model` 共享任何张量，所以在一个上做实验永远不会影响另一个）；
+# 在没有 bf16 指令的 CPU 上，bf16 的提示词按 fp32 相乘，因为那里 bf16 乘法要慢好几倍；注意力用 torch 的融合实现；
+# DeltaNet 状态原地更新；加上 `last_only` 时，最后一层只算最后一个位置。`tests/test_fast.py` 用教学模型的容差证明它与
+# transformers 相等，通过它做贪心生成，得到的 token 与 transformers 相同。聊天程序用的就是它。
+
 # %%
 fast = load_fast(args.path, dtype=dtype, device=dev)  # the same checkpoint, loaded once more: its own weights
 fast_prefill_s, fast_decode_s = measure.time_model(fast, x, n)
-print(f"this checkpoint on {dev}{' (synthetic)' if SYNTHETIC else ''}, per token, teaching / fast: prefill "
-      f"{prefill_s / T * 1e3:.2f} ms / {fast_prefill_s / T * 1e3:.2f} ms, decode {decode_s / n * 1e3:.2f} ms / "
-      f"{fast_decode_s / n * 1e3:.2f} ms (one run each: timings on a shared machine are noisy)")
+print(tr(f"this checkpoint on {dev}{' (synthetic)' if SYNTHETIC else ''}, per token, teaching / fast: prefill "
+         f"{prefill_s / T * 1e3:.2f} ms / {fast_prefill_s / T * 1e3:.2f} ms, decode {decode_s / n * 1e3:.2f} ms / "
+         f"{fast_decode_s / n * 1e3:.2f} ms (one run each: timings on a shared machine are noisy)",
+         f"这个检查点在 {dev} 上{'（合成权重）' if SYNTHETIC else ''}，每个 token，教学版 / 快速版：预填充 "
+         f"{prefill_s / T * 1e3:.2f} ms / {fast_prefill_s / T * 1e3:.2f} ms，解码 {decode_s / n * 1e3:.2f} ms / "
+         f"{fast_decode_s / n * 1e3:.2f} ms（各跑一次：共享机器上的计时有噪声）"))
 
 # %% [markdown]
 # `bench/bench_model.py` measures both at the real 0.8B's shapes against transformers, and reports decode as a
@@ -251,6 +360,15 @@ print(f"this checkpoint on {dev}{' (synthetic)' if SYNTHETIC else ''}, per token
 # (18 of 24) keep a fixed (Hv, dk, dv) state and a K−1 conv window, whatever the length: this is why Qwen3.5 can hold
 # long conversations in little memory (chapter 7).
 
+# %% [markdown] lang="zh"
+# `bench/bench_model.py` 在真实 0.8B 的形状上拿两者与 transformers 对比，并把解码速度表示为上限的百分之几。
+# 它还测了一个更要紧的上限：一次大的矩阵-向量乘法，也就是构成解码步的那种 kernel，读内存并不总能像复制那样快。CPU
+# 库针对给定的处理器和 dtype 选了哪个 kernel，对解码速度的影响可能比模型代码本身还大。
+#
+# ## 5. 对话变长时的缓存
+# 全注意力层（24 层中的 6 层）为每个 token 保留键和值：它们线性增长。DeltaNet 层（24 层中的 18 层）保留固定大小的 (Hv,
+# dk, dv) 状态和一个 K−1 的卷积窗口，与长度无关：这就是 Qwen3.5 能用很少的内存撑住长对话的原因（第 7 章）。
+
 # %%
 cache = model.new_cache()
 with torch.no_grad():
@@ -258,16 +376,21 @@ with torch.no_grad():
 held = ch09.held_bytes(cache)  # the keys and values written so far, the conv windows and the states
 reserved = ch09.held_bytes(cache, buffers=True)  # the KV buffers keep room for more tokens (chapter 6)
 kv, state = cache_bytes(cfg, len(chat_ids), next(model.parameters()).element_size())
-print(f"this checkpoint after {len(chat_ids)} tokens: cache holds {held / 1024:.1f} KiB (in buffers of "
-      f"{reserved / 1024:.1f} KiB, room to grow without copying); by the formula {kv / 1024:.1f} KiB of keys and "
-      f"values + {state / 1024:.1f} KiB of DeltaNet state")
+print(tr(f"this checkpoint after {len(chat_ids)} tokens: cache holds {held / 1024:.1f} KiB (in buffers of "
+         f"{reserved / 1024:.1f} KiB, room to grow without copying); by the formula {kv / 1024:.1f} KiB of keys and "
+         f"values + {state / 1024:.1f} KiB of DeltaNet state",
+         f"这个检查点读完 {len(chat_ids)} 个 token 后：缓存存了 {held / 1024:.1f} KiB（所在缓冲区共 "
+         f"{reserved / 1024:.1f} KiB，留有余量，增长时不必复制）；按公式是 {kv / 1024:.1f} KiB 的键和值 + "
+         f"{state / 1024:.1f} KiB 的 DeltaNet 状态"))
 for tokens in (1_000, 32_000, 262_144):
     kv, state = cache_bytes(real, tokens)
-    print(f"real Qwen3.5-0.8B, {tokens:7,} tokens: KV {kv / 2 ** 20:8.1f} MiB (bf16) + DeltaNet state "
-          f"{state / 2 ** 20:.1f} MiB")
+    print(tr(f"real Qwen3.5-0.8B, {tokens:7,} tokens: KV {kv / 2 ** 20:8.1f} MiB (bf16) + DeltaNet state "
+             f"{state / 2 ** 20:.1f} MiB",
+             f"真实 Qwen3.5-0.8B，{tokens:7,} 个 token：键值缓存 {kv / 2 ** 20:8.1f} MiB（bf16）+ DeltaNet 状态 "
+             f"{state / 2 ** 20:.1f} MiB"))
 
 # %%
-book.show("ch09-cache", ch09.cache_growth, [(REAL_NAME, real)])
+book.show("ch09-cache", ch09.cache_growth, [(tr("real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B"), real)])
 
 # %% [markdown]
 # ## Try this
@@ -282,6 +405,19 @@ book.show("ch09-cache", ch09.cache_growth, [(REAL_NAME, real)])
 # Greedy decoding of this checkpoint against transformers' `generate(do_sample=False)` on the same weights: the
 # same token ids, one by one (tests/test_generate.py does this alone and in left-padded batches).
 
+# %% [markdown] lang="zh"
+# ## 动手试试
+#
+# - 用 `Sampling(temperature=0.3, seed=1)` 生成，再用 `temperature=1.5`：两段文本多快就分道扬镳？
+# - 先在下一个 token 几乎确定的提示词上设 `top_p=0.5`，再在一个开放的提示词上试：数一数剩下多少 token。
+# - 在聊天程序里（`bash course.sh chat`）说点什么，然后 `/think on`，再问一次：生成提示从 4 个 token（`<think>`、
+#   `\n\n`、`</think>`、`\n\n`：一个空的、已闭合的块）缩短到 2 个（`<think>`、`\n`），每次回复后都会打印从缓存中读取的
+#   token 数。
+#
+# ## 对照验证
+# 在同样的权重上，用这个检查点的贪心解码对比 transformers 的 `generate(do_sample=False)`：逐个比较 token id，
+# 应当完全相同（tests/test_generate.py 单条和左填充的批量都做了这个检查）。
+
 
 # %%
 def compare(transformers, path):
@@ -293,8 +429,9 @@ def compare(transformers, path):
     want = hf.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False, eos_token_id=sorted(stop),
                        pad_token_id=248044)[0, len(ids):].tolist()
     ours = list(generate(load_model(path, dtype=torch.float32), ids, 8, stop=stop))
-    print(f"greedy 8 tokens: transformers {want}\n                 ours         {ours}\n"
-          f"identical: {want[:len(ours)] == ours}")
+    same = want[:len(ours)] == ours
+    print(tr(f"greedy 8 tokens: transformers {want}\n                 ours         {ours}\nidentical: {same}",
+             f"贪心解码 8 个 token：transformers {want}\n                     我们的       {ours}\n完全相同：{same}"))
 
 
 book.proof(compare, args.path)
@@ -323,6 +460,30 @@ book.proof(compare, args.path)
 # | DeltaNet state, per linear layer | (B, Hv, dk, dv) fp32 | (B, 16, 128, 128) |
 # | mask for left-padded batches | (B, S) | |
 
+# %% [markdown] lang="zh"
+# ## 小结
+#
+# - 生成就是先预填充一次，然后每次调用生成一个 token，并带上缓存：DeltaNet 层携带固定大小的状态，
+#   全注意力层携带不断增长的键和值。
+# - 温度去除 logits；top-k、top-p 和 min-p 把 token 截成 −inf；一次 softmax 重新归一化；presence penalty 抑制重复。
+#   贪心就是 argmax。固定种子，采样就可以复现。
+# - 对话格式：`<|im_start|>role\n…<|im_end|>\n` 组成的多轮，带思考块的生成提示，旧的推理被丢掉；遇到
+#   `<|im_end|>`（248046）和 `<|endoftext|>`（248044）停止。
+# - 解码每个 token 都要读一遍所有权重和所有缓存：它的速度最多是内存读取速率除以这些字节数（这是估计：真实 kernel
+#   读得比单纯的数据流慢）。
+# - 快速路径（`qwen/fast.py`）用更少、更便宜的调用算同一个模型，已证明与教学模型相等。
+#
+# ### 形状
+#
+# | 步骤 | 形状 | 真实 Qwen3.5-0.8B |
+# |---|---|---|
+# | 提示词 id | (B, T) | |
+# | 预填充 logits（最后一个位置） | (B, 1, V) | (B, 1, 248320) |
+# | 解码输入 | (B, 1) | |
+# | 键值缓存，每个全注意力层 | 2 × (B, Hkv, S, D) | 2 × (B, 2, S, 256) |
+# | DeltaNet 状态，每个线性层 | (B, Hv, dk, dv) fp32 | (B, 16, 128, 128) |
+# | 左填充批次的掩码 | (B, S) | |
+
 # %%
 book.notation(args.path)
 
@@ -330,6 +491,11 @@ book.notation(args.path)
 # ### Exercises
 # 214 · sampling (renormalising before the cut, temperature after the softmax, top-p keeping one token too few);
 # 215 · the chat format (missing generation prompt, the thinking block on the wrong turn).
+
+# %% [markdown] lang="zh"
+# ### 练习
+# 214 · 采样（截断之前先重新归一化、在 softmax 之后才除以温度、top-p 少留了一个 token）；215 · 对话格式（漏了生成提示、
+# 思考块放错了轮次）。
 
 # %%
 book.attempt(214)
@@ -374,4 +540,43 @@ book.attempt(215)
 # └── 215_chat_format/ + exercise 215
 #
 # + new in this chapter · unmarked: from an earlier chapter
+# ```
+
+# %% [markdown] lang="zh"
+# ## 怎么讲清楚
+#
+# 1. **循环。** 语言模型只会给下一个 token 打分。生成就是一遍又一遍地问它，每次多给一个 token；缓存保存各层对前面 token
+#    算过的结果，所以每一步只需算一个 token。
+# 2. **采样。** 贪心生成的文本爱重复；从完整的 softmax 里采样又容易跑偏成胡话。温度、top-k 和 top-p
+#    修剪掉不太可能的长尾，决定抽样有多大胆；presence penalty 防止它自我重复。
+# 3. **速度。** 预填充受算力限制（许多 token 分摊每一次权重读取）；解码受内存限制（每个 token 都要读一遍所有权重）。
+#    权重越小（bf16、量化），每一步越快。同时解码多条序列（批处理）让它们分摊每一次权重读取：这提高的是每秒总 token 数，
+#    而不是单条序列的速度。
+#
+# ## 文件
+#
+# ```
+# qwen/
+# ├── …               （第 1–8 章）
+# ├── sampling.py     + 采样规则、一个选取器、模型卡的设置
+# ├── generate.py     + 生成循环、流式文本
+# ├── fast.py         + 快速路径：同一个模型，更少、更便宜的调用
+# ├── kernels.py      + 它的原地 kernel（DeltaNet 的卷积和解码步、分组注意力）
+# ├── measure.py      + 等待设备完成的计时、内存带宽探测
+# ├── chat.py         + 对话格式
+# ├── chat_tools.py   + 对话格式中的工具和工具调用
+# └── session.py      + 对话会话：多轮之间保留缓存
+# app/
+# └── chat.py         + 终端聊天程序（bash course.sh chat）
+# book/
+# └── ch09.py         + 本章的图
+# bench/
+# └── bench_model.py  + 整个模型与 transformers 对比，以及带宽上限
+# chapters/
+# └── ch09_generate.py + 本章的脚本
+# practice/
+# ├── 214_sampling/   + 练习 214
+# └── 215_chat_format/ + 练习 215
+#
+# + 本章新增 · 无标记：前面章节写的
 # ```
