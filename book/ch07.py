@@ -4,18 +4,7 @@ Each figure function takes what the chapter computed and returns a matplotlib Fi
 so the chapter script starts without it. Every text is in the language the course speaks (qwen.lang).
 """
 from qwen.family import SIZES, all_attention_bytes, cache_bytes, kv_bytes_per_token, linear_layer_bytes
-from qwen.lang import language, tr
-
-
-def _fonts():
-    """In Chinese, every text a figure draws falls back to the first installed CJK font for the glyphs matplotlib's
-    default font lacks (book/ch02.py picks it); in English the fonts are left as they are."""
-    if language() == "zh":
-        from matplotlib import rcParams
-
-        from book.ch02 import font_families
-
-        rcParams["font.family"] = font_families()
+from qwen.lang import tr
 
 
 def memory_figure(errors, decays, tokens=40):
@@ -24,7 +13,6 @@ def memory_figure(errors, decays, tokens=40):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    _fonts()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
     names = list(errors)
     x = np.arange(len(names))
@@ -55,7 +43,6 @@ def gates_figure(tokens, decay, beta, synthetic):
     import numpy as np
     from matplotlib.colors import LogNorm
 
-    _fonts()
     tag = tr(" (synthetic weights)", "（合成权重）") if synthetic else ""
     g = np.log(np.clip(np.asarray(decay, dtype=np.float64), 1e-300, 1.0))  # g ≤ 0
     half_life = np.clip(np.log(0.5) / np.minimum(g, -1e-12), 1e-2, 1e6)  # tokens; g → 0 is a memory that lasts
@@ -78,7 +65,6 @@ def state_norm_figure(tokens, norms, synthetic):
     """The Frobenius norm of each value head's state after each token (the memory filling up and fading)."""
     import matplotlib.pyplot as plt
 
-    _fonts()
     tag = tr(" (synthetic weights)", "（合成权重）") if synthetic else ""
     fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(tokens)), 3.8), layout="constrained")
     for h in range(norms.shape[1]):
@@ -96,7 +82,6 @@ def chunk_figure(Gamma, A, head, synthetic):
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    _fonts()
     tag = tr(" (synthetic weights)", "（合成权重）") if synthetic else ""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), layout="constrained")
     below = A.tril(-1)  # A's diagonal is all ones: drawn apart, it would set the colour scale
@@ -123,7 +108,6 @@ def toy_gamma_figure(Gamma, e):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    _fonts()
     Gamma = np.asarray(Gamma, dtype=np.float64)
     fig, ax = plt.subplots(figsize=(6, 5), layout="constrained")
     image = ax.imshow(Gamma, cmap="viridis", vmin=0, vmax=1)
@@ -149,7 +133,6 @@ def memory_bill_figure(sizes=SIZES, tokens=32768):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    _fonts()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.5), layout="constrained")
     s = sizes["0.8B"]
     T = np.geomspace(1, tokens, 200)

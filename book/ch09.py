@@ -9,19 +9,8 @@ from a config alone (qwen/family.py). Every text is in the language the course s
 import torch
 
 from qwen.family import cache_bytes
-from qwen.lang import language, tr
+from qwen.lang import tr
 from qwen.sampling import CARD, filter_logits
-
-
-def _fonts():
-    """In Chinese, every text a figure draws falls back to the first installed CJK font for the glyphs matplotlib's
-    default font lacks (book/ch02.py picks it); in English the fonts are left as they are."""
-    if language() == "zh":
-        from matplotlib import rcParams
-
-        from book.ch02 import font_families
-
-        rcParams["font.family"] = font_families()
 
 
 def sampling_rules(logits, tokens, top_k=CARD[True]["top_k"], top_p=CARD[True]["top_p"], coding_temperature=0.6,
@@ -36,7 +25,6 @@ def sampling_rules(logits, tokens, top_k=CARD[True]["top_k"], top_p=CARD[True]["
 
     from book.ch02 import Glyphs
 
-    _fonts()
     glyphs = glyphs or Glyphs()
     logits = logits.float()[None]
     original = filter_logits(logits)
@@ -83,7 +71,6 @@ def prefill_vs_decode(measured, real=None, title=""):
 
     panels = [(tr("this checkpoint, measured", "这个检查点，实测"), measured)] + \
         ([(tr("real Qwen3.5-0.8B shapes, estimated", "真实 Qwen3.5-0.8B 的形状，估计"), real)] if real else [])
-    _fonts()
     fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4.2), layout="constrained", squeeze=False)
     for ax, (name, bars) in zip(axes[0], panels):
         ms = [v * 1e3 for v in bars.values()]
@@ -102,7 +89,6 @@ def cache_growth(configs, max_tokens=32768, dtype_bytes=2):
     (growing) and the DeltaNet state (flat), in MiB."""
     import matplotlib.pyplot as plt
 
-    _fonts()
     lengths = torch.linspace(0, max_tokens, 65).long().tolist()
     fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
     for (name, cfg), colour in zip(configs, ("C0", "C1", "C2")):

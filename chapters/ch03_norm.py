@@ -492,7 +492,7 @@ print(tr(f"the model has {n_rms} RMSNorms, {n_qk} per-head QK-norms and {n_linea
 #   `v.bfloat16().pow(2).sum()`——它属于两者中的哪一种？`rms_normalize` 先调用 `.float()`，就是为了让任何 kernel
 #   的累加器都无关紧要。
 #
-# ## 给出证明
+# ## 拿出证明
 # 装了 transformers 时，它的 Qwen3.5 归一化会拿到同样的权重。在 bf16 下两者必须完全一致：RMSNorm 在 fp32 里计算、
 # 只舍入一次；门控归一化在相同的三个位置舍入。这三次舍入是一种选择，不是定律。只在最后舍入一次，整体上会更接近精确值：
 # transformers 在乘门之前舍入两次（x̂ 转 bf16，再在 bf16 里算 w · x̂），每次最多差半个步长，所以在最后一次舍入之前，

@@ -370,7 +370,7 @@ print(tr(f"position 1000, pair 0: cos in fp32 {a:.7f}, in bf16 {b:.7f}; largest 
 #   的行置换过来（tests/test_book_ch04.py 把这三种情况都测了）。
 # - 给一个 token t = h = w = 7，另一个 t = 7, h = 3, w = 5：32 个频率中哪些会变？
 #
-# ## 给出证明
+# ## 拿出证明
 # 同样的位置送进 transformers 的 `Qwen3_5TextRotaryEmbedding` 和 `apply_rotary_pos_emb`：文本位置用这个检查点的 config，
 # 类图像的位置——每个 token 一个不同的 (t, h, w)——用真实 0.8B 的 config，这样在真实的 R、θ 和 mrope_section 下，
 # 每个频率的轴都被检验到。同样的 fp32 运算、同样的顺序，所以差值恰好是 0，fp32 和 bf16 都是。

@@ -253,7 +253,7 @@ book.show("ch05-gates", ch05.gate_activations, gate.cpu(), up.cpu(), tokens,
 #   看到的是两者中的哪一个？
 # - 在一个句子里放两次同一个 token：它的两个 MLP 输出完全相同，因为这里跳过了混合层。
 #
-# ## 给出证明
+# ## 拿出证明
 # 同样的输入送进 transformers 里这个检查点第 0 层的 `Qwen3_5MLP`：同样的三次 `F.linear`、`F.silu` 和乘积，顺序也相同，
 # 所以 fp32 下输出在 fp32 舍入误差内一致，bf16 下逐位相同。
 

@@ -528,7 +528,7 @@ print(tr(f"F.scaled_dot_product_attention vs the written-out attention: max |dif
 # causal mask: the same operations in the same order, so the outputs agree exactly in fp32 and in bf16.
 
 # %% [markdown] lang="zh"
-# ## 试一试
+# ## 动手试试
 #
 # - 把 `q_proj` 按 [全部查询 | 全部门] 读取（view 成 (1, T, 2, H, D)，再在第 2 维上拆开），然后运行这一层：
 #   输出偏了多远？什么都不会报错：每个形状都对得上，这正是这个 bug 能藏住的原因。

@@ -667,7 +667,7 @@ book.show("ch07-bill", ch07.memory_bill_figure)
 # - 用前 10 个 token 预填充这一层（`c = DeltaNetCache(); layer(x[:, :10], cache=c)`），再把剩下的 token 逐个喂进去：
 #   输出与对整句话跑一遍相同（tests/test_deltanet.py 拿它与 transformers 的缓存对比）。
 #
-# ## 对照验证
+# ## 拿出证明
 # 在同样的权重和同样的输入上运行 transformers 的 `Qwen3_5GatedDeltaNet`。在 fp32 下，差别来自求和的顺序（两者都用分块
 # kernel，只是排布不同）。在 bf16 下，两者在相同的位置把 q、k、v、β、kernel 的输出和门控归一化舍入到 bf16（门控归一化按
 # transformers 的运算顺序，见第 3 章），所以几乎每个输出都相等；极少数输出的某个 fp32 中间值恰好落在舍入边界的另一侧，

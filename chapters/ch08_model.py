@@ -356,7 +356,7 @@ print(tr(f"prefill {T - 1} tokens, then 1 with the cache, in {logits.dtype}: max
 # `python -m book.diff --model ...` compares every module with transformers on one prompt. Here: the logits.
 
 # %% [markdown] lang="zh"
-# ## 试一试
+# ## 动手试试
 #
 # - 换一个提示词，看 logit lens 怎么变：用真实检查点时，正确答案在哪个深度占了上风？用合成的检查点时，
 #   有没有哪个位置把它的下一个 token 排在第一？

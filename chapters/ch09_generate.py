@@ -414,7 +414,7 @@ book.show("ch09-cache", ch09.cache_growth, [(tr("real Qwen3.5-0.8B", "真实 Qwe
 #   `\n\n`、`</think>`、`\n\n`：一个空的、已闭合的块）缩短到 2 个（`<think>`、`\n`），每次回复后都会打印从缓存中读取的
 #   token 数。
 #
-# ## 对照验证
+# ## 拿出证明
 # 在同样的权重上，用这个检查点的贪心解码对比 transformers 的 `generate(do_sample=False)`：逐个比较 token id，
 # 应当完全相同（tests/test_generate.py 单条和左填充的批量都做了这个检查）。
 

@@ -966,7 +966,7 @@ print(tr(f"this checkpoint on {dev}{narrow}: one decode step {one_ms:.1f} ms, a 
 # 每个操作都要把一层 1 MiB 的状态过一遍，每重放一个 token 都是如此；而按字节的估算假设的是一个融合 kernel，在这 m 个
 # token 之间把状态一直留在片上。每个 mixer 整个重跑在两种情况下都多花约 0.45 s：正是本课程的重放不再读的那四分之一权重。
 #
-# ## 试一试
+# ## 动手试试
 #
 # - 在第 7 节里，用 α = 0.95、k = 1、2、4、8 跑随机草稿：k 大到多少就不再划算（用 `ch11.speedup` 和真实 0.8B 的 r、ρ）？
 #   换成 `rho_whole`，即每个 mixer 整个重跑呢？
@@ -975,7 +975,7 @@ print(tr(f"this checkpoint on {dev}{narrow}: one decode step {one_ms:.1f} ms, a 
 # - 用真实检查点：`bash course.sh chat --speculative 2` 在每次回复后打印接受率和每次主模型前向的 token 数。
 #   试一个复述问题的回复，再试一个需要它自己编的。
 #
-# ## 对照证明
+# ## 拿出证明
 # 这一块对比 transformers 通用的 `MtpLayer`（`transformers.modeling_layers`），后者围绕一个 Qwen3.5
 # 全注意力解码层搭起来，`mtp.*` 张量按名字映射过去：pre_fc_norm_embedding → enorm，pre_fc_norm_hidden → hnorm，
 # fc → eh_proj，layers.0 → mtp_block，norm → post_norm。同样的 h，同样的位置，fp32：两边算的是同样的运算，所以差值是 0
