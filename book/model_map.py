@@ -15,7 +15,7 @@ TAG = 0.3  # width kept free for a box's chapter tag, in map units
 def what(part):
     """What a part is, in words (the map's title names the part highlighted)."""
     return {"weights": tr("the checkpoint: every box that holds tensors", "检查点：每个存有张量的框"),
-            "embedding": tr("embedding and tied head", "嵌入与绑定的输出头"),
+            "embedding": tr("embedding and tied head", "嵌入与共享的输出头"),
             "norm": tr("the norms", "各处的归一化"), "rope": tr("rotary position embedding", "旋转位置编码"),
             "mlp": tr("the SwiGLU MLP", "SwiGLU 结构的 MLP"), "attention": tr("gated full attention", "门控全注意力"),
             "deltanet": tr("Gated DeltaNet (linear attention)", "Gated DeltaNet（线性注意力）"),

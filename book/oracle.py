@@ -16,7 +16,7 @@ def proof(compare, *args, **kwargs):
     after one line, when transformers is not installed or (in a script) --proof was not given."""
     if not in_notebook() and "--proof" not in sys.argv[1:]:
         note(tr("the proof against transformers: rerun with --proof (needs pip install transformers)",
-                "与 transformers 的对照证明：加上 --proof 重新运行（需要 pip install transformers）"))
+                "与 transformers 对照、拿出证明：加上 --proof 重新运行（需要 pip install transformers）"))
         return None
     try:
         with warnings.catch_warnings():  # in a Jupyter kernel without ipywidgets, tqdm (imported with transformers)

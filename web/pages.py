@@ -88,7 +88,8 @@ def exercise_pages(chapter_of):
     `chapter_of`: {chapter number: chapter page's href}."""
     pages = {}
     for folder in sorted((ROOT / "practice").glob("[0-9][0-9][0-9]_*")):
-        readme, meta = folder / tr("README.md", "README.zh.md"), folder / "meta.json"
+        readme = folder / ("README.zh.md" if language() == "zh" else "README.md")
+        meta = folder / "meta.json"
         if not readme.is_file() or not meta.is_file():
             continue
         number, meta = int(folder.name[:3]), json.loads(meta.read_text(encoding="utf-8"))
@@ -136,6 +137,7 @@ def exercises_index(exercises):
     return Page("exercises/index.html", tr("Exercises", "练习"), body)
 
 
+OTHER_EDITION = {"en": {"lang": "zh-CN", "label": "中文"}, "zh": {"lang": "en", "label": "English"}}  # the switch
 UI = {  # the words of the page around its body
     "en": {"home": "Qwen3.5 by Hand", "chapters": "Chapters", "exercises": "Exercises", "search": "Search the course",
            "nothing": "Nothing found for"},
@@ -179,8 +181,7 @@ def write(site, pages, banner, footer, source_url=None, other=None):
                            for other in around.get(page.href, (None, None)))
         sources = [(label, source_url + path if source_url else os.path.relpath(ROOT / path, folder))
                    for label, path in page.sources]
-        switch = other and {"href": os.path.relpath(other / page.href, folder), "lang": tr("zh-CN", "en"),
-                            "label": tr("中文", "English")}
+        switch = other and {"href": os.path.relpath(other / page.href, folder), **OTHER_EDITION[language()]}
         html = TEMPLATE.render(lang=tr("en", "zh-CN"), title=page.title, root=page.root, banner=banner,
                                sources=sources, body=Markup(page.body), previous=previous, next=after, footer=footer,
                                switch=switch, ui=UI[language()])
