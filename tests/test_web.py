@@ -179,7 +179,7 @@ def test_a_second_build_runs_only_what_changed(tmp_path, synthetic):
     def say(*words, **_):
         said.append(" ".join(map(str, words)))
 
-    ran = execute.executed([a, b], str(synthetic), kernels, cache=tmp_path / "cache", say=say)
+    ran = execute.executed([a, b], str(synthetic), kernels, cache=tmp_path / "cache", say=say, jobs=2)
     assert ran["a"].cells[0].outputs[0].text == "42\n" and sum("running" in s for s in said) == 2
     said.clear()
     again = execute.executed([a, b], str(synthetic), kernels, cache=tmp_path / "cache", say=say)

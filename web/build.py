@@ -1,7 +1,8 @@
 """Build the course as a static site: a page per chapter with what its run printed and drew, a page per exercise,
 an index with the course map, and a search box. Nothing it writes is committed.
 
-Run: python -m web [--model PATH|HUB_ID|synthetic] [--out DIR] [--serve [PORT]] [--source-url URL]
+Run: python -m web [--model PATH|HUB_ID|synthetic] [--out DIR] [--serve [PORT]] [--source-url URL] [--jobs N]
+                   [--lang en|zh]
      bash course.sh book [same options]      (sets up .venv first)
 
 By default the chapters run on the synthetic checkpoint, and every page says so; --model (or QWEN_MODEL) builds
@@ -142,6 +143,8 @@ def main(argv=None):
                         help="then serve it on http://127.0.0.1:PORT (default 8000)")
     parser.add_argument("--source-url", help="link the course's files here instead of into the checkout "
                                              "(e.g. https://github.com/OWNER/REPO/blob/COMMIT/)")
+    parser.add_argument("--jobs", type=int, default=2, metavar="N",
+                        help="notebooks run at once, each in a kernel of its own (default 2)")
     parser.add_argument("--lang", choices=LANGUAGES, action="append",
                         help="build only this edition (repeat for both; default: English and Chinese)")
     args = parser.parse_args(argv)
@@ -153,7 +156,7 @@ def main(argv=None):
         folder = ROOT / "notebooks" / ("" if code == "en" else code)
         with tempfile.TemporaryDirectory() as kernels:
             editions[code] = executed(sorted(folder.glob("ch[0-9][0-9]_*.ipynb")), args.model,
-                                      kernel_spec(kernels, args.model, code), cache=CACHE / code)
+                                      kernel_spec(kernels, args.model, code), cache=CACHE / code, jobs=args.jobs)
     index = build_site(editions, args.model, args.out.resolve(), args.source_url)
     print(f"the book: {index}")
     if args.serve is not None:

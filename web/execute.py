@@ -9,6 +9,7 @@ import hashlib
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -85,29 +86,39 @@ def key(notebook, model):
     return h.hexdigest()
 
 
-def executed(notebooks, model, kernels, cache=CACHE, say=print):
+def executed(notebooks, model, kernels, cache=CACHE, say=print, jobs=1):
     """Each notebook of `notebooks` (paths) with its outputs, from the cache when its key is unchanged, else run
-    now (saying which and how long it took): {stem: notebook}. Stops at the first notebook that fails, naming
-    it, its cell and the error."""
+    now, `jobs` at a time (saying which, and how long each took): {stem: notebook}, in the order given. Stops at
+    the first notebook that fails, naming it, its cell and the error; nothing half-run is kept."""
     cache.mkdir(parents=True, exist_ok=True)
-    out = {}
+    out, todo = {}, []
     for n, notebook in enumerate(notebooks, 1):
         name, want = Path(notebook).stem, key(notebook, model)
         kept = cache / f"{name}.ipynb"
-        if kept.is_file():
-            nb = nbformat.read(kept, as_version=4)
-            if nb.metadata.get("book_key") == want:
-                out[name] = nb
-                continue
-        say(f"[{n}/{len(notebooks)}] running {Path(notebook).name} on {model} ...", end=" ", flush=True)
+        nb = nbformat.read(kept, as_version=4) if kept.is_file() else None
+        if nb is not None and nb.metadata.get("book_key") == want:
+            out[name] = nb
+        else:
+            todo.append((n, Path(notebook), want))
+
+    def run(job):
+        n, notebook, _ = job
+        say(f"[{n}/{len(notebooks)}] running {notebook.name} on {model} ...", flush=True)
         start = time.perf_counter()
-        nb, error = execute(notebook, kernels)
-        if error is not None:
-            say("failed")
-            raise SystemExit(f"{Path(notebook).name} stopped with an error; the book is not built:\n{error}\n"
-                             f"Fix: run the chapter (python chapters/{name}.py) and fix what it says, then build again")
-        say(f"{time.perf_counter() - start:.0f} s")
-        nb.metadata["book_key"] = want
-        nbformat.write(nb, kept)
-        out[name] = nb
-    return out
+        return job, *execute(notebook, kernels), time.perf_counter() - start
+
+    pool = ThreadPoolExecutor(max(1, jobs))  # each notebook runs in a kernel process of its own
+    try:
+        for (_, notebook, want), nb, error, seconds in pool.map(run, todo):
+            if error is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise SystemExit(f"{notebook.name} stopped with an error; the book is not built:\n{error}\n"
+                                 f"Fix: run the chapter (python chapters/{notebook.stem}.py) and fix what it says, "
+                                 "then build again")
+            say(f"{notebook.name}: ran in {seconds:.0f} s", flush=True)
+            nb.metadata["book_key"] = want
+            nbformat.write(nb, cache / notebook.name)
+            out[notebook.stem] = nb
+    finally:
+        pool.shutdown(wait=True)
+    return {Path(n).stem: out[Path(n).stem] for n in notebooks}
