@@ -31,7 +31,7 @@ import torch
 from qwen import lang
 from qwen.chat import default_thinking
 from qwen.config import DTYPES
-from qwen.course import _asked_language, open_model, pick_device
+from qwen.course import open_model, pick_device
 from qwen.draft import MTPDraft
 from qwen.fast import load_fast, numerics
 from qwen.generate import checkpoint_stop_tokens
@@ -92,7 +92,7 @@ def nonnegative(text):
 
 def parse_args(argv=None):
     """The chat's command line; --lang is read first, so that --help speaks the language asked for."""
-    lang.use(_asked_language(sys.argv[1:] if argv is None else argv))
+    lang.use(lang.from_command_line(sys.argv[1:] if argv is None else argv))
     args = parser().parse_args(argv)
     lang.use(args.lang)
     return args

@@ -15,7 +15,7 @@ import torch
 
 from qwen import lang
 from qwen.config import DTYPES
-from qwen.course import _asked_language, open_model, summary
+from qwen.course import open_model, summary
 from qwen.lang import tr
 from qwen.model import load_model
 
@@ -116,7 +116,7 @@ def compare(path, dtype=torch.float32, text=PROMPT, ours=None, theirs=None):
 
 
 def main(argv=None):
-    lang.use(_asked_language(sys.argv[1:] if argv is None else argv))  # --help in the language asked for
+    lang.use(lang.from_command_line(sys.argv[1:] if argv is None else argv))  # --help in the language asked for
     parser = argparse.ArgumentParser(description=summary(__doc__))
     parser.add_argument("--model", help=tr("checkpoint folder, hub id, size or 'synthetic'",
                                            "检查点文件夹、hub id、尺寸或 'synthetic'"))
