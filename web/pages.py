@@ -72,7 +72,7 @@ def chapter_pages(notebooks, site, exercises):
         script = ROOT / "chapters" / f"{stem}.py"
         modules = LISTING.findall(script.read_text(encoding="utf-8")) if script.is_file() else []
         figures_module = f"book/{stem.split('_')[0]}.py"
-        notebook = f"notebooks/{tr('', 'zh/')}{stem}.ipynb"
+        notebook = f"notebooks/{'zh/' if language() == 'zh' else ''}{stem}.ipynb"
         sources = [(tr("script", "脚本"), f"chapters/{stem}.py"), (tr("notebook", "笔记本"), notebook)]
         sources += [(m, m) for m in modules]
         if (ROOT / figures_module).is_file():
