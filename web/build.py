@@ -24,7 +24,7 @@ from pathlib import Path
 from pygments.formatters import HtmlFormatter
 
 from qwen.hub import DATA_DIR
-from qwen.lang import LANGUAGES, language, tr, use
+from qwen.lang import LANGUAGES, from_command_line, language, tr, use
 from qwen.synthetic import is_synthetic, synthetic_path
 from web import pages
 from web.execute import CACHE, executed, kernel_spec
@@ -124,8 +124,8 @@ def serve(site, port):
     home = ROOT if site.is_relative_to(ROOT) else site
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(home))
     with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
-        print(f"serving the book at http://127.0.0.1:{port}/{(site.relative_to(home) / 'index.html').as_posix()} "
-              "(Ctrl-C stops it)", flush=True)
+        url = f"http://127.0.0.1:{port}/{(site.relative_to(home) / 'index.html').as_posix()}"
+        print(tr(f"serving the book at {url} (Ctrl-C stops it)", f"书在 {url} 上提供（Ctrl-C 停止）"), flush=True)
         try:
             server.serve_forever()
         except KeyboardInterrupt:
@@ -133,20 +133,31 @@ def serve(site, port):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m web", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    use(from_command_line(sys.argv[1:] if argv is None else argv))  # --help in the language asked for
+    parser = argparse.ArgumentParser(prog="python -m web", description=tr(
+        "Build the course as a static site: a page per chapter with what its run printed and drew, a page per "
+        "exercise, an index with the course map, and a search box, in English and Chinese.",
+        "把课程生成为静态网站：每章一页（附运行时打印的内容和画出的图），每道练习一页，一个带课程地图的首页和搜索框，"
+        "中英两版。"))
     parser.add_argument("--model", default=os.environ.get("QWEN_MODEL") or "synthetic",
-                        help="checkpoint the chapters run on: a folder, a hub id or 'synthetic' (the default; "
-                             "QWEN_MODEL sets it too)")
-    parser.add_argument("--out", type=Path, default=SITE, help=f"where the site goes (default {SITE})")
+                        help=tr("checkpoint the chapters run on: a folder, a hub id or 'synthetic' (the default; "
+                                "QWEN_MODEL sets it too)",
+                                "各章运行所用的检查点：文件夹、hub id 或 'synthetic'（默认；也可用 QWEN_MODEL 设置）"))
+    parser.add_argument("--out", type=Path, default=SITE, help=tr(f"where the site goes (default {SITE})",
+                                                                  f"网站写到哪里（默认 {SITE}）"))
     parser.add_argument("--serve", nargs="?", const=8000, type=int, metavar="PORT",
-                        help="then serve it on http://127.0.0.1:PORT (default 8000)")
-    parser.add_argument("--source-url", help="link the course's files here instead of into the checkout "
-                                             "(e.g. https://github.com/OWNER/REPO/blob/COMMIT/)")
+                        help=tr("then serve it on http://127.0.0.1:PORT (default 8000)",
+                                "生成后在 http://127.0.0.1:PORT 上提供它（默认 8000）"))
+    parser.add_argument("--source-url", help=tr("link the course's files here instead of into the checkout "
+                                                "(e.g. https://github.com/OWNER/REPO/blob/COMMIT/)",
+                                                "课程文件的链接指向这里，而不是本地检出"
+                                                "（例如 https://github.com/OWNER/REPO/blob/COMMIT/）"))
     parser.add_argument("--jobs", type=int, default=2, metavar="N",
-                        help="notebooks run at once, each in a kernel of its own (default 2)")
+                        help=tr("notebooks run at once, each in a kernel of its own (default 2)",
+                                "同时运行的笔记本数，每个在自己的内核里（默认 2）"))
     parser.add_argument("--lang", choices=LANGUAGES, action="append",
-                        help="build only this edition (repeat for both; default: English and Chinese)")
+                        help=tr("build only this edition (repeat for both; default: English and Chinese)",
+                                "只生成这个语言的版本（可重复；默认中英两版都生成）"))
     args = parser.parse_args(argv)
     if args.model == "synthetic":
         synthetic_path()  # made once, before the first chapter needs it
@@ -158,6 +169,6 @@ def main(argv=None):
             editions[code] = executed(sorted(folder.glob("ch[0-9][0-9]_*.ipynb")), args.model,
                                       kernel_spec(kernels, args.model, code), cache=CACHE / code, jobs=args.jobs)
     index = build_site(editions, args.model, args.out.resolve(), args.source_url)
-    print(f"the book: {index}")
+    print(tr(f"the book: {index}", f"书已生成：{index}"))
     if args.serve is not None:
         serve(index.parent, args.serve)

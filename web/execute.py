@@ -19,6 +19,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from qwen.hub import DATA_DIR
+from qwen.lang import tr
 from qwen.synthetic import synthetic_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,7 +104,8 @@ def executed(notebooks, model, kernels, cache=CACHE, say=print, jobs=1):
 
     def run(job):
         n, notebook, _ = job
-        say(f"[{n}/{len(notebooks)}] running {notebook.name} on {model} ...", flush=True)
+        say(tr(f"[{n}/{len(notebooks)}] running {notebook.name} on {model} ...",
+               f"[{n}/{len(notebooks)}] 在 {model} 上运行 {notebook.name} ……"), flush=True)
         start = time.perf_counter()
         return job, *execute(notebook, kernels), time.perf_counter() - start
 
@@ -112,10 +114,13 @@ def executed(notebooks, model, kernels, cache=CACHE, say=print, jobs=1):
         for (_, notebook, want), nb, error, seconds in pool.map(run, todo):
             if error is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
-                raise SystemExit(f"{notebook.name} stopped with an error; the book is not built:\n{error}\n"
-                                 f"Fix: run the chapter (python chapters/{notebook.stem}.py) and fix what it says, "
-                                 "then build again")
-            say(f"{notebook.name}: ran in {seconds:.0f} s", flush=True)
+                raise SystemExit(tr(f"{notebook.name} stopped with an error; the book is not built:\n{error}\n"
+                                    f"Fix: run the chapter (python chapters/{notebook.stem}.py) and fix what it says, "
+                                    "then build again",
+                                    f"{notebook.name} 出错停止，书没有生成：\n{error}\n"
+                                    f"解决：运行这一章（python chapters/{notebook.stem}.py），按它说的修好，"
+                                    "再生成一次"))
+            say(tr(f"{notebook.name}: ran in {seconds:.0f} s", f"{notebook.name}：运行了 {seconds:.0f} 秒"), flush=True)
             nb.metadata["book_key"] = want
             nbformat.write(nb, cache / notebook.name)
             out[notebook.stem] = nb
