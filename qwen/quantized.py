@@ -178,14 +178,16 @@ def quantize_model(model, scheme, group=32, symmetric=False, packing=True):
 
 
 @torch.no_grad()
-def fake_quantize(model, scheme, group=32, symmetric=False):
+def fake_quantize(model, scheme, group=32, symmetric=False, scale_dtype=None):
     """A teaching model (qwen/model.py), in place: each projection's, the head's and the embedding's weight
     replaced by the weight its codes stand for (`codes` then `dequantize`, rounded to the model dtype): the same
-    numbers quantize_model's model computes with, written out as ordinary weights."""
+    numbers quantize_model's model computes with, written out as ordinary weights. scale_dtype: the scales' dtype
+    (default the model's): a bf16 model's codes and scales, written exactly into an fp32 model, give the numbers
+    the packed kernels compute with, unrounded."""
     if scheme not in SCHEMES:
         raise ValueError(f"quantization scheme must be one of {SCHEMES}, got {scheme!r}")
     weights = {id(m.weight): m.weight for *_, m in projections(model)}
     weights.update({id(p): p for p in (model.lm_head.weight, model.embed_tokens.weight)})  # tied: one tensor
     for w in weights.values():
-        w.copy_(dequantize(*codes(w, scheme, group, w.dtype, symmetric)).to(w.dtype))
+        w.copy_(dequantize(*codes(w, scheme, group, scale_dtype or w.dtype, symmetric)).to(w.dtype))
     return model
