@@ -39,6 +39,7 @@ from qwen.image import ImageSettings, smart_resize
 from qwen.lang import tr
 from qwen.mrope import tokens_per_image
 from qwen.mtp import load_mtp
+from qwen.quantized import describe
 from qwen.sampling import CARD
 from qwen.session import Session
 from qwen.synthetic import is_synthetic
@@ -613,6 +614,8 @@ def run(args):
              f"命令：{commands(images=draft is None)}；/help 说明每条命令的作用。"
              "Ctrl-C 停止回复；Ctrl-D 或 /quit 退出。"))
     print(tr(f"numerics: {numerics(model)}", f"数值：{numerics(model)}"))
+    if args.quant:
+        print(tr(f"quantized: {describe(model)}", f"量化：{describe(model)}"))
     at_prompt_ctrl_c = False  # a second Ctrl-C in a row at the prompt leaves
     while True:
         try:
