@@ -8,7 +8,14 @@ and a hand computation.
 
 Each small checkpoint is written once per module (conftest's `folders`), each model of it loaded and run once
 (`logits`, memoized): 80 tokens, one row. The synthetic checkpoint's 24 random layers and 248k-row head would cost
-minutes here and prove nothing the small ones do not; its quantized chat is tests/test_chat_cli.py's."""
+minutes here and prove nothing the small ones do not; its quantized chat is tests/test_chat_cli.py's.
+
+Planted in qwen/quantized.py, one line each, and caught: the int4 zero point m + 7·s for m + 8·s (the packed
+products and the embedding rows against qwen/quant.py's codes: 4 cases; the teaching path shares `codes`, so the
+whole-model tests cannot see it); q − 7 for q − 8 in `dequantize` (14 cases); the int4 kernel's scales laid out
+(K/g, N) by a reshape instead of a transpose (10); the head left unquantized (12: the embedding, the fp32 model,
+the bf16 int4 models; one unquantized int8 head moves these bf16 logits by less than their rounding does); the
+embedding reading row id − 1 (6)."""
 import pytest
 import torch
 import torch.nn as nn
