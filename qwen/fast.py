@@ -10,8 +10,8 @@ bf16 cached decode teacher-forced against transformers' sdpa path, step by step)
 1. Projections that read the same input are one matrix, built at load time from the checkpoint's tensors (their
    rows stacked by qwen/weights.py fill, told which by the `joins` of a Joined): DeltaNet's in_proj_qkv|z|b|a,
    attention's q|k|v, the MLP's gate|up. At decode that is one product instead of up to four:
-   fewer calls, one long pass over memory. (A prompt still multiplies projection by projection: there the joined
-   product measured slower.)
+   fewer calls, one long pass over memory. (A prompt still multiplies projection by projection with F.linear:
+   there the joined product measured slower. A packed joined weight is one product at any length.)
 2. bf16 prompt products can be widened to fp32 (`widen`): on a CPU without bf16 instructions a bf16 product with
    many rows runs several times slower than an fp32 one. The products are the same (bf16 × bf16 is exact in fp32)
    and summed in fp32 either way; only the order of the sums may differ. The default comes from the CPU's
@@ -27,6 +27,9 @@ bf16 cached decode teacher-forced against transformers' sdpa path, step by step)
    order transformers' recurrent step takes them (so bf16 decode rounds as there). A few tokens after a state (a
    speculative verify pass) take that step once per token, not the chunked rule padded to 64 tokens.
 5. With last_only, the last layer computes its MLP for the last position only: no later layer reads the others.
+6. Every projection, the tied head included, reads its weight from a copy packed once at load for oneDNN's kernel,
+   where this CPU has it (qwen/packed.py): a decode step's one-row products then stream the weights at the memory's
+   bandwidth. The embedding lookup still indexes the plain table, the head's parameter.
 
 load_fast(path, dtype, device) is the entry point: the fast model built on the meta device and filled straight from
 the checkpoint, one copy of the weights, shared with no other model. Each class calls its parent's constructor (on
@@ -46,6 +49,7 @@ from qwen.kernels import conv_silu, delta_step, grouped_attention
 from qwen.lang import tr
 from qwen.mlp import MLP
 from qwen.model import DecoderLayer, Qwen35, load_model
+from qwen.packed import PackedLinear, pack_all, packed_bytes, packed_product
 
 WIDE_ROWS = 16  # from this many rows on, a widened bf16 product beat a bf16 one (measured on a 2-core AMD EPYC)
 STEP_ROWS = 8  # up to this many new tokens with a state, the DeltaNet steps token by token (see FastDeltaNet)
@@ -75,10 +79,13 @@ def numerics(model):
     native = tr("yes", "是") if bf16_is_native(p.device, p.dtype) else tr("no", "否")
     how = tr("widened to fp32 (exact products, fp32 sums)", "提升到 fp32 计算（乘积精确，fp32 累加）") if model.widen \
         else tr(f"in {dtype}", f"用 {dtype} 计算")
+    gb = packed_bytes(model) / 1e9
+    packed = tr(f"oneDNN-packed ({gb:.2f} GB of packed copies)", f"oneDNN 预打包（打包副本 {gb:.2f} GB）") if gb \
+        else "F.linear"
     return tr(f"{dtype} on {p.device} (CPU capability {capability}, native {dtype} products: {native}); prompt "
-              f"products {how}",
+              f"products {how}; projections {packed}",
               f"{dtype}，在 {p.device} 上（CPU 指令集 {capability}，原生 {dtype} 乘法：{native}）；"
-              f"提示词的矩阵乘法{how}")
+              f"提示词的矩阵乘法{how}；投影{packed}")
 
 
 def product(x, W, widen):
@@ -92,15 +99,17 @@ def product(x, W, widen):
     return out
 
 
-class FastLinear(nn.Linear):
-    """A projection (no bias) whose product may be widened (see `product`); `widen` is set by Fast."""
+class FastLinear(PackedLinear):
+    """A projection (no bias) read from a packed weight (qwen/packed.py) or whose product may be widened (see
+    `product`: a widened prompt product wins over the packed one); `widen` and `packing` are set by Fast."""
 
     def __init__(self, in_features, out_features):
-        super().__init__(in_features, out_features, bias=False)
+        super().__init__(in_features, out_features)
         self.widen = False
 
     def forward(self, x):
-        return product(x, self.weight, self.widen)
+        packed = None if self.widen and x.numel() >= WIDE_ROWS * x.shape[-1] else self.packed()
+        return product(x, self.weight, self.widen) if packed is None else packed_product(x, packed)
 
 
 class Joined(FastLinear):
@@ -117,8 +126,8 @@ class Joined(FastLinear):
             delattr(owner, name)
 
     def forward(self, x):  # x: (B, T, d)
-        if x.shape[1] <= STEP_ROWS:
-            return product(x, self.weight, self.widen).split(self.sizes, dim=-1)
+        if x.shape[1] <= STEP_ROWS or not self.widen and self.packed() is not None:
+            return super().forward(x).split(self.sizes, dim=-1)
         return [product(x, w, self.widen) for w in self.weight.split(self.sizes)]
 
 
@@ -255,12 +264,14 @@ class Fast(Qwen35):
 
 
 def load_fast(path: str | Path, dtype: str | torch.dtype | None = None, device: str | torch.device | None = None,
-              widen: bool | None = None) -> Fast:
+              widen: bool | None = None, packing: bool = True) -> Fast:
     """The fast model with the checkpoint's weights: called like load_model's, `model(ids, cache=model.new_cache(),
     mask=None, last_only=False, pixel_values=None, image_grid_thw=None)`. dtype, device: as load_model (built on the
     meta device, then filled: the joined projections are stacked from the file's tensors, no other copy is made).
-    widen: None for the CPU's capability (`bf16_is_native`), or True / False."""
+    widen: None for the CPU's capability (`bf16_is_native`), or True / False. packing: projections read weights
+    packed for oneDNN where this CPU and dtype allow it (qwen/packed.py's can_pack; False: F.linear everywhere)."""
     model = load_model(path, dtype=dtype, device=device, cls=Fast)
     p = model.embed_tokens.weight
     model.widen = not bf16_is_native(p.device, p.dtype) if widen is None else widen
+    pack_all(model, packing)
     return model
