@@ -15,7 +15,7 @@ random weights built on the fly (speed does not depend on the values). Both mode
   the copy bandwidth (read + written) and the bytes per second of one large matrix-vector product in the model's
   dtype, the kernel every decode step is made of.
 - numerics: the fast path's dtype, whether its bf16 prompt products are widened and whether its projections read
-  oneDNN-packed weights (qwen.fast.numerics; --no-packing: F.linear, the fast path without qwen/packed.py).
+  oneDNN-packed weights (qwen.products.numerics; --no-packing: F.linear everywhere, as where the CPU cannot pack).
 - goals: the fast path's decode tokens/s against transformers' (bf16: at least 2x, fp32: at least 1.5x) and against
   the read bound (bf16: at least 65%), and decode at the longest context against the shortest (at least 70%).
 Every timing waits for the device before and after (qwen/measure.py).
@@ -31,11 +31,11 @@ import torch
 from qwen.attention import KVCache
 from qwen.config import Config, dtype_of
 from qwen.course import pick_device
-from qwen.fast import Fast, bf16_is_native, load_fast, numerics
+from qwen.fast import Fast, load_fast
 from qwen.generate import generate
 from qwen.measure import copy_bandwidth, matvec_bandwidth, medians, read_bandwidth, timed
 from qwen.model import Qwen35, load_model
-from qwen.packed import pack_all
+from qwen.products import bf16_is_native, numerics, pack_all
 from qwen.sizes import REAL_TEXT_CONFIG
 from qwen.weights import fill
 

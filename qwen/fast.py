@@ -12,12 +12,11 @@ bf16 cached decode teacher-forced against transformers' sdpa path, step by step)
    attention's q|k|v, the MLP's gate|up. At decode that is one product instead of up to four:
    fewer calls, one long pass over memory. (A prompt still multiplies projection by projection with F.linear:
    there the joined product measured slower. A packed joined weight is one product at any length.)
-2. bf16 prompt products can be widened to fp32 (`widen`): on a CPU without bf16 instructions a bf16 product with
-   many rows runs several times slower than an fp32 one. The products are the same (bf16 × bf16 is exact in fp32)
-   and summed in fp32 either way; only the order of the sums may differ. The default comes from the CPU's
-   capabilities (`bf16_is_native`), never from a timing, so the bits a learner gets do not depend on the load. A
-   weight is widened a block of rows at a time (the 0.8B's head would be 1 GB in fp32); one vector (decode) stays
-   in bf16: it is bound by memory, and bf16 is half the bytes.
+2. Each projection's product takes the kernel chosen by the machine's capabilities, never by a timing
+   (qwen/products.py): from a copy of the weight packed once at load for oneDNN's kernel where the CPU
+   has it (a decode step's one-row products then stream the weights; the tied head too, while the embedding lookup
+   indexes the plain table), and with a prompt's bf16 products widened to fp32 where the CPU has no bf16
+   instructions (`widen`).
 3. Attention calls torch's fused kernel (scaled_dot_product_attention) with the K/V heads shared in place, instead
    of copying them for every query head at every step; after a cache, each K/V head's query heads are stacked as
    rows of one head (`grouped_attention`), so the cached keys are read once per K/V head (10x faster at 32k).
@@ -27,14 +26,11 @@ bf16 cached decode teacher-forced against transformers' sdpa path, step by step)
    order transformers' recurrent step takes them (so bf16 decode rounds as there). A few tokens after a state (a
    speculative verify pass) take that step once per token, not the chunked rule padded to 64 tokens.
 5. With last_only, the last layer computes its MLP for the last position only: no later layer reads the others.
-6. Every projection, the tied head included, reads its weight from a copy packed once at load for oneDNN's kernel,
-   where this CPU has it (qwen/packed.py): a decode step's one-row products then stream the weights at the memory's
-   bandwidth. The embedding lookup still indexes the plain table, the head's parameter.
 
 load_fast(path, dtype, device) is the entry point: the fast model built on the meta device and filled straight from
-the checkpoint, one copy of the weights, shared with no other model. Each class calls its parent's constructor (on
-the meta device the parent's separate projections cost nothing) and swaps in the fast modules. The in-place kernels
-they call are in qwen/kernels.py.
+the checkpoint, one copy of the weights (beside it the packed copies, where the CPU packs), shared with no other
+model. Each class calls its parent's constructor (on the meta device the parent's separate projections cost nothing)
+and swaps in the fast modules. The in-place kernels they call are in qwen/kernels.py.
 """
 from pathlib import Path
 
@@ -46,69 +42,23 @@ from qwen import deltanet
 from qwen.attention import GatedAttention, attention, causal_mask, gate_heads
 from qwen.deltanet import GatedDeltaNet
 from qwen.kernels import conv_silu, delta_step, grouped_attention
-from qwen.lang import tr
 from qwen.mlp import MLP
 from qwen.model import DecoderLayer, Qwen35, load_model
-from qwen.packed import PackedLinear, pack_all, packed_bytes, packed_product
+from qwen.products import PackedLinear, bf16_is_native, pack_all, packed_product, product, widens
 
-WIDE_ROWS = 16  # from this many rows on, a widened bf16 product beat a bf16 one (measured on a 2-core AMD EPYC)
 STEP_ROWS = 8  # up to this many new tokens with a state, the DeltaNet steps token by token (see FastDeltaNet)
-BLOCK = 2 ** 22  # elements of a weight widened at once (16 MiB in fp32)
-NATIVE_FLAGS = {torch.bfloat16: ("avx512_bf16", "amx_bf16", "bf16"), torch.float16: ("avx512_fp16", "amx_fp16")}
-
-
-def cpu_flags():
-    """The instruction sets this CPU reports (Linux: /proc/cpuinfo); empty where the file does not exist."""
-    info = Path("/proc/cpuinfo")
-    lines = info.read_text().splitlines() if info.is_file() else []
-    return {flag for line in lines if line.startswith(("flags", "Features")) for flag in line.split(":")[1].split()}
-
-
-def bf16_is_native(device, dtype):
-    """Does `device` multiply `dtype` matrices with instructions of their own? Always on a GPU; on a CPU when it
-    reports them (x86: avx512_bf16 or AMX, ARM: bf16). Without them a many-row product is emulated, slowly."""
-    if device.type != "cpu" or dtype == torch.float32:
-        return True
-    return bool(cpu_flags() & set(NATIVE_FLAGS.get(dtype, ())))
-
-
-def numerics(model):
-    """One line for the chat and the bench: the dtype and whether prompt products are widened to fp32, and why."""
-    p = model.embed_tokens.weight
-    dtype, capability = str(p.dtype).removeprefix("torch."), torch.backends.cpu.get_cpu_capability()
-    native = tr("yes", "是") if bf16_is_native(p.device, p.dtype) else tr("no", "否")
-    how = tr("widened to fp32 (exact products, fp32 sums)", "提升到 fp32 计算（乘积精确，fp32 累加）") if model.widen \
-        else tr(f"in {dtype}", f"用 {dtype} 计算")
-    gb = packed_bytes(model) / 1e9
-    packed = tr(f"oneDNN-packed ({gb:.2f} GB of packed copies)", f"oneDNN 预打包（打包副本 {gb:.2f} GB）") if gb \
-        else "F.linear"
-    return tr(f"{dtype} on {p.device} (CPU capability {capability}, native {dtype} products: {native}); prompt "
-              f"products {how}; projections {packed}",
-              f"{dtype}，在 {p.device} 上（CPU 指令集 {capability}，原生 {dtype} 乘法：{native}）；"
-              f"提示词的矩阵乘法{how}；投影{packed}")
-
-
-def product(x, W, widen):
-    """x Wᵀ; with `widen` and WIDE_ROWS rows or more in x, computed in fp32 a block of W's rows at a time and rounded
-    back to x's dtype block by block."""
-    if not (widen and x.numel() >= WIDE_ROWS * x.shape[-1]):
-        return F.linear(x, W)
-    out, xf, rows = x.new_empty(*x.shape[:-1], W.shape[0]), x.float(), max(1, BLOCK // W.shape[1])
-    for i in range(0, W.shape[0], rows):
-        out[..., i:i + rows] = F.linear(xf, W[i:i + rows].float())
-    return out
 
 
 class FastLinear(PackedLinear):
-    """A projection (no bias) read from a packed weight (qwen/packed.py) or whose product may be widened (see
-    `product`: a widened prompt product wins over the packed one); `widen` and `packing` are set by Fast."""
+    """A projection (no bias) read from a packed weight or whose product may be widened (qwen/products.py: a
+    widened prompt product wins over the packed one); `widen` and `packing` are set by Fast and load_fast."""
 
     def __init__(self, in_features, out_features):
         super().__init__(in_features, out_features)
         self.widen = False
 
     def forward(self, x):
-        packed = None if self.widen and x.numel() >= WIDE_ROWS * x.shape[-1] else self.packed()
+        packed = None if widens(x, self.widen) else self.packed()
         return product(x, self.weight, self.widen) if packed is None else packed_product(x, packed)
 
 
@@ -269,7 +219,7 @@ def load_fast(path: str | Path, dtype: str | torch.dtype | None = None, device: 
     mask=None, last_only=False, pixel_values=None, image_grid_thw=None)`. dtype, device: as load_model (built on the
     meta device, then filled: the joined projections are stacked from the file's tensors, no other copy is made).
     widen: None for the CPU's capability (`bf16_is_native`), or True / False. packing: projections read weights
-    packed for oneDNN where this CPU and dtype allow it (qwen/packed.py's can_pack; False: F.linear everywhere)."""
+    packed for oneDNN where this CPU and dtype allow it (qwen/products.py's can_pack; False: F.linear everywhere)."""
     model = load_model(path, dtype=dtype, device=device, cls=Fast)
     p = model.embed_tokens.weight
     model.widen = not bf16_is_native(p.device, p.dtype) if widen is None else widen

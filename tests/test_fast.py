@@ -1,21 +1,22 @@
 """qwen/fast.py: the fast path against transformers (fp32 logits at the teaching model's tolerances, left-padded
 batches; fp32 and bf16 cached decode teacher-forced against transformers, teaching model and fast path alike; the
-fast path with its projections packed for oneDNN where the CPU can, qwen/packed.py, and with F.linear),
+fast path with its projections packed for oneDNN where the CPU can, qwen/products.py, and with F.linear),
 against identities (cached pieces equal the full forward; a state_dict or a .to() round trip changes nothing), and
 its parts against the teaching kernels. Greedy generation through it is compared with transformers' generate in
 test_generate.py."""
 import pytest
 import torch
 
-import qwen.fast
+import qwen.products
 from book.diff import compare
 from helpers import bf16_steps, fp32_tol, functions, ids_for, left_padding_error, mistake_file, run_in_pieces
 from hf_checkpoint import CONFIGS, hf_load
 from qwen.attention import attention, causal_mask
 from qwen.deltanet import recurrent_delta_rule
-from qwen.fast import bf16_is_native, load_fast, numerics, product
+from qwen.fast import load_fast
 from qwen.kernels import delta_step, grouped_attention
 from qwen.model import load_model
+from qwen.products import bf16_is_native, numerics, product
 from qwen.weights import load_weights
 
 TIED_GQA3 = "Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3"
@@ -25,7 +26,7 @@ TIED_GQA3 = "Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3"
                          ids=["plain", "widened", "F.linear"])
 @pytest.mark.parametrize("name", CONFIGS)
 def test_fp32_equals_transformers(folders, name, widen, packing):
-    """Packed (where the CPU packs fp32, qwen/packed.py) unless "F.linear"."""
+    """Packed (where the CPU packs fp32, qwen/products.py) unless "F.linear"."""
     ids = ids_for(CONFIGS[name][0]["vocab_size"])  # (2, 150): over two DeltaNet chunks
     theirs = hf_load(folders[name])
     fast = load_fast(folders[name], torch.float32, widen=widen, packing=packing)
@@ -126,7 +127,7 @@ def test_bf16_cached_decode_equals_transformers_sdpa(bf16_oracles, name, who):
     eager's agreement less CHANCE (measured 71-73% against eager's 81 and 73%; 82% against 76% on AVX2) and twice
     eager's distance (69 and 115 steps measured); the widened fast path to 1.5 times it; the fast path to 0 steps.
     A wrong convention agrees on almost no token.
-    "fast" reads oneDNN-packed weights where the CPU multiplies bf16 with them (qwen/packed.py: AVX-512 or
+    "fast" reads oneDNN-packed weights where the CPU multiplies bf16 with them (qwen/products.py: AVX-512 or
     AVX-NE-CONVERT), plain F.linear elsewhere; "fast, F.linear" never packs: both are held to sdpa's bits."""
     folder, ids, want, eager = bf16_oracles[name]
     model = load_model(folder, dtype=torch.bfloat16) if who == "teaching" else \
@@ -216,11 +217,11 @@ def test_hooks_and_diff_see_inside(synthetic):
 def test_widening_is_a_capability_not_a_timing(monkeypatch, synthetic):
     """The default follows the CPU's flags: widened without bf16 instructions, not with them; fp32 never. The
     numerics line says which."""
-    monkeypatch.setattr(qwen.fast, "cpu_flags", lambda: {"avx2", "fma"})
+    monkeypatch.setattr(qwen.products, "cpu_flags", lambda: {"avx2", "fma"})
     assert not bf16_is_native(torch.device("cpu"), torch.bfloat16)
     slow = load_fast(synthetic, torch.bfloat16)
     assert slow.widen and "widened to fp32" in numerics(slow)
-    monkeypatch.setattr(qwen.fast, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
+    monkeypatch.setattr(qwen.products, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
     assert not load_fast(synthetic, torch.bfloat16).widen
     assert not load_fast(synthetic, torch.float32).widen
 
@@ -234,8 +235,8 @@ def test_widened_product_never_widens_a_whole_weight(monkeypatch):
     def recording(x, w):
         seen.append(w.numel())
         return linear(x, w)
-    monkeypatch.setattr(qwen.fast, "BLOCK", 64 * 100)
-    monkeypatch.setattr(qwen.fast.F, "linear", recording)
+    monkeypatch.setattr(qwen.products, "BLOCK", 64 * 100)
+    monkeypatch.setattr(qwen.products.F, "linear", recording)
     g = torch.Generator().manual_seed(0)
     x, W = torch.randn(1, 20, 64, generator=g).bfloat16(), torch.randn(1000, 64, generator=g).bfloat16()
     got = product(x, W, widen=True)

@@ -1,4 +1,4 @@
-"""qwen/packed.py: the packed product against F.linear and float64 (fp32 within the classical bound on a sum's
+"""qwen/products.py: the packed product against F.linear and float64 (fp32 within the classical bound on a sum's
 rounding, bf16 within one bf16 step), the packed copy kept in step with its weight, and the fallback to F.linear
 where oneDNN is absent, giving the fast path the answers it gives with packing switched off. The fast path with
 packed weights against transformers and the teaching model: tests/test_fast.py."""
@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from helpers import bf16_steps, fp32_tol, ids_for
-from qwen.fast import load_fast, numerics
-from qwen.packed import PackedLinear, can_pack, pack, pack_all, packed_bytes, packed_product
+from qwen.fast import load_fast
+from qwen.products import PackedLinear, can_pack, numerics, pack, pack_all, packed_bytes, packed_product
 
 CPU = torch.device("cpu")
 SHAPES = [(1, 1024, 3584), (5, 1024, 1024), (64, 256, 4000)]  # (rows, d_in, d_out): decode, a verify pass, a prompt
