@@ -33,12 +33,13 @@ from qwen.chat import default_thinking
 from qwen.config import DTYPES
 from qwen.course import open_model, pick_device
 from qwen.draft import MTPDraft
-from qwen.fast import load_fast, numerics
+from qwen.fast import load_fast
 from qwen.generate import checkpoint_stop_tokens
 from qwen.image import ImageSettings, smart_resize
 from qwen.lang import tr
 from qwen.mrope import tokens_per_image
 from qwen.mtp import load_mtp
+from qwen.products import numerics
 from qwen.quantized import describe
 from qwen.sampling import CARD
 from qwen.session import Session

@@ -3,7 +3,9 @@
 Builds the checkpoint in a temporary folder (one model.safetensors, tied head, like the real 0.8B's text part),
 then loads it in a fresh process per loader and compares the peak RSS increase with the weight file's size. The
 fast model joins projections at load time (qwen/fast.py): those joined weights are its own memory, the others stay
-mapped from the file, so both loaders should come out near 1x the file in bf16.
+mapped from the file, so both loaders should come out near 1x the file in bf16. Where the CPU packs the dtype's
+weights for oneDNN (qwen/products.py: fp32 always, bf16 on x86 with AVX-512 or AVX-NE-CONVERT) the fast model also
+holds a packed copy of every matrix: about 1x the file more.
 Run: python bench/load_memory.py [--dtype bf16|fp32] [--loader model fast]
 """
 import argparse

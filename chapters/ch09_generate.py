@@ -326,16 +326,19 @@ book.show("ch09-prefill-decode", ch09.prefill_vs_decode,
 # calls: the projections that read the same input joined into one matrix, stacked from the checkpoint's tensors
 # when `load_fast` reads them (a model of its own: it shares no tensor with `model`, so an experiment on one never
 # reaches the other); bf16 prompts multiplied in fp32 on a CPU without bf16 instructions, where bf16 products
-# are several times slower; torch's fused attention; the DeltaNet state updated in place; and with `last_only`, the
-# last layer computed for the last position only. `tests/test_fast.py` proves it equal to transformers with the
-# teaching model's tolerances, and greedy generation through it gives transformers' tokens. The chat uses it.
+# are several times slower; each weight packed once, at load, into the layout of the CPU kernel library's one-row
+# product, where that library (oneDNN) multiplies the dtype on this CPU; torch's fused attention; the DeltaNet state
+# updated in place; and with `last_only`, the last layer computed for the last position only. `tests/test_fast.py`
+# proves it equal to transformers with the teaching model's tolerances, and greedy generation through it gives
+# transformers' tokens. The chat uses it.
 
 # %% [markdown] lang="zh"
 # ### 教学模型与快速路径
 # 第 2–8 章的模块一行写一个公式，处理器要为此付出代价：每一行都是一次单独的调用，一个解码步要调用几百次。`qwen/fast.py`
 # 用更少、更便宜的调用运行同样的权重：读同一个输入的几个投影合并成一个矩阵，在 `load_fast`
 # 读检查点时由其中的张量拼成（它是一个独立的模型：不与 `model` 共享任何张量，所以在一个上做实验永远不会影响另一个）；
-# 在没有 bf16 指令的 CPU 上，bf16 的提示词按 fp32 相乘，因为那里 bf16 乘法要慢好几倍；注意力用 torch 的融合实现；
+# 在没有 bf16 指令的 CPU 上，bf16 的提示词按 fp32 相乘，因为那里 bf16 乘法要慢好几倍；若 CPU 的内核库（oneDNN）在这台
+# CPU 上能做该 dtype 的乘法，每个权重在加载时就一次性重排成它单行乘积所读的布局；注意力用 torch 的融合实现；
 # DeltaNet 状态原地更新；加上 `last_only` 时，最后一层只算最后一个位置。`tests/test_fast.py` 用教学模型的容差证明它与
 # transformers 相等，通过它做贪心生成，得到的 token 与 transformers 相同。聊天程序用的就是它。
 

@@ -10,14 +10,13 @@ bf16 cached decode teacher-forced against transformers' sdpa path, step by step)
 1. Projections that read the same input are one matrix, built at load time from the checkpoint's tensors (their
    rows stacked by qwen/weights.py fill, told which by the `joins` of a Joined): DeltaNet's in_proj_qkv|z|b|a,
    attention's q|k|v, the MLP's gate|up. At decode that is one product instead of up to four:
-   fewer calls, one long pass over memory. (A prompt still multiplies projection by projection: there the joined
-   product measured slower.)
-2. bf16 prompt products can be widened to fp32 (`widen`): on a CPU without bf16 instructions a bf16 product with
-   many rows runs several times slower than an fp32 one. The products are the same (bf16 × bf16 is exact in fp32)
-   and summed in fp32 either way; only the order of the sums may differ. The default comes from the CPU's
-   capabilities (`bf16_is_native`), never from a timing, so the bits a learner gets do not depend on the load. A
-   weight is widened a block of rows at a time (the 0.8B's head would be 1 GB in fp32); one vector (decode) stays
-   in bf16: it is bound by memory, and bf16 is half the bytes.
+   fewer calls, one long pass over memory. (A prompt still multiplies projection by projection with F.linear:
+   there the joined product measured slower. A packed joined weight is one product at any length.)
+2. Each projection's product takes the kernel chosen by the machine's capabilities, never by a timing
+   (qwen/products.py): from a copy of the weight packed once at load for oneDNN's kernel where the CPU
+   has it (a decode step's one-row products then stream the weights; the tied head too, while the embedding lookup
+   indexes the plain table), and with a prompt's bf16 products widened to fp32 where the CPU has no bf16
+   instructions (`widen`).
 3. Attention calls torch's fused kernel (scaled_dot_product_attention) with the K/V heads shared in place, instead
    of copying them for every query head at every step; after a cache, each K/V head's query heads are stacked as
    rows of one head (`grouped_attention`), so the cached keys are read once per K/V head (10x faster at 32k).
@@ -29,9 +28,9 @@ bf16 cached decode teacher-forced against transformers' sdpa path, step by step)
 5. With last_only, the last layer computes its MLP for the last position only: no later layer reads the others.
 
 load_fast(path, dtype, device) is the entry point: the fast model built on the meta device and filled straight from
-the checkpoint, one copy of the weights, shared with no other model. Each class calls its parent's constructor (on
-the meta device the parent's separate projections cost nothing) and swaps in the fast modules. The in-place kernels
-they call are in qwen/kernels.py.
+the checkpoint, one copy of the weights (beside it the packed copies, where the CPU packs), shared with no other
+model. Each class calls its parent's constructor (on the meta device the parent's separate projections cost nothing)
+and swaps in the fast modules. The in-place kernels they call are in qwen/kernels.py.
 """
 from pathlib import Path
 
@@ -43,65 +42,25 @@ from qwen import deltanet
 from qwen.attention import GatedAttention, attention, causal_mask, gate_heads
 from qwen.deltanet import GatedDeltaNet
 from qwen.kernels import conv_silu, delta_step, grouped_attention
-from qwen.lang import tr
 from qwen.mlp import MLP
 from qwen.model import DecoderLayer, Qwen35, load_model
+from qwen.products import PackedLinear, bf16_is_native, pack_all, packed_product, product, widens
 from qwen.quantized import quantize_model
 
-WIDE_ROWS = 16  # from this many rows on, a widened bf16 product beat a bf16 one (measured on a 2-core AMD EPYC)
 STEP_ROWS = 8  # up to this many new tokens with a state, the DeltaNet steps token by token (see FastDeltaNet)
-BLOCK = 2 ** 22  # elements of a weight widened at once (16 MiB in fp32)
-NATIVE_FLAGS = {torch.bfloat16: ("avx512_bf16", "amx_bf16", "bf16"), torch.float16: ("avx512_fp16", "amx_fp16")}
 
 
-def cpu_flags():
-    """The instruction sets this CPU reports (Linux: /proc/cpuinfo); empty where the file does not exist."""
-    info = Path("/proc/cpuinfo")
-    lines = info.read_text().splitlines() if info.is_file() else []
-    return {flag for line in lines if line.startswith(("flags", "Features")) for flag in line.split(":")[1].split()}
-
-
-def bf16_is_native(device, dtype):
-    """Does `device` multiply `dtype` matrices with instructions of their own? Always on a GPU; on a CPU when it
-    reports them (x86: avx512_bf16 or AMX, ARM: bf16). Without them a many-row product is emulated, slowly."""
-    if device.type != "cpu" or dtype == torch.float32:
-        return True
-    return bool(cpu_flags() & set(NATIVE_FLAGS.get(dtype, ())))
-
-
-def numerics(model):
-    """One line for the chat and the bench: the dtype and whether prompt products are widened to fp32, and why."""
-    p = model.norm.weight  # the model dtype (a quantized model's embedding holds codes)
-    dtype, capability = str(p.dtype).removeprefix("torch."), torch.backends.cpu.get_cpu_capability()
-    native = tr("yes", "是") if bf16_is_native(p.device, p.dtype) else tr("no", "否")
-    how = tr("widened to fp32 (exact products, fp32 sums)", "提升到 fp32 计算（乘积精确，fp32 累加）") if model.widen \
-        else tr(f"in {dtype}", f"用 {dtype} 计算")
-    return tr(f"{dtype} on {p.device} (CPU capability {capability}, native {dtype} products: {native}); prompt "
-              f"products {how}",
-              f"{dtype}，在 {p.device} 上（CPU 指令集 {capability}，原生 {dtype} 乘法：{native}）；"
-              f"提示词的矩阵乘法{how}")
-
-
-def product(x, W, widen):
-    """x Wᵀ; with `widen` and WIDE_ROWS rows or more in x, computed in fp32 a block of W's rows at a time and rounded
-    back to x's dtype block by block."""
-    if not (widen and x.numel() >= WIDE_ROWS * x.shape[-1]):
-        return F.linear(x, W)
-    out, xf, rows = x.new_empty(*x.shape[:-1], W.shape[0]), x.float(), max(1, BLOCK // W.shape[1])
-    for i in range(0, W.shape[0], rows):
-        out[..., i:i + rows] = F.linear(xf, W[i:i + rows].float())
-    return out
-
-
-class FastLinear(nn.Linear):
-    """A projection (no bias) whose product may be widened (see `product`); `widen` is set by Fast."""
+class FastLinear(PackedLinear):
+    """A projection (no bias) read from a packed weight or whose product may be widened (qwen/products.py: a
+    widened prompt product wins over the packed one); `widen` and `packing` are set by Fast and load_fast."""
 
     def __init__(self, in_features, out_features):
-        super().__init__(in_features, out_features, bias=False)
+        super().__init__(in_features, out_features)
         self.widen = False
 
     def forward(self, x):
-        return product(x, self.weight, self.widen)
+        packed = None if widens(x, self.widen) else self.packed()
+        return product(x, self.weight, self.widen) if packed is None else packed_product(x, packed)
 
 
 class Joined(FastLinear):
@@ -118,8 +77,8 @@ class Joined(FastLinear):
             delattr(owner, name)
 
     def forward(self, x):  # x: (B, T, d)
-        if x.shape[1] <= STEP_ROWS:
-            return product(x, self.weight, self.widen).split(self.sizes, dim=-1)
+        if x.shape[1] <= STEP_ROWS or not self.widen and self.packed() is not None:
+            return super().forward(x).split(self.sizes, dim=-1)
         return [product(x, w, self.widen) for w in self.weight.split(self.sizes)]
 
 
@@ -256,13 +215,18 @@ class Fast(Qwen35):
 
 
 def load_fast(path: str | Path, dtype: str | torch.dtype | None = None, device: str | torch.device | None = None,
-              widen: bool | None = None, quant: str | None = None) -> Fast:
+              widen: bool | None = None, packing: bool = True, quant: str | None = None) -> Fast:
     """The fast model with the checkpoint's weights: called like load_model's, `model(ids, cache=model.new_cache(),
     mask=None, last_only=False, pixel_values=None, image_grid_thw=None)`. dtype, device: as load_model (built on the
     meta device, then filled: the joined projections are stacked from the file's tensors, no other copy is made).
-    widen: None for the CPU's capability (`bf16_is_native`), or True / False. quant: None, or "int8" / "int4":
-    the projections and the head hold codes and multiply with them (qwen/quantized.py)."""
+    widen: None for the CPU's capability (`bf16_is_native`), or True / False. packing: projections read weights
+    packed for oneDNN where this CPU and dtype allow it (qwen/products.py's can_pack; False: F.linear everywhere).
+    quant: None, or "int8" / "int4": the projections and the head hold codes and multiply with them
+    (qwen/quantized.py; nothing is packed for oneDNN then: the codes are what the products read)."""
     model = load_model(path, dtype=dtype, device=device, cls=Fast)
     p = model.embed_tokens.weight
     model.widen = not bf16_is_native(p.device, p.dtype) if widen is None else widen
-    return model if quant is None else quantize_model(model, quant)
+    if quant is not None:
+        return quantize_model(model, quant)
+    pack_all(model, packing)
+    return model

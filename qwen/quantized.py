@@ -120,7 +120,7 @@ class QuantLinear(nn.Module):
 
     def dequantized_product(self, x):
         """x (M, K) -> (M, N) a block of rows at a time: the block dequantized, rounded to the model dtype (the
-        teaching model's weight), and multiplied by F.linear; in fp32 when `widen` (as qwen/fast.py widens)."""
+        teaching model's weight), and multiplied by F.linear; in fp32 when `widen` (as qwen/products.py widens)."""
         out, rows = x.new_empty(x.shape[0], self.out_features), max(1, BLOCK // self.in_features)
         xw = x.float() if self.widen else x
         for i in range(0, self.out_features, rows):

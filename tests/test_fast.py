@@ -1,31 +1,35 @@
 """qwen/fast.py: the fast path against transformers (fp32 logits at the teaching model's tolerances, left-padded
-batches; bf16 cached decode teacher-forced against transformers' sdpa path, teaching model and fast path alike),
+batches; fp32 and bf16 cached decode teacher-forced against transformers, teaching model and fast path alike; the
+fast path with its projections packed for oneDNN where the CPU can, qwen/products.py, and with F.linear),
 against identities (cached pieces equal the full forward; a state_dict or a .to() round trip changes nothing), and
 its parts against the teaching kernels. Greedy generation through it is compared with transformers' generate in
 test_generate.py."""
 import pytest
 import torch
 
-import qwen.fast
+import qwen.products
 from book.diff import compare
 from helpers import bf16_steps, fp32_tol, functions, ids_for, left_padding_error, mistake_file, run_in_pieces
 from hf_checkpoint import CONFIGS, hf_load
 from qwen.attention import attention, causal_mask
 from qwen.deltanet import recurrent_delta_rule
-from qwen.fast import bf16_is_native, load_fast, numerics, product
+from qwen.fast import load_fast
 from qwen.kernels import delta_step, grouped_attention
 from qwen.model import load_model
+from qwen.products import bf16_is_native, numerics, product
 from qwen.weights import load_weights
 
 TIED_GQA3 = "Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3"
 
 
-@pytest.mark.parametrize("widen", [False, True], ids=["plain", "widened"])
+@pytest.mark.parametrize("widen, packing", [(False, True), (True, True), (False, False)],
+                         ids=["plain", "widened", "F.linear"])
 @pytest.mark.parametrize("name", CONFIGS)
-def test_fp32_equals_transformers(folders, name, widen):
+def test_fp32_equals_transformers(folders, name, widen, packing):
+    """Packed (where the CPU packs fp32, qwen/products.py) unless "F.linear"."""
     ids = ids_for(CONFIGS[name][0]["vocab_size"])  # (2, 150): over two DeltaNet chunks
     theirs = hf_load(folders[name])
-    fast = load_fast(folders[name], torch.float32, widen=widen)
+    fast = load_fast(folders[name], torch.float32, widen=widen, packing=packing)
     with torch.no_grad():
         got, want = fast(ids), theirs(ids).logits
         last = fast(ids, cache=fast.new_cache(), last_only=True)
@@ -62,6 +66,25 @@ def our_steps(model, ids):
     return torch.stack(out, 1).float()
 
 
+@pytest.mark.parametrize("name", [*CONFIGS, "synthetic"])
+def test_fp32_cached_decode_equals_transformers(folders, synthetic, name):
+    """fp32 decode with a cache, teacher-forced: the packed fast path's logits at every step (one-row products, the
+    packed kernel's own case) within fp32 rounding of transformers' eager cached decode and of the teaching model's:
+    fp32_tol on the small configs. The synthetic checkpoint's 24 random layers amplify any change in the order of
+    sums (tests/test_model.py holds the teaching model's logits there to 1e-2 of their scale): measured, the teaching
+    model lies 1.3e-4 of the scale from transformers, the packed fast path 3.2e-4 (its products sum in oneDNN's
+    order), so there the bound is 1e-3 of the scale. A packed copy that missed its weight (a wrong transpose, a
+    stale copy after an edit) is off by about the logits' scale."""
+    folder = synthetic if name == "synthetic" else folders[name]
+    theirs, teaching, fast = hf_load(folder), load_model(folder, torch.float32), load_fast(folder, torch.float32)
+    ids = ids_for(theirs.config.text_config.vocab_size, seed=4, shape=(2, PROMPT + STEPS))
+    got, want, taught = our_steps(fast, ids), hf_steps(theirs, ids), our_steps(teaching, ids)
+    print(f"{name}: packed fast fp32 decode max |diff| {(got - want).abs().max().item():.2e} to transformers, "
+          f"{(got - taught).abs().max().item():.2e} to the teaching model ({numerics(fast)})")
+    tol = 1e-3 * want.abs().max().item() if name == "synthetic" else fp32_tol(want)
+    assert (got - want).abs().max().item() <= tol and (got - taught).abs().max().item() <= tol
+
+
 @pytest.fixture(scope="module")
 def bf16_oracles(folders, synthetic):
     """Per checkpoint: the forced tokens, transformers' sdpa logits (the oracle), its eager logits (the yardstick)."""
@@ -78,7 +101,7 @@ def bf16_oracles(folders, synthetic):
 
 # Bounds in bf16 steps: (small configs, synthetic checkpoint), the synthetic one's as a multiple of how far
 # transformers' eager path lies from its sdpa path on this CPU; the measured worst cases in the docstring below.
-BF16_STEPS = {"teaching": (8, 2.0), "fast": (1, 0.0), "fast, widened": (4, 1.5)}
+BF16_STEPS = {"teaching": (8, 2.0), "fast": (1, 0.0), "fast, widened": (4, 1.5), "fast, F.linear": (1, 0.0)}
 CHANCE = 0.15  # the teaching model on the synthetic checkpoint: see the docstring
 
 
@@ -103,10 +126,12 @@ def test_bf16_cached_decode_equals_transformers_sdpa(bf16_oracles, name, who):
     eager's distance measured in the same run: the teaching model, one more rounding of the same sums, is held to
     eager's agreement less CHANCE (measured 71-73% against eager's 81 and 73%; 82% against 76% on AVX2) and twice
     eager's distance (69 and 115 steps measured); the widened fast path to 1.5 times it; the fast path to 0 steps.
-    A wrong convention agrees on almost no token."""
+    A wrong convention agrees on almost no token.
+    "fast" reads oneDNN-packed weights where the CPU multiplies bf16 with them (qwen/products.py: AVX-512 or
+    AVX-NE-CONVERT), plain F.linear elsewhere; "fast, F.linear" never packs: both are held to sdpa's bits."""
     folder, ids, want, eager = bf16_oracles[name]
     model = load_model(folder, dtype=torch.bfloat16) if who == "teaching" else \
-        load_fast(folder, dtype=torch.bfloat16, widen=who == "fast, widened")
+        load_fast(folder, dtype=torch.bfloat16, widen=who == "fast, widened", packing=who != "fast, F.linear")
     got = our_steps(model, ids)
     agree, yardstick = ((x.argmax(-1) == want.argmax(-1)).float().mean().item() for x in (got, eager))
     steps, eager_steps = bf16_steps(got, want).max().item(), bf16_steps(eager, want).max().item()
@@ -192,11 +217,11 @@ def test_hooks_and_diff_see_inside(synthetic):
 def test_widening_is_a_capability_not_a_timing(monkeypatch, synthetic):
     """The default follows the CPU's flags: widened without bf16 instructions, not with them; fp32 never. The
     numerics line says which."""
-    monkeypatch.setattr(qwen.fast, "cpu_flags", lambda: {"avx2", "fma"})
+    monkeypatch.setattr(qwen.products, "cpu_flags", lambda: {"avx2", "fma"})
     assert not bf16_is_native(torch.device("cpu"), torch.bfloat16)
     slow = load_fast(synthetic, torch.bfloat16)
     assert slow.widen and "widened to fp32" in numerics(slow)
-    monkeypatch.setattr(qwen.fast, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
+    monkeypatch.setattr(qwen.products, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
     assert not load_fast(synthetic, torch.bfloat16).widen
     assert not load_fast(synthetic, torch.float32).widen
 
@@ -210,8 +235,8 @@ def test_widened_product_never_widens_a_whole_weight(monkeypatch):
     def recording(x, w):
         seen.append(w.numel())
         return linear(x, w)
-    monkeypatch.setattr(qwen.fast, "BLOCK", 64 * 100)
-    monkeypatch.setattr(qwen.fast.F, "linear", recording)
+    monkeypatch.setattr(qwen.products, "BLOCK", 64 * 100)
+    monkeypatch.setattr(qwen.products.F, "linear", recording)
     g = torch.Generator().manual_seed(0)
     x, W = torch.randn(1, 20, 64, generator=g).bfloat16(), torch.randn(1000, 64, generator=g).bfloat16()
     got = product(x, W, widen=True)
