@@ -1,0 +1,283 @@
+"""Speed and quality of each weight format in one run: bf16, int8, int4 and fp32 of the fast path (qwen/fast.py,
+qwen/quantized.py) beside transformers' bf16 and fp32 and, given a llama-bench and GGUF files of the same weights,
+llama.cpp's bf16, Q8_0 and Q4_0.
+
+Run: python bench/bench_quant.py [--model PATH] [--threads 2] [--prefill 256] [--decode 64] [--kl-tokens 64]
+     [--repeats 3] [--formats bf16 int8 int4 fp32] [--save DIR] [--llama-bench PATH --gguf DIR]
+     (needs the dev extras: transformers)
+Shapes are Qwen3.5-0.8B's: the checkpoint at --model, otherwise the real 0.8B config with random bf16 weights made
+from a fixed seed (speed does not depend on the values). Every format is made from the same bf16 numbers: fp32
+widens them exactly, int8 and int4 quantize them (qwen.quantized.quantize_model on a freshly filled fast model).
+- prefill: one forward over --prefill random tokens that fills the cache (last position's logits only), median.
+- decode: --decode tokens one at a time after an 8-token prompt (greedy, the prompt not timed), median and best.
+- KL: the next-token distributions of each format against bf16's, teacher-forced over one --kl-tokens random prompt
+  (one forward, every position's logits; qwen.measure.next_token_kl and top1_agreement), mean and largest over the
+  positions. With random weights the logits are nearly flat, so the KL says little about a trained model's.
+- the read bound: a decode step reads every weight once, so tokens/s <= read bandwidth / bytes per token. The bytes
+  are those the model holds (codes, scales, norms; the tied table once, as the head reads it), the bandwidth
+  qwen.measure.read_bandwidth's, measured again after the decodes (the load changes by the minute).
+- llama.cpp (--llama-bench PATH --gguf DIR): `llama-bench -m FILE -t THREADS -p PREFILL -n DECODE -r REPEATS -o json`
+  on DIR's *bf16.gguf, *Q8_0.gguf and *Q4_0.gguf; its decode starts from an empty context (ours after 8 tokens).
+  Its read bound is the bandwidth over the GGUF file's bytes.
+Goals (issue: 2 threads, 0.8B shapes): bf16 decode >= 0.9x llama.cpp's bf16 and >= 2x transformers' bf16; fp32
+decode >= 1.5x transformers' fp32; int8 decode >= llama.cpp's Q8_0; int4 decode >= llama.cpp's Q4_0; KL(bf16 ‖ int8)
+<= 1e-4 and KL(bf16 ‖ int4) <= 2e-2 per position (measured on a trained checkpoint; here on the bench's weights).
+
+The same weights for llama.cpp (in a folder outside the repository; llama.cpp's source is in the llama-cpp-python
+sdist under vendor/llama.cpp, build its llama-bench and llama-quantize targets):
+  python bench/bench_quant.py --save W --formats --no-transformers   # W: config, safetensors and the
+                                                       # synthetic checkpoint's tokenizer (the real vocabulary)
+  python LLAMA/convert_hf_to_gguf.py W --outtype bf16 --outfile G/qwen35-08b-bf16.gguf
+  LLAMA/build/bin/llama-quantize G/qwen35-08b-bf16.gguf G/qwen35-08b-Q8_0.gguf Q8_0
+  LLAMA/build/bin/llama-quantize G/qwen35-08b-bf16.gguf G/qwen35-08b-Q4_0.gguf Q4_0
+  python bench/bench_quant.py --model W --llama-bench LLAMA/build/bin/llama-bench --gguf G
+The CPU is shared and noisy: trust the ratios within one run, and repeat the run.
+"""
+import argparse
+import copy
+import json
+import shutil
+import statistics
+import subprocess
+from functools import partial
+from pathlib import Path
+
+import torch
+from bench_model import REAL_08B, hf_decode, hf_prefill, our_decode, our_prefill
+
+from qwen.config import Config
+from qwen.course import pick_device
+from qwen.fast import Fast, bf16_is_native, load_fast
+from qwen.measure import medians, read_bandwidth
+from qwen.synthetic import synthetic_path
+from qwen.weights import fill
+
+try:  # the quantized live model and the KL measurement (written beside this bench)
+    from qwen.measure import next_token_kl, top1_agreement
+    from qwen.quantized import quantize_model
+except ImportError:
+    quantize_model = next_token_kl = top1_agreement = None
+
+FORMATS = ("bf16", "int8", "int4", "fp32")
+RUN_ORDER = ("bf16", "transformers bf16", "fp32", "transformers fp32", "int8", "int4")
+LLAMA = {"bf16": "bf16", "int8": "Q8_0", "int4": "Q4_0"}  # our format -> llama.cpp's at about the same bytes
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # the real vocabulary, in the synthetic checkpoint
+VOCAB = 248044  # token ids drawn below the special tokens
+
+
+# ---------------------------------------------------------------- the models, all from the same bf16 numbers
+
+def transformers_model(path, device):
+    """transformers' bf16 model: the checkpoint at `path`, or random 0.8B-shape weights from a fixed seed."""
+    from transformers import AutoModelForCausalLM, Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    if path:
+        return AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).to(device).eval()
+    torch.manual_seed(0)
+    with torch.device(device):
+        return Qwen3_5ForCausalLM(Qwen3_5TextConfig(**REAL_08B, dtype="bfloat16")).to(torch.bfloat16).eval()
+
+
+def fast_model(path, hf, dtype, quant, device):
+    """A fresh fast model in `dtype`, quantized to `quant` (None: not): loaded from `path`, or filled from hf's
+    tensors (widened to fp32 for fp32, its joined projections its own)."""
+    if path:
+        return load_fast(path, dtype=dtype, device=device, **({"quant": quant} if quant else {}))
+    cfg = Config.from_dict(dict(REAL_08B), "the real Qwen3.5-0.8B config")
+    theirs = {k.removeprefix("model."): v.to(dtype) for k, v in hf.state_dict().items()}
+    with torch.device("meta"):
+        fast = Fast(cfg)
+    fast = fill(fast, theirs)
+    fast.rotary = type(fast.rotary)(cfg).to(device)
+    fast.widen = not bf16_is_native(torch.device(device), dtype)  # as load_fast decides it
+    return (quantize_model(fast, quant) if quant else fast).eval()
+
+
+def read_bytes(model):
+    """Bytes one decode step reads of the model's weights: every parameter and buffer it holds (codes, scales, norms,
+    a tied table once: the head reads all of it, the lookup one row)."""
+    seen, total = set(), 0
+    for t in [*model.parameters(), *model.buffers()]:
+        if t.device.type != "meta" and t.data_ptr() not in seen:
+            seen.add(t.data_ptr())
+            total += t.numel() * t.element_size()
+    return total
+
+
+def save(hf, folder):
+    """The bench's weights as a Hugging Face checkpoint folder (config, safetensors) with the synthetic checkpoint's
+    tokenizer files (the real vocabulary): what llama.cpp's convert_hf_to_gguf.py reads."""
+    folder = Path(folder)
+    hf.save_pretrained(folder)
+    for name in TOKENIZER_FILES:
+        shutil.copy(synthetic_path() / name, folder / name)
+    print(f"saved the weights to {folder} (a checkpoint folder for convert_hf_to_gguf.py)")
+
+
+# ---------------------------------------------------------------- llama.cpp's llama-bench
+
+def llama_rates(records):
+    """(prefill tokens/s, decode tokens/s, decode samples) from llama-bench's `-o json` records: a prompt test has
+    n_gen 0, a generation test n_prompt 0; avg_ts is the mean over its repetitions, samples_ts each one."""
+    prefill = [r for r in records if r["n_prompt"] > 0 and r["n_gen"] == 0]
+    decode = [r for r in records if r["n_gen"] > 0 and r["n_prompt"] == 0]
+    return (prefill[0]["avg_ts"] if prefill else None, decode[0]["avg_ts"] if decode else None,
+            decode[0]["samples_ts"] if decode else [])
+
+
+def gguf_files(folder):
+    """{"bf16" | "Q8_0" | "Q4_0": path} of the GGUF files in `folder`, by how their names end (any case)."""
+    found = {}
+    for f in sorted(Path(folder).glob("*.gguf")):
+        for fmt in LLAMA.values():
+            if f.stem.lower().endswith(fmt.lower()):
+                found[fmt] = f
+    return found
+
+
+def llama_bench(exe, file, args):
+    """llama-bench's records for one GGUF file, run with the bench's threads, sizes and repeats."""
+    cmd = [str(exe), "-m", str(file), "-t", str(args.threads), "-p", str(args.prefill or 0), "-n", str(args.decode),
+           "-r", str(args.repeats), "-o", "json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+# ---------------------------------------------------------------- the run
+
+def measure(name, model, args, ids, prompt, kl_ids, device, decode, prefill):
+    """Time one model: its prefill and decode tokens/s into `prefill` and `decode` (median, best), its logits over
+    kl_ids returned for the KL."""
+    if args.prefill:
+        t, = medians([partial(our_prefill if name in FORMATS else hf_prefill, model, ids)], device, args.repeats)
+        prefill[name] = args.prefill / t
+    if args.decode:
+        run = our_decode if name in FORMATS else hf_decode
+        times = [run(model, prompt, args.decode) for _ in range(args.repeats)]
+        decode[name] = (args.decode / statistics.median(times), args.decode / min(times))
+    if not args.kl_tokens or name not in FORMATS:
+        return None
+    return model(kl_ids).float()[0]  # (T, V)
+
+
+def goal(what, value, target):
+    """One goal line: the ratio measured, then met or NOT met (or not measured: a side not run)."""
+    verdict = "not measured" if value is None else f"{value:.2f}x {'met' if value >= target else 'NOT met'}"
+    print(f"goal: {what} >= {target}x: {verdict}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", help="a Qwen3.5 checkpoint folder (default: random weights, 0.8B shapes)")
+    p.add_argument("--device")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--formats", nargs="*", default=list(FORMATS), choices=FORMATS)
+    p.add_argument("--prefill", type=int, default=256, help="prompt length (0: skip)")
+    p.add_argument("--decode", type=int, default=64, help="tokens to decode (0: skip)")
+    p.add_argument("--kl-tokens", type=int, default=64, help="positions the KL is taken over (0: skip)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--no-transformers", action="store_true", help="skip transformers' timings")
+    p.add_argument("--save", help="write the weights as a checkpoint folder here (for convert_hf_to_gguf.py)")
+    p.add_argument("--llama-bench", help="llama.cpp's llama-bench executable")
+    p.add_argument("--gguf", help="a folder of *bf16.gguf, *Q8_0.gguf, *Q4_0.gguf files of the same weights")
+    args = p.parse_args()
+    device = torch.device(args.device or pick_device())
+    torch.set_num_threads(args.threads)
+    bandwidth = read_bandwidth(device)
+    print(f"device {device} ({torch.get_num_threads()} threads), read bandwidth {bandwidth / 1e9:.1f} GB/s; weights: "
+          f"{args.model or 'random, Qwen3.5-0.8B shapes'}")
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, VOCAB, (1, max(args.prefill, 1)), generator=g).to(device)
+    prompt = torch.randint(0, VOCAB, (1, 8), generator=g).to(device)
+    kl_ids = torch.randint(0, VOCAB, (1, max(args.kl_tokens, 1)), generator=g).to(device)
+    prefill, decode, size, logits = {}, {}, {}, {}
+    with torch.no_grad():
+        hf = transformers_model(args.model, device)
+        if args.save:
+            save(hf, args.save)
+        for name in RUN_ORDER:  # each of ours beside transformers' of its dtype, the quantized ones after
+            theirs = name.startswith("transformers")
+            if name.removeprefix("transformers ") not in args.formats or (theirs and args.no_transformers):
+                continue
+            if name in ("int8", "int4") and quantize_model is None:
+                print(f"{name}: qwen.quantized is not on this branch, skipped")
+                continue
+            dtype = torch.float32 if name.endswith("fp32") else torch.bfloat16
+            if theirs:
+                model = hf if dtype == torch.bfloat16 else copy.deepcopy(hf).float()
+            else:
+                model = fast_model(args.model, hf, dtype, None if name in ("bf16", "fp32") else name, device)
+            size[name] = read_bytes(model)
+            logits[name] = measure(name, model, args, ids, prompt, kl_ids, device, decode, prefill)
+            model = None  # free it before the next one
+        hf = None
+    bandwidth = max(bandwidth, read_bandwidth(device))  # the best of two: the load changes by the minute
+
+    llama = {}
+    if args.llama_bench and args.gguf:
+        for fmt, file in gguf_files(args.gguf).items():
+            pre, dec, samples = llama_rates(llama_bench(args.llama_bench, file, args))
+            llama[fmt] = (pre, dec, max(samples, default=None), file.stat().st_size)
+
+    report(args, bandwidth, prefill, decode, size, logits, llama)
+
+
+def report(args, bandwidth, prefill, decode, size, logits, llama):
+    """Every figure, then the goals, each met or not."""
+    for name in size:
+        line = f"{name:18s} {size[name] / 1e9:5.2f} GB read per token, bound {bandwidth / size[name]:6.1f} tok/s"
+        if name in prefill:
+            line += f"  prefill {args.prefill} tokens {prefill[name]:7.1f} tok/s"
+        if name in decode:
+            med, top = decode[name]
+            line += (f"  decode {args.decode} tokens {med:6.2f} tok/s (best {top:6.2f}, "
+                     f"{med * size[name] / bandwidth:4.0%} of the bound)")
+        print(line)
+    for fmt, (pre, dec, top, nbytes) in llama.items():
+        line = f"llama.cpp {fmt:8s} {nbytes / 1e9:5.2f} GB file,          bound {bandwidth / nbytes:6.1f} tok/s"
+        if pre is not None:
+            line += f"  prefill {args.prefill} tokens {pre:7.1f} tok/s"
+        if dec is not None:
+            line += (f"  decode {args.decode} tokens {dec:6.2f} tok/s (best {top:6.2f}, "
+                     f"{dec * nbytes / bandwidth:4.0%} of the bound)")
+        print(line)
+    ref = logits.get("bf16")
+    if ref is not None and next_token_kl is not None:
+        for name in ("int8", "int4", "fp32"):
+            if logits.get(name) is not None:
+                kl = next_token_kl(ref, logits[name])
+                print(f"KL(bf16 ‖ {name}) over {args.kl_tokens} positions: mean {kl.mean().item():.3e}, largest "
+                      f"{kl.max().item():.3e}; top-1 agreement {top1_agreement(ref, logits[name]):.1%}")
+
+    def ratio(a, b, table=decode, index=0):
+        x, y = table.get(a), table.get(b)
+        if x is None or y is None:
+            return None
+        return (x[index] if isinstance(x, tuple) else x) / (y[index] if isinstance(y, tuple) else y)
+
+    llama_decode = {fmt: (v[1],) for fmt, v in llama.items() if v[1] is not None}
+    llama_prefill = {fmt: v[0] for fmt, v in llama.items() if v[0] is not None}
+    both = {**decode, **{f"llama.cpp {k}": v for k, v in llama_decode.items()}}
+    if args.decode:
+        goal("bf16 decode vs llama.cpp bf16", ratio("bf16", "llama.cpp bf16", both), 0.9)
+        goal("bf16 decode vs transformers bf16", ratio("bf16", "transformers bf16"), 2)
+        goal("fp32 decode vs transformers fp32", ratio("fp32", "transformers fp32"), 1.5)
+        goal("int8 decode vs llama.cpp Q8_0", ratio("int8", "llama.cpp Q8_0", both), 1)
+        goal("int4 decode vs llama.cpp Q4_0", ratio("int4", "llama.cpp Q4_0", both), 1)
+    if args.prefill:
+        both = {**prefill, **{f"llama.cpp {k}": v for k, v in llama_prefill.items()}}
+        for ours, theirs in (("bf16", "transformers bf16"), ("bf16", "llama.cpp bf16"), ("int8", "llama.cpp Q8_0"),
+                             ("int4", "llama.cpp Q4_0")):
+            r = ratio(ours, theirs, both)
+            if r is not None:
+                print(f"prefill {args.prefill} tokens, {ours} vs {theirs}: {r:.2f}x")
+    if ref is not None and next_token_kl is not None:
+        for name, bound in (("int8", 1e-4), ("int4", 2e-2)):
+            if logits.get(name) is not None:
+                kl = next_token_kl(ref, logits[name]).mean().item()
+                verdict = "met" if kl <= bound else "NOT met"
+                print(f"goal: KL(bf16 ‖ {name}) per position <= {bound:g}: {kl:.2e} {verdict}")
+
+
+if __name__ == "__main__":
+    main()
