@@ -44,11 +44,12 @@ from pathlib import Path
 
 import torch
 from bench_model import REAL_08B, hf_decode, hf_prefill, our_decode, our_prefill
+from torch.profiler import ProfilerActivity, profile
 
 from qwen.config import Config
 from qwen.course import pick_device
 from qwen.fast import Fast, bf16_is_native, load_fast
-from qwen.measure import medians, read_bandwidth
+from qwen.measure import medians, read_bandwidth, timed
 from qwen.synthetic import synthetic_path
 from qwen.weights import fill
 
@@ -155,9 +156,26 @@ def measure(name, model, args, ids, prompt, kl_ids, device, decode, prefill):
         run = our_decode if name in FORMATS else hf_decode
         times = [run(model, prompt, args.decode) for _ in range(args.repeats)]
         decode[name] = (args.decode / statistics.median(times), args.decode / min(times))
+    if args.profile and name in FORMATS:
+        profile_step(name, model, prompt)
     if not args.kl_tokens or name not in FORMATS:
         return None
     return model(kl_ids).float()[0]  # (T, V)
+
+
+def profile_step(name, model, prompt, steps=3, rows=12):
+    """Where one decode step's time goes: torch.profiler over `steps` steps after the prompt, the ops by their own
+    CPU time, and the share of the wall time no op accounts for (Python, the calls between ops)."""
+    cache = model.new_cache()
+    token = model(prompt, cache=cache, last_only=True).argmax(-1)
+    token = model(token, cache=cache, last_only=True).argmax(-1)  # one step untimed
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        wall = timed(lambda: [model(token, cache=cache, last_only=True) for _ in range(steps)], prompt.device)[0]
+    ops = prof.key_averages()
+    in_ops = sum(e.self_cpu_time_total for e in ops) / 1e6
+    print(f"{name} profile of {steps} decode steps: {wall / steps * 1e3:.1f} ms a step (profiled), ops' own time "
+          f"{in_ops / steps * 1e3:.1f} ms, the rest {max(0.0, 1 - in_ops / wall):.0%}")
+    print(ops.table(sort_by="self_cpu_time_total", row_limit=rows))
 
 
 def goal(what, value, target):
@@ -177,6 +195,7 @@ def main():
     p.add_argument("--kl-tokens", type=int, default=64, help="positions the KL is taken over (0: skip)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-transformers", action="store_true", help="skip transformers' timings")
+    p.add_argument("--profile", action="store_true", help="also profile a few decode steps of each of our formats")
     p.add_argument("--save", help="write the weights as a checkpoint folder here (for convert_hf_to_gguf.py)")
     p.add_argument("--llama-bench", help="llama.cpp's llama-bench executable")
     p.add_argument("--gguf", help="a folder of *bf16.gguf, *Q8_0.gguf, *Q4_0.gguf files of the same weights")
