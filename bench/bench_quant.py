@@ -6,8 +6,9 @@ Run: python bench/bench_quant.py [--model PATH] [--threads 2] [--prefill 256] [-
      [--repeats 3] [--formats bf16 int8 int4 fp32] [--save DIR] [--llama-bench PATH --gguf DIR]
      (needs the dev extras: transformers)
 Shapes are Qwen3.5-0.8B's: the checkpoint at --model, otherwise the real 0.8B config with random bf16 weights made
-from a fixed seed (speed does not depend on the values). Every format is made from the same bf16 numbers: fp32
-widens them exactly, int8 and int4 quantize them (qwen.quantized.quantize_model on a freshly filled fast model).
+from a fixed seed (speed does not depend on the values), written as a checkpoint folder (--save DIR, or a temporary
+one). Every format is loaded from that folder's bf16 numbers: fp32 widens them exactly, int8 and int4 quantize them
+(qwen.fast.load_fast(path, dtype, quant=...)).
 - prefill: one forward over --prefill random tokens that fills the cache (last position's logits only), median.
 - decode: --decode tokens one at a time after an 8-token prompt (greedy, the prompt not timed), median and best.
 - KL: the next-token distributions of each format against bf16's, teacher-forced over one --kl-tokens random prompt
@@ -39,6 +40,7 @@ import json
 import shutil
 import statistics
 import subprocess
+import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -46,12 +48,10 @@ import torch
 from bench_model import REAL_08B, hf_decode, hf_prefill, our_decode, our_prefill
 from torch.profiler import ProfilerActivity, profile
 
-from qwen.config import Config
 from qwen.course import pick_device
-from qwen.fast import Fast, bf16_is_native, load_fast
+from qwen.fast import load_fast
 from qwen.measure import medians, read_bandwidth, timed
 from qwen.synthetic import synthetic_path
-from qwen.weights import fill
 
 try:  # the quantized live model and the KL measurement (written beside this bench)
     from qwen.measure import next_token_kl, top1_agreement
@@ -79,19 +79,9 @@ def transformers_model(path, device):
         return Qwen3_5ForCausalLM(Qwen3_5TextConfig(**REAL_08B, dtype="bfloat16")).to(torch.bfloat16).eval()
 
 
-def fast_model(path, hf, dtype, quant, device):
-    """A fresh fast model in `dtype`, quantized to `quant` (None: not): loaded from `path`, or filled from hf's
-    tensors (widened to fp32 for fp32, its joined projections its own)."""
-    if path:
-        return load_fast(path, dtype=dtype, device=device, **({"quant": quant} if quant else {}))
-    cfg = Config.from_dict(dict(REAL_08B), "the real Qwen3.5-0.8B config")
-    theirs = {k.removeprefix("model."): v.to(dtype) for k, v in hf.state_dict().items()}
-    with torch.device("meta"):
-        fast = Fast(cfg)
-    fast = fill(fast, theirs)
-    fast.rotary = type(fast.rotary)(cfg).to(device)
-    fast.widen = not bf16_is_native(torch.device(device), dtype)  # as load_fast decides it
-    return (quantize_model(fast, quant) if quant else fast).eval()
+def fast_model(path, dtype, quant, device):
+    """A fresh fast model from the checkpoint at `path` in `dtype`, quantized to `quant` (None: not)."""
+    return load_fast(path, dtype=dtype, device=device, **({"quant": quant} if quant else {}))
 
 
 def read_bytes(model):
@@ -112,7 +102,7 @@ def save(hf, folder):
     hf.save_pretrained(folder)
     for name in TOKENIZER_FILES:
         shutil.copy(synthetic_path() / name, folder / name)
-    print(f"saved the weights to {folder} (a checkpoint folder for convert_hf_to_gguf.py)")
+    print(f"saved the weights to {folder} (a checkpoint folder: load_fast and convert_hf_to_gguf.py read it)")
 
 
 # ---------------------------------------------------------------- llama.cpp's llama-bench
@@ -212,8 +202,10 @@ def main():
     prefill, decode, size, logits = {}, {}, {}, {}
     with torch.no_grad():
         hf = transformers_model(args.model, device)
-        if args.save:
-            save(hf, args.save)
+        scratch = tempfile.TemporaryDirectory() if not (args.model or args.save) else None
+        path = args.model or args.save or scratch.name  # random weights: loaded from a folder, as a checkpoint is
+        if args.save or scratch:
+            save(hf, path)
         for name in RUN_ORDER:  # each of ours beside transformers' of its dtype, the quantized ones after
             theirs = name.startswith("transformers")
             if name.removeprefix("transformers ") not in args.formats or (theirs and args.no_transformers):
@@ -225,11 +217,13 @@ def main():
             if theirs:
                 model = hf if dtype == torch.bfloat16 else copy.deepcopy(hf).float()
             else:
-                model = fast_model(args.model, hf, dtype, None if name in ("bf16", "fp32") else name, device)
+                model = fast_model(path, dtype, None if name in ("bf16", "fp32") else name, device)
             size[name] = read_bytes(model)
             logits[name] = measure(name, model, args, ids, prompt, kl_ids, device, decode, prefill)
             model = None  # free it before the next one
         hf = None
+        if scratch:
+            scratch.cleanup()
     bandwidth = max(bandwidth, read_bandwidth(device))  # the best of two: the load changes by the minute
 
     llama = {}
