@@ -15,8 +15,9 @@ one). Every format is loaded from that folder's bf16 numbers: fp32 widens them e
   (one forward, every position's logits; qwen.measure.next_token_kl and top1_agreement), mean and largest over the
   positions. With random weights the logits are nearly flat, so the KL says little about a trained model's.
 - the read bound: a decode step reads every weight once, so tokens/s <= read bandwidth / bytes per token. The bytes
-  are those the model holds (codes, scales, norms; the tied table once, as the head reads it), the bandwidth
-  qwen.measure.read_bandwidth's, measured again after the decodes (the load changes by the minute).
+  are the weights a step reads (`read_bytes`: codes with their scales in the layout the product reads, norms, the
+  tied table once as the head; the DeltaNet state and the short KV cache are left out), the bandwidth
+  qwen.measure.read_bandwidth's, the best of one measure before and one after the timings.
 - llama.cpp (--llama-bench PATH --gguf DIR): `llama-bench -m FILE -t THREADS -p PREFILL -n DECODE -r REPEATS -o json`
   on DIR's *bf16.gguf, *Q8_0.gguf and *Q4_0.gguf; its decode starts from an empty context (ours after 8 tokens).
   Its read bound is the bandwidth over the GGUF file's bytes.
@@ -45,19 +46,16 @@ from functools import partial
 from pathlib import Path
 
 import torch
+import torch.nn as nn
 from bench_model import REAL_08B, hf_decode, hf_prefill, our_decode, our_prefill
 from torch.profiler import ProfilerActivity, profile
 
 from qwen.course import pick_device
+from qwen.embedding import Embedding
 from qwen.fast import load_fast
-from qwen.measure import medians, read_bandwidth, timed
+from qwen.measure import medians, next_token_kl, read_bandwidth, timed, top1_agreement
+from qwen.quantized import QuantEmbedding, QuantLinear
 from qwen.synthetic import synthetic_path
-
-try:  # the quantized live model and the KL measurement (written beside this bench)
-    from qwen.measure import next_token_kl, top1_agreement
-    from qwen.quantized import quantize_model
-except ImportError:
-    quantize_model = next_token_kl = top1_agreement = None
 
 FORMATS = ("bf16", "int8", "int4", "fp32")
 RUN_ORDER = ("bf16", "transformers bf16", "fp32", "transformers fp32", "int8", "int4")
@@ -85,13 +83,23 @@ def fast_model(path, dtype, quant, device):
 
 
 def read_bytes(model):
-    """Bytes one decode step reads of the model's weights: every parameter and buffer it holds (codes, scales, norms,
-    a tied table once: the head reads all of it, the lookup one row)."""
+    """Bytes of weights one decode step reads: each module's own tensors, a quantized projection's in the layout its
+    product reads (the packed kernel's codes and scales, or the row-major codes, scales and zero points it
+    dequantizes), the tied table once (as the head: the lookup reads one row, so an embedding's own tensors are
+    left out)."""
     seen, total = set(), 0
-    for t in [*model.parameters(), *model.buffers()]:
-        if t.device.type != "meta" and t.data_ptr() not in seen:
-            seen.add(t.data_ptr())
-            total += t.numel() * t.element_size()
+    for m in model.modules():
+        if isinstance(m, (nn.Embedding, Embedding, QuantEmbedding)):
+            continue
+        if isinstance(m, QuantLinear):
+            tensors = ([m.q, m.scale] if m.scheme == "int8" else [m.tiled, m.scales_and_zeros]) if m.kernel \
+                else [m.q, m.scale, m.zero]
+        else:
+            tensors = [*m.parameters(recurse=False), *m.buffers(recurse=False)]
+        for t in tensors:
+            if t is not None and t.data_ptr() not in seen:
+                seen.add(t.data_ptr())
+                total += t.numel() * t.element_size()
     return total
 
 
@@ -210,9 +218,6 @@ def main():
             theirs = name.startswith("transformers")
             if name.removeprefix("transformers ") not in args.formats or (theirs and args.no_transformers):
                 continue
-            if name in ("int8", "int4") and quantize_model is None:
-                print(f"{name}: qwen.quantized is not on this branch, skipped")
-                continue
             dtype = torch.float32 if name.endswith("fp32") else torch.bfloat16
             if theirs:
                 model = hf if dtype == torch.bfloat16 else copy.deepcopy(hf).float()
@@ -255,7 +260,7 @@ def report(args, bandwidth, prefill, decode, size, logits, llama):
                      f"{dec * nbytes / bandwidth:4.0%} of the bound)")
         print(line)
     ref = logits.get("bf16")
-    if ref is not None and next_token_kl is not None:
+    if ref is not None:
         for name in ("int8", "int4", "fp32"):
             if logits.get(name) is not None:
                 kl = next_token_kl(ref, logits[name])
@@ -284,7 +289,7 @@ def report(args, bandwidth, prefill, decode, size, logits, llama):
             r = ratio(ours, theirs, both)
             if r is not None:
                 print(f"prefill {args.prefill} tokens, {ours} vs {theirs}: {r:.2f}x")
-    if ref is not None and next_token_kl is not None:
+    if ref is not None:
         for name, bound in (("int8", 1e-4), ("int4", 2e-2)):
             if logits.get(name) is not None:
                 kl = next_token_kl(ref, logits[name]).mean().item()
