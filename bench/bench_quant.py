@@ -19,9 +19,9 @@ one). Every format is loaded from that folder's bf16 numbers: fp32 widens them e
   tied table once as the head; the DeltaNet state and the short KV cache are left out), the bandwidth
   qwen.measure.read_bandwidth's, the best of one measure before and one after the timings.
 - llama.cpp (--llama-bench PATH --gguf DIR): `llama-bench -m FILE -t THREADS -p PREFILL -n DECODE -r REPEATS -o json`
-  on DIR's *bf16.gguf, *Q8_0.gguf and *Q4_0.gguf; its decode starts from an empty context (ours after 8 tokens),
-  its figures are the mean over its repeats (avg_ts) and the best repeat. Its read bound is the bandwidth over the
-  GGUF file's bytes (llama-quantize's Q4_0 keeps the tied table, which the head reads, in Q6_K).
+  on DIR's *bf16.gguf, *Q8_0.gguf and *Q4_0.gguf; its decode starts from an empty context (ours after 8 tokens).
+  Its decode: the median and the best of its repeats; its prefill: their mean (avg_ts). Its read bound is the
+  bandwidth over the GGUF file's bytes (llama-quantize's Q4_0 keeps the tied table, the head, in Q6_K).
 Goals (issue: 2 threads, 0.8B shapes): bf16 decode >= 0.9x llama.cpp's bf16 and >= 2x transformers' bf16; fp32
 decode >= 1.5x transformers' fp32; int8 decode >= llama.cpp's Q8_0; int4 decode >= llama.cpp's Q4_0; KL(bf16 ‖ int8)
 <= 1e-4 and KL(bf16 ‖ int4) <= 2e-2 per position (the issue sets them on the small test checkpoints; printed here
@@ -237,6 +237,7 @@ def main():
     if args.llama_bench and args.gguf:
         for fmt, file in gguf_files(args.gguf).items():
             pre, dec, samples = llama_rates(llama_bench(args.llama_bench, file, args))
+            dec = statistics.median(samples) if samples else dec  # the median, as ours
             llama[fmt] = (pre, dec, max(samples, default=None), file.stat().st_size)
 
     report(args, bandwidth, prefill, decode, size, logits, llama)

@@ -4,6 +4,7 @@ a reader compares is printed, with a number in it."""
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -77,9 +78,10 @@ def test_bench_quant(synthetic, tmp_path):
     records = json.loads(LLAMA_SAMPLE.read_text())  # what llama.cpp measured, printed as it is
     pre = next(r["avg_ts"] for r in records if r["n_prompt"] == 256)
     dec = next(r for r in records if r["n_gen"] == 64)
+    median, best = statistics.median(dec["samples_ts"]), max(dec["samples_ts"])
     for fmt in ("bf16", "Q8_0", "Q4_0"):
         assert re.search(rf"\nllama.cpp {fmt} +0.00 GB file, +bound +[\d.]+ tok/s +prefill 8 tokens +{pre:.1f} tok/s +"
-                         rf"decode 2 tokens +{dec['avg_ts']:.2f} tok/s \(best +{max(dec['samples_ts']):.2f}, ", out)
+                         rf"decode 2 tokens +{median:.2f} tok/s \(best +{best:.2f}, ", out)
     for what, target in (("bf16 decode vs llama.cpp bf16", 0.9), ("bf16 decode vs transformers bf16", 2),
                          ("fp32 decode vs transformers fp32", 1.5), ("int8 decode vs llama.cpp Q8_0", 1),
                          ("int4 decode vs llama.cpp Q4_0", 1)):
