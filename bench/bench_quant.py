@@ -200,6 +200,8 @@ def main():
     p.add_argument("--llama-bench", help="llama.cpp's llama-bench executable")
     p.add_argument("--gguf", help="a folder of *bf16.gguf, *Q8_0.gguf, *Q4_0.gguf files of the same weights")
     args = p.parse_args()
+    if args.save and args.model and Path(args.save).resolve() == Path(args.model).resolve():
+        p.error("--save must name another folder than --model: it would overwrite the checkpoint")
     device = torch.device(args.device or pick_device())
     torch.set_num_threads(args.threads)
     bandwidth = read_bandwidth(device)
@@ -213,9 +215,9 @@ def main():
     with torch.no_grad():
         hf = transformers_model(args.model, device)
         scratch = tempfile.TemporaryDirectory() if not (args.model or args.save) else None
-        path = args.model or args.save or scratch.name  # random weights: loaded from a folder, as a checkpoint is
         if args.save or scratch:
-            save(hf, path)
+            save(hf, args.save or scratch.name)
+        path = args.model or args.save or scratch.name  # random weights: loaded from a folder, as a checkpoint is
         for name in RUN_ORDER:  # each of ours beside transformers' of its dtype, the quantized ones after
             theirs = name.startswith("transformers")
             if name.removeprefix("transformers ") not in args.formats or (theirs and args.no_transformers):
