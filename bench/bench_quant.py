@@ -43,6 +43,7 @@ import json
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 from functools import partial
 from pathlib import Path
@@ -229,6 +230,8 @@ def main():
                 model = fast_model(path, dtype, None if name in ("bf16", "fp32") else name, device)
             size[name] = read_bytes(model)
             logits[name] = measure(name, model, args, ids, prompt, kl_ids, device, decode, prefill)
+            print(f"measured {name}: prefill {prefill.get(name)} tok/s, decode (median, best) {decode.get(name)} tok/s",
+                  file=sys.stderr, flush=True)  # progress: a run on a loaded machine takes long
             model = None  # free it before the next one
         hf = None
         if scratch:
