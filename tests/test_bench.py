@@ -1,11 +1,16 @@
 """The benchmarks still run: each script once, at the smallest sizes, on the synthetic checkpoint. Speed itself is
 never asserted here (the figures are measured with bench/ on a quiet machine); what is checked is that every line
 a reader compares is printed, with a number in it."""
+import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,3 +50,59 @@ def test_bench_vision(synthetic):
     out = run("bench/bench_vision.py", "--model", str(synthetic), "--sizes", "320x240")
     assert re.search(r"320x240 fp32: +\d+ patches \(\d+ × \d+ grid, 1 frame\), +[\d.]+ s, "
                      r"extra peak +([\d.]+|n/a) MiB, kernel aten::_scaled_dot_product_flash_attention_for_cpu\n", out)
+
+
+LLAMA_SAMPLE = ROOT / "tests" / "llama_bench_sample.json"  # llama-bench -p 256 -n 64 -o json, saved from a real run
+
+
+def fake_llama_bench(folder):
+    """A stand-in for llama-bench: prints the saved sample whatever the file, after checking the arguments the
+    bench passes (threads, sizes, repeats, JSON). POSIX only: it runs as a script through its #! line."""
+    exe = folder / "llama-bench"
+    exe.write_text(f"#!{sys.executable}\nimport sys\nassert sys.argv[1] == '-m' and sys.argv[3:] == "
+                   f"'-t 1 -p 8 -n 2 -r 1 -o json'.split(), sys.argv\nprint(open({str(LLAMA_SAMPLE)!r}).read())\n")
+    exe.chmod(0o755)
+    for name in ("w-bf16.gguf", "w-Q8_0.gguf", "w-q4_0.gguf", "notes.txt"):
+        (folder / name).write_bytes(b"\0" * 1000)
+    return exe
+
+
+@pytest.mark.skipif(os.name == "nt", reason="the stand-in llama-bench is a #! script")
+def test_bench_quant(synthetic, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    out = run("bench/bench_quant.py", "--model", str(synthetic), "--prefill", "8", "--decode", "2", "--kl-tokens", "4",
+              "--repeats", "1", "--threads", "1", "--save", str(tmp_path / "w"),
+              "--llama-bench", str(fake_llama_bench(tmp_path)), "--gguf", str(tmp_path))
+    for name in ("bf16", "transformers bf16", "fp32", "transformers fp32", "int8", "int4"):
+        assert re.search(rf"\n{name} +[\d.]+ GB read per token, bound +[\d.]+ tok/s +prefill 8 tokens +[\d.]+ tok/s +"
+                         rf"decode 2 tokens +[\d.]+ tok/s \(best +[\d.]+, +\d+% of the bound\)\n", out), name
+    records = json.loads(LLAMA_SAMPLE.read_text())  # what llama.cpp measured, printed as it is
+    pre = next(r["avg_ts"] for r in records if r["n_prompt"] == 256)
+    dec = next(r for r in records if r["n_gen"] == 64)
+    median, best = statistics.median(dec["samples_ts"]), max(dec["samples_ts"])
+    for fmt in ("bf16", "Q8_0", "Q4_0"):
+        assert re.search(rf"\nllama.cpp {fmt} +0.00 GB file, +bound +[\d.]+ tok/s +prefill 8 tokens +{pre:.1f} tok/s +"
+                         rf"decode 2 tokens +{median:.2f} tok/s \(best +{best:.2f}, ", out)
+    for what, target in (("bf16 decode vs llama.cpp bf16", 0.9), ("bf16 decode vs transformers bf16", 2),
+                         ("fp32 decode vs transformers fp32", 1.5), ("int8 decode vs llama.cpp Q8_0", 1),
+                         ("int4 decode vs llama.cpp Q4_0", 1)):
+        assert re.search(rf"\ngoal: {what} >= {target}x: [\d.]+x (met|NOT met)\n", out), what
+    for name, bound in (("int8", "0.0001"), ("int4", "0.02")):
+        assert re.search(rf"\nKL\(bf16 ‖ {name}\) over 4 positions: mean [\d.e+-]+, largest [\d.e+-]+; top-1 "
+                         rf"agreement [\d.]+%\n", out)
+        assert re.search(rf"\ngoal: KL\(bf16 ‖ {name}\) per position <= {bound}: [\d.e+-]+ (met|NOT met)\n", out)
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path / "w").state_dict()  # the weights llama.cpp converts
+    theirs = AutoModelForCausalLM.from_pretrained(synthetic).state_dict()
+    assert saved.keys() == theirs.keys() and all(torch.equal(saved[k], theirs[k]) for k in saved)
+    assert (tmp_path / "w" / "tokenizer.json").read_bytes() == (synthetic / "tokenizer.json").read_bytes()
+
+
+def test_llama_rates():
+    """The sample's two records read by hand: pp256 averaged 17.883840 tok/s, tg64 2.343489 (runs 2.06685, 2.62013)
+    (a heavily loaded machine: the figures are its, the parsing is what is tested)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_quant import llama_rates
+
+    assert llama_rates(json.loads(LLAMA_SAMPLE.read_text())) == (17.883840, 2.343489, [2.06685, 2.62013])
+    assert llama_rates([]) == (None, None, [])

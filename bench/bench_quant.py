@@ -1,0 +1,309 @@
+"""Speed and quality of each weight format in one run: bf16, int8, int4 and fp32 of the fast path (qwen/fast.py,
+qwen/quantized.py) beside transformers' bf16 and fp32 and, given a llama-bench and GGUF files of the same weights,
+llama.cpp's bf16, Q8_0 and Q4_0.
+
+Run: python bench/bench_quant.py [--model PATH] [--threads 2] [--prefill 256] [--decode 64] [--kl-tokens 64]
+     [--repeats 3] [--formats bf16 int8 int4 fp32] [--save DIR] [--llama-bench PATH --gguf DIR]
+     (needs the dev extras: transformers)
+Shapes are Qwen3.5-0.8B's: the checkpoint at --model, otherwise the real 0.8B config with random bf16 weights made
+from a fixed seed (speed does not depend on the values), written as a checkpoint folder (--save DIR, or a temporary
+one). Every format is loaded from that folder's bf16 numbers: fp32 widens them exactly, int8 and int4 quantize them
+(qwen.fast.load_fast(path, dtype, quant=...)).
+- prefill: one forward over --prefill random tokens that fills the cache (last position's logits only), median.
+- decode: --decode tokens one at a time after an 8-token prompt (greedy, the prompt not timed), median and best.
+- KL: the next-token distributions of each format against bf16's, teacher-forced over one --kl-tokens random prompt
+  (one forward, every position's logits; qwen.measure.next_token_kl and top1_agreement), mean and largest over the
+  positions. With random weights the logits are nearly flat, so the KL says little about a trained model's.
+- the read bound: a decode step reads every weight once, so tokens/s <= read bandwidth / bytes per token. The bytes
+  are the weights a step reads (`read_bytes`: codes with their scales in the layout the product reads, norms, the
+  tied table once as the head; the DeltaNet state and the short KV cache are left out), the bandwidth
+  qwen.measure.read_bandwidth's, the best of one measure before and one after the timings.
+- llama.cpp (--llama-bench PATH --gguf DIR): `llama-bench -m FILE -t THREADS -p PREFILL -n DECODE -r REPEATS -o json`
+  on DIR's *bf16.gguf, *Q8_0.gguf and *Q4_0.gguf; its decode starts from an empty context (ours after 8 tokens).
+  Its decode: the median and the best of its repeats; its prefill: their mean (avg_ts). Its read bound is the
+  bandwidth over the GGUF file's bytes (llama-quantize's Q4_0 keeps the tied table, the head, in Q6_K).
+Goals (issue: 2 threads, 0.8B shapes): bf16 decode >= 0.9x llama.cpp's bf16 and >= 2x transformers' bf16; fp32
+decode >= 1.5x transformers' fp32; int8 decode >= llama.cpp's Q8_0; int4 decode >= llama.cpp's Q4_0; KL(bf16 ‖ int8)
+<= 1e-4 and KL(bf16 ‖ int4) <= 2e-2 per position (the issue sets them on the small test checkpoints; printed here
+for the bench's weights, mean over the positions).
+
+The same weights for llama.cpp (in a folder outside the repository; llama.cpp's source is in the llama-cpp-python
+sdist under vendor/llama.cpp, build its llama-bench and llama-quantize targets):
+  python bench/bench_quant.py --save W --formats --no-transformers   # W: config, safetensors and the
+                                                       # synthetic checkpoint's tokenizer (the real vocabulary)
+  python LLAMA/convert_hf_to_gguf.py W --no-mtp --outtype bf16 --outfile G/qwen35-08b-bf16.gguf
+  LLAMA/build/bin/llama-quantize G/qwen35-08b-bf16.gguf G/qwen35-08b-Q8_0.gguf Q8_0
+  LLAMA/build/bin/llama-quantize G/qwen35-08b-bf16.gguf G/qwen35-08b-Q4_0.gguf Q4_0
+  python bench/bench_quant.py --model W --llama-bench LLAMA/build/bin/llama-bench --gguf G
+The CPU is shared and noisy: trust the ratios within one run, and repeat the run.
+"""
+import argparse
+import copy
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from functools import partial
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+from bench_model import REAL_08B, hf_decode, hf_prefill, our_decode, our_prefill
+from torch.profiler import ProfilerActivity, profile
+
+from qwen.course import pick_device
+from qwen.embedding import Embedding
+from qwen.fast import load_fast
+from qwen.measure import medians, next_token_kl, read_bandwidth, timed, top1_agreement
+from qwen.quantized import QuantEmbedding, QuantLinear
+from qwen.synthetic import synthetic_path
+
+FORMATS = ("bf16", "int8", "int4", "fp32")
+RUN_ORDER = ("bf16", "transformers bf16", "fp32", "transformers fp32", "int8", "int4")
+LLAMA = {"bf16": "bf16", "int8": "Q8_0", "int4": "Q4_0"}  # our format -> llama.cpp's at about the same bytes
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # the real vocabulary, in the synthetic checkpoint
+VOCAB = 248044  # token ids drawn below the special tokens
+
+
+# ---------------------------------------------------------------- the models, all from the same bf16 numbers
+
+def transformers_model(path, device):
+    """transformers' bf16 model: the checkpoint at `path`, or random 0.8B-shape weights from a fixed seed."""
+    from transformers import AutoModelForCausalLM, Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    if path:
+        return AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).to(device).eval()
+    torch.manual_seed(0)
+    with torch.device(device):
+        return Qwen3_5ForCausalLM(Qwen3_5TextConfig(**REAL_08B, dtype="bfloat16")).to(torch.bfloat16).eval()
+
+
+def fast_model(path, dtype, quant, device):
+    """A fresh fast model from the checkpoint at `path` in `dtype`, quantized to `quant` (None: not)."""
+    return load_fast(path, dtype=dtype, device=device, **({"quant": quant} if quant else {}))
+
+
+def read_bytes(model):
+    """Bytes of weights one decode step reads: each module's own tensors, a quantized projection's in the layout its
+    product reads (the packed kernel's codes and scales, or the row-major codes, scales and zero points it
+    dequantizes), the tied table once (as the head: the lookup reads one row, so an embedding's own tensors are
+    left out)."""
+    seen, total = set(), 0
+    for m in model.modules():
+        if isinstance(m, (nn.Embedding, Embedding, QuantEmbedding)):
+            continue
+        if isinstance(m, QuantLinear):
+            tensors = ([m.q, m.scale] if m.scheme == "int8" else [m.tiled, m.scales_and_zeros]) if m.kernel \
+                else [m.q, m.scale, m.zero]
+        else:
+            tensors = [*m.parameters(recurse=False), *m.buffers(recurse=False)]
+        for t in tensors:
+            if t is not None and t.data_ptr() not in seen:
+                seen.add(t.data_ptr())
+                total += t.numel() * t.element_size()
+    return total
+
+
+def save(hf, folder):
+    """The bench's weights as a Hugging Face checkpoint folder (config, safetensors) with the synthetic checkpoint's
+    tokenizer files (the real vocabulary): what llama.cpp's convert_hf_to_gguf.py reads."""
+    folder = Path(folder)
+    hf.save_pretrained(folder)
+    for name in TOKENIZER_FILES:
+        shutil.copy(synthetic_path() / name, folder / name)
+    print(f"saved the weights to {folder} (a checkpoint folder: load_fast and convert_hf_to_gguf.py read it)")
+
+
+# ---------------------------------------------------------------- llama.cpp's llama-bench
+
+def llama_rates(records):
+    """(prefill tokens/s, decode tokens/s, decode samples) from llama-bench's `-o json` records: a prompt test has
+    n_gen 0, a generation test n_prompt 0; avg_ts is the mean over its repetitions, samples_ts each one."""
+    prefill = [r for r in records if r["n_prompt"] > 0 and r["n_gen"] == 0]
+    decode = [r for r in records if r["n_gen"] > 0 and r["n_prompt"] == 0]
+    return (prefill[0]["avg_ts"] if prefill else None, decode[0]["avg_ts"] if decode else None,
+            decode[0]["samples_ts"] if decode else [])
+
+
+def gguf_files(folder):
+    """{"bf16" | "Q8_0" | "Q4_0": path} of the GGUF files in `folder`, by how their names end (any case)."""
+    found = {}
+    for f in sorted(Path(folder).glob("*.gguf")):
+        for fmt in LLAMA.values():
+            if f.stem.lower().endswith(fmt.lower()):
+                found[fmt] = f
+    return found
+
+
+def llama_bench(exe, file, args):
+    """llama-bench's records for one GGUF file, run with the bench's threads, sizes and repeats."""
+    cmd = [str(exe), "-m", str(file), "-t", str(args.threads), "-p", str(args.prefill or 0), "-n", str(args.decode),
+           "-r", str(args.repeats), "-o", "json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+# ---------------------------------------------------------------- the run
+
+def measure(name, model, args, ids, prompt, kl_ids, device, decode, prefill):
+    """Time one model: its prefill and decode tokens/s into `prefill` and `decode` (median, best), its logits over
+    kl_ids returned for the KL."""
+    if args.prefill:
+        t, = medians([partial(our_prefill if name in FORMATS else hf_prefill, model, ids)], device, args.repeats)
+        prefill[name] = args.prefill / t
+    if args.decode:
+        run = our_decode if name in FORMATS else hf_decode
+        times = [run(model, prompt, args.decode) for _ in range(args.repeats)]
+        decode[name] = (args.decode / statistics.median(times), args.decode / min(times))
+    if args.profile and name in FORMATS:
+        profile_step(name, model, prompt)
+    if not args.kl_tokens or name not in FORMATS:
+        return None
+    return model(kl_ids).float()[0]  # (T, V)
+
+
+def profile_step(name, model, prompt, steps=3, rows=12):
+    """Where one decode step's time goes: torch.profiler over `steps` steps after the prompt, the ops by their own
+    CPU time, and the share of the wall time no op accounts for (Python, the calls between ops)."""
+    cache = model.new_cache()
+    token = model(prompt, cache=cache, last_only=True).argmax(-1)
+    token = model(token, cache=cache, last_only=True).argmax(-1)  # one step untimed
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        wall = timed(lambda: [model(token, cache=cache, last_only=True) for _ in range(steps)], prompt.device)[0]
+    ops = prof.key_averages()
+    in_ops = sum(e.self_cpu_time_total for e in ops) / 1e6
+    print(f"{name} profile of {steps} decode steps: {wall / steps * 1e3:.1f} ms a step (profiled), ops' own time "
+          f"{in_ops / steps * 1e3:.1f} ms, the rest {max(0.0, 1 - in_ops / wall):.0%}")
+    print(ops.table(sort_by="self_cpu_time_total", row_limit=rows))
+
+
+def goal(what, value, target):
+    """One goal line: the ratio measured, then met or NOT met (or not measured: a side not run)."""
+    verdict = "not measured" if value is None else f"{value:.2f}x {'met' if value >= target else 'NOT met'}"
+    print(f"goal: {what} >= {target}x: {verdict}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", help="a Qwen3.5 checkpoint folder (default: random weights, 0.8B shapes)")
+    p.add_argument("--device")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--formats", nargs="*", default=list(FORMATS), choices=FORMATS)
+    p.add_argument("--prefill", type=int, default=256, help="prompt length (0: skip)")
+    p.add_argument("--decode", type=int, default=64, help="tokens to decode (0: skip)")
+    p.add_argument("--kl-tokens", type=int, default=64, help="positions the KL is taken over (0: skip)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--no-transformers", action="store_true", help="skip transformers' timings")
+    p.add_argument("--profile", action="store_true", help="also profile a few decode steps of each of our formats")
+    p.add_argument("--save", help="write the weights as a checkpoint folder here (for convert_hf_to_gguf.py)")
+    p.add_argument("--llama-bench", help="llama.cpp's llama-bench executable")
+    p.add_argument("--gguf", help="a folder of *bf16.gguf, *Q8_0.gguf, *Q4_0.gguf files of the same weights")
+    args = p.parse_args()
+    if args.save and args.model and Path(args.save).resolve() == Path(args.model).resolve():
+        p.error("--save must name another folder than --model: it would overwrite the checkpoint")
+    device = torch.device(args.device or pick_device())
+    torch.set_num_threads(args.threads)
+    bandwidth = read_bandwidth(device)
+    print(f"device {device} ({torch.get_num_threads()} threads), read bandwidth {bandwidth / 1e9:.1f} GB/s; weights: "
+          f"{args.model or 'random, Qwen3.5-0.8B shapes'}")
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, VOCAB, (1, max(args.prefill, 1)), generator=g).to(device)
+    prompt = torch.randint(0, VOCAB, (1, 8), generator=g).to(device)
+    kl_ids = torch.randint(0, VOCAB, (1, max(args.kl_tokens, 1)), generator=g).to(device)
+    prefill, decode, size, logits = {}, {}, {}, {}
+    with torch.no_grad():
+        hf = transformers_model(args.model, device)
+        scratch = tempfile.TemporaryDirectory() if not (args.model or args.save) else None
+        if args.save or scratch:
+            save(hf, args.save or scratch.name)
+        path = args.model or args.save or scratch.name  # random weights: loaded from a folder, as a checkpoint is
+        for name in RUN_ORDER:  # each of ours beside transformers' of its dtype, the quantized ones after
+            theirs = name.startswith("transformers")
+            if name.removeprefix("transformers ") not in args.formats or (theirs and args.no_transformers):
+                continue
+            dtype = torch.float32 if name.endswith("fp32") else torch.bfloat16
+            if theirs:
+                model = hf if dtype == torch.bfloat16 else copy.deepcopy(hf).float()
+            else:
+                model = fast_model(path, dtype, None if name in ("bf16", "fp32") else name, device)
+            size[name] = read_bytes(model)
+            logits[name] = measure(name, model, args, ids, prompt, kl_ids, device, decode, prefill)
+            print(f"measured {name}: prefill {prefill.get(name)} tok/s, decode (median, best) {decode.get(name)} tok/s",
+                  file=sys.stderr, flush=True)  # progress: a run on a loaded machine takes long
+            model = None  # free it before the next one
+        hf = None
+        if scratch:
+            scratch.cleanup()
+    bandwidth = max(bandwidth, read_bandwidth(device))  # the best of two: the load changes by the minute
+
+    llama = {}
+    if args.llama_bench and args.gguf:
+        for fmt, file in gguf_files(args.gguf).items():
+            pre, dec, samples = llama_rates(llama_bench(args.llama_bench, file, args))
+            dec = statistics.median(samples) if samples else dec  # the median, as ours
+            llama[fmt] = (pre, dec, max(samples, default=None), file.stat().st_size)
+
+    report(args, bandwidth, prefill, decode, size, logits, llama)
+
+
+def report(args, bandwidth, prefill, decode, size, logits, llama):
+    """Every figure, then the goals, each met or not."""
+    for name in size:
+        line = f"{name:18s} {size[name] / 1e9:5.2f} GB read per token, bound {bandwidth / size[name]:6.1f} tok/s"
+        if name in prefill:
+            line += f"  prefill {args.prefill} tokens {prefill[name]:7.1f} tok/s"
+        if name in decode:
+            med, top = decode[name]
+            line += (f"  decode {args.decode} tokens {med:6.2f} tok/s (best {top:6.2f}, "
+                     f"{med * size[name] / bandwidth:4.0%} of the bound)")
+        print(line)
+    for fmt, (pre, dec, top, nbytes) in llama.items():
+        line = f"llama.cpp {fmt:8s} {nbytes / 1e9:5.2f} GB file,          bound {bandwidth / nbytes:6.1f} tok/s"
+        if pre is not None:
+            line += f"  prefill {args.prefill} tokens {pre:7.1f} tok/s"
+        if dec is not None:
+            line += (f"  decode {args.decode} tokens {dec:6.2f} tok/s (best {top:6.2f}, "
+                     f"{dec * nbytes / bandwidth:4.0%} of the bound)")
+        print(line)
+    ref = logits.get("bf16")
+    if ref is not None:
+        for name in ("int8", "int4", "fp32"):
+            if logits.get(name) is not None:
+                kl = next_token_kl(ref, logits[name])
+                print(f"KL(bf16 ‖ {name}) over {args.kl_tokens} positions: mean {kl.mean().item():.3e}, largest "
+                      f"{kl.max().item():.3e}; top-1 agreement {top1_agreement(ref, logits[name]):.1%}")
+
+    def ratio(a, b, table=decode, index=0):
+        x, y = table.get(a), table.get(b)
+        if x is None or y is None:
+            return None
+        return (x[index] if isinstance(x, tuple) else x) / (y[index] if isinstance(y, tuple) else y)
+
+    llama_decode = {fmt: (v[1],) for fmt, v in llama.items() if v[1] is not None}
+    llama_prefill = {fmt: v[0] for fmt, v in llama.items() if v[0] is not None}
+    both = {**decode, **{f"llama.cpp {k}": v for k, v in llama_decode.items()}}
+    if args.decode:
+        goal("bf16 decode vs llama.cpp bf16", ratio("bf16", "llama.cpp bf16", both), 0.9)
+        goal("bf16 decode vs transformers bf16", ratio("bf16", "transformers bf16"), 2)
+        goal("fp32 decode vs transformers fp32", ratio("fp32", "transformers fp32"), 1.5)
+        goal("int8 decode vs llama.cpp Q8_0", ratio("int8", "llama.cpp Q8_0", both), 1)
+        goal("int4 decode vs llama.cpp Q4_0", ratio("int4", "llama.cpp Q4_0", both), 1)
+    if args.prefill:
+        both = {**prefill, **{f"llama.cpp {k}": v for k, v in llama_prefill.items()}}
+        for ours, theirs in (("bf16", "transformers bf16"), ("bf16", "llama.cpp bf16"), ("int8", "llama.cpp Q8_0"),
+                             ("int4", "llama.cpp Q4_0")):
+            r = ratio(ours, theirs, both)
+            if r is not None:
+                print(f"prefill {args.prefill} tokens, {ours} vs {theirs}: {r:.2f}x")
+    if ref is not None:
+        for name, bound in (("int8", 1e-4), ("int4", 2e-2)):
+            if logits.get(name) is not None:
+                kl = next_token_kl(ref, logits[name]).mean().item()
+                verdict = "met" if kl <= bound else "NOT met"
+                print(f"goal: KL(bf16 ‖ {name}) per position <= {bound:g}: {kl:.2e} {verdict}")
+
+
+if __name__ == "__main__":
+    main()
