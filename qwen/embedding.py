@@ -19,12 +19,16 @@ class Embedding(nn.Module):
         self.weight = nn.Parameter(torch.empty(vocab_size, dim))  # E: (V, d), loaded from embed_tokens.weight
 
     def forward(self, ids):
-        # weight[-1] would silently return the last row (negative indices wrap), so check both ends
-        if ids.numel() and (ids.min() < 0 or ids.max() >= self.weight.shape[0]):
-            V, low, high = self.weight.shape[0], ids.min(), ids.max()
-            raise IndexError(tr(f"token ids must lie in [0, {V}), got {low}..{high}",
-                                f"token id 必须在 [0, {V}) 之内，实际是 {low}..{high}"))
+        check_ids(ids, self.weight.shape[0])
         return self.weight[ids]  # (B, T) -> (B, T, d)
+
+
+def check_ids(ids, V):
+    """weight[-1] would silently return the last row (negative indices wrap), so both ends are checked."""
+    if ids.numel() and (ids.min() < 0 or ids.max() >= V):
+        low, high = ids.min(), ids.max()
+        raise IndexError(tr(f"token ids must lie in [0, {V}), got {low}..{high}",
+                            f"token id 必须在 [0, {V}) 之内，实际是 {low}..{high}"))
 
 
 def head_logits(h, head):

@@ -46,6 +46,7 @@ from qwen.kernels import conv_silu, delta_step, grouped_attention
 from qwen.lang import tr
 from qwen.mlp import MLP
 from qwen.model import DecoderLayer, Qwen35, load_model
+from qwen.quantized import quantize_model
 
 WIDE_ROWS = 16  # from this many rows on, a widened bf16 product beat a bf16 one (measured on a 2-core AMD EPYC)
 STEP_ROWS = 8  # up to this many new tokens with a state, the DeltaNet steps token by token (see FastDeltaNet)
@@ -70,7 +71,7 @@ def bf16_is_native(device, dtype):
 
 def numerics(model):
     """One line for the chat and the bench: the dtype and whether prompt products are widened to fp32, and why."""
-    p = model.embed_tokens.weight
+    p = model.norm.weight  # the model dtype (a quantized model's embedding holds codes)
     dtype, capability = str(p.dtype).removeprefix("torch."), torch.backends.cpu.get_cpu_capability()
     native = tr("yes", "是") if bf16_is_native(p.device, p.dtype) else tr("no", "否")
     how = tr("widened to fp32 (exact products, fp32 sums)", "提升到 fp32 计算（乘积精确，fp32 累加）") if model.widen \
@@ -242,7 +243,7 @@ class Fast(Qwen35):
     @widen.setter
     def widen(self, on):
         for m in self.modules():
-            if isinstance(m, FastLinear):
+            if m is not self and hasattr(m, "widen"):  # a FastLinear, or a quantized projection
                 m.widen = bool(on)
 
     def forward(self, input_ids, cache=None, mask=None, last_only=False, pixel_values=None, image_grid_thw=None):
@@ -255,12 +256,13 @@ class Fast(Qwen35):
 
 
 def load_fast(path: str | Path, dtype: str | torch.dtype | None = None, device: str | torch.device | None = None,
-              widen: bool | None = None) -> Fast:
+              widen: bool | None = None, quant: str | None = None) -> Fast:
     """The fast model with the checkpoint's weights: called like load_model's, `model(ids, cache=model.new_cache(),
     mask=None, last_only=False, pixel_values=None, image_grid_thw=None)`. dtype, device: as load_model (built on the
     meta device, then filled: the joined projections are stacked from the file's tensors, no other copy is made).
-    widen: None for the CPU's capability (`bf16_is_native`), or True / False."""
+    widen: None for the CPU's capability (`bf16_is_native`), or True / False. quant: None, or "int8" / "int4":
+    the projections and the head hold codes and multiply with them (qwen/quantized.py)."""
     model = load_model(path, dtype=dtype, device=device, cls=Fast)
     p = model.embed_tokens.weight
     model.widen = not bf16_is_native(p.device, p.dtype) if widen is None else widen
-    return model
+    return model if quant is None else quantize_model(model, quant)

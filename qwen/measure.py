@@ -96,3 +96,19 @@ def matmul_rate(device: Device, dtype: torch.dtype = torch.float32, tokens: int 
     x = torch.randn(tokens, d, device=device).to(dtype)
     w = torch.randn(d, width, device=device).to(dtype)
     return 2 * tokens * d * width / best(lambda: x @ w, device)
+
+
+# ---------------------------------------------------------------- how far a changed model's predictions moved
+
+def next_token_kl(ref_logits: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    """Per position, KL(p ‖ q) = Σ_v p_v (log p_v − log q_v) of the next-token distributions p = softmax(ref_logits)
+    and q = softmax(logits), in nats: how much worse the changed model (quantized, say) predicts the reference
+    model's own next token, on average over the reference's distribution. 0 when they agree, never negative.
+    Computed in fp64 from log-softmax (no probability underflows to a log of 0). (..., V) -> (...)."""
+    logp, logq = ref_logits.double().log_softmax(-1), logits.double().log_softmax(-1)
+    return (logp.exp() * (logp - logq)).sum(-1)
+
+
+def top1_agreement(ref_logits: torch.Tensor, logits: torch.Tensor) -> float:
+    """The fraction of positions where both pick the same most likely next token."""
+    return (ref_logits.argmax(-1) == logits.argmax(-1)).double().mean().item()

@@ -52,10 +52,10 @@ def cases_of(number):
 def test_numbering():
     """2xx = part 2 of the course, "writing the parts"; chapters 1-3 have 201-205, 204 is RMSNorm."""
     assert sorted(PROBLEMS) == [201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212, 213, 214, 215, 216, 217,
-                                218, 219, 220, 221]
+                                218, 219, 220, 221, 222, 223, 224]
     assert PROBLEMS[204].slug == "rmsnorm"
     assert [PROBLEMS[n].meta["chapter"] for n in sorted(PROBLEMS)] == [1, 1, 2, 3, 3, 4, 5, 6, 6, 7, 7, 7, 8, 9, 9,
-                                                                       10, 10, 10, 11, 11, 11]
+                                                                       10, 10, 10, 11, 11, 11, 12, 12, 12]
 
 
 @pytest.mark.parametrize("number", sorted(PROBLEMS))
@@ -752,3 +752,121 @@ def test_221_rule_equals_a_plain_pass_of_the_layer_and_the_course_rollback():
         conv, state = module.oracle(before.conv, before.state, x, k, v, g, beta, torch.tensor([n, n]))
         torch.testing.assert_close(conv, cache.layers[0].conv, rtol=0, atol=1e-6 * conv.abs().max().item())
         torch.testing.assert_close(state, cache.layers[0].state, rtol=0, atol=1e-6 * max(1.0, state.abs().max().item()))
+
+
+# ---------------------------------------------------------------- 222-224: quantization (chapter 12)
+
+def test_222_every_case_equals_the_gguf_packages_quantizer():
+    """Every block's 34 bytes are what gguf.quants.quantize (llama.cpp's reference, in Python) writes, every read-back
+    what gguf.quants.dequantize reads; and the edge cases hold what their notes say."""
+    import numpy as np
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize, quantize
+
+    q8 = GGMLQuantizationType.Q8_0
+    cases = cases_of(222)
+    for c in cases:
+        (value,) = c.values()
+        if c.fn == "q8_0_block":
+            want = quantize(value.numpy().reshape(1, 32), q8).reshape(34)
+        else:
+            want = dequantize(value.numpy().reshape(1, 34), q8).reshape(32)
+        assert np.array_equal(c.expected.numpy(), want), c.label
+    by_note = {c.note.split(":")[0]: c for c in cases}
+    tiny = by_note["tiny values"]
+    assert tiny.expected[:2].tolist() == [0, 0] and tiny.expected[2:].view(torch.int8).abs().max() == 127
+    hand = cases[0]  # d = 1: the codes are the values rounded by hand, halves away from zero
+    assert hand.expected.tolist() == [0x00, 0x3C] + [v % 256 for v in [-127, 127, -3, -2, -1, 1, 2, 3,
+                                                                       *range(-12, 12)]]
+    for c in cases:
+        if c.note.startswith(("values where", "more values where")):
+            x = c.values()[0]
+            d = x.abs().max() / 127
+            by_division = PROBLEMS[222].module._roundf(x / d).to(torch.int8)
+            assert (by_division != c.expected[2:].view(torch.int8)).sum() >= 3, c.label
+
+
+def test_223_hand_example_and_every_case_by_float64():
+    """The statement's example by hand; on every case, m and M are the group's extremes, s = (M − m)/15 to one fp32
+    rounding, and each code the nearest integer to (w − m)/s in float64; fp32 weights never put a quotient within
+    1e-6 of a half (so x · (1/s) instead of x / s cannot change a code there: graded below), bf16 weights do land on
+    exact halves (where torch.round's halves to even is the rule, and halves up a named mistake)."""
+    hand = cases_of(223)[0]
+    q, s, m = hand.expected
+    assert q.tolist() == [[0, 1, 2, 15, 0, 5, 6, 15]] and m.tolist() == [[0.0, -1.0]]
+    assert torch.equal(s, torch.tensor([[3.0 / 15, 3.0 / 15]]))
+    closest, halves = 1.0, 0
+    for c in cases_of(223):
+        if c.fn == "quantize_int4_zero":
+            w, g = c.values()
+            q, s, m = c.expected
+            x = w.double().reshape(w.shape[0], -1, g)
+            assert torch.equal(m.double(), x.amin(-1)), c.label
+            torch.testing.assert_close(s.double(), (x.amax(-1) - x.amin(-1)) / 15, rtol=2 ** -23, atol=0)
+            steps = (x - x.amin(-1, keepdim=True)) / torch.where(s == 0, 1.0, s.double())[..., None]
+            gap = ((steps - steps.floor()) - 0.5).abs()
+            assert ((q.double().reshape(x.shape) - steps).abs() <= 0.5 + 1e-6).all(), c.label
+            if w.dtype == torch.float32:
+                closest = min(closest, gap.min().item())
+            else:
+                halves += int((gap == 0).sum())
+        else:
+            q, s, m = c.values()
+            want = (q.double().reshape(*s.shape, -1) * s.double()[..., None] + m.double()[..., None]).flatten(1)
+            torch.testing.assert_close(c.expected.double(), want, rtol=1e-6, atol=1e-7)
+    assert closest > 1e-6 and halves > 0, (closest, halves)
+
+
+@pytest.mark.parametrize("variant", [
+    ("    q = torch.round((x - m[..., None]) / safe[..., None]).clamp(0, 15)",
+     "    q = torch.round((x - m[..., None]) * (1 / safe)[..., None]).clamp(0, 15)"),
+    ("    s = (M - m) / 15", "    s = (M - m) * (1 / 15)"),
+])
+def test_223_other_roundings_of_the_same_formula_agree_on_fp32_weights(variant):
+    """x · (1/s) for x / s, (M − m) · (1/15) for (M − m) / 15: on fp32 weights (no quotient near a half) they give
+    the expected codes, scales and minima."""
+    old, new = variant
+    source = (PROBLEMS[223].folder / "solution.py").read_text(encoding="utf-8")
+    assert source.count(old) == 1
+    namespace = {}
+    exec(source.replace(old, new), namespace)
+    for c in cases_of(223):
+        if c.fn == "quantize_int4_zero" and c.values()[0].dtype == torch.float32:
+            assert compare(namespace["quantize_int4_zero"](*c.values()), c.expected, c.tol) is None, c.label
+
+
+@torch.no_grad()
+def test_224_every_case_equals_torch_kl_div_and_distributions():
+    """The KL of every case equals torch.nn.functional.kl_div on fp64 log-probabilities and, where no probability
+    of the other model underflows, torch.distributions.kl_divergence (which takes an underflowed probability for an
+    exact zero: KL = inf, where the logits say a finite p_ref · 10⁴); the hand example; KL ≥ 0, 0 for equal
+    logits, not symmetric; top-1 agreement equals a count by numpy's argmax."""
+    import math
+
+    import numpy as np
+    from torch.distributions import Categorical, kl_divergence
+
+    cases = cases_of(224)
+    assert cases[0].expected[1] == 0
+    # by hand: ⅓ (log ⅔ + 2 log 4/3); the case's log 2 is an fp32 number, 1e-8 from log 2
+    assert math.isclose(cases[0].expected[0].item(), (math.log(2 / 3) + 2 * math.log(4 / 3)) / 3, rel_tol=1e-7)
+    for c in cases:
+        ref, other = (v.double() for v in c.values())
+        if c.fn == "top1_agreement":
+            a = np.argmax(ref.reshape(-1, ref.shape[-1]).numpy(), axis=-1)
+            b = np.argmax(other.reshape(-1, other.shape[-1]).numpy(), axis=-1)
+            assert c.expected == (a == b).sum() / a.size, c.label
+            continue
+        log_ref, log_p = torch.log_softmax(ref, -1), torch.log_softmax(other, -1)
+        want = torch.nn.functional.kl_div(log_p, log_ref, reduction="none", log_target=True).sum(-1)
+        torch.testing.assert_close(c.expected, want, rtol=1e-10, atol=1e-13)  # a tenth of the judge's
+        dist = kl_divergence(Categorical(logits=ref), Categorical(logits=other))
+        lost = ((log_p.exp() == 0) & (log_ref.exp() > 0)).any(-1)  # p underflowed where p_ref is not 0
+        assert torch.isinf(dist[lost]).all() and (c.note.startswith("tokens masked in the other") or not lost.any())
+        torch.testing.assert_close(c.expected[~lost], dist[~lost], rtol=1e-10, atol=1e-14)
+        assert (c.expected >= 0).all(), c.label
+        if torch.equal(ref, other):
+            assert (c.expected == 0).all()
+        elif c.note.startswith("the other model is sharper"):
+            backwards = kl_divergence(Categorical(logits=other), Categorical(logits=ref))
+            assert ((backwards - c.expected).abs() > 1e-3).all()

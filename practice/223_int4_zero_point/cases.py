@@ -1,0 +1,96 @@
+"""Problem 223: cases and oracle.
+
+Oracle: qwen/quant.py's quantize_int4_zero and dequantize_int4_zero (tests/test_quant.py proves them: codes in
+0..15, the round trip within s/2, a group's minimum and maximum stored exactly; tests/test_practice.py checks them
+again on a hand-computed example and against a float64 computation on every case here). No case holds an exact half
+(w − m)/s = k + ½, so rounding halves either way is never tested; tests/test_practice.py checks that, and that
+computing x · (1/s) or (M − m) · (1/15) instead gives the same codes on every case.
+"""
+import torch
+
+from practice.grading import Case, Tol
+from qwen.quant import dequantize_int4_zero, quantize_int4_zero
+
+# The codes must be exact; s and m within 1e-6·|y| (s = (M − m) / 15 is one fp32 division; m is exact);
+# w ≈ q · s + m within 1e-6·|y| + 1e-7·max(1, max|y|) (one product and one sum in fp32, in any order).
+TOL = Tol(rtol=1e-6, atol=1e-7)
+
+HAND = torch.tensor([[0.0, 0.2, 0.4, 3.0, -1.0, 0.0, 0.2, 2.0]])  # g = 4: [0, 3] → s = 0.2; [−1, 2] → s = 0.2
+
+
+def weights(gen, out, n, scale=0.02, dtype=torch.float32):
+    return (torch.randn(out, n, generator=gen) * scale).to(dtype)
+
+
+def leaning(gen, out, n):
+    """Every weight positive: a symmetric code would waste its negative half."""
+    return torch.randn(out, n, generator=gen).abs() * 0.02 + 0.01
+
+
+def constant_groups(gen):
+    """Groups of 16 where some are one value repeated (s = 0): zeros, and 0.5."""
+    w = weights(gen, 4, 64)
+    w[0, :16] = 0.0
+    w[1, 16:32] = 0.5
+    w[3, 48:] = -0.125
+    return w
+
+
+def outliers(gen, out, n):
+    """One weight per row 50× the others: its group's step grows, the row's other groups keep theirs."""
+    w = weights(gen, out, n)
+    w[torch.arange(out), torch.randint(0, n, (out,), generator=gen)] = 1.0
+    return w
+
+
+def codes(gen, out, n, g):
+    """Any codes 0..15 with positive scales and minima of either sign."""
+    q = torch.randint(0, 16, (out, n), generator=gen, dtype=torch.uint8)
+    s = torch.rand(out, n // g, generator=gen) * 0.01 + 1e-4
+    m = torch.randn(out, n // g, generator=gen) * 0.05
+    return q, s, m
+
+
+def from_weights(gen, out, n, g):
+    return quantize_int4_zero(weights(gen, out, n), g)
+
+
+# (function, kind, make(gen) -> the arguments, note)
+TABLE = [
+    ("quantize_int4_zero", "example", lambda gen: (HAND, 4),
+     "g = 4: the groups [0, 0.2, 0.4, 3] and [−1, 0, 0.2, 2], each with s = 0.2"),
+    ("quantize_int4_zero", "example", lambda gen: (weights(gen, 4, 64), 32), "4 rows of 64 weights, N(0, 0.02)"),
+    ("dequantize_int4_zero", "example", lambda gen: quantize_int4_zero(HAND, 4), "the codes of example 1"),
+    ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 64, 256), 32), "64 × 256 weights, g = 32"),
+    ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 32, 256), 64), "g = 64"),
+    ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 16, 512), 128), "g = 128"),
+    ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 48, 96), 16), "48 × 96, g = 16"),
+    ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 8, 64), 64), "g = the whole row: one group a row"),
+    ("quantize_int4_zero", "hidden", lambda gen: (leaning(gen, 32, 128), 32), "every weight positive"),
+    ("quantize_int4_zero", "hidden", lambda gen: (constant_groups(gen), 16),
+     "constant groups (s = 0): every code 0, w = m exactly"),
+    ("quantize_int4_zero", "hidden", lambda gen: (outliers(gen, 16, 128), 32), "one outlier in each row"),
+    ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 32, 128, dtype=torch.bfloat16), 32),
+     "bf16 weights: s and m in fp32"),
+    ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 8, 256, 1.0, torch.bfloat16), 128),
+     "bf16 weights, N(0, 1), g = 128"),
+    ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 16, 64), 8), "g = 8"),
+    ("dequantize_int4_zero", "hidden", lambda gen: from_weights(gen, 64, 256, 32), "a quantized 64 × 256 weight"),
+    ("dequantize_int4_zero", "hidden", lambda gen: codes(gen, 16, 128, 32), "any codes, scales and minima"),
+    ("dequantize_int4_zero", "hidden", lambda gen: codes(gen, 4, 512, 128), "g = 128"),
+    ("dequantize_int4_zero", "hidden", lambda gen: quantize_int4_zero(constant_groups(gen), 16),
+     "constant groups: s = 0"),
+]
+NAMES = {"quantize_int4_zero": ("w", "g"), "dequantize_int4_zero": ("q", "s", "m")}
+
+
+def make_cases(tmp):
+    cases, count = [], {"example": 0, "hidden": 0}
+    for i, (fn, kind, make, note) in enumerate(TABLE):
+        seed = 22300 + i
+        values = make(torch.Generator().manual_seed(seed))
+        count[kind] += 1
+        args = list(zip(NAMES[fn], values))
+        expected = quantize_int4_zero(*values) if fn == "quantize_int4_zero" else dequantize_int4_zero(*values)
+        cases.append(Case(f"{kind} {count[kind]}", fn, args, expected, TOL, seed, note))
+    return cases

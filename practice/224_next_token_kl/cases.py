@@ -1,0 +1,109 @@
+"""Problem 224: cases and oracle.
+
+Oracle: the definition in fp64, log p = x − logsumexp(x), KL = Σ p_ref (log p_ref − log p), with a term whose
+p_ref is 0 counted as 0; top-1 agreement = the mean of argmax(ref) == argmax(other). tests/test_practice.py checks
+every case against torch.nn.functional.kl_div and torch.distributions.kl_divergence (in fp64), a hand-computed
+example, and the KL's identities (0 for equal logits, ≥ 0, not symmetric).
+"""
+import math
+
+import torch
+
+from practice.grading import EXACT, Case, Tol
+
+# fp64 throughout: sums in another order, or cross-entropy minus entropy, stay within 1e-14 of it; a computation
+# in fp32 is 1e-7 away (an fp32 log-probability near −10 is only good to about 1e-6), larger than the KL between
+# two close models.
+TOL = Tol(rtol=1e-9, atol=1e-12)
+MASK = -1e4  # a finite mask, as some code masks logits: exp(−10⁴) is 0 even in fp64
+
+
+def log_probs(x):
+    x = x.double()
+    return x - torch.logsumexp(x, dim=-1, keepdim=True)
+
+
+def kl(ref_logits, logits):
+    a, b = log_probs(ref_logits), log_probs(logits)
+    p = a.exp()
+    return torch.where(p == 0, 0.0, p * (a - b)).sum(dim=-1)
+
+
+def top1(ref_logits, logits):
+    return (ref_logits.argmax(dim=-1) == logits.argmax(dim=-1)).double().mean().item()
+
+
+def pair(gen, shape, noise, dtype=torch.float32, scale=3.0):
+    """Reference logits and a perturbed copy, as a quantized model's logits are the reference's plus an error."""
+    ref = torch.randn(*shape, generator=gen) * scale
+    return ref.to(dtype), (ref + noise * torch.randn(*shape, generator=gen)).to(dtype)
+
+
+def sharper(gen, shape):
+    ref = torch.randn(*shape, generator=gen) * 2
+    return ref, 1.5 * ref
+
+
+def masked(gen, shape, where):
+    """Some tokens masked with −10⁴: in both models, only in the reference, or only in the other."""
+    ref, x = pair(gen, shape, 0.3)
+    mask = torch.rand(*shape, generator=gen) < 0.3
+    mask[..., 0] = False  # every position keeps some tokens
+    if where in ("both", "ref"):
+        ref = ref.masked_fill(mask, MASK)
+    if where in ("both", "other"):
+        x = x.masked_fill(mask, MASK)
+    return ref, x
+
+
+def hand_kl():
+    """Position 0: uniform against (½, ¼, ¼); position 1: the same logits."""
+    return torch.tensor([[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]]), torch.tensor([[math.log(2), 0.0, 0.0], [1.0, 2.0, 3.0]])
+
+
+def hand_top1():
+    """4 positions; the two models' most likely tokens agree at 3 of them."""
+    ref = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0], [1.0, 0.0, 5.0], [0.5, 0.4, 0.0]])
+    other = torch.tensor([[1.5, 1.0, 0.0], [0.0, 2.0, 2.5], [1.0, 0.0, 4.0], [0.6, 0.4, 0.0]])
+    return ref, other
+
+
+V_REAL = 248_320  # the real Qwen3.5 vocabulary (the rows of its tied head)
+
+# (function, kind, make(gen) -> (ref_logits, logits), note)
+TABLE = [
+    ("next_token_kl", "example", lambda g: hand_kl(), "uniform against (½, ¼, ¼), then equal logits"),
+    ("next_token_kl", "example", lambda g: pair(g, (5, 50), 0.3), "5 positions over 50 tokens"),
+    ("top1_agreement", "example", lambda g: hand_top1(), "4 positions, 3 agree: 0.75"),
+    ("next_token_kl", "hidden", lambda g: pair(g, (2, 7, 1000), 0.1), "a batch: (2, 7, 1000)"),
+    ("next_token_kl", "hidden", lambda g: pair(g, (4, 8, 2000), 0.05, torch.bfloat16), "bf16 logits"),
+    ("next_token_kl", "hidden", lambda g: pair(g, (3, 500), 1e-4), "nearly equal models: the KL is about 1e-9"),
+    ("next_token_kl", "hidden", lambda g: sharper(g, (6, 300)), "the other model is sharper (1.5 × the logits)"),
+    ("next_token_kl", "hidden", lambda g: (lambda r: (r, r.clone()))(torch.randn(4, 100, generator=g)),
+     "equal logits: 0"),
+    ("next_token_kl", "hidden", lambda g: masked(g, (3, 500), "both"), "tokens masked with −10⁴ in both models"),
+    ("next_token_kl", "hidden", lambda g: masked(g, (3, 500), "ref"), "tokens masked in the reference only"),
+    ("next_token_kl", "hidden", lambda g: masked(g, (3, 500), "other"),
+     "tokens masked in the other model only: a large KL"),
+    ("next_token_kl", "hidden", lambda g: pair(g, (700,), 0.2), "one position, (V,): a 0-d result"),
+    ("next_token_kl", "hidden", lambda g: pair(g, (2, V_REAL), 0.05, torch.bfloat16),
+     "the real vocabulary, 248,320 tokens, bf16"),
+    ("top1_agreement", "hidden", lambda g: pair(g, (2, 7, 1000), 1.0), "a batch: (2, 7, 1000)"),
+    ("top1_agreement", "hidden", lambda g: pair(g, (4, 8, 2000), 0.5, torch.bfloat16), "bf16 logits"),
+    ("top1_agreement", "hidden", lambda g: pair(g, (3, 5, 100), 2.0), "far apart: many disagree"),
+    ("top1_agreement", "hidden", lambda g: pair(g, (500,), 1.0), "one position, (V,)"),
+    ("top1_agreement", "hidden", lambda g: pair(g, (3, V_REAL), 0.5, torch.bfloat16),
+     "the real vocabulary, 248,320 tokens, bf16"),
+]
+
+
+def make_cases(tmp):
+    cases, count = [], {"example": 0, "hidden": 0}
+    for i, (fn, kind, make, note) in enumerate(TABLE):
+        seed = 22400 + i
+        ref, other = make(torch.Generator().manual_seed(seed))
+        count[kind] += 1
+        expected = kl(ref, other) if fn == "next_token_kl" else top1(ref, other)
+        cases.append(Case(f"{kind} {count[kind]}", fn, [("ref_logits", ref), ("logits", other)], expected,
+                          TOL if fn == "next_token_kl" else EXACT, seed, note))
+    return cases
