@@ -131,8 +131,12 @@ def group_figure(groups, errors, title=""):
     ax.set_xticks(groups, [str(g) for g in groups])
     ax.set(xlabel=tr("group size g (weights sharing one scale)", "组大小 g（共享一个 scale 的权重数）"),
            ylabel=tr("relative error ‖w − ŵ‖ / ‖w‖", "相对误差 ‖w − ŵ‖ / ‖w‖"))
+    from matplotlib.ticker import NullLocator
+
+    ax.xaxis.set_minor_locator(NullLocator())
     top = ax.secondary_xaxis("top")
     top.set_xticks(groups, [f"{bits_per_weight(4, g):.3g}" for g in groups])
+    top.xaxis.set_minor_locator(NullLocator())
     top.set_xlabel(tr("bits per weight, symmetric (a 16-bit scale per group)",
                       "每个权重的比特数，对称（每组一个 16 位缩放因子）"))
     ax.legend(fontsize=8)
@@ -153,9 +157,11 @@ def class_figure(errors, title=""):
         xs = [i + (j - (len(schemes) - 1) / 2) * width for i in range(len(classes))]
         ax.bar(xs, [errors[s].get(c, 0) for c in classes], width, label=s)
     ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high * 3)  # room for the legend above the bars
     ax.set_xticks(range(len(classes)), [class_name(c) for c in classes], fontsize=8)
     ax.set(ylabel=tr("relative error ‖w − ŵ‖ / ‖w‖", "相对误差 ‖w − ŵ‖ / ‖w‖"))
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, ncols=len(schemes), loc="upper left")
     ax.set_title(title or tr("The weights' error per tensor class", "各类张量的权重误差"), fontsize=10)
     return fig
 

@@ -132,3 +132,7 @@ def test_chapter_prints_the_real_numbers(chapter_outputs, synthetic):
                              out).groups()
         assert float(kl) >= 0 and 0 <= float(top1) <= 100
     assert "perplexity of the text (synthetic weights" in out
+    held = {k: float(v) for k, v in re.findall(r"^(bf16|int8|int4) *: the model holds +([\d.]+) MB", out, re.M)}
+    assert held.keys() == {"bf16", "int8", "int4"} and held["int8"] < held["bf16"] and held["int4"] < held["bf16"]
+    for n in (222, 223, 224):
+        assert f"» exercise {n} (" in out
