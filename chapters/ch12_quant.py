@@ -140,7 +140,8 @@ print(tr(f"real Qwen3.5-0.8B, bf16: one decode step at {TOKENS:,} tokens reads {
 # %%
 read = measure.read_bandwidth(dev)  # bytes read per second
 rows = {fmt: ch12.step_bytes(real, fmt, TOKENS) for fmt in ch12.FORMATS}
-print(tr(f"this machine ({dev}) reads {read / 1e9:.1f} GB/s", f"这台机器（{dev}）每秒读取 {read / 1e9:.1f} GB"))
+print(tr(f"this machine ({dev}) reads 1 GB in {1e9 / read * 1e3:.0f} ms",
+         f"这台机器（{dev}）读 1 GB 要 {1e9 / read * 1e3:.0f} ms"))
 for fmt, parts in rows.items():
     weights = sum(v for k, v in parts.items() if k not in ("KV cache", "DeltaNet state"))
     print(tr(f"real Qwen3.5-0.8B, {fmt:5s}: {ch12.bits(fmt, real.hidden_size):6.3f} bits per weight, weights "
@@ -164,6 +165,7 @@ book.show("ch12-bound", ch12.bound_figure, rows, read,
 # 0.8B's head), one row through `F.linear`, in fp32 and in bf16:
 
 # %% [markdown] lang="zh"
+# ## 2. 贴着墙读
 # 这个上限假设每个权重都以数据流的速率读出。矩阵-向量乘法就是一个权重流，每个权重做一次乘加；但通用的矩阵乘法 kernel 是
 # 为很多行设计的：它把权重切成适合许多向量相乘的分块，边算边重新排列，只有一行时，大量时间花在这些簿记上，而不是读数据
 # 上。在一个和输出头同宽的权重上测（65,536 × 1,024，0.8B 输出头的四分之一），用 `F.linear` 算一行，fp32 和 bf16 各一次：
@@ -179,15 +181,17 @@ def one_row(dtype, rows=65_536):
 
 for dtype in (torch.float32, torch.bfloat16):
     seconds, rate = one_row(dtype)
-    print(tr(f"one row, {str(dtype)[6:]:8s} F.linear: {seconds * 1e3:6.2f} ms, {rate / 1e9:5.1f} GB/s of weight read "
-             f"(the stream above: {read / 1e9:.1f} GB/s; one measurement each, on a shared machine)",
-             f"一行，{str(dtype)[6:]:8s} F.linear：{seconds * 1e3:6.2f} ms，每秒读取 {rate / 1e9:5.1f} GB 权重"
-             f"（上面的数据流：{read / 1e9:.1f} GB/s；各测一次，在共享机器上）"))
+    print(tr(f"one row, {str(dtype)[6:]:8s} F.linear: {seconds * 1e3:6.2f} ms, so 1 GB of weights in "
+             f"{1e9 / rate * 1e3:4.0f} ms (the stream above: 1 GB in {1e9 / read * 1e3:.0f} ms; one measurement each, "
+             f"on a shared machine)",
+             f"一行，{str(dtype)[6:]:8s} F.linear：{seconds * 1e3:6.2f} ms，即读 1 GB 权重要 {1e9 / rate * 1e3:4.0f} ms"
+             f"（上面的数据流：1 GB 要 {1e9 / read * 1e3:.0f} ms；各测一次，在共享机器上）"))
 bf16_packs = dev.type == "cpu" and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
-print(tr(f"this CPU can prepack bf16 weights for oneDNN: {bf16_packs}" if dev.type == "cpu" else
-         f"{dev}: the prepacked CPU path does not apply",
-         f"这块 CPU 能为 oneDNN 预先重排 bf16 权重：{bf16_packs}" if dev.type == "cpu" else
-         f"{dev}：预先重排的 CPU 路径不适用"))
+if dev.type == "cpu":
+    print(tr(f"this CPU can prepack bf16 weights for oneDNN: {bf16_packs}",
+             f"这块 CPU 能为 oneDNN 预先重排 bf16 权重：{bf16_packs}"))
+else:
+    print(tr(f"{dev}: the prepacked CPU path does not apply", f"{dev}：预先重排的 CPU 路径不适用"))
 
 # %% [markdown]
 # Where the two rates differ by a lot, the kernel, not the memory, is the wall. Two things move it. First, a weight
@@ -523,13 +527,13 @@ book.attempt(224, next_token_kl, top1_agreement)
 tok = load_tokenizer(args.path)
 text_ids = torch.tensor([tok.encode(ch12.TEXT)], device=dev)  # (1, T)
 model = load_model(args.path, dtype=torch.float32, device=dev)  # fp32: the quantization is the only difference
-reference = model(text_ids)[0]  # (T, V)
-logits = {"bf16": load_model(args.path, dtype=torch.bfloat16, device=dev)(text_ids)[0].float()}  # rounding alone
+reference = model(text_ids)[0].cpu()  # (T, V); compared on the CPU, in fp64 (which Apple's MPS lacks)
+logits = {"bf16": load_model(args.path, dtype=torch.bfloat16, device=dev)(text_ids)[0].float().cpu()}  # rounding alone
 for label, scheme, symmetric in (("int8", "int8", False), ("int4", "int4", True), ("int4+zero", "int4", False)):
     for n, p in model.named_parameters():  # back to the checkpoint's weights (the tied head is one parameter)
         if ch12.tensor_class(n):
             p.copy_(W[n])
-    logits[label] = fake_quantize(model, scheme, 32, symmetric)(text_ids)[0]
+    logits[label] = fake_quantize(model, scheme, 32, symmetric)(text_ids)[0].cpu()
 kl = {label: measure.next_token_kl(reference, x) for label, x in logits.items()}  # (T,) each
 top1 = {label: measure.top1_agreement(reference, x) for label, x in logits.items()}
 print(tr(f"teacher-forced on {text_ids.shape[1]} tokens of the text, against the checkpoint's weights in fp32{TAG}:",
@@ -568,7 +572,7 @@ book.show("ch12-output", ch12.output_figure, {k: float(v.mean()) for k, v in kl.
 # 这段文本有多意外，以及量化让它多意外了多少。
 
 # %%
-targets = text_ids[0, 1:]
+targets = text_ids[0, 1:].cpu()
 perplexity = {label: float(torch.nn.functional.cross_entropy(x[:-1].double(), targets).exp())
               for label, x in {"fp32": reference, **logits}.items()}
 if SYNTHETIC:
@@ -617,7 +621,7 @@ for scheme in (None, "int8", "int4"):
     exact = torch.nn.functional.linear(x_mid.float(), teaching.layers[0].mlp.down_proj.weight.float())  # fp32
     off = float((live.layers[0].mlp.down_proj(x_mid).float() - exact).norm() / exact.norm())
     rounding = float((exact.to(torch.bfloat16).float() - exact).norm() / exact.norm())  # bf16's own, for scale
-    apart = float(measure.next_token_kl(teaching(prompt_ids)[0].float(), live(prompt_ids)[0].float()).max())
+    apart = float(measure.next_token_kl(teaching(prompt_ids)[0].float().cpu(), live(prompt_ids)[0].float().cpu()).max())
     print(tr(f"{scheme or 'bf16':5s}: the model holds {held / 1e6:6.1f} MB; layer 0's down_proj ({path}) against the "
              f"exact product of the teaching weights: relative error {off:.1e} (rounding that product to bf16: "
              f"{rounding:.1e}); the whole model against the teaching one: KL at most {apart:.1e}; greedy "
@@ -643,8 +647,8 @@ for scheme in (None, "int8", "int4"):
 # 这些舍入会累积起来；把每一行的 KL 与第一行（普通快速路径对照教学模型）以及第 6 节的 bf16 运算对照着看：打包 kernel 接
 # 受的是 bf16 激活，所以量化模型离它的教学孪生模型可能和 bf16 运算离 fp32 一样远，比在 fp32 里相乘的普通快速路径更远。在
 # 合成检查点上，贪心解码出的 token 是随机文本，三者可能很早就分道扬镳：随机模型的最高候选几乎打平，任何舍入都可能让它们
-# 互换。模型存的字节是权重的（加上保持原样的张量；对共享输出头的 int4，还有嵌入要读的第二份按行排列的码：kernel 的分块布
-# 局没法一行一行地读）。`bench/` 在真实 0.8B 的形状上测量解码速度，量化的和不量化的都测，并在同样的字节数上对照
+# 互换。模型存的字节是权重的（加上保持原样的张量；对共享的输出头所用的 int4，还有嵌入要读的第二份按行排列的码：kernel 的
+# 分块布局没法一行一行地读）。`bench/` 在真实 0.8B 的形状上测量解码速度，量化的和不量化的都测，并在同样的字节数上对照
 # llama.cpp。
 
 # %% [markdown]
@@ -760,8 +764,8 @@ book.proof(compare, w)
 book.notation(args.path)
 
 # %% [markdown]
-# File added in this chapter: `book/ch12.py` (`qwen/quant.py`, `qwen/gguf_blocks.py` and `qwen/quantized.py` are
-# its modules).
+# File added in this chapter: `book/ch12.py` (`qwen/quant.py`, `qwen/gguf_blocks.py` and `qwen/quantized.py` are its
+# modules).
 #
 # ### Exercises
 # 222 · one Q8_0 block's 34 bytes by hand; 223 · group-wise int4 with a zero point, quantize and dequantize; 224 · the
