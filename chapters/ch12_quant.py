@@ -206,7 +206,7 @@ else:
 
 # %% [markdown] lang="zh"
 # 两个速率相差很大时，墙是 kernel，而不是内存。有两件事能挪动它。第一，把权重**预先重排一次**，排成 kernel 读得最快的布
-# 局：torch 的 oneDNN 后端可以在加载模型时重排一个线性层的权重（`torch.ops.mkldnn._reorder_linear_weight`， torch 自己的
+# 局：torch 的 oneDNN 后端可以在加载模型时重排一个线性层的权重（`torch.ops.mkldnn._reorder_linear_weight`，torch 自己的
 # 编译器冻结 CPU 权重时生成的正是它），之后的乘法就能像数据流一样读权重。这个 torch 是否支持 bf16 的重排取决于CPU 的指令
 # 集（上面那一行：`torch.ops.mkldnn._is_mkldnn_bf16_supported()`），所以快速路径按能力来选，而不是按计时，其他情况下仍用
 # 普通的 `F.linear`；它的结果和快速路径上其他乘法一样，要对照教学路径证明。第二，在没有 bf16 指令的 CPU 上，bf16 乘法比
@@ -224,10 +224,10 @@ else:
 
 # %% [markdown] lang="zh"
 # ## 3. 手写更少的字节：int8 和 int4
-# 把权重存成 w ≈ q · s：q 是小整数，s 是许多权重共享的缩放因子。**按输出通道的 int8** 给每一行一个缩放因子， s =
+# 把权重存成 w ≈ q · s：q 是小整数，s 是许多权重共享的缩放因子。**按输出通道的 int8** 给每一行一个缩放因子，s =
 # max|w_row| / 127，这样这一行最大的权重正好落在 ±127 上，没有任何值被截断；打包的 kernel 只需把这一行的整数和乘一次 s。
 # **按组的 int4** 只有 16 个码，对一整行来说太少了：一个离群值就会把所有权重的步长撑大。所以每组 g 个相邻的输入各有自己
-# 的缩放因子，s = max|w_group| / 7（对称，码 −7..7），或者各有自己的范围和一个**零点**，s = (M − m) / 15， w ≈ q · s +
+# 的缩放因子，s = max|w_group| / 7（对称，码 −7..7），或者各有自己的范围和一个**零点**，s = (M − m) / 15，w ≈ q · s +
 # m（码 0..15 恰好覆盖这一组的 [m, M]）。第 0 层 `mlp.gate_proj` 的一行：
 
 # %%
@@ -428,8 +428,9 @@ for n in sorted(tensors):
         acc[1] += float(t.pow(2).sum())
 class_errors = {label: {c: (e / n2) ** 0.5 for c, (e, n2) in by.items() if n2} for label, by in sums.items()}
 for c in ch12.CLASSES:
-    print(tr(f"{ch12.class_name(c):22s} " + ", ".join(f"{s} {class_errors[s][c]:.2e}" for s in schemes) + TAG,
-             f"{ch12.class_name(c)}：" + "，".join(f"{s} {class_errors[s][c]:.2e}" for s in schemes) + TAG))
+    each = [f"{s} {class_errors[s][c]:.2e}" for s in schemes]
+    en, zh = ", ".join(each), "，".join(each)
+    print(tr(f"{ch12.class_name(c):22s} {en}{TAG}", f"{ch12.class_name(c)}：{zh}{TAG}"))
 
 # %%
 book.show("ch12-classes", ch12.class_figure, class_errors,
@@ -575,15 +576,15 @@ book.show("ch12-output", ch12.output_figure, {k: float(v.mean()) for k, v in kl.
 targets = text_ids[0, 1:].cpu()
 perplexity = {label: float(torch.nn.functional.cross_entropy(x[:-1].double(), targets).exp())
               for label, x in {"fp32": reference, **logits}.items()}
+each = [f"{k} {v:,.0f}" if SYNTHETIC else f"{k} {v:.3f}" for k, v in perplexity.items()]
+en, zh = ", ".join(each), "，".join(each)
 if SYNTHETIC:
     print(tr(f"perplexity of the text (synthetic weights: random, so near the vocabulary's size, "
-             f"{cfg.vocab_size:,}; a real checkpoint gives a meaningful number): "
-             + ", ".join(f"{k} {v:,.0f}" for k, v in perplexity.items()),
-             f"这段文本的困惑度（合成权重：随机的，所以接近词表大小 {cfg.vocab_size:,}；真实检查点才给出有意义的数）："
-             + "，".join(f"{k} {v:,.0f}" for k, v in perplexity.items())))
+             f"{cfg.vocab_size:,}; a real checkpoint gives a meaningful number): {en}",
+             f"这段文本的困惑度（合成权重：随机的，所以接近词表大小 {cfg.vocab_size:,}；"
+             f"真实检查点才给出有意义的数）：{zh}"))
 else:
-    print(tr("perplexity of the text: " + ", ".join(f"{k} {v:.3f}" for k, v in perplexity.items()),
-             "这段文本的困惑度：" + "，".join(f"{k} {v:.3f}" for k, v in perplexity.items())))
+    print(tr(f"perplexity of the text: {en}", f"这段文本的困惑度：{zh}"))
 
 # %% [markdown]
 # ## 7. The quantized live model
@@ -602,7 +603,7 @@ else:
 # 伪量化用来测误差；要提速，需要一个真正*存着*码、并且直接用码做乘法的模型。
 # `qwen.fast.load_fast(path, dtype, quant="int8" | "int4")` 返回第 9 章的快速模型，调用方式完全一样，只是它的投影（包括
 # 合并后的投影）和共享的输出头存的是码和缩放因子（`QuantLinear`），嵌入只反量化提示词读到的那几行。在 bf16 激活的 CPU
-# 上，每次乘法都是 torch 的一个打包 kernel（`torch._weight_int8pack_mm`；`torch._weight_int4pack_mm_for_cpu`， 32 个一
+# 上，每次乘法都是 torch 的一个打包 kernel（`torch._weight_int8pack_mm`；`torch._weight_int4pack_mm_for_cpu`，32 个一
 # 组，带零点），它读码，在乘法内部乘上缩放因子；其他情况下（fp32、GPU、MPS）则反量化一块行再调用 `F.linear`。走哪条路看
 # 能力，从不看计时。缩放因子舍入到模型的 dtype，在 bf16 教学模型上用 `fake_quantize` 写出的正是这些数，所以两条路径算的
 # 是同一个模型：它们只可能在求和的顺序上有差别。
@@ -722,6 +723,9 @@ book.proof(compare, w)
 # - Error is measured, not assumed: per tensor class on the weights, and at the output as the KL of the next-token
 #   distributions and the top-1 agreement, against bf16's own rounding as the yardstick. The norms, the conv kernels,
 #   `A_log` and `dt_bias` stay as they are: a fraction of a percent of the bytes, and the numbers an error hurts most.
+# - The live model, `load_fast(path, dtype, quant="int8" | "int4")`: projections and the tied head hold codes and call
+#   torch's packed kernels where the device and dtype have them (a dequantized `F.linear` elsewhere), and
+#   `fake_quantize` writes the same numbers into a teaching model: one model, two paths.
 #
 # ### Shapes
 #
@@ -737,17 +741,18 @@ book.proof(compare, w)
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - 一个解码步把每个投影读一遍，包括共享的输出头（占 0.8B 字节数的三分之一），再加上键值缓存和 DeltaNet 状态： tokens/s
-#   ≤ 读取带宽 ÷ 这些字节。bf16 → int8 → int4 每一步都让权重的字节数减半，上限翻倍。
+# - 一个解码步把每个投影读一遍，包括共享的输出头（占 0.8B 字节数的三分之一），再加上键值缓存和 DeltaNet 状态：tokens/s ≤
+#   读取带宽 ÷ 这些字节。bf16 → int8 → int4 每一步都让权重的字节数减半，上限翻倍。
 # - 通用矩阵乘法 kernel 里的单行乘法读数据可能比数据流慢：这时墙是 kernel，而不是内存。按 CPU 的能力选用、为 kernel 预先
 #   重排一次的权重能挪动这堵墙；只有更少的字节才能挪动上限。
-# - 按输出通道的 int8：s = max|w_row| / 127，每个权重约 8 比特。按 g 个一组的 int4：对称的，s = max|w_group| / 7， 4 +
+# - 按输出通道的 int8：s = max|w_row| / 127，每个权重约 8 比特。按 g 个一组的 int4：对称的，s = max|w_group| / 7，4 +
 #   16/g 比特；带零点的，s = (M − m) / 15，w ≈ q · s + m，4 + 32/g 比特。组越小，误差越小，比特越多。
 # - llama.cpp 的 Q8_0（每 32 个权重 34 字节）和 Q4_0（18 字节）：先是一个 fp16 的 d，然后是码；Q4_0 的 d 是带符号的极值
-#   除以−8，码存成 q + 8，一个字节放两个，低 4 位在前。我们的字节与 `gguf` 包的逐字节相同。
+#   除以 −8，码存成 q + 8，一个字节放两个，低 4 位在前。我们的字节与 `gguf` 包的逐字节相同。
 # - 误差是测出来的，不是假设的：在权重上按张量类别测，在输出端测下一个 token 分布的 KL 和 top-1 一致率，以 bf16 自己的舍
-#   入为标尺。各个 norm、卷积核、`A_log` 和 `dt_bias` 保持原样：它们只占字节数的不到百分之一，而误差对它们伤害
-# 最大。
+#   入为标尺。各个 norm、卷积核、`A_log` 和 `dt_bias` 保持原样：它们只占字节数的不到百分之一，而误差对它们伤害最大。
+# - 运行中的模型，`load_fast(path, dtype, quant="int8" | "int4")`：投影和共享的输出头存的是码，在设备和 dtype 支持时调用
+#   torch 的打包 kernel（其他情况下反量化后用 `F.linear`）；`fake_quantize` 把同样的数写进教学模型：一个模型，两条路径。
 #
 # ### 形状
 #
