@@ -39,6 +39,7 @@ from qwen.image import ImageSettings, smart_resize
 from qwen.lang import tr
 from qwen.mrope import tokens_per_image
 from qwen.mtp import load_mtp
+from qwen.quantized import describe
 from qwen.sampling import CARD
 from qwen.session import Session
 from qwen.synthetic import is_synthetic
@@ -112,6 +113,10 @@ def parser():
                                        "cpu、cuda 或 mps（默认：可用的最快设备）"))
     p.add_argument("--dtype", choices=["bf16", "fp32", "fp16"],
                    help=tr("default: the checkpoint's (bf16 for Qwen3.5)", "默认：检查点自己的（Qwen3.5 是 bf16）"))
+    p.add_argument("--quant", choices=["int8", "int4"],
+                   help=tr("hold the projections and the head as int8 or int4 codes (chapter 12): fewer bytes read per "
+                           "token; default: none",
+                           "把投影和输出头存成 int8 或 int4 编码（第 12 章）：每个 token 读的字节更少；默认：不量化"))
     p.add_argument("--threads", type=positive,
                    help=tr("CPU threads for torch (default: torch's, one per core; 1 on the synthetic checkpoint, "
                            "whose tiny matrices gain nothing from more). On a busy machine fewer threads can decode "
@@ -567,9 +572,9 @@ def run(args):
         tok = load_tokenizer(path)
         synthetic = is_synthetic(path)
         torch.set_num_threads(args.threads or (1 if synthetic else torch.get_num_threads()))
-        model = load_fast(path, dtype=args.dtype, device=device)  # the fast path: same results (chapter 9)
+        model = load_fast(path, dtype=args.dtype, device=device, quant=args.quant)  # the fast path (chapter 9)
         if args.speculative:
-            p = model.embed_tokens.weight  # the MTP head, attached now: a checkpoint without one is refused here
+            p = model.norm.weight  # the MTP head, attached now: a checkpoint without one is refused here
             model.mtp = load_mtp(path, p.dtype, p.device)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         sys.exit(tr(f"error: {e}", f"错误：{e}"))
@@ -609,6 +614,8 @@ def run(args):
              f"命令：{commands(images=draft is None)}；/help 说明每条命令的作用。"
              "Ctrl-C 停止回复；Ctrl-D 或 /quit 退出。"))
     print(tr(f"numerics: {numerics(model)}", f"数值：{numerics(model)}"))
+    if args.quant:
+        print(tr(f"quantized: {describe(model)}", f"量化：{describe(model)}"))
     at_prompt_ctrl_c = False  # a second Ctrl-C in a row at the prompt leaves
     while True:
         try:

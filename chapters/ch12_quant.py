@@ -130,12 +130,14 @@ print(tr(f"real Qwen3.5-0.8B, bf16: one decode step at {TOKENS:,} tokens reads {
 # The tied head is a third of every step: in a small model with a large vocabulary, the last matrix product is the
 # biggest. The caches are small here — the hybrid design's gift (chapter 7) — so the weights' format decides the speed.
 # This machine's read rate (`qwen.measure.read_bandwidth`, a sum over 256 MiB, best of 5) turns each format's bytes into
-# the most tokens per second a decode step can reach, whatever its code:
+# the least time a decode step can take, whatever its code (its inverse, the most tokens per second, is the figure's
+# right panel):
 
 # %% [markdown] lang="zh"
 # 共享的输出头占了每一步的三分之一：在词表很大的小模型里，最后那次矩阵乘法是最大的一次。缓存在这里很小——这是混合设计的好
 # 处（第 7 章）——所以权重的格式决定了速度。这台机器的读取速率（`qwen.measure.read_bandwidth`，对 256 MiB 求和，取 5 次中
-# 最快的）把每种格式的字节数换算成一个解码步最多能达到的每秒 token 数，与代码怎么写无关：
+# 最快的）把每种格式的字节数换算成一个解码步最少要花的时间，与代码怎么写无关（它的倒数，即每秒最多的 token 数，画在图的
+# 右半边）：
 
 # %%
 read = measure.read_bandwidth(dev)  # bytes read per second
@@ -145,11 +147,11 @@ print(tr(f"this machine ({dev}) reads 1 GB in {1e9 / read * 1e3:.0f} ms",
 for fmt, parts in rows.items():
     weights = sum(v for k, v in parts.items() if k not in ("KV cache", "DeltaNet state"))
     print(tr(f"real Qwen3.5-0.8B, {fmt:5s}: {ch12.bits(fmt, real.hidden_size):6.3f} bits per weight, weights "
-             f"{weights / 1e6:7.1f} MB, a step {sum(parts.values()) / 1e6:7.1f} MB: at most "
-             f"{read / sum(parts.values()):5.1f} tokens/s here",
+             f"{weights / 1e6:7.1f} MB, a step {sum(parts.values()) / 1e6:7.1f} MB: at least "
+             f"{sum(parts.values()) / read * 1e3:4.0f} ms per token here",
              f"真实 Qwen3.5-0.8B，{fmt:5s}：每个权重 {ch12.bits(fmt, real.hidden_size):6.3f} 比特，权重 "
-             f"{weights / 1e6:7.1f} MB，一步 {sum(parts.values()) / 1e6:7.1f} MB：在这里最多 "
-             f"{read / sum(parts.values()):5.1f} tokens/s"))
+             f"{weights / 1e6:7.1f} MB，一步 {sum(parts.values()) / 1e6:7.1f} MB：在这里每个 token 至少 "
+             f"{sum(parts.values()) / read * 1e3:4.0f} ms"))
 
 # %%
 book.show("ch12-bound", ch12.bound_figure, rows, read,

@@ -25,6 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from qwen.embedding import check_ids
+from qwen.lang import tr
 from qwen.quant import quantize_int4, quantize_int4_zero, quantize_int8
 
 SCHEMES = ("int8", "int4")
@@ -177,15 +178,39 @@ def quantize_model(model, scheme, group=32, symmetric=False, packing=True):
     return model
 
 
+def describe(model):
+    """One line for the chat: the scheme, which product the projections call, and the bytes the codes and scales
+    take against the same weights in the model dtype."""
+    layers = [m for m in model.modules() if isinstance(m, QuantLinear)]
+    if not layers:
+        return None
+    m, packed = layers[0], sum(m.kernel for m in layers)
+    held = sum(b.numel() * b.element_size() for m in layers for b in m.buffers()) / 2 ** 20
+    plain = sum(m.out_features * m.in_features * m.dtype.itemsize for m in layers) / 2 ** 20
+    dtype = str(m.dtype).removeprefix("torch.").replace("bfloat16", "bf16").replace("float32", "fp32")
+    if m.scheme == "int8":
+        how = tr("int8 per output channel", "int8，每个输出通道一个 scale")
+    else:
+        how = tr(f"int4 in groups of {m.group} inputs", f"int4，每 {m.group} 个输入一组")
+    n = len(layers)
+    return tr(f"{how}: {n} products (the head included), {packed} by a packed kernel, {n - packed} dequantized "
+              f"then F.linear; the embedding dequantizes the rows it reads; codes and scales {held:.1f} MiB "
+              f"(the same weights in {dtype}: {plain:.1f} MiB)",
+              f"{how}：{n} 个矩阵乘（含输出头），{packed} 个用打包内核，{n - packed} 个先反量化再 F.linear；"
+              f"嵌入只反量化读到的行；编码和 scale 共 {held:.1f} MiB（同样的权重用 {dtype}：{plain:.1f} MiB）")
+
+
 @torch.no_grad()
-def fake_quantize(model, scheme, group=32, symmetric=False):
+def fake_quantize(model, scheme, group=32, symmetric=False, scale_dtype=None):
     """A teaching model (qwen/model.py), in place: each projection's, the head's and the embedding's weight
     replaced by the weight its codes stand for (`codes` then `dequantize`, rounded to the model dtype): the same
-    numbers quantize_model's model computes with, written out as ordinary weights."""
+    numbers quantize_model's model computes with, written out as ordinary weights. scale_dtype: the scales' dtype
+    (default the model's): a bf16 model's codes and scales, written exactly into an fp32 model, give the numbers
+    the packed kernels compute with, unrounded."""
     if scheme not in SCHEMES:
         raise ValueError(f"quantization scheme must be one of {SCHEMES}, got {scheme!r}")
     weights = {id(m.weight): m.weight for *_, m in projections(model)}
     weights.update({id(p): p for p in (model.lm_head.weight, model.embed_tokens.weight)})  # tied: one tensor
     for w in weights.values():
-        w.copy_(dequantize(*codes(w, scheme, group, w.dtype, symmetric)).to(w.dtype))
+        w.copy_(dequantize(*codes(w, scheme, group, scale_dtype or w.dtype, symmetric)).to(w.dtype))
     return model

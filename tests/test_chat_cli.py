@@ -57,6 +57,18 @@ def test_scripted_session(synthetic):
     assert "Traceback" not in err
 
 
+def test_quantized_session(synthetic):
+    """--quant int8 loads the quantized live model (tests/test_quantized.py proves its numbers) and says so: the
+    scheme, every product and the head holding codes, the bytes they take against bf16's."""
+    code, out, err = run_chat("hello\n", "--quant", "int8", "--seed", "1")
+    assert code == 0, err
+    line = next(line for line in out.splitlines() if line.startswith("quantized: "))
+    assert line.startswith("quantized: int8 per output channel: ") and "(the head included)" in line, line
+    held, plain = (float(x) for x in re.findall(r"([\d.]+) MiB", line))
+    assert 0.5 * plain < held < 0.6 * plain, line  # one byte a weight and a bf16 scale a row, against two bytes
+    assert out.count("qwen> ") == 1 and out.count("tokens/s") == 1 and "Traceback" not in err
+
+
 def test_end_of_input_at_once_and_bad_model(synthetic, tmp_path):
     code, out, err = run_chat("", "--threads", "2")
     assert code == 0 and out.rstrip().endswith("bye") and "on cpu, 2 CPU threads (--threads N)" in out
