@@ -148,10 +148,10 @@ for fmt, parts in rows.items():
     weights = sum(v for k, v in parts.items() if k not in ("KV cache", "DeltaNet state"))
     print(tr(f"real Qwen3.5-0.8B, {fmt:5s}: {ch12.bits(fmt, real.hidden_size):6.3f} bits per weight, weights "
              f"{weights / 1e6:7.1f} MB, a step {sum(parts.values()) / 1e6:7.1f} MB: at least "
-             f"{sum(parts.values()) / read * 1e3:4.0f} ms per token here",
+             f"{sum(parts.values()) / read * 1e3:.0f} ms per token here",
              f"真实 Qwen3.5-0.8B，{fmt:5s}：每个权重 {ch12.bits(fmt, real.hidden_size):6.3f} 比特，权重 "
              f"{weights / 1e6:7.1f} MB，一步 {sum(parts.values()) / 1e6:7.1f} MB：在这里每个 token 至少 "
-             f"{sum(parts.values()) / read * 1e3:4.0f} ms"))
+             f"{sum(parts.values()) / read * 1e3:.0f} ms"))
 
 # %%
 book.show("ch12-bound", ch12.bound_figure, rows, read,
@@ -183,10 +183,10 @@ def one_row(dtype, rows=65_536):
 
 for dtype in (torch.float32, torch.bfloat16):
     seconds, rate = one_row(dtype)
-    print(tr(f"one row, {str(dtype)[6:]:8s} F.linear: {seconds * 1e3:6.2f} ms, so 1 GB of weights in "
-             f"{1e9 / rate * 1e3:4.0f} ms (the stream above: 1 GB in {1e9 / read * 1e3:.0f} ms; one measurement each, "
+    print(tr(f"one row, {str(dtype)[6:]:8s} F.linear: {seconds * 1e3:.2f} ms, so 1 GB of weights in "
+             f"{1e9 / rate * 1e3:.0f} ms (the stream above: 1 GB in {1e9 / read * 1e3:.0f} ms; one measurement each, "
              f"on a shared machine)",
-             f"一行，{str(dtype)[6:]:8s} F.linear：{seconds * 1e3:6.2f} ms，即读 1 GB 权重要 {1e9 / rate * 1e3:4.0f} ms"
+             f"一行，{str(dtype)[6:]:8s} F.linear：{seconds * 1e3:.2f} ms，即读 1 GB 权重要 {1e9 / rate * 1e3:.0f} ms"
              f"（上面的数据流：1 GB 要 {1e9 / read * 1e3:.0f} ms；各测一次，在共享机器上）"))
 bf16_packs = dev.type == "cpu" and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 if dev.type == "cpu":
