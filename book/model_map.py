@@ -7,7 +7,10 @@ Its words are in the language the course speaks (qwen.lang); the names of the ch
 from qwen.lang import tr
 
 CHAPTERS = {"weights": 1, "embedding": 2, "norm": 3, "rope": 4, "mlp": 5, "attention": 6, "deltanet": 7,
-            "model": 8, "generate": 9, "vision": 10, "mtp": 11}
+            "model": 8, "generate": 9, "vision": 10, "mtp": 11, "quant": 12}
+# The parts whose weights chapter 12 stores in fewer bits: the text model's projections and its embedding/head (not
+# its norms, conv kernels, A_log or dt_bias, which stay as they are, nor the tower's or the MTP head's weights).
+QUANTIZED = ("embedding", "attention", "deltanet", "mlp")
 PARTS = tuple(CHAPTERS)
 TAG = 0.3  # width kept free for a box's chapter tag, in map units
 
@@ -22,12 +25,14 @@ def what(part):
             "model": tr("the decoder layers and the stack", "解码层与整个堆叠"),
             "generate": tr("generation: the loop and the caches", "生成：循环与缓存"),
             "vision": tr("the vision tower: an image becomes tokens", "视觉塔：图像变成 token"),
-            "mtp": tr("the MTP head, the draft of speculative decoding", "MTP 头，投机解码的草稿")}[part]
+            "mtp": tr("the MTP head, the draft of speculative decoding", "MTP 头，投机解码的草稿"),
+            "quant": tr("the weights stored in fewer bits: every projection and the tied head",
+                        "用更少比特存储的权重：每个投影和共享的输出头")}[part]
 
 
 COLOURS = {"weights": "#e9c46a", "embedding": "#8ecae6", "norm": "#f4a261", "rope": "#b5e48c", "mlp": "#cdb4db",
            "attention": "#ffafcc", "deltanet": "#90e0ef", "model": "#e9edc9", "generate": "#ffd6a5",
-           "vision": "#a0c4ff", "mtp": "#ffadad"}
+           "vision": "#a0c4ff", "mtp": "#ffadad", "quant": "#b7e4c7"}
 S = 3.9  # the text model sits this far right of the vision column
 
 
@@ -146,12 +151,14 @@ def draw(highlight):
     ax.set(xlim=(0, S + 15), ylim=(0, 11.1))
     ax.axis("off")
 
-    def lit(parts, weights):
-        return highlight in parts or (highlight == "weights" and weights)
+    def lit(parts, weights, text=""):
+        quantized = parts[0] in QUANTIZED and not text.startswith(("conv1d", "β"))  # the conv, A_log, dt_bias stay
+        return highlight in parts or (highlight == "weights" and weights) or (highlight == "quant" and weights and
+                                                                              quantized)
 
     def box(x, y, w, h, text, part, weights, fontsize=8):
         parts = part if isinstance(part, tuple) else (part,)  # the first one builds it and gives the tag
-        on = lit(parts, weights)
+        on = lit(parts, weights, text)
         ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.02,rounding_size=0.06",
                                     facecolor=COLOURS[highlight] if on else "#f1f1f1",
                                     edgecolor="black" if on else "#bbbbbb", linewidth=1.6 if on else 0.8))

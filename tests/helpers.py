@@ -252,6 +252,8 @@ FIGURES = {
     "ch10_vision": {"ch10-map": False, "ch10-patches": False, "ch10-positions": False, "ch10-mrope": False,
                     "ch10-bill": False},
     "ch11_mtp": {"ch11-map": False, "ch11-loop": True, "ch11-rollback": False, "ch11-speedup": True},
+    "ch12_quant": {"ch12-map": False, "ch12-bound": False, "ch12-groups": True, "ch12-classes": True,
+                   "ch12-output": True},
 }
 # a notebook cell whose output differs from the script's by design: a figure, a listing, an exercise, the proof
 MODE_DEPENDENT = re.compile(r"\bbook\.(show|listing|attempt|proof)\(")

@@ -86,6 +86,11 @@ def test_model_map_highlights_the_right_boxes():
     assert {"block 5", "fc (d, 2d):\n[e | h] → d", "norm\n(d)"} <= weights  # the new parts' tensors
     assert not {"image: RGB pixels (H, W, 3)", "the stack's lm_head:\nlogits for $x_{t+2}$,\nthe draft"} & weights
     assert "norm\n(d)" in lit("norm") and "M-RoPE positions: 3 rows t, h, w" in lit("rope")
+    quant = lit("quant")  # the text model's projections and its table, not the small tensors that stay as they are
+    assert {"in_proj_qkv", "in_proj_a", "o_proj", "out_proj", "embed_tokens (V, d)",
+            "lm_head (V, d): embed_tokens if tied", "mlp: down_proj(silu(gate_proj(x)) · up_proj(x))", "3 F"} <= quant
+    assert not {"conv1d, silu", "β, decay g\n(A_log, dt_bias)", "q_norm (D)", "norm: final RMSNorm (d)", "block 0",
+                "fc (d, 2d):\n[e | h] → d", "KV cache"} & quant
     with pytest.raises(ValueError, match="unknown part 'nrom'"):
         model_map.draw("nrom")
 

@@ -1,0 +1,188 @@
+"""Chapter 12's arithmetic and figures: what a decode step reads in each storage format and the tokens/s that bounds,
+which class each tensor belongs to, the text the output is measured on; and the figures: bytes and bound per format,
+int4's error against its group size, the error per tensor class, and the output's KL and top-1 agreement.
+
+The byte counts are computed from a config alone (qwen/sizes.py's tensor list, qwen/family.py's caches), so they
+hold for the real 0.8B whatever checkpoint is loaded. Each figure function takes what the chapter computed and
+returns a matplotlib Figure; matplotlib is imported inside, so the chapter script starts without it.
+"""
+from qwen.family import cache_bytes
+from qwen.lang import tr
+from qwen.quant import bits_per_weight
+from qwen.sizes import REAL_FP32, numel, tensor_shapes
+
+# The formats a weight can be stored in, and its bits per weight: n_in is the row's length (int8 keeps one bf16
+# scale per row); the group-wise formats keep one 16-bit scale (int4 + zero: and a 16-bit minimum) per 32 weights.
+FORMATS = ("fp32", "bf16", "int8", "Q8_0", "int4", "Q4_0")
+
+
+def bits(fmt, n_in):
+    """Bits per weight of a (out, n_in) projection stored in `fmt`, the scales included."""
+    return {"fp32": 32.0, "bf16": 16.0, "int8": bits_per_weight(8, n_in), "Q8_0": bits_per_weight(8, 32),
+            "int4": bits_per_weight(4, 32), "int4+zero": bits_per_weight(4, 32, zero_bits=16),
+            "Q4_0": bits_per_weight(4, 32)}[fmt]
+
+
+CLASSES = ("embedding/head", "attention", "DeltaNet projections", "in_proj_a/b", "MLP")
+
+
+def class_name(c):
+    """A tensor class as the course prints it, in its language."""
+    return {"embedding/head": tr("embedding/head", "嵌入/输出头"), "attention": tr("attention", "注意力"),
+            "DeltaNet projections": tr("DeltaNet projections", "DeltaNet 投影"), "in_proj_a/b": "in_proj_a/b",
+            "MLP": "MLP", "kept": tr("kept in bf16/fp32", "保留 bf16/fp32"),
+            "KV cache": tr("KV cache", "键值缓存"), "DeltaNet state": tr("DeltaNet state", "DeltaNet 状态")}[c]
+
+
+def tensor_class(name):
+    """Which of CLASSES a text-model tensor (a name without the checkpoint's prefix) belongs to, or None for one
+    that stays in the model's dtype: the norms, the conv kernel, A_log and dt_bias."""
+    if name in ("embed_tokens.weight", "lm_head.weight"):
+        return "embedding/head"
+    if ".self_attn." in name and name.endswith("_proj.weight"):
+        return "attention"
+    if name.endswith(("in_proj_a.weight", "in_proj_b.weight")):
+        return "in_proj_a/b"
+    if ".linear_attn." in name and name.endswith(("in_proj_qkv.weight", "in_proj_z.weight", "out_proj.weight")):
+        return "DeltaNet projections"
+    if ".mlp." in name:
+        return "MLP"
+    return None
+
+
+def step_bytes(cfg, fmt, tokens=1024, dtype_bytes=2):
+    """{what: bytes} one decode step reads with every projection (the tied head included) stored in `fmt`: each
+    class of weights, the tensors kept as they are (bf16, the checkpoint's fp32 ones in fp32), the KV cache of
+    `tokens` positions and the DeltaNet states (qwen.family.cache_bytes, in `dtype_bytes` per number). The embedding
+    lookup reads one row of the table; the head reads all of it, so a tied table counts once, as the head."""
+    out = dict.fromkeys((*CLASSES, "kept"), 0.0)
+    for name, shape in tensor_shapes(cfg).items():
+        c = tensor_class(name)
+        if c is None:
+            out["kept"] += numel(shape) * (4 if name.endswith(REAL_FP32) else dtype_bytes)
+        else:
+            out[c] += numel(shape) * bits(fmt, shape[-1]) / 8
+    kv, state = cache_bytes(cfg, tokens, dtype_bytes)
+    out["KV cache"], out["DeltaNet state"] = kv, state
+    return out
+
+
+# The text the output is measured on: the opening of Lewis Carroll's "Alice's Adventures in Wonderland" (1865), in
+# the public domain. Teacher-forced: the model reads it, and every position's next-token distribution is compared.
+TEXT = (
+    "Alice was beginning to get very tired of sitting by her sister on the bank, and of having nothing to do: once "
+    "or twice she had peeped into the book her sister was reading, but it had no pictures or conversations in it, "
+    "'and what is the use of a book,' thought Alice 'without pictures or conversations?'\n\n"
+    "So she was considering in her own mind (as well as she could, for the hot day made her feel very sleepy and "
+    "stupid), whether the pleasure of making a daisy-chain would be worth the trouble of getting up and picking the "
+    "daisies, when suddenly a White Rabbit with pink eyes ran close by her.\n\n"
+    "There was nothing so very remarkable in that; nor did Alice think it so very much out of the way to hear the "
+    "Rabbit say to itself, 'Oh dear! Oh dear! I shall be late!' (when she thought it over afterwards, it occurred "
+    "to her that she ought to have wondered at this, but at the time it all seemed quite natural); but when the "
+    "Rabbit actually took a watch out of its waistcoat-pocket, and looked at it, and then hurried on, Alice started "
+    "to her feet, for it flashed across her mind that she had never before seen a rabbit with either a "
+    "waistcoat-pocket, or a watch to take out of it, and burning with curiosity, she ran across the field after it, "
+    "and fortunately was just in time to see it pop down a large rabbit-hole under the hedge.")
+
+
+PARTS = (*CLASSES, "kept", "KV cache", "DeltaNet state")
+PART_COLOURS = ("#8ecae6", "#ffafcc", "#90e0ef", "#023e8a", "#cdb4db", "#f4a261", "#e76f51", "#2a9d8f")
+
+
+def bound_figure(rows, bandwidth, title=""):
+    """Left: the bytes one decode step reads in each format, stacked by part (rows: {format: step_bytes(...)}).
+    Right: the tokens/s that bandwidth (bytes read per second) allows, bandwidth ÷ the step's bytes."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.6), layout="constrained")
+    names = list(rows)
+    bottom = [0.0] * len(names)
+    for part, colour in zip(PARTS, PART_COLOURS):
+        mb = [rows[n][part] / 1e6 for n in names]
+        ax.bar(names, mb, bottom=bottom, color=colour, label=class_name(part))
+        bottom = [b + m for b, m in zip(bottom, mb)]
+    for i, total in enumerate(bottom):
+        ax.text(i, total, f"{total:,.0f} MB", ha="center", va="bottom", fontsize=8)
+    ax.set(ylabel=tr("MB read per decode step", "每个解码步读取的 MB"),
+           title=tr("What one decode step reads", "一个解码步读些什么"))
+    ax.legend(fontsize=7, ncols=2)
+    rates = [bandwidth / sum(rows[n].values()) for n in names]
+    bx.bar(names, rates, color="C0")
+    for i, r in enumerate(rates):
+        bx.text(i, r, f"{r:.1f}", ha="center", va="bottom", fontsize=8)
+    bx.set(ylabel=tr("tokens/s, at most", "tokens/s 上限"),
+           title=tr(f"The bound: {bandwidth / 1e9:.1f} GB/s ÷ the bytes of a step",
+                    f"上限：{bandwidth / 1e9:.1f} GB/s ÷ 一步的字节数"))
+    fig.suptitle(title or tr("Fewer bytes per weight, more tokens per second", "每个权重的字节越少，每秒 token 越多"),
+                 fontsize=10)
+    return fig
+
+
+def group_figure(groups, errors, title=""):
+    """Relative error of int4 against its group size g (log-log), one line per scheme (errors: {label: [error for
+    each g in groups]}); the top axis gives each g's bits per weight with a 16-bit scale."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.4), layout="constrained")
+    for label, errs in errors.items():
+        ax.plot(groups, errs, marker="o", label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(groups, [str(g) for g in groups])
+    ax.set(xlabel=tr("group size g (weights sharing one scale)", "组大小 g（共享一个 scale 的权重数）"),
+           ylabel=tr("relative error ‖w − ŵ‖ / ‖w‖", "相对误差 ‖w − ŵ‖ / ‖w‖"))
+    from matplotlib.ticker import NullLocator
+
+    ax.xaxis.set_minor_locator(NullLocator())
+    top = ax.secondary_xaxis("top")
+    top.set_xticks(groups, [f"{bits_per_weight(4, g):.3g}" for g in groups])
+    top.xaxis.set_minor_locator(NullLocator())
+    top.set_xlabel(tr("bits per weight, symmetric (a 16-bit scale per group)",
+                      "每个权重的比特数，对称（每组一个 16 位缩放因子）"))
+    ax.legend(fontsize=8)
+    ax.set_title(title or tr("int4: smaller groups, smaller error, more bits", "int4：组越小，误差越小，比特越多"),
+                 fontsize=10)
+    return fig
+
+
+def class_figure(errors, title=""):
+    """Relative error per tensor class (errors: {scheme: {class: error}}), grouped bars on a log scale."""
+    import matplotlib.pyplot as plt
+
+    schemes = list(errors)
+    classes = [c for c in CLASSES if any(c in errors[s] for s in schemes)]
+    fig, ax = plt.subplots(figsize=(9, 4.4), layout="constrained")
+    width = 0.8 / len(schemes)
+    for j, s in enumerate(schemes):
+        xs = [i + (j - (len(schemes) - 1) / 2) * width for i in range(len(classes))]
+        ax.bar(xs, [errors[s].get(c, 0) for c in classes], width, label=s)
+    ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high * 3)  # room for the legend above the bars
+    ax.set_xticks(range(len(classes)), [class_name(c) for c in classes], fontsize=8)
+    ax.set(ylabel=tr("relative error ‖w − ŵ‖ / ‖w‖", "相对误差 ‖w − ŵ‖ / ‖w‖"))
+    ax.legend(fontsize=8, ncols=len(schemes), loc="upper left")
+    ax.set_title(title or tr("The weights' error per tensor class", "各类张量的权重误差"), fontsize=10)
+    return fig
+
+
+def output_figure(kl, top1, title=""):
+    """Left: the mean KL divergence of the next-token distributions from the reference's, per scheme (kl:
+    {scheme: mean KL}), log scale. Right: top-1 agreement with the reference (top1: {scheme: fraction})."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+    names = list(kl)
+    ax.bar(names, [max(kl[n], 1e-12) for n in names], color="C1")
+    for i, n in enumerate(names):
+        ax.text(i, max(kl[n], 1e-12), f"{kl[n]:.1e}", ha="center", va="bottom", fontsize=8)
+    ax.set_yscale("log")
+    ax.set(ylabel=tr("mean KL(reference ‖ scheme), nats", "平均 KL(参考 ‖ 方案)，nat"),
+           title=tr("How far the next-token distribution moves", "下一个 token 的分布移动了多远"))
+    bx.bar(list(top1), [100 * v for v in top1.values()], color="C2")
+    for i, v in enumerate(top1.values()):
+        bx.text(i, 100 * v, f"{v:.1%}", ha="center", va="bottom", fontsize=8)
+    bx.set(ylim=(0, 108), ylabel=tr("top-1 agreement, %", "top-1 一致率，%"),
+           title=tr("How often the most likely token stays the same", "最可能的 token 有多少次不变"))
+    fig.suptitle(title or tr("The error at the output, teacher-forced", "输出端的误差，teacher forcing"), fontsize=10)
+    return fig

@@ -1,0 +1,809 @@
+"""Chapter 12: decoding at the speed of memory — the bytes a step reads, and fewer: int8, int4, llama.cpp's blocks.
+
+第 12 章：以内存的速度解码——一步读多少字节，以及更少的字节：int8、int4、llama.cpp 的块。
+
+Run: python chapters/ch12_quant.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
+Its notebook, notebooks/ch12_quant.ipynb, is written from this file by python notebooks/sync.py.
+"""
+# %% [markdown]
+# # Chapter 12 · Decoding at the speed of memory: quantization
+#
+# Chapter 9 measured why decoding is slow: every step reads every weight once, so tokens per second can be no more than
+# the bytes the machine reads per second divided by the bytes a step reads. This chapter counts those bytes for each way
+# of storing a weight, looks at how close a one-row product gets to the wall, and then takes the second lever: **fewer
+# bytes per weight**. It stores weights as small integers times a shared scale (int8 per output channel, int4 in groups,
+# with and without a zero point), writes llama.cpp's Q8_0 and Q4_0 blocks byte for byte, and measures — never assumes —
+# what that costs: the error of each class of tensor, and how far the next-token distribution moves.
+#
+# ```
+# qwen/
+# ├── measure.py      ~ the bandwidth probes (chapter 9); + next_token_kl, top1_agreement
+# ├── quant.py        + int8 per channel, int4 groups (symmetric and with a zero point), bits per weight
+# ├── gguf_blocks.py  + llama.cpp's Q8_0 and Q4_0 blocks byte for byte, Q4_K read
+# ├── quantized.py    + the quantized live model (packed kernels), fake_quantize for the teaching model
+# └── fast.py         ~ load_fast(..., quant="int8" | "int4")
+# book/
+# └── ch12.py         + this chapter's byte counts, its text and its figures
+# chapters/
+# └── ch12_quant.py   + this chapter's script
+# notebooks/
+# └── ch12_quant.ipynb + this notebook, written from the script
+#
+# + new in this chapter · ~ changed in this chapter · unmarked: from an earlier chapter
+# ```
+#
+# The command line runs the same code: `python chapters/ch12_quant.py` (`--figures` saves the figures, `--proof`
+# compares the blocks with the `gguf` package's reference quantizer). With the synthetic checkpoint the weights are
+# random draws from a normal distribution: their errors are those of such draws, not of trained weights, whose rows have
+# outliers; every line printed from them says so, and the byte counts are the real 0.8B's.
+
+# %% [markdown] lang="zh"
+# # 第 12 章 · 以内存的速度解码：量化
+#
+# 第 9 章测过解码为什么慢：每一步都要把所有权重读一遍，所以每秒 token 数最多是机器每秒读取的字节数除以一步读取的字节数。
+# 本章按权重的每种存法数清这些字节，看一行的矩阵乘法离这堵墙有多近，然后拉第二根杠杆：**每个权重更少的字节**。本章把权重
+# 存成小整数乘以一个共享的缩放因子（int8 按输出通道，int4 按组，带或不带零点），逐字节写出 llama.cpp 的 Q8_0 和 Q4_0
+# 块，并且测量——而不是假设——这样做的代价：每类张量的误差，以及下一个 token 的分布移动了多少。
+#
+# ```
+# qwen/
+# ├── measure.py      ~ 带宽探测（第 9 章）；+ next_token_kl、top1_agreement
+# ├── quant.py        + 按通道的 int8、按组的 int4（对称的和带零点的）、每个权重的比特数
+# ├── gguf_blocks.py  + 逐字节的 llama.cpp Q8_0 和 Q4_0 块，读取 Q4_K
+# ├── quantized.py    + 运行中的量化模型（打包 kernel），给教学模型用的 fake_quantize
+# └── fast.py         ~ load_fast(..., quant="int8" | "int4")
+# book/
+# └── ch12.py         + 本章的字节计数、文本和图
+# chapters/
+# └── ch12_quant.py   + 本章脚本
+# notebooks/
+# └── ch12_quant.ipynb + 本笔记本，由脚本生成
+#
+# + 本章新增 · ~ 本章修改 · 无标记：前面章节已有
+# ```
+#
+# 命令行跑的是同一份代码：`python chapters/ch12_quant.py`（`--figures` 保存图，`--proof` 把这些块和 `gguf` 包的参考量化
+# 器做对比）。在合成检查点上，权重是从正态分布随机抽的：它们的误差是这种随机数的误差，而不是训练过的权重的（训练过的权重
+# 的行里有离群值）；从它们打印出来的每一行都会注明，而字节计数用的是真实 0.8B 的。
+
+# %%
+import struct
+
+import torch
+
+import book
+from book import ch12
+from qwen import measure, quant
+from qwen.config import Config
+from qwen.course import chapter_args
+from qwen.fast import load_fast
+from qwen.generate import generate
+from qwen.lang import tr
+from qwen.model import load_model
+from qwen.quantized import fake_quantize
+from qwen.sizes import real_config, tensor_shapes
+from qwen.synthetic import is_synthetic
+from qwen.tokenizer import load_tokenizer
+from qwen.weights import load_weights
+
+args = chapter_args(__doc__)
+cfg = Config.load(args.path)
+real = real_config()
+dev = args.device
+W = load_weights(args.path)  # headers only: each tensor is read when it is asked for
+SYNTHETIC = is_synthetic(args.path)
+TAG = tr(" (synthetic weights)", "（合成权重）") if SYNTHETIC else ""  # on every line printed from the weights
+torch.manual_seed(0)
+torch.set_grad_enabled(False)  # nothing is trained here
+
+# %%
+book.show("ch12-map", book.model_map.draw, "quant")
+
+# %% [markdown]
+# ## 1. The bound, per format
+# A decode step multiplies every projection by one vector, so it reads every projection's weights once: the attention
+# and DeltaNet projections and the MLPs of all 24 layers, and the head, which is the embedding table itself in the 0.8B
+# (the tied head) — the lookup reads one row of it, the head all 248,320. It also reads the caches: the keys and values
+# of every earlier token in the 6 full-attention layers, and the fixed DeltaNet state of the other 18. The small tensors
+# (the norms, the conv kernels, `A_log`, `dt_bias`) are a rounding error. Counted from the real 0.8B's config
+# (`book/ch12.py`'s `step_bytes`, on `qwen.sizes`' tensor list), at 1,024 tokens of context:
+
+# %% [markdown] lang="zh"
+# ## 1. 每种格式的上限
+# 一个解码步把每个投影乘以一个向量，所以要把每个投影的权重读一遍：24 层的注意力投影、DeltaNet 投影和 MLP，还有输出头——
+# 在 0.8B 里它就是嵌入表本身（共享的输出头）：查表只读其中一行，输出头要读全部 248,320 行。它还要读缓存：6 个全注意力层
+# 里之前每个 token 的键和值，以及其余 18 层固定大小的 DeltaNet 状态。那些小张量（各个 norm、卷积核、`A_log`、`dt_bias`）
+# 只是个零头。按真实 0.8B 的配置数出来（`book/ch12.py` 的 `step_bytes`，基于 `qwen.sizes` 的张量列表），上下文 1,024 个
+# token 时：
+
+# %%
+TOKENS = 1024
+bf16_step = ch12.step_bytes(real, "bf16", TOKENS)
+step_total = sum(bf16_step.values())
+for part, b in bf16_step.items():
+    print(tr(f"real Qwen3.5-0.8B, bf16: {ch12.class_name(part):22s} {b / 1e6:8.1f} MB  {b / step_total:6.1%}",
+             f"真实 Qwen3.5-0.8B，bf16：{ch12.class_name(part)} {b / 1e6:8.1f} MB  {b / step_total:6.1%}"))
+print(tr(f"real Qwen3.5-0.8B, bf16: one decode step at {TOKENS:,} tokens reads {step_total / 1e6:,.1f} MB",
+         f"真实 Qwen3.5-0.8B，bf16：上下文 {TOKENS:,} 个 token 时，一个解码步读取 {step_total / 1e6:,.1f} MB"))
+
+# %% [markdown]
+# The tied head is a third of every step: in a small model with a large vocabulary, the last matrix product is the
+# biggest. The caches are small here — the hybrid design's gift (chapter 7) — so the weights' format decides the speed.
+# This machine's read rate (`qwen.measure.read_bandwidth`, a sum over 256 MiB, best of 5) turns each format's bytes into
+# the least time a decode step can take, whatever its code (its inverse, the most tokens per second, is the figure's
+# right panel):
+
+# %% [markdown] lang="zh"
+# 共享的输出头占了每一步的三分之一：在词表很大的小模型里，最后那次矩阵乘法是最大的一次。缓存在这里很小——这是混合设计的好
+# 处（第 7 章）——所以权重的格式决定了速度。这台机器的读取速率（`qwen.measure.read_bandwidth`，对 256 MiB 求和，取 5 次中
+# 最快的）把每种格式的字节数换算成一个解码步最少要花的时间，与代码怎么写无关（它的倒数，即每秒最多的 token 数，画在图的
+# 右半边）：
+
+# %%
+read = measure.read_bandwidth(dev)  # bytes read per second
+rows = {fmt: ch12.step_bytes(real, fmt, TOKENS) for fmt in ch12.FORMATS}
+print(tr(f"this machine ({dev}) reads 1 GB in {1e9 / read * 1e3:.0f} ms",
+         f"这台机器（{dev}）读 1 GB 要 {1e9 / read * 1e3:.0f} ms"))
+for fmt, parts in rows.items():
+    weights = sum(v for k, v in parts.items() if k not in ("KV cache", "DeltaNet state"))
+    print(tr(f"real Qwen3.5-0.8B, {fmt:5s}: {ch12.bits(fmt, real.hidden_size):6.3f} bits per weight, weights "
+             f"{weights / 1e6:7.1f} MB, a step {sum(parts.values()) / 1e6:7.1f} MB: at least "
+             f"{sum(parts.values()) / read * 1e3:.0f} ms per token here",
+             f"真实 Qwen3.5-0.8B，{fmt:5s}：每个权重 {ch12.bits(fmt, real.hidden_size):6.3f} 比特，权重 "
+             f"{weights / 1e6:7.1f} MB，一步 {sum(parts.values()) / 1e6:7.1f} MB：在这里每个 token 至少 "
+             f"{sum(parts.values()) / read * 1e3:.0f} ms"))
+
+# %%
+book.show("ch12-bound", ch12.bound_figure, rows, read,
+          title=tr(f"Real Qwen3.5-0.8B at {TOKENS:,} tokens: the bytes of one decode step, and the bound on {dev}",
+                   f"真实 Qwen3.5-0.8B，{TOKENS:,} 个 token：一个解码步的字节数，以及在 {dev} 上的上限"))
+
+# %% [markdown]
+# ## 2. Reading at the wall
+# The bound assumes each weight is read at the stream's rate. A matrix-vector product is a stream of weights with a
+# multiply-add each, but a general matrix-multiply kernel is built for many rows: it cuts the weight into tiles sized
+# for a product of many vectors, repacks them on the fly, and with a single row spends much of its time on that
+# bookkeeping rather than on reading. Measured on one weight of the head's width (65,536 × 1,024, a quarter of the
+# 0.8B's head), one row through `F.linear`, in fp32 and in bf16:
+
+# %% [markdown] lang="zh"
+# ## 2. 贴着墙读
+# 这个上限假设每个权重都以数据流的速率读出。矩阵-向量乘法就是一个权重流，每个权重做一次乘加；但通用的矩阵乘法 kernel 是
+# 为很多行设计的：它把权重切成适合许多向量相乘的分块，边算边重新排列，只有一行时，大量时间花在这些簿记上，而不是读数据
+# 上。在一个和输出头同宽的权重上测（65,536 × 1,024，0.8B 输出头的四分之一），用 `F.linear` 算一行，fp32 和 bf16 各一次：
+
+# %%
+def one_row(dtype, rows=65_536):
+    """Seconds and bytes per second of one row times a (rows, 1024) weight in dtype through F.linear, best of 5."""
+    w_big = torch.randn(rows, 1024, device=dev).to(dtype)  # filled: untouched pages would flatter the rate
+    x_one = torch.randn(1, 1024, device=dev).to(dtype)
+    seconds = measure.best(lambda: torch.nn.functional.linear(x_one, w_big), dev)
+    return seconds, w_big.numel() * dtype.itemsize / seconds
+
+
+for dtype in (torch.float32, torch.bfloat16):
+    seconds, rate = one_row(dtype)
+    print(tr(f"one row, {str(dtype)[6:]:8s} F.linear: {seconds * 1e3:.2f} ms, so 1 GB of weights in "
+             f"{1e9 / rate * 1e3:.0f} ms (the stream above: 1 GB in {1e9 / read * 1e3:.0f} ms; one measurement each, "
+             f"on a shared machine)",
+             f"一行，{str(dtype)[6:]:8s} F.linear：{seconds * 1e3:.2f} ms，即读 1 GB 权重要 {1e9 / rate * 1e3:.0f} ms"
+             f"（上面的数据流：1 GB 要 {1e9 / read * 1e3:.0f} ms；各测一次，在共享机器上）"))
+bf16_packs = dev.type == "cpu" and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+if dev.type == "cpu":
+    print(tr(f"this CPU can prepack bf16 weights for oneDNN: {bf16_packs}",
+             f"这块 CPU 能为 oneDNN 预先重排 bf16 权重：{bf16_packs}"))
+else:
+    print(tr(f"{dev}: the prepacked CPU path does not apply", f"{dev}：预先重排的 CPU 路径不适用"))
+
+# %% [markdown]
+# Where the two rates differ by a lot, the kernel, not the memory, is the wall. Two things move it. First, a weight
+# **prepacked once** into the layout the kernel reads fastest: torch's oneDNN backend can reorder a linear layer's
+# weight when the model is loaded (`torch.ops.mkldnn._reorder_linear_weight`, what torch's own compiler emits when it
+# freezes CPU weights), and its product then reads the weight as a stream. Whether this torch offers it for bf16 depends
+# on the CPU's instructions (the line above: `torch.ops.mkldnn._is_mkldnn_bf16_supported()`), so a fast path chooses it
+# by capability, never by a timing, and keeps plain `F.linear` elsewhere; its results are proven against the teaching
+# path like every other fast-path product. Second, on a CPU without bf16 instructions, a bf16 product is slower than an
+# fp32 one over twice the bytes (chapter 9's fast path multiplies bf16 weights in fp32 there). Neither changes the
+# bound: they only bring the code closer to it. Only fewer bytes move the bound itself.
+
+# %% [markdown] lang="zh"
+# 两个速率相差很大时，墙是 kernel，而不是内存。有两件事能挪动它。第一，把权重**预先重排一次**，排成 kernel 读得最快的布
+# 局：torch 的 oneDNN 后端可以在加载模型时重排一个线性层的权重（`torch.ops.mkldnn._reorder_linear_weight`，torch 自己的
+# 编译器冻结 CPU 权重时生成的正是它），之后的乘法就能像数据流一样读权重。这个 torch 是否支持 bf16 的重排取决于CPU 的指令
+# 集（上面那一行：`torch.ops.mkldnn._is_mkldnn_bf16_supported()`），所以快速路径按能力来选，而不是按计时，其他情况下仍用
+# 普通的 `F.linear`；它的结果和快速路径上其他乘法一样，要对照教学路径证明。第二，在没有 bf16 指令的 CPU 上，bf16 乘法比
+# 读两倍字节的 fp32 乘法还慢（第 9 章的快速路径在那里把 bf16 权重按 fp32 相乘）。这两件事都不改变上限：它们只让代码更接
+# 近上限。只有更少的字节才能挪动上限本身。
+
+# %% [markdown]
+# ## 3. Fewer bytes by hand: int8 and int4
+# Store w ≈ q · s: q a small integer, s a scale shared by many weights. **int8 per output channel** gives each row one
+# scale, s = max|w_row| / 127, so the row's largest weight lands on ±127 and nothing is clipped; a packed kernel
+# multiplies the row's integer sum by s once. **int4 in groups** has only 16 codes, too few for a whole row whose one
+# outlier would stretch the step for all: each group of g consecutive inputs gets its own scale, s = max|w_group| / 7
+# (symmetric, codes −7..7), or its own range with a **zero point**, s = (M − m) / 15 and w ≈ q · s + m (codes 0..15
+# spanning exactly the group's [m, M]). One row of layer 0's `mlp.gate_proj`:
+
+# %% [markdown] lang="zh"
+# ## 3. 手写更少的字节：int8 和 int4
+# 把权重存成 w ≈ q · s：q 是小整数，s 是许多权重共享的缩放因子。**按输出通道的 int8** 给每一行一个缩放因子，s =
+# max|w_row| / 127，这样这一行最大的权重正好落在 ±127 上，没有任何值被截断；打包的 kernel 只需把这一行的整数和乘一次 s。
+# **按组的 int4** 只有 16 个码，对一整行来说太少了：一个离群值就会把所有权重的步长撑大。所以每组 g 个相邻的输入各有自己
+# 的缩放因子，s = max|w_group| / 7（对称，码 −7..7），或者各有自己的范围和一个**零点**，s = (M − m) / 15，w ≈ q · s +
+# m（码 0..15 恰好覆盖这一组的 [m, M]）。第 0 层 `mlp.gate_proj` 的一行：
+
+# %%
+name = "layers.0.mlp.gate_proj.weight"
+w = W[name].float()  # (I, d)
+q8, s8 = quant.quantize_int8(w)
+q4, s4 = quant.quantize_int4(w, 32)
+qz, sz, mz = quant.quantize_int4_zero(w, 32)
+row = w[0, :8]
+
+
+def shown(t):
+    return [round(v, 4) for v in t.tolist()]
+
+
+print(tr(f"{name} {tuple(w.shape)}, row 0, its first 8 weights{TAG}:",
+         f"{name} {tuple(w.shape)}，第 0 行的前 8 个权重{TAG}："), shown(row))
+print(tr(f"int8: scale {s8[0]:.6f}, codes {q8[0, :8].tolist()}, back {shown(q8[0, :8] * s8[0])}",
+         f"int8：缩放因子 {s8[0]:.6f}，码 {q8[0, :8].tolist()}，还原 {shown(q8[0, :8] * s8[0])}"))
+print(tr(f"int4, g = 32: scale {s4[0, 0]:.5f}, codes {q4[0, :8].tolist()}, back {shown(q4[0, :8] * s4[0, 0])}",
+         f"int4，g = 32：缩放因子 {s4[0, 0]:.5f}，码 {q4[0, :8].tolist()}，还原 {shown(q4[0, :8] * s4[0, 0])}"))
+print(tr(f"int4 + zero point, g = 32: scale {sz[0, 0]:.5f}, minimum {mz[0, 0]:.5f}, codes {qz[0, :8].tolist()}, back "
+         f"{shown(qz[0, :8] * sz[0, 0] + mz[0, 0])}",
+         f"int4 + 零点，g = 32：缩放因子 {sz[0, 0]:.5f}，最小值 {mz[0, 0]:.5f}，码 {qz[0, :8].tolist()}，还原 "
+         f"{shown(qz[0, :8] * sz[0, 0] + mz[0, 0])}"))
+
+
+def rel_error(w, back):
+    """‖w − ŵ‖ / ‖w‖ over the whole tensor (Frobenius norms)."""
+    return float((w - back).norm() / w.norm())
+
+
+schemes = {"int8": lambda w: quant.dequantize_int8(*quant.quantize_int8(w)),
+           "int4": lambda w: quant.dequantize_int4(*quant.quantize_int4(w, 32)),
+           "int4+zero": lambda w: quant.dequantize_int4_zero(*quant.quantize_int4_zero(w, 32))}
+for label, roundtrip in schemes.items():
+    print(tr(f"{label:9s}: {ch12.bits(label, w.shape[1]):.3f} bits per weight, relative error "
+             f"{rel_error(w, roundtrip(w)):.2e} over the whole tensor{TAG}",
+             f"{label:9s}：每个权重 {ch12.bits(label, w.shape[1]):.3f} 比特，整个张量的相对误差 "
+             f"{rel_error(w, roundtrip(w)):.2e}{TAG}"))
+
+# %% [markdown]
+# Each code is a multiple of the step, so the error of one weight is at most half a step: s / 2. int4's step is about 18
+# times int8's for the same range (127 / 7), and its error follows. The zero point buys a finer step where a group leans
+# one way; for weights spread symmetrically around zero, as here, 15 steps over [m, M] against 14 over [−max, max] is a
+# small gain, paid with a second number per group (5.0 bits per weight instead of 4.5).
+#
+# The group size trades error against bits: smaller groups follow the weights' local size more closely, and each one's
+# 16-bit scale is shared by fewer weights.
+
+# %% [markdown] lang="zh"
+# 每个码都是步长的整数倍，所以一个权重的误差最多是半个步长：s / 2。范围相同时，int4 的步长约是 int8 的 18 倍（127 /
+# 7），误差也随之变大。零点让偏向一侧的组得到更细的步长；对于像这里这样在零两侧对称分布的权重，[m, M] 上的 15 个步长对比
+# [−max, max] 上的 14 个步长，收益不大，代价却是每组多存一个数（每个权重 5.0 比特而不是 4.5）。
+#
+# 组大小是在误差和比特之间取舍：组越小，越能贴合权重局部的大小，但每组那个 16 位缩放因子分摊到的权重也越少。
+
+# %%
+groups = [g for g in (8, 16, 32, 64, 128, 256, 512, 1024) if w.shape[1] % g == 0]
+by_group = {"int4": [rel_error(w, quant.dequantize_int4(*quant.quantize_int4(w, g))) for g in groups],
+            "int4+zero": [rel_error(w, quant.dequantize_int4_zero(*quant.quantize_int4_zero(w, g))) for g in groups]}
+for g, e, ez in zip(groups, by_group["int4"], by_group["int4+zero"]):
+    print(tr(f"g = {g:4d}: {quant.bits_per_weight(4, g):.3f} bits per weight, relative error {e:.3e}; with a zero "
+             f"point {quant.bits_per_weight(4, g, zero_bits=16):.3f} bits, {ez:.3e}{TAG}",
+             f"g = {g:4d}：每个权重 {quant.bits_per_weight(4, g):.3f} 比特，相对误差 {e:.3e}；带零点 "
+             f"{quant.bits_per_weight(4, g, zero_bits=16):.3f} 比特，{ez:.3e}{TAG}"))
+
+# %%
+book.show("ch12-groups", ch12.group_figure, groups, by_group,
+          title=tr(f"int4 on {name}: error against group size{TAG}", f"{name} 上的 int4：误差与组大小{TAG}"))
+
+# %% [markdown]
+# **Try it first**: exercise 223 is group-wise int4 with a zero point, quantize and dequantize
+# (`python practice/judge.py start 223`, or the cell below); the finished module follows it.
+
+# %% [markdown] lang="zh"
+# **先自己试试**：练习 223 是带零点的按组 int4，量化和反量化（`python practice/judge.py start 223`，或者下面的单元格）；
+# 写好的模块在它后面。
+
+
+# %%
+def quantize_int4_zero(w, g):
+    raise NotImplementedError  # your code: (q uint8 (out, in), s (out, in / g), m (out, in / g))
+
+
+def dequantize_int4_zero(q, s, m):
+    raise NotImplementedError  # your code: w ≈ q · s + m, fp32 (out, in)
+
+
+book.attempt(223, quantize_int4_zero, dequantize_int4_zero)
+
+# %%
+book.listing("qwen/quant.py")
+
+# %% [markdown]
+# ## 4. llama.cpp's blocks, byte for byte
+# A GGUF file (llama.cpp's format) stores a quantized weight row by row, each row cut into **blocks** of 32 values, each
+# block on its own: an fp16 scale d, then the codes. **Q8_0** is 34 bytes: d = max|x| / 127 and 32 signed bytes q =
+# round(x / d), rounded half away from zero as C's `roundf` does. **Q4_0** is 18 bytes: d = x_max / −8, where x_max is
+# the block's value of largest magnitude *with its sign*, so that value lands exactly on code −8; each code is stored as
+# q + 8 in 0..15, two to a byte, the block's first 16 values in the low nibbles and its last 16 in the high nibbles.
+# Both are int8 and int4 with g = 32; Q4_0 spends all 16 codes where the symmetric int4 above leaves −8 unused.
+#
+# **Try it first**: exercise 222 is one Q8_0 block's 34 bytes by hand (`python practice/judge.py start 222`, or the cell
+# below).
+
+# %% [markdown] lang="zh"
+# ## 4. llama.cpp 的块，逐字节
+# GGUF 文件（llama.cpp 的格式）逐行存一个量化的权重，每行切成 32 个值一**块**，每块单独存：先是一个 fp16 的缩放因子 d，
+# 然后是码。**Q8_0** 占 34 字节：d = max|x| / 127，32 个有符号字节 q = round(x / d)，像 C 的 `roundf` 那样四舍五入时远离
+# 零。**Q4_0** 占 18 字节：d = x_max / −8，其中 x_max 是这一块里绝对值最大的那个值，*带着它的符号*，这样它正好落在码 −8
+# 上；每个码存成 q + 8，在 0..15 之间，一个字节放两个，这一块的前 16 个值放在低 4 位，后 16 个放在高 4 位。两者就是 g =
+# 32 的 int8 和 int4；上面的对称 int4 空着 −8 不用，Q4_0 则把 16 个码都用上了。
+#
+# **先自己试试**：练习 222 是手写一个 Q8_0 块的 34 个字节（`python practice/judge.py start 222`，或者下面的单元格）。
+
+
+# %%
+def q8_0_block(x):
+    raise NotImplementedError  # your code: the 34 bytes (34,) uint8 of 32 fp32 values
+
+
+def q8_0_values(block):
+    raise NotImplementedError  # your code: the 32 fp32 values a block of 34 bytes holds
+
+
+book.attempt(222, q8_0_block, q8_0_values)
+
+# %% [markdown]
+# The first block of the row above, read back from its bytes:
+
+# %% [markdown] lang="zh"
+# 把上面那一行的第一块从它的字节里读回来：
+
+# %%
+block = w[:1, :32]  # (1, 32): one block
+b8, b4 = quant.gguf_bytes(block, "Q8_0"), quant.gguf_bytes(block, "Q4_0")
+d8, = struct.unpack("<e", b8[:2])  # little-endian fp16
+codes8 = list(struct.unpack("<32b", b8[2:]))  # 32 signed bytes
+print(tr(f"Q8_0, {len(b8)} bytes: {b8[:2].hex(' ')} | {b8[2:].hex(' ')}",
+         f"Q8_0，{len(b8)} 字节：{b8[:2].hex(' ')} | {b8[2:].hex(' ')}"))
+same8 = torch.equal(torch.tensor(codes8) * torch.tensor(d8), quant.from_gguf_bytes(b8, "Q8_0", (1, 32))[0])
+print(tr(f"  d = {d8:.6g} (fp16), codes {codes8[:8]} ...; d · q equal to from_gguf_bytes: {same8}",
+         f"  d = {d8:.6g}（fp16），码 {codes8[:8]} ...；d · q 与 from_gguf_bytes 相等：{same8}"))
+d4, = struct.unpack("<e", b4[:2])
+nibbles = [byte & 15 for byte in b4[2:]] + [byte >> 4 for byte in b4[2:]]  # values 0..15, then 16..31
+print(tr(f"Q4_0, {len(b4)} bytes: {b4[:2].hex(' ')} | {b4[2:].hex(' ')}",
+         f"Q4_0，{len(b4)} 字节：{b4[:2].hex(' ')} | {b4[2:].hex(' ')}"))
+same4 = torch.equal((torch.tensor(nibbles) - 8) * torch.tensor(d4), quant.from_gguf_bytes(b4, "Q4_0", (1, 32))[0])
+print(tr(f"  d = {d4:.6g} (fp16, the sign of −x_max), codes − 8: {[n - 8 for n in nibbles[:8]]} ...; d · (q − 8) "
+         f"equal to from_gguf_bytes: {same4}",
+         f"  d = {d4:.6g}（fp16，符号与 −x_max 相同），码 − 8：{[n - 8 for n in nibbles[:8]]} ...；d · (q − 8) 与 "
+         f"from_gguf_bytes 相等：{same4}"))
+for fmt, ours in (("Q8_0", "int8"), ("Q4_0", "int4")):
+    stored = quant.gguf_bytes(w, fmt)
+    back = quant.from_gguf_bytes(stored, fmt, tuple(w.shape))
+    print(tr(f"{name} as {fmt}: {len(stored):,} bytes = {8 * len(stored) / w.numel():.2f} bits per weight, relative "
+             f"error {rel_error(w, back):.2e} ({ours} above: {rel_error(w, schemes[ours](w)):.2e}){TAG}",
+             f"{name} 存成 {fmt}：{len(stored):,} 字节 = 每个权重 {8 * len(stored) / w.numel():.2f} 比特，相对误差 "
+             f"{rel_error(w, back):.2e}（上面的 {ours}：{rel_error(w, schemes[ours](w)):.2e}）{TAG}"))
+
+# %% [markdown]
+# Q8_0's scale per 32 weights costs half a bit more than int8 per channel and gains little on weights without outliers;
+# Q4_0's extra code −8 makes its step x_max / 8 instead of x_max / 7, a little finer than symmetric int4's. The finished
+# module writes both blocks for a whole tensor at once and reads Q4_K, llama.cpp's 4-bit format with 256-value
+# super-blocks (its writer searches for the best scales, a story of its own):
+
+# %% [markdown] lang="zh"
+# Q8_0 每 32 个权重一个缩放因子，比按通道的 int8 多花半个比特，在没有离群值的权重上收益不大；Q4_0 多出的码 −8 让它的步长
+# 是x_max / 8 而不是 x_max / 7，比对称 int4 略细。写好的模块一次为整个张量写出两种块，还能读 Q4_K，也就是 llama.cpp 用
+# 256 个值的超级块存的 4 比特格式（写 Q4_K 要搜索最好的缩放因子，那是另一个故事）：
+
+# %%
+book.listing("qwen/gguf_blocks.py")
+
+# %% [markdown]
+# ## 5. The error, per class of tensor
+# The same three schemes on every projection of the checkpoint, grouped by what the tensor does: the embedding table
+# (which is also the head), the attention projections, the DeltaNet projections (`in_proj_qkv`, `in_proj_z`,
+# `out_proj`), the small `in_proj_a/b` (16 rows in the 0.8B: they make the decay and β of each value head), and the
+# MLPs. The error of a class is ‖w − ŵ‖ / ‖w‖ over all its tensors together:
+
+# %% [markdown] lang="zh"
+# ## 5. 误差，按张量的类别
+# 把同样三种方案用在检查点的每个投影上，按张量的用途分组：嵌入表（它也是输出头）、注意力投影、DeltaNet 投影
+# （`in_proj_qkv`、 `in_proj_z`、`out_proj`）、很小的 `in_proj_a/b`（0.8B 里只有 16 行：它们给出每个值头的衰减和 β），以
+# 及 MLP。一个类别的误差是把它的所有张量放在一起算的 ‖w − ŵ‖ / ‖w‖：
+
+# %%
+tensors = {n for n in W if ch12.tensor_class(n) and not (n == "lm_head.weight" and W.where[n] == W.where.get(
+    "embed_tokens.weight"))}  # a tied head is the embedding's tensor: counted once
+sums = {label: {c: [0.0, 0.0] for c in ch12.CLASSES} for label in schemes}  # ‖w − ŵ‖², ‖w‖²
+for n in sorted(tensors):
+    t = W[n].float()
+    for label, roundtrip in schemes.items():
+        acc = sums[label][ch12.tensor_class(n)]
+        acc[0] += float((t - roundtrip(t)).pow(2).sum())
+        acc[1] += float(t.pow(2).sum())
+class_errors = {label: {c: (e / n2) ** 0.5 for c, (e, n2) in by.items() if n2} for label, by in sums.items()}
+for c in ch12.CLASSES:
+    each = [f"{s} {class_errors[s][c]:.2e}" for s in schemes]
+    en, zh = ", ".join(each), "，".join(each)
+    print(tr(f"{ch12.class_name(c):22s} {en}{TAG}", f"{ch12.class_name(c)}：{zh}{TAG}"))
+
+# %%
+book.show("ch12-classes", ch12.class_figure, class_errors,
+          title=tr(f"Relative error of the weights per tensor class{TAG}", f"各类张量权重的相对误差{TAG}"))
+
+# %% [markdown]
+# On the synthetic checkpoint every class is drawn from a normal distribution, so the classes differ only by their row
+# lengths (int8's one scale per row) and come out alike: what trained weights do differently — rows with a few large
+# values, the head's rare tokens — shows on a real checkpoint (`--model`). A weight's relative error is not yet the
+# model's: an error in `in_proj_a` moves a decay that is exponentiated and multiplied into the state at every token, one
+# in the head moves every logit directly. Section 6 measures at the output.
+#
+# **What stays as it is.** The norms' weights, `A_log`, `dt_bias` and the conv kernels are not quantized:
+
+# %% [markdown] lang="zh"
+# 在合成检查点上，每一类都是从正态分布抽出来的，所以各类之间只差在行的长度（int8 每行一个缩放因子），结果差不多：训练过
+# 的权重有什么不同——有几个大值的行、输出头里的罕见 token——要在真实检查点上才看得到（`--model`）。一个权重的相对误差还不
+# 是模型的误差：`in_proj_a` 里的误差会移动一个衰减，它要取指数，并且每个 token 都乘进状态里；输出头里的误差则直接移动每
+# 个 logit。第 6 节在输出端测量。
+#
+# **哪些保持原样。** 各个 norm 的权重、`A_log`、`dt_bias` 和卷积核都不量化：
+
+# %%
+kept = {n: s for n, s in tensor_shapes(real).items() if ch12.tensor_class(n) is None}
+kept_numbers = sum(torch.Size(s).numel() for s in kept.values())
+all_numbers = sum(torch.Size(s).numel() for s in tensor_shapes(real).values())
+print(tr(f"real Qwen3.5-0.8B: {len(kept)} tensors stay as they are (norms, conv kernels, A_log, dt_bias): "
+         f"{kept_numbers:,} numbers, {kept_numbers / all_numbers:.3%} of the text model's; "
+         f"{bf16_step['kept'] / 1e6:.2f} MB of a bf16 step",
+         f"真实 Qwen3.5-0.8B：{len(kept)} 个张量保持原样（各个 norm、卷积核、A_log、dt_bias）："
+         f"{kept_numbers:,} 个数，占文本模型的 {kept_numbers / all_numbers:.3%}；bf16 一步中占 "
+         f"{bf16_step['kept'] / 1e6:.2f} MB"))
+
+# %% [markdown]
+# They are a fraction of a percent of the bytes, so quantizing them would save nothing worth having, and they are the
+# numbers an error hurts most: a norm's weight scales a whole channel at every layer; `A_log` and `dt_bias` set each
+# head's decay through an exponential (a rounding there changes how fast the state forgets, at every token); a conv
+# kernel has 4 taps per channel, so a scale per 32 weights would span 8 channels of different sizes. The published
+# checkpoints keep `A_log` (and the DeltaNet's norm) in fp32 for the same reason.
+
+# %% [markdown] lang="zh"
+# 它们只占字节数的不到百分之一，量化它们省不下什么值得的东西；而且误差对它们伤害最大：一个 norm 的权重在每一层缩放一整个
+# 通道；`A_log` 和 `dt_bias` 通过一个指数设定每个头的衰减（在这里舍入会改变状态遗忘的速度，每个 token 都是如此）；卷积核
+# 每个通道只有 4 个抽头，每 32 个权重一个缩放因子就会跨过 8 个大小不同的通道。已发布的检查点把 `A_log`（以及 DeltaNet 的
+# norm）存成 fp32，也是同样的理由。
+
+# %% [markdown]
+# ## 6. The error at the output
+# What matters is what the model says. Feed the same text to the model with its own weights and with the quantized ones,
+# and compare, at every position, the two next-token distributions (teacher-forced: both read the text, not their own
+# output, so one early difference does not derail the rest). Two measures: the **KL divergence** KL(p ‖ q) = Σ p · (log
+# p − log q) of the quantized model's distribution q from the reference's p, in nats (0 when they are equal), and
+# **top-1 agreement**, the fraction of positions whose most likely token is the same. The text is the opening of
+# *Alice's Adventures in Wonderland* (Lewis Carroll, 1865, in the public domain), shipped in `book/ch12.py`.
+#
+# **Try it first**: exercise 224 is the KL of the next-token distributions and the top-1 agreement
+# (`python practice/judge.py start 224`, or the cell below).
+
+# %% [markdown] lang="zh"
+# ## 6. 输出端的误差
+# 真正要紧的是模型说了什么。把同一段文本分别喂给用原始权重的模型和用量化权重的模型，在每个位置比较两个下一个 token 的分
+# 布（teacher forcing：两者读的都是这段文本，而不是它们自己的输出，所以前面一处不同不会让后面全部跑偏）。两个度量：量化
+# 模型的分布q 相对参考分布 p 的 **KL 散度** KL(p ‖ q) = Σ p · (log p − log q)，单位是 nat（两者相等时为 0）；以及
+# **top-1 一致率**，即最可能的 token 相同的位置所占的比例。文本是《爱丽丝梦游仙境》的开头（Lewis Carroll，1865，已进入公
+# 有领域），放在 `book/ch12.py` 里。
+#
+# **先自己试试**：练习 224 是下一个 token 分布的 KL 和 top-1 一致率（`python practice/judge.py start 224`，或者下面的单
+# 元格）。
+
+# %%
+def next_token_kl(ref_logits, logits):
+    raise NotImplementedError  # your code: KL(p_ref ‖ p) per position, fp64, (..., V) -> (...)
+
+
+def top1_agreement(ref_logits, logits):
+    raise NotImplementedError  # your code: the fraction of positions whose argmax agrees, a float
+
+
+book.attempt(224, next_token_kl, top1_agreement)
+
+# %% [markdown]
+# The finished functions are `qwen.measure.next_token_kl` and `top1_agreement`. The quantized weights come from
+# `qwen.quantized.fake_quantize(model, scheme)`: it replaces, in place, each projection's, the head's and the
+# embedding's weight by the numbers its codes stand for (`"int4"` is int4 with a zero point there, the form the live
+# model of section 7 uses; `symmetric=True` the symmetric one). The model computes in fp32 here, so that the weights are
+# the only difference; the checkpoint's own weights computed in bf16 show what rounding alone does.
+
+# %% [markdown] lang="zh"
+# 写好的函数是 `qwen.measure.next_token_kl` 和 `top1_agreement`。量化后的权重来自
+# `qwen.quantized.fake_quantize(model, scheme)`：它原地把每个投影、输出头和嵌入的权重换成它们的码所代表的数（在那里
+# `"int4"` 是带零点的 int4，也就是第 7 节的运行模型用的形式；`symmetric=True` 是对称的那种）。这里模型用 fp32 计算，让权
+# 重成为唯一的差别；检查点原始权重用 bf16 计算，则显示单单舍入会带来什么。
+
+# %%
+tok = load_tokenizer(args.path)
+text_ids = torch.tensor([tok.encode(ch12.TEXT)], device=dev)  # (1, T)
+model = load_model(args.path, dtype=torch.float32, device=dev)  # fp32: the quantization is the only difference
+reference = model(text_ids)[0].cpu()  # (T, V); compared on the CPU, in fp64 (which Apple's MPS lacks)
+logits = {"bf16": load_model(args.path, dtype=torch.bfloat16, device=dev)(text_ids)[0].float().cpu()}  # rounding alone
+for label, scheme, symmetric in (("int8", "int8", False), ("int4", "int4", True), ("int4+zero", "int4", False)):
+    for n, p in model.named_parameters():  # back to the checkpoint's weights (the tied head is one parameter)
+        if ch12.tensor_class(n):
+            p.copy_(W[n])
+    logits[label] = fake_quantize(model, scheme, 32, symmetric)(text_ids)[0].cpu()
+kl = {label: measure.next_token_kl(reference, x) for label, x in logits.items()}  # (T,) each
+top1 = {label: measure.top1_agreement(reference, x) for label, x in logits.items()}
+print(tr(f"teacher-forced on {text_ids.shape[1]} tokens of the text, against the checkpoint's weights in fp32{TAG}:",
+         f"在这段文本的 {text_ids.shape[1]} 个 token 上做 teacher forcing，对照 fp32 的检查点权重{TAG}："))
+for label in logits:
+    what = tr("(bf16 arithmetic, the same weights)", "（bf16 运算，同样的权重）") if label == "bf16" else \
+        tr("(fake-quantized weights, fp32 arithmetic)", "（伪量化的权重，fp32 运算）")
+    print(tr(f"  {label:9s}: KL mean {kl[label].mean():.2e}, max {kl[label].max():.2e} nats; top-1 agreement "
+             f"{top1[label]:.1%} {what}",
+             f"  {label:9s}：KL 平均 {kl[label].mean():.2e}，最大 {kl[label].max():.2e} nat；top-1 一致率 "
+             f"{top1[label]:.1%} {what}"))
+
+# %%
+book.show("ch12-output", ch12.output_figure, {k: float(v.mean()) for k, v in kl.items()}, top1,
+          title=tr(f"The next-token distribution against the checkpoint's own weights, teacher-forced{TAG}",
+                   f"下一个 token 的分布与检查点原始权重的对比，teacher forcing{TAG}"))
+
+# %% [markdown]
+# bf16 arithmetic on the same weights is the yardstick: its rounding moves the distribution too, and a scheme whose KL
+# is of the order of bf16's own costs about what running in bf16 costs. Each halving of the bits moves it further, and
+# the zero point brings int4 part of the way back. On the synthetic checkpoint these numbers are those of random
+# weights: its distributions are nearly flat over 248,320 tokens (the perplexity below is about the vocabulary's size),
+# so the most likely token is a narrow winner that any rounding can unseat, and top-1 agreement says little there. On a
+# trained model the top token usually leads by a margin; run with `--model` to see it.
+#
+# **Perplexity.** On a real checkpoint the same logits give the text's perplexity, exp of the mean negative log
+# probability of each next token: how surprised the model is by the text, and how much quantization adds.
+
+# %% [markdown] lang="zh"
+# 同样权重上的 bf16 运算是标尺：它的舍入也会移动分布；一个方案的 KL 若和 bf16 自己的在同一量级，它的代价就和用 bf16 运行
+# 差不多。比特数每减半，分布移动得更远；零点能为 int4 挽回一部分。在合成检查点上，这些是随机权重的数字：它的分布在
+# 248,320 个 token 上几乎是平的（下面的困惑度差不多就是词表的大小），最可能的 token 只是险胜，任何舍入都能把它挤下去，所
+# 以 top-1 一致率在那里说明不了什么。训练过的模型最可能的 token 通常领先一截；用 `--model` 运行就能看到。
+#
+# **困惑度。** 在真实检查点上，同样的 logits 给出这段文本的困惑度，即每个下一个 token 的负对数概率的平均值取指数：模型对
+# 这段文本有多意外，以及量化让它多意外了多少。
+
+# %%
+targets = text_ids[0, 1:].cpu()
+perplexity = {label: float(torch.nn.functional.cross_entropy(x[:-1].double(), targets).exp())
+              for label, x in {"fp32": reference, **logits}.items()}
+each = [f"{k} {v:,.0f}" if SYNTHETIC else f"{k} {v:.3f}" for k, v in perplexity.items()]
+en, zh = ", ".join(each), "，".join(each)
+if SYNTHETIC:
+    print(tr(f"perplexity of the text (synthetic weights: random, so near the vocabulary's size, "
+             f"{cfg.vocab_size:,}; a real checkpoint gives a meaningful number): {en}",
+             f"这段文本的困惑度（合成权重：随机的，所以接近词表大小 {cfg.vocab_size:,}；"
+             f"真实检查点才给出有意义的数）：{zh}"))
+else:
+    print(tr(f"perplexity of the text: {en}", f"这段文本的困惑度：{zh}"))
+
+# %% [markdown]
+# ## 7. The quantized live model
+# Fake quantization measures the error; the speed needs a model that *holds* the codes and multiplies with them.
+# `qwen.fast.load_fast(path, dtype, quant="int8" | "int4")` returns the fast model of chapter 9, called exactly like it,
+# whose projections (the joined ones too) and tied head hold codes and scales (`QuantLinear`), and whose embedding
+# dequantizes only the rows a prompt reads. On a CPU with bf16 activations each product is one of torch's packed kernels
+# (`torch._weight_int8pack_mm`; `torch._weight_int4pack_mm_for_cpu`, groups of 32 with a zero point), which read the
+# codes and apply the scales inside the product; elsewhere (fp32, a GPU, MPS) a block of rows is dequantized and
+# `F.linear` called. Which one runs is a capability, never a timing. The scales are rounded to the model's dtype, and
+# `fake_quantize` on a bf16 teaching model writes out exactly those numbers, so the two paths compute the same model:
+# they may differ only by the order their sums are taken in.
+
+# %% [markdown] lang="zh"
+# ## 7. 运行中的量化模型
+# 伪量化用来测误差；要提速，需要一个真正*存着*码、并且直接用码做乘法的模型。
+# `qwen.fast.load_fast(path, dtype, quant="int8" | "int4")` 返回第 9 章的快速模型，调用方式完全一样，只是它的投影（包括
+# 合并后的投影）和共享的输出头存的是码和缩放因子（`QuantLinear`），嵌入只反量化提示词读到的那几行。在 bf16 激活的 CPU
+# 上，每次乘法都是 torch 的一个打包 kernel（`torch._weight_int8pack_mm`；`torch._weight_int4pack_mm_for_cpu`，32 个一
+# 组，带零点），它读码，在乘法内部乘上缩放因子；其他情况下（fp32、GPU、MPS）则反量化一块行再调用 `F.linear`。走哪条路看
+# 能力，从不看计时。缩放因子舍入到模型的 dtype，在 bf16 教学模型上用 `fake_quantize` 写出的正是这些数，所以两条路径算的
+# 是同一个模型：它们只可能在求和的顺序上有差别。
+
+# %%
+prompt = tok.encode("Alice was beginning to get very tired of")
+prompt_ids = torch.tensor([prompt], device=dev)
+x_mid = torch.randn(1, cfg.intermediate_size, device=dev).to(torch.bfloat16)  # an input of layer 0's down_proj
+for scheme in (None, "int8", "int4"):
+    live = load_fast(args.path, dtype=torch.bfloat16, device=dev, quant=scheme)
+    teaching = load_model(args.path, dtype=torch.bfloat16, device=dev)
+    teaching = fake_quantize(teaching, scheme) if scheme else teaching  # the same numbers, written out as weights
+    held = sum(t.numel() * t.element_size() for t in (*live.parameters(), *live.buffers()))
+    said = tok.decode(list(generate(live, prompt, 8, stop=[])))
+    path = live.layers[0].mlp.down_proj.extra_repr() if scheme else tr("bf16 F.linear", "bf16 的 F.linear")
+    exact = torch.nn.functional.linear(x_mid.float(), teaching.layers[0].mlp.down_proj.weight.float())  # fp32
+    off = float((live.layers[0].mlp.down_proj(x_mid).float() - exact).norm() / exact.norm())
+    rounding = float((exact.to(torch.bfloat16).float() - exact).norm() / exact.norm())  # bf16's own, for scale
+    apart = float(measure.next_token_kl(teaching(prompt_ids)[0].float().cpu(), live(prompt_ids)[0].float().cpu()).max())
+    print(tr(f"{scheme or 'bf16':5s}: the model holds {held / 1e6:6.1f} MB; layer 0's down_proj ({path}) against the "
+             f"exact product of the teaching weights: relative error {off:.1e} (rounding that product to bf16: "
+             f"{rounding:.1e}); the whole model against the teaching one: KL at most {apart:.1e}; greedy "
+             f"{said!r}{TAG}",
+             f"{scheme or 'bf16':5s}：模型存了 {held / 1e6:6.1f} MB；第 0 层的 down_proj（{path}）"
+             f"对照教学权重的精确乘积：相对误差 {off:.1e}（把那个乘积舍入到 bf16：{rounding:.1e}）；"
+             f"整个模型对照教学模型：KL 最大 {apart:.1e}；贪心解码 {said!r}{TAG}"))
+
+# %% [markdown]
+# One projection of the live model is as close to the exact product of the teaching weights as rounding that product to
+# bf16 is: the same numbers, summed in another order. Over the whole model such roundings add up; read the KL of each
+# line against the first (the plain fast path against the teaching model) and against bf16 arithmetic in section 6: the
+# packed kernels take bf16 activations, so a quantized model can sit as far from its teaching twin as bf16 arithmetic
+# sits from fp32, further than the plain fast path where it multiplies in fp32. On the synthetic checkpoint the greedy
+# tokens are random text, and the three may part ways early: a random model's top tokens are near-ties that any rounding
+# can swap. The bytes held are the weights' (plus the kept tensors and, for int4 with a tied head, a second, row-major
+# copy of the table's codes that the embedding reads: the kernel's tiled layout cannot be read a row at a time).
+# `bench/` measures decode speed at the real 0.8B's shapes, with and without quantization, against llama.cpp on the same
+# bytes.
+
+# %% [markdown] lang="zh"
+# 运行模型的一个投影与教学权重的精确乘积的接近程度，和把那个乘积舍入到 bf16 差不多：同样的数，换个顺序求和。在整个模型里
+# 这些舍入会累积起来；把每一行的 KL 与第一行（普通快速路径对照教学模型）以及第 6 节的 bf16 运算对照着看：打包 kernel 接
+# 受的是 bf16 激活，所以量化模型离它的教学孪生模型可能和 bf16 运算离 fp32 一样远，比在 fp32 里相乘的普通快速路径更远。在
+# 合成检查点上，贪心解码出的 token 是随机文本，三者可能很早就分道扬镳：随机模型的最高候选几乎打平，任何舍入都可能让它们
+# 互换。模型存的字节是权重的（加上保持原样的张量；对共享的输出头所用的 int4，还有嵌入要读的第二份按行排列的码：kernel 的
+# 分块布局没法一行一行地读）。`bench/` 在真实 0.8B 的形状上测量解码速度，量化的和不量化的都测，并在同样的字节数上对照
+# llama.cpp。
+
+# %% [markdown]
+# ## Try this
+#
+# - In section 3, quantize a row with one weight multiplied by 50 (an outlier, as trained weights have): how much does
+#   int8 per channel lose on the rest of the row, and int4 with g = 32?
+# - In section 6, quantize only the embedding/head class (`ch12.tensor_class(n) == "embedding/head"`), then only the
+#   MLPs: which one moves the next-token distribution more per byte saved?
+# - With a real checkpoint (`--model Qwen/Qwen3.5-0.8B`): compare the perplexities of section 6, and the per-class
+#   errors of section 5 with the synthetic ones.
+#
+# ## Show the proof
+# The blocks against llama.cpp's own arithmetic, as the `gguf` package (llama.cpp's Python library, installed with the
+# course's dev dependencies, like transformers) quantizes: the bytes of `qwen.quant.gguf_bytes` for the weight of
+# sections 3 and 4 against `gguf.quants.quantize`'s, and the values `from_gguf_bytes` reads against
+# `gguf.quants.dequantize`'s. Both are exact: equal bytes, equal values (tests/test_quant.py checks edge blocks too: all
+# zeros, one huge value, the extreme negative, tiny values).
+
+# %% [markdown] lang="zh"
+# ## 动手试试
+#
+# - 在第 3 节里，把一行中的一个权重乘以 50（一个离群值，训练过的权重里就有）再量化：按通道的 int8 在这一行其余的权重上损
+#   失多少？g = 32 的 int4 呢？
+# - 在第 6 节里，只量化嵌入/输出头这一类（`ch12.tensor_class(n) == "embedding/head"`），再只量化 MLP：按省下的每个字节
+#   算，哪一类让下一个 token 的分布移动得更多？
+# - 用真实检查点（`--model Qwen/Qwen3.5-0.8B`）：比较第 6 节的困惑度，以及第 5 节各类的误差和合成检查点上的有什么不同。
+#
+# ## 拿出证明
+# 拿这些块对照 llama.cpp 自己的算法，也就是 `gguf` 包（llama.cpp 的 Python 库，和 transformers 一样随课程的开发依赖安
+# 装）的量化结果：第 3、4 节那个权重，`qwen.quant.gguf_bytes` 的字节对照 `gguf.quants.quantize` 的字
+# 节，`from_gguf_bytes` 读出的值对照 `gguf.quants.dequantize` 的值。两者都是精确的：字节相同，值也相同
+# （tests/test_quant.py 还检查了边界情况的块：全零、一个特别大的值、最负的极值、极小的值）。
+
+
+# %%
+def compare(transformers, w):
+    try:
+        from gguf import GGMLQuantizationType
+        from gguf.quants import dequantize, quantize
+    except ImportError:
+        print(tr("the gguf package is not installed, so the comparison with it is skipped (pip install gguf)",
+                 "没有安装 gguf 包，所以跳过与它的对比（pip install gguf）"))
+        return
+    for fmt in ("Q8_0", "Q4_0"):
+        theirs = quantize(w.numpy(), GGMLQuantizationType[fmt])
+        ours = quant.gguf_bytes(w, fmt)
+        same = ours == theirs.tobytes()
+        values = torch.equal(quant.from_gguf_bytes(ours, fmt, tuple(w.shape)),
+                             torch.from_numpy(dequantize(theirs, GGMLQuantizationType[fmt])))
+        print(tr(f"{fmt}: {len(ours):,} bytes, equal to gguf's: {same}; the values read back equal gguf's: {values}",
+                 f"{fmt}：{len(ours):,} 字节，与 gguf 的相同：{same}；读回的值与 gguf 的相同：{values}"))
+
+
+book.proof(compare, w)
+
+# %% [markdown]
+# ## Summary
+#
+# - A decode step reads every projection once, the tied head included (a third of the 0.8B's bytes), plus the KV cache
+#   and the DeltaNet states: tokens/s ≤ read bandwidth ÷ those bytes. bf16 → int8 → int4 halves the weights' bytes each
+#   time, and the bound doubles.
+# - One-row products in a general matmul kernel may read below the stream's rate: the kernel, not the memory, is then
+#   the wall. Weights prepacked once for the kernel, chosen by what the CPU can do, move it; only fewer bytes move the
+#   bound.
+# - int8 per output channel: s = max|w_row| / 127, about 8 bits per weight. int4 in groups of g: symmetric, s =
+#   max|w_group| / 7, 4 + 16/g bits; with a zero point, s = (M − m) / 15 and w ≈ q · s + m, 4 + 32/g bits. Smaller
+#   groups, smaller error, more bits.
+# - llama.cpp's Q8_0 (34 bytes per 32 weights) and Q4_0 (18 bytes): an fp16 d, then the codes; Q4_0's d is the signed
+#   extreme over −8, its codes q + 8 two to a byte, low nibbles first. Ours equal the `gguf` package's, byte for byte.
+# - Error is measured, not assumed: per tensor class on the weights, and at the output as the KL of the next-token
+#   distributions and the top-1 agreement, against bf16's own rounding as the yardstick. The norms, the conv kernels,
+#   `A_log` and `dt_bias` stay as they are: a fraction of a percent of the bytes, and the numbers an error hurts most.
+# - The live model, `load_fast(path, dtype, quant="int8" | "int4")`: projections and the tied head hold codes and call
+#   torch's packed kernels where the device and dtype have them (a dequantized `F.linear` elsewhere), and
+#   `fake_quantize` writes the same numbers into a teaching model: one model, two paths.
+#
+# ### Shapes
+#
+# | what | shape | real Qwen3.5-0.8B |
+# |---|---|---|
+# | a projection w | (out, in) | e.g. `mlp.gate_proj` (3584, 1024) |
+# | int8 codes q, scales s | (out, in) int8, (out,) | (3584, 1024), (3584,) |
+# | int4 codes q, scales s (and minimums m) | (out, in), (out, in / g) | (3584, 1024), (3584, 32) at g = 32 |
+# | a Q8_0 block; Q4_0 block | 34 bytes; 18 bytes, for 32 weights | |
+# | the tied head, as int4 g = 32 | (V, d) codes, (V, d / 32) scales | (248320, 1024), (248320, 32) |
+# | teacher-forced logits; KL per position | (T, V); (T,) | (T, 248320); (T,) |
+
+# %% [markdown] lang="zh"
+# ## 小结
+#
+# - 一个解码步把每个投影读一遍，包括共享的输出头（占 0.8B 字节数的三分之一），再加上键值缓存和 DeltaNet 状态：tokens/s ≤
+#   读取带宽 ÷ 这些字节。bf16 → int8 → int4 每一步都让权重的字节数减半，上限翻倍。
+# - 通用矩阵乘法 kernel 里的单行乘法读数据可能比数据流慢：这时墙是 kernel，而不是内存。按 CPU 的能力选用、为 kernel 预先
+#   重排一次的权重能挪动这堵墙；只有更少的字节才能挪动上限。
+# - 按输出通道的 int8：s = max|w_row| / 127，每个权重约 8 比特。按 g 个一组的 int4：对称的，s = max|w_group| / 7，4 +
+#   16/g 比特；带零点的，s = (M − m) / 15，w ≈ q · s + m，4 + 32/g 比特。组越小，误差越小，比特越多。
+# - llama.cpp 的 Q8_0（每 32 个权重 34 字节）和 Q4_0（18 字节）：先是一个 fp16 的 d，然后是码；Q4_0 的 d 是带符号的极值
+#   除以 −8，码存成 q + 8，一个字节放两个，低 4 位在前。我们的字节与 `gguf` 包的逐字节相同。
+# - 误差是测出来的，不是假设的：在权重上按张量类别测，在输出端测下一个 token 分布的 KL 和 top-1 一致率，以 bf16 自己的舍
+#   入为标尺。各个 norm、卷积核、`A_log` 和 `dt_bias` 保持原样：它们只占字节数的不到百分之一，而误差对它们伤害最大。
+# - 运行中的模型，`load_fast(path, dtype, quant="int8" | "int4")`：投影和共享的输出头存的是码，在设备和 dtype 支持时调用
+#   torch 的打包 kernel（其他情况下反量化后用 `F.linear`）；`fake_quantize` 把同样的数写进教学模型：一个模型，两条路径。
+#
+# ### 形状
+#
+# | 是什么 | 形状 | 真实 Qwen3.5-0.8B |
+# |---|---|---|
+# | 一个投影 w | (out, in) | 例如 `mlp.gate_proj` (3584, 1024) |
+# | int8 的码 q、缩放因子 s | (out, in) int8，(out,) | (3584, 1024)，(3584,) |
+# | int4 的码 q、缩放因子 s（和最小值 m） | (out, in)，(out, in / g) | g = 32 时 (3584, 1024)，(3584, 32) |
+# | 一个 Q8_0 块；一个 Q4_0 块 | 32 个权重 34 字节；18 字节 | |
+# | 共享的输出头，存成 g = 32 的 int4 | (V, d) 的码，(V, d / 32) 的缩放因子 | (248320, 1024)，(248320, 32) |
+# | teacher forcing 的 logits；每个位置的 KL | (T, V)；(T,) | (T, 248320)；(T,) |
+
+# %%
+book.notation(args.path)
+
+# %% [markdown]
+# File added in this chapter: `book/ch12.py` (`qwen/quant.py`, `qwen/gguf_blocks.py` and `qwen/quantized.py` are its
+# modules).
+#
+# ### Exercises
+# 222 · one Q8_0 block's 34 bytes by hand; 223 · group-wise int4 with a zero point, quantize and dequantize; 224 · the
+# KL of the next-token distributions and the top-1 agreement.
+#
+# ## How to explain it
+#
+# 1. **Why fewer bytes is faster.** Generating a token reads the whole model from memory once; the arithmetic is cheap
+#    beside it. Store each weight in 4 bits instead of 16 and there is a quarter as much to read.
+# 2. **How a weight becomes 4 bits.** Cut the row into groups of 32, give each group a scale (its largest weight over
+#    7), and keep each weight as the nearest whole multiple of that scale: an integer from −7 to 7. To use it, multiply
+#    back.
+# 3. **What it costs.** Every weight is off by up to half a step. Whether that matters is measured at the output: how
+#    far the next-token distribution moves (KL), and how often the top token changes, against the rounding that running
+#    in bf16 already causes.
+# 4. **What not to touch.** The few numbers that set scales and decays (norms, `A_log`, `dt_bias`, the conv) are tiny
+#    and sensitive: they stay as they are.
+
+# %% [markdown] lang="zh"
+# 本章新增的文件：`book/ch12.py`（本章的模块是 `qwen/quant.py`、`qwen/gguf_blocks.py` 和 `qwen/quantized.py`）。
+#
+# ### 练习
+# 222 · 手写一个 Q8_0 块的 34 个字节；223 · 带零点的按组 int4，量化和反量化；224 · 下一个 token 分布的 KL 和 top-1 一致
+# 率。
+#
+# ## 怎么讲清楚
+#
+# 1. **为什么字节少就快。** 生成一个 token 要把整个模型从内存里读一遍；相比之下算术很便宜。每个权重用 4 比特而不是 16 比
+#    特来存，要读的东西就只剩四分之一。
+# 2. **一个权重怎么变成 4 比特。** 把一行切成 32 个一组，每组一个缩放因子（组里最大的权重除以 7），每个权重存成离它最近
+#    的缩放因子的整数倍：一个 −7 到 7 的整数。用的时候再乘回去。
+# 3. **代价是什么。** 每个权重最多差半个步长。这要不要紧，在输出端测：下一个 token 的分布移动了多远（KL），最可能的
+#    token 多久变一次，拿它们对照用 bf16 运行本来就有的舍入。
+# 4. **什么不该动。** 那几个设定缩放和衰减的数（各个 norm、`A_log`、`dt_bias`、卷积）很小又很敏感：它们保持原样。

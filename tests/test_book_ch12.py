@@ -1,0 +1,138 @@
+"""Chapter 12: the byte counts of book/ch12.py against the real 0.8B's config multiplied out by hand, its figures
+draw what they are given, and the chapter script prints what hand arithmetic, the gguf package and the checkpoint's
+file (read by the safetensors library) say.
+
+The expected numbers are computed from their definitions (the real 0.8B's shapes by hand, 752,393,024 parameters as
+transformers counts them, gguf's reference quantizer), never read back from the chapter's output."""
+import re
+
+import matplotlib
+import pytest
+import torch
+
+from book import ch12
+from qwen.sizes import real_config, tensor_shapes
+
+matplotlib.use("Agg")
+
+d, V, I, D, C = 1024, 248320, 3584, 256, 6144  # the real 0.8B: width, vocabulary, MLP, head dim, conv channels
+N_REAL = 752_393_024  # its text parameters, as transformers counts them (tests/test_chapters.py, ch01)
+FP32 = 18 * (16 + 128)  # A_log and the DeltaNet norm of each DeltaNet layer, stored in fp32
+KV_1024 = 6 * 1024 * 2 * 2 * D * 2  # 6 full-attention layers, K and V, 2 heads of 256, bf16
+STATE = 18 * (16 * 128 * 128 * 4 + 3 * C * 2)  # 18 DeltaNet layers: an fp32 state and 3 conv inputs in bf16
+BY_CLASS = {"embedding/head": V * d,
+            "attention": 6 * (2 * 8 * D * d + 2 * 2 * D * d + d * 8 * D),  # q (with its gate), k, v, o
+            "DeltaNet projections": 18 * (C * d + 16 * 128 * d + d * 16 * 128),  # in_proj_qkv, in_proj_z, out_proj
+            "in_proj_a/b": 18 * 2 * 16 * d, "MLP": 24 * 3 * d * I}
+KEPT = 18 * (2 * d + C * 4 + 16 + 16 + 128) + 6 * (2 * d + 2 * D) + d  # norms, conv, dt_bias, A_log; final norm
+
+
+def close(fig):
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+
+
+def test_the_classes_add_up_to_the_real_model():
+    counts = dict.fromkeys((*ch12.CLASSES, None), 0)
+    for name, shape in tensor_shapes(real_config()).items():
+        counts[ch12.tensor_class(name)] += torch.Size(shape).numel()
+    assert {c: n for c, n in counts.items() if c} == BY_CLASS and counts[None] == KEPT
+    assert sum(BY_CLASS.values()) + KEPT == N_REAL
+    assert ch12.tensor_class("layers.0.linear_attn.A_log") is None and ch12.tensor_class("lm_head.weight") == \
+        "embedding/head" and ch12.tensor_class("layers.0.linear_attn.conv1d.weight") is None
+
+
+@pytest.mark.parametrize("fmt, bits", [("fp32", 32), ("bf16", 16), ("Q8_0", 8.5), ("int4", 4.5), ("Q4_0", 4.5)])
+def test_step_bytes_by_hand(fmt, bits):
+    got = ch12.step_bytes(real_config(), fmt, 1024)
+    assert got["KV cache"] == KV_1024 and got["DeltaNet state"] == STATE
+    assert got["kept"] == 2 * (KEPT - FP32) + 4 * FP32
+    for c, n in BY_CLASS.items():
+        assert got[c] == pytest.approx(n * bits / 8, rel=1e-12)
+
+
+def test_int8_pays_one_bf16_scale_per_row():
+    got = ch12.step_bytes(real_config(), "int8", 0)
+    assert got["MLP"] == pytest.approx(24 * (2 * I * (d + 2) + d * (I + 2)), rel=1e-12)  # down_proj's rows are I long
+    assert got["embedding/head"] == pytest.approx(V * (d + 2), rel=1e-12)
+    assert got["KV cache"] == 0
+
+
+def test_bound_figure_draws_the_bytes_and_the_rates():
+    rows = {"a": {p: 1e6 * (i + 1) for i, p in enumerate(ch12.PARTS)}, "b": {p: 2e6 for p in ch12.PARTS}}
+    fig = ch12.bound_figure(rows, 36e6, title="t")
+    left, right = fig.axes[:2]
+    tops = {}
+    for bar in left.patches:
+        x = round(bar.get_x() + bar.get_width() / 2)
+        tops[x] = max(tops.get(x, 0), bar.get_y() + bar.get_height())
+    assert tops == {0: pytest.approx(36.0), 1: pytest.approx(16.0)}  # MB: 1 + 2 + … + 8, and 8 × 2
+    assert [b.get_height() for b in right.patches] == [pytest.approx(1.0), pytest.approx(36 / 16)]  # 36 MB/s ÷ MB
+    assert fig._suptitle.get_text() == "t"
+    close(fig)
+
+
+def test_group_figure_and_class_figure():
+    fig = ch12.group_figure([16, 32, 64], {"int4": [0.1, 0.2, 0.3], "int4+zero": [0.05, 0.1, 0.2]},
+                            title="x (synthetic weights)")
+    ax = fig.axes[0]
+    assert [list(line.get_ydata()) for line in ax.lines] == [[0.1, 0.2, 0.3], [0.05, 0.1, 0.2]]
+    assert "synthetic weights" in ax.get_title()
+    close(fig)
+    errors = {"int8": {"MLP": 0.01, "attention": 0.02}, "int4": {"MLP": 0.1, "attention": 0.2}}
+    fig = ch12.class_figure(errors)
+    assert [b.get_height() for b in fig.axes[0].patches] == [0.02, 0.01, 0.2, 0.1]  # CLASSES' order: attention first
+    close(fig)
+
+
+def test_output_figure():
+    fig = ch12.output_figure({"bf16": 1e-3, "int8": 2e-3}, {"bf16": 0.5, "int8": 0.25})
+    ax, bx = fig.axes[:2]
+    assert [b.get_height() for b in ax.patches] == [1e-3, 2e-3]
+    assert [b.get_height() for b in bx.patches] == [50.0, 25.0]
+    assert [t.get_text() for t in bx.texts] == ["50.0%", "25.0%"]
+    close(fig)
+
+
+def test_chapter_prints_the_real_numbers(chapter_outputs, synthetic):
+    code, out, err = chapter_outputs("ch12_quant.py")
+    assert code == 0, err
+    assert out.startswith("*** SYNTHETIC WEIGHTS")
+    weights = 2 * N_REAL + 2 * FP32
+    assert f"real Qwen3.5-0.8B, bf16: one decode step at 1,024 tokens reads " \
+           f"{(weights + KV_1024 + STATE) / 1e6:,.1f} MB" in out
+    assert re.search(rf"embedding/head\s+{2 * V * d / 1e6:.1f} MB\s+{2 * V * d / (weights + KV_1024 + STATE):.1%}", out)
+    int4 = sum(BY_CLASS.values()) * 4.5 / 8 + 2 * (KEPT - FP32) + 4 * FP32
+    assert f"int4 :  4.500 bits per weight, weights {int4 / 1e6:7.1f} MB" in out
+    assert f"real Qwen3.5-0.8B: 133 tensors stay as they are (norms, conv kernels, A_log, dt_bias): {KEPT:,} " \
+           f"numbers, {KEPT / N_REAL:.3%}" in out
+    # one block of layer 0's gate_proj, as the gguf package stores it
+    import numpy as np
+    from gguf import GGMLQuantizationType
+    from gguf.quants import quantize
+    from safetensors import safe_open
+
+    from qwen.hub import part_files
+    name = "model.language_model.layers.0.mlp.gate_proj.weight"
+    [w] = [safe_open(f, "pt").get_tensor(name) for f in part_files(synthetic) if name in safe_open(f, "pt").keys()]
+    block = w[:1, :32].float().numpy()
+    for fmt, size in (("Q8_0", 34), ("Q4_0", 18)):
+        b = quantize(block, GGMLQuantizationType[fmt]).tobytes()
+        assert f"{fmt}, {size} bytes: {b[:2].hex(' ')} | {b[2:].hex(' ')}" in out
+    assert out.count("equal to from_gguf_bytes: True") == 2
+    # int8 per channel by hand on the whole tensor: round(w / s) · s with s = max|row| / 127
+    x = w.float()
+    s = x.abs().amax(1, keepdim=True) / 127
+    err8 = float((x - torch.round(x / s) * s).norm() / x.norm())
+    assert f"int8     : {8 + 16 / x.shape[1]:.3f} bits per weight, relative error {err8:.2e} over the whole tensor " \
+           f"(synthetic weights)" in out
+    assert np.isfinite(err8)
+    for label in ("bf16", "int8", "int4", "int4+zero"):
+        kl, top1 = re.search(rf"  {re.escape(label)}\s*: KL mean (\S+), max \S+ nats; top-1 agreement (\S+)%",
+                             out).groups()
+        assert float(kl) >= 0 and 0 <= float(top1) <= 100
+    assert "perplexity of the text (synthetic weights" in out
+    held = {k: float(v) for k, v in re.findall(r"^(bf16|int8|int4) *: the model holds +([\d.]+) MB", out, re.M)}
+    assert held.keys() == {"bf16", "int8", "int4"} and held["int8"] < held["bf16"] and held["int4"] < held["bf16"]
+    for n in (222, 223, 224):
+        assert f"» exercise {n} (" in out
