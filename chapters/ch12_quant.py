@@ -73,7 +73,7 @@ import torch
 
 import book
 from book import ch12
-from qwen import measure, quant
+from qwen import measure, products, quant
 from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.fast import load_fast
@@ -173,47 +173,58 @@ book.show("ch12-bound", ch12.bound_figure, rows, read,
 # 上。在一个和输出头同宽的权重上测（65,536 × 1,024，0.8B 输出头的四分之一），用 `F.linear` 算一行，fp32 和 bf16 各一次：
 
 # %%
-def one_row(dtype, rows=65_536):
-    """Seconds and bytes per second of one row times a (rows, 1024) weight in dtype through F.linear, best of 5."""
+def one_row(dtype, packed=False, rows=65_536):
+    """Seconds and bytes per second of one row times a (rows, 1024) weight in dtype, best of 5: through F.linear, or
+    through a copy of the weight prepacked once for oneDNN (qwen/products.py, chapter 9's fast path)."""
     w_big = torch.randn(rows, 1024, device=dev).to(dtype)  # filled: untouched pages would flatter the rate
     x_one = torch.randn(1, 1024, device=dev).to(dtype)
-    seconds = measure.best(lambda: torch.nn.functional.linear(x_one, w_big), dev)
+    if packed:
+        w_packed = products.pack(w_big)  # reordered once, as load_fast does at load
+        seconds = measure.best(lambda: products.packed_product(x_one, w_packed), dev)
+    else:
+        seconds = measure.best(lambda: torch.nn.functional.linear(x_one, w_big), dev)
     return seconds, w_big.numel() * dtype.itemsize / seconds
 
 
 for dtype in (torch.float32, torch.bfloat16):
-    seconds, rate = one_row(dtype)
-    print(tr(f"one row, {str(dtype)[6:]:8s} F.linear: {seconds * 1e3:.2f} ms, so 1 GB of weights in "
-             f"{1e9 / rate * 1e3:.0f} ms (the stream above: 1 GB in {1e9 / read * 1e3:.0f} ms; one measurement each, "
-             f"on a shared machine)",
-             f"一行，{str(dtype)[6:]:8s} F.linear：{seconds * 1e3:.2f} ms，即读 1 GB 权重要 {1e9 / rate * 1e3:.0f} ms"
-             f"（上面的数据流：1 GB 要 {1e9 / read * 1e3:.0f} ms；各测一次，在共享机器上）"))
-bf16_packs = dev.type == "cpu" and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
-if dev.type == "cpu":
-    print(tr(f"this CPU can prepack bf16 weights for oneDNN: {bf16_packs}",
-             f"这块 CPU 能为 oneDNN 预先重排 bf16 权重：{bf16_packs}"))
-else:
-    print(tr(f"{dev}: the prepacked CPU path does not apply", f"{dev}：预先重排的 CPU 路径不适用"))
+    name = str(dtype).removeprefix("torch.")
+    for packed in (False, True) if products.can_pack(dev, dtype) else (False,):
+        seconds, rate = one_row(dtype, packed)
+        how = tr("prepacked", "预打包") if packed else "F.linear"
+        print(tr(f"one row, {name:8s} {how:9s}: {seconds * 1e3:.2f} ms, so 1 GB of weights in "
+                 f"{1e9 / rate * 1e3:.0f} ms (the stream above: 1 GB in {1e9 / read * 1e3:.0f} ms; one measurement "
+                 f"each, on a shared machine)",
+                 f"一行，{name:8s} {how:9s}：{seconds * 1e3:.2f} ms，即读 1 GB 权重要 {1e9 / rate * 1e3:.0f} ms"
+                 f"（上面的数据流：1 GB 要 {1e9 / read * 1e3:.0f} ms；各测一次，在共享机器上）"))
+    if not products.can_pack(dev, dtype):
+        print(tr(f"{dev}: this torch does not prepack {name} weights for oneDNN here; the fast path keeps F.linear",
+                 f"{dev}：这里的 torch 不为 oneDNN 预打包 {name} 权重；快速路径保留 F.linear"))
+
 
 # %% [markdown]
 # Where the two rates differ by a lot, the kernel, not the memory, is the wall. Two things move it. First, a weight
-# **prepacked once** into the layout the kernel reads fastest: torch's oneDNN backend can reorder a linear layer's
-# weight when the model is loaded (`torch.ops.mkldnn._reorder_linear_weight`, what torch's own compiler emits when it
-# freezes CPU weights), and its product then reads the weight as a stream. Whether this torch offers it for bf16 depends
-# on the CPU's instructions (the line above: `torch.ops.mkldnn._is_mkldnn_bf16_supported()`), so a fast path chooses it
-# by capability, never by a timing, and keeps plain `F.linear` elsewhere; its results are proven against the teaching
-# path like every other fast-path product. Second, on a CPU without bf16 instructions, a bf16 product is slower than an
-# fp32 one over twice the bytes (chapter 9's fast path multiplies bf16 weights in fp32 there). Neither changes the
-# bound: they only bring the code closer to it. Only fewer bytes move the bound itself.
+# **prepacked once** into the layout the kernel reads: torch's oneDNN backend can reorder a linear layer's weight when
+# the model is loaded (`torch.ops.mkldnn._reorder_linear_weight`, what torch's own compiler emits when it freezes CPU
+# weights), and its product then does no repacking per call. Chapter 9's fast path does it for every projection and the
+# tied head (`qwen/products.py`; the lines above time it where this torch offers it). Whether oneDNN multiplies a dtype
+# depends on the CPU's instructions (bf16 needs AVX-512 or AVX-NE-CONVERT on x86), so the fast path chooses it by
+# capability (`products.can_pack`), never by a timing, and keeps plain `F.linear` elsewhere; its results are proven
+# against the teaching path and transformers like every other fast-path product. The price is memory: the packed copy
+# sits beside the plain weight, which the embedding lookup and `state_dict` read. Second, on a CPU without bf16
+# instructions, a bf16 product is slower than an fp32 one over twice the bytes (chapter 9's fast path multiplies bf16
+# prompts in fp32 there). Neither changes the bound: they only bring the code closer to it. Only fewer bytes move the
+# bound itself.
 
 # %% [markdown] lang="zh"
-# 两个速率相差很大时，墙是 kernel，而不是内存。有两件事能挪动它。第一，把权重**预先重排一次**，排成 kernel 读得最快的布
-# 局：torch 的 oneDNN 后端可以在加载模型时重排一个线性层的权重（`torch.ops.mkldnn._reorder_linear_weight`，torch 自己的
-# 编译器冻结 CPU 权重时生成的正是它），之后的乘法就能像数据流一样读权重。这个 torch 是否支持 bf16 的重排取决于CPU 的指令
-# 集（上面那一行：`torch.ops.mkldnn._is_mkldnn_bf16_supported()`），所以快速路径按能力来选，而不是按计时，其他情况下仍用
-# 普通的 `F.linear`；它的结果和快速路径上其他乘法一样，要对照教学路径证明。第二，在没有 bf16 指令的 CPU 上，bf16 乘法比
-# 读两倍字节的 fp32 乘法还慢（第 9 章的快速路径在那里把 bf16 权重按 fp32 相乘）。这两件事都不改变上限：它们只让代码更接
-# 近上限。只有更少的字节才能挪动上限本身。
+# 两个速率相差很大时，墙是 kernel，而不是内存。有两件事能挪动它。第一，把权重**预先重排一次**，排成 kernel 读取的布局：
+# torch 的 oneDNN 后端可以在加载模型时重排一个线性层的权重（`torch.ops.mkldnn._reorder_linear_weight`，torch 自己的编译
+# 器冻结 CPU 权重时生成的正是它），之后每次乘法都不用再重排。第 9 章的快速路径对每个投影和共享的输出头都这样做
+# （`qwen/products.py`；上面几行在这个 torch 支持时给它计了时）。oneDNN 能否计算某种 dtype 取决于 CPU 的指令集（x86 上
+# bf16 需要 AVX-512 或 AVX-NE-CONVERT），所以快速路径按能力来选（`products.can_pack`），而不是按计时，其他情况下仍用普通
+# 的 `F.linear`；它的结果和快速路径上其他乘法一样，要对照教学路径和 transformers 证明。代价是内存：打包副本和原始权重并
+# 存，嵌入查找和 `state_dict` 读的是原始权重。第二，在没有 bf16 指令的 CPU 上，bf16 乘法比读两倍字节的 fp32 乘法还慢
+# （第 9 章的快速路径在那里把提示词的 bf16 乘法按 fp32 计算）。这两件事都不改变上限：它们只让代码更接近上限。只有更少的
+# 字节才能挪动上限本身。
 
 # %% [markdown]
 # ## 3. Fewer bytes by hand: int8 and int4
