@@ -8,6 +8,7 @@ Ctrl-C, so the interrupt lands where the test means it to, with no guessed sleep
 Run: pytest -q tests/test_chat_pty.py (POSIX only; four chat sessions, mostly their start-up)."""
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -64,6 +65,9 @@ class Terminal:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: becomes the chat, with the terminal as its controlling tty
             os.chdir(ROOT)
+            # Ctrl-C as a person's terminal delivers it, however the tests were started: a shell that runs a job in
+            # the background (`cmd &`) ignores SIGINT, the child would inherit that, and Python keeps an ignored one
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.execve(sys.executable, [sys.executable, "-c", HARNESS, "--model", "synthetic", "--seed", "1",
                                        "--max-new-tokens", "5", *args], env)
         import fcntl

@@ -71,7 +71,7 @@ def test_every_page_is_built(site):
     assert pages == sorted(f"{where}{page}" for where in EDITIONS.values() for page in [
         "index.html", "exercises/index.html", *(f"chapters/{s}.html" for s in SCRIPTS),
         *(f"exercises/{p.name[:3]}.html" for p in PROBLEMS)])
-    assert len(SCRIPTS) == 11 and len(PROBLEMS) == 21
+    assert len(SCRIPTS) == 12 and len(PROBLEMS) == 24
 
 
 def test_every_internal_link_resolves(site):
