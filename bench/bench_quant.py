@@ -22,9 +22,9 @@ one). Every format is loaded from that folder's bf16 numbers: fp32 widens them e
   on DIR's *bf16.gguf, *Q8_0.gguf and *Q4_0.gguf; its decode starts from an empty context (ours after 8 tokens).
   Its decode: the median and the best of its repeats; its prefill: their mean (avg_ts). Its read bound is the
   bandwidth over the GGUF file's bytes (llama-quantize's Q4_0 keeps the tied table, the head, in Q6_K).
-Goals (issue: 2 threads, 0.8B shapes): bf16 decode >= 0.9x llama.cpp's bf16 and >= 2x transformers' bf16; fp32
+Goals (2 threads, 0.8B shapes): bf16 decode >= 0.9x llama.cpp's bf16 and >= 2x transformers' bf16; fp32
 decode >= 1.5x transformers' fp32; int8 decode >= llama.cpp's Q8_0; int4 decode >= llama.cpp's Q4_0; KL(bf16 ‖ int8)
-<= 1e-4 and KL(bf16 ‖ int4) <= 2e-2 per position (the issue sets them on the small test checkpoints; printed here
+<= 1e-4 and KL(bf16 ‖ int4) <= 2e-2 per position (set for the small test checkpoints; printed here
 for the bench's weights, mean over the positions).
 
 The same weights for llama.cpp (in a folder outside the repository; llama.cpp's source is in the llama-cpp-python
