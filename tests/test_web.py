@@ -278,6 +278,22 @@ def test_chapter_page_shows_what_the_script_prints_and_draws(browser, site, chap
     assert SYNTHETIC[code] in browser.find_element("css selector", ".banner").text
 
 
+def test_a_line_the_kernel_sent_in_two_chunks_reads_back_whole(browser, tmp_path):
+    """The kernel flushes stdout on a timer, so print("a") can arrive as "a" and then "\\n"; and the HTML parser
+    drops a newline that opens a <pre>. The page must still show the two lines as two lines, as the script did."""
+    cell = nbformat.v4.new_code_cell("print('a'); print('b'); print('c')", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="a"),
+        nbformat.v4.new_output("stream", name="stdout", text="\nb\n"),
+        nbformat.v4.new_output("stream", name="stderr", text="note\n"),
+        nbformat.v4.new_output("stream", name="stdout", text="\nc\n")])
+    page = tmp_path / "cell.html"
+    page.write_text(f"<!doctype html><meta charset=utf-8><div>{render.outputs(cell, None)}</div>", encoding="utf-8")
+    assert opened(browser, page) == []
+    shown = browser.execute_script("return Array.from(document.querySelectorAll('pre.output:not(.stderr)'))"
+                                   ".map(o => o.textContent)")
+    assert shown == ["a\nb\n", "\nc\n"]
+
+
 @pytest.mark.parametrize("code", EDITIONS)
 def test_search_finds_deltanet(browser, site, code):
     """Typed into the box of a chapter page (its links are relative to a folder below the root), the word lists

@@ -65,15 +65,34 @@ def _text(output):
     return "".join(text) if isinstance(text, list) else text
 
 
+def _pre(css, text):
+    """A <pre> that shows `text` exactly: the HTML parser drops one newline right after <pre>, so one is added."""
+    lead = "\n" if text.startswith("\n") else ""
+    return f'<pre class="{css}">{lead}{html.escape(text)}</pre>'
+
+
+def _streams(outputs):
+    """The outputs with each run of same-named stream chunks joined into one: the kernel flushes stdout on a timer,
+    so one printed line can arrive in two chunks (its text, then its newline)."""
+    joined = []
+    for output in outputs:
+        previous = joined[-1] if joined else None
+        if (output.output_type == "stream" and previous is not None and previous["output_type"] == "stream"
+                and previous["name"] == output.name):
+            previous["text"] += _text(output)
+        else:
+            joined.append(dict(output, text=_text(output)) if output.output_type == "stream" else output)
+    return joined
+
+
 def outputs(cell, figures):
     """The HTML of a code cell's outputs. A figure's PNG is handed to `figures(name, png_bytes)`, which returns
     the address the page shows it from."""
     parts = []
-    for output in cell.get("outputs", []):
-        kind = output.output_type
+    for output in _streams(cell.get("outputs", [])):
+        kind = output["output_type"]
         if kind == "stream":
-            css = "output" if output.name == "stdout" else "output stderr"
-            parts.append(f'<pre class="{css}">{html.escape(_text(output))}</pre>')
+            parts.append(_pre("output" if output["name"] == "stdout" else "output stderr", output["text"]))
         elif kind == "error":
             parts.append(f'<pre class="output stderr">{html.escape(output.ename)}: {html.escape(output.evalue)}</pre>')
         elif kind in ("display_data", "execute_result"):
@@ -98,7 +117,7 @@ def _display(output, figures):
         return f'<div class="listing"><div class="listing-name">{html.escape(head)}</div>' \
                f'{highlight(data.get("text/plain", ""))}</div>'
     text = data.get("text/plain", "")
-    return f'<pre class="output">{html.escape(text if isinstance(text, str) else "".join(text))}</pre>'
+    return _pre("output", text if isinstance(text, str) else "".join(text))
 
 
 def body(nb, figures, exercises=None):
