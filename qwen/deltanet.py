@@ -152,13 +152,15 @@ class GatedDeltaNet(nn.Module):
         self.norm = GatedRMSNorm(self.dv, cfg.rms_norm_eps)
         self.out_proj = nn.Linear(self.Hv * self.dv, d, bias=False)
 
-    def split_heads(self, u):
+    def split_heads(self, u, scale=True):
         """The conv's output (B, T, C) -> q, k (B, T, Hk, dk) and v (B, T, Hv, dv). q and k are l2-normalised in
-        fp32 (so |q| = |k| = 1 exactly enough for the delta rule), q also scaled by dk^-½; key heads stay Hk: the
-        kernels share them."""
+        fp32 (so |q| = |k| = 1 exactly enough for the delta rule), q also scaled by dk^-½ unless scale=False (the
+        fast decode step divides by √dk instead, as transformers' step does); key heads stay Hk: the kernels share
+        them."""
         B, T, _ = u.shape
         q, k, v = u.split([self.Hk * self.dk, self.Hk * self.dk, self.Hv * self.dv], dim=-1)
-        q = l2norm(q.reshape(B, T, self.Hk, self.dk).float()) * self.dk ** -0.5
+        q = l2norm(q.reshape(B, T, self.Hk, self.dk).float())
+        q = q * self.dk ** -0.5 if scale else q
         k = l2norm(k.reshape(B, T, self.Hk, self.dk).float())
         return q, k, v.reshape(B, T, self.Hv, self.dv)
 

@@ -130,9 +130,11 @@ class FastDeltaNet(GatedDeltaNet):
 
     def remember(self, qkv, b, a, cache=None):  # GatedDeltaNet.remember with the in-place conv and decode step
         u, conv = conv_silu(qkv, self.conv1d.weight, cache.conv if cache is not None else None)
-        q, k, v = self.split_heads(u)
         state = cache.state if cache is not None else None
-        if qkv.shape[1] <= STEP_ROWS and state is not None:  # decode, or a speculative verify of a few tokens
+        decode = qkv.shape[1] <= STEP_ROWS and state is not None  # decode, or a speculative verify of a few tokens
+        q, k, v = self.split_heads(u, scale=not decode)
+        if decode:  # q / √dk, as transformers' step scales it: q · dk^-½ differs from it in the last bit, now and then
+            q = q / self.dk ** 0.5
             o = torch.cat([self.step(t, q, k, v, b, a, state) for t in range(qkv.shape[1])], dim=1)
         else:
             beta, g = self.gates(b, a)
