@@ -360,7 +360,8 @@ def shallow(tmp_path_factory):
 @pytest.mark.parametrize("layers", [4, 8])
 def test_every_chapter_runs_at_any_depth(shallow, layers):
     """Every chapter runs on any Qwen3.5 checkpoint the loader accepts, not only on 24 layers (ch08 once indexed
-    layer 12): every script, two at a time with one thread each, on a 4- and an 8-layer checkpoint."""
+    layer 12): every script, two at a time with one thread each, on a 4-layer checkpoint (one block of the pattern:
+    an index past it fails there); on an 8-layer one, the two whose printed layer count this test reads."""
     import os
     import subprocess
     import sys
@@ -374,7 +375,7 @@ def test_every_chapter_runs_at_any_depth(shallow, layers):
         return script, r.returncode, r.stdout, r.stderr
 
     with ThreadPoolExecutor(2) as pool:
-        runs = list(pool.map(one, SCRIPTS))
+        runs = list(pool.map(one, SCRIPTS if layers == 4 else ("ch01_weights.py", "ch08_model.py")))
     for script, rc, out, err in runs:
         assert rc == 0 and "Traceback" not in err, f"{script} on {layers} layers:\n{err[-2000:]}"
         assert out.startswith("*** SYNTHETIC WEIGHTS"), script
