@@ -41,6 +41,7 @@ import argparse
 import copy
 import json
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -138,11 +139,20 @@ def gguf_files(folder):
 
 
 def llama_bench(exe, file, args):
-    """llama-bench's records for one GGUF file, run with the bench's threads, sizes and repeats."""
-    cmd = [str(exe), "-m", str(file), "-t", str(args.threads), "-p", str(args.prefill or 0), "-n", str(args.decode),
-           "-r", str(args.repeats), "-o", "json"]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
+    """llama-bench's records for one GGUF file, run with the bench's threads, sizes and repeats. Where it fails (a
+    build of it has crashed in the prompt pass of a Q4_0 file), once more without the prompt; None, said in one line
+    each time, where that fails too."""
+    for prompt in dict.fromkeys((args.prefill or 0, 0)):
+        cmd = [str(exe), "-m", str(file), "-t", str(args.threads), "-p", str(prompt), "-n", str(args.decode),
+               "-r", str(args.repeats), "-o", "json"]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode == 0:
+            return json.loads(out.stdout)
+        rc = out.returncode
+        why = f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit code {rc}"
+        then = "; once more without the prompt" if prompt else "; its figures are left out"
+        print(f"llama-bench failed on {file.name} ({why}){then}: {' '.join(cmd)}", file=sys.stderr, flush=True)
+    return None
 
 
 # ---------------------------------------------------------------- the run
@@ -241,7 +251,10 @@ def main():
     llama = {}
     if args.llama_bench and args.gguf:
         for fmt, file in gguf_files(args.gguf).items():
-            pre, dec, samples = llama_rates(llama_bench(args.llama_bench, file, args))
+            records = llama_bench(args.llama_bench, file, args)
+            if records is None:
+                continue
+            pre, dec, samples = llama_rates(records)
             dec = statistics.median(samples) if samples else dec  # the median, as ours
             llama[fmt] = (pre, dec, max(samples, default=None), file.stat().st_size)
 

@@ -106,3 +106,29 @@ def test_llama_rates():
 
     assert llama_rates(json.loads(LLAMA_SAMPLE.read_text())) == (17.883840, 2.343489, [2.06685, 2.62013])
     assert llama_rates([]) == (None, None, [])
+
+
+@pytest.mark.skipif(os.name == "nt", reason="the stand-in llama-bench is a #! script")
+def test_llama_bench_that_crashes(tmp_path, capfd):
+    """A llama-bench killed in its prompt pass is run once more without it; one that always fails leaves its file
+    out. Each failure is one line that names the signal or the exit code and the command."""
+    import argparse
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_quant import llama_bench
+
+    exe = tmp_path / "llama-bench"
+    exe.write_text(f"#!{sys.executable}\nimport os, signal, sys\nif sys.argv[sys.argv.index('-p') + 1] != '0':\n"
+                   f"    os.kill(os.getpid(), signal.SIGSEGV)\nprint(open({str(LLAMA_SAMPLE)!r}).read())\n")
+    exe.chmod(0o755)
+    args = argparse.Namespace(threads=2, prefill=256, decode=64, repeats=3)
+    assert llama_bench(exe, tmp_path / "w-Q4_0.gguf", args) == json.loads(LLAMA_SAMPLE.read_text())
+    said = capfd.readouterr().err.splitlines()
+    assert said == [f"llama-bench failed on w-Q4_0.gguf (killed by SIGSEGV); once more without the prompt: {exe} -m "
+                    f"{tmp_path / 'w-Q4_0.gguf'} -t 2 -p 256 -n 64 -r 3 -o json"]
+    exe.write_text("#!/bin/sh\nexit 3\n")
+    assert llama_bench(exe, tmp_path / "w-Q4_0.gguf", args) is None
+    said = capfd.readouterr().err.splitlines()
+    assert [line.split(": ")[0] for line in said] == [
+        "llama-bench failed on w-Q4_0.gguf (exit code 3); once more without the prompt",
+        "llama-bench failed on w-Q4_0.gguf (exit code 3); its figures are left out"]
