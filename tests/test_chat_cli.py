@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from app.chat import image_command, main
+from app.chat import main
+from app.pictures import image_command
 from helpers import ROOT, chat_template
 from qwen.chat import render
 from qwen.draft import MTPDraft

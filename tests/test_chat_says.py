@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import app.chat as cli
+import app.pictures as pictures
 from helpers import chat_template
 from qwen.chat import render_template
 from qwen.config import VisionConfig
@@ -86,12 +87,12 @@ def test_tower_flop_against_its_weights_and_by_hand():
 def test_warning_before_a_slow_picture_on_the_cpu(model, synthetic, tmp_path, monkeypatch):
     """The rates set by hand (1 and 10 GFLOP/s): the synthetic tower on 1920 × 1080 (120 × 68 patches of width 32,
     12 blocks) is 3.3 + 102.3 GFLOP: about 14 s; the hint is the largest budget quicker than 3 s, checked by hand."""
-    monkeypatch.setitem(cli.RATES, (torch.device("cpu"), torch.float32), (1e9, 10e9))
+    monkeypatch.setitem(pictures.RATES, (torch.device("cpu"), torch.float32), (1e9, 10e9))
     chat = Session(model, load_tokenizer(synthetic), checkpoint_stop_tokens(synthetic))
     s = ImageSettings.load(synthetic)
     linear = 2 * (1536 * 32 + 12 * (4 * 32 ** 2 + 2 * 32 * 128) + 128 ** 2 + 32 * 64) * 8160
     attention = 4 * 8160 ** 2 * 32 * 12
-    warning = cli.tower_warning(chat, (1920, 1080), torch.tensor([[1, 68, 120]]), s)
+    warning = pictures.tower_warning(chat, (1920, 1080), torch.tensor([[1, 68, 120]]), s)
     seconds = linear / 1e9 + attention / 10e9
     assert f"at least about {seconds:.0f} s" in warning and "8,160 patches take 3.3 GFLOP" in warning
     assert "102.3 GFLOP in attention" in warning and "at the 1 and 10 GFLOP/s" in warning
@@ -99,7 +100,7 @@ def test_warning_before_a_slow_picture_on_the_cpu(model, synthetic, tmp_path, mo
     # 3772 patches: 1.5 + 21.9 GFLOP = 3.7 s, too slow; 500 000: 928 × 512, 1856 patches, 0.8 + 5.3 GFLOP: 1.2 s
     small = 1856 * linear / 8160 / 1e9 + 4 * 1856 ** 2 * 32 * 12 / 10e9
     assert f"/image PATH --max-pixels 500000 reads it as 928×512, 464 tokens, in about {small:.1f} s" in warning
-    assert cli.tower_warning(chat, (100, 70), torch.tensor([[1, 14, 20]]), s) is None  # 280 patches: quick
+    assert pictures.tower_warning(chat, (100, 70), torch.tensor([[1, 14, 20]]), s) is None  # 280 patches: quick
 
 
 def test_lowered_pixel_budget_as_transformers_resizes(model, synthetic, tmp_path, capsys):
@@ -107,7 +108,7 @@ def test_lowered_pixel_budget_as_transformers_resizes(model, synthetic, tmp_path
 
     file = picture(tmp_path, 1920, 1080)
     chat = Session(model, load_tokenizer(synthetic), checkpoint_stop_tokens(synthetic))
-    cli.image_command(chat, f"{file} --max-pixels 500000", synthetic)
+    pictures.image_command(chat, f"{file} --max-pixels 500000", synthetic)
     processor = Qwen2VLImageProcessorPil.from_pretrained(synthetic)
     from PIL import Image
     grid = processor(images=[Image.open(file)], size={"shortest_edge": 65536, "longest_edge": 500_000})
@@ -115,7 +116,7 @@ def test_lowered_pixel_budget_as_transformers_resizes(model, synthetic, tmp_path
     out = capsys.readouterr().out
     assert out.startswith("[image 928×512 → 464 tokens; resized from 1920×1080 into the budget of 65,536 to "
                           "500,000 pixels; it goes with your next message]")
-    cli.image_command(chat, str(file), synthetic, budget=500_000)  # the chat's --max-pixels: the same picture
+    pictures.image_command(chat, str(file), synthetic, budget=500_000)  # the chat's --max-pixels: the same picture
     assert chat.pending[1]["image_grid_thw"].tolist() == [[1, 32, 58]]
     assert "2 pictures pending for your next message, 928 image tokens" in capsys.readouterr().out
     for arg, why in [(f"{file} --max-pixels 5", "--max-pixels 5 is below the smallest picture the processor makes "
@@ -124,7 +125,7 @@ def test_lowered_pixel_budget_as_transformers_resizes(model, synthetic, tmp_path
                      ("--max-pixels 100000", "no file named"),
                      (f"{file} --max-pixels 99999999", "--max-pixels 99,999,999 is above the checkpoint's budget of "
                       "16,777,216 pixels")]:
-        cli.image_command(chat, arg, synthetic)
+        pictures.image_command(chat, arg, synthetic)
         out = capsys.readouterr().out
         assert out.startswith(f"/image: {why}") and out.count("\n") == 1, out
     assert len(chat.pending) == 2
