@@ -81,11 +81,6 @@ def transformers_model(path, device):
         return Qwen3_5ForCausalLM(Qwen3_5TextConfig(**REAL_08B, dtype="bfloat16")).to(torch.bfloat16).eval()
 
 
-def fast_model(path, dtype, quant, device):
-    """A fresh fast model from the checkpoint at `path` in `dtype`, quantized to `quant` (None: not)."""
-    return load_fast(path, dtype=dtype, device=device, **({"quant": quant} if quant else {}))
-
-
 def read_bytes(model):
     """Bytes of weights one decode step reads: each module's own tensors, a quantized projection's in the layout its
     product reads (the packed kernel's codes and scales, or the row-major codes, scales and zero points it
@@ -237,7 +232,7 @@ def main():
             if theirs:
                 model = hf if dtype == torch.bfloat16 else copy.deepcopy(hf).float()
             else:
-                model = fast_model(path, dtype, None if name in ("bf16", "fp32") else name, device)
+                model = load_fast(path, dtype=dtype, device=device, quant=None if name in ("bf16", "fp32") else name)
             size[name] = read_bytes(model)
             logits[name] = measure(name, model, args, ids, prompt, kl_ids, device, decode, prefill)
             print(f"measured {name}: prefill {prefill.get(name)} tok/s, decode (median, best) {decode.get(name)} tok/s",
@@ -281,12 +276,11 @@ def report(args, bandwidth, prefill, decode, size, logits, llama):
                      f"{dec * nbytes / bandwidth:4.0%} of the bound)")
         print(line)
     ref = logits.get("bf16")
-    if ref is not None:
-        for name in ("int8", "int4", "fp32"):
-            if logits.get(name) is not None:
-                kl = next_token_kl(ref, logits[name])
-                print(f"KL(bf16 ‖ {name}) over {args.kl_tokens} positions: mean {kl.mean().item():.3e}, largest "
-                      f"{kl.max().item():.3e}; top-1 agreement {top1_agreement(ref, logits[name]):.1%}")
+    kls = {} if ref is None else {name: next_token_kl(ref, logits[name]) for name in ("int8", "int4", "fp32")
+                                  if logits.get(name) is not None}  # (T,) each
+    for name, kl in kls.items():
+        print(f"KL(bf16 ‖ {name}) over {args.kl_tokens} positions: mean {kl.mean().item():.3e}, largest "
+              f"{kl.max().item():.3e}; top-1 agreement {top1_agreement(ref, logits[name]):.1%}")
 
     def ratio(a, b, table=decode, index=0):
         x, y = table.get(a), table.get(b)
@@ -310,12 +304,11 @@ def report(args, bandwidth, prefill, decode, size, logits, llama):
             r = ratio(ours, theirs, both)
             if r is not None:
                 print(f"prefill {args.prefill} tokens, {ours} vs {theirs}: {r:.2f}x")
-    if ref is not None:
-        for name, bound in (("int8", 1e-4), ("int4", 2e-2)):
-            if logits.get(name) is not None:
-                kl = next_token_kl(ref, logits[name]).mean().item()
-                verdict = "met" if kl <= bound else "NOT met"
-                print(f"goal: KL(bf16 ‖ {name}) per position <= {bound:g}: {kl:.2e} {verdict}")
+    for name, bound in (("int8", 1e-4), ("int4", 2e-2)):
+        if name in kls:
+            kl = kls[name].mean().item()
+            verdict = "met" if kl <= bound else "NOT met"
+            print(f"goal: KL(bf16 ‖ {name}) per position <= {bound:g}: {kl:.2e} {verdict}")
 
 
 if __name__ == "__main__":
