@@ -173,30 +173,30 @@ book.show("ch12-bound", ch12.bound_figure, rows, read,
 # 上。在一个和输出头同宽的权重上测（65,536 × 1,024，0.8B 输出头的四分之一），用 `F.linear` 算一行，fp32 和 bf16 各一次：
 
 # %%
-def one_row(dtype, packed=False, rows=65_536):
-    """Seconds and bytes per second of one row times a (rows, 1024) weight in dtype, best of 5: through F.linear, or
-    through a copy of the weight prepacked once for oneDNN (qwen/products.py, chapter 9's fast path)."""
+def one_row(dtype, rows=65_536):
+    """{how: seconds} for one row times a (rows, 1024) weight in dtype, best of 5: through F.linear, and, where this
+    torch packs the dtype, through a copy of the same weight prepacked once for oneDNN (qwen/products.py, chapter 9's
+    fast path); and the weight's bytes."""
     w_big = torch.randn(rows, 1024, device=dev).to(dtype)  # filled: untouched pages would flatter the rate
     x_one = torch.randn(1, 1024, device=dev).to(dtype)
-    if packed:
+    ways = {"F.linear": lambda: torch.nn.functional.linear(x_one, w_big)}
+    if products.can_pack(dev, dtype):
         w_packed = products.pack(w_big)  # reordered once, as load_fast does at load
-        seconds = measure.best(lambda: products.packed_product(x_one, w_packed), dev)
-    else:
-        seconds = measure.best(lambda: torch.nn.functional.linear(x_one, w_big), dev)
-    return seconds, w_big.numel() * dtype.itemsize / seconds
+        ways[tr("prepacked", "预打包")] = lambda: products.packed_product(x_one, w_packed)
+    return {how: measure.best(f, dev) for how, f in ways.items()}, w_big.numel() * dtype.itemsize
 
 
 for dtype in (torch.float32, torch.bfloat16):
     name = str(dtype).removeprefix("torch.")
-    for packed in (False, True) if products.can_pack(dev, dtype) else (False,):
-        seconds, rate = one_row(dtype, packed)
-        how = tr("prepacked", "预打包") if packed else "F.linear"
+    times, nbytes = one_row(dtype)
+    for how, seconds in times.items():
+        rate = nbytes / seconds
         print(tr(f"one row, {name:8s} {how:9s}: {seconds * 1e3:.2f} ms, so 1 GB of weights in "
                  f"{1e9 / rate * 1e3:.0f} ms (the stream above: 1 GB in {1e9 / read * 1e3:.0f} ms; one measurement "
                  f"each, on a shared machine)",
                  f"一行，{name:8s} {how:9s}：{seconds * 1e3:.2f} ms，即读 1 GB 权重要 {1e9 / rate * 1e3:.0f} ms"
                  f"（上面的数据流：1 GB 要 {1e9 / read * 1e3:.0f} ms；各测一次，在共享机器上）"))
-    if not products.can_pack(dev, dtype):
+    if len(times) == 1:
         print(tr(f"{dev}: this torch does not prepack {name} weights for oneDNN here; the fast path keeps F.linear",
                  f"{dev}：这里的 torch 不为 oneDNN 预打包 {name} 权重；快速路径保留 F.linear"))
 
