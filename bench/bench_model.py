@@ -43,18 +43,24 @@ CHOICES = ["fp32", "bf16"]  # names qwen.config.dtype_of reads
 REAL_08B = {k: v for k, v in REAL_TEXT_CONFIG.items() if k != "dtype"}  # the dtype is the benchmark's choice
 
 
-def models(path, dtype, device, packing=True):
-    """(ours, the fast path, transformers') on the same tensors: the checkpoint at `path`, or random weights with 0.8B
-    shapes (the fast path's joined projections and packed copies its own)."""
+def transformers_model(path, dtype, device):
+    """transformers' model in `dtype`: the checkpoint at `path`, or random 0.8B-shape weights from a fixed seed."""
     from transformers import AutoModelForCausalLM, Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
     if path:
-        hf = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
-        return (load_model(path, dtype=dtype, device=device),
-                load_fast(path, dtype=dtype, device=device, packing=packing), hf)
+        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
     torch.manual_seed(0)
     with torch.device(device):
-        hf = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**REAL_08B, dtype=str(dtype).split(".")[1])).to(dtype).eval()
+        return Qwen3_5ForCausalLM(Qwen3_5TextConfig(**REAL_08B, dtype=str(dtype).split(".")[1])).to(dtype).eval()
+
+
+def models(path, dtype, device, packing=True):
+    """(ours, the fast path, transformers') on the same tensors: the checkpoint at `path`, or random weights with 0.8B
+    shapes (the fast path's joined projections and packed copies its own)."""
+    hf = transformers_model(path, dtype, device)
+    if path:
+        return (load_model(path, dtype=dtype, device=device),
+                load_fast(path, dtype=dtype, device=device, packing=packing), hf)
     cfg = Config.from_dict(dict(REAL_08B), "the real Qwen3.5-0.8B config")
     theirs = {k.removeprefix("model."): v for k, v in hf.state_dict().items()}
     with torch.device("meta"):

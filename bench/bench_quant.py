@@ -51,7 +51,7 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-from bench_model import REAL_08B, hf_decode, hf_prefill, our_decode, our_prefill
+from bench_model import hf_decode, hf_prefill, our_decode, our_prefill, transformers_model
 from torch.profiler import ProfilerActivity, profile
 
 from qwen.course import pick_device
@@ -69,17 +69,6 @@ VOCAB = 248044  # token ids drawn below the special tokens
 
 
 # ---------------------------------------------------------------- the models, all from the same bf16 numbers
-
-def transformers_model(path, device):
-    """transformers' bf16 model: the checkpoint at `path`, or random 0.8B-shape weights from a fixed seed."""
-    from transformers import AutoModelForCausalLM, Qwen3_5ForCausalLM, Qwen3_5TextConfig
-
-    if path:
-        return AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).to(device).eval()
-    torch.manual_seed(0)
-    with torch.device(device):
-        return Qwen3_5ForCausalLM(Qwen3_5TextConfig(**REAL_08B, dtype="bfloat16")).to(torch.bfloat16).eval()
-
 
 def read_bytes(model):
     """Bytes of weights one decode step reads: each module's own tensors, a quantized projection's in the layout its
@@ -219,7 +208,7 @@ def main():
     kl_ids = torch.randint(0, VOCAB, (1, max(args.kl_tokens, 1)), generator=g).to(device)
     prefill, decode, size, logits = {}, {}, {}, {}
     with torch.no_grad():
-        hf = transformers_model(args.model, device)
+        hf = transformers_model(args.model, torch.bfloat16, device)  # every format is made from its numbers
         scratch = tempfile.TemporaryDirectory() if not (args.model or args.save) else None
         if args.save or scratch:
             save(hf, args.save or scratch.name)
