@@ -18,6 +18,8 @@ import pytest
 import torch
 from PIL import Image
 
+from official_templates import TEMPLATES, TEMPLATES_VAR
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1" under pytest -n; None in a plain run
 
@@ -135,15 +137,6 @@ SAMPLES = [
 
 # ---------------------------------------------------------------- the official chat templates
 
-# The two official Qwen3.5 chat templates, byte for byte as the published checkpoints ship them
-# (chat_template.jinja, or the chat_template field of tokenizer_config.json): file name -> (sha256, the template's
-# default for thinking). The 0.8B and 2B ship the first, 4B and larger the second; they differ only in the
-# generation-prompt block.
-TEMPLATES = {
-    "qwen3_5_0.8b_2b.jinja": ("273d8e0e683b885071fb17e08d71e5f2a5ddfb5309756181681de4f5a1822d80", False),
-    "qwen3_5_4b_and_up.jinja": ("a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715", True),
-}
-TEMPLATES_VAR = "QWEN_CHAT_TEMPLATES"  # a folder holding the files of TEMPLATES by those names
 
 
 def _local_checkpoints():
