@@ -6,17 +6,63 @@ and what is expensive to make (a chapter script's run, a notebook's execution) i
 by the workers through files in the run's temporary folder (helpers.shared_once, under a lock that works on Linux,
 macOS and Windows)."""
 import os
+from collections import Counter
 
 os.environ["QWEN_LANG"] = "en"  # the suite reads what the course prints in English; tests of the Chinese ask for it
 
-import nbformat
 import pytest
 import torch
 
 from helpers import ROOT, WORKER, run_chapter, shared_once
 from hf_checkpoint import CONFIGS, SMALL, add_mtp, save_checkpoint
 from qwen.synthetic import synthetic_path
-from web.execute import execute, kernel_spec
+
+# Two tiers. The default one (bash course.sh test) proves every qwen/ module against its oracle, the judge's units,
+# each problem's solution and starter, the static edition checks and the import guard, in a few minutes. The tests
+# marked `slow` run only with --all (bash course.sh test --all, what .ci/run runs): whole chapter scripts and
+# notebooks, every known mistake, the judge in its sandbox, the browser, the benches, child processes that import
+# torch. A test that reads a chapter's run or a notebook's execution (the fixtures below) must be marked slow.
+SLOW_FIXTURES = ("chapter_outputs", "executed")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--all", action="store_true",
+                     help="run every test, the ones marked slow too (the full gate: what .ci/run runs)")
+
+
+def pytest_collection_modifyitems(config, items):
+    unmarked = [i.nodeid for i in items if set(SLOW_FIXTURES) & set(getattr(i, "fixturenames", ()))
+                and not i.get_closest_marker("slow")]
+    if unmarked:
+        raise pytest.UsageError(f"{len(unmarked)} tests read a chapter's run or a notebook's execution but are not "
+                                f"marked slow (@pytest.mark.slow), e.g. {unmarked[0]}")
+    if config.getoption("--all") or config.getoption("markexpr"):  # -m chooses for itself
+        return
+    slow = [i for i in items if i.get_closest_marker("slow")]
+    items[:] = [i for i in items if not i.get_closest_marker("slow")]
+    config.hook.pytest_deselected(items=slow)
+    left = Counter(i.nodeid.split("::")[0] for i in slow)
+    if WORKER:
+        config.workeroutput["slow_left"] = dict(left)  # the controller prints what this tier left out
+    else:
+        config.stash[SLOW_LEFT] = left
+
+
+SLOW_LEFT = pytest.StashKey()
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent when the suite runs without it
+def pytest_testnodedown(node, error):
+    """Under pytest -n the workers collect: the controller takes what they left out (the same in each)."""
+    node.config.stash[SLOW_LEFT] = Counter(getattr(node, "workeroutput", {}).get("slow_left", {}))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    left = config.stash.get(SLOW_LEFT, None)
+    if left:
+        files = ", ".join(f"{f.removeprefix('tests/')} {n}" for f, n in left.most_common())
+        terminalreporter.write_line(f"not run in this tier, marked slow: {sum(left.values())} tests ({files}); "
+                                    "bash course.sh test --all runs them", yellow=True)
 
 
 def pytest_configure(config):
@@ -64,6 +110,10 @@ def executed(synthetic, tmp_path_factory):
     Python on the synthetic checkpoint, as the book runs it (web/execute.py), shared by the notebook and book tests
     and by the workers: (name, lang) -> (notebook with its outputs, the error that stopped it or None). No timing: a
     hang is stopped by the per-cell timeout."""
+    import nbformat  # here, not at the top: it costs seconds to import, and most runs execute no notebook
+
+    from web.execute import execute, kernel_spec
+
     kernels = {}
 
     def run(name, lang="en"):
