@@ -22,6 +22,7 @@ def run(*argv):
     return out.stdout
 
 
+@pytest.mark.slow
 def test_bench_model(synthetic):
     out = run("bench/bench_model.py", "--model", str(synthetic), "--prefill", "8", "--decode", "2", "--repeats", "1",
               "--threads", "1", "--contexts", "16", "40", "--contexts-steps", "1")
@@ -41,11 +42,13 @@ def test_bench_model(synthetic):
         assert re.search(rf"{dtype} decode at 40 tokens / at 16: teaching \d+%, fast \d+%, transformers \d+%", out)
 
 
+@pytest.mark.slow
 def test_bench_deltanet():
     out = run("bench/bench_deltanet.py", "--lengths", "64", "--threads", "1")
     assert len(re.findall(r"T= +64 +heads .* ratio [\d.]+ .*max \|diff\| [\d.e+-]+", out)) == 2
 
 
+@pytest.mark.slow
 def test_bench_vision(synthetic):
     out = run("bench/bench_vision.py", "--model", str(synthetic), "--sizes", "320x240")
     assert re.search(r"320x240 fp32: +\d+ patches \(\d+ × \d+ grid, 1 frame\), +[\d.]+ s, "
@@ -67,6 +70,7 @@ def fake_llama_bench(folder):
     return exe
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.name == "nt", reason="the stand-in llama-bench is a #! script")
 def test_bench_quant(synthetic, tmp_path):
     from transformers import AutoModelForCausalLM
@@ -108,6 +112,7 @@ def test_llama_rates():
     assert llama_rates([]) == (None, None, [])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.name == "nt", reason="the stand-in llama-bench is a #! script")
 def test_llama_bench_that_crashes(tmp_path, capfd):
     """A llama-bench killed in its prompt pass is run once more without it; one that always fails leaves its file

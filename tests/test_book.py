@@ -281,6 +281,7 @@ def test_bf16_steps():
     assert oracle.difference("x", x, two) == pytest.approx(float((two.float() - x.float()).abs().max()))
 
 
+@pytest.mark.slow
 def test_book_imports_no_matplotlib_or_transformers():
     import subprocess
 

@@ -126,6 +126,7 @@ def test_prefill_decode_and_cache_figures():
     close(fig)
 
 
+@pytest.mark.slow
 def test_chapter_runs_and_says_synthetic(chapter_outputs):
     code, out, err = chapter_outputs("ch09_generate.py")
     assert code == 0, err

@@ -276,6 +276,7 @@ def number(pattern, out):
     return [float(g.replace(",", "")) for g in found.groups()]
 
 
+@pytest.mark.slow
 def test_chapter_facts(chapter_outputs, synthetic):
     """What ch10 prints that follows from the photo, the settings and the config, by hand; what follows from the
     weights only as identities (a product equals a convolution, one call equals two, a shift keeps a score)."""
@@ -357,6 +358,7 @@ def test_chapter_facts(chapter_outputs, synthetic):
     assert starts == sorted(starts)  # the learner meets them in turn
 
 
+@pytest.mark.slow
 def test_the_proof_against_transformers():
     code, out, err = run_chapter("ch10_vision.py", "--model", "synthetic", "--proof")
     assert code == 0, err
@@ -415,6 +417,7 @@ def test_the_intro_names_the_real_widths():
         line.removeprefix("# ") for line in source.splitlines())
 
 
+@pytest.mark.slow
 def test_the_help_is_whole_sentences():
     code, out, err = run_chapter("ch10_vision.py", "--help")
     assert code == 0, err

@@ -134,6 +134,7 @@ def test_speedup_figure_draws_the_closed_form():
     close(fig)
 
 
+@pytest.mark.slow
 def test_chapter_prints_the_real_numbers(chapter_outputs):
     """Everything ch11 prints that does not depend on the random weights, from the real 0.8B's config by hand."""
     code, out, err = chapter_outputs("ch11_mtp.py")

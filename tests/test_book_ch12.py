@@ -94,6 +94,7 @@ def test_output_figure():
     close(fig)
 
 
+@pytest.mark.slow
 def test_chapter_prints_the_real_numbers(chapter_outputs, synthetic):
     code, out, err = chapter_outputs("ch12_quant.py")
     assert code == 0, err

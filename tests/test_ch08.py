@@ -11,6 +11,7 @@ from qwen.model import load_model
 from qwen.tokenizer import Tokenizer
 
 
+@pytest.mark.slow
 def test_ch08_runs_and_prints_the_story(chapter_outputs, synthetic):
     code, out, err = chapter_outputs("ch08_model.py")
     assert code == 0, err[-3000:]

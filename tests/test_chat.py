@@ -313,6 +313,7 @@ def test_the_template_port_is_line_by_line_faithful(official):
             port.render(copy.deepcopy(messages), **options)
 
 
+@pytest.mark.slow
 def test_215_accepts_the_template_port(tmp_path):
     """Graded here (every case) and by the judge's command line, in its child process, as a learner runs it."""
     import subprocess

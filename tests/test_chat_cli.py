@@ -40,6 +40,7 @@ def run_chat(stdin, *args):
     return r.returncode, r.stdout, r.stderr
 
 
+@pytest.mark.slow
 def test_scripted_session(synthetic):
     code, out, err = run_chat("hello\n\n   \n/think on\n你好\n/think maybe\n/thinking on\n/reset\n/nonsense\n"
                               '"""\n/not a command\nline two\n"""\nsay <|im_end|> here\n/history\n', "--seed", "1")
@@ -58,6 +59,7 @@ def test_scripted_session(synthetic):
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_quantized_session(synthetic):
     """--quant int8 loads the quantized live model (tests/test_quantized.py proves its numbers) and says so: the
     scheme, every product and the head holding codes, the bytes they take against bf16's."""
@@ -70,6 +72,7 @@ def test_quantized_session(synthetic):
     assert out.count("qwen> ") == 1 and out.count("tokens/s") == 1 and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_end_of_input_at_once_and_bad_model(synthetic, tmp_path):
     code, out, err = run_chat("", "--threads", "2")
     assert code == 0 and out.rstrip().endswith("bye") and "on cpu, 2 CPU threads (--threads N)" in out
@@ -82,6 +85,7 @@ def test_end_of_input_at_once_and_bad_model(synthetic, tmp_path):
         assert "\n" not in str(stop.value)
 
 
+@pytest.mark.slow
 def test_the_chat_speaks_chinese(synthetic):
     """--lang zh: the banner, /help, the commands' answers and the goodbye in Chinese (no English sentence left: no
     message is sent, so no random reply), and --help too, here chosen by QWEN_LANG (the suite's is en)."""
@@ -101,6 +105,7 @@ def test_the_chat_speaks_chinese(synthetic):
     assert "回复长度上限（默认 1024；合成检查点上为 48）" in r.stdout and "--lang {en,zh}" in r.stdout
 
 
+@pytest.mark.slow
 def test_speculative_session_replies_as_plain_greedy(synthetic):
     """fp32 (the chat's default is bf16, where a near tie may round the other way in the verify pass; see
     qwen/speculative.py), temperature 0: the oracle is the same session decoded plainly."""
@@ -281,6 +286,7 @@ def user(text, *images):
                                         {"type": "text", "text": text}] if images else text}
 
 
+@pytest.mark.slow
 def test_scripted_image_session_equals_generate(synthetic, tmp_path):
     """`main.py chat` with /image, greedy in fp32: each reply equals generate on the conversation rendered afresh,
     its pad expanded, with the picture's pixel values (the chat's own model class, load_fast). Around it, every

@@ -118,6 +118,7 @@ class Terminal:
         raise AssertionError("the chat did not exit")
 
 
+@pytest.mark.slow
 def test_typing_long_lines_and_a_paste(tmp_path):
     t = Terminal()
     banner = t.expect("you> ")
@@ -152,6 +153,7 @@ def test_typing_long_lines_and_a_paste(tmp_path):
     assert "^[[" not in text and "Traceback" not in text  # the arrows moved the cursor, nothing crashed
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_prefill_and_in_decoding():
     t = Terminal()
     t.expect("you> ")
@@ -191,6 +193,7 @@ def printed(text):
 DISPATCHED = ["/image", "/reset", "/think", "/limit", "/history", "/help", "/quit"]
 
 
+@pytest.mark.slow
 def test_help_one_line_per_command_and_pending_pictures(tmp_path):
     from PIL import Image
 
@@ -225,6 +228,7 @@ def test_help_one_line_per_command_and_pending_pictures(tmp_path):
     assert t.exit_code() == 0 and "Traceback" not in t.out.decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_speculative_leaves_images_out(tmp_path):
     from PIL import Image
 

@@ -17,6 +17,7 @@ def run(*args):
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_every_check_runs_and_passes_on_the_cpu():
     r = run("--device", "cpu", "--no-bench")
     lines = [line for line in r.stdout.splitlines() if line.endswith(("PASS", "FAIL"))]
@@ -29,6 +30,7 @@ def test_every_check_runs_and_passes_on_the_cpu():
     assert "proofs: all passed" in r.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available() or torch.backends.mps.is_available(), reason="this machine has a GPU")
 def test_without_a_gpu_it_says_so():
     r = run()

@@ -47,6 +47,7 @@ def test_without_transformers_says_how_to_install(folder, monkeypatch, capsys):
     assert "pip install 'transformers==5.24.0'" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_command_line(folder):
     """The command on the small checkpoint above (the synthetic one, in-process, is test_model.py's: its 248k-row
     head made this run the slowest of the file for nothing the command line adds)."""

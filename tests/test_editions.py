@@ -94,6 +94,7 @@ def numbers(text):
     return Counter(NUMBER.findall(TIMING.sub("", kept)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_the_chinese_run_prints_the_same_numbers_in_chinese(chapter_outputs, script):
     """The same numbers (timings aside) in either language, and no English sentence left in the Chinese run."""

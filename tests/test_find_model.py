@@ -54,12 +54,14 @@ def cache(tmp_path, synthetic):
     return tmp_path / "hub"
 
 
+@pytest.mark.slow
 def test_offline_cache_hit(tmp_path, cache):
     rc, out = find(tmp_path, HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
     assert rc == 0, out
     assert out.endswith(f"models--Qwen--Qwen3.5-0.8B/snapshots/{COMMIT}")
 
 
+@pytest.mark.slow
 def test_cached_model_needs_no_network(tmp_path, cache):
     """Online, but the hub endpoint is a closed local port: a cached model must resolve without any request."""
     rc, out = find(tmp_path, HF_HUB_CACHE=str(cache), HF_ENDPOINT="http://127.0.0.1:9")
@@ -67,6 +69,7 @@ def test_cached_model_needs_no_network(tmp_path, cache):
     assert out.endswith(COMMIT)
 
 
+@pytest.mark.slow
 def test_every_dense_size(tmp_path, synthetic):
     names = []
     for size in DENSE_SIZES:
@@ -78,6 +81,7 @@ def test_every_dense_size(tmp_path, synthetic):
     assert [line.split("/hub/")[1] for line in out.splitlines()] == want
 
 
+@pytest.mark.slow
 def test_offline_nothing_cached(tmp_path):
     rc, out = find(tmp_path, HF_HUB_CACHE=str(tmp_path / "empty"), HF_HUB_OFFLINE="1")
     assert rc == 3
@@ -85,6 +89,7 @@ def test_offline_nothing_cached(tmp_path):
     assert "Traceback" not in out
 
 
+@pytest.mark.slow
 def test_incomplete_cache_is_not_used(tmp_path, synthetic):
     snap = populate_cache(tmp_path / "hub", "Qwen/Qwen3.5-0.8B", synthetic)
     (snap / "model.safetensors-00002-of-00002.safetensors").unlink()  # an interrupted download
@@ -92,6 +97,7 @@ def test_incomplete_cache_is_not_used(tmp_path, synthetic):
     assert rc == 3 and "not in" in out, out
 
 
+@pytest.mark.slow
 def test_qwen_model_env_path_and_id(tmp_path, synthetic, cache):
     rc, out = find(tmp_path, QWEN_MODEL=str(synthetic), HF_HUB_OFFLINE="1")
     assert rc == 0 and out == str(synthetic), out
@@ -101,6 +107,7 @@ def test_qwen_model_env_path_and_id(tmp_path, synthetic, cache):
     assert rc == 0 and out == str(synthetic), out
 
 
+@pytest.mark.slow
 def test_data_dir_comes_before_the_cache(tmp_path, synthetic, cache):
     local = tmp_path / "data" / "Qwen3.5-0.8B"
     local.parent.mkdir()
@@ -109,6 +116,7 @@ def test_data_dir_comes_before_the_cache(tmp_path, synthetic, cache):
     assert rc == 0 and out == str(local), out
 
 
+@pytest.mark.slow
 def test_bad_names(tmp_path):
     (tmp_path / "notqwen").mkdir()
     (tmp_path / "notqwen" / "config.json").write_text(json.dumps({"model_type": "llama"}))
@@ -118,6 +126,7 @@ def test_bad_names(tmp_path):
     assert "is a llama config, not a dense Qwen3.5 one" in lines[-1]  # a ValueError: the wrong model, not a missing one
 
 
+@pytest.mark.slow
 def test_a_broken_cached_model_speaks(tmp_path, synthetic):
     """Only a cache miss sends find_model on to the download: a cached checkpoint of the wrong kind says so."""
     snap = populate_cache(tmp_path / "hub", "Qwen/Qwen3.5-0.8B", synthetic)
@@ -200,6 +209,7 @@ def test_the_download_asks_for_the_vision_and_mtp_files(split):
     assert fetched == want
 
 
+@pytest.mark.slow
 def test_a_cache_without_the_vision_files_still_serves_text(tmp_path, split, synthetic):
     """A cache filled by a text-only download: found offline and read for text as before; preprocessing falls back
     to the published settings; the vision tower names the missing file and the command that fetches it."""

@@ -269,6 +269,7 @@ def test_solutions_through_the_child_process():
 
 # ---------------------------------------------------------------- the command line
 
+@pytest.mark.slow
 def test_help_and_bad_commands(env):
     out = judge("--help")
     assert out.returncode == 0 and "start N" in out.stdout and "--lang" in out.stdout
@@ -278,6 +279,7 @@ def test_help_and_bad_commands(env):
     assert missing.returncode == 2 and "judge.py start 204" in missing.stderr
 
 
+@pytest.mark.slow
 def test_list_show_and_languages(env):
     out = judge("list")
     assert out.returncode == 0
@@ -291,6 +293,7 @@ def test_list_show_and_languages(env):
                                                            "LC_ALL": "en_US.UTF-8"}).stdout
 
 
+@pytest.mark.slow
 def test_start_never_overwrites(env):
     out = judge("start", "204")
     work = env / "work" / "204_rmsnorm.py"
@@ -302,6 +305,7 @@ def test_start_never_overwrites(env):
     assert work.read_text() == "# my own work\n"
 
 
+@pytest.mark.slow
 def test_grade_the_working_file(env):
     """start -> Runtime Error (the starter) -> write the solution -> Accepted; progress and list follow."""
     judge("start", "204")
@@ -317,6 +321,7 @@ def test_grade_the_working_file(env):
     assert [ln for ln in judge("list").stdout.splitlines() if " 204 " in ln][0].strip().startswith("✓")
 
 
+@pytest.mark.slow
 def test_wrong_answer_report(env, tmp_path):
     out = judge("204", "--file", mistake_file(204, "plain_weight", tmp_path), "--lang", "en")
     print(out.stdout)
@@ -340,6 +345,7 @@ def test_reports_in_chinese(hostile_reports):
 
 # ---------------------------------------------------------------- progress
 
+@pytest.mark.slow
 def test_corrupt_progress_is_a_warning_not_a_crash(env, capsys):
     path = env / "progress.json"
     for bad in ("{not json", '{"version": 1, "problems": ', '["a list"]', "\x00\xff"):
@@ -370,6 +376,7 @@ j.save_progress({{"204": {{"accepted": True}}}})
     return (env / "progress.json").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
 def test_progress_survives_a_judge_killed_while_saving(env):
     save_progress({"201": {"accepted": True}})
@@ -402,6 +409,7 @@ def test_check_in_a_notebook(env, capsys):
     assert check(999) is False
 
 
+@pytest.mark.slow
 def test_importable_from_the_notebooks_folder(tmp_path):
     code = "from practice.judge import check; print(check.__name__)"  # installed with the package, no path tricks
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO / "notebooks", capture_output=True, text=True)
@@ -420,6 +428,7 @@ def test_language_from_flag_qwen_lang_or_locale(monkeypatch):
     assert detect_lang() == "zh" and detect_lang("en") == "en"
 
 
+@pytest.mark.slow
 def test_qwen_lang_makes_the_judge_speak_chinese(tmp_path):
     env = dict(os.environ, QWEN_LANG="zh", LANG="en_US.UTF-8")
     r = subprocess.run([sys.executable, str(REPO / "practice" / "judge.py"), "list"], capture_output=True, text=True,
@@ -427,6 +436,7 @@ def test_qwen_lang_makes_the_judge_speak_chinese(tmp_path):
     assert r.returncode == 0 and "零中心的 RMSNorm" in r.stdout, r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_time_limit_is_validated(env):
     for bad in ("0", "-1", "nan", "inf", "1e9"):
         out = judge("204", "--file", PRACTICE / "204_rmsnorm" / "solution.py", "--time-limit", bad)
@@ -459,6 +469,7 @@ def test_check_accepts_partials_modules_and_objects(env, capsys):
     assert "my_norm is not one of" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_problems_ship_with_a_non_editable_install(tmp_path):
     """Build the wheel from a copy of the sources, unpack it as pip would, and grade from there: the problem folders
     and the checksum manifest are in it, and progress goes to the user's home, not into site-packages."""
@@ -502,6 +513,7 @@ def test_problems_ship_with_a_non_editable_install(tmp_path):
 
 # ---------------------------------------------------------------- progress: concurrent judges, killed judges
 
+@pytest.mark.slow
 def test_concurrent_judges_keep_every_record(env):
     """Six judges record at once, each a different problem, each slow between reading and writing the file: with
     the lock, no record is lost."""
@@ -524,6 +536,7 @@ j.record(rep, "en")
     assert sorted(load_progress()) == [str(n) for n in range(300, 306)]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find the runner")
 def test_kill_9_leaves_no_processes_and_no_temporary_folders(env, monkeypatch):
     """kill -9 the judge while learner code runs: the runner and everything it started stop, and the temporary
@@ -588,6 +601,7 @@ def test_checksum_manifest_matches_the_problem_files():
     assert {k.split("/")[0] for k in committed["files"]} == {p.folder.name for p in PROBLEMS.values()} | given
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("number, edited", [(204, "204_rmsnorm/cases.py"), (213, "assembly.py")])
 def test_judge_refuses_an_edited_reference_file(tmp_path, number, edited):
     """An accidental edit of cases.py, or of the given parts a problem imports (here in a copy of practice/), is
@@ -604,6 +618,7 @@ def test_judge_refuses_an_edited_reference_file(tmp_path, number, edited):
     assert not (tmp_path / "p.json").exists()
 
 
+@pytest.mark.slow
 def test_judge_refuses_an_edited_oracle_module(tmp_path):
     """The qwen modules a problem's cases import compute its expected values: an edit of qwen/rope.py (in a copy of
     the repository) is refused before grading, in one line, as an edit of cases.py is."""
@@ -635,6 +650,7 @@ MLP_BODY = ("import torch.nn.functional as F\n\n\ndef silu(x):\n    return F.sil
             "    return F.linear(F.silu(F.linear(x, gate_weight)) * F.linear(x, up_weight), down_weight)\n")
 
 
+@pytest.mark.slow
 def test_a_file_that_imports_the_answer_is_not_graded(env):
     """Importing the module the exercise asks for (207: qwen.mlp), at the top or inside a function, or loading a
     problem's solution.py by path, is refused with one line saying so, in a child process and in this one, and
@@ -736,6 +752,7 @@ def test_learner_code_runs_on_one_thread(tmp_path):
     assert report.verdict == "AC" and slowest < 0.1 * prob.time_limit, shown(report)
 
 
+@pytest.mark.slow
 def test_json_verdict_for_tools(env, tmp_path):
     """--json prints one JSON object: the verdict, each case with its time, the failing case, its hints, and the
     report's text; the exit code is the same as without it."""
@@ -786,6 +803,7 @@ def test_protocol_accepts_only_the_runners_own_order():
                 proto.accept(ev)
 
 
+@pytest.mark.slow
 def test_clumsy_commands_say_what_to_type(env, tmp_path):
     """What a learner types by mistake gets one line with the command they meant, not 'unknown command'."""
     for word in ("show", "start", "test"):
@@ -809,6 +827,7 @@ def test_clumsy_commands_say_what_to_type(env, tmp_path):
     assert notebook.read_text().startswith('{"cells"')  # never written
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_is_not_a_traceback(env):
     """python practice/judge.py show 204 | head -1: the reader leaves early; the judge ends quietly."""
     read, write = os.pipe()
@@ -996,6 +1015,7 @@ def _all_not_graded(graded, said):
         assert verdict == "NG" and said in text, (way, verdict, text)
 
 
+@pytest.mark.slow
 def test_the_courses_answer_through_a_decorator_is_not_graded_either_way(env):
     """216: qwen.image.patchify called inside a @torch.no_grad() function: the command line saw the import; the
     notebook's grading must see it too, through the decorator's __wrapped__."""
@@ -1003,6 +1023,7 @@ def test_the_courses_answer_through_a_decorator_is_not_graded_either_way(env):
     _all_not_graded(graded, "your file imports qwen.image, which is the answer")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("style", sorted(WRAPPED))
 def test_the_answer_is_seen_however_the_function_is_wrapped(env, style):
     """A closure's cell, a bound method's object, a lambda's default, a partial's keyword, an nn.Module's attribute,
@@ -1012,6 +1033,7 @@ def test_the_answer_is_seen_however_the_function_is_wrapped(env, style):
     _all_not_graded(graded, "qwen.image, which is the answer")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("number, source, module", [(216, MERGE_ORDER, "qwen.vision"),
                                                     (217, "from qwen.mrope import position_ids\n", "qwen.mrope")],
                          ids=["216 merge_order", "217 position_ids"])
@@ -1023,6 +1045,7 @@ def test_the_courses_own_code_for_the_step_is_the_answer(env, number, source, mo
     assert not any("qwen.image" in text for _, text in graded.values()), graded
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("number, source", [(216, HF_PATCHIFY), (218, HF_MERGER)], ids=["216", "218"])
 def test_transformers_own_implementation_is_not_your_own_work(env, number, source):
     """transformers is the reference the judge checks against: a file that calls its patchify or its patch merger is
@@ -1032,6 +1055,7 @@ def test_transformers_own_implementation_is_not_your_own_work(env, number, sourc
     assert str(number) not in load_progress() or load_progress()[str(number)]["accepted"] is False
 
 
+@pytest.mark.slow
 def test_a_module_that_imports_the_answer_is_named_as_the_file_imported_it(env):
     """207: qwen.model imports qwen.mlp (the answer). A file that imports qwen.model is Not graded both ways, and
     told what it imported (qwen.model) and why that counts (it imports qwen.mlp)."""
@@ -1074,6 +1098,7 @@ def patchify(pixels, patch_size, merge_size, temporal_patch_size):
 """
 
 
+@pytest.mark.slow
 def test_a_right_answer_that_imports_what_is_yours_to_use_is_accepted_both_ways(env):
     """torch, numpy, math and the course's modules that are not the answer (qwen.config), reached through a
     decorator, a lambda's default and an nn.Module: Accepted both ways. 208 may import qwen.rope; the judge's

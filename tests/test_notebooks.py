@@ -84,6 +84,7 @@ def stdout_of(cells):
                    if o.output_type == "stream" and o.name == "stdout")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", sync.LANGUAGES)
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_notebook_runs_clean(executed, name, lang):
@@ -122,6 +123,7 @@ def test_sync_silences_a_last_expression_and_names_qwen_model():
         == "run with `QWEN_MODEL=Qwen/Qwen3.5-0.8B` or `python x --model y`"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", sync.LANGUAGES)
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_notebook_draws_its_figures(executed, name, lang):
@@ -165,6 +167,7 @@ def figure_names(cell):
         [t for t in cell.metadata.get("tags", []) if t.startswith("fig-")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", sync.LANGUAGES)
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_notebook_prints_what_the_script_prints(executed, chapter_outputs, name, lang):
@@ -188,6 +191,7 @@ def test_notebook_prints_what_the_script_prints(executed, chapter_outputs, name,
 
 
 
+@pytest.mark.slow
 def test_ch01_shows_the_proof(executed, hf_model, synthetic):
     """With transformers installed the notebook runs the proof cell: transformers reads the same tensors. The count
     and the name check are transformers' own state dict against load_weights, taken here; the difference is 0.0 by
@@ -205,6 +209,7 @@ def test_ch01_shows_the_proof(executed, hf_model, synthetic):
            "NotImplementedError" in out
 
 
+@pytest.mark.slow
 def test_ch02_ch03_show_the_proof_and_the_exercises(executed):
     """With transformers installed the notebooks run the proof cells (embedding and head exact; RMSNorm and the
     gated norm exact in bf16, the gated norm rounded once up to 2 bf16 steps away), and each exercise cell says how

@@ -34,6 +34,7 @@ def imported(path):
     return names
 
 
+@pytest.mark.slow
 def test_every_qwen_module_imports_without_transformers():
     """Import every module of the qwen package (found by walking it, so a new file is covered without editing this
     test); none pulls in transformers."""
@@ -80,6 +81,7 @@ def test_the_session_is_no_terminal_program():
         encoding="utf-8"))) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}  # the check can see
 
 
+@pytest.mark.slow
 def test_writable_paths_leave_site_packages(tmp_path):
     """In a checkout, data/ and data/figures/ are the repository's (git-ignored); installed as a wheel installs them
     (the packages without pyproject.toml beside them), both move to ~/.qwen-by-hand, as the judge's progress does."""
@@ -121,6 +123,7 @@ def build(src, hook, out):
     return out / lines[-1].removeprefix("BUILT "), [line for line in lines if line.startswith("WARNING ")]
 
 
+@pytest.mark.slow
 def test_the_build_is_quiet_and_ships_every_package_file(tmp_path):
     """The first `bash course.sh` installs the checkout editable: setuptools must give no warning (a data folder not
     declared in pyproject.toml gave a box per file, "Package would be ignored"; the editable import hook gave one

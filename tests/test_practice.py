@@ -118,6 +118,7 @@ def test_solution_accepted_and_starter_rejected(number):
     assert report.failure.hints == ["not_implemented"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("number,mistake", WRONG, ids=[f"{n}-{m.key}" for n, m in WRONG])
 def test_known_mistake_rejected_with_its_hint(number, mistake, tmp_path):
     """Each known mistake, graded as a learner's file, gets its verdict and its own hint (mistakes.toml's

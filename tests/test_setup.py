@@ -1,6 +1,8 @@
 """The set-up a learner and CI run: constraints.txt pins every dependency (the versions this environment, which CI
 builds from it, really has), course.sh refuses an old Python with one clear line, main.py --help prints its own help
-once, and CI runs the README's test command and ruff."""
+once, CI runs the README's full test command and ruff, and every pull request gets the default tier, ruff and the
+type check, with the official chat templates fetched as the tests pin them."""
+import hashlib
 import importlib.metadata
 import os
 import re
@@ -8,7 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import tomllib
+import yaml
+
+import official_templates
+from official_templates import TEMPLATES
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -46,6 +53,7 @@ def test_installed_versions_are_the_pinned_ones():
     assert wrong == {}
 
 
+@pytest.mark.slow
 def test_course_sh_refuses_an_old_python(tmp_path):
     fake = tmp_path / "python3.9"
     fake.write_text("#!/bin/sh\n[ \"$1\" = --version ] && echo 'Python 3.9.18' && exit 0\nexit 1\n")
@@ -62,6 +70,7 @@ def test_course_sh_refuses_an_old_python(tmp_path):
                                         f"(transformers 5.24, the oracle, needs it) ({fake} is: Python 3.9.18).")
 
 
+@pytest.mark.slow
 def test_main_help_is_printed_once_and_runs_no_chapter():
     r = subprocess.run([sys.executable, "main.py", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -71,11 +80,76 @@ def test_main_help_is_printed_once_and_runs_no_chapter():
     assert r.returncode == 2 and "unrecognized arguments: --modle" in r.stderr and "=====" not in r.stdout
 
 
-def test_ci_runs_the_readme_test_command_and_ruff():
+def test_ci_runs_the_readme_full_test_command_and_ruff():
     ci = (REPO / ".ci" / "run").read_text()
-    assert "\nbash course.sh test\n" in ci and "ruff check" in ci
-    assert "bash course.sh test" in (REPO / "README.md").read_text()
+    assert "\nbash course.sh test --all\n" in ci and "ruff check" in ci
+    for readme in ("README.md", "README.zh.md"):  # both tiers named, the full one as CI runs it
+        text = (REPO / readme).read_text()
+        assert re.search(r"`bash course.sh test`", text) and "`bash course.sh test --all`" in text, readme
     assert re.search(r"pytest -q -rfEs --durations=25", (REPO / "course.sh").read_text())
+
+
+def workflow_steps(job):
+    """{step name or uses: run command} of a job of .github/workflows/test.yml, and the job's `if`."""
+    jobs = yaml.safe_load((REPO / ".github" / "workflows" / "test.yml").read_text())["jobs"]
+    return {s.get("name") or s["uses"]: s.get("run", "") for s in jobs[job]["steps"]}, jobs[job].get("if", "")
+
+
+def test_a_pull_request_gets_ruff_the_type_check_and_the_default_tier():
+    steps, when = workflow_steps("quick")
+    runs = list(steps.values())
+    assert when == "github.event_name == 'pull_request'"
+    assert "bash course.sh test" in runs and "bash course.sh test --all" not in runs
+    assert ".venv/bin/ruff check ." in runs
+    assert any("mypy" in r for r in runs), runs
+    steps, when = workflow_steps("full")
+    assert when == "github.event_name != 'pull_request'" and "bash .ci/run" in steps.values()
+    on = yaml.safe_load((REPO / ".github" / "workflows" / "test.yml").read_text())[True]  # YAML 1.1 reads `on` as True
+    assert set(on) == {"pull_request", "push", "schedule", "workflow_dispatch"}
+
+
+@pytest.mark.parametrize("job", ["quick", "full"])
+def test_the_template_cache_is_keyed_on_the_pins_and_fetched_where_the_tests_read(job):
+    """The cache's key is the pinned digests (a new pin fetches anew), its folder is $QWEN_CHAT_TEMPLATES, and a
+    miss runs the fetch into that folder."""
+    text = yaml.safe_load((REPO / ".github" / "workflows" / "test.yml").read_text())
+    steps = text["jobs"][job]["steps"]
+    key = next(s for s in steps if s.get("id") == "templates")["run"]
+    cache = next(s for s in steps if s.get("id") == "cache")
+    fetch = next(s for s in steps if "official_templates.py \"$QWEN_CHAT_TEMPLATES\"" in s.get("run", ""))
+    assert "python tests/official_templates.py --key" in key and '"$GITHUB_OUTPUT"' in key
+    assert cache["with"] == {"path": "${{ env.QWEN_CHAT_TEMPLATES }}", "key": "${{ steps.templates.outputs.key }}"}
+    assert fetch["if"] == "steps.cache.outputs.cache-hit != 'true'"
+    assert text["env"]["QWEN_CHAT_TEMPLATES"]
+    for digest, _ in TEMPLATES.values():  # the key names every pinned digest
+        assert digest[:16] in official_templates.key()
+
+
+def fake_wheel(path, texts):
+    """A zip laid out as the trl wheel: {path in the wheel: bytes}."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in texts.items():
+            z.writestr(name, data)
+    return path
+
+
+def test_the_fetch_writes_the_pinned_templates_and_refuses_others(tmp_path):
+    """From a wheel laid out as trl's, the fetch writes the two templates under the names the tests read, each with
+    the pinned sha256; a wheel with one byte changed writes nothing. (The real download is pip's: see the module.)"""
+    from helpers import chat_template
+
+    texts = {official_templates.SOURCE[name]: chat_template(name).encode("utf-8") for name in TEMPLATES}
+    out = tmp_path / "out"
+    official_templates.extract(fake_wheel(tmp_path / "trl.whl", texts), out)
+    for name, (digest, _) in TEMPLATES.items():
+        assert hashlib.sha256((out / name).read_bytes()).hexdigest() == digest
+    first = official_templates.SOURCE["qwen3_5_4b_and_up.jinja"]
+    texts[first] = texts[first].replace(b"enable_thinking", b"enable_thinkinG", 1)
+    with pytest.raises(SystemExit, match="not the pinned"):
+        official_templates.extract(fake_wheel(tmp_path / "bad.whl", texts), tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
 
 
 def test_course_sh_says_what_it_downloads_before_the_quiet_install():

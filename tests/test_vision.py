@@ -313,6 +313,7 @@ print(pixels.shape[0], mib('VmHWM') - before, tuple(out.shape))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the peak resident memory from /proc (Linux)")
 def test_a_1080p_image_does_not_store_the_scores(synthetic):
     """A 1920 × 1080 image through the synthetic tower (fp32, one thread) in a fresh process raises its peak resident

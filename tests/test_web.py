@@ -65,6 +65,7 @@ def parsed(path):
     return page
 
 
+@pytest.mark.slow
 def test_every_page_is_built(site):
     """The index, a page per chapter, the exercises' index and a page per exercise: nothing else."""
     pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html"))
@@ -74,6 +75,7 @@ def test_every_page_is_built(site):
     assert len(SCRIPTS) == 12 and len(PROBLEMS) == 24
 
 
+@pytest.mark.slow
 def test_every_internal_link_resolves(site):
     """Every href and src of every page: a file that exists (a page, a figure, the style sheet, or one of the
     course's files in the checkout), and an anchor that its page has. No address leaves the machine."""
@@ -90,6 +92,7 @@ def test_every_internal_link_resolves(site):
                 assert parts.fragment in ids[target], f"{page.relative_to(site)}: no #{parts.fragment} in {link}"
 
 
+@pytest.mark.slow
 def test_chapter_pages_link_their_script_notebook_modules_and_exercises(site):
     page = site / "chapters" / "ch03_norm.html"
     ch03 = page.read_text(encoding="utf-8")
@@ -106,6 +109,7 @@ def test_chapter_pages_link_their_script_notebook_modules_and_exercises(site):
     assert page.resolve() in {(zh.parent / link).resolve() for link in parsed(zh).links}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", EDITIONS)
 def test_exercise_pages_show_the_statement_and_keep_the_judge_secret(site, code):
     """Each exercise page: its statement (in the edition's language), the signatures and the worked example, and
@@ -132,6 +136,7 @@ def test_exercise_pages_show_the_statement_and_keep_the_judge_secret(site, code)
                     assert entry[code][:40] not in text, (number, entry[code])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", EDITIONS)
 def test_the_search_index_holds_every_section(site, code):
     text = (site / f"{EDITIONS[code]}search-index.js").read_text(encoding="utf-8")
@@ -170,6 +175,7 @@ def test_the_key_follows_the_notebook_the_code_and_the_checkpoint(tmp_path, monk
     assert execute.key(a, "Qwen/Qwen3.5-0.8B") != execute.key(a, str(synthetic))
 
 
+@pytest.mark.slow
 def test_a_second_build_runs_only_what_changed(tmp_path, synthetic):
     """A real kernel: the first call runs both notebooks, the second none, and after one is edited, that one."""
     kernels = execute.kernel_spec(tmp_path / "kernels", synthetic)
@@ -189,6 +195,7 @@ def test_a_second_build_runs_only_what_changed(tmp_path, synthetic):
     assert [s for s in said if "running" in s] == [f"[2/2] running b.ipynb on {synthetic} ..."]
 
 
+@pytest.mark.slow
 def test_a_failing_chapter_stops_the_build_naming_it(tmp_path, synthetic):
     kernels = execute.kernel_spec(tmp_path / "kernels", synthetic)
     bad = _notebook(tmp_path / "ch99_bad.ipynb", "1 / 0")
@@ -197,6 +204,7 @@ def test_a_failing_chapter_stops_the_build_naming_it(tmp_path, synthetic):
     assert not (tmp_path / "cache" / "ch99_bad.ipynb").exists()  # nothing half-run is kept
 
 
+@pytest.mark.slow
 def test_python_m_web_help():
     r = subprocess.run([sys.executable, "-m", "web", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0 and "--serve" in r.stdout and "--model" in r.stdout
@@ -240,6 +248,7 @@ def opened(browser, path):
 
 
 @pytest.mark.parametrize("code", EDITIONS)
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["index.html", "exercises/index.html", *(f"exercises/{p.name[:3]}.html"
                                                                           for p in PROBLEMS)])
 def test_page_opens_clean(browser, site, page, code):
@@ -250,6 +259,7 @@ def test_page_opens_clean(browser, site, page, code):
     assert SYNTHETIC[code] in browser.find_element("css selector", ".banner").text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", EDITIONS)
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_chapter_page_shows_what_the_script_prints_and_draws(browser, site, chapter_outputs, name, code):
@@ -278,6 +288,7 @@ def test_chapter_page_shows_what_the_script_prints_and_draws(browser, site, chap
     assert SYNTHETIC[code] in browser.find_element("css selector", ".banner").text
 
 
+@pytest.mark.slow
 def test_a_line_the_kernel_sent_in_two_chunks_reads_back_whole(browser, tmp_path):
     """The kernel flushes stdout on a timer, so print("a") can arrive as "a" and then "\\n"; and the HTML parser
     drops a newline that opens a <pre>. The page must still show the two lines as two lines, as the script did."""
@@ -294,6 +305,7 @@ def test_a_line_the_kernel_sent_in_two_chunks_reads_back_whole(browser, tmp_path
     assert shown == ["a\nb\n", "\nc\n"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", EDITIONS)
 def test_search_finds_deltanet(browser, site, code):
     """Typed into the box of a chapter page (its links are relative to a folder below the root), the word lists
