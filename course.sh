@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One entry point that sets everything up on a fresh machine, then runs the course, its tests, or Jupyter.
 #   bash course.sh          set up .venv (first time) and run the chapters in order (python main.py)
-#   bash course.sh test     set up .venv with the test tools (first time) and run the whole test suite
+#   bash course.sh test     set up .venv with the test tools (first time) and run the default test tier (minutes)
+#   bash course.sh test --all   the full gate: the tests marked slow too (what .ci/run runs)
 #   bash course.sh lab      set up .venv (first time) and open the notebooks in JupyterLab
 #   bash course.sh chat     set up .venv (first time) and chat with the finished model (python main.py chat)
 #   bash course.sh book     set up .venv (first time) and build the course as web pages (python -m web; --serve
