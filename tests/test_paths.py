@@ -1,7 +1,8 @@
-"""Every repository path the prose names exists: in a comment or docstring of any Python file, in a chapter's file
-tree (its prose cells, both languages), in the READMEs, CONTRIBUTING, the problem statements and docs/. A file that
-moves leaves its old name behind in the text that explains it; this test finds every such name, with its file and
-line. Files are read as text, nothing is imported, so it takes a fraction of a second.
+"""Every repository path the prose names exists: in a comment or docstring of any Python file, in a chapter's file tree
+(its prose cells, both languages), in the READMEs, CONTRIBUTING, the problem statements and docs/, and in the
+comments of course.sh, .ci/run, the workflows, pyproject.toml and constraints.txt. A file that moves leaves its old
+name behind in the text that explains it; this test finds every such name, with its file and line. Files are read as
+text, nothing is imported, so it takes a fraction of a second.
 
 What counts as a path: a token that starts with one of the repository's top-level folders and a slash
 (`qwen/norm.py`, `practice/204_rmsnorm/`), a top-level file by name (`course.sh`), or an entry of a chapter's
@@ -38,6 +39,7 @@ TREE_ENTRY = re.compile(r"^# ?(?:├──|└──) (.+?)(?:\s{2,}|\s+[+~(（]
 SITE_PAGE = re.compile(r"^(?!web/).*\.html(#.*)?$")
 MARKDOWN = ["README.md", "README.zh.md", "CONTRIBUTING.md", "CONTRIBUTING.zh.md", "practice/README.md",
             "practice/*/README*.md", "docs/*.md", "tests/hostile/README.md"]
+COMMENTED = ["course.sh", ".ci/run", ".github/workflows/*.yml", "pyproject.toml", "constraints.txt"]  # `#` comments
 
 
 def ignored():
@@ -166,6 +168,10 @@ def sources():
     for pattern in MARKDOWN:
         for path in sorted(ROOT.glob(pattern)):
             yield path.relative_to(ROOT).as_posix(), [(1, path.read_text(encoding="utf-8"))]
+    for pattern in COMMENTED:
+        for path in sorted(ROOT.glob(pattern)):
+            lines = enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            yield path.relative_to(ROOT).as_posix(), [(n, line[line.index("#"):]) for n, line in lines if "#" in line]
 
 
 def missing():
