@@ -19,8 +19,8 @@ A chapter script (chapters/chNN_topic.py, written into its notebook by notebooks
 2. `args = chapter_args(__doc__)` (it prints the synthetic banner when it applies), then the story: short
    markdown, live code, short labelled prints. Anything printed from the synthetic checkpoint says so; a number
    the synthetic weights were built to have is never presented as a finding; where the real value is known, print
-   it beside, marked "real Qwen3.5-0.8B" (qwen.sizes: real_config(), REAL_NAME; the cache arithmetic and the dense
-   sizes are there too).
+   it beside, marked "real Qwen3.5-0.8B" (qwen.sizes: real_config(), REAL_NAME; the dense sizes and their cache
+   arithmetic: qwen.family).
 3. The exercise, before the finished module: a markdown cell "try it first: python practice/judge.py start N",
    then a code cell holding the starter's stub (`def f(...): raise NotImplementedError`) with `book.attempt(N, f)`
    — a notebook grades it once the stub is replaced; a script says how to start and grade.

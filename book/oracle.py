@@ -1,7 +1,8 @@
 """The optional proof: the chapter's module next to transformers' on the same checkpoint.
 
-transformers is the course's test oracle, a dev dependency: a learner may not have it. So it is imported only
-here and only when asked for; without it the proof is one line and the chapter goes on. A script runs the proof
+transformers is the course's test oracle, a dev dependency: a learner may not have it. So a chapter imports it only
+here and only when asked for (book/diff.py, a command of its own, is the other place); without it the proof is one
+line and the chapter goes on. A script runs the proof
 only with --proof (importing transformers takes seconds); a notebook runs it whenever transformers is there.
 """
 import sys

@@ -20,9 +20,9 @@ Its notebook, notebooks/ch07_deltanet.ipynb, is written from this file by python
 # qwen/
 # ├── weights.py      (chapter 1)
 # ├── norm.py         (chapter 3: GatedRMSNorm and l2norm are used here)
+# ├── family.py       (chapter 6: the sizes of the Qwen3.5 family and their cache, used for the memory bill)
 # └── deltanet.py     + causal_conv, recurrent_delta_rule, chunked_delta_rule, DeltaNetCache, GatedDeltaNet
 # book/
-# ├── family.py       (chapter 6: the sizes of the Qwen3.5 family and their cache, used for the memory bill)
 # └── ch07.py         + this chapter's figures
 # bench/
 # └── bench_deltanet.py + our chunked kernel against transformers' own, as ratios
@@ -50,9 +50,9 @@ Its notebook, notebooks/ch07_deltanet.ipynb, is written from this file by python
 # qwen/
 # ├── weights.py      （第 1 章）
 # ├── norm.py         （第 3 章：这里用到 GatedRMSNorm 和 l2norm）
+# ├── family.py       （第 6 章：Qwen3.5 系列各尺寸及其缓存，用于本章的内存账）
 # └── deltanet.py     + causal_conv、recurrent_delta_rule、chunked_delta_rule、DeltaNetCache、GatedDeltaNet
 # book/
-# ├── family.py       （第 6 章：Qwen3.5 系列各尺寸及其缓存，用于本章的内存账）
 # └── ch07.py         + 本章的图
 # bench/
 # └── bench_deltanet.py + 我们的分块 kernel 与 transformers 自带的 kernel 对比，给出比值

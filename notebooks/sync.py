@@ -7,8 +7,8 @@ puts each in place of the English cell before it and sets QWEN_LANG=zh in a firs
 prints is Chinese too (qwen.lang); a line break between two Chinese characters is joined (qwen.lang.unwrap). The
 code cells are the same in both. Every code cell is live in both: a figure is one call, `book.show(name, draw, ...)`,
 that draws inline in the notebook and prints one line (or saves the figure, with --figures) on the command line. So a script
-holds no commented-out code: a cell marked `active="ipynb"` is refused, except in the scripts listed in LEGACY,
-which still await their second edition. The script's docstring (its run command) is left out of the notebook.
+holds no commented-out code: a cell marked `active="ipynb"` (notebook-only) is refused. The script's docstring (its
+run command) is left out of the notebook.
 Two things a notebook does differently from the command line are written in: a notebook shows the value of a cell's
 last expression, which the script never prints, so such an expression ends with `;` there (unless it is a print or a
 book.show/listing/attempt, which return None); and a notebook takes no --model, so the markdown's "`--model X`"
@@ -33,8 +33,7 @@ from qwen.lang import unwrap
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS, NOTEBOOKS = ROOT / "chapters", ROOT / "notebooks"
-CELL_KEYS = ("tags", "active")  # the cell metadata the scripts may set; anything Jupyter adds on a run is dropped
-LEGACY = set()  # first-edition scripts with notebook-only cells: remove each once converted (all are)
+CELL_KEYS = ("tags",)  # the cell metadata the scripts may set; anything Jupyter adds on a run is dropped
 METADATA = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
             "language_info": {"name": "python"}}
 
@@ -154,19 +153,11 @@ def untranslated(script):
 
 
 def notebook_only_cells(script):
-    """Problems with the script's notebook-only (`active=...`) cells: none are allowed, except in a LEGACY script,
-    where each of their lines must be commented out (or blank) so that the command line never runs it."""
+    """The script's notebook-only (`active=...`) cells, each refused: the command line would never run them."""
     script = Path(script)
-    bad, live = [], False
-    for n, line in enumerate(script.read_text(encoding="utf-8").splitlines(), 1):
-        if line.startswith("# %%"):
-            active = re.search(r'active="([^"]*)"', line)
-            if active and script.stem not in LEGACY:
-                bad.append(f"{script.name}:{n}: a notebook-only cell; make it a live cell (a figure: book.show(...))")
-            live = bool(active) and "py" not in active.group(1).split(",")
-        elif live and script.stem in LEGACY and line.strip() and not line.startswith("#"):
-            bad.append(f"{script.name}:{n}: a notebook-only line the script would run: {line}")
-    return bad
+    return [f"{script.name}:{n}: a notebook-only cell; make it a live cell (a figure: book.show(...))"
+            for n, line in enumerate(script.read_text(encoding="utf-8").splitlines(), 1)
+            if line.startswith("# %%") and re.search(r'\bactive="', line)]
 
 
 def main(argv):

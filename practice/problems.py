@@ -1,8 +1,9 @@
 """The problems, one folder each (practice/NNN_slug/), and the checksums of what decides their verdicts.
 
-A problem's meta.json, statements, starter, solution, cases.py (cases, known mistakes, hints) and wrong/
-files live in its folder; `problems()` finds them. `verified` refuses to grade when a reference file, a given
-file or a `qwen` module its cases import differs from practice/checksums.json (`rehash` rewrites it).
+A problem's meta.json, statements, starter, solution, cases.py (its cases), mistakes.toml (its known mistakes
+and their hints, read by practice/mistakes.py) and wrong/ files live in its folder; `problems()` finds them.
+`verified` refuses to grade when a reference file, a given file or a `qwen` module its cases import differs from
+practice/checksums.json (`rehash` rewrites it).
 """
 import importlib.util
 import json
@@ -158,9 +159,9 @@ def oracle_files(prob):
 
 
 def digests(prob):
-    """({"NNN_slug/name" or "given.py": sha256}, {"qwen/name.py": sha256}): the problem's reference files, the given
-    files it imports and the `qwen` files its cases import. A given file that is missing is left out (and so differs
-    from the manifest)."""
+    """({"NNN_slug/<file>" or "given.py": sha256}, {"qwen/<module>.py": sha256}): the problem's reference files,
+    the given files it imports and the `qwen` files its cases import. A given file that is missing is left out (and
+    so differs from the manifest)."""
     root = prob.folder.parent
     files = {f.relative_to(root).as_posix(): sha256(f) for f in reference_files(prob.folder)}
     files.update({name: sha256(root / name) for name in given_files(prob) if (root / name).is_file()})

@@ -7,7 +7,9 @@ device before the clock starts and before it stops (`sync`); on a CPU the work i
 The probes say how fast this machine moves memory, which bounds decoding (chapter 9): a decode step reads every
 weight once, so tokens/s <= bytes read per second / weight bytes. Each probe fills its tensors first (an untouched
 tensor is pages of zeros that the system maps to one cached page, which flatters memory) and keeps the best of a
-few runs. Used by chapter 9 (book/ch09.py's figure), chapter 11 and every script in bench/.
+few runs. Used by chapter 9 (book/ch09.py's figure), chapters 11 and 12, and the benches that time the model and
+its parts: bench/bench_model.py, bench/bench_quant.py, bench/bench_speculative.py, bench/bench_deltanet.py and
+bench/bench_norm.py.
 """
 import statistics
 import time

@@ -10,7 +10,9 @@ how they are stored, not what they mean: qwen/gguf_blocks.py packs them).
 """
 import torch
 
-# llama.cpp's Q8_0 and Q4_0 are these ideas with g = 32 and fp16 scales, stored in its own bytes: one file on
+# llama.cpp's Q8_0 and Q4_0 are these ideas with g = 32 and fp16 scales, stored in its own byte layout: that is a
+# file of its own, qwen/gguf_blocks.py, whose writer and reader are imported here so that qwen.quant holds every
+# scheme of the chapter (tests/test_quant.py reads them all from it)
 from qwen.gguf_blocks import from_gguf_bytes as from_gguf_bytes, gguf_bytes as gguf_bytes
 
 

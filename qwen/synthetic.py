@@ -4,7 +4,7 @@ Real: the config.json layout (the multimodal composite config), tensor names, dt
 DeltaNet tensors the real checkpoints keep in fp32), depth and the [L,L,L,F]x6 pattern, and the vocabulary (the
 tokenizer files are the course's own, rebuilt from Qwen's published vocabulary by qwen/make_tokenizer.py). Not real:
 the widths (d = 64, not 1024), so every shape and parameter count, and every value. Value heads are twice the key
-heads (Hv = 2·Hk, as in the 4B and 9B sizes; the 0.8B and 2B have Hv = Hk, the 27B Hv = 3·Hk, qwen/sizes.py) so
+heads (Hv = 2·Hk, as in the 4B and 9B sizes; the 0.8B and 2B have Hv = Hk, the 27B Hv = 3·Hk, qwen/family.py) so
 that the grouping of value heads onto key heads is exercised. The multi-token-prediction block (`mtp.*`, chapter
 11) and the vision tower (`model.visual.*`, with preprocessor_config.json; the real 0.8B's depth) have the real
 layout with narrow widths. Every name and shape comes from qwen/sizes.py (checkpoint_shapes), each value from

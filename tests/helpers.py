@@ -227,8 +227,8 @@ def left_padding_error(ours, theirs):
     return err, fp32_tol(want[real])
 
 
-# the figures each notebook draws: the name given to book.show (or, in a LEGACY script, the tag of the cell) ->
-# whether it shows the checkpoint's numbers (then its title says so when synthetic)
+# the figures each notebook draws: the name given to book.show -> whether it shows the checkpoint's numbers (then
+# its title says so when synthetic)
 FIGURES = {
     "ch01_weights": {"ch01-map": False, "ch01-layers": True, "ch01-params": True},
     "ch02_embedding": {"ch02-map": False, "ch02-bpe-cjk": False, "ch02-row-norms": True,

@@ -18,7 +18,7 @@ show_module = sys.modules["book.show"]  # book.show is the function; its module 
 
 @pytest.fixture
 def script(monkeypatch):
-    """Run as `python chapters/ch99_test.py [flags]` would: no kernel, that argv."""
+    """Run as `python chapters/chNN_topic.py [flags]` would: no kernel, that argv."""
     monkeypatch.setattr(show_module, "in_notebook", lambda: False)
     monkeypatch.setattr(oracle, "in_notebook", lambda: False)
 

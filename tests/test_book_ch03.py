@@ -26,7 +26,7 @@ def titles(fig):
 
 
 def test_real_values_are_the_printed_ones():
-    """book/ch03.REAL quotes a run of chapter 3's measurements on the real weights; its printout (004_*.txt) is read
+    """book.ch03.REAL quotes a run of chapter 3's measurements on the real weights; its printout (004_*.txt) is read
     back from the folder $QWEN_SEEDS names (.ci/run sets it where that folder is at hand)."""
     folder = os.environ.get("QWEN_SEEDS")
     if not folder:

@@ -1,4 +1,4 @@
-"""book/ch07.py and the memory bill of qwen/sizes.py: the formulas against hand counts and against the caches our
+"""book/ch07.py and the memory bill of qwen/family.py: the formulas against hand counts and against the caches our
 layer and transformers' really keep, and each figure drawn on the synthetic checkpoint."""
 import matplotlib
 import pytest
@@ -94,8 +94,8 @@ def test_chunk_and_bill_figures():
 
 
 def test_state_is_fp32_whatever_mamba_ssm_dtype_says(synthetic):
-    """qwen/sizes.py counts the state at 4 bytes: transformers' cache and ours keep it in fp32 even when the config
-    says mamba_ssm_dtype = "bfloat16" and the layer runs in bf16."""
+    """qwen/family.py counts the state at 4 bytes (STATE_BYTES): transformers' cache and ours keep it in fp32 even
+    when the config says mamba_ssm_dtype = "bfloat16" and the layer runs in bf16."""
     from transformers import AutoConfig, DynamicCache
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet
 

@@ -1,4 +1,4 @@
-"""Chapter 9: its figure functions (book/ch09.py) draw what they claim, the cache arithmetic (qwen/sizes.py) equals
+"""Chapter 9: its figure functions (book/ch09.py) draw what they claim, the cache arithmetic (qwen/family.py) equals
 the tensors a real cache holds and a hand count for the real 0.8B, and the chapter script runs and says what is
 synthetic."""
 import re

@@ -64,19 +64,6 @@ def test_sync_check_fails_on_a_stale_notebook(tmp_path, monkeypatch):
     script.write_text(script.read_text().replace('tags=["t"]\nprint(x)', 'active="ipynb"\n# print(x)'))
     with pytest.raises(SystemExit, match="ch99_test.py:8: a notebook-only cell; make it a live cell"):
         sync.main([])
-    monkeypatch.setattr(sync, "LEGACY", {"ch99_test"})  # a first-edition script: its notebook-only lines stay comments
-    sync.main([])
-    script.write_text(script.read_text().replace("# print(x)", "print(x)"))
-    with pytest.raises(SystemExit, match="ch99_test.py:9: a notebook-only line the script would run: print"):
-        sync.main([])
-
-
-def test_legacy_lists_only_first_edition_scripts():
-    """LEGACY exists for scripts that still have notebook-only cells; a converted script leaves it."""
-    for name in sync.LEGACY:
-        script = ROOT / "chapters" / f"{name}.py"
-        assert 'active="ipynb"' in script.read_text(encoding="utf-8"), \
-            f"{name} has no notebook-only cells any more: remove it from LEGACY in notebooks/sync.py"
 
 
 def stdout_of(cells):
@@ -162,9 +149,8 @@ def speaking(code, text, **kwargs):
 
 
 def figure_names(cell):
-    """The figures a cell draws: the names it passes to book.show, and (LEGACY scripts) its fig-* tags."""
-    return re.findall(r'book\.show\(\s*"([^"]+)"', cell.source) + \
-        [t for t in cell.metadata.get("tags", []) if t.startswith("fig-")]
+    """The figures a cell draws: the names it passes to book.show."""
+    return re.findall(r'book\.show\(\s*"([^"]+)"', cell.source)
 
 
 @pytest.mark.slow
@@ -173,11 +159,10 @@ def figure_names(cell):
 def test_notebook_prints_what_the_script_prints(executed, chapter_outputs, name, lang):
     """The cells print the same lines in both, except what book shows differently: a figure, a listing, an
     exercise, the proof (a notebook shows them; a script prints one line each, starting with book's NOTE).
-    LEGACY notebook-only cells must not change the story either (they draw their own random numbers, for one).
     Timings are masked."""
     nb, error = executed(name, lang)
     assert error is None, error
-    shared = [c for c in nb.cells if "active" not in c.metadata and not MODE_DEPENDENT.search(c.source)]
+    shared = [c for c in nb.cells if not MODE_DEPENDENT.search(c.source)]
     code, stdout, stderr = chapter_outputs(f"{name}.py", lang)
     assert code == 0, stderr
     from book.show import NOTE
