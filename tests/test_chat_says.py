@@ -41,6 +41,7 @@ def picture(folder, width, height):
     return file
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, thinking", [("qwen3_5_0.8b_2b.jinja", False), ("qwen3_5_4b_and_up.jinja", True)])
 def test_second_turn_rereads_the_reply_the_template_writes_without_its_thinking_block(model, synthetic, name,
                                                                                        thinking):

@@ -66,7 +66,7 @@ def our_steps(model, ids):
     return torch.stack(out, 1).float()
 
 
-@pytest.mark.parametrize("name", [*CONFIGS, "synthetic"])
+@pytest.mark.parametrize("name", [*CONFIGS, pytest.param("synthetic", marks=pytest.mark.slow)])
 def test_fp32_cached_decode_equals_transformers(folders, synthetic, name):
     """fp32 decode with a cache, teacher-forced: the packed fast path's logits at every step (one-row products, the
     packed kernel's own case) within fp32 rounding of transformers' eager cached decode and of the teaching model's:
@@ -87,16 +87,21 @@ def test_fp32_cached_decode_equals_transformers(folders, synthetic, name):
 
 @pytest.fixture(scope="module")
 def bf16_oracles(folders, synthetic):
-    """Per checkpoint: the forced tokens, transformers' sdpa logits (the oracle), its eager logits (the yardstick)."""
+    """Per checkpoint, made the first time a test asks (the synthetic one only in the full tier): the forced tokens,
+    transformers' sdpa logits (the oracle), its eager logits (the yardstick)."""
     from transformers import Qwen3_5ForConditionalGeneration
 
     out = {}
-    for name, folder in {**folders, "synthetic": synthetic}.items():
-        sdpa = Qwen3_5ForConditionalGeneration.from_pretrained(folder, dtype=torch.bfloat16,
-                                                               attn_implementation="sdpa").eval()
-        ids = ids_for(sdpa.config.text_config.vocab_size, seed=3, shape=(2, PROMPT + STEPS))
-        out[name] = folder, ids, hf_steps(sdpa, ids), hf_steps(hf_load(folder, torch.bfloat16), ids)
-    return out
+
+    def oracle(name):
+        if name not in out:
+            folder = {**folders, "synthetic": synthetic}[name]
+            sdpa = Qwen3_5ForConditionalGeneration.from_pretrained(folder, dtype=torch.bfloat16,
+                                                                   attn_implementation="sdpa").eval()
+            ids = ids_for(sdpa.config.text_config.vocab_size, seed=3, shape=(2, PROMPT + STEPS))
+            out[name] = folder, ids, hf_steps(sdpa, ids), hf_steps(hf_load(folder, torch.bfloat16), ids)
+        return out[name]
+    return oracle
 
 
 # Bounds in bf16 steps: (small configs, synthetic checkpoint), the synthetic one's as a multiple of how far
@@ -107,7 +112,7 @@ CHANCE = 0.15  # the teaching model on the synthetic checkpoint, the widened pat
 
 
 @pytest.mark.parametrize("who", list(BF16_STEPS))
-@pytest.mark.parametrize("name", [*CONFIGS, "synthetic"])
+@pytest.mark.parametrize("name", [*CONFIGS, pytest.param("synthetic", marks=pytest.mark.slow)])
 def test_bf16_cached_decode_equals_transformers_sdpa(bf16_oracles, name, who):
     """bf16 decode with a cache, teacher-forced on the same tokens: every step's top-1 agrees with transformers' sdpa
     cached decode at least as often as transformers' own eager path does, and every step's logits lie within
@@ -136,7 +141,7 @@ def test_bf16_cached_decode_equals_transformers_sdpa(bf16_oracles, name, who):
     A wrong convention agrees on almost no token.
     "fast" reads oneDNN-packed weights where the CPU multiplies bf16 with them (qwen/products.py: AVX-512 or
     AVX-NE-CONVERT), plain F.linear elsewhere; "fast, F.linear" never packs: both are held to sdpa's bits."""
-    folder, ids, want, eager = bf16_oracles[name]
+    folder, ids, want, eager = bf16_oracles(name)
     model = load_model(folder, dtype=torch.bfloat16) if who == "teaching" else \
         load_fast(folder, dtype=torch.bfloat16, widen=who == "fast, widened", packing=who != "fast, F.linear")
     got = our_steps(model, ids)
@@ -211,6 +216,7 @@ def test_fast_owns_its_weights(folders):
     assert torch.equal(model(ids), moved) and not torch.equal(fast(ids), got)
 
 
+@pytest.mark.slow
 def test_hooks_and_diff_see_inside(synthetic):
     """book.diff hooks every module of the fast model by its teaching name and finds each within fp32 tolerance of
     transformers; a forward hook on one DeltaNet mixer fires once per call."""

@@ -126,6 +126,7 @@ def qwen_model(who, folder):
     return load_fast(folder, dtype=torch.float32) if who == "fast" else load_model(folder, dtype=torch.float32)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("who", ["adapter", "qwen", "fast"])
 def test_greedy_equals_transformers_generate(who, hf_model, adapter, synthetic, synthetic_want):
     """24 greedy tokens, token for token: our loop on transformers' model (the loop alone), then on qwen.model and

@@ -111,6 +111,7 @@ def shown(report, lang="en"):
     return "\n".join(lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", HOSTILE, ids=[p.stem for p in HOSTILE])
 def test_hostile_file_gets_its_verdict(hostile_reports, path):
     report = hostile_reports[path]
@@ -255,6 +256,7 @@ def shown_got(result):
     return describe(result.got)
 
 
+@pytest.mark.slow
 def test_solutions_through_the_child_process():
     """The end-to-end path for every problem (inputs and results cross the process boundary); the starters and
     the wrong solutions are graded in tests/test_practice.py, and a starter through the command line below."""
@@ -724,6 +726,7 @@ def test_long_lists_and_close_numbers_are_shown_in_short():
     assert case.call_text() == "f(path='model.safetensors', n=3)" and describe("a/b") == "'a/b'"
 
 
+@pytest.mark.slow
 def test_a_total_time_limit_for_all_cases(tmp_path):
     """A file just under the limit on every case runs out of the problem's total (here 3 s for 204's 24 cases at
     0.5 s each, 11 of them sleeping 0.4 s): Time Limit Exceeded on the case that crosses it."""
@@ -737,6 +740,7 @@ def test_a_total_time_limit_for_all_cases(tmp_path):
     assert sum(r.time for r in report.results if r.time is not None) < 3.0 + 0.5 + GRACE
 
 
+@pytest.mark.slow
 def test_learner_code_runs_on_one_thread(tmp_path):
     """The runner gives the learner's code one thread, so a loaded machine's thread pool cannot eat a case's time:
     210's reference then takes under 10 % of its limit on every case."""

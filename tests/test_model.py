@@ -59,6 +59,7 @@ def synthetic_pair(synthetic):
             for dtype in (torch.float32, torch.bfloat16)}
 
 
+@pytest.mark.slow
 def test_synthetic_every_module_equals_transformers(synthetic, synthetic_pair):
     """fp32, module by module, each fed transformers' input (book.diff): all within 1e-5 of the output's scale.
     End to end over 150 tokens, the synthetic's 24 random layers amplify rounding: transformers' own eager and sdpa
@@ -76,6 +77,7 @@ def test_synthetic_every_module_equals_transformers(synthetic, synthetic_pair):
     assert err <= 1e-2 * scale
 
 
+@pytest.mark.slow
 def test_synthetic_bf16(synthetic, synthetic_pair):
     """bf16 on the synthetic checkpoint: each module, fed transformers' input, within 2^-6 of the output's scale (on
     the short prompt of book.diff all are bit-exact); end to end over 150 tokens, top-1 agreement at least 95% and

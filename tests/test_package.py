@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import qwen
 
 REPO = Path(__file__).resolve().parent.parent

@@ -14,6 +14,8 @@ import qwen.norm
 from helpers import ROOT, functions, mistake_file
 from practice.plugin import plug_in
 
+pytestmark = pytest.mark.slow  # every test runs the synthetic model or the judge's child process
+
 NORMS = ("rms_norm", "gated_rms_norm", "l2norm")
 
 
@@ -70,7 +72,6 @@ def test_a_part_that_raises_is_one_line(synthetic, capsys):
     assert "raised RuntimeError inside the model: oops" in capsys.readouterr().out
 
 
-@pytest.mark.slow
 def test_judge_flag_runs_the_learner_file_in_a_child(synthetic):
     r = subprocess.run([sys.executable, "practice/judge.py", "204", "--file", "practice/204_rmsnorm/solution.py",
                         "--plug-in"], capture_output=True, text=True, cwd=ROOT, timeout=600)
@@ -90,7 +91,6 @@ def gone(pid, seconds=10.0):
     return False
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox's limits and /proc are Linux's")
 def test_judge_flag_runs_the_file_under_the_time_limit(synthetic, tmp_path, monkeypatch, capsys):
     """A part that hangs inside the model is stopped after the problem's time limit for one call (+ GRACE), with one
@@ -112,7 +112,6 @@ def test_judge_flag_runs_the_file_under_the_time_limit(synthetic, tmp_path, monk
     assert gone(int((tmp_path / "pid").read_text()))
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_DATA counts mmap'd memory on Linux only")
 def test_judge_flag_runs_the_file_under_the_memory_limit(synthetic, tmp_path, monkeypatch, capsys):
     """A part that asks for more memory than the problem allows fails inside the model: one line, naming the limit.
@@ -155,7 +154,6 @@ def test_the_prompt_crosses_a_chunk_boundary(synthetic, tmp_path):
         assert plug_in(212, wrong) == "diverges", name
 
 
-@pytest.mark.slow
 def test_a_non_part_is_refused_before_grading(tmp_path, capsys):
     """--plug-in on an exercise that is not a part of the model: exit 2 before grading, with the parts; in a
     notebook one line and None."""
@@ -175,7 +173,6 @@ def test_plug_in_takes_what_check_takes(synthetic):
     assert plug_in(207, sys.modules[__name__]) == "same prediction"
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox's limits and /proc are Linux's")
 def test_a_forged_done_is_garbled(synthetic, tmp_path, capsys):
     """A file that writes the child's last event ("done", same prediction) to its pipes while it is imported gets
@@ -195,7 +192,6 @@ def test_a_forged_done_is_garbled(synthetic, tmp_path, capsys):
            "expected 'loaded')" in err, err
 
 
-@pytest.mark.slow
 def test_test_command_honours_plug_in(synthetic, tmp_path):
     """`judge.py test N --plug-in` runs the plug-in after Accepted, as `judge.py N --plug-in` does."""
     r = subprocess.run([sys.executable, "practice/judge.py", "test", "207", "--file",

@@ -59,7 +59,8 @@ def drafts(model, plain, kind, k):
     return Scripted(follow(reference, wrong=(lambda n, i: True) if kind == "wrong" else (lambda n, i: False)), k)
 
 
-CASES = [(name, batch, k, kind) for name in ["synthetic", *SMALL] for batch in (False, True) for k in (1, 2, 4)
+CASES = [pytest.param(name, batch, k, kind, marks=[pytest.mark.slow] if name == "synthetic" else [])
+         for name in ["synthetic", *SMALL] for batch in (False, True) for k in (1, 2, 4)
          for kind in ("mtp", "right", "wrong")
          if name != "synthetic" or not batch or k == 2]  # the synthetic head (V = 248k) is slow: one k batched
 
@@ -79,6 +80,7 @@ def test_greedy_equals_plain_greedy(loaded, plain_runs, name, batch, k, kind):
     assert run(model, prompts, draft=drafts(model, plain, kind, k)) == plain
 
 
+@pytest.mark.slow
 def test_fast_path_greedy_equals_plain(synthetic):
     model = load_fast(synthetic, dtype=torch.float32)
     model.mtp = load_mtp(synthetic, dtype=torch.float32)
@@ -113,7 +115,8 @@ def cache_distance(got, want):
     return worst
 
 
-@pytest.mark.parametrize("name", SMALL)
+@pytest.mark.parametrize("name", [n if i == 0 else pytest.param(n, marks=pytest.mark.slow)  # one in the default tier
+                                  for i, n in enumerate(SMALL)])
 def test_caches_after_every_accept_reject_pattern(loaded, name):
     """Each step accepts a scripted number of guesses (0 .. k); stopping after every count of new tokens (so also
     inside a step), every cache must be the one plain decoding leaves after the same tokens: KV and DeltaNet (conv
@@ -147,6 +150,7 @@ def test_caches_after_every_accept_reject_pattern(loaded, name):
     assert cache_distance(one_more, plains[9])["deltanet"] > 100 * 1e-5
 
 
+@pytest.mark.slow
 def test_sampling_draws_from_the_main_model(loaded):
     """2,000 rows of one prompt, two tokens each, k = 2 with the (random, so mostly wrong) MTP head as the draft: the
     second token went through the accept / residual rule. The joint (first, second) frequencies against the exact
@@ -253,6 +257,7 @@ def rolled_back(model, rollback, m, calls=None):
     return cache, model(torch.tensor([[77], [78]]), cache=cache, mask=mask)[:, -1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path, dtype", [("teaching", torch.float32), ("fast", torch.float32),
                                          ("teaching", torch.bfloat16), ("fast", torch.bfloat16)])
 def test_replay_equals_the_whole_mixer_rerun(synthetic, path, dtype):
