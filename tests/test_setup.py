@@ -6,6 +6,7 @@ import hashlib
 import importlib.metadata
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -159,3 +160,27 @@ def test_course_sh_says_what_it_downloads_before_the_quiet_install():
     said = " ".join(line for line in lines[:install] if line.strip().startswith(("echo", '"')))
     said = said[said.rindex("echo"):]  # the last echo before the install: the one a learner reads while it waits
     assert re.search(r"about \d+ MB", said) and "torch" in said and "minute" in said, said
+
+
+@pytest.mark.slow
+def test_the_default_tier_leaves_the_slow_tests_out_and_says_so(tmp_path):
+    """A folder with the suite's conftest and three tests: the default run passes the fast one and names what it
+    left out; --all runs the slow one too; a test that reads a chapter's run without the mark is refused."""
+    shutil.copy(REPO / "tests" / "conftest.py", tmp_path)  # the suite's hooks and fixtures, its settings below
+    (tmp_path / "test_tiers.py").write_text("import pytest\n\n\ndef test_fast():\n    pass\n\n\n"
+                                            "@pytest.mark.slow\ndef test_slow():\n    pass\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "tests"))
+
+    def pytest_run(*args):
+        return subprocess.run([sys.executable, "-m", "pytest", "-c", str(REPO / "pyproject.toml"), "--rootdir",
+                               str(tmp_path), "-p", "no:cacheprovider", "-n", "0", *args],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+    r = pytest_run("-q")
+    assert r.returncode == 0 and "1 passed, 1 deselected" in r.stdout, r.stdout[-2000:]
+    assert "not run in this tier, marked slow: 1 tests (test_tiers.py 1); bash course.sh test --all" in r.stdout
+    r = pytest_run("-q", "--all")
+    assert r.returncode == 0 and "2 passed" in r.stdout and "not run in this tier" not in r.stdout, r.stdout[-2000:]
+    (tmp_path / "test_unmarked.py").write_text("def test_reads_a_chapter(chapter_outputs):\n    pass\n")
+    r = pytest_run("-q", "--all")
+    assert r.returncode == 4 and "not marked slow" in r.stderr and "test_reads_a_chapter" in r.stderr, r.stderr[-2000:]
