@@ -49,6 +49,7 @@ def line_figure(values, title="a figure"):
     return fig
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("part", model_map.PARTS)
 def test_model_map_draws_every_part(part):
     import matplotlib.pyplot as plt
@@ -66,6 +67,7 @@ def test_model_map_draws_every_part(part):
     plt.close(fig)
 
 
+@pytest.mark.slow
 def test_model_map_highlights_the_right_boxes():
     import matplotlib.pyplot as plt
 
@@ -291,6 +293,7 @@ def test_book_imports_no_matplotlib_or_transformers():
     assert out.stdout.strip() == "[]", out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("part", model_map.PARTS)
 def test_model_map_labels_do_not_overlap(part):
     """Every label is readable: no two texts overlap (a chapter tag on a box's name, say), and no text crosses a

@@ -19,6 +19,7 @@ def titles(fig):
     return fig.get_suptitle() + " ".join(ax.get_title() for ax in fig.axes)
 
 
+@pytest.mark.slow
 def test_row_norms(parts):
     E, tok = parts
     ids = tok.encode("The capital of France is Paris.")

@@ -72,6 +72,7 @@ def inside(fig, legend):
     return frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
 
 
+@pytest.mark.slow
 def test_gate_shows_the_sign(ckpt):
     cfg, W = ckpt
     gated = fill(GatedRMSNorm(cfg.linear_value_head_dim), W, "layers.0.linear_attn.norm.")

@@ -106,6 +106,7 @@ def test_top_p_ties_break_differently_from_transformers():
     assert torch.isfinite(TopPLogitsWarper(0.6)(None, logits.clone())).tolist() == [[True, False, True]]
 
 
+@pytest.mark.slow
 def test_think_on_shrinks_the_generation_prompt(tok):
     """ch09's try-this: thinking off ends the prompt with an empty closed block, 4 tokens; thinking on with 2."""
     off, on = tok.encode("<think>\n\n</think>\n\n"), tok.encode("<think>\n")

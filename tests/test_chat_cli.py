@@ -216,6 +216,7 @@ def interrupted(model):
     hook.handle.remove()  # the model is shared by the module's tests
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("when", ["first prefill", "later prefill", "decode"])
 @pytest.mark.parametrize("speculative", [0, 2])
 def test_ctrl_c_leaves_the_chat_as_it_was(model, tok, synthetic, interrupted, when, speculative):
@@ -256,6 +257,7 @@ def test_reply_cut_while_thinking_is_kept_as_the_template_reads_it(model, tok, s
     assert chat.kept_ids == tok.encode(text) and want not in text
 
 
+@pytest.mark.slow
 def test_special_token_text_in_a_message_is_the_token_as_in_transformers(tok, synthetic):
     """The chat's note says <|im_end|> typed in a message becomes the token, as with Qwen's own tokenizer: the oracle
     is transformers' tokenizer on the same files, through the official template."""

@@ -85,6 +85,7 @@ def test_tower_flop_against_its_weights_and_by_hand():
     assert cost.seconds((1e12, 2e12)) == pytest.approx(1.456723722240 + 1.2273057792, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_warning_before_a_slow_picture_on_the_cpu(model, synthetic, tmp_path, monkeypatch):
     """The rates set by hand (1 and 10 GFLOP/s): the synthetic tower on 1920 × 1080 (120 × 68 patches of width 32,
     12 blocks) is 3.3 + 102.3 GFLOP: about 14 s; the hint is the largest budget quicker than 3 s, checked by hand."""
@@ -104,6 +105,7 @@ def test_warning_before_a_slow_picture_on_the_cpu(model, synthetic, tmp_path, mo
     assert pictures.tower_warning(chat, (100, 70), torch.tensor([[1, 14, 20]]), s) is None  # 280 patches: quick
 
 
+@pytest.mark.slow
 def test_lowered_pixel_budget_as_transformers_resizes(model, synthetic, tmp_path, capsys):
     from transformers import Qwen2VLImageProcessorPil
 

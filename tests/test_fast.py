@@ -111,7 +111,7 @@ WIDENED = 2.5  # the widened path on the small configs: at most this multiple of
 CHANCE = 0.15  # the teaching model on the synthetic checkpoint, the widened path everywhere: see the docstring
 
 
-@pytest.mark.parametrize("who", list(BF16_STEPS))
+@pytest.mark.parametrize("who", [w if w == "fast" else pytest.param(w, marks=pytest.mark.slow) for w in BF16_STEPS])
 @pytest.mark.parametrize("name", [*CONFIGS, pytest.param("synthetic", marks=pytest.mark.slow)])
 def test_bf16_cached_decode_equals_transformers_sdpa(bf16_oracles, name, who):
     """bf16 decode with a cache, teacher-forced on the same tokens: every step's top-1 agrees with transformers' sdpa

@@ -132,6 +132,7 @@ def test_hostile_file_gets_its_verdict(hostile_reports, path):
     assert len(report.output) <= OUTPUT_CAP
 
 
+@pytest.mark.slow
 def test_hostile_details(hostile_reports):
     r = {p.stem: rep for p, rep in hostile_reports.items()}
     # the traceback is cut to the learner's own frames

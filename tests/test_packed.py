@@ -113,6 +113,7 @@ def steps(model, ids, prompt=30):
                      [model(ids[:, t:t + 1], cache=cache) for t in range(prompt, ids.shape[1])], 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 def test_fallback_without_onednn(monkeypatch, synthetic, plain_logits, dtype):
     """With oneDNN reported absent, load_fast packs nothing (no copy held, the numerics line says F.linear) and

@@ -75,6 +75,7 @@ def test_transformers_loads_the_files(tok_dir, tok):
             assert hf.encode(s) == tok.encode(s), repr(s)
 
 
+@pytest.mark.slow
 def test_deterministic(tok_dir, tmp_path):
     for p in write_tokenizer_files(tmp_path):
         assert p.read_bytes() == (tok_dir / p.name).read_bytes(), p.name
