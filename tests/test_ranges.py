@@ -1,12 +1,13 @@
 """Every number a caller sets is checked at the door, in one line in either language: each Sampling field, the
-session's limit and its overrides, generate's and speculate's max_new_tokens, a draft's k, and the loaders' dtype
-and quantization scheme (refused before a weight is read).
+session's limit and its overrides, generate's and speculate's max_new_tokens, a draft's k, the chat's options (an
+argparse error, exit status 2) and the loaders' dtype and quantization scheme (refused before a weight is read).
 The ranges themselves are checked against transformers' warpers in tests/test_generate.py."""
 import json
 
 import pytest
 import torch
 
+from app.chat import command, main, parse_args
 from qwen import lang
 from qwen.chat import END_THINK
 from qwen.draft import Draft
@@ -68,6 +69,74 @@ def test_good_values_and_the_cards_pass():
         assert Sampling(**kw)
     for thinking in (False, True):
         assert Sampling.card(thinking) == Sampling(**CARD[thinking])
+
+
+def chat_option(name, value):
+    """(option, text) the chat's command line would take for a Sampling field's value."""
+    return "--" + name.replace("_", "-"), str(value)
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+@pytest.mark.parametrize("name, value", BAD + [("max_new_tokens", 0), ("max_new_tokens", -2),
+                                               ("max_new_tokens", 1.5), ("max_new_tokens", "ten"),
+                                               ("temperature", "warm"), ("top_k", "1e3")])
+def test_a_bad_chat_option_is_an_argparse_error(name, value, language, speaking, capsys):
+    """The chat's parser, in process: exit status 2, the usage line, then one line naming the option, the text and
+    the range (the ranges of qwen.sampling.RANGES), in the language asked for; no traceback."""
+    speaking("en")
+    option, text = chat_option(name, value)
+    with pytest.raises(SystemExit) as stop:
+        parse_args(["--model", "synthetic", f"{option}={text}", "--lang", language])
+    err = capsys.readouterr().err
+    en, zh = WORDS[name]
+    said = f"{text!r} is not {en}" if language == "en" else f"{text!r} 不是{zh}"
+    assert stop.value.code == 2 and "Traceback" not in err
+    assert err.startswith("usage: python main.py chat ")
+    assert err.endswith(f"python main.py chat: error: argument {option}: {said}\n"), err
+
+
+def test_good_chat_options_parse(speaking):
+    speaking("en")
+    args = parse_args(["--temperature=0", "--top-k=1", "--top-p=1", "--min-p=0", "--presence-penalty=-1.5",
+                       "--max-new-tokens=1"])
+    assert (args.temperature, args.top_k, args.top_p, args.min_p, args.presence_penalty, args.max_new_tokens) == \
+        (0.0, 1, 1.0, 0.0, -1.5, 1)
+    assert isinstance(args.top_k, int) and isinstance(args.max_new_tokens, int)
+
+
+@pytest.mark.parametrize("option, text, least", [("--threads", "0", 1), ("--max-pixels", "-5", 1),
+                                                 ("--speculative", "-1", 0)])
+def test_the_chat_s_other_counts_are_argparse_errors(option, text, least, speaking, capsys):
+    speaking("en")
+    with pytest.raises(SystemExit) as stop:
+        parse_args([f"{option}={text}"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith("usage: python main.py chat ")
+    assert err.endswith(f"error: argument {option}: {text!r} is not a whole number of at least {least}\n"), err
+
+
+def test_a_pixel_budget_outside_the_checkpoint_s_is_said_at_start(speaking, capsys):
+    """--max-pixels' range is the checkpoint's (its processor's smallest picture up to its budget): one line when
+    the chat starts, before the model is loaded, not at the first picture."""
+    speaking("en")
+    for budget, why in (("5", "is below the smallest picture"), ("99999999999", "is above the checkpoint's budget")):
+        with pytest.raises(SystemExit, match=rf"^error: --max-pixels [0-9,]+ {why}") as stop:
+            main(["--model", "synthetic", "--max-pixels", budget])
+        assert "\n" not in str(stop.value)
+
+
+def test_limit_takes_the_session_s_range(speaking, capsys):
+    """/limit N in the chat: a good N changes the session's limit, a bad one is one line and changes nothing."""
+    speaking("en")
+
+    class Chat:  # what /limit reads and writes
+        max_new_tokens, draft = 7, None
+
+    chat = Chat()
+    assert command(chat, "/limit 0", "dim", False, None) == "dim" and chat.max_new_tokens == 7
+    assert capsys.readouterr().out == "/limit: '0' is not a whole number of at least 1\n"
+    command(chat, "/limit 12", "dim", False, None)
+    assert chat.max_new_tokens == 12 and capsys.readouterr().out == "(replies stop at 12 tokens)\n"
 
 
 def test_a_session_refuses_a_bad_limit_at_once(speaking):
