@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from app.pictures import image_command
+from app.pictures import budget_settings, image_command
 from qwen import lang
 from qwen.chat import default_thinking
 from qwen.config import DTYPES
@@ -34,11 +34,12 @@ from qwen.course import open_model, pick_device
 from qwen.draft import MTPDraft
 from qwen.fast import load_fast
 from qwen.generate import checkpoint_stop_tokens
+from qwen.image import ImageSettings
 from qwen.lang import tr
 from qwen.mtp import load_mtp
 from qwen.products import numerics
-from qwen.quantized import describe
-from qwen.sampling import CARD
+from qwen.quantized import SCHEMES, describe
+from qwen.sampling import CARD, RANGES, Range
 from qwen.session import Session
 from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
@@ -73,18 +74,22 @@ BLOCK = '"""'  # a line of its own opens and closes a message of several lines
 PADS = ("<|image_pad|>", "<|video_pad|>")  # stand for an image's (a video's) tokens: only /image writes them
 
 
-def positive(text):
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(tr(f"{text!r} is not a whole number of at least 1",
-                                            f"{text!r} 不是不小于 1 的整数"))
-    return int(text)
+def within(allowed: Range):
+    """An argparse type: the text as a number (whole when the range says so) in `allowed`, else one line saying so;
+    the options of the sampling rules and the token limit take their ranges from qwen.sampling.RANGES."""
+    def number(text):
+        try:
+            value = (int if allowed.whole else float)(text)
+        except ValueError:
+            value = None
+        if value is None or not allowed.holds(value):
+            raise argparse.ArgumentTypeError(tr(f"{text!r} is not {allowed.words()}",
+                                                f"{text!r} 不是{allowed.words()}"))
+        return value
+    return number
 
 
-def nonnegative(text):
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(tr(f"{text!r} is not a whole number of at least 0",
-                                            f"{text!r} 不是不小于 0 的整数"))
-    return int(text)
+positive, nonnegative = within(Range(low=1, whole=True)), within(Range(low=0, whole=True))
 
 
 def parse_args(argv=None):
@@ -109,7 +114,7 @@ def parser():
                                        "cpu、cuda 或 mps（默认：可用的最快设备）"))
     p.add_argument("--dtype", choices=["bf16", "fp32", "fp16"],
                    help=tr("default: the checkpoint's (bf16 for Qwen3.5)", "默认：检查点自己的（Qwen3.5 是 bf16）"))
-    p.add_argument("--quant", choices=["int8", "int4"],
+    p.add_argument("--quant", choices=SCHEMES,
                    help=tr("hold the projections and the head as int8 or int4 codes (chapter 12): fewer bytes read per "
                            "token; default: none",
                            "把投影和输出头存成 int8 或 int4 编码（第 12 章）：每个 token 读的字节更少；默认：不量化"))
@@ -125,7 +130,7 @@ def parser():
     p.add_argument("--hide-thinking", action="store_true",
                    help=tr("think, but do not print the reasoning", "思考，但不打印推理过程"))
     p.add_argument("--system", help=tr("a system message for the whole conversation", "整个对话使用的系统消息"))
-    p.add_argument("--max-new-tokens", type=positive,
+    p.add_argument("--max-new-tokens", type=within(RANGES["max_new_tokens"]),
                    help=tr("reply length limit (default 1024; 48 on the synthetic one); /limit N changes it in the "
                            "chat",
                            "回复长度上限（默认 1024；合成检查点上为 48）；聊天中可用 /limit N 修改"))
@@ -141,12 +146,12 @@ def parser():
                            "sets it for one picture",
                            "把每张图片缩放到最多 N 像素（默认：检查点的预算，Qwen3.5 为 16,777,216）："
                            "图像 token 更少，视觉塔更快；/image PATH --max-pixels N 只对一张图片生效"))
-    for name, kind in (("temperature", float), ("top-p", float), ("top-k", int), ("min-p", float),
-                       ("presence-penalty", float)):
-        off, on = CARD[False][name.replace('-', '_')], CARD[True][name.replace('-', '_')]
-        p.add_argument(f"--{name}", type=kind, help=tr(f"override the model card's {name} "
-                                                       f"(no thinking / thinking: {off} / {on})",
-                                                       f"覆盖模型卡里的 {name}（不思考 / 思考：{off} / {on}）"))
+    for name in ("temperature", "top-p", "top-k", "min-p", "presence-penalty"):
+        field = name.replace('-', '_')
+        off, on = CARD[False][field], CARD[True][field]
+        p.add_argument(f"--{name}", type=within(RANGES[field]),
+                       help=tr(f"override the model card's {name} (no thinking / thinking: {off} / {on})",
+                               f"覆盖模型卡里的 {name}（不思考 / 思考：{off} / {on}）"))
     p.add_argument("--lang", choices=lang.LANGUAGES,
                    help=tr("the language it speaks: en or zh (default: QWEN_LANG, else the locale)",
                            "输出语言：en 或 zh（默认：QWEN_LANG，其次是系统的 locale）"))
@@ -272,8 +277,12 @@ def command(chat: Session, text: str, view: str, paste: bool, checkpoint: Path,
         state = {"on": tr("on", "开启"), "off": tr("off", "关闭"), "hide": tr("hide", "开启，不打印推理过程")}[args[0]]
         print(tr(f"(thinking {state}; sampling: {sampling_text(chat.sampling())})",
                  f"（思考{state}；采样：{sampling_text(chat.sampling())}）"))
-    elif name == "/limit" and len(args) == 1 and args[0].isdigit() and int(args[0]) > 0:
-        chat.max_new_tokens = int(args[0])
+    elif name == "/limit" and len(args) == 1:
+        try:
+            chat.max_new_tokens = within(RANGES["max_new_tokens"])(args[0])
+        except argparse.ArgumentTypeError as e:
+            print(f"/limit: {e}")
+            return view
         print(tr(f"(replies stop at {chat.max_new_tokens} tokens)", f"（回复最多 {chat.max_new_tokens} 个 token）"))
     elif name == "/history" and not args:
         print(history(chat))
@@ -403,6 +412,8 @@ def run(args):
                                 f"--device {args.device}：这台机器上的 torch 没有这种设备；"
                                 "不写 --device 就会用它最快的设备"))
         path = open_model(args.model)
+        if args.max_pixels is not None:  # its range is the checkpoint's: said now, not at the first picture
+            budget_settings(ImageSettings.load(path), args.max_pixels)
         tok = load_tokenizer(path)
         synthetic = is_synthetic(path)
         torch.set_num_threads(args.threads or (1 if synthetic else torch.get_num_threads()))

@@ -24,7 +24,8 @@ def dtype_of(dtype: str | torch.dtype | None) -> torch.dtype | None:
         return dtype
     if isinstance(dtype, str) and dtype in DTYPES:
         return DTYPES[dtype]
-    raise ValueError(f"dtype {dtype!r}: use one of {', '.join(DTYPES)} or a torch dtype")
+    raise ValueError(tr(f"dtype {dtype!r}: use one of {', '.join(DTYPES)} or a torch dtype",
+                        f"dtype {dtype!r}：请用 {', '.join(DTYPES)} 之一，或者一个 torch dtype"))
 
 
 @dataclass

@@ -12,7 +12,7 @@ script says (always right, always wrong, or any accept/reject pattern the tests 
 import torch
 
 from qwen.mtp import new_cache, step
-from qwen.sampling import Picker
+from qwen.sampling import Picker, check
 
 
 class Draft:
@@ -20,9 +20,7 @@ class Draft:
     and accepted (qwen.speculative.speculate fills them)."""
 
     def __init__(self, k: int):
-        if not isinstance(k, int) or k < 1:
-            raise ValueError(f"k={k!r}: a draft guesses a whole number of tokens, at least 1 (for none, use generate)")
-        self.k = k
+        self.k = check("k", k)  # for no guesses, use generate
         self.counts = dict(steps=0, proposed=0, accepted=0)
 
 

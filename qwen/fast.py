@@ -45,7 +45,7 @@ from qwen.kernels import conv_silu, delta_step, grouped_attention
 from qwen.mlp import MLP
 from qwen.model import DecoderLayer, Qwen35, load_model
 from qwen.products import PackedLinear, bf16_is_native, pack_all, packed_product, product, widens
-from qwen.quantized import quantize_model
+from qwen.quantized import check_scheme, quantize_model
 
 STEP_ROWS = 8  # up to this many new tokens with a state, the DeltaNet steps token by token (see FastDeltaNet)
 
@@ -225,6 +225,8 @@ def load_fast(path: str | Path, dtype: str | torch.dtype | None = None, device: 
     packed for oneDNN where this CPU and dtype allow it (qwen/products.py's can_pack; False: F.linear everywhere).
     quant: None, or "int8" / "int4": the projections and the head hold codes and multiply with them
     (qwen/quantized.py; nothing is packed for oneDNN then: the codes are what the products read)."""
+    if quant is not None:  # an unknown scheme is refused before any file is opened (load_model does the dtype)
+        check_scheme(quant)
     model = load_model(path, dtype=dtype, device=device, cls=Fast)
     p = model.embed_tokens.weight
     model.widen = not bf16_is_native(p.device, p.dtype) if widen is None else widen

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from qwen.sampling import Picker, Sampling, emitted, penalise
+from qwen.sampling import Picker, Sampling, check, emitted, penalise
 
 IM_END, END_OF_TEXT = 248046, 248044  # stop on both: a chat turn ends with the first, a plain text with the second
 
@@ -71,6 +71,7 @@ def generate(model: torch.nn.Module, input_ids, max_new_tokens: int, sampling: S
     qwen.image.preprocess returns them (several images: each concatenated along dim 0), read with the prompt only;
     the cache keeps the M-RoPE offset they leave for the tokens after them. Speculative decoding has its own loop,
     qwen.speculative.speculate."""
+    check("max_new_tokens", max_new_tokens)  # at the first next(), before the prefill
     ids, batched, stop, mask, cache = prepare(model, input_ids, stop, mask, cache)
     B, device = ids.shape[0], ids.device
     pick = Picker(sampling, device)

@@ -148,8 +148,9 @@ def load_model(path: str | Path, dtype: str | torch.dtype | None = None, device:
     fill): no fp32 detour, no random init to overwrite, no second copy. Peak memory is about the weights themselves.
     The text model only: attach the vision tower or the MTP head when you need them (see the module docstring).
     cls: the model class to build (qwen/fast.py's Fast is one)."""
+    dtype = dtype_of(dtype)  # an unknown name is refused before any file is opened
     cfg = Config.load(path)  # a clear error for a folder that is not a Qwen3.5 checkpoint
-    dtype = dtype_of(dtype) or DTYPES.get(cfg.dtype or "")
+    dtype = dtype or DTYPES.get(cfg.dtype or "")
     W = load_weights(path)
     cfg.tie_word_embeddings = W.where.get("lm_head.weight") == W.where.get("embed_tokens.weight")  # stored head wins
     with torch.device("meta"):

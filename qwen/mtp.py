@@ -95,6 +95,7 @@ def load_mtp(path: str | Path, dtype: str | torch.dtype | None = None, device: s
     """The MTP block of the checkpoint at `path`, in `dtype` (default: as stored) on `device`: built on the meta
     device, then filled (qwen/weights.py fill) from the mtp.* tensors alone. Attach it in the open, in the main
     model's dtype and device: `model.mtp = load_mtp(path, dtype, device)`."""
+    dtype = dtype_of(dtype)  # an unknown name is refused before any file is opened
     W = Weights(path, "mtp")
     if not len(W):
         raise ValueError(tr(f"{path}: the checkpoint has no mtp.* tensors, so no MTP head to draft with: use a "
@@ -103,4 +104,4 @@ def load_mtp(path: str | Path, dtype: str | torch.dtype | None = None, device: s
                             f"检查点（官方的都带），或者换一个草稿"))
     with torch.device("meta"):
         mtp = MTP(Config.load(path))
-    return fill(mtp, W, dtype=dtype_of(dtype), device=device).eval()
+    return fill(mtp, W, dtype=dtype, device=device).eval()

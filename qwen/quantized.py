@@ -39,6 +39,14 @@ PACKED_ROWS = 96
 BLOCK = 2 ** 22  # weight elements dequantized at once (16 MiB in fp32)
 
 
+def check_scheme(scheme):
+    """`scheme` if it is one of SCHEMES, else one clear error: what every door a scheme comes in checks first."""
+    if scheme not in SCHEMES:
+        raise ValueError(tr(f"quantization scheme {scheme!r}: use one of {', '.join(SCHEMES)}",
+                            f"量化方案 {scheme!r}：请用 {', '.join(SCHEMES)} 之一"))
+    return scheme
+
+
 def has_kernel(scheme, device, dtype):
     """Does torch have a packed product for this scheme on `device` with `dtype` activations? Capabilities only."""
     op = "_weight_int8pack_mm" if scheme == "int8" else "_weight_int4pack_mm_for_cpu"
@@ -166,8 +174,7 @@ def quantize_model(model, scheme, group=32, symmetric=False, packing=True):
     """The fast model (qwen/fast.py), in place: every projection and the head hold codes (QuantLinear), the
     embedding reads its rows from codes (QuantEmbedding: the head's when tied). Norms, A_log, dt_bias and the conv
     stay in the model dtype. symmetric: int4 without a zero point. packing=False: the dequantized path only."""
-    if scheme not in SCHEMES:
-        raise ValueError(f"quantization scheme must be one of {SCHEMES}, got {scheme!r}")
+    check_scheme(scheme)
     tied = model.lm_head.weight is model.embed_tokens.weight
     for parent, name, linear in projections(model):
         setattr(parent, name, QuantLinear(linear, scheme, group, symmetric, packing))
@@ -207,8 +214,7 @@ def fake_quantize(model, scheme, group=32, symmetric=False, scale_dtype=None):
     numbers quantize_model's model computes with, written out as ordinary weights. scale_dtype: the scales' dtype
     (default the model's): a bf16 model's codes and scales, written exactly into an fp32 model, give the numbers
     the packed kernels compute with, unrounded."""
-    if scheme not in SCHEMES:
-        raise ValueError(f"quantization scheme must be one of {SCHEMES}, got {scheme!r}")
+    check_scheme(scheme)
     weights = {id(m.weight): m.weight for *_, m in projections(model)}
     weights.update({id(p): p for p in (model.lm_head.weight, model.embed_tokens.weight)})  # tied: one tensor
     for w in weights.values():

@@ -6,15 +6,72 @@ The rules reshape the distribution before the draw. The presence penalty comes f
 the prompt. Then temperature, top-k, top-p, min-p, the order of transformers' sampling warpers. Cut tokens get logit
 -inf and one softmax at the end renormalises what survives. Temperature 0 is greedy, the argmax: the default.
 `Sampling` holds one call's settings; `Sampling.card(thinking)` is the model card's recommendation for Qwen3.5.
+Each setting is checked when a Sampling is made, against RANGES: the one table of what a generation's numbers may
+be, which the session, the generation loops and the chat's options read too. A value outside its range would not
+fail loudly later: a negative temperature flips the distribution (the least likely token wins), top_p 0 cuts every
+token (NaN probabilities), top_k 0 asks for the 0th largest logit.
 """
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass, fields, replace
+from numbers import Integral, Real
 
 import torch
+
+from qwen.lang import tr
 
 # The model card's recommended settings for text, per mode (Qwen/Qwen3.5-0.8B and larger); "precise coding" with
 # thinking: temperature 0.6 and no presence penalty
 CARD = {False: dict(temperature=1.0, top_p=1.0, top_k=20, min_p=0.0, presence_penalty=2.0),
         True: dict(temperature=1.0, top_p=0.95, top_k=20, min_p=0.0, presence_penalty=1.5)}
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values one setting may take: finite numbers (whole ones when `whole`) from `low` to `high`, both
+    included unless `low_open` (None: no bound that side); None as well when `off` (the rule is then not applied)."""
+    low: int | None = None
+    high: int | None = None
+    low_open: bool = False
+    whole: bool = False
+    off: bool = False
+
+    def holds(self, value) -> bool:
+        if value is None:
+            return self.off
+        if isinstance(value, bool) or not isinstance(value, Integral if self.whole else Real):
+            return False
+        above = self.low is None or value > self.low or (value == self.low and not self.low_open)
+        below = self.high is None or value <= self.high
+        return (self.whole or math.isfinite(value)) and above and below  # a whole number is finite (and may be huge)
+
+    def words(self) -> str:
+        """The range in words (None left out: a command line has no None)."""
+        if self.high is not None:
+            span = f"{'(' if self.low_open else '['}{self.low}, {self.high}]"
+            return tr(f"a number in {span}", f"区间 {span} 内的数")
+        if self.low is not None:
+            return tr(f"a whole number of at least {self.low}", f"不小于 {self.low} 的整数") if self.whole else \
+                tr(f"a number of at least {self.low}", f"不小于 {self.low} 的数")
+        return tr("a finite number", "有限的数")
+
+
+# The ranges of the sampling rules are those transformers' warpers check (TopK: k ≥ 1, TopP: 0 < p ≤ 1, MinP:
+# 0 ≤ p ≤ 1), with temperature 0 meaning greedy here; None switches top-k, top-p and min-p off. max_new_tokens: at
+# least one new token, as transformers' generate asks; k: a draft's guesses per step (qwen/draft.py).
+RANGES = {"temperature": Range(low=0), "top_k": Range(low=1, whole=True, off=True),
+          "top_p": Range(low=0, high=1, low_open=True, off=True), "min_p": Range(low=0, high=1, off=True),
+          "presence_penalty": Range(), "max_new_tokens": Range(low=1, whole=True), "k": Range(low=1, whole=True)}
+
+
+def check(name: str, value):
+    """`value`, if the setting `name` may take it (RANGES); else one ValueError naming the setting, the value and
+    its range."""
+    allowed = RANGES[name]
+    if not allowed.holds(value):
+        off = tr(", nor None (off)", "，也不是 None（不启用）") if allowed.off else ""
+        raise ValueError(tr(f"{name}={value!r} is not {allowed.words()}{off}",
+                            f"{name}={value!r} 不是{allowed.words()}{off}"))
+    return value
 
 
 @dataclass(frozen=True)
@@ -26,6 +83,11 @@ class Sampling:
     min_p: float | None = None
     presence_penalty: float = 0.0
     seed: int | None = None
+
+    def __post_init__(self):  # every way of making one comes here: the constructor, card, but
+        for field in fields(self):
+            if field.name in RANGES:
+                check(field.name, getattr(self, field.name))
 
     @classmethod
     def card(cls, thinking: bool, **changes) -> "Sampling":

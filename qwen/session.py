@@ -30,7 +30,7 @@ from qwen.generate import TextStream, generate
 from qwen.image import ImageSettings, load_image, preprocess
 from qwen.lang import tr
 from qwen.mrope import expand_image_tokens
-from qwen.sampling import Sampling
+from qwen.sampling import Sampling, check
 from qwen.speculative import speculate
 
 
@@ -42,7 +42,9 @@ class Session:
                  overrides: dict | None = None, max_new_tokens: int = 1024, system: str | None = None,
                  draft: Draft | None = None):
         self.model, self.tok, self.stop = model, tokenizer, stop
-        self.thinking, self.overrides, self.max_new_tokens = thinking, overrides or {}, max_new_tokens
+        self.thinking, self.overrides = thinking, overrides or {}
+        self.max_new_tokens = check("max_new_tokens", max_new_tokens)  # bad limits are refused here, at once,
+        self.sampling()  # and overrides the card's settings cannot take, not at the first reply
         self.system, self.draft = system, draft  # draft: None for plain decoding
         self.end_think, self.im_start = tokenizer.special_tokens[END_THINK], tokenizer.special_tokens["<|im_start|>"]
         self.reset()

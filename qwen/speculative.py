@@ -42,8 +42,9 @@ import torch
 
 from qwen.draft import Draft
 from qwen.generate import prepare
+from qwen.lang import tr
 from qwen.mtp import FinalHidden
-from qwen.sampling import Picker, Sampling, emitted
+from qwen.sampling import Picker, Sampling, check, emitted
 
 WANTED = ("in_proj_qkv", "in_proj_b", "in_proj_a")  # what a DeltaNet layer's memory reads: conv inputs, β's, g's
 
@@ -133,15 +134,16 @@ def speculate(model: torch.nn.Module, input_ids, max_new_tokens: int, draft: Dra
     (main-model forwards after the prefill), 'proposed' and 'accepted' guesses. No presence penalty: a limit of this
     loop, not of the method (the verify pass knows the guesses, so position i could be penalised for the tokens up to
     d_i; this loop scores every position with one rule); and no images (yet)."""
+    check("max_new_tokens", max_new_tokens)  # at the first next(), before the prefill
     sampling = sampling or Sampling()
     if sampling.presence_penalty:
-        raise ValueError("presence_penalty: this speculative loop does not apply one (each verified position would "
-                         "need its own, counting the guesses before it); use it with plain generate")
+        raise ValueError(tr("presence_penalty: this speculative loop does not apply one (each verified position "
+                            "would need its own, counting the guesses before it); use it with plain generate",
+                            "presence_penalty：这个投机解码循环不施加它（每个验证位置都需要自己的惩罚，"
+                            "要算上它前面的猜测）；请在普通的 generate 里用它"))
     ids, batched, stop, mask, cache = prepare(model, input_ids, stop, mask, cache)
     pick, k, counts = Picker(sampling, ids.device), draft.k, draft.counts
     counts.update(steps=0, proposed=0, accepted=0)
-    if max_new_tokens <= 0:
-        return
     B, offset = ids.shape[0], cache.length  # the draft sees only this call's tokens
     done = torch.zeros(B, dtype=torch.bool, device=ids.device)
     with FinalHidden(model, head_last=True) as kept:

@@ -178,6 +178,7 @@ def load_vision(path: str | Path, dtype: str | torch.dtype | None = None,
                 device: str | torch.device | None = None) -> VisionTower:
     """The vision tower of checkpoint folder `path`, in `dtype` (default: as stored) on `device`. Built on the meta
     device, then filled (qwen/weights.py fill): only model.visual.* is read."""
+    dtype = dtype_of(dtype)  # an unknown name is refused before any file is opened
     cfg = VisionConfig.load(path)
     W = Weights(path, "vision")
     if not len(W):
@@ -187,4 +188,4 @@ def load_vision(path: str | Path, dtype: str | torch.dtype | None = None,
                             f"例如 {DEFAULT_MODEL}"))
     with torch.device("meta"):
         tower = VisionTower(cfg)
-    return fill(tower, W, dtype=dtype_of(dtype), device=device).eval()
+    return fill(tower, W, dtype=dtype, device=device).eval()

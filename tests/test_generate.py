@@ -154,7 +154,8 @@ def test_stop_and_limits(small_adapter):
     assert len(first) == 5
     # stops after yielding the stop id
     assert list(generate(adapter, SMALL_PROMPTS[0], 5, stop=[first[2]])) == first[:3]
-    assert list(generate(adapter, SMALL_PROMPTS[0], 0)) == []
+    with pytest.raises(ValueError, match="max_new_tokens=0"):  # as transformers' generate: at least one new token
+        list(generate(adapter, SMALL_PROMPTS[0], 0))
     with pytest.raises(ValueError, match="empty"):
         list(generate(adapter, [], 3))
 
@@ -256,6 +257,37 @@ def test_rules_equal_transformers_warpers(rule):
     got = filter_logits(logits, **kw)
     assert torch.equal(torch.isinf(got), torch.isinf(want))  # the same tokens cut
     torch.testing.assert_close(got.softmax(-1), want.softmax(-1), rtol=1e-5, atol=1e-7)
+
+
+def test_ranges_are_transformers_warpers_ranges():
+    """A Sampling takes a value exactly when transformers' warper for it does, but for two values: temperature 0 is
+    greedy here (transformers' warper wants T > 0 and leaves greedy to do_sample=False), and top_p 0, which cuts
+    every token here (NaN probabilities), is refused as TopPLogitsWarper's message says (> 0; its check lets 0 pass,
+    and it then keeps one token)."""
+    from transformers.generation.logits_process import (
+        MinPLogitsWarper,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    warpers = {"temperature": TemperatureLogitsWarper, "top_k": TopKLogitsWarper, "top_p": TopPLogitsWarper,
+               "min_p": MinPLogitsWarper}
+    values = {"temperature": [-1.0, -1e-9, 0.0, 1e-9, 0.7, 1.0, 5.0], "top_k": [-1, 0, 1, 20, 10 ** 6],
+              "top_p": [-0.1, 0.0, 1e-9, 0.5, 1.0, 1.0000001, 2.0], "min_p": [-0.1, 0.0, 0.05, 1.0, 1.1]}
+    declared = {("temperature", 0.0): True, ("top_p", 0.0): False}  # ours, where the two part
+
+    def accepts(make, *args, **kwargs):
+        try:
+            make(*args, **kwargs)
+            return True
+        except ValueError:
+            return False
+
+    for name, warper in warpers.items():
+        for value in values[name]:
+            theirs = declared.get((name, value), accepts(warper, value))
+            assert accepts(Sampling, **{name: value}) == theirs, (name, value)
 
 
 def test_top_p_keeps_the_token_that_crosses():
