@@ -461,14 +461,15 @@ def test_check_accepts_partials_modules_and_objects(env, capsys):
 
 def test_problems_ship_with_a_non_editable_install(tmp_path):
     """Build the wheel from a copy of the sources, unpack it as pip would, and grade from there: the problem folders
-    and the checksum manifest are in it, and progress goes to the user's home, not into site-packages."""
+    and the checksums the build writes are in it (with no git, they decide: an edited qwen/norm.py stops 204), and
+    progress goes to the user's home, not into site-packages."""
     import zipfile
 
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO / name, src / name)
-    ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json")
+    ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json", "checksums.json")
     for pkg in ("qwen", "practice", "book", "app"):  # the packages pyproject.toml lists
         shutil.copytree(REPO / pkg, src / pkg, ignore=ignore)
     build = subprocess.run([sys.executable, "-c", "from setuptools.build_meta import build_wheel; "
@@ -489,13 +490,17 @@ def test_problems_ship_with_a_non_editable_install(tmp_path):
             "s = importlib.util.module_from_spec(spec); spec.loader.exec_module(s)\n"
             "spec = importlib.util.spec_from_file_location('c', j.HERE / '202_param_count' / 'solution.py')\n"
             "c = importlib.util.module_from_spec(spec); spec.loader.exec_module(c)\n"
-            "print(j.HERE); print(j.check(202, c) and j.check(204, s))\n")
+            "print(j.HERE); print(j.check(202, c) and j.check(204, s))\n"
+            "open(j.HERE.parent / 'qwen' / 'norm.py', 'a').write('# edited')\n"
+            "print(j.check(204, s), j.check(202, c))\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRACTICE_")}
     env.update(PYTHONPATH=str(site), HOME=str(tmp_path / "home"))
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.splitlines()[0] == str(site / "practice") and out.stdout.splitlines()[-1] == "True"
+    lines = out.stdout.splitlines()
+    assert lines[0] == str(site / "practice") and "True" in lines and lines[-1] == "False True", out.stdout
+    assert "differ from the installed course (practice/checksums.json): qwen/norm.py" in out.stderr, out.stderr
     assert (tmp_path / "home" / ".qwen-by-hand" / "progress.json").is_file()
     assert not list((site / "practice").glob("*progress*"))
 
@@ -573,61 +578,6 @@ def _descendants(pid):
         found += kids
         todo += kids
     return found
-
-
-# ---------------------------------------------------------------- the reference files' checksums
-
-def test_checksum_manifest_matches_the_problem_files():
-    """practice/checksums.json lists every problem's reference files; regenerate it after changing a problem with
-    python practice/judge.py rehash (practice/README.md)."""
-    from practice.problems import checksums, manifest_path
-
-    committed = json.loads(manifest_path().read_text(encoding="utf-8"))
-    assert committed == checksums(), "practice/checksums.json is stale: run python practice/judge.py rehash"
-    given = {"assembly.py"}  # 213's given parts: its cases.py and the learner's file both import them
-    assert {k.split("/")[0] for k in committed["files"]} == {p.folder.name for p in PROBLEMS.values()} | given
-
-
-@pytest.mark.parametrize("number, edited", [(204, "204_rmsnorm/cases.py"), (213, "assembly.py")])
-def test_judge_refuses_an_edited_reference_file(tmp_path, number, edited):
-    """An accidental edit of cases.py, or of the given parts a problem imports (here in a copy of practice/), is
-    caught before grading, with the fix."""
-    copy = tmp_path / "practice"
-    shutil.copytree(PRACTICE, copy, ignore=shutil.ignore_patterns("__pycache__", "work", ".progress.json"))
-    with open(copy / edited, "a") as f:
-        f.write("\n# an accidental edit\n")
-    out = subprocess.run([sys.executable, str(copy / "judge.py"), str(number), "--file",
-                          PROBLEMS[number].folder / "solution.py"], cwd=tmp_path, capture_output=True, text=True,
-                         env=dict(os.environ, PRACTICE_PROGRESS=str(tmp_path / "p.json")), timeout=120)
-    assert out.returncode == 2 and f"practice/{edited}" in out.stderr, out
-    assert f"git checkout -- practice/{edited.split('/')[0]}" in out.stderr, out
-    assert not (tmp_path / "p.json").exists()
-
-
-def test_judge_refuses_an_edited_oracle_module(tmp_path):
-    """The qwen modules a problem's cases import compute its expected values: an edit of qwen/rope.py (in a copy of
-    the repository) is refused before grading, in one line, as an edit of cases.py is."""
-    ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json")
-    for pkg in ("practice", "qwen"):
-        shutil.copytree(REPO / pkg, tmp_path / pkg, ignore=ignore)
-    with open(tmp_path / "qwen" / "rope.py", "a") as f:
-        f.write("\n# a learner's edit\n")
-    out = subprocess.run([sys.executable, str(tmp_path / "practice" / "judge.py"), "206", "--file",
-                          PROBLEMS[206].folder / "solution.py"], cwd=tmp_path, capture_output=True, text=True,
-                         env=dict(os.environ, PRACTICE_PROGRESS=str(tmp_path / "p.json")), timeout=120)
-    assert out.returncode == 2 and out.stdout == "", out
-    assert out.stderr.count("\n") == 1 and "qwen/rope.py" in out.stderr, out.stderr
-    assert "git checkout -- qwen/rope.py" in out.stderr, out.stderr
-    assert not (tmp_path / "p.json").exists()
-
-
-def test_oracle_closure_follows_imports():
-    """208's cases import qwen.attention, which imports qwen.norm and qwen.rope: all three are its oracle."""
-    from practice.problems import oracle_files
-
-    found = set(oracle_files(PROBLEMS[208]))
-    assert {"qwen/__init__.py", "qwen/attention.py", "qwen/norm.py", "qwen/rope.py"} <= found
-    assert "qwen/mlp.py" not in found
 
 
 MLP_BODY = ("import torch.nn.functional as F\n\n\ndef silu(x):\n    return F.silu(x)\n\n\n"
