@@ -90,7 +90,9 @@ def verdict_json(report, text):
                        "time": None if r.time is None else round(r.time, 6), "hints": list(r.hints)}
                       for r in report.results],
             "failed_case": None if failure is None else report.results.index(failure) + 1,
-            "message": report.message, "report": text}
+            "outcome": None if report.outcome is None else {"kind": report.outcome.kind,
+                                                            "detail": report.outcome.detail},
+            "report": text}
 
 
 def cmd_test(n, lang, file=None, time_limit=None, as_json=False):
