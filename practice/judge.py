@@ -32,7 +32,7 @@ from practice.child import run_file  # noqa: E402
 from practice.limits import MAX_TIME_LIMIT  # noqa: E402
 from practice.messages import MSG, cmd, detect_lang  # noqa: E402
 from practice.notebook import check, grade_in_process  # noqa: E402,F401
-from practice.plugin import plug_in_allowed, plug_in_file  # noqa: E402
+from practice.plugin import PLUGGABLE, plug_in_allowed, plug_in_file  # noqa: E402
 from practice.problems import find_problem, problems, verified  # noqa: E402
 from practice.report import Printer, shown_path, width  # noqa: E402
 from practice.store import load_progress, progress_path, record, work_dir  # noqa: E402
@@ -239,9 +239,9 @@ def main(argv=None):
     parser.add_argument("--time-limit", type=float, metavar="S", help=tr("seconds per case (default: the problem's)",
                                                                          "每个用例的秒数（默认：题目自己的时限）"))
     parser.add_argument("--plug-in", action="store_true", help=tr(
-        "after Accepted on a model part (204, 206, 207, 208, 211, 212), run the whole model with your part and "
-        "compare the next-token prediction",
-        "模型部件（204、206、207、208、211、212）通过后，把你的部件装进整个模型，比较下一个 token 的预测"))
+        f"after Accepted on a model part ({', '.join(map(str, PLUGGABLE))}), run the whole model with your part "
+        "and compare the next-token prediction",
+        f"模型部件（{'、'.join(map(str, PLUGGABLE))}）通过后，把你的部件装进整个模型，比较下一个 token 的预测"))
     parser.add_argument("--json", action="store_true", help=tr(
         "print the verdict as one JSON object (for tools): verdict, cases, times, hints and the report's text",
         "把结果输出为一个 JSON 对象（给工具用）：结果、用例、用时、提示和报告全文"))

@@ -78,10 +78,15 @@ class Problem:
     def module(self):
         """cases.py, imported on first use (it imports torch and the oracle)."""
         if self._module is None:
-            spec = importlib.util.spec_from_file_location(f"practice_cases_{self.number}", self.folder / "cases.py")
-            self._module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(self._module)
+            self._module = self.load("cases")
         return self._module
+
+    def load(self, name):
+        """The folder's `name`.py (cases, swaps) imported by path: a problem folder is no package."""
+        spec = importlib.util.spec_from_file_location(f"practice_{name}_{self.number}", self.folder / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
 
     def cases(self, tmp):
         """The cases, built with fp32 as torch's default dtype whatever the caller set (a notebook may set fp64)."""

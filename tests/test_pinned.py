@@ -73,7 +73,7 @@ def test_the_pinned_files_are_what_computes_the_expected_values():
     assert {k for pinned in oracle.values() for k in pinned} & set(INFRASTRUCTURE) == set()
     assert {f"practice/{name}/{f}" for name in ("204_rmsnorm",) for f in ("cases.py", "meta.json", "mistakes.toml",
                                                                          "solution.py")} <= set(files["204_rmsnorm"])
-    assert not {k for k in files["204_rmsnorm"] if k.endswith(("README.md", "starter.py"))}
+    assert not {k for k in files["204_rmsnorm"] if k.endswith(("README.md", "starter.py", "swaps.py"))}
     assert "practice/assembly.py" in files["213_decoder_layer"]  # 213's given parts
     assert "practice/217_mrope_positions/wrong/text_positions.py" in files["217_mrope_positions"]
 
