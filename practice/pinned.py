@@ -1,8 +1,8 @@
 """The files that decide a problem's verdict, pinned: unless they are the course's own, the judge does not grade it.
 
 What is pinned for a problem (`pinned_files`), as paths from the folder that holds practice/ and qwen/:
-- its reference files: everything in its folder but the statements and the starter (wrong/*.py included: the judge
-  runs those to recognise a mistake);
+- its reference files: everything in its folder but the statements, the starter and the plug-in's swaps.py
+  (wrong/*.py included: the judge runs those to recognise a mistake);
 - the given files of practice/ that it imports (meta.json "given": 213's assembly.py);
 - its oracle: the `qwen` modules whose code computes its expected values, that is, those its cases.py and given files
   import, directly or through each other (imports.import_closure reads import statements and runs nothing). The
@@ -51,8 +51,8 @@ def is_reference(name):
 
 
 def reference_files(folder):
-    """The files of a problem folder that decide a verdict: all but the statements and the starter, with the
-    whole-file known mistakes in wrong/."""
+    """The files of a problem folder that decide a verdict: all but NOT_PINNED, with the whole-file known mistakes
+    in wrong/."""
     folder = Path(folder)
     files = [f for f in folder.iterdir() if f.is_file()] + sorted((folder / "wrong").glob("*.py"))
     return sorted(f for f in files if is_reference(f.relative_to(folder).as_posix()))
