@@ -181,8 +181,9 @@ def grade_events(problem, cases, events, output, report, stopped=None, rc=None, 
     loaded, current, begun_at, used = False, None, None, 0.0
     for ev in events:
         kind = ev.get("ev")
-        if kind in ("compile_error", "missing", "answer", "load_error"):  # decided before any case (answer: or
-            report.results = [CaseResult(c) for c in cases]  # after one; nothing it returned is graded)
+        if kind in ("compile_error", "missing", "answer", "load_error"):
+            # decided before any case ran, or (answer) after one: nothing the file returned is graded
+            report.results = [CaseResult(c) for c in cases]
             report.verdict, report.outcome = {
                 "compile_error": ("CE", Outcome("compile_error", ev.get("msg") or "")),
                 "missing": ("CE", Outcome("missing", tuple(ev.get("names", [])))),
