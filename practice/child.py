@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from practice.events import Protocol, Report, grade_events
+from practice.events import Outcome, Protocol, Report, grade_events
 from practice.limits import GRACE, LOAD_LIMIT, MAX_RESULT, STARTUP_LIMIT
 from practice.problems import HERE
 from practice.store import clean_stale_temp, temp_dir
@@ -55,13 +55,12 @@ def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
         stopped, garbled, rc = seen.stopped, seen.garbled, seen.rc
         if not seen.events:
             report.verdict = "JE"
-            report.message = (f"Python and torch took over {STARTUP_LIMIT:g} s to start" if stopped
-                              else f"the runner exited with code {rc} before starting" if not garbled
-                              else f"the runner's first message was garbled ({garbled})")
+            report.outcome = Outcome("judge_error", f"Python and torch took over {STARTUP_LIMIT:g} s to start"
+                                     if stopped else f"the runner exited with code {rc} before starting"
+                                     if not garbled else f"the runner's first message was garbled ({garbled})")
             return report
-        died = f"signal:{-rc}" if rc < 0 else f"exit:{rc}"
         grade_events(problem, cases, seen.events, lambda i: read_result(tmp / "out" / f"{i}.pt"), report,
-                     stopped if stopped != "start" else None, died, garbled)
+                     stopped if stopped != "start" else None, rc, garbled)
     report.seconds = time.perf_counter() - t0
     return report
 

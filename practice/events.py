@@ -12,6 +12,37 @@ from practice.limits import slack
 
 # ---------------------------------------------------------------- what a grading found
 
+@dataclass(frozen=True)
+class Outcome:
+    """How a run or a case ended when not with a result to compare; report.py says it, by kind.
+
+    kind           detail                                  when
+    compile_error  the compiler's message                  the file does not compile, or one of its imports fails
+    missing        the names the file lacks (a tuple)      a function the starter defines is gone
+    answer         what the file used (a tuple)            it uses the answer (guard.py): "qwen.model>qwen.mlp"
+    raised         the learner's traceback                 an exception, as the file loads or in a case (`exit`:
+                                                           the argument of a sys.exit)
+    load_time      -                                       importing the file ran past its limit
+    total          -                                       the cases together ran past their limit
+    died           the exit status (negative: a signal)    the process ended during a case
+    died_load      the exit status                         ... while the file was being imported
+    died_between   the exit status                         ... between two cases
+    garbled        why                                     the runner's events stopped making sense
+    stalled        the state the judge waited in           a wait ran out while no learner code was expected to run
+    judge_error    why                                     the judge itself could not run the file
+    """
+    kind: str
+    detail: object = ""
+    exit: str | None = None
+
+
+def died(rc, stopped=None, garbled=None, kind="died"):
+    """The Outcome of a run that ended early: garbled events, a wait that ran out, else the process's end."""
+    if garbled:
+        return Outcome("garbled", garbled)
+    return Outcome("stalled", stopped) if stopped else Outcome(kind, rc)
+
+
 @dataclass
 class CaseResult:
     case: object
@@ -20,7 +51,7 @@ class CaseResult:
     got: object = None
     mismatch: object = None
     mutated: bool = False
-    error: str = ""  # traceback, or "died:exit:N" / "died:signal:N"
+    outcome: Outcome | None = None  # why it is a Runtime Error or over the total limit
     hints: list = field(default_factory=list)
 
 
@@ -32,7 +63,7 @@ class Report:
     load_limit: float = 0.0  # seconds to import the learner's file
     verdict: str = "AC"  # AC, WA, RE, TLE, CE; JE when the judge itself could not run
     results: list = field(default_factory=list)
-    message: str = ""  # for verdicts before any case: compile error text, load traceback, "missing:…", "load"
+    outcome: Outcome | None = None  # for a verdict given before any case, or after the run ended between cases
     output: bytes = b""  # the head of what the learner printed
     output_bytes: int = 0
     seconds: float = 0.0
@@ -131,14 +162,18 @@ class Protocol:
 
 # ---------------------------------------------------------------- from the runner's events to verdicts
 
-def grade_events(problem, cases, events, output, report, stopped=None, died=None, garbled=None):
+def grade_events(problem, cases, events, output, report, stopped=None, rc=None, garbled=None):
     """Per-case verdicts from the runner's events (both ways of running share this).
 
     output(i): the learner's result for case i. stopped: the Protocol state the judge was waiting in when it
-    killed the runner for taking too long. died: "exit:N", "signal:N" when the runner ended without finishing.
-    garbled: why the events stopped making sense. An event's "_at" is the judge's own clock when it arrived."""
+    killed the runner for taking too long. rc: the runner's exit status when it ended without finishing (negative:
+    a signal). garbled: why the events stopped making sense. An event's "_at" is the judge's own clock when it
+    arrived."""
     from practice.grading import grade  # grading and mistakes import torch: only when something is graded
     from practice.mistakes import diagnose
+
+    def raised(ev):
+        return Outcome("raised", ev.get("tb") or "", ev.get("code") if ev.get("exc") == "SystemExit" else None)
 
     report.results = [CaseResult(c) for c in cases]
     if not report.total_limit:
@@ -146,20 +181,14 @@ def grade_events(problem, cases, events, output, report, stopped=None, died=None
     loaded, current, begun_at, used = False, None, None, 0.0
     for ev in events:
         kind = ev.get("ev")
-        if kind == "compile_error":
-            report.verdict, report.message = "CE", ev.get("msg") or ""
-            return report
-        if kind == "missing":
-            report.verdict, report.message = "CE", "missing:" + ", ".join(ev.get("names", []))
-            return report
-        if kind == "answer":  # the file used the answer: nothing it returned is graded
-            report.verdict, report.message = "NG", "answer:" + ", ".join(ev.get("names", []))
+        if kind in ("compile_error", "missing", "answer", "load_error"):
+            # decided before any case ran, or (answer) after one: nothing the file returned is graded
             report.results = [CaseResult(c) for c in cases]
-            return report
-        if kind == "load_error":
-            report.verdict = "RE"
-            report.message = (ev.get("tb") or "") + (f"\nsysexit:{ev.get('code')}" if ev.get("exc") == "SystemExit"
-                                                     else "")
+            report.verdict, report.outcome = {
+                "compile_error": ("CE", Outcome("compile_error", ev.get("msg") or "")),
+                "missing": ("CE", Outcome("missing", tuple(ev.get("names", [])))),
+                "answer": ("NG", Outcome("answer", tuple(ev.get("names", [])))),
+                "load_error": ("RE", raised(ev))}[kind]
             return report
         if kind == "loaded":
             loaded = True
@@ -176,16 +205,15 @@ def grade_events(problem, cases, events, output, report, stopped=None, died=None
         elif kind == "end":
             r, current = report.results[ev["i"]], None
             if not ev.get("ok"):
-                r.verdict = "RE"
-                tb = ev.get("tb") or ""
-                r.error = tb + (f"\nsysexit:{ev.get('code')}" if ev.get("exc") == "SystemExit" else "")
-                r.hints = error_hints(problem, tb)
+                r.verdict, r.outcome = "RE", raised(ev)
+                r.hints = error_hints(problem, ev.get("tb") or "")
                 continue
             try:
                 r.got, r.mutated = output(ev["i"]), bool(ev.get("mutated"))
             except Exception as e:  # the saved result is gone, replaced or unreadable (the learner's code did it?)
                 r.verdict = "RE"
-                r.error = f"the judge could not read your result back: {type(e).__name__}: {str(e)[:300]}"
+                r.outcome = Outcome("raised", f"the judge could not read your result back: {type(e).__name__}: "
+                                              f"{str(e)[:300]}")
                 continue
             r.mismatch = grade(r.case, r.got)
             if r.mismatch is not None:
@@ -195,29 +223,26 @@ def grade_events(problem, cases, events, output, report, stopped=None, died=None
             elif r.time is not None and r.time > report.time_limit:
                 r.verdict = "TLE"
             elif used > report.total_limit:  # in time for this case, but not for all of them together
-                r.verdict, r.error = "TLE", "total"
+                r.verdict, r.outcome = "TLE", Outcome("total")
             else:
                 r.verdict = "AC"
     if not loaded:  # the learner's file was being imported: whatever ended the run, it is the learner's
         report.verdict = "TLE" if stopped == "ready" else "RE"
-        report.message = ("load" if stopped == "ready" else f"garbled:{garbled}" if garbled
-                          else f"stalled:{stopped}" if stopped else f"died_load:{died}")
+        report.outcome = Outcome("load_time") if stopped == "ready" else died(rc, stopped, garbled, "died_load")
         return report
     if current is not None:  # begun but never ended: stopped by the judge, garbled, or the process died
         r = report.results[current]
         if r.verdict is None:
             r.verdict = "TLE" if stopped in ("begun", "total") else "RE"
-            r.error = ("" if stopped == "begun" else "total" if stopped == "total"
-                       else f"garbled:{garbled}" if garbled else f"stalled:{stopped}" if stopped else f"died:{died}")
+            r.outcome = (None if stopped == "begun" else Outcome("total") if stopped == "total"
+                         else died(rc, stopped, garbled))
     failure = report.failure
     if failure:
         report.verdict = failure.verdict
     elif any(r.verdict is None for r in report.results):  # ended between cases: learner code ran, so it is an RE
-        report.verdict = "RE"
-        report.message = (f"garbled:{garbled}" if garbled else f"stalled:{stopped}" if stopped
-                          else f"died_between:{died}")
+        report.verdict, report.outcome = "RE", died(rc, stopped, garbled, "died_between")
     elif garbled:  # every case passed, then an event after the last one: forged by the learner's code
-        report.verdict, report.message = "RE", f"garbled:{garbled}"
+        report.verdict, report.outcome = "RE", Outcome("garbled", garbled)
     else:
         report.verdict = "AC"
     return report

@@ -16,9 +16,9 @@ import types
 from pathlib import Path
 
 try:
-    from practice.oracle import PACKAGE, import_closure, imported, module_path
+    from practice.imports import PACKAGE, import_closure, imported, module_path
 except ImportError:  # in the runner, started without the repository on the path: practice/ is first
-    from oracle import PACKAGE, import_closure, imported, module_path
+    from imports import PACKAGE, import_closure, imported, module_path
 
 REFERENCE = "transformers"  # the library the statements name as their source: what the judge checks against
 

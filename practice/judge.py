@@ -6,11 +6,12 @@ back as data and are compared here with expected values from an oracle that is a
 package, torch, hand math); tests/test_practice.py proves those oracles equal transformers.
 
 This file is the command line. The judge's parts are modules beside it, one job each: problems.py (the problem
-registry and its checksums), grading.py (cases and comparison), mistakes.py (the known mistakes and which one a
-result looks like), oracle.py (the checksummed oracle), guard.py (the answer a file may not use), limits.py (every
-limit), child.py (grading a file in a child process) and notebook.py (grading in this process), events.py (the
-runner's events and the Report they give), supervise.py (the supervision loop, for grading and for the plug-in),
-runner.py and sandbox.py (the child process), messages.py (the texts) and report.py (how a report is shown),
+registry), pinned.py (the files that decide a verdict, which must be the committed ones), imports.py (what a file
+imports, read without running it), grading.py (cases and comparison), mistakes.py (the known mistakes and which one
+a result looks like), guard.py (the answer a file may not use), limits.py (every limit), child.py (grading a file
+in a child process) and notebook.py (grading in this process), events.py (the runner's events and the Report they
+give), supervise.py (the supervision loop, for grading and for the plug-in), runner.py and sandbox.py (the child
+process), messages.py (the texts) and report.py (how a report is shown),
 store.py (what the judge writes), and plugin.py (the whole model with a learner's part: its child, and the judge's
 side of it).
 """
@@ -31,21 +32,11 @@ from practice.child import run_file  # noqa: E402
 from practice.limits import MAX_TIME_LIMIT  # noqa: E402
 from practice.messages import MSG, cmd, detect_lang  # noqa: E402
 from practice.notebook import check, grade_in_process  # noqa: E402,F401
-from practice.plugin import plug_in_allowed, plug_in_file  # noqa: E402
-from practice.problems import checksums, find_problem, manifest_path, problems, verified  # noqa: E402
+from practice.plugin import PLUGGABLE, plug_in_allowed, plug_in_file  # noqa: E402
+from practice.problems import find_problem, problems, verified  # noqa: E402
 from practice.report import Printer, shown_path, width  # noqa: E402
 from practice.store import load_progress, progress_path, record, work_dir  # noqa: E402
 from qwen.lang import from_command_line  # noqa: E402
-
-
-def cmd_rehash():
-    path = manifest_path()
-    data = checksums()
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"wrote {shown_path(path)}: {len(data['files'])} files of {len(problems())} problems and the "
-          f"{len(data['oracle'])} qwen files their cases import")
-    return 0
-
 
 # ---------------------------------------------------------------- commands
 
@@ -99,7 +90,9 @@ def verdict_json(report, text):
                        "time": None if r.time is None else round(r.time, 6), "hints": list(r.hints)}
                       for r in report.results],
             "failed_case": None if failure is None else report.results.index(failure) + 1,
-            "message": report.message, "report": text}
+            "outcome": None if report.outcome is None else {"kind": report.outcome.kind,
+                                                            "detail": report.outcome.detail},
+            "report": text}
 
 
 def cmd_test(n, lang, file=None, time_limit=None, as_json=False):
@@ -164,7 +157,8 @@ examples:
 
 Your code runs in a separate process, with a time limit per case; the judge never writes to your file.
 Progress: practice/.progress.json (git-ignored). In a notebook: from practice.judge import check.
-Developers: after changing a problem's reference files, run python practice/judge.py rehash (practice/README.md).
+A problem whose cases, or the course modules that compute its expected values, differ from the last commit is
+not graded: git checkout -- FILE restores one (practice/README.md).
 Language: --lang, else QWEN_LANG, else the locale (LANG=zh_CN.UTF-8 gives Chinese).
 """
 
@@ -190,7 +184,8 @@ HELP_ZH = """\
 
 你的代码在单独的进程里运行，每个用例都有时限；评测器从不改写你的文件。
 进度：practice/.progress.json（git 已忽略）。在笔记本里：from practice.judge import check。
-开发者：改了题目的参考文件后，运行 python practice/judge.py rehash（见 practice/README.md）。
+若某道题的用例，或计算其期望值的课程模块，与最近一次提交不一致，这道题不予评测：git checkout -- FILE 可以恢复
+（见 practice/README.md）。
 语言：--lang，其次 QWEN_LANG，再次系统的 locale（LANG=zh_CN.UTF-8 即为中文）。
 """
 
@@ -244,9 +239,9 @@ def main(argv=None):
     parser.add_argument("--time-limit", type=float, metavar="S", help=tr("seconds per case (default: the problem's)",
                                                                          "每个用例的秒数（默认：题目自己的时限）"))
     parser.add_argument("--plug-in", action="store_true", help=tr(
-        "after Accepted on a model part (204, 206, 207, 208, 211, 212), run the whole model with your part and "
-        "compare the next-token prediction",
-        "模型部件（204、206、207、208、211、212）通过后，把你的部件装进整个模型，比较下一个 token 的预测"))
+        f"after Accepted on a model part ({', '.join(map(str, PLUGGABLE))}), run the whole model with your part "
+        "and compare the next-token prediction",
+        f"模型部件（{'、'.join(map(str, PLUGGABLE))}）通过后，把你的部件装进整个模型，比较下一个 token 的预测"))
     parser.add_argument("--json", action="store_true", help=tr(
         "print the verdict as one JSON object (for tools): verdict, cases, times, hints and the report's text",
         "把结果输出为一个 JSON 对象（给工具用）：结果、用例、用时、提示和报告全文"))
@@ -257,8 +252,6 @@ def main(argv=None):
     words = args.words
     if words in ([], ["list"]):
         return cmd_list(lang)
-    if words == ["rehash"]:
-        return cmd_rehash()
     if len(words) == 2 and words[0] in ("show", "start", "test"):
         if words[0] == "show":
             return cmd_show(words[1], lang)

@@ -69,9 +69,10 @@ MSG = {
         "stalled_between": "the process stopped responding between two cases (a thread of yours keeping it busy?)",
         "not_dense": "expected a dense torch.Tensor, got {got}",
         "running": "case {i}/{n} · {label} · {fn} …",
-        "tampered": "The problem's reference files differ from the course's copy: {files}. Was one edited by "
-                    "accident? Restore them: git checkout -- {folder}   (developers who changed a problem on "
-                    "purpose: {cmd})",
+        "tampered": "Problem {n} is not graded: files its verdicts come from differ from the last commit: {files}. "
+                    "Edited by accident? Restore: git checkout -- {restore}   Changed on purpose? Commit the change.",
+        "tampered_build": "Problem {n} is not graded: files its verdicts come from differ from the installed course "
+                          "(practice/checksums.json): {files}. Restore them, or reinstall the course.",
         "hint_out_of_memory": "out of memory: your code asked for more than the judge allows ({limit}); these "
                               "inputs need far less, so look for a tensor much larger than them",
         "plug_banner": "plug-in: exercise {n} in the whole model, in a child process under the judge's limits …",
@@ -148,8 +149,10 @@ MSG = {
         "stalled_between": "进程在两个用例之间停止响应（你的线程占住了它？）",
         "not_dense": "期望一个稠密的 torch.Tensor，实际是 {got}",
         "running": "用例 {i}/{n} · {label} · {fn} …",
-        "tampered": "题目的参考文件与课程中的不一致：{files}。是不小心改了吗？恢复：git checkout -- {folder}   "
-                    "（有意修改题目的开发者：{cmd}）",
+        "tampered": "第 {n} 题不予评测：决定其评测结果的文件与最近一次提交不一致：{files}。不小心改的？"
+                    "恢复：git checkout -- {restore}   有意修改的？请提交改动。",
+        "tampered_build": "第 {n} 题不予评测：决定其评测结果的文件与安装的课程不一致（practice/checksums.json）："
+                          "{files}。请恢复这些文件，或重新安装课程。",
         "hint_out_of_memory": "内存耗尽：你的代码申请的内存超过了评测允许的上限（{limit}）；这些输入远用不了这么多，"
                               "找找比输入大得多的张量",
         "plug_banner": "plug-in：把第 {n} 题放进整个模型，在子进程中按评测的限制运行 …",

@@ -10,7 +10,6 @@ DeltaNet chunk (64 tokens) and not a multiple of it, so a chunked rule must carr
 and pad the last chunk, as in any real prefill.
 """
 import contextlib
-import importlib.util
 import json
 import os
 import signal
@@ -33,71 +32,50 @@ PROMPT = ("Paris is the capital of France, Berlin is the capital of Germany, Rom
           "the capital of Spain, Lisbon is the capital of Portugal, Vienna is the capital of Austria, Athens is the "
           "capital of Greece, Warsaw is the capital of Poland, Dublin is the capital of Ireland, Oslo is the capital "
           "of Norway, Prague is the capital of the Czech Republic, and the capital of Japan is")  # 85 tokens
-PARTS = {204: "RMSNorm, gated RMSNorm and l2norm", 206: "RoPE", 207: "SwiGLU MLP", 208: "gated attention",
-         211: "recurrent delta rule", 212: "chunked delta rule"}
+PLUGGABLE = tuple(int(f.parent.name[:3]) for f in sorted(HERE.glob("[0-9][0-9][0-9]_*/swaps.py")))
+# the exercises that are a part of the model: each folder's swaps.py says where its functions go (PART, swaps)
 
 
-def _swaps(number, f, cfg):
-    """(object, attribute, replacement) for each place the course's code is replaced by the learner's `f`."""
-    import qwen.attention  # these import torch (see the note at the top)
-    import qwen.deltanet
-    import qwen.fast
-    import qwen.mlp
-    import qwen.norm
-    import qwen.rope
+def swaps(number, f, cfg):
+    """(object, attribute, replacement) for each place the course's code gives way to the learner's functions `f`
+    ({name: function}): exercise `number`'s swaps.py says which."""
+    if number not in PLUGGABLE:
+        raise ValueError(f"exercise {number} is not a part of the model; plug-in works for {list(PLUGGABLE)}")
+    return problems()[number].load("swaps").swaps(f, cfg)
 
-    def rule(fn, repeat):
-        def run(q, k, v, g, beta, state=None, chunk_size=64):
-            if repeat:  # problem 212 takes q, k with as many heads as v; the model passes key heads
-                q, k = (x.repeat_interleave(v.shape[2] // k.shape[2], dim=2) for x in (q, k))
-            out, state = fn(*(x.float() for x in (q, k, v, g, beta)), state)
-            return out.to(v.dtype), state
-        return run
 
-    if number == 204:
-        return [(qwen.norm.RMSNorm, "forward", lambda self, x: f["rms_norm"](x, self.weight, self.eps)),
-                (qwen.norm.GatedRMSNorm, "forward",
-                 lambda self, x, gate: f["gated_rms_norm"](x, gate, self.weight, self.eps)),
-                (qwen.deltanet, "l2norm", lambda x, eps=1e-6: f["l2norm"](x, eps))]
-    if number == 206:
-        inv_freq = f["inv_frequencies"](cfg.head_dim, cfg.partial_rotary_factor, cfg.rope_theta)
-        return [(qwen.rope.RotaryEmbedding, "forward",
-                 lambda self, positions, dtype: f["rope_tables"](positions, inv_freq.to(positions.device), dtype)),
-                (qwen.attention, "apply_rope", f["apply_rope"])]
-    def projections(module, *names):
-        """Each projection's weight by its checkpoint name; split back out of a joined one (qwen/fast.py's Joined,
-        whose `joins` names its parts) where the module joins them."""
-        joined = {}
-        for m in module.children():
-            if getattr(m, "joins", None):
-                joined.update(zip(m.joins, m.weight.split(m.sizes), strict=True))
-        return [joined[n] if n in joined else getattr(module, n).weight for n in names]
+def part(number):
+    """What exercise `number` makes of the model ("SwiGLU MLP"), as its swaps.py names it."""
+    return problems()[number].load("swaps").PART
 
-    # 207 and 208 replace a module's forward, which the fast path's subclasses (qwen/fast.py) override with their
-    # own: both are swapped, the fast one given the learner's weights split back out of its joined projection
-    if number == 207:
-        def mlp(self, x):
-            gate, up = projections(self, "gate_proj", "up_proj")
-            return f["swiglu_mlp"](x, gate, up, self.down_proj.weight)
-        return [(qwen.mlp.MLP, "forward", mlp), (qwen.fast.FastMLP, "forward", mlp)]
-    if number == 208:
-        def attention(self, x, cos, sin, cache=None, mask=None):
-            q, k, v = projections(self, "q_proj", "k_proj", "v_proj")
-            weights = {"q_proj.weight": q, "k_proj.weight": k, "v_proj.weight": v, "o_proj.weight": self.o_proj.weight,
-                       "q_norm.weight": self.q_norm.weight, "k_norm.weight": self.k_norm.weight}
-            return f["gated_attention"](x, weights, cos, sin, mask, self.q_norm.eps)
-        return [(qwen.attention.GatedAttention, "forward", attention), (qwen.fast.FastAttention, "forward", attention)]
-    if number in (211, 212):  # a prefill runs the chunked rule: put the learner's rule there
-        fn = f["recurrent_delta_rule" if number == 211 else "chunked_delta_rule"]
-        return [(qwen.deltanet, "chunked_delta_rule", rule(fn, repeat=number == 212))]
-    raise ValueError(f"exercise {number} is not a part of the model; plug-in works for {sorted(PARTS)}")
+
+def projections(module, *names):
+    """Each projection's weight by its checkpoint name; split back out of a joined one (qwen/fast.py's Joined, whose
+    `joins` names its parts) where the module joins them. For the swaps of 207 and 208."""
+    joined = {}
+    for m in module.children():
+        if getattr(m, "joins", None):
+            joined.update(zip(m.joins, m.weight.split(m.sizes), strict=True))
+    return [joined[n] if n in joined else getattr(module, n).weight for n in names]
+
+
+def delta_rule(fn, repeat=False):
+    """A learner's delta rule `fn` in the place of qwen.deltanet.chunked_delta_rule: fp32 in, the model's dtype out;
+    `repeat`: q and k repeated to v's heads first (212 takes them so). For the swaps of 211 and 212."""
+    def run(q, k, v, g, beta, state=None, chunk_size=64):
+        if repeat:
+            q, k = (x.repeat_interleave(v.shape[2] // k.shape[2], dim=2) for x in (q, k))
+        out, state = fn(*(x.float() for x in (q, k, v, g, beta)), state)
+        return out.to(v.dtype), state
+    return run
 
 
 @contextlib.contextmanager
-def swapped(swaps):
-    old = [(obj, name, getattr(obj, name)) for obj, name, _ in swaps]
+def swapped(changes):
+    """Each (object, attribute, replacement) of `changes` in place for the block; the course's own afterwards."""
+    old = [(obj, name, getattr(obj, name)) for obj, name, _ in changes]
     try:
-        for obj, name, new in swaps:
+        for obj, name, new in changes:
             setattr(obj, name, new)
         yield
     finally:
@@ -122,9 +100,9 @@ def plug_in(number, *functions, path=None, **named):
     prob = find_problem(number, "en")
     if prob is None:
         return None
-    if prob.number not in PARTS:
+    if prob.number not in PLUGGABLE:
         print(f"plug_in: exercise {prob.number} is not a part of the model; plug-in works for "
-              f"{', '.join(map(str, PARTS))}")
+              f"{', '.join(map(str, PLUGGABLE))}")
         return None
     space, why = namespace(prob, functions, named)
     if why:
@@ -153,19 +131,19 @@ def compare(number, f, path, model, tok, ids, ours):
     from qwen.synthetic import is_synthetic
 
     try:
-        with swapped(_swaps(number, f, model.cfg)):
+        with swapped(swaps(number, f, model.cfg)):
             yours = top5(model, ids)
     except Exception as e:  # the learner's part may fail inside the model: one line, not a traceback
         first = (str(e).splitlines() or [""])[0][:300]
         limit = _memory_limit()
         if OUT_OF_MEMORY.search(f"{type(e).__name__}: {first}") and limit:
-            print(f"your {PARTS.get(number, 'part')} ran out of memory inside the model: it asked for more than the "
+            print(f"your {part(number)} ran out of memory inside the model: it asked for more than the "
                   f"judge allows ({limit}); the model's inputs need far less, so look for a tensor much larger "
                   f"than them")
         else:
-            print(f"your {PARTS.get(number, 'part')} raised {type(e).__name__} inside the model: {first}")
+            print(f"your {part(number)} raised {type(e).__name__} inside the model: {first}")
         return "diverges"
-    print(f"the whole model with your {PARTS[number]} (exercise {number}), fp32, a prompt of {ids.shape[1]} tokens "
+    print(f"the whole model with your {part(number)} (exercise {number}), fp32, a prompt of {ids.shape[1]} tokens "
           f"ending {'…' + PROMPT[-40:]!r}"
           + (" — synthetic weights: the tokens mean nothing, only the comparison does" if is_synthetic(path) else ""))
     print(f"   {'course model':34s} {'with your part':34s}")
@@ -215,9 +193,12 @@ def main(number, file):
 
     course = course_model()
     say("ready")
-    spec = importlib.util.spec_from_file_location("learner", file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from practice.runner import load_file  # the runner imports torch, which the judge's side of this module lacks
+
+    module, failure = load_file(file)  # as the runner imports it for grading
+    if failure:  # it compiled and loaded when graded: it changed since, or it depends on where it runs
+        print(failure.get("msg") or failure.get("tb"))
+        return 1
     say("loaded")
     yours = {n: timed(n, getattr(module, n)) for n in problems()[number].functions}
     same = compare(number, yours, *course) == "same prediction"
@@ -262,10 +243,10 @@ class PlugProtocol:
 def plug_in_allowed(prob, lang):
     """True for an exercise that is a part of the model; else one line, with the parts and the command to grade it
     without --plug-in."""
-    if prob.number in PARTS:
+    if prob.number in PLUGGABLE:
         return True
-    print(MSG[lang]["plug_not_part"].format(n=prob.number, parts=", ".join(map(str, PARTS)), cmd=cmd(prob.number)),
-          file=sys.stderr)
+    print(MSG[lang]["plug_not_part"].format(n=prob.number, parts=", ".join(map(str, PLUGGABLE)),
+                                            cmd=cmd(prob.number)), file=sys.stderr)
     return False
 
 
@@ -310,5 +291,7 @@ def plug_in_file(number, file, lang="en"):
     return 1
 
 
-if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]), sys.argv[2]))
+if __name__ == "__main__":  # the child: run as practice.plugin, the module the problems' swaps.py import
+    from practice.plugin import main as child
+
+    sys.exit(child(int(sys.argv[1]), sys.argv[2]))

@@ -55,10 +55,10 @@ class Printer:
         self.line("problem", f"{prob.number} · {prob.title(self.lang)}")
         self.line("file", shown_file)
         if rep.verdict == "JE":
-            self.out(self.m["judge_error"].format(why=rep.message))
+            self.out(self.m["judge_error"].format(why=rep.outcome.detail))
             self.block(rep.output.decode("utf-8", "replace")[-3000:])
             return
-        if rep.message:  # decided before any case ran
+        if rep.outcome is not None:  # decided before any case ran, or the run ended between two
             self.line("verdict", self.v[rep.verdict])
             self._message(rep)
         else:
@@ -92,40 +92,39 @@ class Printer:
             self.out(f"  {mark} {i:>2}  {pad(label, labels)}{pad(fn, fns)}{pad(verdict, verdicts)}{t}".rstrip())
 
     def _message(self, rep):
-        msg = rep.message
-        if msg.startswith("missing:"):
-            self.line("error", self.m["missing"].format(names=msg[len("missing:"):]))
-        elif msg.startswith("answer:"):
-            self.line("error", self._answer(msg[len("answer:"):].split(", "), rep.problem.functions))
-        elif msg == "load":
+        o = rep.outcome
+        if o.kind == "missing":
+            self.line("error", self.m["missing"].format(names=", ".join(o.detail)))
+        elif o.kind == "answer":
+            self.line("error", self._answer(o.detail, rep.problem.functions))
+        elif o.kind == "load_time":
             self.line("error", self.m["tle_load"].format(t=rep.load_limit))
-        elif msg.startswith(("died_load:", "died_between:", "garbled:", "stalled:")):
-            self.line("error", self._why(msg))
-        elif rep.verdict == "CE":
+        elif o.kind == "compile_error":
             self.line("error")
-            self.block(msg)
-        else:  # an error at import time
-            self._traceback(msg, self.m["load_error"])
+            self.block(o.detail)
+        elif o.kind == "raised":  # an error at import time
+            self._traceback(o, self.m["load_error"])
+        else:  # died_load, died_between, garbled, stalled
+            self.line("error", self._why(o))
 
-    def _traceback(self, text, label=""):
-        """A traceback under an Error line; a hint when it ends in sys.exit (the runner adds "\nsysexit:CODE")."""
-        body, _, code = text.partition("\nsysexit:")
+    def _traceback(self, o, label=""):
+        """A traceback under an Error line; a hint when it ended in sys.exit."""
         self.line("error", label)
-        self.block(body)
-        if code:
-            self.line("hint", self.m["sysexit"].format(code=code))
+        self.block(o.detail)
+        if o.exit is not None:
+            self.line("hint", self.m["sysexit"].format(code=o.exit))
 
-    def _how(self, how):
-        kind, _, val = how.partition(":")
-        if kind == "signal":
-            if val == str(int(signal.SIGKILL)):
-                return self.m["oom_kill"]
-            try:
-                val = signal.Signals(int(val)).name
-            except (ValueError, AttributeError):
-                pass
-            return self.m["signal"].format(sig=val)
-        return self.m["exit_code"].format(rc=val)
+    def _how(self, rc):
+        """An exit status in words: a negative one is the signal that ended the process."""
+        if rc >= 0:
+            return self.m["exit_code"].format(rc=rc)
+        if -rc == signal.SIGKILL:
+            return self.m["oom_kill"]
+        try:
+            sig = signal.Signals(-rc).name
+        except (ValueError, AttributeError):
+            sig = -rc
+        return self.m["signal"].format(sig=sig)
 
     def _answer(self, hits, functions):
         """What the file used: transformers (the reference), the answer, or a module that imports the answer
@@ -136,15 +135,14 @@ class Printer:
         return self.m[kinds[0]].format(functions=", ".join(functions), names=", ".join(h[0] for h in same),
                                        answers=", ".join(h[-1] for h in same))
 
-    def _why(self, error):
-        """The line for a run that ended abnormally: died:HOW, died_load:HOW, died_between:HOW, garbled:WHY,
-        stalled:STATE."""
-        kind, _, rest = error.partition(":")
-        if kind == "garbled":
-            return self.m["garbled"].format(why=rest)
-        if kind == "stalled":
-            return self.m["stalled_returned" if rest == "returned" else "stalled_between"]
-        return self.m[kind].format(how=self._how(rest))
+    def _why(self, o):
+        """The line for a run that ended abnormally: it died (in a case, loading, between cases), its events were
+        garbled, or it stalled where no code of the learner's was running."""
+        if o.kind == "garbled":
+            return self.m["garbled"].format(why=o.detail)
+        if o.kind == "stalled":
+            return self.m["stalled_returned" if o.detail == "returned" else "stalled_between"]
+        return self.m[o.kind].format(how=self._how(o.detail))
 
     def _failure(self, rep, r):
         from practice.grading import describe  # grading imports torch: only when a case failed
@@ -156,7 +154,7 @@ class Printer:
         self.line("verdict", f"{self.v[r.verdict]} {m['on_case'].format(i=idx, label=label)}")
         self.line("call", case.call_text())
         if r.verdict == "TLE":
-            if r.error == "total":
+            if r.outcome is not None and r.outcome.kind == "total":
                 self.line("error", m["tle_total"].format(t=rep.total_limit, n=len(rep.results)))
                 self.line("limit", m["limits"].format(t=rep.time_limit, total=rep.total_limit))
             else:
@@ -164,10 +162,10 @@ class Printer:
                           else m["tle_killed"].format(t=rep.time_limit))
                 self.line("limit", f"{rep.time_limit:g} s")
         elif r.verdict == "RE":
-            if r.error.startswith(("died:", "garbled:", "stalled:")):
-                self.line("error", self._why(r.error))
-            else:
-                self._traceback(r.error)
+            if r.outcome.kind == "raised":
+                self._traceback(r.outcome)
+            else:  # died, garbled, stalled
+                self.line("error", self._why(r.outcome))
         elif r.mismatch is None:  # the right answer, but the input was changed in place
             self.line("error", m["mutated"])
         else:

@@ -201,7 +201,7 @@ def load_file(path):
 def run(functions, calls, emit, store, path, reraise=(), answers=None):
     """Call functions[name](*values) for each (name, values) in `calls`; store(i, result); emit events:
     begin i, ret i (the call returned or raised; t = its time on CLOCK), end i (the result is stored), then done.
-    answers(): the answers the learner's code has used so far (oracle.Watch); after a case that used one, the run
+    answers(): the answers the learner's code has used so far (guard.Watch); after a case that used one, the run
     stops with an "answer" event in place of what would follow."""
     for i, (name, values) in enumerate(calls):
         before = copy.deepcopy(values)
@@ -242,7 +242,7 @@ def _watchdog(parent):
 
 
 def main(inputs, outdir, path, names, answers=None):
-    """answers: {"modules": [...], "files": [...], "root": folder} (see oracle.Watch), what the file may not use."""
+    """answers: {"modules": [...], "files": [...], "root": folder} (see guard.Watch), what the file may not use."""
     threading.Thread(target=_watchdog, args=(os.getppid(),), daemon=True).start()
     torch.set_num_threads(1)  # one thread: a loaded machine's thread pool must not eat a case's time limit
     proto = os.dup(1)  # the judge reads events here; the learner's prints go to stderr (fd 1 now points there)

@@ -300,18 +300,18 @@ def test_grouped_attention_at_long_context(T):
 def test_plug_in_reaches_the_fast_path(folders):
     """practice/plugin.py swaps the course's functions for a learner's (here 211's delta rule and 204's norms): the
     fast path calls them too. The course's own functions change nothing; a broken delta rule changes the logits."""
-    from practice.plugin import _swaps, swapped
+    from practice.plugin import swapped, swaps
     from qwen.norm import l2norm
 
     fast = load_fast(folders[TIED_GQA3], torch.float32, widen=False)
     ids = ids_for(512, shape=(1, 70))
     want = fast(ids)
-    with swapped(_swaps(211, {"recurrent_delta_rule": recurrent_delta_rule}, fast.cfg)):
+    with swapped(swaps(211, {"recurrent_delta_rule": recurrent_delta_rule}, fast.cfg)):
         same = fast(ids)
-    with swapped(_swaps(211, {"recurrent_delta_rule": lambda q, k, v, g, beta, state=None: (v * 0, state)}, fast.cfg)):
+    with swapped(swaps(211, {"recurrent_delta_rule": lambda q, k, v, g, beta, state=None: (v * 0, state)}, fast.cfg)):
         broken = fast(ids)
     norms = {"rms_norm": lambda x, w, eps: x * 0, "gated_rms_norm": lambda x, gate, w, eps: x, "l2norm": l2norm}
-    with swapped(_swaps(204, norms, fast.cfg)):
+    with swapped(swaps(204, norms, fast.cfg)):
         zeroed = fast(ids)
     assert (same - want).abs().max().item() <= fp32_tol(want)
     assert (broken - want).abs().max().item() > 1e-2 and (zeroed - want).abs().max().item() > 1e-2
@@ -324,7 +324,7 @@ def test_plug_in_reaches_the_fast_mlp_and_attention(folders, number, wrong, tmp_
     too, with the weights split out of the joined projections. The reference solution changes the fast logits by
     rounding only; a wrong one (the practice folder's) moves them."""
     from practice.judge import problems
-    from practice.plugin import _swaps, swapped
+    from practice.plugin import swapped, swaps
 
     prob = problems()[number]
     names = prob.meta["functions"]
@@ -333,9 +333,9 @@ def test_plug_in_reaches_the_fast_mlp_and_attention(folders, number, wrong, tmp_
     fast = load_fast(folders[TIED_GQA3], torch.float32, widen=False)
     ids = ids_for(512, shape=(1, 70))
     want = fast(ids)
-    with swapped(_swaps(number, right, fast.cfg)):
+    with swapped(swaps(number, right, fast.cfg)):
         same = fast(ids)
-    with swapped(_swaps(number, bad, fast.cfg)):
+    with swapped(swaps(number, bad, fast.cfg)):
         moved = fast(ids)
     assert (same - want).abs().max().item() <= fp32_tol(want)
     assert (moved - want).abs().max().item() > 1e-2

@@ -19,7 +19,7 @@ import pytest
 
 from helpers import mistake_file
 from practice.child import run_file
-from practice.events import Report, grade_events
+from practice.events import Outcome, Report, grade_events
 from practice.judge import check, grade_in_process, problems
 from practice.limits import GRACE, OUTPUT_CAP
 from practice.messages import detect_lang
@@ -118,15 +118,15 @@ def test_hostile_file_gets_its_verdict(hostile_reports, path):
     assert isinstance(report, Report), f"the judge {'hung' if report == 'hung' else 'raised ' + repr(report)}"
     words = path.read_text().splitlines()[0].split(":", 1)[1].split()
     verdict, marks = words[0], words[1:]
-    assert report.verdict == verdict, (report.verdict, report.message, report.failure)
+    assert report.verdict == verdict, (report.verdict, report.outcome, report.failure)
     failure = report.failure
     for mark in marks:
         if mark == "case=1":
             assert failure is report.results[0]
         elif mark == "load":
-            assert failure is None and report.message
+            assert failure is None and report.outcome is not None
         elif mark == "died":
-            assert failure.error.startswith("died:")
+            assert failure.outcome.kind == "died"
         else:
             assert mark in failure.hints
     assert len(report.output) <= OUTPUT_CAP
@@ -136,7 +136,7 @@ def test_hostile_file_gets_its_verdict(hostile_reports, path):
 def test_hostile_details(hostile_reports):
     r = {p.stem: rep for p, rep in hostile_reports.items()}
     # the traceback is cut to the learner's own frames
-    tb = r["raises"].failure.error
+    tb = r["raises"].failure.outcome.detail
     assert 'File "raises.py", line' in tb and "in _scale" in tb and "runner.py" not in tb and "ValueError" in tb
     # a killed case stops the run: the later cases are not run, never wrongly accepted
     assert r["loops"].failure.time is None and all(x.verdict is None for x in r["loops"].results[1:])
@@ -144,9 +144,9 @@ def test_hostile_details(hostile_reports):
     # a case over its limit that still returns is judged by its own clock
     assert r["slow"].failure.time > 1.0 and r["slow"].results[1].verdict == "AC"
     # sys.exit inside a case is an ordinary Runtime Error: the other functions' cases still run and pass
-    assert "sysexit:3" in r["sys_exit"].failure.error and r["sys_exit"].passed == 13
-    assert r["segfault"].failure.error == f"died:signal:{int(signal.SIGSEGV)}"
-    assert r["os_exit"].failure.error == "died:exit:0"
+    assert r["sys_exit"].failure.outcome.exit == "3" and r["sys_exit"].passed == 13
+    assert r["segfault"].failure.outcome == Outcome("died", -int(signal.SIGSEGV))
+    assert r["os_exit"].failure.outcome == Outcome("died", 0)
     # printed output: kept up to the cap, counted beyond it
     assert r["loops"].output_bytes > 10 * OUTPUT_CAP and len(r["loops"].output) == OUTPUT_CAP
     assert r["prints_megabytes"].output_bytes > 10_000_000
@@ -195,7 +195,7 @@ def test_crash_at_import_is_the_learners_runtime_error(hostile_reports):
                "killed_at_import": "SIGKILL", "closes_fds_at_import": ""}
     for name, reason in reasons.items():
         report = r[name]
-        assert report.verdict == "RE" and report.failure is None, (name, report.verdict, report.message)
+        assert report.verdict == "RE" and report.failure is None, (name, report.verdict, report.outcome)
         text = shown(report)
         assert "while your file was being imported" in text and reason in text, text
         assert "not your code's fault" not in text
@@ -226,7 +226,7 @@ def test_hostile_pipes_and_files_end_the_run(hostile_reports):
     """A named pipe in place of a saved result, a forged event whose time is not a number, an endless stream of
     keep-alive events: each is the learner's Runtime Error, and the judge ends soon after."""
     r = {p.stem: rep for p, rep in hostile_reports.items()}
-    assert "not a regular file" in r["fifo_result"].failure.error
+    assert "not a regular file" in r["fifo_result"].failure.outcome.detail
     for name in ("forges_events", "keeps_alive"):
         assert "garbled" in shown(r[name]), shown(r[name])
     assert r["keeps_alive"].seconds < 60
@@ -266,7 +266,7 @@ def test_solutions_through_the_child_process():
     with ThreadPoolExecutor(2) as pool:
         reports = list(pool.map(lambda p: run_file(p, p.folder / "solution.py"), PROBLEMS.values()))
     for p, rep in zip(PROBLEMS.values(), reports):
-        assert rep.verdict == "AC", (p.number, rep.failure, rep.message)
+        assert rep.verdict == "AC", (p.number, rep.failure, rep.outcome)
         assert all(r.time is not None and r.time < p.time_limit for r in rep.results)
 
 
@@ -475,14 +475,15 @@ def test_check_accepts_partials_modules_and_objects(env, capsys):
 @pytest.mark.slow
 def test_problems_ship_with_a_non_editable_install(tmp_path):
     """Build the wheel from a copy of the sources, unpack it as pip would, and grade from there: the problem folders
-    and the checksum manifest are in it, and progress goes to the user's home, not into site-packages."""
+    and the checksums the build writes are in it (with no git, they decide: an edited qwen/norm.py stops 204), and
+    progress goes to the user's home, not into site-packages."""
     import zipfile
 
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO / name, src / name)
-    ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json")
+    ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json", "checksums.json")
     for pkg in ("qwen", "practice", "book", "app"):  # the packages pyproject.toml lists
         shutil.copytree(REPO / pkg, src / pkg, ignore=ignore)
     build = subprocess.run([sys.executable, "-c", "from setuptools.build_meta import build_wheel; "
@@ -503,13 +504,17 @@ def test_problems_ship_with_a_non_editable_install(tmp_path):
             "s = importlib.util.module_from_spec(spec); spec.loader.exec_module(s)\n"
             "spec = importlib.util.spec_from_file_location('c', j.HERE / '202_param_count' / 'solution.py')\n"
             "c = importlib.util.module_from_spec(spec); spec.loader.exec_module(c)\n"
-            "print(j.HERE); print(j.check(202, c) and j.check(204, s))\n")
+            "print(j.HERE); print(j.check(202, c) and j.check(204, s))\n"
+            "open(j.HERE.parent / 'qwen' / 'norm.py', 'a').write('# edited')\n"
+            "print(j.check(204, s), j.check(202, c))\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRACTICE_")}
     env.update(PYTHONPATH=str(site), HOME=str(tmp_path / "home"))
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.splitlines()[0] == str(site / "practice") and out.stdout.splitlines()[-1] == "True"
+    lines = out.stdout.splitlines()
+    assert lines[0] == str(site / "practice") and "True" in lines and lines[-1] == "False True", out.stdout
+    assert "differ from the installed course (practice/checksums.json): qwen/norm.py" in out.stderr, out.stderr
     assert (tmp_path / "home" / ".qwen-by-hand" / "progress.json").is_file()
     assert not list((site / "practice").glob("*progress*"))
 
@@ -591,63 +596,6 @@ def _descendants(pid):
     return found
 
 
-# ---------------------------------------------------------------- the reference files' checksums
-
-def test_checksum_manifest_matches_the_problem_files():
-    """practice/checksums.json lists every problem's reference files; regenerate it after changing a problem with
-    python practice/judge.py rehash (practice/README.md)."""
-    from practice.problems import checksums, manifest_path
-
-    committed = json.loads(manifest_path().read_text(encoding="utf-8"))
-    assert committed == checksums(), "practice/checksums.json is stale: run python practice/judge.py rehash"
-    given = {"assembly.py"}  # 213's given parts: its cases.py and the learner's file both import them
-    assert {k.split("/")[0] for k in committed["files"]} == {p.folder.name for p in PROBLEMS.values()} | given
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("number, edited", [(204, "204_rmsnorm/cases.py"), (213, "assembly.py")])
-def test_judge_refuses_an_edited_reference_file(tmp_path, number, edited):
-    """An accidental edit of cases.py, or of the given parts a problem imports (here in a copy of practice/), is
-    caught before grading, with the fix."""
-    copy = tmp_path / "practice"
-    shutil.copytree(PRACTICE, copy, ignore=shutil.ignore_patterns("__pycache__", "work", ".progress.json"))
-    with open(copy / edited, "a") as f:
-        f.write("\n# an accidental edit\n")
-    out = subprocess.run([sys.executable, str(copy / "judge.py"), str(number), "--file",
-                          PROBLEMS[number].folder / "solution.py"], cwd=tmp_path, capture_output=True, text=True,
-                         env=dict(os.environ, PRACTICE_PROGRESS=str(tmp_path / "p.json")), timeout=120)
-    assert out.returncode == 2 and f"practice/{edited}" in out.stderr, out
-    assert f"git checkout -- practice/{edited.split('/')[0]}" in out.stderr, out
-    assert not (tmp_path / "p.json").exists()
-
-
-@pytest.mark.slow
-def test_judge_refuses_an_edited_oracle_module(tmp_path):
-    """The qwen modules a problem's cases import compute its expected values: an edit of qwen/rope.py (in a copy of
-    the repository) is refused before grading, in one line, as an edit of cases.py is."""
-    ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json")
-    for pkg in ("practice", "qwen"):
-        shutil.copytree(REPO / pkg, tmp_path / pkg, ignore=ignore)
-    with open(tmp_path / "qwen" / "rope.py", "a") as f:
-        f.write("\n# a learner's edit\n")
-    out = subprocess.run([sys.executable, str(tmp_path / "practice" / "judge.py"), "206", "--file",
-                          PROBLEMS[206].folder / "solution.py"], cwd=tmp_path, capture_output=True, text=True,
-                         env=dict(os.environ, PRACTICE_PROGRESS=str(tmp_path / "p.json")), timeout=120)
-    assert out.returncode == 2 and out.stdout == "", out
-    assert out.stderr.count("\n") == 1 and "qwen/rope.py" in out.stderr, out.stderr
-    assert "git checkout -- qwen/rope.py" in out.stderr, out.stderr
-    assert not (tmp_path / "p.json").exists()
-
-
-def test_oracle_closure_follows_imports():
-    """208's cases import qwen.attention, which imports qwen.norm and qwen.rope: all three are its oracle."""
-    from practice.problems import oracle_files
-
-    found = set(oracle_files(PROBLEMS[208]))
-    assert {"qwen/__init__.py", "qwen/attention.py", "qwen/norm.py", "qwen/rope.py"} <= found
-    assert "qwen/mlp.py" not in found
-
-
 MLP_BODY = ("import torch.nn.functional as F\n\n\ndef silu(x):\n    return F.silu(x)\n\n\n"
             "def swiglu_mlp(x, gate_weight, up_weight, down_weight):\n{extra}"
             "    return F.linear(F.silu(F.linear(x, gate_weight)) * F.linear(x, up_weight), down_weight)\n")
@@ -672,7 +620,7 @@ def test_a_file_that_imports_the_answer_is_not_graded(env):
         said = f"this exercise asks you to write silu, swiglu_mlp; your file imports {imported}, which is the answer"
         assert said in out.stdout, out.stdout
         report = grade_in_process(PROBLEMS[207], path=env / name)
-        assert report.verdict == "NG" and report.message == f"answer:{imported}", (name, report.message)
+        assert report.verdict == "NG" and report.outcome == Outcome("answer", (imported,)), (name, report.outcome)
     assert load_progress()["207"]["accepted"] is False
     (env / "honest.py").write_text(MLP_BODY.format(extra=""))
     assert grade_in_process(PROBLEMS[207], path=env / "honest.py").verdict == "AC"
@@ -736,7 +684,8 @@ def test_a_total_time_limit_for_all_cases(tmp_path):
     learner.write_text((prob.folder / "solution.py").read_text() + "\n\nimport time\n_norm = rms_norm\n\n\n"
                        "def rms_norm(x, weight, eps):\n    time.sleep(0.4)\n    return _norm(x, weight, eps)\n")
     report = run_file(prob, learner, time_limit=0.5)
-    assert report.total_limit == 3.0 and report.verdict == "TLE" and report.failure.error == "total", shown(report)
+    assert report.total_limit == 3.0 and report.verdict == "TLE", shown(report)
+    assert report.failure.outcome == Outcome("total"), shown(report)
     assert "took over 3 s together, the limit for all 24 cases" in shown(report)
     assert sum(r.time for r in report.results if r.time is not None) < 3.0 + 0.5 + GRACE
 
@@ -750,7 +699,7 @@ def test_learner_code_runs_on_one_thread(tmp_path):
                        "    raise RuntimeError(f'threads={torch.get_num_threads()}')\n\n\n"
                        "gated_rms_norm = l2norm = rms_norm\n")
     report = run_file(PROBLEMS[204], learner)
-    assert report.verdict == "RE" and "threads=1" in report.failure.error, shown(report)
+    assert report.verdict == "RE" and "threads=1" in report.failure.outcome.detail, shown(report)
     prob = PROBLEMS[210]
     report = run_file(prob, prob.folder / "solution.py")
     slowest = max(r.time for r in report.results)
@@ -781,6 +730,36 @@ def test_the_judges_own_clock_overrules_the_runners():
     events[3]["_at"] = 100.5  # within the limit by both clocks
     report = grade_events(prob, cases, events, lambda i: cases[i].expected, Report(prob, Path("x.py"), 3.0, 10.0))
     assert report.results[0].verdict == "AC" and report.results[0].time == 0.0
+
+
+def test_how_a_run_ended_is_a_value_said_by_its_kind():
+    """The runner's events cut short where a file dies, stalls or garbles them: each ending is an Outcome (the exit
+    status as a number, negative for a signal), and the report says it by kind, in English and in Chinese."""
+    prob = PROBLEMS[204]
+    cases = prob.cases(Path(tempfile.mkdtemp(prefix="judge-test-")))
+    start, case0 = [{"ev": "ready"}, {"ev": "loaded"}], [{"ev": "begin", "i": 0}, {"ev": "ret", "i": 0, "t": 0.0}]
+    done0 = [{"ev": "end", "i": 0, "ok": True, "mutated": False}]
+    ends = {  # (events, how the run ended: stopped, rc, garbled) -> (the outcome, where it is kept, a line it gives)
+        "killed": (start + case0, (None, -int(signal.SIGKILL), None), Outcome("died", -int(signal.SIGKILL)), "case",
+                   ("signal SIGKILL: killed from outside; out of memory?", "信号 SIGKILL：被外部终止；内存耗尽？")),
+        "exit_3": (start[:1], (None, 3, None), Outcome("died_load", 3), "report",
+                   ("while your file was being imported, before any case ran (exit code 3)", "导入你的文件时进程结束")),
+        "between": (start + case0 + done0, (None, -int(signal.SIGSEGV), None), Outcome("died_between", -signal.SIGSEGV),
+                    "report", ("between two cases (signal SIGSEGV)", "进程在两个用例之间结束了（信号 SIGSEGV）")),
+        "stalled": (start + case0, ("returned", 0, None), Outcome("stalled", "returned"), "case",
+                    ("your function returned, but its result could not be saved", "结果没能及时保存")),
+        "garbled": (start + case0 + done0, (None, 0, "a line that is not an event"),
+                    Outcome("garbled", "a line that is not an event"), "report",
+                    ("messages to the judge were garbled (a line that is not an event)", "消息被破坏了")),
+        "slow_load": (start[:1], ("ready", -9, None), Outcome("load_time"), "report",
+                      ("importing your file took more than 10 s", "导入你的文件超过 10 秒")),
+    }
+    for name, (events, (stopped, rc, garbled), outcome, where, (en, zh)) in ends.items():
+        report = grade_events(prob, cases, events, lambda i: cases[i].expected, Report(prob, Path("x.py"), 3.0, 10.0),
+                              stopped, rc, garbled)
+        kept = report.outcome if where == "report" else report.results[0].outcome
+        assert kept == outcome and report.verdict == ("TLE" if name == "slow_load" else "RE"), (name, report)
+        assert en in shown(report) and zh in shown(report, "zh"), (name, shown(report), shown(report, "zh"))
 
 
 def test_protocol_accepts_only_the_runners_own_order():
@@ -858,7 +837,7 @@ def test_a_file_saved_as_utf16_is_told_to_save_as_utf8(tmp_path):
     path = tmp_path / "202_param_count.py"
     path.write_bytes(sol.encode("utf-16"))
     report = grade_in_process(PROBLEMS[202], path=path)
-    assert report.verdict == "CE" and "UTF-16" in report.message and "UTF-8" in report.message, report.message
+    assert report.verdict == "CE" and "UTF-16" in report.outcome.detail and "UTF-8" in report.outcome.detail, report
 
 
 # ---------------------------------------------------------------- the chapters' exercise stubs
@@ -1123,19 +1102,18 @@ def test_the_runner_stops_at_the_first_answer_it_sees_as_the_file_loads(tmp_path
     path = tmp_path / "slow.py"
     path.write_text("import time\n\nimport qwen.image  # noqa: F401\n\ntime.sleep(60)\n")
     report = run_file(PROBLEMS[216], path, load_limit=5.0)
-    assert report.verdict == "NG" and report.message == "answer:qwen.image", (report.verdict, report.message)
+    assert report.verdict == "NG" and report.outcome == Outcome("answer", ("qwen.image",)), report
 
 
 def test_what_the_file_used_is_said_in_both_languages():
     """The three kinds of answer a file may use, each told in English and Chinese: the answer itself, a module that
     imports it, transformers (the reference); the first hit's kind is the message."""
-    said = {"answer:qwen.mlp": ("your file imports qwen.mlp, which is the answer",
-                                "你的文件导入了 qwen.mlp，那就是答案"),
-            "answer:qwen.model>qwen.mlp": ("your file imports qwen.model, which imports qwen.mlp, the answer",
-                                           "你的文件导入了 qwen.model，而它导入了 qwen.mlp，那就是答案"),
-            "answer:transformers, qwen.mlp": ("your file uses transformers: transformers is the reference",
-                                              "你的文件用了 transformers：transformers 是判题器核对答案时")}
-    for message, (en, zh) in said.items():
+    said = {("qwen.mlp",): ("your file imports qwen.mlp, which is the answer", "你的文件导入了 qwen.mlp，那就是答案"),
+            ("qwen.model>qwen.mlp",): ("your file imports qwen.model, which imports qwen.mlp, the answer",
+                                       "你的文件导入了 qwen.model，而它导入了 qwen.mlp，那就是答案"),
+            ("transformers", "qwen.mlp"): ("your file uses transformers: transformers is the reference",
+                                           "你的文件用了 transformers：transformers 是判题器核对答案时")}
+    for hits, (en, zh) in said.items():
         report = Report(PROBLEMS[207], Path("x.py"), 3.0, 10.0)
-        report.verdict, report.message = "NG", message
-        assert en in shown(report) and zh in shown(report, "zh"), message
+        report.verdict, report.outcome = "NG", Outcome("answer", hits)
+        assert en in shown(report) and zh in shown(report, "zh"), hits

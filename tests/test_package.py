@@ -3,6 +3,7 @@ way (book and practice use qwen; book uses practice only to grade an attempt; qw
 use qwen and nothing uses them), and what the course writes (checkpoints, figures) goes outside site-packages
 after a non-editable install."""
 import ast
+import json
 import os
 import pkgutil
 import re
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import qwen
+from practice.pinned import manifest
 
 REPO = Path(__file__).resolve().parent.parent
 IMPORT_TRANSFORMERS = re.compile(r"^\s*(from\s+transformers\b|import\s+transformers\b)|"
@@ -137,9 +139,9 @@ def test_the_build_is_quiet_and_ships_every_package_file(tmp_path):
 
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copy(REPO / name, src / name)
-    ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json", "*.pyc")
+    ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json", "*.pyc", "checksums.json")
     for pkg in ("qwen", "practice", "book", "app"):  # the packages pyproject.toml lists
         shutil.copytree(REPO / pkg, src / pkg, ignore=ignore)
     dist = tmp_path / "dist"
@@ -155,3 +157,10 @@ def test_the_build_is_quiet_and_ships_every_package_file(tmp_path):
     assert len(files) > 150 and [f for f in files if f not in wheel] == []
     sdist = tarfile.open(built["build_sdist"]).getnames()
     assert [f for f in files if not any(n.endswith("/" + f) for n in sdist)] == []
+    # the build writes the sha256 of the pinned files into the wheel (setup.py), for an install without git; the
+    # sources hold none, and the editable wheel none (an editable install runs the checkout itself)
+    shipped = json.loads(zipfile.ZipFile(built["build_wheel"]).read("practice/checksums.json"))
+    assert shipped == manifest(src / "practice", src) and len(shipped["sha256"]) > 100
+    assert "qwen/norm.py" in shipped["sha256"] and "qwen/lang.py" not in shipped["sha256"]
+    assert not (src / "practice" / "checksums.json").exists()
+    assert not [n for n in zipfile.ZipFile(built["build_editable"]).namelist() if n.endswith("checksums.json")]

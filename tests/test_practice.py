@@ -112,7 +112,7 @@ def test_starter_and_solution_signatures_match(number):
 def test_solution_accepted_and_starter_rejected(number):
     prob = PROBLEMS[number]
     report = grade_in_process(prob, path=prob.folder / "solution.py")
-    assert report.verdict == "AC", [(r.case.label, r.verdict, r.mismatch, r.error) for r in report.results]
+    assert report.verdict == "AC", [(r.case.label, r.verdict, r.mismatch, r.outcome) for r in report.results]
     report = grade_in_process(prob, path=prob.folder / "starter.py")
     assert report.verdict == "RE" and report.passed == 0
     assert report.failure.hints == ["not_implemented"]
@@ -129,7 +129,7 @@ def test_known_mistake_rejected_with_its_hint(number, mistake, tmp_path):
     path.write_text(mistake.source(), encoding="utf-8")
     report = grade_in_process(PROBLEMS[number], path=path)
     failure = report.failure
-    assert report.verdict == verdict, (report.verdict, failure and (failure.case.label, failure.error))
+    assert report.verdict == verdict, (report.verdict, failure and (failure.case.label, failure.outcome))
     if verdict == "AC":
         return
     hints = failure.hints if failure else []

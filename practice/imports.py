@@ -1,20 +1,11 @@
-"""The judge's oracle, guarded two ways: its files are the course's own, and a learner's file does not use them.
-
-A problem's expected values come from its cases.py and from the `qwen` modules that cases.py imports (206's come
-from qwen.rope). Both decide a verdict, so both are checksummed (practice/checksums.json): `import_closure` finds
-the `qwen` files by reading import statements, never by importing them. `answer_files` lists what else a learner's
-file may not use (guard.py guards it). No torch here.
+"""What a file imports, read from its import statements, never by running it: `import_closure` follows them through
+the `qwen` package. pinned.py uses it to find the modules that compute a problem's expected values, guard.py to see
+whether a learner's file reaches the answer. The standard library only (setup.py imports pinned.py at build time).
 """
 import ast
-import hashlib
 from pathlib import Path
 
 PACKAGE = "qwen"
-
-
-def sha256(path):
-    """Line endings hashed as "\\n", so a checkout that writes "\\r\\n" (git on Windows) matches."""
-    return hashlib.sha256(Path(path).read_bytes().replace(b"\r\n", b"\n")).hexdigest()
 
 
 def package_root(default):
@@ -53,9 +44,10 @@ def imported(tree, own=None):
             yield from (f"{base}.{a.name}" for a in node.names)  # `from qwen import rope` names a module
 
 
-def import_closure(files, root):
+def import_closure(files, root, skip=()):
     """{"qwen/rope.py": path, ...}: every file of the `qwen` package under `root` that `files` import, directly or
-    through each other, with the package's __init__.py."""
+    through each other, with the package's __init__.py; a file named in `skip` ("qwen/lang.py") is neither listed nor
+    followed."""
     found, todo = {}, [(Path(f), None) for f in files]
     while todo:
         path, own = todo.pop()
@@ -73,15 +65,10 @@ def import_closure(files, root):
                 if f is None:
                     break
                 key = f.relative_to(root).as_posix()
+                if key in skip:
+                    continue
                 if key not in found:
                     found[key] = f
                     todo.append((f, sub + (".__init__" if f.name == "__init__.py" else "")))
     return dict(sorted(found.items()))
 
-
-# ---------------------------------------------------------------- the answer: what a learner's file may not use
-
-def answer_files(practice):
-    """Every problem's solution.py and cases.py: each is an answer to some exercise."""
-    return sorted(str(f) for f in Path(practice).glob("[0-9][0-9][0-9]_*/*.py") if f.name in ("solution.py",
-                                                                                                "cases.py"))
