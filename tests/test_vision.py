@@ -28,6 +28,7 @@ from transformers import Qwen2VLImageProcessorPil, Qwen3_5Config, Qwen3_5VisionC
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5Model, Qwen3_5VisionModel
 
 from helpers import bf16_steps, picture
+from qwen.checkpoint import open_checkpoint
 from qwen.config import VISION_ACTS, VisionConfig
 from qwen.image import ImageSettings, load_image, preprocess, smart_resize
 from qwen.mrope import expand_image_tokens, place_images, position_ids, rope_delta, tokens_per_image
@@ -81,7 +82,7 @@ def test_preprocess_equals_the_reference_processor(name):
 
 def test_preprocess_reads_the_checkpoint_settings(synthetic):
     image = picture(300, 200)
-    ours, grid = preprocess(image, synthetic)
+    ours, grid = preprocess(image, open_checkpoint(synthetic).image)
     ref = Qwen2VLImageProcessorPil.from_pretrained(synthetic)(images=[image], return_tensors="pt")
     assert torch.equal(grid, ref["image_grid_thw"]) and torch.equal(ours, ref["pixel_values"])
     # by hand: 60 000 pixels < 65 536, so both sides grow by √(65536/60000) = 1.045 and round up to multiples of 32:
