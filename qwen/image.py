@@ -144,6 +144,11 @@ def patchify(x, s):
 def preprocess(image, settings=None):
     """A Pillow image (or an image file) -> pixel_values (N, 3·2·16·16) float32 and image_grid_thw (1, 3) = [[1, gh,
     gw]], N = gh·gw patches, gh·gw/4 tokens. Settings: `settings` (a checkpoint's: checkpoint.image), else Qwen3.5's."""
+    if settings is not None and not isinstance(settings, ImageSettings):
+        raise TypeError(tr(f"settings must be an ImageSettings (a checkpoint's: checkpoint.image), got "
+                           f"{type(settings).__name__}",
+                           f"settings 必须是 ImageSettings（检查点自己的：checkpoint.image），收到的是 "
+                           f"{type(settings).__name__}"))
     s = settings or ImageSettings()
     if not isinstance(image, Image.Image):
         image = load_image(image)
