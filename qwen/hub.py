@@ -53,8 +53,8 @@ def find_model(name=None):
     if name in DENSE_SIZES:
         name = f"Qwen/Qwen3.5-{name}"
     path = Path(name).expanduser()
-    if path.is_dir():
-        return checked(path)
+    if path.is_dir():  # yours as it is: opening it (qwen/checkpoint.py) says what is wrong with it, if anything
+        return path
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", name) or name.startswith((".", "/", "~")):
         raise ModelNotFound(tr(f"no checkpoint folder at {path}, and {name!r} is not a hub id like {DEFAULT_MODEL}",
                                f"{path} 处没有检查点文件夹，而 {name!r} 也不是 {DEFAULT_MODEL} 这样的 hub id"),
@@ -62,10 +62,10 @@ def find_model(name=None):
                                "给 --model 一个检查点文件夹、hub id、尺寸（0.8B ... 27B）或 synthetic"))
     local = DATA_DIR / name.split("/")[1]
     if (local / "config.json").is_file():
-        return checked(local)
+        return local
     from huggingface_hub import snapshot_download  # imported here: pure-offline use never needs it
     try:  # a model already in the hub cache is never downloaded again
-        return checked(Path(snapshot_download(name, allow_patterns=META, local_files_only=True)))
+        return complete(Path(snapshot_download(name, allow_patterns=META, local_files_only=True)))
     except FileNotFoundError:  # not cached (huggingface_hub's LocalEntryNotFoundError), or cached incompletely
         pass
     try:
@@ -76,7 +76,7 @@ def find_model(name=None):
                  f"connection (--model synthetic runs without it)...",
                  f"正在把 {name}{size} 下载到 Hugging Face 缓存，只在第一次使用时下载：网速快的话要几分钟"
                  f"（--model synthetic 不需要它也能运行）……"), file=sys.stderr)
-        return checked(Path(snapshot_download(name, allow_patterns=download_files(folder))))
+        return complete(Path(snapshot_download(name, allow_patterns=download_files(folder))))
     except OSError as e:  # what huggingface_hub raises for network, HTTP and disk failures
         why = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
         raise ModelNotFound(
@@ -158,9 +158,9 @@ def fetch_fix(folder, files):
               f"（hub 上的检查点：hf download <hub id> {names} --local-dir {folder}）")
 
 
-def checked(folder):
-    """A folder counts as a checkpoint when it has a config.json and every text weight file is there. Whether the
-    config is a Qwen3.5 one is said when the folder is opened (qwen/checkpoint.py: config.json is read once)."""
+def complete(folder):
+    """A hub snapshot counts when it has a config.json and every text weight file (else it is fetched again). Whether
+    the config is a Qwen3.5 one is said when the folder is opened (qwen/checkpoint.py: config.json is read once)."""
     if not (folder / "config.json").is_file():
         raise ModelNotFound(tr(f"no config.json in {folder}", f"{folder} 里没有 config.json"),
                             tr("point --model at a Qwen3.5 checkpoint folder",
