@@ -72,9 +72,9 @@ class Session:
                                 "图片不能和草稿一起用：本课程的投机解码（qwen/speculative.py）只接受文本；"
                                 "请用不带草稿的会话"))
         if self.model.visual is None:
-            raise ValueError(tr("the model has no vision tower loaded: model.visual = "
-                                "qwen.vision.load_vision(checkpoint) first",
-                                "模型还没有加载视觉塔：先 model.visual = qwen.vision.load_vision(checkpoint)"))
+            raise ValueError(tr("the model has no vision tower loaded: "
+                                "`model.visual = qwen.vision.load_vision(checkpoint)` first",
+                                "模型还没有加载视觉塔：先 `model.visual = qwen.vision.load_vision(checkpoint)`"))
         file = Path(path).expanduser()
         if not file.is_file():
             if file.is_dir():
