@@ -22,26 +22,22 @@ Run: python main.py chat [--model synthetic] (or bash course.sh chat); in the ch
 import argparse
 import re
 import sys
-from pathlib import Path
 
 import torch
 
 from app.pictures import budget_settings, image_command
 from qwen import lang
 from qwen.chat import default_thinking
-from qwen.config import DTYPES
+from qwen.config import DEFAULT_MODEL, DTYPES
 from qwen.course import open_model, pick_device
 from qwen.draft import MTPDraft
 from qwen.fast import load_fast
-from qwen.generate import checkpoint_stop_tokens
-from qwen.image import ImageSettings
 from qwen.lang import tr
 from qwen.mtp import load_mtp
 from qwen.products import numerics
 from qwen.quantized import SCHEMES, describe
 from qwen.sampling import CARD, RANGES, Range
 from qwen.session import Session
-from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 
 
@@ -108,8 +104,8 @@ def parser():
                                                "在终端里和手写的 Qwen3.5 聊天。聊天中输入 /help 列出所有命令。"
                                                "Ctrl-C 停止当前回复但不退出（你那条还没得到回答的消息会被丢弃）；"
                                                "Ctrl-D 或 /quit 退出。"))
-    p.add_argument("--model", help=tr("checkpoint folder, hub id (default Qwen/Qwen3.5-0.8B), size or 'synthetic'",
-                                      "检查点文件夹、hub id（默认 Qwen/Qwen3.5-0.8B）、尺寸或 'synthetic'"))
+    p.add_argument("--model", help=tr(f"checkpoint folder, hub id (default {DEFAULT_MODEL}), size or 'synthetic'",
+                                      f"检查点文件夹、hub id（默认 {DEFAULT_MODEL}）、尺寸或 'synthetic'"))
     p.add_argument("--device", help=tr("cpu, cuda or mps (default: the fastest available)",
                                        "cpu、cuda 或 mps（默认：可用的最快设备）"))
     p.add_argument("--dtype", choices=["bf16", "fp32", "fp16"],
@@ -257,8 +253,7 @@ def sampling_text(sampling) -> str:
                      for name in names)
 
 
-def command(chat: Session, text: str, view: str, paste: bool, checkpoint: Path,
-            budget: int | None = None) -> str | None:
+def command(chat: Session, text: str, view: str, paste: bool, budget: int | None = None) -> str | None:
     """Carry out a /command; returns the new view of the reasoning ("dim" or "hide"), or None to leave. budget: the
     chat's --max-pixels."""
     words = text.split()
@@ -266,7 +261,7 @@ def command(chat: Session, text: str, view: str, paste: bool, checkpoint: Path,
     if name in ("/quit", "/exit") and not args:
         return None
     if name == "/image":
-        image_command(chat, text[len(name):].strip(), checkpoint, budget)
+        image_command(chat, text[len(name):].strip(), budget)
     elif name == "/reset" and not args:
         dropped = len(chat.pending)
         chat.reset()
@@ -411,24 +406,24 @@ def run(args):
                                 "out to use the fastest one it has",
                                 f"--device {args.device}：这台机器上的 torch 没有这种设备；"
                                 "不写 --device 就会用它最快的设备"))
-        path = open_model(args.model)
+        checkpoint = open_model(args.model)
         if args.max_pixels is not None:  # its range is the checkpoint's: said now, not at the first picture
-            budget_settings(ImageSettings.load(path), args.max_pixels)
-        tok = load_tokenizer(path)
-        synthetic = is_synthetic(path)
+            budget_settings(checkpoint.image, args.max_pixels)
+        tok = load_tokenizer(checkpoint.folder)
+        synthetic = checkpoint.synthetic
         torch.set_num_threads(args.threads or (1 if synthetic else torch.get_num_threads()))
-        model = load_fast(path, dtype=args.dtype, device=device, quant=args.quant)  # the fast path (chapter 9)
+        model = load_fast(checkpoint, dtype=args.dtype, device=device, quant=args.quant)  # the fast path (chapter 9)
         if args.speculative:
             p = model.norm.weight  # the MTP head, attached now: a checkpoint without one is refused here
-            model.mtp = load_mtp(path, p.dtype, p.device)
+            model.mtp = load_mtp(checkpoint, p.dtype, p.device)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         sys.exit(tr(f"error: {e}", f"错误：{e}"))
     if synthetic:
         print(tr("synthetic checkpoint: its weights are random, so every reply is random tokens. The code path is "
-                 "the real one; load the real model with --model Qwen/Qwen3.5-0.8B to talk.",
+                 f"the real one; load the real model with --model {DEFAULT_MODEL} to talk.",
                  "合成检查点：权重是随机的，所以每条回复都是随机 token。代码路径是真实的；"
-                 "想真正对话，请用 --model Qwen/Qwen3.5-0.8B 加载真实模型。"))
-    thinking = default_thinking(path) if args.think is None else args.think
+                 f"想真正对话，请用 --model {DEFAULT_MODEL} 加载真实模型。"))
+    thinking = default_thinking(checkpoint) if args.think is None else args.think
     overrides = {k: getattr(args, k) for k in [*CARD[False], "seed"]}
     if args.speculative:
         overrides["presence_penalty"] = 0.0
@@ -439,7 +434,7 @@ def run(args):
                  f"--speculative {args.speculative}：模型卡里的 presence penalty（{off}，思考时 {on}）已关闭："
                  "这个聊天程序的投机解码不施加惩罚（方法本身可以：验证前向给每个位置打分时知道它前面的草稿 token）"))
     draft = MTPDraft(model, args.speculative) if args.speculative else None
-    chat = Session(model, tok, checkpoint_stop_tokens(path), thinking or args.hide_thinking, overrides,
+    chat = Session(model, tok, checkpoint, thinking or args.hide_thinking, overrides,
                    args.max_new_tokens or (48 if synthetic else 1024), args.system, draft)
     view = "hide" if args.hide_thinking else "dim"
     paste = line_editing()
@@ -450,9 +445,9 @@ def run(args):
         tr(f", {n} CPU thread (--threads N)", f"，{n} 个 CPU 线程（--threads N）")
     name = next((name for name, d in DTYPES.items() if d == dtype), dtype)  # the first, short name: bf16
     state = tr("hidden", "开启但不打印") if view == "hide" else tr("on", "开启") if chat.thinking else tr("off", "关闭")
-    print(tr(f"{path.name}: weights in {name} on {device}{threads}; thinking {state}; replies stop at "
+    print(tr(f"{checkpoint.folder.name}: weights in {name} on {device}{threads}; thinking {state}; replies stop at "
              f"{chat.max_new_tokens} tokens (/limit N).",
-             f"{path.name}：权重为 {name}，在 {device} 上{threads}；思考{state}；"
+             f"{checkpoint.folder.name}：权重为 {name}，在 {device} 上{threads}；思考{state}；"
              f"回复最多 {chat.max_new_tokens} 个 token（/limit N）。"))
     print(tr(f"commands: {commands(images=draft is None)}; /help says what each does. Ctrl-C stops a reply; Ctrl-D or "
              "/quit leaves.",
@@ -481,7 +476,7 @@ def run(args):
         if not text:
             continue
         if text.startswith("/") and "\n" not in text and not block:
-            view = command(chat, text, view, paste, path, args.max_pixels)
+            view = command(chat, text, view, paste, args.max_pixels)
             if view is None:
                 print(tr("bye", "再见"))
                 return 0

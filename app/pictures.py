@@ -4,7 +4,6 @@ each costs; on the CPU, a picture the vision tower should take seconds to read i
 The pictures themselves are kept by the conversation (qwen/session.py); this module reads the command and prints."""
 import dataclasses
 import shlex
-from pathlib import Path
 
 import torch
 
@@ -123,10 +122,10 @@ def tower_warning(chat: Session, size: tuple[int, int], grid: torch.Tensor, s: I
               "或者用 --max-pixels N 启动聊天]")
 
 
-def image_command(chat: Session, arg: str, checkpoint: Path, budget: int | None = None) -> None:
+def image_command(chat: Session, arg: str, budget: int | None = None) -> None:
     """/image PATH [--max-pixels N]: attach the picture to the next message and say what it costs; /image alone
-    lists the pending pictures, /image drop drops them; one line when it cannot be. The vision tower of the
-    checkpoint folder `checkpoint` is loaded here, on the first image: the one place it is. budget: the chat's
+    lists the pending pictures, /image drop drops them; one line when it cannot be. The vision tower of the chat's
+    checkpoint (chat.checkpoint) is loaded here, on the first image: the one place it is. budget: the chat's
     --max-pixels (None: the checkpoint's)."""
     if chat.draft is not None:
         print(tr("/image: pictures cannot go with --speculative (this chat's speculative decoding takes text only): "
@@ -149,9 +148,9 @@ def image_command(chat: Session, arg: str, checkpoint: Path, budget: int | None 
         path, one = image_args(arg)
         if chat.model.visual is None:
             p = next(chat.model.parameters())
-            chat.model.visual = load_vision(checkpoint, p.dtype, p.device)  # a checkpoint without one says so here
-        s = ImageSettings.load(checkpoint)  # the checkpoint's, or the values Qwen3.5 publishes
-        s = budget_settings(s, one if one is not None else budget)
+            chat.model.visual = load_vision(chat.checkpoint, p.dtype, p.device)  # one without a tower says so here
+        # the checkpoint's settings (or the values Qwen3.5 publishes), within the budget
+        s = budget_settings(chat.checkpoint.image, one if one is not None else budget)
         (w0, h0), grid = chat.attach(path, s)
     except (OSError, ValueError) as e:
         print(f"/image: {e}")

@@ -14,15 +14,17 @@ import sys
 CHILD = """
 import ctypes, sys, time, numpy as np, torch
 from PIL import Image
+from qwen.checkpoint import open_checkpoint
 from qwen.image import preprocess
 from qwen.vision import load_vision
 path, (w, h), dtype = sys.argv[1], map(int, sys.argv[2].split('x')), sys.argv[3]
 torch.set_num_threads(int(sys.argv[4]))
 def mb(field):  # /proc/self/status, in MiB: VmRSS resident now, VmHWM the peak since the last reset
     return next(int(line.split()[1]) for line in open('/proc/self/status') if line.startswith(field)) / 1024
-tower = load_vision(path, dtype=dtype)
+checkpoint = open_checkpoint(path)
+tower = load_vision(checkpoint, dtype=dtype)
 noise = np.random.default_rng(0).integers(0, 256, (h, w, 3), dtype=np.uint8)
-pixels, grid = preprocess(Image.fromarray(noise), path)
+pixels, grid = preprocess(Image.fromarray(noise), checkpoint.image)
 with torch.no_grad(), torch.profiler.profile() as prof:
     tower(pixels[:16], torch.tensor([[1, 2, 8]]))  # a tiny image: which kernel runs (and everything warmed up)
 kernel = sorted({e.name for e in prof.events() if e.name.startswith('aten::_scaled_dot_product')})

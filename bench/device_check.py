@@ -56,16 +56,16 @@ def transformers_model(path, dtype, device, attn):
 
 
 @torch.no_grad()
-def text(path, device, ids):
+def text(checkpoint, device, ids):
     """Check 1: one prompt's logits, bf16. The teaching model writes attention out as transformers' eager path does,
     the fast path calls the fused kernel as its sdpa path does: each is held to its own counterpart. The fast path's
     prompt products stay in bf16 (a GPU's default; a CPU without bf16 instructions widens them, tests/test_fast.py)."""
-    eager, sdpa = (transformers_model(path, torch.bfloat16, device, a) for a in ("eager", "sdpa"))
+    eager, sdpa = (transformers_model(checkpoint.folder, torch.bfloat16, device, a) for a in ("eager", "sdpa"))
     want = {"eager": eager(ids).logits, "sdpa": sdpa(ids).logits}
     floor = bf16_steps(want["sdpa"], want["eager"])  # transformers' two paths apart: the noise floor here
     results = []
-    for name, model, oracle in (("teaching", load_model(path, torch.bfloat16, device), "eager"),
-                                ("fast", load_fast(path, torch.bfloat16, device, widen=False), "sdpa")):
+    for name, model, oracle in (("teaching", load_model(checkpoint, torch.bfloat16, device), "eager"),
+                                ("fast", load_fast(checkpoint, torch.bfloat16, device, widen=False), "sdpa")):
         got = model(ids)
         steps = bf16_steps(got, want[oracle])
         agree = (got.argmax(-1) == want[oracle].argmax(-1)).float().mean().item()
@@ -78,11 +78,11 @@ def text(path, device, ids):
 
 
 @torch.no_grad()
-def cached_decode(path, device, ids, sdpa):
+def cached_decode(checkpoint, device, ids, sdpa):
     """Check 2: the fast path's cached decode against transformers' sdpa cache, teacher-forced on the same ids."""
     from transformers import DynamicCache
 
-    fast = load_fast(path, torch.bfloat16, device)
+    fast = load_fast(checkpoint, torch.bfloat16, device)
     cache, hf_cache = fast.new_cache(), DynamicCache(config=sdpa.config.text_config)
     worst, prompt = 0.0, 8
     fast(ids[:, :prompt], cache=cache)
@@ -98,17 +98,17 @@ def cached_decode(path, device, ids, sdpa):
 
 
 @torch.no_grad()
-def vision(path, device):
+def vision(checkpoint, device):
     """Check 3: the tower's merged tokens for one picture, bf16 against transformers' tower."""
     import matplotlib.cbook
 
     try:
-        tower = load_vision(path, torch.bfloat16, device)
+        tower = load_vision(checkpoint, torch.bfloat16, device)
     except (ValueError, FileNotFoundError) as e:
         print(f"vision: skipped ({e})")
         return True
-    pixels, grid = preprocess(matplotlib.cbook.get_sample_data("grace_hopper.jpg"), path=path)
-    hf = transformers_model(path, torch.bfloat16, device, "sdpa").model.visual
+    pixels, grid = preprocess(matplotlib.cbook.get_sample_data("grace_hopper.jpg"), checkpoint.image)
+    hf = transformers_model(checkpoint.folder, torch.bfloat16, device, "sdpa").model.visual
     want = hf(pixels.to(device, torch.bfloat16), grid_thw=grid.to(device))
     want = getattr(want, "pooler_output", want)  # transformers returns the merged tokens as pooler_output
     got = tower(pixels.to(device), grid.to(device))
@@ -120,13 +120,13 @@ def vision(path, device):
 
 
 @torch.no_grad()
-def speculative(path, device, ids):
+def speculative(checkpoint, device, ids):
     """Check 4: greedy speculative decoding equals plain greedy decoding, fp32 exactly; bf16 share printed."""
     results = []
     for dtype in (torch.float32, torch.bfloat16):
-        model = load_fast(path, dtype, device)
+        model = load_fast(checkpoint, dtype, device)
         try:
-            model.mtp = load_mtp(path, dtype, device)
+            model.mtp = load_mtp(checkpoint, dtype, device)
         except (ValueError, FileNotFoundError) as e:
             print(f"speculative: skipped ({e})")
             return True
@@ -156,23 +156,23 @@ def main():
     if device.type == "cpu" and not args.device:
         sys.exit("no GPU here (neither CUDA nor MPS): this check is for a machine with one; --device cpu runs it on "
                  "the CPU anyway")
-    path = open_model(args.model)
+    checkpoint = open_model(args.model)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
-    print(f"device check on {name}, torch {torch.__version__}, checkpoint {path}")
+    print(f"device check on {name}, torch {torch.__version__}, checkpoint {checkpoint.folder}")
     start = time.perf_counter()
     ids = torch.randint(0, 248044, (1, 48), generator=torch.Generator().manual_seed(0)).to(device)
-    ok, sdpa = text(path, device, ids)
-    ok &= cached_decode(path, device, ids, sdpa)
+    ok, sdpa = text(checkpoint, device, ids)
+    ok &= cached_decode(checkpoint, device, ids, sdpa)
     del sdpa
-    ok &= vision(path, device)
-    ok &= speculative(path, device, ids)
+    ok &= vision(checkpoint, device)
+    ok &= speculative(checkpoint, device, ids)
     print(f"proofs: {'all passed' if ok else 'some FAILED'} in {time.perf_counter() - start:.0f} s")
     if not args.no_bench:
         bench = Path(__file__).resolve().parent / "bench_model.py"
         cmd = [sys.executable, str(bench), "--device", str(device), "--prefill", "256", "2048", "--decode", "64",
                "--contexts", "1024", "32768", "--contexts-steps", "16", "--repeats", "3"]
         if args.model != "synthetic":
-            cmd += ["--model", str(path)]
+            cmd += ["--model", str(checkpoint.folder)]
         print("bench:", " ".join(cmd[1:]), flush=True)
         ok &= subprocess.call(cmd) == 0
     sys.exit(0 if ok else 1)

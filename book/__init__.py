@@ -5,7 +5,7 @@
     book.show("ch03-map", book.model_map.draw, "norm")
     book.listing("qwen/norm.py")                     # the finished module (or chosen definitions of it)
     book.attempt(204, rms_norm, gated_rms_norm, l2norm)   # grade an in-notebook attempt with the judge
-    book.notation(args.path)                         # the notation table: real 0.8B and this checkpoint
+    book.notation(args.checkpoint)                   # the notation table: real 0.8B and this checkpoint
     book.proof(compare, ...)                         # the optional comparison with transformers
 
 In a script, show/listing/attempt/proof print one line each, starting with "» " (NOTE in book/show.py); in a
@@ -16,11 +16,11 @@ A chapter script (chapters/chNN_topic.py, written into its notebook by notebooks
 
 1. Title and a paragraph on what this chapter adds; the model map with this chapter's part highlighted
    (`book.show("chNN-map", book.model_map.draw, "<part>")`).
-2. `args = chapter_args(__doc__)` (it prints the synthetic banner when it applies), then the story: short
-   markdown, live code, short labelled prints. Anything printed from the synthetic checkpoint says so; a number
-   the synthetic weights were built to have is never presented as a finding; where the real value is known, print
-   it beside, marked "real Qwen3.5-0.8B" (qwen.sizes: real_config(), REAL_NAME; the dense sizes and their cache
-   arithmetic: qwen.family).
+2. `args = chapter_args(__doc__)` (it opens the checkpoint once, `args.checkpoint`, and prints the synthetic banner
+   when it applies), then the story: short markdown, live code, short labelled prints. Anything printed from the
+   synthetic checkpoint says so; a number the synthetic weights were built to have is never presented as a finding;
+   where the real value is known, print it beside, marked "real Qwen3.5-0.8B" (qwen.sizes: real_config(),
+   REAL_NAME; the dense sizes and their cache arithmetic: qwen.family).
 3. The exercise, before the finished module: a markdown cell "try it first: python practice/judge.py start N",
    then a code cell holding the starter's stub (`def f(...): raise NotImplementedError`) with `book.attempt(N, f)`
    — a notebook grades it once the stub is replaced; a script says how to start and grade.
@@ -32,7 +32,7 @@ A chapter script (chapters/chNN_topic.py, written into its notebook by notebooks
 7. "Show the proof": one cell, `book.proof(compare, ...)`, where `compare(transformers, ...)` prints the
    difference to transformers' module on the same checkpoint (book.oracle.difference) and says why it is 0 or
    how many bf16 steps.
-8. Summary, a shapes recap (`book.notation(args.path)` or the rows of it that the chapter uses), the exercises
+8. Summary, a shapes recap (`book.notation(args.checkpoint)` or the rows of it that the chapter uses), the exercises
    again, and "How to explain it".
 """
 from book import model_map

@@ -6,7 +6,7 @@ matplotlib Figure; matplotlib is imported inside, so the chapter script starts w
 import numpy as np
 
 from qwen.lang import tr
-from qwen.sizes import part_of, tensor_shapes
+from qwen.sizes import param_group, tensor_shapes
 
 
 def formulas():
@@ -68,7 +68,7 @@ def per_layer(shapes, n_layers):
     mixer, mlp = [0] * n_layers, [0] * n_layers
     for name, shape in shapes.items():
         i, _ = within_layer(name)
-        part = part_of(name)
+        part = param_group(name)
         n = 1
         for s in shape:
             n *= s

@@ -11,9 +11,11 @@ returns a matplotlib Figure.
 """
 import math
 import unicodedata
+from pathlib import Path
 
 import torch
 
+from qwen.checkpoint import Checkpoint, open_checkpoint
 from qwen.config import VisionConfig
 from qwen.hub import ModelNotFound
 from qwen.image import smart_resize
@@ -32,16 +34,20 @@ def real_vision():
     return VisionConfig(**REAL_VISION)
 
 
-def missing_tower(path):
-    """Why checkpoint folder `path` has no vision tower, or None when it has one (config.json and the safetensors
-    headers are read; no tensor). A download of the text files alone lacks the tower's files: the reason then says
-    how to fetch them (qwen/hub.py)."""
+def missing_tower(checkpoint: Checkpoint | str | Path) -> str | None:
+    """Why `checkpoint` (opened, qwen/checkpoint.py, or its folder) has no vision tower, or None when it has one
+    (the safetensors headers are read; no tensor). A download of the text files alone lacks the tower's files: the
+    reason then says how to fetch them (qwen/hub.py)."""
+    checkpoint = open_checkpoint(checkpoint)
+    if checkpoint.vision is None:
+        return tr(f"{checkpoint.folder} has no vision tower (no vision_config in config.json)",
+                  f"{checkpoint.folder} 没有视觉塔（config.json 里没有 vision_config）")
     try:
-        VisionConfig.load(path)
-        files = Weights(path, "vision").where
+        files = Weights(checkpoint, "vision").where
     except (ValueError, ModelNotFound) as e:
         return str(e)
-    return None if files else tr(f"{path} has no model.visual.* tensors", f"{path} 里没有 model.visual.* 张量")
+    return None if files else tr(f"{checkpoint.folder} has no model.visual.* tensors",
+                                 f"{checkpoint.folder} 里没有 model.visual.* 张量")
 
 
 def tower_parameters(c):

@@ -6,6 +6,7 @@ so the chapter script starts without it.
 """
 from pathlib import Path
 
+from qwen.checkpoint import Checkpoint
 from qwen.hub import ModelNotFound
 from qwen.lang import tr
 from qwen.mtp import load_mtp
@@ -13,12 +14,13 @@ from qwen.mtp import load_mtp
 ACCEPTED, REJECTED, UNREAD, MAIN = "#2a9d8f", "#e76f51", "#f1f1f1", "#8ecae6"
 
 
-def missing_mtp(path: str | Path) -> str | None:
-    """Why checkpoint folder `path` has no usable MTP block, or None when it has one: the block is put through
+def missing_mtp(checkpoint: Checkpoint | str | Path) -> str | None:
+    """Why `checkpoint` (opened, qwen/checkpoint.py, or its folder) has no usable MTP block, or None when it has
+    one: the block is put through
     qwen.mtp.load_mtp's checks (no mtp.* tensors, some missing or unexpected, a wrong shape, its file not downloaded:
     each error names what), for a text model built on the meta device, so only the block's tensors are read."""
     try:
-        load_mtp(path, device="meta")  # the checks run on the file's headers and tensors; nothing is kept
+        load_mtp(checkpoint, device="meta")  # the checks run on the file's headers and tensors; nothing is kept
     except (ValueError, ModelNotFound) as e:
         return str(e)
     return None

@@ -14,6 +14,7 @@ import sys
 import torch
 
 from qwen import lang
+from qwen.checkpoint import open_checkpoint
 from qwen.config import DTYPES
 from qwen.course import open_model, summary
 from qwen.lang import tr
@@ -58,19 +59,21 @@ def record(named):
     return inputs, outputs, handles
 
 
-def compare(path, dtype=torch.float32, text=PROMPT, ours=None, theirs=None):
+def compare(checkpoint, dtype=torch.float32, text=PROMPT, ours=None, theirs=None):
     """Print the table; return the name of the first module beyond tolerance (None when all are within).
-    `ours` / `theirs`: models already loaded from `path` in `dtype` (a test may pass an altered one)."""
+    `checkpoint`: opened (qwen/checkpoint.py) or its folder. `ours` / `theirs`: models already loaded from it in
+    `dtype` (a test may pass an altered one)."""
     try:
         from transformers import Qwen3_5ForConditionalGeneration
     except ImportError:
         print(tr("transformers is not installed: pip install 'transformers==5.24.0' (or pip install -e '.[dev]')",
                  "没有安装 transformers：pip install 'transformers==5.24.0'（或 pip install -e '.[dev]'）"))
         return "transformers missing"
-    ours = ours or load_model(path, dtype=dtype)
-    theirs = theirs or Qwen3_5ForConditionalGeneration.from_pretrained(path, dtype=dtype,
+    checkpoint = open_checkpoint(checkpoint)
+    ours = ours or load_model(checkpoint, dtype=dtype)
+    theirs = theirs or Qwen3_5ForConditionalGeneration.from_pretrained(checkpoint.folder, dtype=dtype,
                                                                        attn_implementation="eager").eval()
-    ids = prompt_ids(path, text, ours.cfg.vocab_size)
+    ids = prompt_ids(checkpoint.folder, text, ours.cfg.vocab_size)
     T = ids.shape[1]
     ours_named = modules(ours)
     lm = theirs.model.language_model
@@ -129,10 +132,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     lang.use(args.lang)
     try:
-        path = open_model(args.model)
+        checkpoint = open_model(args.model)
     except (FileNotFoundError, ValueError) as e:
         sys.exit(tr(f"error: {e}", f"错误：{e}"))
-    first = compare(path, DTYPES[args.dtype], args.prompt)
+    first = compare(checkpoint, DTYPES[args.dtype], args.prompt)
     sys.exit(1 if first else 0)
 
 

@@ -1,8 +1,8 @@
 """The course's notation: one letter per size, the config field it comes from, and its value in the real
 Qwen3.5-0.8B and in the checkpoint at hand. Every chapter, module comment and exercise uses these letters."""
 import unicodedata
-from pathlib import Path
 
+from qwen.checkpoint import Checkpoint
 from qwen.config import Config
 from qwen.lang import tr
 from qwen.sizes import real_config
@@ -53,13 +53,11 @@ def _value(cfg, field):
     return value
 
 
-def notation(checkpoint):
-    """Print the notation table with the real 0.8B's values and those of `checkpoint` (a folder or a Config);
-    returns the table's text."""
-    from qwen.synthetic import is_synthetic  # here: qwen.synthetic is only needed to label the column
-
-    cfg = checkpoint if isinstance(checkpoint, Config) else Config.load(checkpoint)
-    synthetic = not isinstance(checkpoint, Config) and is_synthetic(Path(checkpoint))
+def notation(checkpoint: Checkpoint | Config) -> str:
+    """Print the notation table with the real 0.8B's values and those of `checkpoint` (an opened checkpoint,
+    qwen/checkpoint.py, or a Config); returns the table's text."""
+    cfg = checkpoint if isinstance(checkpoint, Config) else checkpoint.config
+    synthetic = not isinstance(checkpoint, Config) and checkpoint.synthetic
     ours = tr("synthetic checkpoint", "合成检查点") if synthetic else tr("this checkpoint", "本检查点")
     real = real_config()
     rows = [("", tr("meaning", "含义"), tr("config field", "config 字段"), tr("real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B"),

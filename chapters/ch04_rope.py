@@ -36,14 +36,13 @@ import torch
 
 import book
 from book import ch04
-from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.lang import tr
 from qwen.rope import RotaryEmbedding
 from qwen.sizes import REAL_TEXT_CONFIG, real_config
 
 args = chapter_args(__doc__)
-cfg = Config.load(args.path)  # the config is all RoPE needs: no tensor is read in this chapter
+cfg = args.checkpoint.config  # the config is all RoPE needs: no tensor is read in this chapter
 real = real_config()
 dev = args.device
 torch.manual_seed(0)
@@ -400,7 +399,7 @@ def compare(transformers, path):
                                    apply_rope(x.to(dtype), cos, sin), hf_x)
 
 
-book.proof(compare, args.path)
+book.proof(compare, args.checkpoint.folder)
 
 # %% [markdown]
 # ## Summary
@@ -447,7 +446,7 @@ book.proof(compare, args.path)
 # | apply_rope(q, cos, sin) | (B, H, T, D)：第 0 … R − 1 维旋转，其余不变 | (B, 8, T, 256) |
 
 # %%
-book.notation(args.path)
+book.notation(args.checkpoint)
 
 # %% [markdown]
 # ### Exercises

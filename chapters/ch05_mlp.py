@@ -26,22 +26,20 @@ import torch.nn.functional as F
 
 import book
 from book import ch05
-from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.lang import tr
 from qwen.mlp import MLP
 from qwen.norm import RMSNorm
 from qwen.sizes import real_config
-from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
-from qwen.weights import fill, load_weights
+from qwen.weights import Weights, fill
 
 args = chapter_args(__doc__)
-cfg = Config.load(args.path)
-W = load_weights(args.path)  # lazy: only the tensors this chapter asks for are read
+cfg = args.checkpoint.config
+W = Weights(args.checkpoint)  # lazy: only the tensors this chapter asks for are read
 real = real_config()
 dev, d, I = args.device, cfg.hidden_size, cfg.intermediate_size
-SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if is_synthetic(args.path) else ""
+SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if args.checkpoint.synthetic else ""
 REAL, HERE = tr("real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B"), tr("this checkpoint", "本检查点")
 torch.manual_seed(0)
 
@@ -196,7 +194,7 @@ print(tr("largest change of each output after changing token 2's input:", "改�
 # 而且很多这样的单元门是开着的（z > 0）；这类单元的个数也打印出来了。
 
 # %%
-tok = load_tokenizer(args.path)
+tok = load_tokenizer(args.checkpoint.folder)
 sentence = "The capital of France is Paris, and the capital of Japan is Tokyo."
 ids = torch.tensor([tok.encode(sentence)], device=dev)
 emb = W["embed_tokens.weight"][ids[0].cpu()].to(dev).float()[None]  # (1, T, d): only this sentence's rows
@@ -272,7 +270,7 @@ def compare(transformers, path):
         book.oracle.difference("MLP, bf16", ours.bfloat16()(x.bfloat16()), theirs.bfloat16()(x.bfloat16()))
 
 
-book.proof(compare, args.path)
+book.proof(compare, args.checkpoint.folder)
 
 # %% [markdown]
 # ## Summary
@@ -312,7 +310,7 @@ book.proof(compare, args.path)
 # | down_proj(…) | (B, T, d) | (B, T, 1024) |
 
 # %%
-book.notation(args.path)
+book.notation(args.checkpoint)
 
 # %% [markdown]
 # ### Exercises

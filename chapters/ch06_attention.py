@@ -37,27 +37,25 @@ import torch.nn.functional as F
 import book
 from book import ch06
 from qwen.attention import GatedAttention, KVCache
-from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.family import SIZES, all_attention_bytes, cache_bytes
 from qwen.lang import tr
 from qwen.norm import RMSNorm
 from qwen.rope import RotaryEmbedding, apply_rope
 from qwen.sizes import real_config
-from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
-from qwen.weights import fill, load_weights
+from qwen.weights import Weights, fill
 
 args = chapter_args(__doc__)
-cfg = Config.load(args.path)
-W = load_weights(args.path)  # lazy: only the tensors this chapter asks for are read
+cfg = args.checkpoint.config
+W = Weights(args.checkpoint)  # lazy: only the tensors this chapter asks for are read
 real = real_config()
 REAL = tr("real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B")
 dev, d, H, Hkv, D = args.device, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
 R = int(D * cfg.partial_rotary_factor)
 layer = cfg.layer_types.index("full_attention")  # the first full-attention layer
 prefix = f"layers.{layer}.self_attn."
-SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if is_synthetic(args.path) else ""
+SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if args.checkpoint.synthetic else ""
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
 
@@ -177,7 +175,7 @@ book.listing("qwen/attention.py")
 # 所以下面看到的是这一层对嵌入本身的响应。
 
 # %%
-tok = load_tokenizer(args.path)
+tok = load_tokenizer(args.checkpoint.folder)
 sentence = "The cat sat on the mat because it was tired."
 ids = tok.encode(sentence)
 tokens = [tok.decode([i]) for i in ids]
@@ -559,7 +557,7 @@ def compare(transformers, path):
                                ours(xs, *rope(positions.cpu(), dtype)), theirs(xs, hf_tables, mask)[0])
 
 
-book.proof(compare, args.path)
+book.proof(compare, args.checkpoint.folder)
 
 # %% [markdown]
 # ## Summary
@@ -611,7 +609,7 @@ book.proof(compare, args.path)
 # | o_proj(…) | (B, T, d) | (B, T, 1024) |
 
 # %%
-book.notation(args.path)
+book.notation(args.checkpoint)
 
 # %% [markdown]
 # ### Exercises

@@ -76,19 +76,17 @@ import torch.nn.functional as F
 
 import book
 from book import ch07
-from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet
 from qwen.lang import tr
 from qwen.norm import RMSNorm, l2norm
-from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
-from qwen.weights import fill, load_weights
+from qwen.weights import Weights, fill
 
 args = chapter_args(__doc__)
-cfg = Config.load(args.path)
-W = load_weights(args.path)
-SYNTHETIC = is_synthetic(args.path)
+cfg = args.checkpoint.config
+W = Weights(args.checkpoint)
+SYNTHETIC = args.checkpoint.synthetic
 TAG = tr(" (synthetic weights)", "（合成权重）") if SYNTHETIC else ""  # on every line printed from the weights
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
@@ -296,7 +294,7 @@ book.attempt(211, recurrent_delta_rule)
 # %%
 from qwen.deltanet import causal_conv, recurrent_delta_rule  # noqa: E402  (the finished ones, from here on)
 
-tok = load_tokenizer(args.path)
+tok = load_tokenizer(args.checkpoint.folder)
 text = "The capital of France is Paris. The capital of Italy is Rome. So the capital of France is"
 ids = torch.tensor([tok.encode(text)])
 tokens = [tok.decode([i]) for i in ids[0]]
@@ -696,7 +694,7 @@ def compare(transformers, path, layer):
              f"最多相差 {steps:.2f} 个 bf16 步长（按各自大小处的步长计）"))
 
 
-book.proof(compare, args.path, layer)
+book.proof(compare, args.checkpoint.folder, layer)
 
 # %% [markdown]
 # ## Summary
@@ -736,7 +734,7 @@ book.proof(compare, args.path, layer)
 # Hv, dv) 一起过门控归一化 → out_proj → (B, T, d)。
 
 # %%
-book.notation(args.path)
+book.notation(args.checkpoint)
 
 # %% [markdown]
 # File added in this chapter: `qwen/deltanet.py` (and `book/ch07.py`, `bench/bench_deltanet.py`).

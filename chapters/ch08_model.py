@@ -51,17 +51,15 @@ import torch
 
 import book
 from book import ch08
-from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.lang import tr
 from qwen.model import load_model
 from qwen.sizes import real_config
-from qwen.synthetic import is_synthetic
 from qwen.tokenizer import Tokenizer
 
 torch.manual_seed(0)
 args = chapter_args(__doc__)
-synthetic = is_synthetic(args.path)
+synthetic = args.checkpoint.synthetic
 NOTE = tr(" (synthetic weights: random, so the tokens mean nothing)", "（合成权重：随机的，这些 token 没有意义）") \
     if synthetic else ""
 SYN = tr(" (synthetic weights)", "（合成权重）") if synthetic else ""
@@ -101,7 +99,7 @@ book.show("ch08-map", book.model_map.draw, "model")
 # 混合器的排列是 Qwen3.5 的核心：三层线性注意力，然后一层全注意力。
 
 # %%
-book.show("ch08-pattern", ch08.pattern_figure, Config.load(args.path).layer_types)
+book.show("ch08-pattern", ch08.pattern_figure, args.checkpoint.config.layer_types)
 
 # %% [markdown]
 # **Try it first:** exercise 213 asks for the decoder layer and the stack, with the mixers and the MLP given
@@ -149,12 +147,12 @@ book.listing("qwen/model.py")
 
 # %%
 started = time.perf_counter()
-model = load_model(args.path, device=args.device)
+model = load_model(args.checkpoint, device=args.device)
 ms, count, dtype = (time.perf_counter() - started) * 1000, sum(p.numel() for p in model.parameters()), \
     model.embed_tokens.weight.dtype
 print(tr(f"loaded {count:,} parameters in {dtype} on {args.device} in {ms:.0f} ms",
          f"在 {args.device} 上加载了 {count:,} 个 {dtype} 参数，用时 {ms:.0f} ms"))
-tok = Tokenizer(args.path)
+tok = Tokenizer(args.checkpoint.folder)
 prompt = "The capital of France is Paris. The capital of Japan is"
 ids = torch.tensor([tok.encode(prompt)], device=args.device)
 with torch.no_grad():
@@ -386,7 +384,7 @@ def compare(transformers, path, ids):
              "（fp32：只有舍入误差；每个模块单独比较，都在它自身量级的 1e-6 以内，见 python -m book.diff）"))
 
 
-book.proof(compare, args.path, ids)
+book.proof(compare, args.checkpoint.folder, ids)
 
 # %% [markdown]
 # ## Summary
@@ -413,7 +411,7 @@ book.proof(compare, args.path, ids)
 # 缓存一个 (B, C, K−1) 的卷积窗口和一个 (B, Hv, dk, dv) 的 fp32 状态。
 
 # %%
-book.notation(args.path)
+book.notation(args.checkpoint)
 
 # %% [markdown]
 # Exercise: **213** the decoder layer and the hybrid stack (`python practice/judge.py 213`).

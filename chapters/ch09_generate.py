@@ -32,26 +32,24 @@ import book
 from book import ch09
 from qwen import measure
 from qwen.chat import render
-from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.family import cache_bytes
 from qwen.fast import load_fast
-from qwen.generate import checkpoint_stop_tokens, generate
+from qwen.generate import generate
 from qwen.lang import tr
 from qwen.model import load_model
 from qwen.sampling import Sampling, filter_logits
 from qwen.sizes import real_config
-from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
 
 args = chapter_args(__doc__)
-cfg = Config.load(args.path)
+cfg = args.checkpoint.config
 real = real_config()
 dev = args.device
 dtype = torch.float32 if dev.type == "cpu" else None  # a CPU multiplies fp32 faster than bf16; elsewhere bf16
-model = load_model(args.path, dtype=dtype, device=dev)
-tok = load_tokenizer(args.path)
-SYNTHETIC = tr(" (synthetic weights: random tokens)", "（合成权重：随机 token）") if is_synthetic(args.path) else ""
+model = load_model(args.checkpoint, dtype=dtype, device=dev)
+tok = load_tokenizer(args.checkpoint.folder)
+SYNTHETIC = tr(" (synthetic weights: random tokens)", "（合成权重：随机 token）") if args.checkpoint.synthetic else ""
 torch.manual_seed(0)
 
 # %%
@@ -73,7 +71,7 @@ book.show("ch09-map", book.model_map.draw, "generate")
 # %%
 prompt = "The capital of France is"
 ids = tok.encode(prompt)
-stop = checkpoint_stop_tokens(args.path)
+stop = args.checkpoint.stop
 greedy = list(generate(model, ids, 8, stop=stop))
 print(tr(f"prompt {prompt!r} = {len(ids)} tokens {ids}", f"提示词 {prompt!r} = {len(ids)} 个 token {ids}"))
 said = tok.decode(greedy)
@@ -343,7 +341,7 @@ book.show("ch09-prefill-decode", ch09.prefill_vs_decode,
 # transformers 相等，通过它做贪心生成，得到的 token 与 transformers 相同。聊天程序用的就是它。
 
 # %%
-fast = load_fast(args.path, dtype=dtype, device=dev)  # the same checkpoint, loaded once more: its own weights
+fast = load_fast(args.checkpoint, dtype=dtype, device=dev)  # the same checkpoint, loaded once more: its own weights
 fast_prefill_s, fast_decode_s = measure.time_model(fast, x, n)
 print(tr(f"this checkpoint on {dev}{' (synthetic)' if SYNTHETIC else ''}, per token, teaching / fast: prefill "
          f"{prefill_s / T * 1e3:.2f} ms / {fast_prefill_s / T * 1e3:.2f} ms, decode {decode_s / n * 1e3:.2f} ms / "
@@ -437,7 +435,7 @@ def compare(transformers, path):
              f"贪心解码 8 个 token：transformers {want}\n                     我们的       {ours}\n完全相同：{same}"))
 
 
-book.proof(compare, args.path)
+book.proof(compare, args.checkpoint.folder)
 
 # %% [markdown]
 # ## Summary
@@ -488,7 +486,7 @@ book.proof(compare, args.path)
 # | 左填充批次的掩码 | (B, S) | |
 
 # %%
-book.notation(args.path)
+book.notation(args.checkpoint)
 
 # %% [markdown]
 # ### Exercises

@@ -23,7 +23,7 @@ Its notebook, notebooks/ch10_vision.ipynb, is written from this file by python n
 # ├── image.py        + from a picture to patches: the resize rule, normalisation, the patch order
 # ├── vision.py       + the tower (patch embedding, position grid, 2-D rotary, blocks, merger) and load_vision
 # ├── mrope.py        + the image in the prompt and its 3-D positions
-# ├── model.py        ~ model(ids, pixel_values=..., image_grid_thw=...) once model.visual = load_vision(path)
+# ├── model.py        ~ model(ids, pixel_values=..., image_grid_thw=...) once model.visual = load_vision(checkpoint)
 # ├── generate.py     ~ generate(..., images=(pixel_values, image_grid_thw))
 # └── chat.py         ~ an image content part renders as <|vision_start|><|image_pad|><|vision_end|>
 # book/
@@ -58,7 +58,7 @@ Its notebook, notebooks/ch10_vision.ipynb, is written from this file by python n
 # ├── image.py        + 从图片到 patch：缩放规则、归一化、patch 的顺序
 # ├── vision.py       + 视觉塔（patch 嵌入、位置网格、二维旋转位置编码、块、合并器）和 load_vision
 # ├── mrope.py        + 提示词里的图片及其三维位置
-# ├── model.py        ~ model.visual = load_vision(path) 之后可调用 model(ids, pixel_values=..., image_grid_thw=...)
+# ├── model.py        ~ 装上 model.visual = load_vision(checkpoint) 后：model(ids, pixel_values=..., image_grid_thw=...)
 # ├── generate.py     ~ generate(..., images=(pixel_values, image_grid_thw))
 # └── chat.py         ~ 图片内容渲染成 <|vision_start|><|image_pad|><|vision_end|>
 # book/
@@ -90,27 +90,27 @@ from PIL import Image
 import book
 from book import ch10
 from qwen.chat import render
-from qwen.config import Config
+from qwen.checkpoint import open_checkpoint
 from qwen.course import chapter_args
-from qwen.generate import checkpoint_stop_tokens, generate
+from qwen.generate import generate
 from qwen.image import ImageSettings, load_image, preprocess, smart_resize, to_rgb
 from qwen.lang import tr
 from qwen.model import load_model
 from qwen.mrope import expand_image_tokens, tokens_per_image
 from qwen.rope import RotaryEmbedding, mrope_axes
 from qwen.sizes import real_config
-from qwen.synthetic import banner, is_synthetic, synthetic_path
+from qwen.synthetic import banner, synthetic_path
 from qwen.tokenizer import load_tokenizer
 from qwen.vision import load_vision, merge_order
 
 args = chapter_args(__doc__)
-missing = ch10.missing_tower(args.path)
+missing = ch10.missing_tower(args.checkpoint)
 if missing:  # a text-only Qwen3.5 folder: this chapter needs a tower, so it shows the synthetic one's
     print(tr(f"(no vision tower here: {missing}; this chapter runs on the synthetic checkpoint instead)",
              f"（这里没有视觉塔：{missing}；本章改用合成检查点运行）"))
-    args.path = synthetic_path()
+    args.checkpoint = open_checkpoint(synthetic_path())
     print(banner(book.in_notebook()))
-SYNTHETIC = is_synthetic(args.path)
+SYNTHETIC = args.checkpoint.synthetic
 TAG = tr(" (synthetic weights)", "（合成权重）") if SYNTHETIC else ""  # on every line printed from the weights
 dev = args.device
 dtype = torch.float32 if dev.type == "cpu" else None  # a CPU multiplies fp32 faster than bf16; elsewhere bf16
@@ -141,12 +141,12 @@ book.show("ch10-map", book.model_map.draw, "vision")
 # %%
 photo = load_image(cbook.get_sample_data("grace_hopper.jpg"))
 try:
-    s = ImageSettings.load(args.path)
+    s = args.checkpoint.image  # its preprocessor_config.json, read now
 except ValueError as e:  # a preprocessor_config.json that disagrees with the tower: one clear line
     sys.exit(f"error: {e}")
 published = ImageSettings()
 own = (tr("this checkpoint's preprocessor_config.json", "本检查点的 preprocessor_config.json")
-       if (Path(args.path) / "preprocessor_config.json").is_file() else
+       if (args.checkpoint.folder / "preprocessor_config.json").is_file() else
        tr("this checkpoint (no preprocessor_config.json: patch, merge and frames from its vision_config)",
           "本检查点（没有 preprocessor_config.json：patch 大小、合并尺寸和帧数取自它的 vision_config）"))
 n_pixels = photo.width * photo.height
@@ -281,7 +281,7 @@ book.listing("qwen/image.py")
 # a 行、第 2j + b 列的 patch。
 
 # %%
-pixel_values, grid = preprocess(photo, args.path)
+pixel_values, grid = preprocess(photo, s)
 gh, gw = int(grid[0, 1]), int(grid[0, 2])
 x = torch.from_numpy(np.array(resized)).permute(2, 0, 1)  # (3, h, w) uint8
 x = (x.double() * s.rescale_factor).float()  # [0, 1]
@@ -323,7 +323,7 @@ print(tr(f"every row is the patch cut by hand from the resized photo, both frame
 # 这里从检查点读入视觉塔，而且只读视觉塔：`load_vision` 惰性地打开 safetensors 文件，只读其中的 `model.visual.*` 张量。
 
 # %%
-tower = load_vision(args.path, dtype=dtype, device=dev)
+tower = load_vision(args.checkpoint, dtype=dtype, device=dev)
 vcfg = tower.cfg
 C = vcfg.hidden_size
 W = tower.patch_embed.proj.weight.float().cpu()  # (C, 3, Tp, P, P): the stored Conv3d kernel
@@ -481,7 +481,7 @@ print(tr(f"q·k at patches (2, 3) and (4, 1): {here:+.6f}; both moved by (3, 5):
 # %%
 face = photo.crop((150, 80, 330, 260))  # 180 × 180 pixels: enlarged to the minimum budget
 corner = photo.crop((0, 0, 320, 200))  # 320 × 200: enlarged too, to another grid
-(a_values, a_grid), (b_values, b_grid) = preprocess(face, args.path), preprocess(corner, args.path)
+(a_values, a_grid), (b_values, b_grid) = preprocess(face, s), preprocess(corner, s)
 both = tower(torch.cat([a_values, b_values]).to(dev), torch.cat([a_grid, b_grid]))
 alone = torch.cat([tower(a_values.to(dev), a_grid), tower(b_values.to(dev), b_grid)])
 print(tr(f"two crops of the photo: grids {a_grid.tolist()} and {b_grid.tolist()}, {a_values.shape[0]} and "
@@ -508,7 +508,7 @@ print(tr(f"both in one call vs one call each: max |diff| = {diff:.1e} (outputs u
 # 每个 2 × 2 的 patch 块一个）。这些 id 取自检查点的 config：
 
 # %%
-tok = load_tokenizer(args.path)
+tok = load_tokenizer(args.checkpoint.folder)
 START, END, PAD = vcfg.vision_start_token_id, vcfg.vision_end_token_id, vcfg.image_token_id
 question = "Describe this picture in one sentence."
 chat = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
@@ -587,7 +587,7 @@ book.listing("qwen/mrope.py", "expand_image_tokens", "position_ids", "rope_delta
 # 取角度。文本的三行相同，所以什么也没变；图片 token 的 h 频率随它的行旋转，w 频率随它的列旋转：
 
 # %%
-cfg = Config.load(args.path)
+cfg = args.checkpoint.config
 axes = "".join("thw"[a] for a in mrope_axes(int(cfg.head_dim * cfg.partial_rotary_factor) // 2, cfg.mrope_section))
 rope = RotaryEmbedding(cfg)
 cos3, _ = rope(pos[:, None], torch.float32)  # (1, T, R): the three rows
@@ -742,9 +742,9 @@ book.show("ch10-bill", ch10.token_bill_figure, s, sizes)
 # 一次调用就把两件事都做了）。
 
 # %%
-model = load_model(args.path, dtype=dtype, device=dev)
+model = load_model(args.checkpoint, dtype=dtype, device=dev)
 model.visual = tower  # attached in the open: a model without a tower refuses pixel_values, it reads no file
-stop = checkpoint_stop_tokens(args.path)
+stop = args.checkpoint.stop
 cache = model.new_cache()
 logits = model(torch.tensor([ids], device=dev), cache=cache, pixel_values=pixel_values, image_grid_thw=grid,
                last_only=True)  # the prefill: the tower runs inside, once
@@ -854,7 +854,7 @@ def compare(transformers, path, tower, image, pixel_values, grid, ids, pos):
     print(tr(f"3-D positions equal get_rope_index: {same_pos}", f"3-D 位置与 get_rope_index 相同：{same_pos}"))
 
 
-book.proof(compare, args.path, tower, photo, pixel_values, grid, ids, pos)
+book.proof(compare, args.checkpoint.folder, tower, photo, pixel_values, grid, ids, pos)
 
 # %% [markdown]
 # ## Summary

@@ -85,36 +85,37 @@ import book
 from book import ch11
 from qwen import measure
 from qwen.chat import render
+from qwen.checkpoint import open_checkpoint
 from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet
 from qwen.draft import MTPDraft, Scripted, follow
 from qwen.family import kv_bytes_per_token, linear_layer_bytes
-from qwen.generate import checkpoint_stop_tokens, generate
+from qwen.generate import generate
 from qwen.hub import part_files
 from qwen.lang import tr
 from qwen.model import load_model
 from qwen.mtp import FinalHidden, load_mtp, new_cache, step
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, mtp_shapes, real_config, tensor_shapes
 from qwen.speculative import Rollback, speculate
-from qwen.synthetic import banner, is_synthetic, synthetic_path
+from qwen.synthetic import banner, synthetic_path
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import read_header
 
 args = chapter_args(__doc__)
-missing = ch11.missing_mtp(args.path)
+missing = ch11.missing_mtp(args.checkpoint)
 if missing:  # no usable mtp.* block here: this chapter needs one, so it shows the synthetic one's
     print(tr(f"(no usable MTP block here: {missing}; this chapter runs on the synthetic checkpoint instead)",
              f"（这里没有可用的 MTP 块：{missing}；本章改在合成检查点上运行）"))
-    args.path = synthetic_path()
+    args.checkpoint = open_checkpoint(synthetic_path())
     print(banner(book.in_notebook()))
 real = real_config()
 dev = args.device
 dtype = torch.float32 if dev.type == "cpu" else None  # a CPU multiplies fp32 faster than bf16; elsewhere bf16
-model = load_model(args.path, dtype=dtype, device=dev)  # the main model
-model.mtp = load_mtp(args.path, dtype=dtype, device=dev)  # and its MTP block, attached in the open
-tok = load_tokenizer(args.path)
-SYNTHETIC = is_synthetic(args.path)
+model = load_model(args.checkpoint, dtype=dtype, device=dev)  # the main model
+model.mtp = load_mtp(args.checkpoint, dtype=dtype, device=dev)  # and its MTP block, attached in the open
+tok = load_tokenizer(args.checkpoint.folder)
+SYNTHETIC = args.checkpoint.synthetic
 TAG = tr(" (synthetic weights)", "（合成权重）") if SYNTHETIC else ""  # on every line printed from the weights
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
@@ -140,7 +141,8 @@ book.show("ch11-map", book.model_map.draw, "mtp")
 # 的配置给出的形状（`qwen.sizes.mtp_shapes` 只凭配置就能列出这一块，就像第 1 章里 `tensor_shapes` 列出文本模型那样）：
 
 # %%
-keys = {k: v["shape"] for f in part_files(args.path, "mtp") for k, v in read_header(f).items() if k.startswith("mtp.")}
+keys = {k: v["shape"] for f in part_files(args.checkpoint.folder, "mtp") for k, v in read_header(f).items()
+        if k.startswith("mtp.")}
 real_mtp = {"mtp." + k: v for k, v in mtp_shapes(REAL_TEXT_CONFIG).items()}  # from the config alone (qwen/sizes.py)
 d_real = real.hidden_size
 print(tr(f"{'key':48s} {'this checkpoint':>16s} {'real Qwen3.5-0.8B':>18s}",
@@ -297,7 +299,7 @@ book.listing("qwen/mtp.py")
 # - **`step`** embeds the tokens, takes the main model's positions for them (padding skipped, as the main model
 #   does), runs the block with its cache, and applies the main model's head.
 # - **`load_mtp`** builds the block on the meta device and fills it with the `mtp.*` tensors alone (chapter 1's
-#   `fill`); the chapter attaches it in the open, `model.mtp = load_mtp(path, dtype, device)`: nothing is read
+#   `fill`); the chapter attaches it in the open, `model.mtp = load_mtp(checkpoint, dtype, device)`: nothing is read
 #   from disk behind a later call.
 #
 # ## 3. Why one full-attention layer
@@ -320,7 +322,7 @@ book.listing("qwen/mtp.py")
 # - **`MTP`** 就是第 2 到 5 步，用检查点里的名字（去掉 `mtp.`）；解码层是第 8 章全注意力类型的 `DecoderLayer`。
 # - **`step`** 嵌入 token，取主模型给它们的位置（和主模型一样跳过填充），带着自己的缓存跑这一块，再套上主模型的输出头。
 # - **`load_mtp`** 在 meta 设备上构建这一块，只用 `mtp.*` 张量填充它（第 1 章的 `fill`）；本章把它明明白白地挂上去，
-#   `model.mtp = load_mtp(path, dtype, device)`：之后的调用不会在背后悄悄从磁盘读东西。
+#   `model.mtp = load_mtp(checkpoint, dtype, device)`：之后的调用不会在背后悄悄从磁盘读东西。
 #
 # ## 3. 为什么是一个全注意力层
 # 检查点和本章参考的实现（vLLM、transformers）都没有说明为什么这一块是一个全注意力层而不是 Gated DeltaNet 层；
@@ -404,7 +406,7 @@ book.attempt(219, greedy_accept)
 N, N_SWEEP = 16, 40  # new tokens per run here, and in section 7 (where chance needs more forwards)
 chat = render([{"role": "user", "content": "Explain in two sentences why the sky is blue."}])
 chat_ids = tok.encode(chat)
-stop = checkpoint_stop_tokens(args.path)
+stop = args.checkpoint.stop
 long_plain = list(generate(model, chat_ids, N_SWEEP, stop=stop))  # plain greedy: what every draft is checked against
 reference = torch.tensor([long_plain], device=dev)  # (1, N_SWEEP)
 plain = long_plain[:N]
@@ -1009,7 +1011,7 @@ def compare(transformers, path, h, after, mtp_logits):
                            g @ model.lm_head.weight.float().cpu().T)  # the shared head
 
 
-book.proof(compare, args.path, h, after, mtp_logits)
+book.proof(compare, args.checkpoint.folder, h, after, mtp_logits)
 
 # %% [markdown]
 # ## Summary
@@ -1075,7 +1077,7 @@ book.proof(compare, args.path, h, after, mtp_logits)
 # |DeltaNet 快照，每个线性层|conv (B, C, K − 1)，state (B, Hv, dk, dv) fp32|(B, 6144, 3), (B, 16, 128, 128)|
 
 # %%
-book.notation(args.path)
+book.notation(args.checkpoint)
 
 # %% [markdown]
 # File added in this chapter: `book/ch11.py` (`qwen/mtp.py`, `qwen/draft.py` and `qwen/speculative.py` are its

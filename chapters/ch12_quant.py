@@ -74,7 +74,6 @@ import torch
 import book
 from book import ch12
 from qwen import measure, products, quant
-from qwen.config import Config
 from qwen.course import chapter_args
 from qwen.fast import load_fast
 from qwen.generate import generate
@@ -82,16 +81,15 @@ from qwen.lang import tr
 from qwen.model import load_model
 from qwen.quantized import fake_quantize
 from qwen.sizes import real_config, tensor_shapes
-from qwen.synthetic import is_synthetic
 from qwen.tokenizer import load_tokenizer
-from qwen.weights import load_weights
+from qwen.weights import Weights
 
 args = chapter_args(__doc__)
-cfg = Config.load(args.path)
+cfg = args.checkpoint.config
 real = real_config()
 dev = args.device
-W = load_weights(args.path)  # headers only: each tensor is read when it is asked for
-SYNTHETIC = is_synthetic(args.path)
+W = Weights(args.checkpoint)  # headers only: each tensor is read when it is asked for
+SYNTHETIC = args.checkpoint.synthetic
 TAG = tr(" (synthetic weights)", "（合成权重）") if SYNTHETIC else ""  # on every line printed from the weights
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
@@ -538,16 +536,17 @@ book.attempt(224, next_token_kl, top1_agreement)
 # 重成为唯一的差别；检查点原始权重用 bf16 计算，则显示单单舍入会带来什么。
 
 # %%
-tok = load_tokenizer(args.path)
+tok = load_tokenizer(args.checkpoint.folder)
 every = tok.encode(ch12.TEXT)
 # random weights show nothing more over the whole text than over its start: there, its first 64 tokens (5x faster)
 text_ids = torch.tensor([every[:64] if SYNTHETIC else every], device=dev)  # (1, T)
 read = "" if text_ids.shape[1] == len(every) else tr(
     f" (its first {text_ids.shape[1]} of {len(every)}: on random weights the rest adds only time)",
     f"（{len(every)} 个里的前 {text_ids.shape[1]} 个：随机权重上其余的只会多花时间）")
-model = load_model(args.path, dtype=torch.float32, device=dev)  # fp32: the quantization is the only difference
+model = load_model(args.checkpoint, dtype=torch.float32, device=dev)  # fp32: the quantization is the only difference
 reference = model(text_ids)[0].cpu()  # (T, V); compared on the CPU, in fp64 (which Apple's MPS lacks)
-logits = {"bf16": load_model(args.path, dtype=torch.bfloat16, device=dev)(text_ids)[0].float().cpu()}  # rounding alone
+bf16 = load_model(args.checkpoint, dtype=torch.bfloat16, device=dev)
+logits = {"bf16": bf16(text_ids)[0].float().cpu()}  # rounding alone
 for label, scheme, symmetric in (("int8", "int8", False), ("int4", "int4", True), ("int4+zero", "int4", False)):
     for n, p in model.named_parameters():  # back to the checkpoint's weights (the tied head is one parameter)
         if ch12.tensor_class(n):
@@ -632,8 +631,8 @@ prompt = tok.encode("Alice was beginning to get very tired of")
 prompt_ids = torch.tensor([prompt], device=dev)
 x_mid = torch.randn(1, cfg.intermediate_size, device=dev).to(torch.bfloat16)  # an input of layer 0's down_proj
 for scheme in (None, "int8", "int4"):
-    live = load_fast(args.path, dtype=torch.bfloat16, device=dev, quant=scheme)
-    teaching = load_model(args.path, dtype=torch.bfloat16, device=dev)
+    live = load_fast(args.checkpoint, dtype=torch.bfloat16, device=dev, quant=scheme)
+    teaching = load_model(args.checkpoint, dtype=torch.bfloat16, device=dev)
     teaching = fake_quantize(teaching, scheme) if scheme else teaching  # the same numbers, written out as weights
     held = sum(t.numel() * t.element_size() for t in (*live.parameters(), *live.buffers()))
     said = tok.decode(list(generate(live, prompt, 8, stop=[])))
@@ -785,7 +784,7 @@ book.proof(compare, w)
 # | teacher forcing 的 logits；每个位置的 KL | (T, V)；(T,) | (T, 248320)；(T,) |
 
 # %%
-book.notation(args.path)
+book.notation(args.checkpoint)
 
 # %% [markdown]
 # File added in this chapter: `book/ch12.py` (`qwen/quant.py`, `qwen/gguf_blocks.py` and `qwen/quantized.py` are its

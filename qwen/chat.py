@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from qwen.chat_tools import tool_calls_text, tools_system_text
+from qwen.checkpoint import Checkpoint, open_checkpoint
 
 THINK, END_THINK = "<think>", "</think>"
 PAD = {"image": "<|vision_start|><|image_pad|><|vision_end|>", "video": "<|vision_start|><|video_pad|><|vision_end|>"}
@@ -28,10 +29,10 @@ def render(messages: list[dict], add_generation_prompt: bool = True, thinking: b
     """The prompt text for `messages`: dicts with a role ("system" first only, "user", "assistant", "tool") and a
     content (a string, or a list of parts {"text": ...}, {"type": "image"}, {"type": "video"}); an assistant message
     may also have "reasoning_content" and "tool_calls". `thinking` (True or False) is the generation prompt's mode;
-    a checkpoint's default is default_thinking(path). `tools`: a list of JSON function schemas."""
+    a checkpoint's default is default_thinking(checkpoint). `tools`: a list of JSON function schemas."""
     if not isinstance(thinking, bool):
         raise ValueError(f"thinking must be True or False, got {thinking!r} (the checkpoint's default is "
-                         "qwen.chat.default_thinking(path): off for 0.8B and 2B, on for 4B and up)")
+                         "qwen.chat.default_thinking(checkpoint): off for 0.8B and 2B, on for 4B and up)")
     if not isinstance(messages, (list, tuple)) or not messages:
         raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
     for i, m in enumerate(messages):
@@ -126,17 +127,17 @@ def split_thinking(content):
     return reasoning.strip(), content.split(END_THINK)[-1].lstrip("\n")
 
 
-def default_thinking(path):
+def default_thinking(checkpoint: Checkpoint | str | Path) -> bool:
     """Whether the checkpoint thinks by default: off for 0.8B and 2B, on for 4B and larger (their templates say so).
 
     When the checkpoint ships its template, rendering one message through it decides; otherwise the width does
-    (4B and up have d >= 2560; the synthetic checkpoint, d = 64, behaves like 0.8B).
+    (4B and up have d >= 2560; the synthetic checkpoint, d = 64, behaves like 0.8B). `checkpoint`: as opened by
+    qwen.checkpoint.open_checkpoint, or its folder, opened here.
     """
-    template = checkpoint_template(path)
-    if template is not None:
-        return render_template(template, [{"role": "user", "content": "Hi"}]).endswith(f"{THINK}\n")
-    config = json.loads((Path(path) / "config.json").read_text())
-    return config.get("text_config", config)["hidden_size"] >= 2560
+    checkpoint = open_checkpoint(checkpoint)
+    if checkpoint.template is not None:
+        return render_template(checkpoint.template, [{"role": "user", "content": "Hi"}]).endswith(f"{THINK}\n")
+    return checkpoint.config.hidden_size >= 2560
 
 
 def render_template(template, messages, add_generation_prompt=True, **options):
@@ -158,16 +159,3 @@ def compiled(template):
     env.globals["raise_exception"] = raise_exception
     env.filters["tojson"] = lambda value, indent=None: json.dumps(value, ensure_ascii=False, indent=indent)
     return env.from_string(template)
-
-
-def checkpoint_template(path):
-    """The checkpoint's own jinja chat template (chat_template.jinja or tokenizer_config.json), or None."""
-    file = Path(path) / "chat_template.jinja"
-    if file.is_file():
-        return file.read_text(encoding="utf-8")
-    config = Path(path) / "tokenizer_config.json"
-    if config.is_file():
-        template = json.loads(config.read_text(encoding="utf-8")).get("chat_template")
-        if isinstance(template, str):
-            return template
-    return None

@@ -2,7 +2,10 @@
 and the one map from a dtype's name to torch's dtype.
 
 config.json holds no tensors, only the numbers that decide every shape: widths, head counts, the layer pattern.
-Everything else in qwen/ reads them from here, so this file imports nothing from qwen/.
+Its layout is known here and nowhere else: multimodal (`model_type` "qwen3_5", the text numbers under `text_config`,
+the tower's under `vision_config`) or flat text ("qwen3_5_text"). `read_config` is the one reader of the file;
+qwen/checkpoint.py calls it once when a checkpoint is opened. Everything else in qwen/ takes the numbers from
+here, so this file imports nothing from qwen/ but qwen/lang.py (its errors speak both languages).
 """
 import json
 from dataclasses import dataclass, field
@@ -12,7 +15,7 @@ import torch
 
 from qwen.lang import tr
 
-DEFAULT_MODEL = "Qwen/Qwen3.5-0.8B"
+DEFAULT_MODEL = "Qwen/Qwen3.5-0.8B"  # the real model the course is about: its hub id, typed here once
 DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32,
           "fp16": torch.float16, "float16": torch.float16}
 VISION_ACTS = ("gelu_pytorch_tanh", "gelu")  # the activations the vision tower's MLP knows (qwen/vision.py)
@@ -26,6 +29,33 @@ def dtype_of(dtype: str | torch.dtype | None) -> torch.dtype | None:
         return DTYPES[dtype]
     raise ValueError(tr(f"dtype {dtype!r}: use one of {', '.join(DTYPES)} or a torch dtype",
                         f"dtype {dtype!r}：请用 {', '.join(DTYPES)} 之一，或者一个 torch dtype"))
+
+
+def config_file(path: str | Path) -> Path:
+    """config.json of a checkpoint folder, or the file itself."""
+    return Path(path) / "config.json" if Path(path).is_dir() else Path(path)
+
+
+def read_config(path: str | Path) -> dict:
+    """config.json of a checkpoint folder (or the file itself) as a dict: the one place the file is read."""
+    file = config_file(path)
+    if not file.is_file():
+        raise FileNotFoundError(tr(f"no config.json at {file}: point --model at a Qwen3.5 checkpoint folder",
+                                   f"{file} 处没有 config.json：--model 要指向一个 Qwen3.5 检查点文件夹"))
+    try:
+        return json.loads(file.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(tr(f"{file} is not valid JSON ({e}): download the checkpoint again",
+                            f"{file} 不是有效的 JSON（{e}）：请重新下载检查点")) from None
+
+
+def eos_ids(raw: dict) -> set[int]:
+    """Every end-of-sequence id a config names: its own eos_token_id and, in the multimodal layout, its
+    text_config's (a generation_config.json has only the first)."""
+    ids = set()
+    for eos in (raw.get("eos_token_id"), (raw.get("text_config") or {}).get("eos_token_id")):
+        ids.update(eos if isinstance(eos, list) else [] if eos is None else [eos])
+    return ids
 
 
 @dataclass
@@ -56,17 +86,9 @@ class Config:
 
     @classmethod
     def load(cls, path: str | Path) -> "Config":
-        """Read config.json from a checkpoint folder (or the file itself); multimodal or flat text layout."""
-        file = Path(path) / "config.json" if Path(path).is_dir() else Path(path)
-        if not file.is_file():
-            raise FileNotFoundError(tr(f"no config.json at {file}: point --model at a Qwen3.5 checkpoint folder",
-                                       f"{file} 处没有 config.json：--model 要指向一个 Qwen3.5 检查点文件夹"))
-        try:
-            raw = json.loads(file.read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(tr(f"{file} is not valid JSON ({e}): download the checkpoint again",
-                                f"{file} 不是有效的 JSON（{e}）：请重新下载检查点")) from None
-        return cls.from_dict(raw, file)
+        """The text numbers of config.json in a checkpoint folder (or of the file itself), without opening the
+        checkpoint: for a config alone. A checkpoint's own is qwen.checkpoint.open_checkpoint(path).config."""
+        return cls.from_dict(read_config(path), config_file(path))
 
     @classmethod
     def from_dict(cls, raw: dict, file: str | Path = "config") -> "Config":
@@ -124,15 +146,11 @@ class VisionConfig:
     vision_end_token_id: int = 248054  # <|vision_end|>
 
     @classmethod
-    def load(cls, path: str | Path) -> "VisionConfig":
-        """From a checkpoint folder's config.json; a clear error when it describes no vision tower."""
-        file = Path(path) / "config.json"
-        raw = json.loads(file.read_text()) if file.is_file() else {}
+    def from_dict(cls, raw: dict, file: str | Path = "config") -> "VisionConfig | None":
+        """The tower's numbers from config.json's contents, or None when it describes no vision tower (a text-only
+        checkpoint; `file` names it in error messages)."""
         if not isinstance(raw.get("vision_config"), dict):
-            raise ValueError(tr(f"{path} has no vision tower (no vision_config in config.json): use a multimodal "
-                                f"Qwen3.5 checkpoint such as {DEFAULT_MODEL}",
-                                f"{path} 没有视觉塔（config.json 里没有 vision_config）：请用多模态的 Qwen3.5 检查点，"
-                                f"例如 {DEFAULT_MODEL}"))
+            return None
         v = raw["vision_config"]
         fields = {k: v[k] for k in cls.__dataclass_fields__ if k in v}
         ids = ("image_token_id", "vision_start_token_id", "vision_end_token_id")  # top-level keys

@@ -2,7 +2,8 @@
 
 `--model` takes a folder, a hub id (or a size such as 2B), or `synthetic`. Without it the real Qwen3.5-0.8B is
 found (or downloaded) with `find_model()`; when that is impossible, the synthetic checkpoint stands in and every run
-says, in a banner, that its weights are random.
+says, in a banner, that its weights are random. The folder is opened once (qwen/checkpoint.py): a chapter reads
+`args.checkpoint.config` and hands `args.checkpoint` to the loaders.
 """
 import argparse
 import os
@@ -11,8 +12,10 @@ import sys
 import torch
 
 from qwen import lang
+from qwen.checkpoint import Checkpoint, open_checkpoint
+from qwen.config import DEFAULT_MODEL
 from qwen.hub import ModelNotFound, find_model
-from qwen.synthetic import banner, is_synthetic, synthetic_path
+from qwen.synthetic import banner, synthetic_path
 
 
 def pick_device():
@@ -24,22 +27,24 @@ def pick_device():
     return torch.device("cpu")
 
 
-def open_model(name=None):
-    """Resolve --model to a checkpoint folder; fall back to the synthetic one only when no model was asked for."""
+def open_model(name: str | None = None) -> Checkpoint:
+    """Resolve --model to a checkpoint folder and open it (qwen/checkpoint.py); fall back to the synthetic one only
+    when no model was asked for."""
     if name == "synthetic" or (not name and os.environ.get("QWEN_MODEL") == "synthetic"):  # a notebook's --model
-        path = synthetic_path()
+        folder = synthetic_path()
     elif name:
-        path = find_model(name)  # an explicit request that fails is an error, not a silent fallback
+        folder = find_model(name)  # an explicit request that fails is an error, not a silent fallback
     else:
         try:
-            path = find_model()
+            folder = find_model()
         except ModelNotFound as e:
             print(lang.tr(f"(no real model: {e.reason}; using the synthetic checkpoint)",
                           f"（没有真实模型：{e.reason}；改用合成检查点）"))
-            path = synthetic_path()
-    if is_synthetic(path):
+            folder = synthetic_path()
+    checkpoint = open_checkpoint(folder)
+    if checkpoint.synthetic:
         print(banner(notebook="ipykernel" in sys.modules))  # a notebook has no --model: it reads QWEN_MODEL
-    return path
+    return checkpoint
 
 
 def summary(doc):
@@ -57,8 +62,8 @@ def chapter_parser(doc, **kwargs):
         lang.use(lang.from_command_line(sys.argv[1:]))
     tr = lang.tr
     parser = argparse.ArgumentParser(description=summary(doc), **kwargs)
-    parser.add_argument("--model", help=tr("checkpoint folder, hub id (default Qwen/Qwen3.5-0.8B), size or 'synthetic'",
-                                           "检查点文件夹、hub id（默认 Qwen/Qwen3.5-0.8B）、尺寸或 'synthetic'"))
+    parser.add_argument("--model", help=tr(f"checkpoint folder, hub id (default {DEFAULT_MODEL}), size or 'synthetic'",
+                                           f"检查点文件夹、hub id（默认 {DEFAULT_MODEL}）、尺寸或 'synthetic'"))
     parser.add_argument("--device", help=tr("cpu, cuda or mps (default: the fastest available)",
                                             "cpu、cuda 或 mps（默认：可用的最快设备）"))
     parser.add_argument("--figures", action="store_true", help=tr("draw the chapter's figures into data/figures/",
@@ -72,12 +77,12 @@ def chapter_parser(doc, **kwargs):
 
 
 def chapter_args(doc):
-    """Parse the chapter's command line (chapter_parser) and open the model it names."""
+    """Parse the chapter's command line (chapter_parser) and open the checkpoint it names: args.checkpoint."""
     parser = chapter_parser(doc)
     args = parser.parse_args([] if "ipykernel" in sys.modules else None)  # a notebook's argv is the kernel's
     lang.use(args.lang)
     try:
-        args.path = open_model(args.model)
+        args.checkpoint = open_model(args.model)
     except (FileNotFoundError, ValueError) as e:  # bad input: one clear line, no traceback
         sys.exit(lang.tr(f"error: {e}", f"错误：{e}"))
     args.device = torch.device(args.device) if args.device else pick_device()

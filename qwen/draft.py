@@ -33,8 +33,9 @@ class MTPDraft(Draft):
         super().__init__(k)
         mtp = getattr(model, "mtp", None) if mtp is None else mtp
         if mtp is None:
-            raise ValueError("the model has no MTP head: load it first (model.mtp = qwen.mtp.load_mtp(path, ...), from "
-                             "a checkpoint with mtp.* tensors), or pass another draft")
+            raise ValueError("the model has no MTP head: load it first (model.mtp = "
+                             "qwen.mtp.load_mtp(checkpoint, ...), from a checkpoint with mtp.* tensors), or pass "
+                             "another draft")
         self.model, self.mtp = model, mtp
 
     def start(self, tokens: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor | None) -> None:

@@ -27,8 +27,8 @@ bf16 cached decode teacher-forced against transformers' sdpa path, step by step)
    speculative verify pass) take that step once per token, not the chunked rule padded to 64 tokens.
 5. With last_only, the last layer computes its MLP for the last position only: no later layer reads the others.
 
-load_fast(path, dtype, device) is the entry point: the fast model built on the meta device and filled straight from
-the checkpoint, one copy of the weights (beside it the packed copies, where the CPU packs), shared with no other
+load_fast(checkpoint, dtype, device) is the entry point: the fast model built on the meta device and filled straight
+from the checkpoint, one copy of the weights (beside it the packed copies, where the CPU packs), shared with no other
 model. Each class calls its parent's constructor (on the meta device the parent's separate projections cost nothing)
 and swaps in the fast modules. The in-place kernels they call are in qwen/kernels.py.
 """
@@ -40,6 +40,7 @@ import torch.nn.functional as F
 
 from qwen import deltanet
 from qwen.attention import GatedAttention, attention, causal_mask, gate_heads
+from qwen.checkpoint import Checkpoint
 from qwen.deltanet import GatedDeltaNet
 from qwen.kernels import conv_silu, delta_step, grouped_attention
 from qwen.mlp import MLP
@@ -216,18 +217,20 @@ class Fast(Qwen35):
         return self.lm_head(self.norm(x))  # (B, T or 1, V)
 
 
-def load_fast(path: str | Path, dtype: str | torch.dtype | None = None, device: str | torch.device | None = None,
-              widen: bool | None = None, packing: bool = True, quant: str | None = None) -> Fast:
+def load_fast(checkpoint: Checkpoint | str | Path, dtype: str | torch.dtype | None = None,
+              device: str | torch.device | None = None, widen: bool | None = None, packing: bool = True,
+              quant: str | None = None) -> Fast:
     """The fast model with the checkpoint's weights: called like load_model's, `model(ids, cache=model.new_cache(),
-    mask=None, last_only=False, pixel_values=None, image_grid_thw=None)`. dtype, device: as load_model (built on the
-    meta device, then filled: the joined projections are stacked from the file's tensors, no other copy is made).
+    mask=None, last_only=False, pixel_values=None, image_grid_thw=None)`. checkpoint, dtype, device: as load_model's
+    (built on the meta device, then filled: the joined projections are stacked from the file's tensors, no other
+    copy is made).
     widen: None for the CPU's capability (`bf16_is_native`), or True / False. packing: projections read weights
     packed for oneDNN where this CPU and dtype allow it (qwen/products.py's can_pack; False: F.linear everywhere).
     quant: None, or "int8" / "int4": the projections and the head hold codes and multiply with them
     (qwen/quantized.py; nothing is packed for oneDNN then: the codes are what the products read)."""
     if quant is not None:  # an unknown scheme is refused before any file is opened (load_model does the dtype)
         check_scheme(quant)
-    model = load_model(path, dtype=dtype, device=device, cls=Fast)
+    model = load_model(checkpoint, dtype=dtype, device=device, cls=Fast)
     p = model.embed_tokens.weight
     model.widen = not bf16_is_native(p.device, p.dtype) if widen is None else widen
     if quant is not None:

@@ -7,9 +7,7 @@ keys and values (growing with the text), a DeltaNet layer its conv window and fi
 token's work. Generation stops at a stop token (a chat turn ends with <|im_end|> 248046; the config's eos is
 <|endoftext|> 248044) or at the limit.
 """
-import json
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 import torch
 
@@ -18,20 +16,9 @@ from qwen.sampling import Picker, Sampling, check, emitted, penalise
 IM_END, END_OF_TEXT = 248046, 248044  # stop on both: a chat turn ends with the first, a plain text with the second
 
 
-def checkpoint_stop_tokens(path):
-    """<|im_end|>, <|endoftext|>, and every eos the checkpoint's config and generation config name."""
-    stop = {IM_END, END_OF_TEXT}
-    for name in ("config.json", "generation_config.json"):
-        file = Path(path) / name
-        if file.is_file():
-            raw = json.loads(file.read_text())
-            for eos in (raw.get("eos_token_id"), (raw.get("text_config") or {}).get("eos_token_id")):
-                stop.update(eos if isinstance(eos, list) else [] if eos is None else [eos])
-    return stop
-
-
 def default_stop(model):
-    """stop=None: <|im_end|>, <|endoftext|> and the config's eos (the chat adds the checkpoint's own, see above)."""
+    """stop=None: <|im_end|>, <|endoftext|> and the config's eos (the chat passes the checkpoint's: checkpoint.stop,
+    qwen/checkpoint.py)."""
     eos = getattr(getattr(model, "cfg", None), "eos_token_id", None)
     return {IM_END, END_OF_TEXT} | set(eos if isinstance(eos, list) else [] if eos is None else [eos])
 

@@ -2,9 +2,10 @@
 
 A dense Qwen3.5 on the hub is config.json, the tokenizer files, preprocessor_config.json (the image settings of
 the vision tower), model.safetensors.index.json and the weight files it names (one for the 0.8B; the index maps
-every tensor to its file). The download takes the weight files that hold text or vision tensors and skips one that
-holds only multi-token-prediction tensors; a file comes whole. Text needs only its own files: a cached checkpoint
-without the vision files still counts, and the vision tower, when asked for, says which files to fetch and how.
+every tensor to its file). The download takes every weight file the index names: the text model's, the vision
+tower's and the multi-token-prediction head's; a file comes whole. Text needs only its own files: a cached checkpoint
+without the vision or MTP files (an older download) still counts, and the tower or the head, when asked for, says
+which files to fetch and how. What the folder holds is read once, when it is opened (qwen/checkpoint.py).
 """
 import json
 import os
@@ -12,14 +13,14 @@ import re
 import sys
 from pathlib import Path
 
-from qwen.config import DEFAULT_MODEL, Config
+from qwen.config import DEFAULT_MODEL
 from qwen.lang import tr
 
 DENSE_SIZES = ("0.8B", "2B", "4B", "9B", "27B")  # every dense Qwen3.5 shares this layout
 VISION = "model.visual."  # the vision tower's tensors
 MTP = "mtp."  # the multi-token-prediction head's
 SKIPPED = (MTP, VISION)  # multi-token prediction and vision tower: not part of the text model
-PARTS = ("text", "vision", "mtp")  # the parts of a checkpoint; part_name says what each is
+CHECKPOINT_PARTS = ("text", "vision", "mtp")  # the parts of a checkpoint; part_name says what each is
 META = ["config.json", "generation_config.json", "model.safetensors.index.json", "tokenizer.json",
         "tokenizer_config.json", "chat_template.jinja", "vocab.json", "merges.txt"]  # what text reads besides weights
 VISION_META = ["preprocessor_config.json"]  # the image processor's settings (qwen/image.py)
@@ -45,14 +46,15 @@ class ModelNotFound(FileNotFoundError):
 
 
 def find_model(name=None):
-    """Return a local checkpoint folder. Looks, in order: an explicit path, $QWEN_MODEL (a path or a hub id),
-    data/<name>, the huggingface_hub cache (offline), and only then downloads the text model's files."""
+    """Return a local checkpoint folder (qwen.checkpoint.open_checkpoint opens it). Looks, in order: an explicit
+    path, $QWEN_MODEL (a path or a hub id), data/<name>, the huggingface_hub cache (offline), and only then
+    downloads the checkpoint's files."""
     name = str(name or os.environ.get("QWEN_MODEL") or DEFAULT_MODEL)
     if name in DENSE_SIZES:
         name = f"Qwen/Qwen3.5-{name}"
     path = Path(name).expanduser()
-    if path.is_dir():
-        return checked(path)
+    if path.is_dir():  # yours as it is: opening it (qwen/checkpoint.py) says what is wrong with it, if anything
+        return path
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", name) or name.startswith((".", "/", "~")):
         raise ModelNotFound(tr(f"no checkpoint folder at {path}, and {name!r} is not a hub id like {DEFAULT_MODEL}",
                                f"{path} 处没有检查点文件夹，而 {name!r} 也不是 {DEFAULT_MODEL} 这样的 hub id"),
@@ -60,10 +62,10 @@ def find_model(name=None):
                                "给 --model 一个检查点文件夹、hub id、尺寸（0.8B ... 27B）或 synthetic"))
     local = DATA_DIR / name.split("/")[1]
     if (local / "config.json").is_file():
-        return checked(local)
+        return local
     from huggingface_hub import snapshot_download  # imported here: pure-offline use never needs it
     try:  # a model already in the hub cache is never downloaded again
-        return checked(Path(snapshot_download(name, allow_patterns=META, local_files_only=True)))
+        return complete(Path(snapshot_download(name, allow_patterns=META, local_files_only=True)))
     except FileNotFoundError:  # not cached (huggingface_hub's LocalEntryNotFoundError), or cached incompletely
         pass
     try:
@@ -74,7 +76,7 @@ def find_model(name=None):
                  f"connection (--model synthetic runs without it)...",
                  f"正在把 {name}{size} 下载到 Hugging Face 缓存，只在第一次使用时下载：网速快的话要几分钟"
                  f"（--model synthetic 不需要它也能运行）……"), file=sys.stderr)
-        return checked(Path(snapshot_download(name, allow_patterns=download_files(folder))))
+        return complete(Path(snapshot_download(name, allow_patterns=download_files(folder))))
     except OSError as e:  # what huggingface_hub raises for network, HTTP and disk failures
         why = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
         raise ModelNotFound(
@@ -101,19 +103,14 @@ def part_name(part):
             "mtp": tr("the multi-token-prediction head", "多 token 预测头")}[part]
 
 
-def part_of(key):
-    """Which part of the model a checkpoint key belongs to: "vision", "mtp" or "text"."""
+def key_part(key):
+    """Which of CHECKPOINT_PARTS a checkpoint key belongs to: "vision", "mtp" or "text"."""
     return "vision" if key.startswith(VISION) else "mtp" if key.startswith(MTP) else "text"
 
 
 def text_shards(folder):
     """The weight files that hold text tensors: with an index, skip files that hold only vision/MTP tensors."""
     return shards(folder, lambda k: not k.startswith(SKIPPED))
-
-
-def vision_shards(folder):
-    """The weight files that hold vision-tower tensors (model.visual.*)."""
-    return shards(folder, lambda k: k.startswith(VISION))
 
 
 def download_files(folder):
@@ -129,7 +126,7 @@ def part_files(folder, part="text"):
     folder = Path(folder)
     if not (folder / "model.safetensors.index.json").is_file():
         return sorted(folder.glob("*.safetensors"))
-    files = shards(folder, lambda k: part_of(k) == part)
+    files = shards(folder, lambda k: key_part(k) == part)
     missing = [f for f in files if not (folder / f).is_file()]
     if missing:
         but = "" if part == "text" else tr("; text works without it", "；只用文本的话不需要它")
@@ -161,9 +158,13 @@ def fetch_fix(folder, files):
               f"（hub 上的检查点：hf download <hub id> {names} --local-dir {folder}）")
 
 
-def checked(folder):
-    """A folder counts as a checkpoint when its config is Qwen3.5 and every text weight file is there."""
-    Config.load(folder)
+def complete(folder):
+    """A hub snapshot counts when it has a config.json and every text weight file (else it is fetched again). Whether
+    the config is a Qwen3.5 one is said when the folder is opened (qwen/checkpoint.py: config.json is read once)."""
+    if not (folder / "config.json").is_file():
+        raise ModelNotFound(tr(f"no config.json in {folder}", f"{folder} 里没有 config.json"),
+                            tr("point --model at a Qwen3.5 checkpoint folder",
+                               "--model 要指向一个 Qwen3.5 检查点文件夹"))
     missing = [f for f in text_shards(folder) if not (folder / f).is_file()]
     if missing:
         raise ModelNotFound(tr(f"{folder} lacks {', '.join(missing)}: the download is incomplete",

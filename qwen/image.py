@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
+from qwen.config import VisionConfig
 from qwen.lang import tr
 
 
@@ -43,11 +44,12 @@ class ImageSettings:
     rescale_factor: float = 1 / 255
 
     @classmethod
-    def load(cls, path: str | Path) -> "ImageSettings":
-        """The settings of checkpoint folder `path`: its preprocessor_config.json where it has one, else the values
-        Qwen3.5 publishes; patch, frames per patch and merge size as its vision_config has them in either case."""
-        tower = tower_settings(path)
-        file = Path(path) / "preprocessor_config.json"
+    def load(cls, folder: str | Path, vision: VisionConfig | None) -> "ImageSettings":
+        """The settings of checkpoint folder `folder` (qwen.checkpoint.open_checkpoint reads them, once): its
+        preprocessor_config.json where it has one, else the values Qwen3.5 publishes; patch, frames per patch and
+        merge size as its vision config `vision` has them in either case (None: a checkpoint without a tower)."""
+        tower = {} if vision is None else {ours: getattr(vision, theirs) for ours, theirs in TOWER_KEYS.items()}
+        file = Path(folder) / "preprocessor_config.json"
         if not file.is_file():
             return cls(**tower)
         try:
@@ -79,22 +81,6 @@ class ImageSettings:
 # what the tower is built for: ImageSettings' name -> vision_config's
 TOWER_KEYS = {"patch_size": "patch_size", "temporal_patch_size": "temporal_patch_size",
               "merge_size": "spatial_merge_size"}
-
-
-def tower_settings(path: str | Path) -> dict[str, int]:
-    """{patch_size, temporal_patch_size, merge_size} as config.json's vision_config in folder `path` has them (the
-    ones it lists; none without a vision_config): the sizes the tower's weights are made for."""
-    file = Path(path) / "config.json"
-    if not file.is_file():
-        return {}
-    try:
-        vision = json.loads(file.read_text()).get("vision_config")
-    except json.JSONDecodeError as e:
-        raise ValueError(tr(f"{file} is not valid JSON ({e}): download it again",
-                            f"{file} 不是有效的 JSON（{e}）：请重新下载")) from None
-    if not isinstance(vision, dict):
-        return {}
-    return {ours: vision[theirs] for ours, theirs in TOWER_KEYS.items() if theirs in vision}
 
 
 def load_image(file):
@@ -155,10 +141,15 @@ def patchify(x, s):
     return x.reshape(gh * gw, C * Tp * P * P), gh, gw
 
 
-def preprocess(image, path=None, settings=None):
+def preprocess(image, settings=None):
     """A Pillow image (or an image file) -> pixel_values (N, 3·2·16·16) float32 and image_grid_thw (1, 3) = [[1, gh,
-    gw]], N = gh·gw patches, gh·gw/4 tokens. Settings: `settings`, else checkpoint folder `path`'s, else Qwen3.5's."""
-    s = settings or (ImageSettings.load(path) if path is not None else ImageSettings())
+    gw]], N = gh·gw patches, gh·gw/4 tokens. Settings: `settings` (a checkpoint's: checkpoint.image), else Qwen3.5's."""
+    if settings is not None and not isinstance(settings, ImageSettings):
+        raise TypeError(tr(f"settings must be an ImageSettings (a checkpoint's: checkpoint.image), got "
+                           f"{type(settings).__name__}",
+                           f"settings 必须是 ImageSettings（检查点自己的：checkpoint.image），收到的是 "
+                           f"{type(settings).__name__}"))
+    s = settings or ImageSettings()
     if not isinstance(image, Image.Image):
         image = load_image(image)
     image = to_rgb(image)

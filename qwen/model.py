@@ -6,23 +6,26 @@ layers (a KV cache that grows). The embedding is not scaled and the logits are n
 the embedding; larger sizes store their own. With an image, the vision tower's merged tokens (qwen/vision.py, attached
 as model.visual) replace the embeddings of its <|image_pad|> ids and the prompt gets 3-row M-RoPE positions
 (qwen/mrope.py); the layers are unchanged. Parts beyond the text model are attached in the open, never read from
-disk behind a call: `model.visual = load_vision(path, dtype, device)`, `model.mtp = load_mtp(path, dtype, device)`.
+disk behind a call: `model.visual = load_vision(checkpoint, dtype, device)`, `model.mtp = load_mtp(checkpoint, dtype,
+device)`, each taking the checkpoint as opened once (qwen/checkpoint.py).
 Source: transformers' Qwen3_5TextModel and Qwen3_5ForConditionalGeneration.
 """
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 
 from qwen.attention import GatedAttention, KVCache
-from qwen.config import DTYPES, Config, dtype_of
+from qwen.checkpoint import Checkpoint, open_checkpoint
+from qwen.config import DTYPES, dtype_of
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet
 from qwen.embedding import Embedding
 from qwen.mlp import MLP
 from qwen.mrope import place_images, position_ids, rope_delta
 from qwen.norm import RMSNorm
 from qwen.rope import RotaryEmbedding
-from qwen.weights import fill, load_weights
+from qwen.weights import Weights, fill
 
 
 class DecoderLayer(nn.Module):
@@ -74,8 +77,8 @@ class Qwen35(nn.Module):
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:  # one (V, d) table read in and out: the 0.8B saves 254M parameters this way
             self.lm_head.weight = self.embed_tokens.weight
-        self.visual = None  # the vision tower, when attached: model.visual = load_vision(path, dtype, device)
-        self.mtp = None  # the multi-token-prediction head, when attached: model.mtp = load_mtp(path, dtype, device)
+        self.visual = None  # the vision tower, when attached: model.visual = load_vision(checkpoint, dtype, device)
+        self.mtp = None  # the multi-token-prediction head, when attached: model.mtp = load_mtp(checkpoint, ...)
 
     def new_cache(self):
         return Cache(self.cfg.layer_types)
@@ -98,7 +101,7 @@ class Qwen35(nn.Module):
         pos[:, :1] (the text position of its first token). Returns x, positions and the chunk's own rope_delta."""
         if self.visual is None:
             raise ValueError("pixel_values given, but this model has no vision tower: attach it first, "
-                             "model.visual = qwen.vision.load_vision(path, dtype, device)")
+                             "model.visual = qwen.vision.load_vision(checkpoint, dtype, device)")
         if image_grid_thw is None:
             raise ValueError("pixel_values needs image_grid_thw (one (t, h, w) row per image): qwen.image.preprocess "
                              "returns both")
@@ -141,20 +144,20 @@ class Qwen35(nn.Module):
         return self.lm_head(self.norm(x))  # (B, T, V) in the model dtype
 
 
-def load_model(path: str | Path, dtype: str | torch.dtype | None = None, device: str | torch.device | None = None,
-               cls: type[Qwen35] = Qwen35) -> Qwen35:
+def load_model(checkpoint: Checkpoint | str | Path, dtype: str | torch.dtype | None = None,
+               device: str | torch.device | None = None, cls: type[Qwen35] = Qwen35) -> Qwen35:
     """The model with the checkpoint's weights, in `dtype` (default: the checkpoint's own) on `device` (default cpu).
-    Built on the meta device (no memory), then each parameter becomes the tensor read from the file (qwen/weights.py
-    fill): no fp32 detour, no random init to overwrite, no second copy. Peak memory is about the weights themselves.
-    The text model only: attach the vision tower or the MTP head when you need them (see the module docstring).
-    cls: the model class to build (qwen/fast.py's Fast is one)."""
+    `checkpoint`: as opened by qwen.checkpoint.open_checkpoint (its config, its head tied or not), or its folder,
+    opened here. Built on the meta device (no memory), then each parameter becomes the tensor read from the file
+    (qwen/weights.py fill): no fp32 detour, no random init to overwrite, no second copy. Peak memory is about the
+    weights themselves. The text model only: attach the vision tower or the MTP head when you need them (see the
+    module docstring). cls: the model class to build (qwen/fast.py's Fast is one)."""
     dtype = dtype_of(dtype)  # an unknown name is refused before any file is opened
-    cfg = Config.load(path)  # a clear error for a folder that is not a Qwen3.5 checkpoint
+    checkpoint = open_checkpoint(checkpoint)
+    cfg = replace(checkpoint.config)  # the model's own copy of the numbers
     dtype = dtype or DTYPES.get(cfg.dtype or "")
-    W = load_weights(path)
-    cfg.tie_word_embeddings = W.where.get("lm_head.weight") == W.where.get("embed_tokens.weight")  # stored head wins
     with torch.device("meta"):
         model = cls(cfg)
     with torch.device(device or "cpu"):
         model.rotary = RotaryEmbedding(cfg)  # tables are computed, not loaded: build them for real
-    return fill(model, W, dtype=dtype, device=device, source=path).eval()
+    return fill(model, Weights(checkpoint), dtype=dtype, device=device, source=checkpoint.folder).eval()

@@ -26,7 +26,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from qwen.config import Config, dtype_of
+from qwen.checkpoint import Checkpoint, open_checkpoint
+from qwen.config import dtype_of
 from qwen.lang import tr
 from qwen.model import Cache, DecoderLayer
 from qwen.norm import RMSNorm
@@ -91,17 +92,20 @@ class FinalHidden:
         self.handle.remove()
 
 
-def load_mtp(path: str | Path, dtype: str | torch.dtype | None = None, device: str | torch.device | None = None) -> MTP:
-    """The MTP block of the checkpoint at `path`, in `dtype` (default: as stored) on `device`: built on the meta
-    device, then filled (qwen/weights.py fill) from the mtp.* tensors alone. Attach it in the open, in the main
-    model's dtype and device: `model.mtp = load_mtp(path, dtype, device)`."""
+def load_mtp(checkpoint: Checkpoint | str | Path, dtype: str | torch.dtype | None = None,
+             device: str | torch.device | None = None) -> MTP:
+    """The MTP block of `checkpoint` (opened once, qwen/checkpoint.py, or its folder, opened here), in `dtype`
+    (default: as stored) on `device`: built on the meta device, then filled (qwen/weights.py fill) from the mtp.*
+    tensors alone. Attach it in the open, in the main model's dtype and device:
+    `model.mtp = load_mtp(checkpoint, dtype, device)`."""
     dtype = dtype_of(dtype)  # an unknown name is refused before any file is opened
-    W = Weights(path, "mtp")
+    checkpoint = open_checkpoint(checkpoint)
+    W = Weights(checkpoint, "mtp")
     if not len(W):
-        raise ValueError(tr(f"{path}: the checkpoint has no mtp.* tensors, so no MTP head to draft with: use a "
-                            f"Qwen3.5 checkpoint that ships one (every official one does), or pass another draft",
-                            f"{path}：这个检查点没有 mtp.* 张量，也就没有可以起草的 MTP 头：请用带 MTP 头的 Qwen3.5 "
-                            f"检查点（官方的都带），或者换一个草稿"))
+        raise ValueError(tr(f"{checkpoint.folder}: the checkpoint has no mtp.* tensors, so no MTP head to draft with: "
+                            f"use a Qwen3.5 checkpoint that ships one (every official one does), or pass another draft",
+                            f"{checkpoint.folder}：这个检查点没有 mtp.* 张量，也就没有可以起草的 MTP 头："
+                            f"请用带 MTP 头的 Qwen3.5 检查点（官方的都带），或者换一个草稿"))
     with torch.device("meta"):
-        mtp = MTP(Config.load(path))
+        mtp = MTP(checkpoint.config)
     return fill(mtp, W, dtype=dtype, device=device).eval()

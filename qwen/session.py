@@ -24,7 +24,8 @@ from pathlib import Path
 
 import torch
 
-from qwen.chat import END_THINK, render
+from qwen.chat import END_THINK, default_thinking, render
+from qwen.checkpoint import Checkpoint, open_checkpoint
 from qwen.draft import Draft
 from qwen.generate import TextStream, generate
 from qwen.image import ImageSettings, load_image, preprocess
@@ -35,15 +36,19 @@ from qwen.speculative import speculate
 
 
 class Session:
-    """The conversation, and the cache of everything in it up to the start of the last reply. overrides: Sampling
+    """The conversation, and the cache of everything in it up to the start of the last reply. checkpoint: the one the
+    model was loaded from (qwen/checkpoint.py; or its folder, opened here): its stop ids end a reply, its image
+    settings read a picture, its template says whether it thinks by default (thinking=None). overrides: Sampling
     fields that replace the model card's (qwen.sampling.CARD) for every turn; a seed is offset per turn."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer, stop: set[int], thinking: bool = False,
-                 overrides: dict | None = None, max_new_tokens: int = 1024, system: str | None = None,
-                 draft: Draft | None = None):
-        self.model, self.tok, self.stop = model, tokenizer, stop
-        self.thinking, self.overrides = thinking, overrides or {}
+    def __init__(self, model: torch.nn.Module, tokenizer, checkpoint: Checkpoint | str | Path,
+                 thinking: bool | None = None, overrides: dict | None = None, max_new_tokens: int = 1024,
+                 system: str | None = None, draft: Draft | None = None) -> None:
         self.max_new_tokens = check("max_new_tokens", max_new_tokens)  # bad limits are refused here, at once,
+        self.checkpoint = open_checkpoint(checkpoint)
+        self.model, self.tok, self.stop = model, tokenizer, self.checkpoint.stop
+        self.thinking = default_thinking(self.checkpoint) if thinking is None else thinking
+        self.overrides = overrides or {}
         self.sampling()  # and overrides the card's settings cannot take, not at the first reply
         self.system, self.draft = system, draft  # draft: None for plain decoding
         self.end_think, self.im_start = tokenizer.special_tokens[END_THINK], tokenizer.special_tokens["<|im_start|>"]
@@ -60,18 +65,18 @@ class Session:
         """This turn's settings: the model card's for the current mode, with the overrides."""
         return Sampling.card(self.thinking).but(**self.overrides)
 
-    def attach(self, path, settings: ImageSettings) -> tuple[tuple[int, int], torch.Tensor]:
-        """Read the image file at `path` for the next message, resized with `settings` (the checkpoint's:
-        ImageSettings.load(checkpoint)). Returns (its size (w, h), image_grid_thw). The tower must be loaded."""
+    def attach(self, path, settings: ImageSettings | None = None) -> tuple[tuple[int, int], torch.Tensor]:
+        """Read the image file at `path` for the next message, resized with `settings` (None: the checkpoint's,
+        checkpoint.image). Returns (its size (w, h), image_grid_thw). The tower must be loaded."""
         if self.draft is not None:
             raise ValueError(tr("images cannot go with a draft: this course's speculative decoding "
                                 "(qwen/speculative.py) takes text only; use a session without one",
                                 "图片不能和草稿一起用：本课程的投机解码（qwen/speculative.py）只接受文本；"
                                 "请用不带草稿的会话"))
         if self.model.visual is None:
-            raise ValueError(tr("the model has no vision tower loaded: model.visual = qwen.vision.load_vision(path) "
-                                "first",
-                                "模型还没有加载视觉塔：先 model.visual = qwen.vision.load_vision(path)"))
+            raise ValueError(tr("the model has no vision tower loaded: "
+                                "`model.visual = qwen.vision.load_vision(checkpoint)` first",
+                                "模型还没有加载视觉塔：先 `model.visual = qwen.vision.load_vision(checkpoint)`"))
         file = Path(path).expanduser()
         if not file.is_file():
             if file.is_dir():
@@ -79,7 +84,7 @@ class Session:
                                            f"{file} 处没有图片文件（那是一个文件夹）"))
             raise FileNotFoundError(tr(f"no image file at {file}", f"{file} 处没有图片文件"))
         image = load_image(file)
-        pixels, grid = preprocess(image, settings=settings)  # (N, 3·2·16·16), [[1, gh, gw]]
+        pixels, grid = preprocess(image, settings or self.checkpoint.image)  # (N, 3·2·16·16), [[1, gh, gw]]
         self.pending.append(dict(path=str(file), size=image.size, pixel_values=pixels, image_grid_thw=grid))
         return image.size, grid
 

@@ -8,7 +8,7 @@ each name `checkpoint_shapes` lists, and every chapter prints the
 real 0.8B's numbers beside the checkpoint's own, marked "real Qwen3.5-0.8B". tests/test_practice.py proves the
 shapes equal, name by name and shape by shape, to transformers' modules built on the meta device (the text model,
 the vision tower, the MTP layer), and to the tensors of the synthetic checkpoint. Each part's names are its own
-module's parameter names; PREFIXES says where each part sits in a checkpoint's keys.
+module's parameter names; CHECKPOINT_PREFIXES says where each part sits in a checkpoint's keys.
 """
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -19,7 +19,6 @@ from qwen.config import Config
 # ---------------------------------------------------------------- the real Qwen3.5-0.8B
 
 REAL_NAME = "real Qwen3.5-0.8B"
-REAL_HUB_ID = "Qwen/Qwen3.5-0.8B"
 # The `text_config` of the published config.json (Qwen/Qwen3.5-0.8B on the Hugging Face hub), as public copies of that
 # file give it. Everything else about the real model is computed from it.
 REAL_TEXT_CONFIG = dict(
@@ -49,11 +48,11 @@ def real_config():
 
 # ---------------------------------------------------------------- every tensor, so every parameter
 
-PARTS = ("embedding", "lm_head", "linear_attention", "full_attention", "mlp", "norms", "total")
+PARAM_GROUPS = ("embedding", "lm_head", "linear_attention", "full_attention", "mlp", "norms", "total")  # counted apart
 ZERO_CENTRED = ("input_layernorm", "post_attention_layernorm", "q_norm", "k_norm")  # plus the final `norm`
 # Where each part's tensors sit in a checkpoint: the text model's and the tower's under `model.`, the MTP block's
 # beside them.
-PREFIXES = dict(text="model.language_model.", mtp="mtp.", vision="model.visual.")
+CHECKPOINT_PREFIXES = dict(text="model.language_model.", mtp="mtp.", vision="model.visual.")
 # The tensors the published checkpoints store in fp32, every other one in bf16 (public reports of the published
 # files: Qwen3.5-0.8B has 36 F32 tensors, these two in each of its 18 DeltaNet layers).
 REAL_FP32 = ("linear_attn.A_log", "linear_attn.norm.weight")
@@ -106,7 +105,7 @@ def layer_shapes(cfg: AnyConfig, kind: str) -> Shapes:
 
 def tensor_shapes(cfg: AnyConfig) -> Shapes:
     """{name: shape} of the text model for a text config (a dict of the HF field names, or a Config); names are the
-    checkpoint's minus PREFIXES["text"]."""
+    checkpoint's minus CHECKPOINT_PREFIXES["text"]."""
     c = _fields(cfg)
     d, V = c["hidden_size"], c["vocab_size"]
     shapes = {"embed_tokens.weight": (V, d)}
@@ -150,17 +149,17 @@ def vision_shapes(vision_cfg: AnyConfig) -> Shapes:
 
 def checkpoint_shapes(cfg: AnyConfig, vision_cfg: AnyConfig | None = None, mtp: bool = True) -> Shapes:
     """{checkpoint key: shape} of a whole checkpoint: the text model, the MTP block (unless `mtp` is False) and the
-    vision tower (when `vision_cfg` is given), each part's names under its PREFIXES entry."""
+    vision tower (when `vision_cfg` is given), each part's names under its CHECKPOINT_PREFIXES entry."""
     parts = {"text": tensor_shapes(cfg)}
     if mtp:
         parts["mtp"] = mtp_shapes(cfg)
     if vision_cfg is not None:
         parts["vision"] = vision_shapes(vision_cfg)
-    return {PREFIXES[part] + name: shape for part, shapes in parts.items() for name, shape in shapes.items()}
+    return {CHECKPOINT_PREFIXES[part] + name: shape for part, shapes in parts.items() for name, shape in shapes.items()}
 
 
-def part_of(name):
-    """Which of PARTS a tensor belongs to."""
+def param_group(name):
+    """Which of PARAM_GROUPS a text-model tensor is counted in."""
     if name == "embed_tokens.weight":
         return "embedding"
     if name == "lm_head.weight":
@@ -182,9 +181,9 @@ def numel(shape):
 
 
 def count_by_part(shapes):
-    counts = dict.fromkeys(PARTS, 0)
+    counts = dict.fromkeys(PARAM_GROUPS, 0)
     for name, shape in shapes.items():
-        counts[part_of(name)] += numel(shape)
+        counts[param_group(name)] += numel(shape)
     counts["total"] = sum(v for k, v in counts.items() if k != "total")
     return counts
 

@@ -25,9 +25,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from qwen.config import DEFAULT_MODEL
 from qwen.hub import DATA_DIR
 from qwen.lang import tr
-from qwen.sizes import PREFIXES, REAL_FP32, REAL_VISION_CONFIG, checkpoint_shapes
+from qwen.sizes import CHECKPOINT_PREFIXES, REAL_FP32, REAL_VISION_CONFIG, checkpoint_shapes
 
 VERSION = 5  # bump when the layout or the numbers change: an older data/synthetic is then rebuilt
 MARKER = "qwen_by_hand_synthetic"  # key in config.json that says "these weights are random"
@@ -36,7 +37,7 @@ MARKER = "qwen_by_hand_synthetic"  # key in config.json that says "these weights
 def banner(notebook):
     """What a run on this checkpoint prints first, and how to get the real model instead: a script takes --model; a
     notebook has no command line, so it reads the environment variable QWEN_MODEL, set where Jupyter starts."""
-    real = "Qwen/Qwen3.5-0.8B"
+    real = DEFAULT_MODEL
     if notebook:
         how = tr(f"QWEN_MODEL={real} in the environment Jupyter starts from (QWEN_MODEL={real} bash course.sh lab); "
                  "a download of about 1.7 GB",
@@ -109,7 +110,8 @@ def _value(name, shape, g):
     if name.endswith(".bias"):  # the vision tower's
         return normal(0.02)
     if len(shape) == 1:  # a norm's weight: the zero-centred RMSNorms (scale 1 + w) around their initial 0; the
-        plain = name.endswith("linear_attn.norm.weight") or name.startswith(PREFIXES["vision"])  # gated norm's and
+        plain = (name.endswith("linear_attn.norm.weight")  # the gated norm's and
+                 or name.startswith(CHECKPOINT_PREFIXES["vision"]))
         return normal(0.1, mean=1.0 if plain else 0.0)  # the tower's LayerNorms' plain weights around 1
     return normal(1 / math.sqrt(math.prod(shape[1:])))  # a projection: std 1/sqrt(fan_in) keeps unit scale
 

@@ -22,7 +22,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from qwen.config import DEFAULT_MODEL, VisionConfig, dtype_of
+from qwen.checkpoint import Checkpoint, open_checkpoint
+from qwen.config import DEFAULT_MODEL, dtype_of
 from qwen.lang import tr
 from qwen.rope import rotate_half
 from qwen.weights import Weights, fill
@@ -174,18 +175,24 @@ class VisionTower(nn.Module):
         return self.merger(x)  # (N/4, d)
 
 
-def load_vision(path: str | Path, dtype: str | torch.dtype | None = None,
+def load_vision(checkpoint: Checkpoint | str | Path, dtype: str | torch.dtype | None = None,
                 device: str | torch.device | None = None) -> VisionTower:
-    """The vision tower of checkpoint folder `path`, in `dtype` (default: as stored) on `device`. Built on the meta
-    device, then filled (qwen/weights.py fill): only model.visual.* is read."""
+    """The vision tower of `checkpoint` (opened once, qwen/checkpoint.py, or its folder, opened here), in `dtype`
+    (default: as stored) on `device`. Built on the meta device, then filled (qwen/weights.py fill): only
+    model.visual.* is read."""
     dtype = dtype_of(dtype)  # an unknown name is refused before any file is opened
-    cfg = VisionConfig.load(path)
-    W = Weights(path, "vision")
+    checkpoint = open_checkpoint(checkpoint)
+    if checkpoint.vision is None:
+        raise ValueError(tr(f"{checkpoint.folder} has no vision tower (no vision_config in config.json): use a "
+                            f"multimodal Qwen3.5 checkpoint such as {DEFAULT_MODEL}",
+                            f"{checkpoint.folder} 没有视觉塔（config.json 里没有 vision_config）：请用多模态的 Qwen3.5 "
+                            f"检查点，例如 {DEFAULT_MODEL}"))
+    W = Weights(checkpoint, "vision")
     if not len(W):
-        raise ValueError(tr(f"{path} has no vision tower (no model.visual.* tensors): use a multimodal Qwen3.5 "
-                            f"checkpoint such as {DEFAULT_MODEL}",
-                            f"{path} 没有视觉塔（没有 model.visual.* 张量）：请用多模态的 Qwen3.5 检查点，"
+        raise ValueError(tr(f"{checkpoint.folder} has no vision tower (no model.visual.* tensors): use a multimodal "
+                            f"Qwen3.5 checkpoint such as {DEFAULT_MODEL}",
+                            f"{checkpoint.folder} 没有视觉塔（没有 model.visual.* 张量）：请用多模态的 Qwen3.5 检查点，"
                             f"例如 {DEFAULT_MODEL}"))
     with torch.device("meta"):
-        tower = VisionTower(cfg)
+        tower = VisionTower(checkpoint.vision)
     return fill(tower, W, dtype=dtype, device=device).eval()

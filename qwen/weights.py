@@ -1,11 +1,11 @@
 """Hand out a checkpoint's tensors by name, and put them into a module: the one loader.
 
-A hub checkpoint is a folder: config.json (read by qwen/config.py), one or more .safetensors files, and the
-tokenizer. Everything else in the course asks this file for two things: `Weights` / `load_weights` (name -> tensor,
-read from disk only when asked for, for the text model, the vision tower or the MTP head) and `fill` (each parameter
-of a module becomes its tensor, every name and shape checked). The text model, the vision tower, the MTP head, the
-fast path and every chapter's single layer load through `fill`. Weights are only ever read through safetensors.
-Finding the folder (`find_model`: a path, data/, the hub cache, a download) is qwen/hub.py's job.
+A hub checkpoint is a folder: config.json (read once when it is opened, qwen/checkpoint.py), one or more
+.safetensors files, and the tokenizer. Everything else in the course asks this file for two things: `Weights`
+(name -> tensor, read from disk only when asked for, for the text model, the vision tower or the MTP head) and
+`fill` (each parameter of a module becomes its tensor, every name and shape checked). The text model, the vision
+tower, the MTP head, the fast path and every chapter's single layer load through `fill`. Weights are only ever read
+through safetensors. Finding the folder (`find_model`: a path, data/, the hub cache, a download) is qwen/hub.py's job.
 """
 import json
 import os
@@ -17,12 +17,12 @@ import torch
 import torch.nn as nn
 from safetensors import safe_open
 
-from qwen.config import Config
-from qwen.hub import MTP, SKIPPED, VISION, part_files
+from qwen.checkpoint import Checkpoint, open_checkpoint
+from qwen.hub import CHECKPOINT_PARTS, MTP, SKIPPED, VISION, part_files
 from qwen.lang import tr
 
 TEXT_PREFIXES = ("model.language_model.", "model.")  # multimodal layout first: "model.visual." must not match
-PREFIXES = {"vision": VISION, "mtp": MTP}  # the other parts' keys, stripped to their modules' names
+STRIPPED_PREFIXES = {"vision": VISION, "mtp": MTP}  # the other parts' key prefixes, stripped to their modules' names
 FIX = "download the checkpoint again (the files are incomplete, or belong to another model than its config.json)"
 
 
@@ -63,22 +63,28 @@ def text_name(key):
 
 
 class Weights(Mapping[str, torch.Tensor]):
-    """name -> tensor for one part of a checkpoint folder ("text", "vision" or "mtp"), names stripped of the part's
-    prefix. Only headers are read up front; a tensor is read when asked for. With an index, only the files that hold
-    the part are read: a download may lack those of the vision tower or MTP (qwen/hub.py part_files says so)."""
+    """name -> tensor for one part of a checkpoint ("text", "vision" or "mtp"), names stripped of the part's prefix.
+    Only headers are read up front; a tensor is read when asked for. With an index, only the files that hold the part
+    are read: a download may lack those of the vision tower or MTP (qwen/hub.py part_files says so). `checkpoint`: an
+    opened one (qwen/checkpoint.py), or its folder, opened here."""
 
-    def __init__(self, folder: str | Path, part: str = "text") -> None:
-        self.folder, self.part = Path(folder), part
+    def __init__(self, checkpoint: Checkpoint | str | Path, part: str = "text") -> None:
+        if part not in CHECKPOINT_PARTS:
+            raise ValueError(tr(f"part must be one of {', '.join(CHECKPOINT_PARTS)}, got {part!r}",
+                                f"part 只能是 {', '.join(CHECKPOINT_PARTS)} 之一，收到的是 {part!r}"))
+        checkpoint = open_checkpoint(checkpoint)
+        self.folder, self.part = checkpoint.folder, part
         files = part_files(self.folder, part)
         if not files and part == "text":
-            raise FileNotFoundError(tr(f"no .safetensors files in {folder}", f"{folder} 里没有 .safetensors 文件"))
+            raise FileNotFoundError(tr(f"no .safetensors files in {self.folder}",
+                                       f"{self.folder} 里没有 .safetensors 文件"))
         self.where = {}  # name -> (file, key in that file)
         for f in files:
             for key in read_header(f):
                 if (name := self.name(key)) is not None:
                     self.where[name] = (f, key)
-        # Tied head: the file stores E once and the head reuses it. A stored lm_head wins (as in transformers).
-        if part == "text" and "lm_head.weight" not in self.where and Config.load(folder).tie_word_embeddings:
+        # Tied head (decided when the checkpoint was opened): the file stores E once and the head reuses it.
+        if part == "text" and checkpoint.tied:
             self.where["lm_head.weight"] = self.where["embed_tokens.weight"]
         self.files = {}  # open safetensors handles, one per file
 
@@ -86,7 +92,7 @@ class Weights(Mapping[str, torch.Tensor]):
         """Checkpoint key -> this part's name for it, or None for a tensor of another part."""
         if self.part == "text":
             return text_name(key)
-        prefix = PREFIXES[self.part]
+        prefix = STRIPPED_PREFIXES[self.part]
         return key[len(prefix):] if key.startswith(prefix) else None
 
     def __getitem__(self, name: str) -> torch.Tensor:
@@ -110,11 +116,6 @@ class Weights(Mapping[str, torch.Tensor]):
 
     def __len__(self) -> int:
         return len(self.where)
-
-
-def load_weights(path: str | Path) -> Weights:
-    """All text-model tensors of the checkpoint at `path`, by prefix-stripped name, read lazily."""
-    return Weights(path)
 
 
 def sources(module, name):

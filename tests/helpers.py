@@ -164,7 +164,7 @@ def chat_template(name):
         assert path.is_file(), f"${TEMPLATES_VAR} is {folder}, which has no {name}"
         assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} is not the official template"
         return path.read_text(encoding="utf-8")
-    from qwen.chat import checkpoint_template
+    from qwen.checkpoint import checkpoint_template
 
     for checkpoint in _local_checkpoints():
         text = checkpoint_template(checkpoint)

@@ -7,8 +7,8 @@ import math
 import torch
 from safetensors.torch import save_file
 
+from qwen.config import Config
 from qwen.mtp import MTP
-from qwen.weights import Config
 
 VISION = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16, temporal_patch_size=2,
               spatial_merge_size=2, out_hidden_size=64, num_position_embeddings=64)

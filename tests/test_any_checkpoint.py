@@ -11,8 +11,9 @@ import pytest
 import torch
 from PIL import Image
 
-from helpers import run_chapter
-from qwen.image import ImageSettings, preprocess
+from helpers import picture, run_chapter
+from qwen.checkpoint import open_checkpoint
+from qwen.image import preprocess
 from variants import MTP_DROPPED, four_pixel_patches, incomplete_mtp
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]  # whole chapters, built checkpoints
@@ -28,17 +29,18 @@ def four_pixel(tmp_path_factory):
 
 
 def test_settings_come_from_the_vision_config(four_pixel, synthetic, tmp_path):
-    s = ImageSettings.load(four_pixel)  # no preprocessor_config.json: the tower's sizes, Qwen3.5's budget
+    s = open_checkpoint(four_pixel).image  # no preprocessor_config.json: the tower's sizes, Qwen3.5's budget
     assert (s.patch_size, s.temporal_patch_size, s.merge_size, s.factor) == (4, 2, 2, 8)
     assert (s.min_pixels, s.max_pixels, s.image_mean) == (256 ** 2, 4096 ** 2, (0.5, 0.5, 0.5))
-    s = ImageSettings.load(synthetic)  # the synthetic one's file: Qwen3.5's published values, the tower's sizes
+    s = open_checkpoint(synthetic).image  # the synthetic one's file: Qwen3.5's published values, the tower's sizes
     assert (s.patch_size, s.temporal_patch_size, s.merge_size, s.min_pixels, s.max_pixels) == (16, 2, 2, 256 ** 2,
                                                                                                 4096 ** 2)
     wrong = tmp_path / "wrong"
     shutil.copytree(four_pixel, wrong)
     shutil.copy(synthetic / "preprocessor_config.json", wrong)  # patch 16 for a 4-pixel tower
+    checkpoint = open_checkpoint(wrong)  # text needs no image settings: it opens; a picture's settings say why not
     with pytest.raises(ValueError, match=r"has patch_size 16, but config.json's vision_config has patch_size 4"):
-        ImageSettings.load(wrong)
+        preprocess(picture(40, 30), checkpoint.image)
 
 
 def test_ch10_on_a_disagreeing_preprocessor_config_is_one_line(four_pixel, synthetic, tmp_path):
@@ -97,7 +99,7 @@ def test_the_four_pixel_tower_equals_transformers(four_pixel):
                                          patch_size=v.patch_size, temporal_patch_size=v.temporal_patch_size,
                                          merge_size=v.spatial_merge_size, image_mean=[0.5] * 3, image_std=[0.5] * 3)
     ref = processor(images=[image], return_tensors="pt")
-    pixels, grid = preprocess(image, four_pixel)
+    pixels, grid = preprocess(image, open_checkpoint(four_pixel).image)
     assert torch.equal(grid, ref["image_grid_thw"]) and torch.equal(pixels, ref["pixel_values"])
     assert pixels.shape[1] == 3 * 2 * 4 * 4
     hf = Qwen3_5ForConditionalGeneration.from_pretrained(four_pixel, dtype=torch.float32).model.visual.eval()

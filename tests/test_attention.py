@@ -18,7 +18,7 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5Attention, Qwen3
 from qwen.attention import GatedAttention, KVCache, attention, causal_mask
 from qwen.config import Config
 from qwen.rope import RotaryEmbedding
-from qwen.weights import fill, load_weights
+from qwen.weights import Weights, fill
 
 # Small text configs (one full-attention layer). Each covers something the synthetic checkpoint (H 4, Hkv 2,
 # D 64, R 16, θ 1e7, eps 1e-6) does not.
@@ -125,7 +125,7 @@ def synthetic_layer(synthetic, hf_model):
     """Layer 3 (the first full-attention layer) of the synthetic checkpoint: ours and transformers'."""
     cfg = Config.load(synthetic)
     i = cfg.layer_types.index("full_attention")
-    ours = fill(GatedAttention(cfg), load_weights(synthetic), f"layers.{i}.self_attn.").eval()
+    ours = fill(GatedAttention(cfg), Weights(synthetic), f"layers.{i}.self_attn.").eval()
     theirs = copy.deepcopy(hf_model.model.layers[i].self_attn)
     theirs.config = copy.deepcopy(hf_model.config)
     theirs.config._attn_implementation = "eager"  # the shared fixture runs SDPA: one bf16 rounding apart

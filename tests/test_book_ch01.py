@@ -12,7 +12,7 @@ from book import ch01  # noqa: E402
 from qwen.family import SIZES
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes  # noqa: E402
 from qwen.synthetic import TEXT as SYNTHETIC  # noqa: E402
-from qwen.weights import load_weights  # noqa: E402
+from qwen.weights import Weights  # noqa: E402
 
 LETTERS = {"V": "vocab_size", "d": "hidden_size", "I": "intermediate_size", "H": "num_attention_heads",
            "Hkv": "num_key_value_heads", "D": "head_dim", "Hk": "linear_num_key_heads",
@@ -66,7 +66,7 @@ def figure_text(fig):
 def test_layers_figure(synthetic):
     import matplotlib.pyplot as plt
 
-    W = load_weights(synthetic)
+    W = Weights(synthetic)
     shapes = {n: tuple(W[n].shape) for n in W if n != "lm_head.weight"}
     fig = ch01.layers_figure(shapes, SYNTHETIC["layer_types"], REAL_TEXT_CONFIG, True)
     text = figure_text(fig)

@@ -5,14 +5,14 @@ import pytest
 from book import ch02
 from qwen.bpe import ByteLevelBPE
 from qwen.tokenizer import load_tokenizer
-from qwen.weights import load_weights
+from qwen.weights import Weights
 
 matplotlib.use("Agg")
 
 
 @pytest.fixture(scope="module")
 def parts(synthetic):
-    return load_weights(synthetic)["embed_tokens.weight"], load_tokenizer(synthetic)
+    return Weights(synthetic)["embed_tokens.weight"], load_tokenizer(synthetic)
 
 
 def titles(fig):

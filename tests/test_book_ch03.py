@@ -11,14 +11,14 @@ import torch.nn.functional as F
 from book import ch03
 from qwen.config import Config
 from qwen.norm import GatedRMSNorm, RMSNorm
-from qwen.weights import fill, load_weights
+from qwen.weights import Weights, fill
 
 matplotlib.use("Agg")
 
 
 @pytest.fixture(scope="module")
 def ckpt(synthetic):
-    return Config.load(synthetic), load_weights(synthetic)
+    return Config.load(synthetic), Weights(synthetic)
 
 
 def titles(fig):

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from book import ch05
-from qwen.weights import load_weights
+from qwen.weights import Weights
 
 matplotlib.use("Agg")
 
@@ -38,7 +38,7 @@ def test_activations_by_hand():
 
 
 def test_gate_activations_on_the_checkpoint(synthetic):
-    W = load_weights(synthetic)
+    W = Weights(synthetic)
     x = torch.randn(6, W["layers.0.mlp.gate_proj.weight"].shape[1], generator=torch.Generator().manual_seed(0))
     gate = x @ W["layers.0.mlp.gate_proj.weight"].float().T
     up = x @ W["layers.0.mlp.up_proj.weight"].float().T

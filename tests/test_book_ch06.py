@@ -14,7 +14,7 @@ from qwen import family, sizes
 from qwen.attention import GatedAttention
 from qwen.config import Config
 from qwen.rope import RotaryEmbedding
-from qwen.weights import fill, load_weights
+from qwen.weights import Weights, fill
 
 matplotlib.use("Agg")
 
@@ -44,7 +44,7 @@ def test_attention_maps_show_the_probabilities(synthetic):
 
 def test_gate_distribution_counts_every_value(synthetic):
     cfg = Config.load(synthetic)
-    W = load_weights(synthetic)
+    W = Weights(synthetic)
     attn = fill(GatedAttention(cfg), W, f"layers.{cfg.layer_types.index('full_attention')}.self_attn.")
     x = torch.randn(1, 7, cfg.hidden_size, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():

@@ -10,7 +10,7 @@ from book import ch07  # noqa: E402
 from qwen import family  # noqa: E402
 from qwen.config import Config  # noqa: E402
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet  # noqa: E402
-from qwen.weights import fill, load_weights  # noqa: E402
+from qwen.weights import Weights, fill  # noqa: E402
 
 
 def figure_text(fig):
@@ -35,7 +35,7 @@ def test_bill_is_what_the_caches_hold(synthetic):
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet
 
     cfg = Config.load(synthetic)
-    layer = fill(GatedDeltaNet(cfg), load_weights(synthetic), "layers.0.linear_attn.").to(torch.bfloat16)
+    layer = fill(GatedDeltaNet(cfg), Weights(synthetic), "layers.0.linear_attn.").to(torch.bfloat16)
     x = torch.randn(1, 50, cfg.hidden_size).bfloat16()
     cache = DeltaNetCache()
     with torch.no_grad():
@@ -103,7 +103,7 @@ def test_state_is_fp32_whatever_mamba_ssm_dtype_says(synthetic):
     hcfg.mamba_ssm_dtype = "bfloat16"
     x = torch.randn(1, 9, hcfg.hidden_size).bfloat16()
     theirs, hf_cache = Qwen3_5GatedDeltaNet(hcfg, 0).to(torch.bfloat16), DynamicCache(config=hcfg)
-    ours, cache = fill(GatedDeltaNet(Config.load(synthetic)), load_weights(synthetic), "layers.0.linear_attn.") \
+    ours, cache = fill(GatedDeltaNet(Config.load(synthetic)), Weights(synthetic), "layers.0.linear_attn.") \
         .to(torch.bfloat16), DeltaNetCache()
     with torch.no_grad():
         theirs(x, cache=hf_cache)

@@ -234,20 +234,20 @@ def test_the_fused_kernel_sentence():
 def test_the_formula_counts_the_synthetic_tower(synthetic):
     from safetensors import safe_open
 
-    from qwen.config import VisionConfig
+    from qwen.checkpoint import open_checkpoint
     from qwen.weights import Weights
 
     stored = 0
     for file, key in Weights(synthetic, "vision").where.values():
         with safe_open(file, framework="pt") as f:
             stored += int(np.prod(f.get_slice(key).get_shape()))
-    assert stored == ch10.tower_parameters(VisionConfig.load(synthetic))
+    assert stored == ch10.tower_parameters(open_checkpoint(synthetic).vision)
 
 
 def test_vision_notation(synthetic, capsys):
-    from qwen.config import VisionConfig
+    from qwen.checkpoint import open_checkpoint
 
-    text = ch10.vision_notation(VisionConfig.load(synthetic), "synthetic checkpoint")
+    text = ch10.vision_notation(open_checkpoint(synthetic).vision, "synthetic checkpoint")
     assert capsys.readouterr().out.strip() == text.strip()
     rows = {line.split()[0]: line.split()[-2:] for line in text.splitlines()[1:]}
     assert rows["Dh"] == ["64", "16"] and rows["C"] == ["768", "32"] and rows["d"] == ["1,024", "64"]

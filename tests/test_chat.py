@@ -14,7 +14,8 @@ import pytest
 from jinja2.exceptions import UndefinedError
 
 from helpers import TEMPLATES, chat_template
-from qwen.chat import checkpoint_template, default_thinking, render, render_template, split_thinking
+from qwen.chat import default_thinking, render, render_template, split_thinking
+from qwen.checkpoint import checkpoint_template
 
 HI = [{"role": "user", "content": "Hi"}]
 EMPTY_THINK = "<think>\n\n</think>\n\n"
@@ -222,7 +223,7 @@ def test_examples():
 def test_clear_errors_for_what_the_template_would_misread():
     """Where the template silently ignores or misreads a shape, render says what is wrong instead."""
     with pytest.raises(ValueError, match="thinking must be True or False"):
-        render(HI, thinking=None)  # the default depends on the checkpoint: default_thinking(path)
+        render(HI, thinking=None)  # the default depends on the checkpoint: default_thinking(checkpoint)
     with pytest.raises(ValueError, match="tools must be a list"):
         render(HI, tools={"name": "get_weather"})  # the template would drop it without a word
     with pytest.raises(ValueError, match="tool_calls must be a list"):
@@ -248,8 +249,9 @@ def test_default_thinking(synthetic, tmp_path):
     assert default_thinking(tmp_path) is True
 
 
-def test_default_thinking_from_the_shipped_template(official, tmp_path):
+def test_default_thinking_from_the_shipped_template(official, synthetic, tmp_path):
     template, default = official
+    (tmp_path / "config.json").write_bytes((synthetic / "config.json").read_bytes())  # d = 64: the template decides
     (tmp_path / "chat_template.jinja").write_text(template, encoding="utf-8")
     assert default_thinking(tmp_path) is default
 

@@ -20,9 +20,9 @@ from app.chat import main
 from app.pictures import image_command
 from helpers import ROOT, chat_template
 from qwen.chat import render
+from qwen.checkpoint import open_checkpoint
 from qwen.draft import MTPDraft
-from qwen.generate import checkpoint_stop_tokens, generate
-from qwen.image import ImageSettings
+from qwen.generate import generate
 from qwen.model import load_model
 from qwen.mrope import expand_image_tokens
 from qwen.mtp import load_mtp
@@ -141,9 +141,9 @@ def model(synthetic):
     return model
 
 
-def chat_session(model, tok, stop, speculative=0, **kw):
+def chat_session(model, tok, checkpoint, speculative=0, **kw):
     """A session as the chat makes one: speculative=K drafts K tokens per step with the MTP head."""
-    return Session(model, tok, stop, draft=MTPDraft(model, speculative) if speculative else None, **kw)
+    return Session(model, tok, checkpoint, draft=MTPDraft(model, speculative) if speculative else None, **kw)
 
 
 def fresh_reply(model, tok, stop, messages, thinking, n, images=()):
@@ -176,8 +176,8 @@ def stored(reply, thinking):
 @pytest.mark.parametrize("thinking, speculative", [(False, 0), (True, 0), (False, 2)])
 def test_cache_kept_across_turns_is_exact(model, synthetic, thinking, speculative):
     tok = load_tokenizer(synthetic)
-    stop = checkpoint_stop_tokens(synthetic)
-    chat = chat_session(model, tok, stop, thinking=thinking, overrides=dict(temperature=0.0, presence_penalty=0.0),
+    stop = open_checkpoint(synthetic).stop
+    chat = chat_session(model, tok, synthetic, thinking=thinking, overrides=dict(temperature=0.0, presence_penalty=0.0),
                 max_new_tokens=6, system="Be brief.", speculative=speculative)
     for turn, text in enumerate(["Hi there", "And now? 😀", "一个问题"]):
         history = [dict(m) for m in chat.messages] + [{"role": "user", "content": text}]
@@ -220,8 +220,8 @@ def interrupted(model):
 @pytest.mark.parametrize("when", ["first prefill", "later prefill", "decode"])
 @pytest.mark.parametrize("speculative", [0, 2])
 def test_ctrl_c_leaves_the_chat_as_it_was(model, tok, synthetic, interrupted, when, speculative):
-    stop = checkpoint_stop_tokens(synthetic)
-    chat = chat_session(model, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=4,
+    stop = open_checkpoint(synthetic).stop
+    chat = chat_session(model, tok, synthetic, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=4,
                 speculative=speculative)
     if when != "first prefill":
         "".join(piece for _, piece in chat.respond("Hello"))
@@ -243,8 +243,8 @@ def test_reply_cut_while_thinking_is_kept_as_the_template_reads_it(model, tok, s
     from transformers.utils.chat_template_utils import render_jinja_template
 
     template = chat_template("qwen3_5_0.8b_2b.jinja")
-    stop = checkpoint_stop_tokens(synthetic)
-    chat = chat_session(model, tok, stop, thinking=True, overrides=dict(temperature=0.0, presence_penalty=0.0),
+    stop = open_checkpoint(synthetic).stop
+    chat = chat_session(model, tok, synthetic, thinking=True, overrides=dict(temperature=0.0, presence_penalty=0.0),
                 max_new_tokens=3)
     history = [{"role": "user", "content": "Think hard"}]
     "".join(piece for _, piece in chat.respond("Think hard"))
@@ -325,7 +325,8 @@ def test_scripted_image_session_equals_generate(synthetic, tmp_path):
 
     model, tok = load_fast(synthetic, dtype="fp32"), load_tokenizer(synthetic)
     model.visual = load_vision(synthetic, dtype="fp32")
-    stop, image = checkpoint_stop_tokens(synthetic), preprocess(pic, synthetic)
+    checkpoint = open_checkpoint(synthetic)
+    stop, image = checkpoint.stop, preprocess(pic, checkpoint.image)
     messages = [user("What is this?", pic)]
     for text in ("And now?", None):
         want = fresh_reply(model, tok, stop, messages, False, 6, images=[image])
@@ -347,8 +348,8 @@ def test_image_turns_keep_the_cache_exact(model, tok, synthetic, tmp_path):
     reads each image once, in its own turn."""
     from qwen.image import preprocess
 
-    stop = checkpoint_stop_tokens(synthetic)
-    chat = chat_session(model, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=5)
+    stop = open_checkpoint(synthetic).stop
+    chat = chat_session(model, tok, synthetic, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=5)
     first, second = write_picture(tmp_path, 100, 70), write_picture(tmp_path, 400, 200, seed=3)
     calls = TowerCalls(model.visual)
     try:
@@ -356,8 +357,8 @@ def test_image_turns_keep_the_cache_exact(model, tok, synthetic, tmp_path):
         for turn, (text, pic) in enumerate([("What is this?", first), ("And then?", None), ("Compare", second),
                                             ("Which one?", None)]):
             if pic is not None:
-                chat.attach(pic, ImageSettings.load(synthetic))
-                images.append(preprocess(pic, synthetic))
+                chat.attach(pic)  # the checkpoint's settings
+                images.append(preprocess(pic, chat.checkpoint.image))
             history = [dict(m) for m in chat.messages] + [user(text, *([pic] if pic else []))]
             read = len(calls.patches)
             reply = "".join(piece for _, piece in chat.respond(text))
@@ -377,24 +378,24 @@ def test_image_turns_keep_the_cache_exact(model, tok, synthetic, tmp_path):
 def test_ctrl_c_keeps_the_attached_image(model, tok, synthetic, tmp_path, interrupted):
     from qwen.image import preprocess
 
-    stop = checkpoint_stop_tokens(synthetic)
-    chat = chat_session(model, tok, stop, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=4)
+    stop = open_checkpoint(synthetic).stop
+    chat = chat_session(model, tok, synthetic, overrides=dict(temperature=0.0, presence_penalty=0.0), max_new_tokens=4)
     pic = write_picture(tmp_path, 100, 70)
-    chat.attach(pic, ImageSettings.load(synthetic))
+    chat.attach(pic)
     interrupted.at = interrupted.calls + 1  # the prefill that reads the image
     with pytest.raises(KeyboardInterrupt):
         "".join(piece for _, piece in chat.respond("never answered"))
     assert chat.messages == [] and chat.kept_cache is None and len(chat.pending) == 1
     reply = "".join(piece for _, piece in chat.respond("What is it?"))
-    want = fresh_reply(model, tok, stop, [user("What is it?", pic)], False, 4, images=[preprocess(pic, synthetic)])
+    images = [preprocess(pic, chat.checkpoint.image)]
+    want = fresh_reply(model, tok, stop, [user("What is it?", pic)], False, 4, images=images)
     assert reply == want and chat.pending == [] and len(chat.images) == 1
 
 
 def test_image_refused_with_speculative_and_without_a_tower(model, tok, synthetic, tmp_path, capsys):
     pic = write_picture(tmp_path, 64, 64)
-    stop = checkpoint_stop_tokens(synthetic)
     for arg in (str(pic), "", "drop"):  # attach, list, drop: one line each
-        image_command(chat_session(model, tok, stop, speculative=2), arg, synthetic)
+        image_command(chat_session(model, tok, synthetic, speculative=2), arg)
         assert capsys.readouterr().out == ("/image: pictures cannot go with --speculative (this chat's speculative "
                                            "decoding takes text only): restart the chat without --speculative to "
                                            "attach one\n")
@@ -406,7 +407,7 @@ def test_image_refused_with_speculative_and_without_a_tower(model, tok, syntheti
     config = json.loads((synthetic / "config.json").read_text())
     del config["vision_config"]
     (text_only / "config.json").write_text(json.dumps(config))
-    image_command(chat_session(load_model(text_only, dtype=torch.float32), tok, stop), str(pic), text_only)
+    image_command(chat_session(load_model(text_only, dtype=torch.float32), tok, text_only), str(pic))
     out = capsys.readouterr().out
     assert out.startswith(f"/image: {text_only} has no vision tower (no vision_config in config.json)")
     assert out.count("\n") == 1

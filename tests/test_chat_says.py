@@ -13,8 +13,6 @@ import app.pictures as pictures
 from helpers import chat_template
 from qwen.chat import render_template
 from qwen.config import VisionConfig
-from qwen.generate import checkpoint_stop_tokens
-from qwen.image import ImageSettings
 from qwen.model import load_model
 from qwen.sampling import Sampling
 from qwen.session import Session
@@ -49,7 +47,7 @@ def test_second_turn_rereads_the_reply_the_template_writes_without_its_thinking_
     reply, once a later user message follows, is written without it; so the tokens after the kept cache's
     "<|im_start|>assistant\\n" up to the new user turn are read again, and the stats count exactly those."""
     template, tok = chat_template(name), load_tokenizer(synthetic)
-    chat = Session(model, tok, checkpoint_stop_tokens(synthetic), thinking, dict(temperature=0.0), 6)
+    chat = Session(model, tok, synthetic, thinking, dict(temperature=0.0), 6)
     first = [{"role": "user", "content": "hello"}]
     "".join(piece for _, piece in chat.respond("hello"))
     assert chat.stats["reread"] == 0  # nothing before it
@@ -90,8 +88,8 @@ def test_warning_before_a_slow_picture_on_the_cpu(model, synthetic, tmp_path, mo
     """The rates set by hand (1 and 10 GFLOP/s): the synthetic tower on 1920 × 1080 (120 × 68 patches of width 32,
     12 blocks) is 3.3 + 102.3 GFLOP: about 14 s; the hint is the largest budget quicker than 3 s, checked by hand."""
     monkeypatch.setitem(pictures.RATES, (torch.device("cpu"), torch.float32), (1e9, 10e9))
-    chat = Session(model, load_tokenizer(synthetic), checkpoint_stop_tokens(synthetic))
-    s = ImageSettings.load(synthetic)
+    chat = Session(model, load_tokenizer(synthetic), synthetic)
+    s = chat.checkpoint.image
     linear = 2 * (1536 * 32 + 12 * (4 * 32 ** 2 + 2 * 32 * 128) + 128 ** 2 + 32 * 64) * 8160
     attention = 4 * 8160 ** 2 * 32 * 12
     warning = pictures.tower_warning(chat, (1920, 1080), torch.tensor([[1, 68, 120]]), s)
@@ -110,8 +108,8 @@ def test_lowered_pixel_budget_as_transformers_resizes(model, synthetic, tmp_path
     from transformers import Qwen2VLImageProcessorPil
 
     file = picture(tmp_path, 1920, 1080)
-    chat = Session(model, load_tokenizer(synthetic), checkpoint_stop_tokens(synthetic))
-    pictures.image_command(chat, f"{file} --max-pixels 500000", synthetic)
+    chat = Session(model, load_tokenizer(synthetic), synthetic)
+    pictures.image_command(chat, f"{file} --max-pixels 500000")
     processor = Qwen2VLImageProcessorPil.from_pretrained(synthetic)
     from PIL import Image
     grid = processor(images=[Image.open(file)], size={"shortest_edge": 65536, "longest_edge": 500_000})
@@ -119,7 +117,7 @@ def test_lowered_pixel_budget_as_transformers_resizes(model, synthetic, tmp_path
     out = capsys.readouterr().out
     assert out.startswith("[image 928×512 → 464 tokens; resized from 1920×1080 into the budget of 65,536 to "
                           "500,000 pixels; it goes with your next message]")
-    pictures.image_command(chat, str(file), synthetic, budget=500_000)  # the chat's --max-pixels: the same picture
+    pictures.image_command(chat, str(file), budget=500_000)  # the chat's --max-pixels: the same picture
     assert chat.pending[1]["image_grid_thw"].tolist() == [[1, 32, 58]]
     assert "2 pictures pending for your next message, 928 image tokens" in capsys.readouterr().out
     for arg, why in [(f"{file} --max-pixels 5", "--max-pixels 5 is below the smallest picture the processor makes "
@@ -128,7 +126,7 @@ def test_lowered_pixel_budget_as_transformers_resizes(model, synthetic, tmp_path
                      ("--max-pixels 100000", "no file named"),
                      (f"{file} --max-pixels 99999999", "--max-pixels 99,999,999 is above the checkpoint's budget of "
                       "16,777,216 pixels")]:
-        pictures.image_command(chat, arg, synthetic)
+        pictures.image_command(chat, arg)
         out = capsys.readouterr().out
         assert out.startswith(f"/image: {why}") and out.count("\n") == 1, out
     assert len(chat.pending) == 2

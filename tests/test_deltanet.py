@@ -14,7 +14,7 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import (
 from qwen.config import Config
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet, causal_conv, chunked_delta_rule, recurrent_delta_rule
 from qwen.norm import l2norm
-from qwen.weights import fill, load_weights
+from qwen.weights import Weights, fill
 
 
 def kernel_inputs(B, T, Hk, H, dk, dv, dtype=torch.float64, seed=0, decay=3.0, state=True):
@@ -244,7 +244,7 @@ def twin_layers(hcfg, seed=0):
 
 def synthetic_layers(path, dtype=torch.float32):
     """Layer 0 of the synthetic checkpoint, in ours and in transformers' class."""
-    ours = fill(GatedDeltaNet(Config.load(path)), load_weights(path), "layers.0.linear_attn.").to(dtype)
+    ours = fill(GatedDeltaNet(Config.load(path)), Weights(path), "layers.0.linear_attn.").to(dtype)
     theirs = Qwen3_5GatedDeltaNet(AutoConfig.from_pretrained(path).text_config, 0).to(dtype)
     theirs.load_state_dict(ours.state_dict())
     return ours, theirs

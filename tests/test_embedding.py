@@ -4,13 +4,13 @@ import torch
 
 from qwen.config import Config
 from qwen.embedding import Embedding, head_logits
-from qwen.weights import fill, load_weights
+from qwen.weights import Weights, fill
 
 
 @pytest.fixture(scope="module")
 def ours(synthetic):
     cfg = Config.load(synthetic)
-    return fill(Embedding(cfg.vocab_size, cfg.hidden_size), load_weights(synthetic), "embed_tokens.")
+    return fill(Embedding(cfg.vocab_size, cfg.hidden_size), Weights(synthetic), "embed_tokens.")
 
 
 def test_lookup_equals_transformers(ours, hf_model):

@@ -17,7 +17,7 @@ from qwen.fast import load_fast
 from qwen.kernels import delta_step, grouped_attention
 from qwen.model import load_model
 from qwen.products import bf16_is_native, numerics, product
-from qwen.weights import load_weights
+from qwen.weights import Weights
 
 TIED_GQA3 = "Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3"
 
@@ -187,7 +187,7 @@ def test_fast_owns_its_weights(folders):
     want, got = model(ids), fast(ids)
     storage = lambda m: {p.untyped_storage().data_ptr() for p in m.parameters()}  # noqa: E731
     assert not storage(model) & storage(fast)
-    W = load_weights(folder)
+    W = Weights(folder)
     layer = fast.layers[0]
     rows = [W[f"layers.0.linear_attn.{n}.weight"] for n in ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")]
     assert torch.equal(layer.linear_attn.in_proj.weight, torch.cat(rows))

@@ -34,11 +34,12 @@ def populate_cache(cache, repo_id, src):
 
 
 def find(tmp_path, *names, **env):
-    """find_model(name) for each name (none: the default) in one fresh process with an empty data/ dir.
-    Returns (exit code, output): one line per name, the folder or 'ERROR <message>' (exit code 3 on any error)."""
-    code = ("import sys, pathlib, qwen.hub; qwen.hub.DATA_DIR = pathlib.Path(sys.argv[1]); rc = 0\n"
+    """find_model(name) for each name (none: the default), opened as a chapter opens it (open_checkpoint: a wrong
+    config says so there), in one fresh process with an empty data/ dir. Returns (exit code, output): one line per
+    name, the folder or 'ERROR <message>' (exit code 3 on any error)."""
+    code = ("import sys, pathlib, qwen.hub, qwen.checkpoint; qwen.hub.DATA_DIR = pathlib.Path(sys.argv[1]); rc = 0\n"
             "for name in sys.argv[2:] or [None]:\n"
-            "    try: print(qwen.hub.find_model(name))\n"
+            "    try: print(qwen.checkpoint.open_checkpoint(qwen.hub.find_model(name)).folder)\n"
             "    except FileNotFoundError as e: print('ERROR', e); rc = 3\n"
             "sys.exit(rc)")
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "QWEN_"))}
@@ -146,7 +147,7 @@ def test_open_model_falls_back_with_the_reason(monkeypatch, capsys, synthetic):
     def missing(name=None):
         raise ModelNotFound("Qwen/Qwen3.5-0.8B is not here", "download it")
     monkeypatch.setattr(qwen.course, "find_model", missing)
-    assert qwen.course.open_model(None) == synthetic
+    assert qwen.course.open_model(None).folder == synthetic
     first = capsys.readouterr().out.splitlines()[0]
     assert first == "(no real model: Qwen/Qwen3.5-0.8B is not here; using the synthetic checkpoint)"
     with pytest.raises(ModelNotFound, match="is not here. Fix: download it"):
@@ -159,7 +160,7 @@ def test_qwen_model_synthetic_in_a_notebook(monkeypatch, capsys, synthetic):
     import qwen.course
 
     monkeypatch.setenv("QWEN_MODEL", "synthetic")
-    assert qwen.course.open_model(None) == synthetic
+    assert qwen.course.open_model(None).folder == synthetic
     assert capsys.readouterr().out.startswith("*** SYNTHETIC WEIGHTS")
 
 
@@ -199,9 +200,9 @@ def test_the_download_asks_for_the_vision_and_mtp_files(split):
     preprocessor_config.json come; the README, .gitattributes and the video settings do not."""
     from huggingface_hub.utils import filter_repo_objects
 
-    from qwen.hub import META, download_files, text_shards, vision_shards
+    from qwen.hub import META, download_files, part_files, text_shards
 
-    assert text_shards(split) == [TEXT_SHARD] and vision_shards(split) == [VISION_SHARD]
+    assert text_shards(split) == [TEXT_SHARD] and part_files(split, "vision") == [split / VISION_SHARD]
     repo = sorted(f.name for f in split.iterdir()) + ["README.md", ".gitattributes", "video_preprocessor_config.json"]
     fetched = set(filter_repo_objects(repo, allow_patterns=download_files(split)))
     want = ({f for f in META if (split / f).is_file()}
@@ -216,6 +217,7 @@ def test_a_cache_without_the_vision_files_still_serves_text(tmp_path, split, syn
     from transformers import Qwen2VLImageProcessorPil
 
     from helpers import picture
+    from qwen.checkpoint import open_checkpoint
     from qwen.hub import ModelNotFound
     from qwen.image import preprocess
     from qwen.model import load_model
@@ -237,7 +239,7 @@ def test_a_cache_without_the_vision_files_still_serves_text(tmp_path, split, syn
         assert torch.equal(load_model(snap, dtype="fp32")(ids), load_model(synthetic, dtype="fp32")(ids))
     image = picture(300, 200)
     ref = Qwen2VLImageProcessorPil.from_pretrained(synthetic)(images=[image], return_tensors="pt")
-    pixels, grid = preprocess(image, snap)  # no preprocessor_config.json: the values Qwen3.5 publishes
+    pixels, grid = preprocess(image, open_checkpoint(snap).image)  # no preprocessor_config.json: Qwen3.5's values
     assert torch.equal(pixels, ref["pixel_values"]) and torch.equal(grid, ref["image_grid_thw"])
     with pytest.raises(ModelNotFound) as missing:
         load_vision(snap)

@@ -4,11 +4,14 @@ seeds, stop tokens, batching and streaming text.
 The loop is exercised on two models with the pinned API (model(ids, cache, mask, last_only), new_cache()):
 transformers' own model behind a thin adapter (so the loop is proven on its own), and qwen.model.
 Run: pytest -q tests/test_generate.py (about a minute)."""
+import json
+
 import pytest
 import torch
 
+from qwen.checkpoint import open_checkpoint
 from qwen.fast import load_fast
-from qwen.generate import END_OF_TEXT, IM_END, TextStream, checkpoint_stop_tokens, generate, pad_left
+from qwen.generate import END_OF_TEXT, IM_END, TextStream, generate, pad_left
 from qwen.model import load_model
 from qwen.sampling import CARD, Sampling, filter_logits
 
@@ -299,9 +302,12 @@ def test_top_p_keeps_the_token_that_crosses():
 
 
 def test_checkpoint_stop_tokens(synthetic, tmp_path):
-    assert checkpoint_stop_tokens(synthetic) == {IM_END, END_OF_TEXT}
+    assert open_checkpoint(synthetic).stop == {IM_END, END_OF_TEXT}
+    config = json.loads((synthetic / "config.json").read_text())
+    config["text_config"]["eos_token_id"] = 5  # the multimodal layout's own eos, beside the top level's
+    (tmp_path / "config.json").write_text(json.dumps(config))
     (tmp_path / "generation_config.json").write_text('{"eos_token_id": [248046, 248044, 7]}')
-    assert checkpoint_stop_tokens(tmp_path) == {IM_END, END_OF_TEXT, 7}
+    assert open_checkpoint(tmp_path).stop == {IM_END, END_OF_TEXT, 5, 7}
 
 
 TEXTS = ["你好，世界！今天天气很好。", "emoji: 👍🏽 👩‍👩‍👧‍👦 🇯🇵 ❤️‍🔥 done", "混合 text 和 😀 表情\n<|im_end|>"]

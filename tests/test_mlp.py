@@ -9,7 +9,7 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5MLP
 
 from qwen.config import Config
 from qwen.mlp import MLP
-from qwen.weights import fill, load_weights
+from qwen.weights import Weights, fill
 
 
 def inputs(shape, seed, dtype=torch.float32):
@@ -23,7 +23,7 @@ def cfg(synthetic):
 
 @pytest.mark.parametrize("layer", [0, 3, 23])  # a DeltaNet layer, a full-attention layer, the last one
 def test_checkpoint_layer_equals_transformers(synthetic, cfg, hf_model, layer):
-    ours = fill(MLP(cfg), load_weights(synthetic), f"layers.{layer}.mlp.")
+    ours = fill(MLP(cfg), Weights(synthetic), f"layers.{layer}.mlp.")
     theirs = hf_model.model.layers[layer].mlp  # transformers read the same checkpoint itself
     x = inputs((2, 5, cfg.hidden_size), layer) * 3
     with torch.no_grad():
@@ -81,7 +81,7 @@ def test_each_token_alone():
 
 
 def test_parameter_names_are_checkpoint_names(cfg, synthetic):
-    names = {k[len("layers.0.mlp."):] for k in load_weights(synthetic) if k.startswith("layers.0.mlp.")}
+    names = {k[len("layers.0.mlp."):] for k in Weights(synthetic) if k.startswith("layers.0.mlp.")}
     assert set(dict(MLP(cfg).named_parameters())) == names == {"gate_proj.weight", "up_proj.weight",
                                                                "down_proj.weight"}
 

@@ -132,8 +132,8 @@ def test_one_rounding_two_steps_on_the_checkpoint(synthetic):
     transformers' order, not 1 (the bound by hand: test_one_rounding_is_within_two_steps_and_closer); and the
     course's module is transformers' order, bit for bit. The share of outputs that differ is printed, not bounded:
     it depends on the weights and the inputs, and nothing the chapter says rests on it."""
-    from qwen.weights import load_weights
-    w = load_weights(synthetic)["layers.0.linear_attn.norm.weight"]
+    from qwen.weights import Weights
+    w = Weights(synthetic)["layers.0.linear_attn.norm.weight"]
     ours, theirs = GatedRMSNorm(w.shape[0]).bfloat16(), Qwen3_5RMSNormGated(w.shape[0]).bfloat16()
     with torch.no_grad():
         ours.weight.copy_(w)

@@ -179,16 +179,16 @@ def test_notebook_prints_what_the_script_prints(executed, chapter_outputs, name,
 @pytest.mark.slow
 def test_ch01_shows_the_proof(executed, hf_model, synthetic):
     """With transformers installed the notebook runs the proof cell: transformers reads the same tensors. The count
-    and the name check are transformers' own state dict against load_weights, taken here; the difference is 0.0 by
+    and the name check are transformers' own state dict against Weights, taken here; the difference is 0.0 by
     an identity (both read the same bytes, and fp32 holds every bf16 number)."""
-    from qwen.weights import load_weights
+    from qwen.weights import Weights
 
     nb, error = executed("ch01_weights")
     assert error is None, error
     out = stdout_of(nb.cells)
     theirs = sorted(k.removeprefix("model.") for k in hf_model.state_dict())  # the tied head listed once more
-    assert theirs == sorted(load_weights(synthetic))
-    assert f"{len(theirs)} tensors, the same names as load_weights: True; max |ours - theirs| over all of them: " \
+    assert theirs == sorted(Weights(synthetic))
+    assert f"{len(theirs)} tensors, the same names as Weights: True; max |ours - theirs| over all of them: " \
            "0.0" in out
     assert "exercise 202 (Count the parameters from the config): replace the line that raises " \
            "NotImplementedError" in out

@@ -36,7 +36,7 @@ from qwen.sizes import (
     vision_shapes,
 )
 from qwen.synthetic import TEXT as SYNTHETIC_TEXT, VISION as SYNTHETIC_VISION
-from qwen.weights import load_weights, read_header
+from qwen.weights import Weights, read_header
 
 PROBLEMS = problems()
 WRONG = [(n, m) for n, p in PROBLEMS.items() for m in p.mistakes]  # every known mistake, one source each
@@ -273,7 +273,7 @@ def test_202_real_figures():
 def test_202_oracle_equals_the_synthetic_checkpoint(synthetic):
     """The synthetic checkpoint's text tensors are exactly the ones the oracle lists for its config."""
     cfg = dataclasses.asdict(Config.load(synthetic))
-    W = load_weights(synthetic)
+    W = Weights(synthetic)
     stored = {name: tuple(W[name].shape) for name in W if name != "lm_head.weight" or not cfg["tie_word_embeddings"]}
     assert stored == tensor_shapes(cfg)
     example = next(c for c in cases_of(202) if c.note == "the synthetic checkpoint")

@@ -28,7 +28,7 @@ from qwen.measure import next_token_kl, top1_agreement
 from qwen.model import load_model
 from qwen.quant import quantize_int4, quantize_int4_zero, quantize_int8
 from qwen.quantized import QuantEmbedding, QuantLinear, fake_quantize, has_kernel, quantize_model
-from qwen.weights import load_weights
+from qwen.weights import Weights
 
 SCHEMES = {"int8": ("int8", False), "int4": ("int4", False), "int4 symmetric": ("int4", True)}
 TIED, UNTIED = "Hv=Hk, GQA 1, tied", "Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3"
@@ -97,7 +97,7 @@ def test_embedding_rows_equal_the_codes(folders, which, scheme):
     name, symmetric = SCHEMES[scheme]
     model = quantize_model(load_fast(folder, torch.bfloat16), name, symmetric=symmetric)
     teaching = fake_quantize(load_model(folder, torch.bfloat16), name, symmetric=symmetric)
-    E = load_weights(folder)["embed_tokens.weight"].bfloat16()
+    E = Weights(folder)["embed_tokens.weight"].bfloat16()
     ids = ids_for(E.shape[0], shape=(2, 9))
     want = exact_weight(E, name, symmetric, torch.bfloat16).bfloat16()[ids]
     got = model.embed_tokens(ids)

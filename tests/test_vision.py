@@ -28,6 +28,7 @@ from transformers import Qwen2VLImageProcessorPil, Qwen3_5Config, Qwen3_5VisionC
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5Model, Qwen3_5VisionModel
 
 from helpers import bf16_steps, picture
+from qwen.checkpoint import open_checkpoint
 from qwen.config import VISION_ACTS, VisionConfig
 from qwen.image import ImageSettings, load_image, preprocess, smart_resize
 from qwen.mrope import expand_image_tokens, place_images, position_ids, rope_delta, tokens_per_image
@@ -81,7 +82,7 @@ def test_preprocess_equals_the_reference_processor(name):
 
 def test_preprocess_reads_the_checkpoint_settings(synthetic):
     image = picture(300, 200)
-    ours, grid = preprocess(image, synthetic)
+    ours, grid = preprocess(image, open_checkpoint(synthetic).image)
     ref = Qwen2VLImageProcessorPil.from_pretrained(synthetic)(images=[image], return_tensors="pt")
     assert torch.equal(grid, ref["image_grid_thw"]) and torch.equal(ours, ref["pixel_values"])
     # by hand: 60 000 pixels < 65 536, so both sides grow by √(65536/60000) = 1.045 and round up to multiples of 32:
@@ -115,6 +116,8 @@ def test_errors_are_one_clear_line(tmp_path):
         preprocess(picture(1, 300))
     with pytest.raises(ValueError, match="pixel budget of 1,024 to 2,048"):
         smart_resize(32, 6300, ImageSettings(min_pixels=1024, max_pixels=2048))  # ≥ 32 × 6304 pixels needed
+    with pytest.raises(TypeError, match="settings must be an ImageSettings .*checkpoint.image.*got PosixPath"):
+        preprocess(picture(64, 64), tmp_path)  # a folder, where the checkpoint's settings go
 
 
 # ------------------------------------------------------------------------------------------------------- the tower
@@ -281,7 +284,7 @@ def test_attention_runs_the_fused_kernel(synthetic, dtype):
     """On the CPU, scaled_dot_product_attention runs flash attention (which never holds the n × n scores), named by
     the profiler, and never the plain kernel that stores them. Planted: 3-D (H, n, Dh) inputs, as torch's fused
     kernels take only 4-D ones: the plain kernel runs, in both dtypes."""
-    pixels, grid = preprocess(picture(280, 180, seed=3), synthetic)  # 14 × 20 patches
+    pixels, grid = preprocess(picture(280, 180, seed=3), open_checkpoint(synthetic).image)  # 14 × 20 patches
     tower = load_vision(synthetic, dtype=dtype)
     with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         tower(pixels, grid)
@@ -294,13 +297,15 @@ PEAK_CHILD = """
 import ctypes, sys, torch
 sys.path.insert(0, sys.argv[2])
 from helpers import picture
+from qwen.checkpoint import open_checkpoint
 from qwen.image import preprocess
 from qwen.vision import load_vision
 torch.set_num_threads(1)
 def mib(field):  # /proc/self/status: VmRSS resident now, VmHWM the peak since the last reset
     return next(int(line.split()[1]) for line in open('/proc/self/status') if line.startswith(field)) / 1024
-tower = load_vision(sys.argv[1], dtype=torch.float32)
-pixels, grid = preprocess(picture(1920, 1080), sys.argv[1])
+checkpoint = open_checkpoint(sys.argv[1])
+tower = load_vision(checkpoint, dtype=torch.float32)
+pixels, grid = preprocess(picture(1920, 1080), checkpoint.image)
 with torch.no_grad():
     tower(pixels[:16], torch.tensor([[1, 2, 8]]))  # a tiny image first: whatever is allocated once is allocated
     if hasattr(ctypes.CDLL(None), 'malloc_trim'):  # glibc: memory freed so far leaves, or it would hide new use
@@ -357,7 +362,8 @@ def test_synthetic_tower_equals_transformers(synthetic, hf_visual, hf_visual16):
     """fp32 within 1e-5 of the output's scale. bf16 (the checkpoint's dtype): every output token within 8 bf16 steps of
     transformers' bf16 tower (measured 3.25), each module fed transformers' input within MODULE_STEPS (measured 0,
     attention 1) with its rotary tables exact; and no further from the fp32 truth than twice transformers' own."""
-    pixels, grid = preprocess(picture(280, 180, seed=3), synthetic)  # 224 × 320 after resizing: 70 tokens
+    settings = open_checkpoint(synthetic).image
+    pixels, grid = preprocess(picture(280, 180, seed=3), settings)  # 224 × 320 after resizing: 70 tokens
     tower = load_vision(synthetic, dtype=torch.float32)
     assert tower.cfg.depth == 12 and tower.cfg.num_position_embeddings == 2304  # the real 0.8B's
     with torch.no_grad():
@@ -502,7 +508,8 @@ def test_the_model_reads_the_image_as_transformers_does(synthetic, hf_cond):
     model = load_model(synthetic, dtype="fp32")
     assert model.visual is None  # text work never reads the tower
     model.visual = load_vision(synthetic, dtype=torch.float32)  # attached in the open
-    pixels, grid = preprocess(picture(200, 120, seed=5), synthetic)  # 224 × 352 pixels: 77 image tokens
+    settings = open_checkpoint(synthetic).image
+    pixels, grid = preprocess(picture(200, 120, seed=5), settings)  # 224 × 352 pixels: 77 image tokens
     ids, _ = prompt(3, tuple(grid[0, 1:].tolist()), 4, seed=6)
     ids = torch.tensor([ids])
     with torch.no_grad():
@@ -525,7 +532,7 @@ def image_prompt(synthetic):
 
     model = load_model(synthetic, dtype="fp32")
     model.visual = load_vision(synthetic, dtype=torch.float32)
-    pixels, grid = preprocess(picture(150, 260, seed=7), synthetic)
+    pixels, grid = preprocess(picture(150, 260, seed=7), open_checkpoint(synthetic).image)
     ids, _ = prompt(4, tuple(grid[0, 1:].tolist()), 5, seed=8)
     ids = torch.tensor([ids])
     with torch.no_grad():

@@ -1,4 +1,4 @@
-"""qwen/config.py and qwen/weights.py: Config, load_weights and fill, against transformers' reading of the same
+"""qwen/config.py and qwen/weights.py: Config, Weights and fill, against transformers' reading of the same
 checkpoints; every error path of the one loader, for the text model, the fast path, the vision tower and the MTP
 head alike."""
 import json
@@ -13,7 +13,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, Qwen3_5ForConditional
 
 from qwen.config import Config
 from qwen.norm import RMSNorm
-from qwen.weights import fill, load_weights
+from qwen.weights import Weights, fill
 
 
 def hf_name(name):
@@ -26,16 +26,16 @@ def test_transformers_loads_synthetic_with_no_missing_keys(synthetic):
         assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"], info
 
 
-def test_load_weights_equals_transformers(synthetic, hf_model):
-    W = load_weights(synthetic)
+def test_weights_equal_transformers(synthetic, hf_model):
+    W = Weights(synthetic)
     sd = hf_model.state_dict()
     assert {hf_name(n) for n in W} == set(sd)
     for name in W:
         assert torch.equal(W[name].float(), sd[hf_name(name)]), name
 
 
-def test_load_weights_is_lazy(synthetic):
-    W = load_weights(synthetic)
+def test_weights_are_lazy(synthetic):
+    W = Weights(synthetic)
     assert W.files == {}, "no file should be opened for data before a tensor is asked for"
     W["norm.weight"]
     assert len(W.files) == 1
@@ -44,7 +44,7 @@ def test_load_weights_is_lazy(synthetic):
 def test_skips_mtp_and_vision(synthetic):
     index = json.loads((synthetic / "model.safetensors.index.json").read_text())["weight_map"]
     assert any(k.startswith("mtp.") for k in index) and any(k.startswith("model.visual.") for k in index)
-    assert not any(n.startswith(("mtp.", "visual.", "model.")) for n in load_weights(synthetic))
+    assert not any(n.startswith(("mtp.", "visual.", "model.")) for n in Weights(synthetic))
 
 
 def test_config_equals_transformers(synthetic):
@@ -118,10 +118,10 @@ def test_truncated_file(synthetic, tmp_path):
     data = shard.read_bytes()
     shard.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match=r"truncated: its header promises [\d,]+ bytes, the file has [\d,]+"):
-        load_weights(ckpt)
+        Weights(ckpt)
     shard.write_bytes(data[:5])  # not even the 8-byte length
     with pytest.raises(ValueError, match="truncated or not a safetensors file"):
-        load_weights(ckpt)
+        Weights(ckpt)
 
 
 def single_file_checkpoint(synthetic, folder, rename=None, text_only=False):
@@ -142,7 +142,7 @@ def single_file_checkpoint(synthetic, folder, rename=None, text_only=False):
 
 def test_single_file_checkpoint(synthetic, tmp_path, hf_model):
     ckpt = single_file_checkpoint(synthetic, tmp_path / "single")
-    W = load_weights(ckpt)
+    W = Weights(ckpt)
     sd = hf_model.state_dict()
     assert {hf_name(n) for n in W} == set(sd)
     assert all(torch.equal(W[n].float(), sd[hf_name(n)]) for n in W)
@@ -155,7 +155,7 @@ def test_model_prefix_checkpoint(synthetic, tmp_path):
     ckpt = single_file_checkpoint(synthetic, tmp_path / "causal", rename=rename, text_only=True)
     theirs, info = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
-    W, sd = load_weights(ckpt), theirs.state_dict()
+    W, sd = Weights(ckpt), theirs.state_dict()
     assert {hf_name(n) for n in W} == set(sd)
     assert all(torch.equal(W[n].float(), sd[hf_name(n)]) for n in W)
 
@@ -167,14 +167,14 @@ def test_stored_head_wins_over_tying(synthetic, tmp_path):
     tensors["lm_head.weight"] = torch.randn_like(tensors["model.language_model.embed_tokens.weight"].float()).bfloat16()
     save_file(tensors, ckpt / "model.safetensors")
     theirs = AutoModelForCausalLM.from_pretrained(ckpt)
-    W = load_weights(ckpt)
+    W = Weights(ckpt)
     assert torch.equal(W["lm_head.weight"].float(), theirs.lm_head.weight)
     assert not torch.equal(W["lm_head.weight"], W["embed_tokens.weight"])
 
 
 def test_fill_copies_and_checks(synthetic):
     """A module built with real tensors keeps its dtype (fp32 here: bf16 widens exactly) and its requires_grad."""
-    W = load_weights(synthetic)
+    W = Weights(synthetic)
     d = Config.load(synthetic).hidden_size
     norm = fill(RMSNorm(d), W, "norm.")
     assert torch.equal(norm.weight, W["norm.weight"].float()) and norm.weight.requires_grad
@@ -213,7 +213,7 @@ def test_the_banner_is_true(synthetic):
     assert raw["architectures"] == ["Qwen3_5ForConditionalGeneration"] and set(raw["text_config"]) >= set(
         k for k in REAL_TEXT_CONFIG if k != "model_type")  # every key of the real text_config is there
     names = lambda cfg: {n.split(".", 2)[-1] for n in tensor_shapes(cfg)}  # noqa: E731 (names within a layer)
-    W = load_weights(synthetic)
+    W = Weights(synthetic)
     assert {n.split(".", 2)[-1] for n in W if n != "lm_head.weight"} == names(REAL_TEXT_CONFIG)
     fp32 = {n for n in W if W[n].dtype == torch.float32}  # the published checkpoints' fp32 tensors (third-party)
     assert fp32 == {f"layers.{i}.{t}" for i in range(24) for t in ("linear_attn.A_log", "linear_attn.norm.weight")
@@ -239,7 +239,7 @@ def test_readme_figure_synthetic_parameter_count(synthetic):
 def test_no_planted_structure(synthetic):
     """Each norm weight is drawn around its initial value, the same way in every layer: no trend with depth for a
     chapter to 'find'. Zero-centred norms scatter around 0, the gated norm around 1 (5 standard errors)."""
-    W = load_weights(synthetic)
+    W = Weights(synthetic)
     cfg = Config.load(synthetic)
     zero_centred = [n for n in W if n.endswith(("layernorm.weight", "q_norm.weight", "k_norm.weight"))]
     for name in zero_centred + ["norm.weight"]:
@@ -308,12 +308,12 @@ def every_tensor(synthetic):
 
 def by_part(synthetic, folder, tensors):
     """A checkpoint of `tensors` with one weight file per part (text, vision, MTP) and an index naming them."""
-    from qwen.hub import part_of
+    from qwen.hub import key_part
 
     folder.mkdir()
     weight_map = {}
     for part, file in FILES.items():
-        mine = {k: v for k, v in tensors.items() if part_of(k) == part}
+        mine = {k: v for k, v in tensors.items() if key_part(k) == part}
         save_file(mine, folder / file)
         weight_map.update(dict.fromkeys(mine, file))
     (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pygments.formatters import HtmlFormatter
 
+from qwen.config import DEFAULT_MODEL
 from qwen.hub import DATA_DIR
 from qwen.lang import LANGUAGES, from_command_line, language, tr, use
 from qwen.synthetic import is_synthetic, synthetic_path
@@ -32,7 +33,6 @@ from web.execute import CACHE, executed, kernel_spec
 ROOT = Path(__file__).resolve().parent.parent
 SITE = DATA_DIR / "book" / "site"
 STATIC = Path(__file__).resolve().parent / "static"
-REAL = "Qwen/Qwen3.5-0.8B"
 
 
 def intro():
@@ -59,10 +59,10 @@ def banner(model):
     return tr("Built on the synthetic checkpoint: random weights in the real Qwen3.5 layout (its tensor names, dtypes, "
               "depth, layer pattern and vocabulary; narrow widths). Every number and figure drawn from the weights is "
               "synthetic; where the real value is known, the page prints it beside, marked “real Qwen3.5-0.8B”. "
-              f"The real model's pages: QWEN_MODEL={REAL} bash course.sh book (a download of about 1.7 GB).",
+              f"The real model's pages: QWEN_MODEL={DEFAULT_MODEL} bash course.sh book (a download of about 1.7 GB).",
               "本书在合成检查点上生成：按真实 Qwen3.5 布局排列的随机权重（张量名、数据类型、层数、层型排列和"
               "词表都是真的；各层宽度很窄）。凡是从权重算出的数字和图都是合成的；知道真实值的地方，页面会在旁边打印出来，"
-              f"标为“真实 Qwen3.5-0.8B”。真实模型的版本：QWEN_MODEL={REAL} bash course.sh book"
+              f"标为“真实 Qwen3.5-0.8B”。真实模型的版本：QWEN_MODEL={DEFAULT_MODEL} bash course.sh book"
               "（需下载约 1.7 GB）。")
 
 
