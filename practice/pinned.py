@@ -30,11 +30,12 @@ try:
 except ImportError:  # setup.py, building from the sources: practice/ is first on the path
     from imports import import_closure, package_root
 
-# what no expected value is computed by: the language of messages, finding and downloading checkpoints, the
-# synthetic checkpoint (202 reads its shapes as an input, not as an expected value) and its tokenizer, the
-# chapters' command line, timing, and the package's marker
-INFRASTRUCTURE = ("qwen/__init__.py", "qwen/lang.py", "qwen/hub.py", "qwen/synthetic.py", "qwen/make_tokenizer.py",
-                  "qwen/course.py", "qwen/measure.py")
+# what no expected value is computed by: the language of messages, finding, downloading and opening checkpoints
+# (which files, which config.json: a problem's numbers are read through it, not computed by it), the synthetic
+# checkpoint (202 reads its shapes as an input, not as an expected value) and its tokenizer, the chapters' command
+# line, timing, and the package's marker
+INFRASTRUCTURE = ("qwen/__init__.py", "qwen/lang.py", "qwen/hub.py", "qwen/checkpoint.py", "qwen/synthetic.py",
+                  "qwen/make_tokenizer.py", "qwen/course.py", "qwen/measure.py")
 # a problem's statements and starter decide no verdict, nor where the plug-in puts its functions in the model
 NOT_PINNED = ("README.md", "README.zh.md", "starter.py", "swaps.py")
 MANIFEST = "checksums.json"
