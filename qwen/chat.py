@@ -126,7 +126,7 @@ def split_thinking(content):
     return reasoning.strip(), content.split(END_THINK)[-1].lstrip("\n")
 
 
-def default_thinking(path):
+def default_thinking(path: str | Path) -> bool:
     """Whether the checkpoint thinks by default: off for 0.8B and 2B, on for 4B and larger (their templates say so).
 
     When the checkpoint ships its template, rendering one message through it decides; otherwise the width does

@@ -49,7 +49,7 @@ class ImageSettings:
         tower = tower_settings(path)
         file = Path(path) / "preprocessor_config.json"
         if not file.is_file():
-            return cls(**tower)
+            return cls(**tower)  # type: ignore[arg-type]  # (mypy cannot match a dict's keys to the fields)
         try:
             raw = json.loads(file.read_text())
         except json.JSONDecodeError as e:
@@ -72,7 +72,7 @@ class ImageSettings:
         return cls(**known)
 
     @property
-    def factor(self):  # both sides of the resized image are multiples of this: 16 · 2 = 32
+    def factor(self) -> int:  # both sides of the resized image are multiples of this: 16 · 2 = 32
         return self.patch_size * self.merge_size
 
 
@@ -97,7 +97,7 @@ def tower_settings(path: str | Path) -> dict[str, int]:
     return {ours: vision[theirs] for ours, theirs in TOWER_KEYS.items() if theirs in vision}
 
 
-def load_image(file):
+def load_image(file: str | Path) -> Image.Image:
     """Open an image file with Pillow; one clear line when it is not an image."""
     try:
         image = Image.open(file)
@@ -113,7 +113,7 @@ def load_image(file):
     return image
 
 
-def smart_resize(height, width, s):
+def smart_resize(height: int, width: int, s: ImageSettings) -> tuple[int, int]:
     """The (height, width) the image is resized to: multiples of s.factor, nearest to the original, inside the pixel
     budget. Python's round (halves to even) as in the reference; the budget scales both sides by the same beta."""
     f = s.factor
@@ -137,14 +137,14 @@ def smart_resize(height, width, s):
     return h, w
 
 
-def to_rgb(image):
+def to_rgb(image: Image.Image) -> Image.Image:
     """Pillow image -> RGB; transparent pixels are laid on white, as the reference processor does."""
     if "A" in image.getbands() or image.info.get("transparency") is not None:
         image = Image.alpha_composite(Image.new("RGBA", image.size, (255, 255, 255, 255)), image.convert("RGBA"))
     return image.convert("RGB")
 
 
-def patchify(x, s):
+def patchify(x: torch.Tensor, s: ImageSettings) -> tuple[torch.Tensor, int, int]:
     """x (3, H, W) normalised pixels -> (gh·gw, 3·Tp·P·P) patches, each 2 × 2 merge block's four patches in a row."""
     C, H, W = x.shape
     P, m, Tp = s.patch_size, s.merge_size, s.temporal_patch_size
@@ -155,7 +155,8 @@ def patchify(x, s):
     return x.reshape(gh * gw, C * Tp * P * P), gh, gw
 
 
-def preprocess(image, path=None, settings=None):
+def preprocess(image: Image.Image | str | Path, path: str | Path | None = None,
+               settings: ImageSettings | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """A Pillow image (or an image file) -> pixel_values (N, 3·2·16·16) float32 and image_grid_thw (1, 3) = [[1, gh,
     gw]], N = gh·gw patches, gh·gw/4 tokens. Settings: `settings`, else checkpoint folder `path`'s, else Qwen3.5's."""
     s = settings or (ImageSettings.load(path) if path is not None else ImageSettings())

@@ -8,6 +8,7 @@ the prompt. Then temperature, top-k, top-p, min-p, the order of transformers' sa
 `Sampling` holds one call's settings; `Sampling.card(thinking)` is the model card's recommendation for Qwen3.5.
 """
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
@@ -28,11 +29,11 @@ class Sampling:
     seed: int | None = None
 
     @classmethod
-    def card(cls, thinking: bool, **changes) -> "Sampling":
+    def card(cls, thinking: bool, **changes: Any) -> "Sampling":
         """The model card's settings for thinking on or off; `changes` replace some (e.g. seed=1)."""
         return cls(**{**CARD[bool(thinking)], **changes})
 
-    def but(self, **changes) -> "Sampling":
+    def but(self, **changes: Any) -> "Sampling":
         """A copy with some settings changed; a change of None keeps the setting (as an unset option would)."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
