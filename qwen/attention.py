@@ -10,6 +10,7 @@ old tokens again: it attends to what is stored. Reference: transformers' Qwen3_5
 import torch
 import torch.nn as nn
 
+from qwen.config import Config
 from qwen.norm import RMSNorm
 from qwen.rope import apply_rope
 
@@ -26,36 +27,37 @@ class KVCache:
 
     CHUNK = 256  # rows added at least when the buffers are full
 
-    def __init__(self):
-        self.keys = self.values = None  # (B, Hkv, capacity, D) buffers; rows past `length` are not yet written
+    def __init__(self) -> None:
+        self.keys: torch.Tensor | None = None  # (B, Hkv, capacity, D) buffers; rows past `length` are not yet written
+        self.values: torch.Tensor | None = None
         self.length = 0
 
     @property
-    def k(self):  # (B, Hkv, S, D): the stored keys, a view into the buffer
+    def k(self) -> torch.Tensor | None:  # (B, Hkv, S, D): the stored keys, a view into the buffer
         return None if self.keys is None else self.keys[:, :, :self.length]
 
     @property
-    def v(self):
+    def v(self) -> torch.Tensor | None:
         return None if self.values is None else self.values[:, :, :self.length]
 
-    def update(self, k, v):
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append the new keys and values (B, Hkv, T, D) along S; return all of them, (B, Hkv, S + T, D)."""
         end = self.length + k.shape[2]
-        if self.keys is None or end > self.keys.shape[2]:  # full: move to larger buffers (rare)
+        if self.keys is None or self.values is None or end > self.keys.shape[2]:  # full: move to larger buffers (rare)
             capacity = end + max(self.CHUNK, end // 4)
             self.keys, self.values = self.grown(self.keys, k, capacity), self.grown(self.values, v, capacity)
         self.keys[:, :, self.length:end], self.values[:, :, self.length:end] = k, v
         self.length = end
-        return self.k, self.v
+        return self.keys[:, :, :end], self.values[:, :, :end]
 
-    def grown(self, old, new, capacity):
+    def grown(self, old: torch.Tensor | None, new: torch.Tensor, capacity: int) -> torch.Tensor:
         buffer = new.new_empty(*new.shape[:2], capacity, new.shape[3])
         if old is not None:
             buffer[:, :, :self.length] = old[:, :, :self.length]
         return buffer
 
 
-def attention(q, k, v, allowed):
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """softmax(q kᵀ / √D, over the allowed keys) · v, written out. q (B, H, T, D); k, v (B, H, S, D); allowed a bool
     mask broadcastable to (B, H, T, S), True where query t may look at key s. Returns (B, H, T, D)."""
     scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5  # (B, H, T, S); 1/√D keeps the logits' spread at ~1
@@ -66,7 +68,8 @@ def attention(q, k, v, allowed):
     return probs @ v  # (B, H, T, D): each query's weighted average of the values
 
 
-def causal_mask(T, past, mask=None, device=None):
+def causal_mask(T: int, past: int, mask: torch.Tensor | None = None,
+                device: torch.device | None = None) -> torch.Tensor:
     """(B or 1, 1, T, S) bool: new token i sits at position past + i and may see keys 0..past + i that are not
     padding. mask: None or (B, S) bool over all key positions, True = a real token."""
     S = past + T
@@ -99,7 +102,7 @@ def gate_heads(out, gate):
 class GatedAttention(nn.Module):
     """x (B, T, d) -> (B, T, d). Parameter names are the checkpoint's (layers.{i}.self_attn.*)."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.H, self.Hkv, self.D = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         assert self.H % self.Hkv == 0, f"{self.H} query heads cannot share {self.Hkv} K/V heads evenly"
@@ -121,7 +124,8 @@ class GatedAttention(nn.Module):
         v = v.view(B, T, self.Hkv, self.D).transpose(1, 2)
         return apply_rope(q, cos, sin), gate, apply_rope(k, cos, sin), v
 
-    def forward(self, x, cos, sin, cache=None, mask=None):
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache | None = None,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
         """cos, sin (B, T, R): RoPE tables of the new tokens. cache: a KVCache (read, then grown) or None.
         mask: None or (B, S) bool over cached + new keys, True = real token. The causal mask is always applied."""
         T, past = x.shape[1], cache.length if cache is not None else 0

@@ -21,8 +21,7 @@ from pathlib import Path
 
 from safetensors import SafetensorError, safe_open
 
-from qwen.config import Config, VisionConfig, config_file, eos_ids, read_config
-from qwen.generate import END_OF_TEXT, IM_END
+from qwen.config import END_OF_TEXT, IM_END, Config, VisionConfig, config_file, eos_ids, read_config
 from qwen.image import ImageSettings
 from qwen.lang import tr
 from qwen.synthetic import MARKER

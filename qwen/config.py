@@ -16,6 +16,7 @@ import torch
 from qwen.lang import tr
 
 DEFAULT_MODEL = "Qwen/Qwen3.5-0.8B"  # the real model the course is about: its hub id, typed here once
+IM_END, END_OF_TEXT = 248046, 248044  # stop on both: a chat turn ends with the first, a plain text with the second
 DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32,
           "fp16": torch.float16, "float16": torch.float16}
 VISION_ACTS = ("gelu_pytorch_tanh", "gelu")  # the activations the vision tower's MLP knows (qwen/vision.py)

@@ -8,6 +8,7 @@ says, in a banner, that its weights are random. The folder is opened once (qwen/
 import argparse
 import os
 import sys
+from typing import Any
 
 import torch
 
@@ -18,7 +19,7 @@ from qwen.hub import ModelNotFound, find_model
 from qwen.synthetic import banner, synthetic_path
 
 
-def pick_device():
+def pick_device() -> torch.device:
     """The fastest device this machine has: CUDA, then Apple's MPS, then the CPU."""
     if torch.cuda.is_available():
         return torch.device("cuda")
@@ -47,7 +48,7 @@ def open_model(name: str | None = None) -> Checkpoint:
     return checkpoint
 
 
-def summary(doc):
+def summary(doc: str) -> str:
     """A script's description for --help: its docstring's first paragraph; in Chinese, the paragraph after it when
     that one is Chinese (whole sentences, on one line)."""
     paragraphs = [" ".join(p.split()) for p in doc.strip().split("\n\n")]
@@ -55,7 +56,7 @@ def summary(doc):
     return paragraphs[1] if chinese and lang.language() == "zh" else paragraphs[0]
 
 
-def chapter_parser(doc, **kwargs):
+def chapter_parser(doc: str, **kwargs: Any) -> argparse.ArgumentParser:
     """The options every chapter takes (main.py passes them on to each): --model, --device, --figures and --proof
     (read by book.show and book.proof: save the figures to data/figures/, compare with transformers), and --lang."""
     if "ipykernel" not in sys.modules:
@@ -76,7 +77,7 @@ def chapter_parser(doc, **kwargs):
     return parser
 
 
-def chapter_args(doc):
+def chapter_args(doc: str) -> argparse.Namespace:
     """Parse the chapter's command line (chapter_parser) and open the checkpoint it names: args.checkpoint."""
     parser = chapter_parser(doc)
     args = parser.parse_args([] if "ipykernel" in sys.modules else None)  # a notebook's argv is the kernel's

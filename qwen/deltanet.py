@@ -10,10 +10,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from qwen.config import Config
 from qwen.norm import GatedRMSNorm, l2norm
 
 
-def causal_conv(x, weight, state=None):
+def causal_conv(x: torch.Tensor, weight: torch.Tensor,
+                state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """silu of a depthwise causal conv: u_t[c] = Σ_i w[c, i]·x_{t−K+1+i}[c]; the K−1 inputs before x come from
     `state` (zeros at the start). x: (B, T, C); weight: (C, 1, K); state: (B, C, K−1). Returns u and the new state.
     Written as its K shifted products, summed in fp32 and rounded once, as the reference's conv1d does. F.conv1d
@@ -26,7 +28,8 @@ def causal_conv(x, weight, state=None):
         state = x.new_zeros(B, C, K - 1)
     x = torch.cat([state, x], dim=-1)  # (B, C, K−1+T): the past the first outputs look at
     xf, w = x.float(), weight[:, 0].float()  # (B, C, K−1+T), (C, K)
-    u = sum(w[:, i, None] * xf[:, :, i:i + T] for i in range(K))  # (B, C, T): output t sees inputs t..t+K−1
+    # (B, C, T): output t sees inputs t..t+K−1 (the type checker cannot tell that sum's start, 0, never remains)
+    u: torch.Tensor = sum(w[:, i, None] * xf[:, :, i:i + T] for i in range(K))  # type: ignore[assignment]
     # clone: a slice is a view that would keep the whole (B, C, K−1+T) prompt alive in the cache
     return F.silu(u.to(x.dtype)).transpose(1, 2), x[:, :, -(K - 1):].clone()  # rounded, then silu: as the reference
 
@@ -46,7 +49,8 @@ def _check(q, k, v, g, beta, state):
     return torch.float64 if wide else torch.float32
 
 
-def recurrent_delta_rule(q, k, v, g, beta, state=None):
+def recurrent_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+                         state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The gated delta rule, one token at a time. q, k: (B, T, Hk, dk), l2-normalised, q scaled by dk^-½;
     v: (B, T, H, dv); g, beta: (B, T, H); state: (B, H, dk, dv) or None. H = Hk, or a multiple of it (value head h
     reads key head ⌊h / (H/Hk)⌋). Returns out (B, T, H, dv) in v's dtype and the final state (B, H, dk, dv) in the
@@ -69,7 +73,8 @@ def recurrent_delta_rule(q, k, v, g, beta, state=None):
     return out.to(out_dtype), S
 
 
-def chunked_delta_rule(q, k, v, g, beta, state=None, chunk_size=64):
+def chunked_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+                       state: torch.Tensor | None = None, chunk_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
     """The same rule, a chunk of C tokens at a time (same arguments and results as `recurrent_delta_rule`).
 
     Inside a chunk, with G = cumsum(g) and Γ_ij = e^(G_i − G_j) for j ≤ i (0 above), the corrections U that the
@@ -127,15 +132,15 @@ class DeltaNetCache:
     """What one linear-attention layer remembers between calls: the last K−1 pre-conv inputs `conv` (B, C, K−1),
     in the model dtype, and the fp32 recurrent `state` (B, Hv, dk, dv). Neither grows with the context."""
 
-    def __init__(self):
-        self.conv = None
-        self.state = None
+    def __init__(self) -> None:
+        self.conv: torch.Tensor | None = None
+        self.state: torch.Tensor | None = None
 
 
 class GatedDeltaNet(nn.Module):
     """One linear-attention mixer, `layers.N.linear_attn.*`: (B, T, d) -> (B, T, d)."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg: Config) -> None:
         super().__init__()
         d = cfg.hidden_size
         self.Hk, self.Hv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
@@ -192,7 +197,8 @@ class GatedDeltaNet(nn.Module):
             cache.conv, cache.state = conv, state
         return o
 
-    def forward(self, x, cache=None, mask=None):
+    def forward(self, x: torch.Tensor, cache: DeltaNetCache | None = None,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
         if mask is not None:  # (B, T) for the new tokens: a padded position must write nothing into the state
             x = x * mask[:, :, None].to(x.dtype)
         o = self.remember(self.in_proj_qkv(x), self.in_proj_b(x), self.in_proj_a(x), cache)  # (B, T, Hv, dv)

@@ -39,7 +39,7 @@ class Size:
 # config.json of each size. Their DeltaNet numbers (Hk, Hv,
 # dk, dv, K) are the "Model Overview" of each published model card (Qwen/Qwen3.5-2B … 27B), read from public copies.
 SIZES = {
-    "0.8B": Size(**{f.name: REAL_TEXT_CONFIG[f.name] for f in fields(Size) if f.name != "source"},
+    "0.8B": Size(**{f.name: REAL_TEXT_CONFIG[f.name] for f in fields(Size) if f.name != "source"},  # type: ignore[arg-type]
                  source="qwen/sizes.py REAL_TEXT_CONFIG: the published config.json, from public copies of it; "
                         "THUDM/slime's qwen3.5-0.8B.sh"),
     #          layers  d     H   Hkv D    Hk  Hv  dk   dv   K

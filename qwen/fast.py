@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from qwen import deltanet
 from qwen.attention import GatedAttention, attention, causal_mask, gate_heads
 from qwen.checkpoint import Checkpoint
+from qwen.config import Config
 from qwen.deltanet import GatedDeltaNet
 from qwen.kernels import conv_silu, delta_step, grouped_attention
 from qwen.mlp import MLP
@@ -189,7 +190,7 @@ class Fast(Qwen35):
     """A Qwen35 (qwen/model.py) of fast modules: same call, same cache, same results, faster. Load it with
     load_fast; built here with the config's shapes only (on the meta device by load_fast). widen: see `product`."""
 
-    def __init__(self, cfg, widen=False):
+    def __init__(self, cfg: Config, widen: bool = False) -> None:
         super().__init__(cfg)
         self.layers = nn.ModuleList(FastLayer(cfg, kind) for kind in cfg.layer_types)
         self.lm_head = fast_linear(self.lm_head)
@@ -232,6 +233,7 @@ def load_fast(checkpoint: Checkpoint | str | Path, dtype: str | torch.dtype | No
         check_scheme(quant)
     model = load_model(checkpoint, dtype=dtype, device=device, cls=Fast)
     p = model.embed_tokens.weight
+    assert isinstance(model, Fast)  # for the type checker: load_model returns a Qwen35, whatever class it built
     model.widen = not bf16_is_native(p.device, p.dtype) if widen is None else widen
     if quant is not None:
         return quantize_model(model, quant)

@@ -40,12 +40,12 @@ DATA_DIR = data_dir()
 class ModelNotFound(FileNotFoundError):
     """No usable checkpoint: `reason` says what is missing, `fix` what to do (the message is both)."""
 
-    def __init__(self, reason, fix):
+    def __init__(self, reason: str, fix: str) -> None:
         super().__init__(tr(f"{reason}. Fix: {fix}", f"{reason}。解决办法：{fix}"))
         self.reason, self.fix = reason, fix
 
 
-def find_model(name=None):
+def find_model(name: str | None = None) -> Path:
     """Return a local checkpoint folder (qwen.checkpoint.open_checkpoint opens it). Looks, in order: an explicit
     path, $QWEN_MODEL (a path or a hub id), data/<name>, the huggingface_hub cache (offline), and only then
     downloads the checkpoint's files."""

@@ -74,7 +74,7 @@ class ImageSettings:
         return cls(**known)
 
     @property
-    def factor(self):  # both sides of the resized image are multiples of this: 16 · 2 = 32
+    def factor(self) -> int:  # both sides of the resized image are multiples of this: 16 · 2 = 32
         return self.patch_size * self.merge_size
 
 
@@ -83,7 +83,7 @@ TOWER_KEYS = {"patch_size": "patch_size", "temporal_patch_size": "temporal_patch
               "merge_size": "spatial_merge_size"}
 
 
-def load_image(file):
+def load_image(file: str | Path) -> Image.Image:
     """Open an image file with Pillow; one clear line when it is not an image."""
     try:
         image = Image.open(file)
@@ -99,7 +99,7 @@ def load_image(file):
     return image
 
 
-def smart_resize(height, width, s):
+def smart_resize(height: int, width: int, s: ImageSettings) -> tuple[int, int]:
     """The (height, width) the image is resized to: multiples of s.factor, nearest to the original, inside the pixel
     budget. Python's round (halves to even) as in the reference; the budget scales both sides by the same beta."""
     f = s.factor
@@ -123,14 +123,14 @@ def smart_resize(height, width, s):
     return h, w
 
 
-def to_rgb(image):
+def to_rgb(image: Image.Image) -> Image.Image:
     """Pillow image -> RGB; transparent pixels are laid on white, as the reference processor does."""
     if "A" in image.getbands() or image.info.get("transparency") is not None:
         image = Image.alpha_composite(Image.new("RGBA", image.size, (255, 255, 255, 255)), image.convert("RGBA"))
     return image.convert("RGB")
 
 
-def patchify(x, s):
+def patchify(x: torch.Tensor, s: ImageSettings) -> tuple[torch.Tensor, int, int]:
     """x (3, H, W) normalised pixels -> (gh·gw, 3·Tp·P·P) patches, each 2 × 2 merge block's four patches in a row."""
     C, H, W = x.shape
     P, m, Tp = s.patch_size, s.merge_size, s.temporal_patch_size
@@ -141,7 +141,8 @@ def patchify(x, s):
     return x.reshape(gh * gw, C * Tp * P * P), gh, gw
 
 
-def preprocess(image, settings=None):
+def preprocess(image: Image.Image | str | Path,
+               settings: ImageSettings | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """A Pillow image (or an image file) -> pixel_values (N, 3·2·16·16) float32 and image_grid_thw (1, 3) = [[1, gh,
     gw]], N = gh·gw patches, gh·gw/4 tokens. Settings: `settings` (a checkpoint's: checkpoint.image), else Qwen3.5's."""
     if settings is not None and not isinstance(settings, ImageSettings):

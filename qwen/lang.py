@@ -17,7 +17,7 @@ import sys
 LANGUAGES = ("en", "zh")
 
 
-def from_environment():
+def from_environment() -> str:
     """QWEN_LANG when it names a language, else the locale: "zh" or "en"."""
     asked = os.environ.get("QWEN_LANG", "").strip().lower()
     if asked:
@@ -34,7 +34,7 @@ def from_environment():
     return "zh" if name.startswith(("zh", "chinese")) else "en"
 
 
-def from_command_line(argv):
+def from_command_line(argv: list[str]) -> str | None:
     """--lang X (or --lang=X) in `argv`, read before a parser exists, so that its --help speaks X; None if absent."""
     for i, word in enumerate(argv):
         value = argv[i + 1] if word == "--lang" and i + 1 < len(argv) else word.partition("=")[2] \
@@ -47,7 +47,7 @@ def from_command_line(argv):
 _current = from_environment()
 
 
-def use(lang):
+def use(lang: str | None) -> str:
     """Speak `lang` from now on (what --lang sets); None keeps the current choice."""
     global _current
     if lang is None:
@@ -58,11 +58,11 @@ def use(lang):
     return _current
 
 
-def language():
+def language() -> str:
     return _current
 
 
-def tr(en, zh):
+def tr(en: str, zh: str) -> str:
     """The text in the language the course speaks now."""
     return zh if _current == "zh" else en
 
@@ -72,7 +72,7 @@ CJK_BREAK = re.compile(f"(?<=[{WIDE}])\n[ \t]*(?=[{WIDE}])")
 FENCE = re.compile(r"(```.*?```)", re.S)
 
 
-def unwrap(markdown):
+def unwrap(markdown: str) -> str:
     """Chinese markdown wrapped in the source, joined back where a line break falls between two Chinese characters:
     markdown shows such a break as a space, which Chinese text does not have. Code blocks are left as written."""
     pieces = FENCE.split(markdown)

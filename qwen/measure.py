@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from qwen.generate import generate
+from qwen.model import Qwen35
 
 Device = torch.device | str
 
@@ -46,7 +47,7 @@ def medians(fns: Sequence[Callable[[], object]], device: Device, repeats: int = 
     for _ in range(warmup):
         for f in fns:
             f()
-    times = [[] for _ in fns]
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeats):
         for f, ts in zip(fns, times, strict=True):
             ts.append(timed(f, device)[0])
@@ -59,7 +60,7 @@ def best(fn: Callable[[], object], device: Device, repeats: int = 5) -> float:
 
 
 @torch.no_grad()
-def time_model(model: torch.nn.Module, ids: torch.Tensor, n: int) -> tuple[float, float]:
+def time_model(model: Qwen35, ids: torch.Tensor, n: int) -> tuple[float, float]:
     """(seconds of one prefill of ids (1, T), seconds of n decode steps after a prompt of its first 8 tokens), each
     timed with the device synchronised before and after."""
     prefill_s, _ = timed(lambda: model(ids, cache=model.new_cache(), last_only=True), ids.device)

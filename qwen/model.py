@@ -18,7 +18,7 @@ import torch.nn as nn
 
 from qwen.attention import GatedAttention, KVCache
 from qwen.checkpoint import Checkpoint, open_checkpoint
-from qwen.config import DTYPES, dtype_of
+from qwen.config import DTYPES, Config, dtype_of
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet
 from qwen.embedding import Embedding
 from qwen.mlp import MLP
@@ -31,7 +31,7 @@ from qwen.weights import Weights, fill
 class DecoderLayer(nn.Module):
     """One layer: a token mixer (which one depends on the layer type) and an MLP, each behind its own RMSNorm."""
 
-    def __init__(self, cfg, kind):
+    def __init__(self, cfg: Config, kind: str) -> None:
         super().__init__()
         self.kind = kind  # "linear_attention" or "full_attention"
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
@@ -48,7 +48,9 @@ class DecoderLayer(nn.Module):
             return self.linear_attn(h, cache, None if mask is None else mask[:, -h.shape[1]:])
         return self.self_attn(h, cos, sin, cache, mask)
 
-    def forward(self, x, cos, sin, cache=None, mask=None):  # x: (B, T, d)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                cache: KVCache | DeltaNetCache | None = None,
+                mask: torch.Tensor | None = None) -> torch.Tensor:  # x: (B, T, d)
         x = x + self.mix(self.input_layernorm(x), cos, sin, cache, mask)  # the residual stream is never normalised
         return x + self.mlp(self.post_attention_layernorm(x))  # (B, T, d)
 
@@ -58,7 +60,7 @@ class Cache:
     Full-attention layers keep keys and values (growing with the text); DeltaNet layers keep the last K-1 conv inputs
     and a (Hv, dk, dv) state (fixed size)."""
 
-    def __init__(self, layer_types):
+    def __init__(self, layer_types: list[str]) -> None:
         self.layers = [KVCache() if kind == "full_attention" else DeltaNetCache() for kind in layer_types]
         self.length = 0  # tokens seen so far, padding included
         self.delta = 0  # M-RoPE: how far positions run ahead of token counts after images, (B, 1) (qwen/mrope.py)
@@ -67,7 +69,7 @@ class Cache:
 class Qwen35(nn.Module):
     """ids (B, T) -> logits (B, T, V). Attribute names are the checkpoint's, minus "model.language_model."."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.cfg = cfg
         self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size)
@@ -80,7 +82,7 @@ class Qwen35(nn.Module):
         self.visual = None  # the vision tower, when attached: model.visual = load_vision(checkpoint, dtype, device)
         self.mtp = None  # the multi-token-prediction head, when attached: model.mtp = load_mtp(checkpoint, ...)
 
-    def new_cache(self):
+    def new_cache(self) -> Cache:
         return Cache(self.cfg.layer_types)
 
     def positions(self, B, T, past, mask, device):

@@ -7,15 +7,18 @@ not from its token count. This is the text model's side of an image (qwen/model.
 token ids and merge size, never the tower itself.
 Source: transformers' Qwen3_5Model.get_rope_index and get_placeholder_mask.
 """
+from collections.abc import Sequence
+
 import torch
 
 
-def tokens_per_image(image_grid_thw, merge_size=2):
+def tokens_per_image(image_grid_thw: torch.Tensor, merge_size: int = 2) -> list[int]:
     """Merged tokens of each image: t·h·w / m²."""
     return [t * h * w // merge_size ** 2 for t, h, w in image_grid_thw.tolist()]
 
 
-def expand_image_tokens(ids, image_grid_thw, image_token_id=248056, merge_size=2):
+def expand_image_tokens(ids: Sequence[int], image_grid_thw: torch.Tensor, image_token_id: int = 248056,
+                        merge_size: int = 2) -> list[int]:
     """A rendered prompt's ids (a list, one `<|image_pad|>` per image) -> the same with each pad repeated as many
     times as its image has merged tokens. Ids: the checkpoint's (VisionConfig.image_token_id, spatial_merge_size)."""
     counts = tokens_per_image(image_grid_thw, merge_size)
@@ -30,7 +33,8 @@ def expand_image_tokens(ids, image_grid_thw, image_token_id=248056, merge_size=2
     return out + list(ids[start:])
 
 
-def position_ids(input_ids, image_grid_thw=None, mask=None, image_token_id=248056, merge_size=2):
+def position_ids(input_ids: torch.Tensor, image_grid_thw: torch.Tensor | None = None, mask: torch.Tensor | None = None,
+                 image_token_id: int = 248056, merge_size: int = 2) -> torch.Tensor:
     """The (t, h, w) M-RoPE positions (3, B, T) of a prompt whose ids hold one <|image_pad|> per merged token.
     Text tokens: p on all three rows, p counting on from where the last text or image stopped. An image of gh × gw
     patches starting at p: rows p + (0, …), p + i, p + j for merged token (i, j), row-major; the text after it

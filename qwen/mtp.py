@@ -27,9 +27,9 @@ import torch
 import torch.nn as nn
 
 from qwen.checkpoint import Checkpoint, open_checkpoint
-from qwen.config import dtype_of
+from qwen.config import Config, dtype_of
 from qwen.lang import tr
-from qwen.model import Cache, DecoderLayer
+from qwen.model import Cache, DecoderLayer, KVCache, Qwen35
 from qwen.norm import RMSNorm
 from qwen.weights import Weights, fill
 
@@ -38,7 +38,7 @@ class MTP(nn.Module):
     """The block: (embedded x_{t+1} (B, T, d), h_t (B, T, d)) -> g_t (B, T, d). Names are the checkpoint's minus
     "mtp."."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg: Config) -> None:
         super().__init__()
         d = cfg.hidden_size
         self.pre_fc_norm_embedding = RMSNorm(d, cfg.rms_norm_eps)
@@ -47,13 +47,15 @@ class MTP(nn.Module):
         self.layers = nn.ModuleList([DecoderLayer(cfg, "full_attention")])
         self.norm = RMSNorm(d, cfg.rms_norm_eps)
 
-    def forward(self, embedded, hidden, cos, sin, cache=None, mask=None):
+    def forward(self, embedded: torch.Tensor, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                cache: KVCache | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
         u = self.fc(torch.cat([self.pre_fc_norm_embedding(embedded), self.pre_fc_norm_hidden(hidden)], dim=-1))
         u = self.layers[0](u, cos, sin, cache, mask)  # (B, T, d): attends to the earlier pairs in its cache
         return self.norm(u)  # (B, T, d), ready for the shared head
 
 
-def step(model, mtp, tokens, hidden, cache, mask=None):
+def step(model: Qwen35, mtp: MTP, tokens: torch.Tensor, hidden: torch.Tensor, cache: Cache,
+         mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the block on the pairs (tokens (B, T), hidden (B, T, d)) after the cache's entries, at the positions the
     main model gives them (padding skipped, as for the main model). mask: None or (B, cached + T) over the MTP's
     entries. Returns g (B, T, d) and the logits for the token after next (B, T, V)."""
@@ -66,7 +68,7 @@ def step(model, mtp, tokens, hidden, cache, mask=None):
     return g, model.lm_head(g)  # the main model's head
 
 
-def new_cache():
+def new_cache() -> Cache:
     """The block's memory: one KV cache (qwen/model.py's Cache with a single full-attention layer)."""
     return Cache(["full_attention"])
 
@@ -77,18 +79,19 @@ class FinalHidden:
     passes only the last position on to the head (call the model with last_only=False: every layer computes every
     position, and the head, V x d per position, runs once)."""
 
-    def __init__(self, model, head_last=False):
-        self.norm, self.head_last, self.h = model.norm, head_last, None
+    def __init__(self, model: Qwen35, head_last: bool = False) -> None:
+        self.norm, self.head_last = model.norm, head_last
+        self.h: torch.Tensor  # (B, T, d), once the model has run
 
-    def keep(self, module, args, out):
+    def keep(self, module: nn.Module, args: tuple[torch.Tensor, ...], out: torch.Tensor) -> torch.Tensor:
         self.h = out
         return out[:, -1:] if self.head_last else out
 
-    def __enter__(self):
+    def __enter__(self) -> "FinalHidden":
         self.handle = self.norm.register_forward_hook(self.keep)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.handle.remove()
 
 

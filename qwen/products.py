@@ -42,6 +42,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from qwen.lang import tr
+from qwen.model import Qwen35
 
 DECODE_ROWS = 1  # the rows the packed layout is chosen for: a decode step's one token
 WIDE_ROWS = 16  # from this many rows on, a widened bf16 product beat a bf16 one (measured on a 2-core AMD EPYC)
@@ -49,14 +50,14 @@ BLOCK = 2 ** 22  # elements of a weight widened at once (16 MiB in fp32)
 NATIVE_FLAGS = {torch.bfloat16: ("avx512_bf16", "amx_bf16", "bf16"), torch.float16: ("avx512_fp16", "amx_fp16")}
 
 
-def cpu_flags():
+def cpu_flags() -> set[str]:
     """The instruction sets this CPU reports (Linux: /proc/cpuinfo); empty where the file does not exist."""
     info = Path("/proc/cpuinfo")
     lines = info.read_text().splitlines() if info.is_file() else []
     return {flag for line in lines if line.startswith(("flags", "Features")) for flag in line.split(":")[1].split()}
 
 
-def bf16_is_native(device, dtype):
+def bf16_is_native(device: torch.device, dtype: torch.dtype) -> bool:
     """Does `device` multiply `dtype` matrices with instructions of their own? Always on a GPU; on a CPU when it
     reports them (x86: avx512_bf16 or AMX, ARM: bf16). Without them a many-row product is emulated, slowly."""
     if device.type != "cpu" or dtype == torch.float32:
@@ -139,7 +140,7 @@ def packed_bytes(model: nn.Module) -> int:
                if isinstance(m, PackedLinear) and m._packed is not None)
 
 
-def numerics(model):
+def numerics(model: Qwen35) -> str:
     """One line for the chat and the bench: how a fast model's (qwen/fast.py) products are computed here, and why:
     its dtype, whether prompt products are widened to fp32, whether projections read packed weights."""
     p = model.norm.weight  # the model dtype (a quantized model's embedding holds codes)

@@ -16,14 +16,14 @@ import torch
 from qwen.gguf_blocks import from_gguf_bytes as from_gguf_bytes, gguf_bytes as gguf_bytes
 
 
-def _safe(s):
+def _safe(s: torch.Tensor) -> torch.Tensor:
     """s with its zeros replaced by 1: a row or group of zeros has scale 0, and w / 1 = 0 gives it the code 0."""
     return torch.where(s == 0, torch.ones_like(s), s)
 
 
 # ---------------------------------------------------------------- int8, one scale per output channel
 
-def quantize_int8(w):
+def quantize_int8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric absmax int8 per output channel: s = max|w_row| / 127, q = round(w / s) in −127..127, so the row's
     largest weight lands on ±127 and no code is clipped. One scale per row: the row is one output's dot product, so
     a packed kernel multiplies the row's integer sum by s once. w: (out, in). Returns q int8 (out, in), s (out,)."""
@@ -33,14 +33,14 @@ def quantize_int8(w):
     return q.to(torch.int8), s
 
 
-def dequantize_int8(q, s):
+def dequantize_int8(q: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """w ≈ q · s, row by row. q: (out, in) int8; s: (out,). Returns fp32 (out, in)."""
     return q.float() * s[:, None]
 
 
 # ---------------------------------------------------------------- int4, one scale per group of g inputs
 
-def _groups(w, g):
+def _groups(w: torch.Tensor, g: int) -> torch.Tensor:
     """w (out, in) seen as (out, in / g, g): each row cut into groups of g consecutive inputs."""
     out, n = w.shape
     if n % g:
@@ -48,7 +48,7 @@ def _groups(w, g):
     return w.float().reshape(out, n // g, g)
 
 
-def quantize_int4(w, g=32):
+def quantize_int4(w: torch.Tensor, g: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric group-wise int4: s = max|w_group| / 7, q = round(w / s) in −7..7. The codes are signed because
     they ARE the multiples of the scale (code 0 is weight 0; the product needs no offset). Of 4 bits' −8..7, −8
     stays unused: with s = max / 8 the group's largest positive weight would need +8, which is not there (llama.cpp's
@@ -60,13 +60,13 @@ def quantize_int4(w, g=32):
     return q.to(torch.int8).flatten(1), s
 
 
-def dequantize_int4(q, s):
+def dequantize_int4(q: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """w ≈ q · s, each group with its scale. q: (out, in) codes −7..7; s: (out, in / g). Returns fp32 (out, in)."""
     out, G = s.shape
     return (q.float().reshape(out, G, -1) * s[..., None]).flatten(1)
 
 
-def quantize_int4_zero(w, g=32):
+def quantize_int4_zero(w: torch.Tensor, g: int = 32) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Group-wise int4 with a zero point: the 16 codes 0..15 span the group's own range [m, M],
     s = (M − m) / 15, q = round((w − m) / s), w ≈ q · s + m. A group whose weights lean one way (all positive, say)
     gets levels only where it has weights, so its step s is up to 2× finer than the symmetric one. The codes are
@@ -80,7 +80,7 @@ def quantize_int4_zero(w, g=32):
     return q.to(torch.uint8).flatten(1), s, m
 
 
-def dequantize_int4_zero(q, s, m):
+def dequantize_int4_zero(q: torch.Tensor, s: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     """w ≈ q · s + m, each group with its scale and minimum. q: (out, in) codes 0..15; s, m: (out, in / g)."""
     out, G = s.shape
     return (q.float().reshape(out, G, -1) * s[..., None] + m[..., None]).flatten(1)
@@ -88,7 +88,7 @@ def dequantize_int4_zero(q, s, m):
 
 # ---------------------------------------------------------------- what the scales cost
 
-def bits_per_weight(bits, group, scale_bits=16, zero_bits=0):
+def bits_per_weight(bits: int, group: int, scale_bits: int = 16, zero_bits: int = 0) -> float:
     """Storage per weight: the code's own bits plus its share of the numbers its group keeps, a scale (and a zero
     point) divided among the group's weights. int8 per channel of a 1,024-input row with a bf16 scale:
     8 + 16/1024 ≈ 8.016; int4 g = 32 with a bf16 scale: 4.5, with a bf16 minimum too: 5.0; llama.cpp's Q8_0 (fp16

@@ -20,13 +20,18 @@ reads: int8 shares the head's codes; int4's kernel layout is tiled (rows interle
 CPU), so a row cannot be read from it and the table keeps a row-major copy of its codes, two per byte (V·d/2
 bytes: 127 MB for the real Qwen3.5-0.8B's 248,320 × 1,024 table), which the head's many-row products use too.
 """
+from typing import TypeVar
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from qwen.embedding import check_ids
 from qwen.lang import tr
+from qwen.model import Qwen35
 from qwen.quant import quantize_int4, quantize_int4_zero, quantize_int8
+
+M = TypeVar("M", bound=nn.Module)  # the model given is the model returned, changed in place
 
 SCHEMES = ("int8", "int4")
 GROUPS = (32, 64, 128, 256)  # the group sizes torch's int4 kernel takes
@@ -170,22 +175,22 @@ def projections(model):
 
 
 @torch.no_grad()
-def quantize_model(model, scheme, group=32, symmetric=False, packing=True):
+def quantize_model(model: M, scheme: str, group: int = 32, symmetric: bool = False, packing: bool = True) -> M:
     """The fast model (qwen/fast.py), in place: every projection and the head hold codes (QuantLinear), the
     embedding reads its rows from codes (QuantEmbedding: the head's when tied). Norms, A_log, dt_bias and the conv
     stay in the model dtype. symmetric: int4 without a zero point. packing=False: the dequantized path only."""
     check_scheme(scheme)
-    tied = model.lm_head.weight is model.embed_tokens.weight
+    tied = model.get_parameter("lm_head.weight") is model.get_parameter("embed_tokens.weight")
     for parent, name, linear in projections(model):
         setattr(parent, name, QuantLinear(linear, scheme, group, symmetric, packing))
     model.lm_head = QuantLinear(model.lm_head, scheme, group, symmetric, packing, rows=tied)
     table = model.lm_head if tied else QuantLinear(model.embed_tokens, scheme, group, symmetric, False)
     model.embed_tokens = QuantEmbedding(table)
-    model.quant = scheme
+    model.quant = scheme  # type: ignore[assignment]  # (torch types a module attribute as a Tensor or a Module)
     return model
 
 
-def describe(model):
+def describe(model: nn.Module) -> str | None:
     """One line for the chat: the scheme, which product the projections call, and the bytes the codes and scales
     take against the same weights in the model dtype."""
     layers = [m for m in model.modules() if isinstance(m, QuantLinear)]
@@ -208,7 +213,8 @@ def describe(model):
 
 
 @torch.no_grad()
-def fake_quantize(model, scheme, group=32, symmetric=False, scale_dtype=None):
+def fake_quantize(model: Qwen35, scheme: str, group: int = 32, symmetric: bool = False,
+                  scale_dtype: torch.dtype | None = None) -> Qwen35:
     """A teaching model (qwen/model.py), in place: each projection's, the head's and the embedding's weight
     replaced by the weight its codes stand for (`codes` then `dequantize`, rounded to the model dtype): the same
     numbers quantize_model's model computes with, written out as ordinary weights. scale_dtype: the scales' dtype

@@ -11,8 +11,10 @@ fp32 and rounded to the model dtype, as transformers does.
 import torch
 import torch.nn as nn
 
+from qwen.config import Config
 
-def mrope_axes(n_freq, mrope_section):
+
+def mrope_axes(n_freq: int, mrope_section: list[int]) -> torch.Tensor:
     """Which axis (0 = t time, 1 = h height, 2 = w width) frequency j reads its angle from: h takes j ≡ 1 (mod 3)
     below 3·s_h, w takes j ≡ 2 (mod 3) below 3·s_w, t takes the rest. s_t = mrope_section[0] is never read."""
     axis = torch.zeros(n_freq, dtype=torch.long, device="cpu")
@@ -24,7 +26,7 @@ def mrope_axes(n_freq, mrope_section):
 class RotaryEmbedding(nn.Module):
     """positions -> the (cos, sin) tables that `apply_rope` uses. No weights: everything follows from the config."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.R = int(cfg.head_dim * cfg.partial_rotary_factor)  # rotary width: 256 · 0.25 = 64 in Qwen3.5-0.8B
         # Plain fp32 attributes on the CPU, as transformers computes them, not buffers: neither model.to(bf16) nor
@@ -33,7 +35,7 @@ class RotaryEmbedding(nn.Module):
         self.inv_freq = 1.0 / (cfg.rope_theta ** (j2 / self.R))  # (R/2,)
         self.axis = mrope_axes(self.R // 2, cfg.mrope_section)  # (R/2,) values in {0, 1, 2}
 
-    def forward(self, positions, dtype):
+    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """positions: (B, T) for text, or (3, B, T) for the t/h/w axes -> cos, sin: each (B, T, R) in `dtype`."""
         if positions.dim() == 2:
             positions = positions.expand(3, -1, -1)  # text: the three axes are the same position
@@ -46,13 +48,13 @@ class RotaryEmbedding(nn.Module):
         return angle.cos().to(dtype), angle.sin().to(dtype)
 
 
-def rotate_half(x):
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
     """(x1, x2) -> (−x2, x1) on the two halves of the last dim: the 90° turn of each pair (i, i + R/2)."""
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
 
 
-def apply_rope(x, cos, sin):
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate the first R dims of every head of x (B, H, T, D) by its position's angles; pass the rest through.
     Pair (x_i, x_{i+R/2}) becomes (x_i cos − x_{i+R/2} sin, x_{i+R/2} cos + x_i sin)."""
     R = cos.shape[-1]

@@ -12,8 +12,10 @@ fail loudly later: a negative temperature flips the distribution (the least like
 token (NaN probabilities), top_k 0 asks for the 0th largest logit.
 """
 import math
+import operator
 from dataclasses import dataclass, fields, replace
 from numbers import Integral, Real
+from typing import Any
 
 import torch
 
@@ -40,9 +42,10 @@ class Range:
             return self.off
         if isinstance(value, bool) or not isinstance(value, Integral if self.whole else Real):
             return False
-        above = self.low is None or value > self.low or (value == self.low and not self.low_open)
-        below = self.high is None or value <= self.high
-        return (self.whole or math.isfinite(value)) and above and below  # a whole number is finite (and may be huge)
+        number: float = operator.index(value) if isinstance(value, Integral) else float(value)  # exact when whole
+        above = self.low is None or number > self.low or (number == self.low and not self.low_open)
+        below = self.high is None or number <= self.high
+        return (isinstance(number, int) or math.isfinite(number)) and above and below  # an int is finite, maybe huge
 
     def words(self) -> str:
         """The range in words (None left out: a command line has no None)."""
@@ -90,11 +93,11 @@ class Sampling:
                 check(field.name, getattr(self, field.name))
 
     @classmethod
-    def card(cls, thinking: bool, **changes) -> "Sampling":
+    def card(cls, thinking: bool, **changes: Any) -> "Sampling":
         """The model card's settings for thinking on or off; `changes` replace some (e.g. seed=1)."""
         return cls(**{**CARD[bool(thinking)], **changes})
 
-    def but(self, **changes) -> "Sampling":
+    def but(self, **changes: Any) -> "Sampling":
         """A copy with some settings changed; a change of None keeps the setting (as an unset option would)."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 

@@ -21,6 +21,7 @@ import copy
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -30,6 +31,7 @@ from qwen.draft import Draft
 from qwen.generate import TextStream, generate
 from qwen.image import ImageSettings, load_image, preprocess
 from qwen.lang import tr
+from qwen.model import Cache
 from qwen.mrope import expand_image_tokens
 from qwen.sampling import Sampling, check
 from qwen.speculative import speculate
@@ -55,17 +57,19 @@ class Session:
         self.reset()
 
     def reset(self) -> None:
-        self.messages = [{"role": "system", "content": self.system}] if self.system else []
-        self.kept_ids, self.kept_cache = [], None  # tokens the kept cache has read
-        self.stats = None  # the last finished reply's numbers
-        self.images = []  # {"path", "pixel_values", "image_grid_thw"} of each image in self.messages, in order
-        self.pending = []  # images attached to the next message
+        self.messages: list[dict[str, Any]] = [{"role": "system", "content": self.system}] if self.system else []
+        self.kept_ids: list[int] = []  # tokens the kept cache has read
+        self.kept_cache: Cache | None = None
+        self.stats: dict[str, Any] | None = None  # the last finished reply's numbers
+        # {"path", "pixel_values", "image_grid_thw"} of each image in self.messages, in order
+        self.images: list[dict[str, Any]] = []
+        self.pending: list[dict[str, Any]] = []  # images attached to the next message
 
     def sampling(self) -> Sampling:
         """This turn's settings: the model card's for the current mode, with the overrides."""
         return Sampling.card(self.thinking).but(**self.overrides)
 
-    def attach(self, path, settings: ImageSettings | None = None) -> tuple[tuple[int, int], torch.Tensor]:
+    def attach(self, path: str | Path, settings: ImageSettings | None = None) -> tuple[tuple[int, int], torch.Tensor]:
         """Read the image file at `path` for the next message, resized with `settings` (None: the checkpoint's,
         checkpoint.image). Returns (its size (w, h), image_grid_thw). The tower must be loaded."""
         if self.draft is not None:
@@ -117,7 +121,7 @@ class Session:
         device = next(self.model.parameters()).device
         start = time.perf_counter()
         reuse = self.kept_cache is not None and ids[:len(self.kept_ids)] == self.kept_ids
-        cache = copy.deepcopy(self.kept_cache) if reuse else self.model.new_cache()
+        cache = copy.deepcopy(self.kept_cache) if reuse else self.model.new_cache()  # type: ignore[operator]
         new = ids[len(self.kept_ids):] if reuse else ids
         starts = [i for i, t in enumerate(ids) if t == self.im_start]  # the last two: the reply's turn, the user's
         reread = max(0, starts[-2] - len(self.kept_ids)) if reuse and len(starts) > 1 else 0  # the reply's tokens
@@ -129,6 +133,7 @@ class Session:
         kept = copy.deepcopy(cache)  # before the reply: the next turn starts here
 
         reply, part, ended, first = [], "think" if self.thinking else "answer", False, None
+        prefill_s = 0.0  # set when the first token comes (a call that makes none has no prefill time to report)
         stream = TextStream(self.tok)
         sampling = self.sampling()
         if sampling.seed is not None:  # reproducible, yet not every turn alike
@@ -136,7 +141,8 @@ class Session:
         if self.draft is None:
             tokens = generate(self.model, rest, self.max_new_tokens, sampling, self.stop, cache=cache)
         else:
-            tokens = speculate(self.model, rest, self.max_new_tokens, self.draft, sampling, self.stop, cache=cache)
+            tokens = speculate(self.model, rest, self.max_new_tokens, self.draft, sampling,  # type: ignore[arg-type]
+                               self.stop, cache=cache)
         for token in tokens:
             if first is None:
                 prefill_s, first = time.perf_counter() - start, time.perf_counter()
@@ -148,7 +154,7 @@ class Session:
                 yield part, stream.flush()
                 part = "answer"
                 continue
-            piece = stream.push(token)
+            piece = stream.push(token)  # type: ignore[arg-type]  # (an int: one prompt)
             if piece:
                 yield part, piece
         yield part, stream.flush()
@@ -157,8 +163,8 @@ class Session:
         stats = dict(prompt=len(new) + len(rest), reused=len(ids) - len(new), reread=reread, tokens=count,
                      prefill_s=prefill_s,
                      cut=not ended, cut_thinking=not ended and part == "think",
-                     image_tokens=new.count(self.model.visual.cfg.image_token_id) if unread else 0)
-        if count > 1:
+                     image_tokens=new.count(self.model.visual.cfg.image_token_id) if unread else 0)  # type: ignore[union-attr]
+        if count > 1 and first is not None:  # (the first token set `first`)
             stats["decode_tok_s"] = (count - 1) / (time.perf_counter() - first)
         if self.draft is not None and self.draft.counts["steps"]:  # the prefill made the first token; each verify
             stats.update(self.draft.counts, per_step=(count - 1) / self.draft.counts["steps"])  # step the rest

@@ -108,7 +108,7 @@ def tensor_shapes(cfg: AnyConfig) -> Shapes:
     checkpoint's minus CHECKPOINT_PREFIXES["text"]."""
     c = _fields(cfg)
     d, V = c["hidden_size"], c["vocab_size"]
-    shapes = {"embed_tokens.weight": (V, d)}
+    shapes: Shapes = {"embed_tokens.weight": (V, d)}
     for i, kind in enumerate(c["layer_types"]):
         shapes.update({f"layers.{i}.{name}": shape for name, shape in layer_shapes(c, kind).items()})
     shapes["norm.weight"] = (d,)

@@ -43,6 +43,7 @@ import torch
 from qwen.draft import Draft
 from qwen.generate import prepare
 from qwen.lang import tr
+from qwen.model import Cache, Qwen35
 from qwen.mtp import FinalHidden
 from qwen.sampling import Picker, Sampling, check, emitted
 
@@ -61,13 +62,14 @@ class Rollback:
     """`with Rollback(model, cache) as saved: model(verify ids, cache)`, then saved.keep(m): every cache as a plain
     pass over the first m of the verified tokens leaves it (see the module docstring)."""
 
-    def __init__(self, model, cache):
+    def __init__(self, model: Qwen35, cache: Cache) -> None:
         self.model, self.cache, self.start = model, cache, cache.length
-        self.saved = [(c.conv.clone(), c.state.clone()) if kind == "linear_attention" else None
+        self.saved = [(c.conv.clone(), c.state.clone()) if kind == "linear_attention" else None  # type: ignore[union-attr]
                       for kind, c in zip(model.cfg.layer_types, cache.layers)]
-        self.kept = {}  # layer -> [conv inputs (B, T, C), b (B, T, Hv), a (B, T, Hv)] of the verify pass
+        # layer -> [conv inputs (B, T, C), b (B, T, Hv), a (B, T, Hv)] of the verify pass
+        self.kept: dict[int, list[torch.Tensor]] = {}
 
-    def __enter__(self):
+    def __enter__(self) -> "Rollback":
         self.hooks = [module.register_forward_hook(self.recorder(i, slot, which))
                       for i, layer in enumerate(self.model.layers) if layer.kind == "linear_attention"
                       for slot, (module, which) in enumerate(taps(layer.linear_attn))]
@@ -78,21 +80,21 @@ class Rollback:
             self.kept.setdefault(i, [None] * len(WANTED))[slot] = out if which is None else out[which]
         return record
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         for hook in self.hooks:
             hook.remove()
 
-    def keep(self, m):
+    def keep(self, m: int) -> None:
         T = self.cache.length - self.start  # tokens the verify pass fed
         if m == T:
             return
         for i, (layer, c) in enumerate(zip(self.model.layers, self.cache.layers)):
             if layer.kind == "full_attention":
-                c.length = self.start + m  # the KV cache: move the length pointer back
+                c.length = self.start + m  # type: ignore[union-attr]  # the KV cache: move the length pointer back
             else:  # DeltaNet: back to the copy, then its memory over the accepted tokens again
-                c.conv, c.state = self.saved[i]
+                c.conv, c.state = self.saved[i]  # type: ignore[union-attr, misc]
                 if m:
-                    layer.linear_attn.remember(*(x[:, :m] for x in self.kept[i]), c)  # no projection recomputed
+                    layer.linear_attn.remember(*(x[:, :m] for x in self.kept[i]), c)  # type: ignore[union-attr, operator]
         self.cache.length = self.start + m
 
 
@@ -127,8 +129,9 @@ def accept(drafts: torch.Tensor, logits: torch.Tensor, q: torch.Tensor | None, p
 
 
 @torch.no_grad()
-def speculate(model: torch.nn.Module, input_ids, max_new_tokens: int, draft: Draft, sampling: Sampling | None = None,
-              stop: Iterable[int] | None = None, mask=None, cache=None) -> Iterator[int | list[int | None]]:
+def speculate(model: Qwen35, input_ids: torch.Tensor | list[int] | list[list[int]], max_new_tokens: int, draft: Draft,
+              sampling: Sampling | None = None, stop: Iterable[int] | None = None,
+              mask: torch.Tensor | None = None, cache: Cache | None = None) -> Iterator[int | list[int | None]]:
     """generate (qwen/generate.py) with `draft` guessing draft.k tokens per main-model step: yields as generate does,
     the same tokens for greedy sampling, the same distribution otherwise. draft.counts gets this run's 'steps'
     (main-model forwards after the prefill), 'proposed' and 'accepted' guesses. No presence penalty: a limit of this
@@ -151,7 +154,7 @@ def speculate(model: torch.nn.Module, input_ids, max_new_tokens: int, draft: Dra
     token, _ = pick(logits)
     produced = 1
     yield emitted(token, done, batched)
-    done |= torch.isin(token, stop)
+    done |= torch.isin(token, stop)  # type: ignore[arg-type]  # (stop: the tensor prepare made of it)
     if done.all() or produced == max_new_tokens:
         return
     draft.start(torch.cat([ids[:, 1:], token[:, None]], 1), kept.h, None if mask is None else mask[:, offset:])
@@ -170,7 +173,7 @@ def speculate(model: torch.nn.Module, input_ids, max_new_tokens: int, draft: Dra
             m += 1
             produced += 1
             yield emitted(token, done, batched)
-            done |= torch.isin(token, stop)
+            done |= torch.isin(token, stop)  # type: ignore[arg-type]
             if done.all() or produced == max_new_tokens:
                 break
         saved.keep(m)  # the caches as after a plain pass over x, d_1 .. d_{m-1}

@@ -34,7 +34,7 @@ VERSION = 5  # bump when the layout or the numbers change: an older data/synthet
 MARKER = "qwen_by_hand_synthetic"  # key in config.json that says "these weights are random"
 
 
-def banner(notebook):
+def banner(notebook: bool) -> str:
     """What a run on this checkpoint prints first, and how to get the real model instead: a script takes --model; a
     notebook has no command line, so it reads the environment variable QWEN_MODEL, set where Jupyter starts."""
     real = DEFAULT_MODEL
@@ -79,7 +79,7 @@ PREPROCESSOR = dict(  # preprocessor_config.json as published with Qwen3.5 (from
 )
 
 
-def synthetic_path(root=DATA_DIR):
+def synthetic_path(root: str | Path = DATA_DIR) -> Path:
     """The synthetic checkpoint's folder, generated on first use (a few seconds) and reused afterwards."""
     out = Path(root) / "synthetic"
     if not is_synthetic(out) or json.loads((out / "config.json").read_text())[MARKER]["version"] != VERSION:
@@ -89,7 +89,7 @@ def synthetic_path(root=DATA_DIR):
     return out
 
 
-def is_synthetic(path):
+def is_synthetic(path: str | Path) -> bool:
     file = Path(path) / "config.json"
     return file.is_file() and MARKER in json.loads(file.read_text())
 

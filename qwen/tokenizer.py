@@ -13,15 +13,17 @@ without that flag, splits a piece that is a whole token (加拿大: [108918] her
 """
 import json
 import unicodedata
+from collections.abc import Iterable
 from pathlib import Path
 
 import tokenizers
+import torch
 
 from qwen.lang import tr
 
 
 class Tokenizer:
-    def __init__(self, path):
+    def __init__(self, path: str | Path) -> None:
         path = Path(path)
         file = path / "tokenizer.json"
         if not file.is_file():
@@ -51,25 +53,25 @@ class Tokenizer:
         self.n_vocab = self._tok.get_vocab_size(with_added_tokens=True)  # 248077; the embedding has 248320 rows
         self.eos_id = self.special_tokens[eos]  # <|im_end|>: the chat model ends its turn with it
 
-    def encode(self, text):
+    def encode(self, text: str) -> list[int]:
         # NFC in Python first, as Qwen's reference encoder does: tokenizers' own NFC has older Unicode tables and
         # leaves a few recent combining marks unsorted (tokenizer.json still asks for NFC, which is then a no-op).
         return self._tok.encode(unicodedata.normalize("NFC", text), add_special_tokens=False).ids
 
-    def decode(self, ids, skip_special_tokens=False):
+    def decode(self, ids: Iterable[int] | torch.Tensor, skip_special_tokens: bool = False) -> str:
         # skip drops the added tokens tokenizer.json marks special (<|im_end|>, ...) but keeps text-like ones
         # (<think>, <tool_call>), as transformers does. A partial UTF-8 character decodes to U+FFFD.
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)  # ints or a tensor
 
-    def id_to_token(self, i):
+    def id_to_token(self, i: int) -> str | None:
         """The token's spelling in tokenizer.json: bytes shown as GPT-2 characters, e.g. 'Ġworld' for ' world'."""
         return self._tok.id_to_token(i)
 
-    def token_to_id(self, s):
+    def token_to_id(self, s: str) -> int | None:
         """Inverse of id_to_token; None if s is not a token."""
         return self._tok.token_to_id(s)
 
 
-def load_tokenizer(path):
+def load_tokenizer(path: str | Path) -> Tokenizer:
     """The tokenizer of the checkpoint folder `path` (it must hold tokenizer.json and tokenizer_config.json)."""
     return Tokenizer(path)

@@ -23,7 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from qwen.checkpoint import Checkpoint, open_checkpoint
-from qwen.config import DEFAULT_MODEL, dtype_of
+from qwen.config import DEFAULT_MODEL, VisionConfig, dtype_of
 from qwen.lang import tr
 from qwen.rope import rotate_half
 from qwen.weights import Weights, fill
@@ -31,7 +31,7 @@ from qwen.weights import Weights, fill
 ACT = {"gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"), "gelu": F.gelu}
 
 
-def merge_order(x, m):
+def merge_order(x: torch.Tensor, m: int) -> torch.Tensor:
     """(h, w, …) in raster order -> (h·w, …) with each m × m block's entries consecutive (the merger's groups)."""
     h, w = x.shape[:2]
     return x.reshape(h // m, m, w // m, m, *x.shape[2:]).transpose(1, 2).reshape(h * w, *x.shape[2:])
@@ -127,7 +127,7 @@ class VisionTower(nn.Module):
     """pixel_values (N, 3·Tp·P·P) and image_grid_thw (n, 3) -> (N/4, d) merged image tokens, images one after another.
     Attribute names are the checkpoint's, minus "model.visual."."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg: VisionConfig) -> None:
         super().__init__()
         self.cfg = cfg
         self.patch_embed = PatchEmbed(cfg)
@@ -152,7 +152,7 @@ class VisionTower(nn.Module):
         angle = torch.cat((angle, angle), -1)  # (h·w, Dh): dims i and i + Dh/2 share an angle (rotate half)
         return angle.cos(), angle.sin()
 
-    def forward(self, pixel_values, image_grid_thw):
+    def forward(self, pixel_values: torch.Tensor, image_grid_thw: torch.Tensor) -> torch.Tensor:
         c = self.cfg
         width = c.in_channels * c.temporal_patch_size * c.patch_size ** 2
         grids = [tuple(g) for g in image_grid_thw.tolist()]
@@ -161,15 +161,15 @@ class VisionTower(nn.Module):
             raise ValueError(f"pixel_values must be (patches of image_grid_thw, {width}) = ({N}, {width}), got "
                              f"{tuple(pixel_values.shape)}: pass preprocess()'s outputs together")
         x = self.patch_embed(pixel_values.to(self.pos_embed.weight.dtype))  # (N, C)
-        pos, cos, sin, lengths = [], [], [], []
+        pos, coss, sins, lengths = [], [], [], []
         for t, h, w in grids:  # a video's t frames share the image grid; each frame attends on its own
             cs = self.rotary(h, w, x.device)
             pos.append(self.positions(h, w).repeat(t, 1))
-            cos.append(cs[0].repeat(t, 1))
-            sin.append(cs[1].repeat(t, 1))
+            coss.append(cs[0].repeat(t, 1))
+            sins.append(cs[1].repeat(t, 1))
             lengths += [h * w] * t
         x = x + torch.cat(pos).to(x.dtype)  # (N, C)
-        cos, sin = torch.cat(cos), torch.cat(sin)  # (N, Dh) each
+        cos, sin = torch.cat(coss), torch.cat(sins)  # (N, Dh) each
         for block in self.blocks:
             x = block(x, cos, sin, lengths)
         return self.merger(x)  # (N/4, d)

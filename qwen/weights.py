@@ -12,6 +12,7 @@ import os
 import struct
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any, TypeVar
 
 import torch
 import torch.nn as nn
@@ -26,7 +27,7 @@ STRIPPED_PREFIXES = {"vision": VISION, "mtp": MTP}  # the other parts' key prefi
 FIX = "download the checkpoint again (the files are incomplete, or belong to another model than its config.json)"
 
 
-def read_header(file):
+def read_header(file: str | Path) -> dict[str, dict[str, Any]]:
     """The safetensors header by hand: 8 bytes little-endian length n, then n bytes of JSON, then raw data.
     Returns {name: {"dtype", "shape", "data_offsets"}} and checks that the file holds all the data it promises."""
     size = os.path.getsize(file)
@@ -86,7 +87,7 @@ class Weights(Mapping[str, torch.Tensor]):
         # Tied head (decided when the checkpoint was opened): the file stores E once and the head reuses it.
         if part == "text" and checkpoint.tied:
             self.where["lm_head.weight"] = self.where["embed_tokens.weight"]
-        self.files = {}  # open safetensors handles, one per file
+        self.files: dict[Path, Any] = {}  # open safetensors handles, one per file
 
     def name(self, key: str) -> str | None:
         """Checkpoint key -> this part's name for it, or None for a tensor of another part."""
@@ -133,8 +134,11 @@ def short(names):
     return f"{names[:3]}{' …' if len(names) > 3 else ''} ({len(names)})"
 
 
-def fill(module: nn.Module, W: Mapping[str, torch.Tensor], prefix: str = "", dtype: torch.dtype | None = None,
-         device: str | torch.device | None = None, source: str | Path | None = None) -> nn.Module:
+M = TypeVar("M", bound=nn.Module)  # fill returns the module it was given: a Qwen35 stays a Qwen35 to the type checker
+
+
+def fill(module: M, W: Mapping[str, torch.Tensor], prefix: str = "", dtype: torch.dtype | None = None,
+         device: str | torch.device | None = None, source: str | Path | None = None) -> M:
     """Make each parameter of `module` the tensor W[prefix + name]: THE loader, for a module built on the meta device
     (the whole model, the tower, the MTP head: no memory until a tensor is read) or with real tensors (a chapter's
     layer). Every name must exist, no name under `prefix` may be left over, every shape must match: otherwise one
@@ -144,7 +148,7 @@ def fill(module: nn.Module, W: Mapping[str, torch.Tensor], prefix: str = "", dty
     tied; a joined one (qwen/fast.py) is its parts' rows stacked, built here so that no copy of the parts is kept."""
     where = source or getattr(W, "folder", "the weights given")
     kind = type(module).__name__
-    names = {}  # id(parameter) -> every name it has in the module (a tied parameter has two)
+    names: dict[int, tuple[nn.Parameter, list[str]]] = {}  # id(parameter) -> every name it has (a tied one has two)
     for name, p in module.named_parameters(remove_duplicate=False):
         names.setdefault(id(p), (p, []))[1].append(name)
     wanted = {n: [prefix + s for s in sources(module, n)] for _, group in names.values() for n in group}
