@@ -11,12 +11,13 @@ helper of its module: readable, but free to change. A name moves in here when co
 PUBLIC: dict[str, tuple[str, ...]] = {
     # the language, the checkpoint and the command line (chapter 1)
     "qwen.lang": ("tr", "use", "language", "from_command_line"),
-    "qwen.config": ("Config", "Config.load", "Config.from_dict", "VisionConfig", "VisionConfig.load", "dtype_of",
+    "qwen.config": ("Config", "Config.load", "Config.from_dict", "VisionConfig", "VisionConfig.from_dict", "dtype_of",
                     "DTYPES", "DEFAULT_MODEL"),
     "qwen.hub": ("find_model", "ModelNotFound", "DATA_DIR"),
     "qwen.synthetic": ("synthetic_path", "is_synthetic", "banner"),
     "qwen.course": ("open_model", "pick_device", "chapter_args", "chapter_parser"),
-    "qwen.weights": ("Weights", "load_weights", "fill", "read_header"),
+    "qwen.checkpoint": ("Checkpoint", "open_checkpoint"),
+    "qwen.weights": ("Weights", "fill", "read_header"),
     # the text model, part by part (chapters 2 to 8)
     "qwen.tokenizer": ("Tokenizer", "Tokenizer.encode", "Tokenizer.decode", "Tokenizer.id_to_token",
                        "Tokenizer.token_to_id", "load_tokenizer"),

@@ -35,6 +35,7 @@ from qwen.model import Cache
 from qwen.mrope import expand_image_tokens
 from qwen.sampling import Sampling, check
 from qwen.speculative import speculate
+from qwen.tokenizer import Tokenizer
 
 
 class Session:
@@ -43,7 +44,7 @@ class Session:
     settings read a picture, its template says whether it thinks by default (thinking=None). overrides: Sampling
     fields that replace the model card's (qwen.sampling.CARD) for every turn; a seed is offset per turn."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer, checkpoint: Checkpoint | str | Path,
+    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer, checkpoint: Checkpoint | str | Path,
                  thinking: bool | None = None, overrides: dict | None = None, max_new_tokens: int = 1024,
                  system: str | None = None, draft: Draft | None = None) -> None:
         self.max_new_tokens = check("max_new_tokens", max_new_tokens)  # bad limits are refused here, at once,
