@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 
 import book  # noqa: E402
 from book import model_map, oracle  # noqa: E402
+from qwen.checkpoint import open_checkpoint  # noqa: E402
 from qwen.sizes import REAL_TEXT_CONFIG, real_config  # noqa: E402
 
 show_module = sys.modules["book.show"]  # book.show is the function; its module holds the rest
@@ -173,7 +174,7 @@ def test_listing(script, notebook, capsys, monkeypatch):
     code, metadata = notebook[-1]
     source = code.data
     assert metadata == {"book": {"listing": "qwen/course.py", "names": ["pick_device", "open_model"]}}
-    assert source.startswith("def pick_device():") and "\ndef open_model(" in source
+    assert source.startswith("def pick_device()") and "\ndef open_model(" in source
     assert "def chapter_args" not in source
     with pytest.raises(ValueError, match="defines no nothing_here"):
         book.listing("qwen/course.py", "nothing_here")
@@ -224,7 +225,7 @@ def test_attempt_in_a_notebook_grades(notebook, capsys, monkeypatch, tmp_path):
 
 
 def test_notation_table(synthetic, capsys):
-    text = book.notation(synthetic)
+    text = book.notation(open_checkpoint(synthetic))
     assert capsys.readouterr().out == text + "\n"
     head, *rows = text.splitlines()
     assert "real Qwen3.5-0.8B" in head and "synthetic checkpoint" in head

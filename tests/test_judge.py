@@ -157,6 +157,7 @@ def test_hostile_details(hostile_reports):
     assert r["mutates_input"].failure.mutated and r["mutates_input"].failure.mismatch is None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to look at processes")
 def test_processes_started_by_learner_code_are_killed(hostile_reports):
     report = hostile_reports[HOSTILE_DIR / "spawns_child.py"]
