@@ -21,8 +21,9 @@ from qwen.synthetic import synthetic_path
 # each problem's solution and starter, the static edition checks and the import guard, in a few minutes. The tests
 # marked `slow` run only with --all (bash course.sh test --all, what .ci/run runs): whole chapter scripts and
 # notebooks, every known mistake, the judge in its sandbox, the browser, the benches, child processes that import
-# torch. A test that reads a chapter's run or a notebook's execution (the fixtures below) must be marked slow.
-SLOW_FIXTURES = ("chapter_outputs", "executed")
+# torch. A test that reads a chapter's run or a notebook's execution (the fixtures below), or the judge's verdicts on
+# the hostile files (tests/test_judge.py, each graded in the sandbox), must be marked slow.
+SLOW_FIXTURES = ("chapter_outputs", "executed", "hostile_reports")
 
 
 def pytest_addoption(parser):
@@ -34,8 +35,8 @@ def pytest_collection_modifyitems(config, items):
     unmarked = [i.nodeid for i in items if set(SLOW_FIXTURES) & set(getattr(i, "fixturenames", ()))
                 and not i.get_closest_marker("slow")]
     if unmarked:
-        raise pytest.UsageError(f"{len(unmarked)} tests read a chapter's run or a notebook's execution but are not "
-                                f"marked slow (@pytest.mark.slow), e.g. {unmarked[0]}")
+        raise pytest.UsageError(f"{len(unmarked)} tests use {' or '.join(SLOW_FIXTURES)} but are not marked slow "
+                                f"(@pytest.mark.slow): {', '.join(unmarked)}")
     if config.getoption("--all") or config.getoption("markexpr"):  # -m chooses for itself
         return
     slow = [i for i in items if i.get_closest_marker("slow")]

@@ -176,6 +176,7 @@ def _alive(pid):
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to look at processes")
 def test_daemons_started_by_learner_code_are_killed(hostile_reports):
     """A process in a new session and a double-forked daemon both escape a process-group kill; the runner is a
@@ -188,6 +189,7 @@ def test_daemons_started_by_learner_code_are_killed(hostile_reports):
     assert not [p for p in pids if _alive(p)], "a daemon outlived the verdict"
 
 
+@pytest.mark.slow
 def test_crash_at_import_is_the_learners_runtime_error(hostile_reports):
     """os._exit, a segfault, SIGKILL (the out-of-memory killer) or closed pipes while the file is imported: a
     Runtime Error with the reason, recorded like any other; not the judge's own error."""
@@ -203,6 +205,7 @@ def test_crash_at_import_is_the_learners_runtime_error(hostile_reports):
     assert "out of memory?" in shown(r["killed_at_import"])
 
 
+@pytest.mark.slow
 def test_collapsed_and_capped_traceback(hostile_reports):
     """Mutual recursion 200,000 deep: the repeated frames are collapsed into one line, and the report stays short."""
     report = hostile_reports[HOSTILE_DIR / "recursion.py"]
@@ -211,6 +214,7 @@ def test_collapsed_and_capped_traceback(hostile_reports):
     assert len(text.splitlines()) < 60 and len(text) < 8000, (len(text.splitlines()), len(text))
 
 
+@pytest.mark.slow
 def test_memory_limit(hostile_reports):
     """Asking for more memory than the judge allows is a Runtime Error that says "out of memory"."""
     report = hostile_reports[HOSTILE_DIR / "hogs_memory.py"]
@@ -218,11 +222,13 @@ def test_memory_limit(hostile_reports):
     assert "out of memory" in shown(report)
 
 
+@pytest.mark.slow
 def test_a_replaced_clock_does_not_hide_a_slow_case(hostile_reports):
     report = hostile_reports[HOSTILE_DIR / "replaces_clock.py"]
     assert report.verdict == "TLE" and report.failure is report.results[0] and report.failure.time >= 1.5
 
 
+@pytest.mark.slow
 def test_hostile_pipes_and_files_end_the_run(hostile_reports):
     """A named pipe in place of a saved result, a forged event whose time is not a number, an endless stream of
     keep-alive events: each is the learner's Runtime Error, and the judge ends soon after."""
@@ -233,6 +239,7 @@ def test_hostile_pipes_and_files_end_the_run(hostile_reports):
     assert r["keeps_alive"].seconds < 60
 
 
+@pytest.mark.slow
 def test_terminal_escapes_are_shown_escaped(hostile_reports):
     report = hostile_reports[HOSTILE_DIR / "escapes.py"]
     report.output = "\x1b[8A\x1b[2K\rVerdict   Accepted\x1b[0m\n".encode()  # what a child process would have kept
@@ -242,6 +249,7 @@ def test_terminal_escapes_are_shown_escaped(hostile_reports):
     assert "\\x1b[8A" in text and "\\x1b[2J" in text
 
 
+@pytest.mark.slow
 def test_any_return_value_is_judged(hostile_reports):
     """A sparse tensor, a meta tensor, a numpy array, a list: Wrong Answer that says what came back. A tensor
     subclass (nn.Parameter) is compared as the plain tensor it is."""
@@ -340,6 +348,7 @@ def test_wrong_answer_report(env, tmp_path):
     assert crash.returncode == 1 and crash.stderr == "" and "the process ended during this case" in crash.stdout
 
 
+@pytest.mark.slow
 def test_reports_in_chinese(hostile_reports):
     lines = []
     Printer("zh", lines.append).report(hostile_reports[HOSTILE_DIR / "loops.py"], "loops.py", "again", "p")
