@@ -43,8 +43,8 @@ def pytest_collection_modifyitems(config, items):
     items[:] = [i for i in items if not i.get_closest_marker("slow")]
     config.hook.pytest_deselected(items=slow)
     left = Counter(i.nodeid.split("::")[0] for i in slow)
-    if WORKER:
-        config.workeroutput["slow_left"] = dict(left)  # the controller prints what this tier left out
+    if hasattr(config, "workeroutput"):  # an xdist worker: the controller prints what this tier left out
+        config.workeroutput["slow_left"] = dict(left)
     else:
         config.stash[SLOW_LEFT] = left
 

@@ -169,7 +169,8 @@ def test_the_default_tier_leaves_the_slow_tests_out_and_says_so(tmp_path):
     shutil.copy(REPO / "tests" / "conftest.py", tmp_path)  # the suite's hooks and fixtures, its settings below
     (tmp_path / "test_tiers.py").write_text("import pytest\n\n\ndef test_fast():\n    pass\n\n\n"
                                             "@pytest.mark.slow\ndef test_slow():\n    pass\n")
-    env = dict(os.environ, PYTHONPATH=str(REPO / "tests"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}  # a run of its own, not a worker
+    env["PYTHONPATH"] = str(REPO / "tests")
 
     def pytest_run(*args):
         return subprocess.run([sys.executable, "-m", "pytest", "-c", str(REPO / "pyproject.toml"), "--rootdir",
