@@ -2,9 +2,17 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5RMSNorm, Qwen3_5RMSNormGated, l2norm as hf_l2norm
 
 from qwen.norm import GatedRMSNorm, RMSNorm, l2norm
+
+
+@pytest.fixture(scope="module")
+def hf():
+    """transformers' Qwen3.5 modeling module, the oracle, imported when a test first asks: it takes seconds, and
+    collecting this file (or running the tests by hand) should not wait for it."""
+    from transformers.models.qwen3_5 import modeling_qwen3_5
+
+    return modeling_qwen3_5
 
 
 def perturbed(ours, theirs, seed):
@@ -35,8 +43,8 @@ def bf16_steps(a, b):
 
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("scale", [3.0, 1e-4])  # 1e-4: mean(x²) ~ 1e-8, far below eps = 1e-6, so eps matters
-def test_rmsnorm_fp32(seed, scale):
-    ours, theirs = RMSNorm(64, eps=1e-6), Qwen3_5RMSNorm(64, eps=1e-6)
+def test_rmsnorm_fp32(seed, scale, hf):
+    ours, theirs = RMSNorm(64, eps=1e-6), hf.Qwen3_5RMSNorm(64, eps=1e-6)
     perturbed(ours, theirs, seed)
     x = inputs((2, 5, 64), seed, scale)
     got, want = ours(x), theirs(x)
@@ -46,8 +54,8 @@ def test_rmsnorm_fp32(seed, scale):
 
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("scale", [3.0, 1e-4])
-def test_rmsnorm_bf16_bit_exact(seed, scale):
-    ours, theirs = RMSNorm(64), Qwen3_5RMSNorm(64)
+def test_rmsnorm_bf16_bit_exact(seed, scale, hf):
+    ours, theirs = RMSNorm(64), hf.Qwen3_5RMSNorm(64)
     perturbed(ours, theirs, seed)
     ours, theirs = ours.bfloat16(), theirs.bfloat16()
     x = inputs((4, 64), seed, scale).bfloat16()
@@ -58,8 +66,8 @@ def test_rmsnorm_bf16_bit_exact(seed, scale):
 
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("scale", [3.0, 1e-4])
-def test_gated_fp32(seed, scale):
-    ours, theirs = GatedRMSNorm(32, eps=1e-6), Qwen3_5RMSNormGated(32, eps=1e-6)
+def test_gated_fp32(seed, scale, hf):
+    ours, theirs = GatedRMSNorm(32, eps=1e-6), hf.Qwen3_5RMSNormGated(32, eps=1e-6)
     perturbed(ours, theirs, seed)
     x, z = inputs((3, 4, 32), seed, scale), inputs((3, 4, 32), seed + 100)
     got, want = ours(x, z), theirs(x, z)
@@ -69,9 +77,9 @@ def test_gated_fp32(seed, scale):
 
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_gated_bit_exact(seed, dtype):
+def test_gated_bit_exact(seed, dtype, hf):
     """The gated norm rounds where transformers does (x̂, then x̂·w, in the input dtype; the gate in fp32)."""
-    ours, theirs = GatedRMSNorm(32), Qwen3_5RMSNormGated(32)
+    ours, theirs = GatedRMSNorm(32), hf.Qwen3_5RMSNormGated(32)
     perturbed(ours, theirs, seed)
     ours, theirs = ours.to(dtype), theirs.to(dtype)
     x, z = inputs((64, 32), seed).to(dtype), inputs((64, 32), seed + 100).to(dtype)
@@ -88,11 +96,11 @@ def one_rounding(x, gate, weight, eps=1e-6):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_one_rounding_is_within_two_steps_and_closer(seed):
+def test_one_rounding_is_within_two_steps_and_closer(seed, hf):
     """Chapter 3's aside: rounding once at the end instead of transformers' three times lands up to 2 bf16 steps away
     (one half-step rounding of x̂ and one of x̂·w can add up to a full step before the last rounding adds one more),
     and is on the whole the closer to the exact (fp64) value."""
-    ours, theirs = GatedRMSNorm(32), Qwen3_5RMSNormGated(32)
+    ours, theirs = GatedRMSNorm(32), hf.Qwen3_5RMSNormGated(32)
     perturbed(ours, theirs, seed)
     theirs = theirs.bfloat16()
     x, z = inputs((64, 32), seed).bfloat16(), inputs((64, 32), seed + 100).bfloat16()
@@ -106,9 +114,9 @@ def test_one_rounding_is_within_two_steps_and_closer(seed):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("scale", [2.0, 1e-4])
-def test_l2norm(dtype, scale):
+def test_l2norm(dtype, scale, hf):
     x = inputs((3, 7, 16), 0, scale).to(dtype)
-    got, want = l2norm(x), hf_l2norm(x, dim=-1, eps=1e-6)
+    got, want = l2norm(x), hf.l2norm(x, dim=-1, eps=1e-6)
     assert got.dtype == dtype
     assert torch.equal(got, want)
 
@@ -127,14 +135,14 @@ def test_rmsnorm_by_hand():
     torch.testing.assert_close(n(torch.tensor([1.0, 2.0, 3.0, 4.0])), torch.tensor([1 / r, 4 / r, 3 / r, 4 / r]))
 
 
-def test_one_rounding_two_steps_on_the_checkpoint(synthetic):
+def test_one_rounding_two_steps_on_the_checkpoint(synthetic, hf):
     """Chapter 3's claim, measured with the checkpoint's own gated weight: one rounding is up to 2 bf16 steps from
     transformers' order, not 1 (the bound by hand: test_one_rounding_is_within_two_steps_and_closer); and the
     course's module is transformers' order, bit for bit. The share of outputs that differ is printed, not bounded:
     it depends on the weights and the inputs, and nothing the chapter says rests on it."""
     from qwen.weights import Weights
     w = Weights(synthetic)["layers.0.linear_attn.norm.weight"]
-    ours, theirs = GatedRMSNorm(w.shape[0]).bfloat16(), Qwen3_5RMSNormGated(w.shape[0]).bfloat16()
+    ours, theirs = GatedRMSNorm(w.shape[0]).bfloat16(), hf.Qwen3_5RMSNormGated(w.shape[0]).bfloat16()
     with torch.no_grad():
         ours.weight.copy_(w)
         theirs.weight.copy_(w)
