@@ -31,12 +31,46 @@ def pytest_addoption(parser):
                      help="run every test, the ones marked slow too (the full gate: what .ci/run runs)")
 
 
+# Which worker runs what (pyproject.toml: --dist loadgroup). The tests that read one chapter's runs go to one worker
+# together, so it runs that chapter while the other worker runs another, and neither waits for a run the other is
+# making; so do the tests that share a module's expensive fixture (a browser and the built book, the hostile files'
+# verdicts, the built checkpoints). The chapters come first, the book and its browser last, when the notebooks they
+# read have run.
+GROUPS = {"site": "book", "browser": "book", "hostile_reports": "hostile", "four_pixel": "any_checkpoint"}
+
+
+def group_of(item):
+    fixtures = set(getattr(item, "fixturenames", ()))
+    for fixture, group in GROUPS.items():
+        if fixture in fixtures:
+            return group
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    chapter = params.get("name") or params.get("script")
+    if {"executed", "chapter_outputs"} & fixtures and isinstance(chapter, str):
+        return chapter.removesuffix(".py")
+    return None
+
+
+def order_of(item):
+    group = group_of(item)
+    if group == "book":
+        return 4
+    if group is not None:
+        return 0 if group.startswith("ch") else 1
+    return 3 if set(SLOW_FIXTURES) & set(getattr(item, "fixturenames", ())) else 2
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     unmarked = [i.nodeid for i in items if set(SLOW_FIXTURES) & set(getattr(i, "fixturenames", ()))
                 and not i.get_closest_marker("slow")]
     if unmarked:
         raise pytest.UsageError(f"{len(unmarked)} tests use {' or '.join(SLOW_FIXTURES)} but are not marked slow "
                                 f"(@pytest.mark.slow): {', '.join(unmarked)}")
+    for item in items:
+        if group_of(item):
+            item.add_marker(pytest.mark.xdist_group(group_of(item)))
+    items.sort(key=order_of)  # stable: within a rank, the files' own order
     if config.getoption("--all") or config.getoption("markexpr"):  # -m chooses for itself
         return
     slow = [i for i in items if i.get_closest_marker("slow")]
@@ -96,12 +130,13 @@ def synthetic():
 
 @pytest.fixture(scope="session")
 def chapter_outputs(synthetic, tmp_path_factory):
-    """Each chapter script run once on the synthetic checkpoint, shared by the chapter and notebook tests (and by
-    the workers): (exit code, stdout, stderr)."""
-    def output(script, lang="en"):
-        key = f"chapter-{script}" if lang == "en" else f"chapter-{lang}-{script}"
-        return tuple(shared_once(tmp_path_factory, key, lambda: run_chapter(script, "--model", "synthetic",
-                                                                            "--lang", lang)))
+    """Each chapter script run once, in English, on the synthetic checkpoint, as a learner runs it, shared by the
+    workers: script -> (exit code, stdout, stderr). What the Chinese edition prints is read from its notebook's run
+    (`executed`: the same cells), and tests/test_chapters.py runs every script in Chinese on a shallower checkpoint,
+    so no chapter runs twice in one language and configuration."""
+    def output(script):
+        return tuple(shared_once(tmp_path_factory, f"chapter-{script}",
+                                 lambda: run_chapter(script, "--model", "synthetic", "--lang", "en")))
     return output
 
 

@@ -250,3 +250,25 @@ FIGURES = {
 }
 # a notebook cell whose output differs from the script's by design: a figure, a listing, an exercise, the proof
 MODE_DEPENDENT = re.compile(r"\bbook\.(show|listing|attempt|proof)\(")
+
+
+def stdout_of(cells):
+    """What the code cells of an executed notebook printed."""
+    return "".join(o.text for c in cells if c.cell_type == "code" for o in c.outputs
+                   if o.output_type == "stream" and o.name == "stdout")
+
+
+def as_the_script_prints(nb, code):
+    """What an executed notebook printed in the language `code`, as its script prints it: the cells both run (not a
+    MODE_DEPENDENT one, which a script shows as one NOTE line), with the notebook's banner (it says how a notebook
+    picks the model) in the script's words."""
+    from qwen import lang
+    from qwen.synthetic import banner
+
+    spoken = lang.language()
+    try:
+        lang.use(code)
+        shared = stdout_of([c for c in nb.cells if not MODE_DEPENDENT.search(c.source)])
+        return shared.replace(banner(notebook=True), banner(notebook=False))
+    finally:
+        lang.use(spoken)

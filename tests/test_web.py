@@ -17,10 +17,7 @@ import nbformat
 import pytest
 import tomllib
 
-from book.show import NOTE
-from helpers import FIGURES, MODE_DEPENDENT, ROOT
-from qwen import lang
-from qwen.synthetic import banner
+from helpers import FIGURES, MODE_DEPENDENT, ROOT, stdout_of
 from web import execute, render
 from web.build import build_site
 
@@ -262,10 +259,11 @@ def test_page_opens_clean(browser, site, page, code):
 @pytest.mark.slow
 @pytest.mark.parametrize("code", EDITIONS)
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_chapter_page_shows_what_the_script_prints_and_draws(browser, site, chapter_outputs, name, code):
+def test_chapter_page_shows_what_the_script_prints_and_draws(browser, site, executed, name, code):
     """No console error; every image loaded; the figures the chapter draws (those python chapters/<it>.py --figures
     saves), each with its title as alt text; and, cell by cell, the lines the script prints (except where a page
-    shows a figure, a listing, an exercise or the proof instead of the script's one line). Timings are masked."""
+    shows a figure, a listing, an exercise or the proof instead of the script's one line: what its notebook's run
+    printed, which tests/test_notebooks.py holds to the script). Timings are masked."""
     assert opened(browser, site / f"{EDITIONS[code]}chapters/{name}.html") == []
     images = browser.execute_script("return Array.from(document.images).map(i => [i.naturalWidth, i.alt, "
                                     "i.closest('figure') && i.closest('figure').id])")
@@ -275,16 +273,10 @@ def test_chapter_page_shows_what_the_script_prints_and_draws(browser, site, chap
         "return Array.from(document.querySelectorAll('.cell')).map(c => [c.querySelector('pre.code').textContent, "
         "Array.from(c.querySelectorAll('pre.output:not(.stderr)')).map(o => o.textContent).join('')])")
     page = "".join(out for code, out in cells if not MODE_DEPENDENT.search(code))
-    status, stdout, stderr = chapter_outputs(f"{name}.py", code)
-    assert status == 0, stderr
-    stdout = "".join(line for line in stdout.splitlines(keepends=True) if not line.startswith(NOTE))
+    nb, error = executed(name, code)
+    assert error is None, error
     mask = lambda text: re.sub(r"\d+(\.\d+)? ms\b", "_ ms", text)  # noqa: E731
-    spoken = lang.language()
-    try:
-        lang.use(code)
-        assert mask(page.replace(banner(notebook=True), banner(notebook=False))) == mask(stdout)
-    finally:
-        lang.use(spoken)
+    assert mask(page) == mask(stdout_of([c for c in nb.cells if not MODE_DEPENDENT.search(c.source)]))
     assert SYNTHETIC[code] in browser.find_element("css selector", ".banner").text
 
 
