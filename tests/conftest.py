@@ -6,6 +6,7 @@ and what is expensive to make (a chapter script's run, a notebook's execution) i
 by the workers through files in the run's temporary folder (helpers.shared_once, under a lock that works on Linux,
 macOS and Windows)."""
 import os
+import re
 from collections import Counter
 
 os.environ["QWEN_LANG"] = "en"  # the suite reads what the course prints in English; tests of the Chinese ask for it
@@ -31,33 +32,55 @@ def pytest_addoption(parser):
                      help="run every test, the ones marked slow too (the full gate: what .ci/run runs)")
 
 
-# Which worker runs what (pyproject.toml: --dist loadgroup). The tests that read one chapter's runs go to one worker
-# together, so it runs that chapter while the other worker runs another, and neither waits for a run the other is
-# making; so do the tests that share a module's expensive fixture (a browser and the built book, the hostile files'
-# verdicts, the built checkpoints). The chapters come first, the book and its browser last, when the notebooks they
-# read have run.
-GROUPS = {"site": "book", "browser": "book", "hostile_reports": "hostile", "four_pixel": "any_checkpoint"}
+# Which worker runs what. The tests that read one chapter's runs go to one worker together, so it runs that chapter
+# while the other worker runs another, and neither waits for a run the other is making; so do the tests that share
+# an expensive fixture of their module (the built book and its browser, the hostile files' verdicts, the built
+# checkpoints, the plain greedy runs speculative decoding is held to, the bf16 oracles). The chapters come first,
+# the book last, when the notebooks it reads have run. The controller schedules by test id alone (it sees no
+# fixtures), so a group is named by where its tests are; each worker checks that every test of such a fixture
+# falls in its group.
+JUDGE = "tests/test_judge.py::test_"
+GROUPS = {  # group: (where its tests are: test ids start so, the fixtures they share)
+    "book": (("tests/test_web.py::",), ("site", "browser")),
+    "hostile": (tuple(JUDGE + name for name in (
+        "hostile", "processes_started", "daemons_started", "crash_at_import", "collapsed_and_capped", "memory_limit",
+        "a_replaced_clock", "terminal_escapes", "any_return_value", "reports_in_chinese")), ("hostile_reports",)),
+    "any_checkpoint": (("tests/test_any_checkpoint.py::",), ("four_pixel",)),
+    "speculative": (("tests/test_speculative.py::test_greedy_equals_plain_greedy",), ("plain_runs",)),
+    "fast": (("tests/test_fast.py::",), ("bf16_oracles",)),
+}
+CHAPTERS = {p.stem[2:4]: p.stem for p in (ROOT / "chapters").glob("ch[0-9][0-9]_*.py")}  # "08" -> "ch08_model"
+READS_A_CHAPTER = ("tests/test_notebooks.py::", "tests/test_editions.py::", "tests/test_chapters.py::",
+                   "tests/test_book_ch", "tests/test_ch08.py::")
 
 
-def group_of(item):
-    fixtures = set(getattr(item, "fixturenames", ()))
-    for fixture, group in GROUPS.items():
-        if fixture in fixtures:
+def group_of(nodeid):
+    """The group of the test `nodeid` (None: a group of its own)."""
+    for group, (where, _) in GROUPS.items():
+        if nodeid.startswith(where):
             return group
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    chapter = params.get("name") or params.get("script")
-    if {"executed", "chapter_outputs"} & fixtures and isinstance(chapter, str):
-        return chapter.removesuffix(".py")
+    named = re.search(r"ch(\d\d)", nodeid)  # test_book_ch12.py, [ch04_rope-zh], [ch11_mtp.py]: the chapter
+    if named and nodeid.startswith(READS_A_CHAPTER):
+        return CHAPTERS.get(named.group(1))
     return None
 
 
 def order_of(item):
-    group = group_of(item)
-    if group == "book":
-        return 4
-    if group is not None:
-        return 0 if group.startswith("ch") else 1
-    return 3 if set(SLOW_FIXTURES) & set(getattr(item, "fixturenames", ())) else 2
+    group = group_of(item.nodeid)
+    return {None: 2, "book": 3}.get(group, 0 if group and group.startswith("ch") else 1)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent when the suite runs without it
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        """Each group to one worker, whole; every other test on its own; in the order collected (below)."""
+        def _split_scope(self, nodeid):
+            return group_of(nodeid) or nodeid
+
+    config.option.loadscopereorder = False  # keep the order of the collection: chapters first, the book last
+    return ByGroup(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
@@ -68,8 +91,14 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(f"{len(unmarked)} tests use {' or '.join(SLOW_FIXTURES)} but are not marked slow "
                                 f"(@pytest.mark.slow): {', '.join(unmarked)}")
     for item in items:
-        if group_of(item):
-            item.add_marker(pytest.mark.xdist_group(group_of(item)))
+        fixtures = set(getattr(item, "fixturenames", ()))
+        for group, (_, shared) in GROUPS.items():
+            if fixtures & set(shared) and group_of(item.nodeid) != group:
+                raise pytest.UsageError(f"{item.nodeid} uses {', '.join(fixtures & set(shared))}: add it to group "
+                                        f"{group!r} in tests/conftest.py GROUPS")
+        if fixtures & {"executed", "chapter_outputs"} and not group_of(item.nodeid):
+            raise pytest.UsageError(f"{item.nodeid} reads a chapter's run: name the chapter (chNN) in the test's id, "
+                                    "so that it runs on the worker that runs that chapter (tests/conftest.py)")
     items.sort(key=order_of)  # stable: within a rank, the files' own order
     if config.getoption("--all") or config.getoption("markexpr"):  # -m chooses for itself
         return

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from book import ch10
-from helpers import run_chapter
+from helpers import run_chapter, stdout_of
 from qwen.image import ImageSettings
 
 matplotlib.use("Agg")
@@ -359,9 +359,11 @@ def test_chapter_facts(chapter_outputs, synthetic):
 
 
 @pytest.mark.slow
-def test_the_proof_against_transformers():
-    code, out, err = run_chapter("ch10_vision.py", "--model", "synthetic", "--proof")
-    assert code == 0, err
+def test_the_proof_against_transformers(executed):
+    """The notebook runs the proof cell (the script runs it with --proof: tests/test_chapters.py runs that flag)."""
+    nb, error = executed("ch10_vision")
+    assert error is None, error
+    out = stdout_of(nb.cells)
     assert "image processor (Qwen2VLImageProcessorPil): pixel_values equal True, image_grid_thw equal True" in out
     assert "3-D positions equal get_rope_index: True" in out
     diff = float(re.search(r"vision tower, fp32: max \|ours - transformers\| = (\S+)", out).group(1))
