@@ -83,7 +83,6 @@ def pytest_xdist_make_scheduler(config, log):
     return ByGroup(config, log)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     unmarked = [i.nodeid for i in items if set(SLOW_FIXTURES) & set(getattr(i, "fixturenames", ()))
                 and not i.get_closest_marker("slow")]
