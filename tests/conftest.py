@@ -90,12 +90,12 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(f"{len(unmarked)} tests use {' or '.join(SLOW_FIXTURES)} but are not marked slow "
                                 f"(@pytest.mark.slow): {', '.join(unmarked)}")
     for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
+        fixtures, placed = set(getattr(item, "fixturenames", ())), group_of(item.nodeid)
         for group, (_, shared) in GROUPS.items():
-            if fixtures & set(shared) and group_of(item.nodeid) != group:
+            if fixtures & set(shared) and placed != group:
                 raise pytest.UsageError(f"{item.nodeid} uses {', '.join(fixtures & set(shared))}: add it to group "
                                         f"{group!r} in tests/conftest.py GROUPS")
-        if fixtures & {"executed", "chapter_outputs"} and not group_of(item.nodeid):
+        if fixtures & {"executed", "chapter_outputs"} and not placed:
             raise pytest.UsageError(f"{item.nodeid} reads a chapter's run: name the chapter (chNN) in the test's id, "
                                     "so that it runs on the worker that runs that chapter (tests/conftest.py)")
     items.sort(key=order_of)  # stable: within a rank, the files' own order

