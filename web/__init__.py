@@ -6,6 +6,7 @@ the notebooks notebooks/sync.py writes), executed at build time and never commit
     python -m web --serve         the same, then serve it on http://localhost:8000
     bash course.sh book           the same, after setting up .venv
 
-execute.py runs the notebooks (a cache keyed by what each one reads), render.py turns one executed notebook into
-HTML, pages.py lays out the pages and the search index, build.py is the command.
+execute.py runs the notebooks (a cache keyed by what each one reads; on Linux each kernel is a fork of warm.py's
+server, which has imported the heavy modules once), render.py turns one executed notebook into HTML, pages.py lays
+out the pages and the search index, build.py is the command.
 """

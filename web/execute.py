@@ -21,6 +21,7 @@ from nbclient.exceptions import CellExecutionError
 from qwen.hub import DATA_DIR
 from qwen.lang import tr
 from qwen.synthetic import synthetic_path
+from web import warm
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = DATA_DIR / "book" / "executed"
@@ -35,12 +36,12 @@ def kernel_spec(folder, model, lang="en"):
     notebook takes no --model: chapter_args reads QWEN_MODEL), in the language `lang` (QWEN_LANG), drawing inline."""
     spec = Path(folder) / KERNEL
     spec.mkdir(parents=True, exist_ok=True)
+    env = {"QWEN_MODEL": str(model), "QWEN_LANG": lang, "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+    launch = warm.command(env) if warm.supported() else [sys.executable, "-m", "ipykernel_launcher"]
     (spec / "kernel.json").write_text(json.dumps({
         # errors only in the kernel's own log: its warnings (a TCP connection on localhost) are noise here
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}", "--log-level=ERROR"],
-        "display_name": "qwen-by-hand", "language": "python",
-        "env": {"QWEN_MODEL": str(model), "QWEN_LANG": lang,
-                "MPLBACKEND": "module://matplotlib_inline.backend_inline"}}))
+        "argv": [*launch, "-f", "{connection_file}", "--log-level=ERROR"],
+        "display_name": "qwen-by-hand", "language": "python", "env": env}))
     return Path(folder)
 
 
