@@ -2,7 +2,9 @@
 wrong solution fail with the expected verdict and hint. Graded in this process (fast); tests/test_judge.py runs the
 real judge, in a child process, on a few of them and on hostile files."""
 import ast
+import copy
 import dataclasses
+import hashlib
 import tempfile
 from pathlib import Path
 
@@ -22,6 +24,8 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import (
 
 from practice.grading import EXACT, Tol, compare
 from practice.judge import grade_in_process, problems
+from practice.mistakes import Mistake
+from practice.problems import Problem
 from qwen.config import Config
 from qwen.norm import rms_normalize
 from qwen.sizes import (
@@ -38,13 +42,57 @@ from qwen.sizes import (
 from qwen.synthetic import TEXT as SYNTHETIC_TEXT, VISION as SYNTHETIC_VISION
 from qwen.weights import Weights, read_header
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: one thread, as in the test workers
+
 PROBLEMS = problems()
 WRONG = [(n, m) for n, p in PROBLEMS.items() for m in p.mistakes]  # every known mistake, one source each
+BUILT = {}  # number -> its cases, built once per worker by Problem.cases (seeded: the same each time)
 
 
 def cases_of(number):
-    tmp = Path(tempfile.mkdtemp(prefix="practice-test-"))
-    return PROBLEMS[number].cases(tmp)
+    """A fresh copy of the problem's cases (a test may change what it is given); the files some cases read (201's)
+    stay in the folder they were built in."""
+    if number not in BUILT:
+        BUILT[number] = Problem.cases(PROBLEMS[number], Path(tempfile.mkdtemp(prefix="practice-test-")))
+    return copy.deepcopy(BUILT[number])
+
+
+RESULTS = {}  # (problem folder, mistake, function, the inputs' fingerprint) -> what the mistake returned
+_mistake_result = Mistake.result
+
+
+class _Unkeyed(Exception):
+    """An input the fingerprint does not describe: that result is computed, not remembered."""
+
+
+def _fingerprint(value):
+    """Everything a known mistake's result can depend on in its inputs: each tensor's dtype, shape, strides and
+    bytes; each container's type, keys and order; each plain value's type and repr."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        data = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        return ("tensor", str(t.dtype), tuple(t.shape), t.stride(), hashlib.sha256(data).hexdigest())
+    if isinstance(value, dict):
+        return ("dict",) + tuple((repr(k), _fingerprint(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__,) + tuple(_fingerprint(v) for v in value)
+    if value is None or isinstance(value, (bool, int, float, str, torch.dtype, Path)):
+        return (type(value).__name__, repr(value))
+    raise _Unkeyed(type(value).__name__)
+
+
+def _remembered_result(self, fn, values):
+    """Mistake.result, computed once per worker for each mistake, function and inputs: the judge runs every known
+    mistake of a problem on each case a wrong answer fails, so grading all of them asks for the same results again
+    and again. The known mistakes are plain functions of their inputs (the same result on the same inputs); an
+    exception is raised again each time, never remembered."""
+    try:
+        key = (self.folder.name, self.key, fn, _fingerprint(values))
+    except _Unkeyed:
+        return _mistake_result(self, fn, values)
+    if key not in RESULTS:
+        RESULTS[key] = _mistake_result(self, fn, values)
+    return RESULTS[key]
 
 
 # ---------------------------------------------------------------- the problem set itself
@@ -120,13 +168,16 @@ def test_solution_accepted_and_starter_rejected(number):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("number,mistake", WRONG, ids=[f"{n}-{m.key}" for n, m in WRONG])
-def test_known_mistake_rejected_with_its_hint(number, mistake, tmp_path):
+def test_known_mistake_rejected_with_its_hint(number, mistake, tmp_path, monkeypatch):
     """Each known mistake, graded as a learner's file, gets its verdict and its own hint (mistakes.toml's
     `expect` marks: hint keys; 'cases>=N', at least N cases reject it; '!key', no rejecting case shows hint `key`;
-    'mutated', the input was changed in place)."""
+    'mutated', the input was changed in place). The problem's cases are built once per worker, and each sibling
+    mistake's result on a case is computed once per worker (_remembered_result), not again for every mistake."""
     verdict, marks = mistake.expectation()
     path = tmp_path / f"{mistake.key}.py"
     path.write_text(mistake.source(), encoding="utf-8")
+    monkeypatch.setattr(PROBLEMS[number], "cases", lambda tmp: cases_of(number))
+    monkeypatch.setattr(Mistake, "result", _remembered_result)
     report = grade_in_process(PROBLEMS[number], path=path)
     failure = report.failure
     assert report.verdict == verdict, (report.verdict, failure and (failure.case.label, failure.outcome))
