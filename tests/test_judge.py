@@ -269,7 +269,9 @@ def shown_got(result):
 @pytest.mark.slow
 def test_solutions_through_the_child_process():
     """The end-to-end path for every problem (inputs and results cross the process boundary); the starters and
-    the wrong solutions are graded in tests/test_practice.py, and a starter through the command line below."""
+    the wrong solutions are graded in tests/test_practice.py, and a starter through the command line below. The
+    runner gives the learner's code one thread (test_learner_code_runs_on_one_thread), so a loaded machine's thread
+    pool cannot eat a case's time: 210's reference takes under 10 % of its limit on every case."""
     for p in PROBLEMS.values():
         _ = p.module  # import each cases.py before the threads share it
     with ThreadPoolExecutor(2) as pool:
@@ -277,6 +279,9 @@ def test_solutions_through_the_child_process():
     for p, rep in zip(PROBLEMS.values(), reports):
         assert rep.verdict == "AC", (p.number, rep.failure, rep.outcome)
         assert all(r.time is not None and r.time < p.time_limit for r in rep.results)
+    report = reports[list(PROBLEMS).index(210)]
+    slowest = max(r.time for r in report.results)
+    assert report.verdict == "AC" and slowest < 0.1 * PROBLEMS[210].time_limit, shown(report)
 
 
 # ---------------------------------------------------------------- the command line
@@ -285,7 +290,8 @@ def test_solutions_through_the_child_process():
 def test_help_and_bad_commands(env):
     out = judge("--help")
     assert out.returncode == 0 and "start N" in out.stdout and "--lang" in out.stdout
-    assert judge("999").returncode == 2 and "No problem 999" in judge("999").stderr
+    unknown = judge("999")
+    assert unknown.returncode == 2 and "No problem 999" in unknown.stderr
     assert judge("frobnicate").returncode == 2
     missing = judge("204", "--file", env / "nope.py")
     assert missing.returncode == 2 and "judge.py start 204" in missing.stderr
@@ -615,7 +621,8 @@ MLP_BODY = ("import torch.nn.functional as F\n\n\ndef silu(x):\n    return F.sil
 def test_a_file_that_imports_the_answer_is_not_graded(env):
     """Importing the module the exercise asks for (207: qwen.mlp), at the top or inside a function, or loading a
     problem's solution.py by path, is refused with one line saying so, in a child process and in this one, and
-    never recorded as solved; 208 may use qwen.rope's apply_rope."""
+    never recorded as solved; 208 may use qwen.rope's apply_rope. The command line grades the first file (its exit
+    code, its report, its record); the others go through the same child process, started here by run_file."""
     files = {"top.py": "import qwen.mlp  # noqa: F401\n" + MLP_BODY.format(extra=""),
              "lazy.py": MLP_BODY.format(extra="    from qwen.mlp import MLP  # noqa: F401\n"),
              "by_path.py": f"import importlib.util\nsolution = {str(PROBLEMS[207].folder / 'solution.py')!r}\n"
@@ -625,10 +632,15 @@ def test_a_file_that_imports_the_answer_is_not_graded(env):
     for name, text in files.items():
         (env / name).write_text(text)
         imported = "practice/207_swiglu/solution.py" if name == "by_path.py" else "qwen.mlp"
-        out = judge(207, "--file", env / name)
-        assert out.returncode == 1 and "Not graded" in out.stdout, out
         said = f"this exercise asks you to write silu, swiglu_mlp; your file imports {imported}, which is the answer"
-        assert said in out.stdout, out.stdout
+        if name == "top.py":
+            out = judge(207, "--file", env / name)
+            assert out.returncode == 1 and "Not graded" in out.stdout, out
+            assert said in out.stdout, out.stdout
+        else:
+            report = run_file(PROBLEMS[207], env / name)
+            assert report.verdict == "NG" and report.outcome == Outcome("answer", (imported,)), (name, report.outcome)
+            assert "Not graded" in shown(report) and said in shown(report), shown(report)
         report = grade_in_process(PROBLEMS[207], path=env / name)
         assert report.verdict == "NG" and report.outcome == Outcome("answer", (imported,)), (name, report.outcome)
     assert load_progress()["207"]["accepted"] is False
@@ -702,18 +714,15 @@ def test_a_total_time_limit_for_all_cases(tmp_path):
 
 @pytest.mark.slow
 def test_learner_code_runs_on_one_thread(tmp_path):
-    """The runner gives the learner's code one thread, so a loaded machine's thread pool cannot eat a case's time:
-    210's reference then takes under 10 % of its limit on every case."""
+    """The runner gives the learner's code one thread, so a loaded machine's thread pool cannot eat a case's time
+    (what that buys, 210's reference well inside its limit, is checked on its run through the child process in
+    test_solutions_through_the_child_process)."""
     learner = tmp_path / "threads.py"
     learner.write_text("import torch\n\n\ndef rms_norm(x, weight, eps):\n"
                        "    raise RuntimeError(f'threads={torch.get_num_threads()}')\n\n\n"
                        "gated_rms_norm = l2norm = rms_norm\n")
     report = run_file(PROBLEMS[204], learner)
     assert report.verdict == "RE" and "threads=1" in report.failure.outcome.detail, shown(report)
-    prob = PROBLEMS[210]
-    report = run_file(prob, prob.folder / "solution.py")
-    slowest = max(r.time for r in report.results)
-    assert report.verdict == "AC" and slowest < 0.1 * prob.time_limit, shown(report)
 
 
 @pytest.mark.slow
@@ -987,15 +996,20 @@ def _notebook(source):
     return cell
 
 
-def _graded(number, source, folder, command_line=True):
-    """{way: (verdict, what the learner reads)}: the command line (the real judge, a child process), the file graded
-    in this process, and the file's functions handed to the notebook's grading (nothing of the file but them)."""
+def _graded(number, source, folder, child="run_file"):
+    """{way: (verdict, what the learner reads)}: the file graded in a child process (child="command line": the real
+    judge, python practice/judge.py --json; "run_file": the child process that judge grades in, started from this
+    one; None: not at all), the file graded in this process, and the file's functions handed to the notebook's
+    grading (nothing of the file but them)."""
     prob, path = PROBLEMS[number], folder / f"{number}_answer.py"
     path.write_text(source)
     out = {}
-    if command_line:
+    if child == "command line":
         data = json.loads(judge(number, "--file", path, "--json").stdout)
         out["command line"] = data["verdict"], data["report"]
+    elif child:
+        report = run_file(prob, path)
+        out["child process"] = report.verdict, shown(report)
     report = grade_in_process(prob, path=path)
     out["file in process"] = report.verdict, shown(report)
     cell = _notebook(source)
@@ -1011,8 +1025,8 @@ def _all_not_graded(graded, said):
 
 @pytest.mark.slow
 def test_the_courses_answer_through_a_decorator_is_not_graded_either_way(env):
-    """216: qwen.image.patchify called inside a @torch.no_grad() function: the command line saw the import; the
-    notebook's grading must see it too, through the decorator's __wrapped__."""
+    """216: qwen.image.patchify called inside a @torch.no_grad() function: the child process the command line
+    grades in saw the import; the notebook's grading must see it too, through the decorator's __wrapped__."""
     graded = _graded(216, _grid(WRAPPED["decorated"]), env)
     _all_not_graded(graded, "your file imports qwen.image, which is the answer")
 
@@ -1022,8 +1036,9 @@ def test_the_courses_answer_through_a_decorator_is_not_graded_either_way(env):
 def test_the_answer_is_seen_however_the_function_is_wrapped(env, style):
     """A closure's cell, a bound method's object, a lambda's default, a partial's keyword, an nn.Module's attribute,
     a function nested two deep: each holds qwen.image.patchify, and each is Not graded in this process, from the
-    file and from a notebook, as the command line grades it (its import is seen as the file loads)."""
-    graded = _graded(216, _grid(WRAPPED[style]), env, command_line=False)
+    file and from a notebook, as the command line's child process grades it (its import is seen as the file
+    loads)."""
+    graded = _graded(216, _grid(WRAPPED[style]), env, child=None)
     _all_not_graded(graded, "qwen.image, which is the answer")
 
 
@@ -1033,7 +1048,8 @@ def test_the_answer_is_seen_however_the_function_is_wrapped(env, style):
                          ids=["216 merge_order", "217 position_ids"])
 def test_the_courses_own_code_for_the_step_is_the_answer(env, number, source, module):
     """qwen.vision.merge_order is the course's code for 216's block order, qwen.mrope.position_ids 217's answer:
-    Not graded both ways, the message naming the module the file imports, never one it did not."""
+    Not graded both ways (in the child process and in this one), the message naming the module the file imports,
+    never one it did not."""
     graded = _graded(number, source, env)
     _all_not_graded(graded, f"your file imports {module}, which is the answer")
     assert not any("qwen.image" in text for _, text in graded.values()), graded
@@ -1043,20 +1059,22 @@ def test_the_courses_own_code_for_the_step_is_the_answer(env, number, source, mo
 @pytest.mark.parametrize("number, source", [(216, HF_PATCHIFY), (218, HF_MERGER)], ids=["216", "218"])
 def test_transformers_own_implementation_is_not_your_own_work(env, number, source):
     """transformers is the reference the judge checks against: a file that calls its patchify or its patch merger is
-    Not graded (both ways), told so, and nothing is recorded as solved."""
-    graded = _graded(number, source, env)
+    Not graded (both ways: the command line itself, and in this process), told so, and nothing is recorded as
+    solved."""
+    graded = _graded(number, source, env, child="command line")
     _all_not_graded(graded, "transformers is the reference the judge checks answers against")
     assert str(number) not in load_progress() or load_progress()[str(number)]["accepted"] is False
 
 
 @pytest.mark.slow
 def test_a_module_that_imports_the_answer_is_named_as_the_file_imported_it(env):
-    """207: qwen.model imports qwen.mlp (the answer). A file that imports qwen.model is Not graded both ways, and
-    told what it imported (qwen.model) and why that counts (it imports qwen.mlp)."""
+    """207: qwen.model imports qwen.mlp (the answer). A file that imports qwen.model is Not graded both ways (in the
+    child process and in this one), and told what it imported (qwen.model) and why that counts (it imports
+    qwen.mlp)."""
     source = "from qwen.model import MLP\n" + MLP_BODY.format(extra="    assert MLP\n")
     graded = _graded(207, source, env)
     said = "your file imports qwen.model, which imports qwen.mlp, the answer"
-    _all_not_graded({way: graded[way] for way in ("command line", "file in process")}, said)
+    _all_not_graded({way: graded[way] for way in ("child process", "file in process")}, said)
     _all_not_graded({"notebook": graded["notebook"]}, "qwen.mlp")
 
 
@@ -1095,14 +1113,15 @@ def patchify(pixels, patch_size, merge_size, temporal_patch_size):
 @pytest.mark.slow
 def test_a_right_answer_that_imports_what_is_yours_to_use_is_accepted_both_ways(env):
     """torch, numpy, math and the course's modules that are not the answer (qwen.config), reached through a
-    decorator, a lambda's default and an nn.Module: Accepted both ways. 208 may import qwen.rope; the judge's
-    process has qwen.attention imported already, and a helper of the learner's named `attention` is not it."""
+    decorator, a lambda's default and an nn.Module: Accepted both ways (in the child process and in this one). 208
+    may import qwen.rope; the judge's process has qwen.attention imported already, and a helper of the learner's
+    named `attention` is not it."""
     for way, (verdict, text) in _graded(216, HONEST_216, env).items():
         assert verdict == "AC", (way, text)
     solution = (PROBLEMS[208].folder / "solution.py").read_text()
     source = "import qwen.rope\n" + solution.replace("out = attend(", "out = qwen.rope.apply_rope and attention(") + (
         "\n\ndef attention(q, k, v, mask):\n    return attend(q, k, v, mask)\n")
-    for way, (verdict, text) in _graded(208, source, env, command_line=False).items():
+    for way, (verdict, text) in _graded(208, source, env, child=None).items():
         assert verdict == "AC", (way, text)
 
 
