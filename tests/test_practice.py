@@ -4,7 +4,6 @@ real judge, in a child process, on a few of them and on hostile files."""
 import ast
 import copy
 import dataclasses
-import hashlib
 import tempfile
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import (
     l2norm as hf_l2norm,
 )
 
+import practice.mistakes
 from practice.grading import EXACT, Tol, compare
 from practice.judge import grade_in_process, problems
 from practice.mistakes import Mistake
@@ -57,39 +57,30 @@ def cases_of(number):
     return copy.deepcopy(BUILT[number])
 
 
-RESULTS = {}  # (problem folder, mistake, function, the inputs' fingerprint) -> what the mistake returned
-_mistake_result = Mistake.result
+RESULTS = {}  # (problem folder, mistake, case label) -> what the mistake returned on that case of BUILT
+DIAGNOSING = []  # the case the judge's diagnose is looking at
+_diagnose, _mistake_result = practice.mistakes.diagnose, Mistake.result
 
 
-class _Unkeyed(Exception):
-    """An input the fingerprint does not describe: that result is computed, not remembered."""
-
-
-def _fingerprint(value):
-    """Everything a known mistake's result can depend on in its inputs: each tensor's dtype, shape, strides and
-    bytes; each container's type, keys and order; each plain value's type and repr."""
-    if isinstance(value, torch.Tensor):
-        t = value.detach()
-        data = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        return ("tensor", str(t.dtype), tuple(t.shape), t.stride(), hashlib.sha256(data).hexdigest())
-    if isinstance(value, dict):
-        return ("dict",) + tuple((repr(k), _fingerprint(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__,) + tuple(_fingerprint(v) for v in value)
-    if value is None or isinstance(value, (bool, int, float, str, torch.dtype, Path)):
-        return (type(value).__name__, repr(value))
-    raise _Unkeyed(type(value).__name__)
+def _diagnose_noting_the_case(problem, case, got):
+    """practice.mistakes.diagnose itself, with the case it is given noted for _remembered_result."""
+    DIAGNOSING.append(case)
+    try:
+        return _diagnose(problem, case, got)
+    finally:
+        DIAGNOSING.pop()
 
 
 def _remembered_result(self, fn, values):
-    """Mistake.result, computed once per worker for each mistake, function and inputs: the judge runs every known
-    mistake of a problem on each case a wrong answer fails, so grading all of them asks for the same results again
-    and again. The known mistakes are plain functions of their inputs (the same result on the same inputs); an
-    exception is raised again each time, never remembered."""
-    try:
-        key = (self.folder.name, self.key, fn, _fingerprint(values))
-    except _Unkeyed:
+    """Mistake.result, computed once per worker for each mistake and case: the judge runs every known mistake of a
+    problem on each case a wrong answer fails, so grading all of them asks for the same results again and again.
+    Sound because the cases are BUILT's (copies, the same in every test) and diagnose passes a copy of the case's
+    own values; the known mistakes are plain functions of their inputs (the same result each time). An exception
+    is raised again each time, never remembered."""
+    case = DIAGNOSING[-1] if DIAGNOSING else None
+    if case is None or fn != case.fn:
         return _mistake_result(self, fn, values)
+    key = (self.folder.name, self.key, case.label)
     if key not in RESULTS:
         RESULTS[key] = _mistake_result(self, fn, values)
     return RESULTS[key]
@@ -178,6 +169,7 @@ def test_known_mistake_rejected_with_its_hint(number, mistake, tmp_path, monkeyp
     path.write_text(mistake.source(), encoding="utf-8")
     monkeypatch.setattr(PROBLEMS[number], "cases", lambda tmp: cases_of(number))
     monkeypatch.setattr(Mistake, "result", _remembered_result)
+    monkeypatch.setattr(practice.mistakes, "diagnose", _diagnose_noting_the_case)
     report = grade_in_process(PROBLEMS[number], path=path)
     failure = report.failure
     assert report.verdict == verdict, (report.verdict, failure and (failure.case.label, failure.outcome))
