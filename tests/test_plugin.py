@@ -19,13 +19,39 @@ pytestmark = pytest.mark.slow  # every test runs the synthetic model or the judg
 NORMS = ("rms_norm", "gated_rms_norm", "l2norm")
 
 
+@pytest.fixture(scope="module")
+def loaded(synthetic):
+    """What practice.plugin.course_model() returns (the synthetic checkpoint's model in fp32, its tokenizer, the
+    prompt's ids, the course model's top-5), made once for the module, and a copy of the model's weights."""
+    from practice import plugin
+
+    made = plugin.course_model()
+    return made, {k: v.clone() for k, v in made[1].state_dict().items()}
+
+
+@pytest.fixture
+def course_model(loaded, monkeypatch):
+    """plug_in on the module's one course model instead of loading it (its tokenizer takes seconds) at each call;
+    test_reference_norms_give_the_same_prediction and the judge's children load their own. After the test the
+    model's weights are still the ones loaded: no part changed them for the next test. Gives what course_model()
+    returns."""
+    from practice import plugin
+
+    made, weights = loaded
+    load = plugin.course_model
+    monkeypatch.setattr(plugin, "course_model", lambda path=None: made if path is None else load(path))
+    yield made
+    changed = [k for k, v in made[1].state_dict().items() if not torch.equal(v, weights[k])]
+    assert changed == [], f"the test changed the course model's weights: {changed}"
+
+
 def test_reference_norms_give_the_same_prediction(synthetic, capsys):
     assert plug_in(204, *functions(ROOT / "practice/204_rmsnorm/solution.py", *NORMS)) == "same prediction"
     assert "same prediction" in capsys.readouterr().out
     assert qwen.norm.RMSNorm.forward.__module__ == "qwen.norm", "the course's module is restored afterwards"
 
 
-def test_wrong_norm_diverges(synthetic, capsys, tmp_path):
+def test_wrong_norm_diverges(course_model, capsys, tmp_path):
     wrong = functions(mistake_file(204, "plain_weight", tmp_path), *NORMS)
     assert plug_in(204, *wrong) == "diverges"
     assert "diverges" in capsys.readouterr().out
@@ -40,11 +66,11 @@ def gelu_mlp(x, gate_weight, up_weight, down_weight):
 
 
 @pytest.mark.parametrize("part, verdict", [(swiglu_mlp, "same prediction"), (gelu_mlp, "diverges")])
-def test_mlp(synthetic, part, verdict):
+def test_mlp(course_model, part, verdict):
     assert plug_in(207, swiglu_mlp=part) == verdict
 
 
-def test_wrong_attention_diverges(synthetic, tmp_path):
+def test_wrong_attention_diverges(course_model, tmp_path):
     """A wrong 208 (the gate without its sigmoid) changes the prediction: the plug-in reaches the learner's code
     (the reference keeps it: test_every_reference_part_plugs_in)."""
     from practice.judge import problems
@@ -54,7 +80,7 @@ def test_wrong_attention_diverges(synthetic, tmp_path):
     assert plug_in(208, *wrong) == "diverges"
 
 
-def test_delta_rule(synthetic, tmp_path):
+def test_delta_rule(course_model, tmp_path):
     from qwen.deltanet import recurrent_delta_rule
 
     def no_decay(q, k, v, g, beta, state=None):
@@ -64,7 +90,7 @@ def test_delta_rule(synthetic, tmp_path):
     assert plug_in(211, recurrent_delta_rule=no_decay) == "diverges"
 
 
-def test_a_part_that_raises_is_one_line(synthetic, capsys):
+def test_a_part_that_raises_is_one_line(course_model, capsys):
     def broken(x, gate_weight, up_weight, down_weight):
         raise RuntimeError("oops")
 
@@ -130,7 +156,7 @@ def test_judge_flag_runs_the_file_under_the_memory_limit(synthetic, tmp_path, mo
 
 
 @pytest.mark.parametrize("number", [206, 208, 212])
-def test_every_reference_part_plugs_in(synthetic, number):
+def test_every_reference_part_plugs_in(course_model, number):
     """The reference solution of each model-part problem, put in the model, keeps the course model's prediction
     (204, 207 and 211 are checked above, with wrong parts too)."""
     from practice.judge import problems
@@ -140,14 +166,12 @@ def test_every_reference_part_plugs_in(synthetic, number):
     assert plug_in(number, *parts) == "same prediction"
 
 
-def test_the_prompt_crosses_a_chunk_boundary(synthetic, tmp_path):
+def test_the_prompt_crosses_a_chunk_boundary(course_model, tmp_path):
     """The prompt is longer than one DeltaNet chunk (64 tokens) and not a multiple of it, so the chunked rule carries
     a state from one chunk to the next and pads the last: 212 answers that get a chunk boundary wrong change the
     prediction (the reference keeps it: test_every_reference_part_plugs_in)."""
-    from practice.plugin import PROMPT
-    from qwen.tokenizer import Tokenizer
-
-    T = len(Tokenizer(synthetic).encode(PROMPT))
+    _, _, _, ids, _ = course_model  # the prompt's ids, as the plug-in runs them
+    T = ids.shape[1]
     assert T > 64 and T % 64, T
     for name in ("state_not_carried", "decay_not_reset"):
         (wrong,) = functions(mistake_file(212, name, tmp_path), "chunked_delta_rule")
@@ -167,7 +191,7 @@ def test_a_non_part_is_refused_before_grading(tmp_path, capsys):
     assert "exercise 214 is not a part of the model" in capsys.readouterr().out
 
 
-def test_plug_in_takes_what_check_takes(synthetic):
+def test_plug_in_takes_what_check_takes(course_model):
     """A namespace (globals(), a dict, a module), as check() takes it."""
     assert plug_in(207, {"swiglu_mlp": swiglu_mlp, "silu": F.silu}) == "same prediction"
     assert plug_in(207, sys.modules[__name__]) == "same prediction"
