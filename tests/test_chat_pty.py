@@ -230,7 +230,7 @@ def test_ctrl_c_in_prefill_and_in_decoding(session):
     out = session["third"]
     assert "tokens/s" in out and f", {kept} read from the cache; " in out  # the cache from before "second"
     assert "'third'" in session["history, third"]
-    assert "Traceback" not in session["transcript"]
+    assert session["exit code"] == 0 and "Traceback" not in session["transcript"]
 
 
 @pytest.mark.slow
