@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ import torch
 
 from app.chat import main
 from app.pictures import image_command
-from helpers import ROOT, chat_template
+from helpers import ROOT, chat_template, shared_once
 from qwen.chat import render
 from qwen.checkpoint import open_checkpoint
 from qwen.draft import MTPDraft
@@ -27,7 +28,6 @@ from qwen.model import load_model
 from qwen.mrope import expand_image_tokens
 from qwen.mtp import load_mtp
 from qwen.session import Session
-from qwen.tokenizer import load_tokenizer
 from qwen.vision import load_vision
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -106,12 +106,16 @@ def test_the_chat_speaks_chinese(synthetic):
 
 
 @pytest.mark.slow
-def test_speculative_session_replies_as_plain_greedy(synthetic):
+def test_speculative_session_replies_as_plain_greedy(greedy_session):
     """fp32 (the chat's default is bf16, where a near tie may round the other way in the verify pass; see
-    qwen/speculative.py), temperature 0: the oracle is the same session decoded plainly."""
+    qwen/speculative.py), temperature 0: the oracle is the same session decoded plainly (greedy_session: after
+    /reset, the same two messages)."""
     stdin, greedy = "hello\nand a second message\n", ["--temperature", "0", "--dtype", "fp32"]
-    code, plain, err = run_chat(stdin, *greedy, "--presence-penalty", "0")
+    code, out, err = greedy_session["code"], greedy_session["out"], greedy_session["err"]
     assert code == 0, err
+    assert greedy_session["stdin"].endswith("/reset\n" + stdin) and greedy_session["args"] == [
+        *greedy, "--presence-penalty", "0"]
+    plain = out[out.rindex("(new conversation)\n"):]  # the session after its last /reset
     code, out, err = run_chat(stdin, *greedy, "--speculative", "2")
     assert code == 0 and "Traceback" not in err, err
     replies = [line for line in out.splitlines() if line.startswith("you> qwen> ")]
@@ -174,8 +178,7 @@ def stored(reply, thinking):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("thinking, speculative", [(False, 0), (True, 0), (False, 2)])
-def test_cache_kept_across_turns_is_exact(model, synthetic, thinking, speculative):
-    tok = load_tokenizer(synthetic)
+def test_cache_kept_across_turns_is_exact(model, tok, synthetic, thinking, speculative):
     stop = open_checkpoint(synthetic).stop
     chat = chat_session(model, tok, synthetic, thinking=thinking, overrides=dict(temperature=0.0, presence_penalty=0.0),
                 max_new_tokens=6, system="Be brief.", speculative=speculative)
@@ -289,24 +292,42 @@ def user(text, *images):
                                         {"type": "text", "text": text}] if images else text}
 
 
+@pytest.fixture(scope="module")
+def greedy_session(tmp_path_factory):
+    """`main.py chat` greedy in fp32 with a script of /image commands and messages (for
+    test_scripted_image_session_equals_generate), then /reset and two messages (the plain session that
+    test_speculative_session_replies_as_plain_greedy holds --speculative to): run once per test run, shared by the
+    workers. Its pictures are in `folder`, the one sent is `picture`."""
+    def make():
+        folder = tmp_path_factory.mktemp("greedy-session")
+        pic, other = write_picture(folder, 100, 70), write_picture(folder, 40, 40, seed=1)
+        notes, thin = folder / "notes.png", folder / "thin.png"
+        notes.write_text("not a picture")
+        from PIL import Image
+        Image.new("RGB", (1, 300)).save(thin)
+        stdin = (f"/image\n/image {folder / 'missing.png'}\n/image {notes}\n/image {thin}\n/image {folder}\n"
+                 f"/image '{pic}'\n/history\nWhat is this?\nAnd now?\n/history\nsay <|image_pad|>\n/image {other}\n"
+                 "/reset\nHi\n/reset\nhello\nand a second message\n")
+        args = ["--temperature", "0", "--dtype", "fp32", "--presence-penalty", "0"]
+        code, out, err = run_chat(stdin, *args)
+        return dict(folder=str(folder), picture=str(pic), stdin=stdin, args=args, code=code, out=out, err=err)
+    return shared_once(tmp_path_factory, "chat-greedy-session", make)
+
+
 @pytest.mark.slow
-def test_scripted_image_session_equals_generate(synthetic, tmp_path):
+def test_scripted_image_session_equals_generate(greedy_session, synthetic, tok):
     """`main.py chat` with /image, greedy in fp32: each reply equals generate on the conversation rendered afresh,
     its pad expanded, with the picture's pixel values (the chat's own model class, load_fast). Around it, every
     /image that cannot attach is one line, /history shows [image], /reset drops an image not yet sent."""
     from qwen.fast import load_fast
     from qwen.image import preprocess
 
-    pic, other = write_picture(tmp_path, 100, 70), write_picture(tmp_path, 40, 40, seed=1)
-    notes, thin = tmp_path / "notes.png", tmp_path / "thin.png"
-    notes.write_text("not a picture")
-    from PIL import Image
-    Image.new("RGB", (1, 300)).save(thin)
-    stdin = (f"/image\n/image {tmp_path / 'missing.png'}\n/image {notes}\n/image {thin}\n/image {tmp_path}\n"
-             f"/image '{pic}'\n/history\nWhat is this?\nAnd now?\n/history\nsay <|image_pad|>\n/image {other}\n/reset\n"
-             "Hi\n")
-    code, out, err = run_chat(stdin, "--temperature", "0", "--dtype", "fp32", "--presence-penalty", "0")
+    tmp_path = Path(greedy_session["folder"])
+    pic, notes = Path(greedy_session["picture"]), tmp_path / "notes.png"
+    code, out, err = greedy_session["code"], greedy_session["out"], greedy_session["err"]
     assert code == 0 and "Traceback" not in err, err
+    assert greedy_session["args"] == ["--temperature", "0", "--dtype", "fp32", "--presence-penalty", "0"]
+    out = out[:out.rindex("(new conversation)\n")]  # up to the last /reset: the rest is the plain session's
     assert "(no pictures pending: /image PATH attaches one to your next message)" in out
     assert f"/image: no image file at {tmp_path / 'missing.png'}\n" in out
     assert f"/image: {notes} is not an image Pillow can read" in out
@@ -323,7 +344,7 @@ def test_scripted_image_session_equals_generate(synthetic, tmp_path):
     assert "[image 256×256 → 64 tokens" in out and "(new conversation; 1 attached image(s) dropped)" in out
     assert out.count("qwen> ") == 3 and "image tokens" not in out.split("dropped")[1]  # "Hi" went without the image
 
-    model, tok = load_fast(synthetic, dtype="fp32"), load_tokenizer(synthetic)
+    model = load_fast(synthetic, dtype="fp32")
     model.visual = load_vision(synthetic, dtype="fp32")
     checkpoint = open_checkpoint(synthetic)
     stop, image = checkpoint.stop, preprocess(pic, checkpoint.image)
