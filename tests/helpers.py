@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,6 +72,39 @@ def run_chapter(script, *args):
     r = subprocess.run([sys.executable, str(ROOT / "chapters" / script), *args], capture_output=True, text=True,
                        timeout=300, cwd=ROOT)
     return r.returncode, r.stdout, r.stderr
+
+
+def fewer_layers(checkpoint, out, layers):
+    """A copy of the checkpoint folder `checkpoint` (the synthetic one) at `out` that keeps only its first `layers`
+    decoder layers: config.json's text config cut to match (the pattern unchanged), the other layers' tensors left
+    out; the widths, the vocabulary and head, the MTP block, the tower and the tokenizer are the same. For claims that
+    do not depend on depth, at a fraction of the cost (deriving it takes well under a second, where
+    qwen.synthetic.generate(layers=...) draws every tensor and writes the tokenizer again)."""
+    from safetensors.torch import load_file, save_file
+
+    checkpoint, out = Path(checkpoint), Path(out)
+    out.mkdir(parents=True)
+    config = json.loads((checkpoint / "config.json").read_text())
+    text = config["text_config"]
+    text.update(num_hidden_layers=layers, layer_types=text["layer_types"][:layers])
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+
+    def kept(name):
+        deeper = re.match(r"model\.language_model\.layers\.(\d+)\.", name)
+        return not deeper or int(deeper.group(1)) < layers
+    index = json.loads((checkpoint / "model.safetensors.index.json").read_text())
+    index["weight_map"] = {k: f for k, f in index["weight_map"].items() if kept(k)}
+    total = 0
+    for file in sorted(checkpoint.iterdir()):
+        if file.suffix == ".safetensors":
+            tensors = {k: v for k, v in load_file(file).items() if kept(k)}
+            total += sum(v.numel() * v.element_size() for v in tensors.values())
+            save_file(tensors, out / file.name, metadata={"format": "pt"})
+        elif file.name not in ("config.json", "model.safetensors.index.json"):
+            shutil.copy(file, out / file.name)
+    index["metadata"] = dict(index.get("metadata", {}), total_size=total)
+    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    return out
 
 
 def functions(path, *names):
