@@ -11,7 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
-from helpers import picture, run_chapter
+from helpers import fewer_layers, picture, run_chapter
 from qwen.checkpoint import open_checkpoint
 from qwen.image import preprocess
 from variants import MTP_DROPPED, four_pixel_patches, incomplete_mtp
@@ -20,12 +20,11 @@ pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]  # whole 
 
 
 @pytest.fixture(scope="module")
-def four_pixel(tmp_path_factory):
-    """4 decoder layers and a tower of 1 block (a 4-pixel tower reads 16 times the patches: the chapter stays quick)."""
-    from qwen.synthetic import generate
-
+def four_pixel(synthetic, tmp_path_factory):
+    """4 decoder layers and a tower of 1 block (a 4-pixel tower reads 16 times the patches: the chapter stays quick),
+    cut from the synthetic checkpoint (helpers.fewer_layers: cheaper than drawing a 4-layer one afresh)."""
     root = tmp_path_factory.mktemp("four-pixel")
-    return four_pixel_patches(generate(root / "base", layers=4), root / "p4", depth=1)
+    return four_pixel_patches(fewer_layers(synthetic, root / "base", 4), root / "p4", depth=1)
 
 
 def test_settings_come_from_the_vision_config(four_pixel, synthetic, tmp_path):
