@@ -14,7 +14,7 @@ os.environ["QWEN_LANG"] = "en"  # the suite reads what the course prints in Engl
 import pytest
 import torch
 
-from helpers import ROOT, WORKER, run_chapter, shared_once
+from helpers import ROOT, WORKER, fewer_layers, run_chapter, shared_once
 from hf_checkpoint import CONFIGS, SMALL, add_mtp, save_checkpoint
 from qwen.synthetic import synthetic_path
 
@@ -154,6 +154,14 @@ def learner_files_untouched(tmp_path_factory):
 @pytest.fixture(scope="session")
 def synthetic():
     return synthetic_path()
+
+
+@pytest.fixture(scope="session")
+def shallow(synthetic, tmp_path_factory):
+    """The synthetic checkpoint cut to its first 4 layers, one block of its pattern (3 DeltaNet layers, then full
+    attention); the widths, vocabulary, head, MTP block, tower and tokenizer unchanged (helpers.fewer_layers): for
+    the claims that hold at any depth, at a sixth of the cost, and for the chapters run at another depth."""
+    return fewer_layers(synthetic, tmp_path_factory.mktemp("shallow") / "layers4", 4)
 
 
 @pytest.fixture(scope="session")

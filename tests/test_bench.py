@@ -12,17 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import fewer_layers
-
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def shallow(synthetic, tmp_path_factory):
-    """The synthetic checkpoint cut to its first 4 layers (helpers.fewer_layers: the widths, the vocabulary, the
-    files' layout unchanged): what is checked below, every line printed with a number in it and the weights saved
-    as they are, holds at any depth, and 4 layers cost a sixth of the 24 layers' time."""
-    return fewer_layers(synthetic, tmp_path_factory.mktemp("shallow") / "layers4", 4)
 
 
 def run(*argv):

@@ -361,14 +361,6 @@ def test_ch08_facts(chapter_outputs, synthetic):
     assert diff <= 8 * 2 ** -7 * scale
 
 
-@pytest.fixture(scope="module")
-def shallow(tmp_path_factory):
-    """A synthetic checkpoint with 4 layers (the same widths, one block of the [L, L, L, F] pattern)."""
-    from qwen.synthetic import generate
-
-    return generate(tmp_path_factory.mktemp("shallow") / "layers4", layers=4)
-
-
 @pytest.mark.slow
 def test_every_chapter_runs_in_chinese_at_any_depth(shallow):
     """Every chapter runs on any Qwen3.5 checkpoint the loader accepts, not only on 24 layers (ch08 once indexed

@@ -10,7 +10,6 @@ import copy
 import pytest
 import torch
 
-from helpers import fewer_layers
 from hf_checkpoint import SMALL
 from qwen.draft import MTPDraft, Scripted, follow
 from qwen.fast import load_fast
@@ -277,15 +276,6 @@ def rolled_back(model, rollback, m, calls=None):
         hook.remove()
     mask = torch.cat([mask[:, :-5], mask.new_ones(2, m + 1)], 1)
     return cache, model(torch.tensor([[77], [78]]), cache=cache, mask=mask)[:, -1]
-
-
-@pytest.fixture(scope="module")
-def shallow(synthetic, tmp_path_factory):
-    """The synthetic checkpoint cut to its first 4 layers (one block of its pattern: 3 DeltaNet layers, then full
-    attention), its widths, head and MTP block unchanged: the rollback tests below hold each DeltaNet layer's memory,
-    which the replay rebuilds from that layer's own recorded inputs, to the reference's, so more layers would only
-    repeat the same comparison."""
-    return fewer_layers(synthetic, tmp_path_factory.mktemp("shallow") / "layers4", 4)
 
 
 @pytest.mark.slow
