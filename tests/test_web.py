@@ -202,6 +202,17 @@ def test_a_failing_chapter_stops_the_build_naming_it(tmp_path, synthetic):
 
 
 @pytest.mark.slow
+def test_a_cell_that_hangs_is_stopped_at_the_timeout(tmp_path, synthetic, monkeypatch):
+    """The per-cell timeout (execute.SECONDS) stops a hung cell: the notebook comes back with the error, at once."""
+    monkeypatch.setattr(execute, "SECONDS", 3)
+    kernels = execute.kernel_spec(tmp_path / "kernels", synthetic)
+    started = time.monotonic()
+    nb, error = execute.execute(_notebook(tmp_path / "hang.ipynb", "import time\ntime.sleep(600)"), kernels)
+    assert error is not None and "timed out" in error and "time.sleep(600)" in error, error
+    assert time.monotonic() - started < 120
+
+
+@pytest.mark.slow
 def test_python_m_web_help():
     r = subprocess.run([sys.executable, "-m", "web", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0 and "--serve" in r.stdout and "--model" in r.stdout

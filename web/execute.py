@@ -13,10 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
-from jupyter_client import KernelManager
+from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
+from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
 from qwen.hub import DATA_DIR
 from qwen.lang import tr
@@ -49,15 +50,16 @@ def execute(notebook, kernels):
     """Run `notebook` (a path) top to bottom in the kernel of `kernels` (kernel_spec), with notebooks/ as its
     working folder: (the notebook with its outputs, the error that stopped it or None)."""
     nb = nbformat.read(notebook, as_version=4)
-    km = KernelManager(kernel_name=KERNEL, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
+    # the asynchronous manager, as nbclient makes for itself: with the blocking one its per-cell timeout never fires
+    km = AsyncKernelManager(kernel_name=KERNEL, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
     client = NotebookClient(nb, km=km, timeout=SECONDS, resources={"metadata": {"path": str(ROOT / "notebooks")}})
     try:
         client.execute()
-    except CellExecutionError as e:
+    except (CellExecutionError, CellTimeoutError) as e:
         return nb, str(e)
     finally:
         if km.has_kernel:  # a kernel manager handed to nbclient is ours to stop
-            km.shutdown_kernel(now=True)
+            run_sync(km.shutdown_kernel)(now=True)
     return nb, None
 
 
