@@ -292,6 +292,14 @@ def stdout_of(cells):
                    if o.output_type == "stream" and o.name == "stdout")
 
 
+def notebook_of_cells(path, *cells):
+    """A notebook at `path` whose code cells are `cells` (source text), written out: the path."""
+    import nbformat
+
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells]), path)
+    return path
+
+
 def shared_stdout(nb):
     """What the cells a script runs too printed (not a MODE_DEPENDENT one, which a script shows as one NOTE line)."""
     return stdout_of([c for c in nb.cells if not MODE_DEPENDENT.search(c.source)])

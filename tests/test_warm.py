@@ -5,28 +5,19 @@ import json
 import os
 import time
 
-import nbformat
 import pytest
 
+from helpers import notebook_of_cells, stdout_of
 from web import execute, warm
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not warm.supported(), reason="kernels fork only on Linux")]
-
-
-def notebook(path, *cells):
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells]), path)
-    return path
-
-
-def printed(nb):
-    return "".join(o.text for c in nb.cells for o in c.outputs if o.output_type == "stream" and o.name == "stdout")
 
 
 def test_each_kernel_is_a_fresh_process(tmp_path, synthetic):
     kernels = execute.kernel_spec(tmp_path / "kernels", synthetic, "zh")
     argv = json.loads((tmp_path / "kernels" / execute.KERNEL / "kernel.json").read_text())["argv"]
     assert argv[1:3] == [warm.__file__, "connect"], argv
-    probe = notebook(tmp_path / "probe.ipynb",
+    probe = notebook_of_cells(tmp_path / "probe.ipynb",
                      "import os, sys\n"
                      "print(os.getpid(), 'seen' in globals(), os.environ['QWEN_LANG'], os.getcwd(),\n"
                      "      os.path.basename(sys.argv[0]), 'torch' in sys.modules)",
@@ -35,7 +26,7 @@ def test_each_kernel_is_a_fresh_process(tmp_path, synthetic):
     for _ in range(2):
         nb, error = execute.execute(probe, kernels)
         assert error is None, error
-        runs.append(printed(nb).split())
+        runs.append(stdout_of(nb.cells).split())
     (pid1, *rest1), (pid2, *rest2) = runs
     assert pid1 != pid2 and str(os.getpid()) not in (pid1, pid2)
     folder = str(execute.ROOT / "notebooks")

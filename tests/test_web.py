@@ -17,7 +17,7 @@ import nbformat
 import pytest
 import tomllib
 
-from helpers import FIGURES, MODE_DEPENDENT, ROOT, masked, shared_stdout
+from helpers import FIGURES, MODE_DEPENDENT, ROOT, masked, notebook_of_cells, shared_stdout
 from web import execute, render
 from web.build import build_site
 
@@ -152,20 +152,14 @@ def test_markdown_links_exercises_outside_code_only():
 
 # ---- the cache: a chapter runs again only when what it reads changed --------------------------------------------
 
-def _notebook(path, code):
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
-    nbformat.write(nb, path)
-    return path
-
-
 def test_the_key_follows_the_notebook_the_code_and_the_checkpoint(tmp_path, monkeypatch, synthetic):
     code = tmp_path / "code"
     code.mkdir()
     (code / "norm.py").write_text("x = 1\n")
     monkeypatch.setattr(execute, "CODE", [(str(code), "*.py")])
-    a, b = _notebook(tmp_path / "a.ipynb", "print(1)"), _notebook(tmp_path / "b.ipynb", "print(2)")
+    a, b = notebook_of_cells(tmp_path / "a.ipynb", "print(1)"), notebook_of_cells(tmp_path / "b.ipynb", "print(2)")
     key_a, key_b = execute.key(a, str(synthetic)), execute.key(b, str(synthetic))
-    _notebook(b, "print(3)")  # another chapter edited: a's key stays
+    notebook_of_cells(b, "print(3)")  # another chapter edited: a's key stays
     assert execute.key(a, str(synthetic)) == key_a and execute.key(b, str(synthetic)) != key_b
     (code / "norm.py").write_text("x = 2\n")  # the course's code edited: every key moves
     assert execute.key(a, str(synthetic)) != key_a
@@ -176,7 +170,8 @@ def test_the_key_follows_the_notebook_the_code_and_the_checkpoint(tmp_path, monk
 def test_a_second_build_runs_only_what_changed(tmp_path, synthetic):
     """A real kernel: the first call runs both notebooks, the second none, and after one is edited, that one."""
     kernels = execute.kernel_spec(tmp_path / "kernels", synthetic)
-    a, b = _notebook(tmp_path / "a.ipynb", "print(6 * 7)"), _notebook(tmp_path / "b.ipynb", "print('b')")
+    a = notebook_of_cells(tmp_path / "a.ipynb", "print(6 * 7)")
+    b = notebook_of_cells(tmp_path / "b.ipynb", "print('b')")
     said = []
 
     def say(*words, **_):
@@ -187,7 +182,7 @@ def test_a_second_build_runs_only_what_changed(tmp_path, synthetic):
     said.clear()
     again = execute.executed([a, b], str(synthetic), kernels, cache=tmp_path / "cache", say=say)
     assert said == [] and again["a"].cells[0].outputs[0].text == "42\n"
-    _notebook(b, "print('edited')")
+    notebook_of_cells(b, "print('edited')")
     execute.executed([a, b], str(synthetic), kernels, cache=tmp_path / "cache", say=say)
     assert [s for s in said if "running" in s] == [f"[2/2] running b.ipynb on {synthetic} ..."]
 
@@ -195,7 +190,7 @@ def test_a_second_build_runs_only_what_changed(tmp_path, synthetic):
 @pytest.mark.slow
 def test_a_failing_chapter_stops_the_build_naming_it(tmp_path, synthetic):
     kernels = execute.kernel_spec(tmp_path / "kernels", synthetic)
-    bad = _notebook(tmp_path / "ch99_bad.ipynb", "1 / 0")
+    bad = notebook_of_cells(tmp_path / "ch99_bad.ipynb", "1 / 0")
     with pytest.raises(SystemExit, match=r"ch99_bad.ipynb stopped with an error(.|\n)*ZeroDivisionError"):
         execute.executed([bad], str(synthetic), kernels, cache=tmp_path / "cache", say=lambda *a, **k: None)
     assert not (tmp_path / "cache" / "ch99_bad.ipynb").exists()  # nothing half-run is kept
@@ -207,7 +202,7 @@ def test_a_cell_that_hangs_is_stopped_at_the_timeout(tmp_path, synthetic, monkey
     monkeypatch.setattr(execute, "SECONDS", 3)
     kernels = execute.kernel_spec(tmp_path / "kernels", synthetic)
     started = time.monotonic()
-    nb, error = execute.execute(_notebook(tmp_path / "hang.ipynb", "import time\ntime.sleep(600)"), kernels)
+    nb, error = execute.execute(notebook_of_cells(tmp_path / "hang.ipynb", "import time\ntime.sleep(600)"), kernels)
     assert error is not None and "timed out" in error and "time.sleep(600)" in error, error
     assert time.monotonic() - started < 120
 
