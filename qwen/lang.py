@@ -67,13 +67,27 @@ def tr(en: str, zh: str) -> str:
     return zh if _current == "zh" else en
 
 
-WIDE = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"  # CJK characters and full-width punctuation
-CJK_BREAK = re.compile(f"(?<=[{WIDE}])\n[ \t]*(?=[{WIDE}])")
+WIDE = re.compile("[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # a CJK character or full-width punctuation
 FENCE = re.compile(r"(```.*?```)", re.S)
+HEADING = re.compile(r"#{1,6}[ \t]")  # a markdown heading: one line, never joined to the next
 
 
 def unwrap(markdown: str) -> str:
     """Chinese markdown wrapped in the source, joined back where a line break falls between two Chinese characters:
-    markdown shows such a break as a space, which Chinese text does not have. Code blocks are left as written."""
+    markdown shows such a break as a space, which Chinese text does not have. Only a paragraph's own lines are joined:
+    a heading is one line (the text under it starts a paragraph), a blank line ends a paragraph, and a list item or
+    a table row starts with its mark, not a Chinese character. Code blocks are left as written."""
     pieces = FENCE.split(markdown)
-    return "".join(p if i % 2 else CJK_BREAK.sub("", p) for i, p in enumerate(pieces))
+    return "".join(p if i % 2 else _join_lines(p) for i, p in enumerate(pieces))
+
+
+def _join_lines(text: str) -> str:
+    lines = text.split("\n")
+    out = [lines[0]]
+    for line in lines[1:]:
+        above, below = out[-1], line.lstrip(" \t")
+        if WIDE.fullmatch(above[-1:]) and WIDE.match(below) and not HEADING.match(above):
+            out[-1] += below  # the same paragraph, wrapped between two Chinese characters
+        else:
+            out.append(line)
+    return "\n".join(out)

@@ -148,6 +148,32 @@ def test_the_glossary_is_kept():
     assert problems == [], f"{len(problems)} departures from docs/glossary.md:\n" + "\n".join(problems[:30])
 
 
+LONGEST_HEADING = 60  # characters: a Chinese heading longer than this has swallowed the paragraph under it
+HEADING = re.compile(r"^#{1,6} .*$", re.M)
+
+
+def test_unwrap_joins_a_paragraph_and_nothing_else():
+    """The join of Chinese lines wrapped in the source, by hand: a paragraph's lines join where both sides are
+    Chinese; a heading, a blank line, a list item and code stay where they are."""
+    source = ("## 1. 配置\n真实的配置描述\n  多模态模型，ok\nLatin 结尾\n\n第二段\n- 列表项\n- 第二项\n  续行\n"
+              "```\n代码\n里\n```\n")
+    joined = ("## 1. 配置\n真实的配置描述多模态模型，ok\nLatin 结尾\n\n第二段\n- 列表项\n- 第二项续行\n"
+              "```\n代码\n里\n```\n")
+    assert lang.unwrap(source) == joined
+
+
+def test_no_chinese_heading_swallows_its_paragraph():
+    """Every heading of the Chinese notebooks (what the Chinese chapter pages show) and of the exercise statements
+    as their pages show them is a heading, not a heading run into the paragraph under it."""
+    texts = [(f"notebooks/zh/{s.stem}.ipynb", c.source) for s in sync.scripts()
+             for c in nbformat.reads(sync.render(s, "zh"), as_version=4).cells if c.cell_type == "markdown"]
+    texts += [(f"practice/{f.parent.name}/README.zh.md", lang.unwrap(f.read_text(encoding="utf-8")))
+              for f in sorted((ROOT / "practice").glob("[0-9][0-9][0-9]_*/README.zh.md"))]
+    long = [f"{where}: {heading[:80]}…" for where, text in texts for heading in HEADING.findall(CODE_SPAN.sub("", text))
+            if len(heading) > LONGEST_HEADING]
+    assert long == [], f"{len(long)} headings over {LONGEST_HEADING} characters:\n" + "\n".join(long[:10])
+
+
 def test_the_language_follows_the_learner(monkeypatch):
     """--lang (lang.use) wins; else QWEN_LANG; else the locale; else English. A wrong QWEN_LANG says so."""
     for var in ("QWEN_LANG", "LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"):
