@@ -130,7 +130,7 @@ def parser():
                    help=tr("reply length limit (default 1024; 48 on the synthetic one); /limit N changes it in the "
                            "chat",
                            "回复长度上限（默认 1024；合成检查点上为 48）；聊天中可用 /limit N 修改"))
-    p.add_argument("--seed", type=int, help=tr("make the sampling reproducible", "让采样结果可复现"))
+    p.add_argument("--seed", type=within(RANGES["seed"]), help=tr("make the sampling reproducible", "让采样结果可复现"))
     p.add_argument("--speculative", type=nonnegative, default=0, metavar="K",
                    help=tr("draft K tokens per main-model step with the checkpoint's MTP head (default 0: plain "
                            "decoding); turns the model card's presence penalty off",

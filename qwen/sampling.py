@@ -51,7 +51,8 @@ class Range:
         """The range in words (None left out: a command line has no None)."""
         if self.high is not None:
             span = f"{'(' if self.low_open else '['}{self.low}, {self.high}]"
-            return tr(f"a number in {span}", f"区间 {span} 内的数")
+            return tr(f"a whole number in {span}", f"区间 {span} 内的整数") if self.whole else \
+                tr(f"a number in {span}", f"区间 {span} 内的数")
         if self.low is not None:
             return tr(f"a whole number of at least {self.low}", f"不小于 {self.low} 的整数") if self.whole else \
                 tr(f"a number of at least {self.low}", f"不小于 {self.low} 的数")
@@ -60,10 +61,12 @@ class Range:
 
 # The ranges of the sampling rules are those transformers' warpers check (TopK: k ≥ 1, TopP: 0 < p ≤ 1, MinP:
 # 0 ≤ p ≤ 1), with temperature 0 meaning greedy here; None switches top-k, top-p and min-p off. max_new_tokens: at
-# least one new token, as transformers' generate asks; k: a draft's guesses per step (qwen/draft.py).
+# least one new token, as transformers' generate asks; k: a draft's guesses per step (qwen/draft.py); seed: what a
+# torch.Generator takes, 64 bits (None: no seed, a fresh draw each call).
 RANGES = {"temperature": Range(low=0), "top_k": Range(low=1, whole=True, off=True),
           "top_p": Range(low=0, high=1, low_open=True, off=True), "min_p": Range(low=0, high=1, off=True),
-          "presence_penalty": Range(), "max_new_tokens": Range(low=1, whole=True), "k": Range(low=1, whole=True)}
+          "presence_penalty": Range(), "max_new_tokens": Range(low=1, whole=True), "k": Range(low=1, whole=True),
+          "seed": Range(low=0, high=2 ** 64 - 1, whole=True, off=True)}
 
 
 def check(name: str, value):

@@ -137,8 +137,8 @@ class Session:
         prefill_s = 0.0  # set when the first token comes (a call that makes none has no prefill time to report)
         stream = TextStream(self.tok)
         sampling = self.sampling()
-        if sampling.seed is not None:  # reproducible, yet not every turn alike
-            sampling = sampling.but(seed=sampling.seed + len(messages))
+        if sampling.seed is not None:  # reproducible, yet not every turn alike (in a seed's 64 bits: RANGES)
+            sampling = sampling.but(seed=(sampling.seed + len(messages)) % 2 ** 64)
         if self.draft is None:
             tokens = generate(self.model, rest, self.max_new_tokens, sampling, self.stop, cache=cache)
         else:

@@ -18,6 +18,7 @@ from qwen.mtp import load_mtp
 from qwen.sampling import CARD, Sampling
 from qwen.session import Session
 from qwen.speculative import speculate
+from qwen.tokenizer import load_tokenizer
 from qwen.vision import load_vision
 
 NAN, INF = float("nan"), float("inf")
@@ -27,13 +28,15 @@ WORDS = {"temperature": ("a number of at least 0", "不小于 0 的数"),
          "top_p": ("a number in (0, 1]", "区间 (0, 1] 内的数"),
          "min_p": ("a number in [0, 1]", "区间 [0, 1] 内的数"),
          "presence_penalty": ("a finite number", "有限的数"),
-         "max_new_tokens": ("a whole number of at least 1", "不小于 1 的整数")}
-OFF = ("top_k", "top_p", "min_p")  # None switches these off, and their message says so
+         "max_new_tokens": ("a whole number of at least 1", "不小于 1 的整数"),
+         "seed": (f"a whole number in [0, {2 ** 64 - 1}]", f"区间 [0, {2 ** 64 - 1}] 内的整数")}
+OFF = ("top_k", "top_p", "min_p", "seed")  # None switches these off (no seed: a fresh draw), and the message says so
 BAD = [("temperature", -1.0), ("temperature", -1e-9), ("temperature", NAN), ("temperature", INF),
        ("top_k", 0), ("top_k", -1), ("top_k", 2.5),
        ("top_p", 0.0), ("top_p", -0.5), ("top_p", 1.5), ("top_p", NAN),
        ("min_p", -0.01), ("min_p", 1.5), ("min_p", NAN),
-       ("presence_penalty", NAN), ("presence_penalty", -INF)]
+       ("presence_penalty", NAN), ("presence_penalty", -INF),
+       ("seed", -1), ("seed", 2 ** 64), ("seed", 1.5)]
 
 
 @pytest.fixture
@@ -69,6 +72,26 @@ def test_good_values_and_the_cards_pass():
         assert Sampling(**kw)
     for thinking in (False, True):
         assert Sampling.card(thinking) == Sampling(**CARD[thinking])
+
+
+def test_the_seed_s_range_is_what_a_torch_generator_takes():
+    """The oracle for the seed's upper end: torch.Generator.manual_seed takes 2^64 − 1 and refuses 2^64 (it also
+    takes negative seeds, folded into the same 64 bits: the course asks for the plain ones)."""
+    torch.Generator().manual_seed(2 ** 64 - 1)
+    torch.Generator().manual_seed(0)
+    with pytest.raises((ValueError, RuntimeError)):  # torch 2.13 says ValueError: overflow
+        torch.Generator().manual_seed(2 ** 64)
+    assert Sampling(seed=2 ** 64 - 1).seed == 2 ** 64 - 1 and Sampling(seed=0).seed == 0
+
+
+def test_the_largest_seed_serves_every_turn(shallow):
+    """A session offsets its seed per turn (a reply is not every turn's twin): from the largest seed the offset wraps
+    round inside the 64 bits, where it used to end the first reply in an overflow."""
+    model, tok = load_model(shallow, dtype=torch.float32), load_tokenizer(shallow)
+    chat = Session(model, tok, shallow, max_new_tokens=1, overrides={"temperature": 1.0, "seed": 2 ** 64 - 1})
+    for turn, text in enumerate(("hello", "and then?"), 1):
+        list(chat.respond(text))
+        assert [m["role"] for m in chat.messages] == ["user", "assistant"] * turn  # the reply came, and was kept
 
 
 def chat_option(name, value):
