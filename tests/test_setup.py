@@ -33,9 +33,12 @@ def pins():
 
 def test_constraints_pin_every_declared_dependency():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    declared = project["dependencies"] + project["optional-dependencies"]["dev"]
+    declared = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
     names = {re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9_.-]+", d).group()).lower() for d in declared}
-    assert names - set(pins()) == set()
+    assert names - set(pins()) == {project["name"]}  # dev names the proofs' extra: qwen-by-hand[proofs]
+    extras = project["optional-dependencies"]
+    assert f"{project['name']}[proofs]" in extras["dev"]  # the tests' oracles are the book's, pinned once
+    assert {re.match(r"[a-z]+", d).group() for d in extras["proofs"]} == {"transformers", "gguf"}
     assert pins()["torch"] == "2.13.0" and pins()["transformers"] == "5.24.0"
     assert "jupyter" not in pins() and {"jupyterlab", "ipykernel", "jinja2"} <= names and "tqdm" not in names
 
@@ -107,6 +110,29 @@ def test_a_pull_request_gets_ruff_the_type_check_and_the_default_tier():
     assert when == "github.event_name != 'pull_request'" and "bash .ci/run" in steps.values()
     on = yaml.safe_load((REPO / ".github" / "workflows" / "test.yml").read_text())[True]  # YAML 1.1 reads `on` as True
     assert set(on) == {"pull_request", "push", "schedule", "workflow_dispatch"}
+
+
+def test_the_book_is_built_on_the_real_model_with_the_proofs_oracles():
+    """The published book: the course installed with the `proofs` extra (transformers and gguf, so each page shows
+    its proofs), the real model's hub id downloaded into a cache keyed on its revision before the build, and the
+    build on that model, offline, one notebook at a time."""
+    from qwen.config import DEFAULT_MODEL
+
+    text = yaml.safe_load((REPO / ".github" / "workflows" / "book.yml").read_text())
+    steps = text["jobs"]["build"]["steps"]
+    runs = [s.get("run", "") for s in steps]
+    assert text["env"]["MODEL"] == DEFAULT_MODEL
+    assert '[ "$mode" = book ] && extras="[proofs]"' in (REPO / "course.sh").read_text()
+    setup = runs.index("bash course.sh book --help")
+    revision = next(i for i, s in enumerate(steps) if s.get("id") == "revision")
+    assert "model_info('$MODEL').sha" in runs[revision] and '"$GITHUB_OUTPUT"' in runs[revision]
+    cache = next(i for i, s in enumerate(steps) if s.get("with", {}).get("path") == "~/.cache/huggingface/hub")
+    assert steps[cache]["with"]["key"] == "model-${{ env.MODEL }}-${{ steps.revision.outputs.sha }}"
+    download = next(i for i, r in enumerate(runs) if "find_model('$MODEL')" in r)
+    build = next(i for i, r in enumerate(runs) if r.startswith("bash course.sh book --model"))
+    assert setup < revision < cache < download < build
+    assert '--model "$MODEL" --jobs 1' in runs[build] and steps[build]["env"] == {"HF_HUB_OFFLINE": "1"}
+    assert "HF_HUB_OFFLINE" not in text.get("env", {})  # the download must reach the hub
 
 
 @pytest.mark.parametrize("job", ["quick", "full"])
