@@ -547,11 +547,13 @@ model = load_model(args.checkpoint, dtype=torch.float32, device=dev)  # fp32: th
 reference = model(text_ids)[0].cpu()  # (T, V); compared on the CPU, in fp64 (which Apple's MPS lacks)
 bf16 = load_model(args.checkpoint, dtype=torch.bfloat16, device=dev)
 logits = {"bf16": bf16(text_ids)[0].float().cpu()}  # rounding alone
+del bf16  # each model is let go once its logits are taken: at the real 0.8B's shapes a copy is gigabytes
 for label, scheme, symmetric in (("int8", "int8", False), ("int4", "int4", True), ("int4+zero", "int4", False)):
     for n, p in model.named_parameters():  # back to the checkpoint's weights (the tied head is one parameter)
         if ch12.tensor_class(n):
             p.copy_(W[n])
     logits[label] = fake_quantize(model, scheme, 32, symmetric)(text_ids)[0].cpu()
+del model
 kl = {label: measure.next_token_kl(reference, x) for label, x in logits.items()}  # (T,) each
 top1 = {label: measure.top1_agreement(reference, x) for label, x in logits.items()}
 print(tr(f"teacher-forced on {text_ids.shape[1]} tokens of the text{read}, against the checkpoint's weights in fp32"
@@ -648,6 +650,7 @@ for scheme in (None, "int8", "int4"):
              f"{scheme or 'bf16':5s}：模型存了 {held / 1e6:6.1f} MB；第 0 层的 down_proj（{path}）"
              f"对照教学权重的精确乘积：相对误差 {off:.1e}（把那个乘积舍入到 bf16：{rounding:.1e}）；"
              f"整个模型对照教学模型：KL 最大 {apart:.1e}；贪心解码 {said!r}{TAG}"))
+    del live, teaching  # before the next scheme's pair is loaded: two pairs at once would not fit a 16 GB machine
 
 # %% [markdown]
 # One projection of the live model is as close to the exact product of the teaching weights as rounding that product to
