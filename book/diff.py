@@ -5,7 +5,7 @@
 Both models run the same tokens. Each module is compared twice: "alone" (ours is fed transformers' input to that
 module, so the number is that module's own error) and "carried" (each model on its own residual stream, so rounding
 accumulates). The first module whose own error passes the tolerance is named: a wrong weight, a wrong convention.
-It lives in book/, not qwen/, because it imports transformers (a dev dependency, inside `compare` only): the qwen
+It lives in book/, not qwen/, because it imports transformers (the `proofs` extra, inside `compare` only): the qwen
 package never does. Run: python -m book.diff --model synthetic [--dtype bf16] [--lang en|zh]
 """
 import argparse
@@ -66,8 +66,8 @@ def compare(checkpoint, dtype=torch.float32, text=PROMPT, ours=None, theirs=None
     try:
         from transformers import Qwen3_5ForConditionalGeneration
     except ImportError:
-        print(tr("transformers is not installed: pip install 'transformers==5.24.0' (or pip install -e '.[dev]')",
-                 "没有安装 transformers：pip install 'transformers==5.24.0'（或 pip install -e '.[dev]'）"))
+        print(tr("transformers is not installed: pip install 'transformers==5.24.0' (or pip install -e '.[proofs]')",
+                 "没有安装 transformers：pip install 'transformers==5.24.0'（或 pip install -e '.[proofs]'）"))
         return "transformers missing"
     checkpoint = open_checkpoint(checkpoint)
     ours = ours or load_model(checkpoint, dtype=dtype)

@@ -1,9 +1,9 @@
 """The optional proof: the chapter's module next to transformers' on the same checkpoint.
 
-transformers is the course's test oracle, a dev dependency: a learner may not have it. So a chapter imports it only
-here and only when asked for (book/diff.py, a command of its own, is the other place); without it the proof is one
-line and the chapter goes on. A script runs the proof
-only with --proof (importing transformers takes seconds); a notebook runs it whenever transformers is there.
+transformers is the course's oracle, an optional dependency (the `proofs` extra): a learner may not have it. So a
+chapter imports it only here and only when asked for (book/diff.py, a command of its own, is the other place); without
+it the proof is one line and the chapter goes on. A script runs the proof only with --proof (importing transformers
+takes seconds); a notebook runs it whenever transformers is there.
 """
 import sys
 import warnings
@@ -25,8 +25,8 @@ def proof(compare, *args, **kwargs):
             import transformers
     except ImportError:
         print(tr("transformers is not installed, so the comparison with it is skipped "
-                 "(pip install 'qwen-by-hand[dev]' to see it)",
-                 "没有安装 transformers，所以跳过与它的对比（pip install 'qwen-by-hand[dev]' 之后就能看到）"))
+                 "(pip install -e '.[proofs]' to see it)",
+                 "没有安装 transformers，所以跳过与它的对比（pip install -e '.[proofs]' 之后就能看到）"))
         return None
     transformers.utils.logging.disable_progress_bar()  # the proof prints differences, not a bar per loaded model
     return compare(transformers, *args, **kwargs)

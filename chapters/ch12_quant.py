@@ -685,7 +685,7 @@ for scheme in (None, "int8", "int4"):
 #
 # ## Show the proof
 # The blocks against llama.cpp's own arithmetic, as the `gguf` package (llama.cpp's Python library, installed with the
-# course's dev dependencies, like transformers) quantizes: the bytes of `qwen.quant.gguf_bytes` for the weight of
+# course's `proofs` extra, like transformers) quantizes: the bytes of `qwen.quant.gguf_bytes` for the weight of
 # sections 3 and 4 against `gguf.quants.quantize`'s, and the values `from_gguf_bytes` reads against
 # `gguf.quants.dequantize`'s. Both are exact: equal bytes, equal values (tests/test_quant.py checks edge blocks too: all
 # zeros, one huge value, the extreme negative, tiny values).
@@ -700,8 +700,8 @@ for scheme in (None, "int8", "int4"):
 # - 用真实检查点（`--model Qwen/Qwen3.5-0.8B`）：比较第 6 节的困惑度，以及第 5 节各类的误差和合成检查点上的有什么不同。
 #
 # ## 拿出证明
-# 拿这些块对照 llama.cpp 自己的算法，也就是 `gguf` 包（llama.cpp 的 Python 库，和 transformers 一样随课程的开发依赖安
-# 装）的量化结果：第 3、4 节那个权重，`qwen.quant.gguf_bytes` 的字节对照 `gguf.quants.quantize` 的字
+# 拿这些块对照 llama.cpp 自己的算法，也就是 `gguf` 包（llama.cpp 的 Python 库，和 transformers 一样属于课程的 `proofs`
+# 可选依赖）的量化结果：第 3、4 节那个权重，`qwen.quant.gguf_bytes` 的字节对照 `gguf.quants.quantize` 的字
 # 节，`from_gguf_bytes` 读出的值对照 `gguf.quants.dequantize` 的值。两者都是精确的：字节相同，值也相同
 # （tests/test_quant.py 还检查了边界情况的块：全零、一个特别大的值、最负的极值、极小的值）。
 
