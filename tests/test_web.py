@@ -166,34 +166,56 @@ def test_the_key_follows_the_notebook_the_code_and_the_checkpoint(tmp_path, monk
     assert execute.key(a, "Qwen/Qwen3.5-0.8B") != execute.key(a, str(synthetic))
 
 
+class Log:
+    """A `say` that writes a line a character at a time, letting other threads run between the characters: two lines
+    said at once would come out mixed, unless the caller says one line at a time."""
+
+    def __init__(self):
+        self.text = []
+
+    def __call__(self, line, **_):
+        for char in line + "\n":
+            self.text.append(char)
+            time.sleep(0.001)
+
+    def lines(self):
+        return "".join(self.text).splitlines()
+
+
 @pytest.mark.slow
 def test_a_second_build_runs_only_what_changed(tmp_path, synthetic):
-    """A real kernel: the first call runs both notebooks, the second none, and after one is edited, that one."""
-    kernels = execute.kernel_spec(tmp_path / "kernels", synthetic)
+    """Real kernels, both editions' notebooks in one queue of two: the first call runs all three, saying for each
+    which edition and notebook starts and how long it took, one whole line each; the second runs none; after one is
+    edited, that one."""
+    en, zh = (execute.kernel_spec(tmp_path / "kernels" / code, synthetic, code) for code in ("en", "zh"))
     a = notebook_of_cells(tmp_path / "a.ipynb", "print(6 * 7)")
     b = notebook_of_cells(tmp_path / "b.ipynb", "print('b')")
-    said = []
-
-    def say(*words, **_):
-        said.append(" ".join(map(str, words)))
-
-    ran = execute.executed([a, b], str(synthetic), kernels, cache=tmp_path / "cache", say=say, jobs=2)
-    assert ran["a"].cells[0].outputs[0].text == "42\n" and sum("running" in s for s in said) == 2
-    said.clear()
-    again = execute.executed([a, b], str(synthetic), kernels, cache=tmp_path / "cache", say=say)
-    assert said == [] and again["a"].cells[0].outputs[0].text == "42\n"
+    (tmp_path / "zh").mkdir()
+    c = notebook_of_cells(tmp_path / "zh" / "a.ipynb", "from qwen.lang import tr\nprint(tr('en', '中'))")
+    editions = {"en": ([a, b], en), "zh": ([c], zh)}
+    log = Log()
+    ran = execute.executed(editions, str(synthetic), cache=tmp_path / "cache", say=log, jobs=2)
+    assert ran["en"]["a"].cells[0].outputs[0].text == "42\n" and ran["zh"]["a"].cells[0].outputs[0].text == "中\n"
+    running = [f"[{n}/3] {code} {name}: running on {synthetic} ..." for n, code, name in
+               ((1, "en", "a.ipynb"), (2, "en", "b.ipynb"), (3, "zh", "a.ipynb"))]
+    assert sorted(line for line in log.lines() if "running" in line) == running, log.lines()
+    assert [re.sub(r"\d+ s$", "N s", line) for line in log.lines() if "running" not in line] == \
+        ["en a.ipynb: ran in N s", "en b.ipynb: ran in N s", "zh a.ipynb: ran in N s"], log.lines()
+    log = Log()
+    again = execute.executed(editions, str(synthetic), cache=tmp_path / "cache", say=log)
+    assert log.lines() == [] and again["en"]["a"].cells[0].outputs[0].text == "42\n"
     notebook_of_cells(b, "print('edited')")
-    execute.executed([a, b], str(synthetic), kernels, cache=tmp_path / "cache", say=say)
-    assert [s for s in said if "running" in s] == [f"[2/2] running b.ipynb on {synthetic} ..."]
+    execute.executed(editions, str(synthetic), cache=tmp_path / "cache", say=log)
+    assert [line for line in log.lines() if "running" in line] == [f"[1/1] en b.ipynb: running on {synthetic} ..."]
 
 
 @pytest.mark.slow
 def test_a_failing_chapter_stops_the_build_naming_it(tmp_path, synthetic):
     kernels = execute.kernel_spec(tmp_path / "kernels", synthetic)
     bad = notebook_of_cells(tmp_path / "ch99_bad.ipynb", "1 / 0")
-    with pytest.raises(SystemExit, match=r"ch99_bad.ipynb stopped with an error(.|\n)*ZeroDivisionError"):
-        execute.executed([bad], str(synthetic), kernels, cache=tmp_path / "cache", say=lambda *a, **k: None)
-    assert not (tmp_path / "cache" / "ch99_bad.ipynb").exists()  # nothing half-run is kept
+    with pytest.raises(SystemExit, match=r"en ch99_bad.ipynb stopped with an error(.|\n)*ZeroDivisionError"):
+        execute.executed({"en": ([bad], kernels)}, str(synthetic), cache=tmp_path / "cache", say=lambda *a, **k: None)
+    assert not (tmp_path / "cache" / "en" / "ch99_bad.ipynb").exists()  # nothing half-run is kept
 
 
 @pytest.mark.slow

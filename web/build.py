@@ -162,13 +162,11 @@ def main(argv=None):
     if args.model == "synthetic":
         synthetic_path()  # made once, before the first chapter needs it
     subprocess.run([sys.executable, str(ROOT / "notebooks" / "sync.py")], check=True, cwd=ROOT)  # from the scripts
-    editions = {}
-    for code in args.lang or LANGUAGES:
-        folder = ROOT / "notebooks" / ("" if code == "en" else code)
-        with tempfile.TemporaryDirectory() as kernels:
-            editions[code] = executed(sorted(folder.glob("ch[0-9][0-9]_*.ipynb")), args.model,
-                                      kernel_spec(kernels, args.model, code), cache=CACHE / code, jobs=args.jobs)
+    with tempfile.TemporaryDirectory() as kernels:  # both editions' notebooks in one queue of --jobs
+        editions = executed({code: (sorted((ROOT / "notebooks" / ("" if code == "en" else code)).glob(
+            "ch[0-9][0-9]_*.ipynb")), kernel_spec(Path(kernels) / code, args.model, code))
+            for code in args.lang or LANGUAGES}, args.model, cache=CACHE, jobs=args.jobs)
     index = build_site(editions, args.model, args.out.resolve(), args.source_url)
-    print(tr(f"the book: {index}", f"书已生成：{index}"))
+    print(tr(f"the book: {index.as_uri()}", f"书已生成：{index.as_uri()}"))  # the last line: the address to open
     if args.serve is not None:
         serve(index.parent, args.serve)

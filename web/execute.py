@@ -8,6 +8,7 @@ re-executes them all (any chapter may import it). The tests run the notebooks th
 import hashlib
 import json
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -90,43 +91,53 @@ def key(notebook, model):
     return h.hexdigest()
 
 
-def executed(notebooks, model, kernels, cache=CACHE, say=print, jobs=1):
-    """Each notebook of `notebooks` (paths) with its outputs, from the cache when its key is unchanged, else run
-    now, `jobs` at a time (saying which, and how long each took): {stem: notebook}, in the order given. Stops at
-    the first notebook that fails, naming it, its cell and the error; nothing half-run is kept."""
-    cache.mkdir(parents=True, exist_ok=True)
-    out, todo = {}, []
-    for n, notebook in enumerate(notebooks, 1):
-        name, want = Path(notebook).stem, key(notebook, model)
-        kept = cache / f"{name}.ipynb"
-        nb = nbformat.read(kept, as_version=4) if kept.is_file() else None
-        if nb is not None and nb.metadata.get("book_key") == want:
-            out[name] = nb
-        else:
-            todo.append((n, Path(notebook), want))
+def executed(editions, model, cache=CACHE, say=print, jobs=1):
+    """The notebooks of every edition with their outputs: `editions` is {language: (notebook paths, kernels)}, each
+    edition with its own kernel_spec and its own folder under `cache`. A notebook comes from the cache when its key is
+    unchanged, else runs now: `jobs` at a time, the editions' notebooks in one queue, each line of the log (which
+    edition and chapter starts, how long it took) written whole. Returns {language: {stem: notebook}}, in the order
+    given. Stops at the first notebook that fails, naming it, its cell and the error; nothing half-run is kept."""
+    out, todo = {code: {} for code in editions}, []
+    for code, (notebooks, kernels) in editions.items():
+        (cache / code).mkdir(parents=True, exist_ok=True)
+        for notebook in map(Path, notebooks):
+            want = key(notebook, model)
+            kept = cache / code / notebook.name
+            nb = nbformat.read(kept, as_version=4) if kept.is_file() else None
+            if nb is not None and nb.metadata.get("book_key") == want:
+                out[code][notebook.stem] = nb
+            else:
+                todo.append((code, notebook, kernels, want))
+    lock = threading.Lock()  # the pool's threads and this one: one line at a time, never two run together
+
+    def log(line):
+        with lock:
+            say(line, flush=True)
 
     def run(job):
-        n, notebook, _ = job
-        say(tr(f"[{n}/{len(notebooks)}] running {notebook.name} on {model} ...",
-               f"[{n}/{len(notebooks)}] 在 {model} 上运行 {notebook.name} ……"), flush=True)
+        n, (code, notebook, kernels, _) = job
+        log(tr(f"[{n}/{len(todo)}] {code} {notebook.name}: running on {model} ...",
+               f"[{n}/{len(todo)}] {code} {notebook.name}：在 {model} 上运行 ……"))
         start = time.perf_counter()
-        return job, *execute(notebook, kernels), time.perf_counter() - start
+        return *execute(notebook, kernels), time.perf_counter() - start
 
     pool = ThreadPoolExecutor(max(1, jobs))  # each notebook runs in a kernel process of its own
     try:
-        for (_, notebook, want), nb, error, seconds in pool.map(run, todo):
+        for (code, notebook, _, want), (nb, error, seconds) in zip(todo, pool.map(run, enumerate(todo, 1))):
             if error is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
-                raise SystemExit(tr(f"{notebook.name} stopped with an error; the book is not built:\n{error}\n"
-                                    f"Fix: run the chapter (python chapters/{notebook.stem}.py) and fix what it says, "
-                                    "then build again",
-                                    f"{notebook.name} 出错停止，书没有生成：\n{error}\n"
-                                    f"解决：运行这一章（python chapters/{notebook.stem}.py），按它说的修好，"
-                                    "再生成一次"))
-            say(tr(f"{notebook.name}: ran in {seconds:.0f} s", f"{notebook.name}：运行了 {seconds:.0f} 秒"), flush=True)
+                raise SystemExit(tr(f"{code} {notebook.name} stopped with an error; the book is not built:\n{error}\n"
+                                    f"Fix: run the chapter (python chapters/{notebook.stem}.py --lang {code}) and fix "
+                                    "what it says, then build again",
+                                    f"{code} {notebook.name} 出错停止，书没有生成：\n{error}\n"
+                                    f"解决：运行这一章（python chapters/{notebook.stem}.py --lang {code}），"
+                                    "按它说的修好，再生成一次"))
+            log(tr(f"{code} {notebook.name}: ran in {seconds:.0f} s",
+                   f"{code} {notebook.name}：运行了 {seconds:.0f} 秒"))
             nb.metadata["book_key"] = want
-            nbformat.write(nb, cache / notebook.name)
-            out[notebook.stem] = nb
+            nbformat.write(nb, cache / code / notebook.name)
+            out[code][notebook.stem] = nb
     finally:
         pool.shutdown(wait=True)
-    return {Path(n).stem: out[Path(n).stem] for n in notebooks}
+    return {code: {Path(n).stem: out[code][Path(n).stem] for n in notebooks}
+            for code, (notebooks, _) in editions.items()}
