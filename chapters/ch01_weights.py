@@ -328,14 +328,14 @@ print(tr(f"{REAL}: {real_counts['total']:,} parameters, {real_fp32:,} of them in
 
 # %% [markdown]
 # ## 5. The safetensors format, read by hand
-# A safetensors file is: 8 bytes (a little-endian unsigned length n), n bytes of JSON (name → dtype, shape and
+# A safetensors file is: 8 bytes (a little-endian unsigned length $n$), $n$ bytes of JSON (name → dtype, shape and
 # byte offsets into the data), then the raw data. Nothing is executed when reading it, unlike a pickle.
 # **Try it first:** exercise 201 reads a header and a tensor by hand (`python practice/judge.py start 201`, or in
 # the cell below).
 
 # %% [markdown] lang="zh"
 # ## 5. 手工读 safetensors 格式
-# 一个 safetensors 文件依次是：8 个字节（小端序的无符号整数，即长度 n），n 个字节的 JSON（名字 → 数据类型、
+# 一个 safetensors 文件依次是：8 个字节（小端序的无符号整数，即长度 $n$），$n$ 个字节的 JSON（名字 → 数据类型、
 # 形状，以及在数据区里的字节偏移），然后是原始数据。读它不会执行任何东西，这一点和 pickle 不同。
 # **先自己试试：**练习 201 手工读出一个文件头和一个张量（`python practice/judge.py start 201`，或者在下面的
 # 单元格里写）。
@@ -456,7 +456,7 @@ book.proof(compare, path, W)
 #
 # - Untie the head of the real 0.8B and count again:
 #   `count_by_part(tensor_shapes(dict(REAL_TEXT_CONFIG, tie_word_embeddings=False)))` — how many parameters
-#   does a second (V, d) table add, and what share of the model becomes embedding and head?
+#   does a second $(V, d)$ table add, and what share of the model becomes embedding and head?
 # - Give the real config the class default of 32 value heads (`linear_num_value_heads=32`): which tensors change
 #   shape, and by how much does a DeltaNet layer grow?
 # - In section 5, read `layers.3.self_attn.q_norm.weight` instead of `norm.weight`, and read one tensor as
@@ -473,13 +473,14 @@ book.proof(compare, path, W)
 #   parameters: the MLPs hold the most (35.1%), the embedding is the largest single tensor (33.8%), and the tied
 #   head stores no second copy.
 # - Bytes are parameters × the dtype's size, read from each header: the real 0.8B is saved in bf16, 2 bytes a
-#   number, except A_log and the gated norm's weight in fp32 — about 1.5 GB for the text model; fp32 doubles that.
+#   number, except `A_log` and the gated norm's weight in fp32 — about 1.5 GB for the text model; fp32 doubles that.
 # - A safetensors file is an 8-byte length, a JSON header and raw bytes: reading it executes nothing, and a
 #   tensor can be read alone.
 #
-# Shapes recap, in the notation of the table: the MLP is (I, d), (I, d), (d, I); full attention's `q_proj` is
-# (2·H·D, d) — query and gate — and `k_proj`, `v_proj` are (Hkv·D, d); DeltaNet's `in_proj_qkv` is
-# (2·Hk·dk + Hv·dv, d) and its depthwise conv (2·Hk·dk + Hv·dv, 1, K); the embedding is (V, d).
+# Shapes recap, in the notation of the table: the MLP is $(I, d)$, $(I, d)$, $(d, I)$; full attention's `q_proj` is
+# $(2 \cdot H \cdot D, d)$ — query and gate — and `k_proj`, `v_proj` are $(H_{kv} \cdot D, d)$; DeltaNet's `in_proj_qkv`
+# is $(2 \cdot H_k \cdot d_k + H_v \cdot d_v, d)$ and its depthwise conv
+# $(2 \cdot H_k \cdot d_k + H_v \cdot d_v, 1, K)$; the embedding is $(V, d)$.
 #
 # Exercises: **201** read a safetensors header and tensor by hand; **202** count the parameters of each part from
 # the config (`python practice/judge.py list`).
@@ -493,11 +494,11 @@ book.proof(compare, path, W)
 #
 # 1. **What is in it.** A config (sizes, layer pattern, rope settings) and named tensors; the code that uses them
 #    is separate, which is why parameter names matter: a loader is a loop over names with shape checks.
-# 2. **How many parameters, and where.** Count from the config: the embedding V·d; per attention layer the q, k, v,
-#    o projections; per MLP 3·d·I (gate, up, down); norms d each. In the 0.8B the MLPs are the largest part (35%)
-#    and the embedding a close second (34%, the largest single tensor): with a vocabulary of 248k and d = 1,024, one
-#    table is a third of the model, which is why tying the head to it (one table used at both ends) pays at this
-#    size.
+# 2. **How many parameters, and where.** Count from the config: the embedding $V \cdot d$; per attention layer the q, k,
+#    v, o projections; per MLP $3 \cdot d \cdot I$ (gate, up, down); norms $d$ each. In the 0.8B the MLPs are the
+#    largest part (35%) and the embedding a close second (34%, the largest single tensor): with a vocabulary of 248k and
+#    $d = 1{,}024$, one table is a third of the model, which is why tying the head to it (one table used at both ends)
+#    pays at this size.
 # 3. **Memory.** Parameters × bytes: 0.75 B × 2 bytes ≈ 1.5 GB in bf16. At inference add the cache: in Qwen3.5 only
 #    the 6 full-attention layers keep a K/V cache that grows with the context; the 18 linear-attention layers keep
 #    a fixed-size state. That is the point of the hybrid: long context at a fraction of the cache.
@@ -508,7 +509,7 @@ book.proof(compare, path, W)
 # ## 动手试试
 #
 # - 把真实 0.8B 的输出头解绑，再数一遍：
-#   `count_by_part(tensor_shapes(dict(REAL_TEXT_CONFIG, tie_word_embeddings=False)))`——第二张 (V, d) 的表会多出
+#   `count_by_part(tensor_shapes(dict(REAL_TEXT_CONFIG, tie_word_embeddings=False)))`——第二张 $(V, d)$ 的表会多出
 #   多少参数？嵌入和输出头加起来占模型的多大比例？
 # - 给真实 config 换上类的默认值：32 个值头（`linear_num_value_heads=32`）。哪些张量的形状会变？一个 DeltaNet
 #   层会大多少？
@@ -524,13 +525,14 @@ book.proof(compare, path, W)
 #   归一化和一个 MLP。
 # - 形状，从而参数量，只由 config 决定（见上表）。真实 0.8B 有 752,393,024 个文本参数：MLP 占得最多（35.1%），
 #   嵌入是最大的单个张量（33.8%），共享的输出头不再另存一份。
-# - 字节数 = 参数量 × 数据类型的大小，从每个文件头读出：真实 0.8B 以 bf16 保存，每个数 2 字节，只有 A_log 和
+# - 字节数 = 参数量 × 数据类型的大小，从每个文件头读出：真实 0.8B 以 bf16 保存，每个数 2 字节，只有 `A_log` 和
 #   门控归一化的权重是 fp32——文本模型约 1.5 GB；全用 fp32 则翻倍。
 # - safetensors 文件就是 8 字节的长度、一个 JSON 文件头和原始字节：读它不执行任何东西，单个张量也能单独读出。
 #
-# 形状回顾，用上表的记号：MLP 是 (I, d)、(I, d)、(d, I)；全注意力的 `q_proj` 是 (2·H·D, d)——查询和门——
-# `k_proj`、`v_proj` 是 (Hkv·D, d)；DeltaNet 的 `in_proj_qkv` 是 (2·Hk·dk + Hv·dv, d)，它的逐通道卷积是
-# (2·Hk·dk + Hv·dv, 1, K)；嵌入是 (V, d)。
+# 形状回顾，用上表的记号：MLP 是 $(I, d)$、$(I, d)$、$(d, I)$；全注意力的 `q_proj` 是 $(2 \cdot H \cdot D, d)$——查询和
+# 门——`k_proj`、`v_proj` 是 $(H_{kv} \cdot D, d)$；DeltaNet 的 `in_proj_qkv` 是
+# $(2 \cdot H_k \cdot d_k + H_v \cdot d_v, d)$，它的逐通道卷积是 $(2 \cdot H_k \cdot d_k + H_v \cdot d_v, 1, K)$；嵌入是
+# $(V, d)$。
 #
 # 练习：**201** 手工读取 safetensors 的文件头和张量；**202** 只用 config 算出每个部分的参数量
 # （`python practice/judge.py list`）。
@@ -544,9 +546,9 @@ book.proof(compare, path, W)
 #
 # 1. **里面有什么。** 一份配置（尺寸、层型排列、rope 设置）和一组有名字的张量；用它们的代码是另外一回事，
 #    所以参数名很重要：加载器就是一个按名字遍历、检查形状的循环。
-# 2. **有多少参数，都在哪里。** 从 config 数：嵌入 V·d；每个注意力层是 q、k、v、o 四个投影；每个 MLP 是
-#    3·d·I（gate、up、down）；每个归一化 d 个。0.8B 里 MLP 是最大的部分（35%），嵌入紧随其后（34%，也是最大的
-#    单个张量）：词表 248k、d = 1,024 时，一张表就占了模型的三分之一，所以在这个规模上，把输出头绑到这张表上
+# 2. **有多少参数，都在哪里。** 从 config 数：嵌入 $V \cdot d$；每个注意力层是 q、k、v、o 四个投影；每个 MLP 是
+#    $3 \cdot d \cdot I$（gate、up、down）；每个归一化 $d$ 个。0.8B 里 MLP 是最大的部分（35%），嵌入紧随其后（34%，也是
+#    最大的单个张量）：词表 248k、$d = 1{,}024$ 时，一张表就占了模型的三分之一，所以在这个规模上，把输出头绑到这张表上
 #    （两端共用一张表）很划算。
 # 3. **内存。** 参数量 × 字节数：0.75 B × 2 字节 ≈ 1.5 GB（bf16）。推理时还要加上缓存：Qwen3.5 里只有 6 个
 #    全注意力层保留随上下文增长的键值缓存；18 个线性注意力层保存固定大小的状态。这正是混合架构的意义：

@@ -8,9 +8,10 @@ Its notebook, notebooks/ch02_embedding.ipynb, is written from this file by pytho
 # %% [markdown]
 # # Chapter 2 · Embedding and the output head
 #
-# Text becomes token ids (the tokenizer), ids become vectors (a row of the embedding table E), and at the very end
-# of the model a hidden vector becomes one score per token (logits = h · Eᵀ). Qwen3.5-0.8B uses the same table at
-# both ends: the checkpoint stores E once. This chapter builds the two ends of the model, highlighted on the map.
+# Text becomes token ids (the tokenizer), ids become vectors (a row of the embedding table $E$), and at the very end of
+# the model a hidden vector becomes one score per token ($\mathrm{logits} = h \cdot E^\top$). Qwen3.5-0.8B uses the same
+# table at both ends: the checkpoint stores $E$ once. This chapter builds the two ends of the model, highlighted on the
+# map.
 #
 # ```
 # qwen/
@@ -35,9 +36,9 @@ Its notebook, notebooks/ch02_embedding.ipynb, is written from this file by pytho
 # %% [markdown] lang="zh"
 # # 第 2 章 · 嵌入与输出头
 #
-# 文本变成 token id（分词器），id 变成向量（嵌入表 E 的一行）；到了模型的最末端，一个隐藏向量再变成每个 token
-# 一个分数（logits = h · Eᵀ）。Qwen3.5-0.8B 在两端用的是同一张表：检查点里 E 只存一份。本章搭出模型的这两端，
-# 也就是地图上高亮的部分。
+# 文本变成 token id（分词器），id 变成向量（嵌入表 $E$ 的一行）；到了模型的最末端，一个隐藏向量再变成每个 token 一个分数
+# （$\mathrm{logits} = h \cdot E^\top$）。Qwen3.5-0.8B 在两端用的是同一张表：检查点里 $E$ 只存一份。本章搭出模型的这两
+# 端，也就是地图上高亮的部分。
 #
 # ```
 # qwen/
@@ -243,8 +244,9 @@ book.show("ch02-bpe-cjk", ch02.bpe_merges, "北京是中国的首都", merges_of
 
 # %% [markdown]
 # ## 3. Token ids → vectors
-# The embedding is a table E with one row per token, shape (V, d); a lookup copies rows. It equals multiplying a
-# one-hot vector by E, only without the multiplication. Qwen3.5 does not scale the result (Gemma multiplies by √d).
+# The embedding is a table $E$ with one row per token, shape $(V, d)$; a lookup copies rows. It equals multiplying a
+# one-hot vector by $E$, only without the multiplication. Qwen3.5 does not scale the result (Gemma multiplies by
+# $\sqrt{d}$).
 #
 # **Try it first**: exercise 203 asks for exactly this lookup and for the head of section 4. Start it with
 # `python practice/judge.py start 203`, or write the two functions in the next cell and run it: the judge grades
@@ -252,8 +254,8 @@ book.show("ch02-bpe-cjk", ch02.bpe_merges, "北京是中国的首都", merges_of
 
 # %% [markdown] lang="zh"
 # ## 3. token id → 向量
-# 嵌入就是一张表 E，每个 token 一行，形状 (V, d)；查表就是把行复制出来。它等于用 one-hot 向量乘 E，只是省掉了
-# 乘法。Qwen3.5 不对结果做缩放（Gemma 会乘以 √d）。
+# 嵌入就是一张表 $E$，每个 token 一行，形状 $(V, d)$；查表就是把行复制出来。它等于用 one-hot 向量乘 $E$，只是省掉了
+# 乘法。Qwen3.5 不对结果做缩放（Gemma 会乘以 $\sqrt{d}$）。
 #
 # **先自己试试**：练习 203 要求的正是这个查表操作，以及第 4 节的输出头。用 `python practice/judge.py start 203`
 # 开始，或者在下一个单元格里写好这两个函数再运行：评测器就在这里给它们打分。完成的模块在后面。
@@ -283,11 +285,11 @@ book.listing("qwen/embedding.py")
 # - **`Tokenizer`** does not implement BPE itself: the `tokenizers` library runs the pipeline that `tokenizer.json`
 #   describes (section 2 did it by hand). The wrapper gives plain lists of ids, the added tokens by name, and the
 #   id that ends a chat turn. Because it reads the checkpoint's own file, the same code serves every Qwen3.5 size.
-# - **`Embedding`** is a table `weight` of shape (V, d) and a lookup `weight[ids]`. It checks the ids first, for
+# - **`Embedding`** is a table `weight` of shape $(V, d)$ and a lookup `weight[ids]`. It checks the ids first, for
 #   one reason above all: a negative id does not fail in PyTorch, it silently picks a row from the end of the
-#   table (`weight[-1]` is the last row). An id ≥ V does fail, but on a GPU as an asynchronous device error far
+#   table (`weight[-1]` is the last row). An id $\ge V$ does fail, but on a GPU as an asynchronous device error far
 #   from its cause.
-# - **`head_logits`** is one matrix product: the hidden vector against every row of the head. The head is E when
+# - **`head_logits`** is one matrix product: the hidden vector against every row of the head. The head is $E$ when
 #   the weights are tied (as in the 0.8B) and `lm_head.weight` in a size with an untied head; the product is the
 #   same.
 
@@ -295,10 +297,10 @@ book.listing("qwen/embedding.py")
 # - **`Tokenizer`** 自己并不实现 BPE：`tokenizers` 库按 `tokenizer.json` 的描述跑整条流水线（第 2 节手工做过
 #   一遍）。这个包装类给出普通的 id 列表、按名字取的添加的 token，以及结束一轮对话的 id。因为它读的是检查点
 #   自己的文件，同一份代码适用于 Qwen3.5 的每个尺寸。
-# - **`Embedding`** 是一张形状为 (V, d) 的表 `weight`，加上一次查表 `weight[ids]`。它先检查 id，最主要的原因是：
-#   负的 id 在 PyTorch 里不会报错，而是悄悄取到表末尾的某一行（`weight[-1]` 是最后一行）。id ≥ V 倒是会报错，
+# - **`Embedding`** 是一张形状为 $(V, d)$ 的表 `weight`，加上一次查表 `weight[ids]`。它先检查 id，最主要的原因是：
+#   负的 id 在 PyTorch 里不会报错，而是悄悄取到表末尾的某一行（`weight[-1]` 是最后一行）。id $\ge V$ 倒是会报错，
 #   但在 GPU 上它是一个异步的设备错误，报错的地方离出错的原因很远。
-# - **`head_logits`** 就是一次矩阵乘法：隐藏向量与输出头的每一行做点积。权重绑定时（比如 0.8B），输出头就是 E；
+# - **`head_logits`** 就是一次矩阵乘法：隐藏向量与输出头的每一行做点积。权重绑定时（比如 0.8B），输出头就是 $E$；
 #   输出头不绑定的尺寸用的是 `lm_head.weight`；乘法是一样的。
 
 # %%
@@ -360,18 +362,18 @@ book.show("ch02-row-norms", ch02.row_norms, norms, min(tok.special_tokens.values
 
 # %% [markdown]
 # ## 4. A vector → a score for every token (the head)
-# The last hidden vector h is compared with every row of the head by a dot product: logits = h · headᵀ, shape (V,).
-# The 0.8B's head is E itself, which saves V × d parameters (a third of the 0.8B model); a size with an untied
-# head stores a separate `lm_head.weight` of the same shape (`tie_word_embeddings` in its config.json says which).
-# Every row gets a score at every position — the padding rows included: nothing is ever trained to pick them, but
-# they are not removed from the softmax.
+# The last hidden vector $h$ is compared with every row of the head by a dot product:
+# $\mathrm{logits} = h \cdot \mathrm{head}^\top$, shape $(V,)$. The 0.8B's head is $E$ itself, which saves $V \times d$
+# parameters (a third of the 0.8B model); a size with an untied head stores a separate `lm_head.weight` of the same
+# shape (`tie_word_embeddings` in its config.json says which). Every row gets a score at every position — the padding
+# rows included: nothing is ever trained to pick them, but they are not removed from the softmax.
 
 # %% [markdown] lang="zh"
 # ## 4. 向量 → 每个 token 一个分数（输出头）
-# 最后一个隐藏向量 h 用点积与输出头的每一行比较：logits = h · headᵀ，形状 (V,)。0.8B 的输出头就是 E 本身，
-# 省下 V × d 个参数（0.8B 模型的三分之一）；输出头不绑定的尺寸另存一个同样形状的 `lm_head.weight`（是哪一种，
-# 看它的 config.json 里的 `tie_word_embeddings`）。每个位置上每一行都会得到一个分数——填充行也一样：从来没有
-# 训练让模型选中它们，但它们也没有从 softmax 里去掉。
+# 最后一个隐藏向量 $h$ 用点积与输出头的每一行比较：$\mathrm{logits} = h \cdot \mathrm{head}^\top$，形状 $(V,)$。0.8B 的
+# 输出头就是 $E$ 本身，省下 $V \times d$ 个参数（0.8B 模型的三分之一）；输出头不绑定的尺寸另存一个同样形状的
+# `lm_head.weight`（是哪一种，看它的 config.json 里的 `tie_word_embeddings`）。每个位置上每一行都会得到一个分数——填充行
+# 也一样：从来没有训练让模型选中它们，但它们也没有从 softmax 里去掉。
 
 # %%
 head = W["lm_head.weight"]  # tied: Weights hands back the embedding for this name
@@ -393,15 +395,14 @@ print(tr(f"top 5 tokens for h = E[last token]{SYNTHETIC}:",
 # %% [markdown]
 # The head on a short sentence. Each token's own embedding row goes through the head, as if the model had no
 # layers at all; the bars show the five highest-scoring tokens (the token itself in red), all panels on one x
-# scale. With the head tied, h · E_v for h = E_u is largest for rows that are long and point the way E_u does,
+# scale. With the head tied, $h \cdot E_v$ for $h = E_u$ is largest for rows that are long and point the way $E_u$ does,
 # which is often the token itself — not the next word. Predicting " Paris" after " is" is the work of the 24
 # layers the next chapters build.
 
 # %% [markdown] lang="zh"
-# 在一个短句上看输出头。每个 token 自己的嵌入行直接进输出头，就好像模型一层都没有；柱子显示得分最高的五个
-# token（token 自己标成红色），所有子图共用一个 x 刻度。输出头绑定时，对 h = E_u 来说，h · E_v 最大的是那些又长、
-# 方向又和 E_u 一致的行，往往就是这个 token 自己——而不是下一个词。在 " is" 之后预测出 " Paris"，是后面几章要
-# 搭的 24 层的工作。
+# 在一个短句上看输出头。每个 token 自己的嵌入行直接进输出头，就好像模型一层都没有；柱子显示得分最高的五个 token（token
+# 自己标成红色），所有子图共用一个 x 刻度。输出头绑定时，对 $h = E_u$ 来说，$h \cdot E_v$ 最大的是那些又长、方向又和
+# $E_u$ 一致的行，往往就是这个 token 自己——而不是下一个词。在 " is" 之后预测出 " Paris"，是后面几章要搭的 24 层的工作。
 
 # %%
 book.show("ch02-head", ch02.head_top5, emb.weight, tok.encode("The capital of France is"), tok.decode,
@@ -479,11 +480,12 @@ book.proof(compare, args.checkpoint.folder, ids)
 #   other text comes back NFC-normalised, and markup such as `<|im_start|>` in the text becomes the control token.
 # - BPE by hand: split with the regex, map bytes to printable characters, take a piece whole if it is a token, else
 #   join the adjacent pair that comes first in the merge list until none is left.
-# - Ids → vectors: a row lookup in E, shape (V, d) = (248,320, d), the same as a one-hot vector times E. The table
-#   has 243 more rows than there are ids; 248,320 is a multiple of 256 and of 512 (why Qwen padded it is not
+# - Ids → vectors: a row lookup in $E$, shape $(V, d) = (248{,}320, d)$, the same as a one-hot vector times $E$. The
+#   table has 243 more rows than there are ids; 248,320 is a multiple of 256 and of 512 (why Qwen padded it is not
 #   documented). Negative ids must be refused: PyTorch wraps them.
-# - Vector → scores: logits = h · headᵀ, one dot product per row, padding rows included. The 0.8B ties the head to
-#   E (one table, a third of its parameters); sizes with an untied head store a separate `lm_head.weight`.
+# - Vector → scores: $\mathrm{logits} = h \cdot \mathrm{head}^\top$, one dot product per row, padding rows included. The
+#   0.8B ties the head to $E$ (one table, a third of its parameters); sizes with an untied head store a separate
+#   `lm_head.weight`.
 #
 # Shapes in this chapter (the course's notation; B and T are set by the input):
 
@@ -496,11 +498,11 @@ book.proof(compare, args.checkpoint.folder, ids)
 #   NFC 规范化，文本里 `<|im_start|>` 这样的标记会变成控制 token。
 # - 手写 BPE：用正则切分，把字节映射成可打印字符，片段本身是 token 就整个拿走，否则反复合并在合并列表里最靠前的
 #   相邻对，直到无对可合。
-# - id → 向量：在 E 里按行查表，形状 (V, d) = (248,320, d)，等同于 one-hot 向量乘 E。表的行数比 id 多 243 行；
+# - id → 向量：在 $E$ 里按行查表，形状 $(V, d) = (248{,}320, d)$，等同于 one-hot 向量乘 $E$。表的行数比 id 多 243 行；
 #   248,320 是 256 的倍数，也是 512 的倍数（Qwen 为什么这样补齐，没有文档说明）。负的 id 必须拒绝：PyTorch 会把
 #   它们绕到表尾。
-# - 向量 → 分数：logits = h · headᵀ，每行一次点积，填充行也算在内。0.8B 把输出头绑定到 E 上（一张表，占其参数的
-#   三分之一）；输出头不绑定的尺寸另存一个 `lm_head.weight`。
+# - 向量 → 分数：$\mathrm{logits} = h \cdot \mathrm{head}^\top$，每行一次点积，填充行也算在内。0.8B 把输出头绑定到 $E$
+#   上（一张表，占其参数的三分之一）；输出头不绑定的尺寸另存一个 `lm_head.weight`。
 #
 # 本章的形状（课程的记号；B 和 T 由输入决定）：
 
@@ -523,15 +525,16 @@ book.notation(args.checkpoint)
 #    vocabulary (about 248 k) makes text in many languages short in tokens, at the cost of a large embedding and a
 #    large softmax.
 # 2. **Embedding.** A lookup of row `id` in a (V, d) table, mathematically a one-hot vector times the table, but
-#    without the multiplication. Qwen3.5 does not scale it (Gemma multiplies by √d).
-# 3. **Tied head.** logits = h · Eᵀ: the score of a token is how well the final hidden vector lines up with its
-#    row. Tying reuses E as the output layer: it saves V·d parameters (a third of the 0.8B) and gives every row a
-#    gradient at every step. Larger models often untie: for them V·d is a small share of the parameters.
-# 4. **Details worth a sentence.** The table has 248,320 rows, 243 more than the tokenizer's ids: a multiple of 256
-#    and of 512. Qwen does not say why; the usual reason for such padding is matrix shapes that suit GPU kernels.
-#    The padding rows are never looked up, but they still get a logit at every position. The last matrix
-#    product, d × 248 k per token, is a large part of a small model's compute, so generation computes logits only
-#    at the last position.
+#    without the multiplication. Qwen3.5 does not scale it (Gemma multiplies by $\sqrt{d}$).
+# 3. **Tied head.** $\mathrm{logits} = h \cdot E^\top$: the score of a token is how well the final hidden vector lines
+#    up with its row. Tying reuses $E$ as the output layer: it saves $V \cdot d$ parameters (a third of the 0.8B) and
+#    gives every row a gradient at every step. Larger models often untie: for them $V \cdot d$ is a small share of the
+#    parameters.
+# 4. **Details worth a sentence.** The table has 248,320 rows, 243 more than the tokenizer's ids: a multiple of 256 and
+#    of 512. Qwen does not say why; the usual reason for such padding is matrix shapes that suit GPU kernels. The
+#    padding rows are never looked up, but they still get a logit at every position. The last matrix product,
+#    $d \times 248\text{k}$ per token, is a large part of a small model's compute, so generation computes logits only at
+#    the last position.
 
 # %% [markdown] lang="zh"
 # 本章新增的文件：`qwen/tokenizer.py`、`qwen/bpe.py`、`qwen/embedding.py`。
@@ -547,11 +550,11 @@ book.notation(args.checkpoint)
 #    token，所以不存在未知 token：任何字符串都能编码，NFC 文本解码后还是它自己。词表大（约 248 k），多种语言的
 #    文本都能用较少的 token 表示，代价是嵌入和 softmax 都很大。
 # 2. **嵌入。** 在 (V, d) 的表里取第 `id` 行，数学上是 one-hot 向量乘这张表，只是省掉了乘法。Qwen3.5 不对它做
-#    缩放（Gemma 乘以 √d）。
-# 3. **共享的输出头。** logits = h · Eᵀ：一个 token 的分数，就是最终的隐藏向量与它那一行对得有多齐。绑定就是把
-#    E 复用为输出层：省下 V·d 个参数（0.8B 的三分之一），而且每一步每一行都有梯度。更大的模型常常不绑定：对它们
-#    来说，V·d 只占参数的一小部分。
-# 4. **值得一提的细节。** 这张表有 248,320 行，比分词器的 id 多 243 行：是 256 的倍数，也是 512 的倍数。Qwen
-#    没有说明原因；这样补齐，通常是为了让矩阵形状适合 GPU 的计算核。填充行永远不会被查到，但每个位置上它们仍然
-#    会得到一个 logit。最后这次矩阵乘法，每个 token 要做 d × 248 k，在小模型的计算量里占很大一块，所以生成时只在
-#    最后一个位置上算 logits。
+#    缩放（Gemma 乘以 $\sqrt{d}$）。
+# 3. **共享的输出头。** $\mathrm{logits} = h \cdot E^\top$：一个 token 的分数，就是最终的隐藏向量与它那一行对得有多齐。
+#    绑定就是把 $E$ 复用为输出层：省下 $V \cdot d$ 个参数（0.8B 的三分之一），而且每一步每一行都有梯度。更大的模型常常不
+#    绑定：对它们来说，$V \cdot d$ 只占参数的一小部分。
+# 4. **值得一提的细节。** 这张表有 248,320 行，比分词器的 id 多 243 行：是 256 的倍数，也是 512 的倍数。Qwen 没有说明原
+#    因；这样补齐，通常是为了让矩阵形状适合 GPU 的计算核。填充行永远不会被查到，但每个位置上它们仍然会得到一个 logit。最
+#    后这次矩阵乘法，每个 token 要做 $d \times 248\text{k}$，在小模型的计算量里占很大一块，所以生成时只在最后一个位置上
+#    算 logits。
