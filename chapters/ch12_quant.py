@@ -90,7 +90,9 @@ real = real_config()
 dev = args.device
 W = Weights(args.checkpoint)  # headers only: each tensor is read when it is asked for
 SYNTHETIC = args.checkpoint.synthetic
-TAG = tr(" (synthetic weights)", "（合成权重）") if SYNTHETIC else ""  # on every line printed from the weights
+# said only where random weights make a number mean something else than on the real model (the banner says the rest)
+TAG = tr(" (synthetic weights)", "（合成权重）") if SYNTHETIC else ""  # a figure that would look different
+NOISE = tr(" (random weights: the tokens mean nothing)", "（随机权重：这些 token 没有意义）") if SYNTHETIC else ""
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
 
@@ -254,8 +256,8 @@ def shown(t):
     return [round(v, 4) for v in t.tolist()]
 
 
-print(tr(f"{name} {tuple(w.shape)}, row 0, its first 8 weights{TAG}:",
-         f"{name} {tuple(w.shape)}，第 0 行的前 8 个权重{TAG}："), shown(row))
+print(tr(f"{name} {tuple(w.shape)}, row 0, its first 8 weights:",
+         f"{name} {tuple(w.shape)}，第 0 行的前 8 个权重："), shown(row))
 print(tr(f"int8: scale {s8[0]:.6f}, codes {q8[0, :8].tolist()}, back {shown(q8[0, :8] * s8[0])}",
          f"int8：缩放因子 {s8[0]:.6f}，码 {q8[0, :8].tolist()}，还原 {shown(q8[0, :8] * s8[0])}"))
 print(tr(f"int4, g = 32: scale {s4[0, 0]:.5f}, codes {q4[0, :8].tolist()}, back {shown(q4[0, :8] * s4[0, 0])}",
@@ -276,9 +278,9 @@ schemes = {"int8": lambda w: quant.dequantize_int8(*quant.quantize_int8(w)),
            "int4+zero": lambda w: quant.dequantize_int4_zero(*quant.quantize_int4_zero(w, 32))}
 for label, roundtrip in schemes.items():
     print(tr(f"{label:9s}: {ch12.bits(label, w.shape[1]):.3f} bits per weight, relative error "
-             f"{rel_error(w, roundtrip(w)):.2e} over the whole tensor{TAG}",
+             f"{rel_error(w, roundtrip(w)):.2e} over the whole tensor",
              f"{label:9s}：每个权重 {ch12.bits(label, w.shape[1]):.3f} 比特，整个张量的相对误差 "
-             f"{rel_error(w, roundtrip(w)):.2e}{TAG}"))
+             f"{rel_error(w, roundtrip(w)):.2e}"))
 
 # %% [markdown]
 # Each code is a multiple of the step, so the error of one weight is at most half a step: s / 2. int4's step is about 18
@@ -302,13 +304,13 @@ by_group = {"int4": [rel_error(w, quant.dequantize_int4(*quant.quantize_int4(w, 
             "int4+zero": [rel_error(w, quant.dequantize_int4_zero(*quant.quantize_int4_zero(w, g))) for g in groups]}
 for g, e, ez in zip(groups, by_group["int4"], by_group["int4+zero"]):
     print(tr(f"g = {g:4d}: {quant.bits_per_weight(4, g):.3f} bits per weight, relative error {e:.3e}; with a zero "
-             f"point {quant.bits_per_weight(4, g, zero_bits=16):.3f} bits, {ez:.3e}{TAG}",
+             f"point {quant.bits_per_weight(4, g, zero_bits=16):.3f} bits, {ez:.3e}",
              f"g = {g:4d}：每个权重 {quant.bits_per_weight(4, g):.3f} 比特，相对误差 {e:.3e}；带零点 "
-             f"{quant.bits_per_weight(4, g, zero_bits=16):.3f} 比特，{ez:.3e}{TAG}"))
+             f"{quant.bits_per_weight(4, g, zero_bits=16):.3f} 比特，{ez:.3e}"))
 
 # %%
 book.show("ch12-groups", ch12.group_figure, groups, by_group,
-          title=tr(f"int4 on {name}: error against group size{TAG}", f"{name} 上的 int4：误差与组大小{TAG}"))
+          title=tr(f"int4 on {name}: error against group size", f"{name} 上的 int4：误差与组大小"))
 
 # %% [markdown]
 # **Try it first**: exercise 223 is group-wise int4 with a zero point, quantize and dequantize
@@ -396,9 +398,9 @@ for fmt, ours in (("Q8_0", "int8"), ("Q4_0", "int4")):
     stored = quant.gguf_bytes(w, fmt)
     back = quant.from_gguf_bytes(stored, fmt, tuple(w.shape))
     print(tr(f"{name} as {fmt}: {len(stored):,} bytes = {8 * len(stored) / w.numel():.2f} bits per weight, relative "
-             f"error {rel_error(w, back):.2e} ({ours} above: {rel_error(w, schemes[ours](w)):.2e}){TAG}",
+             f"error {rel_error(w, back):.2e} ({ours} above: {rel_error(w, schemes[ours](w)):.2e})",
              f"{name} 存成 {fmt}：{len(stored):,} 字节 = 每个权重 {8 * len(stored) / w.numel():.2f} 比特，相对误差 "
-             f"{rel_error(w, back):.2e}（上面的 {ours}：{rel_error(w, schemes[ours](w)):.2e}）{TAG}"))
+             f"{rel_error(w, back):.2e}（上面的 {ours}：{rel_error(w, schemes[ours](w)):.2e}）"))
 
 # %% [markdown]
 # Q8_0's scale per 32 weights costs half a bit more than int8 per channel and gains little on weights without outliers;
@@ -441,7 +443,7 @@ class_errors = {label: {c: (e / n2) ** 0.5 for c, (e, n2) in by.items() if n2} f
 for c in ch12.CLASSES:
     each = [f"{s} {class_errors[s][c]:.2e}" for s in schemes]
     en, zh = ", ".join(each), "，".join(each)
-    print(tr(f"{ch12.class_name(c):22s} {en}{TAG}", f"{ch12.class_name(c)}：{zh}{TAG}"))
+    print(tr(f"{ch12.class_name(c):22s} {en}", f"{ch12.class_name(c)}：{zh}"))
 
 # %%
 book.show("ch12-classes", ch12.class_figure, class_errors,
@@ -556,9 +558,11 @@ for label, scheme, symmetric in (("int8", "int8", False), ("int4", "int4", True)
 del model
 kl = {label: measure.next_token_kl(reference, x) for label, x in logits.items()}  # (T,) each
 top1 = {label: measure.top1_agreement(reference, x) for label, x in logits.items()}
+flat = tr("; random weights: nearly flat distributions, so top-1 agreement says little",
+          "；随机权重的分布几乎是平的，所以 top-1 一致率说明不了什么") if SYNTHETIC else ""
 print(tr(f"teacher-forced on {text_ids.shape[1]} tokens of the text{read}, against the checkpoint's weights in fp32"
-         f"{TAG}:",
-         f"在这段文本的 {text_ids.shape[1]} 个 token{read}上做 teacher forcing，对照 fp32 的检查点权重{TAG}："))
+         f"{flat}:",
+         f"在这段文本的 {text_ids.shape[1]} 个 token{read}上做 teacher forcing，对照 fp32 的检查点权重{flat}："))
 for label in logits:
     what = tr("(bf16 arithmetic, the same weights)", "（bf16 运算，同样的权重）") if label == "bf16" else \
         tr("(fake-quantized weights, fp32 arithmetic)", "（伪量化的权重，fp32 运算）")
@@ -646,10 +650,10 @@ for scheme in (None, "int8", "int4"):
     print(tr(f"{scheme or 'bf16':5s}: the model holds {held / 1e6:6.1f} MB; layer 0's down_proj ({path}) against the "
              f"exact product of the teaching weights: relative error {off:.1e} (rounding that product to bf16: "
              f"{rounding:.1e}); the whole model against the teaching one: KL at most {apart:.1e}; greedy "
-             f"{said!r}{TAG}",
+             f"{said!r}{NOISE}",
              f"{scheme or 'bf16':5s}：模型存了 {held / 1e6:6.1f} MB；第 0 层的 down_proj（{path}）"
              f"对照教学权重的精确乘积：相对误差 {off:.1e}（把那个乘积舍入到 bf16：{rounding:.1e}）；"
-             f"整个模型对照教学模型：KL 最大 {apart:.1e}；贪心解码 {said!r}{TAG}"))
+             f"整个模型对照教学模型：KL 最大 {apart:.1e}；贪心解码 {said!r}{NOISE}"))
     del live, teaching  # before the next scheme's pair is loaded: two pairs at once would not fit a 16 GB machine
 
 # %% [markdown]

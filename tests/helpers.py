@@ -261,8 +261,8 @@ def left_padding_error(ours, theirs):
     return err, fp32_tol(want[real])
 
 
-# the figures each notebook draws: the name given to book.show -> whether it shows the checkpoint's numbers (then
-# its title says so when synthetic)
+# the figures each notebook draws: the name given to book.show -> whether its title says "synthetic weights" on the
+# synthetic checkpoint: only where random weights would give the figure another shape than the real model's
 FIGURES = {
     "ch01_weights": {"ch01-map": False, "ch01-layers": True, "ch01-params": True},
     "ch02_embedding": {"ch02-map": False, "ch02-bpe-cjk": False, "ch02-row-norms": True,
@@ -279,7 +279,7 @@ FIGURES = {
     "ch10_vision": {"ch10-map": False, "ch10-patches": False, "ch10-positions": False, "ch10-mrope": False,
                     "ch10-bill": False},
     "ch11_mtp": {"ch11-map": False, "ch11-loop": True, "ch11-rollback": False, "ch11-speedup": True},
-    "ch12_quant": {"ch12-map": False, "ch12-bound": False, "ch12-groups": True, "ch12-classes": True,
+    "ch12_quant": {"ch12-map": False, "ch12-bound": False, "ch12-groups": False, "ch12-classes": True,
                    "ch12-output": True},
 }
 # a notebook cell whose output differs from the script's by design: a figure, a listing, an exercise, the proof

@@ -1,6 +1,6 @@
 """The notebooks are written from the chapter scripts (notebooks/sync.py) and must stay so; each one runs top to
 bottom on the synthetic checkpoint in a kernel of this environment, prints what its script prints, and draws its
-figures, titled "synthetic weights" when they show the checkpoint's numbers."""
+figures, titled "synthetic weights" where random weights give a figure another shape than the real model's."""
 import base64
 import os
 import re
@@ -109,7 +109,8 @@ def test_sync_silences_a_last_expression_and_names_qwen_model():
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_notebook_draws_its_figures(executed, name, lang):
     """Every image the notebook shows is a figure book.show drew, once per book.show cell, titled (its alt text in
-    the book) "synthetic weights" (合成权重) exactly when it shows the checkpoint's numbers."""
+    the book) "synthetic weights" (合成权重) exactly where random weights give it another shape than the real model's
+    (helpers.FIGURES)."""
     nb, error = executed(name, lang)
     assert error is None, error
     images = [(figure_names(c), o) for c in nb.cells if c.cell_type == "code" for o in c.outputs
@@ -125,11 +126,11 @@ def test_notebook_draws_its_figures(executed, name, lang):
     for figure in named | set(FIGURES.get(name, {})):
         assert len(drawn.get(figure, [])) == 1, \
             f"the cell of {figure!r} should draw one figure, drew {drawn.get(figure)}"
-    for figure, from_checkpoint in FIGURES.get(name, {}).items():
+    for figure, tagged in FIGURES.get(name, {}).items():
         marker = {"en": "synthetic weights", "zh": "合成权重"}[lang]
-        assert (marker in drawn[figure][0]) == from_checkpoint, \
-            f"{figure}: the title {drawn[figure][0]!r} must say 'synthetic weights' exactly when it shows the " \
-            "checkpoint"
+        assert (marker in drawn[figure][0]) == tagged, \
+            f"{figure}: the title {drawn[figure][0]!r} must say 'synthetic weights' exactly where the figure would " \
+            "look different on the real model (helpers.FIGURES)"
 
 
 def figure_names(cell):
