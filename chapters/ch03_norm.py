@@ -12,8 +12,13 @@ Its notebook, notebooks/ch03_norm.ipynb, is written from this file by python not
 # by a learned factor. This chapter writes the three normalisations the model uses — RMSNorm, the gated RMSNorm of
 # linear attention, and l2norm — and checks them against the weights of every norm in the checkpoint.
 #
-# **Notation.** In this chapter w is always the tensor the checkpoint stores under a norm's `weight`. RMSNorm
-# applies the scale 1 + w (so w = 0 means "scale 1"); the gated norm applies w itself. x̂ = x / √(mean(x²) + ε).
+# **Notation.** In this chapter $w$ is always the tensor the checkpoint stores under a norm's `weight`. RMSNorm
+# applies the scale $1 + w$ (so $w = 0$ means "scale 1"); the gated norm applies $w$ itself. Both scale the normalised
+# vector:
+#
+# $$
+# \hat{x} = \frac{x}{\sqrt{\operatorname{mean}(x^2) + \epsilon}}
+# $$
 #
 # ```
 # qwen/
@@ -40,8 +45,12 @@ Its notebook, notebooks/ch03_norm.ipynb, is written from this file by python not
 # 每一层都先把输入归一化：向量除以它的均方根，再逐维乘一个可学的比例。本章写出模型用到的三种归一化——RMSNorm、
 # 线性注意力里的门控 RMSNorm、l2norm——并拿检查点里每一个归一化的权重来检验它们。
 #
-# **记号。** 本章的 w 一律指检查点在某个归一化的 `weight` 名下存的张量。RMSNorm 乘的比例是 1 + w（所以 w = 0
-# 就是“比例为 1”）；门控归一化直接乘 w。x̂ = x / √(mean(x²) + ε)。
+# **记号。** 本章的 $w$ 一律指检查点在某个归一化的 `weight` 名下存的张量。RMSNorm 乘的比例是 $1 + w$（所以 $w = 0$
+# 就是“比例为 1”）；门控归一化直接乘 $w$。两者缩放的都是归一化后的向量：
+#
+# $$
+# \hat{x} = \frac{x}{\sqrt{\operatorname{mean}(x^2) + \epsilon}}
+# $$
 #
 # ```
 # qwen/
@@ -98,16 +107,17 @@ book.show("ch03-map", book.model_map.draw, "norm")
 
 # %% [markdown]
 # ## 1. What it does
-# With w = 0 (a scale of exactly 1) a vector comes out with a root mean square of 1 — as long as mean(x²) is much
-# larger than ε. The ε inside the root matters for tiny vectors: at RMS 10⁻³, mean(x²) = 10⁻⁶ = ε, and the output
-# RMS is √(1/2) ≈ 0.707. The trained weights then move the scale. On the synthetic checkpoint the weights are
-# random draws around their initial values (`qwen/synthetic.py`); only the real values printed beside them are
-# findings.
+# With $w = 0$ (a scale of exactly 1) a vector comes out with a root mean square of 1 — as long as
+# $\operatorname{mean}(x^2)$ is much larger than $\epsilon$. The $\epsilon$ inside the root matters for tiny vectors: at
+# RMS $10^{-3}$, $\operatorname{mean}(x^2) = 10^{-6} = \epsilon$, and the output RMS is $\sqrt{1/2} \approx 0.707$. The
+# trained weights then move the scale. On the synthetic checkpoint the weights are random draws around their initial
+# values (`qwen/synthetic.py`); only the real values printed beside them are findings.
 
 # %% [markdown] lang="zh"
 # ## 1. 它做什么
-# w = 0（比例恰好为 1）时，向量输出的均方根是 1——前提是 mean(x²) 远大于 ε。对很小的向量，根号里的 ε 就起作用了：RMS 为
-# 10⁻³ 时，mean(x²) = 10⁻⁶ = ε，输出的 RMS 是 √(1/2) ≈ 0.707。训练出的权重再去改变这个比例。
+# $w = 0$（比例恰好为 1）时，向量输出的均方根是 1——前提是 $\operatorname{mean}(x^2)$ 远大于 $\epsilon$。对很小的向量，
+# 根号里的 $\epsilon$ 就起作用了：RMS 为 $10^{-3}$ 时，$\operatorname{mean}(x^2) = 10^{-6} = \epsilon$，输出的 RMS 是
+# $\sqrt{1/2} \approx 0.707$。训练出的权重再去改变这个比例。
 # 合成检查点的权重是围绕初始值随机抽取的（`qwen/synthetic.py`）；只有旁边打印的真实值才是结论。
 
 # %%
@@ -138,14 +148,14 @@ for name, key in (("layers.0.input_layernorm.weight", "layer0_w"), ("norm.weight
 
 # %% [markdown]
 # The same with 2,000 vectors whose sizes spread over four decades, both panels on one scale. Before: anything from
-# 0.01 to 100. After: one narrow spike per norm — at 1 with w = 0, and wherever the trained weight puts it. The
-# width of a spike comes from the per-dimension scale: a vector that puts its energy where 1 + w is large comes out
+# 0.01 to 100. After: one narrow spike per norm — at 1 with $w = 0$, and wherever the trained weight puts it. The
+# width of a spike comes from the per-dimension scale: a vector that puts its energy where $1 + w$ is large comes out
 # a little larger. The dashed lines are the real model's.
 
 # %% [markdown] lang="zh"
 # 同样的实验换成 2,000 个向量，它们的大小横跨四个数量级，两幅子图用同一个横轴刻度。归一化前：从 0.01 到 100 都有。
-# 归一化后：每个归一化只剩一个窄峰——w = 0 时在 1，训练出的权重把它放在哪里就在哪里。峰的宽度来自逐维的比例：
-# 一个向量的能量若集中在 1 + w 较大的那些维上，输出就会稍大一些。虚线是真实模型的值。
+# 归一化后：每个归一化只剩一个窄峰——$w = 0$ 时在 1，训练出的权重把它放在哪里就在哪里。峰的宽度来自逐维的比例：
+# 一个向量的能量若集中在 $1 + w$ 较大的那些维上，输出就会稍大一些。虚线是真实模型的值。
 
 # %%
 gen = torch.Generator().manual_seed(1)  # the figures' own random numbers
@@ -161,36 +171,37 @@ book.show("ch03-rms", ch03.rms_before_after, vecs,
 # Every norm of the model as its effective scale: one box per norm, the spread of its per-dimension scales; the
 # dashed line is a scale of 1. In the real model layer 0's input norm scales by about 1.24 on average and the
 # final norm by about 4.3 (the black diamonds: the real means and ranges). On the synthetic checkpoint each box is
-# a random draw around the weight's initial value (0 for w, so a scale of 1; 1 for the gated norm): the boxes show
+# a random draw around the weight's initial value (0 for $w$, so a scale of 1; 1 for the gated norm): the boxes show
 # random spread, nothing learned.
 #
-# Why would the final norm scale by 4.3? Its output goes straight into the head: logits = h · Eᵀ (chapter 2). The
-# gain sets the size of h and so the size of the logits — how peaked the softmax over the next token is. Nothing
-# in the product asks h to be as long as the rows of E.
+# Why would the final norm scale by 4.3? Its output goes straight into the head: $\mathrm{logits} = h \cdot E^\top$
+# (chapter 2). The gain sets the size of $h$ and so the size of the logits — how peaked the softmax over the next token
+# is. Nothing in the product asks $h$ to be as long as the rows of $E$.
 
 # %% [markdown] lang="zh"
 # ### 训练出的权重把比例放在哪里
 # 把模型里每一个归一化都画成它的有效比例：每个归一化一个箱线，表示它各维比例的分布；虚线是比例 1。真实模型里，第 0
 # 层的输入归一化平均放大约 1.24 倍，最后的归一化约 4.3 倍（黑色菱形：真实的均值和范围）。在合成检查点上，
-# 每个箱线都是围绕该权重初始值的随机抽样（w 的初始值是 0，即比例 1；门控归一化是 1）：箱线只反映随机的离散，
+# 每个箱线都是围绕该权重初始值的随机抽样（$w$ 的初始值是 0，即比例 1；门控归一化是 1）：箱线只反映随机的离散，
 # 没有学到任何东西。
 #
-# 最后的归一化为什么要放大 4.3 倍？它的输出直接进输出头：logits = h · Eᵀ（第 2 章）。这个增益决定 h 的大小，从而决定
-# logits 的大小——也就是对下一个 token 的 softmax 有多尖。这个乘积里没有任何东西要求 h 和 E 的行一样长。
+# 最后的归一化为什么要放大 4.3 倍？它的输出直接进输出头：$\mathrm{logits} = h \cdot E^\top$（第 2 章）。这个增益决定
+# $h$ 的大小，从而决定 logits 的大小——也就是对下一个 token 的 softmax 有多尖。这个乘积里没有任何东西要求 $h$ 和 $E$ 的行
+# 一样长。
 
 # %%
 book.show("ch03-scales", ch03.scales, W, cfg.layer_types, SYNTHETIC)
 
 # %% [markdown]
 # ## 2. Write it yourself, then read ours
-# **Try it first**: exercise 204 asks for the three functions of this chapter — `rms_norm`, `gated_rms_norm`,
-# `l2norm` — and tests them on real shapes, in fp32, bf16 and fp16, with inputs so small that ε matters. Start it
-# with `python practice/judge.py start 204`, or write them in the next cell and run it: the judge grades them here.
+# **Try it first**: exercise 204 asks for the three functions of this chapter — `rms_norm`, `gated_rms_norm`, `l2norm` —
+# and tests them on real shapes, in fp32, bf16 and fp16, with inputs so small that $\epsilon$ matters. Start it with
+# `python practice/judge.py start 204`, or write them in the next cell and run it: the judge grades them here.
 
 # %% [markdown] lang="zh"
 # ## 2. 先自己写，再看我们的
 # **先动手**：练习 204 要求写出本章的三个函数——`rms_norm`、`gated_rms_norm`、`l2norm`——并在真实的形状上、在 fp32、bf16
-# 和 fp16 下测试它们，输入小到 ε 会起作用。用 `python practice/judge.py start 204` 开始，
+# 和 fp16 下测试它们，输入小到 $\epsilon$ 会起作用。用 `python practice/judge.py start 204` 开始，
 # 或者在下一个单元格里写好并运行：评测器当场给它们打分。
 
 # %%
@@ -218,55 +229,59 @@ book.attempt(204, rms_norm, gated_rms_norm, l2norm)
 book.listing("qwen/norm.py")
 
 # %% [markdown]
-# Three operations share one helper, `rms_normalize`: x̂ = x / √(mean(x²) + ε) over the last dimension.
+# Three operations share one helper, `rms_normalize`: $\hat{x} = x / \sqrt{\operatorname{mean}(x^2) + \epsilon}$ over
+# the last dimension.
 #
 # | | divides by | then multiplies by | where the model uses it |
 # |---|---|---|---|
-# |`RMSNorm`|√(mean x² + ε)|1 + w, per dimension|before every mixer and MLP, after the last layer, on q and k per head|
-# |`GatedRMSNorm`|√(mean x² + ε)|w · silu(z), per dimension|the output of each linear-attention head (chapter 7)|
-# |`l2norm`|√(Σ x² + ε)|nothing|q and k of linear attention (chapter 7)|
+# |`RMSNorm`|$\sqrt{\operatorname{mean}(x^2) + \epsilon}$|$1 + w$, per dimension|before every mixer and MLP, after the
+# last layer, on q and k per head|
+# |`GatedRMSNorm`|$\sqrt{\operatorname{mean}(x^2) + \epsilon}$|$w \cdot \operatorname{silu}(z)$, per dimension|the
+# output of each linear-attention head (chapter 7)|
+# |`l2norm`|$\sqrt{\sum x^2 + \epsilon}$|nothing|q and k of linear attention (chapter 7)|
 #
-# In `GatedRMSNorm`, z is a gate computed from the layer input.
+# In `GatedRMSNorm`, $z$ is a gate computed from the layer input.
 #
 # - **No mean, no bias.** LayerNorm subtracts the mean and adds a bias; RMSNorm only fixes the scale. It is cheaper
 #   and trains as well, which is why Llama, Qwen and Gemma all use it.
 # - **fp32 inside.** Squares of bf16 numbers lose digits (and in fp16, squares of large values overflow), so the
 #   statistics are taken in fp32 and only the result is cast back to the input dtype — one rounding at the end for
-#   `RMSNorm` (the cell below measures what a sum kept in bf16 would do). `GatedRMSNorm` rounds where
-#   transformers does: x̂ to the input dtype, w · x̂ in it, then the fp32 gate and a last rounding (the proof at the
-#   end of the chapter shows what one rounding would change).
+#   `RMSNorm` (the cell below measures what a sum kept in bf16 would do). `GatedRMSNorm` rounds where transformers does:
+#   $\hat{x}$ to the input dtype, $w \cdot \hat{x}$ in it, then the fp32 gate and a last rounding (the proof at the end
+#   of the chapter shows what one rounding would change).
 # - **Two conventions for the weight.** `RMSNorm` starts at `zeros` and applies `1 + w`; `GatedRMSNorm` starts at
 #   `ones` and applies `w`. Both start as "scale 1"; loading a checkpoint into the wrong one is off by exactly 1
 #   everywhere, so the class must match the tensor.
 #
-# How much does bf16 lose in mean(x²)? Less than one might fear when PyTorch computes it: its bf16 `mean` adds the
-# bf16 squares in fp32 and rounds once, so the error stays about one bf16 rounding (≤ 2⁻⁸ relative) at every d. A
-# sum *kept* in bf16, one addition at a time as a naive kernel would, is another matter: once the sum is large, each
-# new square is smaller than half a step of the sum's grid and is rounded away.
+# How much does bf16 lose in $\operatorname{mean}(x^2)$? Less than one might fear when PyTorch computes it: its bf16
+# `mean` adds the bf16 squares in fp32 and rounds once, so the error stays about one bf16 rounding ($\le 2^{-8}$
+# relative) at every $d$. A sum *kept* in bf16, one addition at a time as a naive kernel would, is another matter: once
+# the sum is large, each new square is smaller than half a step of the sum's grid and is rounded away.
 
 # %% [markdown] lang="zh"
-# 三种操作共用一个辅助函数 `rms_normalize`：在最后一维上算 x̂ = x / √(mean(x²) + ε)。
+# 三种操作共用一个辅助函数 `rms_normalize`：在最后一维上算 $\hat{x} = x / \sqrt{\operatorname{mean}(x^2) + \epsilon}$。
 #
 # | | 除以 | 再乘以 | 模型在哪里用它 |
 # |---|---|---|---|
-# |`RMSNorm`|√(mean x² + ε)|1 + w，逐维|每个混合层和 MLP 之前、最后一层之后、按头作用于 q 和 k|
-# |`GatedRMSNorm`|√(mean x² + ε)|w · silu(z)，逐维|每个线性注意力头的输出（第 7 章）|
-# |`l2norm`|√(Σ x² + ε)|不乘|线性注意力的 q 和 k（第 7 章）|
+# |`RMSNorm`|$\sqrt{\operatorname{mean}(x^2) + \epsilon}$|$1 + w$，逐维|每个混合层和 MLP 之前、最后一层之后、按头作用于
+# q 和 k| |`GatedRMSNorm`|$\sqrt{\operatorname{mean}(x^2) + \epsilon}$|$w \cdot \operatorname{silu}(z)$，逐维|每个线性注
+# 意力头的输出（第 7 章）|
+# |`l2norm`|$\sqrt{\sum x^2 + \epsilon}$|不乘|线性注意力的 q 和 k（第 7 章）|
 #
-# `GatedRMSNorm` 里的 z 是由该层输入算出的门。
+# `GatedRMSNorm` 里的 $z$ 是由该层输入算出的门。
 #
 # - **不减均值，没有偏置。** LayerNorm 要减去均值、加上偏置；RMSNorm 只管尺度。它更省计算，训练效果一样好，所以 Llama、
 #   Qwen 和 Gemma 都用它。
 # - **内部用 fp32。** bf16 数的平方会丢有效位（fp16 下大数的平方还会溢出），所以统计量在 fp32 里算，只把结果转回输入的
 #   dtype——`RMSNorm` 只在最后舍入一次（下面的单元格测量了求和一直留在 bf16 里会怎样）。`GatedRMSNorm` 在 transformers
-#   舍入的地方舍入：x̂ 转成输入的 dtype，在这个 dtype 里算 w · x̂，再乘 fp32 的门，
+#   舍入的地方舍入：$\hat{x}$ 转成输入的 dtype，在这个 dtype 里算 $w \cdot \hat{x}$，再乘 fp32 的门，
 #   最后舍入一次（本章末尾的证明展示了只舍入一次会改变什么）。
 # - **权重的两种约定。** `RMSNorm` 从 `zeros` 开始，乘 `1 + w`；`GatedRMSNorm` 从 `ones` 开始，乘 `w`。
 #   两者的起点都是“比例 1”；把检查点加载进错误的那个类，比例处处恰好差 1，所以类必须和张量对得上。
 #
-# bf16 在 mean(x²) 上会丢多少？由 PyTorch 来算的话，比想象的少：它的 bf16 `mean` 在 fp32 里累加 bf16 的平方，
-# 只舍入一次，所以不管 d 多大，误差都在一次 bf16 舍入左右（相对误差 ≤ 2⁻⁸）。而像朴素的 kernel 那样一次加一个、
-# *始终留在* bf16 里的求和就是另一回事了：和一旦变大，每个新的平方都不到和所在网格半个间隔，直接被舍入掉。
+# bf16 在 $\operatorname{mean}(x^2)$ 上会丢多少？由 PyTorch 来算的话，比想象的少：它的 bf16 `mean` 在 fp32 里累加 bf16
+# 的平方，只舍入一次，所以不管 $d$ 多大，误差都在一次 bf16 舍入左右（相对误差 $\le 2^{-8}$）。而像朴素的 kernel 那样一次
+# 加一个、*始终留在* bf16 里的求和就是另一回事了：和一旦变大，每个新的平方都不到和所在网格半个间隔，直接被舍入掉。
 
 # %%
 gen = torch.Generator().manual_seed(4)
@@ -280,32 +295,32 @@ for n in (256, 1024, 4096):
     print(tr(f"d = {n:5,}: torch's bf16 mean of x² off by {off_mean:+.1e}; a bf16 running sum off by {off_sum:+.0%}",
              f"d = {n:5,}：torch 对 x² 求的 bf16 均值偏差 {off_mean:+.1e}；在 bf16 里逐项累加的和偏差 {off_sum:+.0%}"))
 # %% [markdown]
-# ## 3. Why store the offset w, not the scale 1 + w
+# ## 3. Why store the offset $w$, not the scale $1 + w$
 # Two reasons are usually given.
 #
 # - **bf16 is coarse near 1 and fine near 0.** bf16 keeps 8 significant bits: near 1 the gap between neighbours is
-#   2⁻⁷ ≈ 0.0078, near 0 it is far smaller. A weight that is *stored and updated in bf16* loses an update of 0.001
-#   when it is 1.0, and keeps it when it is 0. (Mixed-precision training usually updates an fp32 master copy, where
-#   1 + 0.001 is fine; the offset still comes out closer when that copy is rounded to bf16 for the checkpoint.)
-#   How much closer depends on w. Near 0 it is a large factor; the synthetic weights sit there by construction
-#   (drawn around 0), so their lines below show the best case. Trained weights move away: the real final norm's w
-#   is about 3.3, layer 0's up to 1.0. For |w| between 1 and 5, w and 1 + w are at most one binade apart, so storing
-#   w halves the rounding error (2×) — or changes nothing, where both fall in the same binade.
-# - **Weight decay pulls towards 0.** Where decay is applied to norm weights, it pulls w towards 0 — a scale of 1,
+#   $2^{-7} \approx 0.0078$, near 0 it is far smaller. A weight that is *stored and updated in bf16* loses an update of
+#   0.001 when it is 1.0, and keeps it when it is 0. (Mixed-precision training usually updates an fp32 master copy,
+#   where $1 + 0.001$ is fine; the offset still comes out closer when that copy is rounded to bf16 for the checkpoint.)
+#   How much closer depends on $w$. Near 0 it is a large factor; the synthetic weights sit there by construction (drawn
+#   around 0), so their lines below show the best case. Trained weights move away: the real final norm's $w$ is about
+#   3.3, layer 0's up to 1.0. For $\lvert w \rvert$ between 1 and 5, $w$ and $1 + w$ are at most one binade apart, so
+#   storing $w$ halves the rounding error (2×) — or changes nothing, where both fall in the same binade.
+# - **Weight decay pulls towards 0.** Where decay is applied to norm weights, it pulls $w$ towards 0 — a scale of 1,
 #   "leave the vector alone" — rather than pulling the scale itself towards 0.
 
 # %% [markdown] lang="zh"
-# ## 3. 为什么存偏移量 w，而不是比例 1 + w
+# ## 3. 为什么存偏移量 $w$，而不是比例 $1 + w$
 # 通常有两个理由。
 #
-# - **bf16 在 1 附近粗，在 0 附近细。** bf16 只有 8 位有效位：1 附近相邻两数的间隔是 2⁻⁷ ≈ 0.0078，0 附近则小得多。
-#   一个*以 bf16 存储、以 bf16 更新*的权重，值为 1.0 时会丢掉 0.001 的更新，值为 0 时则能留住。
-#   （混合精度训练通常更新的是 fp32 的主副本，1 + 0.001 在那里没问题；但把这份副本舍入成 bf16 写进检查点时，
-#   存偏移量仍然更接近原值。）接近多少取决于 w。w 在 0 附近时是很大的倍数；合成权重按构造就在那里（围绕 0 抽取），
-#   所以下面它们那几行展示的是最好的情况。训练出的权重会离开 0：真实最后归一化的 w 约为 3.3，第 0 层的最大到 1.0。|w|
-#   在 1 到 5 之间时，w 和 1 + w 至多相差一个二进制量级（binade），所以存 w 让舍入误差减半（2×）
-#   ——两者落在同一个二进制量级时则毫无改变。
-# - **权重衰减把值拉向 0。** 在对归一化权重做衰减的地方，衰减把 w 拉向 0——比例为 1，“不动这个向量”
+# - **bf16 在 1 附近粗，在 0 附近细。** bf16 只有 8 位有效位：1 附近相邻两数的间隔是 $2^{-7} \approx 0.0078$，0 附近则小
+#   得多。一个*以 bf16 存储、以 bf16 更新*的权重，值为 1.0 时会丢掉 0.001 的更新，值为 0 时则能留住。（混合精度训练通常
+#   更新的是 fp32 的主副本，$1 + 0.001$ 在那里没问题；但把这份副本舍入成 bf16 写进检查点时，存偏移量仍然更接近原值。）接
+#   近多少取决于 $w$。$w$ 在 0 附近时是很大的倍数；合成权重按构造就在那里（围绕 0 抽取），所以下面它们那几行展示的是最好
+#   的情况。训练出的权重会离开 0：真实最后归一化的 $w$ 约为 3.3，第 0 层的最大到 1.0。$\lvert w \rvert$ 在 1 到 5 之间
+#   时，$w$ 和 $1 + w$ 至多相差一个二进制量级（binade），所以存 $w$ 让舍入误差减半（2×）——两者落在同一个二进制量级时则
+#   毫无改变。
+# - **权重衰减把值拉向 0。** 在对归一化权重做衰减的地方，衰减把 $w$ 拉向 0——比例为 1，“不动这个向量”
 #   ——而不是把比例本身拉向 0。
 
 # %%
@@ -364,8 +379,8 @@ book.show("ch03-bf16", ch03.bf16_grid)
 
 # %% [markdown]
 # ## 4. Conventions: the same operation, written three ways
-# Llama and Qwen3 store the scale itself (a plain weight p, initialised to 1); Gemma 3 and Qwen3.5 store the offset
-# (applied as 1 + w, initialised to 0); some norms have no scale. They are one function: p = 1 + w. PyTorch's own
+# Llama and Qwen3 store the scale itself (a plain weight $p$, initialised to 1); Gemma 3 and Qwen3.5 store the offset
+# (applied as $1 + w$, initialised to 0); some norms have no scale. They are one function: $p = 1 + w$. PyTorch's own
 # `F.rms_norm` takes a plain weight, so it is an independent check of our RMSNorm with the converted weight.
 #
 # **Try it**: exercise 205 converts every norm weight of a whole state dict between the two conventions, and must
@@ -374,9 +389,9 @@ book.show("ch03-bf16", ch03.bf16_grid)
 
 # %% [markdown] lang="zh"
 # ## 4. 约定：同一个运算，三种写法
-# Llama 和 Qwen3 直接存比例（普通权重 p，初始化为 1）；Gemma 3 和 Qwen3.5 存偏移量（用时乘 1 + w，初始化为 0）；
-# 有的归一化没有比例。它们是同一个函数：p = 1 + w。PyTorch 自带的 `F.rms_norm` 接受普通权重，所以拿转换后的权重调用它，
-# 就是对我们的 RMSNorm 的一次独立检验。
+# Llama 和 Qwen3 直接存比例（普通权重 $p$，初始化为 1）；Gemma 3 和 Qwen3.5 存偏移量（用时乘 $1 + w$，初始化为 0）；有的
+# 归一化没有比例。它们是同一个函数：$p = 1 + w$。PyTorch 自带的 `F.rms_norm` 接受普通权重，所以拿转换后的权重调用它，就
+# 是对我们的 RMSNorm 的一次独立检验。
 #
 # **动手试试**：练习 205 在两种约定之间转换整个 state dict 里的每个归一化权重，而且不能动门控归一化。用 `python
 # practice/judge.py start 205` 开始，或者在下一个单元格里写好这两个函数并运行。
@@ -401,14 +416,14 @@ print(tr(f"F.rms_norm with p = 1 + w vs our RMSNorm with w: max |diff| = {diff:.
 
 # %% [markdown]
 # ## 5. The gated RMSNorm and l2norm (used by linear attention, chapter 7)
-# The DeltaNet output is normalised per head and multiplied by silu(z), where z is a gate computed from the layer
-# input: a closed gate (z very negative) silences the head, an open one lets it through amplified. Its weight is
-# plain (initialised to 1). l2norm scales a vector to length 1 (sum of squares, not mean).
+# The DeltaNet output is normalised per head and multiplied by $\operatorname{silu}(z)$, where $z$ is a gate computed
+# from the layer input: a closed gate ($z$ very negative) silences the head, an open one lets it through amplified. Its
+# weight is plain (initialised to 1). l2norm scales a vector to length 1 (sum of squares, not mean).
 
 # %% [markdown] lang="zh"
 # ## 5. 门控 RMSNorm 和 l2norm（线性注意力用，第 7 章）
-# DeltaNet 的输出按头归一化，再乘以 silu(z)，其中 z 是由该层输入算出的门：门关上（z 很负）时这个头被静音，
-# 门打开时它被放大后通过。它的权重是普通权重（初始化为 1）。l2norm 把向量缩放到长度 1（用平方和，不是均值）。
+# DeltaNet 的输出按头归一化，再乘以 $\operatorname{silu}(z)$，其中 $z$ 是由该层输入算出的门：门关上（$z$ 很负）时这个头
+# 被静音，门打开时它被放大后通过。它的权重是普通权重（初始化为 1）。l2norm 把向量缩放到长度 1（用平方和，不是均值）。
 
 # %%
 gated = fill(GatedRMSNorm(cfg.linear_value_head_dim, eps), W, "layers.0.linear_attn.norm.").to(dev)
@@ -423,30 +438,32 @@ print(tr("lengths after l2norm:", "l2norm 之后向量的长度："),
       [f"{v:.3f}" for v in qwen_l2norm(x).norm(dim=-1).flatten()[:3].tolist()])
 
 # %% [markdown]
-# Sweeping the gate. silu(z) = z · sigmoid(z) (left) is negative for every z < 0, with its minimum −0.278 at
-# z ≈ −1.278, and tends to 0 as z → −∞. So a half-closed gate lets a little of the head through *with its sign
-# flipped*: the middle panel plots every output element against its ungated value w · x̂ for five gate values —
-# each a line of slope silu(z), falling for z < 0 — and a shut gate (z below about −6) lets almost nothing through.
-# The RMS (right) only shows the size, |silu(z)| times the head's size; the diamonds are the real model's layer 0
-# on its own heads.
+# Sweeping the gate. $\operatorname{silu}(z) = z \cdot \operatorname{sigmoid}(z)$ (left) is negative for every $z < 0$,
+# with its minimum $-0.278$ at $z \approx -1.278$, and tends to 0 as $z \to -\infty$. So a half-closed gate lets a
+# little of the head through *with its sign flipped*: the middle panel plots every output element against its ungated
+# value $w \cdot \hat{x}$ for five gate values — each a line of slope $\operatorname{silu}(z)$, falling for $z < 0$ —
+# and a shut gate ($z$ below about $-6$) lets almost nothing through. The RMS (right) only shows the size,
+# $\lvert \operatorname{silu}(z) \rvert$ times the head's size; the diamonds are the real model's layer 0 on its own
+# heads.
 
 # %% [markdown] lang="zh"
-# 扫一遍门的取值。silu(z) = z · sigmoid(z)（左图）对每个 z < 0 都是负的，在 z ≈ −1.278 处取到最小值 −0.278，z → −∞
-# 时趋于 0。所以半开半关的门会让这个头漏过一点点，而且*符号是反的*：中图取五个门值，把每个输出元素对它门控之前的值 w ·
-# x̂ 作图——每个门值是一条斜率为 silu(z) 的直线，z < 0 时向下倾斜——而关死的门（z 低于约 −6）几乎什么都不放过。RMS（右图）
-# 只反映大小，即 |silu(z)| 乘以这个头的大小；菱形是真实模型第 0 层在它自己的头上的值。
+# 扫一遍门的取值。$\operatorname{silu}(z) = z \cdot \operatorname{sigmoid}(z)$（左图）对每个 $z < 0$ 都是负的，在
+# $z \approx -1.278$ 处取到最小值 $-0.278$，$z \to -\infty$ 时趋于 0。所以半开半关的门会让这个头漏过一点点，而且*符号是
+# 反的*：中图取五个门值，把每个输出元素对它门控之前的值 $w \cdot \hat{x}$ 作图——每个门值是一条斜率为
+# $\operatorname{silu}(z)$ 的直线，$z < 0$ 时向下倾斜——而关死的门（$z$ 低于约 $-6$）几乎什么都不放过。RMS（右图）
+# 只反映大小，即 $\lvert \operatorname{silu}(z) \rvert$ 乘以这个头的大小；菱形是真实模型第 0 层在它自己的头上的值。
 
 # %%
 book.show("ch03-gate", ch03.gate, gated, h, SYNTHETIC)
 
 # %% [markdown]
 # ## 6. How many norms the model has
-# Counted from the config: two RMSNorms per layer plus the final one, a q_norm and a k_norm in each full-attention
+# Counted from the config: two RMSNorms per layer plus the final one, a `q_norm` and a `k_norm` in each full-attention
 # layer (applied per head), and one gated norm in each linear-attention layer.
 
 # %% [markdown] lang="zh"
 # ## 6. 模型里有多少个归一化
-# 从 config 数出来：每层两个 RMSNorm，再加最后一个；每个全注意力层一个 q_norm 和一个 k_norm（按头作用）；
+# 从 config 数出来：每层两个 RMSNorm，再加最后一个；每个全注意力层一个 `q_norm` 和一个 `k_norm`（按头作用）；
 # 每个线性注意力层一个门控归一化。
 
 # %%
@@ -459,44 +476,46 @@ print(tr(f"the model has {n_rms} RMSNorms, {n_qk} per-head QK-norms and {n_linea
 # %% [markdown]
 # ## Try this
 #
-# - **ε = 1e-2**: `RMSNorm(d, eps=1e-2)(torch.full((1, d), 0.1))`. mean(x²) = ε: what RMS comes out, and why?
+# - **$\epsilon = 10^{-2}$**: `RMSNorm(d, eps=1e-2)(torch.full((1, d), 0.1))`. $\operatorname{mean}(x^2) = \epsilon$:
+#   what RMS comes out, and why?
 # - **The wrong class**: load the gated norm's weight into a plain RMSNorm,
 #   `fill(RMSNorm(cfg.linear_value_head_dim), W, "layers.0.linear_attn.norm.")`, and compare its output on `h` with
 #   `gated(h, torch.full_like(h, 20.0)) / F.silu(torch.tensor(20.0))`. Off by how much, everywhere?
-# - **Statistics in bf16**: the cell after the code listing compares torch's bf16 mean of x² (a few 1e-3 off at
-#   every d: it accumulates in fp32) with a sum kept in bf16 (about −54 % at d = 4,096). Try d = 16,384, or
+# - **Statistics in bf16**: the cell after the code listing compares torch's bf16 mean of $x^2$ (a few 1e-3 off at
+#   every $d$: it accumulates in fp32) with a sum kept in bf16 (about −54 % at $d = 4{,}096$). Try $d = 16{,}384$, or
 #   `v.bfloat16().pow(2).sum()` — which of the two is it? `rms_normalize` calls `.float()` first so that no kernel's
 #   accumulator can matter.
 #
 # ## Show the proof
-# When transformers is installed, its Qwen3.5 norms get the same weights. In bf16 both must agree exactly: the
-# RMSNorms compute in fp32 and round once; the gated norms round in the same three places. Those three roundings
-# are a choice, not a law. Rounding once, at the end, would be on the whole closer to the exact value:
-# transformers rounds twice before the gate (x̂ to bf16, then w · x̂ in bf16), each by up to half a step, so its
-# value can be a full step from the one-rounding value before the last rounding, which can add one more — up to
-# 2 bf16 steps apart. The course's module follows transformers anyway, because its promise is transformers'
-# output: in a whole bf16 model such steps, carried through the layers, can change the top-1 token. The last
-# lines measure the alternative (tests/test_norm.py checks both claims).
+# When transformers is installed, its Qwen3.5 norms get the same weights. In bf16 both must agree exactly: the RMSNorms
+# compute in fp32 and round once; the gated norms round in the same three places. Those three roundings are a choice,
+# not a law. Rounding once, at the end, would be on the whole closer to the exact value: transformers rounds twice
+# before the gate ($\hat{x}$ to bf16, then $w \cdot \hat{x}$ in bf16), each by up to half a step, so its value can be a
+# full step from the one-rounding value before the last rounding, which can add one more — up to 2 bf16 steps apart. The
+# course's module follows transformers anyway, because its promise is transformers' output: in a whole bf16 model such
+# steps, carried through the layers, can change the top-1 token. The last lines measure the alternative
+# (tests/test_norm.py checks both claims).
 
 # %% [markdown] lang="zh"
 # ## 动手试试
 #
-# - **ε = 1e-2**：`RMSNorm(d, eps=1e-2)(torch.full((1, d), 0.1))`。此时 mean(x²) = ε：输出的 RMS 是多少，为什么？
+# - **$\epsilon = 10^{-2}$**：`RMSNorm(d, eps=1e-2)(torch.full((1, d), 0.1))`。此时
+#   $\operatorname{mean}(x^2) = \epsilon$：输出的 RMS 是多少，为什么？
 # - **用错了类**：把门控归一化的权重加载进普通的 RMSNorm，`fill(RMSNorm(cfg.linear_value_head_dim), W,
 #   "layers.0.linear_attn.norm.")`，在 `h` 上把它的输出和 `gated(h, torch.full_like(h, 20.0)) /
 #   F.silu(torch.tensor(20.0))` 比一比。处处差多少？
-# - **在 bf16 里算统计量**：代码清单后面的那个单元格比较了 torch 对 x² 求的 bf16 均值（每个 d 下都差几个 1e-3：它在
-#   fp32 里累加）和一直留在 bf16 里的求和（d = 4,096 时约差 −54 %）。试试 d = 16,384，或者
+# - **在 bf16 里算统计量**：代码清单后面的那个单元格比较了 torch 对 $x^2$ 求的 bf16 均值（每个 $d$ 下都差几个 1e-3：它在
+#   fp32 里累加）和一直留在 bf16 里的求和（$d = 4{,}096$ 时约差 −54 %）。试试 $d = 16{,}384$，或者
 #   `v.bfloat16().pow(2).sum()`——它属于两者中的哪一种？`rms_normalize` 先调用 `.float()`，就是为了让任何 kernel
 #   的累加器都无关紧要。
 #
 # ## 拿出证明
-# 装了 transformers 时，它的 Qwen3.5 归一化会拿到同样的权重。在 bf16 下两者必须完全一致：RMSNorm 在 fp32 里计算、
-# 只舍入一次；门控归一化在相同的三个位置舍入。这三次舍入是一种选择，不是定律。只在最后舍入一次，整体上会更接近精确值：
-# transformers 在乘门之前舍入两次（x̂ 转 bf16，再在 bf16 里算 w · x̂），每次最多差半个步长，所以在最后一次舍入之前，
-# 它的值可能与只舍入一次的值相差整整一个步长，最后一次舍入又可能再加一个——最多相差 2 个 bf16 步长。课程的模块仍然跟随
-# transformers，因为它承诺的就是 transformers 的输出：在一整个 bf16 模型里，这样的步长逐层传下去，可能改变 top-1 token。
-# 最后几行测量了另一种做法（tests/test_norm.py 检查了这两个说法）。
+# 装了 transformers 时，它的 Qwen3.5 归一化会拿到同样的权重。在 bf16 下两者必须完全一致：RMSNorm 在 fp32 里计算、只舍入
+# 一次；门控归一化在相同的三个位置舍入。这三次舍入是一种选择，不是定律。只在最后舍入一次，整体上会更接近精确值：
+# transformers 在乘门之前舍入两次（$\hat{x}$ 转 bf16，再在 bf16 里算 $w \cdot \hat{x}$），每次最多差半个步长，所以在最后
+# 一次舍入之前，它的值可能与只舍入一次的值相差整整一个步长，最后一次舍入又可能再加一个——最多相差 2 个 bf16 步长。课程的
+# 模块仍然跟随 transformers，因为它承诺的就是 transformers 的输出：在一整个 bf16 模型里，这样的步长逐层传下去，可能改变
+# top-1 token。最后几行测量了另一种做法（tests/test_norm.py 检查了这两个说法）。
 
 # %%
 def compare(transformers, W):
@@ -529,36 +548,38 @@ book.proof(compare, W)
 # %% [markdown]
 # ## Summary
 #
-# - RMSNorm divides a vector by its root mean square and scales each dimension by 1 + w, w initialised to 0. The
-#   output RMS is 1 (with w = 0) only when mean(x²) ≫ ε: at RMS 10⁻³ and ε = 10⁻⁶ it is 0.707.
+# - RMSNorm divides a vector by its root mean square and scales each dimension by $1 + w$, $w$ initialised to 0. The
+#   output RMS is 1 (with $w = 0$) only when $\operatorname{mean}(x^2) \gg \epsilon$: at RMS $10^{-3}$ and
+#   $\epsilon = 10^{-6}$ it is 0.707.
 # - The statistics are computed in fp32 and the result is rounded back to the input dtype: once for RMSNorm, in
 #   transformers' three places for the gated norm (rounding once would be closer to exact, up to 2 bf16 steps
 #   away, but the course matches transformers bit for bit).
-# - Storing the offset w rather than the scale: bf16's grid is fine near 0 and coarse near 1 (1.001 is stored as
+# - Storing the offset $w$ rather than the scale: bf16's grid is fine near 0 and coarse near 1 (1.001 is stored as
 #   1.0), which matters where the weight is held in bf16 and stays near 0; for trained weights of 1 to 5 (the real
-#   final norm's w ≈ 3.3) it is at most one binade, 2× finer. Weight decay then pulls towards a scale of 1.
+#   final norm's $w \approx 3.3$) it is at most one binade, 2× finer. Weight decay then pulls towards a scale of 1.
 # - The trained scales are not 1: the real final norm scales by about 4.3, setting the size of the logits.
-# - `GatedRMSNorm` (plain w, times silu(z), negative for every z < 0) and `l2norm` are parts of linear attention
-#   (chapter 7); the model has 49 RMSNorms, 12 per-head QK-norms and 18 gated norms, all made of these classes.
+# - `GatedRMSNorm` (plain $w$, times $\operatorname{silu}(z)$, negative for every $z < 0$) and `l2norm` are parts of
+#   linear attention (chapter 7); the model has 49 RMSNorms, 12 per-head QK-norms and 18 gated norms, all made of these
+#   classes.
 #
-# Shapes: every norm works on the last dimension — d for the residual stream, D per head for q_norm and k_norm, dv
-# per head for the gated norm:
+# Shapes: every norm works on the last dimension — $d$ for the residual stream, $D$ per head for `q_norm` and
+# `k_norm`, $d_v$ per head for the gated norm:
 
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - RMSNorm 把向量除以它的均方根，再逐维乘以 1 + w，w 初始化为 0。只有 mean(x²) ≫ ε 时输出的 RMS 才是 1（w = 0 时）：
-#   RMS 为 10⁻³、ε = 10⁻⁶ 时是 0.707。
+# - RMSNorm 把向量除以它的均方根，再逐维乘以 $1 + w$，$w$ 初始化为 0。只有 $\operatorname{mean}(x^2) \gg \epsilon$ 时输
+#   出的 RMS 才是 1（$w = 0$ 时）：RMS 为 $10^{-3}$、$\epsilon = 10^{-6}$ 时是 0.707。
 # - 统计量在 fp32 里算，结果舍入回输入的 dtype：RMSNorm 舍入一次，门控归一化在 transformers
 #   的三个位置舍入（只舍入一次会更接近精确值，与之最多差 2 个 bf16 步长，但课程与 transformers 逐位一致）。
-# - 存偏移量 w 而不存比例：bf16 的网格在 0 附近细、在 1 附近粗（1.001 存成 1.0），这在权重以 bf16 保存且停留在 0
-#   附近时才有意义；对于 1 到 5 之间的训练后权重（真实最后归一化的 w ≈ 3.3），差别至多一个二进制量级，细 2×。
+# - 存偏移量 $w$ 而不存比例：bf16 的网格在 0 附近细、在 1 附近粗（1.001 存成 1.0），这在权重以 bf16 保存且停留在 0
+#   附近时才有意义；对于 1 到 5 之间的训练后权重（真实最后归一化的 $w \approx 3.3$），差别至多一个二进制量级，细 2×。
 #   权重衰减则把它拉向比例 1。
 # - 训练出的比例不是 1：真实的最后归一化放大约 4.3 倍，决定了 logits 的大小。
-# - `GatedRMSNorm`（普通的 w，乘以 silu(z)，对每个 z < 0 都为负）和 `l2norm` 是线性注意力的部件（第 7 章）；模型有 49
-#   个 RMSNorm、12 个按头的 QK-norm 和 18 个门控归一化，全都由这几个类构成。
+# - `GatedRMSNorm`（普通的 $w$，乘以 $\operatorname{silu}(z)$，对每个 $z < 0$ 都为负）和 `l2norm` 是线性注意力的部件（第
+#   7 章）；模型有 49 个 RMSNorm、12 个按头的 QK-norm 和 18 个门控归一化，全都由这几个类构成。
 #
-# 形状：每种归一化都作用在最后一维上——残差流上是 d，q_norm 和 k_norm 是每头的 D，门控归一化是每头的 dv：
+# 形状：每种归一化都作用在最后一维上——残差流上是 $d$，`q_norm` 和 `k_norm` 是每头的 $D$，门控归一化是每头的 $d_v$：
 
 # %%
 book.notation(args.checkpoint)
@@ -575,19 +596,19 @@ book.notation(args.checkpoint)
 # An interviewer asking about RMSNorm wants three things, in this order.
 #
 # 1. **What it is, against LayerNorm.** LayerNorm centres (subtracts the mean), scales to unit variance, and adds a
-#    learned scale and bias. RMSNorm keeps only the scaling: divide by √(mean x² + ε), multiply by a learned
-#    per-dimension scale. It is cheaper — one statistic instead of two — and works as well in practice.
+#    learned scale and bias. RMSNorm keeps only the scaling: divide by $\sqrt{\operatorname{mean}(x^2) + \epsilon}$,
+#    multiply by a learned per-dimension scale. It is cheaper — one statistic instead of two — and works as well in
+#    practice.
 # 2. **The engineering details.** The statistics are computed in fp32 (squares of bf16 numbers lose precision) and
-#    the result is cast back once. Qwen3.5, like Gemma, parameterises the scale as 1 + w with w initialised to 0:
+#    the result is cast back once. Qwen3.5, like Gemma, parameterises the scale as $1 + w$ with $w$ initialised to 0:
 #    bf16 resolves small offsets around 0 far better than around 1 (once trained weights reach 1 to 5, the gain is
-#    one binade at most), and weight decay, where it is applied to norms, pulls w towards "scale 1" instead of
+#    one binade at most), and weight decay, where it is applied to norms, pulls $w$ towards "scale 1" instead of
 #    "scale 0".
-# 3. **Where it sits.** Pre-norm: each sublayer sees normalised input, and its output is added to a residual
-#    stream that is never normalised, so gradients flow along the stream undisturbed — that is why pre-norm
-#    trains deep stacks more stably than post-norm. A final norm before the head, whose gain sets the scale of the
-#    logits; QK-norm on queries and keys keeps the attention logits bounded. In Qwen3.5's linear-attention layers
-#    the head output goes through an RMSNorm multiplied by silu(gate), so each head can be switched off by its
-#    input.
+# 3. **Where it sits.** Pre-norm: each sublayer sees normalised input, and its output is added to a residual stream that
+#    is never normalised, so gradients flow along the stream undisturbed — that is why pre-norm trains deep stacks more
+#    stably than post-norm. A final norm before the head, whose gain sets the scale of the logits; QK-norm on queries
+#    and keys keeps the attention logits bounded. In Qwen3.5's linear-attention layers the head output goes through an
+#    RMSNorm multiplied by $\operatorname{silu}(\text{gate})$, so each head can be switched off by its input.
 
 # %% [markdown] lang="zh"
 # 本章新增的文件：`qwen/norm.py`。
@@ -599,12 +620,13 @@ book.notation(args.checkpoint)
 #
 # 面试官问到 RMSNorm，想听三件事，按这个顺序讲。
 #
-# 1. **它是什么，和 LayerNorm 比。** LayerNorm 先中心化（减去均值），缩放到单位方差，再加上可学的比例和偏置。RMSNorm
-#    只保留缩放：除以 √(mean x² + ε)，再乘以一个可学的逐维比例。它更省——一个统计量而不是两个——实际效果一样好。
+# 1. **它是什么，和 LayerNorm 比。** LayerNorm 先中心化（减去均值），缩放到单位方差，再加上可学的比例和偏置。RMSNorm 只
+#    保留缩放：除以 $\sqrt{\operatorname{mean}(x^2) + \epsilon}$，再乘以一个可学的逐维比例。它更省——一个统计量而不是两
+#    个——实际效果一样好。
 # 2. **工程细节。** 统计量在 fp32 里算（bf16 数的平方会丢精度），结果只转换回去一次。Qwen3.5 和 Gemma 一样，
-#    把比例参数化为 1 + w，w 初始化为 0：bf16 分辨 0 附近的小偏移远比 1 附近精细（训练后的权重到了 1 到 5，
-#    好处至多一个二进制量级），而在对归一化做权重衰减的地方，衰减把 w 拉向“比例 1”而不是“比例 0”。
+#    把比例参数化为 $1 + w$，$w$ 初始化为 0：bf16 分辨 0 附近的小偏移远比 1 附近精细（训练后的权重到了 1 到 5，
+#    好处至多一个二进制量级），而在对归一化做权重衰减的地方，衰减把 $w$ 拉向“比例 1”而不是“比例 0”。
 # 3. **它放在哪里。** Pre-norm：每个子层看到的是归一化后的输入，它的输出加到一条从不归一化的残差流上，
 #    梯度沿着这条流畅通无阻——这就是 pre-norm 训练深层堆叠比 post-norm 更稳的原因。输出头之前有一个最后的归一化，
 #    它的增益决定 logits 的尺度；查询和键上的 QK-norm 让注意力 logits 保持有界。在 Qwen3.5 的线性注意力层里，
-#    头的输出要经过一个乘以 silu(门) 的 RMSNorm，所以每个头都可以被它的输入关掉。
+#    头的输出要经过一个乘以 $\operatorname{silu}(\text{门})$ 的 RMSNorm，所以每个头都可以被它的输入关掉。
