@@ -9,15 +9,15 @@ Its notebook, notebooks/ch05_mlp.ipynb, is written from this file by python note
 # # Chapter 5 · The SwiGLU MLP
 #
 # Every decoder layer (24 in the 0.8B) ends with an MLP: after the mixer has moved information between tokens, the
-# MLP works on each token on its own. It widens the vector from d to I, lets a **gate** decide how much of each
-# hidden unit passes, and projects back to d. Outside the embedding it holds most of the weights (264M of 498M in
+# MLP works on each token on its own. It widens the vector from $d$ to $I$, lets a **gate** decide how much of each
+# hidden unit passes, and projects back to $d$. Outside the embedding it holds most of the weights (264M of 498M in
 # the 0.8B). This chapter writes `qwen/mlp.py` and runs one layer's MLP on a sentence.
 
 # %% [markdown] lang="zh"
 # # 第 5 章 · SwiGLU MLP
 #
 # 每个解码层（0.8B 有 24 层）都以一个 MLP 结尾：混合层在 token 之间搬运完信息之后，MLP 对每个 token 单独处理。
-# 它把向量从 d 维拓宽到 I 维，让一个**门**决定每个隐藏单元放过多少，再投影回 d 维。除嵌入之外，
+# 它把向量从 $d$ 维拓宽到 $I$ 维，让一个**门**决定每个隐藏单元放过多少，再投影回 $d$ 维。除嵌入之外，
 # 大部分权重都在它这里（0.8B 的 498M 中占 264M）。本章写 `qwen/mlp.py`，并把一层的 MLP 作用在一个句子上。
 
 # %%
@@ -54,16 +54,18 @@ book.show("ch05-map", book.model_map.draw, "mlp")
 
 # %% [markdown]
 # ## 1. Three matrices
-# `gate_proj` and `up_proj` are (I, d), `down_proj` is (d, I), with no biases. In the real 0.8B, d = 1024 and
-# I = 3584 (3.5 d): 3 · 1024 · 3584 = 11.0M weights per layer, 264M over 24 layers — more than the embedding's
-# 254M and more than all mixers together. The classic MLP of the same d, relu with a width of 4 d, has two matrices:
-# 2 · d · 4d = 8 d² against SwiGLU's 3 · d · 3.5d = 10.5 d², so Qwen3.5's MLP is 31 % larger than it.
+# `gate_proj` and `up_proj` are $(I, d)$, `down_proj` is $(d, I)$, with no biases. In the real 0.8B, $d = 1024$ and
+# $I = 3584$ ($3.5d$): $3 \cdot 1024 \cdot 3584 = 11.0\text{M}$ weights per layer, 264M over 24 layers — more than the
+# embedding's 254M and more than all mixers together. The classic MLP of the same $d$, relu with a width of $4d$, has
+# two matrices: $2 \cdot d \cdot 4d = 8d^2$ against SwiGLU's $3 \cdot d \cdot 3.5d = 10.5d^2$, so Qwen3.5's MLP is 31 %
+# larger than it.
 
 # %% [markdown] lang="zh"
 # ## 1. 三个矩阵
-# `gate_proj` 和 `up_proj` 是 (I, d)，`down_proj` 是 (d, I)，都没有偏置。真实 0.8B 中 d = 1024、I = 3584（3.5 d）：每层
-# 3 · 1024 · 3584 = 11.0M 个权重，24 层共 264M——比嵌入的 254M 多，也比所有混合层加起来还多。同样 d 的经典 MLP 用 relu、
-# 宽 4 d，只有两个矩阵：2 · d · 4d = 8 d²，而 SwiGLU 是 3 · d · 3.5d = 10.5 d²，所以 Qwen3.5 的 MLP 比它大 31 %。
+# `gate_proj` 和 `up_proj` 是 $(I, d)$，`down_proj` 是 $(d, I)$，都没有偏置。真实 0.8B 中 $d = 1024$、$I = 3584$
+# （$3.5d$）：每层 $3 \cdot 1024 \cdot 3584 = 11.0\text{M}$ 个权重，24 层共 264M——比嵌入的 254M 多，也比所有混合层加起来
+# 还多。同样 $d$ 的经典 MLP 用 relu、宽 $4d$，只有两个矩阵：$2 \cdot d \cdot 4d = 8d^2$，而 SwiGLU 是
+# $3 \cdot d \cdot 3.5d = 10.5d^2$，所以 Qwen3.5 的 MLP 比它大 31 %。
 
 # %%
 for name, c in ((HERE, cfg), (REAL, real)):
@@ -84,19 +86,33 @@ for name in ("gate_proj", "up_proj", "down_proj"):
 
 # %% [markdown]
 # ## 2. The gate: silu
-# The classic transformer MLP is down(relu(up(x))). SwiGLU (Shazeer, 2020) splits the widening in two: one
-# projection goes through silu(z) = z · sigmoid(z) and multiplies the other, unit by unit. silu is smooth, lets a
-# little through below zero (its minimum is −0.278 at z ≈ −1.28), and is ≈ z for large z.
+# The classic transformer MLP is $\operatorname{down}(\operatorname{relu}(\operatorname{up}(x)))$. SwiGLU (Shazeer,
+# 2020) splits the widening in two: one projection goes through
 #
-# Check by hand: sigmoid(1) = 1 / (1 + e⁻¹) = 0.7311, so silu(1) = 0.7311 and silu(−1) = −0.2689.
+# $$
+# \operatorname{silu}(z) = z \cdot \operatorname{sigmoid}(z)
+# $$
+#
+# and multiplies the other, unit by unit. silu is smooth, lets a little through below zero (its minimum is $-0.278$ at
+# $z \approx -1.28$), and is $\approx z$ for large $z$.
+#
+# Check by hand: $\operatorname{sigmoid}(1) = 1 / (1 + e^{-1}) = 0.7311$, so $\operatorname{silu}(1) = 0.7311$ and
+# $\operatorname{silu}(-1) = -0.2689$.
 
 # %% [markdown] lang="zh"
 # ## 2. 门：silu
-# 经典 transformer 的 MLP 是 down(relu(up(x)))。SwiGLU（Shazeer，2020）把拓宽这一步拆成两路：一路投影经过 silu(z) = z ·
-# sigmoid(z)，再逐个单元乘上另一路。silu 是光滑的，在 0 以下也放过一点点（最小值 −0.278，在 z ≈ −1.28 处），z 很大时 ≈
-# z。
+# 经典 transformer 的 MLP 是 $\operatorname{down}(\operatorname{relu}(\operatorname{up}(x)))$。SwiGLU（Shazeer，2020）把
+# 拓宽这一步拆成两路：一路投影经过
 #
-# 手算验证：sigmoid(1) = 1 / (1 + e⁻¹) = 0.7311，所以 silu(1) = 0.7311，silu(−1) = −0.2689。
+# $$
+# \operatorname{silu}(z) = z \cdot \operatorname{sigmoid}(z)
+# $$
+#
+# 再逐个单元乘上另一路。silu 是光滑的，在 0 以下也放过一点点（最小值 $-0.278$，在 $z \approx -1.28$ 处），$z$ 很大时
+# $\approx z$。
+#
+# 手算验证：$\operatorname{sigmoid}(1) = 1 / (1 + e^{-1}) = 0.7311$，所以
+# $\operatorname{silu}(1) = 0.7311$，$\operatorname{silu}(-1) = -0.2689$。
 
 # %%
 z = torch.tensor([-6.0, -1.2785, -1.0, 0.0, 1.0, 6.0])
@@ -141,14 +157,14 @@ book.attempt(207, silu, swiglu_mlp)
 book.listing("qwen/mlp.py")
 
 # %% [markdown]
-# One line of math: `down_proj(silu(gate_proj(x)) * up_proj(x))`. The names are the checkpoint's, so loading a
-# layer's MLP is a plain copy of three tensors. Check it on one token by hand: the MLP's output equals the sum over
-# hidden units of silu(gate_u · x) · (up_u · x) times column u of down_proj.
+# One line of math: `down_proj(silu(gate_proj(x)) * up_proj(x))`. The names are the checkpoint's, so loading a layer's
+# MLP is a plain copy of three tensors. Check it on one token by hand: the MLP's output equals the sum over hidden units
+# $u$ of $\operatorname{silu}(\mathrm{gate}_u \cdot x) \cdot (\mathrm{up}_u \cdot x)$ times column $u$ of `down_proj`.
 
 # %% [markdown] lang="zh"
 # 数学上就一行：`down_proj(silu(gate_proj(x)) * up_proj(x))`。名字和检查点里的一样，所以加载一层的 MLP
-# 就是把三个张量原样拷过来。在一个 token 上手算验证：MLP 的输出等于对所有隐藏单元 u 求和 silu(gate_u · x) · (up_u · x)
-# 乘以 down_proj 的第 u 列。
+# 就是把三个张量原样拷过来。在一个 token 上手算验证：MLP 的输出等于对所有隐藏单元 $u$ 求和
+# $\operatorname{silu}(\mathrm{gate}_u \cdot x) \cdot (\mathrm{up}_u \cdot x)$ 乘以 `down_proj` 的第 $u$ 列。
 
 # %%
 mlp = fill(MLP(cfg), W, "layers.0.mlp.").to(dev)
@@ -181,17 +197,17 @@ print(tr("largest change of each output after changing token 2's input:", "改�
 # %% [markdown]
 # ## 5. The gate on a sentence
 # A sentence, embedded and normalised by layer 0's `post_attention_layernorm`, through layer 0's MLP. The mixer is
-# skipped here (chapter 8 runs the whole layer), so this is the MLP's response to the embeddings alone. For each
-# token: how many hidden units pass almost nothing to down_proj (|silu(z) · up| below 1 % of that token's largest).
-# That is a small product, not a shut gate: either factor can be the small one, and many such units have an open
-# gate (z > 0); the count of those is printed too.
+# skipped here (chapter 8 runs the whole layer), so this is the MLP's response to the embeddings alone. For each token:
+# how many hidden units pass almost nothing to `down_proj` ($\lvert \operatorname{silu}(z) \cdot \mathrm{up} \rvert$
+# below 1 % of that token's largest). That is a small product, not a shut gate: either factor can be the small one, and
+# many such units have an open gate ($z > 0$); the count of those is printed too.
 
 # %% [markdown] lang="zh"
 # ## 5. 句子上的门
-# 一个句子，取嵌入后经第 0 层的 `post_attention_layernorm` 归一化，再送进第 0 层的 MLP。这里跳过了混合层（第 8
-# 章会跑完整的一层），所以看到的只是 MLP 对嵌入本身的响应。对每个 token：有多少隐藏单元几乎什么都没传给
-# down_proj（|silu(z) · up| 不到该 token 最大值的 1 %）。这是乘积小，不是门关上了：两个因子中哪个小都可以，
-# 而且很多这样的单元门是开着的（z > 0）；这类单元的个数也打印出来了。
+# 一个句子，取嵌入后经第 0 层的 `post_attention_layernorm` 归一化，再送进第 0 层的 MLP。这里跳过了混合层（第 8 章会跑完
+# 整的一层），所以看到的只是 MLP 对嵌入本身的响应。对每个 token：有多少隐藏单元几乎什么都没传给
+# `down_proj`（$\lvert \operatorname{silu}(z) \cdot \mathrm{up} \rvert$ 不到该 token 最大值的 1 %）。这是乘积小，不是门
+# 关上了：两个因子中哪个小都可以，而且很多这样的单元门是开着的（$z > 0$）；这类单元的个数也打印出来了。
 
 # %%
 tok = load_tokenizer(args.checkpoint.folder)
@@ -275,39 +291,43 @@ book.proof(compare, args.checkpoint.folder)
 # %% [markdown]
 # ## Summary
 #
-# - The MLP is down(silu(gate(x)) ⊙ up(x)): two widening projections, one through silu, multiplied unit by unit,
-#   and one projection back. No biases; each token on its own.
+# - The MLP is $\operatorname{down}(\operatorname{silu}(\operatorname{gate}(x)) \odot \operatorname{up}(x))$: two
+#   widening projections, one through silu, multiplied unit by unit, and one projection back. No biases; each token on
+#   its own.
 # - In the real 0.8B it is 1024 → 3584 → 1024 in every layer: 264M weights over 24 layers, more than the
 #   embedding (254M) and more than all the mixers together.
-# - silu(z) = z · sigmoid(z): smooth, slightly negative below 0, ≈ z above a few units.
-# - In bf16 `F.silu` rounds once; z · sigmoid(z) written out rounds twice — the reference uses `F.silu`.
+# - $\operatorname{silu}(z) = z \cdot \operatorname{sigmoid}(z)$: smooth, slightly negative below 0, $\approx z$ above a
+#   few units.
+# - In bf16 `F.silu` rounds once; $z \cdot \operatorname{sigmoid}(z)$ written out rounds twice — the reference uses
+#   `F.silu`.
 #
 # ### Shapes
 #
 # | step | shape | real Qwen3.5-0.8B |
 # |---|---|---|
-# | x (after post_attention_layernorm) | (B, T, d) | (B, T, 1024) |
-# | gate_proj(x), up_proj(x) | (B, T, I) | (B, T, 3584) |
-# | silu(gate) ⊙ up | (B, T, I) | (B, T, 3584) |
-# | down_proj(…) | (B, T, d) | (B, T, 1024) |
+# | $x$ (after `post_attention_layernorm`) | (B, T, d) | (B, T, 1024) |
+# | `gate_proj(x)`, `up_proj(x)` | (B, T, I) | (B, T, 3584) |
+# | $\operatorname{silu}(\mathrm{gate}) \odot \mathrm{up}$ | (B, T, I) | (B, T, 3584) |
+# | `down_proj(…)` | (B, T, d) | (B, T, 1024) |
 
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - MLP 是 down(silu(gate(x)) ⊙ up(x))：两个拓宽投影，其中一个经过 silu，逐个单元相乘，再一个投影回去。没有偏置；每个
-#   token 各管各的。
+# - MLP 是 $\operatorname{down}(\operatorname{silu}(\operatorname{gate}(x)) \odot \operatorname{up}(x))$：两个拓宽投影，
+#   其中一个经过 silu，逐个单元相乘，再一个投影回去。没有偏置；每个 token 各管各的。
 # - 真实 0.8B 的每一层都是 1024 → 3584 → 1024：24 层共 264M 个权重，比嵌入（254M）多，也比所有混合层加起来还多。
-# - silu(z) = z · sigmoid(z)：光滑，0 以下略为负，z 大一些（几以上）时 ≈ z。
-# - bf16 下 `F.silu` 只舍入一次；把 z · sigmoid(z) 展开来写会舍入两次——参考实现用的是 `F.silu`。
+# - $\operatorname{silu}(z) = z \cdot \operatorname{sigmoid}(z)$：光滑，0 以下略为负，$z$ 大一些（几以上）时
+#   $\approx z$。
+# - bf16 下 `F.silu` 只舍入一次；把 $z \cdot \operatorname{sigmoid}(z)$ 展开来写会舍入两次——参考实现用的是 `F.silu`。
 #
 # ### 形状
 #
 # | 步骤 | 形状 | 真实 Qwen3.5-0.8B |
 # |---|---|---|
-# | x（post_attention_layernorm 之后） | (B, T, d) | (B, T, 1024) |
-# | gate_proj(x), up_proj(x) | (B, T, I) | (B, T, 3584) |
-# | silu(gate) ⊙ up | (B, T, I) | (B, T, 3584) |
-# | down_proj(…) | (B, T, d) | (B, T, 1024) |
+# | $x$（`post_attention_layernorm` 之后） | (B, T, d) | (B, T, 1024) |
+# | `gate_proj(x)`, `up_proj(x)` | (B, T, I) | (B, T, 3584) |
+# | $\operatorname{silu}(\mathrm{gate}) \odot \mathrm{up}$ | (B, T, I) | (B, T, 3584) |
+# | `down_proj(…)` | (B, T, d) | (B, T, 1024) |
 
 # %%
 book.notation(args.checkpoint)
@@ -315,11 +335,12 @@ book.notation(args.checkpoint)
 # %% [markdown]
 # ### Exercises
 # 207 · the SwiGLU MLP, with hints for the usual mistakes (silu on the wrong branch, gate and up swapped, sigmoid in
-# place of silu, x @ W for x @ Wᵀ).
+# place of silu, `x @ W` for `x @ W.T`).
 
 # %% [markdown] lang="zh"
 # ### 练习
-# 207 · SwiGLU MLP，附有常见错误的提示（silu 用错了分支、gate 和 up 弄反、用 sigmoid 代替 silu、把 x @ Wᵀ 写成 x @ W）。
+# 207 · SwiGLU MLP，附有常见错误的提示（silu 用错了分支、gate 和 up 弄反、用 sigmoid 代替 silu、把 `x @ W.T` 写成
+# `x @ W`）。
 
 # %%
 book.attempt(207)
@@ -327,9 +348,11 @@ book.attempt(207)
 # %% [markdown]
 # ## How to explain it
 #
-# 1. **What it is.** A gated linear unit: out = W_down (silu(W_gate x) ⊙ W_up x). Against the classic
-#    W₂ relu(W₁ x) it has a third matrix; Shazeer kept the parameter count by shrinking the width from 4 d to
-#    8/3 d (3 · 8/3 = 2 · 4). Qwen3.5-0.8B uses 3.5 d, so its MLP has 31 % more parameters than a 4 d relu MLP.
+# 1. **What it is.** A gated linear unit:
+#    $\mathrm{out} = W_{\mathrm{down}} \left(\operatorname{silu}(W_{\mathrm{gate}} x) \odot W_{\mathrm{up}} x\right)$.
+#    Against the classic $W_2 \operatorname{relu}(W_1 x)$ it has a third matrix; Shazeer kept the parameter count by
+#    shrinking the width from $4d$ to $\tfrac{8}{3} d$ ($3 \cdot \tfrac{8}{3} = 2 \cdot 4$). Qwen3.5-0.8B uses $3.5d$,
+#    so its MLP has 31 % more parameters than a $4d$ relu MLP.
 # 2. **Why the gate.** The product lets the network modulate each hidden unit multiplicatively by a function of the
 #    input — a learned, input-dependent mask — and in Shazeer's comparisons GLU variants trained to lower
 #    perplexity than relu or gelu MLPs at the same cost.
@@ -362,9 +385,11 @@ book.attempt(207)
 # %% [markdown] lang="zh"
 # ## 怎么讲清楚
 #
-# 1. **它是什么。** 一个门控线性单元（GLU）：out = W_down (silu(W_gate x) ⊙ W_up x)。和经典的 W₂ relu(W₁ x) 相比，
-#    它多了第三个矩阵；Shazeer 把宽度从 4 d 缩到 8/3 d，保持参数量不变（3 · 8/3 = 2 · 4）。Qwen3.5-0.8B 用 3.5 d，
-#    所以它的 MLP 比 4 d 的 relu MLP 多 31 % 的参数。
+# 1. **它是什么。** 一个门控线性单元（GLU）：
+#    $\mathrm{out} = W_{\mathrm{down}} \left(\operatorname{silu}(W_{\mathrm{gate}} x) \odot W_{\mathrm{up}} x\right)$。
+#    和经典的 $W_2 \operatorname{relu}(W_1 x)$ 相比，它多了第三个矩阵；Shazeer 把宽度从 $4d$ 缩到 $\tfrac{8}{3} d$，保持
+#    参数量不变（$3 \cdot \tfrac{8}{3} = 2 \cdot 4$）。Qwen3.5-0.8B 用 $3.5d$，所以它的 MLP 比 $4d$ 的 relu MLP 多 31 %
+#    的参数。
 # 2. **为什么要门。** 这个乘积让网络能用输入的某个函数对每个隐藏单元做乘性调制——一个学出来的、随输入变化的掩码——在
 #    Shazeer 的对比里，同样的计算量下，GLU 变体训练到的困惑度比 relu 或 gelu 的 MLP 更低。
 # 3. **为什么用 silu。** 光滑（和 relu 不同，负输入也有非零梯度），大输入时接近恒等，而且算得快。MLP 对每个 token
