@@ -11,22 +11,21 @@ Its notebook, notebooks/ch06_attention.ipynb, is written from this file by pytho
 # # Chapter 6 · Gated full attention and the KV cache
 #
 # Every fourth layer of Qwen3.5 mixes tokens with ordinary softmax attention: each token builds a query, compares it
-# with the keys of every earlier token, and takes a weighted average of their values. Qwen3.5 changes four things
-# in the textbook version: a per-head **output gate**, made by the same projection as the query and applied as
-# `sigmoid(gate)` to the heads' output before the output projection; an RMSNorm on each head's query and key
-# (**QK-norm**) before RoPE; **partial RoPE** (only the first quarter of each head's dimensions rotate); and
-# **grouped-query attention** (several query heads share one key/value head). This chapter writes
+# with the keys of every earlier token, and takes a weighted average of their values. Qwen3.5 changes four things in the
+# textbook version: a per-head **output gate**, made by the same projection as the query and applied as
+# $\operatorname{sigmoid}(\mathrm{gate})$ to the heads' output before the output projection; an RMSNorm on each head's
+# query and key (**QK-norm**) before RoPE; **partial RoPE** (only the first quarter of each head's dimensions rotate);
+# and **grouped-query attention** (several query heads share one key/value head). This chapter writes
 # `qwen/attention.py`, runs it on a sentence step by step, and adds the **KV cache** that generation needs.
 
 # %% [markdown] lang="zh"
 # # 第 6 章 · 门控全注意力与键值缓存
 #
-# Qwen3.5 每四层里有一层用普通的 softmax 注意力在 token 之间交换信息：每个 token 算出一个查询，和它之前每个 token
-# 的键逐一比较，再对这些 token 的值做加权平均。相比教科书上的版本，Qwen3.5 改了四处：每个头一个**输出门**，
-# 由算查询的同一个投影产生，在输出投影之前以 `sigmoid(gate)` 乘到各头的输出上；RoPE 之前，对每个头的查询和键各做一次
-# RMSNorm（**QK-norm**）；**部分 RoPE**（每个头只有前四分之一的维度旋转）；
-# 以及**分组查询注意力**（几个查询头共用一个键/值头）。本章写出 `qwen/attention.py`，在一个句子上一步一步地运行它，
-# 再加上生成要用的**键值缓存**。
+# Qwen3.5 每四层里有一层用普通的 softmax 注意力在 token 之间交换信息：每个 token 算出一个查询，和它之前每个 token 的键逐
+# 一比较，再对这些 token 的值做加权平均。相比教科书上的版本，Qwen3.5 改了四处：每个头一个**输出门**，由算查询的同一个投
+# 影产生，在输出投影之前以 $\operatorname{sigmoid}(\mathrm{gate})$ 乘到各头的输出上；RoPE 之前，对每个头的查询和键各做一
+# 次 RMSNorm（**QK-norm**）；**部分 RoPE**（每个头只有前四分之一的维度旋转）；以及**分组查询注意力**（几个查询头共用一个
+# 键/值头）。本章写出 `qwen/attention.py`，在一个句子上一步一步地运行它，再加上生成要用的**键值缓存**。
 
 # %%
 import time
@@ -73,15 +72,15 @@ book.show("ch06-map", book.model_map.draw, "attention")
 
 # %% [markdown]
 # ## 1. Six tensors per layer
-# `q_proj` is twice as tall as the query needs: it makes H query heads **and** H gate heads of D values each.
-# `k_proj` and `v_proj` make only Hkv heads, shared by groups of query heads. `o_proj` maps the H heads back to the
-# residual width d. `q_norm` and `k_norm` hold one (1 + w) scale of length D, used by every head. No biases.
+# `q_proj` is twice as tall as the query needs: it makes $H$ query heads **and** $H$ gate heads of $D$ values each.
+# `k_proj` and `v_proj` make only $H_{kv}$ heads, shared by groups of query heads. `o_proj` maps the $H$ heads back to
+# the residual width $d$. `q_norm` and `k_norm` hold one $(1 + w)$ scale of length $D$, used by every head. No biases.
 
 # %% [markdown] lang="zh"
 # ## 1. 每层六个张量
-# `q_proj` 的行数是查询所需的两倍：它产生 H 个查询头**和** H 个门头，每个头 D 个值。`k_proj` 和 `v_proj` 只产生 Hkv
-# 个头，每个由一组查询头共用。`o_proj` 把 H 个头映射回残差的宽度 d。`q_norm` 和 `k_norm` 各存一个长度为 D 的 (1 + w)
-# 缩放，所有头共用。没有偏置。
+# `q_proj` 的行数是查询所需的两倍：它产生 $H$ 个查询头**和** $H$ 个门头，每个头 $D$ 个值。`k_proj` 和 `v_proj` 只产生
+# $H_{kv}$ 个头，每个由一组查询头共用。`o_proj` 把 $H$ 个头映射回残差的宽度 $d$。`q_norm` 和 `k_norm` 各存一个长度为
+# $D$ 的 $(1 + w)$ 缩放，所有头共用。没有偏置。
 
 # %%
 full = [i for i, t in enumerate(cfg.layer_types) if t == "full_attention"]
@@ -107,15 +106,17 @@ for label, c in ((tr("this checkpoint", "本检查点"), cfg), (REAL, real)):
 
 # %% [markdown]
 # ## 2. Write it
-# The recipe, for x of shape (B, T, d) and the RoPE tables cos, sin of the T positions (chapter 4):
+# The recipe, for $x$ of shape (B, T, d) and the RoPE tables cos, sin of the $T$ positions (chapter 4):
 #
-# 1. `q_proj(x)` viewed as (B, T, H, 2·D): for each head, the first D values are its query, the next D its gate.
-# 2. q_norm on each query head, k_norm on each key head (k = `k_proj(x)` viewed as (B, T, Hkv, D)); v = `v_proj(x)`.
-# 3. RoPE on q and k — after the norm.
-# 4. scores = q·kᵀ / √D for every pair (query t, key s); −∞ (in practice the most negative float) where s > t or
-#    key s is padding; softmax over s in fp32; the output of each head is the weighted sum of the values.
-#    Query head h reads K/V head h // (H/Hkv).
-# 5. Heads side by side (B, T, H·D), times sigmoid(gate), then `o_proj`.
+# 1. `q_proj(x)` viewed as $(B, T, H, 2 \cdot D)$: for each head, the first $D$ values are its query, the next $D$ its
+#    gate.
+# 2. `q_norm` on each query head, `k_norm` on each key head ($k$ = `k_proj(x)` viewed as $(B, T, H_{kv}, D)$);
+#    $v$ = `v_proj(x)`.
+# 3. RoPE on $q$ and $k$ — after the norm.
+# 4. $\mathrm{scores} = q k^\top / \sqrt{D}$ for every pair (query $t$, key $s$); $-\infty$ (in practice the most
+#    negative float) where $s > t$ or key $s$ is padding; softmax over $s$ in fp32; the output of each head is the
+#    weighted sum of the values. Query head $h$ reads K/V head $\lfloor h / (H/H_{kv}) \rfloor$.
+# 5. Heads side by side $(B, T, H \cdot D)$, times $\operatorname{sigmoid}(\mathrm{gate})$, then `o_proj`.
 #
 # **Try it first:** exercise 208 asks for the attention (`attend`) and the whole layer (`gated_attention`) from its
 # six weights. Start it with `python practice/judge.py start 208`, or write the two functions in the cell below (in
@@ -123,14 +124,15 @@ for label, c in ((tr("this checkpoint", "本检查点"), cfg), (REAL, real)):
 
 # %% [markdown] lang="zh"
 # ## 2. 动手写
-# 输入 x 的形状为 (B, T, d)，cos、sin 是这 T 个位置的 RoPE 表（第 4 章），做法如下：
+# 输入 $x$ 的形状为 (B, T, d)，cos、sin 是这 $T$ 个位置的 RoPE 表（第 4 章），做法如下：
 #
-# 1. 把 `q_proj(x)` 看成 (B, T, H, 2·D)：每个头的前 D 个值是它的查询，后 D 个是它的门。
-# 2. 每个查询头做 q_norm，每个键头做 k_norm（k = `k_proj(x)` 看成 (B, T, Hkv, D)）；v = `v_proj(x)`。
-# 3. 对 q 和 k 做 RoPE——在归一化之后。
-# 4. 对每一对（查询 t，键 s）算 scores = q·kᵀ / √D；s > t 或键 s 是填充的位置置为 −∞（实际用最负的浮点数）；在 fp32
-#    里对 s 做 softmax；每个头的输出是值的加权和。查询头 h 读 K/V 头 h // (H/Hkv)。
-# 5. 各头并排拼成 (B, T, H·D)，乘以 sigmoid(gate)，再过 `o_proj`。
+# 1. 把 `q_proj(x)` 看成 $(B, T, H, 2 \cdot D)$：每个头的前 $D$ 个值是它的查询，后 $D$ 个是它的门。
+# 2. 每个查询头做 `q_norm`，每个键头做 `k_norm`（$k$ = `k_proj(x)` 看成 $(B, T, H_{kv}, D)$）；$v$ = `v_proj(x)`。
+# 3. 对 $q$ 和 $k$ 做 RoPE——在归一化之后。
+# 4. 对每一对（查询 $t$，键 $s$）算 $\mathrm{scores} = q k^\top / \sqrt{D}$；$s > t$ 或键 $s$ 是填充的位置置为
+#    $-\infty$（实际用最负的浮点数）；在 fp32 里对 $s$ 做 softmax；每个头的输出是值的加权和。查询头 $h$ 读 K/V 头
+#    $\lfloor h / (H/H_{kv}) \rfloor$。
+# 5. 各头并排拼成 $(B, T, H \cdot D)$，乘以 $\operatorname{sigmoid}(\mathrm{gate})$，再过 `o_proj`。
 #
 # **先自己试试：** 练习 208 要求用这一层的六个权重写出注意力（`attend`）和整个层（`gated_attention`）。用
 # `python practice/judge.py start 208` 开始，或者（在笔记本里）在下面的单元格里写这两个函数再运行：评测器会给它们打分。
@@ -200,15 +202,16 @@ print(tr(f"read as [all queries | all gates], 'query head 1' would be head 0's g
 
 # %% [markdown]
 # ## 4. QK-norm, then RoPE
-# Each head's query and key are RMS-normalised over D (the zero-centred RMSNorm of chapter 3, one weight shared by
-# all heads). This bounds every score: |q·k| ≤ ‖q‖‖k‖, and after the norm a head's length is at most
-# √D · max|1 + w| whatever the input. Then RoPE rotates the first R dims; a rotation keeps lengths, so the bound
-# survives.
+# Each head's query and key are RMS-normalised over $D$ (the zero-centred RMSNorm of chapter 3, one weight shared by all
+# heads). This bounds every score: $\lvert q \cdot k \rvert \le \lVert q \rVert \, \lVert k \rVert$, and after the norm
+# a head's length is at most $\sqrt{D} \cdot \max \lvert 1 + w \rvert$ whatever the input. Then RoPE rotates the first
+# $R$ dims; a rotation keeps lengths, so the bound survives.
 
 # %% [markdown] lang="zh"
 # ## 4. 先 QK-norm，再 RoPE
-# 每个头的查询和键在 D 维上做 RMS 归一化（第 3 章的零中心 RMSNorm，一份权重所有头共用）。这给每个分数都加了上界：
-# |q·k| ≤ ‖q‖‖k‖，而归一化之后，不管输入是什么，一个头的长度至多为 √D · max|1 + w|。接着 RoPE 旋转前 R 维；旋转不改变
+# 每个头的查询和键在 $D$ 维上做 RMS 归一化（第 3 章的零中心 RMSNorm，一份权重所有头共用）。这给每个分数都加了上界：
+# $\lvert q \cdot k \rvert \le \lVert q \rVert \, \lVert k \rVert$，而归一化之后，不管输入是什么，一个头的长度至多为
+# $\sqrt{D} \cdot \max \lvert 1 + w \rvert$。接着 RoPE 旋转前 $R$ 维；旋转不改变
 # 长度，所以上界依然成立。
 
 # %%
@@ -230,14 +233,14 @@ print(tr(f"RoPE keeps each head's length: max change {moved:.1e}; dims {R}..{D -
 
 # %% [markdown]
 # ## 5. The scores, the mask, the softmax, the weighted sum
-# Grouped-query attention first: K/V head j serves query heads j·(H/Hkv) … (j+1)·(H/Hkv) − 1, a run of
-# consecutive heads, so the keys are expanded with `repeat_interleave` (not `repeat`, which would tile them). Then
-# four lines: scores, mask, softmax, weighted sum.
+# Grouped-query attention first: K/V head $j$ serves query heads
+# $j \cdot (H/H_{kv}), \dots, (j+1) \cdot (H/H_{kv}) - 1$, a run of consecutive heads, so the keys are expanded with
+# `repeat_interleave` (not `repeat`, which would tile them). Then four lines: scores, mask, softmax, weighted sum.
 
 # %% [markdown] lang="zh"
 # ## 5. 分数、掩码、softmax、加权和
-# 先处理分组查询注意力：K/V 头 j 服务查询头 j·(H/Hkv) … (j+1)·(H/Hkv) − 1，是一串相邻的头，所以键要用
-# `repeat_interleave` 展开（不能用 `repeat`，它会整块平铺）。然后是四行：分数、掩码、softmax、加权和。
+# 先处理分组查询注意力：K/V 头 $j$ 服务查询头 $j \cdot (H/H_{kv}), \dots, (j+1) \cdot (H/H_{kv}) - 1$，是一串相邻的头，
+# 所以键要用 `repeat_interleave` 展开（不能用 `repeat`，它会整块平铺）。然后是四行：分数、掩码、softmax、加权和。
 
 # %%
 group, real_group = H // Hkv, real.num_attention_heads // real.num_key_value_heads
@@ -260,15 +263,16 @@ print(tr(f"every row of probabilities sums to 1: max |sum - 1| = {off_one:.1e}; 
          f"第一个 token 只关注它自己：{itself}"))
 
 # %% [markdown]
-# Why divide by √D: a dot product of D terms grows like √D. Without the scale the softmax of a large head
-# (D = 256 in the real 0.8B) is far sharper; with it, the spread of the scores no longer depends on D — exactly so
-# when the entries of q and k are roughly independent with unit variance. QK-norm gives each head an RMS near 1
-# (times its 1 + w), but not independent entries: a trained head's q and k can line up, and its scores spread more.
+# Why divide by $\sqrt{D}$: a dot product of $D$ terms grows like $\sqrt{D}$. Without the scale the softmax of a large
+# head ($D = 256$ in the real 0.8B) is far sharper; with it, the spread of the scores no longer depends on $D$ — exactly
+# so when the entries of $q$ and $k$ are roughly independent with unit variance. QK-norm gives each head an RMS near 1
+# (times its $1 + w$), but not independent entries: a trained head's $q$ and $k$ can line up, and its scores spread
+# more.
 
 # %% [markdown] lang="zh"
-# 为什么除以 √D：D 项的点积按 √D 增长。不缩放时，大头（真实 0.8B 里 D = 256）的 softmax 要尖锐得多；缩放之后，
-# 分数的离散程度不再依赖 D——当 q 和 k 的各分量大致独立、方差为 1 时严格如此。QK-norm 让每个头的 RMS 接近 1（再乘上它的
-# 1 + w），但并不让各分量独立：训练过的头，其 q 和 k 可能方向一致，分数就散得更开。
+# 为什么除以 $\sqrt{D}$：$D$ 项的点积按 $\sqrt{D}$ 增长。不缩放时，大头（真实 0.8B 里 $D = 256$）的 softmax 要尖锐得多；
+# 缩放之后，分数的离散程度不再依赖 $D$——当 $q$ 和 $k$ 的各分量大致独立、方差为 1 时严格如此。QK-norm 让每个头的 RMS 接近
+# 1 （再乘上它的 $1 + w$），但并不让各分量独立：训练过的头，其 $q$ 和 $k$ 可能方向一致，分数就散得更开。
 
 # %%
 unscaled = torch.softmax(raw.masked_fill(~allowed, torch.finfo(raw.dtype).min), dim=-1, dtype=torch.float32)
@@ -299,19 +303,20 @@ book.show("ch06-maps", ch06.attention_maps, probs[0].cpu(), tokens, picks,
 
 # %% [markdown]
 # ## 6. The output gate
-# Each head's output is multiplied, dimension by dimension, by sigmoid(gate): a number between 0 and 1 computed from
-# the token itself. A head can shut (gate ≪ 0) when it has nothing useful to add. The Qwen team's study of this gate
-# (Qiu et al., 2025, "Gated Attention for Large Language Models") reports that it adds a non-linearity between the
-# value and output projections, makes the output sparse, and mitigates the "attention sink" (heads dumping most of
-# their weight on the first token): the sink is much weaker with the gate, not gone. The steps above, put
-# together, are the module.
+# Each head's output is multiplied, dimension by dimension, by $\operatorname{sigmoid}(\mathrm{gate})$: a number between
+# 0 and 1 computed from the token itself. A head can shut ($\mathrm{gate} \ll 0$) when it has nothing useful to add. The
+# Qwen team's study of this gate (Qiu et al., 2025, "Gated Attention for Large Language Models") reports that it adds a
+# non-linearity between the value and output projections, makes the output sparse, and mitigates the "attention sink"
+# (heads dumping most of their weight on the first token): the sink is much weaker with the gate, not gone. The steps
+# above, put together, are the module.
 
 # %% [markdown] lang="zh"
 # ## 6. 输出门
-# 每个头的输出逐维乘以 sigmoid(gate)：一个 0 到 1 之间的数，由这个 token 自己算出来。一个头没什么有用的东西可加时，
-# 可以把自己关掉（gate ≪ 0）。Qwen 团队研究门控注意力的论文（Qiu et al., 2025，“Gated Attention for Large Language
-# Models”）报告说：这个门在值投影和输出投影之间加了一个非线性，让输出变得稀疏，并缓解了“注意力汇聚”（attention sink：
-# 各头把大部分权重压在第一个 token 上）——有了门，汇聚弱得多，但没有消失。把上面的步骤拼在一起，就是这个模块。
+# 每个头的输出逐维乘以 $\operatorname{sigmoid}(\mathrm{gate})$：一个 0 到 1 之间的数，由这个 token 自己算出来。一个头没
+# 什么有用的东西可加时，可以把自己关掉（$\mathrm{gate} \ll 0$）。Qwen 团队研究门控注意力的论文（Qiu et al., 2025，“Gated
+# Attention for Large Language Models”）报告说：这个门在值投影和输出投影之间加了一个非线性，让输出变得稀疏，并缓解了“注
+# 意力汇聚”（attention sink：各头把大部分权重压在第一个 token 上）——有了门，汇聚弱得多，但没有消失。把上面的步骤拼在一
+# 起，就是这个模块。
 
 # %%
 gated = heads.transpose(1, 2).reshape(1, T, H * D) * torch.sigmoid(gate.reshape(1, T, H * D))
@@ -335,12 +340,11 @@ book.show("ch06-gate", ch06.gate_distribution, gate.reshape(T, H * D).cpu(), H,
 # about the real model needs the real weights.
 #
 # ## 7. The KV cache
-# Generating text adds one token at a time, and each new token's query needs the keys and values of all earlier
-# tokens. They never change, because the model is causal: token s's key and value depend only on tokens 0…s (every
-# mixer before this layer looks only backwards), and its position s is fixed, so its rotation is too. Tokens added
-# later cannot change them, and recomputing them for every new token would be wasted work. The KV cache keeps
-# them: keys **after k_norm and RoPE**, exactly as attention uses them, and values, each (B, Hkv, S, D), growing
-# along S.
+# Generating text adds one token at a time, and each new token's query needs the keys and values of all earlier tokens.
+# They never change, because the model is causal: token $s$'s key and value depend only on tokens $0, \dots, s$ (every
+# mixer before this layer looks only backwards), and its position $s$ is fixed, so its rotation is too. Tokens added
+# later cannot change them, and recomputing them for every new token would be wasted work. The KV cache keeps them: keys
+# **after `k_norm` and RoPE**, exactly as attention uses them, and values, each $(B, H_{kv}, S, D)$, growing along $S$.
 #
 # **Try it first:** exercise 209 asks for one attention step that reads a cache and returns it grown
 # (`python practice/judge.py start 209`, or the cell below in the notebook).
@@ -350,9 +354,10 @@ book.show("ch06-gate", ch06.gate_distribution, gate.reshape(T, H * D).cpu(), H,
 #
 # ## 7. 键值缓存
 # 生成文本时每次加一个 token，每个新 token 的查询都要用到之前所有 token 的键和值。这些键和值永远不变，因为模型是因果的：
-# token s 的键和值只依赖 token 0…s（这一层之前的每个混合器都只看之前的 token），而它的位置 s 是固定的，旋转也就固定。
-# 后来的 token 改变不了它们，每来一个新 token 都重算一遍纯属浪费。键值缓存把它们存下来：键存的是**经过 k_norm 和 RoPE
-# 之后**的，和注意力用到的完全一样；还有值。两者都是 (B, Hkv, S, D)，沿 S 增长。
+# token $s$ 的键和值只依赖 token $0, \dots, s$（这一层之前的每个混合器都只看之前的 token），而它的位置 $s$ 是固定的，
+# 旋转也就固定。
+# 后来的 token 改变不了它们，每来一个新 token 都重算一遍纯属浪费。键值缓存把它们存下来：键存的是**经过 `k_norm` 和 RoPE
+# 之后**的，和注意力用到的完全一样；还有值。两者都是 $(B, H_{kv}, S, D)$，沿 $S$ 增长。
 #
 # **先自己试试：** 练习 209 要求写一步注意力：读取缓存，并返回增长后的缓存（`python practice/judge.py start 209`，
 # 或者在笔记本里用下面的单元格）。
@@ -367,13 +372,13 @@ def attention_step(x: torch.Tensor, weights: dict, cos: torch.Tensor, sin: torch
 book.attempt(209, attention_step)
 
 # %% [markdown]
-# `KVCache.update` appends along S and returns everything stored; `GatedAttention.forward` places new token i at
+# `KVCache.update` appends along S and returns everything stored; `GatedAttention.forward` places new token $i$ at
 # position `cache.length + i` in the causal mask. The rule that defines a correct cache: the sentence processed in
 # pieces — a prompt, then one token at a time — gives what it gives processed at once. A first piece shorter than
 # the next works too.
 
 # %% [markdown] lang="zh"
-# `KVCache.update` 沿 S 追加，并返回存着的全部内容；`GatedAttention.forward` 把第 i 个新 token 放在因果掩码的
+# `KVCache.update` 沿 S 追加，并返回存着的全部内容；`GatedAttention.forward` 把第 $i$ 个新 token 放在因果掩码的
 # `cache.length + i` 位置上。判断缓存对不对的标准：把句子分段处理——先是提示词，再一次一个
 # token——结果和一次处理整句相同。第一段比第二段短也没问题。
 
@@ -396,13 +401,13 @@ print(tr(f"in pieces vs at once: max |diff| = {pieces:.1e} (fp32 rounding); "
 # %% [markdown]
 # A continuation projects only its new tokens: the step above multiplied one row of x by `q_proj`, `k_proj` and
 # `v_proj`, whatever the length of the cache. Attention itself still reads every cached key, so each step costs time
-# and memory in proportion to the context. How much memory: 2 (K and V) × Hkv × D values per token in each
-# full-attention layer, 2 bytes each in bf16.
+# and memory in proportion to the context. How much memory: $2 \times H_{kv} \times D$ values per token (K and V) in
+# each full-attention layer, 2 bytes each in bf16.
 
 # %% [markdown] lang="zh"
 # 续写时只投影新 token：不管缓存多长，上面那一步只把 x 的一行乘以 `q_proj`、`k_proj` 和 `v_proj`。
 # 注意力本身仍要读每个缓存的键，所以每一步花的时间和内存都与上下文长度成正比。内存有多少：每个全注意力层每个 token 存
-# 2（K 和 V）× Hkv × D 个值，bf16 下每个值 2 字节。
+# $2 \times H_{kv} \times D$ 个值（K 和 V），bf16 下每个值 2 字节。
 
 # %%
 per_token = cache_bytes(cfg, 1)[0]  # bf16, as the checkpoint stores it
@@ -495,15 +500,15 @@ for S in (1024, 8192, 32768):
 
 # %% [markdown]
 # ## 8. A faster path, proven equal
-# PyTorch's fused `F.scaled_dot_product_attention` computes the same function (on GPUs with flash or
-# memory-efficient kernels that never store the T × S matrix). It is a different order of operations, so it agrees
-# to rounding, not bit for bit: in bf16 it can be one grid step away from the written-out version that transformers'
-# eager path and this course use.
+# PyTorch's fused `F.scaled_dot_product_attention` computes the same function (on GPUs with flash or memory-efficient
+# kernels that never store the $T \times S$ matrix). It is a different order of operations, so it agrees to rounding,
+# not bit for bit: in bf16 it can be one grid step away from the written-out version that transformers' eager path and
+# this course use.
 
 # %% [markdown] lang="zh"
 # ## 8. 更快的路径，证明相等
-# PyTorch 的融合算子 `F.scaled_dot_product_attention` 算的是同一个函数（在 GPU 上用 flash 或 memory-efficient 内核，
-# 从不存下 T × S 的矩阵）。它的运算顺序不同，所以只在舍入误差以内一致，并非逐位相同：在 bf16 下，它和 transformers 的
+# PyTorch 的融合算子 `F.scaled_dot_product_attention` 算的是同一个函数（在 GPU 上用 flash 或 memory-efficient 内核，从不
+# 存下 $T \times S$ 的矩阵）。它的运算顺序不同，所以只在舍入误差以内一致，并非逐位相同：在 bf16 下，它和 transformers 的
 # eager 路径及本课程使用的手写版本可能差一个 bf16 步长。
 
 # %%
@@ -516,10 +521,10 @@ print(tr(f"F.scaled_dot_product_attention vs the written-out attention: max |dif
 #
 # - Load `q_proj` as [all queries | all gates] (view (1, T, 2, H, D) and split on dim 2) and run the layer: how far
 #   does the output move? Nothing errors: every shape still fits, which is why this bug survives.
-# - Replace `repeat_interleave` by `repeat` for the keys and values: with H = 8 and Hkv = 2 (the real 0.8B), which
-#   query heads now read a different K/V head?
-# - Decode with the cache, but feed the RoPE tables of positions 0..n−1 again for the new tokens instead of their
-#   real positions: the output changes though every weight is the same. Which part of the cache is now wrong?
+# - Replace `repeat_interleave` by `repeat` for the keys and values: with $H = 8$ and $H_{kv} = 2$ (the real 0.8B),
+#   which query heads now read a different K/V head?
+# - Decode with the cache, but feed the RoPE tables of positions $0, \dots, n-1$ again for the new tokens instead of
+#   their real positions: the output changes though every weight is the same. Which part of the cache is now wrong?
 #
 # ## Show the proof
 # The sentence through transformers' `Qwen3_5Attention` (eager) of the same layer, with its own RoPE tables and
@@ -530,8 +535,8 @@ print(tr(f"F.scaled_dot_product_attention vs the written-out attention: max |dif
 #
 # - 把 `q_proj` 按 [全部查询 | 全部门] 读取（view 成 (1, T, 2, H, D)，再在第 2 维上拆开），然后运行这一层：
 #   输出偏了多远？什么都不会报错：每个形状都对得上，这正是这个 bug 能藏住的原因。
-# - 把键和值的 `repeat_interleave` 换成 `repeat`：在 H = 8、Hkv = 2（真实 0.8B）时，哪些查询头读到了别的 K/V 头？
-# - 用缓存解码，但给新 token 传的是位置 0..n−1 的 RoPE 表，而不是它们真实的位置：每个权重都没变，输出却变了。
+# - 把键和值的 `repeat_interleave` 换成 `repeat`：在 $H = 8$、$H_{kv} = 2$（真实 0.8B）时，哪些查询头读到了别的 K/V 头？
+# - 用缓存解码，但给新 token 传的是位置 $0, \dots, n-1$ 的 RoPE 表，而不是它们真实的位置：每个权重都没变，输出却变了。
 #   缓存里哪一部分现在是错的？
 #
 # ## 拿出证明
@@ -563,64 +568,65 @@ book.proof(compare, args.checkpoint.folder)
 # ## Summary
 #
 # - Full attention is every fourth layer: 6 of 24 in the 0.8B. `q_proj` makes a query and a gate per head,
-#   interleaved per head; `k_proj` and `v_proj` make Hkv heads, each shared by H/Hkv consecutive query heads.
-# - q_norm and k_norm (zero-centred RMSNorm over D) come before RoPE, which rotates the first R = D/4 dims.
-# - scores = q·kᵀ/√D, the causal and padding mask (the most negative float, so a padding row stays finite), softmax
-#   in fp32, weighted sum of the values; then sigmoid(gate) per dimension, then `o_proj`.
-# - The KV cache stores keys after norm and RoPE and the values: a prompt in pieces equals the prompt at once. It
-#   grows by 2·Hkv·D values per token per full-attention layer: 12 KiB per token in bf16 for the 0.8B, 3 GiB at
-#   262,144 tokens.
+#   interleaved per head; `k_proj` and `v_proj` make $H_{kv}$ heads, each shared by $H/H_{kv}$ consecutive query heads.
+# - `q_norm` and `k_norm` (zero-centred RMSNorm over $D$) come before RoPE, which rotates the first $R = D/4$ dims.
+# - $\mathrm{scores} = q k^\top / \sqrt{D}$, the causal and padding mask (the most negative float, so a padding row
+#   stays finite), softmax in fp32, weighted sum of the values; then $\operatorname{sigmoid}(\mathrm{gate})$ per
+#   dimension, then `o_proj`.
+# - The KV cache stores keys after norm and RoPE and the values: a prompt in pieces equals the prompt at once. It grows
+#   by $2 \cdot H_{kv} \cdot D$ values per token per full-attention layer: 12 KiB per token in bf16 for the 0.8B, 3 GiB
+#   at 262,144 tokens.
 #
 # ### Shapes
 #
 # | step | shape | real Qwen3.5-0.8B |
 # |---|---|---|
-# | x (after input_layernorm) | (B, T, d) | (B, T, 1024) |
-# | q_proj(x) → query, gate | (B, T, H, 2D) → 2 × (B, T, H, D) | (B, T, 8, 512) → 2 × (B, T, 8, 256) |
-# | k_proj(x), v_proj(x) | (B, T, Hkv, D) | (B, T, 2, 256) |
+# | x (after `input_layernorm`) | (B, T, d) | (B, T, 1024) |
+# | `q_proj(x)` → query, gate | (B, T, H, 2D) → 2 × (B, T, H, D) | (B, T, 8, 512) → 2 × (B, T, 8, 256) |
+# | `k_proj(x)`, `v_proj(x)` | (B, T, Hkv, D) | (B, T, 2, 256) |
 # | q, k after norm and RoPE, heads first | (B, H, T, D), (B, Hkv, T, D) | (B, 8, T, 256), (B, 2, T, 256) |
 # | cached keys / values (S = cached + new) | (B, Hkv, S, D) | (B, 2, S, 256) |
 # | scores, probabilities | (B, H, T, S) | (B, 8, T, S) |
-# | heads' output, times sigmoid(gate) | (B, T, H·D) | (B, T, 2048) |
-# | o_proj(…) | (B, T, d) | (B, T, 1024) |
+# | heads' output, times $\operatorname{sigmoid}(\mathrm{gate})$ | (B, T, H·D) | (B, T, 2048) |
+# | `o_proj(…)` | (B, T, d) | (B, T, 1024) |
 
 # %% [markdown] lang="zh"
 # ## 小结
 #
 # - 全注意力每四层一层：0.8B 的 24 层里有 6 层。`q_proj` 为每个头产生一个查询和一个门，按头交错；`k_proj` 和 `v_proj`
-#   产生 Hkv 个头，每个由 H/Hkv 个相邻的查询头共用。
-# - q_norm 和 k_norm（在 D 上的零中心 RMSNorm）在 RoPE 之前；RoPE 旋转前 R = D/4 维。
-# - scores = q·kᵀ/√D，加上因果掩码和填充掩码（用最负的浮点数，所以全是填充的一行仍是有限值），在 fp32 里做 softmax，
-#   对值加权求和；然后逐维乘 sigmoid(gate)，再过 `o_proj`。
+#   产生 $H_{kv}$ 个头，每个由 $H/H_{kv}$ 个相邻的查询头共用。
+# - `q_norm` 和 `k_norm`（在 $D$ 上的零中心 RMSNorm）在 RoPE 之前；RoPE 旋转前 $R = D/4$ 维。
+# - $\mathrm{scores} = q k^\top / \sqrt{D}$，加上因果掩码和填充掩码（用最负的浮点数，所以全是填充的一行仍是有限值），在
+#   fp32 里做 softmax，对值加权求和；然后逐维乘 $\operatorname{sigmoid}(\mathrm{gate})$，再过 `o_proj`。
 # - 键值缓存存的是经过归一化和 RoPE 的键，以及值：提示词分段处理和一次处理结果相同。每个全注意力层每个 token 增长
-#   2·Hkv·D 个值：0.8B 在 bf16 下每 token 12 KiB，262,144 个 token 时 3 GiB。
+#   $2 \cdot H_{kv} \cdot D$ 个值：0.8B 在 bf16 下每 token 12 KiB，262,144 个 token 时 3 GiB。
 #
 # ### 形状
 #
 # | 步骤 | 形状 | 真实 Qwen3.5-0.8B |
 # |---|---|---|
-# | x（input_layernorm 之后） | (B, T, d) | (B, T, 1024) |
-# | q_proj(x) → 查询、门 | (B, T, H, 2D) → 2 × (B, T, H, D) | (B, T, 8, 512) → 2 × (B, T, 8, 256) |
-# | k_proj(x)、v_proj(x) | (B, T, Hkv, D) | (B, T, 2, 256) |
+# | x（`input_layernorm` 之后） | (B, T, d) | (B, T, 1024) |
+# | `q_proj(x)` → 查询、门 | (B, T, H, 2D) → 2 × (B, T, H, D) | (B, T, 8, 512) → 2 × (B, T, 8, 256) |
+# | `k_proj(x)`、`v_proj(x)` | (B, T, Hkv, D) | (B, T, 2, 256) |
 # | 归一化和 RoPE 之后的 q、k，头维在前 | (B, H, T, D), (B, Hkv, T, D) | (B, 8, T, 256), (B, 2, T, 256) |
 # | 缓存的键 / 值（S = 已缓存 + 新增） | (B, Hkv, S, D) | (B, 2, S, 256) |
 # | 分数、概率 | (B, H, T, S) | (B, 8, T, S) |
-# | 各头的输出，乘以 sigmoid(gate) | (B, T, H·D) | (B, T, 2048) |
-# | o_proj(…) | (B, T, d) | (B, T, 1024) |
+# | 各头的输出，乘以 $\operatorname{sigmoid}(\mathrm{gate})$ | (B, T, H·D) | (B, T, 2048) |
+# | `o_proj(…)` | (B, T, d) | (B, T, 1024) |
 
 # %%
 book.notation(args.checkpoint)
 
 # %% [markdown]
 # ### Exercises
-# 208 · the attention and the gated layer, with hints for the usual mistakes ([all queries | all gates], no sigmoid,
-# the gate after o_proj, norm after RoPE, softmax in bf16, `repeat` for `repeat_interleave`, no 1/√D, the mask off
+# 208 · the attention and the gated layer, with hints for the usual mistakes ([all queries | all gates], no sigmoid, the
+# gate after `o_proj`, norm after RoPE, softmax in bf16, `repeat` for `repeat_interleave`, no $1/\sqrt{D}$, the mask off
 # by one). 209 · the KV cache: a cached continuation must equal the whole sequence processed at once.
 
 # %% [markdown] lang="zh"
 # ### 练习
-# 208 · 注意力和门控层，附常见错误的提示（[全部查询 | 全部门]、漏了 sigmoid、门放在 o_proj 之后、RoPE 之后才归一化、在
-# bf16 里做 softmax、把 `repeat_interleave` 写成 `repeat`、漏了 1/√D、掩码错一位）。209 · 键值缓存：
+# 208 · 注意力和门控层，附常见错误的提示（[全部查询 | 全部门]、漏了 sigmoid、门放在 `o_proj` 之后、RoPE 之后才归一化、在
+# bf16 里做 softmax、把 `repeat_interleave` 写成 `repeat`、漏了 $1/\sqrt{D}$、掩码错一位）。209 · 键值缓存：
 # 带缓存的续写必须等于一次处理整个序列的结果。
 
 # %%
@@ -630,20 +636,20 @@ book.attempt(209)
 # %% [markdown]
 # ## How to explain it
 #
-# 1. **The core.** softmax(QKᵀ/√D + mask)·V per head: each token's query scores every earlier token's key, the
-#    scores become weights, the output is the weighted average of the values. The √D keeps the scores' spread
-#    independent of the head size (for roughly independent, unit-variance entries); the causal mask hides the
-#    future; the softmax runs in fp32.
+# 1. **The core.** $\operatorname{softmax}(QK^\top/\sqrt{D} + \mathrm{mask}) \, V$ per head: each token's query scores
+#    every earlier token's key, the scores become weights, the output is the weighted average of the values. The
+#    $\sqrt{D}$ keeps the scores' spread independent of the head size (for roughly independent, unit-variance entries);
+#    the causal mask hides the future; the softmax runs in fp32.
 # 2. **What Qwen3.5 changes.** QK-norm (RMSNorm of q and k per head, before RoPE) bounds the logits and stabilises
 #    training; partial RoPE (a quarter of each head's dims rotate); GQA (8 query heads share 2 K/V heads in the 0.8B),
-#    which cuts the KV cache by H/Hkv; and an output gate, sigmoid of a second projection of the input, applied per
-#    dimension before o_proj — a head can switch itself off, and the Qwen team reports that it mitigates the
+#    which cuts the KV cache by $H/H_{kv}$; and an output gate, sigmoid of a second projection of the input, applied per
+#    dimension before `o_proj` — a head can switch itself off, and the Qwen team reports that it mitigates the
 #    attention sink.
-# 3. **The cache.** Decoding reuses every past key and value, stored after norm and RoPE — valid because the model
-#    is causal (a token's key and value depend only on the tokens up to it) — so each step projects only the new
-#    token; the cost is memory that grows with the context — 2·Hkv·D·2 bytes per token per attention layer.
-#    Qwen3.5 keeps it small by putting full attention in only a quarter of its layers; the other three quarters
-#    are linear attention with a fixed-size state (chapter 7).
+# 3. **The cache.** Decoding reuses every past key and value, stored after norm and RoPE — valid because the model is
+#    causal (a token's key and value depend only on the tokens up to it) — so each step projects only the new token; the
+#    cost is memory that grows with the context — $2 \cdot H_{kv} \cdot D \cdot 2$ bytes per token per attention layer.
+#    Qwen3.5 keeps it small by putting full attention in only a quarter of its layers; the other three quarters are
+#    linear attention with a fixed-size state (chapter 7).
 #
 # ## Files
 #
@@ -673,17 +679,17 @@ book.attempt(209)
 # %% [markdown] lang="zh"
 # ## 怎么讲清楚
 #
-# 1. **核心。** 每个头算 softmax(QKᵀ/√D + mask)·V：每个 token 的查询给之前每个 token 的键打分，分数变成权重，
-#    输出是值的加权平均。√D 让分数的离散程度与头的大小无关（对大致独立、方差为 1 的分量而言）；因果掩码挡住未来；
-#    softmax 在 fp32 里算。
+# 1. **核心。** 每个头算 $\operatorname{softmax}(QK^\top/\sqrt{D} + \mathrm{mask}) \, V$：每个 token 的查询给之前每个
+#    token 的键打分，分数变成权重，输出是值的加权平均。$\sqrt{D}$ 让分数的离散程度与头的大小无关（对大致独立、方差为 1
+#    的分量而言）；因果掩码挡住未来； softmax 在 fp32 里算。
 # 2. **Qwen3.5 改了什么。** QK-norm（RoPE 之前对每个头的 q 和 k 做 RMSNorm）限制了 logits 的大小，让训练更稳；部分
-#    RoPE（每个头四分之一的维度旋转）；GQA（0.8B 里 8 个查询头共用 2 个 K/V 头），键值缓存因此缩小为原来的 Hkv/H；
-#    还有输出门：输入的另一个投影过 sigmoid，在 o_proj 之前逐维相乘——一个头可以把自己关掉，Qwen
+#    RoPE（每个头四分之一的维度旋转）；GQA（0.8B 里 8 个查询头共用 2 个 K/V 头），键值缓存因此缩小为原来的 $H_{kv}/H$；
+#    还有输出门：输入的另一个投影过 sigmoid，在 `o_proj` 之前逐维相乘——一个头可以把自己关掉，Qwen
 #    团队报告说它缓解了注意力汇聚（attention sink）。
-# 3. **缓存。** 解码时重用过去的每个键和值，存的是归一化和 RoPE 之后的——这样做成立，是因为模型是因果的（一个 token
-#    的键和值只依赖它自己及之前的 token）——所以每一步只投影新 token；代价是随上下文增长的内存：每个注意力层每个 token
-#    2·Hkv·D·2 字节。Qwen3.5 只在四分之一的层里用全注意力，把它压得很小；另外四分之三是线性注意力，状态大小固定（第 7
-#    章）。
+# 3. **缓存。** 解码时重用过去的每个键和值，存的是归一化和 RoPE 之后的——这样做成立，是因为模型是因果的（一个 token 的键
+#    和值只依赖它自己及之前的 token）——所以每一步只投影新 token；代价是随上下文增长的内存：每个注意力层每个 token
+#    $2 \cdot H_{kv} \cdot D \cdot 2$ 字节。Qwen3.5 只在四分之一的层里用全注意力，把它压得很小；另外四分之三是线性注意
+#    力，状态大小固定（第 7 章）。
 #
 # ## 文件
 #
