@@ -116,7 +116,10 @@ model = load_model(args.checkpoint, dtype=dtype, device=dev)  # the main model
 model.mtp = load_mtp(args.checkpoint, dtype=dtype, device=dev)  # and its MTP block, attached in the open
 tok = load_tokenizer(args.checkpoint.folder)
 SYNTHETIC = args.checkpoint.synthetic
-TAG = tr(" (synthetic weights)", "（合成权重）") if SYNTHETIC else ""  # on every line printed from the weights
+# said only where random weights make a number mean something else than on the real model (the banner says the rest)
+TAG = tr(" (synthetic weights)", "（合成权重）") if SYNTHETIC else ""  # a figure that would look different
+HEAD = tr(" (a random head: a trained one is often right)", "（随机的头：训练过的头常常猜对）") if SYNTHETIC else ""
+SHORT = tr(" (a random head)", "（随机的头）") if SYNTHETIC else ""  # after HEAD has said it once
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
 if SYNTHETIC and dev.type == "cpu":
@@ -155,9 +158,9 @@ n_real = count_by_part(tensor_shapes(REAL_TEXT_CONFIG))["total"]
 predicted = {"mtp." + k: v for k, v in mtp_shapes(model.cfg).items()}  # from this checkpoint's config.json
 as_predicted = {k: tuple(v) for k, v in keys.items()} == predicted
 same_names, share = sorted(keys) == sorted(real_mtp), n_real_mtp / n_real
-print(tr(f"{len(keys)} tensors, {n_mtp:,} parameters{TAG}; the same names as real Qwen3.5-0.8B's: "
+print(tr(f"{len(keys)} tensors, {n_mtp:,} parameters; the same names as real Qwen3.5-0.8B's: "
          f"{same_names}; the shapes its config predicts: {as_predicted}",
-         f"{len(keys)} 个张量，{n_mtp:,} 个参数{TAG}；名字与真实 Qwen3.5-0.8B 的相同：{same_names}；"
+         f"{len(keys)} 个张量，{n_mtp:,} 个参数；名字与真实 Qwen3.5-0.8B 的相同：{same_names}；"
          f"形状与它的配置推出的一致：{as_predicted}"))
 print(tr(f"real Qwen3.5-0.8B: {n_real_mtp:,} parameters in mtp.*, {share:.1%} of the text model's {n_real:,}",
          f"真实 Qwen3.5-0.8B：mtp.* 里有 {n_real_mtp:,} 个参数，占文本模型 {n_real:,} 个参数的 {share:.1%}"))
@@ -227,8 +230,8 @@ print(tr(f"the steps by hand vs qwen.mtp.step: max |diff| = {by_step:.1e}",
 picks = logits[0].argmax(-1)  # (T,): the main model's own next token at each position
 guesses = mtp_logits[0].argmax(-1)  # (T,): the block's guess for the token after that
 agree = int((guesses[:-1] == picks[1:]).sum())
-print(tr(f"the block's guess for x_(t+2) equals the main model's pick there at {agree} of {T - 1} positions{TAG}",
-         f"在 {T - 1} 个位置中，这一块对 x_(t+2) 的猜测有 {agree} 个等于主模型在那里的选择{TAG}"))
+print(tr(f"the block's guess for x_(t+2) equals the main model's pick there at {agree} of {T - 1} positions{HEAD}",
+         f"在 {T - 1} 个位置中，这一块对 x_(t+2) 的猜测有 {agree} 个等于主模型在那里的选择{HEAD}"))
 
 # %% [markdown]
 # On the synthetic checkpoint the block is random, and so are its guesses: they are almost never the main model's
@@ -271,8 +274,8 @@ hook = model.norm.register_forward_pre_hook(lambda module, inputs: seen.update(x
 model(ids)
 hook.remove()
 before_norm = float((head_at(pos, seen["x"]) - mtp_logits).abs().max())
-print(tr(f"h before the final norm instead of after it: max |diff| = {before_norm:.1e}{TAG}",
-         f"用最终 norm 之前而不是之后的 h：max |diff| = {before_norm:.1e}{TAG}"))
+print(tr(f"h before the final norm instead of after it: max |diff| = {before_norm:.1e}",
+         f"用最终 norm 之前而不是之后的 h：max |diff| = {before_norm:.1e}"))
 
 # %% [markdown]
 # Shifting every position by one changes nothing but rounding; doubling them changes the distances, and the logits.
@@ -450,7 +453,7 @@ print(tr(f"k = 3, the scripted draft: {len(draft.log)} main-model forwards for {
 
 # %%
 book.show("ch11-loop", ch11.loop_figure, loop[:6], lambda i: tok.decode([i]),
-          title=tr(f"The draft–verify loop, k = 3, a scripted draft{TAG}", f"草稿–验证循环，k = 3，脚本草稿{TAG}"))
+          title=tr("The draft–verify loop, k = 3, a scripted draft", "草稿–验证循环，k = 3，脚本草稿"))
 
 # %% [markdown]
 # Whatever the draft proposes, speculative greedy makes exactly plain greedy's tokens: every token it emits is the
@@ -470,7 +473,7 @@ for kind, k in [("MTP head", 1), ("MTP head", 2), ("MTP head", 4), ("always righ
     got = list(speculate(model, chat_ids, N, draft, stop=stop))
     stats = draft.counts  # main-model forwards after the prefill, guesses proposed and accepted
     runs[kind, k] = stats, (len(got) - 1) / max(stats["steps"], 1)  # the prefill made the first token
-    same, per, tag = got == plain, runs[kind, k][1], TAG if kind == "MTP head" else ""
+    same, per, tag = got == plain, runs[kind, k][1], SHORT if kind == "MTP head" else ""
     print(tr(f"{columns(NAMES[kind], 12)} k = {k}: identical to plain greedy: {same}; accepted {stats['accepted']} of "
              f"{stats['proposed']} guesses; {per:.2f} tokens per main-model forward{tag}",
              f"{columns(NAMES[kind], 12)} k = {k}：与普通贪心解码完全相同：{same}；{stats['proposed']} 个猜测中接受了 "
@@ -729,8 +732,8 @@ with Rollback(model, spec) as rollback:
     model(verify, cache=spec)
 apart = distance(spec, plain_cache, "state")
 print(tr(f"before the rollback, the DeltaNet states (holding d_2, d_3 too) differ from the plain ones by "
-         f"{apart:.0%} of their scale{TAG}",
-         f"回滚之前，DeltaNet 状态（还含着 d_2、d_3）与普通解码的相差 {apart:.0%}（相对于其量级）{TAG}"))
+         f"{apart:.0%} of their scale",
+         f"回滚之前，DeltaNet 状态（还含着 d_2、d_3）与普通解码的相差 {apart:.0%}（相对于其量级）"))
 rollback.keep(2)
 KINDS = ("k", "v", "conv", "state")
 after_keep = tr(", ", "，").join(f"{kind} {distance(spec, plain_cache, kind):.1e}" for kind in KINDS)
@@ -739,8 +742,8 @@ print(tr(f"after Rollback.keep(2): lengths {spec.length} and {plain_cache.length
          f"entry's scale: {after_keep}",
          f"回滚 Rollback.keep(2) 之后：长度 {spec.length} 和 {plain_cache.length}；"
          f"相对于各项量级的最大差：{after_keep}"))
-print(tr(f"x and d_1 in one plain forward, against one at a time: {in_one}{TAG}",
-         f"x 和 d_1 放在一次普通前向里，对比逐个前向：{in_one}{TAG}"))
+print(tr(f"x and d_1 in one plain forward, against one at a time: {in_one}",
+         f"x 和 d_1 放在一次普通前向里，对比逐个前向：{in_one}"))
 
 # %% [markdown]
 # **Try it first**: exercise 221 is the DeltaNet rollback (`python practice/judge.py start 221`, or the cell
@@ -862,7 +865,7 @@ for alpha in (0.5, 0.8):
              f"（差别来自随机性）；完全相同：{same}"))
 single = runs["MTP head", 1][0]["accepted"] / runs["MTP head", 1][0]["proposed"]  # k = 1: α itself
 for (kind, k), (_stats, per) in runs.items():
-    measured.append((single if kind == "MTP head" else 1.0, per, k, NAMES[kind] + (TAG if kind == "MTP head" else "")))
+    measured.append((single if kind == "MTP head" else 1.0, per, k, NAMES[kind]))
 
 # %%
 book.show("ch11-speedup", ch11.speedup_figure, (1, 2, 4), 1.0, r, measured, rho, rho_whole,
@@ -918,8 +921,7 @@ one_s, four_s, replay_s = seconds(lambda: verify_once(1)), seconds(lambda: verif
 plain_s = seconds(lambda: list(generate(model, chat_ids, N, stop=stop)), 1)
 fast_s = seconds(lambda: list(speculate(model, chat_ids, N, Scripted(follow(reference), 4), stop=stop)), 1)
 one_ms, four_ms, replay_ms, plain_ms, fast_ms = (s * 1e3 for s in (one_s, four_s, replay_s, plain_s, fast_s))
-narrow = tr(" (synthetic: narrow, so fixed overheads dominate)",
-            "（合成权重：很窄，所以固定开销占主导）") if SYNTHETIC else ""
+narrow = tr(" (narrow widths, so fixed overheads dominate)", "（宽度很窄，所以固定开销占主导）") if SYNTHETIC else ""
 print(tr(f"this checkpoint on {dev}{narrow}: one decode step {one_ms:.1f} ms, a verify forward over 4 positions "
          f"{four_ms:.1f} ms, a rollback that keeps 2 of them {replay_ms:.1f} ms (ρ here: {replay_ms:.1f} ms / "
          f"{one_ms:.1f} ms; by bytes at the 0.8B's shapes {rho:.3f}); {N} tokens: plain {plain_ms:.0f} ms, the "

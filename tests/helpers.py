@@ -278,7 +278,7 @@ FIGURES = {
     "ch09_generate": {"ch09-map": False, "ch09-sampling": True, "ch09-prefill-decode": True, "ch09-cache": False},
     "ch10_vision": {"ch10-map": False, "ch10-patches": False, "ch10-positions": False, "ch10-mrope": False,
                     "ch10-bill": False},
-    "ch11_mtp": {"ch11-map": False, "ch11-loop": True, "ch11-rollback": False, "ch11-speedup": True},
+    "ch11_mtp": {"ch11-map": False, "ch11-loop": False, "ch11-rollback": False, "ch11-speedup": True},
     "ch12_quant": {"ch12-map": False, "ch12-bound": False, "ch12-groups": False, "ch12-classes": True,
                    "ch12-output": True},
 }
