@@ -111,7 +111,8 @@ if missing:  # a text-only Qwen3.5 folder: this chapter needs a tower, so it sho
     args.checkpoint = open_checkpoint(synthetic_path())
     print(banner(book.in_notebook()))
 SYNTHETIC = args.checkpoint.synthetic
-TAG = tr(" (synthetic weights)", "（合成权重）") if SYNTHETIC else ""  # on every line printed from the weights
+# said only where random weights make a number mean something else than on the real model (the banner says the rest)
+NOISE = tr(" (random weights: the tokens mean nothing)", "（随机权重：这些 token 没有意义）") if SYNTHETIC else ""
 dev = args.device
 dtype = torch.float32 if dev.type == "cpu" else None  # a CPU multiplies fp32 faster than bf16; elsewhere bf16
 torch.manual_seed(0)
@@ -337,9 +338,9 @@ matrix = tuple(W.flatten(1).shape)
 print(tr(f"kernel {tuple(W.shape)} -> matrix {matrix}; Conv3d output {tuple(conv.shape)} = (N, C, 1, 1, 1)",
          f"卷积核 {tuple(W.shape)} -> 矩阵 {matrix}；Conv3d 的输出 {tuple(conv.shape)} = (N, C, 1, 1, 1)"))
 print(tr(f"max |Conv3d − matrix product| = {by_conv:.1e}, max |one frame · summed kernel − matrix product| = "
-         f"{by_frame:.1e} (embeddings up to {scale:.2f}{TAG})",
+         f"{by_frame:.1e} (embeddings up to {scale:.2f})",
          f"max |Conv3d − 矩阵乘积| = {by_conv:.1e}，max |单帧 · 两帧相加的卷积核 − 矩阵乘积| = "
-         f"{by_frame:.1e}（嵌入的绝对值最大 {scale:.2f}{TAG}）"))
+         f"{by_frame:.1e}（嵌入的绝对值最大 {scale:.2f}）"))
 real = ch10.real_vision()
 real_width = real.in_channels * real.temporal_patch_size * real.patch_size ** 2  # 3 · 2 · 16 · 16 = 1,536
 kernel = (real.hidden_size, real.in_channels, real.temporal_patch_size, real.patch_size, real.patch_size)
@@ -489,8 +490,8 @@ print(tr(f"two crops of the photo: grids {a_grid.tolist()} and {b_grid.tolist()}
          f"照片上裁下的两块：网格 {a_grid.tolist()} 和 {b_grid.tolist()}，分别 {a_values.shape[0]} 和 "
          f"{b_values.shape[0]} 个 patch"))
 diff, top_out = float((both - alone).abs().max()), float(alone.abs().max())
-print(tr(f"both in one call vs one call each: max |diff| = {diff:.1e} (outputs up to {top_out:.2f}{TAG})",
-         f"两张图一次调用 vs 每张各调用一次：max |diff| = {diff:.1e}（输出的绝对值最大 {top_out:.2f}{TAG}）"))
+print(tr(f"both in one call vs one call each: max |diff| = {diff:.1e} (outputs up to {top_out:.2f})",
+         f"两张图一次调用 vs 每张各调用一次：max |diff| = {diff:.1e}（输出的绝对值最大 {top_out:.2f}）"))
 
 # %% [markdown]
 # ## 8. Placing the image in the text
@@ -653,9 +654,9 @@ merged = tower.merger.linear_fc2(F.gelu(tower.merger.linear_fc1(joined)))  # (N/
 image_tokens = tower(pixel_values.to(dev), grid)
 off = float((merged - image_tokens).abs().max())
 print(tr(f"-> Linear, GELU, Linear {tuple(merged.shape)}: {merged.shape[0]} tokens of width d = {merged.shape[1]}; "
-         f"max |by hand − tower| = {off:.1e}{TAG}",
+         f"max |by hand − tower| = {off:.1e}",
          f"-> Linear、GELU、Linear {tuple(merged.shape)}：{merged.shape[0]} 个宽度 d = {merged.shape[1]} 的 token；"
-         f"max |手算 − 视觉塔| = {off:.1e}{TAG}"))
+         f"max |手算 − 视觉塔| = {off:.1e}"))
 real_h, real_w = smart_resize(photo.height, photo.width, published)  # the photo under the real 0.8B's settings
 real_n, real_m2 = (real_h // real.patch_size) * (real_w // real.patch_size), real.spatial_merge_size ** 2
 real_tokens, real_joined = real_n // real_m2, real_m2 * real.hidden_size
@@ -750,9 +751,8 @@ logits = model(torch.tensor([ids], device=dev), cache=cache, pixel_values=pixel_
                last_only=True)  # the prefill: the tower runs inside, once
 top = logits[0, -1].float().softmax(-1).topk(5)
 likely = ", ".join(f"{tok.decode([i])!r} {pr:.1%}" for pr, i in zip(top.values.tolist(), top.indices.tolist()))
-note = tr(" (synthetic weights: random)", "（合成权重：随机）") if SYNTHETIC else ""
-print(tr(f"next token after the image and {question!r}{note}: {likely}",
-         f"图片和 {question!r} 之后的下一个 token{note}：{likely}"))
+print(tr(f"next token after the image and {question!r}{NOISE}: {likely}",
+         f"图片和 {question!r} 之后的下一个 token{NOISE}：{likely}"))
 delta = int(cache.delta[0, 0])  # the prompt's largest position + 1 − its token count
 print(tr(f"the cache holds {cache.length} tokens; the next one's position is {cache.length} + cache.delta "
          f"({delta}) = {cache.length + delta}, one more than the prompt's largest",
@@ -762,9 +762,8 @@ first_token = int(top.indices[0])  # greedy: the most likely one
 n = 8 if SYNTHETIC else 60
 reply = [first_token] + ([] if first_token in stop else list(generate(model, [first_token], n - 1, stop=stop,
                                                                       cache=cache)))
-note = tr(" (synthetic weights: random tokens)", "（合成权重：随机 token）") if SYNTHETIC else ""
 said = tok.decode(reply)
-print(tr(f"greedy reply{note}: {said!r}", f"贪心生成的回复{note}：{said!r}"))
+print(tr(f"greedy reply{NOISE}: {said!r}", f"贪心生成的回复{NOISE}：{said!r}"))
 
 # %% [markdown]
 # With the synthetic checkpoint these tokens are noise: the weights are random. With a real checkpoint

@@ -349,7 +349,9 @@ def test_chapter_facts(chapter_outputs, synthetic):
     for w, h, rw, rh, patches, tokens in ((1920, 1080, 1920, 1088, 120 * 68, 60 * 34),
                                           (4032, 3024, 4032, 3008, 252 * 188, 126 * 94)):
         assert re.search(rf"{w} × {h}\s+{rw} × {rh}\s+{patches:,}\s+{tokens:,}", out), (w, h)
-    assert "(synthetic weights: random)" in out and "greedy reply (synthetic weights: random tokens)" in out
+    assert "'Describe this picture in one sentence.' (random weights: the tokens mean nothing): " in out
+    assert "greedy reply (random weights: the tokens mean nothing): " in out
+    assert "(synthetic weights" not in out  # said only where random weights make a number mean something else
     last = end + T - (first + 305)
     assert f"the cache holds {T} tokens; the next one's position is {T} + cache.delta ({last + 1 - T}) = " \
            f"{last + 1}" in out
