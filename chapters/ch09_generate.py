@@ -49,7 +49,10 @@ dev = args.device
 dtype = torch.float32 if dev.type == "cpu" else None  # a CPU multiplies fp32 faster than bf16; elsewhere bf16
 model = load_model(args.checkpoint, dtype=dtype, device=dev)
 tok = load_tokenizer(args.checkpoint.folder)
-SYNTHETIC = tr(" (synthetic weights: random tokens)", "（合成权重：随机 token）") if args.checkpoint.synthetic else ""
+# said only where random weights make a number mean something else than on the real model (the banner says the rest)
+SYNTHETIC = args.checkpoint.synthetic
+NOISE = tr(" (random weights: the tokens mean nothing)", "（随机权重：这些 token 没有意义）") if SYNTHETIC else ""
+NARROW = tr(" (narrow widths, so overheads dominate)", "（宽度很窄，固定开销占大头）") if SYNTHETIC else ""
 torch.manual_seed(0)
 
 # %%
@@ -75,12 +78,12 @@ stop = args.checkpoint.stop
 greedy = list(generate(model, ids, 8, stop=stop))
 print(tr(f"prompt {prompt!r} = {len(ids)} tokens {ids}", f"提示词 {prompt!r} = {len(ids)} 个 token {ids}"))
 said = tok.decode(greedy)
-print(tr(f"greedy {SYNTHETIC}: {said!r}", f"贪心解码{SYNTHETIC}：{said!r}"))
+print(tr(f"greedy{NOISE}: {said!r}", f"贪心解码{NOISE}：{said!r}"))
 card = Sampling.card(thinking=True)  # the model card's settings with thinking: T 1.0, top-k 20, top-p 0.95, ...
 sampled = {seed: list(generate(model, ids, 8, card.but(seed=seed), stop=stop)) for seed in (1, 2)}
 for seed, out in sampled.items():
     said = tok.decode(out)
-    print(tr(f"sampled, seed {seed}{SYNTHETIC}: {said!r}", f"采样，种子 {seed}{SYNTHETIC}：{said!r}"))
+    print(tr(f"sampled, seed {seed}: {said!r}", f"采样，种子 {seed}：{said!r}"))
 again = list(generate(model, ids, 8, card.but(seed=1), stop=stop)) == sampled[1]
 print(tr(f"seed 1 again gives the same tokens: {again}", f"再用种子 1 生成一次，token 相同：{again}"))
 
@@ -129,13 +132,16 @@ for name, kw in ((tr("original", "原始"), {}), ("+ top-k 20", dict(top_k=20)),
                  (tr("T = 0.6 too", "再加 T = 0.6"), dict(temperature=0.6, top_k=20, top_p=0.95))):
     p = filter_logits(logits[None], **kw).softmax(-1)[0]
     left, top = int((p > 0).sum()), tok.decode([int(p.argmax())])
-    print(tr(f"{name:12s}: {left:7,} tokens left, most likely {top!r} at {p.max():.1%}{SYNTHETIC}",
-             f"{name}：剩 {left:,} 个 token，最可能的是 {top!r}，概率 {p.max():.1%}{SYNTHETIC}"))
+    flat = tr(" (random weights: a nearly flat distribution)", "（随机权重：分布几乎是平的）") if SYNTHETIC and not kw \
+        else ""
+    print(tr(f"{name:12s}: {left:7,} tokens left, most likely {top!r} at {p.max():.1%}{flat}",
+             f"{name}：剩 {left:,} 个 token，最可能的是 {top!r}，概率 {p.max():.1%}{flat}"))
 
 # %%
+flat = tr(" (synthetic weights: a nearly flat distribution)", "（合成权重：分布几乎是平的）") if SYNTHETIC else ""
 book.show("ch09-sampling", ch09.sampling_rules, logits, lambda i: tok.decode([i]),
-          title=tr(f"The next token after {prompt!r}, with the model card's settings{SYNTHETIC}",
-                   f"{prompt!r} 之后的下一个 token，用模型卡的设置{SYNTHETIC}"))
+          title=tr(f"The next token after {prompt!r}, with the model card's settings{flat}",
+                   f"{prompt!r} 之后的下一个 token，用模型卡的设置{flat}"))
 
 # %% [markdown]
 # **Try it first:** exercise 214 asks for the rules as one function, and the presence penalty. Start it with
@@ -277,9 +283,9 @@ prefill_s, decode_s = measure.time_model(model, x, n)  # each timed with the dev
 weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
 copy, read = measure.copy_bandwidth(dev), measure.read_bandwidth(dev)  # bytes moved (read + written) / s; read / s
 step_cache = sum(cache_bytes(cfg, 8 + n // 2, next(model.parameters()).element_size()))  # mid-decode
-print(tr(f"this checkpoint on {dev}{' (synthetic: narrow, so overheads dominate)' if SYNTHETIC else ''}: prefill "
+print(tr(f"this checkpoint on {dev}{NARROW}: prefill "
          f"{prefill_s / T * 1e3:.2f} ms per token, decode {decode_s / n * 1e3:.2f} ms per token",
-         f"这个检查点在 {dev} 上{'（合成权重：模型很窄，固定开销占大头）' if SYNTHETIC else ''}："
+         f"这个检查点在 {dev} 上{NARROW}："
          f"预填充每个 token {prefill_s / T * 1e3:.2f} ms，解码每个 token {decode_s / n * 1e3:.2f} ms"))
 print(tr(f"this machine copies 1 GB (reads 1 GB and writes 1 GB) in {2e9 / copy * 1e3:.0f} ms, and reads 1 GB in "
          f"{1e9 / read * 1e3:.0f} ms",
@@ -343,10 +349,10 @@ book.show("ch09-prefill-decode", ch09.prefill_vs_decode,
 # %%
 fast = load_fast(args.checkpoint, dtype=dtype, device=dev)  # the same checkpoint, loaded once more: its own weights
 fast_prefill_s, fast_decode_s = measure.time_model(fast, x, n)
-print(tr(f"this checkpoint on {dev}{' (synthetic)' if SYNTHETIC else ''}, per token, teaching / fast: prefill "
+print(tr(f"this checkpoint on {dev}{NARROW}, per token, teaching / fast: prefill "
          f"{prefill_s / T * 1e3:.2f} ms / {fast_prefill_s / T * 1e3:.2f} ms, decode {decode_s / n * 1e3:.2f} ms / "
          f"{fast_decode_s / n * 1e3:.2f} ms (one run each: timings on a shared machine are noisy)",
-         f"这个检查点在 {dev} 上{'（合成权重）' if SYNTHETIC else ''}，每个 token，教学版 / 快速版：预填充 "
+         f"这个检查点在 {dev} 上{NARROW}，每个 token，教学版 / 快速版：预填充 "
          f"{prefill_s / T * 1e3:.2f} ms / {fast_prefill_s / T * 1e3:.2f} ms，解码 {decode_s / n * 1e3:.2f} ms / "
          f"{fast_decode_s / n * 1e3:.2f} ms（各跑一次：共享机器上的计时有噪声）"))
 
