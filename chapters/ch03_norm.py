@@ -232,13 +232,11 @@ book.listing("qwen/norm.py")
 # Three operations share one helper, `rms_normalize`: $\hat{x} = x / \sqrt{\operatorname{mean}(x^2) + \epsilon}$ over
 # the last dimension.
 #
-# | | divides by | then multiplies by | where the model uses it |
+# | | normalises $x$ to | then multiplies by, per dimension | where the model uses it |
 # |---|---|---|---|
-# |`RMSNorm`|$\sqrt{\operatorname{mean}(x^2) + \epsilon}$|$1 + w$, per dimension|before every mixer and MLP, after the
-# last layer, on q and k per head|
-# |`GatedRMSNorm`|$\sqrt{\operatorname{mean}(x^2) + \epsilon}$|$w \cdot \operatorname{silu}(z)$, per dimension|the
-# output of each linear-attention head (chapter 7)|
-# |`l2norm`|$\sqrt{\sum x^2 + \epsilon}$|nothing|q and k of linear attention (chapter 7)|
+# |`RMSNorm`|$\hat{x}$|$1 + w$|before every mixer and MLP, after the last layer, on q and k per head|
+# |`GatedRMSNorm`|$\hat{x}$|$w \cdot \operatorname{silu}(z)$|the output of each linear-attention head (chapter 7)|
+# |`l2norm`|$x / \sqrt{\sum x^2 + \epsilon}$|nothing|q and k of linear attention (chapter 7)|
 #
 # In `GatedRMSNorm`, $z$ is a gate computed from the layer input.
 #
@@ -261,12 +259,11 @@ book.listing("qwen/norm.py")
 # %% [markdown] lang="zh"
 # 三种操作共用一个辅助函数 `rms_normalize`：在最后一维上算 $\hat{x} = x / \sqrt{\operatorname{mean}(x^2) + \epsilon}$。
 #
-# | | 除以 | 再乘以 | 模型在哪里用它 |
+# | | 把 $x$ 归一化为 | 再逐维乘以 | 模型在哪里用它 |
 # |---|---|---|---|
-# |`RMSNorm`|$\sqrt{\operatorname{mean}(x^2) + \epsilon}$|$1 + w$，逐维|每个混合层和 MLP 之前、最后一层之后、按头作用于
-# q 和 k| |`GatedRMSNorm`|$\sqrt{\operatorname{mean}(x^2) + \epsilon}$|$w \cdot \operatorname{silu}(z)$，逐维|每个线性注
-# 意力头的输出（第 7 章）|
-# |`l2norm`|$\sqrt{\sum x^2 + \epsilon}$|不乘|线性注意力的 q 和 k（第 7 章）|
+# |`RMSNorm`|$\hat{x}$|$1 + w$|每个混合层和 MLP 之前、最后一层之后、按头作用于 q 和 k|
+# |`GatedRMSNorm`|$\hat{x}$|$w \cdot \operatorname{silu}(z)$|每个线性注意力头的输出（第 7 章）|
+# |`l2norm`|$x / \sqrt{\sum x^2 + \epsilon}$|不乘|线性注意力的 q 和 k（第 7 章）|
 #
 # `GatedRMSNorm` 里的 $z$ 是由该层输入算出的门。
 #
