@@ -9,12 +9,11 @@ Its notebook, notebooks/ch07_deltanet.ipynb, is written from this file by python
 # %% [markdown]
 # # Chapter 7 · Gated DeltaNet: a memory of fixed size
 #
-# Three layers in four of Qwen3.5 are not softmax attention. Attention keeps every past key and value and compares
-# the new query with all of them; a Gated DeltaNet layer keeps one matrix per head, a memory S that maps keys to values,
-# and updates it as each token arrives. Its cost per token does not grow with the context, and neither does its
-# cache. This chapter writes the memory's update rule (the *delta rule*) token by token, then derives the chunked
-# form that computes the same thing with matrix products, proves the two equal, and adds up what the fixed-size
-# state saves.
+# Three layers in four of Qwen3.5 are not softmax attention. Attention keeps every past key and value and compares the
+# new query with all of them; a Gated DeltaNet layer keeps one matrix per head, a memory $S$ that maps keys to values,
+# and updates it as each token arrives. Its cost per token does not grow with the context, and neither does its cache.
+# This chapter writes the memory's update rule (the *delta rule*) token by token, then derives the chunked form that
+# computes the same thing with matrix products, proves the two equal, and adds up what the fixed-size state saves.
 #
 # ```
 # qwen/
@@ -42,7 +41,7 @@ Its notebook, notebooks/ch07_deltanet.ipynb, is written from this file by python
 # # 第 7 章 · Gated DeltaNet：固定大小的记忆
 #
 # Qwen3.5 每四层里有三层不是 softmax 注意力。注意力保留过去所有的键和值，拿新的查询逐一跟它们比较；Gated DeltaNet
-# 层则每个头只保留一个矩阵，即一块把键映射到值的记忆 S，每来一个 token 就更新一次。它处理每个 token
+# 层则每个头只保留一个矩阵，即一块把键映射到值的记忆 $S$，每来一个 token 就更新一次。它处理每个 token
 # 的开销不随上下文增长，缓存也不会。本章先逐 token 写出记忆的更新规则（*delta 规则*），
 # 再推导出用矩阵乘法算出同样结果的分块形式，证明两者相等，最后算一算固定大小的状态能省下多少内存。
 #
@@ -102,15 +101,18 @@ book.show("ch07-map", book.model_map.draw, "deltanet")
 # Networks: Improving Mamba2 with Delta Rule"), the layer Qwen3.5 uses.
 #
 # ## 1. The delta rule as a memory
-# Take a matrix S of shape (dk, dv) and write pairs into it: key k (a unit vector of dk numbers) → value v (dv
-# numbers). Reading is a product: Sᵀk. Plain *linear attention* writes by adding, S ← S + k vᵀ: read back with k_i,
-# it returns v_i plus (k_j·k_i) v_j for every other pair j — exact only when the keys are orthogonal and no key is
-# written twice. The *delta rule* first asks the memory what it holds for k, then writes only the error:
+# Take a matrix $S$ of shape $(d_k, d_v)$ and write pairs into it: key $k$ (a unit vector of $d_k$ numbers) → value $v$
+# ($d_v$ numbers). Reading is a product: $S^\top k$. Plain *linear attention* writes by adding,
+# $S \leftarrow S + k v^\top$: read back with $k_i$, it returns $v_i$ plus $(k_j \cdot k_i) \, v_j$ for every other pair
+# $j$ — exact only when the keys are orthogonal and no key is written twice. The *delta rule* first asks the memory what
+# it holds for $k$, then writes only the error:
 #
-# **S ← S + β · k (v − Sᵀk)ᵀ**, with a write strength β in (0, 1).
+# $$
+# S \leftarrow S + \beta \cdot k \, (v - S^\top k)^\top
+# $$
 #
-# With β = 1 the memory then returns exactly v for k after the write, whatever it held before. Below: five pairs in
-# a memory with dk = 8, in float64, read back with their keys.
+# with a write strength $\beta$ in $(0, 1)$. With $\beta = 1$ the memory then returns exactly $v$ for $k$ after the
+# write, whatever it held before. Below: five pairs in a memory with $d_k = 8$, in float64, read back with their keys.
 
 # %% [markdown] lang="zh"
 # 这些想法都有名字、有论文：把 delta 规则当作快速权重（fast weight）记忆的是 **DeltaNet**（Schlag、Irie 和 Schmidhuber
@@ -120,14 +122,17 @@ book.show("ch07-map", book.model_map.draw, "deltanet")
 # 也就是 Qwen3.5 用的层。
 #
 # ## 1. 把 delta 规则看成一块记忆
-# 取一个形状为 (dk, dv) 的矩阵 S，往里写入键值对：键 k（dk 个数的单位向量）→ 值 v（dv 个数）。读取是一次乘法：Sᵀk。
-# 普通的*线性注意力*用加法写入，S ← S + k vᵀ：用 k_i 读回时，得到 v_i，外加其他每一对 j 的 (k_j·k_i) v_j，
-# 只有当键两两正交、且没有哪个键被写过两次时才精确。*delta 规则*先问记忆里 k 对应的是什么，然后只写入误差：
+# 取一个形状为 $(d_k, d_v)$ 的矩阵 $S$，往里写入键值对：键 $k$（$d_k$ 个数的单位向量）→ 值 $v$（$d_v$ 个数）。读取是一次
+# 乘法：$S^\top k$。普通的*线性注意力*用加法写入，$S \leftarrow S + k v^\top$：用 $k_i$ 读回时，得到 $v_i$，外加其他每一
+# 对 $j$ 的 $(k_j \cdot k_i) \, v_j$，只有当键两两正交、且没有哪个键被写过两次时才精确。*delta 规则*先问记忆里 $k$ 对应
+# 的是什么，然后只写入误差：
 #
-# **S ← S + β · k (v − Sᵀk)ᵀ**，写入强度 β 在 (0, 1) 之间。
+# $$
+# S \leftarrow S + \beta \cdot k \, (v - S^\top k)^\top
+# $$
 #
-# β = 1 时，写入之后记忆对 k 返回的恰好是 v，不管它之前存的是什么。下面在一块 dk = 8 的记忆里写入五对数据，用 float64，
-# 再用各自的键读回。
+# 写入强度 $\beta$ 在 $(0, 1)$ 之间。$\beta = 1$ 时，写入之后记忆对 $k$ 返回的恰好是 $v$，不管它之前存的是什么。下面在一
+# 块 $d_k = 8$ 的记忆里写入五对数据，用 float64，再用各自的键读回。
 
 # %%
 def write(pairs, delta, beta=1.0):
@@ -171,30 +176,30 @@ print(tr(f"random unit keys, the last pair written: delta rule error {last:.1e}"
 # - **Orthogonal keys, written once**: both are exact (the error is float64 rounding).
 # - **The same keys written twice**, new values replacing old: linear attention returns old + new; the delta rule
 #   subtracts what the memory held before writing, so it returns the new value, exactly.
-# - **Keys that are not orthogonal** (five random directions in 8 dimensions overlap): both make errors, because
-#   a later write to an overlapping key disturbs the earlier ones. The delta rule's last write is exact (β = 1,
-#   unit keys); the earlier ones are partly overwritten (writing them again would bring them closer: each write is
-#   one step of gradient descent on that pair's error). Whatever the rule, a memory read as Sᵀk returns arbitrary
-#   values exactly for at most dk keys: with more keys than dimensions, some key is a combination of the others,
-#   and so is what it reads back. Each of Qwen3.5's heads has dk = 128, and there are many heads.
+# - **Keys that are not orthogonal** (five random directions in 8 dimensions overlap): both make errors, because a later
+#   write to an overlapping key disturbs the earlier ones. The delta rule's last write is exact ($\beta = 1$, unit
+#   keys); the earlier ones are partly overwritten (writing them again would bring them closer: each write is one step
+#   of gradient descent on that pair's error). Whatever the rule, a memory read as $S^\top k$ returns arbitrary values
+#   exactly for at most $d_k$ keys: with more keys than dimensions, some key is a combination of the others, and so is
+#   what it reads back. Each of Qwen3.5's heads has $d_k = 128$, and there are many heads.
 #
 # A memory that is only ever written fills up with stale pairs. The **forgetting gate** multiplies the whole state
-# by e^g ≤ 1 before each write (g ≤ 0 is computed from the token): whatever was written n tokens ago is read back
-# at e^(g₁ + … + gₙ) of its strength. Each head has its own learned rate, so one head can forget within a few
-# tokens while another keeps a memory across hundreds (e^g = 0.99 halves it only every 69 tokens).
+# by $e^{g} \le 1$ before each write ($g \le 0$ is computed from the token): whatever was written $n$ tokens ago is read
+# back at $e^{g_1 + \dots + g_n}$ of its strength. Each head has its own learned rate, so one head can forget within a
+# few tokens while another keeps a memory across hundreds ($e^{g} = 0.99$ halves it only every 69 tokens).
 
 # %% [markdown] lang="zh"
 # - **正交的键，各写一次**：两种规则都精确（误差只是 float64 的舍入）。
 # - **同样的键写两次**，新值替换旧值：线性注意力返回旧值 + 新值；delta 规则写入前先减去记忆里原有的内容，
 #   所以精确返回新值。
-# - **键不正交时**（8 维空间里五个随机方向彼此重叠）：两者都有误差，因为后写入的、与之重叠的键会扰动先写入的。delta
-#   规则最后一次写入是精确的（β = 1，单位键）；更早的几对被部分覆盖了（再写一遍会更接近：
-#   每次写入都是在那一对的误差上做一步梯度下降）。不管用哪种规则，以 Sᵀk 读取的记忆最多只能对 dk 个键精确返回任意的值：
-#   键比维数多时，某个键是其他键的线性组合，它读回的东西也是。Qwen3.5 每个头的 dk = 128，而头有很多个。
+# - **键不正交时**（8 维空间里五个随机方向彼此重叠）：两者都有误差，因为后写入的、与之重叠的键会扰动先写入的。delta 规则
+#   最后一次写入是精确的（$\beta = 1$，单位键）；更早的几对被部分覆盖了（再写一遍会更接近：每次写入都是在那一对的误差上
+#   做一步梯度下降）。不管用哪种规则，以 $S^\top k$ 读取的记忆最多只能对 $d_k$ 个键精确返回任意的值：键比维数多时，某个
+#   键是其他键的线性组合，它读回的东西也是。Qwen3.5 每个头的 $d_k = 128$，而头有很多个。
 #
-# 只写不删的记忆会被过时的数据塞满。**遗忘门**在每次写入前把整个状态乘以 e^g ≤ 1（g ≤ 0 由当前 token 算出）：n 个 token
-# 之前写入的内容，读回时只剩 e^(g₁ + … + gₙ) 的强度。每个头有自己学到的速率，所以一个头可以几个 token 就忘掉，
-# 另一个头却能把记忆保持几百个 token（e^g = 0.99 时，每 69 个 token 才减半）。
+# 只写不删的记忆会被过时的数据塞满。**遗忘门**在每次写入前把整个状态乘以 $e^{g} \le 1$（$g \le 0$ 由当前 token 算出）：
+# $n$ 个 token 之前写入的内容，读回时只剩 $e^{g_1 + \dots + g_n}$ 的强度。每个头有自己学到的速率，所以一个头可以几个
+# token 就忘掉，另一个头却能把记忆保持几百个 token（$e^{g} = 0.99$ 时，每 69 个 token 才减半）。
 
 # %%
 for e in (0.5, 0.9, 0.99):
@@ -209,58 +214,61 @@ book.show("ch07-memory", ch07.memory_figure, errors, (0.5, 0.9, 0.99))
 
 # %% [markdown]
 # ## 2. The gated delta rule, token by token
-# Putting both together, one value head of one layer does, for each token t:
+# Putting both together, one value head of one layer does, for each token $t$:
 #
-# 1. **forget**: S ← e^{g_t} S
-# 2. **correct**: S ← S + k_t ⊗ β_t (v_t − Sᵀk_t)
-# 3. **read**: o_t = Sᵀ q_t
+# 1. **forget**: $S \leftarrow e^{g_t} S$
+# 2. **correct**: $S \leftarrow S + k_t \otimes \beta_t (v_t - S^\top k_t)$
+# 3. **read**: $o_t = S^\top q_t$
 #
-# Equivalently S_t = e^{g_t}(I − β_t k_t k_tᵀ) S_{t−1} + β_t k_t v_tᵀ: a decay, then (I − β_t k_t k_tᵀ) removes a
-# fraction β_t of what k_t used to map to (all of it when β_t = 1, where it is a projection), then the new pair.
-# The query q_t reads the memory after token t has written to it.
+# Equivalently $S_t = e^{g_t} (I - \beta_t k_t k_t^\top) S_{t-1} + \beta_t k_t v_t^\top$: a decay, then
+# $(I - \beta_t k_t k_t^\top)$ removes a fraction $\beta_t$ of what $k_t$ used to map to (all of it when $\beta_t = 1$,
+# where it is a projection), then the new pair. The query $q_t$ reads the memory after token $t$ has written to it.
 #
-# Around this rule the layer (`layers.N.linear_attn.*`) builds its inputs from the normed hidden state x (B, T, d):
+# Around this rule the layer (`layers.N.linear_attn.*`) builds its inputs from the normed hidden state $x$ (B, T, d):
 #
-# - `in_proj_qkv` gives [q | k | v] (2·Hk·dk + Hv·dv channels), which goes through a **causal depthwise conv**: each
-#   channel mixes its last K = 4 values (taps `conv1d.weight`, no bias), then silu. It lets a token's q, k, v see
-#   the few tokens just before it.
-# - q and k are split into Hk heads of dk and **l2-normalised** (unit length: k must be a direction for the delta
-#   rule's correction to be a projection); q is also scaled by dk^−½. v is split into Hv heads of dv. When Hv > Hk
-#   (by their published model cards, the 4B, 9B and 27B have 2 or 3 value heads per key head), value head h uses
-#   key head ⌊h / (Hv/Hk)⌋.
-# - **β = sigmoid(b)** with b = `in_proj_b`(x): how much of its error each token writes, per value head.
-# - **g = −e^{A_log} · softplus(a + dt_bias)** with a = `in_proj_a`(x), in fp32: a learned rate e^{A_log} per head
-#   times a token-dependent, positive step size; so g ≤ 0, and e^g ∈ (0, 1].
-# - The output o (B, T, Hv, dv) goes through the **gated RMSNorm** of chapter 3 with the gate z = `in_proj_z`(x),
-#   then `out_proj` back to d.
+# - `in_proj_qkv` gives [q | k | v] ($2 \cdot H_k \cdot d_k + H_v \cdot d_v$ channels), which goes through a **causal
+#   depthwise conv**: each channel mixes its last $K = 4$ values (taps `conv1d.weight`, no bias), then silu. It lets a
+#   token's q, k, v see the few tokens just before it.
+# - $q$ and $k$ are split into $H_k$ heads of $d_k$ and **l2-normalised** (unit length: $k$ must be a direction for the
+#   delta rule's correction to be a projection); $q$ is also scaled by $d_k^{-1/2}$. $v$ is split into $H_v$ heads of
+#   $d_v$. When $H_v > H_k$ (by their published model cards, the 4B, 9B and 27B have 2 or 3 value heads per key head),
+#   value head $h$ uses key head $\lfloor h / (H_v/H_k) \rfloor$.
+# - **$\beta = \operatorname{sigmoid}(b)$** with $b$ = `in_proj_b(x)`: how much of its error each token writes, per
+#   value head.
+# - **$g = -e^{\mathrm{A\_log}} \cdot \operatorname{softplus}(a + \mathrm{dt\_bias})$** with $a$ = `in_proj_a(x)`, in
+#   fp32: a learned rate $e^{\mathrm{A\_log}}$ per head times a token-dependent, positive step size; so $g \le 0$, and
+#   $e^{g} \in (0, 1]$.
+# - The output $o$ $(B, T, H_v, d_v)$ goes through the **gated RMSNorm** of chapter 3 with the gate $z$ =
+#   `in_proj_z(x)`, then `out_proj` back to $d$.
 #
 # **Try it first**: exercise 210 is the causal conv with its state, exercise 211 the rule above (run `python
 # practice/judge.py start 210` and `start 211`, or write them in the cells below: the judge grades them here).
 
 # %% [markdown] lang="zh"
 # ## 2. 门控 delta 规则，逐 token
-# 两者合起来，某一层的一个值头对每个 token t 做三件事：
+# 两者合起来，某一层的一个值头对每个 token $t$ 做三件事：
 #
-# 1. **遗忘**：S ← e^{g_t} S
-# 2. **修正**：S ← S + k_t ⊗ β_t (v_t − Sᵀk_t)
-# 3. **读取**：o_t = Sᵀ q_t
+# 1. **遗忘**：$S \leftarrow e^{g_t} S$
+# 2. **修正**：$S \leftarrow S + k_t \otimes \beta_t (v_t - S^\top k_t)$
+# 3. **读取**：$o_t = S^\top q_t$
 #
-# 等价地，S_t = e^{g_t}(I − β_t k_t k_tᵀ) S_{t−1} + β_t k_t v_tᵀ：先衰减，然后 (I − β_t k_t k_tᵀ) 去掉 k_t
-# 原先映射到的内容的 β_t 那一部分（β_t = 1 时全部去掉，此时它是一个投影），再写入新的一对。查询 q_t 读的是 token t
-# 写入之后的记忆。
+# 等价地，$S_t = e^{g_t} (I - \beta_t k_t k_t^\top) S_{t-1} + \beta_t k_t v_t^\top$：先衰减，然后
+# $(I - \beta_t k_t k_t^\top)$ 去掉 $k_t$ 原先映射到的内容的 $\beta_t$ 那一部分（$\beta_t = 1$ 时全部去掉，此时它是一个
+# 投影），再写入新的一对。查询 $q_t$ 读的是 token $t$ 写入之后的记忆。
 #
-# 围绕这条规则，这一层（`layers.N.linear_attn.*`）从归一化后的隐藏状态 x (B, T, d) 构造它的输入：
+# 围绕这条规则，这一层（`layers.N.linear_attn.*`）从归一化后的隐藏状态 $x$ (B, T, d) 构造它的输入：
 #
-# - `in_proj_qkv` 给出 [q | k | v]（2·Hk·dk + Hv·dv 个通道），再经过一个**因果深度卷积**（causal depthwise conv）：
-#   每个通道混合自己最近的 K = 4 个值（卷积核 `conv1d.weight`，无偏置），然后过 silu。它让一个 token 的 q、k、v
-#   能看到紧挨在它前面的几个 token。
-# - q 和 k 切成 Hk 个 dk 维的头，再做 **l2 归一化**（单位长度：k 必须是一个方向，delta 规则的修正才是投影）；q 还要乘以
-#   dk^−½。v 切成 Hv 个 dv 维的头。当 Hv > Hk 时（按已发布的模型卡，4B、9B 和 27B 每个键头对应 2 或 3 个值头），值头 h
-#   用键头 ⌊h / (Hv/Hk)⌋。
-# - **β = sigmoid(b)**，其中 b = `in_proj_b`(x)：每个 token 把多少误差写进去，每个值头一个。
-# - **g = −e^{A_log} · softplus(a + dt_bias)**，其中 a = `in_proj_a`(x)，在 fp32 中计算：每个头一个学到的速率
-#   e^{A_log}，乘以一个随 token 变化的正步长；所以 g ≤ 0，e^g ∈ (0, 1]。
-# - 输出 o (B, T, Hv, dv) 经过第 3 章的**门控 RMSNorm**，门是 z = `in_proj_z`(x)，再由 `out_proj` 投影回 d。
+# - `in_proj_qkv` 给出 [q | k | v]（$2 \cdot H_k \cdot d_k + H_v \cdot d_v$ 个通道），再经过一个**因果深度卷积**（causal
+#   depthwise conv）：每个通道混合自己最近的 $K = 4$ 个值（卷积核 `conv1d.weight`，无偏置），然后过 silu。它让一个 token
+#   的 q、k、v 能看到紧挨在它前面的几个 token。
+# - $q$ 和 $k$ 切成 $H_k$ 个 $d_k$ 维的头，再做 **l2 归一化**（单位长度：$k$ 必须是一个方向，delta 规则的修正才是投
+#   影）； $q$ 还要乘以 $d_k^{-1/2}$。$v$ 切成 $H_v$ 个 $d_v$ 维的头。当 $H_v > H_k$ 时（按已发布的模型卡，4B、9B 和 27B
+#   每个键头对应 2 或 3 个值头），值头 $h$ 用键头 $\lfloor h / (H_v/H_k) \rfloor$。
+# - **$\beta = \operatorname{sigmoid}(b)$**，其中 $b$ = `in_proj_b(x)`：每个 token 把多少误差写进去，每个值头一个。
+# - **$g = -e^{\mathrm{A\_log}} \cdot \operatorname{softplus}(a + \mathrm{dt\_bias})$**，其中 $a$ = `in_proj_a(x)`，在
+#   fp32 中计算：每个头一个学到的速率 $e^{\mathrm{A\_log}}$，乘以一个随 token 变化的正步长；所以
+#   $g \le 0$，$e^{g} \in (0, 1]$。
+# - 输出 $o$ $(B, T, H_v, d_v)$ 经过第 3 章的**门控 RMSNorm**，门是 $z$ = `in_proj_z(x)`，再由 `out_proj` 投影回 $d$。
 #
 # **先自己试试**：练习 210 是带状态的因果卷积，练习 211 是上面这条规则（运行 `python practice/judge.py start 210` 和
 # `start 211`，或者直接写在下面的单元格里：评测器就在这里评分）。
@@ -282,14 +290,14 @@ book.attempt(211, recurrent_delta_rule)
 # %% [markdown]
 # ## 3. On the checkpoint: the gates over a sentence
 # Layer 0 of the checkpoint, on a sentence: embedding, the layer's input norm, then the layer's own projections.
-# The decay e^g and the write strength β, per token and value head (the figure shows the decay as a half-life,
-# ln ½ / g tokens, on a log scale: e^g = 0.5 is a half-life of 1 token, e^g = 0.99 one of 69):
+# The decay $e^{g}$ and the write strength $\beta$, per token and value head (the figure shows the decay as a half-life,
+# $\ln \tfrac{1}{2} / g$ tokens, on a log scale: $e^{g} = 0.5$ is a half-life of 1 token, $e^{g} = 0.99$ one of 69):
 
 # %% [markdown] lang="zh"
 # ## 3. 在检查点上：一句话里的门
-# 取检查点的第 0 层，输入一句话：先查嵌入，过这一层的输入归一化，再过这一层自己的投影。下面按 token 和值头给出衰减 e^g
-# 和写入强度 β（图中把衰减画成半衰期，即 ln ½ / g 个 token，用对数刻度：e^g = 0.5 的半衰期是 1 个 token，e^g = 0.99
-# 的是 69 个）：
+# 取检查点的第 0 层，输入一句话：先查嵌入，过这一层的输入归一化，再过这一层自己的投影。下面按 token 和值头给出衰减
+# $e^{g}$ 和写入强度 $\beta$（图中把衰减画成半衰期，即 $\ln \tfrac{1}{2} / g$ 个 token，用对数刻度：$e^{g} = 0.5$ 的半衰
+# 期是 1 个 token，$e^{g} = 0.99$ 的是 69 个）：
 
 # %%
 from qwen.deltanet import causal_conv, recurrent_delta_rule  # noqa: E402  (the finished ones, from here on)
@@ -315,26 +323,27 @@ for h in range(cfg.linear_num_value_heads):
              f"衰减 e^g 从 {d_lo:.3f} 到 {d_hi:.3f}，β 从 {b_lo:.2f} 到 {b_hi:.2f}"))
 
 # %% [markdown]
-# Each head's rate e^{A_log} sets how fast it can forget; softplus(a + dt_bias) scales that per token. In the
-# synthetic checkpoint A_log and dt_bias are random draws like transformers' initial values (e^{A_log} uniform in
-# [0.01, 16], dt_bias around 1), so these heatmaps show what an untrained layer does — most heads forget almost
-# everything at every token — and nothing about the trained model, whose heads are free to learn slow decays.
+# Each head's rate $e^{\mathrm{A\_log}}$ sets how fast it can forget; $\operatorname{softplus}(a + \mathrm{dt\_bias})$
+# scales that per token. In the synthetic checkpoint `A_log` and `dt_bias` are random draws like transformers' initial
+# values ($e^{\mathrm{A\_log}}$ uniform in $[0.01, 16]$, `dt_bias` around 1), so these heatmaps show what an untrained
+# layer does — most heads forget almost everything at every token — and nothing about the trained model, whose heads are
+# free to learn slow decays.
 
 # %% [markdown] lang="zh"
-# 每个头的速率 e^{A_log} 决定它能忘得多快；softplus(a + dt_bias) 再按 token 缩放它。合成检查点里的 A_log 和 dt_bias
-# 是像 transformers 的初始值那样随机抽取的（e^{A_log} 在 [0.01, 16] 上均匀分布，dt_bias 在 1 附近），
-# 所以这些热力图展示的是未训练的层的行为（大多数头几乎在每个 token 都把记忆忘光），与训练好的模型无关，
-# 训练好的模型的头完全可以学到缓慢的衰减。
+# 每个头的速率 $e^{\mathrm{A\_log}}$ 决定它能忘得多快；$\operatorname{softplus}(a + \mathrm{dt\_bias})$ 再按 token 缩放
+# 它。合成检查点里的 `A_log` 和 `dt_bias` 是像 transformers 的初始值那样随机抽取的（$e^{\mathrm{A\_log}}$ 在
+# $[0.01, 16]$ 上均匀分布，`dt_bias` 在 1 附近），所以这些热力图展示的是未训练的层的行为（大多数头几乎在每个 token 都把
+# 记忆忘光），与训练好的模型无关，训练好的模型的头完全可以学到缓慢的衰减。
 
 # %%
 book.show("ch07-gates", ch07.gates_figure, tokens, decay, beta, SYNTHETIC)
 
 # %% [markdown]
 # Running the layer one token at a time with a `DeltaNetCache`, the state after each token. Its size is fixed —
-# (B, Hv, dk, dv) — and its norm rises with writes and falls with decays:
+# $(B, H_v, d_k, d_v)$ — and its norm rises with writes and falls with decays:
 
 # %% [markdown] lang="zh"
-# 用 `DeltaNetCache` 逐 token 运行这一层，记下每个 token 之后的状态。它的大小是固定的，即 (B, Hv, dk, dv)；
+# 用 `DeltaNetCache` 逐 token 运行这一层，记下每个 token 之后的状态。它的大小是固定的，即 $(B, H_v, d_k, d_v)$；
 # 它的范数随写入上升，随衰减下降：
 
 # %%
@@ -355,97 +364,143 @@ book.show("ch07-state", ch07.state_norm_figure, tokens, norms, SYNTHETIC)
 
 # %% [markdown]
 # ## 4. The chunked form
-# The recurrent form takes T sequential steps, each a handful of tiny (dk × dv) operations: fine for generating
-# one token, slow for reading a prompt. The chunked form computes the same numbers for a chunk of C = 64 tokens at
-# once. Within one chunk (rows i = 1…C, S the state before the chunk), write G_i = g_1 + … + g_i (the log of the
-# decay from the chunk's start to token i), and call **v′_i = β_i (v_i − (e^{g_i} S_{i−1})ᵀ k_i)** the correction
-# token i writes. Unrolling the recurrence inside the chunk:
+# The recurrent form takes $T$ sequential steps, each a handful of tiny $(d_k \times d_v)$ operations: fine for
+# generating one token, slow for reading a prompt. The chunked form computes the same numbers for a chunk of $C = 64$
+# tokens at once. Within one chunk (rows $i = 1, \dots, C$, $S$ the state before the chunk), write
+# $G_i = g_1 + \dots + g_i$ (the log of the decay from the chunk's start to token $i$), and call
 #
-# - S_i = e^{G_i} S + Σ_{j≤i} e^{G_i − G_j} k_j v′_jᵀ: the old state, decayed, plus every write so far, each
-#   decayed from its own time. So the **decay matrix** Γ_ij = e^{G_i − G_j} (j ≤ i, 0 above) says how much of
-#   token j's write is left when token i reads.
-# - Put that into v′_i: v′_i = β_i v_i − β_i e^{G_i} Sᵀk_i − β_i Σ_{j<i} Γ_ij (k_i·k_j) v′_j. Every v′_i depends on
-#   the earlier v′_j: moving those terms to the left gives one linear system for all the corrections at once,
+# $$
+# v'_i = \beta_i \left(v_i - (e^{g_i} S_{i-1})^\top k_i\right)
+# $$
 #
-#   **(I + strictly_lower(βKKᵀ ⊙ Γ)) V′ = βV − (βe^G K) S**.
+# the correction token $i$ writes. Unrolling the recurrence inside the chunk:
 #
-#   The matrix A on the left is **unit lower-triangular**: ones on the diagonal (v′_i does not depend on itself),
-#   zeros above (nor on later tokens). Solving it by forward substitution *is* the token loop — row i uses rows
-#   j < i — but a triangular solve (`torch.linalg.solve_triangular`) does it as one library call over all chunks
-#   and heads, and the rest becomes matrix products. Because the right side is linear in S, A⁻¹ is applied once:
-#   **V′ = U − W S** with **U = A⁻¹(βV)** and **W = A⁻¹(βe^G K)**, both computed for every chunk at once; only S is
-#   unknown until the previous chunk is done.
-# - Reading: o_i = S_iᵀ q_i = e^{G_i} Sᵀq_i + Σ_{j≤i} Γ_ij (q_i·k_j) v′_j, that is **O = (e^G Q) S + (QKᵀ ⊙ Γ) V′**
-#   (this Γ keeps its diagonal, Γ_ii = 1: token i reads its own write).
-# - **Crossing the chunk boundary**: the state after the chunk is S_C, **S ← e^{G_C} S + (e^{G_C − G} K)ᵀ V′**.
+# - $S_i = e^{G_i} S + \sum_{j \le i} e^{G_i - G_j} k_j {v'_j}^\top$: the old state, decayed, plus every write so far,
+#   each decayed from its own time. So the **decay matrix** $\Gamma_{ij} = e^{G_i - G_j}$ ($j \le i$, 0 above) says how
+#   much of token $j$'s write is left when token $i$ reads.
+# - Put that into $v'_i$:
+#   $v'_i = \beta_i v_i - \beta_i e^{G_i} S^\top k_i - \beta_i \sum_{j<i} \Gamma_{ij} (k_i \cdot k_j) \, v'_j$. Every
+#   $v'_i$ depends on the earlier $v'_j$: moving those terms to the left gives one linear system for all the corrections
+#   at once,
 #
-# So the loop over chunks needs the previous chunk's S three times: for the corrections V′ = U − W S, for the
-# outputs O (through (e^G Q) S), and for the next state. Everything else — Γ, A⁻¹, U, W, QKᵀ ⊙ Γ — is computed
-# for all chunks at once; a sequence of T tokens takes T/64 loop steps of three small matrix products each.
+#   $$
+#   \left(I + \mathrm{strictly\_lower}(\beta K K^\top \odot \Gamma)\right) V' = \beta V - (\beta e^{G} K) \, S
+#   $$
 #
-# The literature calls this the **WY representation** of the chunk's product of (I − β k kᵀ) factors, and the
-# triangular solve the **UT transform** (transformers' comment calls A its "UT system"). The same quantities under
+#   The matrix $A$ on the left is **unit lower-triangular**: ones on the diagonal ($v'_i$ does not depend on itself),
+#   zeros above (nor on later tokens). Solving it by forward substitution *is* the token loop — row $i$ uses rows
+#   $j < i$ — but a triangular solve (`torch.linalg.solve_triangular`) does it as one library call over all chunks and
+#   heads, and the rest becomes matrix products. Because the right side is linear in $S$, $A^{-1}$ is applied once:
+#
+#   $$
+#   V' = U - W S, \qquad U = A^{-1} (\beta V), \qquad W = A^{-1} (\beta e^{G} K)
+#   $$
+#
+#   with $U$ and $W$ computed for every chunk at once; only $S$ is unknown until the previous chunk is done.
+# - Reading: $o_i = S_i^\top q_i = e^{G_i} S^\top q_i + \sum_{j \le i} \Gamma_{ij} (q_i \cdot k_j) \, v'_j$, that is
+#
+#   $$
+#   O = (e^{G} Q) \, S + (Q K^\top \odot \Gamma) \, V'
+#   $$
+#
+#   (this $\Gamma$ keeps its diagonal, $\Gamma_{ii} = 1$: token $i$ reads its own write).
+# - **Crossing the chunk boundary**: the state after the chunk is $S_C$,
+#
+#   $$
+#   S \leftarrow e^{G_C} S + (e^{G_C - G} K)^\top V'
+#   $$
+#
+# So the loop over chunks needs the previous chunk's $S$ three times: for the corrections $V' = U - W S$, for the
+# outputs $O$ (through $(e^{G} Q) \, S$), and for the next state. Everything else — $\Gamma$, $A^{-1}$, $U$, $W$,
+# $Q K^\top \odot \Gamma$ — is computed for all chunks at once; a sequence of $T$ tokens takes $T/64$ loop steps of
+# three small matrix products each.
+#
+# The literature calls this the **WY representation** of the chunk's product of $(I - \beta k k^\top)$ factors, and
+# the triangular solve the **UT transform** (transformers' comment calls $A$ its "UT system"). The same quantities under
 # three sets of names:
 #
 # | this course | meaning | fla (`chunk_gated_delta_rule_fwd`) | transformers (`torch_chunk_gated_delta_rule`) |
 # |---|---|---|---|
-# | G | cumulative log decay in the chunk | g (after `chunk_local_cumsum`) | cum_decay |
-# | Γ | e^(G_i − G_j), lower triangle | (inside the kernels) | pairwise_decay |
-# | A | I + strictly_lower(βKKᵀ ⊙ Γ) | A (`chunk_scaled_dot_kkt_fwd`, then `solve_tril`) | ut_system |
-# | U = A⁻¹(βV) | corrections before the state is known | u | new_values |
-# | W = A⁻¹(βe^G K) | what the carried state subtracts | w | k_cumdecay |
-# | V′ = U − W S (`V_new`) | the corrections | v_new | v_new |
-# | QKᵀ ⊙ Γ (`P`) | attention inside the chunk | (inside `chunk_fwd_o`) | intra_chunk_attn |
-# | S | the state carried between chunks | h (one per chunk), final_state | last_recurrent_state |
+# | $G$ | cumulative log decay in the chunk | `g` (after `chunk_local_cumsum`) | `cum_decay` |
+# | $\Gamma$ | $e^{G_i - G_j}$, lower triangle | (inside the kernels) | `pairwise_decay` |
+# | $A$ | the unit lower-triangular system | `A` (`chunk_scaled_dot_kkt_fwd`, then `solve_tril`) | `ut_system` |
+# | $U = A^{-1} (\beta V)$ | corrections before the state is known | `u` | `new_values` |
+# | $W = A^{-1} (\beta e^{G} K)$ | what the carried state subtracts | `w` | `k_cumdecay` |
+# | $V' = U - W S$ (`V_new`) | the corrections | `v_new` | `v_new` |
+# | $Q K^\top \odot \Gamma$ (`P`) | attention inside the chunk | (inside `chunk_fwd_o`) | `intra_chunk_attn` |
+# | $S$ | the state carried between chunks | `h` (one per chunk), `final_state` | `last_recurrent_state` |
 #
-# The last chunk is padded with zeros (g = 0 keeps the state, k = v = β = 0 write nothing) and the padded rows
+# The last chunk is padded with zeros ($g = 0$ keeps the state, $k = v = \beta = 0$ write nothing) and the padded rows
 # are dropped. Here are Γ and A for our sentence in layer 0 (shorter than 64 tokens, so one padded chunk), for
-# the value head that forgets least: A's entries below the diagonal are β_i (k_i·k_j) Γ_ij, how much token j's
-# correction changes token i's.
+# the value head that forgets least: $A$'s entries below the diagonal are $\beta_i (k_i \cdot k_j) \, \Gamma_{ij}$, how
+# much token $j$'s correction changes token $i$'s.
 
 # %% [markdown] lang="zh"
 # ## 4. 分块形式
-# 递归形式要走 T 个串行步骤，每步只是几个很小的 (dk × dv) 运算：生成一个 token 时没问题，读一段提示词就慢了。
-# 分块形式一次为 C = 64 个 token 的一块算出同样的数。在一块之内（行 i = 1…C，S 是这一块之前的状态），记 G_i = g_1 + … +
-# g_i（从块开头到 token i 的衰减的对数），并把 **v′_i = β_i (v_i − (e^{g_i} S_{i−1})ᵀ k_i)** 叫作 token i 写入的修正量。
-# 在块内把递推展开：
+# 递归形式要走 $T$ 个串行步骤，每步只是几个很小的 $(d_k \times d_v)$ 运算：生成一个 token 时没问题，读一段提示词就慢了。
+# 分块形式一次为 $C = 64$ 个 token 的一块算出同样的数。在一块之内（行 $i = 1, \dots, C$，$S$ 是这一块之前的状态），记
+# $G_i = g_1 + \dots + g_i$（从块开头到 token $i$ 的衰减的对数），并把
 #
-# - S_i = e^{G_i} S + Σ_{j≤i} e^{G_i − G_j} k_j v′_jᵀ：旧状态经过衰减，加上到目前为止的每一次写入，
-#   各自从写入的时刻起衰减。于是**衰减矩阵** Γ_ij = e^{G_i − G_j}（j ≤ i，对角线以上为 0）表示 token i 读取时，token j
-#   的写入还剩多少。
-# - 代入 v′_i：v′_i = β_i v_i − β_i e^{G_i} Sᵀk_i − β_i Σ_{j<i} Γ_ij (k_i·k_j) v′_j。每个 v′_i 都依赖前面的 v′_j：
-#   把这些项移到左边，就得到一个一次解出所有修正量的线性方程组，
+# $$
+# v'_i = \beta_i \left(v_i - (e^{g_i} S_{i-1})^\top k_i\right)
+# $$
 #
-#   **(I + strictly_lower(βKKᵀ ⊙ Γ)) V′ = βV − (βe^G K) S**。
+# 叫作 token $i$ 写入的修正量。在块内把递推展开：
 #
-#   左边的矩阵 A 是**单位下三角**矩阵：对角线全为 1（v′_i 不依赖自己），对角线以上全为 0（也不依赖后面的 token）。
-#   用前代法解它*就是*那个逐 token 的循环（第 i 行要用到 j < i 的各行），但三角求解（`torch.linalg.solve_triangular`）
-#   一次库调用就能处理所有块和所有头，其余部分都变成矩阵乘法。右边对 S 是线性的，所以 A⁻¹ 只需作用一次：**V′ = U − W
-#   S**，其中 **U = A⁻¹(βV)**，**W = A⁻¹(βe^G K)**，两者对所有块一次算好；只有 S 要等上一块算完才知道。
-# - 读取：o_i = S_iᵀ q_i = e^{G_i} Sᵀq_i + Σ_{j≤i} Γ_ij (q_i·k_j) v′_j，即 **O = (e^G Q) S + (QKᵀ ⊙ Γ) V′**（这里的 Γ
-#   保留对角线，Γ_ii = 1：token i 读得到自己的写入）。
-# - **跨过块的边界**：块结束后的状态是 S_C，**S ← e^{G_C} S + (e^{G_C − G} K)ᵀ V′**。
+# - $S_i = e^{G_i} S + \sum_{j \le i} e^{G_i - G_j} k_j {v'_j}^\top$：旧状态经过衰减，加上到目前为止的每一次写入，
+#   各自从写入的时刻起衰减。于是**衰减矩阵** $\Gamma_{ij} = e^{G_i - G_j}$（$j \le i$，对角线以上为 0）表示 token $i$
+#   读取时，token $j$ 的写入还剩多少。
+# - 代入 $v'_i$：
+#   $v'_i = \beta_i v_i - \beta_i e^{G_i} S^\top k_i - \beta_i \sum_{j<i} \Gamma_{ij} (k_i \cdot k_j) \, v'_j$。每个
+#   $v'_i$ 都依赖前面的 $v'_j$：把这些项移到左边，就得到一个一次解出所有修正量的线性方程组：
 #
-# 所以按块的循环要用上一块的 S 三次：算修正量 V′ = U − W S，算输出 O（通过 (e^G Q) S），算下一个状态。其余的一切（Γ、
-# A⁻¹、U、W、QKᵀ ⊙ Γ）都对所有块一次算完；T 个 token 的序列只需循环 T/64 步，每步三个小矩阵乘法。
+#   $$
+#   \left(I + \mathrm{strictly\_lower}(\beta K K^\top \odot \Gamma)\right) V' = \beta V - (\beta e^{G} K) \, S
+#   $$
 #
-# 文献里把这叫作块内各个 (I − β k kᵀ) 因子之积的 **WY 表示**，把那次三角求解叫作 **UT 变换**（transformers 的注释把 A
-# 叫作它的 "UT system"）。同样的量有三套名字：
+#   左边的矩阵 $A$ 是**单位下三角**矩阵：对角线全为 1（$v'_i$ 不依赖自己），对角线以上全为 0（也不依赖后面的 token）。用
+#   前代法解它*就是*那个逐 token 的循环（第 $i$ 行要用到 $j < i$ 的各行），但三角求解（`torch.linalg.solve_triangular`）
+#   一次库调用就能处理所有块和所有头，其余部分都变成矩阵乘法。右边对 $S$ 是线性的，所以 $A^{-1}$ 只需作用一次：
+#
+#   $$
+#   V' = U - W S, \qquad U = A^{-1} (\beta V), \qquad W = A^{-1} (\beta e^{G} K)
+#   $$
+#
+#   其中 $U$ 和 $W$ 对所有块一次算好；只有 $S$ 要等上一块算完才知道。
+# - 读取：$o_i = S_i^\top q_i = e^{G_i} S^\top q_i + \sum_{j \le i} \Gamma_{ij} (q_i \cdot k_j) \, v'_j$，即
+#
+#   $$
+#   O = (e^{G} Q) \, S + (Q K^\top \odot \Gamma) \, V'
+#   $$
+#
+#   （这里的 $\Gamma$ 保留对角线，$\Gamma_{ii} = 1$：token $i$ 读得到自己的写入）。
+# - **跨过块的边界**：块结束后的状态是 $S_C$：
+#
+#   $$
+#   S \leftarrow e^{G_C} S + (e^{G_C - G} K)^\top V'
+#   $$
+#
+# 所以按块的循环要用上一块的 $S$ 三次：算修正量 $V' = U - W S$，算输出 $O$（通过 $(e^{G} Q) \, S$），算下一个状态。其余
+# 的一切（$\Gamma$、$A^{-1}$、$U$、$W$、$Q K^\top \odot \Gamma$）都对所有块一次算完；$T$ 个 token 的序列只需循环 $T/64$
+# 步，每步三个小矩阵乘法。
+#
+# 文献里把这叫作块内各个 $(I - \beta k k^\top)$ 因子之积的 **WY 表示**，把那次三角求解叫作 **UT 变换**（transformers 的
+# 注释把 $A$ 叫作它的 "UT system"）。同样的量有三套名字：
 #
 # | 本课程 | 含义 | fla (`chunk_gated_delta_rule_fwd`) | transformers (`torch_chunk_gated_delta_rule`) |
 # |---|---|---|---|
-# | G | 块内累积的对数衰减 | g（`chunk_local_cumsum` 之后） | cum_decay |
-# | Γ | e^(G_i − G_j)，下三角 | （在 kernel 内部） | pairwise_decay |
-# | A | I + strictly_lower(βKKᵀ ⊙ Γ) | A（`chunk_scaled_dot_kkt_fwd`，然后 `solve_tril`） | ut_system |
-# | U = A⁻¹(βV) | 状态未知时的修正量 | u | new_values |
-# | W = A⁻¹(βe^G K) | 携带的状态要减去的部分 | w | k_cumdecay |
-# | V′ = U − W S (`V_new`) | 修正量 | v_new | v_new |
-# | QKᵀ ⊙ Γ (`P`) | 块内的注意力 | （在 `chunk_fwd_o` 内部） | intra_chunk_attn |
-# | S | 块与块之间携带的状态 | h（每块一个）、final_state | last_recurrent_state |
+# | $G$ | 块内累积的对数衰减 | `g`（`chunk_local_cumsum` 之后） | `cum_decay` |
+# | $\Gamma$ | $e^{G_i - G_j}$，下三角 | （在 kernel 内部） | `pairwise_decay` |
+# | $A$ | 单位下三角方程组的矩阵 | `A`（`chunk_scaled_dot_kkt_fwd`，然后 `solve_tril`） | `ut_system` |
+# | $U = A^{-1} (\beta V)$ | 状态未知时的修正量 | `u` | `new_values` |
+# | $W = A^{-1} (\beta e^{G} K)$ | 携带的状态要减去的部分 | `w` | `k_cumdecay` |
+# | $V' = U - W S$ (`V_new`) | 修正量 | `v_new` | `v_new` |
+# | $Q K^\top \odot \Gamma$ (`P`) | 块内的注意力 | （在 `chunk_fwd_o` 内部） | `intra_chunk_attn` |
+# | $S$ | 块与块之间携带的状态 | `h`（每块一个）、`final_state` | `last_recurrent_state` |
 #
-# 最后一块用 0 补齐（g = 0 保持状态不变，k = v = β = 0 什么也不写），补出来的行最后丢掉。下面是第 0 层上我们这句话的 Γ
-# 和 A（不到 64 个 token，所以只有一个补齐的块），取遗忘最少的那个值头：A 对角线以下的元素是 β_i (k_i·k_j) Γ_ij，即
-# token j 的修正量会让 token i 的修正量改变多少。
+# 最后一块用 0 补齐（$g = 0$ 保持状态不变，$k = v = \beta = 0$ 什么也不写），补出来的行最后丢掉。下面是第 0 层上我们
+# 这句话的 $\Gamma$ 和 $A$（不到 64 个 token，所以只有一个补齐的块），取遗忘最少的那个值头：$A$ 对角线以下的元素是
+# $\beta_i (k_i \cdot k_j) \, \Gamma_{ij}$，即 token $j$ 的修正量会让 token $i$ 的修正量改变多少。
 
 # %%
 Hk, Hv, dk, dv = cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim, \
@@ -470,13 +525,13 @@ print(tr(f"the first chunk of value head {h}: {len(G)} tokens; Γ below the diag
 book.show("ch07-chunk", ch07.chunk_figure, Gamma, A, h, SYNTHETIC)
 
 # %% [markdown]
-# The structure of Γ is easier to see on a toy chunk where every token decays the memory by e^g = 0.95: Γ_ij =
-# 0.95^(i − j), a smooth fade away from the diagonal (below). The sentence's heads above forget much faster
-# (the synthetic draw of A_log), so their Γ is nearly diagonal.
+# The structure of $\Gamma$ is easier to see on a toy chunk where every token decays the memory by $e^{g} = 0.95$:
+# $\Gamma_{ij} = 0.95^{i-j}$, a smooth fade away from the diagonal (below). The sentence's heads above forget much
+# faster (the synthetic draw of `A_log`), so their $\Gamma$ is nearly diagonal.
 
 # %% [markdown] lang="zh"
-# 在一个玩具块上更容易看清 Γ 的结构：每个 token 都让记忆按 e^g = 0.95 衰减，Γ_ij = 0.95^(i − j)，
-# 离对角线越远越淡（见下图）。上面那句话里的头忘得快得多（A_log 是合成抽样），所以它们的 Γ 几乎只剩对角线。
+# 在一个玩具块上更容易看清 $\Gamma$ 的结构：每个 token 都让记忆按 $e^{g} = 0.95$ 衰减，$\Gamma_{ij} = 0.95^{i-j}$，
+# 离对角线越远越淡（见下图）。上面那句话里的头忘得快得多（`A_log` 是合成抽样），所以它们的 $\Gamma$ 几乎只剩对角线。
 
 # %%
 toy_G = torch.full((16,), math.log(0.95)).cumsum(0)
@@ -505,12 +560,12 @@ book.attempt(212, chunked_delta_rule)
 
 # %% [markdown]
 # The two forms share no code, so their agreement is a test of both. In float64 they agree to rounding; in fp32
-# they differ by the order of the sums. On this layer's own q, k, v, g, β (and in chunks of 8, so the sentence
+# they differ by the order of the sums. On this layer's own $q, k, v, g, \beta$ (and in chunks of 8, so the sentence
 # spans several chunks and the state crosses boundaries):
 
 # %% [markdown] lang="zh"
 # 两种形式不共用任何代码，所以它们对得上，就同时检验了两者。在 float64 下它们只差舍入；在 fp32 下差在求和的顺序。
-# 用这一层自己的 q、k、v、g、β（并且每块 8 个 token，让这句话跨好几块，状态要跨过块的边界）：
+# 用这一层自己的 $q$、$k$、$v$、$g$、$\beta$（并且每块 8 个 token，让这句话跨好几块，状态要跨过块的边界）：
 
 # %%
 from qwen.deltanet import chunked_delta_rule  # noqa: E402  (the finished one, from here on)
@@ -544,47 +599,48 @@ for dtype in (torch.float64, torch.float32):
 book.listing("qwen/deltanet.py")
 
 # %% [markdown]
-# - **`causal_conv`** puts the K − 1 previous inputs (the conv state, or zeros) in front of x and convolves without
-#   padding, so output t reads inputs t − 3 … t. It returns the newest K − 1 inputs as the next call's state.
-#   `F.conv1d` sums bf16 products in fp32 and rounds once; a per-tap bf16 sum would be off by a step.
+# - **`causal_conv`** puts the $K - 1$ previous inputs (the conv state, or zeros) in front of $x$ and convolves without
+#   padding, so output $t$ reads inputs $t - 3, \dots, t$. It returns the newest $K - 1$ inputs as the next call's
+#   state. `F.conv1d` sums bf16 products in fp32 and rounds once; a per-tap bf16 sum would be off by a step.
 # - **`recurrent_delta_rule`** is section 2, line by line, in fp32 (float64 for float64 inputs). Key heads are
 #   matched to value heads with `repeat_interleave` (heads 0, 0, 1, 1 — not `repeat`'s 0, 1, 0, 1).
-# - **`chunked_delta_rule`** is section 4. It keeps the value heads grouped by their key head, so KKᵀ and QKᵀ are
-#   computed once per key head and shared (no copies of q and k per value head); it finds A⁻¹ with one triangular
-#   solve against the identity and applies it to both right sides with matrix products (U and W, the table's
-#   names); and it lays every operand
-#   out contiguously, since matrix products on strided views run at half speed on a CPU.
-#   `python bench/bench_deltanet.py` times it against transformers' own pure-torch kernel in one run.
-# - **`DeltaNetCache`** holds `conv` (B, C, K − 1) in the model dtype and `state` (B, Hv, dk, dv) in fp32.
+# - **`chunked_delta_rule`** is section 4. It keeps the value heads grouped by their key head, so $K K^\top$ and
+#   $Q K^\top$ are computed once per key head and shared (no copies of q and k per value head); it finds $A^{-1}$ with
+#   one triangular solve against the identity and applies it to both right sides with matrix products ($U$ and $W$, the
+#   table's names); and it lays every operand out contiguously, since matrix products on strided views run at half speed
+#   on a CPU. `python bench/bench_deltanet.py` times it against transformers' own pure-torch kernel in one run.
+# - **`DeltaNetCache`** holds `conv` $(B, C, K - 1)$ in the model dtype and `state` $(B, H_v, d_k, d_v)$ in fp32.
 #   **`GatedDeltaNet.forward`** uses the recurrent form for a single token with a cache (a decode step) and the
 #   chunked form for anything longer, starting from the cached state; a padding mask zeroes padded positions of
 #   the input, so with left padding the state stays exactly zero until the text starts.
 #
 # ## 5. The memory bill
-# A full-attention layer keeps, for every token of the context, a key and a value: 2 · Hkv · D numbers per token.
-# A Gated DeltaNet layer keeps Hv · dk · dv fp32 numbers of state and (K − 1) · (2·Hk·dk + Hv·dv) of conv state,
-# whatever the context (transformers' cache keeps K conv inputs, one of which is never read again: about 1% more
-# in the 0.8B). First the formula against the cache our layer really keeps:
+# A full-attention layer keeps, for every token of the context, a key and a value: $2 \cdot H_{kv} \cdot D$ numbers per
+# token. A Gated DeltaNet layer keeps $H_v \cdot d_k \cdot d_v$ fp32 numbers of state and
+# $(K - 1) \cdot (2 \cdot H_k \cdot d_k + H_v \cdot d_v)$ of conv state, whatever the context (transformers' cache keeps
+# $K$ conv inputs, one of which is never read again: about 1% more in the 0.8B). First the formula against the cache our
+# layer really keeps:
 
 # %% [markdown] lang="zh"
-# - **`causal_conv`** 把前 K − 1 个输入（卷积状态，或者 0）拼在 x 前面，不加填充地做卷积，所以输出 t 读的是输入 t − 3 …
-#   t。它把最新的 K − 1 个输入作为下一次调用的状态返回。`F.conv1d` 在 fp32 里累加 bf16 乘积，最后只舍入一次；
-#   若每个抽头都按 bf16 累加，结果会差一个步长。
+# - **`causal_conv`** 把前 $K - 1$ 个输入（卷积状态，或者 0）拼在 $x$ 前面，不加填充地做卷积，所以输出 $t$ 读的是输入
+#   $t - 3, \dots, t$。它把最新的 $K - 1$ 个输入作为下一次调用的状态返回。`F.conv1d` 在 fp32 里累加 bf16 乘积，最后只舍
+#   入一次；若每个抽头都按 bf16 累加，结果会差一个步长。
 # - **`recurrent_delta_rule`** 就是第 2 节，一行对一行，在 fp32 中计算（输入是 float64 时用 float64）。键头与值头用
 #   `repeat_interleave` 对应（头 0, 0, 1, 1，而不是 `repeat` 给出的 0, 1, 0, 1）。
-# - **`chunked_delta_rule`** 就是第 4 节。它把值头按各自的键头分组，这样 KKᵀ 和 QKᵀ 每个键头只算一次、
-#   共享使用（不为每个值头复制 q 和 k）；它用一次对单位矩阵的三角求解得到 A⁻¹，
-#   再用矩阵乘法把它作用到两个右端项上（即表中的 U 和 W）；它还把每个操作数都排成连续内存，因为在 CPU 上，
+# - **`chunked_delta_rule`** 就是第 4 节。它把值头按各自的键头分组，这样 $K K^\top$ 和 $Q K^\top$ 每个键头只算一次、
+#   共享使用（不为每个值头复制 q 和 k）；它用一次对单位矩阵的三角求解得到 $A^{-1}$，
+#   再用矩阵乘法把它作用到两个右端项上（即表中的 $U$ 和 $W$）；它还把每个操作数都排成连续内存，因为在 CPU 上，
 #   对跨步视图做矩阵乘法只有一半的速度。`python bench/bench_deltanet.py` 在同一次运行中把它与 transformers 自带的纯
 #   torch kernel 对比计时。
-# - **`DeltaNetCache`** 保存模型 dtype 的 `conv` (B, C, K − 1) 和 fp32 的 `state` (B, Hv, dk, dv)。
+# - **`DeltaNetCache`** 保存模型 dtype 的 `conv` $(B, C, K - 1)$ 和 fp32 的 `state` $(B, H_v, d_k, d_v)$。
 #   **`GatedDeltaNet.forward`** 对带缓存的单个 token（一个解码步）用递归形式，更长的输入用分块形式，都从缓存的状态开始；
 #   padding 掩码把输入中填充的位置置零，所以左填充时，在正文开始之前状态一直严格为 0。
 #
 # ## 5. 内存账
-# 全注意力层要为上下文里的每个 token 保留一个键和一个值：每个 token 2 · Hkv · D 个数。Gated DeltaNet 层保留 Hv · dk ·
-# dv 个 fp32 状态数，外加 (K − 1) · (2·Hk·dk + Hv·dv) 个卷积状态数，与上下文长短无关（transformers 的缓存保留 K
-# 个卷积输入，其中一个再也不会被读到：在 0.8B 中大约多出 1%）。先拿公式和我们的层实际保留的缓存对一下：
+# 全注意力层要为上下文里的每个 token 保留一个键和一个值：每个 token $2 \cdot H_{kv} \cdot D$ 个数。Gated DeltaNet 层保留
+# $H_v \cdot d_k \cdot d_v$ 个 fp32 状态数，外加 $(K - 1) \cdot (2 \cdot H_k \cdot d_k + H_v \cdot d_v)$ 个卷积状态数，
+# 与上下文长短无关（transformers 的缓存保留 $K$ 个卷积输入，其中一个再也不会被读到：在 0.8B 中大约多出 1%）。先拿公式和
+# 我们的层实际保留的缓存对一下：
 
 # %%
 cache = DeltaNetCache()
@@ -637,7 +693,7 @@ book.show("ch07-bill", ch07.memory_bill_figure)
 # %% [markdown]
 # ## Try this
 #
-# - In section 1, write the random unit keys with β = 0.5 instead of 1
+# - In section 1, write the random unit keys with $\beta = 0.5$ instead of 1
 #   (`write(tests["random unit keys"][0], delta=True, beta=0.5)`): does the last pair's error stay 0? Then write
 #   12 random unit keys into the 8 dimensions (`l2norm(torch.randn(12, 8, dtype=torch.float64))`): which pairs can
 #   still be read back?
@@ -649,7 +705,7 @@ book.show("ch07-bill", ch07.memory_bill_figure)
 #
 # ## Show the proof
 # transformers' `Qwen3_5GatedDeltaNet` on the same weights and the same input. In fp32 the difference is the order
-# of the sums (both use a chunked kernel, laid out differently). In bf16 both round q, k, v, β, the kernel output
+# of the sums (both use a chunked kernel, laid out differently). In bf16 both round $q, k, v, \beta$, the kernel output
 # and the gated norm to bf16 in the same places (the gated norm in transformers' order, chapter 3), so nearly every
 # output is equal; a rare one, where an fp32 intermediate lands on the other side of a rounding boundary, may
 # differ by one bf16 step of its own size.
@@ -657,9 +713,9 @@ book.show("ch07-bill", ch07.memory_bill_figure)
 # %% [markdown] lang="zh"
 # ## 动手试试
 #
-# - 在第 1 节里，把随机单位键用 β = 0.5 而不是 1 写入（`write(tests["random unit keys"][0], delta=True, beta=0.5)`）：
-#   最后一对的误差还是 0 吗？再把 12 个随机单位键写进 8 维的记忆（`l2norm(torch.randn(12, 8, dtype=torch.float64))`）：
-#   哪些对还能读回来？
+# - 在第 1 节里，把随机单位键用 $\beta = 0.5$ 而不是 1 写入
+#   （`write(tests["random unit keys"][0], delta=True, beta=0.5)`）：最后一对的误差还是 0 吗？再把 12 个随机单位键写进 8
+#   维的记忆（`l2norm(torch.randn(12, 8, dtype=torch.float64))`）：哪些对还能读回来？
 # - 在第 4 节的输入上分别用 `chunk_size=1`、`3` 和 `64` 运行 `chunked_delta_rule`：结果在舍入误差内一致；在笔记本里用
 #   `%timeit` 给它们计时。为什么块大小为 1 就是换了个样子的递归形式？
 # - 用前 10 个 token 预填充这一层（`c = DeltaNetCache(); layer(x[:, :10], cache=c)`），再把剩下的 token 逐个喂进去：
@@ -667,9 +723,9 @@ book.show("ch07-bill", ch07.memory_bill_figure)
 #
 # ## 拿出证明
 # 在同样的权重和同样的输入上运行 transformers 的 `Qwen3_5GatedDeltaNet`。在 fp32 下，差别来自求和的顺序（两者都用分块
-# kernel，只是排布不同）。在 bf16 下，两者在相同的位置把 q、k、v、β、kernel 的输出和门控归一化舍入到 bf16（门控归一化按
-# transformers 的运算顺序，见第 3 章），所以几乎每个输出都相等；极少数输出的某个 fp32 中间值恰好落在舍入边界的另一侧，
-# 可能相差一个它自身大小的 bf16 步长。
+# kernel，只是排布不同）。在 bf16 下，两者在相同的位置把 $q$、$k$、$v$、$\beta$、kernel 的输出和门控归一化舍入到
+# bf16（门控归一化按 transformers 的运算顺序，见第 3 章），所以几乎每个输出都相等；极少数输出的某个 fp32 中间值恰好落在
+# 舍入边界的另一侧，可能相差一个它自身大小的 bf16 步长。
 
 # %%
 def compare(transformers, path, layer):
@@ -699,12 +755,13 @@ book.proof(compare, args.checkpoint.folder, layer)
 # %% [markdown]
 # ## Summary
 #
-# - A Gated DeltaNet head keeps a memory S (dk × dv). Per token: forget (S ← e^g S), correct (S ← S + k ⊗ β(v −
-#   Sᵀk)), read (o = Sᵀq). The correction writes only what the memory got wrong, so a key written again replaces
-#   its value instead of piling up, as it would in plain linear attention.
-# - The gates come from the token: β = sigmoid(b) says how much to write, g = −e^{A_log} softplus(a + dt_bias) ≤ 0
-#   how much to forget. q and k are unit vectors (l2norm), q scaled by dk^−½; a causal conv of width 4 comes first,
-#   a gated RMSNorm after.
+# - A Gated DeltaNet head keeps a memory $S$ $(d_k \times d_v)$. Per token: forget ($S \leftarrow e^{g} S$), correct
+#   ($S \leftarrow S + k \otimes \beta (v - S^\top k)$), read ($o = S^\top q$). The correction writes only what the
+#   memory got wrong, so a key written again replaces its value instead of piling up, as it would in plain linear
+#   attention.
+# - The gates come from the token: $\beta = \operatorname{sigmoid}(b)$ says how much to write,
+#   $g = -e^{\mathrm{A\_log}} \operatorname{softplus}(a + \mathrm{dt\_bias}) \le 0$ how much to forget. $q$ and $k$ are
+#   unit vectors (l2norm), $q$ scaled by $d_k^{-1/2}$; a causal conv of width 4 comes first, a gated RMSNorm after.
 # - The chunked form computes the same numbers: within a chunk the corrections solve a unit lower-triangular
 #   system, and only the state crosses from chunk to chunk. Proven equal to the recurrent form (float64, 1e-12) and
 #   to transformers (fp32, 1e-5).
@@ -712,26 +769,30 @@ book.proof(compare, args.checkpoint.folder, layer)
 #   real 0.8B a linear layer's cache equals a full layer's KV cache at a few hundred tokens; at 32k tokens the whole
 #   model keeps about a quarter of what full attention everywhere would.
 #
-# Shapes, in the notation of the table: x (B, T, d) → [q | k | v] (B, T, 2·Hk·dk + Hv·dv) → q, k (B, T, Hk, dk),
-# v (B, T, Hv, dv); β, g (B, T, Hv); state S (B, Hv, dk, dv) fp32; conv state (B, 2·Hk·dk + Hv·dv, K − 1); o (B, T,
-# Hv, dv) → gated norm with z (B, T, Hv, dv) → out_proj → (B, T, d).
+# Shapes, in the notation of the table: $x$ $(B, T, d)$ → [q | k | v] $(B, T, 2 \cdot H_k \cdot d_k + H_v \cdot d_v)$ →
+# $q, k$ $(B, T, H_k, d_k)$, $v$ $(B, T, H_v, d_v)$; $\beta, g$ $(B, T, H_v)$; state $S$ $(B, H_v, d_k, d_v)$ fp32; conv
+# state $(B, 2 \cdot H_k \cdot d_k + H_v \cdot d_v, K - 1)$; $o$ $(B, T, H_v, d_v)$ → gated norm with $z$
+# $(B, T, H_v, d_v)$ → `out_proj` → $(B, T, d)$.
 
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - 一个 Gated DeltaNet 头保留一块记忆 S (dk × dv)。每个 token：遗忘（S ← e^g S），修正（S ← S + k ⊗ β(v − Sᵀk)），
-#   读取（o = Sᵀq）。修正只写入记忆出错的部分，所以重写一个键会替换它的值，而不是像普通线性注意力那样叠加上去。
-# - 门由 token 算出：β = sigmoid(b) 决定写多少，g = −e^{A_log} softplus(a + dt_bias) ≤ 0 决定忘多少。q 和 k
-#   是单位向量（l2norm），q 再乘以 dk^−½；前面先过一个宽度为 4 的因果卷积，后面跟一个门控 RMSNorm。
+# - 一个 Gated DeltaNet 头保留一块记忆 $S$ $(d_k \times d_v)$。每个 token：遗忘（$S \leftarrow e^{g} S$），修正
+#   （$S \leftarrow S + k \otimes \beta (v - S^\top k)$），读取（$o = S^\top q$）。修正只写入记忆出错的部分，所以重写一
+#   个键会替换它的值，而不是像普通线性注意力那样叠加上去。
+# - 门由 token 算出：$\beta = \operatorname{sigmoid}(b)$ 决定写多少，
+#   $g = -e^{\mathrm{A\_log}} \operatorname{softplus}(a + \mathrm{dt\_bias}) \le 0$ 决定忘多少。$q$ 和 $k$ 是单位向量
+#   （l2norm），$q$ 再乘以 $d_k^{-1/2}$；前面先过一个宽度为 4 的因果卷积，后面跟一个门控 RMSNorm。
 # - 分块形式算出同样的数：块内的修正量解一个单位下三角方程组，块与块之间只传递状态。已证明它与递归形式相等（float64，
 #   1e-12），与 transformers 相等（fp32，1e-5）。
 # - 线性层的缓存就是它的状态加上最后 3 个卷积输入：大小固定，与上下文长短无关。在真实的 0.8B 里，
 #   一个线性层的缓存相当于全注意力层几百个 token 的键值缓存；在 32k 个 token 时，
 #   整个模型保留的缓存大约是处处用全注意力时的四分之一。
 #
-# 形状，沿用记号表里的记号：x (B, T, d) → [q | k | v] (B, T, 2·Hk·dk + Hv·dv) → q, k (B, T, Hk, dk)，v (B, T, Hv, dv)；
-# β, g (B, T, Hv)；状态 S (B, Hv, dk, dv) fp32；卷积状态 (B, 2·Hk·dk + Hv·dv, K − 1)；o (B, T, Hv, dv) → 与 z (B, T,
-# Hv, dv) 一起过门控归一化 → out_proj → (B, T, d)。
+# 形状，沿用记号表里的记号：$x$ $(B, T, d)$ → [q | k | v] $(B, T, 2 \cdot H_k \cdot d_k + H_v \cdot d_v)$ → $q, k$
+# $(B, T, H_k, d_k)$，$v$ $(B, T, H_v, d_v)$；$\beta, g$ $(B, T, H_v)$；状态 $S$ $(B, H_v, d_k, d_v)$ fp32；卷积状态
+# $(B, 2 \cdot H_k \cdot d_k + H_v \cdot d_v, K - 1)$；$o$ $(B, T, H_v, d_v)$ → 与 $z$ $(B, T, H_v, d_v)$ 一起过门控归一
+# 化 → `out_proj` → $(B, T, d)$。
 
 # %%
 book.notation(args.checkpoint)
@@ -744,23 +805,24 @@ book.notation(args.checkpoint)
 #
 # ## How to explain it
 #
-# 1. **Why linear attention.** Softmax attention compares each new query with every past key: the cost per token
-#    and the KV cache grow with the context. Linear attention drops the softmax, so Σ_j (q·k_j) v_j = (Σ_j k_j v_jᵀ)ᵀ
-#    q: the sum can be kept as one matrix, updated per token. Fixed memory, fixed cost per token.
+# 1. **Why linear attention.** Softmax attention compares each new query with every past key: the cost per token and the
+#    KV cache grow with the context. Linear attention drops the softmax, so
+#    $\sum_j (q \cdot k_j) \, v_j = \left(\sum_j k_j v_j^\top\right)^\top q$: the sum can be kept as one matrix, updated
+#    per token. Fixed memory, fixed cost per token.
 # 2. **What the delta rule corrects.** Plain linear attention only adds, so the matrix accumulates every pair and
-#    old values interfere with new ones. The delta rule treats S as a key → value memory trained online: it
-#    predicts the value for k, Sᵀk, and writes β times the error — one step of gradient descent, learning rate β,
-#    on ½‖Sᵀk − v‖².
+#    old values interfere with new ones. The delta rule treats $S$ as a key → value memory trained online: it
+#    predicts the value for $k$, $S^\top k$, and writes $\beta$ times the error — one step of gradient descent, learning
+#    rate $\beta$, on $\tfrac{1}{2} \lVert S^\top k - v \rVert^2$.
 #    Rewriting a key replaces its value.
-# 3. **What the gates do.** β (per token, per head) is the learning rate of that step; e^g (per token, per head)
-#    decays the whole memory first, so a head can forget old context quickly or keep it. Mamba2's gate and the delta
-#    rule together are "Gated DeltaNet".
-# 4. **Why chunking.** Token by token is T sequential steps of tiny operations. Within a chunk the corrections
+# 3. **What the gates do.** $\beta$ (per token, per head) is the learning rate of that step; $e^{g}$ (per token, per
+#    head) decays the whole memory first, so a head can forget old context quickly or keep it. Mamba2's gate and the
+#    delta rule together are "Gated DeltaNet".
+# 4. **Why chunking.** Token by token is $T$ sequential steps of tiny operations. Within a chunk the corrections
 #    satisfy a unit lower-triangular linear system; one triangular solve and a few matrix products replace the
 #    inner loop (the WY representation / UT transform), and only the chunk-to-chunk step — corrections, outputs
-#    and state, each needing the carried state — stays sequential (T/64 steps). Same numbers, matrix-sized
+#    and state, each needing the carried state — stays sequential ($T/64$ steps). Same numbers, matrix-sized
 #    work — and for generation, the recurrent step is the cheap one.
-# 5. **Why a hybrid.** A fixed-size state cannot recall everything exactly (at most dk independent keys per head);
+# 5. **Why a hybrid.** A fixed-size state cannot recall everything exactly (at most $d_k$ independent keys per head);
 #    one full-attention layer in four keeps every past key and value, so it can still look up any earlier token —
 #    softmax weights are soft, so even that is retrieval, not guaranteed exact recall — at a quarter of the KV cache.
 
@@ -773,17 +835,17 @@ book.notation(args.checkpoint)
 # ## 怎么讲清楚
 #
 # 1. **为什么要线性注意力。** softmax 注意力把每个新查询和过去所有的键比较：每个 token 的开销和键值缓存都随上下文增长。
-#    线性注意力去掉 softmax，于是 Σ_j (q·k_j) v_j = (Σ_j k_j v_jᵀ)ᵀ q：这个和可以存成一个矩阵，每个 token 更新一次。
-#    内存固定，每个 token 的开销也固定。
-# 2. **delta 规则修正了什么。** 普通线性注意力只做加法，矩阵里累积了所有的键值对，旧值和新值互相干扰。delta 规则把 S
-#    当成一块在线训练的键 → 值记忆：先预测 k 对应的值 Sᵀk，再写入 β 倍的误差，相当于在 ½‖Sᵀk − v‖² 上以学习率 β
-#    做一步梯度下降。重写一个键，就替换了它的值。
-# 3. **门做了什么。** β（每个 token、每个头一个）是这一步的学习率；e^g（每个 token、每个头一个）先让整块记忆衰减，
-#    所以一个头既可以很快忘掉旧的上下文，也可以留住它。Mamba2 的门加上 delta 规则，就是 "Gated DeltaNet"。
-# 4. **为什么要分块。** 逐 token 计算是 T 个串行的小运算。在一块之内，修正量满足一个单位下三角线性方程组；
+#    线性注意力去掉 softmax，于是 $\sum_j (q \cdot k_j) \, v_j = \left(\sum_j k_j v_j^\top\right)^\top q$：这个和可以存
+#    成一个矩阵，每个 token 更新一次。内存固定，每个 token 的开销也固定。
+# 2. **delta 规则修正了什么。** 普通线性注意力只做加法，矩阵里累积了所有的键值对，旧值和新值互相干扰。delta 规则把 $S$
+#    当成一块在线训练的键 → 值记忆：先预测 $k$ 对应的值 $S^\top k$，再写入 $\beta$ 倍的误差，相当于在
+#    $\tfrac{1}{2} \lVert S^\top k - v \rVert^2$ 上以学习率 $\beta$ 做一步梯度下降。重写一个键，就替换了它的值。
+# 3. **门做了什么。** $\beta$（每个 token、每个头一个）是这一步的学习率；$e^{g}$（每个 token、每个头一个）先让整块记忆衰
+#    减，所以一个头既可以很快忘掉旧的上下文，也可以留住它。Mamba2 的门加上 delta 规则，就是 "Gated DeltaNet"。
+# 4. **为什么要分块。** 逐 token 计算是 $T$ 个串行的小运算。在一块之内，修正量满足一个单位下三角线性方程组；
 #    一次三角求解加几个矩阵乘法就替代了内层循环（WY 表示 / UT 变换），只有块到块的那一步（修正量、输出和状态，
-#    每一项都要用到携带的状态）仍然串行（T/64 步）。算出的数一样，计算变成了矩阵规模的；而在生成时，
+#    每一项都要用到携带的状态）仍然串行（$T/64$ 步）。算出的数一样，计算变成了矩阵规模的；而在生成时，
 #    递归的那一步反倒是便宜的。
-# 5. **为什么要混合。** 固定大小的状态不可能精确记住所有东西（每个头最多 dk 个线性无关的键）；每四层里有一层全注意力，
-#    保留过去所有的键和值，所以模型仍然能查到任意一个更早的 token（softmax 的权重是软的，所以这也只是检索，
-#    不保证精确回忆），而键值缓存只有处处全注意力时的四分之一。
+# 5. **为什么要混合。** 固定大小的状态不可能精确记住所有东西（每个头最多 $d_k$ 个线性无关的键）；每四层里有一层全注意
+#    力，保留过去所有的键和值，所以模型仍然能查到任意一个更早的 token（softmax 的权重是软的，所以这也只是检索，不保证精
+#    确回忆），而键值缓存只有处处全注意力时的四分之一。
