@@ -60,9 +60,8 @@ from qwen.tokenizer import Tokenizer
 torch.manual_seed(0)
 args = chapter_args(__doc__)
 synthetic = args.checkpoint.synthetic
-NOTE = tr(" (synthetic weights: random, so the tokens mean nothing)", "（合成权重：随机的，这些 token 没有意义）") \
-    if synthetic else ""
-SYN = tr(" (synthetic weights)", "（合成权重）") if synthetic else ""
+# said only where random weights make a number mean something else than on the real model (the banner says the rest)
+NOISE = tr(" (random weights: the tokens mean nothing)", "（随机权重：这些 token 没有意义）") if synthetic else ""
 
 # %%
 book.show("ch08-map", book.model_map.draw, "model")
@@ -159,8 +158,8 @@ with torch.no_grad():
     logits = model(ids)  # (1, T, V)
 probs = logits[0, -1].float().softmax(-1)
 top = probs.topk(5)
-print(tr(f"prompt: {prompt!r} ({ids.shape[1]} tokens); next token{NOTE}:",
-         f"提示词：{prompt!r}（{ids.shape[1]} 个 token）；下一个 token{NOTE}："))
+print(tr(f"prompt: {prompt!r} ({ids.shape[1]} tokens); next token{NOISE}:",
+         f"提示词：{prompt!r}（{ids.shape[1]} 个 token）；下一个 token{NOISE}："))
 for p, i in zip(top.values.tolist(), top.indices.tolist()):
     print(f"   p = {p:.3g}  {tok.decode([i])!r}")
 rows = probs.numel()
@@ -198,11 +197,11 @@ ranks = (lens[:, :-1].float() > lens[:, :-1].float().gather(-1, targets.expand(l
 L = len(model.layers)
 mid = L // 2 - 1  # the layer half-way down: stream[i + 1] is the output of layer i, stream[0] the embedding
 at_start, at_mid, at_end = rms[0].mean(), rms[mid + 1].mean(), rms[-1].mean()
-print(tr(f"residual stream RMS{SYN}: after the embedding {at_start:.3g}, after layer {mid} {at_mid:.3g}, "
+print(tr(f"residual stream RMS: after the embedding {at_start:.3g}, after layer {mid} {at_mid:.3g}, "
          f"after layer {L - 1} (the last) {at_end:.3g}",
-         f"残差流的 RMS{SYN}：嵌入之后 {at_start:.3g}，第 {mid} 层之后 {at_mid:.3g}，"
+         f"残差流的 RMS：嵌入之后 {at_start:.3g}，第 {mid} 层之后 {at_mid:.3g}，"
          f"第 {L - 1} 层（最后一层）之后 {at_end:.3g}"))
-print(tr(f"logit lens, top-1 at the last position{SYN}:", f"logit lens，最后一个位置的 top-1{SYN}："))
+print(tr(f"logit lens, top-1 at the last position{NOISE}:", f"logit lens，最后一个位置的 top-1{NOISE}："))
 for i in [-1] + [i for i in range(L) if i % 4 == 3 or i == L - 1]:  # the embedding, then each 4th layer and the last
     name = tr("after the embedding", "嵌入之后") if i < 0 else tr(f"after layer {i:2d}", f"第 {i:2d} 层之后")
     print(f"   {ch08.padded(name, 19)}: {tok.decode([lens[i + 1, -1].argmax().item()])!r}")
@@ -288,7 +287,7 @@ with torch.no_grad():
 for h in hooks:
     h.remove()
 total = sum(params.values())
-print(tr(f"parameters and forward time by component{SYN}:", f"按组件统计的参数量和前向时间{SYN}："))
+print(tr("parameters and forward time by component:", "按组件统计的参数量和前向时间："))
 for part in params:
     name, share, ms = ch08.padded(ch08.component_name(part), 18), params[part] / total, seconds.get(part, 0) * 1000
     print(tr(f"   {name} {params[part]:>13,} parameters ({share:5.1%}), {ms:.1f} ms",
@@ -305,7 +304,7 @@ print(tr(f"FLOPs of one pass over these {T} tokens at the {where} (a count, not 
          f"按{where}，对这 {T} 个 token 做一次前向的 FLOPs（是计数，不是计时）：{counted}"))
 
 # %%
-book.show("ch08-shares", ch08.share_figure, {tr("parameters", "参数"): params, tr(f"time{SYN}", f"时间{SYN}"): seconds,
+book.show("ch08-shares", ch08.share_figure, {tr("parameters", "参数"): params, tr("time", "时间"): seconds,
                                              tr(f"FLOPs, {where}", f"按{where}计的 FLOPs"): flops}, synthetic)
 
 # %% [markdown]
@@ -334,9 +333,9 @@ with torch.no_grad():
 scale = logits[0, -1].float().abs().max()
 gap = (last[0, -1].float() - logits[0, -1].float()).abs().max()
 print(tr(f"prefill {T - 1} tokens, then 1 with the cache, in {logits.dtype}: max |diff| to the full pass = "
-         f"{gap:.2g} (largest logit {scale:.2g}){SYN}; cache.length = {cache.length}",
+         f"{gap:.2g} (largest logit {scale:.2g}); cache.length = {cache.length}",
          f"先预填充 {T - 1} 个 token，再用缓存算 1 个，{logits.dtype}：与整段一次前向相比 max |diff| = "
-         f"{gap:.2g}（最大的 logit 为 {scale:.2g}）{SYN}；cache.length = {cache.length}"))
+         f"{gap:.2g}（最大的 logit 为 {scale:.2g}）；cache.length = {cache.length}"))
 
 # %% [markdown]
 # ## Try this

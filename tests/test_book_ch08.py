@@ -1,5 +1,5 @@
 """book/ch08.py: each figure draws on the synthetic checkpoint's numbers and says 'synthetic weights' exactly when
-it shows them."""
+they are random weights' (each of these figures would have another shape on the real model)."""
 import matplotlib
 import numpy as np
 import pytest
