@@ -11,7 +11,7 @@ Its notebook, notebooks/ch08_model.ipynb, is written from this file by python no
 # Every part is written: the embedding (chapter 2), the norms (3), RoPE and the MLP (4, 5), gated attention (6)
 # and Gated DeltaNet (7). This chapter stacks them into the Qwen3.5 text model, loads a checkpoint into it,
 # predicts the next token of a prompt, and then looks inside: how big the residual stream gets, what the model
-# would predict if it stopped after layer i (the logit lens), and where the parameters and the time go.
+# would predict if it stopped after layer $i$ (the logit lens), and where the parameters and the time go.
 #
 # ```
 # qwen/
@@ -30,7 +30,7 @@ Its notebook, notebooks/ch08_model.ipynb, is written from this file by python no
 #
 # 各个部件都写好了：嵌入（第 2 章）、归一化（第 3 章）、RoPE 和 MLP（第 4、5 章）、门控注意力（第 6 章）和 Gated
 # DeltaNet（第 7 章）。本章把它们堆成 Qwen3.5 的文本模型，把检查点加载进去，预测一个提示词的下一个 token，然后往里看：
-# 残差流会变得多大，如果模型在第 i 层之后就停下它会预测什么（logit lens），以及参数和时间都花在了哪里。
+# 残差流会变得多大，如果模型在第 $i$ 层之后就停下它会预测什么（logit lens），以及参数和时间都花在了哪里。
 #
 # ```
 # qwen/
@@ -70,13 +70,14 @@ book.show("ch08-map", book.model_map.draw, "model")
 # ## 1. A decoder layer, and the stack
 #
 # Each layer (24 in the 0.8B, numbered 0 to 23 as in the checkpoint's keys) does two things, each behind its own
-# RMSNorm and each added to the residual stream x:
+# RMSNorm and each added to the residual stream $x$:
 #
-# - h = x + Mixer(RMSNorm(x)) — the mixer is the only place where tokens see each other: Gated DeltaNet on
-#   "linear_attention" layers, gated attention on "full_attention" layers (`layer_types` in the config);
-# - out = h + MLP(RMSNorm(h)) — each token alone.
+# - $h = x + \operatorname{Mixer}(\operatorname{RMSNorm}(x))$ — the mixer is the only place where tokens see each other:
+#   Gated DeltaNet on "linear_attention" layers, gated attention on "full_attention" layers (`layer_types` in the
+#   config);
+# - $\mathrm{out} = h + \operatorname{MLP}(\operatorname{RMSNorm}(h))$ — each token alone.
 #
-# This is *pre-norm*: the norm sits on the branch, never on the stream itself, so x is a running sum of every
+# This is *pre-norm*: the norm sits on the branch, never on the stream itself, so $x$ is a running sum of every
 # layer's writes. After the last layer one more RMSNorm (`norm`) and the head (`lm_head`, tied to the embedding in
 # the 0.8B) turn each position's vector into 248,320 scores, one per token. No embedding scale, no logit cap.
 #
@@ -85,13 +86,13 @@ book.show("ch08-map", book.model_map.draw, "model")
 # %% [markdown] lang="zh"
 # ## 1. 解码层，以及堆叠
 #
-# 每一层（0.8B 有 24 层，和检查点的键一样从 0 编号到 23）做两件事，各自前面有一个 RMSNorm，结果各自加回残差流 x：
+# 每一层（0.8B 有 24 层，和检查点的键一样从 0 编号到 23）做两件事，各自前面有一个 RMSNorm，结果各自加回残差流 $x$：
 #
-# - h = x + Mixer(RMSNorm(x))——混合器是 token 之间唯一能互相看到的地方：“linear_attention” 层上是 Gated DeltaNet，
-#   “full_attention” 层上是门控注意力（config 里的 `layer_types`）；
-# - out = h + MLP(RMSNorm(h))——每个 token 各算各的。
+# - $h = x + \operatorname{Mixer}(\operatorname{RMSNorm}(x))$——混合器是 token 之间唯一能互相看到的地
+#   方：“linear_attention” 层上是 Gated DeltaNet，“full_attention” 层上是门控注意力（config 里的 `layer_types`）；
+# - $\mathrm{out} = h + \operatorname{MLP}(\operatorname{RMSNorm}(h))$——每个 token 各算各的。
 #
-# 这就是 *pre-norm*：归一化放在分支上，从不作用在残差流本身，所以 x 是每一层写入量的累加。最后一层之后再做一次
+# 这就是 *pre-norm*：归一化放在分支上，从不作用在残差流本身，所以 $x$ 是每一层写入量的累加。最后一层之后再做一次
 # RMSNorm（`norm`），再由输出头（`lm_head`，0.8B 里与嵌入绑定）把每个位置的向量变成 248,320 个分数，每个 token 一个。
 # 没有嵌入缩放，也没有 logit 上限。
 #
@@ -168,18 +169,18 @@ print(tr(f"   (a uniform guess over the {rows:,} rows would give each token {1 /
 
 # %% [markdown]
 # ## 3. Look inside: the residual stream and the logit lens
-# Run the layers by hand and keep x after each one. Its size (root mean square) shows how much each layer writes.
-# Then apply the final norm and the head to each intermediate x: the **logit lens** asks what the model would
+# Run the layers by hand and keep $x$ after each one. Its size (root mean square) shows how much each layer writes.
+# Then apply the final norm and the head to each intermediate $x$: the **logit lens** asks what the model would
 # predict if it stopped there. With a real checkpoint, watch at which depth the actual next token climbs to the top
-# ranks; with random weights there is nothing to find. Below, "after layer i" is the output of `layers.i` (numbered
-# from 0, as in the checkpoint), and "the embedding" is x before any layer.
+# ranks; with random weights there is nothing to find. Below, "after layer $i$" is the output of `layers.i` (numbered
+# from 0, as in the checkpoint), and "the embedding" is $x$ before any layer.
 
 # %% [markdown] lang="zh"
 # ## 3. 往里看：残差流和 logit lens
-# 手动逐层运行，保存每一层之后的 x。它的大小（均方根）说明每一层写入了多少。然后把最终的归一化和输出头用到每个中间的 x
-# 上：**logit lens** 问的是，如果模型在这里停下，它会预测什么。用真实检查点时，看实际的下一个 token
-# 在哪个深度爬到前几名；用随机权重则什么也找不到。下面的“第 i 层之后”指 `layers.i` 的输出（和检查点一样从 0 编号），
-# “嵌入”指进入任何一层之前的 x。
+# 手动逐层运行，保存每一层之后的 $x$。它的大小（均方根）说明每一层写入了多少。然后把最终的归一化和输出头用到每个中间的
+# $x$ 上：**logit lens** 问的是，如果模型在这里停下，它会预测什么。用真实检查点时，看实际的下一个 token 在哪个深度爬到前
+# 几名；用随机权重则什么也找不到。下面的“第 $i$ 层之后”指 `layers.i` 的输出（和检查点一样从 0 编号）， “嵌入”指进入任何
+# 一层之前的 $x$。
 
 # %%
 with torch.no_grad():
@@ -234,7 +235,7 @@ book.show("ch08-lens", ch08.lens_figure, ranks.cpu().numpy(), labels, synthetic)
 # ## 4. Where the parameters and the time go
 # Parameters are counted per component; time is measured with forward hooks around each module on one pass over
 # the prompt (one run on a shared machine: read the shares in the figure, not the milliseconds). Measured time says
-# what this checkpoint costs at its own widths: on the synthetic one (d = 64 instead of 1024) the small DeltaNet
+# what this checkpoint costs at its own widths: on the synthetic one ($d = 64$ instead of 1024) the small DeltaNet
 # operations weigh far more than at the real shapes. So the third row counts the work at the real 0.8B's shapes:
 # the FLOPs of the same forward pass (`book.ch08.flops_by_component`: torch's FLOP counter around the course's own
 # modules run on the meta device, shapes only; matrix products and the conv, elementwise work left out). A count is
@@ -243,7 +244,7 @@ book.show("ch08-lens", ch08.lens_figure, ranks.cpu().numpy(), labels, synthetic)
 # %% [markdown] lang="zh"
 # ## 4. 参数和时间花在哪里
 # 参数按组件计数；时间用套在每个模块外面的 forward hook 在提示词上跑一次前向来测（共享机器上只跑一次：看图里的占比，
-# 别看毫秒数）。测出的时间反映的是这个检查点在它自己的宽度下的开销：在合成的检查点上（d = 64 而不是 1024），DeltaNet
+# 别看毫秒数）。测出的时间反映的是这个检查点在它自己的宽度下的开销：在合成的检查点上（$d = 64$ 而不是 1024），DeltaNet
 # 那些小运算的分量比在真实形状下重得多。所以第三行按真实 0.8B 的形状统计计算量：同一次前向的
 # FLOPs（`book.ch08.flops_by_component`：用 torch 的 FLOP 计数器套住本课程自己的模块，在 meta 设备上运行，只有形状；
 # 统计矩阵乘法和卷积，逐元素的运算不计）。计数不是计时，但在这样的宽度下，矩阵乘法占了大部分时间。
@@ -309,18 +310,17 @@ book.show("ch08-shares", ch08.share_figure, {tr("parameters", "参数"): params,
 
 # %% [markdown]
 # ## 5. With a cache
-# Generation feeds one token at a time. `model.new_cache()` holds, per layer, what the next call needs: keys and
-# values for the attention layers (6 in the 0.8B; growing with the text) and a conv window plus a (Hv, dk, dv) state
-# for the DeltaNet layers (18; fixed size). A prefill then one token gives the same scores as one pass over
-# everything, up to rounding: the two orders of work round differently. Measured on random weights at the real
-# 0.8B shapes (logits up to about 3, prompts of 12 to 50 tokens): up to 2.4e-5 in fp32, and up to 0.10 in bf16,
-# where every layer's output is rounded to 8 significant bits — about 6 bf16 steps of the largest logit (one step
-# is 0.016 there).
+# Generation feeds one token at a time. `model.new_cache()` holds, per layer, what the next call needs: keys and values
+# for the attention layers (6 in the 0.8B; growing with the text) and a conv window plus a $(H_v, d_k, d_v)$ state for
+# the DeltaNet layers (18; fixed size). A prefill then one token gives the same scores as one pass over everything, up
+# to rounding: the two orders of work round differently. Measured on random weights at the real 0.8B shapes (logits up
+# to about 3, prompts of 12 to 50 tokens): up to 2.4e-5 in fp32, and up to 0.10 in bf16, where every layer's output is
+# rounded to 8 significant bits — about 6 bf16 steps of the largest logit (one step is 0.016 there).
 
 # %% [markdown] lang="zh"
 # ## 5. 带缓存
 # 生成时一次喂一个 token。`model.new_cache()` 为每一层保存下一次调用要用的东西：注意力层存键和值（0.8B 里 6 层；
-# 随文本增长），DeltaNet 层存一个卷积窗口和一个 (Hv, dk, dv) 的状态（18 层；大小固定）。先预填充，再算一个 token，
+# 随文本增长），DeltaNet 层存一个卷积窗口和一个 $(H_v, d_k, d_v)$ 的状态（18 层；大小固定）。先预填充，再算一个 token，
 # 得到的分数和对全部 token 做一次前向的相同，只差舍入：两种计算顺序的舍入不同。在真实 0.8B 形状的随机权重上测得（logits
 # 最大约 3，提示词 12 到 50 个 token）：fp32 下最多 2.4e-5，bf16 下最多 0.10——bf16 下每一层的输出都舍入到 8
 # 个有效二进制位——约为最大 logit 的 6 个 bf16 步长（那里一个步长是 0.016）。
@@ -388,26 +388,29 @@ book.proof(compare, args.checkpoint.folder, ids)
 # %% [markdown]
 # ## Summary
 #
-# - A Qwen3.5 decoder layer is pre-norm: x + Mixer(norm(x)), then + MLP(norm(·)). The mixer is Gated DeltaNet in
+# - A Qwen3.5 decoder layer is pre-norm: $x + \operatorname{Mixer}(\operatorname{norm}(x))$, then
+#   $+ \operatorname{MLP}(\operatorname{norm}(\cdot))$. The mixer is Gated DeltaNet in
 #   three layers of four and gated attention in the fourth ([L, L, L, F] × 6 in the 0.8B).
 # - The model: embedding (no scale) → 24 layers → final RMSNorm → head (tied in the 0.8B) → logits, no cap.
 # - `load_model` builds on the meta device and fills each parameter from safetensors in the target dtype.
 # - A cache makes generation incremental; its DeltaNet part does not grow with the text.
 #
-# Shapes recap: ids (B, T) → x (B, T, d) through every layer → logits (B, T, V); attention caches (B, Hkv, S, D)
-# per full layer; DeltaNet caches a (B, C, K−1) conv window and a (B, Hv, dk, dv) fp32 state.
+# Shapes recap: ids $(B, T)$ → $x$ $(B, T, d)$ through every layer → logits $(B, T, V)$; attention caches
+# $(B, H_{kv}, S, D)$ per full layer; DeltaNet caches a $(B, C, K - 1)$ conv window and a $(B, H_v, d_k, d_v)$ fp32
+# state.
 
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - Qwen3.5 的解码层是 pre-norm：x + Mixer(norm(x))，再 + MLP(norm(·))。四层里三层的混合器是 Gated DeltaNet，
+# - Qwen3.5 的解码层是 pre-norm：$x + \operatorname{Mixer}(\operatorname{norm}(x))$，再
+#   $+ \operatorname{MLP}(\operatorname{norm}(\cdot))$。四层里三层的混合器是 Gated DeltaNet，
 #   第四层是门控注意力（0.8B 里是 [L, L, L, F] × 6）。
 # - 模型：嵌入（不缩放）→ 24 层 → 最终的 RMSNorm → 输出头（0.8B 里绑定）→ logits，没有上限。
 # - `load_model` 在 meta 设备上搭模型，按目标 dtype 从 safetensors 填入每个参数。
 # - 缓存让生成可以增量进行；它的 DeltaNet 部分不随文本增长。
 #
-# 形状回顾：ids (B, T) → x (B, T, d) 经过每一层 → logits (B, T, V)；每个全注意力层缓存 (B, Hkv, S, D)；DeltaNet
-# 缓存一个 (B, C, K−1) 的卷积窗口和一个 (B, Hv, dk, dv) 的 fp32 状态。
+# 形状回顾：ids $(B, T)$ → $x$ $(B, T, d)$ 经过每一层 → logits $(B, T, V)$；每个全注意力层缓存 $(B, H_{kv}, S, D)$；
+# DeltaNet 缓存一个 $(B, C, K - 1)$ 的卷积窗口和一个 $(B, H_v, d_k, d_v)$ 的 fp32 状态。
 
 # %%
 book.notation(args.checkpoint)
@@ -417,7 +420,7 @@ book.notation(args.checkpoint)
 #
 # ## How to explain it
 #
-# 1. **The residual stream.** Every layer reads a normalised copy of x and adds its result back; x itself is never
+# 1. **The residual stream.** Every layer reads a normalised copy of $x$ and adds its result back; $x$ itself is never
 #    normalised until the end. So the model is a sum of contributions, and the logit lens can read it at any depth.
 # 2. **Why hybrid.** Full attention looks back at every token but its cache grows with the text; Gated DeltaNet
 #    keeps a fixed-size state. Three of four layers use the cheap one; one of four keeps every past key and value, so
@@ -433,8 +436,8 @@ book.notation(args.checkpoint)
 #
 # ## 怎么讲清楚
 #
-# 1. **残差流。** 每一层读 x 的一份归一化副本，再把结果加回去；x 本身直到最后才归一化。所以模型是一份份贡献之和，logit
-#    lens 可以在任何深度读它。
+# 1. **残差流。** 每一层读 $x$ 的一份归一化副本，再把结果加回去；$x$ 本身直到最后才归一化。所以模型是一份份贡献之
+#    和，logit lens 可以在任何深度读它。
 # 2. **为什么要混合。** 全注意力能回看每一个 token，但它的缓存随文本增长；Gated DeltaNet 保存一个大小固定的状态。
 #    四层里三层用便宜的那种；一层保留过去的每个键和值，所以仍能查到更早的任何一个 token。
 # 3. **开销在哪里。** 0.8B 里 MLP（35%）和嵌入（34%）占了三分之二的参数。时间取决于代码、设备和宽度，
