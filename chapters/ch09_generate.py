@@ -95,17 +95,17 @@ print(tr(f"seed 1 again gives the same tokens: {again}", f"再用种子 1 生成
 # - the **presence penalty** subtracts a constant from the logit of every token already generated, once however
 #   often it appeared. transformers has no presence penalty (its `repetition_penalty` divides instead); the rule and
 #   its place, before the others, are vLLM's and OpenAI's;
-# - then transformers' order of its sampling warpers: **temperature** T divides the logits (T < 1 sharpens, T > 1
-#   flattens, T → 0 is greedy); **top-k** keeps the k most likely tokens; **top-p** keeps the most likely tokens
-#   until their mass reaches p (the token that crosses p stays); **min-p** keeps the tokens whose probability is at
-#   least min_p times the most likely one's.
+# - then transformers' order of its sampling warpers: **temperature** $T$ divides the logits ($T < 1$ sharpens, $T > 1$
+#   flattens, $T \to 0$ is greedy); **top-k** keeps the $k$ most likely tokens; **top-p** keeps the most likely tokens
+#   until their mass reaches $p$ (the token that crosses $p$ stays); **min-p** keeps the tokens whose probability is at
+#   least `min_p` times the most likely one's.
 #
-# Cut tokens get logit −inf, and a single softmax at the end renormalises what is left. One difference from
+# Cut tokens get logit $-\infty$, and a single softmax at the end renormalises what is left. One difference from
 # transformers remains: when several tokens have exactly the same probability at the top-p boundary, which of them
 # survive depends on the sort, and ours (descending) can keep a different one than transformers' (ascending).
-# The Qwen3.5 model card recommends, without thinking, T = 1.0, top-p 1.0, top-k 20, min-p 0, presence penalty 2.0;
-# with thinking, T = 1.0, top-p 0.95, top-k 20, min-p 0, presence penalty 1.5; with thinking for precise coding,
-# T = 0.6, top-p 0.95, top-k 20, min-p 0, presence penalty 0. `Sampling.card(thinking)` holds the first two.
+# The Qwen3.5 model card recommends, without thinking, $T = 1.0$, top-p 1.0, top-k 20, min-p 0, presence penalty 2.0;
+# with thinking, $T = 1.0$, top-p 0.95, top-k 20, min-p 0, presence penalty 1.5; with thinking for precise coding,
+# $T = 0.6$, top-p 0.95, top-k 20, min-p 0, presence penalty 0. `Sampling.card(thinking)` holds the first two.
 
 # %% [markdown] lang="zh"
 # ## 2. 采样规则
@@ -114,15 +114,15 @@ print(tr(f"seed 1 again gives the same tokens: {again}", f"再用种子 1 生成
 # - **presence penalty**（存在惩罚）从每个已经生成过的 token 的 logit 上减去一个常数，不管它出现过几次都只减一次。
 #   transformers 没有 presence penalty（它的 `repetition_penalty` 用的是除法）；这条规则和它排在最前面的位置，取自 vLLM
 #   和 OpenAI；
-# - 然后按 transformers 的采样 warper 的顺序：**温度** T 去除 logits（T < 1 让分布更尖，T > 1 让分布更平，T → 0
-#   就是贪心）；**top-k** 只保留最可能的 k 个 token；**top-p** 按概率从高到低保留 token，直到累计概率达到 p（越过 p
-#   的那个 token 也保留）；**min-p** 保留概率不低于最可能 token 概率 min_p 倍的 token。
+# - 然后按 transformers 的采样 warper 的顺序：**温度** $T$ 去除 logits（$T < 1$ 让分布更尖，$T > 1$ 让分布更平，
+#   $T \to 0$ 就是贪心）；**top-k** 只保留最可能的 $k$ 个 token；**top-p** 按概率从高到低保留 token，直到累计概率达到
+#   $p$（越过 $p$ 的那个 token 也保留）；**min-p** 保留概率不低于最可能 token 概率 `min_p` 倍的 token。
 #
-# 被截掉的 token 的 logit 设为 −inf，最后一次 softmax 把剩下的重新归一化。和 transformers 还有一处不同：当 top-p
-# 边界上有几个 token 的概率完全相同时，哪个留下取决于排序，我们的（降序）可能和 transformers 的（升序）留下不同的那个。
-# Qwen3.5 的模型卡推荐：不思考时，T = 1.0，top-p 1.0，top-k 20，min-p 0，presence penalty 2.0；思考时，T = 1.0，top-p
-# 0.95，top-k 20，min-p 0，presence penalty 1.5；思考且用于精确编程时，T = 0.6，top-p 0.95，top-k 20，min-p 0，presence
-# penalty 0。`Sampling.card(thinking)` 存的是前两组。
+# 被截掉的 token 的 logit 设为 $-\infty$，最后一次 softmax 把剩下的重新归一化。和 transformers 还有一处不同：当 top-p 边
+# 界上有几个 token 的概率完全相同时，哪个留下取决于排序，我们的（降序）可能和 transformers 的（升序）留下不同的那个。
+# Qwen3.5 的模型卡推荐：不思考时，$T = 1.0$，top-p 1.0，top-k 20，min-p 0，presence penalty 2.0；思考
+# 时，$T = 1.0$，top-p 0.95，top-k 20，min-p 0，presence penalty 1.5；思考且用于精确编程时，$T = 0.6$，top-p 0.95，top-k
+# 20，min-p 0，presence penalty 0。`Sampling.card(thinking)` 存的是前两组。
 
 # %%
 with torch.no_grad():
@@ -252,7 +252,7 @@ book.listing("qwen/chat.py")
 # `/reset`; Ctrl-C stops the reply and drops the unanswered message from the conversation, without leaving.
 #
 # ## 4. Prefill against decode
-# A prefill multiplies every weight matrix by T token vectors at once: each weight read from memory serves T tokens,
+# A prefill multiplies every weight matrix by $T$ token vectors at once: each weight read from memory serves $T$ tokens,
 # so the processor's arithmetic is the limit. A decode step multiplies every weight by **one** vector: each weight
 # is read for a single multiply-add, so the time is set by how fast memory delivers the weights — and the caches:
 # each step also reads every cached key and value and every DeltaNet state. Bytes read divided by the rate at which
@@ -269,7 +269,7 @@ book.listing("qwen/chat.py")
 # 并把没得到回答的那条消息从对话中去掉，但不会退出。
 #
 # ## 4. 预填充与解码
-# 预填充把每个权重矩阵一次乘以 T 个 token 向量：从内存读出的每个权重服务 T 个 token，所以瓶颈是处理器的算力。
+# 预填充把每个权重矩阵一次乘以 $T$ 个 token 向量：从内存读出的每个权重服务 $T$ 个 token，所以瓶颈是处理器的算力。
 # 一个解码步把每个权重只乘以**一个**向量：每个权重读出来只做一次乘加，所以时间取决于内存送出权重的速度，还有缓存：
 # 每一步还要读所有缓存的键和值、所有 DeltaNet 状态。读取的字节数除以这台机器读内存的速率，就估出了一步的下限：只是估计，
 # 因为测到的速率是单个数据流的（对 256 MiB 求和），而真实的 kernel 各有各的读取速率（见下文）。计时和速率都出自
@@ -363,9 +363,9 @@ print(tr(f"this checkpoint on {dev}{NARROW}, per token, teaching / fast: prefill
 # picks for a given processor and dtype can set the decode speed more than the model code does.
 #
 # ## 5. The cache as the conversation grows
-# The full-attention layers (6 of 24) keep keys and values for every token: they grow linearly. The DeltaNet layers
-# (18 of 24) keep a fixed (Hv, dk, dv) state and a K−1 conv window, whatever the length: this is why Qwen3.5 can hold
-# long conversations in little memory (chapter 7).
+# The full-attention layers (6 of 24) keep keys and values for every token: they grow linearly. The DeltaNet layers (18
+# of 24) keep a fixed $(H_v, d_k, d_v)$ state and a $K - 1$ conv window, whatever the length: this is why Qwen3.5 can
+# hold long conversations in little memory (chapter 7).
 
 # %% [markdown] lang="zh"
 # `bench/bench_model.py` 在真实 0.8B 的形状上拿两者与 transformers 对比，并把解码速度表示为上限的百分之几。
@@ -373,8 +373,9 @@ print(tr(f"this checkpoint on {dev}{NARROW}, per token, teaching / fast: prefill
 # 库针对给定的处理器和 dtype 选了哪个 kernel，对解码速度的影响可能比模型代码本身还大。
 #
 # ## 5. 对话变长时的缓存
-# 全注意力层（24 层中的 6 层）为每个 token 保留键和值：它们线性增长。DeltaNet 层（24 层中的 18 层）保留固定大小的 (Hv,
-# dk, dv) 状态和一个 K−1 的卷积窗口，与长度无关：这就是 Qwen3.5 能用很少的内存撑住长对话的原因（第 7 章）。
+# 全注意力层（24 层中的 6 层）为每个 token 保留键和值：它们线性增长。DeltaNet 层（24 层中的 18 层）保留固定大小的
+# $(H_v, d_k, d_v)$ 状态和一个 $K - 1$ 的卷积窗口，与长度无关：这就是 Qwen3.5 能用很少的内存撑住长对话的原因（第 7
+# 章）。
 
 # %%
 cache = model.new_cache()
@@ -448,8 +449,8 @@ book.proof(compare, args.checkpoint.folder)
 #
 # - Generation is prefill once, then one token per call with the cache: DeltaNet layers carry a fixed state, the
 #   full-attention layers their growing keys and values.
-# - Temperature divides the logits; top-k, top-p and min-p cut tokens to −inf; one softmax renormalises; the presence
-#   penalty discourages repeats. Greedy is the argmax. A seed makes sampling repeatable.
+# - Temperature divides the logits; top-k, top-p and min-p cut tokens to $-\infty$; one softmax renormalises; the
+#   presence penalty discourages repeats. Greedy is the argmax. A seed makes sampling repeatable.
 # - The chat format: `<|im_start|>role\n…<|im_end|>\n` turns, a generation prompt with a thinking block, old
 #   reasoning dropped; stop at `<|im_end|>` (248046) and `<|endoftext|>` (248044).
 # - Decode reads every weight and every cache per token: its speed is at most the memory's read rate over those
@@ -472,7 +473,7 @@ book.proof(compare, args.checkpoint.folder)
 #
 # - 生成就是先预填充一次，然后每次调用生成一个 token，并带上缓存：DeltaNet 层携带固定大小的状态，
 #   全注意力层携带不断增长的键和值。
-# - 温度去除 logits；top-k、top-p 和 min-p 把 token 截成 −inf；一次 softmax 重新归一化；presence penalty 抑制重复。
+# - 温度去除 logits；top-k、top-p 和 min-p 把 token 截成 $-\infty$；一次 softmax 重新归一化；presence penalty 抑制重复。
 #   贪心就是 argmax。固定种子，采样就可以复现。
 # - 对话格式：`<|im_start|>role\n…<|im_end|>\n` 组成的多轮，带思考块的生成提示，旧的推理被丢掉；遇到
 #   `<|im_end|>`（248046）和 `<|endoftext|>`（248044）停止。
