@@ -53,7 +53,7 @@ def gates_figure(tokens, decay, beta, synthetic):
                          f"记忆的半衰期，ln ½ / g 个 token（对数刻度），按 token 和值头，第 0 层{tag}"))
     fig.colorbar(image, ax=axes[0], label=tr("tokens", "token 数"))
     image = axes[1].imshow(np.asarray(beta).T, aspect="auto", cmap="viridis", vmin=0, vmax=1)
-    axes[1].set_title(tr(f"write strength β = sigmoid(b), layer 0{tag}", f"写入强度 β = sigmoid(b)，第 0 层{tag}"))
+    axes[1].set_title(tr("write strength β = sigmoid(b), layer 0", "写入强度 β = sigmoid(b)，第 0 层"))  # tagged once
     fig.colorbar(image, ax=axes[1])
     for ax in axes:
         ax.set_ylabel(tr("value head", "值头"))

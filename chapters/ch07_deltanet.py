@@ -86,7 +86,6 @@ args = chapter_args(__doc__)
 cfg = args.checkpoint.config
 W = Weights(args.checkpoint)
 SYNTHETIC = args.checkpoint.synthetic
-TAG = tr(" (synthetic weights)", "（合成权重）") if SYNTHETIC else ""  # on every line printed from the weights
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
 
@@ -312,8 +311,8 @@ layer = fill(GatedDeltaNet(cfg), W, "layers.0.linear_attn.")  # fp32: bf16 weigh
 beta = layer.in_proj_b(x).sigmoid()[0]  # (T, Hv)
 g = -layer.A_log.float().exp() * F.softplus(layer.in_proj_a(x).float() + layer.dt_bias.float())
 decay = g[0].exp()  # (T, Hv)
-print(tr(f"{len(tokens)} tokens, {cfg.linear_num_value_heads} value heads in layer 0{TAG}",
-         f"{len(tokens)} 个 token，第 0 层有 {cfg.linear_num_value_heads} 个值头{TAG}"))
+print(tr(f"{len(tokens)} tokens, {cfg.linear_num_value_heads} value heads in layer 0",
+         f"{len(tokens)} 个 token，第 0 层有 {cfg.linear_num_value_heads} 个值头"))
 for h in range(cfg.linear_num_value_heads):
     rate, bias = float(layer.A_log.exp()[h]), float(layer.dt_bias[h])
     (d_lo, d_hi), (b_lo, b_hi) = map(float, decay[:, h].aminmax()), map(float, beta[:, h].aminmax())
@@ -355,9 +354,9 @@ norms = torch.stack(norms)  # (T, Hv)
 conv_shape, state_shape = tuple(cache.conv.shape), tuple(cache.state.shape)
 last_norms = ', '.join(f'{n:.2f}' for n in norms[-1].tolist())
 print(tr(f"after {len(tokens)} tokens the cache holds conv {conv_shape} {cache.conv.dtype} and state "
-         f"{state_shape} {cache.state.dtype}; ‖S‖ per head{TAG}: {last_norms}",
+         f"{state_shape} {cache.state.dtype}; ‖S‖ per head: {last_norms}",
          f"{len(tokens)} 个 token 之后，缓存里有卷积状态 {conv_shape} {cache.conv.dtype} 和状态 "
-         f"{state_shape} {cache.state.dtype}；每个头的 ‖S‖{TAG}：{last_norms}"))
+         f"{state_shape} {cache.state.dtype}；每个头的 ‖S‖：{last_norms}"))
 
 # %%
 book.show("ch07-state", ch07.state_norm_figure, tokens, norms, SYNTHETIC)
@@ -517,9 +516,9 @@ kh = k[0, :, h // (Hv // Hk)]  # (T, dk): value head h reads key head ⌊h / r�
 A = torch.eye(len(G)) + ((beta[:, h, None] * kh @ kh.T) * Gamma).tril(-1)
 top, bottom, largest = float(Gamma.tril(-1).max()), float(Gamma[Gamma > 0].min()), float(A.tril(-1).abs().max())
 print(tr(f"the first chunk of value head {h}: {len(G)} tokens; Γ below the diagonal from {top:.3f} down to "
-         f"{bottom:.1e}; A's largest entry below the diagonal {largest:.3f}{TAG}",
+         f"{bottom:.1e}; A's largest entry below the diagonal {largest:.3f}",
          f"值头 {h} 的第一个块：{len(G)} 个 token；Γ 在对角线以下从 {top:.3f} 降到 {bottom:.1e}；"
-         f"A 对角线以下最大的元素 {largest:.3f}{TAG}"))
+         f"A 对角线以下最大的元素 {largest:.3f}"))
 
 # %%
 book.show("ch07-chunk", ch07.chunk_figure, Gamma, A, h, SYNTHETIC)

@@ -71,7 +71,7 @@ def test_gates_and_state_figures(gates):
 
     tokens, decay, beta = gates
     fig = ch07.gates_figure(tokens, decay, beta, True)
-    assert "synthetic weights" in figure_text(fig)
+    assert figure_text(fig).count("synthetic weights") == 1  # once for the figure, not once per panel
     assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == tokens
     fig = ch07.state_norm_figure(tokens, decay.cumsum(0), True)
     assert len(fig.axes[0].lines) == decay.shape[1] and "synthetic weights" in figure_text(fig)
