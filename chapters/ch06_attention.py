@@ -54,7 +54,8 @@ dev, d, H, Hkv, D = args.device, cfg.hidden_size, cfg.num_attention_heads, cfg.n
 R = int(D * cfg.partial_rotary_factor)
 layer = cfg.layer_types.index("full_attention")  # the first full-attention layer
 prefix = f"layers.{layer}.self_attn."
-SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if args.checkpoint.synthetic else ""
+# said only where random weights make a number mean something else than on the real model (the banner says the rest)
+SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if args.checkpoint.synthetic else ""  # figures only
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
 
@@ -223,9 +224,9 @@ k = attn.k_norm(attn.k_proj(x).view(1, T, Hkv, D)).transpose(1, 2)  # (1, Hkv, T
 v = attn.v_proj(x).view(1, T, Hkv, D).transpose(1, 2)  # (1, Hkv, T, D): no norm, no RoPE
 q_raw_rms, q_rms = q.pow(2).mean(-1).sqrt(), qn.pow(2).mean(-1).sqrt()
 print(tr(f"RMS of the query heads before q_norm: {q_raw_rms.min():.2f} .. {q_raw_rms.max():.2f}; after: "
-         f"{q_rms.min():.2f} .. {q_rms.max():.2f}{SYNTHETIC}",
+         f"{q_rms.min():.2f} .. {q_rms.max():.2f}",
          f"各查询头在 q_norm 之前的 RMS：{q_raw_rms.min():.2f} .. {q_raw_rms.max():.2f}；之后："
-         f"{q_rms.min():.2f} .. {q_rms.max():.2f}{SYNTHETIC}"))
+         f"{q_rms.min():.2f} .. {q_rms.max():.2f}"))
 qr, kr = apply_rope(qn, cos, sin), apply_rope(k, cos, sin)
 moved, kept = (qr.norm(dim=-1) - qn.norm(dim=-1)).abs().max(), torch.equal(qr[..., R:], qn[..., R:])
 print(tr(f"RoPE keeps each head's length: max change {moved:.1e}; dims {R}..{D - 1} untouched: {kept}",
@@ -278,13 +279,13 @@ print(tr(f"every row of probabilities sums to 1: max |sum - 1| = {off_one:.1e}; 
 unscaled = torch.softmax(raw.masked_fill(~allowed, torch.finfo(raw.dtype).min), dim=-1, dtype=torch.float32)
 spread, scaled_spread = raw[..., allowed].std(), (raw * D ** -0.5)[..., allowed].std()
 print(tr(f"score spread (std over allowed pairs): {spread:.2f} without 1/√D, {scaled_spread:.2f} with it "
-         f"(√D = {D ** 0.5:g}){SYNTHETIC}",
+         f"(√D = {D ** 0.5:g})",
          f"分数的离散程度（允许的位置对上的标准差）：不乘 1/√D 时 {spread:.2f}，乘上之后 {scaled_spread:.2f}"
-         f"（√D = {D ** 0.5:g}）{SYNTHETIC}"))
+         f"（√D = {D ** 0.5:g}）"))
 peak, scaled_peak = unscaled[..., 4:, :].amax(-1).mean(), probs[..., 4:, :].amax(-1).mean()
 print(tr(f"mean largest probability of a row from token 4 on: {peak:.2f} without the scale, {scaled_peak:.2f} "
-         f"with it{SYNTHETIC}",
-         f"从 token 4 起每行最大概率的平均值：不缩放 {peak:.2f}，缩放后 {scaled_peak:.2f}{SYNTHETIC}"))
+         f"with it",
+         f"从 token 4 起每行最大概率的平均值：不缩放 {peak:.2f}，缩放后 {scaled_peak:.2f}"))
 
 # %% [markdown]
 # The probabilities of a few heads, tokens as labels. On the synthetic checkpoint the weights are random, so these
@@ -326,9 +327,10 @@ print(tr(f"the steps by hand vs GatedAttention: max |diff| = {by_hand:.1e}",
          f"手写的步骤 vs GatedAttention：max |diff| = {by_hand:.1e}"))
 s = torch.sigmoid(gate)
 shut, open_ = (s < 0.1).float().mean(), (s > 0.9).float().mean()
-print(tr(f"sigmoid(gate) on this sentence: mean {s.mean():.2f}, {shut:.0%} below 0.1, {open_:.0%} above 0.9"
-         f"{SYNTHETIC}",
-         f"这个句子上的 sigmoid(gate)：均值 {s.mean():.2f}，{shut:.0%} 低于 0.1，{open_:.0%} 高于 0.9{SYNTHETIC}"))
+drawn = tr(" (random weights: where they were drawn, not what a model learned)",
+           "（随机权重：这是抽样的结果，不是模型学到的）") if args.checkpoint.synthetic else ""
+print(tr(f"sigmoid(gate) on this sentence: mean {s.mean():.2f}, {shut:.0%} below 0.1, {open_:.0%} above 0.9{drawn}",
+         f"这个句子上的 sigmoid(gate)：均值 {s.mean():.2f}，{shut:.0%} 低于 0.1，{open_:.0%} 高于 0.9{drawn}"))
 
 # %%
 book.show("ch06-gate", ch06.gate_distribution, gate.reshape(T, H * D).cpu(), H,
