@@ -164,25 +164,27 @@ for name, x in ((own, s),
 
 # %% [markdown]
 # ## 2. The resize rule
-# The tower cuts the image into P × P patches (P = 16) and its merger later joins m × m neighbouring patches (m = 2)
-# into one token, so both sides must be multiples of P · m = 32. `smart_resize` rounds each side to the nearest
-# multiple of 32 (Python's `round`, which sends halves to the even neighbour: 10.5 → 10, 11.5 → 12), keeping the
-# aspect ratio as well as it can. Only that rounded size is checked against the budget. If it has more pixels than
-# max_pixels, it is dropped and the *original* sides H and W are divided by β = √(H · W / max_pixels) (the original
-# pixel count, not the rounded one), each rounded *down* to a multiple of 32 (at least 32); if it has fewer than
-# min_pixels, the original sides are multiplied by β = √(min_pixels / (H · W)), each rounded *up*. Rounding down
-# keeps a shrunk image within max_pixels, rounding up keeps an enlarged one at min_pixels or more. This is the rule
-# of transformers' `smart_resize`; ours adds one clear error for an image too thin to fit. The photo:
+# The tower cuts the image into $P \times P$ patches ($P = 16$) and its merger later joins $m \times m$ neighbouring
+# patches ($m = 2$) into one token, so both sides must be multiples of $P \cdot m = 32$. `smart_resize` rounds each side
+# to the nearest multiple of 32 (Python's `round`, which sends halves to the even neighbour: 10.5 → 10, 11.5 → 12),
+# keeping the aspect ratio as well as it can. Only that rounded size is checked against the budget. If it has more
+# pixels than `max_pixels`, it is dropped and the *original* sides $H$ and $W$ are divided by
+# $\beta = \sqrt{H \cdot W / \mathrm{max\_pixels}}$ (the original pixel count, not the rounded one), each rounded *down*
+# to a multiple of 32 (at least 32); if it has fewer than `min_pixels`, the original sides are multiplied by
+# $\beta = \sqrt{\mathrm{min\_pixels} / (H \cdot W)}$, each rounded *up*. Rounding down keeps a shrunk image within
+# `max_pixels`, rounding up keeps an enlarged one at `min_pixels` or more. This is the rule of transformers'
+# `smart_resize`; ours adds one clear error for an image too thin to fit. The photo:
 
 # %% [markdown] lang="zh"
 # ## 2. 缩放规则
-# 视觉塔把图切成 P × P 的 patch（P = 16），之后合并器再把 m × m 个相邻 patch（m = 2）并成一个 token，所以两条边都必须是
-# P · m = 32 的倍数。`smart_resize` 把每条边取整到最近的 32 的倍数（用 Python 的 `round`，恰好一半时取偶数：10.5 → 10，
-# 11.5 → 12），尽量保持宽高比。只有取整后的尺寸会拿去和预算比较。如果它的像素数超过 max_pixels，就弃用它，把*原始*边长 H
-# 和 W 都除以 β = √(H · W / max_pixels)（用原始像素数，而不是取整后的），再各自*向下*取整到 32 的倍数（至少 32）；
-# 如果少于 min_pixels，就把原始边长乘以 β = √(min_pixels / (H · W))，各自*向上*取整。向下取整保证缩小后的图不超过
-# max_pixels，向上取整保证放大后的图不少于 min_pixels。这就是 transformers 里 `smart_resize` 的规则；
-# 我们的版本多做了一件事：图太细长、放不进预算时，给出一条明确的报错。这张照片：
+# 视觉塔把图切成 $P \times P$ 的 patch（$P = 16$），之后合并器再把 $m \times m$ 个相邻 patch（$m = 2$）并成一个 token，
+# 所以两条边都必须是 $P \cdot m = 32$ 的倍数。`smart_resize` 把每条边取整到最近的 32 的倍数（用 Python 的 `round`，恰好
+# 一半时取偶数：10.5 → 10， 11.5 → 12），尽量保持宽高比。只有取整后的尺寸会拿去和预算比较。如果它的像素数超过
+# `max_pixels`，就弃用它，把*原始*边长 $H$ 和 $W$ 都除以 $\beta = \sqrt{H \cdot W / \mathrm{max\_pixels}}$（用原始像素
+# 数，而不是取整后的），再各自*向下*取整到 32 的倍数（至少 32）；如果少于 `min_pixels`，就把原始边长乘以
+# $\beta = \sqrt{\mathrm{min\_pixels} / (H \cdot W)}$，各自*向上*取整。向下取整保证缩小后的图不超过 `max_pixels`，向上取
+# 整保证放大后的图不少于 `min_pixels`。这就是 transformers 里 `smart_resize` 的规则；我们的版本多做了一件事：图太细长、
+# 放不进预算时，给出一条明确的报错。这张照片：
 
 # %%
 f = s.factor
@@ -209,35 +211,37 @@ for width, height in ((8000, 6000), (100, 80)):  # a 48-megapixel photo, and a t
 # ## 3. From pixels to patches
 # After the resize (bicubic, on the 8-bit image), three steps turn the picture into `pixel_values`:
 #
-# 1. **rescale and normalise**: each 8-bit value times `rescale_factor` (1/255) gives [0, 1]; then (x − mean) / std
-#    per channel. With Qwen3.5's mean = std = 0.5 every value lands in [−1, 1].
-# 2. **repeat in time**: the patch embedding reads Tp = 2 frames at once (the same weights read videos), so a still
+# 1. **rescale and normalise**: each 8-bit value times `rescale_factor` (1/255) gives $[0, 1]$; then
+#    $(x - \mathrm{mean}) / \mathrm{std}$ per channel. With Qwen3.5's $\mathrm{mean} = \mathrm{std} = 0.5$ every value
+#    lands in $[-1, 1]$.
+# 2. **repeat in time**: the patch embedding reads $T_p = 2$ frames at once (the same weights read videos), so a still
 #    image is repeated: both frames of every patch are the same picture.
-# 3. **patchify in the merge order**: cut the (3, h, w) array into P × P patches and flatten each one in the order
-#    (channel, frame, row, column): 3 · 2 · 16 · 16 = 1,536 numbers, one row of `pixel_values`. The rows are *not*
-#    in reading order: they go block by block (each block is the m × m = 2 × 2 patches the merger will join), and
-#    inside a block row by row. Then the 4 patches of merged token k are rows 4k … 4k + 3, and the merger only has
-#    to put 4 consecutive rows side by side.
+# 3. **patchify in the merge order**: cut the (3, h, w) array into $P \times P$ patches and flatten each one in the
+#    order (channel, frame, row, column): $3 \cdot 2 \cdot 16 \cdot 16 = 1{,}536$ numbers, one row of `pixel_values`.
+#    The rows are *not* in reading order: they go block by block (each block is the $m \times m = 2 \times 2$ patches
+#    the merger will join), and inside a block row by row. Then the 4 patches of merged token $k$ are rows
+#    $4k, \dots, 4k + 3$, and the merger only has to put 4 consecutive rows side by side.
 #
-# The result is `pixel_values` (N, 1536) with N = (h/16) · (w/16) patches, and `image_grid_thw` = [[1, h/16, w/16]]:
-# one frame (t = 1 after the temporal merge), the patch grid's height and width. The figure shows the order on the
-# photo.
+# The result is `pixel_values` (N, 1536) with $N = (h/16) \cdot (w/16)$ patches, and `image_grid_thw` = [[1, h/16,
+# w/16]]: one frame ($t = 1$ after the temporal merge), the patch grid's height and width. The figure shows the order on
+# the photo.
 
 # %% [markdown] lang="zh"
 # ## 3. 从像素到 patch
 # 缩放之后（双三次插值，在 8 位图像上做），再用三步把图变成 `pixel_values`：
 #
-# 1. **缩放数值并归一化**：每个 8 位值乘以 `rescale_factor`（1/255）得到 [0, 1] 内的值；再逐通道算 (x − mean) / std。
-#    Qwen3.5 的 mean = std = 0.5，所以每个值都落在 [−1, 1] 内。
-# 2. **在时间上重复**：patch 嵌入一次读 Tp = 2 帧（同一套权重也用来读视频），所以静态图要重复一遍：每个 patch
+# 1. **缩放数值并归一化**：每个 8 位值乘以 `rescale_factor`（1/255）得到 $[0, 1]$ 内的值；再逐通道算
+#    $(x - \mathrm{mean}) / \mathrm{std}$。Qwen3.5 的 $\mathrm{mean} = \mathrm{std} = 0.5$，所以每个值都落在 $[-1, 1]$
+#    内。
+# 2. **在时间上重复**：patch 嵌入一次读 $T_p = 2$ 帧（同一套权重也用来读视频），所以静态图要重复一遍：每个 patch
 #    的两帧是同一张图。
-# 3. **按合并顺序切 patch**：把 (3, h, w) 数组切成 P × P 的 patch，每个 patch 按 (通道, 帧, 行, 列) 的顺序展平：3 · 2 ·
-#    16 · 16 = 1,536 个数，就是 `pixel_values` 的一行。这些行*不是*按阅读顺序排的：它们逐块排列（每块是合并器要合并的 m
-#    × m = 2 × 2 个 patch），块内再逐行排列。这样，合并后第 k 个 token 的 4 个 patch 正好是第 4k … 4k + 3 行，
-#    合并器只需把连续的 4 行并排拼起来。
+# 3. **按合并顺序切 patch**：把 (3, h, w) 数组切成 $P \times P$ 的 patch，每个 patch 按 (通道, 帧, 行, 列) 的顺序展平：
+#    $3 \cdot 2 \cdot 16 \cdot 16 = 1{,}536$ 个数，就是 `pixel_values` 的一行。这些行*不是*按阅读顺序排的：它们逐块排列
+#    （每块是合并器要合并的 $m \times m = 2 \times 2$ 个 patch），块内再逐行排列。这样，合并后第 $k$ 个 token 的 4 个
+#    patch 正好是第 $4k, \dots, 4k + 3$ 行，合并器只需把连续的 4 行并排拼起来。
 #
-# 结果是 `pixel_values` (N, 1536)，其中 N = (h/16) · (w/16) 个 patch，以及 `image_grid_thw` = [[1, h/16, w/16]]：
-# 一帧（时间维合并后 t = 1），加上 patch 网格的高和宽。下图在照片上画出这个顺序。
+# 结果是 `pixel_values` (N, 1536)，其中 $N = (h/16) \cdot (w/16)$ 个 patch，以及 `image_grid_thw` = [[1, h/16, w/16]]：
+# 一帧（时间维合并后 $t = 1$），加上 patch 网格的高和宽。下图在照片上画出这个顺序。
 
 # %%
 resized = to_rgb(photo).resize((w, h), resample=Image.Resampling.BICUBIC)
@@ -306,10 +310,10 @@ print(tr(f"every row is the patch cut by hand from the resized photo, both frame
 # %% [markdown]
 # ## 4. The patch embedding is a matrix product
 # The checkpoint stores the first layer as a Conv3d with kernel (2, 16, 16) and the *same* stride: the kernel never
-# overlaps itself, so each output reads exactly one patch, and a convolution that reads one patch per output is a
-# matrix product: embed = pixel_values · Wᵀ + b, with the kernel W (C, 3, 2, 16, 16) flattened to (C, 1,536) in the
-# same (channel, frame, row, column) order as a patch. Here it is proven on the photo. Because both frames of a still
-# image are equal, a still image in effect uses the sum of the kernel's two frame slices.
+# overlaps itself, so each output reads exactly one patch, and a convolution that reads one patch per output is a matrix
+# product: $\mathrm{embed} = \mathrm{pixel\_values} \cdot W^\top + b$, with the kernel $W$ (C, 3, 2, 16, 16) flattened
+# to (C, 1,536) in the same (channel, frame, row, column) order as a patch. Here it is proven on the photo. Because both
+# frames of a still image are equal, a still image in effect uses the sum of the kernel's two frame slices.
 #
 # The tower is read from the checkpoint here, and only the tower: `load_vision` opens the safetensors files lazily
 # and reads the `model.visual.*` tensors alone.
@@ -317,9 +321,9 @@ print(tr(f"every row is the patch cut by hand from the resized photo, both frame
 # %% [markdown] lang="zh"
 # ## 4. patch 嵌入就是一次矩阵乘法
 # 检查点把第一层存成一个 Conv3d，卷积核为 (2, 16, 16)，步长*与之相同*：卷积核的各个位置互不重叠，于是每个输出恰好读一个
-# patch；而每个输出只读一个 patch 的卷积，就是一次矩阵乘法：embed = pixel_values · Wᵀ + b，其中卷积核 W (C, 3, 2, 16,
-# 16) 按与 patch 相同的 (通道, 帧, 行, 列) 顺序展平成 (C, 1,536)。下面在照片上验证这一点。由于静态图的两帧相同，
-# 静态图实际上用的是卷积核两个帧切片之和。
+# patch；而每个输出只读一个 patch 的卷积，就是一次矩阵乘法：$\mathrm{embed} = \mathrm{pixel\_values} \cdot W^\top + b$，
+# 其中卷积核 $W$ (C, 3, 2, 16, 16) 按与 patch 相同的 (通道, 帧, 行, 列) 顺序展平成 (C, 1,536)。下面在照片上验证这一点。
+# 由于静态图的两帧相同，静态图实际上用的是卷积核两个帧切片之和。
 #
 # 这里从检查点读入视觉塔，而且只读视觉塔：`load_vision` 惰性地打开 safetensors 文件，只读其中的 `model.visual.*` 张量。
 
@@ -351,19 +355,20 @@ print(tr(f"real Qwen3.5-0.8B: kernel {kernel} = {real.hidden_size * real_width:,
 
 # %% [markdown]
 # ## 5. Positions I: the learned grid, resampled
-# The tower learns one position vector per cell of a 48 × 48 grid (`pos_embed`, num_position_embeddings = 2,304
-# rows of C). An image has its own patch grid (38 × 32 for the photo), so the learned grid is resampled to it
-# **bilinearly with corners aligned**: the corner patches take the corner vectors exactly, and patch (r, c) reads
-# the grid at ((side − 1) · r / (gh − 1), (side − 1) · c / (gw − 1)), blending its four neighbours. The result,
-# listed in the merge order, is added to the patch embeddings. By hand, for one patch, against the tower's own:
+# The tower learns one position vector per cell of a 48 × 48 grid (`pos_embed`, `num_position_embeddings` = 2,304 rows
+# of C). An image has its own patch grid (38 × 32 for the photo), so the learned grid is resampled to it **bilinearly
+# with corners aligned**: the corner patches take the corner vectors exactly, and patch $(r, c)$ reads the grid at
+# $\left(\frac{(\mathrm{side} - 1) \cdot r}{g_h - 1}, \frac{(\mathrm{side} - 1) \cdot c}{g_w - 1}\right)$, blending its
+# four neighbours. The result, listed in the merge order, is added to the patch embeddings. By hand, for one patch,
+# against the tower's own:
 
 # %% [markdown] lang="zh"
 # ## 5. 位置之一：学到的网格，重新采样
-# 视觉塔为一个 48 × 48 网格的每个格子学一个位置向量（`pos_embed`，num_position_embeddings = 2,304 行，每行 C 维）。
-# 一张图有自己的 patch 网格（这张照片是 38 × 32），所以要把学到的网格重新采样到这个网格上，方式是**双线性插值、
-# 角点对齐**：四个角上的 patch 正好取到四个角的向量，patch (r, c) 在网格的 ((side − 1) · r / (gh − 1), (side − 1) · c /
-# (gw − 1)) 处取值，由周围四个邻居混合而成。结果按合并顺序排列，加到 patch 嵌入上。下面对一个 patch 手算，
-# 并与视觉塔自己的结果对比：
+# 视觉塔为一个 48 × 48 网格的每个格子学一个位置向量（`pos_embed`，`num_position_embeddings` = 2,304 行，每行 C 维）。一
+# 张图有自己的 patch 网格（这张照片是 38 × 32），所以要把学到的网格重新采样到这个网格上，方式是**双线性插值、角点对
+# 齐**：四个角上的 patch 正好取到四个角的向量，patch $(r, c)$ 在网格的
+# $\left(\frac{(\mathrm{side} - 1) \cdot r}{g_h - 1}, \frac{(\mathrm{side} - 1) \cdot c}{g_w - 1}\right)$ 处取值，由周围
+# 四个邻居混合而成。结果按合并顺序排列，加到 patch 嵌入上。下面对一个 patch 手算，并与视觉塔自己的结果对比：
 
 # %%
 table = tower.pos_embed.weight.float().cpu()  # (side², C)
@@ -420,17 +425,19 @@ book.show("ch10-positions", ch10.position_grid, shown, resample(shown), SYNTHETI
 # %% [markdown]
 # ## 6. Positions II: the 2-D rotary embedding
 # Inside the blocks, attention also turns q and k by angles, as in chapter 4, but in two dimensions. A head of
-# Dh = C / heads dims is turned in rotate-half pairs, all of it (no partial rotary here), with Dh/4 frequencies
-# f_j = θ^(−4j/Dh), θ = the vision config's rope_theta (10,000 unless it says otherwise). The first Dh/4 pair angles
-# are row · f_j, the next Dh/4 are column · f_j. So a score q·k depends on the two patches' row difference and column
+# $D_h = C / \mathrm{heads}$ dims is turned in rotate-half pairs, all of it (no partial rotary here), with $D_h/4$
+# frequencies $f_j = \theta^{-4j/D_h}$, $\theta$ = the vision config's `rope_theta` (10,000 unless it says otherwise).
+# The first $D_h/4$ pair angles are $\mathrm{row} \cdot f_j$, the next $D_h/4$ are $\mathrm{column} \cdot f_j$. So a
+# score $q \cdot k$ depends on the two patches' row difference and column
 # difference only. Shifting both patches by the same (3, 5) leaves it unchanged:
 
 # %% [markdown] lang="zh"
 # ## 6. 位置之二：二维旋转位置编码
-# 在块内部，注意力也像第 4 章那样按角度旋转 q 和 k，只不过是在两个维度上。一个 Dh = C / heads 维的头按 rotate-half
-# 的方式成对旋转，而且整个头都转（这里没有部分旋转），共 Dh/4 个频率 f_j = θ^(−4j/Dh)，θ 是视觉配置里的
-# rope_theta（配置里不写就是 10,000）。前 Dh/4 对的角度是 row · f_j，后 Dh/4 对是 column · f_j。因此分数 q·k
-# 只取决于两个 patch 的行差和列差。把两个 patch 同时平移 (3, 5)，分数不变：
+# 在块内部，注意力也像第 4 章那样按角度旋转 q 和 k，只不过是在两个维度上。一个 $D_h = C / \mathrm{heads}$ 维的头按
+# rotate-half 的方式成对旋转，而且整个头都转（这里没有部分旋转），共 $D_h/4$ 个频率 $f_j = \theta^{-4j/D_h}$，$\theta$
+# 是视觉配置里的 `rope_theta`（配置里不写就是 10,000）。前 $D_h/4$ 对的角度是 $\mathrm{row} \cdot f_j$，后 $D_h/4$ 对是
+# $\mathrm{column} \cdot f_j$。因此分数 $q \cdot k$ 只取决于两个 patch 的行差和列差。把两个 patch 同时平移 (3, 5)，分数
+# 不变：
 
 # %%
 Dh = C // vcfg.num_heads
@@ -528,9 +535,9 @@ print(tr(f"{n_text} tokens with one pad -> {len(ids)} with {n_pads} pads "
 # ## 9. Positions III: M-RoPE with three different rows
 # Chapter 4 built M-RoPE and noted that for text its three position rows (t, h, w) are equal, so it is plain RoPE.
 # An image is where they differ. Following transformers' `get_rope_index`: text tokens count on as usual, the same
-# number on all three rows. The image's tokens all start from p, the position the next text token would have had;
-# merged token (i, j) of the image gets (p, p + i, p + j) — the same time, its own row and column. The text after
-# the image continues from the image's **largest position + 1**, p + max(gh, gw)/m, not from its token count. So a
+# number on all three rows. The image's tokens all start from $p$, the position the next text token would have had;
+# merged token $(i, j)$ of the image gets $(p, p + i, p + j)$ — the same time, its own row and column. The text after
+# the image continues from the image's **largest position + 1**, $p + \max(g_h, g_w)/m$, not from its token count. So a
 # 304-token image moves the positions on by only 19. The tokens generated after the prompt keep that offset
 # (the cache stores it: `cache.delta`).
 #
@@ -541,10 +548,10 @@ print(tr(f"{n_text} tokens with one pad -> {len(ids)} with {n_pads} pads "
 # %% [markdown] lang="zh"
 # ## 9. 位置之三：三行各不相同的 M-RoPE
 # 第 4 章实现了 M-RoPE，并指出对文本来说，它的三行位置 (t, h, w) 相同，所以就是普通的 RoPE。图片正是三行不同的地方。按照
-# transformers 的 `get_rope_index`：文本 token 照常递增计数，三行取同一个数。图片的所有 token 都从 p 开始，p
-# 是下一个文本 token 本该得到的位置；图片中合并后的 token (i, j) 得到 (p, p + i, p + j)——时间相同，行、列各自不同。
-# 图片之后的文本从图片的**最大位置 + 1** 接着数，即 p + max(gh, gw)/m，而不是按 token 数接着数。所以一张 304 个 token
-# 的图，只让位置前进 19。提示词之后生成的 token 保持这个偏移（缓存里存着它：`cache.delta`）。
+# transformers 的 `get_rope_index`：文本 token 照常递增计数，三行取同一个数。图片的所有 token 都从 $p$ 开始， $p$ 是下一
+# 个文本 token 本该得到的位置；图片中合并后的 token $(i, j)$ 得到 $(p, p + i, p + j)$——时间相同，行、列各自不同。图片之
+# 后的文本从图片的**最大位置 + 1** 接着数，即 $p + \max(g_h, g_w)/m$，而不是按 token 数接着数。所以一张 304 个 token 的
+# 图，只让位置前进 19。提示词之后生成的 token 保持这个偏移（缓存里存着它：`cache.delta`）。
 #
 # **先自己试试**：练习 217 是三维的位置 id（`python practice/judge.py start 217`，或下面的单元格）；它列出的典型错误：
 # 图片之后的文本按 token 数接着数，而不是从最大位置 + 1 开始；以及 h 和 w 弄反。
@@ -579,12 +586,12 @@ book.show("ch10-mrope", ch10.mrope_rows, pos, (first, last))
 book.listing("qwen/mrope.py", "expand_image_tokens", "position_ids", "rope_delta", "place_images")
 
 # %% [markdown]
-# The positions go into the interleaved M-RoPE of chapter 4 unchanged: frequency j of the full-attention layers takes
+# The positions go into the interleaved M-RoPE of chapter 4 unchanged: frequency $j$ of the full-attention layers takes
 # its angle from the axis `mrope_axes` assigns it (t, h or w, interleaved). For text the three rows are equal, so
 # nothing changes; for an image token the h-frequencies turn with its row and the w-frequencies with its column:
 
 # %% [markdown] lang="zh"
-# 这些位置原样送进第 4 章的交错式 M-RoPE：全注意力层的第 j 个频率，从 `mrope_axes` 分给它的轴（t、h 或 w，交错排列）
+# 这些位置原样送进第 4 章的交错式 M-RoPE：全注意力层的第 $j$ 个频率，从 `mrope_axes` 分给它的轴（t、h 或 w，交错排列）
 # 取角度。文本的三行相同，所以什么也没变；图片 token 的 h 频率随它的行旋转，w 频率随它的列旋转：
 
 # %%
@@ -607,9 +614,9 @@ print(tr(f"tokens whose angles equal plain RoPE at their t position: {n_same} of
 
 # %% [markdown]
 # ## 10. The merger: 2 × 2 patches → one token of the text width
-# After the last block, the merger LayerNorms every patch (C), puts the 4 patches of each 2 × 2 block side by side
-# (4C: rows 4k … 4k + 3 of the patch order), and maps them through Linear(4C, 4C), the exact GELU, Linear(4C, d) to
-# the text model's width d.
+# After the last block, the merger LayerNorms every patch (C), puts the 4 patches of each 2 × 2 block side by side (4C:
+# rows $4k, \dots, 4k + 3$ of the patch order), and maps them through Linear(4C, 4C), the exact GELU, Linear(4C, d) to
+# the text model's width $d$.
 #
 # **Try it first**: exercise 218 is the merger (`python practice/judge.py start 218`, or the cell below); its named
 # mistakes: merging the wrong neighbours (4 patches of reading order, which are not a 2 × 2 block), and the norm
@@ -618,7 +625,7 @@ print(tr(f"tokens whose angles equal plain RoPE at their t position: {n_same} of
 # %% [markdown] lang="zh"
 # ## 10. 合并器：2 × 2 个 patch → 一个文本宽度的 token
 # 最后一个块之后，合并器先对每个 patch 做 LayerNorm（C 维），再把每个 2 × 2 块的 4 个 patch 并排拼起来（4C：patch
-# 顺序中的第 4k … 4k + 3 行），然后经过 Linear(4C, 4C)、精确的 GELU、Linear(4C, d)，映射到文本模型的宽度 d。
+# 顺序中的第 $4k, \dots, 4k + 3$ 行），然后经过 Linear(4C, 4C)、精确的 GELU、Linear(4C, d)，映射到文本模型的宽度 $d$。
 #
 # **先自己试试**：练习 218 就是合并器（`python practice/judge.py start 218`，或下面的单元格）；它列出的典型错误：
 # 合并了错误的邻居（按阅读顺序取的 4 个 patch，并不构成一个 2 × 2 块），以及把归一化放在合并之后，而不是在合并前对每个
@@ -680,40 +687,41 @@ book.listing("qwen/vision.py", "PatchProjection", "VisionAttention", "VisionBloc
 #   runs the softmax over each image's patches alone: the `lengths` list cuts the sequence per image (per frame, for
 #   a video). Each image's q, k and v go to `scaled_dot_product_attention` as 4-D (1, heads, n, Dh) tensors, and
 #   that matters: torch's fused kernels (flash attention on the CPU; flash or memory-efficient attention on CUDA) walk
-#   the keys in blocks and never store the n × n scores, but they take only 4-D inputs. Given 3-D (heads, n, Dh),
-#   torch falls back to its plain kernel, which stores them: a 4096² image has 65,536 patches, and its scores would
-#   take 65,536² × 4 bytes = 16 GiB per head in fp32.
+#   the keys in blocks and never store the $n \times n$ scores, but they take only 4-D inputs. Given 3-D (heads, n, Dh),
+#   torch falls back to its plain kernel, which stores them: a $4096^2$ image has 65,536 patches, and its scores
+#   would take $65{,}536^2 \times 4$ bytes = 16 GiB per head in fp32.
 # - **`VisionTower.forward`** embeds, adds the resampled positions, runs the blocks, merges. Its output is every
-#   image's tokens one after another: (Σ N / 4, d).
+#   image's tokens one after another: $(\sum N / 4, d)$.
 #
 # Unlike Qwen3-VL, Qwen3.5 has no "deepstack": only the last block's output goes to the text model (the real configs
 # list `deepstack_visual_indexes: []`).
 
 # %% [markdown] lang="zh"
 # - **`PatchProjection`** 保留存储的 Conv3d 卷积核，计算时乘以它展平后的矩阵（第 4 节）。
-# - **`VisionAttention`** 把 `qkv` 拆成 `heads` 个头的 q、k、v，用二维角度旋转 q 和 k（在 fp32 下），softmax
-#   只在每张图自己的 patch 之间做：`lengths` 列表按图（视频则按帧）切分序列。每张图的 q、k、v 以 4 维张量 (1, heads, n,
-#   Dh) 送进 `scaled_dot_product_attention`，这一点很关键：torch 的融合 kernel（CPU 上是 flash attention；CUDA 上是
-#   flash 或 memory-efficient attention）一块一块地遍历键，从不存下 n × n 的分数，但它们只接受 4 维输入。给 3 维的
-#   (heads, n, Dh)，torch 会退回普通 kernel，而它要把分数存下来：一张 4096² 的图有 65,536 个 patch，它的分数在 fp32
-#   下每个头要占 65,536² × 4 字节 = 16 GiB。
-# - **`VisionTower.forward`** 做嵌入、加上重新采样的位置、跑完所有块、再合并。它的输出是每张图的 token 依次排在一起：(Σ
-#   N / 4, d)。
+# - **`VisionAttention`** 把 `qkv` 拆成 `heads` 个头的 q、k、v，用二维角度旋转 q 和 k（在 fp32 下），softmax 只在每张图
+#   自己的 patch 之间做：`lengths` 列表按图（视频则按帧）切分序列。每张图的 q、k、v 以 4 维张量 (1, heads, n, Dh) 送进
+#   `scaled_dot_product_attention`，这一点很关键：torch 的融合 kernel（CPU 上是 flash attention；CUDA 上是 flash 或
+#   memory-efficient attention）一块一块地遍历键，从不存下 $n \times n$ 的分数，但它们只接受 4 维输入。给 3 维的 (heads,
+#   n, Dh)，torch 会退回普通 kernel，而它要把分数存下来：一张 $4096^2$ 的图有 65,536 个 patch，它的分数在 fp32 下每个头
+#   要占 $65{,}536^2 \times 4$ 字节 = 16 GiB。
+# - **`VisionTower.forward`** 做嵌入、加上重新采样的位置、跑完所有块、再合并。它的输出是每张图的 token 依次排在一起：
+#   $(\sum N / 4, d)$。
 #
 # 与 Qwen3-VL 不同，Qwen3.5 没有 "deepstack"：只有最后一个块的输出送进文本模型（真实的 config 里写的是
 # `deepstack_visual_indexes: []`）。
 
 # %% [markdown]
 # ## 11. The token bill
-# An image costs one token per 32 × 32 pixels after the resize: (h/32) · (w/32) tokens. The budget fixes the range;
-# with Qwen3.5's published settings, 65,536 pixels (256²) is at least 64 tokens, 16,777,216 (4096²) at most 16,384.
+# An image costs one token per 32 × 32 pixels after the resize: $(h/32) \cdot (w/32)$ tokens. The budget fixes the
+# range; with Qwen3.5's published settings, 65,536 pixels ($256^2$) is at least 64 tokens, 16,777,216 ($4096^2$) at most
+# 16,384.
 # A 12-megapixel phone photo (4032 × 3024) costs 11,844; the context of the 0.8B is 262,144 tokens.
 
 # %% [markdown] lang="zh"
 # ## 11. token 账单
-# 一张图缩放之后，每 32 × 32 像素花一个 token：(h/32) · (w/32) 个 token。预算决定了范围：按 Qwen3.5 公布的设置，65,536
-# 像素（256²）至少是 64 个 token，16,777,216 像素（4096²）至多是 16,384 个。一张 12 MP 的手机照片（4032 × 3024）要花
-# 11,844 个；0.8B 的上下文是 262,144 个 token。
+# 一张图缩放之后，每 32 × 32 像素花一个 token：$(h/32) \cdot (w/32)$ 个 token。预算决定了范围：按 Qwen3.5 公布的设置，
+# 65,536 像素（$256^2$）至少是 64 个 token，16,777,216 像素（$4096^2$）至多是 16,384 个。一张 12 MP 的手机照片（4032 ×
+# 3024）要花 11,844 个；0.8B 的上下文是 262,144 个 token。
 
 # %%
 sizes = [(100, 80), (224, 224), (photo.width, photo.height), (640, 480), (1280, 720), (1920, 1080), (4032, 3024),
@@ -859,14 +867,14 @@ book.proof(compare, args.checkpoint.folder, tower, photo, pixel_values, grid, id
 # ## Summary
 #
 # - **Preprocessing**: resize so both sides are multiples of 32 (round half to even), shrink or enlarge into the
-#   pixel budget (256² to 4096²); scale to [0, 1], normalise with the checkpoint's mean and std; repeat a still
+#   pixel budget ($256^2$ to $4096^2$); scale to $[0, 1]$, normalise with the checkpoint's mean and std; repeat a still
 #   image to 2 frames; cut 16 × 16 patches listed 2 × 2 block by block → `pixel_values` (N, 1536), `image_grid_thw`.
 # - **The tower**: a patch embedding that is a matrix product; a learned 48 × 48 position grid resampled bilinearly to
 #   the image's grid; `depth` ViT blocks with a 2-D rotary embedding, attention within each image only; a merger that
-#   norms each patch and maps each 2 × 2 block (4C) to one token of the text width d.
+#   norms each patch and maps each 2 × 2 block (4C) to one token of the text width $d$.
 # - **In the prompt**: `<|vision_start|>`, one `<|image_pad|>` per merged token, `<|vision_end|>`; the pads'
-#   embeddings are replaced by the merged tokens. M-RoPE gets three different rows on the image: (p, p + row,
-#   p + column); the text after it continues from the largest position + 1.
+#   embeddings are replaced by the merged tokens. M-RoPE gets three different rows on the image:
+#   $(p, p + \mathrm{row}, p + \mathrm{column})$; the text after it continues from the largest position + 1.
 # - **The bill**: one token per 32 × 32 pixels, 64 to 16,384 tokens per image.
 #
 # ### Shapes
@@ -874,12 +882,12 @@ book.proof(compare, args.checkpoint.folder, tower, photo, pixel_values, grid, id
 # | step | shape | the photo, real Qwen3.5-0.8B |
 # |---|---|---|
 # | resized image | (3, h, w) | (3, 608, 512) |
-# | pixel_values | (N, 3·Tp·P²), N = (h/P)(w/P) | (1216, 1536) |
-# | image_grid_thw | (images, 3): (1, h/P, w/P) | [[1, 38, 32]] |
+# | `pixel_values` | $(N, 3 \cdot T_p \cdot P^2)$, $N = (h/P)(w/P)$ | (1216, 1536) |
+# | `image_grid_thw` | (images, 3): $(1, h/P, w/P)$ | [[1, 38, 32]] |
 # | patch embedding + positions | (N, C) | (1216, 768) |
 # | after the blocks | (N, C) | (1216, 768) |
-# | merger input | (N/m², m²·C) | (304, 3072) |
-# | image tokens | (N/m², d) | (304, 1024) |
+# | merger input | $(N/m^2, m^2 \cdot C)$ | (304, 3072) |
+# | image tokens | $(N/m^2, d)$ | (304, 1024) |
 # | positions of the prompt | (3, B, T) | (3, 1, T) |
 #
 # The vision notation, the real 0.8B's values beside this checkpoint's:
@@ -887,14 +895,15 @@ book.proof(compare, args.checkpoint.folder, tower, photo, pixel_values, grid, id
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - **预处理**：缩放到两条边都是 32 的倍数（恰好一半时取偶数），再缩小或放大到像素预算之内（256² 到 4096²）；缩放到 [0,
-#   1]，用检查点的均值和标准差归一化；静态图重复成 2 帧；切成 16 × 16 的 patch，按 2 × 2 块逐块排列 → `pixel_values` (N,
-#   1536)、`image_grid_thw`。
+# - **预处理**：缩放到两条边都是 32 的倍数（恰好一半时取偶数），再缩小或放大到像素预算之内（$256^2$ 到 $4096^2$）；缩放
+#   到 $[0, 1]$，用检查点的均值和标准差归一化；静态图重复成 2 帧；切成 16 × 16 的 patch，按 2 × 2 块逐块排列 →
+#   `pixel_values` (N, 1536)、`image_grid_thw`。
 # - **视觉塔**：patch 嵌入就是一次矩阵乘法；学到的 48 × 48 位置网格用双线性插值重新采样到图片的网格；`depth`
 #   个带二维旋转位置编码的 ViT 块，注意力只在每张图之内；合并器对每个 patch 做归一化，再把每个 2 × 2 块（4C）
-#   映射成一个文本宽度 d 的 token。
+#   映射成一个文本宽度 $d$ 的 token。
 # - **在提示词里**：`<|vision_start|>`，每个合并后的 token 一个 `<|image_pad|>`，然后 `<|vision_end|>`；pad
-#   的嵌入被替换成合并后的 token。M-RoPE 在图片上给出三行不同的位置：(p, p + row, p + column)；
+#   的嵌入被替换成合并后的 token。M-RoPE 在图片上给出三行不同的位置：
+#   $(p, p + \mathrm{row}, p + \mathrm{column})$；
 #   图片之后的文本从最大位置 + 1 接着数。
 # - **账单**：每 32 × 32 像素一个 token，每张图 64 到 16,384 个 token。
 #
@@ -903,12 +912,12 @@ book.proof(compare, args.checkpoint.folder, tower, photo, pixel_values, grid, id
 # | 步骤 | 形状 | 这张照片，真实 Qwen3.5-0.8B |
 # |---|---|---|
 # | 缩放后的图 | (3, h, w) | (3, 608, 512) |
-# | pixel_values | (N, 3·Tp·P²), N = (h/P)(w/P) | (1216, 1536) |
-# | image_grid_thw | (图片数, 3): (1, h/P, w/P) | [[1, 38, 32]] |
+# | `pixel_values` | $(N, 3 \cdot T_p \cdot P^2)$, $N = (h/P)(w/P)$ | (1216, 1536) |
+# | `image_grid_thw` | (图片数, 3): $(1, h/P, w/P)$ | [[1, 38, 32]] |
 # | patch 嵌入 + 位置 | (N, C) | (1216, 768) |
 # | 经过所有块之后 | (N, C) | (1216, 768) |
-# | 合并器的输入 | (N/m², m²·C) | (304, 3072) |
-# | 图片 token | (N/m², d) | (304, 1024) |
+# | 合并器的输入 | $(N/m^2, m^2 \cdot C)$ | (304, 3072) |
+# | 图片 token | $(N/m^2, d)$ | (304, 1024) |
 # | 提示词的位置 | (3, B, T) | (3, 1, T) |
 #
 # 视觉部分的符号表，真实 0.8B 的值与本检查点的值并列：
@@ -947,7 +956,7 @@ book.attempt(218)
 # 3. **Where is it?** Inside the tower, position is 2-D twice over: the resampled grid and the row/column rotary
 #    angles. In the prompt, M-RoPE gives image tokens a (time, row, column) triple, and the text after the image
 #    continues from the largest of them, so an image moves text positions by its side, not by its area.
-# 4. **Why merge 2 × 2.** Attention inside the tower costs N² in the patches; merging divides the tokens the decoder
+# 4. **Why merge 2 × 2.** Attention inside the tower costs $N^2$ in the patches; merging divides the tokens the decoder
 #    must read (and cache) by 4, at the price of a wider merger input (4C).
 
 # %% [markdown] lang="zh"
@@ -961,5 +970,5 @@ book.attempt(218)
 # 3. **它在哪里？** 在视觉塔内部，位置信息是双重的二维信息：重新采样的网格，加上按行、列旋转的角度。在提示词里，M-RoPE
 #    给图片 token 一个 (时间, 行, 列) 三元组，图片之后的文本从其中的最大值接着数，所以一张图让文本位置前进的是它的边长，
 #    而不是它的面积。
-# 4. **为什么合并 2 × 2。** 视觉塔内部的注意力代价随 patch 数按 N² 增长；合并把解码器要读（并缓存）的 token 数除以 4，
-#    代价是合并器的输入更宽（4C）。
+# 4. **为什么合并 2 × 2。** 视觉塔内部的注意力代价随 patch 数按 $N^2$ 增长；合并把解码器要读（并缓存）的 token 数除以
+#    4，代价是合并器的输入更宽（4C）。
