@@ -39,7 +39,8 @@ cfg = args.checkpoint.config
 W = Weights(args.checkpoint)  # lazy: only the tensors this chapter asks for are read
 real = real_config()
 dev, d, I = args.device, cfg.hidden_size, cfg.intermediate_size
-SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if args.checkpoint.synthetic else ""
+# said only where random weights make a number mean something else than on the real model (the banner says the rest)
+SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if args.checkpoint.synthetic else ""  # the figure only
 REAL, HERE = tr("real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B"), tr("this checkpoint", "本检查点")
 torch.manual_seed(0)
 
@@ -222,7 +223,9 @@ tiny = act.abs() < 0.01 * act.abs().amax(-1, keepdim=True)  # (T, I): passes alm
 small = tiny.float().mean(-1)
 tokens = [tok.decode([i]) for i in ids[0].tolist()]
 T = len(tokens)
-print(tr(f"{T} tokens, {I:,} units{SYNTHETIC}", f"{T} 个 token，{I:,} 个单元{SYNTHETIC}"))
+units = tr(f" ({REAL}: {real.intermediate_size:,})", f"（{REAL}：{real.intermediate_size:,}）") \
+    if args.checkpoint.synthetic else ""
+print(tr(f"{T} tokens, {I:,} units{units}", f"{T} 个 token，{I:,} 个单元{units}"))
 negative, shares = (gate < 0).float().mean(), [f"{v:.0%}" for v in small.tolist()]
 print(tr(f"gate z < 0 (there |silu(z)| ≤ 0.28): {negative:.0%} of (token, unit) pairs; passing almost nothing, "
          f"per token: {shares}",
@@ -230,9 +233,9 @@ print(tr(f"gate z < 0 (there |silu(z)| ≤ 0.28): {negative:.0%} of (token, unit
          f"{shares}"))
 n_tiny, n_open = int(tiny.sum()), int((tiny & (gate > 0)).sum())
 print(tr(f"of the {n_tiny} (token, unit) pairs that pass almost nothing, {n_open} have an open gate (z > 0): a small "
-         f"product, not a shut gate{SYNTHETIC}",
+         f"product, not a shut gate",
          f"几乎什么都不传的 {n_tiny} 个 (token, 单元) 对中，有 {n_open} 个的门是开着的（z > 0）：是乘积小，"
-         f"不是门关上了{SYNTHETIC}"))
+         f"不是门关上了"))
 
 # %%
 book.show("ch05-gates", ch05.gate_activations, gate.cpu(), up.cpu(), tokens,

@@ -283,7 +283,7 @@ def test_ch05_facts(chapter_outputs):
     silu = [z / (1 + math.exp(-z)) for z in (-6.0, -1.2785, -1.0, 0.0, 1.0, 6.0)]
     assert "silu(z)  : " + str([f"{v:+.4f}" for v in silu]) in out
     assert "after changing token 2's input: ['0', '0', " in out and "'0', '0']" in out.split("token 2's input")[1]
-    assert "tokens, 192 units (synthetic weights)" in out
+    assert f"tokens, 192 units (real Qwen3.5-0.8B: {3584:,})" in out  # the real width beside the narrow one
     assert f"a 4d relu MLP would have {8 * 1024 ** 2 / 1e6:.3f}M weights; SwiGLU at 3.5 d has " \
            f"{3 * 1024 * 3584 / (8 * 1024 ** 2) - 1:.0%} more" in out  # 10.5 d² against 8 d²: 31 %
     assert "nearly shut" not in out and re.search(r"pass almost nothing, \d+ have an open gate \(z > 0\)", out)
