@@ -683,7 +683,7 @@ book.attempt(209)
 #
 # 1. **核心。** 每个头算 $\operatorname{softmax}(QK^\top/\sqrt{D} + \mathrm{mask}) \, V$：每个 token 的查询给之前每个
 #    token 的键打分，分数变成权重，输出是值的加权平均。$\sqrt{D}$ 让分数的离散程度与头的大小无关（对大致独立、方差为 1
-#    的分量而言）；因果掩码挡住未来； softmax 在 fp32 里算。
+#    的分量而言）；因果掩码挡住未来；softmax 在 fp32 里算。
 # 2. **Qwen3.5 改了什么。** QK-norm（RoPE 之前对每个头的 q 和 k 做 RMSNorm）限制了 logits 的大小，让训练更稳；部分
 #    RoPE（每个头四分之一的维度旋转）；GQA（0.8B 里 8 个查询头共用 2 个 K/V 头），键值缓存因此缩小为原来的 $H_{kv}/H$；
 #    还有输出门：输入的另一个投影过 sigmoid，在 `o_proj` 之前逐维相乘——一个头可以把自己关掉，Qwen

@@ -261,7 +261,7 @@ book.show("ch07-memory", ch07.memory_figure, errors, (0.5, 0.9, 0.99))
 #   depthwise conv）：每个通道混合自己最近的 $K = 4$ 个值（卷积核 `conv1d.weight`，无偏置），然后过 silu。它让一个 token
 #   的 q、k、v 能看到紧挨在它前面的几个 token。
 # - $q$ 和 $k$ 切成 $H_k$ 个 $d_k$ 维的头，再做 **l2 归一化**（单位长度：$k$ 必须是一个方向，delta 规则的修正才是投
-#   影）； $q$ 还要乘以 $d_k^{-1/2}$。$v$ 切成 $H_v$ 个 $d_v$ 维的头。当 $H_v > H_k$ 时（按已发布的模型卡，4B、9B 和 27B
+#   影）；$q$ 还要乘以 $d_k^{-1/2}$。$v$ 切成 $H_v$ 个 $d_v$ 维的头。当 $H_v > H_k$ 时（按已发布的模型卡，4B、9B 和 27B
 #   每个键头对应 2 或 3 个值头），值头 $h$ 用键头 $\lfloor h / (H_v/H_k) \rfloor$。
 # - **$\beta = \operatorname{sigmoid}(b)$**，其中 $b$ = `in_proj_b(x)`：每个 token 把多少误差写进去，每个值头一个。
 # - **$g = -e^{\mathrm{A\_log}} \cdot \operatorname{softplus}(a + \mathrm{dt\_bias})$**，其中 $a$ = `in_proj_a(x)`，在

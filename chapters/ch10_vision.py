@@ -179,7 +179,7 @@ for name, x in ((own, s),
 # ## 2. 缩放规则
 # 视觉塔把图切成 $P \times P$ 的 patch（$P = 16$），之后合并器再把 $m \times m$ 个相邻 patch（$m = 2$）并成一个 token，
 # 所以两条边都必须是 $P \cdot m = 32$ 的倍数。`smart_resize` 把每条边取整到最近的 32 的倍数（用 Python 的 `round`，恰好
-# 一半时取偶数：10.5 → 10， 11.5 → 12），尽量保持宽高比。只有取整后的尺寸会拿去和预算比较。如果它的像素数超过
+# 一半时取偶数：10.5 → 10，11.5 → 12），尽量保持宽高比。只有取整后的尺寸会拿去和预算比较。如果它的像素数超过
 # `max_pixels`，就弃用它，把*原始*边长 $H$ 和 $W$ 都除以 $\beta = \sqrt{H \cdot W / \mathrm{max\_pixels}}$（用原始像素
 # 数，而不是取整后的），再各自*向下*取整到 32 的倍数（至少 32）；如果少于 `min_pixels`，就把原始边长乘以
 # $\beta = \sqrt{\mathrm{min\_pixels} / (H \cdot W)}$，各自*向上*取整。向下取整保证缩小后的图不超过 `max_pixels`，向上取
@@ -548,7 +548,7 @@ print(tr(f"{n_text} tokens with one pad -> {len(ids)} with {n_pads} pads "
 # %% [markdown] lang="zh"
 # ## 9. 位置之三：三行各不相同的 M-RoPE
 # 第 4 章实现了 M-RoPE，并指出对文本来说，它的三行位置 (t, h, w) 相同，所以就是普通的 RoPE。图片正是三行不同的地方。按照
-# transformers 的 `get_rope_index`：文本 token 照常递增计数，三行取同一个数。图片的所有 token 都从 $p$ 开始， $p$ 是下一
+# transformers 的 `get_rope_index`：文本 token 照常递增计数，三行取同一个数。图片的所有 token 都从 $p$ 开始，$p$ 是下一
 # 个文本 token 本该得到的位置；图片中合并后的 token $(i, j)$ 得到 $(p, p + i, p + j)$——时间相同，行、列各自不同。图片之
 # 后的文本从图片的**最大位置 + 1** 接着数，即 $p + \max(g_h, g_w)/m$，而不是按 token 数接着数。所以一张 304 个 token 的
 # 图，只让位置前进 19。提示词之后生成的 token 保持这个偏移（缓存里存着它：`cache.delta`）。
