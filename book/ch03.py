@@ -117,12 +117,11 @@ def scales(W, layer_types, synthetic=""):
         lo, hi = ax.get_ylim()
         ax.set_ylim(lo, hi + 0.3 * (hi - lo))
     ax1.set_xticks(list(range(L)) + [L + 0.5], [f"{i}\n{letters[i]}" for i in range(L)] + [tr("final", "最后")])
-    note = tr("\nsynthetic: every box is a random draw around the weight's initial value (qwen/synthetic.py); "
+    note = tr("\nsynthetic weights: every box is a random draw around the weight's initial value (qwen/synthetic.py); "
               "nothing in it was learned",
               "\n合成权重：每个箱线都是围绕该权重初始值的随机抽样（qwen/synthetic.py），"
-              "没有学到任何东西") if synthetic else ""
-    fig.suptitle(tr(f"The effective scale of every norm in the model{synthetic}{note}",
-                    f"模型中每个归一化的有效比例{synthetic}{note}"))
+              "没有学到任何东西") if synthetic else ""  # says it once: the note, not the tag too
+    fig.suptitle(tr(f"The effective scale of every norm in the model{note}", f"模型中每个归一化的有效比例{note}"))
     return fig
 
 

@@ -91,7 +91,8 @@ args = chapter_args(__doc__)
 cfg = args.checkpoint.config
 W = Weights(args.checkpoint)
 dev, d, eps = args.device, cfg.hidden_size, cfg.rms_norm_eps
-SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if args.checkpoint.synthetic else ""  # in every figure from them
+# said only where random weights make a number mean something else than on the real model (the banner says the rest)
+SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if args.checkpoint.synthetic else ""  # figures only
 REAL_LABEL = real_label()  # "real Qwen3.5-0.8B", in the language of the run
 torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
@@ -133,17 +134,17 @@ for size in (1e-2, 1e-3, 1e-4):
 norm0 = fill(RMSNorm(d, eps), W, "layers.0.input_layernorm.").to(dev)
 final = fill(RMSNorm(d, eps), W, "norm.").to(dev)
 a, b = rms(norm0(x)), rms(final(x))
-print(tr(f"after layer 0's input norm: {a}, after the final norm: {b}{SYNTHETIC}",
-         f"第 0 层的输入归一化之后：{a}，最后的归一化之后：{b}{SYNTHETIC}"))
+print(tr(f"after layer 0's input norm: {a}, after the final norm: {b}",
+         f"第 0 层的输入归一化之后：{a}，最后的归一化之后：{b}"))
 print(tr(f"  {REAL_LABEL}: {REAL['layer0_rms']} and {REAL['final_rms']}",
          f"  {REAL_LABEL}：{REAL['layer0_rms']} 和 {REAL['final_rms']}"))
 for name, key in (("layers.0.input_layernorm.weight", "layer0_w"), ("norm.weight", "final_w")):
     w = W[name].float()
     r = REAL[key]
     mean, lo, hi = w.mean(), w.min(), w.max()
-    print(tr(f"{name:32s} w: mean {mean:+.3f}, range [{lo:+.2f}, {hi:+.2f}]{SYNTHETIC}; "
+    print(tr(f"{name:32s} w: mean {mean:+.3f}, range [{lo:+.2f}, {hi:+.2f}]; "
              f"{REAL_LABEL}: mean {r['mean']:+.3f}, range [{r['min']:+.2f}, {r['max']:+.2f}]",
-             f"{name:32s} w：均值 {mean:+.3f}，范围 [{lo:+.2f}, {hi:+.2f}]{SYNTHETIC}；"
+             f"{name:32s} w：均值 {mean:+.3f}，范围 [{lo:+.2f}, {hi:+.2f}]；"
              f"{REAL_LABEL}：均值 {r['mean']:+.3f}，范围 [{r['min']:+.2f}, {r['max']:+.2f}]"))
 
 # %% [markdown]
@@ -327,8 +328,8 @@ print(tr(f"bf16(1 + 0.001) = {big:.4f} (the update is lost); bf16(0.001) = {smal
 g = torch.Generator().manual_seed(2)
 w0 = W["layers.0.input_layernorm.weight"].float()
 updates = 1e-3 * torch.randn(d, generator=g)
-for label, w32 in ((tr(f"layer 0's w{SYNTHETIC} plus fp32 updates of size 1e-3",
-                        f"第 0 层的 w{SYNTHETIC}加上大小为 1e-3 的 fp32 更新"), w0 + updates),
+for label, w32 in ((tr("layer 0's w plus fp32 updates of size 1e-3", "第 0 层的 w 加上大小为 1e-3 的 fp32 更新"),
+                    w0 + updates),
                    (tr("a young norm: w of size 1e-3 in fp32", "刚开始训练的归一化（fp32 里大小为 1e-3 的 w）"),
                     1e-3 * torch.randn(d, generator=g))):
     as_offset = (w32.bfloat16().float() + 1 - (1 + w32)).abs().max()
@@ -428,8 +429,8 @@ h = torch.randn(4, cfg.linear_value_head_dim, device=dev)
 for z in (-6.0, 0.0, 6.0):
     out = gated(h, torch.full_like(h, z))
     size, real, s = out.pow(2).mean(-1).sqrt().mean(), REAL["gate_rms"][z], F.silu(torch.tensor(z))
-    print(tr(f"  gate {z:+.0f}: output RMS {size:.3f}{SYNTHETIC}, {REAL_LABEL} {real:.3f};  silu({z:+.0f}) = {s:+.3f}",
-             f"  门 = {z:+.0f}：输出的均方根 {size:.3f}{SYNTHETIC}，{REAL_LABEL} 为 {real:.3f}；"
+    print(tr(f"  gate {z:+.0f}: output RMS {size:.3f}, {REAL_LABEL} {real:.3f};  silu({z:+.0f}) = {s:+.3f}",
+             f"  门 = {z:+.0f}：输出的均方根 {size:.3f}，{REAL_LABEL} 为 {real:.3f}；"
              f"silu({z:+.0f}) = {s:+.3f}"))
 print(tr("lengths after l2norm:", "l2norm 之后向量的长度："),
       [f"{v:.3f}" for v in qwen_l2norm(x).norm(dim=-1).flatten()[:3].tolist()])
@@ -451,7 +452,7 @@ print(tr("lengths after l2norm:", "l2norm 之后向量的长度："),
 # 只反映大小，即 $\lvert \operatorname{silu}(z) \rvert$ 乘以这个头的大小；菱形是真实模型第 0 层在它自己的头上的值。
 
 # %%
-book.show("ch03-gate", ch03.gate, gated, h, SYNTHETIC)
+book.show("ch03-gate", ch03.gate, gated, h)  # silu's shape, whatever the weights
 
 # %% [markdown]
 # ## 6. How many norms the model has

@@ -267,7 +267,7 @@ FIGURES = {
     "ch01_weights": {"ch01-map": False, "ch01-layers": True, "ch01-params": True},
     "ch02_embedding": {"ch02-map": False, "ch02-bpe-cjk": False, "ch02-row-norms": True,
                        "ch02-head": True},
-    "ch03_norm": {"ch03-map": False, "ch03-rms": True, "ch03-scales": True, "ch03-bf16": False, "ch03-gate": True},
+    "ch03_norm": {"ch03-map": False, "ch03-rms": True, "ch03-scales": True, "ch03-bf16": False, "ch03-gate": False},
     "ch04_rope": {"ch04-map": False, "ch04-angles": False, "ch04-score": False, "ch04-mrope": False},
     "ch05_mlp": {"ch05-map": False, "ch05-activations": False, "ch05-gates": True},
     "ch06_attention": {"ch06-map": False, "ch06-maps": True, "ch06-gate": True, "ch06-kv-bytes": False},

@@ -184,7 +184,7 @@ def test_ch03_facts(chapter_outputs):
     assert float(moves[1][0]) < 1e-5 < 1e-3 < float(moves[1][1])  # a young norm: offsets kept, scale rounded
     diff = re.search(r"F\.rms_norm with p = 1 \+ w vs our RMSNorm with w: max \|diff\| = ([\d.e+-]+)", out)
     assert diff and float(diff.group(1)) < 1e-5
-    assert "gate +0: output RMS 0.000 (synthetic weights), real Qwen3.5-0.8B 0.000" in out  # identity: silu(0) = 0
+    assert "gate +0: output RMS 0.000, real Qwen3.5-0.8B 0.000" in out  # identity: silu(0) = 0
     assert "lengths after l2norm: ['1.000', '1.000', '1.000']" in out  # identity: x / |x| (eps ≪ |x|²)
     names = tensor_shapes(REAL_TEXT_CONFIG)  # the synthetic checkpoint has the same 24 layers and pattern
     rms, qk = sum(n.endswith("layernorm.weight") or n == "norm.weight" for n in names), sum(
