@@ -167,35 +167,35 @@ print(tr(f"real Qwen3.5-0.8B: {n_real_mtp:,} parameters in mtp.*, {share:.1%} of
 
 # %% [markdown]
 # ## 2. The head's forward, step by step
-# The main model's last hidden state h_t — the output of its final norm, the vector the head turns into the
-# logits for x_{t+1} — already knows a lot about the next token. The MTP block is handed that token as well, and
-# looks one further:
+# The main model's last hidden state $h_t$ — the output of its final norm, the vector the head turns into the logits for
+# $x_{t+1}$ — already knows a lot about the next token. The MTP block is handed that token as well, and looks one
+# further:
 #
-# 1. embed the token x_{t+1} with the main model's table: e (B, T, d);
-# 2. normalise each input on its own, `pre_fc_norm_embedding`(e) and `pre_fc_norm_hidden`(h_t), and join them,
+# 1. embed the token $x_{t+1}$ with the main model's table: $e$ (B, T, d);
+# 2. normalise each input on its own, `pre_fc_norm_embedding`($e$) and `pre_fc_norm_hidden`($h_t$), and join them,
 #    embedding first: (B, T, 2d);
-# 3. `fc` (d, 2d) projects back to d;
+# 3. `fc` (d, 2d) projects back to $d$;
 # 4. one full-attention decoder layer, `mtp.layers.0`, with its own KV cache and the main model's RoPE positions:
 #    (B, T, d), each pair attending to the pairs before it;
-# 5. `norm`, then the main model's head: logits (B, T, V) for x_{t+2}.
+# 5. `norm`, then the main model's head: logits (B, T, V) for $x_{t+2}$.
 #
 # This is the shape of DeepSeek-V3's MTP module (DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", §2.2): a shared
-# embedding and head, two RMS-normed inputs projected from 2d to d, one transformer block. On a prompt, pair t is
-# (x_{t+1}, h_t); the last pair takes the token the main model picks next.
+# embedding and head, two RMS-normed inputs projected from $2d$ to $d$, one transformer block. On a prompt, pair $t$ is
+# $(x_{t+1}, h_t)$; the last pair takes the token the main model picks next.
 
 # %% [markdown] lang="zh"
 # ## 2. 头的前向，一步一步
-# 主模型最后的隐藏状态 h_t——最终 norm 的输出，也就是输出头要变成 x_{t+1} 的 logits 的那个向量——对下一个 token
+# 主模型最后的隐藏状态 $h_t$——最终 norm 的输出，也就是输出头要变成 $x_{t+1}$ 的 logits 的那个向量——对下一个 token
 # 已经知道很多。MTP 块还会拿到这个 token 本身，于是可以再往后看一步：
 #
-# 1. 用主模型的嵌入表嵌入 token x_{t+1}：e (B, T, d)；
-# 2. 两个输入各自归一化，`pre_fc_norm_embedding`(e) 和 `pre_fc_norm_hidden`(h_t)，再拼接起来，嵌入在前：(B, T, 2d)；
-# 3. `fc` (d, 2d) 投影回 d；
+# 1. 用主模型的嵌入表嵌入 token $x_{t+1}$：$e$ (B, T, d)；
+# 2. 两个输入各自归一化，`pre_fc_norm_embedding`($e$) 和 `pre_fc_norm_hidden`($h_t$)，再拼接起来，嵌入在前：(B, T, 2d)；
+# 3. `fc` (d, 2d) 投影回 $d$；
 # 4. 一个全注意力解码层 `mtp.layers.0`，有自己的键值缓存，用主模型的 RoPE 位置：(B, T, d)，每一对关注它前面的各对；
-# 5. `norm`，再过主模型的输出头：得到预测 x_{t+2} 的 logits (B, T, V)。
+# 5. `norm`，再过主模型的输出头：得到预测 $x_{t+2}$ 的 logits (B, T, V)。
 #
 # 这就是 DeepSeek-V3 的 MTP 模块的结构（DeepSeek-AI 2024，"DeepSeek-V3 Technical Report"，§2.2）：共享嵌入和输出头，
-# 两个经过 RMS 归一化的输入从 2d 投影到 d，再接一个 transformer 块。在一段提示上，第 t 对是 (x_{t+1}, h_t)；
+# 两个经过 RMS 归一化的输入从 $2d$ 投影到 $d$，再接一个 transformer 块。在一段提示上，第 $t$ 对是 $(x_{t+1}, h_t)$；
 # 最后一对用的是主模型接下来选出的 token。
 
 # %%
@@ -237,23 +237,23 @@ print(tr(f"the block's guess for x_(t+2) equals the main model's pick there at {
 # On the synthetic checkpoint the block is random, and so are its guesses: they are almost never the main model's
 # picks. A trained head's are, often; how often is what decides the speed-up (section 7).
 #
-# **Which position, which hidden state.** The two public sources agree on h: vLLM's Qwen3.5 MTP model is handed
-# the main model's returned hidden states, which end with the final norm, and transformers' `MTPCandidateGenerator`
-# takes `hidden_states[-1]`, also the final norm's output. They differ on the position: vLLM gives the pair
-# (x_{t+1}, h_t) the position of h_t, t; transformers' generic `MtpLayer` path the position of x_{t+1}, t + 1. A
-# RoPE score depends only on the distance between query and key (chapter 4), and within the block every pair is
-# shifted by the same 1, so the logits agree up to rounding. This course uses vLLM's: entry t of the block's KV
-# cache then lines up with entry t of the main model's. Numerically:
+# **Which position, which hidden state.** The two public sources agree on $h$: vLLM's Qwen3.5 MTP model is handed the
+# main model's returned hidden states, which end with the final norm, and transformers' `MTPCandidateGenerator` takes
+# `hidden_states[-1]`, also the final norm's output. They differ on the position: vLLM gives the pair $(x_{t+1}, h_t)$
+# the position of $h_t$, $t$; transformers' generic `MtpLayer` path the position of $x_{t+1}$, $t + 1$. A RoPE score
+# depends only on the distance between query and key (chapter 4), and within the block every pair is shifted by the same
+# 1, so the logits agree up to rounding. This course uses vLLM's: entry $t$ of the block's KV cache then lines up with
+# entry $t$ of the main model's. Numerically:
 
 # %% [markdown] lang="zh"
 # 在合成检查点上这一块是随机的，它的猜测也是：几乎从不等于主模型的选择。训练过的头则经常猜中；
 # 猜中的频率决定了加速比（第 7 节）。
 #
-# **哪个位置，哪个隐藏状态。** 两个公开实现对 h 的看法一致：vLLM 的 Qwen3.5 MTP 模型拿到的是主模型返回的隐藏状态，
-# 它以最终 norm 结尾；transformers 的 `MTPCandidateGenerator` 取的是 `hidden_states[-1]`，同样是最终 norm 的输出。
-# 两者在位置上有分歧：vLLM 给 (x_{t+1}, h_t) 这一对用 h_t 的位置 t；transformers 通用的 `MtpLayer` 路径用 x_{t+1}
-# 的位置 t + 1。RoPE 的分数只取决于查询和键之间的距离（第 4 章），而在这一块内部每一对都平移了同样的 1，所以两者的
-# logits 在舍入误差内一致。本课程用 vLLM 的约定：这样这一块键值缓存的第 t 项正好对上主模型的第 t 项。用数字验证：
+# **哪个位置，哪个隐藏状态。** 两个公开实现对 $h$ 的看法一致：vLLM 的 Qwen3.5 MTP 模型拿到的是主模型返回的隐藏状态，它以
+# 最终 norm 结尾；transformers 的 `MTPCandidateGenerator` 取的是 `hidden_states[-1]`，同样是最终 norm 的输出。两者在位置
+# 上有分歧：vLLM 给 $(x_{t+1}, h_t)$ 这一对用 $h_t$ 的位置 $t$；transformers 通用的 `MtpLayer` 路径用 $x_{t+1}$ 的位置
+# $t + 1$。RoPE 的分数只取决于查询和键之间的距离（第 4 章），而在这一块内部每一对都平移了同样的 1，所以两者的 logits 在
+# 舍入误差内一致。本课程用 vLLM 的约定：这样这一块键值缓存的第 $t$ 项正好对上主模型的第 $t$ 项。用数字验证：
 
 # %%
 def head_at(positions, hidden):
@@ -310,13 +310,13 @@ book.listing("qwen/mtp.py")
 # full-attention layer and not a Gated DeltaNet one; what follows is an argument for the design, not a published
 # rationale.
 #
-# - **The context is already read.** h_t comes out of every layer of the main model: it already carries what the
-#   context says about the next token. The block's job is short-range: combine h_t with one more token and look one
+# - **The context is already read.** $h_t$ comes out of every layer of the main model: it already carries what the
+#   context says about the next token. The block's job is short-range: combine $h_t$ with one more token and look one
 #   step further. It needs no long, cheap memory of its own, which is what a DeltaNet layer is for.
-# - **It can look back exactly.** At pair t the layer attends to every earlier pair (x_{s+1}, h_s), so it can find
+# - **It can look back exactly.** At pair $t$ the layer attends to every earlier pair $(x_{s+1}, h_s)$, so it can find
 #   an earlier occurrence of a token and copy what followed — retrieval that a fixed-size state can only
 #   approximate (chapter 7).
-# - **Its cache is cut by length.** A draft of k > 1 guesses writes cache entries for its own guesses, and most
+# - **Its cache is cut by length.** A draft of $k > 1$ guesses writes cache entries for its own guesses, and most
 #   steps throw some away. A KV cache drops them by moving its length back (`MTPDraft.advance` does so every step);
 #   a DeltaNet layer in the block would need the snapshot-and-replay of section 6 for the draft too.
 # - **It is cheap.** One layer's keys and values per token:
@@ -331,12 +331,12 @@ book.listing("qwen/mtp.py")
 # 检查点和本章参考的实现（vLLM、transformers）都没有说明为什么这一块是一个全注意力层而不是 Gated DeltaNet 层；
 # 下面是对这一设计的论证，不是官方公布的理由。
 #
-# - **上下文已经读过了。** h_t 出自主模型的每一层：关于下一个 token，上下文能告诉它的都已经在里面了。
-#   这一块的任务是短程的：把 h_t 和多一个 token 结合起来，再往后看一步。它不需要自己的长程、廉价的记忆，而那正是
+# - **上下文已经读过了。** $h_t$ 出自主模型的每一层：关于下一个 token，上下文能告诉它的都已经在里面了。
+#   这一块的任务是短程的：把 $h_t$ 和多一个 token 结合起来，再往后看一步。它不需要自己的长程、廉价的记忆，而那正是
 #   DeltaNet 层的用途。
-# - **它能精确地回看。** 在第 t 对，这一层关注之前的每一对 (x_{s+1}, h_s)，所以能找到某个 token 更早出现的位置，
+# - **它能精确地回看。** 在第 $t$ 对，这一层关注之前的每一对 $(x_{s+1}, h_s)$，所以能找到某个 token 更早出现的位置，
 #   并照抄它后面的内容——这种检索，固定大小的状态只能近似（第 7 章）。
-# - **它的缓存按长度截断。** k > 1 的草稿会为自己的猜测写入缓存项，而大多数步都要丢掉其中一些。
+# - **它的缓存按长度截断。** $k > 1$ 的草稿会为自己的猜测写入缓存项，而大多数步都要丢掉其中一些。
 #   键值缓存只要把长度往回移就能丢掉它们（`MTPDraft.advance` 每一步都这么做）；如果这一块里是 DeltaNet 层，
 #   草稿也得用第 6 节的"快照加重放"。
 # - **它很便宜。** 一层每个 token 的键和值：
@@ -351,18 +351,18 @@ print(tr(f"real Qwen3.5-0.8B: the MTP layer keeps {kv_tok:,} B per token in bf16
 
 # %% [markdown]
 # ## 4. Draft, verify, accept
-# One step of speculative decoding, with x the token the main model picked last (not yet fed to it) and d_1 … d_k
-# the draft's guesses:
+# One step of speculative decoding, with $x$ the token the main model picked last (not yet fed to it) and
+# $d_1, \dots, d_k$ the draft's guesses:
 #
-# 1. **verify**: feed [x, d_1, …, d_k] to the main model, k + 1 positions in one forward. Position i's logits say
-#    what the main model would pick after d_i (after x for i = 0).
-# 2. **accept** (greedy): keep d_1, d_2, … while each equals the main model's pick after the one before it; stop at
-#    the first that does not. Then add the main model's own pick after the last kept one: that is the correction
-#    (it replaces the first wrong guess), or, when all k were kept, a bonus token. So a step makes n + 1 tokens
-#    with n = 0 … k guesses kept, and every one of them is the token plain greedy decoding would have made.
+# 1. **verify**: feed $[x, d_1, \dots, d_k]$ to the main model, $k + 1$ positions in one forward. Position $i$'s logits
+#    say what the main model would pick after $d_i$ (after $x$ for $i = 0$).
+# 2. **accept** (greedy): keep $d_1, d_2, \dots$ while each equals the main model's pick after the one before it; stop
+#    at the first that does not. Then add the main model's own pick after the last kept one: that is the correction (it
+#    replaces the first wrong guess), or, when all $k$ were kept, a bonus token. So a step makes $n + 1$ tokens with
+#    $n = 0, \dots, k$ guesses kept, and every one of them is the token plain greedy decoding would have made.
 # 3. **roll back** every cache to the accepted tokens (section 6), and let the draft guess again from there.
 #
-# A draft of k > 1 from the MTP block chains it: its own output g_t stands in for h, its own guess for the next
+# A draft of $k > 1$ from the MTP block chains it: its own output $g_t$ stands in for $h$, its own guess for the next
 # token. How often such later guesses survive is a property of the trained weights, measured on a real checkpoint.
 #
 # **Try it first**: exercise 219 is the greedy accept step (`python practice/judge.py start 219`, or the cell
@@ -370,17 +370,17 @@ print(tr(f"real Qwen3.5-0.8B: the MTP layer keeps {kv_tok:,} B per token in bf16
 
 # %% [markdown] lang="zh"
 # ## 4. 草稿、验证、接受
-# 投机解码的一步，记 x 为主模型最后选出的 token（还没喂给它），d_1 … d_k 为草稿的猜测：
+# 投机解码的一步，记 $x$ 为主模型最后选出的 token（还没喂给它），$d_1, \dots, d_k$ 为草稿的猜测：
 #
-# 1. **验证**：把 [x, d_1, …, d_k] 喂给主模型，一次前向处理 k + 1 个位置。位置 i 的 logits 表示主模型在 d_i
-#    之后会选什么（i = 0 时是 x 之后）。
-# 2. **接受**（贪心）：依次保留 d_1、d_2……，条件是每个都等于主模型在它前一个 token 之后的选择；遇到第一个不等的就停。
-#    然后补上主模型在最后一个保留的 token 之后自己的选择：这就是修正（它替换第一个错误的猜测），或者在 k 个全部保留时，
-#    是多出来的一个 token（bonus）。所以一步产生 n + 1 个 token，n = 0 … k 是保留的猜测数，
-#    而且每一个都正是普通贪心解码会生成的 token。
+# 1. **验证**：把 $[x, d_1, \dots, d_k]$ 喂给主模型，一次前向处理 $k + 1$ 个位置。位置 $i$ 的 logits 表示主模型在 $d_i$
+#    之后会选什么（$i = 0$ 时是 $x$ 之后）。
+# 2. **接受**（贪心）：依次保留 $d_1$、$d_2$……，条件是每个都等于主模型在它前一个 token 之后的选择；遇到第一个不等的就
+#    停。然后补上主模型在最后一个保留的 token 之后自己的选择：这就是修正（它替换第一个错误的猜测），或者在 $k$ 个全部保
+#    留时，是多出来的一个 token（bonus）。所以一步产生 $n + 1$ 个 token，$n = 0, \dots, k$ 是保留的猜测数，而且每一个都
+#    正是普通贪心解码会生成的 token。
 # 3. **回滚**所有缓存到已接受的 token（第 6 节），让草稿从那里接着猜。
 #
-# 用 MTP 块做 k > 1 的草稿时要把它串起来：用它自己的输出 g_t 代替 h，用它自己的猜测代替下一个 token。
+# 用 MTP 块做 $k > 1$ 的草稿时要把它串起来：用它自己的输出 $g_t$ 代替 $h$，用它自己的猜测代替下一个 token。
 # 这样串出来的后续猜测有多少能留下，是训练好的权重的性质，要在真实检查点上测。
 #
 # **先自己试试**：练习 219 就是贪心接受这一步（`python practice/judge.py start 219`，或者下面的单元格）。
@@ -497,20 +497,28 @@ for kind, k in [("MTP head", 1), ("MTP head", 2), ("MTP head", 4), ("always righ
 
 # %% [markdown]
 # ## 5. Sampling: the same distribution
-# With sampling, "the main model's token" is a draw, and a guess is kept at random. The rule (Leviathan, Kalman
-# and Matias 2023; Chen et al. 2023): with p the main model's distribution at that position and q the draft's,
-# keep guess d with probability min(1, p(d) / q(d)); at the first rejection draw from the residual max(0, p − q),
-# normalised. The emitted token is then distributed exactly as p. In one line: it is d and kept with probability
-# q(d) · min(1, p(d)/q(d)) = min(p, q)(d), and otherwise drawn from the residual, which puts the missing
-# p(d) − min(p, q)(d) back. Exactly, on five tokens:
+# With sampling, "the main model's token" is a draw, and a guess is kept at random. The rule (Leviathan, Kalman and
+# Matias 2023; Chen et al. 2023): with $p$ the main model's distribution at that position and $q$ the draft's, keep
+# guess $d$ with probability $\min(1, p(d) / q(d))$; at the first rejection draw from the residual $\max(0, p - q)$,
+# normalised. The emitted token is then distributed exactly as $p$. In one line: it is $d$ and kept with probability
+#
+# $$
+# q(d) \cdot \min\left(1, \frac{p(d)}{q(d)}\right) = \min(p, q)(d),
+# $$
+#
+# and otherwise drawn from the residual, which puts the missing $p(d) - \min(p, q)(d)$ back. Exactly, on five tokens:
 
 # %% [markdown] lang="zh"
 # ## 5. 采样：同一个分布
 # 采样时，"主模型的 token"是抽出来的，猜测也是按概率保留的。规则（Leviathan、Kalman 和 Matias 2023；Chen 等 2023）：记
-# p 为主模型在该位置的分布，q 为草稿的分布，以概率 min(1, p(d) / q(d)) 保留猜测 d；遇到第一次拒绝时，从归一化后的残差
-# max(0, p − q) 中抽取。这样输出的 token 恰好服从 p。一句话的理由：输出是 d 且被保留的概率为
-# q(d) · min(1, p(d)/q(d)) = min(p, q)(d)，否则从残差中抽取，而残差正好把缺的 p(d) − min(p, q)(d) 补回来。在五个 token
-# 上精确验证：
+# $p$ 为主模型在该位置的分布，$q$ 为草稿的分布，以概率 $\min(1, p(d) / q(d))$ 保留猜测 $d$；遇到第一次拒绝时，从归一化
+# 后的残差 $\max(0, p - q)$ 中抽取。这样输出的 token 恰好服从 $p$。一句话的理由：输出是 $d$ 且被保留的概率为
+#
+# $$
+# q(d) \cdot \min\left(1, \frac{p(d)}{q(d)}\right) = \min(p, q)(d),
+# $$
+#
+# 否则从残差中抽取，而残差正好把缺的 $p(d) - \min(p, q)(d)$ 补回来。在五个 token 上精确验证：
 
 # %%
 p = torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05], dtype=torch.float64)
@@ -528,17 +536,18 @@ print(tr(f"mistake 'keep only when p ≥ q': {wrong_above}; mistake 'draw the re
          f"错误做法“只在 p ≥ q 时保留”：{wrong_above}；错误做法“拒绝时从 p 抽取”：{wrong_from_p}"))
 
 # %% [markdown]
-# A deterministic draft (the scripts) has q = one-hot at d: keep d with probability p(d), else draw from p without
-# d, normalised. The MTP head, when sampling, draws its guesses from its own distribution, which is then q.
+# A deterministic draft (the scripts) has $q$ = one-hot at $d$: keep $d$ with probability $p(d)$, else draw from $p$
+# without $d$, normalised. The MTP head, when sampling, draws its guesses from its own distribution, which is then $q$.
 # `speculate(model, ids, n, draft, Sampling(temperature=...))` applies the rule; tests/test_speculative.py checks
 # the emitted distribution against the main model's over 200,000 draws.
 #
 # **Try it first**: exercise 220 is the acceptance rule (`python practice/judge.py start 220`, or the cell below).
 
 # %% [markdown] lang="zh"
-# 确定性的草稿（上面那些脚本）的 q 是 d 处的 one-hot：以概率 p(d) 保留 d，否则从去掉 d 再归一化的 p 中抽取。MTP
-# 头在采样时从它自己的分布中抽取猜测，这个分布就是 q。`speculate(model, ids, n, draft, Sampling(temperature=...))`
-# 实现了这条规则；tests/test_speculative.py 用 200,000 次抽样检查输出的分布与主模型的分布一致。
+# 确定性的草稿（上面那些脚本）的 $q$ 是 $d$ 处的 one-hot：以概率 $p(d)$ 保留 $d$，否则从去掉 $d$ 再归一化的 $p$ 中抽
+# 取。MTP 头在采样时从它自己的分布中抽取猜测，这个分布就是
+# $q$。`speculate(model, ids, n, draft, Sampling(temperature=...))` 实现了这条规则；tests/test_speculative.py 用 200,000
+# 次抽样检查输出的分布与主模型的分布一致。
 #
 # **先自己试试**：练习 220 就是这条接受规则（`python practice/judge.py start 220`，或者下面的单元格）。
 
@@ -551,33 +560,34 @@ book.attempt(220, speculative_sample)
 
 # %% [markdown]
 # ## 6. Rolling back a state that cannot be cut
-# After a rejection the verify forward has fed k + 1 tokens, and only m = n + 1 of them stay. Every cache must end
+# After a rejection the verify forward has fed $k + 1$ tokens, and only $m = n + 1$ of them stay. Every cache must end
 # up exactly as a plain pass over the accepted tokens would leave it.
 #
 # - A **full-attention** layer's KV cache holds one row per token: cut it back to the accepted length and it is
 #   the plain cache (the rows after the cut are never read again, and the next step overwrites them).
-# - A **Gated DeltaNet** layer's state S has folded every fed token into one (dk, dv) matrix per head; there is no
-#   row to cut. Its conv window holds the last K − 1 = 3 inputs, so after a verify of k + 1 ≥ 3 tokens it holds
+# - A **Gated DeltaNet** layer's state $S$ has folded every fed token into one $(d_k, d_v)$ matrix per head; there is no
+#   row to cut. Its conv window holds the last $K - 1 = 3$ inputs, so after a verify of $k + 1 \ge 3$ tokens it holds
 #   only verified ones: the inputs before them are gone. Undoing the state's update in arithmetic would mean
-#   dividing by e^g, which can be close to 0, and inverting (I − β k kᵀ), nearly singular when β is close to 1.
+#   dividing by $e^{g}$, which can be close to 0, and inverting $(I - \beta k k^\top)$, nearly singular when $\beta$ is
+#   close to 1.
 #
-# A tiny DeltaNet (d = 8, one head, dk = dv = 2, random weights, a slow decay) after a two-token prompt, then a
-# verify of [x, d_1, d_2, d_3] where only d_1 is right:
+# A tiny DeltaNet ($d = 8$, one head, $d_k = d_v = 2$, random weights, a slow decay) after a two-token prompt, then a
+# verify of $[x, d_1, d_2, d_3]$ where only $d_1$ is right:
 
 # %% [markdown] lang="zh"
 # ## 6. 回滚一个截不断的状态
-# 一次拒绝之后，验证前向已经喂进了 k + 1 个 token，只有其中 m = n + 1 个留下。每个缓存最后都必须和只对已接受 token
+# 一次拒绝之后，验证前向已经喂进了 $k + 1$ 个 token，只有其中 $m = n + 1$ 个留下。每个缓存最后都必须和只对已接受 token
 # 做普通前向之后的样子完全一样。
 #
 # - **全注意力**层的键值缓存每个 token 一行：截回已接受的长度，它就是普通的缓存（截断点之后的行再也不会被读，
 #   下一步会覆盖它们）。
-# - **Gated DeltaNet** 层的状态 S 把喂进去的每个 token 都折叠进了每个头的一个 (dk, dv) 矩阵；没有哪一行可以截。
-#   它的卷积窗口存着最近 K − 1 = 3 个输入，所以验证了 k + 1 ≥ 3 个 token 之后，窗口里只剩验证过的那些：
-#   之前的输入已经没了。想用算术撤销状态的更新，就得除以 e^g（它可能接近 0），还得对 (I − β k kᵀ) 求逆（β 接近 1
-#   时它几乎奇异）。
+# - **Gated DeltaNet** 层的状态 $S$ 把喂进去的每个 token 都折叠进了每个头的一个 $(d_k, d_v)$ 矩阵；没有哪一行可以截。
+#   它的卷积窗口存着最近 $K - 1 = 3$ 个输入，所以验证了 $k + 1 \ge 3$ 个 token 之后，窗口里只剩验证过的那些：
+#   之前的输入已经没了。想用算术撤销状态的更新，就得除以 $e^{g}$（它可能接近 0），还得对 $(I - \beta k k^\top)$ 求逆
+#   （$\beta$ 接近 1 时它几乎奇异）。
 #
-# 一个很小的 DeltaNet（d = 8，一个头，dk = dv = 2，随机权重，衰减很慢）：先读两个 token 的提示，再验证
-# [x, d_1, d_2, d_3]，其中只有 d_1 是对的：
+# 一个很小的 DeltaNet（$d = 8$，一个头，$d_k = d_v = 2$，随机权重，衰减很慢）：先读两个 token 的提示，再验证
+# $[x, d_1, d_2, d_3]$，其中只有 $d_1$ 是对的：
 
 # %%
 tiny_cfg = Config.from_dict(dict(REAL_TEXT_CONFIG, hidden_size=8, linear_num_key_heads=1, linear_num_value_heads=1,
@@ -615,27 +625,27 @@ print(tr(f"|verify − plain| = {off:.3f}; |replayed − plain| = {back:.1e}, co
 book.show("ch11-rollback", ch11.rollback_figure, states)
 
 # %% [markdown]
-# The state after the verify pass has absorbed d_2 and d_3; the restored and replayed one equals the plain state up
+# The state after the verify pass has absorbed $d_2$ and $d_3$; the restored and replayed one equals the plain state up
 # to rounding (the replay runs the chunked kernel over two tokens, plain decoding the token-by-token rule).
 #
-# **The course's choice**: before each verify pass, copy every DeltaNet layer's conv window and state, and keep
-# what the layer's memory reads during the pass: the outputs of `in_proj_qkv` (the conv's inputs), `in_proj_b` and
-# `in_proj_a` (β's and g's), through forward hooks, so the model code is unchanged. After a rejection, put the copy
-# back and run the layer's memory — `GatedDeltaNet.remember`: the conv, the gates, the delta rule — again on the
-# first m of them, as exercise 221 does. The memory alone: the replay's job is the conv window and the state, and
-# the mixer's output at the accepted positions (its gate `in_proj_z`, `out_proj`) was already computed by the
-# verify pass and used by the layers above. Those need nothing either: each position only sees earlier ones, so
-# their outputs for the accepted positions are already right, and their KV caches are cut by length. The
-# alternative — keep the state after every verified position — needs the kernel to hand out its intermediate
-# states, and k + 1 copies of them. What each costs for the real 0.8B, per sequence:
+# **The course's choice**: before each verify pass, copy every DeltaNet layer's conv window and state, and keep what the
+# layer's memory reads during the pass: the outputs of `in_proj_qkv` (the conv's inputs), `in_proj_b` and `in_proj_a`
+# ($\beta$'s and $g$'s), through forward hooks, so the model code is unchanged. After a rejection, put the copy back and
+# run the layer's memory — `GatedDeltaNet.remember`: the conv, the gates, the delta rule — again on the first $m$ of
+# them, as exercise 221 does. The memory alone: the replay's job is the conv window and the state, and the mixer's
+# output at the accepted positions (its gate `in_proj_z`, `out_proj`) was already computed by the verify pass and used
+# by the layers above. Those need nothing either: each position only sees earlier ones, so their outputs for the
+# accepted positions are already right, and their KV caches are cut by length. The alternative — keep the state after
+# every verified position — needs the kernel to hand out its intermediate states, and $k + 1$ copies of them. What each
+# costs for the real 0.8B, per sequence:
 
 # %% [markdown] lang="zh"
-# 验证之后的状态已经吸收了 d_2 和 d_3；恢复并重放之后的状态在舍入误差内等于普通解码的状态（重放对两个 token 跑的是分块
-# kernel，普通解码用的是逐 token 的规则）。
+# 验证之后的状态已经吸收了 $d_2$ 和 $d_3$；恢复并重放之后的状态在舍入误差内等于普通解码的状态（重放对两个 token 跑的是分
+# 块 kernel，普通解码用的是逐 token 的规则）。
 #
 # **本课程的做法**：每次验证前，复制每个 DeltaNet 层的卷积窗口和状态，并留下这一层的记忆在这次前向中读到的东西：
-# `in_proj_qkv` 的输出（卷积的输入）、`in_proj_b` 和 `in_proj_a` 的输出（β 和 g 的来源），靠 forward hook 拿到，
-# 所以模型代码不用改。遇到拒绝时，把副本放回去，只在前 m 个上重新跑这一层的记忆——`GatedDeltaNet.remember`：卷积、门、
+# `in_proj_qkv` 的输出（卷积的输入）、`in_proj_b` 和 `in_proj_a` 的输出（$\beta$ 和 $g$ 的来源），靠 forward hook 拿到，
+# 所以模型代码不用改。遇到拒绝时，把副本放回去，只在前 $m$ 个上重新跑这一层的记忆——`GatedDeltaNet.remember`：卷积、门、
 # delta 规则——和练习 221 的做法一样。只跑记忆就够了：重放要得到的是卷积窗口和状态，而 mixer
 # 在已接受位置上的输出（它的门 `in_proj_z`、`out_proj`）已经由验证前向算好，并被上面的层用过了。上面的层也不用做什么：
 # 每个位置只看更早的位置，所以它们在已接受位置上的输出已经是对的，它们的键值缓存按长度截断即可。
@@ -663,18 +673,18 @@ for k in (1, 2, 4):
 
 # %% [markdown]
 # And the replay's cost, in chapter 9's currency: a decode step is bound by reading the weights, so a replay costs
-# ρ decode steps, ρ = the bytes it moves over the bytes of the weights (bf16) a decode step reads. Re-running each
-# whole mixer on the m accepted tokens reads a quarter of the model; its memory alone skips `in_proj_z` and
-# `out_proj`; the course's replay reads no projection at all, only the conv's kernel (C × K numbers a layer), the
-# copy it restores and the state and window it writes, once each, as a fused kernel would (the kept projections of
-# m ≤ k tokens add under 0.1 %; section 7 measures what torch's unfused operations cost):
+# $\rho$ decode steps, $\rho$ = the bytes it moves over the bytes of the weights (bf16) a decode step reads. Re-running
+# each whole mixer on the $m$ accepted tokens reads a quarter of the model; its memory alone skips `in_proj_z` and
+# `out_proj`; the course's replay reads no projection at all, only the conv's kernel ($C \times K$ numbers a layer),
+# the copy it restores and the state and window it writes, once each, as a fused kernel would (the kept projections of
+# $m \le k$ tokens add under 0.1 %; section 7 measures what torch's unfused operations cost):
 
 # %% [markdown] lang="zh"
-# 再用第 9 章的尺子量一量重放的代价：一步解码受限于读权重，所以一次重放相当于 ρ 步解码，
-# ρ = 它搬运的字节数除以一步解码读的权重字节数（bf16）。在 m 个已接受 token 上把整个 mixer 重跑一遍，
-# 要读模型四分之一的权重；只跑它的记忆可以跳过 `in_proj_z` 和 `out_proj`；本课程的重放完全不读投影权重，
-# 只读卷积核（每层 C × K 个数）和它要恢复的副本，再写出状态和窗口，每样一次，就像融合 kernel 那样（m ≤ k 个 token
-# 留下的投影只多出不到 0.1 %；torch 未融合的操作实际花多少，第 7 节去测）：
+# 再用第 9 章的尺子量一量重放的代价：一步解码受限于读权重，所以一次重放相当于 $\rho$ 步解码， $\rho$ = 它搬运的字节数除
+# 以一步解码读的权重字节数（bf16）。在 $m$ 个已接受 token 上把整个 mixer 重跑一遍，要读模型四分之一的权重；只跑它的记忆
+# 可以跳过 `in_proj_z` 和 `out_proj`；本课程的重放完全不读投影权重，只读卷积核（每层 $C \times K$ 个数）和它要恢复的副
+# 本，再写出状态和窗口，每样一次，就像融合 kernel 那样（$m \le k$ 个 token 留下的投影只多出不到 0.1 %；torch 未融合的操
+# 作实际花多少，第 7 节去测）：
 
 # %%
 mixer = {name.split("linear_attn.")[1]: math.prod(shape) for name, shape in tensor_shapes(REAL_TEXT_CONFIG).items()
@@ -784,21 +794,26 @@ book.listing("qwen/speculative.py")
 #   stop token or the limit; the draft's `counts` hold the forwards and guesses.
 #
 # ## 7. When it pays
-# Suppose each guess is right with probability α, independently, and the verify stops at the first wrong one.
-# Then a forward keeps at least i guesses with probability α^i (i ≤ k), and makes
+# Suppose each guess is right with probability $\alpha$, independently, and the verify stops at the first wrong one.
+# Then a forward keeps at least $i$ guesses with probability $\alpha^i$ ($i \le k$), and makes
 #
-# **E[tokens per forward] = 1 + α + α² + … + α^k = (1 − α^{k+1}) / (1 − α)**,
+# $$
+# \mathbb{E}[\text{tokens per forward}] = 1 + \alpha + \alpha^2 + \dots + \alpha^k = \frac{1 - \alpha^{k+1}}{1 - \alpha}
+# $$
 #
-# k + 1 at α = 1. It costs one verify forward — c decode steps; where decoding is bound by reading the weights
-# (chapter 9), the verify reads them once for all its k + 1 positions, so c stays close to 1 for small k — plus k
-# draft steps of r decode steps each — plus, when a guess was rejected (probability 1 − α^k: not all k kept), the
-# rollback's replay of ρ decode steps (section 6). So the speed-up over plain decoding is
+# $k + 1$ at $\alpha = 1$. It costs one verify forward — $c$ decode steps; where decoding is bound by reading the
+# weights (chapter 9), the verify reads them once for all its $k + 1$ positions, so $c$ stays close to 1 for small $k$ —
+# plus $k$ draft steps of $r$ decode steps each — plus, when a guess was rejected (probability $1 - \alpha^k$: not all
+# $k$ kept), the rollback's replay of $\rho$ decode steps (section 6). So the speed-up over plain decoding is
 #
-# **S(α, k) = (1 − α^{k+1}) / ((1 − α)(c + k·r + (1 − α^k)·ρ))**.
+# $$
+# S(\alpha, k) = \frac{1 - \alpha^{k+1}}{(1 - \alpha)\left(c + k \cdot r + (1 - \alpha^k) \cdot \rho\right)}
+# $$
 #
 # The MTP block's draft step reads the block and the **head**: in the 0.8B the tied head is a third of the model's
-# weights, so by bytes read, r is far from 0. Where S = 1, speculative decoding starts to pay (`ch11.break_even`
-# solves for α); with a free rollback (ρ = 0), with each mixer re-run whole (ρ ≈ 0.25) and with the course's replay:
+# weights, so by bytes read, $r$ is far from 0. Where $S = 1$, speculative decoding starts to pay (`ch11.break_even`
+# solves for $\alpha$); with a free rollback ($\rho = 0$), with each mixer re-run whole ($\rho \approx 0.25$) and with
+# the course's replay:
 
 # %% [markdown] lang="zh"
 # - **`accept`** 就是第 2 步：贪心时，取一致的前缀（匹配结果的累积乘积数出它有多长）加上主模型的 token；采样时，
@@ -812,20 +827,25 @@ book.listing("qwen/speculative.py")
 #   或达到上限；草稿的 `counts` 记录前向次数和猜测数。
 #
 # ## 7. 什么时候划算
-# 假设每个猜测以概率 α 猜对，彼此独立，验证在第一个错误处停下。那么一次前向至少保留 i 个猜测的概率是 α^i（i ≤ k），
-# 期望产出
+# 假设每个猜测以概率 $\alpha$ 猜对，彼此独立，验证在第一个错误处停下。那么一次前向至少保留 $i$ 个猜测的概率是
+# $\alpha^i$（$i \le k$），期望产出
 #
-# **E[每次前向的 token 数] = 1 + α + α² + … + α^k = (1 − α^{k+1}) / (1 − α)**，
+# $$
+# \mathbb{E}[\text{每次前向的 token 数}] = 1 + \alpha + \alpha^2 + \dots + \alpha^k = \frac{1 - \alpha^{k+1}}{1 -
+# \alpha}
+# $$
 #
-# α = 1 时为 k + 1。代价是一次验证前向——c 步解码；在解码受限于读权重的地方（第 9 章），验证对 k + 1 个位置只读一遍权重，
-# 所以 k 较小时 c 接近 1——加上 k 步草稿，每步相当于 r 步解码——再加上有猜测被拒绝时（概率 1 − α^k：没有全部保留）
-# 回滚重放的 ρ 步解码（第 6 节）。所以相对普通解码的加速比是
+# $\alpha = 1$ 时为 $k + 1$。代价是一次验证前向——$c$ 步解码；在解码受限于读权重的地方（第 9 章），验证对 $k + 1$ 个位置
+# 只读一遍权重，所以 $k$ 较小时 $c$ 接近 1——加上 $k$ 步草稿，每步相当于 $r$ 步解码——再加上有猜测被拒绝时（概率
+# $1 - \alpha^k$：没有全部保留）回滚重放的 $\rho$ 步解码（第 6 节）。所以相对普通解码的加速比是
 #
-# **S(α, k) = (1 − α^{k+1}) / ((1 − α)(c + k·r + (1 − α^k)·ρ))**。
+# $$
+# S(\alpha, k) = \frac{1 - \alpha^{k+1}}{(1 - \alpha)\left(c + k \cdot r + (1 - \alpha^k) \cdot \rho\right)}
+# $$
 #
-# MTP 块的一步草稿要读这一块和**输出头**：在 0.8B 里，共享的输出头占模型权重的三分之一，所以按读的字节数算，r 远不是 0。
-# S = 1 的地方就是投机解码开始划算的地方（`ch11.break_even` 解出对应的 α）；分别看回滚免费（ρ = 0）、每个 mixer
-# 整个重跑（ρ ≈ 0.25）和本课程的重放：
+# MTP 块的一步草稿要读这一块和**输出头**：在 0.8B 里，共享的输出头占模型权重的三分之一，所以按读的字节数算，$r$ 远不是
+# 0。$S = 1$ 的地方就是投机解码开始划算的地方（`ch11.break_even` 解出对应的 $\alpha$）；分别看回滚免费（$\rho = 0$）、
+# 每个 mixer 整个重跑（$\rho \approx 0.25$）和本课程的重放：
 
 # %%
 head = real.vocab_size * d_real
@@ -876,17 +896,18 @@ book.show("ch11-speedup", ch11.speedup_figure, (1, 2, 4), 1.0, r, measured, rho,
 
 # %% [markdown]
 # The measured points sit where the closed form puts them: the random drafts near their curves (chance aside), the
-# always-right draft at k + 1 (a step cut short at the end of the run pulls it a little below), the synthetic MTP
-# head at α ≈ 0. For a real head, α is the fraction of single guesses it gets right (k = 1); its later guesses in a
-# chain need not be as good as the first, and where they are worse, the closed form overestimates what k > 1 gives.
+# always-right draft at $k + 1$ (a step cut short at the end of the run pulls it a little below), the synthetic MTP
+# head at $\alpha \approx 0$. For a real head, $\alpha$ is the fraction of single guesses it gets right ($k = 1$); its
+# later guesses in a chain need not be as good as the first, and where they are worse, the closed form overestimates
+# what $k > 1$ gives.
 #
 # And the time it takes here: one verify forward and one rollback against one decode step, and the always-right
 # draft's speed against plain decoding (one run each, on a shared machine: noisy).
 
 # %% [markdown] lang="zh"
 # 测量点落在闭式解预测的位置：随机草稿在各自的曲线附近（偶然误差除外），永远猜对的草稿在
-# k + 1（运行末尾被截短的一步让它略低一点），合成检查点的 MTP 头在 α ≈ 0。对真实的头来说，α 是它单个猜测（k = 1）
-# 猜对的比例；它在串联中的后续猜测未必和第一个一样好，如果更差，闭式解就高估了 k > 1 带来的收益。
+# $k + 1$（运行末尾被截短的一步让它略低一点），合成检查点的 MTP 头在 $\alpha \approx 0$。对真实的头来说，$\alpha$ 是它
+# 单个猜测（$k = 1$）猜对的比例；它在串联中的后续猜测未必和第一个一样好，如果更差，闭式解就高估了 $k > 1$ 带来的收益。
 #
 # 再看在这里实际花的时间：一次验证前向和一次回滚，对比一步解码；以及永远猜对的草稿相对普通解码的速度（各跑一次，
 # 在共享机器上：有噪声）。
@@ -932,21 +953,21 @@ print(tr(f"this checkpoint on {dev}{narrow}: one decode step {one_ms:.1f} ms, a 
          f"{fast_ms:.0f} ms"))
 
 # %% [markdown]
-# On this checkpoint nothing is bound by memory (d = 64: its weights are tiny), so these times are fixed overheads,
-# and the ρ measured here says little about the real model. `python bench/bench_speculative.py` measures the same
-# at the real 0.8B's shapes (random weights: the speed does not depend on the values), for k = 1, 2, 4, with the
-# always-right draft (the upper bound) and the random MTP head (about the lower bound), the verify cost c and the
-# rollback's ρ. Measured once on a shared 2-core CPU (bf16, the fast path): a rollback that keeps 1 token took
+# On this checkpoint nothing is bound by memory ($d = 64$: its weights are tiny), so these times are fixed overheads,
+# and the $\rho$ measured here says little about the real model. `python bench/bench_speculative.py` measures the same
+# at the real 0.8B's shapes (random weights: the speed does not depend on the values), for $k = 1, 2, 4$, with the
+# always-right draft (the upper bound) and the random MTP head (about the lower bound), the verify cost $c$ and the
+# rollback's $\rho$. Measured once on a shared 2-core CPU (bf16, the fast path): a rollback that keeps 1 token took
 # about 0.1 of a decode step, one that keeps 4 about 0.3 to 0.45 (the decode step itself varied from 1.0 to
 # 1.7 s). That is above the byte count's 0.027: torch runs the delta rule's step as separate elementwise
 # operations, each a pass over a layer's 1 MiB state, for every replayed token, where the byte count assumes a
-# fused kernel that keeps the state on chip across the m tokens. Re-running each mixer whole took about 0.45 s
+# fused kernel that keeps the state on chip across the $m$ tokens. Re-running each mixer whole took about 0.45 s
 # more in both cases: the quarter of the weights the course's replay no longer reads.
 #
 # ## Try this
 #
-# - In section 7, run the random draft with α = 0.95 and k = 1, 2, 4, 8: where does a larger k stop paying (with
-#   the real 0.8B's r and ρ in `ch11.speedup`)? And with `rho_whole`, each mixer re-run whole?
+# - In section 7, run the random draft with $\alpha = 0.95$ and $k = 1, 2, 4, 8$: where does a larger $k$ stop paying
+#   (with the real 0.8B's $r$ and $\rho$ in `ch11.speedup`)? And with `rho_whole`, each mixer re-run whole?
 # - Change `pattern` in section 4 to `[0]` (every first guess wrong) and to `[3]` (all right): the output stays
 #   the same, only the number of forwards changes.
 # - In section 6, restore only `spec.state` (not the conv window) before the replay: how far is the state from the
@@ -956,23 +977,24 @@ print(tr(f"this checkpoint on {dev}{narrow}: one decode step {one_ms:.1f} ms, a 
 #
 # ## Show the proof
 # The block against transformers' generic `MtpLayer` (`transformers.modeling_layers`) built around a Qwen3.5
-# full-attention decoder layer, with the `mtp.*` tensors mapped onto its names: pre_fc_norm_embedding → enorm,
-# pre_fc_norm_hidden → hnorm, fc → eh_proj, layers.0 → mtp_block, norm → post_norm. Same h, same positions, fp32:
-# the two compute the same operations, so the difference is 0 or rounding (on a GPU this chapter runs the model in
-# bf16, and the difference is then bf16's rounding of our side).
+# full-attention decoder layer, with the `mtp.*` tensors mapped onto its names: `pre_fc_norm_embedding` → `enorm`,
+# `pre_fc_norm_hidden` → `hnorm`, `fc` → `eh_proj`, `layers.0` → `mtp_block`, `norm` → `post_norm`. Same $h$, same
+# positions, fp32: the two compute the same operations, so the difference is 0 or rounding (on a GPU this chapter runs
+# the model in bf16, and the difference is then bf16's rounding of our side).
 
 # %% [markdown] lang="zh"
-# 本检查点上没有什么受限于内存（d = 64：权重很小），所以这些时间都是固定开销，这里测出的 ρ 对真实模型说明不了什么。
-# `python bench/bench_speculative.py` 在真实 0.8B 的形状上测同样的东西（随机权重：速度与数值无关），k = 1、2、4，
-# 用永远猜对的草稿（上界）和随机的 MTP 头（大致是下界），测出验证代价 c 和回滚的 ρ。在一台共享的 2 核 CPU
-# 上测过一次（bf16，快速路径）：保留 1 个 token 的回滚约花 0.1 步解码，保留 4 个的约 0.3 到 0.45 步（一步解码本身在 1.0
-# 到 1.7 s 之间波动）。这比按字节算的 0.027 高：torch 把 delta 规则的每一步拆成一个个逐元素操作，
-# 每个操作都要把一层 1 MiB 的状态过一遍，每重放一个 token 都是如此；而按字节的估算假设的是一个融合 kernel，在这 m 个
-# token 之间把状态一直留在片上。每个 mixer 整个重跑在两种情况下都多花约 0.45 s：正是本课程的重放不再读的那四分之一权重。
+# 本检查点上没有什么受限于内存（$d = 64$：权重很小），所以这些时间都是固定开销，这里测出的 $\rho$ 对真实模型说明不了什
+# 么。 `python bench/bench_speculative.py` 在真实 0.8B 的形状上测同样的东西（随机权重：速度与数值无关），k = 1、2、4，用
+# 永远猜对的草稿（上界）和随机的 MTP 头（大致是下界），测出验证代价 $c$ 和回滚的 $\rho$。在一台共享的 2 核 CPU 上测过一
+# 次（bf16，快速路径）：保留 1 个 token 的回滚约花 0.1 步解码，保留 4 个的约 0.3 到 0.45 步（一步解码本身在 1.0 到 1.7 s
+# 之间波动）。这比按字节算的 0.027 高：torch 把 delta 规则的每一步拆成一个个逐元素操作，每个操作都要把一层 1 MiB 的状态
+# 过一遍，每重放一个 token 都是如此；而按字节的估算假设的是一个融合 kernel，在这 m 个 token 之间把状态一直留在片上。每个
+# mixer 整个重跑在两种情况下都多花约 0.45 s：正是本课程的重放不再读的那四分之一权重。
 #
 # ## 动手试试
 #
-# - 在第 7 节里，用 α = 0.95、k = 1、2、4、8 跑随机草稿：k 大到多少就不再划算（用 `ch11.speedup` 和真实 0.8B 的 r、ρ）？
+# - 在第 7 节里，用 $\alpha = 0.95$、$k = 1, 2, 4, 8$ 跑随机草稿：$k$ 大到多少就不再划算（用 `ch11.speedup` 和真实 0.8B
+#   的 $r$、$\rho$）？
 #   换成 `rho_whole`，即每个 mixer 整个重跑呢？
 # - 把第 4 节的 `pattern` 改成 `[0]`（每步第一个猜测就错）和 `[3]`（全对）：输出不变，变的只是前向次数。
 # - 在第 6 节里，重放之前只恢复 `spec.state`（不恢复卷积窗口）：这时状态离普通解码的有多远？
@@ -980,10 +1002,10 @@ print(tr(f"this checkpoint on {dev}{narrow}: one decode step {one_ms:.1f} ms, a 
 #   试一个复述问题的回复，再试一个需要它自己编的。
 #
 # ## 拿出证明
-# 这一块对比 transformers 通用的 `MtpLayer`（`transformers.modeling_layers`），后者围绕一个 Qwen3.5
-# 全注意力解码层搭起来，`mtp.*` 张量按名字映射过去：pre_fc_norm_embedding → enorm，pre_fc_norm_hidden → hnorm，
-# fc → eh_proj，layers.0 → mtp_block，norm → post_norm。同样的 h，同样的位置，fp32：两边算的是同样的运算，所以差值是 0
-# 或舍入误差（在 GPU 上本章用 bf16 跑模型，差值就是我们这边 bf16 的舍入）。
+# 这一块对比 transformers 通用的 `MtpLayer`（`transformers.modeling_layers`），后者围绕一个 Qwen3.5 全注意力解码层搭起
+# 来，`mtp.*` 张量按名字映射过去：`pre_fc_norm_embedding` → `enorm`， `pre_fc_norm_hidden` → `hnorm`，`fc` →
+# `eh_proj`，`layers.0` → `mtp_block`，`norm` → `post_norm`。同样的 $h$，同样的位置，fp32：两边算的是同样的运算，所以差
+# 值是 0 或舍入误差（在 GPU 上本章用 bf16 跑模型，差值就是我们这边 bf16 的舍入）。
 
 # %%
 def compare(transformers, path, h, after, mtp_logits):
@@ -1018,31 +1040,31 @@ book.proof(compare, args.checkpoint.folder, h, after, mtp_logits)
 # %% [markdown]
 # ## Summary
 #
-# - The MTP block (`mtp.*`) reads the main model's final-norm hidden state h_t and the embedding of x_{t+1},
-#   normalises both, joins and projects them (fc, 2d → d), runs one full-attention decoder layer with its own KV
-#   cache, normalises, and predicts x_{t+2} with the main model's head. Positions t (vLLM) or t + 1
+# - The MTP block (`mtp.*`) reads the main model's final-norm hidden state $h_t$ and the embedding of $x_{t+1}$,
+#   normalises both, joins and projects them (`fc`, $2d \to d$), runs one full-attention decoder layer with its own KV
+#   cache, normalises, and predicts $x_{t+2}$ with the main model's head. Positions $t$ (vLLM) or $t + 1$
 #   (transformers) give the same logits up to rounding: RoPE sees distances.
-# - Speculative decoding: draft k guesses, verify them in one forward over k + 1 positions, keep the agreeing
+# - Speculative decoding: draft $k$ guesses, verify them in one forward over $k + 1$ positions, keep the agreeing
 #   prefix plus the main model's own token. Greedy output is plain greedy's, token for token, whatever the draft;
-#   sampling keeps the main model's distribution (min(1, p/q), then the residual).
-# - The rollback: KV caches are cut by length; DeltaNet layers are restored from a copy taken before the verify
-#   and replay their memory (conv, gates, delta rule) on the accepted tokens' projections, kept from the verify
-#   pass — 18.6 MiB for the real 0.8B whatever k, against (k + 1) times that for a state per verified position.
-#   The replay reads no projection weight: ρ ≈ 0.03 of a decode step, where re-running each mixer whole reads a
-#   quarter of the model (ρ ≈ 0.25).
-# - The gain: (1 − α^{k+1}) / (1 − α) tokens per forward, divided by the step's cost c + k·r + (1 − α^k)·ρ. In
-#   the 0.8B the shared head makes the MTP draft step more than a third of a decode step by bytes read: the head
-#   must be right more than about 4 times in 10 at k = 1 (more for a larger k) before speculative decoding pays at
-#   all, and the gain stays modest (1.3x to 1.4x at α = 0.8).
+#   sampling keeps the main model's distribution ($\min(1, p/q)$, then the residual).
+# - The rollback: KV caches are cut by length; DeltaNet layers are restored from a copy taken before the verify and
+#   replay their memory (conv, gates, delta rule) on the accepted tokens' projections, kept from the verify pass — 18.6
+#   MiB for the real 0.8B whatever $k$, against $(k + 1)$ times that for a state per verified position. The replay reads
+#   no projection weight: $\rho \approx 0.03$ of a decode step, where re-running each mixer whole reads a quarter of the
+#   model ($\rho \approx 0.25$).
+# - The gain: $(1 - \alpha^{k+1}) / (1 - \alpha)$ tokens per forward, divided by the step's cost
+#   $c + k \cdot r + (1 - \alpha^k) \cdot \rho$. In the 0.8B the shared head makes the MTP draft step more than a third
+#   of a decode step by bytes read: the head must be right more than about 4 times in 10 at $k = 1$ (more for a larger
+#   $k$) before speculative decoding pays at all, and the gain stays modest (1.3x to 1.4x at $\alpha = 0.8$).
 #
 # ### Shapes
 #
 # | step | shape | real Qwen3.5-0.8B |
 # |---|---|---|
-# | h_t (final-norm output) and embedded x_{t+1} | (B, T, d) each | (B, T, 1024) |
+# | $h_t$ (final-norm output) and embedded $x_{t+1}$ | (B, T, d) each | (B, T, 1024) |
 # | joined, after the two norms | (B, T, 2d) | (B, T, 2048) |
 # | `mtp.fc.weight` | (d, 2d) | (1024, 2048) |
-# | the block's output g_t | (B, T, d) | (B, T, 1024) |
+# | the block's output $g_t$ | (B, T, d) | (B, T, 1024) |
 # | the block's logits (shared head) | (B, T, V) | (B, T, 248320) |
 # | the block's KV cache | 2 × (B, Hkv, S, D) | 2 × (B, 2, S, 256) |
 # | draft guesses; verify input | (B, k); (B, k + 1) | |
@@ -1052,26 +1074,27 @@ book.proof(compare, args.checkpoint.folder, h, after, mtp_logits)
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - MTP 块（`mtp.*`）读取主模型最终 norm 输出的隐藏状态 h_t 和 x_{t+1} 的嵌入，各自归一化后拼接并投影（fc，2d → d），
-#   跑一个带自己键值缓存的全注意力解码层，再归一化，用主模型的输出头预测 x_{t+2}。位置用 t（vLLM）还是
-#   t + 1（transformers），logits 在舍入误差内相同：RoPE 只看距离。
-# - 投机解码：草稿猜 k 个，主模型对 k + 1 个位置做一次前向来验证，保留一致的前缀再加上主模型自己的 token。
-#   贪心的输出与普通贪心逐 token 相同，不论草稿是什么；采样保持主模型的分布（min(1, p/q)，然后从残差中抽取）。
-# - 回滚：键值缓存按长度截断；DeltaNet 层从验证之前复制的副本恢复，再在已接受 token 的投影（验证前向时留下的）
-#   上重放它们的记忆（卷积、门、delta 规则）——真实 0.8B 为 18.6 MiB，与 k 无关，而每个验证位置存一份状态要 (k + 1) 倍。
-#   重放不读任何投影权重：ρ ≈ 0.03 步解码，而把每个 mixer 整个重跑要读模型四分之一的权重（ρ ≈ 0.25）。
-# - 收益：每次前向 (1 − α^{k+1}) / (1 − α) 个 token，除以每步的代价 c + k·r + (1 − α^k)·ρ。在 0.8B 里，共享的输出头让
-#   MTP 草稿的一步按读的字节数超过一步解码的三分之一：k = 1 时头要在 10 次里猜对约 4 次以上（k 更大时要求更高），
-#   投机解码才开始划算，而且收益有限（α = 0.8 时 1.3x 到 1.4x）。
+# - MTP 块（`mtp.*`）读取主模型最终 norm 输出的隐藏状态 $h_t$ 和 $x_{t+1}$ 的嵌入，各自归一化后拼接并投影
+#   （`fc`，$2d \to d$），跑一个带自己键值缓存的全注意力解码层，再归一化，用主模型的输出头预测 $x_{t+2}$。位置用 $t$
+#   （vLLM）还是 $t + 1$（transformers），logits 在舍入误差内相同：RoPE 只看距离。
+# - 投机解码：草稿猜 $k$ 个，主模型对 $k + 1$ 个位置做一次前向来验证，保留一致的前缀再加上主模型自己的 token。
+#   贪心的输出与普通贪心逐 token 相同，不论草稿是什么；采样保持主模型的分布（$\min(1, p/q)$，然后从残差中抽取）。
+# - 回滚：键值缓存按长度截断；DeltaNet 层从验证之前复制的副本恢复，再在已接受 token 的投影（验证前向时留下的）上重放它们
+#   的记忆（卷积、门、delta 规则）——真实 0.8B 为 18.6 MiB，与 $k$ 无关，而每个验证位置存一份状态要 $(k + 1)$ 倍。重放不
+#   读任何投影权重：$\rho \approx 0.03$ 步解码，而把每个 mixer 整个重跑要读模型四分之一的权重（$\rho \approx 0.25$）。
+# - 收益：每次前向 $(1 - \alpha^{k+1}) / (1 - \alpha)$ 个 token，除以每步的代价
+#   $c + k \cdot r + (1 - \alpha^k) \cdot \rho$。在 0.8B 里，共享的输出头让 MTP 草稿的一步按读的字节数超过一步解码的三分
+#   之一：$k = 1$ 时头要在 10 次里猜对约 4 次以上（$k$ 更大时要求更高），投机解码才开始划算，而且收益有限
+#   （$\alpha = 0.8$ 时 1.3x 到 1.4x）。
 #
 # ### 形状
 #
 # | 步骤 | 形状 | 真实 Qwen3.5-0.8B |
 # |---|---|---|
-# | h_t（最终 norm 的输出）和嵌入后的 x_{t+1} | 各 (B, T, d) | (B, T, 1024) |
+# | $h_t$（最终 norm 的输出）和嵌入后的 $x_{t+1}$ | 各 (B, T, d) | (B, T, 1024) |
 # | 两个 norm 之后拼接 | (B, T, 2d) | (B, T, 2048) |
 # | `mtp.fc.weight` | (d, 2d) | (1024, 2048) |
-# | 这一块的输出 g_t | (B, T, d) | (B, T, 1024) |
+# | 这一块的输出 $g_t$ | (B, T, d) | (B, T, 1024) |
 # | 这一块的 logits（共享输出头） | (B, T, V) | (B, T, 248320) |
 # | 这一块的键值缓存 | 2 × (B, Hkv, S, D) | 2 × (B, 2, S, 256) |
 # | 草稿的猜测；验证的输入 | (B, k); (B, k + 1) | |
@@ -1087,15 +1110,15 @@ book.notation(args.checkpoint)
 #
 # ### Exercises
 # 219 · the greedy accept step (accepting past the first mismatch, dropping the correction token, the logits of the
-# wrong position); 220 · the speculative-sampling acceptance rule (keeping a guess only when p ≥ q, resampling from
-# p instead of the residual); 221 · the DeltaNet rollback (keeping the state after the rejected tokens).
+# wrong position); 220 · the speculative-sampling acceptance rule (keeping a guess only when $p \ge q$, resampling from
+# $p$ instead of the residual); 221 · the DeltaNet rollback (keeping the state after the rejected tokens).
 
 # %% [markdown] lang="zh"
 # 本章新增的文件：`book/ch11.py`（本章的模块是 `qwen/mtp.py`、`qwen/draft.py` 和 `qwen/speculative.py`）。
 #
 # ### 练习
 # 219 · 贪心接受这一步（常见错误：越过第一个不匹配继续接受、丢掉修正 token、用错位置的 logits）；
-# 220 · 投机采样的接受规则（常见错误：只在 p ≥ q 时保留猜测、从 p 而不是残差中重新抽取）；221 · DeltaNet
+# 220 · 投机采样的接受规则（常见错误：只在 $p \ge q$ 时保留猜测、从 $p$ 而不是残差中重新抽取）；221 · DeltaNet
 # 的回滚（常见错误：留下的是被拒绝 token 之后的状态）。
 
 # %%
@@ -1118,9 +1141,9 @@ book.attempt(221)
 # 4. **Why Qwen3.5 makes it hard.** Attention's cache is a list of rows: rejected rows are cut off. DeltaNet's cache
 #    is one matrix that every token has been folded into: it has to be saved before the guesses and rebuilt from the
 #    accepted inputs after.
-# 5. **When it pays.** (1 − α^{k+1}) / (1 − α) tokens per forward against c + k·r + (1 − α^k)·ρ of cost: high
-#    acceptance, a cheap draft, a verify that costs little more than one decode step, and a rollback that re-reads
-#    no weights.
+# 5. **When it pays.** $(1 - \alpha^{k+1}) / (1 - \alpha)$ tokens per forward against
+#    $c + k \cdot r + (1 - \alpha^k) \cdot \rho$ of cost: high acceptance, a cheap draft, a verify that costs little
+#    more than one decode step, and a rollback that re-reads no weights.
 
 # %% [markdown] lang="zh"
 # ## 怎么讲清楚
@@ -1134,5 +1157,5 @@ book.attempt(221)
 #    所以存起来很小——但在小模型里，读输出头占了一步草稿的大部分开销。
 # 4. **为什么 Qwen3.5 让它变难。** 注意力的缓存是一行行的列表：被拒绝的行截掉就行。DeltaNet 的缓存是一个矩阵，每个
 #    token 都已经折叠进去了：必须在猜测之前保存，之后用已接受的输入重建。
-# 5. **什么时候划算。** 每次前向 (1 − α^{k+1}) / (1 − α) 个 token，对应代价 c + k·r + (1 − α^k)·ρ：接受率高、草稿便宜、
-#    验证只比一步解码贵一点、回滚不再重读权重。
+# 5. **什么时候划算。** 每次前向 $(1 - \alpha^{k+1}) / (1 - \alpha)$ 个 token，对应代价
+#    $c + k \cdot r + (1 - \alpha^k) \cdot \rho$：接受率高、草稿便宜、验证只比一步解码贵一点、回滚不再重读权重。
