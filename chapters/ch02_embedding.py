@@ -78,7 +78,10 @@ args = chapter_args(__doc__)
 cfg = args.checkpoint.config
 W = Weights(args.checkpoint)
 tok = load_tokenizer(args.checkpoint.folder)
+# said only where random weights make a number mean something else than on the real model (the banner says the rest)
 SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if args.checkpoint.synthetic else ""  # in such figures' titles
+NOISE = tr(" (random weights: the tokens mean nothing)", "（随机权重：这些 token 没有意义）") \
+    if args.checkpoint.synthetic else ""
 
 # %%
 book.show("ch02-map", book.model_map.draw, "embedding")
@@ -330,9 +333,9 @@ print(tr(f"E in the file: {size.numel():,} numbers x {size.element_size()} bytes
          f"真实 Qwen3.5-0.8B：{real.vocab_size:,} x {real.hidden_size:,} = {real_numbers:,} 个数 = "
          f"{real_numbers * size.element_size() / 2**20:.0f} MiB（同样的数据类型）"))
 norms = emb.weight.float().norm(dim=-1)
-print(tr(f"row lengths |E_v|{SYNTHETIC}: mean {norms[:tok.n_vocab].mean():.3f}, min {norms.min():.3f}, "
+print(tr(f"row lengths |E_v|: mean {norms[:tok.n_vocab].mean():.3f}, min {norms.min():.3f}, "
          f"max {norms.max():.3f}",
-         f"行长度 |E_v|{SYNTHETIC}：均值 {norms[:tok.n_vocab].mean():.3f}，最小 {norms.min():.3f}，"
+         f"行长度 |E_v|：均值 {norms[:tok.n_vocab].mean():.3f}，最小 {norms.min():.3f}，"
          f"最大 {norms.max():.3f}"))
 
 # %% [markdown]
@@ -388,8 +391,8 @@ print(tr(f"h ({cfg.hidden_size},) · {name}ᵀ ({cfg.hidden_size}, {cfg.vocab_si
          f"h ({cfg.hidden_size},) · {name}ᵀ ({cfg.hidden_size}, {cfg.vocab_size}) -> logits {tuple(logits.shape)}，"
          f"其中 {cfg.vocab_size - tok.n_vocab} 个属于填充行"))
 top = logits.float().topk(5)
-print(tr(f"top 5 tokens for h = E[last token]{SYNTHETIC}:",
-         f"h = E[最后一个 token] 时得分最高的 5 个 token{SYNTHETIC}："),
+print(tr(f"top 5 tokens for h = E[last token]{NOISE}:",
+         f"h = E[最后一个 token] 时得分最高的 5 个 token{NOISE}："),
       ", ".join(f"{tok.decode([i])!r} {v:.3f}" for v, i in zip(top.values.tolist(), top.indices.tolist())))
 
 # %% [markdown]

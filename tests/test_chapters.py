@@ -155,7 +155,7 @@ def test_ch02_facts(chapter_outputs, synthetic):
     tied = text_config(synthetic)["tie_word_embeddings"]
     assert f"tied: {tied}; lm_head.weight is the embedding table: {tied}" in out  # tied: the head is the table
     assert f"-> logits ({V},), {V - enc.n_vocab} of them for padding rows" in out
-    assert "top 5 tokens for h = E[last token] (synthetic weights)" in out
+    assert "top 5 tokens for h = E[last token] (random weights: the tokens mean nothing):" in out
 
 
 def bf16_spacing(value):
