@@ -102,8 +102,7 @@ def layers_figure(shapes, layer_types, real_config, synthetic):
     real_types = real_config["layer_types"]
     names = {within_layer(n)[1] for n in list(shapes) + list(real_shapes) if n.startswith("layers.")}
     rows = sorted(names, key=lambda r: (ORDER.index(r.split(".")[0]), r))
-    columns = ((shapes, layer_types,
-                tr("this checkpoint", "本检查点") + (tr(" (synthetic weights)", "（合成权重）") if synthetic else "")),
+    columns = ((shapes, layer_types, tr("this checkpoint", "本检查点")),  # the title says synthetic, once
                (real_shapes, real_types, tr("real Qwen3.5-0.8B, from its config",
                                              "真实 Qwen3.5-0.8B（由其 config 算出）")))
     grids = [_size_grid(sh, len(types), rows) for sh, types, _ in columns]
@@ -137,8 +136,8 @@ def layers_figure(shapes, layer_types, real_config, synthetic):
                               tr("full attention", "全注意力"), "MLP"], ncol=3, loc="upper left", fontsize=8)
     fig.colorbar(image, ax=axes[1, :], label=tr("parameters in the tensor (log scale, both columns)",
                                                 "张量的参数量（对数刻度，两列共用）"), fraction=0.03, pad=0.01)
-    note = tr("; the pattern is the real one, the synthetic sizes are not", "；这个排列是真实的，合成的尺寸则不是") \
-        if synthetic else ""
+    note = tr("; synthetic weights: the pattern is the real one, the sizes are not",
+              "；合成权重：这个排列是真实的，尺寸则不是") if synthetic else ""
     fig.suptitle(tr(f"The tensors of the {len(layer_types)} layers: the [L, L, L, F] pattern{note}",
                     f"{len(layer_types)} 层的张量：[L, L, L, F] 排列{note}"))
     return fig
