@@ -228,20 +228,22 @@ for dtype in (torch.float32, torch.bfloat16):
 
 # %% [markdown]
 # ## 3. Fewer bytes by hand: int8 and int4
-# Store w ≈ q · s: q a small integer, s a scale shared by many weights. **int8 per output channel** gives each row one
-# scale, s = max|w_row| / 127, so the row's largest weight lands on ±127 and nothing is clipped; a packed kernel
-# multiplies the row's integer sum by s once. **int4 in groups** has only 16 codes, too few for a whole row whose one
-# outlier would stretch the step for all: each group of g consecutive inputs gets its own scale, s = max|w_group| / 7
-# (symmetric, codes −7..7), or its own range with a **zero point**, s = (M − m) / 15 and w ≈ q · s + m (codes 0..15
-# spanning exactly the group's [m, M]). One row of layer 0's `mlp.gate_proj`:
+# Store $w \approx q \cdot s$: $q$ a small integer, $s$ a scale shared by many weights. **int8 per output channel**
+# gives each row one scale, $s = \max \lvert w_{\mathrm{row}} \rvert / 127$, so the row's largest weight lands on
+# $\pm 127$ and nothing is clipped; a packed kernel multiplies the row's integer sum by $s$ once. **int4 in groups** has
+# only 16 codes, too few for a whole row whose one outlier would stretch the step for all: each group of $g$ consecutive
+# inputs gets its own scale, $s = \max \lvert w_{\mathrm{group}} \rvert / 7$ (symmetric, codes $-7, \dots, 7$), or its
+# own range with a **zero point**, $s = (M - m) / 15$ and $w \approx q \cdot s + m$ (codes $0, \dots, 15$ spanning
+# exactly the group's $[m, M]$). One row of layer 0's `mlp.gate_proj`:
 
 # %% [markdown] lang="zh"
 # ## 3. 手写更少的字节：int8 和 int4
-# 把权重存成 w ≈ q · s：q 是小整数，s 是许多权重共享的缩放因子。**按输出通道的 int8** 给每一行一个缩放因子，s =
-# max|w_row| / 127，这样这一行最大的权重正好落在 ±127 上，没有任何值被截断；打包的 kernel 只需把这一行的整数和乘一次 s。
-# **按组的 int4** 只有 16 个码，对一整行来说太少了：一个离群值就会把所有权重的步长撑大。所以每组 g 个相邻的输入各有自己
-# 的缩放因子，s = max|w_group| / 7（对称，码 −7..7），或者各有自己的范围和一个**零点**，s = (M − m) / 15，w ≈ q · s +
-# m（码 0..15 恰好覆盖这一组的 [m, M]）。第 0 层 `mlp.gate_proj` 的一行：
+# 把权重存成 $w \approx q \cdot s$：$q$ 是小整数，$s$ 是许多权重共享的缩放因子。**按输出通道的 int8** 给每一行一个缩放因
+# 子，$s = \max \lvert w_{\mathrm{row}} \rvert / 127$，这样这一行最大的权重正好落在 $\pm 127$ 上，没有任何值被截断；打包
+# 的 kernel 只需把这一行的整数和乘一次 $s$。**按组的 int4** 只有 16 个码，对一整行来说太少了：一个离群值就会把所有权重的
+# 步长撑大。所以每组 $g$ 个相邻的输入各有自己的缩放因子，$s = \max \lvert w_{\mathrm{group}} \rvert / 7$（对称，码
+# $-7, \dots, 7$），或者各有自己的范围和一个**零点**，$s = (M - m) / 15$，$w \approx q \cdot s + m$（码 $0, \dots, 15$
+# 恰好覆盖这一组的 $[m, M]$）。第 0 层 `mlp.gate_proj` 的一行：
 
 # %%
 name = "layers.0.mlp.gate_proj.weight"
@@ -338,22 +340,24 @@ book.listing("qwen/quant.py")
 # %% [markdown]
 # ## 4. llama.cpp's blocks, byte for byte
 # A GGUF file (llama.cpp's format) stores a quantized weight row by row, each row cut into **blocks** of 32 values, each
-# block on its own: an fp16 scale d, then the codes. **Q8_0** is 34 bytes: d = max|x| / 127 and 32 signed bytes q =
-# round(x / d), rounded half away from zero as C's `roundf` does. **Q4_0** is 18 bytes: d = x_max / −8, where x_max is
-# the block's value of largest magnitude *with its sign*, so that value lands exactly on code −8; each code is stored as
-# q + 8 in 0..15, two to a byte, the block's first 16 values in the low nibbles and its last 16 in the high nibbles.
-# Both are int8 and int4 with g = 32; Q4_0 spends all 16 codes where the symmetric int4 above leaves −8 unused.
+# block on its own: an fp16 scale $d$, then the codes. **Q8_0** is 34 bytes: $d = \max \lvert x \rvert / 127$ and 32
+# signed bytes $q = \operatorname{round}(x / d)$, rounded half away from zero as C's `roundf` does. **Q4_0** is 18
+# bytes: $d = x_{\max} / (-8)$, where $x_{\max}$ is the block's value of largest magnitude *with its sign*, so that
+# value lands exactly on code $-8$; each code is stored as $q + 8$ in $0, \dots, 15$, two to a byte, the block's first
+# 16 values in the low nibbles and its last 16 in the high nibbles. Both are int8 and int4 with $g = 32$; Q4_0 spends
+# all 16 codes where the symmetric int4 above leaves $-8$ unused.
 #
 # **Try it first**: exercise 222 is one Q8_0 block's 34 bytes by hand (`python practice/judge.py start 222`, or the cell
 # below).
 
 # %% [markdown] lang="zh"
 # ## 4. llama.cpp 的块，逐字节
-# GGUF 文件（llama.cpp 的格式）逐行存一个量化的权重，每行切成 32 个值一**块**，每块单独存：先是一个 fp16 的缩放因子 d，
-# 然后是码。**Q8_0** 占 34 字节：d = max|x| / 127，32 个有符号字节 q = round(x / d)，像 C 的 `roundf` 那样四舍五入时远离
-# 零。**Q4_0** 占 18 字节：d = x_max / −8，其中 x_max 是这一块里绝对值最大的那个值，*带着它的符号*，这样它正好落在码 −8
-# 上；每个码存成 q + 8，在 0..15 之间，一个字节放两个，这一块的前 16 个值放在低 4 位，后 16 个放在高 4 位。两者就是 g =
-# 32 的 int8 和 int4；上面的对称 int4 空着 −8 不用，Q4_0 则把 16 个码都用上了。
+# GGUF 文件（llama.cpp 的格式）逐行存一个量化的权重，每行切成 32 个值一**块**，每块单独存：先是一个 fp16 的缩放因子
+# $d$，然后是码。**Q8_0** 占 34 字节：$d = \max \lvert x \rvert / 127$，32 个有符号字节
+# $q = \operatorname{round}(x / d)$，像 C 的 `roundf` 那样四舍五入时远离零。**Q4_0** 占 18 字节：$d = x_{\max} / (-8)$，
+# 其中 $x_{\max}$ 是这一块里绝对值最大的那个值，*带着它的符号*，这样它正好落在码 $-8$ 上；每个码存成 $q + 8$，在
+# $0, \dots, 15$ 之间，一个字节放两个，这一块的前 16 个值放在低 4 位，后 16 个放在高 4 位。两者就是 $g = 32$ 的 int8 和
+# int4；上面的对称 int4 空着 $-8$ 不用，Q4_0 则把 16 个码都用上了。
 #
 # **先自己试试**：练习 222 是手写一个 Q8_0 块的 34 个字节（`python practice/judge.py start 222`，或者下面的单元格）。
 
@@ -404,14 +408,14 @@ for fmt, ours in (("Q8_0", "int8"), ("Q4_0", "int4")):
 
 # %% [markdown]
 # Q8_0's scale per 32 weights costs half a bit more than int8 per channel and gains little on weights without outliers;
-# Q4_0's extra code −8 makes its step x_max / 8 instead of x_max / 7, a little finer than symmetric int4's. The finished
-# module writes both blocks for a whole tensor at once and reads Q4_K, llama.cpp's 4-bit format with 256-value
-# super-blocks (its writer searches for the best scales, a story of its own):
+# Q4_0's extra code $-8$ makes its step $x_{\max} / 8$ instead of $x_{\max} / 7$, a little finer than symmetric int4's.
+# The finished module writes both blocks for a whole tensor at once and reads Q4_K, llama.cpp's 4-bit format with
+# 256-value super-blocks (its writer searches for the best scales, a story of its own):
 
 # %% [markdown] lang="zh"
-# Q8_0 每 32 个权重一个缩放因子，比按通道的 int8 多花半个比特，在没有离群值的权重上收益不大；Q4_0 多出的码 −8 让它的步长
-# 是x_max / 8 而不是 x_max / 7，比对称 int4 略细。写好的模块一次为整个张量写出两种块，还能读 Q4_K，也就是 llama.cpp 用
-# 256 个值的超级块存的 4 比特格式（写 Q4_K 要搜索最好的缩放因子，那是另一个故事）：
+# Q8_0 每 32 个权重一个缩放因子，比按通道的 int8 多花半个比特，在没有离群值的权重上收益不大；Q4_0 多出的码 $-8$ 让它的步
+# 长是 $x_{\max} / 8$ 而不是 $x_{\max} / 7$，比对称 int4 略细。写好的模块一次为整个张量写出两种块，还能读 Q4_K，也就是
+# llama.cpp 用 256 个值的超级块存的 4 比特格式（写 Q4_K 要搜索最好的缩放因子，那是另一个故事）：
 
 # %%
 book.listing("qwen/gguf_blocks.py")
@@ -494,10 +498,11 @@ print(tr(f"real Qwen3.5-0.8B: {len(kept)} tensors stay as they are (norms, conv 
 # ## 6. The error at the output
 # What matters is what the model says. Feed the same text to the model with its own weights and with the quantized ones,
 # and compare, at every position, the two next-token distributions (teacher-forced: both read the text, not their own
-# output, so one early difference does not derail the rest). Two measures: the **KL divergence** KL(p ‖ q) = Σ p · (log
-# p − log q) of the quantized model's distribution q from the reference's p, in nats (0 when they are equal), and
-# **top-1 agreement**, the fraction of positions whose most likely token is the same. The text is the opening of
-# *Alice's Adventures in Wonderland* (Lewis Carroll, 1865, in the public domain), shipped in `book/ch12.py`.
+# output, so one early difference does not derail the rest). Two measures: the **KL divergence**
+# $\mathrm{KL}(p \,\|\, q) = \sum p \cdot (\log p - \log q)$ of the quantized model's distribution $q$ from the
+# reference's $p$, in nats (0 when they are equal), and **top-1 agreement**, the fraction of positions whose most likely
+# token is the same. The text is the opening of *Alice's Adventures in Wonderland* (Lewis Carroll, 1865, in the public
+# domain), shipped in `book/ch12.py`.
 #
 # **Try it first**: exercise 224 is the KL of the next-token distributions and the top-1 agreement
 # (`python practice/judge.py start 224`, or the cell below).
@@ -506,9 +511,9 @@ print(tr(f"real Qwen3.5-0.8B: {len(kept)} tensors stay as they are (norms, conv 
 # ## 6. 输出端的误差
 # 真正要紧的是模型说了什么。把同一段文本分别喂给用原始权重的模型和用量化权重的模型，在每个位置比较两个下一个 token 的分
 # 布（teacher forcing：两者读的都是这段文本，而不是它们自己的输出，所以前面一处不同不会让后面全部跑偏）。两个度量：量化
-# 模型的分布q 相对参考分布 p 的 **KL 散度** KL(p ‖ q) = Σ p · (log p − log q)，单位是 nat（两者相等时为 0）；以及
-# **top-1 一致率**，即最可能的 token 相同的位置所占的比例。文本是《爱丽丝梦游仙境》的开头（Lewis Carroll，1865，已进入公
-# 有领域），放在 `book/ch12.py` 里。
+# 模型的分布 $q$ 相对参考分布 $p$ 的 **KL 散度** $\mathrm{KL}(p \,\|\, q) = \sum p \cdot (\log p - \log q)$，单位是
+# nat（两者相等时为 0）；以及 **top-1 一致率**，即最可能的 token 相同的位置所占的比例。文本是《爱丽丝梦游仙境》的开头
+# （Lewis Carroll，1865，已进入公有领域），放在 `book/ch12.py` 里。
 #
 # **先自己试试**：练习 224 是下一个 token 分布的 KL 和 top-1 一致率（`python practice/judge.py start 224`，或者下面的单
 # 元格）。
@@ -740,11 +745,12 @@ book.proof(compare, w)
 # - One-row products in a general matmul kernel may read below the stream's rate: the kernel, not the memory, is then
 #   the wall. Weights prepacked once for the kernel, chosen by what the CPU can do, move it; only fewer bytes move the
 #   bound.
-# - int8 per output channel: s = max|w_row| / 127, about 8 bits per weight. int4 in groups of g: symmetric, s =
-#   max|w_group| / 7, 4 + 16/g bits; with a zero point, s = (M − m) / 15 and w ≈ q · s + m, 4 + 32/g bits. Smaller
-#   groups, smaller error, more bits.
-# - llama.cpp's Q8_0 (34 bytes per 32 weights) and Q4_0 (18 bytes): an fp16 d, then the codes; Q4_0's d is the signed
-#   extreme over −8, its codes q + 8 two to a byte, low nibbles first. Ours equal the `gguf` package's, byte for byte.
+# - int8 per output channel: $s = \max \lvert w_{\mathrm{row}} \rvert / 127$, about 8 bits per weight. int4 in groups of
+#   $g$: symmetric, $s = \max \lvert w_{\mathrm{group}} \rvert / 7$, $4 + 16/g$ bits; with a zero point,
+#   $s = (M - m) / 15$ and $w \approx q \cdot s + m$, $4 + 32/g$ bits. Smaller groups, smaller error, more bits.
+# - llama.cpp's Q8_0 (34 bytes per 32 weights) and Q4_0 (18 bytes): an fp16 $d$, then the codes; Q4_0's $d$ is the
+#   signed extreme over $-8$, its codes $q + 8$ two to a byte, low nibbles first. Ours equal the `gguf` package's, byte
+#   for byte.
 # - Error is measured, not assumed: per tensor class on the weights, and at the output as the KL of the next-token
 #   distributions and the top-1 agreement, against bf16's own rounding as the yardstick. The norms, the conv kernels,
 #   `A_log` and `dt_bias` stay as they are: a fraction of a percent of the bytes, and the numbers an error hurts most.
@@ -756,9 +762,9 @@ book.proof(compare, w)
 #
 # | what | shape | real Qwen3.5-0.8B |
 # |---|---|---|
-# | a projection w | (out, in) | e.g. `mlp.gate_proj` (3584, 1024) |
-# | int8 codes q, scales s | (out, in) int8, (out,) | (3584, 1024), (3584,) |
-# | int4 codes q, scales s (and minimums m) | (out, in), (out, in / g) | (3584, 1024), (3584, 32) at g = 32 |
+# | a projection $w$ | (out, in) | e.g. `mlp.gate_proj` (3584, 1024) |
+# | int8 codes $q$, scales $s$ | (out, in) int8, (out,) | (3584, 1024), (3584,) |
+# | int4 codes $q$, scales $s$ (and minimums $m$) | (out, in), (out, in / g) | (3584, 1024), (3584, 32) at g = 32 |
 # | a Q8_0 block; Q4_0 block | 34 bytes; 18 bytes, for 32 weights | |
 # | the tied head, as int4 g = 32 | (V, d) codes, (V, d / 32) scales | (248320, 1024), (248320, 32) |
 # | teacher-forced logits; KL per position | (T, V); (T,) | (T, 248320); (T,) |
@@ -770,10 +776,11 @@ book.proof(compare, w)
 #   读取带宽 ÷ 这些字节。bf16 → int8 → int4 每一步都让权重的字节数减半，上限翻倍。
 # - 通用矩阵乘法 kernel 里的单行乘法读数据可能比数据流慢：这时墙是 kernel，而不是内存。按 CPU 的能力选用、为 kernel 预先
 #   重排一次的权重能挪动这堵墙；只有更少的字节才能挪动上限。
-# - 按输出通道的 int8：s = max|w_row| / 127，每个权重约 8 比特。按 g 个一组的 int4：对称的，s = max|w_group| / 7，4 +
-#   16/g 比特；带零点的，s = (M − m) / 15，w ≈ q · s + m，4 + 32/g 比特。组越小，误差越小，比特越多。
-# - llama.cpp 的 Q8_0（每 32 个权重 34 字节）和 Q4_0（18 字节）：先是一个 fp16 的 d，然后是码；Q4_0 的 d 是带符号的极值
-#   除以 −8，码存成 q + 8，一个字节放两个，低 4 位在前。我们的字节与 `gguf` 包的逐字节相同。
+# - 按输出通道的 int8：$s = \max \lvert w_{\mathrm{row}} \rvert / 127$，每个权重约 8 比特。按 $g$ 个一组的 int4：对称
+#   的， $s = \max \lvert w_{\mathrm{group}} \rvert / 7$，$4 + 16/g$ 比特；带零点
+#   的，$s = (M - m) / 15$，$w \approx q \cdot s + m$，$4 + 32/g$ 比特。组越小，误差越小，比特越多。
+# - llama.cpp 的 Q8_0（每 32 个权重 34 字节）和 Q4_0（18 字节）：先是一个 fp16 的 $d$，然后是码；Q4_0 的 $d$ 是带符号的
+#   极值除以 $-8$，码存成 $q + 8$，一个字节放两个，低 4 位在前。我们的字节与 `gguf` 包的逐字节相同。
 # - 误差是测出来的，不是假设的：在权重上按张量类别测，在输出端测下一个 token 分布的 KL 和 top-1 一致率，以 bf16 自己的舍
 #   入为标尺。各个 norm、卷积核、`A_log` 和 `dt_bias` 保持原样：它们只占字节数的不到百分之一，而误差对它们伤害最大。
 # - 运行中的模型，`load_fast(path, dtype, quant="int8" | "int4")`：投影和共享的输出头存的是码，在设备和 dtype 支持时调用
@@ -783,9 +790,9 @@ book.proof(compare, w)
 #
 # | 是什么 | 形状 | 真实 Qwen3.5-0.8B |
 # |---|---|---|
-# | 一个投影 w | (out, in) | 例如 `mlp.gate_proj` (3584, 1024) |
-# | int8 的码 q、缩放因子 s | (out, in) int8，(out,) | (3584, 1024)，(3584,) |
-# | int4 的码 q、缩放因子 s（和最小值 m） | (out, in)，(out, in / g) | g = 32 时 (3584, 1024)，(3584, 32) |
+# | 一个投影 $w$ | (out, in) | 例如 `mlp.gate_proj` (3584, 1024) |
+# | int8 的码 $q$、缩放因子 $s$ | (out, in) int8，(out,) | (3584, 1024)，(3584,) |
+# | int4 的码 $q$、缩放因子 $s$（和最小值 $m$） | (out, in)，(out, in / g) | g = 32 时 (3584, 1024)，(3584, 32) |
 # | 一个 Q8_0 块；一个 Q4_0 块 | 32 个权重 34 字节；18 字节 | |
 # | 共享的输出头，存成 g = 32 的 int4 | (V, d) 的码，(V, d / 32) 的缩放因子 | (248320, 1024)，(248320, 32) |
 # | teacher forcing 的 logits；每个位置的 KL | (T, V)；(T,) | (T, 248320)；(T,) |
