@@ -5,7 +5,8 @@
 #   bash course.sh test --all   the full gate: the tests marked slow too (what .ci/run runs)
 #   bash course.sh lab      set up .venv (first time) and open the notebooks in JupyterLab
 #   bash course.sh chat     set up .venv (first time) and chat with the finished model (python main.py chat)
-#   bash course.sh book     set up .venv with the proofs' oracles (first time) and build the course as web pages
+#   bash course.sh book     set up .venv with the proofs' oracles and the book's engine (first time) and build the
+#                           course as web pages
 #                           (python -m web; --model PATH|HUB_ID builds it on that checkpoint; --serve
 #                           serves them on localhost); it prints where its index.html is
 # Extra arguments go to the command: bash course.sh --model synthetic / bash course.sh test -k norm
@@ -34,7 +35,7 @@ if ! "$PY" -c "import sys; sys.exit(sys.version_info < (3, 11))"; then
     echo "(Python 3.10: installing the newest versions that support it; CI tests the ones in constraints.txt)"
 fi
 extras=""; [ "$mode" = test ] && extras="[dev]"
-[ "$mode" = book ] && extras="[proofs]"  # the pages show the chapters' proofs: transformers and gguf
+[ "$mode" = book ] && extras="[proofs,book]"  # the pages show the chapters' proofs (transformers, gguf); the engine
 stamp=".venv/.installed$extras"
 want="$(cat pyproject.toml constraints.txt)"
 if [ ! -x .venv/bin/python ]; then

@@ -41,7 +41,7 @@ def pytest_addoption(parser):
 # falls in its group.
 JUDGE = "tests/test_judge.py::test_"
 GROUPS = {  # group: (where its tests are: test ids start so, the fixtures they share)
-    "book": (("tests/test_web.py::",), ("site", "browser")),
+    "book": (("tests/test_web.py::",), ("site", "browser", "served")),
     "hostile": (tuple(JUDGE + name for name in (
         "hostile", "processes_started", "daemons_started", "crash_at_import", "collapsed_and_capped", "memory_limit",
         "a_replaced_clock", "terminal_escapes", "any_return_value", "reports_in_chinese")), ("hostile_reports",)),

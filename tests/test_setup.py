@@ -35,9 +35,9 @@ def test_constraints_pin_every_declared_dependency():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     declared = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
     names = {re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9_.-]+", d).group()).lower() for d in declared}
-    assert names - set(pins()) == {project["name"]}  # dev names the proofs' extra: qwen-by-hand[proofs]
+    assert names - set(pins()) == {project["name"]}  # dev names the other extras: qwen-by-hand[proofs,book]
     extras = project["optional-dependencies"]
-    assert f"{project['name']}[proofs]" in extras["dev"]  # the tests' oracles are the book's, pinned once
+    assert f"{project['name']}[proofs,book]" in extras["dev"]  # the tests' oracles and engine are the book's
     assert {re.match(r"[a-z]+", d).group() for d in extras["proofs"]} == {"transformers", "gguf"}
     assert pins()["torch"] == "2.13.0" and pins()["transformers"] == "5.24.0"
     assert "jupyter" not in pins() and {"jupyterlab", "ipykernel", "jinja2"} <= names and "tqdm" not in names
@@ -122,7 +122,7 @@ def test_the_book_is_built_on_the_real_model_with_the_proofs_oracles():
     steps = text["jobs"]["build"]["steps"]
     runs = [s.get("run", "") for s in steps]
     assert text["env"]["MODEL"] == DEFAULT_MODEL
-    assert '[ "$mode" = book ] && extras="[proofs]"' in (REPO / "course.sh").read_text()
+    assert '[ "$mode" = book ] && extras="[proofs,book]"' in (REPO / "course.sh").read_text()
     setup = runs.index("bash course.sh book --help")
     revision = next(i for i, s in enumerate(steps) if s.get("id") == "revision")
     assert "model_info('$MODEL').sha" in runs[revision] and '"$GITHUB_OUTPUT"' in runs[revision]

@@ -1,10 +1,11 @@
-"""The book (web/), in both editions (English at the root, Chinese in zh/): the site is built from the notebooks the
-suite already executes (the `executed` fixture, shared with tests/test_notebooks.py), then checked as files (every
-page, every link, nothing of the judge's secrets) and opened page by page in headless Chromium (Debian's chromium
-and chromium-driver, driven by selenium): no console error, every image loaded, each chapter page printing what its
-script prints and drawing its figures, and the search box finding a word. Where no Chromium is installed, the
-browser tests are skipped, saying so."""
-import json
+"""The book (web/), in both editions (English at the root, Chinese in zh/): the site is built by the engine (Sphinx,
+MyST-NB, sphinx-book-theme) from the notebooks the suite already executes (the `executed` fixture, shared with
+tests/test_notebooks.py), then checked as files (every page, every link, the executed notebooks to download,
+nothing of the judge's secrets) and opened page by page in headless Chromium (Debian's chromium and
+chromium-driver, driven by selenium) at a phone's width: no console error, no sideways scroll, every image loaded,
+the sidebar and the page's contents, formulas rendered, a copy button on code, headings clear of the header, each
+chapter page printing what its script prints and drawing its figures, and the search ranking the chapter that
+treats a subject first. Where no Chromium is installed, the browser tests are skipped, saying so."""
 import re
 import shutil
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 import tomllib
 
 from helpers import FIGURES, MODE_DEPENDENT, ROOT, masked, notebook_of_cells, shared_stdout
-from web import execute, render
+from web import execute, source
 from web.build import build_site
 
 SCRIPTS = [p.stem for p in sorted((ROOT / "chapters").glob("ch[0-9][0-9]_*.py"))]
@@ -26,7 +27,10 @@ SCRIPTS = [p.stem for p in sorted((ROOT / "chapters").glob("ch[0-9][0-9]_*.py"))
 PROBLEMS = sorted(p for p in (ROOT / "practice").glob("[0-9][0-9][0-9]_*") if (p / "README.md").is_file())
 EDITIONS = {"en": "", "zh": "zh/"}  # where each edition's pages are, from the site's root
 README = {"en": "README.md", "zh": "README.zh.md"}
-SYNTHETIC = {"en": "synthetic checkpoint", "zh": "合成检查点"}  # what the banner of each edition says
+SYNTHETIC = {"en": "Synthetic weights", "zh": "合成权重"}  # what the banner of each edition says
+PAGES = ["index.html", "exercises/index.html", *(f"chapters/{s}.html" for s in SCRIPTS),
+         *(f"exercises/{p.name[:3]}.html" for p in PROBLEMS)]
+REPOSITORY = "https://github.com/example/qwen-by-hand"
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +42,20 @@ def site(executed, synthetic, tmp_path_factory):
             nb, error = executed(name, code)
             assert error is None, error
             editions[code][name] = nb
-    return build_site(editions, str(synthetic), tmp_path_factory.mktemp("book") / "site").parent
+    said = []
+    index = build_site(editions, str(synthetic), tmp_path_factory.mktemp("book") / "site",
+                       tmp_path_factory.mktemp("sphinx"), repository=REPOSITORY, commit="abc1234", branch="main",
+                       say=lambda line, **_: said.append(line))
+    warnings = [line for line in said if "WARNING" in line or "ERROR" in line]
+    assert warnings == [], "\n".join(warnings)  # the engine read every page without a complaint
+    return index.parent
+
+
+def plain_text(html_text):
+    """Words of a piece of HTML, as a reader sees them."""
+    import html
+
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", html_text))).strip()
 
 
 class _Page(HTMLParser):
@@ -64,46 +81,71 @@ def parsed(path):
 
 @pytest.mark.slow
 def test_every_page_is_built(site):
-    """The index, a page per chapter, the exercises' index and a page per exercise: nothing else."""
+    """The index, a page per chapter, the exercises' index and a page per exercise, and the engine's search and
+    index pages: nothing else."""
     pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html"))
-    assert pages == sorted(f"{where}{page}" for where in EDITIONS.values() for page in [
-        "index.html", "exercises/index.html", *(f"chapters/{s}.html" for s in SCRIPTS),
-        *(f"exercises/{p.name[:3]}.html" for p in PROBLEMS)])
+    assert pages == sorted(f"{where}{page}" for where in EDITIONS.values()
+                           for page in [*PAGES, "search.html", "genindex.html"])
     assert len(SCRIPTS) == 12 and len(PROBLEMS) == 24
+
+
+def test_nothing_of_the_old_builder_is_left():
+    """The engine lays out the pages, renders markdown, highlights code and searches: web/ keeps what is ours
+    (running the notebooks, writing each edition's sources, the formulas as MathML, the settings)."""
+    ours = {"__init__.py", "__main__.py", "build.py", "conf.py", "execute.py", "mathml.py", "source.py", "warm.py"}
+    assert {p.name for p in (ROOT / "web").glob("*.py")} == ours
+    assert not list((ROOT / "web").glob("*.html")) and not (ROOT / "web" / "static" / "search.js").exists()
 
 
 @pytest.mark.slow
 def test_every_internal_link_resolves(site):
-    """Every href and src of every page: a file that exists (a page, a figure, the style sheet, or one of the
-    course's files in the checkout), and an anchor that its page has. No address leaves the machine."""
+    """Every href and src of every page that stays on the site or in the checkout: a file that exists, and an
+    anchor that its page has. Other addresses are the repository's, Colab's and the engine's own."""
     ids = {}
     for page in site.rglob("*.html"):
         for link in parsed(page).links:
             parts = urlsplit(link)
-            assert not parts.scheme and not parts.netloc, f"{page.name} links outside: {link}"
+            if parts.scheme or parts.netloc:
+                assert parts.scheme == "https", f"{page.name}: {link}"
+                continue
             target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
             assert target.exists(), f"{page.relative_to(site)}: {link} does not resolve"
-            if parts.fragment:
+            if parts.fragment and target.suffix == ".html":
                 if target not in ids:
                     ids[target] = parsed(target).ids
                 assert parts.fragment in ids[target], f"{page.relative_to(site)}: no #{parts.fragment} in {link}"
 
 
 @pytest.mark.slow
-def test_chapter_pages_link_their_script_notebook_modules_and_exercises(site):
+def test_chapter_pages_link_their_files_exercises_repository_and_colab(site):
     page = site / "chapters" / "ch03_norm.html"
     ch03 = page.read_text(encoding="utf-8")
-    linked = {(page.parent / link).resolve() for link in parsed(page).links}
-    for source in ("chapters/ch03_norm.py", "notebooks/ch03_norm.ipynb", "qwen/norm.py", "book/ch03.py"):
-        assert ROOT / source in linked, source
+    links = parsed(page).links
+    for path in ("chapters/ch03_norm.py", "notebooks/ch03_norm.ipynb", "qwen/norm.py", "book/ch03.py"):
+        assert f"{REPOSITORY}/blob/abc1234/{path}" in links, path
+    assert f"{REPOSITORY}/edit/main/chapters/ch03_norm.py" in links  # the one source, not the notebook
+    assert "https://colab.research.google.com/github/example/qwen-by-hand/blob/abc1234/notebooks/ch03_norm.ipynb" \
+        in links
+    zh = parsed(site / "zh" / "chapters" / "ch03_norm.html").links
+    assert "https://colab.research.google.com/github/example/qwen-by-hand/blob/abc1234/notebooks/zh/ch03_norm.ipynb" \
+        in zh
     # "exercise 204" and "205" in the prose link to their pages, in code they stay code
-    assert re.search(r'exercise <a href="../exercises/204.html">204</a>', ch03)
-    assert re.search(r'<a href="../exercises/205.html">205</a>', ch03)
+    assert re.search(r'exercise <a class="reference internal" href="../exercises/204.html"[^>]*>'
+                     r'<span class="std std-doc">204</span></a>', ch03), "exercise 204 is not linked"
+    assert "../exercises/205.html" in links
     assert "practice/judge.py start 204" in ch03
     # the language switch: the same page in the other edition, and back
-    assert (page.parent / "../zh/chapters/ch03_norm.html").resolve() in linked
-    zh = site / "zh" / "chapters" / "ch03_norm.html"
-    assert page.resolve() in {(zh.parent / link).resolve() for link in parsed(zh).links}
+    assert "../zh/chapters/ch03_norm.html" in links and "../../chapters/ch03_norm.html" in zh
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code", EDITIONS)
+def test_the_executed_notebook_is_there_to_download(site, code, executed):
+    """The download button hands out the chapter's notebook as the build ran it: its outputs are the run's."""
+    page = site / f"{EDITIONS[code]}chapters/ch03_norm.html"
+    assert "../_sources/chapters/ch03_norm.ipynb" in parsed(page).links
+    nb = nbformat.read(site / f"{EDITIONS[code]}_sources/chapters/ch03_norm.ipynb", as_version=4)
+    assert masked(shared_stdout(nb)) == masked(shared_stdout(executed("ch03_norm", code)[0]))
 
 
 @pytest.mark.slow
@@ -115,17 +157,17 @@ def test_exercise_pages_show_the_statement_and_keep_the_judge_secret(site, code)
     for folder in PROBLEMS:
         number = folder.name[:3]
         page = (site / f"{EDITIONS[code]}exercises/{number}.html").read_text(encoding="utf-8")
+        article = page[page.index('<article class="bd-article">'):page.index("</article>")]
         readme = (folder / README[code]).read_text(encoding="utf-8")
         signature = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
-        text = render.plain_text(page)
+        text = plain_text(article)
         squeezed = re.sub(r"\s", "", text)  # highlighted code: a span per token
         for line in signature.splitlines():
             assert re.sub(r"\s", "", line) in squeezed, (number, line)
-        assert re.sub(r"\s", "", render.plain_text(readme.splitlines()[0].lstrip("# "))) in squeezed, number
-        assert f"python practice/judge.py start {number}" in page and f"python practice/judge.py {number}" in page
+        assert f"python practice/judge.py start {number}" in text and f"python practice/judge.py {number}" in text
         grading = re.split(r"^## (?:Grading|评测|评分)", readme, flags=re.M)
         for sentence in re.findall(r"[^.。\n]{20,}", grading[1] if len(grading) > 1 else "")[:5]:
-            assert re.sub(r"\s", "", render.plain_text(sentence)) not in squeezed, (number, sentence)
+            assert re.sub(r"\s", "", plain_text(sentence)) not in squeezed, (number, sentence)
         mistakes = folder / "mistakes.toml"
         if mistakes.is_file():
             for entry in tomllib.loads(mistakes.read_text(encoding="utf-8")).values():
@@ -133,21 +175,51 @@ def test_exercise_pages_show_the_statement_and_keep_the_judge_secret(site, code)
                     assert entry[code][:40] not in text, (number, entry[code])
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("code", EDITIONS)
-def test_the_search_index_holds_every_section(site, code):
-    text = (site / f"{EDITIONS[code]}search-index.js").read_text(encoding="utf-8")
-    records = json.loads(text.removeprefix("window.SEARCH_INDEX = ").rstrip().removesuffix(";"))
-    deltanet = [r for r in records if "DeltaNet" in r["heading"] + r["text"]]
-    assert any(r["href"].startswith("chapters/ch07_deltanet.html#") for r in deltanet)
-    assert {r["href"].split("#")[0] for r in records} >= {f"chapters/{s}.html" for s in SCRIPTS}
+def test_markdown_links_exercises_outside_code_and_formulas_only():
+    text = source.link_exercises("exercise 204 asks; `exercise 204` stays; $exercise 204$ too; **Exercises**: "
+                                 "210 · a; 211 · b; 999 · c", {204: "e/204.md", 210: "e/210.md", 211: "e/211.md"})
+    assert text == ("exercise [204](e/204.md) asks; `exercise 204` stays; $exercise 204$ too; **Exercises**: "
+                    "[210](e/210.md) · a; [211](e/211.md) · b; 999 · c")
 
 
-def test_markdown_links_exercises_outside_code_only():
-    html = render.markdown("exercise 204 asks; `exercise 204` stays; **Exercises**: 210 · a; 211 · b; 999 · c",
-                           {204: "e/204.html", 210: "e/210.html", 211: "e/211.html"})
-    assert html.count('href="e/204.html"') == 1 and "<code>exercise 204</code>" in html
-    assert 'href="e/210.html"' in html and 'href="e/211.html"' in html and "999" in html and "e/999" not in html
+def test_a_figure_is_captioned_and_a_listing_is_code():
+    """A figure's title becomes its caption (markdown in it escaped) and alt text, its name the anchor; a listing
+    becomes a Python code block under the module's name; printed lines stay as the run printed them."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("book.show(...)", outputs=[
+        nbformat.v4.new_output("display_data", data={"image/png": "iVBOR", "text/plain": "<Figure>"},
+                               metadata={"book": {"figure": "ch03-rms", "title": "RMS of *x*\nbefore_after"}})]),
+        nbformat.v4.new_code_cell("book.listing(...)", outputs=[
+            nbformat.v4.new_output("display_data", data={"text/plain": "def f():\n    pass", "text/html": "<style>"},
+                                   metadata={"book": {"listing": "qwen/norm.py", "names": ["f"]}}),
+            nbformat.v4.new_output("stream", name="stdout", text="printed *as is*\n")])])
+    shown = source.chapter_notebook(nb, {})
+    assert shown.cells[0].metadata["mystnb"] == {
+        "figure": {"caption": r"RMS of \*x\* · before\_after", "name": "fig-ch03-rms"},
+        "image": {"alt": "RMS of *x* · before_after"}}
+    assert shown.cells[1].outputs[0]["data"] == {
+        "text/markdown": "**qwen/norm.py (f)**\n\n````python\ndef f():\n    pass\n````\n"}
+    assert shown.cells[1].outputs[1]["text"] == "printed *as is*\n"
+    assert "mystnb" not in nb.cells[0].metadata  # the executed notebook itself is left as it ran
+
+
+def test_formulas_become_mathml_and_a_bad_one_stops_nothing_silently():
+    """The formula renderer: TeX in, MathML out (inline and display); latex2mathml is the oracle for the markup."""
+    from latex2mathml.converter import convert
+
+    from web import mathml
+
+    class Writer:
+        body = []
+
+    from docutils import nodes
+
+    inline, block = nodes.math(text=r"e^{g_t}"), nodes.math_block(text=r"\sum_{j \le i} x_j", number=None)
+    for visit, node in ((mathml.visit_math, inline), (mathml.visit_displaymath, block)):
+        with pytest.raises(nodes.SkipNode):
+            visit(Writer, node)
+    assert Writer.body[0] == f'<span class="math">{convert("e^{g_t}")}</span>'
+    assert convert(r"\sum_{j \le i} x_j", display="block") in Writer.body[1]
+    assert "<msub>" in Writer.body[0] and 'display="block"' in Writer.body[1]
 
 
 # ---- the cache: a chapter runs again only when what it reads changed --------------------------------------------
@@ -239,6 +311,7 @@ def test_python_m_web_help():
 
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 DRIVER = shutil.which("chromedriver")
+PHONE = 390  # px: the narrowest phone a page is read on
 
 
 @pytest.fixture(scope="module")
@@ -254,17 +327,34 @@ def browser():
     # headless, and nothing that reaches out: this machine may have no network
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1280,1800"):
+                 "--hide-scrollbars"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.set_window_size(PHONE, 844)
     yield driver
     driver.quit()
 
 
-def opened(browser, path):
-    """Open a page from disk; the console's errors while it loaded."""
-    browser.get(path.as_uri())
+@pytest.fixture(scope="module")
+def served(site):
+    """The site on a local web server (the search reads each found page to show its matching line: a page opened
+    from disk may not read another)."""
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+def opened(browser, address):
+    """Open a page; the console's errors while it loaded."""
+    browser.get(address)
     for _ in range(50):  # every image decoded, or a failure known
         if browser.execute_script("return Array.from(document.images).every(i => i.complete)"):
             break
@@ -272,69 +362,131 @@ def opened(browser, path):
     return [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
 
 
-@pytest.mark.parametrize("code", EDITIONS)
+RAW_TEX = re.compile(r"\$[^$\s][^$]*\$|\\(frac|sum|sqrt|odot|cdot|exp|mathrm|operatorname|le|top)\b")
+READER = r"""
+const article = document.querySelector('article.bd-article');
+const prose = article.cloneNode(true);
+prose.querySelectorAll('pre, code, math, .math, script, style').forEach(e => e.remove());
+const header = document.querySelector('.bd-header-article').getBoundingClientRect().bottom;
+return {
+  width: document.documentElement.scrollWidth,
+  banners: Array.from(document.querySelectorAll('.bd-header-announcement')).map(b => b.textContent.trim()),
+  broken: Array.from(document.images).filter(i => !(i.naturalWidth > 0)).map(i => i.src),
+  chapters: document.querySelectorAll('.bd-sidebar-primary nav.bd-links li.toctree-l1').length,
+  contents: document.querySelectorAll('#pst-page-toc-nav li a').length,
+  code: document.querySelectorAll('div.highlight pre').length,
+  copy: document.querySelectorAll('div.highlight button.copybtn').length,
+  headings: Array.from(article.querySelectorAll('h1, h2, h3')).map(h => h.textContent.replace(/#\s*$/, '').trim()),
+  anchors: Array.from(article.querySelectorAll('section[id] > h2')).slice(0, 2).map(h => h.parentElement.id),
+  prose: prose.textContent,
+  math: article.querySelectorAll('math').length,
+  header: header,
+};
+"""
+
+
+def formulas(code, page):
+    """The formulas ($…$, $$…$$) the source of a page holds: a chapter's markdown cells, an exercise statement."""
+    if page.startswith("chapters/"):
+        folder = ROOT / "notebooks" / ("zh" if code == "zh" else "")
+        nb = nbformat.read(folder / f"{page.split('/')[1].removesuffix('.html')}.ipynb", as_version=4)
+        text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    elif page.startswith("exercises/") and page[10:13].isdigit():
+        folder = next(p for p in PROBLEMS if p.name.startswith(page[10:13]))
+        text = (folder / README[code]).read_text(encoding="utf-8")
+    else:
+        return 0
+    text = re.sub(r"```.*?```|`[^`\n]*`", "", text, flags=re.S)
+    return len(re.findall(r"\$\$.+?\$\$|\$[^$\n]+\$", text, flags=re.S))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("page", ["index.html", "exercises/index.html", *(f"exercises/{p.name[:3]}.html"
-                                                                          for p in PROBLEMS)])
-def test_page_opens_clean(browser, site, page, code):
-    assert opened(browser, site / f"{EDITIONS[code]}{page}") == []
-    broken = browser.execute_script("return Array.from(document.images).filter(i => !(i.naturalWidth > 0))"
-                                    ".map(i => i.src)")
-    assert broken == []
-    assert SYNTHETIC[code] in browser.find_element("css selector", ".banner").text
+@pytest.mark.parametrize("code", EDITIONS)
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_reads_on_a_phone(browser, site, page, code):
+    """Opened at a phone's width from disk (offline): no console error; nothing wider than the screen (wide code
+    and tables scroll inside themselves); every image loaded; the one banner; the sidebar with every chapter; on a
+    chapter page its contents list; each formula rendered (MathML), none left as TeX; a copy button on every code
+    block; Chinese headings short enough to be headings; a heading followed by its link is not under the header."""
+    path = site / f"{EDITIONS[code]}{page}"
+    assert opened(browser, path.as_uri()) == []
+    seen = browser.execute_script(READER)
+    assert seen["width"] <= PHONE, f"{page} is {seen['width']} px wide on a {PHONE} px screen"
+    assert seen["broken"] == []
+    assert len(seen["banners"]) == 1 and SYNTHETIC[code] in seen["banners"][0]
+    assert seen["chapters"] == len(SCRIPTS) + 1  # the chapters, then the exercises
+    if page.startswith("chapters/"):
+        assert seen["contents"] >= 3, "no contents list"
+    assert seen["copy"] == seen["code"] > 0 or seen["code"] == 0
+    assert not RAW_TEX.search(seen["prose"]), RAW_TEX.search(seen["prose"]).group(0)
+    assert seen["math"] >= formulas(code, page)
+    if code == "zh":
+        assert all(len(h) <= 60 for h in seen["headings"]), [h for h in seen["headings"] if len(h) > 60]
+    for anchor in seen["anchors"]:
+        browser.get(f"{path.as_uri()}#{anchor}")
+        time.sleep(0.2)
+        top, header = browser.execute_script(
+            "return [document.getElementById(arguments[0]).querySelector('h2').getBoundingClientRect().top, "
+            "document.querySelector('.bd-header-article').getBoundingClientRect().bottom]", anchor)
+        assert top >= header - 1, f"#{anchor} lies under the header ({top} < {header})"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("code", EDITIONS)
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_chapter_page_shows_what_the_script_prints_and_draws(browser, site, executed, name, code):
-    """No console error; every image loaded; the figures the chapter draws (those python chapters/<it>.py --figures
-    saves), each with its title as alt text; and, cell by cell, the lines the script prints (except where a page
-    shows a figure, a listing, an exercise or the proof instead of the script's one line: what its notebook's run
-    printed, which tests/test_notebooks.py holds to the script). Timings are masked."""
-    assert opened(browser, site / f"{EDITIONS[code]}chapters/{name}.html") == []
-    images = browser.execute_script("return Array.from(document.images).map(i => [i.naturalWidth, i.alt, "
-                                    "i.closest('figure') && i.closest('figure').id])")
-    assert images and all(width > 0 and alt for width, alt, _ in images), images
-    assert {figure.removeprefix("fig-") for _, _, figure in images} == set(FIGURES[name])
+    """Every image loaded; the figures the chapter draws (those python chapters/<it>.py --figures saves), each
+    numbered, with its title as caption and alt text; and, cell by cell, the lines the script prints (except where
+    a page shows a figure, a listing, an exercise or the proof instead of the script's one line: what its notebook's
+    run printed, which tests/test_notebooks.py holds to the script). Timings are masked."""
+    assert opened(browser, (site / f"{EDITIONS[code]}chapters/{name}.html").as_uri()) == []
+    images = browser.execute_script(
+        "return Array.from(document.querySelectorAll('article img')).map(i => [i.naturalWidth, i.alt, "
+        "i.closest('figure') && i.closest('figure').id, i.closest('figure') && "
+        "i.closest('figure').querySelector('figcaption').textContent])")
+    assert images and all(width > 0 and alt for width, alt, _, _ in images), images
+    assert {figure.removeprefix("fig-") for _, _, figure, _ in images} == set(FIGURES[name])
+    number = int(name[2:4])
+    assert all(re.match(rf"\s*(Fig\.|图) {number}\.\d+", caption) for _, _, _, caption in images), images
     cells = browser.execute_script(
-        "return Array.from(document.querySelectorAll('.cell')).map(c => [c.querySelector('pre.code').textContent, "
-        "Array.from(c.querySelectorAll('pre.output:not(.stderr)')).map(o => o.textContent).join('')])")
+        "return Array.from(document.querySelectorAll('div.cell')).map(c => [c.querySelector('.cell_input pre')"
+        ".textContent, Array.from(c.querySelectorAll('.cell_output .output:not(.stderr):not(.text_markdown) pre'))"
+        ".map(o => o.textContent).join('')])")
     page = "".join(out for code, out in cells if not MODE_DEPENDENT.search(code))
     nb, error = executed(name, code)
     assert error is None, error
     assert masked(page) == masked(shared_stdout(nb))
-    assert SYNTHETIC[code] in browser.find_element("css selector", ".banner").text
+
+
+SEARCHES = [("en", "KV cache", "chapters/ch06_attention.html"), ("en", "DeltaNet", "chapters/ch07_deltanet.html"),
+            ("zh", "键值缓存", "chapters/ch06_attention.html"), ("zh", "DeltaNet", "chapters/ch07_deltanet.html"),
+            ("zh", "归一化", "chapters/")]
 
 
 @pytest.mark.slow
-def test_a_line_the_kernel_sent_in_two_chunks_reads_back_whole(browser, tmp_path):
-    """The kernel flushes stdout on a timer, so print("a") can arrive as "a" and then "\\n"; and the HTML parser
-    drops a newline that opens a <pre>. The page must still show the two lines as two lines, as the script did."""
-    cell = nbformat.v4.new_code_cell("print('a'); print('b'); print('c')", outputs=[
-        nbformat.v4.new_output("stream", name="stdout", text="a"),
-        nbformat.v4.new_output("stream", name="stdout", text="\nb\n"),
-        nbformat.v4.new_output("stream", name="stderr", text="note\n"),
-        nbformat.v4.new_output("stream", name="stdout", text="\nc\n")])
-    page = tmp_path / "cell.html"
-    page.write_text(f"<!doctype html><meta charset=utf-8><div>{render.outputs(cell, None)}</div>", encoding="utf-8")
-    assert opened(browser, page) == []
-    shown = browser.execute_script("return Array.from(document.querySelectorAll('pre.output:not(.stderr)'))"
-                                   ".map(o => o.textContent)")
-    assert shown == ["a\nb\n", "\nc\n"]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("code", EDITIONS)
-def test_search_finds_deltanet(browser, site, code):
-    """Typed into the box of a chapter page (its links are relative to a folder below the root), the word lists
-    sections that hold it, and the first one opens."""
+@pytest.mark.parametrize("code, query, first", SEARCHES)
+def test_search_ranks_the_chapter_that_treats_it_first(browser, served, code, query, first):
+    """Typed into the search box of a chapter page: the chapter that treats the words comes first (before the index
+    pages that name every chapter's subject), each result shows the line it matched, and the first one opens. A
+    Chinese word is found in Chinese pages (segmented by jieba)."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
 
-    assert opened(browser, site / f"{EDITIONS[code]}chapters/ch03_norm.html") == []
-    browser.find_element(By.ID, "search").send_keys("DeltaNet")
-    results = browser.find_elements(By.CSS_SELECTOR, "#search-results li a")
-    assert results, "the search found nothing for DeltaNet"
-    first = results[0].get_attribute("href")
-    results[0].click()
-    assert browser.current_url == first and "DeltaNet" in browser.find_element(By.TAG_NAME, "main").text
+    assert opened(browser, f"{served}{EDITIONS[code]}chapters/ch03_norm.html") == []
+    next(b for b in browser.find_elements(By.CSS_SELECTOR, "button.search-button, .search-button__button")
+         if b.is_displayed()).click()
+    field = WebDriverWait(browser, 10).until(
+        lambda b: next((f for f in b.find_elements(By.CSS_SELECTOR, "form.bd-search input") if f.is_displayed()), None))
+    field.send_keys(query, Keys.ENTER)
+    WebDriverWait(browser, 20).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#search-results ul.search li")
+                                     or b.find_element(By.ID, "search-progress").text.strip())
+    results = browser.find_elements(By.CSS_SELECTOR, "#search-results ul.search li")
+    assert results, f"the search found nothing for {query}"
+    hrefs = [r.find_element(By.TAG_NAME, "a").get_attribute("href") for r in results]
+    assert hrefs[0].startswith(f"{served}{EDITIONS[code]}{first}"), hrefs[:5]
+    WebDriverWait(browser, 20).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#search-results li p.context"))
+    context = results[0].find_element(By.CSS_SELECTOR, "p.context").text
+    assert any(word.lower() in context.lower() for word in query.split()), context
+    results[0].find_element(By.TAG_NAME, "a").click()
+    assert browser.current_url.startswith(hrefs[0].split("?")[0].split("#")[0])

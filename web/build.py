@@ -1,38 +1,41 @@
 """Build the course as a static site: a page per chapter with what its run printed and drew, a page per exercise,
-an index with the course map, and a search box. Nothing it writes is committed.
+and the index, laid out by the engine (Sphinx, see web/conf.py). Nothing it writes is committed.
 
-Run: python -m web [--model PATH|HUB_ID|synthetic] [--out DIR] [--serve [PORT]] [--source-url URL] [--jobs N]
+Run: python -m web [--model PATH|HUB_ID|synthetic] [--out DIR] [--serve [PORT]] [--repository URL [--commit SHA]
+                   [--branch NAME]] [--jobs N]
                    [--lang en|zh]
      bash course.sh book [same options]      (sets up .venv first)
 
 By default the chapters run on the synthetic checkpoint, and every page says so; --model (or QWEN_MODEL) builds
 the book from a real checkpoint's outputs. Both editions are built, English at the root and Chinese in zh/, each
-page linking to itself in the other language. A second build re-executes only the chapters whose inputs changed.
+page linking to itself in the other language. A second build re-executes only the chapters whose inputs changed, and
+the engine lays out again only the pages whose files changed. --repository links each page to its files there, to
+"edit this page" (a chapter's script) and to "open in Colab" (its notebook).
 """
 import argparse
 import datetime
 import functools
 import http.server
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-from pygments.formatters import HtmlFormatter
 
 from qwen.config import DEFAULT_MODEL
 from qwen.hub import DATA_DIR
 from qwen.lang import LANGUAGES, from_command_line, language, tr, use
 from qwen.synthetic import is_synthetic, synthetic_path
-from web import pages
+from web import source
 from web.execute import CACHE, executed, kernel_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = DATA_DIR / "book" / "site"
-STATIC = Path(__file__).resolve().parent / "static"
+WORK = DATA_DIR / "book" / "sphinx"  # each edition's project for the engine, and what the engine keeps between builds
 
 
 def intro():
@@ -53,17 +56,14 @@ notebooks, `bash course.sh book` builds these pages.""", """# 手写 Qwen3.5
 
 
 def banner(model):
-    """What every page says first when its numbers come from the synthetic checkpoint."""
+    """The one line every page of a build on the synthetic checkpoint starts with (none on a real checkpoint)."""
     if not _synthetic(model):
         return None
-    return tr("Built on the synthetic checkpoint: random weights in the real Qwen3.5 layout (its tensor names, dtypes, "
-              "depth, layer pattern and vocabulary; narrow widths). Every number and figure drawn from the weights is "
-              "synthetic; where the real value is known, the page prints it beside, marked “real Qwen3.5-0.8B”. "
-              f"The real model's pages: QWEN_MODEL={DEFAULT_MODEL} bash course.sh book (a download of about 1.7 GB).",
-              "本书在合成检查点上生成：按真实 Qwen3.5 布局排列的随机权重（张量名、数据类型、层数、层型排列和"
-              "词表都是真的；各层宽度很窄）。凡是从权重算出的数字和图都是合成的；知道真实值的地方，页面会在旁边打印出来，"
-              f"标为“真实 Qwen3.5-0.8B”。真实模型的版本：QWEN_MODEL={DEFAULT_MODEL} bash course.sh book"
-              "（需下载约 1.7 GB）。")
+    command = f"bash course.sh book --model {DEFAULT_MODEL}"
+    return tr(f"Synthetic weights: the numbers and figures on these pages come from random weights in the real "
+              f"Qwen3.5 layout. The real model’s book: <code>{command}</code>",
+              f"合成权重：这些页面上的数字和图来自按真实 Qwen3.5 布局排列的随机权重。真实模型的版本："
+              f"<code>{command}</code>")
 
 
 def _synthetic(model):
@@ -78,44 +78,63 @@ def _commit():
         return None
 
 
-def edition(notebooks, model, site, source_url=None, other=None):
-    """One language's pages (the language qwen.lang speaks now) from its executed `notebooks` ({stem: notebook},
-    in chapter order), written into `site`; `other` is the other edition's folder, for the language switch."""
-    chapter_of = {int(stem[2:4]): f"chapters/{stem}.html" for stem in notebooks}
-    exercises = pages.exercise_pages(chapter_of)
-    chapters = pages.chapter_pages(notebooks, site, exercises)
-    every = [pages.index_page(chapters, exercises, intro()), *chapters, pages.exercises_index(exercises),
-             *exercises.values()]
+def footer(model, commit):
     synthetic = tr("the synthetic checkpoint (random weights)", "合成检查点（随机权重）")
     ran_on = synthetic if _synthetic(model) else str(model)
-    commit = _commit()
-    footer = tr(f"Outputs of a run on {ran_on}, built {datetime.date.today().isoformat()}"
-                f"{f' from commit {commit}' if commit else ''}. Every page is written from the chapter scripts.",
-                f"在{ran_on}上运行的输出，生成于 {datetime.date.today().isoformat()}"
-                f"{f'（提交 {commit}）' if commit else ''}。每一页都由章节脚本生成。")
-    pages.write(site, every, banner(model), footer, source_url, other)
-    (site / "static").mkdir(parents=True, exist_ok=True)
-    css = (STATIC / "book.css").read_text(encoding="utf-8") + HtmlFormatter().get_style_defs("pre.code")
-    (site / "static" / "book.css").write_text(css, encoding="utf-8")
-    shutil.copy(STATIC / "search.js", site / "static" / "search.js")
-    records = json.dumps(pages.search_index(every), ensure_ascii=False)
-    (site / "search-index.js").write_text(f"window.SEARCH_INDEX = {records};\n", encoding="utf-8")
+    return tr(f"Outputs of a run on {ran_on}, built {datetime.date.today().isoformat()}"
+              f"{f' from commit {commit}' if commit else ''}. Every page is written from the chapter scripts.",
+              f"在{ran_on}上运行的输出，生成于 {datetime.date.today().isoformat()}"
+              f"{f'（提交 {commit}）' if commit else ''}。每一页都由章节脚本生成。")
 
 
-def build_site(editions, model, site=SITE, source_url=None):
+def sphinx(code, source, out, say=print):
+    """Run the engine on one edition's project: HTML into `out`, its doctrees beside. What it warns of is said,
+    each line naming the edition; an error stops the build, saying what the engine said."""
+    command = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-d", str(out.parent / f"{out.name}-doctrees"),
+               str(source), str(out)]
+    start = time.perf_counter()
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    for line in run.stderr.splitlines():
+        say(f"{code}: {line}", flush=True)
+    if run.returncode != 0:
+        raise SystemExit(tr(f"the book's engine (Sphinx) failed on the {code} pages; the book is not built. Fix what "
+                            "it says above, then build again",
+                            f"书的引擎（Sphinx）在生成 {code} 版页面时出错，书没有生成。按上面的提示修好，再生成一次"))
+    say(tr(f"{code} pages: laid out by the engine in {time.perf_counter() - start:.0f} s",
+           f"{code} 版页面：引擎排版用了 {time.perf_counter() - start:.0f} 秒"), flush=True)
+
+
+def build_site(editions, model, site=SITE, work=WORK, repository=None, commit=None, branch=None, say=print,
+               jobs=2):
     """Write the book into `site`: the English edition at its root, the Chinese one in zh/, from `editions`
-    ({language: {stem: executed notebook}}). The path of its index.html."""
-    shutil.rmtree(site, ignore_errors=True)
-    site.mkdir(parents=True)
-    folders = {code: site if code == "en" else site / code for code in editions}
+    ({language: {stem: executed notebook}}), each a Sphinx project in `work` built by the engine (a second build
+    redoes only the pages whose files changed), `jobs` editions at a time. The path of its index.html."""
     spoken = language()
+    folders = {code: site if code == "en" else site / code for code in editions}
+    built = {}
     try:
         for code, notebooks in editions.items():
             use(code)
-            other = next((folder for c, folder in folders.items() if c != code), None)
-            edition(notebooks, model, folders[code], source_url, other)
+            other = next((c for c in editions if c != code), None)
+            settings = {"root": str(ROOT), "language": code, "site": str(folders[code]), "banner": banner(model),
+                        "footer": footer(model, _commit()), "repository": repository, "commit": commit,
+                        "branch": branch, "other": other and {"prefix": "zh/" if other == "zh" else "../",
+                                                              "lang": "zh-CN" if other == "zh" else "en",
+                                                              "label": "中文" if other == "zh" else "English"}}
+            built[code] = source.write(work / code, notebooks, intro(), settings)
     finally:
         use(spoken)
+    lock = threading.Lock()  # one whole line at a time from the editions' threads
+
+    def log(line, **_):
+        with lock:
+            say(line, flush=True)
+
+    with ThreadPoolExecutor(max(1, min(jobs, len(built)))) as pool:  # each edition is a process of its own
+        list(pool.map(lambda item: sphinx(item[0], item[1], work / "_build" / item[0], log), built.items()))
+    shutil.rmtree(site, ignore_errors=True)
+    for code in built:  # English first: the Chinese edition is a folder inside it
+        shutil.copytree(work / "_build" / code, folders[code], ignore=shutil.ignore_patterns(".buildinfo", ".doctrees"))
     return site / "index.html"
 
 
@@ -148,10 +167,14 @@ def main(argv=None):
     parser.add_argument("--serve", nargs="?", const=8000, type=int, metavar="PORT",
                         help=tr("then serve it on http://127.0.0.1:PORT (default 8000)",
                                 "生成后在 http://127.0.0.1:PORT 上提供它（默认 8000）"))
-    parser.add_argument("--source-url", help=tr("link the course's files here instead of into the checkout "
-                                                "(e.g. https://github.com/OWNER/REPO/blob/COMMIT/)",
-                                                "课程文件的链接指向这里，而不是本地检出"
-                                                "（例如 https://github.com/OWNER/REPO/blob/COMMIT/）"))
+    parser.add_argument("--repository", help=tr("the course's repository (https://github.com/OWNER/REPO): each page "
+                                                "then links its files there, to edit it and to open it in Colab",
+                                                "课程的仓库（https://github.com/OWNER/REPO）：每页的文件链接、编辑此页"
+                                                "和在 Colab 中打开都指向它"))
+    parser.add_argument("--commit", help=tr("the commit the repository's links point at (default: main)",
+                                            "仓库链接指向的提交（默认 main）"))
+    parser.add_argument("--branch", help=tr("the branch an edit goes to (default: main)",
+                                            "编辑提交到的分支（默认 main）"))
     parser.add_argument("--jobs", type=int, default=2, metavar="N",
                         help=tr("notebooks run at once, each in a kernel of its own (default 2)",
                                 "同时运行的笔记本数，每个在自己的内核里（默认 2）"))
@@ -166,7 +189,8 @@ def main(argv=None):
         editions = executed({code: (sorted((ROOT / "notebooks" / ("" if code == "en" else code)).glob(
             "ch[0-9][0-9]_*.ipynb")), kernel_spec(Path(kernels) / code, args.model, code))
             for code in args.lang or LANGUAGES}, args.model, cache=CACHE, jobs=args.jobs)
-    index = build_site(editions, args.model, args.out.resolve(), args.source_url)
+    index = build_site(editions, args.model, args.out.resolve(), repository=args.repository, commit=args.commit,
+                       branch=args.branch, jobs=args.jobs)
     print(tr(f"the book: {index.as_uri()}", f"书已生成：{index.as_uri()}"))  # the last line: the address to open
     if args.serve is not None:
         serve(index.parent, args.serve)
