@@ -57,6 +57,8 @@ def test_runs_and_says_synthetic(chapter_outputs, script):
     rc, out, err = chapter_outputs(script)
     assert rc == 0, err
     assert out.startswith("*** SYNTHETIC WEIGHTS"), out[:200]
+    # the banner is the run's one statement: no line repeats it as a tag (a line says what random weights change)
+    assert "(synthetic weights)" not in out and "(synthetic)" not in out
 
 
 def file_tensors(folder):
@@ -383,7 +385,7 @@ def test_every_chapter_runs_in_chinese_at_any_depth(shallow):
         runs = list(pool.map(one, SCRIPTS))
     for script, rc, out, err in runs:
         assert rc == 0 and "Traceback" not in err, f"{script} on 4 layers:\n{err[-2000:]}"
-        assert out.startswith("*** 合成权重"), script
+        assert out.startswith("*** 合成权重") and "（合成权重）" not in out, script  # the banner, no tag after it
     out = dict((script, out) for script, _, out, _ in runs)
     assert "层型排列：LLLF（" in out["ch01_weights.py"]
     assert "第 3 层（最后一层）之后" in out["ch08_model.py"]
