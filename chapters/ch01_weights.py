@@ -289,17 +289,17 @@ book.show("ch01-params", ch01.parts_figure, from_file, real_counts, cfg.layer_ty
 
 # %% [markdown]
 # ## 4. Dtypes, file size and memory
-# Each header gives its tensor's dtype; bytes = parameters × the dtype's size. config.json's `dtype` (bfloat16)
-# is what most tensors are saved in, not all: the published Qwen3.5 checkpoints keep each DeltaNet layer's `A_log`
-# and gated-norm weight in fp32 (as reported by projects that load them; the synthetic checkpoint does the same).
-# So count bytes from the headers, never as parameters × 2.
+# Each header gives its tensor's dtype; $\text{bytes} = \text{parameters} \times \text{the dtype's size}$. config.json's
+# `dtype` (bfloat16) is what most tensors are saved in, not all: the published Qwen3.5 checkpoints keep each DeltaNet
+# layer's `A_log` and gated-norm weight in fp32 (as reported by projects that load them; the synthetic checkpoint does
+# the same). So count bytes from the headers, never as parameters × 2.
 
 # %% [markdown] lang="zh"
 # ## 4. 数据类型、文件大小和内存
-# 每个文件头都写着其中张量的数据类型；字节数 = 参数量 × 该数据类型的大小。config.json 里的 `dtype`
-# （bfloat16）是大多数张量的存储格式，但不是全部：已发布的 Qwen3.5 检查点把每个 DeltaNet 层的 `A_log` 和门控
-# 归一化的权重存成 fp32（加载过这些检查点的项目都这样报告；合成检查点也一样）。所以字节数要从文件头算，
-# 绝不能按参数量 × 2 来算。
+# 每个文件头都写着其中张量的数据类型；$\text{字节数} = \text{参数量} \times \text{该数据类型的大小}$。config.json 里的
+# `dtype`（bfloat16）是大多数张量的存储格式，但不是全部：已发布的 Qwen3.5 检查点把每个 DeltaNet 层的 `A_log` 和门控归一
+# 化的权重存成 fp32（加载过这些检查点的项目都这样报告；合成检查点也一样）。所以字节数要从文件头算，绝不能按参数量 × 2 来
+# 算。
 
 # %%
 BYTES = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8}  # safetensors dtype names -> bytes per number
@@ -499,9 +499,10 @@ book.proof(compare, path, W)
 #    largest part (35%) and the embedding a close second (34%, the largest single tensor): with a vocabulary of 248k and
 #    $d = 1{,}024$, one table is a third of the model, which is why tying the head to it (one table used at both ends)
 #    pays at this size.
-# 3. **Memory.** Parameters × bytes: 0.75 B × 2 bytes ≈ 1.5 GB in bf16. At inference add the cache: in Qwen3.5 only
-#    the 6 full-attention layers keep a K/V cache that grows with the context; the 18 linear-attention layers keep
-#    a fixed-size state. That is the point of the hybrid: long context at a fraction of the cache.
+# 3. **Memory.** Parameters × bytes: $0.75\,\text{B} \times 2\,\text{bytes} \approx 1.5\,\text{GB}$ in bf16. At
+#    inference add the cache: in Qwen3.5 only the 6 full-attention layers keep a K/V cache that grows with the context;
+#    the 18 linear-attention layers keep a fixed-size state. That is the point of the hybrid: long context at a fraction
+#    of the cache.
 # 4. **The format.** safetensors is a JSON header plus raw bytes, so it is safe (a pickle can run code when
 #    loaded), fast (the data can be memory-mapped) and lazy (one tensor can be read alone).
 
@@ -550,8 +551,8 @@ book.proof(compare, path, W)
 #    $3 \cdot d \cdot I$（gate、up、down）；每个归一化 $d$ 个。0.8B 里 MLP 是最大的部分（35%），嵌入紧随其后（34%，也是
 #    最大的单个张量）：词表 248k、$d = 1{,}024$ 时，一张表就占了模型的三分之一，所以在这个规模上，把输出头绑到这张表上
 #    （两端共用一张表）很划算。
-# 3. **内存。** 参数量 × 字节数：0.75 B × 2 字节 ≈ 1.5 GB（bf16）。推理时还要加上缓存：Qwen3.5 里只有 6 个
-#    全注意力层保留随上下文增长的键值缓存；18 个线性注意力层保存固定大小的状态。这正是混合架构的意义：
-#    只用一小部分缓存，就能撑起长上下文。
+# 3. **内存。** 参数量 × 字节数：$0.75\,\text{B} \times 2\,\text{字节} \approx 1.5\,\text{GB}$（bf16）。推理时还要加上缓
+#    存：Qwen3.5 里只有 6 个全注意力层保留随上下文增长的键值缓存；18 个线性注意力层保存固定大小的状态。这正是混合架构的
+#    意义：只用一小部分缓存，就能撑起长上下文。
 # 4. **格式。** safetensors 是 JSON 文件头加原始字节，所以它安全（pickle 在加载时可能执行代码）、快（数据可以
 #    内存映射）、惰性（单个张量可以单独读）。

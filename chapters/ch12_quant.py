@@ -740,8 +740,8 @@ book.proof(compare, w)
 # ## Summary
 #
 # - A decode step reads every projection once, the tied head included (a third of the 0.8B's bytes), plus the KV cache
-#   and the DeltaNet states: tokens/s ≤ read bandwidth ÷ those bytes. bf16 → int8 → int4 halves the weights' bytes each
-#   time, and the bound doubles.
+#   and the DeltaNet states: $\text{tokens/s} \le \text{read bandwidth} \div \text{those bytes}$. bf16 → int8 → int4
+#   halves the weights' bytes each time, and the bound doubles.
 # - One-row products in a general matmul kernel may read below the stream's rate: the kernel, not the memory, is then
 #   the wall. Weights prepacked once for the kernel, chosen by what the CPU can do, move it; only fewer bytes move the
 #   bound.
@@ -772,8 +772,9 @@ book.proof(compare, w)
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - 一个解码步把每个投影读一遍，包括共享的输出头（占 0.8B 字节数的三分之一），再加上键值缓存和 DeltaNet 状态：tokens/s ≤
-#   读取带宽 ÷ 这些字节。bf16 → int8 → int4 每一步都让权重的字节数减半，上限翻倍。
+# - 一个解码步把每个投影读一遍，包括共享的输出头（占 0.8B 字节数的三分之一），再加上键值缓存和 DeltaNet 状态：
+#   $\text{tokens/s} \le \text{读取带宽} \div \text{这些字节}$。bf16 → int8 → int4 每一步都让权重的字节数减半，上限翻
+#   倍。
 # - 通用矩阵乘法 kernel 里的单行乘法读数据可能比数据流慢：这时墙是 kernel，而不是内存。按 CPU 的能力选用、为 kernel 预先
 #   重排一次的权重能挪动这堵墙；只有更少的字节才能挪动上限。
 # - 按输出通道的 int8：$s = \max \lvert w_{\mathrm{row}} \rvert / 127$，每个权重约 8 比特。按 $g$ 个一组的 int4：对称
