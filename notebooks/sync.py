@@ -12,7 +12,9 @@ run command) is left out of the notebook.
 Two things a notebook does differently from the command line are written in: a notebook shows the value of a cell's
 last expression, which the script never prints, so such an expression ends with `;` there (unless it is a print or a
 book.show/listing/attempt, which return None); and a notebook takes no --model, so the markdown's "`--model X`"
-reads "`QWEN_MODEL=X`" there (the environment variable chapter_args reads in a notebook).
+reads "`QWEN_MODEL=X`" there (the environment variable chapter_args reads in a notebook). And a notebook's first code
+cell, which does nothing anywhere else, fetches and installs the course on Google Colab (where the book's "open in
+Colab" takes it), from the repository pyproject.toml names ([project.urls] Repository).
 Notebooks are written without outputs, with ids taken from each cell's content and fixed metadata, so writing them
 again gives the same bytes. tests/test_notebooks.py fails when one is out of date.
 
@@ -31,6 +33,11 @@ import nbformat
 
 from qwen.lang import unwrap
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same reader, as a package (a dependency there)
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS, NOTEBOOKS = ROOT / "chapters", ROOT / "notebooks"
 CELL_KEYS = ("tags",)  # the cell metadata the scripts may set; anything Jupyter adds on a run is dropped
@@ -43,6 +50,28 @@ def scripts():
 
 
 LANGUAGES = ("en", "zh")
+def _repository():
+    """The course's repository, [project.urls] Repository in pyproject.toml (None where it names none)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return project.get("urls", {}).get("Repository")
+
+
+def on_colab():
+    """A notebook's first code cell: on Google Colab (opened from the book's "open in Colab"), fetch the course and
+    install it, then work in its notebooks/ folder, as a checkout would; anywhere else it does nothing."""
+    url = _repository()
+    say = "# On Google Colab: fetch the course and install it (about a minute). Anywhere else: nothing to do."
+    fetch = (f'    if not os.path.isdir(COURSE):\n'
+             f'        subprocess.run(["git", "clone", "-q", "--depth", "1", "{url}", COURSE], check=True)\n'
+             f'        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", COURSE], check=True)\n'
+             if url else
+             '    if not os.path.isdir(COURSE):  # pyproject.toml names no [project.urls] Repository to fetch\n'
+             '        raise SystemExit("clone the course into " + COURSE + " first (git clone URL " + COURSE + ")")\n')
+    return (f"{say}\nimport os\nimport subprocess\nimport sys\n\nif \"google.colab\" in sys.modules:\n"
+            f"    COURSE = \"/content/qwen-by-hand\"\n{fetch}    sys.path.insert(0, COURSE)\n"
+            f"    os.chdir(os.path.join(COURSE, \"notebooks\"))")
+
+
 SPEAK_CHINESE = ('import os\n\nos.environ["QWEN_LANG"] = "zh"  # 本笔记本说中文：代码打印的文字和图的标题也用中文'
                  '（qwen/lang.py）')
 
@@ -117,8 +146,10 @@ def render(script, lang="en"):
                 cells[-1] = cell
             continue
         cells.append(cell)
+    first = 1 if cells and cells[0].cell_type == "markdown" else 0  # after the title
     if lang == "zh":
-        cells.insert(1 if cells and cells[0].cell_type == "markdown" else 0, nbformat.v4.new_code_cell(SPEAK_CHINESE))
+        cells.insert(first, nbformat.v4.new_code_cell(SPEAK_CHINESE))
+    cells.insert(first, nbformat.v4.new_code_cell(on_colab()))  # the same in both editions, as every code cell
     nb.cells = cells
     for cell in nb.cells:
         if cell.cell_type == "code":
