@@ -430,7 +430,7 @@ book.show("ch07-state", ch07.state_norm_figure, tokens, norms, SYNTHETIC)
 # | $S$ | the state carried between chunks | `h` (one per chunk), `final_state` | `last_recurrent_state` |
 #
 # The last chunk is padded with zeros ($g = 0$ keeps the state, $k = v = \beta = 0$ write nothing) and the padded rows
-# are dropped. Here are Γ and A for our sentence in layer 0 (shorter than 64 tokens, so one padded chunk), for
+# are dropped. Here are $\Gamma$ and $A$ for our sentence in layer 0 (shorter than 64 tokens, so one padded chunk), for
 # the value head that forgets least: $A$'s entries below the diagonal are $\beta_i (k_i \cdot k_j) \, \Gamma_{ij}$, how
 # much token $j$'s correction changes token $i$'s.
 

@@ -393,17 +393,17 @@ def greedy_accept(drafts, logits):
 book.attempt(219, greedy_accept)
 
 # %% [markdown]
-# The draft is pluggable (`qwen/draft.py`): a draft carries its k, and `speculate(model, ids, n, draft)` runs the
+# The draft is pluggable (`qwen/draft.py`): a draft carries its $k$, and `speculate(model, ids, n, draft)` runs the
 # loop with it. `Scripted(script, k)` proposes whatever `script(generated, k)` returns, and
 # `follow(reference, wrong)` is a script that reads the answer from a plain greedy run and proposes a wrong token
-# (the right one + 1) wherever `wrong(step, i)` says so. Here is a draft that keeps 2, 0, 3, 1, 3, … of its k = 3
+# (the right one + 1) wherever `wrong(step, i)` says so. Here is a draft that keeps 2, 0, 3, 1, 3, … of its $k = 3$
 # guesses, and what the loop does with them:
 
 # %% [markdown] lang="zh"
-# 草稿是可插拔的（`qwen/draft.py`）：草稿自带它的 k，`speculate(model, ids, n, draft)` 用它跑循环。
+# 草稿是可插拔的（`qwen/draft.py`）：草稿自带它的 $k$，`speculate(model, ids, n, draft)` 用它跑循环。
 # `Scripted(script, k)` 提出 `script(generated, k)` 返回的猜测；`follow(reference, wrong)` 是这样一个脚本：
 # 它从一次普通贪心运行里读出答案，在 `wrong(step, i)` 说要错的地方提出一个错的 token（正确的那个 + 1）。下面这个草稿在
-# k = 3 个猜测里依次保留 2、0、3、1、3……个，看看循环怎么处理它们：
+# $k = 3$ 个猜测里依次保留 2、0、3、1、3……个，看看循环怎么处理它们：
 
 # %%
 N, N_SWEEP = 16, 40  # new tokens per run here, and in section 7 (where chance needs more forwards)
@@ -482,17 +482,17 @@ for kind, k in [("MTP head", 1), ("MTP head", 2), ("MTP head", 4), ("always righ
 # %% [markdown]
 # The two ends: the MTP head of the synthetic checkpoint is random, so it is almost never right and every forward
 # makes one token (the main model's correction) — plain decoding's rate, plus the cost of drafting. The
-# always-right draft makes k + 1 tokens per forward (the last forward of a run may be cut short by its length).
+# always-right draft makes $k + 1$ tokens per forward (the last forward of a run may be cut short by its length).
 # With a real checkpoint the MTP head lands in between: the "MTP head" rows are then its real acceptance on this
 # prompt. "Identical" is exact arithmetic's promise, kept here in fp32: in bf16 (this chapter's choice on a GPU)
-# the verify pass over k + 1 positions rounds differently from one-token decoding, and two top tokens within a
+# the verify pass over $k + 1$ positions rounds differently from one-token decoding, and two top tokens within a
 # bf16 step of each other can swap.
 
 # %% [markdown] lang="zh"
 # 两个极端：合成检查点的 MTP 头是随机的，几乎从不猜对，每次前向只产出一个 token（主模型的修正）——和普通解码一样的速度，
-# 还要多付草稿的开销。永远猜对的草稿每次前向产出 k + 1 个 token（一次运行的最后一次前向可能因长度上限被截短）。
+# 还要多付草稿的开销。永远猜对的草稿每次前向产出 $k + 1$ 个 token（一次运行的最后一次前向可能因长度上限被截短）。
 # 换成真实检查点，MTP 头落在两者之间：这时"MTP 头"那几行就是它在这段提示上真实的接受情况。"完全相同"是精确算术的承诺，
-# 这里用 fp32 兑现：在 bf16 下（本章在 GPU 上的选择），对 k + 1 个位置做验证的前向与逐个 token 解码的舍入方式不同，
+# 这里用 fp32 兑现：在 bf16 下（本章在 GPU 上的选择），对 $k + 1$ 个位置做验证的前向与逐个 token 解码的舍入方式不同，
 # 两个相差不到一个 bf16 步长的最高候选 token 可能互换。
 
 # %% [markdown]
@@ -649,7 +649,7 @@ book.show("ch11-rollback", ch11.rollback_figure, states)
 # delta 规则——和练习 221 的做法一样。只跑记忆就够了：重放要得到的是卷积窗口和状态，而 mixer
 # 在已接受位置上的输出（它的门 `in_proj_z`、`out_proj`）已经由验证前向算好，并被上面的层用过了。上面的层也不用做什么：
 # 每个位置只看更早的位置，所以它们在已接受位置上的输出已经是对的，它们的键值缓存按长度截断即可。
-# 另一种做法——在每个验证位置之后都存一份状态——需要 kernel 交出中间状态，还要存 k + 1 份。对真实 0.8B、每条序列，
+# 另一种做法——在每个验证位置之后都存一份状态——需要 kernel 交出中间状态，还要存 $k + 1$ 份。对真实 0.8B、每条序列，
 # 两种做法各要多少：
 
 # %%
@@ -863,11 +863,12 @@ for k in (1, 2, 4):
              f"{even[2]:.2f}（ρ = {rho:.3f}）起划算；α = 0.8 时 {at_08:.2f}x（α = 1 时最多 {at_most:.2f}x）"))
 
 # %% [markdown]
-# The formula on this checkpoint's machinery: a scripted draft that is right with probability α at random
-# (so the independence the formula assumes holds), k = 3, against the closed form:
+# The formula on this checkpoint's machinery: a scripted draft that is right with probability $\alpha$ at random
+# (so the independence the formula assumes holds), $k = 3$, against the closed form:
 
 # %% [markdown] lang="zh"
-# 在本检查点的机制上验证这个公式：一个以概率 α 随机猜对的脚本草稿（这样公式假设的独立性成立），k = 3，与闭式解对比：
+# 在本检查点的机制上验证这个公式：一个以概率 $\alpha$ 随机猜对的脚本草稿（这样公式假设的独立性成立），$k = 3$，与闭式解
+# 对比：
 
 # %%
 K_SWEEP, measured = 3, []
@@ -984,12 +985,12 @@ print(tr(f"this checkpoint on {dev}{narrow}: one decode step {one_ms:.1f} ms, a 
 
 # %% [markdown] lang="zh"
 # 本检查点上没有什么受限于内存（$d = 64$：权重很小），所以这些时间都是固定开销，这里测出的 $\rho$ 对真实模型说明不了什
-# 么。 `python bench/bench_speculative.py` 在真实 0.8B 的形状上测同样的东西（随机权重：速度与数值无关），k = 1、2、4，用
-# 永远猜对的草稿（上界）和随机的 MTP 头（大致是下界），测出验证代价 $c$ 和回滚的 $\rho$。在一台共享的 2 核 CPU 上测过一
-# 次（bf16，快速路径）：保留 1 个 token 的回滚约花 0.1 步解码，保留 4 个的约 0.3 到 0.45 步（一步解码本身在 1.0 到 1.7 s
-# 之间波动）。这比按字节算的 0.027 高：torch 把 delta 规则的每一步拆成一个个逐元素操作，每个操作都要把一层 1 MiB 的状态
-# 过一遍，每重放一个 token 都是如此；而按字节的估算假设的是一个融合 kernel，在这 m 个 token 之间把状态一直留在片上。每个
-# mixer 整个重跑在两种情况下都多花约 0.45 s：正是本课程的重放不再读的那四分之一权重。
+# 么。`python bench/bench_speculative.py` 在真实 0.8B 的形状上测同样的东西（随机权重：速度与数值无关），$k = 1, 2, 4$，
+# 用永远猜对的草稿（上界）和随机的 MTP 头（大致是下界），测出验证代价 $c$ 和回滚的 $\rho$。在一台共享的 2 核 CPU 上测过
+# 一次（bf16，快速路径）：保留 1 个 token 的回滚约花 0.1 步解码，保留 4 个的约 0.3 到 0.45 步（一步解码本身在 1.0 到 1.7
+# s 之间波动）。这比按字节算的 0.027 高：torch 把 delta 规则的每一步拆成一个个逐元素操作，每个操作都要把一层 1 MiB 的状
+# 态过一遍，每重放一个 token 都是如此；而按字节的估算假设的是一个融合 kernel，在这 m 个 token 之间把状态一直留在片上。每
+# 个 mixer 整个重跑在两种情况下都多花约 0.45 s：正是本课程的重放不再读的那四分之一权重。
 #
 # ## 动手试试
 #

@@ -285,18 +285,18 @@ for label, roundtrip in schemes.items():
              f"{rel_error(w, roundtrip(w)):.2e}"))
 
 # %% [markdown]
-# Each code is a multiple of the step, so the error of one weight is at most half a step: s / 2. int4's step is about 18
-# times int8's for the same range (127 / 7), and its error follows. The zero point buys a finer step where a group leans
-# one way; for weights spread symmetrically around zero, as here, 15 steps over [m, M] against 14 over [−max, max] is a
-# small gain, paid with a second number per group (5.0 bits per weight instead of 4.5).
+# Each code is a multiple of the step, so the error of one weight is at most half a step: $s / 2$. int4's step is about
+# 18 times int8's for the same range ($127 / 7$), and its error follows. The zero point buys a finer step where a group
+# leans one way; for weights spread symmetrically around zero, as here, 15 steps over [m, M] against 14 over [−max, max]
+# is a small gain, paid with a second number per group (5.0 bits per weight instead of 4.5).
 #
 # The group size trades error against bits: smaller groups follow the weights' local size more closely, and each one's
 # 16-bit scale is shared by fewer weights.
 
 # %% [markdown] lang="zh"
-# 每个码都是步长的整数倍，所以一个权重的误差最多是半个步长：s / 2。范围相同时，int4 的步长约是 int8 的 18 倍（127 /
-# 7），误差也随之变大。零点让偏向一侧的组得到更细的步长；对于像这里这样在零两侧对称分布的权重，[m, M] 上的 15 个步长对比
-# [−max, max] 上的 14 个步长，收益不大，代价却是每组多存一个数（每个权重 5.0 比特而不是 4.5）。
+# 每个码都是步长的整数倍，所以一个权重的误差最多是半个步长：$s / 2$。范围相同时，int4 的步长约是 int8 的 18 倍
+# （$127 / 7$），误差也随之变大。零点让偏向一侧的组得到更细的步长；对于像这里这样在零两侧对称分布的权重，[m, M] 上的 15
+# 个步长对比 [−max, max] 上的 14 个步长，收益不大，代价却是每组多存一个数（每个权重 5.0 比特而不是 4.5）。
 #
 # 组大小是在误差和比特之间取舍：组越小，越能贴合权重局部的大小，但每组那个 16 位缩放因子分摊到的权重也越少。
 
@@ -424,14 +424,14 @@ book.listing("qwen/gguf_blocks.py")
 # ## 5. The error, per class of tensor
 # The same three schemes on every projection of the checkpoint, grouped by what the tensor does: the embedding table
 # (which is also the head), the attention projections, the DeltaNet projections (`in_proj_qkv`, `in_proj_z`,
-# `out_proj`), the small `in_proj_a/b` (16 rows in the 0.8B: they make the decay and β of each value head), and the
-# MLPs. The error of a class is ‖w − ŵ‖ / ‖w‖ over all its tensors together:
+# `out_proj`), the small `in_proj_a/b` (16 rows in the 0.8B: they make the decay and $\beta$ of each value head), and
+# the MLPs. The error of a class is $\lVert w - \hat{w} \rVert / \lVert w \rVert$ over all its tensors together:
 
 # %% [markdown] lang="zh"
 # ## 5. 误差，按张量的类别
 # 把同样三种方案用在检查点的每个投影上，按张量的用途分组：嵌入表（它也是输出头）、注意力投影、DeltaNet 投影
-# （`in_proj_qkv`、 `in_proj_z`、`out_proj`）、很小的 `in_proj_a/b`（0.8B 里只有 16 行：它们给出每个值头的衰减和 β），以
-# 及 MLP。一个类别的误差是把它的所有张量放在一起算的 ‖w − ŵ‖ / ‖w‖：
+# （`in_proj_qkv`、 `in_proj_z`、`out_proj`）、很小的 `in_proj_a/b`（0.8B 里只有 16 行：它们给出每个值头的衰减和
+# $\beta$），以及 MLP。一个类别的误差是把它的所有张量放在一起算的 $\lVert w - \hat{w} \rVert / \lVert w \rVert$：
 
 # %%
 tensors = {n for n in W if ch12.tensor_class(n) and not (n == "lm_head.weight" and W.where[n] == W.where.get(
@@ -686,7 +686,7 @@ for scheme in (None, "int8", "int4"):
 # ## Try this
 #
 # - In section 3, quantize a row with one weight multiplied by 50 (an outlier, as trained weights have): how much does
-#   int8 per channel lose on the rest of the row, and int4 with g = 32?
+#   int8 per channel lose on the rest of the row, and int4 with $g = 32$?
 # - In section 6, quantize only the embedding/head class (`ch12.tensor_class(n) == "embedding/head"`), then only the
 #   MLPs: which one moves the next-token distribution more per byte saved?
 # - With a real checkpoint (`--model Qwen/Qwen3.5-0.8B`): compare the perplexities of section 6, and the per-class
@@ -703,7 +703,7 @@ for scheme in (None, "int8", "int4"):
 # ## 动手试试
 #
 # - 在第 3 节里，把一行中的一个权重乘以 50（一个离群值，训练过的权重里就有）再量化：按通道的 int8 在这一行其余的权重上损
-#   失多少？g = 32 的 int4 呢？
+#   失多少？$g = 32$ 的 int4 呢？
 # - 在第 6 节里，只量化嵌入/输出头这一类（`ch12.tensor_class(n) == "embedding/head"`），再只量化 MLP：按省下的每个字节
 #   算，哪一类让下一个 token 的分布移动得更多？
 # - 用真实检查点（`--model Qwen/Qwen3.5-0.8B`）：比较第 6 节的困惑度，以及第 5 节各类的误差和合成检查点上的有什么不同。
@@ -814,8 +814,8 @@ book.notation(args.checkpoint)
 # 1. **Why fewer bytes is faster.** Generating a token reads the whole model from memory once; the arithmetic is cheap
 #    beside it. Store each weight in 4 bits instead of 16 and there is a quarter as much to read.
 # 2. **How a weight becomes 4 bits.** Cut the row into groups of 32, give each group a scale (its largest weight over
-#    7), and keep each weight as the nearest whole multiple of that scale: an integer from −7 to 7. To use it, multiply
-#    back.
+#    7), and keep each weight as the nearest whole multiple of that scale: an integer from $-7$ to 7. To use it,
+#    multiply back.
 # 3. **What it costs.** Every weight is off by up to half a step. Whether that matters is measured at the output: how
 #    far the next-token distribution moves (KL), and how often the top token changes, against the rounding that running
 #    in bf16 already causes.
@@ -834,7 +834,7 @@ book.notation(args.checkpoint)
 # 1. **为什么字节少就快。** 生成一个 token 要把整个模型从内存里读一遍；相比之下算术很便宜。每个权重用 4 比特而不是 16 比
 #    特来存，要读的东西就只剩四分之一。
 # 2. **一个权重怎么变成 4 比特。** 把一行切成 32 个一组，每组一个缩放因子（组里最大的权重除以 7），每个权重存成离它最近
-#    的缩放因子的整数倍：一个 −7 到 7 的整数。用的时候再乘回去。
+#    的缩放因子的整数倍：一个 $-7$ 到 7 的整数。用的时候再乘回去。
 # 3. **代价是什么。** 每个权重最多差半个步长。这要不要紧，在输出端测：下一个 token 的分布移动了多远（KL），最可能的
 #    token 多久变一次，拿它们对照用 bf16 运行本来就有的舍入。
 # 4. **什么不该动。** 那几个设定缩放和衰减的数（各个 norm、`A_log`、`dt_bias`、卷积）很小又很敏感：它们保持原样。
