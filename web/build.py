@@ -3,7 +3,7 @@ and the index, laid out by the engine (Sphinx, see web/conf.py). Nothing it writ
 
 Run: python -m web [--model PATH|HUB_ID|synthetic] [--out DIR] [--serve [PORT]] [--repository URL [--commit SHA]
                    [--branch NAME]] [--jobs N]
-                   [--lang en|zh]
+                   [--lang en|zh] [--chapter N]
      bash course.sh book [same options]      (sets up .venv first)
 
 By default the chapters run on the synthetic checkpoint, and every page says so; --model (or QWEN_MODEL) builds
@@ -151,6 +151,12 @@ def serve(site, port):
             print()
 
 
+def chapters(code, numbers=None):
+    """The notebooks of edition `code`, in chapter order: every chapter's, or those `numbers` name."""
+    found = sorted((ROOT / "notebooks" / ("" if code == "en" else code)).glob("ch[0-9][0-9]_*.ipynb"))
+    return [nb for nb in found if not numbers or int(nb.name[2:4]) in numbers]
+
+
 def main(argv=None):
     use(from_command_line(sys.argv[1:] if argv is None else argv))  # --help in the language asked for
     parser = argparse.ArgumentParser(prog="python -m web", description=tr(
@@ -181,14 +187,19 @@ def main(argv=None):
     parser.add_argument("--lang", choices=LANGUAGES, action="append",
                         help=tr("build only this edition (repeat for both; default: English and Chinese)",
                                 "只生成这个语言的版本（可重复；默认中英两版都生成）"))
+    parser.add_argument("--chapter", type=int, action="append", metavar="N",
+                        choices=sorted(int(p.name[2:4]) for p in (ROOT / "chapters").glob("ch[0-9][0-9]_*.py")),
+                        help=tr("build only this chapter's page (repeat for more; default: every chapter)",
+                                "只生成这一章的页面（可重复；默认每一章）"))
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(tr(f"--jobs must be 1 or more (it is {args.jobs})", f"--jobs 至少是 1（现在是 {args.jobs}）"))
     if args.model == "synthetic":
         synthetic_path()  # made once, before the first chapter needs it
     subprocess.run([sys.executable, str(ROOT / "notebooks" / "sync.py")], check=True, cwd=ROOT)  # from the scripts
     with tempfile.TemporaryDirectory() as kernels:  # both editions' notebooks in one queue of --jobs
-        editions = executed({code: (sorted((ROOT / "notebooks" / ("" if code == "en" else code)).glob(
-            "ch[0-9][0-9]_*.ipynb")), kernel_spec(Path(kernels) / code, args.model, code))
-            for code in args.lang or LANGUAGES}, args.model, cache=CACHE, jobs=args.jobs)
+        editions = executed({code: (chapters(code, args.chapter), kernel_spec(Path(kernels) / code, args.model, code))
+                             for code in args.lang or LANGUAGES}, args.model, cache=CACHE, jobs=args.jobs)
     index = build_site(editions, args.model, args.out.resolve(), repository=args.repository, commit=args.commit,
                        branch=args.branch, jobs=args.jobs)
     print(tr(f"the book: {index.as_uri()}", f"书已生成：{index.as_uri()}"))  # the last line: the address to open
