@@ -39,7 +39,7 @@ else:  # Python 3.10: the same reader, as a package (a dependency there)
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
-CHAPTERS, NOTEBOOKS = ROOT / "chapters", ROOT / "notebooks"
+CHAPTERS, NOTEBOOKS, PROJECT = ROOT / "chapters", ROOT / "notebooks", ROOT / "pyproject.toml"
 CELL_KEYS = ("tags",)  # the cell metadata the scripts may set; anything Jupyter adds on a run is dropped
 METADATA = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
             "language_info": {"name": "python"}}
@@ -52,7 +52,7 @@ def scripts():
 LANGUAGES = ("en", "zh")
 def _repository():
     """The course's repository, [project.urls] Repository in pyproject.toml (None where it names none)."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    project = tomllib.loads(PROJECT.read_text(encoding="utf-8"))["project"]
     return project.get("urls", {}).get("Repository")
 
 

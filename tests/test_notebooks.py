@@ -4,7 +4,9 @@ figures, titled "synthetic weights" where random weights give a figure another s
 import base64
 import os
 import re
+import subprocess
 import sys
+import types
 from pathlib import Path
 
 import nbformat
@@ -43,6 +45,34 @@ def test_notebook_is_in_sync_with_its_script(name, lang):
         assert sync.without_run(on_disk) == expected, fix
 
 
+@pytest.mark.parametrize("url", ["https://github.com/someone/qwen-by-hand", None])
+def test_the_colab_cell_installs_the_course_on_colab_only(tmp_path, monkeypatch, url):
+    """Run where it is not Colab, the first cell does nothing (no folder changed, nothing fetched); run on Colab (a
+    google.colab module loaded), it clones the repository pyproject.toml names and installs it, or, naming none,
+    stops saying to clone the course first. subprocess.run is replaced by a recorder: nothing is downloaded."""
+    project = tmp_path / "pyproject.toml"
+    project.write_text('[project]\nname = "x"\n' + (f'[project.urls]\nRepository = "{url}"\n' if url else ""))
+    monkeypatch.setattr(sync, "PROJECT", project)
+    cell, here = sync.on_colab(), os.getcwd()
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    exec(cell, {})
+    assert os.getcwd() == here
+    ran = []
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    monkeypatch.setattr(subprocess, "run", lambda command, **_: ran.append(command))
+    monkeypatch.setattr(os, "chdir", lambda folder: ran.append(["cd", folder]))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    if url is None:
+        with pytest.raises(SystemExit, match="clone the course into /content/qwen-by-hand first"):
+            exec(cell, {})
+        return
+    exec(cell, {})
+    assert ran == [["git", "clone", "-q", "--depth", "1", url, "/content/qwen-by-hand"],
+                   [sys.executable, "-m", "pip", "install", "-q", "-e", "/content/qwen-by-hand"],
+                   ["cd", "/content/qwen-by-hand/notebooks"]]
+    assert sys.path[0] == "/content/qwen-by-hand"
+
+
 def test_sync_check_fails_on_a_stale_notebook(tmp_path, monkeypatch):
     """The tool itself: it writes a notebook, --check passes, and fails once the script changes."""
     script = tmp_path / "chapters" / "ch99_test.py"
@@ -53,8 +83,9 @@ def test_sync_check_fails_on_a_stale_notebook(tmp_path, monkeypatch):
     monkeypatch.setattr(sync, "ROOT", tmp_path)
     sync.main([])
     nb = nbformat.reads((tmp_path / "ch99_test.ipynb").read_text(), as_version=4)
-    assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code"]  # the docstring is left out
-    assert nb.cells[2].source == "print(x)" and not nb.cells[1].outputs and nb.cells[2].metadata == {"tags": ["t"]}
+    assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code", "code"]  # the docstring is left out
+    assert nb.cells[1].source == sync.on_colab()  # first, after the title
+    assert nb.cells[3].source == "print(x)" and not nb.cells[2].outputs and nb.cells[3].metadata == {"tags": ["t"]}
     sync.main(["--check"])
     script.write_text(script.read_text().replace("x = 1", "x = 2"))
     with pytest.raises(SystemExit, match="out of date"):

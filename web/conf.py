@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import jieba
+from docutils import nodes
 from sphinx.search.zh import SearchChinese
 
 BOOK = json.loads((Path(__file__).parent / "book.json").read_text(encoding="utf-8"))
@@ -86,6 +87,17 @@ def page_links(app, pagename, templatename, context, doctree):
         for label, path in BOOK["sources"].get(pagename, [])]
 
 
+def chapter_numbers_for_figures_only(app, env):
+    """The chapters' table of contents is numbered so that a figure is numbered within its chapter ("Fig. 3.2");
+    a chapter's title already says its number ("Chapter 3 · ..."), so once the figures have theirs, the section
+    numbers are dropped (the headings' and those the contents' entries carry) and no title or sidebar entry shows
+    "3. Chapter 3"."""
+    env.toc_secnumbers = {}
+    for toc in env.tocs.values():
+        for entry in toc.findall(nodes.reference):
+            entry.attributes.pop("secnumber", None)
+
+
 class ChineseSearch(SearchChinese):
     """Sphinx 9.0's Chinese search: its index of Chinese words (jieba) as it is, with the stemmer it ships for the
     Latin words in it (the English one) named as such: it names a ChineseStemmer it never ships, which stops every
@@ -96,3 +108,4 @@ class ChineseSearch(SearchChinese):
 def setup(app):
     app.connect("html-page-context", page_links, priority=502)  # after the theme has made its buttons
     app.add_search_language(ChineseSearch)
+    app.connect("env-check-consistency", chapter_numbers_for_figures_only)  # after the numbering

@@ -117,8 +117,8 @@ def exercise_page(number, folder, meta, statement, chapter):
 def index_page(intro, chapters):
     """The book's first page: `intro` (markdown), then each chapter ({stem: notebook}) with what it adds, and the
     table of contents the sidebar and next/previous follow: the chapters in order, then the exercises."""
-    listed = "\n".join(f"{n}. **[{title(nb)}](chapters/{stem}.ipynb)** {_first_paragraph(nb)}"
-                       for n, (stem, nb) in enumerate(chapters.items(), 1))
+    listed = "\n".join(f"- **[{title(nb)}](chapters/{stem}.ipynb)** {_first_paragraph(nb)}"
+                       for stem, nb in chapters.items())
     toc = "\n".join(f"chapters/{stem}" for stem in chapters)
     graded = tr("Each exercise is graded on your machine by the course’s judge: [the exercises](exercises/index.md).",
                 "每道练习都由课程的评测器在你的机器上评测：[练习](exercises/index.md)。")
