@@ -294,7 +294,7 @@ def test_chapter_facts(chapter_outputs, synthetic):
     assert "pixel_values (1216, 1536) torch.float32, image_grid_thw [[1, 38, 32]]" in out
     assert "every row is the patch cut by hand from the resized photo, both frames the same: True" in out
     conv, frame, scale = number(r"max \|Conv3d − matrix product\| = (\S+), max \|one frame · summed kernel − matrix "
-                                r"product\| = (\S+) \(embeddings up to (\S+) ", out)
+                                r"product\| = (\S+) \(embeddings up to ([^\s)]+)\)", out)
     assert conv <= 1e-5 * scale and frame <= 1e-5 * scale
     assert f"real Qwen3.5-0.8B: kernel (768, 3, 2, 16, 16) = {768 * 3 * 2 * 16 * 16:,} weights" in out
     yy, xx, diff = number(r"patch \(5, 7\) reads the 48 × 48 grid at \((\S+), (\S+)\): max \|by hand − interpolate\| "
@@ -322,11 +322,11 @@ def test_chapter_facts(chapter_outputs, synthetic):
     (fh, fw), (ch, cw) = (smart_resize(hh, ww, 32, 65536, 4096 ** 2) for hh, ww in ((180, 180), (200, 320)))
     assert (ch, cw) == (224, 352)
     assert f"grids [[1, {fh // 16}, {fw // 16}]] and [[1, 14, 22]], {fh * fw // 256} and 308 patches" in out
-    diff, scale = number(r"both in one call vs one call each: max \|diff\| = (\S+) \(outputs up to (\S+) ", out)
+    diff, scale = number(r"both in one call vs one call each: max \|diff\| = (\S+) \(outputs up to ([^\s)]+)\)", out)
     assert diff <= 1e-5 * scale
     assert "merger: LayerNorm, then 4 rows side by side (304, 128)" in out  # 4 · C = 4 · 32
     assert "-> Linear, GELU, Linear (304, 64): 304 tokens of width d = 64" in out
-    assert float(re.search(r"max \|by hand − tower\| = (\S+) ", out).group(1)) <= 1e-5
+    assert float(re.search(r"max \|by hand − tower\| = (\S+)", out).group(1)) <= 1e-5
     assert "real Qwen3.5-0.8B: (1216, 1536) -> (1216, 768) through 12 blocks -> (304, 3072) -> (304, 1024)" in out
     ref = get_tokenizer("Qwen/Qwen3.5-0.8B")
     text = ("<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Describe this picture in one sentence."
