@@ -65,9 +65,9 @@ html_theme_options = {
 copybutton_exclude = ".linenos, .gp, .go"  # line numbers, prompts and printed output are not copied
 
 
-def page_links(app, pagename, templatename, context, doctree):
-    """Buttons of a page beside the theme's own: the file to edit (a chapter's script, its one source) and the
-    notebook to open in Colab, on the repository; and the files the page is made from, for its side bar."""
+def page_buttons(app, pagename, templatename, context, doctree):
+    """Buttons of a page beside the theme's own, on the repository: the file to edit (a chapter's script, its one
+    source) and the notebook to open in Colab."""
     repository, commit, branch = BOOK.get("repository"), BOOK.get("commit") or "main", BOOK.get("branch") or "main"
     buttons = context.setdefault("header_buttons", [])
     edit, colab = BOOK["edit"].get(pagename), BOOK["colab"].get(pagename)
@@ -80,6 +80,11 @@ def page_links(app, pagename, templatename, context, doctree):
         buttons.insert(0, {"type": "link", "url": f"{repository.rstrip('/')}/edit/{branch}/{edit}",
                            "tooltip": "编辑此页的源文件" if ZH else "Edit this page's source",
                            "icon": "fas fa-pencil-alt", "label": "edit-button"})
+
+
+def page_sources(app, pagename, templatename, context, doctree):
+    """The files a page is made from, for its side bar (sources.html): on the repository, or in the checkout."""
+    repository, commit = BOOK.get("repository"), BOOK.get("commit") or "main"
     site_page = Path(BOOK["site"]) / pagename  # where the page will lie, for an address into the checkout
     context["book_sources"] = [
         (label, f"{repository.rstrip('/')}/blob/{commit}/{path}" if repository
@@ -106,6 +111,7 @@ class ChineseSearch(SearchChinese):
 
 
 def setup(app):
-    app.connect("html-page-context", page_links, priority=502)  # after the theme has made its buttons
+    app.connect("html-page-context", page_sources, priority=400)  # before the theme drops side bar parts that are empty
+    app.connect("html-page-context", page_buttons, priority=502)  # after the theme has made its buttons
     app.add_search_language(ChineseSearch)
     app.connect("env-check-consistency", chapter_numbers_for_figures_only)  # after the numbering

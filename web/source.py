@@ -102,11 +102,11 @@ def exercise_page(number, folder, meta, statement, chapter):
     """An exercise's page: its statement, and how to grade it on your machine. `chapter`: its chapter's page."""
     back = tr(f"\n\nIt belongs to [chapter {meta['chapter']}](../{chapter}).",
               f"\n\n它属于[第 {meta['chapter']} 章](../{chapter})。") if chapter else ""
-    grade = tr(f"\n\n## Grade it on your machine\n\n```\npython practice/judge.py start {number}   # copies the "
+    grade = tr(f"\n\n## Grade it on your machine\n\n```bash\npython practice/judge.py start {number}   # copies the "
                f"starter to practice/work/{folder.name}.py\npython practice/judge.py {number}         # grades it: "
                f"the examples above and hidden cases\n```\n\nOr write it in the chapter's notebook, in the cell "
                f"that ends with `book.attempt({number}, ...)`, and run that cell.{back}",
-               f"\n\n## 在你的机器上评测\n\n```\npython practice/judge.py start {number}   # 把起始代码复制到 "
+               f"\n\n## 在你的机器上评测\n\n```bash\npython practice/judge.py start {number}   # 把起始代码复制到 "
                f"practice/work/{folder.name}.py\npython practice/judge.py {number}         # 评测：上面的样例和"
                f"隐藏用例\n```\n\n也可以在本章的笔记本里写：找到以 `book.attempt({number}, ...)` 结尾的那个单元格，"
                f"运行它。{back}")
@@ -170,7 +170,7 @@ def write(folder, notebooks, intro, settings):
     for stem, nb in notebooks.items():
         pages[f"chapters/{stem}.ipynb"] = nbformat.writes(chapter_notebook(nb, links))
     readme = "README.zh.md" if language() == "zh" else "README.md"
-    edit = {"index": readme, "exercises/index": "practice/README.md"}
+    edit = {"index": "web/build.py", "exercises/index": "web/source.py"}  # where their words are
     edit |= {f"exercises/{n}": f"practice/{f.name}/{readme}" for n, (f, _, _) in found.items()}
     edit |= {f"chapters/{stem}": f"chapters/{stem}.py" for stem in notebooks}
     colab = {f"chapters/{stem}": f"notebooks/{'zh/' if language() == 'zh' else ''}{stem}.ipynb" for stem in notebooks}
