@@ -202,6 +202,21 @@ def test_a_figure_is_captioned_and_a_listing_is_code():
     assert "mystnb" not in nb.cells[0].metadata  # the executed notebook itself is left as it ran
 
 
+def test_a_line_the_kernel_sent_in_two_chunks_reads_back_whole():
+    """The kernel flushes stdout on a timer, so print("a") can arrive as "a" and then "\\n": the chunks of one
+    stream are joined, exactly, and only where nothing came between them (a figure, the other stream)."""
+    cell = nbformat.v4.new_code_cell("...", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="a"),
+        nbformat.v4.new_output("stream", name="stdout", text="\nb\n\n"),
+        nbformat.v4.new_output("stream", name="stderr", text="note\n"),
+        nbformat.v4.new_output("stream", name="stdout", text="\nc\n"),
+        nbformat.v4.new_output("display_data", data={"text/plain": "x"}),
+        nbformat.v4.new_output("stream", name="stdout", text="d\n")])
+    shown = source.chapter_notebook(nbformat.v4.new_notebook(cells=[cell]), {}).cells[0].outputs
+    assert [(o.output_type, o.get("text")) for o in shown] == [
+        ("stream", "a\nb\n\n"), ("stream", "note\n"), ("stream", "\nc\n"), ("display_data", None), ("stream", "d\n")]
+
+
 def test_formulas_become_mathml_and_a_bad_one_stops_nothing_silently():
     """The formula renderer: TeX in, MathML out (inline and display); latex2mathml is the oracle for the markup."""
     from latex2mathml.converter import convert

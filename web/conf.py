@@ -27,7 +27,7 @@ exclude_patterns = ["_build", "book.json"]
 
 # the notebooks come executed by web/execute.py (its cache, its en/zh runs): never run here
 nb_execution_mode = "off"
-nb_merge_streams = True  # the kernel flushes stdout on a timer: one printed line can arrive in two chunks
+nb_merge_streams = False  # web/source.py joins a line sent in two chunks, keeping the outputs' order and text
 nb_render_markdown_format = "myst"  # a listing is a markdown output holding a code block
 myst_enable_extensions = ["dollarmath", "amsmath"]  # $…$ and $$…$$ in the chapters' prose
 myst_heading_anchors = 3

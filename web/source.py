@@ -8,7 +8,8 @@ turns into the site, written into a folder of their own.
                                each practice problem's statement, without the judge's hidden cases or hints
     conf.py, book.json         the engine's settings (web/conf.py) and what this build adds to them
 
-Two things are done to a chapter's notebook on its way in, neither of which changes what a run printed: a figure
+Three things are done to a chapter's notebook on its way in, none of which changes what a run printed: a line the
+kernel sent in two pieces is joined again; a figure
 (book.show) gets its title as caption and alt text and its name as anchor (#fig-ch03-rms), and a listing
 (book.listing) becomes a Python code block; where the prose names an exercise ("exercise 204", "204 · ..."), the
 number links to its page. A file is written only when its bytes change, so the engine rebuilds only those pages.
@@ -46,6 +47,21 @@ def link_exercises(markdown, exercises):
     return "".join(p if i % 2 else link_all(p) for i, p in enumerate(pieces))
 
 
+def joined_streams(outputs):
+    """The outputs with each run of same-named stream chunks joined into one, the text exactly as sent: the kernel
+    flushes stdout on a timer, so one printed line can arrive in two chunks (its text, then its newline). (MyST-NB's
+    own merge strips each chunk's end and gathers a stream's chunks from across the figures between them.)"""
+    joined = []
+    for output in outputs:
+        previous = joined[-1] if joined else None
+        if (output.output_type == "stream" and previous is not None and previous.output_type == "stream"
+                and previous.name == output.name):
+            previous.text += output.text
+        else:
+            joined.append(output)
+    return joined
+
+
 def chapter_notebook(nb, exercises):
     """A copy of an executed chapter notebook as the engine should show it (see the module's docstring)."""
     nb = copy.deepcopy(nb)
@@ -53,7 +69,8 @@ def chapter_notebook(nb, exercises):
         if cell.cell_type == "markdown":
             cell.source = link_exercises(cell.source, exercises)
             continue
-        for output in cell.get("outputs", []):
+        cell.outputs = joined_streams(cell.get("outputs", []))
+        for output in cell.outputs:
             book = output.get("metadata", {}).get("book", {})
             if "figure" in book:  # one figure a cell (book.show): MyST-NB captions and numbers it
                 title = (book.get("title") or book["figure"]).replace("\n", " · ")
