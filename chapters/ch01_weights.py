@@ -37,8 +37,9 @@ Its notebook, notebooks/ch01_weights.ipynb, is written from this file by python 
 # then a download of about 1.7 GB — and use the synthetic checkpoint when none of that works. The synthetic
 # checkpoint has the real tensor names, dtypes, depth and layer pattern, vocabulary (with the course's tokenizer
 # files, rebuilt from it: chapter 2 says how they differ from the hub's) and config layout; its widths (so its
-# shapes and counts) and all its values are not real. Everything made from it says so: a banner in the output,
-# "synthetic weights" in the figure titles, and the real 0.8B's numbers printed beside its own.
+# shapes and counts) and all its values are not real. A run on it says so: a banner at the start of the output,
+# "synthetic weights" in the title of a figure whose shape the random values decide, a note where they change what a
+# number means, and the real 0.8B's numbers printed beside its own.
 #
 # Where this chapter sits in the model: it reads every box of the map below that holds tensors.
 
@@ -72,9 +73,9 @@ Its notebook, notebooks/ch01_weights.ipynb, is written from this file by python 
 # `data/figures/`）。两者都先找真实 Qwen3.5-0.8B：先看 `--model`（在笔记本里是环境变量 `QWEN_MODEL`，它也接受
 # `synthetic`），再看 `data/Qwen3.5-0.8B/`，再看 Hugging Face 缓存，最后下载（约 1.7 GB）；这些都不行时，就用
 # 合成检查点。合成检查点的张量名、数据类型、层数和层型排列、词表（配有本课程据此重建的分词器文件，和 hub 上
-# 的有何不同，第 2 章会讲）以及 config 的结构都是真实的；它的宽度（因此形状和参数量）和所有数值都不是。由它
-# 得到的一切都会注明这一点：输出里有一条横幅，图的标题里写着"合成权重"，并且在它自己的数字旁边打印真实 0.8B
-# 的数字。
+# 的有何不同，第 2 章会讲）以及 config 的结构都是真实的；它的宽度（因此形状和参数量）和所有数值都不是。在它上面
+# 运行时会注明这一点：输出开头有一条横幅；图的形状由随机值决定时，图的标题里写着"合成权重"；随机权重改变了某个数的
+# 含义时，旁边会说明；并且在它自己的数字旁边打印真实 0.8B 的数字。
 #
 # 本章在模型中的位置：下面这张地图里，凡是含有张量的方框，本章都要读。
 

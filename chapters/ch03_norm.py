@@ -35,9 +35,9 @@ Its notebook, notebooks/ch03_norm.ipynb, is written from this file by python not
 #
 # The command line runs the same code: `python chapters/ch03_norm.py` (add `--figures` to save the figures,
 # `--proof` to compare with transformers). Both use the real Qwen3.5-0.8B when they find it and the synthetic
-# checkpoint otherwise: the real layout with random weights. What is drawn or printed from it says "synthetic";
-# beside it, marked "real Qwen3.5-0.8B", are the values the real weights give (printed by the source tutorial's
-# chapter 3).
+# checkpoint otherwise: the real layout with random weights. A run on it says so once, at its start, and again only
+# where random weights change what a number means; beside a value, marked "real Qwen3.5-0.8B", is the one the real
+# weights give (printed by the source tutorial's chapter 3).
 
 # %% [markdown] lang="zh"
 # # 第 3 章 · RMSNorm：零中心的归一化
@@ -67,8 +67,8 @@ Its notebook, notebooks/ch03_norm.ipynb, is written from this file by python not
 #
 # 命令行跑的是同一份代码：`python chapters/ch03_norm.py`（加 `--figures` 保存图，加 `--proof` 与 transformers 对比）。
 # 两者找得到真实 Qwen3.5-0.8B 就用它，找不到就用合成检查点：布局是真实的，权重是随机的。
-# 凡是由合成检查点画出或打印的内容都标有“合成权重”；旁边标着“真实 Qwen3.5-0.8B”的，是真实权重给出的值（取自原教程第 3
-# 章打印的结果）。
+# 在合成检查点上运行时，开头会说明一次，之后只在随机权重改变了某个数的含义时才再提；旁边标着“真实 Qwen3.5-0.8B”的，
+# 是真实权重给出的值（取自原教程第 3 章打印的结果）。
 
 # %%
 import torch

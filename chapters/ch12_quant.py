@@ -35,7 +35,7 @@ Its notebook, notebooks/ch12_quant.ipynb, is written from this file by python no
 # The command line runs the same code: `python chapters/ch12_quant.py` (`--figures` saves the figures, `--proof`
 # compares the blocks with the `gguf` package's reference quantizer). With the synthetic checkpoint the weights are
 # random draws from a normal distribution: their errors are those of such draws, not of trained weights, whose rows have
-# outliers; every line printed from them says so, and the byte counts are the real 0.8B's.
+# outliers; the run says so where that changes what a number means, and the byte counts are the real 0.8B's.
 
 # %% [markdown] lang="zh"
 # # 第 12 章 · 以内存的速度解码：量化
@@ -64,7 +64,7 @@ Its notebook, notebooks/ch12_quant.ipynb, is written from this file by python no
 #
 # 命令行跑的是同一份代码：`python chapters/ch12_quant.py`（`--figures` 保存图，`--proof` 把这些块和 `gguf` 包的参考量化
 # 器做对比）。在合成检查点上，权重是从正态分布随机抽的：它们的误差是这种随机数的误差，而不是训练过的权重的（训练过的权重
-# 的行里有离群值）；从它们打印出来的每一行都会注明，而字节计数用的是真实 0.8B 的。
+# 的行里有离群值）；凡是这一点改变了某个数的含义的地方，运行时都会注明，而字节计数用的是真实 0.8B 的。
 
 # %%
 import struct

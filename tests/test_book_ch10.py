@@ -218,8 +218,9 @@ def test_the_fused_kernel_sentence():
     text = " ".join(re.sub(r"\n# ?", " ", (Path(__file__).parents[1] / "chapters/ch10_vision.py").read_text()).split())
     patches = (4096 // 16) ** 2
     gib = patches ** 2 * 4 / 2 ** 30
+    tex = f"{patches:,}".replace(",", "{,}")  # the count as TeX writes it: 65{,}536
     assert (f"they take only 4-D inputs. Given 3-D (heads, n, Dh), torch falls back to its plain kernel, which stores "
-            f"them: a 4096² image has {patches:,} patches, and its scores would take {patches:,}² × 4 bytes = "
+            f"them: a $4096^2$ image has {patches:,} patches, and its scores would take ${tex}^2 \\times 4$ bytes = "
             f"{gib:g} GiB per head in fp32.") in text
     assert 4096 ** 2 == 16_777_216  # the published preprocessor_config.json's "longest_edge"
     q = torch.randn(1, 2, 5, 8)

@@ -222,16 +222,16 @@ def test_the_prose_says_the_derived_numbers():
     mtp, V = 20_452_864, 248320
     r = (mtp + V * d) / n
     rho, rho_whole = 18 * (C * 4 * 2 + 2 * state) / (2 * n), 18 * 10_543_264 / n
-    assert f"{18 * state / 2 ** 20:.1f} MiB for the real 0.8B whatever k" in text
+    assert f"{18 * state / 2 ** 20:.1f} MiB for the real 0.8B whatever $k$" in text
     assert f"({18 * state / 2 ** 20:.1f} MiB in the 0.8B, whatever k)" in doc
-    assert f"ρ ≈ {rho:.2f} of a decode step, where re-running each mixer whole reads a quarter of the model " \
-           f"(ρ ≈ {rho_whole:.2f})" in text
+    assert f"$\\rho \\approx {rho:.2f}$ of a decode step, where re-running each mixer whole reads a quarter of the " \
+           f"model ($\\rho \\approx {rho_whole:.2f}$)" in text
     assert rho_whole == pytest.approx(0.25, abs=0.005)  # "a quarter"
     assert f"the byte count's {rho:.3f}" in text
     even = break_even_by_hand(1, r, rho)
-    assert f"more than about {round(10 * even):d} times in 10 at k = 1" in text
+    assert f"more than about {round(10 * even):d} times in 10 at $k = 1$" in text
     at = [(1 - 0.8 ** (k + 1)) / 0.2 / (1 + k * r + (1 - 0.8 ** k) * rho) for k in (1, 2, 4)]
-    assert f"({min(at):.1f}x to {max(at):.1f}x at α = 0.8)" in text
+    assert f"({min(at):.1f}x to {max(at):.1f}x at $\\alpha = 0.8$)" in text
     assert "give the same logits up to rounding" in text
     for wrong in ("α must be high", "needs a distribution that does not change", "18 MiB"):
         assert wrong not in text and wrong not in doc and wrong not in chat
