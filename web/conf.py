@@ -1,7 +1,7 @@
 """The engine's settings for one edition of the book: Sphinx with MyST-NB (the chapters are executed notebooks,
 rendered and never run again), sphinx-book-theme (sidebar, contents, dark mode, phones, print) and
-sphinx-copybutton. web/source.py copies this file into the edition's folder beside book.json, which holds what one
-build adds: the language, the banner, the repository, and each page's files.
+sphinx-copybutton. web/source.py copies this file into the edition's folder beside edition.json, which holds what
+one build adds: the language, the banner, the repository, and each page's files.
 """
 import json
 import logging
@@ -13,7 +13,7 @@ import jieba
 from docutils import nodes
 from sphinx.search.zh import SearchChinese
 
-BOOK = json.loads((Path(__file__).parent / "book.json").read_text(encoding="utf-8"))
+BOOK = json.loads((Path(__file__).parent / "edition.json").read_text(encoding="utf-8"))
 ROOT, WEB = Path(BOOK["root"]), Path(BOOK["root"]) / "web"
 sys.path.insert(0, str(ROOT))  # web.mathml below
 ZH = BOOK["language"] == "zh"
@@ -23,7 +23,7 @@ project = "手写 Qwen3.5" if ZH else "Qwen3.5 by Hand"
 author = "Qwen3.5 by Hand"
 language = "zh_CN" if ZH else "en"
 extensions = ["myst_nb", "sphinx_copybutton", "web.mathml"]
-exclude_patterns = ["_build", "book.json"]
+exclude_patterns = ["_build", "edition.json"]
 
 # the notebooks come executed by web/execute.py (its cache, its en/zh runs): never run here
 nb_execution_mode = "off"

@@ -1,18 +1,19 @@
 """One edition of the book as a Sphinx project: the pages' sources the engine (Sphinx, MyST-NB, sphinx-book-theme)
-turns into the site, written into a folder of their own.
+turns into the site, written into a folder of their own (data/book/sphinx/<lang>/ for python -m web):
 
-    index.md                   what the course is, the chapters with what each adds, and the table of contents
-    chapters/chNN_topic.ipynb  the chapter's notebook as our own run left it (web/execute.py): MyST-NB renders it
-                               and never runs it; the reader downloads this very file
-    exercises/index.md, exercises/NNN.md
-                               each practice problem's statement, without the judge's hidden cases or hints
-    conf.py, book.json         the engine's settings (web/conf.py) and what this build adds to them
+    index.md            what the course is, the chapters with what each adds, and the table of contents
+    the chapters        each chapter's notebook as our own run left it (web/execute.py), in a folder `chapters`:
+                        MyST-NB renders it and never runs it; the reader downloads this very file
+    the exercises       each practice problem's statement, without the judge's hidden cases or hints, and their
+                        index, in a folder `exercises`
+    conf.py             the engine's settings (a copy of web/conf.py), and edition.json beside it: what this build
+                        adds to them
 
 Three things are done to a chapter's notebook on its way in, none of which changes what a run printed: a line the
-kernel sent in two pieces is joined again; a figure
-(book.show) gets its title as caption and alt text and its name as anchor (#fig-ch03-rms), and a listing
-(book.listing) becomes a Python code block; where the prose names an exercise ("exercise 204", "204 · ..."), the
-number links to its page. A file is written only when its bytes change, so the engine rebuilds only those pages.
+kernel sent in two pieces is joined again; a figure (book.show) gets its title as caption and alt text and its
+name as anchor (#fig-ch03-rms); and a listing (book.listing) becomes a Python code block. Where the prose names an
+exercise ("exercise 204", "204 · ..."), the number links to its page. A file is written only when its bytes
+change, so the engine rebuilds only those pages.
 """
 import copy
 import json
@@ -175,7 +176,7 @@ def _write(path, text):
 
 def write(folder, notebooks, intro, settings):
     """The Sphinx project of the edition spoken now (qwen.lang) in `folder`, from its executed `notebooks`
-    ({stem: notebook}, in chapter order); `settings` (a dict) goes to conf.py as book.json, with the pages' edit
+    ({stem: notebook}, in chapter order); `settings` (a dict) goes to conf.py as edition.json, with the pages' edit
     and Colab paths and sources added. Files of an earlier build that are no longer pages are removed."""
     chapter_of = {int(stem[2:4]): f"chapters/{stem}.ipynb" for stem in notebooks}
     found = exercises()
@@ -192,7 +193,7 @@ def write(folder, notebooks, intro, settings):
     edit |= {f"chapters/{stem}": f"chapters/{stem}.py" for stem in notebooks}
     colab = {f"chapters/{stem}": f"notebooks/{'zh/' if language() == 'zh' else ''}{stem}.ipynb" for stem in notebooks}
     book = dict(settings, edit=edit, colab=colab, sources={f"chapters/{s}": sources(s) for s in notebooks})
-    pages["book.json"] = json.dumps(book, ensure_ascii=False, indent=1)
+    pages["edition.json"] = json.dumps(book, ensure_ascii=False, indent=1)
     pages["conf.py"] = (WEB / "conf.py").read_text(encoding="utf-8")
     for old in [p for p in folder.rglob("*") if p.is_file() and p.suffix in (".md", ".ipynb")]:
         if old.relative_to(folder).as_posix() not in pages:
