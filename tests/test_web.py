@@ -6,6 +6,7 @@ chromium-driver, driven by selenium) at a phone's width: no console error, no si
 the sidebar and the page's contents, formulas rendered, a copy button on code, headings clear of the header, each
 chapter page printing what its script prints and drawing its figures, and the search ranking the chapter that
 treats a subject first. Where no Chromium is installed, the browser tests are skipped, saying so."""
+import html
 import re
 import shutil
 import subprocess
@@ -53,8 +54,6 @@ def site(executed, synthetic, tmp_path_factory):
 
 def plain_text(html_text):
     """Words of a piece of HTML, as a reader sees them."""
-    import html
-
     return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", html_text))).strip()
 
 
@@ -217,7 +216,7 @@ def test_a_line_the_kernel_sent_in_two_chunks_reads_back_whole():
         ("stream", "a\nb\n\n"), ("stream", "note\n"), ("stream", "\nc\n"), ("display_data", None), ("stream", "d\n")]
 
 
-def test_formulas_become_mathml_and_a_bad_one_stops_nothing_silently():
+def test_formulas_become_mathml_inline_and_displayed():
     """The formula renderer: TeX in, MathML out (inline and display); latex2mathml is the oracle for the markup."""
     from latex2mathml.converter import convert
 

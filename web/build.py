@@ -109,7 +109,7 @@ def build_site(editions, model, site=SITE, work=WORK, repository=None, commit=No
     """Write the book into `site`: the English edition at its root, the Chinese one in zh/, from `editions`
     ({language: {stem: executed notebook}}), each a Sphinx project in `work` built by the engine (a second build
     redoes only the pages whose files changed), `jobs` editions at a time. The path of its index.html."""
-    spoken = language()
+    spoken, commit_built = language(), _commit()
     folders = {code: site if code == "en" else site / code for code in editions}
     built = {}
     try:
@@ -117,7 +117,7 @@ def build_site(editions, model, site=SITE, work=WORK, repository=None, commit=No
             use(code)
             other = next((c for c in editions if c != code), None)
             settings = {"root": str(ROOT), "language": code, "site": str(folders[code]), "banner": banner(model),
-                        "footer": footer(model, _commit()), "repository": repository, "commit": commit,
+                        "footer": footer(model, commit_built), "repository": repository, "commit": commit,
                         "branch": branch, "other": other and {"prefix": "zh/" if other == "zh" else "../",
                                                               "lang": "zh-CN" if other == "zh" else "en",
                                                               "label": "中文" if other == "zh" else "English"}}
