@@ -67,6 +67,16 @@ def tr(en: str, zh: str) -> str:
     return zh if _current == "zh" else en
 
 
+ZH_ONLY = "〔中文版〕"  # opens a line only the Chinese edition prints: its numbers are its own, not the English run's
+
+
+def zh_only(line: str) -> None:
+    """Print a line the Chinese edition adds (a Chinese example beside the English one); the English run prints
+    nothing. The mark lets the check that both runs print the same numbers leave such lines out."""
+    if _current == "zh":
+        print(f"{ZH_ONLY} {line}")
+
+
 WIDE = re.compile("[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # a CJK character or full-width punctuation
 FENCE = re.compile(r"(```.*?```)", re.S)
 HEADING = re.compile(r"#{1,6}[ \t]")  # a markdown heading: one line, never joined to the next

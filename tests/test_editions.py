@@ -88,7 +88,9 @@ def test_the_chinese_notebook_has_the_same_code_and_sections(script):
 
 def numbers(text):
     """The numbers a run prints, timings aside (the cells a script runs too: an exercise's title may spell a number
-    out, "3-D", 三维, and is left out with the other cells a script shows as one NOTE line)."""
+    out, "3-D", 三维, and is left out with the other cells a script shows as one NOTE line), and the lines only the
+    Chinese edition prints (lang.zh_only) left out."""
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(lang.ZH_ONLY))
     return Counter(NUMBER.findall(TIMING.sub("", text)))
 
 
