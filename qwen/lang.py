@@ -5,10 +5,15 @@ apart unnoticed: `tr("the English", "中文")` in code (a printed line, a figure
 chapter's prose, a markdown cell followed by its Chinese cell (notebooks/sync.py writes one notebook per language).
 The code itself is written once.
 
+argparse's own words ("usage:", "options", "show this help message and exit", its error lines) come from the
+standard library in English; the course gives them the Chinese below, through the hook argparse itself calls for each
+such word (gettext's `_`), so that a Chinese `--help` or a mistyped option is Chinese from its first line.
+
 Which language: `--lang en|zh` on the command line (chapters, main.py, the judge, the chat), else the environment
 variable QWEN_LANG (notebooks, scripts), else the locale (LC_ALL, LC_MESSAGES, LANG, LANGUAGE: zh_* -> Chinese),
 else English.
 """
+import argparse
 import locale
 import os
 import re
@@ -101,3 +106,54 @@ def _join_lines(text: str) -> str:
         else:
             out.append(line)
     return "\n".join(out)
+
+
+ARGPARSE_ZH = {  # argparse's words, as its source spells them, and how the Chinese edition says them
+    "usage: ": "用法：",
+    "options": "选项",
+    "optional arguments": "选项",
+    "positional arguments": "位置参数",
+    "show this help message and exit": "显示本帮助并退出",
+    "show program's version number and exit": "显示版本号并退出",
+    "%(prog)s: error: %(message)s\n": "%(prog)s：错误：%(message)s\n",
+    "argument %(argument_name)s: %(message)s": "参数 %(argument_name)s：%(message)s",
+    "unrecognized arguments: %s": "无法识别的参数：%s",
+    "the following arguments are required: %s": "缺少必需的参数：%s",
+    "one of the arguments %s is required": "参数 %s 必须给出其中一个",
+    "not allowed with argument %s": "不能与参数 %s 一起使用",
+    "expected one argument": "需要一个值",
+    "expected at most one argument": "最多需要一个值",
+    "expected at least one argument": "至少需要一个值",
+    "expected %s argument": "需要 %s 个值",
+    "expected %s arguments": "需要 %s 个值",
+    "invalid choice: %(value)r (choose from %(choices)s)": "无效的选择：%(value)r（可选：%(choices)s）",
+    "invalid %(type)s value: %(value)r": "无效的 %(type)s 值：%(value)r",
+    "ambiguous option: %(option)s could match %(matches)s": "有歧义的选项：%(option)s 可能是 %(matches)s",
+    "ignored explicit argument %r": "忽略了显式给出的参数 %r",
+    "can't open '%(filename)s': %(error)s": "无法打开 '%(filename)s'：%(error)s",
+}
+_gettext, _ngettext = argparse._, argparse.ngettext  # type: ignore[attr-defined]
+
+
+def _argparse_words(message: str) -> str:
+    return ARGPARSE_ZH.get(message, message) if _current == "zh" else _gettext(message)
+
+
+def _argparse_plural(singular: str, plural: str, n: int) -> str:
+    if _current == "zh":
+        return ARGPARSE_ZH.get(singular if n == 1 else plural, singular if n == 1 else plural)
+    return _ngettext(singular, plural, n)
+
+
+_format_help = argparse.HelpFormatter.format_help
+SECTION = re.compile(r"^(\S[^\n]*):$", re.M)  # a help section's title line, "options:", which argparse ends with ":"
+
+
+def _help_in_chinese(formatter: argparse.HelpFormatter) -> str:
+    text = _format_help(formatter)
+    return SECTION.sub(r"\1：", text) if _current == "zh" else text
+
+
+argparse._ = _argparse_words  # type: ignore[attr-defined]  # read by argparse each time it words a line
+argparse.ngettext = _argparse_plural  # type: ignore[attr-defined]
+argparse.HelpFormatter.format_help = _help_in_chinese  # type: ignore[method-assign,assignment]
