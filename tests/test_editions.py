@@ -1,7 +1,7 @@
 """The two editions, English and Chinese, are one course: every markdown cell of a chapter has its Chinese cell, the
 Chinese notebook holds the same code cells and the same sections, a chapter run in Chinese prints the same numbers
-and no untranslated sentence, every `tr(en, zh)` pair is complete, and the glossary (docs/glossary.md) is kept.
-The language switch itself: --lang, QWEN_LANG, the locale."""
+and no untranslated sentence, every `tr(en, zh)` pair is complete (tests/test_chinese.py holds the Chinese to
+docs/glossary.md). The language switch itself: --lang, QWEN_LANG, the locale."""
 import ast
 import re
 import sys
@@ -10,10 +10,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import tomllib
 
 from helpers import ROOT, as_the_script_prints
-from practice.messages import MSG
 from qwen import lang
 
 sys.path.insert(0, str(ROOT / "notebooks"))
@@ -25,15 +23,6 @@ TIMING = re.compile(r"\d+(\.\d+)?\s*(ms|毫秒|s\b|秒|tok/s|token/s|tokens/s)")
 NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*(?:e[+-]?\d+)?")
 SENTENCE = re.compile(r"\b[a-z]{2,}(?: [a-z]{2,}){4,}\b")  # five English words in a row: a sentence left English
 CODE_SPAN = re.compile(r"```.*?```|`[^`\n]*`", re.S)
-
-
-def glossary():
-    """The checked table of docs/glossary.md: [(english, chinese, [words to avoid])]."""
-    text = (ROOT / "docs" / "glossary.md").read_text(encoding="utf-8")
-    table = text.split("## Checked")[1].split("\n## ")[0]
-    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()
-            if line.startswith("|") and not line.startswith("|---")][1:]
-    return [(en, zh, [w.strip() for w in avoid.split(",") if w.strip()]) for en, zh, avoid in rows]
 
 
 def markdown_pairs(script):
@@ -119,35 +108,6 @@ def test_every_tr_pair_is_complete(path):
         assert NUMBER.findall(en) == [] or Counter(NUMBER.findall(en)) == Counter(NUMBER.findall(zh)), \
             f"{where}: the two texts hold different numbers: {en!r} / {zh!r}"
         assert en.count("{}") == zh.count("{}"), f"{where}: the two texts show different values: {en!r} / {zh!r}"
-
-
-def all_pairs():
-    pairs = [(f"chapters/{s}", a, b) for s in SCRIPTS for a, b in markdown_pairs(ROOT / "chapters" / s)]
-    pairs += [(f"{p.relative_to(ROOT)}:{n}", a, b) for p in SOURCES for a, b, n in tr_pairs(p) if a and b]
-    pairs += [(f"practice/messages.py:{key}", MSG["en"][key], MSG["zh"][key]) for key in MSG["en"] if key in MSG["zh"]]
-    for folder in sorted((ROOT / "practice").glob("[0-9][0-9][0-9]_*")):
-        hints = folder / "mistakes.toml"
-        if hints.is_file():
-            pairs += [(f"{folder.name}/mistakes.toml:{key}", entry["en"], entry["zh"])
-                      for key, entry in tomllib.loads(hints.read_text(encoding="utf-8")).items()
-                      if isinstance(entry, dict) and entry.get("en") and entry.get("zh")]
-        if (folder / "README.zh.md").is_file():
-            pairs.append((f"{folder.name}/README", (folder / "README.md").read_text(encoding="utf-8"),
-                          (folder / "README.zh.md").read_text(encoding="utf-8")))
-    return pairs
-
-
-def test_the_glossary_is_kept():
-    problems = []
-    terms = glossary()
-    for where, en, zh in all_pairs():
-        prose = " ".join(CODE_SPAN.sub("", en).split())
-        zh = " ".join(lang.unwrap(zh).split())  # a term may be wrapped over two lines
-        for english, chinese, avoid in terms:
-            if re.search(rf"\b{re.escape(english)}\b", prose, re.I) and chinese not in zh:
-                problems.append(f"{where}: '{english}' without '{chinese}'")
-            problems += [f"{where}: '{word}' (the glossary says '{chinese}')" for word in avoid if word in zh]
-    assert problems == [], f"{len(problems)} departures from docs/glossary.md:\n" + "\n".join(problems[:30])
 
 
 LONGEST_HEADING = 60  # characters: a Chinese heading longer than this has swallowed the paragraph under it

@@ -1,0 +1,153 @@
+"""The Chinese edition is written in one vocabulary and one style (docs/glossary.md): every Chinese text the course
+ships — the chapters' Chinese cells, every tr(en, zh) pair (printed lines, figure labels, the judge, the chat, the
+errors), the exercise statements and hints, the READMEs — keeps the glossary's renderings and none it rules out,
+quotes with “”, uses full-width punctuation in a Chinese sentence and one space between Chinese and Latin."""
+import re
+
+import pytest
+import tomllib
+from test_editions import SCRIPTS, SOURCES, markdown_pairs, tr_pairs
+
+from helpers import ROOT
+from qwen import lang
+
+GLOSSARY = ROOT / "docs" / "glossary.md"
+DOCUMENTS = [("README.md", "README.zh.md"), ("CONTRIBUTING.md", "CONTRIBUTING.zh.md"),
+             ("practice/README.md", "practice/README.zh.md")]
+FENCED = re.compile(r"```.*?```|\$\$.*?\$\$", re.S)  # a code block, a display formula
+CODE = re.compile(r"`[^`\n]*`|\$[^$\n]+\$|https?://[^\s)）]+|[(\[][^()\[\]\n]*,[^()\[\]\n]*[)\]]")
+# inline code, an inline formula, an address, a tuple or a shape written as notation: (通道, 帧, 行, 列)
+MARKUP = re.compile(r"<[^>\n]*>|(?<=\])\([^)\s]*\)")  # an HTML tag, a link's target
+CJK = "\u4e00-\u9fff"
+
+
+def parse(cell: str) -> list[str | re.Pattern]:
+    """A table cell's words, comma-separated: plain text, or `/regex/`."""
+    words = [w.strip() for w in cell.split(", ") if w.strip()]
+    return [re.compile(w[1:-1]) if len(w) > 2 and w.startswith("/") and w.endswith("/") else w for w in words]
+
+
+def glossary() -> tuple[list[tuple[str, str]], list[tuple[re.Pattern | str, str]]]:
+    """The checked table: [(english, chinese)] to pair, and every word no Chinese text may hold, with the rendering to
+    use instead (the checked table's avoid column and the table of metaphors and calques under it)."""
+    section = GLOSSARY.read_text(encoding="utf-8").split("## Checked")[1].split("\n## ")[0]
+    pairs: list[tuple[str, str]] = []
+    avoid: list[tuple[re.Pattern | str, str]] = []
+    kind = None
+    for line in section.splitlines():
+        if not line.startswith("|") or line.startswith("|---"):
+            continue
+        cells = [c.strip() for c in line.strip()[1:-1].split("|")]
+        if cells[0] in ("English", "不用 (avoid)"):
+            kind = cells[0]
+        elif kind == "English":
+            english, chinese, words = cells
+            pairs.append((english, chinese))
+            avoid += [(w, chinese) for w in parse(words)]
+        else:
+            avoid += [(w, cells[1]) for w in parse(cells[0])]
+    return pairs, avoid
+
+
+def plain(text: str) -> str:
+    """A Chinese text as read for its words: code, TeX, markup and addresses left out, a wrapped line joined."""
+    return MARKUP.sub("", CODE.sub("C", FENCED.sub("\n", lang.unwrap(text))))
+
+
+def texts() -> list[tuple[str, str, str]]:
+    """(where, English, Chinese) for every text the course ships in both languages."""
+    out = [(f"chapters/{s}", a, b) for s in SCRIPTS for a, b in markdown_pairs(ROOT / "chapters" / s)]
+    sources = SOURCES + sorted(ROOT.glob("*.py"))
+    out += [(f"{p.relative_to(ROOT)}:{n}", a, b) for p in sources for a, b, n in tr_pairs(p) if a and b]
+    for folder in sorted((ROOT / "practice").glob("[0-9][0-9][0-9]_*")):
+        hints = folder / "mistakes.toml"
+        if hints.is_file():
+            out += [(f"practice/{folder.name}/mistakes.toml:{key}", entry["en"], entry["zh"])
+                    for key, entry in tomllib.loads(hints.read_text(encoding="utf-8")).items()
+                    if isinstance(entry, dict) and entry.get("en") and entry.get("zh")]
+        out.append((f"practice/{folder.name}/README.zh.md", (folder / "README.md").read_text(encoding="utf-8"),
+                    (folder / "README.zh.md").read_text(encoding="utf-8")))
+    out += [(zh, (ROOT / en).read_text(encoding="utf-8"), (ROOT / zh).read_text(encoding="utf-8"))
+            for en, zh in DOCUMENTS if (ROOT / zh).is_file()]
+    return out
+
+
+def departures(where: str, en: str, zh: str, pairs, avoid) -> list[str]:
+    """What a Chinese text (and its English) do against the glossary."""
+    problems = []
+    prose, words = " ".join(plain(en).split()), " ".join(plain(zh).split())
+    for english, chinese in pairs:
+        if english != "—" and re.search(rf"\b{re.escape(english)}\b", prose, re.I) and chinese not in words:
+            problems.append(f"{where}: '{english}' without '{chinese}'")
+    for word, instead in avoid:
+        found = word.search(words) if isinstance(word, re.Pattern) else (word if word in words else None)
+        if found:
+            said = found.group(0) if isinstance(found, re.Match) else found
+            problems.append(f"{where}: '{said}' (the glossary says '{instead}')")
+    return problems
+
+
+STYLE = [
+    (re.compile(f'"(?! )[^"\\n]*[{CJK}][^"\\n]*(?<! )"'), "ASCII quotes around Chinese: use “”"),
+    (re.compile(f"[{CJK}][,;:?!](?=\\s|$|[{CJK}])"), "a half-width mark in a Chinese sentence: use ，；：？！"),
+    (re.compile(f"[{CJK}][A-Za-z0-9]|[A-Za-z0-9][{CJK}]"), "Chinese and Latin without a space between them"),
+    (re.compile(f"[{CJK}]  +[A-Za-z0-9]|[A-Za-z0-9]  +[{CJK}]"), "more than one space between Chinese and Latin"),
+]
+
+
+def style(where: str, zh: str) -> list[str]:
+    problems = []
+    for line in plain(zh).splitlines():
+        if line.lstrip().startswith("|") or "{}" in line:
+            continue  # a table's padding and a value filled in at run time are laid out on purpose
+        for pattern, why in STYLE:
+            problems += [f"{where}: {why}: …{line[max(0, m.start() - 12):m.end() + 12].strip()}…"
+                         for m in pattern.finditer(line)]
+    return problems
+
+
+def test_the_glossary_reads_as_a_table():
+    """The checked table's rows come out whole: its terms, the regular expressions and the metaphors under it."""
+    pairs, avoid = glossary()
+    assert ("KV cache", "键值缓存") in pairs and ("recurrent", "递推") in pairs
+    assert ("KV 缓存", "键值缓存") in avoid and ("墙", "内存带宽上限、瓶颈") in avoid
+    pattern = next(w for w, _ in avoid if isinstance(w, re.Pattern) and "个词" in w.pattern)
+    assert pattern.search("每个词") and not pattern.search("一个词表")
+
+
+def test_the_glossary_is_kept():
+    pairs, avoid = glossary()
+    problems = [p for where, en, zh in texts() for p in departures(where, en, zh, pairs, avoid)]
+    assert problems == [], f"{len(problems)} departures from docs/glossary.md:\n" + "\n".join(problems[:40])
+
+
+def test_the_style_is_kept():
+    problems = [p for where, _, zh in texts() for p in style(where, zh)]
+    assert problems == [], f"{len(problems)} slips of the style in docs/glossary.md:\n" + "\n".join(problems[:40])
+
+
+@pytest.mark.parametrize("text, found", [
+    ("温度 T 去除 logits，得到新的分布", "去除 logits"),
+    ("递归形式要走 T 个串行步骤", "递归"),
+    ("逐词计算的门控 delta 规则", "词"),
+    ("这里读不到墙", "墙"),
+    ("已证明它与递推形式相等", "相等"),
+    ("每个权重 8.5 位", "位"),
+    ("int8，每个输出通道一个 scale", "scale"),
+])
+def test_a_planted_rendering_is_caught(text, found):
+    pairs, avoid = glossary()
+    problems = departures("planted", "", text, pairs, avoid)
+    assert problems and found in problems[0], problems
+
+
+@pytest.mark.parametrize("text", ['他说"你好"', "结果正确;下一步", "第3章", "用F.linear 计算"])
+def test_a_planted_slip_of_style_is_caught(text):
+    assert style("planted", text), text
+
+
+def test_a_kept_term_and_a_clean_line_pass():
+    pairs, avoid = glossary()
+    clean = "逐 token 计算递推形式，与 transformers 逐位一致；每个权重 8.5 比特，32 位浮点数，一个词表。"
+    assert departures("clean", "", clean, pairs, avoid) == [] and style("clean", clean) == []
+    assert departures("pair", "the KV cache grows", "缓存变大", pairs, avoid) == ["pair: 'KV cache' without '键值缓存'"]
