@@ -40,7 +40,7 @@ def open_model(name: str | None = None) -> Checkpoint:
             folder = find_model()
         except ModelNotFound as e:
             print(lang.tr(f"(no real model: {e.reason}; using the synthetic checkpoint)",
-                          f"（没有真实模型：{e.reason}；改用合成检查点）"))
+                          f"（找不到真实模型：{e.reason}；改用合成检查点）"))
             folder = synthetic_path()
     checkpoint = open_checkpoint(folder)
     if checkpoint.synthetic:
@@ -56,9 +56,11 @@ def summary(doc: str) -> str:
     return paragraphs[1] if chinese and lang.language() == "zh" else paragraphs[0]
 
 
-def chapter_parser(doc: str, **kwargs: Any) -> argparse.ArgumentParser:
+def chapter_parser(doc: str, every_chapter: bool = False, **kwargs: Any) -> argparse.ArgumentParser:
     """The options every chapter takes (main.py passes them on to each): --model, --device, --figures and --proof
-    (read by book.show and book.proof: save the figures to data/figures/, compare with transformers), and --lang."""
+    (read by book.show and book.proof: save the figures to data/figures/, compare with transformers), and --lang.
+    The language is set from --lang before the parser exists, so that argparse's own words and every help text speak
+    it. every_chapter: the help of main.py, which runs them all (its --figures draws every chapter's figures)."""
     if "ipykernel" not in sys.modules:
         lang.use(lang.from_command_line(sys.argv[1:]))
     tr = lang.tr
@@ -66,14 +68,18 @@ def chapter_parser(doc: str, **kwargs: Any) -> argparse.ArgumentParser:
     parser.add_argument("--model", help=tr(f"checkpoint folder, hub id (default {DEFAULT_MODEL}), size or 'synthetic'",
                                            f"检查点文件夹、hub id（默认 {DEFAULT_MODEL}）、尺寸或 'synthetic'"))
     parser.add_argument("--device", help=tr("cpu, cuda or mps (default: the fastest available)",
-                                            "cpu、cuda 或 mps（默认：可用的最快设备）"))
-    parser.add_argument("--figures", action="store_true", help=tr("draw the chapter's figures into data/figures/",
-                                                                  "把本章的图画到 data/figures/"))
-    parser.add_argument("--proof", action="store_true", help=tr("compare the chapter's module with transformers",
-                                                                "把本章的模块与 transformers 对比"))
+                                            "cpu、cuda 或 mps（默认：可用设备中最快的）"))
+    if every_chapter:
+        figures = tr("draw every chapter's figures into data/figures/", "把每一章的图都画到 data/figures/")
+        proof = tr("compare each chapter's module with transformers", "把每一章的模块都与 transformers 对照")
+    else:
+        figures = tr("draw the chapter's figures into data/figures/", "把本章的图画到 data/figures/")
+        proof = tr("compare the chapter's module with transformers", "把本章的模块与 transformers 对照")
+    parser.add_argument("--figures", action="store_true", help=figures)
+    parser.add_argument("--proof", action="store_true", help=proof)
     parser.add_argument("--lang", choices=lang.LANGUAGES,
                         help=tr("the language it speaks: en or zh (default: QWEN_LANG, else the locale)",
-                                "输出语言：en 或 zh（默认：QWEN_LANG，其次是系统的 locale）"))
+                                "输出语言：en 或 zh（默认取 QWEN_LANG，没有则按系统 locale）"))
     return parser
 
 
