@@ -6,6 +6,7 @@ rope_theta, mrope_section), so drawn with the real Qwen3.5-0.8B config it shows 
 the score figure are random vectors, and the figure says so. Each function returns a matplotlib Figure.
 """
 import math
+import unicodedata
 
 import numpy as np
 import torch
@@ -18,6 +19,13 @@ AXIS_COLOURS = ("#8ecae6", "#f4a261", "#b5e48c")
 # Qwen2-VL's M-RoPE, for comparison (transformers' Qwen2VLTextConfig and its rotary embedding): head_dim 128, all of
 # it rotated, so 64 frequencies; rope_theta 1e6; mrope_section [16, 24, 24] as contiguous blocks, t then h then w.
 QWEN2_VL = dict(n_freq=64, mrope_section=(16, 24, 24), rope_theta=1e6, head_dim=128)
+
+
+def padded(text, width):
+    """`text` padded with spaces to `width` columns, a CJK character counting as two: a column of names printed in
+    either language lines up."""
+    columns = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    return text + " " * max(0, width - columns)
 
 
 def wavelengths(rope):
@@ -62,7 +70,7 @@ def angle_vs_position(cfg, label, picks=(0, 4, 8, 16, 31)):
     fig.legend(*ax0.get_legend_handles_labels(), loc="outside lower center", ncol=len(picks), fontsize=8)
     k, theta, R = len(picks), cfg.rope_theta, rope.R
     fig.suptitle(tr(f"RoPE angle against position for {k} of the {n} frequencies (θ = {theta:g}, R = {R}; {label})",
-                    f"{n} 个频率中 {k} 个的 RoPE 角度随位置的变化（θ = {theta:g}，R = {R}；{label}）"))
+                    f"RoPE 角度随位置的变化：{n} 个频率中选 {k} 个（θ = {theta:g}，R = {R}；{label}）"))
     return fig
 
 
@@ -88,17 +96,17 @@ def score_vs_distance(cfg, label, starts=(0, 1000, 50000), seed=0, max_distance=
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(13, 4.2), layout="constrained")
     for m, style in zip(starts, ("-", "--", ":")):
         ax0.plot(deltas, scores(q, k, m), ls=style, lw=1.5,
-                 label=tr(f"k at m = {m:,}, q at m + Δ", f"k 在 m = {m:,}，q 在 m + Δ"))
+                 label=tr(f"k at m = {m:,}, q at m + Δ", f"k 位于 m = {m:,}，q 位于 m + Δ"))
         ax1.plot(deltas, scores(ones, ones, m), ls=style, lw=1.5, label=f"m = {m:,}")
-    xlabel, ylabel = tr("distance Δ (tokens)", "距离 Δ（token）"), tr("q · k after RoPE", "RoPE 之后的 q · k")
+    xlabel, ylabel = tr("distance Δ (tokens)", "距离 Δ（token）"), tr("q · k after RoPE", "RoPE 后的 q · k")
     ax0.set(xlabel=xlabel, ylabel=ylabel, title=tr("one random pair q, k", "一对随机的 q、k"))
     ax1.set(xlabel=xlabel, ylabel=ylabel,
             title=tr(f"q = k = all ones: {D - R} unrotated dims add a constant {D - R}",
-                     f"q = k = 全 1：{D - R} 个不旋转的维度贡献常数 {D - R}"))
+                     f"q = k = 全 1：{D - R} 个不旋转的维度贡献一个常数 {D - R}"))
     for ax in (ax0, ax1):
         ax.legend(fontsize=8)
     fig.suptitle(tr(f"The score depends only on the distance Δ, not on where the pair sits ({label}; random q, k)",
-                    f"分数只取决于距离 Δ，与这对向量所在的位置无关（{label}；随机的 q、k）"))
+                    f"分数只取决于距离 Δ，与这一对向量位于何处无关（{label}；q、k 随机）"))
     return fig
 
 
@@ -124,10 +132,10 @@ def interleave_map(cfg, label):
     fig, axes = plt.subplots(2, 1, figsize=(13, 4.6), layout="constrained")
     section, n_freq, head_dim, theta = list(vl["mrope_section"]), vl["n_freq"], vl["head_dim"], vl["rope_theta"]
     rows = ((axes[0], inter, wavelengths(rope), tr(f"Qwen3.5 ({label}): interleaved, mrope_section = {s}",
-                                                   f"Qwen3.5（{label}）：交错，mrope_section = {s}")),
+                                                   f"Qwen3.5（{label}）：交错排列，mrope_section = {s}")),
             (axes[1], blocks, vl_lam, tr(f"Qwen2-VL: contiguous blocks, mrope_section = {section}, {n_freq} "
                                          f"frequencies (head_dim {head_dim}, θ = {theta:g})",
-                                         f"Qwen2-VL：连续的块，mrope_section = {section}，{n_freq} 个频率"
+                                         f"Qwen2-VL：连续分块，mrope_section = {section}，{n_freq} 个频率"
                                          f"（head_dim {head_dim}，θ = {theta:g}）")))
     for ax, values, lam, title in rows:
         ax.imshow(values[None], cmap=ListedColormap(AXIS_COLOURS), vmin=0, vmax=2, aspect="auto")
@@ -137,14 +145,14 @@ def interleave_map(cfg, label):
         ax.set_xticks(range(0, len(values), step), [f"{j}\n{lam[j]:.0e}" for j in range(0, len(values), step)],
                       fontsize=7)
         ax.set_yticks([])
-        counts = ", ".join(f"{a} {int((values == i).sum())}" for i, a in enumerate(AXES))
+        counts = tr(", ", "，").join(f"{a} {int((values == i).sum())}" for i, a in enumerate(AXES))
         ax.set_title(tr(f"{title}: {counts}", f"{title}：{counts}"), fontsize=10)
     axes[1].set_xlabel(tr("frequency j (fast → slow); under every 4th (Qwen3.5) or 8th (Qwen2-VL): its wavelength in "
                           "tokens",
-                          "频率 j（快 → 慢）；每隔 4 个（Qwen3.5）或 8 个（Qwen2-VL）在下方标出其波长（token）"))
+                          "频率 j（从快到慢）；每隔 4 个（Qwen3.5）或 8 个（Qwen2-VL）在下方标出波长（单位：token）"))
     fig.suptitle(tr("Which position axis (t time, h height, w width) each frequency reads. For text t = h = w, so "
                     "every layout gives plain RoPE;\nfor images the interleaved one gives each axis fast and slow "
                     "frequencies, the blocks give t only the fastest",
-                    "每个频率读哪个位置轴（t 时间，h 高，w 宽）。对文本 t = h = w，所以任何布局都等于普通 RoPE；\n"
-                    "对图像，交错布局让每个轴都有快频率和慢频率，连续的块只把最快的频率给 t"), fontsize=10)
+                    "每个频率读取哪个位置轴（t：时间，h：高，w：宽）。文本的 t = h = w，任何布局都等价于普通 RoPE；\n"
+                    "图像则不同：交错布局让每个轴都分到快、慢两种频率，连续分块只把最快的频率分给 t"), fontsize=10)
     return fig

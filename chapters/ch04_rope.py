@@ -21,14 +21,14 @@ Its notebook, notebooks/ch04_rope.ipynb, is written from this file by python not
 # %% [markdown] lang="zh"
 # # 第 4 章 · 旋转位置编码
 #
-# 注意力用点积比较查询和键，而点积分辨不出两个 token 各在什么位置。Qwen3.5 的办法是把查询和键**旋转**起来：每一对维度转
-# 过一个与 token 位置成正比的角度，于是分数 $q \cdot k$ 只取决于两个 token 相隔多远，与它们的位置再无别的关系。本章写
-# `qwen/rope.py`：角度表、旋转，以及 Qwen3.5 从视觉语言训练中继承下来的 M-RoPE 布局——对文本来说，它和普通的 RoPE 完全一
-# 样。
+# 注意力靠点积比较查询和键，可点积本身看不出两个 token 各在哪个位置。Qwen3.5 的办法是把查询和键**旋转**一下：每一对维度
+# 按 token 的位置转过一个角度，角度与位置成正比。这样，分数 $q \cdot k$ 只取决于两个 token 相隔多远，与它们各自在哪儿无
+# 关。本章写 `qwen/rope.py`：角度表、旋转，以及 M-RoPE 布局。M-RoPE 是 Qwen3.5 从视觉语言训练里继承来的，用在文本上和普
+# 通 RoPE 完全相同。
 #
-# RoPE 没有权重。本章的一切都由 config 里的四个数决定
-# （`head_dim`、`partial_rotary_factor`、`rope_theta`、`mrope_section`），所以不管本章跑在哪个检查点上，为真实
-# Qwen3.5-0.8B 打印的数字都是真实模型的数字。
+# RoPE 没有权重。本章的内容全部由 config 里的四个数决定
+# （`head_dim`、`partial_rotary_factor`、`rope_theta`、`mrope_section`），所以不管本章跑在哪个检查点上，打印出的真实
+# Qwen3.5-0.8B 的数字都来自真实模型。
 
 # %%
 import math
@@ -57,8 +57,8 @@ REAL_CONFIG = tr("real Qwen3.5-0.8B config", "真实 Qwen3.5-0.8B 的 config")  
 # embedding at all.
 
 # %% [markdown] lang="zh"
-# 它的位置：只在全注意力层里（0.8B 的 24 层中有 6 层），作用在经过 `q_norm` 和 `k_norm`（第 3 章）之后、算分数（第 6
-# 章）之前的查询和键上。线性注意力层（第 7 章）完全不用位置编码。
+# 它在模型中的位置：只出现在全注意力层（0.8B 的 24 层里有 6 层），作用在查询和键上，时机是 `q_norm`、`k_norm`（第 3 章）
+# 之后、算分数（第 6 章）之前。线性注意力层（第 7 章）完全不用位置编码。
 
 # %%
 book.show("ch04-map", book.model_map.draw, "rope")
@@ -79,9 +79,9 @@ book.show("ch04-map", book.model_map.draw, "rope")
 # all.
 
 # %% [markdown] lang="zh"
-# ## 1. 哪些维度在转，转得多快
-# 一个头有 $D$ 维，但只有前 **$R = D \cdot \mathrm{partial\_rotary\_factor}$** 维参与旋转：Qwen3.5-0.8B 的 256 维里有 64
-# 维（$R$ 和 $\theta$ 会在本章末尾加入记号表）。它们组成 $R/2 = 32$ 对，第 $j$ 对在位置 $p$ 转过的角度是
+# ## 1. 哪些维度旋转，转多快
+# 一个头有 $D$ 维，但只有前 **$R = D \cdot \mathrm{partial\_rotary\_factor}$** 维参与旋转：Qwen3.5-0.8B 是 256 维里的
+# 64 维（$R$ 和 $\theta$ 会补进本章末尾的记号表）。这 $R$ 维两两组成 $R/2 = 32$ 对。在位置 $p$，第 $j$ 对转过的角度是
 # $p \cdot \mathrm{inv\_freq}_j$，其中
 #
 # $$
@@ -89,8 +89,8 @@ book.show("ch04-map", book.model_map.draw, "rope")
 # 10{,}000{,}000
 # $$
 #
-# 第 0 对每个 token 转 1 弧度（每 $2\pi \approx 6.3$ 个 token 转一整圈）；之后每一对都比前一对慢同样的倍数
-# $\theta^{2/R}$，一直慢到大约 $3.8 \times 10^7$ 个 token 才转一圈。其余 $D - R$ 维完全不带位置信息。
+# 第 0 对每个 token 转 1 弧度（每 $2\pi \approx 6.3$ 个 token 转满一圈）；往后每一对都比前一对慢同样的倍数
+# $\theta^{2/R}$，最慢的一对大约 3800 万个 token 才转一圈。其余 $D - R$ 维不携带任何位置信息。
 
 # %%
 for name, c, r in ((HERE, cfg, rope), (REAL, real, rope_real)):
@@ -98,14 +98,14 @@ for name, c, r in ((HERE, cfg, rope), (REAL, real, rope_real)):
     D, R, n, theta, first, last = c.head_dim, r.R, r.R // 2, c.rope_theta, lam[0], lam[-1]
     print(tr(f"{name:20s} D = {D}, R = {R} ({D - R} dims pass through), θ = {theta:g}, {n} frequencies;\n"
              f"{'':20s} wavelength of j = 0: {first:.2f} tokens, of j = {n - 1}: {last:,.0f} tokens",
-             f"{name}：D = {D}，R = {R}（{D - R} 维原样通过），θ = {theta:g}，{n} 个频率；\n"
-             f"{'':4s}j = 0 的波长为 {first:.2f} 个 token，j = {n - 1} 的为 {last:,.0f} 个 token"))
+             f"{ch04.padded(name + '：', 20)}D = {D}，R = {R}（另 {D - R} 维不旋转），θ = {theta:g}，共 {n} 个频率；\n"
+             f"{'':20s}波长：j = 0 为 {first:.2f} 个 token，j = {n - 1} 为 {last:,.0f} 个 token"))
 lam = 2 * math.pi / rope_real.inv_freq.double()
 ctx = real.max_position_embeddings
 never, slowest = int((lam > ctx).sum()), 2 * math.pi * ctx / lam[-1]
 print(tr(f"{REAL}: {never} of 32 frequencies never finish a turn within its {ctx:,}-token context; the slowest turns "
          f"{slowest:.3f} radians over all of it",
-         f"{REAL}：32 个频率中有 {never} 个在 {ctx:,} token 的上下文里转不完一圈；最慢的那个在整个上下文里只转了 "
+         f"{REAL}：32 个频率中有 {never} 个在 {ctx:,} 个 token 的上下文里转不满一圈；最慢的一个在整个上下文里只转 "
          f"{slowest:.3f} 弧度"))
 
 # %% [markdown]
@@ -116,9 +116,9 @@ print(tr(f"{REAL}: {never} of 32 frequencies never finish a turn within its {ctx
 
 # %% [markdown] lang="zh"
 # ### 手算验证
-# $\theta = 10^7$、$R = 64$ 时，$\mathrm{inv\_freq}_1 = (10^7)^{-2/64} = 10^{-7/32} \approx 0.6043$。在位置 2，第 0 对转
-# 过了 2 弧度，第 1 对转过 1.2086：$\cos 2 = -0.4161$，$\cos 1.2086 \approx 0.3543$。`RotaryEmbedding` 返回的表里正是这
-# 些值，而且写了两遍（第 $i$ 维和第 $i + 32$ 维共用第 $i$ 个角度）。
+# $\theta = 10^7$、$R = 64$ 时，$\mathrm{inv\_freq}_1 = (10^7)^{-2/64} = 10^{-7/32} \approx 0.6043$。到了位置 2，第 0 对
+# 转过 2 弧度，第 1 对转过 1.2086 弧度：$\cos 2 = -0.4161$，$\cos 1.2086 \approx 0.3543$。`RotaryEmbedding` 返回的表里正
+# 是这些值，而且每个值存了两遍（第 $i$ 维和第 $i + 32$ 维共用第 $i$ 个角度）。
 
 # %%
 cos, sin = rope_real(torch.tensor([[0, 1, 2, 100]]), torch.float32)
@@ -131,7 +131,8 @@ for i, p in enumerate((0, 1, 2, 100)):
     print(tr(f"position {p:3d}: cos of pairs 0, 1, 31 = {c0:+.4f} {c1:+.4f} {c31:+.4f}"
              f"   by hand cos({p}) = {h0:+.4f}, cos({p} · 0.6043) = {h1:+.4f}   same angle in dim 32: {same}",
              f"位置 {p:3d}：第 0、1、31 对的 cos = {c0:+.4f} {c1:+.4f} {c31:+.4f}"
-             f"   手算 cos({p}) = {h0:+.4f}，cos({p} · 0.6043) = {h1:+.4f}   第 32 维的角度相同：{same}"))
+             f"   手算 cos({p}) = {h0:+.4f}，cos({p} · 0.6043) = {h1:+.4f}"
+             f"   第 32 维角度相同：{'是' if same else '否'}"))
 
 # %% [markdown]
 # The fast pairs wind round many times within a sentence; the slow ones barely move in a whole book. The right
@@ -139,8 +140,8 @@ for i, p in enumerate((0, 1, 2, 100)):
 # dotted line the 262,144-token context: the slowest frequencies never finish a turn inside it.
 
 # %% [markdown] lang="zh"
-# 快的那几对在一句话之内就绕了好多圈；慢的那几对在一整本书里几乎不动。右图画的是角度本身：
-# 圆点标出每一对在其波长处转完第一圈的位置，点线是 262,144 个 token 的上下文：最慢的那些频率在上下文之内连一圈都转不完。
+# 快的几对在一句话里就转了好多圈，慢的几对在一整本书里也几乎不动。右图直接画角度：圆点标出每一对转满第一圈的位置，也就是
+# 它的波长；点线是 262,144 个 token 的上下文长度。最慢的那些频率，在整个上下文里连一圈都转不完。
 
 # %%
 book.show("ch04-angles", ch04.angle_vs_position, real, REAL_CONFIG)
@@ -167,21 +168,21 @@ book.show("ch04-angles", ch04.angle_vs_position, real, REAL_CONFIG)
 
 # %% [markdown] lang="zh"
 # ## 2. 旋转
-# 第 $j$ 对是 $(x_j, x_{j+R/2})$——第 $j$ 维配第 $j + R/2$ 维，这是 “rotate half” 的配对方式，而不是原始 RoPE 论文和
-# GPT-J 里的相邻维 $(2j, 2j+1)$。把它转过角度 $a$ 就是
+# 第 $j$ 对是 $(x_j, x_{j+R/2})$，即第 $j$ 维与第 $j + R/2$ 维配对，前一半和后一半对应起来，这就是 rotate-half 配对。原
+# 始 RoPE 论文和 GPT-J 则是相邻两维 $(2j, 2j+1)$ 配对。把一对转过角度 $a$：
 #
 # $$
 # x_j \to x_j \cos a - x_{j+R/2} \sin a, \qquad x_{j+R/2} \to x_{j+R/2} \cos a + x_j \sin a,
 # $$
 #
-# 对整个旋转块来说就是 $x \odot \cos + \mathrm{rotate\_half}(x) \odot \sin$，其中
-# $\mathrm{rotate\_half}(x_1, x_2) = (-x_2, x_1)$。两种配对方式都让每一对转过它自己的角度，区别只在于哪些维组成一对。对
-# 每个头的旋转维做一次置换（$j \to 2j$，$j + R/2 \to 2j + 1$），作用在 `q_proj` 和 `k_proj` 的行上，两者就是同一个模
-# 型——Llama 的检查点就是这样在两种布局之间转换的。所以用一种方式训练出的检查点，换另一种方式就是错的，除非把它的权重置换
-# 过来。
+# 对整个旋转块，写成向量形式就是 $x \odot \cos + \mathrm{rotate\_half}(x) \odot \sin$，其中
+# $\mathrm{rotate\_half}(x_1, x_2) = (-x_2, x_1)$。两种配法都让每一对转过各自的角度，区别只在哪两维配成一对。对每个头的
+# 旋转维做一次置换（$j \to 2j$，$j + R/2 \to 2j + 1$），作用在 `q_proj` 和 `k_proj` 的行上，两种配法就是同一个模
+# 型。Llama 的检查点正是这样在两种布局之间转换的。反过来，用一种配法训练出的检查点，按另一种配法直接跑就是错的，除非先把
+# 权重置换过来。
 #
-# **先动手：** 练习 206 要求写出频率、角度表和旋转。用 `python practice/judge.py start 206` 开始，
-# 或者在下面的单元格（笔记本里）写好这三个函数并运行：评测器会给它们打分。
+# **先动手：** 练习 206 要写出频率、角度表和旋转。可以用 `python practice/judge.py start 206` 开始，也可以（在笔记本里）
+# 直接在下面的单元格写好这三个函数再运行，评测器会给出评分。
 
 
 # %%
@@ -221,13 +222,13 @@ book.listing("qwen/rope.py")
 # (cos 1, sin 1) = (0.5403, 0.8415).
 
 # %% [markdown] lang="zh"
-# - `RotaryEmbedding` 不含权重：`inv_freq` 和每个频率对应的轴都由 config 决定。它们是普通属性，不是 buffer，这样
-#   `model.to(torch.bfloat16)` 就不会把频率舍入掉。
-# - `forward(positions, dtype)` 在 fp32 里算角度，算完才把 cos 和 sin 舍入到模型的 dtype——transformers 也是这么做的，
-#   bf16 模型要得到相同的比特，就必须这样做。
-# - `apply_rope(x, cos, sin)` 把 x (B, H, T, D) 每个头的前 R 维转过去，其余维原样通过。
+# - `RotaryEmbedding` 不含权重：`inv_freq` 和每个频率对应的轴都由 config 算出。它们是普通属性而不是 buffer，这样
+#   `model.to(torch.bfloat16)` 就不会把频率也舍入掉。
+# - `forward(positions, dtype)` 先在 fp32 下算角度，算完才把 cos 和 sin 舍入到模型的 dtype。transformers 也是这样做
+#   的；bf16 模型想得到逐位相同的结果，就必须照做。
+# - `apply_rope(x, cos, sin)` 旋转 x (B, H, T, D) 每个头的前 R 维，其余维原样保留。
 #
-# 旋转不改变向量的长度。在位置 1 上单看一对，很容易看出转了多少：(1, 0) 变成 (cos 1, sin 1) = (0.5403, 0.8415)。
+# 旋转不改变向量的长度。单看位置 1 上的一对，转动一目了然：(1, 0) 变成 (cos 1, sin 1) = (0.5403, 0.8415)。
 
 # %%
 x = torch.zeros(1, 1, 1, real.head_dim)
@@ -236,12 +237,12 @@ c1, s1 = rope_real(torch.tensor([[1]]), torch.float32)
 y = apply_rope(x, c1, s1)
 y0, y32, rest = y[0, 0, 0, 0], y[0, 0, 0, 32], bool(y[..., 1:32].eq(0).all() and y[..., 33:].eq(0).all())
 print(tr(f"(x_0, x_32) = (1, 0) at position 1 -> ({y0:.4f}, {y32:.4f}); every other dim stays 0: {rest}",
-         f"(x_0, x_32) = (1, 0) 在位置 1 -> ({y0:.4f}, {y32:.4f})；其余各维都保持 0：{rest}"))
+         f"位置 1 上 (x_0, x_32) = (1, 0) 转成 ({y0:.4f}, {y32:.4f})；其余各维仍全为 0：{'是' if rest else '否'}"))
 q = torch.randn(2, real.num_attention_heads, 50, real.head_dim, device=dev)
 cos, sin = rope_real(torch.arange(0, 5000, 100, device=dev).expand(2, -1), torch.float32)
 change = (apply_rope(q, cos, sin).norm(dim=-1) - q.norm(dim=-1)).abs().max()
 print(tr(f"50 positions, 8 heads, batch 2: largest change of a length under rotation {change:.1e} (fp32 rounding)",
-         f"50 个位置、8 个头、batch 2：旋转前后长度的最大变化 {change:.1e}（fp32 舍入）"))
+         f"50 个位置、8 个头、批次大小 2：旋转前后向量长度的最大变化 {change:.1e}（fp32 舍入）"))
 
 # %% [markdown]
 # ## 3. Why it works: the score sees only the distance
@@ -259,17 +260,18 @@ print(tr(f"50 positions, 8 heads, batch 2: largest change of a length under rota
 # position (an angle near 50,000 radians is only good to about 0.004).
 
 # %% [markdown] lang="zh"
-# ## 3. 为什么管用：分数只看得见距离
-# 把 $q$ 转过角度 $m \cdot \omega_j$，把 $k$ 转过 $n \cdot \omega_j$。两者的第 $j$ 对各是一个二维向量 $q_j$ 和 $k_j$，转
-# 之前夹角为 $\varphi_j$；不旋转的 $D - R$ 维（0.8B 里是 192 维）组成 $q_{\mathrm{pass}}$ 和 $k_{\mathrm{pass}}$。分数是
+# ## 3. 为什么管用：分数只看距离
+# 把 $q$ 按角度 $m \cdot \omega_j$ 旋转，$k$ 按 $n \cdot \omega_j$ 旋转。两者的第 $j$ 对各是一个二维向量 $q_j$、$k_j$，
+# 旋转前夹角为 $\varphi_j$；不旋转的 $D - R$ 维（0.8B 中是 192 维）记作 $q_{\mathrm{pass}}$ 和 $k_{\mathrm{pass}}$。分数
+# 为
 #
 # $$
 # q \cdot k = \sum_j \lvert q_j \rvert \, \lvert k_j \rvert \cos\left(\varphi_j + (m - n) \cdot \omega_j\right) +
 # q_{\mathrm{pass}} \cdot k_{\mathrm{pass}},
 # $$
 #
-# 所以只剩下差 $m - n$，而不旋转的部分根本不依赖位置。把查询和键一起沿着文本平移，什么都不会变——除了角度的 fp32 舍入误
-# 差，它随位置增大（一个接近 50,000 弧度的角度只精确到约 0.004）。
+# 式中只剩下位置差 $m - n$，不旋转的那部分则与位置完全无关。把查询和键一起沿文本平移，分数不变。唯一的偏差来自角度的
+# fp32 舍入，它随位置增大：接近 50,000 弧度的角度只精确到约 0.004。
 
 # %%
 qv, kv = torch.randn(1, 1, 1, real.head_dim), torch.randn(1, 1, 1, real.head_dim)
@@ -285,7 +287,7 @@ def score(m, n):
 for m, n in ((10, 3), (1010, 1003), (50007, 50000), (3, 10)):
     s = score(m, n)
     print(tr(f"q at {m:6d}, k at {n:6d} (distance {m - n:+d}): score {s:+.4f}",
-             f"q 在 {m:6d}，k 在 {n:6d}（距离 {m - n:+d}）：分数 {s:+.4f}"))
+             f"q 位于 {m:6d}，k 位于 {n:6d}（距离 {m - n:+d}）：分数 {s:+.4f}"))
 
 # %% [markdown]
 # The same for a whole range of distances, starting from three places in the text: the three curves lie on top
@@ -293,8 +295,8 @@ for m, n in ((10, 3), (1010, 1003), (50007, 50000), (3, 10)):
 # scores shrink, on average, with distance).
 
 # %% [markdown] lang="zh"
-# 对一整段距离做同样的事，从文本中三个不同的地方出发：三条曲线彼此重合（$q$ 和 $k$ 是随机的；右图用 $q = k$ = 全 1，
-# 这是通常用来说明分数平均随距离变小的那条曲线）。
+# 换成一整段距离来画，分别从文本中三个不同的位置出发：三条曲线完全重合（$q$、$k$ 是随机向量）。右图取 $q = k$ = 全 1，常
+# 有人用这条曲线说明分数平均随距离减小。
 
 # %%
 book.show("ch04-score", ch04.score_vs_distance, real, REAL_CONFIG)
@@ -313,31 +315,33 @@ book.show("ch04-score", ch04.score_vs_distance, real, REAL_CONFIG)
 # is exactly that of plain RoPE. The module therefore takes (B, T) positions for text and (3, B, T) for images.
 
 # %% [markdown] lang="zh"
-# ## 4. M-RoPE：三个位置轴，以及为什么文本察觉不到
-# Qwen3.5 也在图像和视频上训练过。一个图像 patch 有时间、行和列，所以旋转模块给每个 token 取三个位置——$t$（时间）、
-# $h$（高）、$w$（宽）；用小写，因为 $T$ 和 $H$ 已经用来表示 token 和头——并让每个频率从其中一个读取角度。读哪一个由
-# `mrope_section` = [11, 11, 10] 和一个**交错**的模式决定：$j \bmod 3 = 1$ 时（在 $3 \cdot 11$ 以内）频率 $j$ 读 $h$，
-# $j \bmod 3 = 2$ 时（在 $3 \cdot 10$ 以内）读 $w$，其余读 $t$。交错让每个轴都同时拥有快频率和慢频率。Qwen2-VL 用的则是
-# 连续的块：在它的 64 个频率中（`head_dim` 128，全部旋转），`mrope_section` [16, 24, 24] 把最快的 16 个给了 $t$，接下来
-# 24 个给 $h$，最慢的 24 个给 $w$。
+# ## 4. M-RoPE：三个位置轴，文本为何察觉不到
+# Qwen3.5 也在图像和视频上训练过。图像的一个 patch 有时间、行、列三个坐标，所以旋转模块给每个 token 取三个位置：$t$（时
+# 间）、$h$（高）、$w$（宽）。这里用小写，因为 $T$ 和 $H$ 已经分别表示 token 数和头数。每个频率从其中一个位置读取角度，
+# 读哪一个由 `mrope_section` = [11, 11, 10] 和一种**交错**排法决定：$j \bmod 3 = 1$ 时（$j$ 小于 $3 \cdot 11$）频率 $j$
+# 读 $h$，$j \bmod 3 = 2$ 时（$j$ 小于 $3 \cdot 10$）读 $w$，其余读 $t$。交错排列让每个轴都同时分到快频率和慢频
+# 率。Qwen2-VL 用的是连续分块：它有 64 个频率（`head_dim` 128，全部旋转），`mrope_section` [16, 24, 24] 把最快的 16 个
+# 给 $t$，接下来 24 个给 $h$，最慢的 24 个给 $w$。
 #
-# 对文本来说三个位置是同一个数，所以一个频率读哪个轴都无所谓：角度表和普通 RoPE 的完全一样。因此这个模块对文本接受 (B,
-# T) 的位置，对图像接受 (3, B, T)。
+# 文本的三个位置是同一个数，频率读哪个轴都一样，角度表和普通 RoPE 完全相同。所以这个模块对文本接收形状为 (B, T) 的位置，
+# 对图像接收 (3, B, T)。
 
 # %%
 for name, c, r in ((HERE, cfg, rope), (REAL, real, rope_real)):
     axis = "".join("thw"[a] for a in mrope_axes(r.R // 2, c.mrope_section).tolist())
     print(tr(f"{name:20s} mrope_section {c.mrope_section}: axis per frequency {axis}",
-             f"{name}：mrope_section {c.mrope_section}，每个频率的轴 {axis}"))
+             f"{ch04.padded(name + '：', 20)}mrope_section {c.mrope_section}，各频率读取的轴依次为 {axis}"))
 p = torch.arange(0, 40000, 1000)[None]  # text: one position per token
 angle = p[..., None].float() * rope_real.inv_freq  # plain RoPE, no axes at all
 plain = torch.cat((angle, angle), dim=-1)
 cos, sin = rope_real(p, torch.float32)
 same = torch.equal(cos, plain.cos()) and torch.equal(sin, plain.sin())
-print(tr(f"text through M-RoPE == plain RoPE, bit for bit: {same}", f"文本经过 M-RoPE == 普通 RoPE，逐位相同：{same}"))
+print(tr(f"text through M-RoPE == plain RoPE, bit for bit: {same}",
+         f"文本经过 M-RoPE 与经过普通 RoPE 逐位一致：{'是' if same else '否'}"))
 image = torch.stack([p, p + 1, p])  # a token whose row differs from its time: h reads another position
 delta = (rope_real(image, torch.float32)[0] - cos).abs().max()
-print(tr(f"with h != t the tables differ: max |Δcos| = {delta:.3f}", f"h != t 时角度表不同：max |Δcos| = {delta:.3f}"))
+print(tr(f"with h != t the tables differ: max |Δcos| = {delta:.3f}",
+         f"h != t 时角度表就不同了：max |Δcos| = {delta:.3f}"))
 
 # %%
 book.show("ch04-mrope", ch04.interleave_map, real, REAL_CONFIG)
@@ -349,17 +353,17 @@ book.show("ch04-mrope", ch04.interleave_map, real, REAL_CONFIG)
 # bf16 implementation that keeps fp32 tables gives different outputs from the reference.
 
 # %% [markdown] lang="zh"
-# ## 5. cos 和 sin 会被舍入到模型的 dtype
-# 角度在 fp32 里计算；cos 和 sin 在碰到 q 和 k 之前，先被舍入到模型的 dtype。在 bf16 下，这次舍入最多达
-# $2^{-9} \approx 0.002$——比 fp32 大得多，而且它是模型的一部分：transformers 这么做，所以一个保留 fp32 角度表的 bf16 实
-# 现，输出会与参考实现不同。
+# ## 5. cos 和 sin 要舍入到模型的 dtype
+# 角度在 fp32 下计算；cos 和 sin 与 q、k 相乘之前，先舍入到模型的 dtype。bf16 下这次舍入的误差最大到
+# $2^{-9} \approx 0.002$，比 fp32 大得多，而且它是模型的一部分：transformers 就是这么做的。所以 bf16 实现如果保留 fp32
+# 的角度表，输出就会和参考实现对不上。
 
 # %%
 cos32, _ = rope_real(torch.tensor([[1000]]), torch.float32)
 cos16, _ = rope_real(torch.tensor([[1000]]), torch.bfloat16)
 a, b, worst = cos32[0, 0, 0], cos16[0, 0, 0].float(), (cos16.float() - cos32).abs().max()
 print(tr(f"position 1000, pair 0: cos in fp32 {a:.7f}, in bf16 {b:.7f}; largest rounding over the 64 dims {worst:.1e}",
-         f"位置 1000，第 0 对：fp32 下的 cos 为 {a:.7f}，bf16 下为 {b:.7f}；64 维中最大的舍入误差 {worst:.1e}"))
+         f"位置 1000，第 0 对：cos 在 fp32 下为 {a:.7f}，在 bf16 下为 {b:.7f}；64 维中最大的舍入误差为 {worst:.1e}"))
 
 # %% [markdown]
 # ## Try this
@@ -384,19 +388,19 @@ print(tr(f"position 1000, pair 0: cos in fp32 {a:.7f}, in bf16 {b:.7f}; largest 
 # %% [markdown] lang="zh"
 # ## 动手试试
 #
-# - 把 $\theta$ 设成 10,000（RoPE 论文和 Llama 2 用的值，也是 config 里没有 `rope_theta` 时 transformers 的默认值；Llama
-#   3 用 500,000）：`RotaryEmbedding(Config(rope_theta=1e4))`。现在最长的波长是多少，和 262,144 个 token 的上下文比呢？
-# - 把 `rotate_half` 换成相邻配对的转法，`torch.stack((-x[..., 1::2], x[..., 0::2]), -1).flatten(-2)`，测一下向量长度，
-#   以及从两个地方出发、同一距离下的分数。角度表保持原样时，两者都保不住：第 $2j$ 维和第 $2j + 1$
-#   维现在拿到的是两个不同频率的角度，所以这已经不是旋转了。把角度表按对排开，`cos[..., :32].repeat_interleave(2,
-#   -1)`（sin 也一样），两者就又成立了。但数字仍然和 transformers 的不同——对这个检查点是错的，除非把每个头的 q 和 k
-#   的行置换过来（tests/test_book_ch04.py 把这三种情况都测了）。
-# - 给一个 token $t = h = w = 7$，另一个 $t = 7, h = 3, w = 5$：32 个频率中哪些会变？
+# - 把 $\theta$ 设为 10,000（RoPE 论文和 Llama 2 的取值，也是 config 里缺 `rope_theta` 时 transformers 的默认值；Llama
+#   3 用 500,000）：`RotaryEmbedding(Config(rope_theta=1e4))`。现在最长的波长是多少？和 262,144 个 token 的上下文比呢？
+# - 把 `rotate_half` 换成相邻配对的转法 `torch.stack((-x[..., 1::2], x[..., 0::2]), -1).flatten(-2)`，量一下向量长度，再
+#   从两个位置出发、在同一距离上算分数。角度表不动的话，两者都保不住：第 $2j$ 维和第 $2j + 1$ 维拿到的是两个不同频率的
+#   角度，这已经不是旋转了。把角度表改成按对排列，即 `cos[..., :32].repeat_interleave(2, -1)`（sin 同理），两者又都成
+#   立。但结果仍和 transformers 不同：对这个检查点来说是错的，除非把每个头 q、k 的行置换过来（tests/test_book_ch04.py
+#   对这三种情况都做了测量）。
+# - 一个 token 取 $t = h = w = 7$，另一个取 $t = 7, h = 3, w = 5$：32 个频率中哪些会变？
 #
-# ## 拿出证明
-# 同样的位置送进 transformers 的 `Qwen3_5TextRotaryEmbedding` 和 `apply_rotary_pos_emb`：文本位置用这个检查点的 config，
-# 类图像的位置——每个 token 一个不同的 (t, h, w)——用真实 0.8B 的 config，这样在真实的 $R$、$\theta$ 和 `mrope_section`
-# 下，每个频率的轴都被检验到。同样的 fp32 运算、同样的顺序，所以差值恰好是 0，fp32 和 bf16 都是。
+# ## 对照验证
+# 把同样的位置送进 transformers 的 `Qwen3_5TextRotaryEmbedding` 和 `apply_rotary_pos_emb`。文本位置配本检查点的 config；
+# 类似图像的位置（每个 token 的 (t, h, w) 各不相同）配真实 0.8B 的 config，这样在真实的 $R$、$\theta$ 和
+# `mrope_section` 下，每个频率的轴都检验到了。两边的 fp32 运算相同、顺序相同，所以 fp32 和 bf16 下的差值都恰好是 0。
 
 
 # %%
@@ -409,7 +413,7 @@ def compare(transformers, path):
     for name, ours, config, positions in (
             (tr("this checkpoint, text", "本检查点，文本"), rope,
              transformers.AutoConfig.from_pretrained(path).text_config, torch.randint(0, 30000, (2, 16), generator=g)),
-            (tr(f"{REAL}, distinct (t, h, w)", f"{REAL}，各不相同的 (t, h, w)"), rope_real, real_text,
+            (tr(f"{REAL}, distinct (t, h, w)", f"{REAL}，每个 token 的 (t, h, w) 各不相同"), rope_real, real_text,
              torch.randint(0, 30000, (3, 2, 16), generator=g))):
         theirs = Qwen3_5TextRotaryEmbedding(config)
         x = torch.randn(2, config.num_attention_heads, 16, config.head_dim, generator=g)
@@ -451,21 +455,22 @@ book.proof(compare, args.checkpoint.folder)
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - RoPE 按“位置 · 频率”把查询/键的维度成对旋转，所以 $q \cdot k$ 只取决于两个 token 之间的距离。它没有权重。
-# - Qwen3.5 只旋转每个头 256 维中的前 $R = 64$ 维，第 $i$ 维和第 $i + 32$ 维配对（rotate half），用 32 个频率
-#   $\theta^{-2j/64}$，$\theta = 10^7$：波长从 6.3 个 token 到约 $3.8 \times 10^7$ 个。
-# - M-RoPE 给每个频率分配三个位置轴之一（t、h、w：时间、高、宽），交错排列；对文本三者相等，角度表和普通 RoPE 完全一样。
-# - 角度在 fp32 里算；cos 和 sin 舍入到模型的 dtype，和 transformers 一样。
+# - RoPE 按“位置 · 频率”的角度把查询和键的维度成对旋转，于是 $q \cdot k$ 只取决于两个 token 之间的距离。它没有权重。
+# - Qwen3.5 每个头的 256 维里只旋转前 $R = 64$ 维，第 $i$ 维与第 $i + 32$ 维配对（rotate half），用 32 个频率
+#   $\theta^{-2j/64}$，$\theta = 10^7$：波长从 6.3 个 token 到约 3800 万个 token。
+# - M-RoPE 让每个频率从三个位置轴（t、h、w：时间、高、宽）中读一个，交错排列；文本的三个位置相等，角度表和普通 RoPE 完全
+#   相同。
+# - 角度用 fp32 算；cos 和 sin 舍入到模型的 dtype，与 transformers 一致。
 #
 # ### 形状
 #
-# B、T、H、Hkv、D、R 同下面的记号表（T：token 数，H：查询头数；M-RoPE 的轴是 t、h、w）。
+# B、T、H、Hkv、D、R 的含义见下面的记号表（T：token 数，H：查询头数；M-RoPE 的三个轴是 t、h、w）。
 #
 # | 步骤 | 形状 | 真实 Qwen3.5-0.8B |
 # |---|---|---|
 # | 位置，文本 / 图像 (t, h, w) | (B, T) / (3, B, T) | |
 # | `inv_freq` | (R/2,) | (32,) |
-# | cos, sin | (B, T, R) | (B, T, 64) |
+# | cos、sin | (B, T, R) | (B, T, 64) |
 # | `q_norm` 之后的 q，`k_norm` 之后的 k | (B, H, T, D), (B, Hkv, T, D) | (B, 8, T, 256), (B, 2, T, 256) |
 # | `apply_rope(q, cos, sin)` | (B, H, T, D)：第 $0, \dots, R - 1$ 维旋转，其余不变 | (B, 8, T, 256) |
 
@@ -479,7 +484,7 @@ book.notation(args.checkpoint)
 
 # %% [markdown] lang="zh"
 # ### 练习
-# 206 · 旋转位置编码：频率、角度表和旋转，附有常见错误的提示（256 维全转了、相邻配对、$\theta$ 用错、cos 和 sin 留在
+# 206 · 旋转位置编码：频率、角度表和旋转，附常见错误的提示（256 维全都旋转、相邻配对、$\theta$ 取错、cos 和 sin 留在
 # fp32）。
 
 # %%
@@ -521,16 +526,17 @@ book.attempt(206)
 # ```
 
 # %% [markdown] lang="zh"
-# ## 怎么讲清楚
+# ## 面试怎么答
 #
-# 1. **问题是什么。** 注意力是一种集合运算：$q \cdot k$ 不知道 token 在哪里。绝对位置编码是往输入上加一个位置向量；RoPE
-#    则按与位置有关的角度旋转 $q$ 和 $k$，使分数取决于相对位置 $m - n$——这正是注意力需要的——而且不需要任何参数。
-# 2. **怎么做。** 把参与旋转的维度分成对，给第 $j$ 对频率 $\theta^{-2j/R}$，把它转过 $p$ 乘以这个频率。
-#    快的那几对分辨近处的先后顺序；慢的那几对在很长的距离上仍在变化。更大的 $\theta$（Qwen3.5 用 $10^7$ 而不是 $10^4$）
-#    拉长了慢的一端，这正是长上下文所需要的。
-# 3. **Qwen3.5 的细节。** 部分旋转（256 维中转 64 维：每个头其余的维度可以只按内容匹配）、rotate-half 配对（第 $i$ 维配
-#    第 $i + R/2$ 维），以及用于图像的 M-RoPE，它采用交错的 t/h/w 布局，对文本退化为普通 RoPE。cos/sin 在使用前舍入到
-#    bf16，忠实的重新实现也必须这样做。
+# 1. **要解决的问题。** 注意力是一种集合运算：$q \cdot k$ 不知道 token 在哪儿。绝对位置编码是在输入上加一个位置向
+#    量；RoPE 则按与位置有关的角度旋转 $q$ 和 $k$，让分数取决于相对位置 $m - n$。这正是注意力需要的，而且不引入任何参
+#    数。
+# 2. **具体做法。** 把参与旋转的维度两两分组，第 $j$ 对的频率为 $\theta^{-2j/R}$，在位置 $p$ 转过 $p$ 乘以该频率的角度。
+#    快的几对分辨近处的先后，慢的几对隔得很远仍有变化。$\theta$ 越大（Qwen3.5 用 $10^7$，而不是 $10^4$），慢的一端拉
+#    得越长，长上下文正需要这一点。
+# 3. **Qwen3.5 的细节。** 部分旋转（256 维只转 64 维，每个头其余的维度可以只按内容匹配）；rotate-half 配对（第 $i$ 维配
+#    第 $i + R/2$ 维）；图像用 M-RoPE，t/h/w 交错排列，用在文本上就退化为普通 RoPE。cos/sin 在使用前舍入到 bf16，要忠
+#    实复现就得照做。
 #
 # ## 文件
 #
@@ -550,5 +556,5 @@ book.attempt(206)
 # practice/
 # └── 206_rope/       + 练习 206
 #
-# + 本章新增 · 无标记：前面章节写的
+# + 本章新增 · 无标记：来自前面的章节
 # ```
