@@ -24,7 +24,7 @@ def memory_figure(errors, decays, tokens=40):
     ax.set_xticks(x, names, fontsize=8)
     ax.set_ylabel(tr("largest recall error |Sᵀk − v|", "最大读回误差 |Sᵀk − v|"))
     ax.set_title(tr("reading back what was written (float64: bars near 1e-15 are rounding, i.e. exact)",
-                    "读回写入的内容（float64：1e-15 附近的柱子只是舍入误差，即精确）"), fontsize=10)
+                    "读回写入的内容（float64：1e-15 附近的柱子只是舍入误差，等于精确读回）"), fontsize=10)
     ax.legend()
     n = np.arange(tokens + 1)
     for e in decays:
@@ -50,7 +50,7 @@ def gates_figure(tokens, decay, beta, synthetic):
     image = axes[0].imshow(half_life.T, aspect="auto", cmap="viridis",
                            norm=LogNorm(vmin=min(1e-2, half_life.min()), vmax=max(1e3, half_life.max())))
     axes[0].set_title(tr(f"half-life of a memory, ln ½ / g tokens (log scale), per token and value head, layer 0{tag}",
-                         f"记忆的半衰期，ln ½ / g 个 token（对数刻度），按 token 和值头，第 0 层{tag}"))
+                         f"记忆的半衰期（ln ½ / g 个 token，对数刻度），逐 token、逐值头，第 0 层{tag}"))
     fig.colorbar(image, ax=axes[0], label=tr("tokens", "token 数"))
     image = axes[1].imshow(np.asarray(beta).T, aspect="auto", cmap="viridis", vmin=0, vmax=1)
     axes[1].set_title(tr("write strength β = sigmoid(b), layer 0", "写入强度 β = sigmoid(b)，第 0 层"))  # tagged once
@@ -72,7 +72,7 @@ def state_norm_figure(tokens, norms, synthetic):
     ax.set_xticks(range(len(tokens)), tokens, rotation=60, fontsize=8)
     ax.set_ylabel(tr("‖S‖ (Frobenius)", "‖S‖（Frobenius 范数）"))
     ax.set_title(tr(f"the state's size as the sentence goes on, layer 0{tag}",
-                    f"状态的大小随句子推进的变化，第 0 层{tag}"))
+                    f"逐 token 看状态的大小，第 0 层{tag}"))
     ax.legend(fontsize=8, ncols=4)
     return fig
 
@@ -120,7 +120,7 @@ def toy_gamma_figure(Gamma, e):
     ax.set(xlabel=tr("j (the token that wrote)", "j（写入的 token）"),
            ylabel=tr("i (the token that reads)", "i（读取的 token）"),
            title=tr(f"Γ_ij = e^(G_i − G_j) of a toy chunk with e^g = {e:g} at every token: {e:g}^(i − j)",
-                    f"玩具块的 Γ_ij = e^(G_i − G_j)，每个 token 的 e^g = {e:g}：{e:g}^(i − j)"))
+                    f"玩具块（每个 token 的 e^g 都是 {e:g}）的 Γ_ij = e^(G_i − G_j) = {e:g}^(i − j)"))
     ax.title.set_fontsize(9)
     fig.colorbar(image, ax=ax)
     return fig
@@ -145,20 +145,20 @@ def memory_bill_figure(sizes=SIZES, tokens=32768):
     ax.plot([even], [state], "ko")
     ax.axvline(even, color="gray", ls=":", lw=1)
     ax.annotate(tr(f"equal at {even:,.0f} tokens ({state:.2f} MiB)",
-                   f"在 {even:,.0f} 个 token 处相等（{state:.2f} MiB）"), (even, state), xytext=(0.05, 0.75),
+                   f"两者在 {even:,.0f} 个 token 处持平（{state:.2f} MiB）"), (even, state), xytext=(0.05, 0.75),
                 textcoords="axes fraction", arrowprops=dict(arrowstyle="->"))
     ax.set(xscale="log", yscale="log", xlim=(1, tokens))
     ax.set_xlabel(tr("tokens in the context (log scale)", "上下文中的 token 数（对数刻度）"))
-    ax.set_ylabel(tr("MiB per layer, per sequence (log scale)", "每层、每条序列的 MiB（对数刻度）"))
+    ax.set_ylabel(tr("MiB per layer, per sequence (log scale)", "每层每条序列占的 MiB（对数刻度）"))
     ax.set_title(tr("one layer of the real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B 的一层"))
     ax.legend(loc="lower right")
     names = list(sizes)
     x = np.arange(len(names))
     hybrid = [sum(cache_bytes(sizes[n], tokens)) / 2 ** 30 for n in names]
     full = [all_attention_bytes(sizes[n], tokens) / 2 ** 30 for n in names]
-    bx.bar(x - 0.2, hybrid, 0.4, label=tr("Qwen3.5 ([L, L, L, F] layers)", "Qwen3.5（[L, L, L, F] 层）"),
+    bx.bar(x - 0.2, hybrid, 0.4, label=tr("Qwen3.5 ([L, L, L, F] layers)", "Qwen3.5（层型 [L, L, L, F]）"),
            color="#2a9d8f")
-    bx.bar(x + 0.2, full, 0.4, label=tr("the same with full attention everywhere", "同一模型，每层都用全注意力"),
+    bx.bar(x + 0.2, full, 0.4, label=tr("the same with full attention everywhere", "同一模型每层都用全注意力"),
            color="#bbbbbb")
     for i, a in enumerate(hybrid):
         bx.text(i - 0.2, a, f"{a:.2f}", ha="center", va="bottom", fontsize=8)

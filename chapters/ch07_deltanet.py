@@ -40,21 +40,21 @@ Its notebook, notebooks/ch07_deltanet.ipynb, is written from this file by python
 # %% [markdown] lang="zh"
 # # 第 7 章 · Gated DeltaNet：固定大小的记忆
 #
-# Qwen3.5 每四层里有三层不是 softmax 注意力。注意力保留过去所有的键和值，拿新的查询逐一跟它们比较；Gated DeltaNet
-# 层则每个头只保留一个矩阵，即一块把键映射到值的记忆 $S$，每来一个 token 就更新一次。它处理每个 token
-# 的开销不随上下文增长，缓存也不会。本章先逐 token 写出记忆的更新规则（*delta 规则*），
-# 再推导出用矩阵乘法算出同样结果的分块形式，证明两者相等，最后算一算固定大小的状态能省下多少内存。
+# Qwen3.5 每四层里有三层不用 softmax 注意力。注意力要留着过去所有的键和值，每来一个新的查询，都要和它们逐一比较；Gated
+# DeltaNet 层则每个头只存一个矩阵，也就是一块记忆 $S$，负责把键映射到值，每来一个 token 更新一次。这样一来，每个 token
+# 的计算量不随上下文变长而增加，缓存也不会变大。本章先逐 token 写出记忆的更新规则（*delta 规则*），再推出分块形式：结
+# 果相同，但改用矩阵乘法来算；然后验证两者一致，最后算一算固定大小的状态能省下多少内存。
 #
 # ```
 # qwen/
 # ├── weights.py      （第 1 章）
 # ├── norm.py         （第 3 章：这里用到 GatedRMSNorm 和 l2norm）
-# ├── family.py       （第 6 章：Qwen3.5 系列各尺寸及其缓存，用于本章的内存账）
+# ├── family.py       （第 6 章：Qwen3.5 系列各尺寸及其缓存，第 5 节算内存时用）
 # └── deltanet.py     + causal_conv、recurrent_delta_rule、chunked_delta_rule、DeltaNetCache、GatedDeltaNet
 # book/
 # └── ch07.py         + 本章的图
 # bench/
-# └── bench_deltanet.py + 我们的分块 kernel 与 transformers 自带的 kernel 对比，给出比值
+# └── bench_deltanet.py + 本课的分块 kernel 对比 transformers 自带的 kernel，给出比值
 # chapters/
 # └── ch07_deltanet.py + 本章的脚本
 # notebooks/
@@ -63,9 +63,8 @@ Its notebook, notebooks/ch07_deltanet.ipynb, is written from this file by python
 # + 本章新增 · ~ 本章修改 · 无标记：前面章节写的
 # ```
 #
-# 命令行跑的是同一份代码：`python chapters/ch07_deltanet.py`（`--figures` 保存图，`--proof` 与 transformers 对比）。
-# 用合成检查点时，在它上面测到的一切都来自在初始值附近随机抽取的权重：它展示的是代码做了什么，
-# 而不是训练好的模型做了什么。
+# 命令行跑的也是这份代码：`python chapters/ch07_deltanet.py`（`--figures` 保存图，`--proof` 与 transformers 对照）。用
+# 合成检查点时，测到的每个数都来自在初始值附近随机抽取的权重：它们能说明代码在做什么，说明不了训练好的模型会怎样。
 
 # %%
 import math
@@ -114,24 +113,24 @@ book.show("ch07-map", book.model_map.draw, "deltanet")
 # write, whatever it held before. Below: five pairs in a memory with $d_k = 8$, in float64, read back with their keys.
 
 # %% [markdown] lang="zh"
-# 这些想法都有名字、有论文：把 delta 规则当作快速权重（fast weight）记忆的是 **DeltaNet**（Schlag、Irie 和 Schmidhuber
-# 2021，"Linear Transformers Are Secretly Fast Weight Programmers"）；第 4 节的分块并行形式出自 Yang、Wang、Zhang、Shen
-# 和 Kim 2024（"Parallelizing Linear Transformers with the Delta Rule over Sequence Length"）；在此之上再加遗忘门的是
-# **Gated DeltaNet**（Yang、Kautz 和 Hatamizadeh 2025，"Gated Delta Networks: Improving Mamba2 with Delta Rule"），
-# 也就是 Qwen3.5 用的层。
+# 这些想法各有出处。把 delta 规则当作快速权重（fast weight）记忆来用，是 **DeltaNet**（Schlag、Irie、Schmidhuber
+# 2021，"Linear Transformers Are Secretly Fast Weight Programmers"）；第 4 节的分块并行形式出自
+# Yang、Wang、Zhang、Shen、Kim 2024（"Parallelizing Linear Transformers with the Delta Rule over Sequence Length"）；
+# 再加上遗忘门，就是 **Gated DeltaNet**（Yang、Kautz、Hatamizadeh 2025，"Gated Delta Networks: Improving Mamba2 with
+# Delta Rule"），也就是 Qwen3.5 用的层。
 #
 # ## 1. 把 delta 规则看成一块记忆
-# 取一个形状为 $(d_k, d_v)$ 的矩阵 $S$，往里写入键值对：键 $k$（$d_k$ 个数的单位向量）→ 值 $v$（$d_v$ 个数）。读取是一次
-# 乘法：$S^\top k$。普通的*线性注意力*用加法写入，$S \leftarrow S + k v^\top$：用 $k_i$ 读回时，得到 $v_i$，外加其他每一
-# 对 $j$ 的 $(k_j \cdot k_i) \, v_j$，只有当键两两正交、且没有哪个键被写过两次时才精确。*delta 规则*先问记忆里 $k$ 对应
-# 的是什么，然后只写入误差：
+# 取一个形状为 $(d_k, d_v)$ 的矩阵 $S$，往里写键值对：键 $k$（$d_k$ 维单位向量）→ 值 $v$（$d_v$ 维）。读取就是一次乘法
+# ：$S^\top k$。普通的*线性注意力*靠累加来写：$S \leftarrow S + k v^\top$。用 $k_i$ 读回时，除了 $v_i$，还会混进其余每
+# 一对 $j$ 的 $(k_j \cdot k_i) \, v_j$；只有键两两正交、且没有哪个键写过两次，读回才是精确的。*delta 规则*则先问记忆
+# ：$k$ 现在对应的是什么？然后只把误差写进去：
 #
 # $$
 # S \leftarrow S + \beta \cdot k \, (v - S^\top k)^\top
 # $$
 #
-# 写入强度 $\beta$ 在 $(0, 1)$ 之间。$\beta = 1$ 时，写入之后记忆对 $k$ 返回的恰好是 $v$，不管它之前存的是什么。下面在一
-# 块 $d_k = 8$ 的记忆里写入五对数据，用 float64，再用各自的键读回。
+# 写入强度 $\beta$ 取 $(0, 1)$ 之间的值。取 $\beta = 1$ 时，不管记忆原来存了什么，写完之后用 $k$ 读出的恰好是 $v$。下
+# 面用 float64，在 $d_k = 8$ 的记忆里写入五对键值，再用各自的键读回。
 
 # %%
 def write(pairs, delta, beta=1.0):
@@ -165,11 +164,11 @@ for name, (pairs, keys, want) in tests.items():
     errors[label] = delta, plain = tuple(recall_error(write(pairs, delta=rule), keys, want) for rule in (True, False))
     print(tr(f"{name.replace(chr(10), ' '):36s} largest recall error: delta rule {delta:.1e}, "
              f"plain linear attention {plain:.1e}",
-             f"{label.replace(chr(10), '')}：最大读回误差 delta 规则 {delta:.1e}，普通线性注意力 {plain:.1e}"))
+             f"{label.replace(chr(10), '')}：delta 规则的最大读回误差 {delta:.1e}，普通线性注意力 {plain:.1e}"))
 last_key, last_value = random_unit[-1], old[-1]
 last = float((write(tests['random unit keys'][0], True).T @ last_key - last_value).abs().max())
 print(tr(f"random unit keys, the last pair written: delta rule error {last:.1e}",
-         f"随机单位键，最后写入的那一对：delta 规则的误差 {last:.1e}"))
+         f"随机单位键中最后写入的一对：delta 规则的读回误差 {last:.1e}"))
 
 # %% [markdown]
 # - **Orthogonal keys, written once**: both are exact (the error is float64 rounding).
@@ -188,17 +187,18 @@ print(tr(f"random unit keys, the last pair written: delta rule error {last:.1e}"
 # few tokens while another keeps a memory across hundreds ($e^{g} = 0.99$ halves it only every 69 tokens).
 
 # %% [markdown] lang="zh"
-# - **正交的键，各写一次**：两种规则都精确（误差只是 float64 的舍入）。
-# - **同样的键写两次**，新值替换旧值：线性注意力返回旧值 + 新值；delta 规则写入前先减去记忆里原有的内容，
-#   所以精确返回新值。
-# - **键不正交时**（8 维空间里五个随机方向彼此重叠）：两者都有误差，因为后写入的、与之重叠的键会扰动先写入的。delta 规则
-#   最后一次写入是精确的（$\beta = 1$，单位键）；更早的几对被部分覆盖了（再写一遍会更接近：每次写入都是在那一对的误差上
-#   做一步梯度下降）。不管用哪种规则，以 $S^\top k$ 读取的记忆最多只能对 $d_k$ 个键精确返回任意的值：键比维数多时，某个
-#   键是其他键的线性组合，它读回的东西也是。Qwen3.5 每个头的 $d_k = 128$，而头有很多个。
+# - **正交键，各写一次**：两种规则都精确（误差只是 float64 的舍入）。
+# - **同一组键写两次**，新值替换旧值：线性注意力读出的是旧值 + 新值；delta 规则写入前先减去记忆里原有的内容，所以读出
+#   的恰好是新值。
+# - **键不正交时**（8 维空间里的五个随机方向互有重叠）：两种规则都有误差，因为后写的键和先写的键有重叠，会干扰先前的写
+#   入。delta 规则最后一次写入是精确的（$\beta = 1$，单位键）；更早的几对被部分覆盖了（再写一遍能更接近：每次写入都相
+#   当于在这一对的误差上做一步梯度下降）。不管用哪种规则，按 $S^\top k$ 读取的记忆，最多只能让 $d_k$ 个键精确读回任意
+#   的值：键数一旦超过维数，总有某个键是其他键的线性组合，它读回的也就是同样的组合。Qwen3.5 每个头的 $d_k = 128$，而头
+#   有很多个。
 #
-# 只写不删的记忆会被过时的数据塞满。**遗忘门**在每次写入前把整个状态乘以 $e^{g} \le 1$（$g \le 0$ 由当前 token 算出）：
-# $n$ 个 token 之前写入的内容，读回时只剩 $e^{g_1 + \dots + g_n}$ 的强度。每个头有自己学到的速率，所以一个头可以几个
-# token 就忘掉，另一个头却能把记忆保持几百个 token（$e^{g} = 0.99$ 时，每 69 个 token 才减半）。
+# 只写不删的记忆会被过时的数据塞满。**遗忘门**在每次写入前把整个状态乘上 $e^{g} \le 1$（$g \le 0$，由当前 token 算出）
+# ：$n$ 个 token 之前写入的内容，读回时只剩原来强度的 $e^{g_1 + \dots + g_n}$。每个头的遗忘速率是各自学出来的：有的头
+# 几个 token 就忘光，有的头能记住几百个 token（$e^{g} = 0.99$ 时，每过 69 个 token 才减半）。
 
 # %%
 for e in (0.5, 0.9, 0.99):
@@ -245,32 +245,34 @@ book.show("ch07-memory", ch07.memory_figure, errors, (0.5, 0.9, 0.99))
 
 # %% [markdown] lang="zh"
 # ## 2. 门控 delta 规则，逐 token
-# 两者合起来，某一层的一个值头对每个 token $t$ 做三件事：
+# 把两者合起来，某一层的一个值头对每个 token $t$ 做三步：
 #
 # 1. **遗忘**：$S \leftarrow e^{g_t} S$
 # 2. **修正**：$S \leftarrow S + k_t \otimes \beta_t (v_t - S^\top k_t)$
 # 3. **读取**：$o_t = S^\top q_t$
 #
-# 等价地，$S_t = e^{g_t} (I - \beta_t k_t k_t^\top) S_{t-1} + \beta_t k_t v_t^\top$：先衰减，然后
-# $(I - \beta_t k_t k_t^\top)$ 去掉 $k_t$ 原先映射到的内容的 $\beta_t$ 那一部分（$\beta_t = 1$ 时全部去掉，此时它是一个
-# 投影），再写入新的一对。查询 $q_t$ 读的是 token $t$ 写入之后的记忆。
+# 写成一个式子就是 $S_t = e^{g_t} (I - \beta_t k_t k_t^\top) S_{t-1} + \beta_t k_t v_t^\top$：先衰减；再由
+# $(I - \beta_t k_t k_t^\top)$ 把 $k_t$ 原先对应的内容去掉 $\beta_t$ 这一比例（$\beta_t = 1$ 时全部去掉，这时它是一个
+# 投影）；最后写入新的一对。查询 $q_t$ 读的是 token $t$ 写完之后的记忆。
 #
-# 围绕这条规则，这一层（`layers.N.linear_attn.*`）从归一化后的隐藏状态 $x$ (B, T, d) 构造它的输入：
+# 这一层（`layers.N.linear_attn.*`）围绕这条规则，从归一化后的隐藏状态 $x$ (B, T, d) 算出各个输入：
 #
-# - `in_proj_qkv` 给出 [q | k | v]（$2 \cdot H_k \cdot d_k + H_v \cdot d_v$ 个通道），再经过一个**因果深度卷积**（causal
-#   depthwise conv）：每个通道混合自己最近的 $K = 4$ 个值（卷积核 `conv1d.weight`，无偏置），然后过 silu。它让一个 token
-#   的 q、k、v 能看到紧挨在它前面的几个 token。
-# - $q$ 和 $k$ 切成 $H_k$ 个 $d_k$ 维的头，再做 **l2 归一化**（单位长度：$k$ 必须是一个方向，delta 规则的修正才是投
-#   影）；$q$ 还要乘以 $d_k^{-1/2}$。$v$ 切成 $H_v$ 个 $d_v$ 维的头。当 $H_v > H_k$ 时（按已发布的模型卡，4B、9B 和 27B
-#   每个键头对应 2 或 3 个值头），值头 $h$ 用键头 $\lfloor h / (H_v/H_k) \rfloor$。
-# - **$\beta = \operatorname{sigmoid}(b)$**，其中 $b$ = `in_proj_b(x)`：每个 token 把多少误差写进去，每个值头一个。
-# - **$g = -e^{\mathrm{A\_log}} \cdot \operatorname{softplus}(a + \mathrm{dt\_bias})$**，其中 $a$ = `in_proj_a(x)`，在
-#   fp32 中计算：每个头一个学到的速率 $e^{\mathrm{A\_log}}$，乘以一个随 token 变化的正步长；所以
+# - `in_proj_qkv` 给出 [q | k | v]（共 $2 \cdot H_k \cdot d_k + H_v \cdot d_v$ 个通道），再过一个**逐通道因果卷
+#   积**（causal depthwise conv）：每个通道只混合自己最近的 $K = 4$ 个值（卷积核 `conv1d.weight`，无偏置），然后过
+#   silu。这样，一个 token 的 q、k、v 就能看到紧挨在它前面的几个 token。
+# - $q$ 和 $k$ 切成 $H_k$ 个 $d_k$ 维的头，做 **l2 归一化**（化成单位长度：$k$ 必须是一个方向，delta 规则的修正才是投
+#   影）；$q$ 还要再乘以 $d_k^{-1/2}$。$v$ 切成 $H_v$ 个 $d_v$ 维的头。$H_v > H_k$ 时（据已发布的模型卡，4B、9B、27B
+#   每个键头对应 2 或 3 个值头），值头 $h$ 用的是键头 $\lfloor h / (H_v/H_k) \rfloor$。
+# - **$\beta = \operatorname{sigmoid}(b)$**，其中 $b$ = `in_proj_b(x)`：每个值头一个，表示这个 token 把多少误差写进去
+#   。
+# - **$g = -e^{\mathrm{A\_log}} \cdot \operatorname{softplus}(a + \mathrm{dt\_bias})$**，其中 $a$ = `in_proj_a(x)`，用
+#   fp32 计算：每个头有一个学到的速率 $e^{\mathrm{A\_log}}$，再乘上一个随 token 变化的正步长；因此
 #   $g \le 0$，$e^{g} \in (0, 1]$。
-# - 输出 $o$ $(B, T, H_v, d_v)$ 经过第 3 章的**门控 RMSNorm**，门是 $z$ = `in_proj_z(x)`，再由 `out_proj` 投影回 $d$。
+# - 输出 $o$ $(B, T, H_v, d_v)$ 过第 3 章的**门控 RMSNorm**（门 $z$ = `in_proj_z(x)`），再由 `out_proj` 投影回 $d$ 维
+#   。
 #
 # **先自己试试**：练习 210 是带状态的因果卷积，练习 211 是上面这条规则（运行 `python practice/judge.py start 210` 和
-# `start 211`，或者直接写在下面的单元格里：评测器就在这里评分）。
+# `start 211`，或者直接写在下面的单元格里，评测器就在这里评分）。
 
 # %%
 def causal_conv(x, weight, state=None):
@@ -293,10 +295,10 @@ book.attempt(211, recurrent_delta_rule)
 # $\ln \tfrac{1}{2} / g$ tokens, on a log scale: $e^{g} = 0.5$ is a half-life of 1 token, $e^{g} = 0.99$ one of 69):
 
 # %% [markdown] lang="zh"
-# ## 3. 在检查点上：一句话里的门
-# 取检查点的第 0 层，输入一句话：先查嵌入，过这一层的输入归一化，再过这一层自己的投影。下面按 token 和值头给出衰减
-# $e^{g}$ 和写入强度 $\beta$（图中把衰减画成半衰期，即 $\ln \tfrac{1}{2} / g$ 个 token，用对数刻度：$e^{g} = 0.5$ 的半衰
-# 期是 1 个 token，$e^{g} = 0.99$ 的是 69 个）：
+# ## 3. 在检查点上看：一句话里的门
+# 取检查点的第 0 层，输入一句话：查嵌入，过这一层的输入归一化，再过它自己的几个投影。下面按 token、按值头列出衰减
+# $e^{g}$ 和写入强度 $\beta$（图里把衰减换算成半衰期 $\ln \tfrac{1}{2} / g$ 个 token，用对数刻度：$e^{g} = 0.5$ 对应半
+# 衰期 1 个 token，$e^{g} = 0.99$ 对应 69 个）：
 
 # %%
 from qwen.deltanet import causal_conv, recurrent_delta_rule  # noqa: E402  (the finished ones, from here on)
@@ -329,10 +331,10 @@ for h in range(cfg.linear_num_value_heads):
 # free to learn slow decays.
 
 # %% [markdown] lang="zh"
-# 每个头的速率 $e^{\mathrm{A\_log}}$ 决定它能忘得多快；$\operatorname{softplus}(a + \mathrm{dt\_bias})$ 再按 token 缩放
-# 它。合成检查点里的 `A_log` 和 `dt_bias` 是像 transformers 的初始值那样随机抽取的（$e^{\mathrm{A\_log}}$ 在
-# $[0.01, 16]$ 上均匀分布，`dt_bias` 在 1 附近），所以这些热力图展示的是未训练的层的行为（大多数头几乎在每个 token 都把
-# 记忆忘光），与训练好的模型无关，训练好的模型的头完全可以学到缓慢的衰减。
+# 每个头的速率 $e^{\mathrm{A\_log}}$ 决定它能忘得多快；$\operatorname{softplus}(a + \mathrm{dt\_bias})$ 再按 token 调
+# 节这个速度。合成检查点里的 `A_log` 和 `dt_bias` 是仿照 transformers 的初始值随机抽的（$e^{\mathrm{A\_log}}$ 在
+# $[0.01, 16]$ 上均匀分布，`dt_bias` 在 1 附近），所以这些热力图反映的是未经训练的层——大多数头几乎每个 token 都把记忆
+# 忘光——说明不了训练后的模型：后者的头完全可以学到缓慢的衰减。
 
 # %%
 book.show("ch07-gates", ch07.gates_figure, tokens, decay, beta, SYNTHETIC)
@@ -342,8 +344,8 @@ book.show("ch07-gates", ch07.gates_figure, tokens, decay, beta, SYNTHETIC)
 # $(B, H_v, d_k, d_v)$ — and its norm rises with writes and falls with decays:
 
 # %% [markdown] lang="zh"
-# 用 `DeltaNetCache` 逐 token 运行这一层，记下每个 token 之后的状态。它的大小是固定的，即 $(B, H_v, d_k, d_v)$；
-# 它的范数随写入上升，随衰减下降：
+# 用 `DeltaNetCache` 逐 token 运行这一层，记下每个 token 之后的状态。状态的大小是固定的，为 $(B, H_v, d_k, d_v)$；范数
+# 随写入上升，随衰减下降：
 
 # %%
 cache, norms = DeltaNetCache(), []
@@ -352,11 +354,11 @@ for t in range(ids.shape[1]):
     norms.append(cache.state[0].flatten(1).norm(dim=1))  # (Hv,)
 norms = torch.stack(norms)  # (T, Hv)
 conv_shape, state_shape = tuple(cache.conv.shape), tuple(cache.state.shape)
-last_norms = ', '.join(f'{n:.2f}' for n in norms[-1].tolist())
+last_norms = tr(', ', '、').join(f'{n:.2f}' for n in norms[-1].tolist())
 print(tr(f"after {len(tokens)} tokens the cache holds conv {conv_shape} {cache.conv.dtype} and state "
          f"{state_shape} {cache.state.dtype}; ‖S‖ per head: {last_norms}",
-         f"{len(tokens)} 个 token 之后，缓存里有卷积状态 {conv_shape} {cache.conv.dtype} 和状态 "
-         f"{state_shape} {cache.state.dtype}；每个头的 ‖S‖：{last_norms}"))
+         f"读完 {len(tokens)} 个 token，缓存里有卷积状态 {conv_shape} {cache.conv.dtype} 和状态 "
+         f"{state_shape} {cache.state.dtype}；各头的 ‖S‖：{last_norms}"))
 
 # %%
 book.show("ch07-state", ch07.state_norm_figure, tokens, norms, SYNTHETIC)
@@ -436,55 +438,56 @@ book.show("ch07-state", ch07.state_norm_figure, tokens, norms, SYNTHETIC)
 
 # %% [markdown] lang="zh"
 # ## 4. 分块形式
-# 递归形式要走 $T$ 个串行步骤，每步只是几个很小的 $(d_k \times d_v)$ 运算：生成一个 token 时没问题，读一段提示词就慢了。
-# 分块形式一次为 $C = 64$ 个 token 的一块算出同样的数。在一块之内（行 $i = 1, \dots, C$，$S$ 是这一块之前的状态），记
-# $G_i = g_1 + \dots + g_i$（从块开头到 token $i$ 的衰减的对数），并把
+# 递推形式要串行走 $T$ 步，每步只是几个很小的 $(d_k \times d_v)$ 运算：生成时一次只来一个 token，这样算没问题；读一整
+# 段提示词就慢了。分块形式一次处理一块 $C = 64$ 个 token，算出的数完全相同。在一块之内（行 $i = 1, \dots, C$，$S$ 是这
+# 一块之前的状态），记 $G_i = g_1 + \dots + g_i$（从块开头到 token $i$ 的对数衰减），并把
 #
 # $$
 # v'_i = \beta_i \left(v_i - (e^{g_i} S_{i-1})^\top k_i\right)
 # $$
 #
-# 叫作 token $i$ 写入的修正量。在块内把递推展开：
+# 称为 token $i$ 写入的修正量。在块内把递推展开：
 #
-# - $S_i = e^{G_i} S + \sum_{j \le i} e^{G_i - G_j} k_j {v'_j}^\top$：旧状态经过衰减，加上到目前为止的每一次写入，
-#   各自从写入的时刻起衰减。于是**衰减矩阵** $\Gamma_{ij} = e^{G_i - G_j}$（$j \le i$，对角线以上为 0）表示 token $i$
-#   读取时，token $j$ 的写入还剩多少。
-# - 代入 $v'_i$：
+# - $S_i = e^{G_i} S + \sum_{j \le i} e^{G_i - G_j} k_j {v'_j}^\top$：旧状态衰减之后，再加上到此为止的每一次写入，每次
+#   写入从各自的时刻开始衰减。于是**衰减矩阵** $\Gamma_{ij} = e^{G_i - G_j}$（$j \le i$，对角线以上为 0）表示 token
+#   $i$ 读取时，token $j$ 的写入还剩多少。
+# - 把它代入 $v'_i$：
 #   $v'_i = \beta_i v_i - \beta_i e^{G_i} S^\top k_i - \beta_i \sum_{j<i} \Gamma_{ij} (k_i \cdot k_j) \, v'_j$。每个
-#   $v'_i$ 都依赖前面的 $v'_j$：把这些项移到左边，就得到一个一次解出所有修正量的线性方程组：
+#   $v'_i$ 都依赖前面的 $v'_j$；把这些项移到左边，就得到一个线性方程组，一次解出所有修正量：
 #
 #   $$
 #   \left(I + \mathrm{strictly\_lower}(\beta K K^\top \odot \Gamma)\right) V' = \beta V - (\beta e^{G} K) \, S
 #   $$
 #
-#   左边的矩阵 $A$ 是**单位下三角**矩阵：对角线全为 1（$v'_i$ 不依赖自己），对角线以上全为 0（也不依赖后面的 token）。用
-#   前代法解它*就是*那个逐 token 的循环（第 $i$ 行要用到 $j < i$ 的各行），但三角求解（`torch.linalg.solve_triangular`）
-#   一次库调用就能处理所有块和所有头，其余部分都变成矩阵乘法。右边对 $S$ 是线性的，所以 $A^{-1}$ 只需作用一次：
+#   左边的矩阵 $A$ 是**单位下三角**矩阵：对角线全是 1（$v'_i$ 不依赖自己），对角线以上全是 0（也不依赖后面的 token）。
+#   用前代法解它，*其实就是*逐 token 的那个循环（第 $i$ 行要用到 $j < i$ 的各行）；但三角求解
+#   （`torch.linalg.solve_triangular`）只要一次库调用，就能处理所有块、所有头，剩下的部分都变成矩阵乘法。右边对 $S$ 是
+#   线性的，所以 $A^{-1}$ 只需作用一次：
 #
 #   $$
 #   V' = U - W S, \qquad U = A^{-1} (\beta V), \qquad W = A^{-1} (\beta e^{G} K)
 #   $$
 #
-#   其中 $U$ 和 $W$ 对所有块一次算好；只有 $S$ 要等上一块算完才知道。
+#   $U$ 和 $W$ 对所有块一次算好；只有 $S$ 要等上一块算完才知道。
 # - 读取：$o_i = S_i^\top q_i = e^{G_i} S^\top q_i + \sum_{j \le i} \Gamma_{ij} (q_i \cdot k_j) \, v'_j$，即
 #
 #   $$
 #   O = (e^{G} Q) \, S + (Q K^\top \odot \Gamma) \, V'
 #   $$
 #
-#   （这里的 $\Gamma$ 保留对角线，$\Gamma_{ii} = 1$：token $i$ 读得到自己的写入）。
-# - **跨过块的边界**：块结束后的状态是 $S_C$：
+#   （这里的 $\Gamma$ 保留对角线，$\Gamma_{ii} = 1$：token $i$ 能读到自己的写入。）
+# - **跨过块边界**：块结束时的状态就是 $S_C$：
 #
 #   $$
 #   S \leftarrow e^{G_C} S + (e^{G_C - G} K)^\top V'
 #   $$
 #
-# 所以按块的循环要用上一块的 $S$ 三次：算修正量 $V' = U - W S$，算输出 $O$（通过 $(e^{G} Q) \, S$），算下一个状态。其余
-# 的一切（$\Gamma$、$A^{-1}$、$U$、$W$、$Q K^\top \odot \Gamma$）都对所有块一次算完；$T$ 个 token 的序列只需循环 $T/64$
-# 步，每步三个小矩阵乘法。
+# 所以按块循环时，上一块的 $S$ 要用三次：算修正量 $V' = U - W S$，算输出 $O$（经由 $(e^{G} Q) \, S$），算下一个状态。
+# 其余各项（$\Gamma$、$A^{-1}$、$U$、$W$、$Q K^\top \odot \Gamma$）都对所有块一次算完；$T$ 个 token 的序列只需循环
+# $T/64$ 步，每步三个小矩阵乘法。
 #
-# 文献里把这叫作块内各个 $(I - \beta k k^\top)$ 因子之积的 **WY 表示**，把那次三角求解叫作 **UT 变换**（transformers 的
-# 注释把 $A$ 叫作它的 "UT system"）。同样的量有三套名字：
+# 文献里把块内各个 $(I - \beta k k^\top)$ 因子的乘积写成 **WY 表示**，把那次三角求解叫作 **UT 变换**（transformers 的
+# 注释把 $A$ 称为“UT system”）。同一组量，三处各有一套名字：
 #
 # | 本课程 | 含义 | fla (`chunk_gated_delta_rule_fwd`) | transformers (`torch_chunk_gated_delta_rule`) |
 # |---|---|---|---|
@@ -492,14 +495,14 @@ book.show("ch07-state", ch07.state_norm_figure, tokens, norms, SYNTHETIC)
 # | $\Gamma$ | $e^{G_i - G_j}$，下三角 | （在 kernel 内部） | `pairwise_decay` |
 # | $A$ | 单位下三角方程组的矩阵 | `A`（`chunk_scaled_dot_kkt_fwd`，然后 `solve_tril`） | `ut_system` |
 # | $U = A^{-1} (\beta V)$ | 状态未知时的修正量 | `u` | `new_values` |
-# | $W = A^{-1} (\beta e^{G} K)$ | 携带的状态要减去的部分 | `w` | `k_cumdecay` |
+# | $W = A^{-1} (\beta e^{G} K)$ | 与传入的状态相乘后要减掉的部分 | `w` | `k_cumdecay` |
 # | $V' = U - W S$ (`V_new`) | 修正量 | `v_new` | `v_new` |
 # | $Q K^\top \odot \Gamma$ (`P`) | 块内的注意力 | （在 `chunk_fwd_o` 内部） | `intra_chunk_attn` |
-# | $S$ | 块与块之间携带的状态 | `h`（每块一个）、`final_state` | `last_recurrent_state` |
+# | $S$ | 在块与块之间传递的状态 | `h`（每块一个）、`final_state` | `last_recurrent_state` |
 #
-# 最后一块用 0 补齐（$g = 0$ 保持状态不变，$k = v = \beta = 0$ 什么也不写），补出来的行最后丢掉。下面是第 0 层上我们
-# 这句话的 $\Gamma$ 和 $A$（不到 64 个 token，所以只有一个补齐的块），取遗忘最少的那个值头：$A$ 对角线以下的元素是
-# $\beta_i (k_i \cdot k_j) \, \Gamma_{ij}$，即 token $j$ 的修正量会让 token $i$ 的修正量改变多少。
+# 最后一块用 0 补齐（$g = 0$ 让状态保持不变，$k = v = \beta = 0$ 什么也不写），补出的行算完后丢掉。下面是第 0 层上这句
+# 话的 $\Gamma$ 和 $A$（不到 64 个 token，所以只有一个补齐的块），取遗忘最少的那个值头。$A$ 对角线以下的元素是
+# $\beta_i (k_i \cdot k_j) \, \Gamma_{ij}$，即 token $j$ 的修正量对 token $i$ 的修正量有多大影响。
 
 # %%
 Hk, Hv, dk, dv = cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim, \
@@ -518,7 +521,7 @@ top, bottom, largest = float(Gamma.tril(-1).max()), float(Gamma[Gamma > 0].min()
 print(tr(f"the first chunk of value head {h}: {len(G)} tokens; Γ below the diagonal from {top:.3f} down to "
          f"{bottom:.1e}; A's largest entry below the diagonal {largest:.3f}",
          f"值头 {h} 的第一个块：{len(G)} 个 token；Γ 在对角线以下从 {top:.3f} 降到 {bottom:.1e}；"
-         f"A 对角线以下最大的元素 {largest:.3f}"))
+         f"A 在对角线以下的最大元素为 {largest:.3f}"))
 
 # %%
 book.show("ch07-chunk", ch07.chunk_figure, Gamma, A, h, SYNTHETIC)
@@ -529,8 +532,9 @@ book.show("ch07-chunk", ch07.chunk_figure, Gamma, A, h, SYNTHETIC)
 # faster (the synthetic draw of `A_log`), so their $\Gamma$ is nearly diagonal.
 
 # %% [markdown] lang="zh"
-# 在一个玩具块上更容易看清 $\Gamma$ 的结构：每个 token 都让记忆按 $e^{g} = 0.95$ 衰减，$\Gamma_{ij} = 0.95^{i-j}$，
-# 离对角线越远越淡（见下图）。上面那句话里的头忘得快得多（`A_log` 是合成抽样），所以它们的 $\Gamma$ 几乎只剩对角线。
+# 在一个玩具块上更容易看清 $\Gamma$ 的结构：假设每个 token 都让记忆按 $e^{g} = 0.95$ 衰减，那么
+# $\Gamma_{ij} = 0.95^{i-j}$，离对角线越远越淡（见下图）。上面那句话里的头忘得快得多（`A_log` 是随机抽的），所以它们的
+# $\Gamma$ 几乎只剩对角线。
 
 # %%
 toy_G = torch.full((16,), math.log(0.95)).cumsum(0)
@@ -547,8 +551,8 @@ book.show("ch07-toy-gamma", ch07.toy_gamma_figure, toy_Gamma, 0.95)
 # that are not multiples of the chunk (`python practice/judge.py start 212`, or the cell below).
 
 # %% [markdown] lang="zh"
-# **先自己试试**：练习 212 写出分块形式，评测时在不是块大小整数倍的长度上与逐 token
-# 的规则对比（`python practice/judge.py start 212`，或者用下面的单元格）。
+# **先自己试试**：练习 212 写分块形式。评测器会在不是块大小整数倍的长度上，拿它和逐 token 的规则对比
+# （`python practice/judge.py start 212`，或者用下面的单元格）。
 
 # %%
 def chunked_delta_rule(q, k, v, g, beta, state=None, chunk_size=64):
@@ -563,8 +567,8 @@ book.attempt(212, chunked_delta_rule)
 # spans several chunks and the state crosses boundaries):
 
 # %% [markdown] lang="zh"
-# 两种形式不共用任何代码，所以它们对得上，就同时检验了两者。在 float64 下它们只差舍入；在 fp32 下差在求和的顺序。
-# 用这一层自己的 $q$、$k$、$v$、$g$、$\beta$（并且每块 8 个 token，让这句话跨好几块，状态要跨过块的边界）：
+# 两种形式没有一行代码是共用的，所以两者对得上，就同时验证了两者。float64 下它们只差舍入误差；fp32 下的差别来自求和顺
+# 序。下面用这一层自己的 $q$、$k$、$v$、$g$、$\beta$ 来比（块大小取 8，让这句话跨好几块，状态也要跨过块边界）：
 
 # %%
 from qwen.deltanet import chunked_delta_rule  # noqa: E402  (the finished one, from here on)
@@ -585,8 +589,8 @@ for dtype in (torch.float64, torch.float32):
     to_f64, largest = float((o_chunk.double() - o_rec64).abs().max()), float(o_rec64.abs().max())
     print(tr(f"{str(dtype):14s} max |chunked − recurrent| = {between:.1e}; chunked vs the float64 recurrent answer "
              f"{to_f64:.1e} (outputs up to {largest:.2f})",
-             f"{str(dtype):14s} max |分块 − 递归| = {between:.1e}；分块与 float64 递归结果之差 {to_f64:.1e}"
-             f"（输出最大 {largest:.2f}）"))
+             f"{str(dtype):14s} max |分块 − 递推| = {between:.1e}；分块结果与 float64 递推结果相差 {to_f64:.1e}"
+             f"（输出最大为 {largest:.2f}）"))
 
 # %% [markdown]
 # ## The code: `qwen/deltanet.py`
@@ -621,25 +625,24 @@ book.listing("qwen/deltanet.py")
 # layer really keeps:
 
 # %% [markdown] lang="zh"
-# - **`causal_conv`** 把前 $K - 1$ 个输入（卷积状态，或者 0）拼在 $x$ 前面，不加填充地做卷积，所以输出 $t$ 读的是输入
-#   $t - 3, \dots, t$。它把最新的 $K - 1$ 个输入作为下一次调用的状态返回。`F.conv1d` 在 fp32 里累加 bf16 乘积，最后只舍
-#   入一次；若每个抽头都按 bf16 累加，结果会差一个步长。
-# - **`recurrent_delta_rule`** 就是第 2 节，一行对一行，在 fp32 中计算（输入是 float64 时用 float64）。键头与值头用
+# - **`causal_conv`** 把前 $K - 1$ 个输入（卷积状态，没有就用 0）拼在 $x$ 前面，不加填充直接卷积，所以输出 $t$ 读的是
+#   输入 $t - 3, \dots, t$。它把最新的 $K - 1$ 个输入返回，作为下一次调用的状态。`F.conv1d` 在 fp32 里累加 bf16 乘积，
+#   最后只舍入一次；要是每个抽头都按 bf16 累加，结果会差一个 bf16 步长。
+# - **`recurrent_delta_rule`** 与第 2 节的公式逐行对应，用 fp32 计算（输入是 float64 时用 float64）。键头和值头用
 #   `repeat_interleave` 对应（头 0, 0, 1, 1，而不是 `repeat` 给出的 0, 1, 0, 1）。
-# - **`chunked_delta_rule`** 就是第 4 节。它把值头按各自的键头分组，这样 $K K^\top$ 和 $Q K^\top$ 每个键头只算一次、
-#   共享使用（不为每个值头复制 q 和 k）；它用一次对单位矩阵的三角求解得到 $A^{-1}$，
-#   再用矩阵乘法把它作用到两个右端项上（即表中的 $U$ 和 $W$）；它还把每个操作数都排成连续内存，因为在 CPU 上，
-#   对跨步视图做矩阵乘法只有一半的速度。`python bench/bench_deltanet.py` 在同一次运行中把它与 transformers 自带的纯
-#   torch kernel 对比计时。
-# - **`DeltaNetCache`** 保存模型 dtype 的 `conv` $(B, C, K - 1)$ 和 fp32 的 `state` $(B, H_v, d_k, d_v)$。
-#   **`GatedDeltaNet.forward`** 对带缓存的单个 token（一个解码步）用递归形式，更长的输入用分块形式，都从缓存的状态开始；
-#   padding 掩码把输入中填充的位置置零，所以左填充时，在正文开始之前状态一直严格为 0。
+# - **`chunked_delta_rule`** 对应第 4 节。它让值头按所属的键头分组，这样 $K K^\top$ 和 $Q K^\top$ 每个键头只算一次，组
+#   内共用（不必为每个值头复制一份 q 和 k）；它对单位矩阵做一次三角求解，得到 $A^{-1}$，再用矩阵乘法把它作用到两个右端
+#   项上（即表中的 $U$ 和 $W$）；它还把每个操作数都排成连续内存，因为在 CPU 上，对跨步视图做矩阵乘法只有一半速度
+#   。`python bench/bench_deltanet.py` 在同一次运行里，把它和 transformers 自带的纯 torch kernel 对比计时。
+# - **`DeltaNetCache`** 存两样东西：模型 dtype 的 `conv` $(B, C, K - 1)$，fp32 的 `state`
+#   $(B, H_v, d_k, d_v)$。**`GatedDeltaNet.forward`** 遇到带缓存的单个 token（一个解码步）用递推形式，更长的输入用分块
+#   形式，都从缓存里的状态接着算；填充掩码把输入里填充的位置清零，所以左填充时，正文开始之前状态一直严格为 0。
 #
-# ## 5. 内存账
-# 全注意力层要为上下文里的每个 token 保留一个键和一个值：每个 token $2 \cdot H_{kv} \cdot D$ 个数。Gated DeltaNet 层保留
-# $H_v \cdot d_k \cdot d_v$ 个 fp32 状态数，外加 $(K - 1) \cdot (2 \cdot H_k \cdot d_k + H_v \cdot d_v)$ 个卷积状态数，
-# 与上下文长短无关（transformers 的缓存保留 $K$ 个卷积输入，其中一个再也不会被读到：在 0.8B 中大约多出 1%）。先拿公式和
-# 我们的层实际保留的缓存对一下：
+# ## 5. 内存开销
+# 全注意力层要为上下文里的每个 token 存一个键和一个值：每个 token $2 \cdot H_{kv} \cdot D$ 个数。Gated DeltaNet 层存的
+# 是 $H_v \cdot d_k \cdot d_v$ 个 fp32 状态数，加上 $(K - 1) \cdot (2 \cdot H_k \cdot d_k + H_v \cdot d_v)$ 个卷积状态
+# 数，与上下文多长无关（transformers 的缓存存了 $K$ 个卷积输入，其中一个以后再也不会读到：在 0.8B 里大约多占 1%）。先
+# 拿公式和我们这一层实际存下的缓存对一下：
 
 # %%
 cache = DeltaNetCache()
@@ -648,7 +651,7 @@ bf16_layer(x.bfloat16(), cache=cache)
 kept = cache.state.numel() * cache.state.element_size() + cache.conv.numel() * cache.conv.element_size()
 formula = linear_layer_bytes(cfg)
 print(tr(f"this checkpoint's layer 0 keeps {kept:,} bytes per sequence; the formula says {formula:,}",
-         f"这个检查点的第 0 层每条序列保留 {kept:,} 字节；公式给出 {formula:,}"))
+         f"本检查点的第 0 层每条序列存 {kept:,} 字节；按公式算是 {formula:,}"))
 
 # %% [markdown]
 # The same formulas for the five dense Qwen3.5 sizes, with their numbers from the published model cards and
@@ -656,15 +659,16 @@ print(tr(f"this checkpoint's layer 0 keeps {kept:,} bytes per sequence; the form
 # sequence, in bf16 with an fp32 state:
 
 # %% [markdown] lang="zh"
-# 同样的公式用在 Qwen3.5 五个稠密尺寸上，数字取自已发布的模型卡和配置（读自公开的副本，这里没有与 hub 核对；
-# `qwen/family.py` 注明了每一个来源），按每条序列、bf16、fp32 状态计：
+# 同样的公式用在 Qwen3.5 五个稠密尺寸上。各尺寸的数字取自已发布的模型卡和配置（读自公开副本，这里没有和 hub 核对；每个
+# 数字的出处见 `qwen/family.py`），按每条序列、bf16 存储、fp32 状态计算：
 
 # %%
 T32 = 32 * 1024
 print(tr(f"{'':10s} {'linear layer':>13s} {'full layer, per token':>22s} {'at 32k tokens':>14s} "
          f"{'whole model at 32k':>19s} {'all full attention':>19s}",
-         f"{'':10s} {'线性层':>10s} {'全注意力层每 token':>17s} {'32k token 时':>13s} "  # a CJK character: 2 columns
-         f"{'整个模型 32k 时':>14s} {'全用全注意力':>13s}"))
+         # a CJK character takes 2 columns: each width is the data column's, less the header's CJK characters
+         f"{'':13s} {'DeltaNet 层':>12s} {'全注意力层每 token':>12s} {'32k token 时':>12s} "
+         f"{'整个模型 32k 时':>13s} {'每层都用全注意力':>10s}"))
 for name, s in SIZES.items():
     per_token, linear = kv_bytes_per_token(s), linear_layer_bytes(s)
     print(f"Qwen3.5-{name:5s} {linear / 2 ** 20:9.2f} MiB {per_token:16,} B {per_token * T32 / 2 ** 20:9.0f} MiB "
@@ -673,7 +677,7 @@ for name, s in SIZES.items():
 s = SIZES["0.8B"]
 even = linear_layer_bytes(s) / kv_bytes_per_token(s)
 print(tr(f"real Qwen3.5-0.8B: one linear layer holds as much as a full layer's KV cache at {even:,.0f} tokens",
-         f"真实 Qwen3.5-0.8B：一个线性层保留的内存，与一个全注意力层在 {even:,.0f} 个 token 时的键值缓存一样多"))
+         f"真实 Qwen3.5-0.8B：一个线性注意力层占的内存，和一个全注意力层在 {even:,.0f} 个 token 时的键值缓存一样多"))
 
 # %% [markdown]
 # A DeltaNet layer's state costs as much as a few hundred tokens of KV cache, and never more. At 32k tokens the
@@ -682,9 +686,9 @@ print(tr(f"real Qwen3.5-0.8B: one linear layer holds as much as a full layer's K
 # doubles only the full-attention part.
 
 # %% [markdown] lang="zh"
-# 一个 DeltaNet 层的状态相当于几百个 token 的键值缓存，而且不会更多。在 32k 个 token 时，
-# 整个模型的缓存大约是同一个模型处处用全注意力时的四分之一（它的全注意力层，按尺寸有 6 到 16 层，仍然在增长），
-# 而状态部分是固定的：上下文翻倍，只有全注意力的那部分翻倍。
+# 一个 DeltaNet 层的状态相当于几百个 token 的键值缓存（KV cache），而且不会再多。到 32k 个 token 时，整个模型的缓存大
+# 约只有处处用全注意力时的四分之一（它的全注意力层按尺寸有 6 到 16 层，这部分仍在增长）；状态那部分是固定的：上下文翻
+# 倍，只有全注意力那部分跟着翻倍。
 
 # %%
 book.show("ch07-bill", ch07.memory_bill_figure)
@@ -712,19 +716,19 @@ book.show("ch07-bill", ch07.memory_bill_figure)
 # %% [markdown] lang="zh"
 # ## 动手试试
 #
-# - 在第 1 节里，把随机单位键用 $\beta = 0.5$ 而不是 1 写入
-#   （`write(tests["random unit keys"][0], delta=True, beta=0.5)`）：最后一对的误差还是 0 吗？再把 12 个随机单位键写进 8
-#   维的记忆（`l2norm(torch.randn(12, 8, dtype=torch.float64))`）：哪些对还能读回来？
-# - 在第 4 节的输入上分别用 `chunk_size=1`、`3` 和 `64` 运行 `chunked_delta_rule`：结果在舍入误差内一致；在笔记本里用
-#   `%timeit` 给它们计时。为什么块大小为 1 就是换了个样子的递归形式？
-# - 用前 10 个 token 预填充这一层（`c = DeltaNetCache(); layer(x[:, :10], cache=c)`），再把剩下的 token 逐个喂进去：
-#   输出与对整句话跑一遍相同（tests/test_deltanet.py 拿它与 transformers 的缓存对比）。
+# - 在第 1 节里，把随机单位键改用 $\beta = 0.5$ 写入（`write(tests["random unit keys"][0], delta=True, beta=0.5)`）：
+#   最后一对的误差还是 0 吗？再往 8 维的记忆里写 12 个随机单位键（`l2norm(torch.randn(12, 8, dtype=torch.float64))`）
+#   ：还有哪些对能读回来？
+# - 在第 4 节的输入上，分别用 `chunk_size=1`、`3`、`64` 运行 `chunked_delta_rule`：结果在舍入误差内一致；在笔记本里用
+#   `%timeit` 给它们计时。为什么块大小为 1 其实就是递推形式？
+# - 先用前 10 个 token 预填充这一层（`c = DeltaNetCache(); layer(x[:, :10], cache=c)`），再把剩下的 token 一个个喂进去
+#   ：输出与整句一次跑完的结果一致（tests/test_deltanet.py 拿它和 transformers 的缓存对比）。
 #
-# ## 拿出证明
-# 在同样的权重和同样的输入上运行 transformers 的 `Qwen3_5GatedDeltaNet`。在 fp32 下，差别来自求和的顺序（两者都用分块
-# kernel，只是排布不同）。在 bf16 下，两者在相同的位置把 $q$、$k$、$v$、$\beta$、kernel 的输出和门控归一化舍入到
-# bf16（门控归一化按 transformers 的运算顺序，见第 3 章），所以几乎每个输出都相等；极少数输出的某个 fp32 中间值恰好落在
-# 舍入边界的另一侧，可能相差一个它自身大小的 bf16 步长。
+# ## 对照验证
+# 在同样的权重、同样的输入上运行 transformers 的 `Qwen3_5GatedDeltaNet`。fp32 下的差别来自求和顺序（两边都用分块
+# kernel，只是数据排布不同）。bf16 下，两边在相同的位置把 $q$、$k$、$v$、$\beta$、kernel 输出和门控归一化舍入到 bf16（
+# 门控归一化按 transformers 的运算顺序，见第 3 章），所以几乎每个输出都逐位一致；极少数输出的某个 fp32 中间值恰好落在
+# 舍入边界的另一侧，可能相差一个 bf16 步长（按该值自身的量级计）。
 
 # %%
 def compare(transformers, path, layer):
@@ -746,7 +750,7 @@ def compare(transformers, path, layer):
     print(tr(f"layer 0, bf16: {differ} of {diff.numel()} outputs differ from transformers, by at most "
              f"{steps:.2f} bf16 steps of their own size",
              f"第 0 层，bf16：{diff.numel()} 个输出中有 {differ} 个与 transformers 不同，"
-             f"最多相差 {steps:.2f} 个 bf16 步长（按各自大小处的步长计）"))
+             f"最多相差 {steps:.2f} 个 bf16 步长（按各输出自身的量级计）"))
 
 
 book.proof(compare, args.checkpoint.folder, layer)
@@ -776,22 +780,22 @@ book.proof(compare, args.checkpoint.folder, layer)
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - 一个 Gated DeltaNet 头保留一块记忆 $S$ $(d_k \times d_v)$。每个 token：遗忘（$S \leftarrow e^{g} S$），修正
-#   （$S \leftarrow S + k \otimes \beta (v - S^\top k)$），读取（$o = S^\top q$）。修正只写入记忆出错的部分，所以重写一
-#   个键会替换它的值，而不是像普通线性注意力那样叠加上去。
-# - 门由 token 算出：$\beta = \operatorname{sigmoid}(b)$ 决定写多少，
-#   $g = -e^{\mathrm{A\_log}} \operatorname{softplus}(a + \mathrm{dt\_bias}) \le 0$ 决定忘多少。$q$ 和 $k$ 是单位向量
-#   （l2norm），$q$ 再乘以 $d_k^{-1/2}$；前面先过一个宽度为 4 的因果卷积，后面跟一个门控 RMSNorm。
-# - 分块形式算出同样的数：块内的修正量解一个单位下三角方程组，块与块之间只传递状态。已证明它与递归形式相等（float64，
-#   1e-12），与 transformers 相等（fp32，1e-5）。
-# - 线性层的缓存就是它的状态加上最后 3 个卷积输入：大小固定，与上下文长短无关。在真实的 0.8B 里，
-#   一个线性层的缓存相当于全注意力层几百个 token 的键值缓存；在 32k 个 token 时，
-#   整个模型保留的缓存大约是处处用全注意力时的四分之一。
+# - 一个 Gated DeltaNet 头存一块记忆 $S$ $(d_k \times d_v)$。每个 token 做三步：遗忘（$S \leftarrow e^{g} S$），修正
+#   （$S \leftarrow S + k \otimes \beta (v - S^\top k)$），读取（$o = S^\top q$）。修正只写入记忆答错的部分，所以重写
+#   一个键会替换它的值，不会像普通线性注意力那样越叠越多。
+# - 门由 token 算出：$\beta = \operatorname{sigmoid}(b)$ 决定写多少
+#   ，$g = -e^{\mathrm{A\_log}} \operatorname{softplus}(a + \mathrm{dt\_bias}) \le 0$ 决定忘多少。$q$ 和 $k$ 是单位向
+#   量（l2norm），$q$ 再乘以 $d_k^{-1/2}$；前面先过一个宽度为 4 的因果卷积，后面接一个门控 RMSNorm。
+# - 分块形式算出同样的数：块内的修正量是一个单位下三角方程组的解，块与块之间只传递状态。它与递推形式一致
+#   （float64，1e-12），与 transformers 也一致（fp32，1e-5）。
+# - 线性注意力层的缓存就是它的状态加上最后 3 个卷积输入：大小固定，与上下文多长无关。在真实的 0.8B 里，一个线性注意力
+#   层的缓存相当于全注意力层几百个 token 的键值缓存；到 32k 个 token 时，整个模型存的缓存大约只有处处用全注意力时的四
+#   分之一。
 #
-# 形状，沿用记号表里的记号：$x$ $(B, T, d)$ → [q | k | v] $(B, T, 2 \cdot H_k \cdot d_k + H_v \cdot d_v)$ → $q, k$
+# 各步的形状（记号同符号表）：$x$ $(B, T, d)$ → [q | k | v] $(B, T, 2 \cdot H_k \cdot d_k + H_v \cdot d_v)$ → $q, k$
 # $(B, T, H_k, d_k)$，$v$ $(B, T, H_v, d_v)$；$\beta, g$ $(B, T, H_v)$；状态 $S$ $(B, H_v, d_k, d_v)$ fp32；卷积状态
-# $(B, 2 \cdot H_k \cdot d_k + H_v \cdot d_v, K - 1)$；$o$ $(B, T, H_v, d_v)$ → 与 $z$ $(B, T, H_v, d_v)$ 一起过门控归一
-# 化 → `out_proj` → $(B, T, d)$。
+# $(B, 2 \cdot H_k \cdot d_k + H_v \cdot d_v, K - 1)$；$o$ $(B, T, H_v, d_v)$ → 与 $z$ $(B, T, H_v, d_v)$ 一起过门控归
+# 一化 → `out_proj` → $(B, T, d)$。
 
 # %%
 book.notation(args.checkpoint)
@@ -828,23 +832,22 @@ book.notation(args.checkpoint)
 # %% [markdown] lang="zh"
 # 本章新增的文件：`qwen/deltanet.py`（以及 `book/ch07.py`、`bench/bench_deltanet.py`）。
 #
-# **练习**：210 · 带状态的因果卷积；211 · 门控 delta 规则，逐 token；212 · 分块 delta
-# 规则（`python practice/judge.py start 210`，或者第 2 节和第 4 节里的单元格）。
+# **练习**：210 · 带状态的因果卷积；211 · 逐 token 计算的门控 delta 规则；212 · 分块计算的 delta 规则
+# （`python practice/judge.py start 210`，或者第 2 节、第 4 节里的单元格）。
 #
-# ## 怎么讲清楚
+# ## 面试怎么答
 #
-# 1. **为什么要线性注意力。** softmax 注意力把每个新查询和过去所有的键比较：每个 token 的开销和键值缓存都随上下文增长。
-#    线性注意力去掉 softmax，于是 $\sum_j (q \cdot k_j) \, v_j = \left(\sum_j k_j v_j^\top\right)^\top q$：这个和可以存
-#    成一个矩阵，每个 token 更新一次。内存固定，每个 token 的开销也固定。
-# 2. **delta 规则修正了什么。** 普通线性注意力只做加法，矩阵里累积了所有的键值对，旧值和新值互相干扰。delta 规则把 $S$
-#    当成一块在线训练的键 → 值记忆：先预测 $k$ 对应的值 $S^\top k$，再写入 $\beta$ 倍的误差，相当于在
+# 1. **为什么用线性注意力。** softmax 注意力要拿每个新查询和过去所有的键比较：每个 token 的计算量和键值缓存都随上下文
+#    增长。线性注意力去掉 softmax，于是 $\sum_j (q \cdot k_j) \, v_j = \left(\sum_j k_j v_j^\top\right)^\top q$：这个
+#    和可以存成一个矩阵，每个 token 更新一次。内存固定，每个 token 的计算量也固定。
+# 2. **delta 规则修正的是什么。** 普通线性注意力只做加法，矩阵里堆着所有的键值对，旧值和新值互相干扰。delta 规则把 $S$
+#    看作一块在线训练的“键 → 值”记忆：先预测 $k$ 对应的值 $S^\top k$，再写入 $\beta$ 倍的误差——相当于在
 #    $\tfrac{1}{2} \lVert S^\top k - v \rVert^2$ 上以学习率 $\beta$ 做一步梯度下降。重写一个键，就替换了它的值。
-# 3. **门做了什么。** $\beta$（每个 token、每个头一个）是这一步的学习率；$e^{g}$（每个 token、每个头一个）先让整块记忆衰
-#    减，所以一个头既可以很快忘掉旧的上下文，也可以留住它。Mamba2 的门加上 delta 规则，就是 "Gated DeltaNet"。
-# 4. **为什么要分块。** 逐 token 计算是 $T$ 个串行的小运算。在一块之内，修正量满足一个单位下三角线性方程组；
-#    一次三角求解加几个矩阵乘法就替代了内层循环（WY 表示 / UT 变换），只有块到块的那一步（修正量、输出和状态，
-#    每一项都要用到携带的状态）仍然串行（$T/64$ 步）。算出的数一样，计算变成了矩阵规模的；而在生成时，
-#    递归的那一步反倒是便宜的。
-# 5. **为什么要混合。** 固定大小的状态不可能精确记住所有东西（每个头最多 $d_k$ 个线性无关的键）；每四层里有一层全注意
-#    力，保留过去所有的键和值，所以模型仍然能查到任意一个更早的 token（softmax 的权重是软的，所以这也只是检索，不保证精
-#    确回忆），而键值缓存只有处处全注意力时的四分之一。
+# 3. **门起什么作用。** $\beta$（每个 token、每个头一个）是这一步的学习率；$e^{g}$（每个 token、每个头一个）先让整块记
+#    忆衰减，所以一个头既可以很快忘掉旧的上下文，也可以一直留着。Mamba2 的门加上 delta 规则，就是 Gated DeltaNet。
+# 4. **为什么要分块。** 逐 token 计算是 $T$ 个串行的小运算。在一块之内，修正量满足一个单位下三角线性方程组；一次三角求
+#    解加几个矩阵乘法就能代替内层循环（WY 表示 / UT 变换），只有块与块之间的那一步仍要串行（$T/64$ 步）：修正量、输出
+#    和状态，每一项都要用到传下来的状态。结果不变，计算却变成了大块的矩阵乘法；而生成时，递推那一步反倒是便宜的。
+# 5. **为什么要混合。** 固定大小的状态不可能把所有东西都精确记住（每个头最多 $d_k$ 个线性无关的键）；每四层留一层全注
+#    意力，保存过去所有的键和值，模型就仍能查到前面任意一个 token（softmax 的权重是软的，所以这也只是检索，不保证精确
+#    回忆），而键值缓存只有处处用全注意力时的四分之一。
