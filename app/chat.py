@@ -61,7 +61,7 @@ def help_rows():
                                       "打开思考、关闭思考，或思考但不打印推理过程；同时打印采样设置")),
             ("/limit N", tr("replies stop at N tokens", "回复最多 N 个 token")),
             ("/history", tr("the conversation so far, one line per message", "到目前为止的对话，每条消息一行")),
-            ("/help", tr("this list", "本列表")),
+            ("/help", tr("this list", "显示这份命令列表")),
             ("/quit", tr("leave (so do Ctrl-D and Ctrl-C twice at the prompt)",
                          "退出（在提示符下按 Ctrl-D 或连按两次 Ctrl-C 也可以）"))]
 
@@ -80,7 +80,7 @@ def within(allowed: Range):
             value = None
         if value is None or not allowed.holds(value):
             raise argparse.ArgumentTypeError(tr(f"{text!r} is not {allowed.words()}",
-                                                f"{text!r} 不是{allowed.words()}"))
+                                                f"{text!r} 无效，应为{allowed.words()}"))
         return value
     return number
 
@@ -113,44 +113,46 @@ def parser():
     p.add_argument("--quant", choices=SCHEMES,
                    help=tr("hold the projections and the head as int8 or int4 codes (chapter 12): fewer bytes read per "
                            "token; default: none",
-                           "把投影和输出头存成 int8 或 int4 编码（第 12 章）：每个 token 读的字节更少；默认：不量化"))
+                           "把投影和输出头量化成 int8 或 int4 码（第 12 章）：每个 token 要读的字节更少；默认不量化"))
     p.add_argument("--threads", type=positive,
                    help=tr("CPU threads for torch (default: torch's, one per core; 1 on the synthetic checkpoint, "
                            "whose tiny matrices gain nothing from more). On a busy machine fewer threads can decode "
                            "faster",
-                           "torch 使用的 CPU 线程数（默认：torch 自己的设置，每个核一个；合成检查点上为 1，"
-                           "它的矩阵很小，线程再多也快不了）。机器忙的时候，线程少一些反而可能解码更快"))
+                           "torch 使用的 CPU 线程数（默认按 torch 自己的设置，每个核一个；合成检查点上为 1："
+                           "它的矩阵很小，线程再多也快不了）。机器繁忙时，线程少一些解码反而可能更快"))
     p.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
                    help=tr("start with thinking on/off (default: the checkpoint's: off for 0.8B and 2B, on for 4B+)",
-                           "开始时打开/关闭思考（默认按检查点：0.8B 和 2B 关闭，4B 及以上打开）"))
+                           "启动时打开或关闭思考（默认随检查点：0.8B 和 2B 关闭，4B 及以上打开）"))
     p.add_argument("--hide-thinking", action="store_true",
                    help=tr("think, but do not print the reasoning", "思考，但不打印推理过程"))
     p.add_argument("--system", help=tr("a system message for the whole conversation", "整个对话使用的系统消息"))
     p.add_argument("--max-new-tokens", type=within(RANGES["max_new_tokens"]),
                    help=tr("reply length limit (default 1024; 48 on the synthetic one); /limit N changes it in the "
                            "chat",
-                           "回复长度上限（默认 1024；合成检查点上为 48）；聊天中可用 /limit N 修改"))
+                           "单条回复的 token 上限（默认 1024；合成检查点上为 48）；聊天中可用 /limit N 修改"))
     p.add_argument("--seed", type=within(RANGES["seed"]), help=tr("make the sampling reproducible", "让采样结果可复现"))
     p.add_argument("--speculative", type=nonnegative, default=0, metavar="K",
                    help=tr("draft K tokens per main-model step with the checkpoint's MTP head (default 0: plain "
                            "decoding); turns the model card's presence penalty off",
-                           "用检查点的 MTP 头在主模型每一步起草 K 个 token（默认 0：普通解码）；"
-                           "会关掉模型卡里的 presence penalty"))
+                           "主模型每走一步，用检查点的 MTP 头起草 K 个 token（默认 0，即普通解码）；"
+                           "会关掉模型卡里的存在惩罚"))
     p.add_argument("--max-pixels", type=positive, metavar="N",
                    help=tr("resize each picture into at most N pixels (default: the checkpoint's budget, 16,777,216 "
                            "for Qwen3.5): fewer image tokens and a quicker vision tower; /image PATH --max-pixels N "
                            "sets it for one picture",
-                           "把每张图片缩放到最多 N 像素（默认：检查点的预算，Qwen3.5 为 16,777,216）："
-                           "图像 token 更少，视觉塔更快；/image PATH --max-pixels N 只对一张图片生效"))
+                           "把每张图片缩放到不超过 N 像素（默认用检查点的预算，Qwen3.5 为 16,777,216）："
+                           "图像 token 更少，视觉塔更快；/image PATH --max-pixels N 只对这一张图片生效"))
     for name in ("temperature", "top-p", "top-k", "min-p", "presence-penalty"):
         field = name.replace('-', '_')
         off, on = CARD[False][field], CARD[True][field]
+        zh = setting_name(field)
+        zh = f" {zh}" if zh.isascii() else zh  # one space between Chinese and a Latin name
         p.add_argument(f"--{name}", type=within(RANGES[field]),
                        help=tr(f"override the model card's {name} (no thinking / thinking: {off} / {on})",
-                               f"覆盖模型卡里的 {name}（不思考 / 思考：{off} / {on}）"))
+                               f"覆盖模型卡里的{zh}（不思考 / 思考：{off} / {on}）"))
     p.add_argument("--lang", choices=lang.LANGUAGES,
                    help=tr("the language it speaks: en or zh (default: QWEN_LANG, else the locale)",
-                           "输出语言：en 或 zh（默认：QWEN_LANG，其次是系统的 locale）"))
+                           "输出语言：en 或 zh（默认取 QWEN_LANG，没有则按系统 locale）"))
     return p
 
 
@@ -173,7 +175,7 @@ def line_editing():
 
 def commands(images=True):
     """The commands in one line (without /image when images cannot be attached: under --speculative)."""
-    return ", ".join((["/image [PATH | drop]"] if images else []) +
+    return tr(", ", "、").join((["/image [PATH | drop]"] if images else []) +
                      [usage for usage, _ in help_rows() if not usage.startswith("/image")])
 
 
@@ -246,11 +248,18 @@ def history(chat):
     return "\n".join(lines + [kept])
 
 
+def setting_name(field: str) -> str:
+    """A sampling setting as a Chinese line names it: 温度, 存在惩罚; top-k, top-p and min-p as they are."""
+    return {"temperature": "温度", "presence_penalty": "存在惩罚"}.get(field, field.replace("_", "-"))
+
+
 def sampling_text(sampling) -> str:
-    """temperature 1.0, top_p 0.95, top_k 20, min_p 0.0, presence_penalty 1.5 (the seed left out)."""
+    """temperature 1.0, top_p 0.95, top_k 20, min_p 0.0, presence_penalty 1.5 (the seed left out); in Chinese
+    温度 1.0、top-p 0.95、top-k 20、min-p 0.0、存在惩罚 1.5."""
     names = ("temperature", "top_p", "top_k", "min_p", "presence_penalty")
-    return ", ".join(f"{name} {tr('off', '关闭') if getattr(sampling, name) is None else getattr(sampling, name)}"
-                     for name in names)
+    values = [tr("off", "关闭") if getattr(sampling, name) is None else getattr(sampling, name) for name in names]
+    return tr(", ".join(f"{name} {value}" for name, value in zip(names, values)),
+              "、".join(f"{setting_name(name)} {value}" for name, value in zip(names, values)))
 
 
 def command(chat: Session, text: str, view: str, paste: bool, budget: int | None = None) -> str | None:
@@ -276,7 +285,7 @@ def command(chat: Session, text: str, view: str, paste: bool, budget: int | None
         try:
             chat.max_new_tokens = within(RANGES["max_new_tokens"])(args[0])
         except argparse.ArgumentTypeError as e:
-            print(f"/limit: {e}")
+            print(tr(f"/limit: {e}", f"/limit：{e}"))
             return view
         print(tr(f"(replies stop at {chat.max_new_tokens} tokens)", f"（回复最多 {chat.max_new_tokens} 个 token）"))
     elif name == "/history" and not args:
@@ -296,16 +305,16 @@ def speculative_lines(s: dict, k: int) -> list[str]:
     acceptance = s["accepted"] / s["proposed"]
     lines = [tr(f"[speculative, {k} guesses per step: {s['accepted']} of {s['proposed']} accepted ({acceptance:.0%}), "
                 f"{s['per_step']:.2f} tokens per main-model step (plain decoding: 1)]",
-                f"[投机解码，每步猜 {k} 个：{s['proposed']} 个中接受了 {s['accepted']} 个（{acceptance:.0%}），"
-                f"主模型每步产出 {s['per_step']:.2f} 个 token（普通解码：1）]")]
+                f"[投机解码，每步猜 {k} 个：接受了 {s['accepted']} 个，共猜 {s['proposed']} 个（{acceptance:.0%}）；"
+                f"主模型每步产出 {s['per_step']:.2f} 个 token（普通解码是 1 个）]")]
     if "decode_tok_s" not in s or "plain_tok_s" not in s:
         return lines
     ratio = s["decode_tok_s"] / s["plain_tok_s"]
     if ratio >= 1:
         lines.append(tr(f"[{s['decode_tok_s']:.1f} tokens/s: {ratio:.1f}× plain decoding's {s['plain_tok_s']:.1f} on "
                         "this conversation, measured just after]",
-                        f"[{s['decode_tok_s']:.1f} tokens/s：是紧接着在这段对话上测得的普通解码速度 "
-                        f"{s['plain_tok_s']:.1f} 的 {ratio:.1f}×]"))
+                        f"[{s['decode_tok_s']:.1f} token/s：紧接着在这段对话上测得的普通解码是 "
+                        f"{s['plain_tok_s']:.1f} token/s，投机解码快了 {ratio:.1f}×]"))
     else:
         lines.append(tr(f"[this draft slows decoding down: {s['decode_tok_s']:.1f} tokens/s against "
                         f"{s['plain_tok_s']:.1f} for plain decoding on this conversation, measured just after "
@@ -314,12 +323,12 @@ def speculative_lines(s: dict, k: int) -> list[str]:
                         "a replay of the DeltaNet layers after a rejection): a random draft always loses, a weak one "
                         "whenever its acceptance is below the break-even. Restart without --speculative to decode "
                         "plainly]",
-                        f"[这个草稿反而拖慢了解码：{s['decode_tok_s']:.1f} tokens/s，"
-                        "紧接着在这段对话上测得的普通解码是 "
-                        f"{s['plain_tok_s']:.1f}（慢了 {1 / ratio:.1f}×）。它的猜测被接受了 {acceptance:.0%}，"
-                        f"主模型每步产出 {s['per_step']:.2f} 个 token，却要读 {k + 1} 个 token、"
-                        f"等 {k} 次草稿前向（被拒绝后还要重放 DeltaNet 层）：随机的草稿总是更慢，"
-                        "弱的草稿只要接受率低于盈亏平衡点也更慢。去掉 --speculative 重新启动即可普通解码]"))
+                        f"[这个草稿反而拖慢了解码：{s['decode_tok_s']:.1f} token/s，"
+                        "而紧接着在这段对话上测得的普通解码是 "
+                        f"{s['plain_tok_s']:.1f} token/s（慢了 {1 / ratio:.1f}×）。猜测的接受率为 {acceptance:.0%}，"
+                        f"主模型每步产出 {s['per_step']:.2f} 个 token，却要读 {k + 1} 个 token，"
+                        f"还要等 {k} 次草稿前向（猜错后还得重放 DeltaNet 层）：随机的草稿一定更慢，"
+                        "弱的草稿只要接受率低于盈亏平衡点也会更慢。去掉 --speculative 重新启动，就回到普通解码]"))
     return lines
 
 
@@ -329,14 +338,14 @@ def turn(chat, text, view):
     if pads:
         print(tr(f"(not sent: {pads[0]} stands for the tokens of an image or video and cannot be typed; attach a "
                  "picture with /image PATH)",
-                 f"（未发送：{pads[0]} 代表图片或视频的 token，不能手动输入；附图片请用 /image PATH）"))
+                 f"（未发送：{pads[0]} 是图片或视频 token 的占位符，不能手动输入；附图片请用 /image PATH）"))
         return
     found = [s for s in chat.tok.special_tokens if s in text]
     if found:
         print(tr(f"(note: {', '.join(found)} in your message becomes the token itself, one id, not text, as with "
                  "Qwen's own tokenizer: the model reads a marker there)",
-                 f"（注意：你消息里的 {', '.join(found)} 会变成这个 token 本身，一个 id，而不是文本，"
-                 "和 Qwen 自己的分词器一样：模型在那里读到的是一个标记）"))
+                 f"（注意：你消息里的 {'、'.join(found)} 会编码成这个特殊 token 本身，即一个 id，而不是普通文本；"
+                 "Qwen 自己的分词器也是这样：模型在那里读到的是一个标记）"))
     dim, plain = ("\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "")
     before = chat.messages  # respond() replaces the list when, and only when, the turn joins
     try:
@@ -346,31 +355,32 @@ def turn(chat, text, view):
                 continue
             print(f"{dim}{piece}{plain}" if part == "think" else piece, end="", flush=True)
         s = chat.stats
-        speed = tr(f", {s['decode_tok_s']:.1f} tokens/s", f"，速度 {s['decode_tok_s']:.1f} tokens/s") \
+        speed = tr(f", {s['decode_tok_s']:.1f} tokens/s", f"，{s['decode_tok_s']:.1f} token/s") \
             if "decode_tok_s" in s else ""
         image = tr(f" ({s['image_tokens']} of them image tokens)", f"（其中 {s['image_tokens']} 个是图像 token）") \
             if s["image_tokens"] else ""
         reread = (tr(f"; {s['reread']} of the new ones re-read your last reply, which the template writes without "
                      "the thinking block it followed (empty with thinking off), so its cache could not be kept",
-                     f"；其中 {s['reread']} 个是重读的上一条回复：模板再写它时去掉了它后面跟着的思考块"
-                     "（关闭思考时为空），所以它的缓存没法保留")
+                     f"；其中 {s['reread']} 个是重读的上一条回复：模板重写这条回复时去掉了它前面的思考块"
+                     "（关闭思考时思考块为空），所以它的缓存不能沿用")
                   if s["reread"] else "")
         print(tr(f"\n[{s['tokens']} tokens{speed}; prompt: {s['prompt']} new tokens{image} in {s['prefill_s']:.2f} s, "
                  f"{s['reused']} read from the cache{reread}]",
                  f"\n[{s['tokens']} 个 token{speed}；提示词：{s['prompt']} 个新 token{image}，"
-                 f"用时 {s['prefill_s']:.2f} 秒，"
-                 f"{s['reused']} 个从缓存读取{reread}]"))
+                 f"用时 {s['prefill_s']:.2f} 秒；"
+                 f"另有 {s['reused']} 个直接从缓存读取{reread}]"))
         if "steps" in s:
             for line in speculative_lines(s, chat.draft.k):
                 print(line)
         if s["cut_thinking"]:
             print(tr(f"[the {chat.max_new_tokens}-token limit cut the reasoning: the reply is kept with an empty "
                      "answer; /limit N raises the limit]",
-                     f"[{chat.max_new_tokens} 个 token 的上限截断了推理：这条回复以空答案保留；/limit N 可以提高上限]"))
+                     f"[推理达到 {chat.max_new_tokens} 个 token 的上限，被截断：这条回复以空答案保留；"
+                     "/limit N 可以提高上限]"))
         elif s["cut"]:
             print(tr(f"[stopped at the {chat.max_new_tokens}-token limit; the reply is kept as it is; /limit N raises "
                      "it]",
-                     f"[到了 {chat.max_new_tokens} 个 token 的上限而停止；回复按原样保留；/limit N 可以提高上限]"))
+                     f"[达到 {chat.max_new_tokens} 个 token 的上限，已停止；回复按原样保留；/limit N 可以提高上限]"))
     except KeyboardInterrupt:
         if chat.messages is before:
             kept = tr("; the attached image(s) stay for your next message", "；附加的图片留给你的下一条消息") \
@@ -378,7 +388,7 @@ def turn(chat, text, view):
             print(tr(f"{plain} [stopped: your message and the partial reply are left out of the conversation{kept}]",
                      f"{plain} [已停止：你的消息和回复的已生成部分都不计入对话{kept}]"))
         else:  # the reply had ended and joined; only its numbers were cut short
-            print(tr(f"{plain} [the reply was complete and is kept]", f"{plain} [回复已经完整，予以保留]"))
+            print(tr(f"{plain} [the reply was complete and is kept]", f"{plain} [回复已经完整生成，保留在对话里]"))
 
 
 def main(argv=None):
@@ -397,15 +407,15 @@ def run(args):
                                 "verified position by the drafts before it); drop one of the two",
                                 f"--presence-penalty {args.presence_penalty} 不能和 --speculative 一起用："
                                 "这个聊天程序的投机解码不施加任何惩罚"
-                                "（否则每个验证位置都要按它前面的草稿 token 来惩罚）；"
-                                "两者去掉一个"))
+                                "（要施加的话，每个验证位置都得按它前面的草稿 token 来惩罚）；"
+                                "两个选项只能留一个"))
         device = torch.device(args.device) if args.device else pick_device()
         available = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
         if not available.get(device.type, True):
             raise ValueError(tr(f"--device {args.device}: this machine's torch has no such device; leave --device "
                                 "out to use the fastest one it has",
                                 f"--device {args.device}：这台机器上的 torch 没有这种设备；"
-                                "不写 --device 就会用它最快的设备"))
+                                "去掉 --device，就会用这台机器上最快的设备"))
         checkpoint = open_model(args.model)
         if args.max_pixels is not None:  # its range is the checkpoint's: said now, not at the first picture
             budget_settings(checkpoint.image, args.max_pixels)
@@ -421,7 +431,7 @@ def run(args):
     if synthetic:
         print(tr("synthetic checkpoint: its weights are random, so every reply is random tokens. The code path is "
                  f"the real one; load the real model with --model {DEFAULT_MODEL} to talk.",
-                 "合成检查点：权重是随机的，所以每条回复都是随机 token。代码路径是真实的；"
+                 "合成检查点：权重是随机的，所以每条回复都是一串随机 token。代码路径和真实模型完全相同；"
                  f"想真正对话，请用 --model {DEFAULT_MODEL} 加载真实模型。"))
     thinking = default_thinking(checkpoint) if args.think is None else args.think
     overrides = {k: getattr(args, k) for k in [*CARD[False], "seed"]}
@@ -431,8 +441,9 @@ def run(args):
         print(tr(f"--speculative {args.speculative}: the model card's presence penalty ({off}, thinking {on}) is off: "
                  "this chat's speculative decoding applies none (the method could: the verify pass knows the drafts "
                  "before each position it scores)",
-                 f"--speculative {args.speculative}：模型卡里的 presence penalty（{off}，思考时 {on}）已关闭："
-                 "这个聊天程序的投机解码不施加惩罚（方法本身可以：验证前向给每个位置打分时知道它前面的草稿 token）"))
+                 f"--speculative {args.speculative}：模型卡里的存在惩罚（{off}，思考时 {on}）已关闭："
+                 "这个聊天程序的投机解码不施加惩罚（方法本身是可以施加的：验证前向给每个位置打分时，"
+                 "知道它前面有哪些草稿 token）"))
     draft = MTPDraft(model, args.speculative) if args.speculative else None
     chat = Session(model, tok, checkpoint, thinking or args.hide_thinking, overrides,
                    args.max_new_tokens or (48 if synthetic else 1024), args.system, draft)
@@ -447,7 +458,7 @@ def run(args):
     state = tr("hidden", "开启但不打印") if view == "hide" else tr("on", "开启") if chat.thinking else tr("off", "关闭")
     print(tr(f"{checkpoint.folder.name}: weights in {name} on {device}{threads}; thinking {state}; replies stop at "
              f"{chat.max_new_tokens} tokens (/limit N).",
-             f"{checkpoint.folder.name}：权重为 {name}，在 {device} 上{threads}；思考{state}；"
+             f"{checkpoint.folder.name}：权重为 {name}，运行在 {device} 上{threads}；思考{state}；"
              f"回复最多 {chat.max_new_tokens} 个 token（/limit N）。"))
     print(tr(f"commands: {commands(images=draft is None)}; /help says what each does. Ctrl-C stops a reply; Ctrl-D or "
              "/quit leaves.",

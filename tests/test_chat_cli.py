@@ -91,18 +91,19 @@ def test_the_chat_speaks_chinese(synthetic):
     message is sent, so no random reply), and --help too, here chosen by QWEN_LANG (the suite's is en)."""
     code, out, err = run_chat("/help\n/limit 3\n/think hide\n/nonsense\n/history\n", "--lang", "zh")
     assert code == 0 and "Traceback" not in err, err
-    assert "合成检查点：权重是随机的，所以每条回复都是随机 token" in out and "*** 合成权重" in out
-    assert "synthetic：权重为 bf16，在 cpu 上，1 个 CPU 线程（--threads N）；思考关闭；回复最多 6 个 token" in out
+    assert "合成检查点：权重是随机的，所以每条回复都是一串随机 token" in out and "*** 合成权重" in out
+    assert "synthetic：权重为 bf16，运行在 cpu 上，1 个 CPU 线程（--threads N）；思考关闭；回复最多 6 个 token" in out
     assert "命令：\n  /image PATH  " in out and "每 32 × 32 像素一个 token" in out and "回车发送" in out
-    assert "（回复最多 3 个 token）" in out and "（思考开启，不打印推理过程；采样：temperature 1.0" in out
-    assert "'/nonsense' 不是可用的命令：/image [PATH | drop], /reset" in out and "（还没有消息）" in out
+    assert "（回复最多 3 个 token）" in out and "（思考开启，不打印推理过程；采样：温度 1.0、top-p 0.95" in out
+    assert "'/nonsense' 不是可用的命令：/image [PATH | drop]、/reset、" in out and "（还没有消息）" in out
     assert out.count("你> ") == 6 and out.rstrip().endswith("再见")
     english = [line for line in out.splitlines() if re.search(r"\b[a-z]{2,}(?: [a-z]{2,}){4,}\b", line)]
     assert english == [], english
     r = subprocess.run([sys.executable, "main.py", "chat", "--help"], capture_output=True, text=True, timeout=120,
                        cwd=ROOT, env={**os.environ, "QWEN_LANG": "zh"})
     assert r.returncode == 0 and "在终端里和手写的 Qwen3.5 聊天。" in r.stdout, r.stderr
-    assert "回复长度上限（默认 1024；合成检查点上为 48）" in r.stdout and "--lang {en,zh}" in r.stdout
+    assert "存在惩罚" in r.stdout and "presence penalty" not in r.stdout
+    assert "单条回复的 token 上限（默认 1024；合成检查点上为 48）" in r.stdout and "--lang {en,zh}" in r.stdout
 
 
 @pytest.mark.slow
