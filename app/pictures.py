@@ -56,7 +56,8 @@ def image_args(arg: str) -> tuple[str, int | None]:
         budget, words = int(words[at + 1]), words[:at] + words[at + 2:]
         arg = " ".join(words)
     if not words:
-        raise ValueError(tr("no file named: /image PATH --max-pixels N", "没有给出文件名：/image PATH --max-pixels N"))
+        raise ValueError(tr("no file named: /image PATH --max-pixels N",
+                            "没有给出文件名，用法：/image PATH --max-pixels N"))
     return (words[0] if len(words) == 1 else arg), budget
 
 
@@ -68,7 +69,7 @@ def budget_settings(s: ImageSettings, budget: int | None) -> ImageSettings:
         raise ValueError(tr(f"--max-pixels {budget:,} is below the smallest picture the processor makes "
                             f"({s.min_pixels:,} pixels, 64 tokens): give at least {s.min_pixels:,}",
                             f"--max-pixels {budget:,} 小于图像处理器能产生的最小图片（{s.min_pixels:,} 像素，"
-                            f"64 个 token）：至少要给 {s.min_pixels:,}"))
+                            f"64 个 token）：至少要设为 {s.min_pixels:,}"))
     if budget > s.max_pixels:
         raise ValueError(tr(f"--max-pixels {budget:,} is above the checkpoint's budget of {s.max_pixels:,} pixels: "
                             "it can only be lowered",
@@ -114,12 +115,11 @@ def tower_warning(chat: Session, size: tuple[int, int], grid: torch.Tensor, s: I
               f"{attention} in attention (which grows as the square of the patches), at the {fast:.0f} and "
               f"{slow:.0f} GFLOP/s this CPU just ran the tower's shapes at (norms and copies come on top). A smaller "
               f"pixel budget is quicker: /image drop, then {hint}; or start the chat with --max-pixels N]",
-              f"[警告：在 CPU 上，视觉塔读这张图片至少要约 {seconds:.0f} 秒，发生在你发送下一条消息时："
-              f"它的 {cost.patches:,} 个 patch 在线性层里要 {linear}，在注意力里要 {attention}"
-              f"（后者随 patch 数的平方增长），按这台 CPU 刚才跑视觉塔各个形状测得的 "
-              f"{fast:.0f} 和 {slow:.0f} GFLOP/s 估算"
-              f"（归一化和拷贝还要另算）。像素预算小一些会更快：先 /image drop，再 {hint}；"
-              "或者用 --max-pixels N 启动聊天]")
+              f"[警告：这张图片要等你发送下一条消息时才由视觉塔读入，在 CPU 上至少要约 {seconds:.0f} 秒："
+              f"它的 {cost.patches:,} 个 patch 在线性层里要算 {linear}，在注意力里要算 {attention}"
+              f"（注意力的计算量随 patch 数的平方增长）；这是按这台 CPU 刚才跑视觉塔各个形状测得的 "
+              f"{fast:.0f} 和 {slow:.0f} GFLOP/s 估算的，归一化和拷贝还不算在内。"
+              f"调小像素预算会更快：先 /image drop，再 {hint}；或者启动聊天时加上 --max-pixels N]")
 
 
 def image_command(chat: Session, arg: str, budget: int | None = None) -> None:
@@ -139,9 +139,9 @@ def image_command(chat: Session, arg: str, budget: int | None = None) -> None:
     if arg == "drop":
         n = chat.drop_pending()
         if n == 1:
-            print(tr(f"({n} picture dropped; none pending)", f"（已丢弃 {n} 张图片；没有待发送的了）"))
+            print(tr(f"({n} picture dropped; none pending)", f"（已丢弃 {n} 张图片，现在没有待发送的图片）"))
         else:
-            print(tr(f"({n} pictures dropped; none pending)", f"（已丢弃 {n} 张图片；没有待发送的了）") if n else
+            print(tr(f"({n} pictures dropped; none pending)", f"（已丢弃 {n} 张图片，现在没有待发送的图片）") if n else
                   tr("(no pictures pending)", "（没有待发送的图片）"))
         return
     try:
@@ -162,7 +162,7 @@ def image_command(chat: Session, arg: str, budget: int | None = None) -> None:
                  f"；已从 {w0}×{h0} 缩放到 {s.min_pixels:,} 至 {s.max_pixels:,} 像素的预算内")
     else:
         how = tr(f"; resized from {w0}×{h0} to multiples of {s.factor}",
-                 f"；已从 {w0}×{h0} 缩放为 {s.factor} 的倍数") if (w, h) != (w0, h0) else ""
+                 f"；已从 {w0}×{h0} 缩放到边长为 {s.factor} 的倍数") if (w, h) != (w0, h0) else ""
     n = len(chat.pending)
     total = sum(tokens_per_image(p["image_grid_thw"], s.merge_size)[0] for p in chat.pending)
     pending = tr("it goes with your next message", "它随你的下一条消息发送") if n == 1 else \
