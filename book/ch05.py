@@ -29,11 +29,11 @@ def activations():
                  xytext=(-5.8, 2.0), fontsize=9, arrowprops=dict(arrowstyle="->"))
     ax0.axhline(0, color="black", lw=0.5)
     ax0.set(xlabel="z", ylabel=tr("activation", "激活值"), ylim=(-1, 6),
-            title=tr("the curves: silu is smooth and dips below 0", "曲线：silu 是光滑的，并略微低于 0"))
+            title=tr("the curves: silu is smooth and dips below 0", "曲线：silu 处处光滑，在 0 以下略微下探"))
     ax1.axhline(0, color="black", lw=0.5)
     ax1.set(xlabel="z", ylabel=tr("slope d/dz", "斜率 d/dz"),
             title=tr("their slopes: relu's jumps from 0 to 1, silu's overshoots 1",
-                     "它们的斜率：relu 的从 0 跳到 1，silu 的会超过 1"))
+                     "各自的斜率：relu 从 0 突变到 1，silu 会超过 1"))
     ax0.legend(loc="upper left")
     ax1.legend(loc="upper left")
     fig.suptitle(tr("The activation of the gate branch: silu (Qwen3.5), relu and gelu",
@@ -58,11 +58,11 @@ def gate_activations(gate, up, tokens, title):
     units, T = z.shape[1], z.shape[0]
     ax0.set(xlabel=tr("value", "数值"), ylabel=tr("number of (token, unit) pairs", "(token, 单元) 对的个数"),
             title=tr(f"{units:,} units × {T} tokens: silu squeezes the negative side towards 0",
-                     f"{units:,} 个单元 × {T} 个 token：silu 把负的一侧压向 0"))
+                     f"{units:,} 个单元 × {T} 个 token：silu 把负值一侧压向 0"))
     ax0.legend()
     ax1.bar(range(len(tokens)), 100 * small, color="C0")
     ax1.set_xticks(range(len(tokens)), tokens, rotation=60, ha="right", fontsize=8)
-    ax1.set(ylabel=tr("% of units", "单元占比 (%)"), ylim=(0, 100),
+    ax1.set(ylabel=tr("% of units", "单元占比（%）"), ylim=(0, 100),
             title=tr("units with |silu(z) · up| < 1 % of the token's largest",
                      "|silu(z) · up| 小于该 token 最大值 1 % 的单元"))
     fig.suptitle(title)

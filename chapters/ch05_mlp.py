@@ -16,9 +16,9 @@ Its notebook, notebooks/ch05_mlp.ipynb, is written from this file by python note
 # %% [markdown] lang="zh"
 # # 第 5 章 · SwiGLU MLP
 #
-# 每个解码层（0.8B 有 24 层）都以一个 MLP 结尾：混合层在 token 之间搬运完信息之后，MLP 对每个 token 单独处理。
-# 它把向量从 $d$ 维拓宽到 $I$ 维，让一个**门**决定每个隐藏单元放过多少，再投影回 $d$ 维。除嵌入之外，
-# 大部分权重都在它这里（0.8B 的 498M 中占 264M）。本章写 `qwen/mlp.py`，并把一层的 MLP 作用在一个句子上。
+# 每个解码层（0.8B 共 24 层）的最后一步都是 MLP。混合器负责在 token 之间传递信息，MLP 则对每个 token 单独加工：先把向量
+# 从 $d$ 维拓宽到 $I$ 维，由一个**门**决定每个隐藏单元放行多少，再投影回 $d$ 维。除去嵌入，模型的大部分权重都在 MLP 里
+# （0.8B 的 498M 中占 264M）。本章写 `qwen/mlp.py`，并用一层的 MLP 处理一个句子。
 
 # %%
 import torch
@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 import book
 from book import ch05
+from book.ch04 import padded
 from qwen.course import chapter_args
 from qwen.lang import tr
 from qwen.mlp import MLP
@@ -48,7 +49,7 @@ torch.manual_seed(0)
 # Where it sits: after `post_attention_layernorm`, in every layer, linear-attention and full-attention alike.
 
 # %% [markdown] lang="zh"
-# 它的位置：在 `post_attention_layernorm` 之后，每一层都有，线性注意力层和全注意力层都一样。
+# 它在模型中的位置：紧跟在 `post_attention_layernorm` 之后。每一层都有，线性注意力层和全注意力层都一样。
 
 # %%
 book.show("ch05-map", book.model_map.draw, "mlp")
@@ -63,10 +64,10 @@ book.show("ch05-map", book.model_map.draw, "mlp")
 
 # %% [markdown] lang="zh"
 # ## 1. 三个矩阵
-# `gate_proj` 和 `up_proj` 是 $(I, d)$，`down_proj` 是 $(d, I)$，都没有偏置。真实 0.8B 中 $d = 1024$、$I = 3584$
-# （$3.5d$）：每层 $3 \cdot 1024 \cdot 3584 = 11.0\text{M}$ 个权重，24 层共 264M——比嵌入的 254M 多，也比所有混合层加起来
-# 还多。同样 $d$ 的经典 MLP 用 relu、宽 $4d$，只有两个矩阵：$2 \cdot d \cdot 4d = 8d^2$，而 SwiGLU 是
-# $3 \cdot d \cdot 3.5d = 10.5d^2$，所以 Qwen3.5 的 MLP 比它大 31 %。
+# `gate_proj` 和 `up_proj` 的形状是 $(I, d)$，`down_proj` 是 $(d, I)$，都没有偏置。真实 0.8B 中
+# $d = 1024$，$I = 3584$（即 $3.5d$）：每层 $3 \cdot 1024 \cdot 3584 = 11.0\text{M}$ 个权重，24 层共 264M，比嵌入的
+# 254M 还多，也超过所有混合器的总和。同样 $d$ 的经典 MLP 用 relu、宽 $4d$，只有两个矩阵，共 $2 \cdot d \cdot 4d = 8d^2$
+# 个权重；SwiGLU 则是 $3 \cdot d \cdot 3.5d = 10.5d^2$，所以 Qwen3.5 的 MLP 比经典 MLP 大 31 %。
 
 # %%
 for name, c in ((HERE, cfg), (REAL, real)):
@@ -75,12 +76,12 @@ for name, c in ((HERE, cfg), (REAL, real)):
     one, all_layers = per_layer / 1e6, per_layer * L / 1e6
     print(tr(f"{name:20s} d = {cd:5,}, I = {ci:6,} ({ci / cd:.2f} d): {one:7.3f}M weights per MLP, "
              f"{all_layers:8.2f}M in {L} layers",
-             f"{name}：d = {cd:5,}，I = {ci:6,}（{ci / cd:.2f} d）：每个 MLP {one:7.3f}M 个权重，"
+             f"{padded(name + '：', 20)}d = {cd:5,}，I = {ci:6,}（{ci / cd:.2f} d）：每个 MLP {one:7.3f}M 个权重，"
              f"{L} 层共 {all_layers:8.2f}M"))
 relu_4d = 2 * real.hidden_size * 4 * real.hidden_size
 width, more = real.intermediate_size / real.hidden_size, 3 * real.hidden_size * real.intermediate_size / relu_4d - 1
 print(tr(f"{REAL}: a 4d relu MLP would have {relu_4d / 1e6:.3f}M weights; SwiGLU at {width:.1f} d has {more:.0%} more",
-         f"{REAL}：宽 4d 的 relu MLP 有 {relu_4d / 1e6:.3f}M 个权重；宽 {width:.1f} d 的 SwiGLU 多 {more:.0%}"))
+         f"{REAL}：宽 4d 的 relu MLP 会有 {relu_4d / 1e6:.3f}M 个权重；宽 {width:.1f} d 的 SwiGLU 比它多 {more:.0%}"))
 for name in ("gate_proj", "up_proj", "down_proj"):
     t = W[f"layers.0.mlp.{name}.weight"]
     print(f"layers.0.mlp.{name}.weight: {tuple(t.shape)} {t.dtype}")
@@ -109,8 +110,8 @@ for name in ("gate_proj", "up_proj", "down_proj"):
 # \operatorname{silu}(z) = z \cdot \operatorname{sigmoid}(z)
 # $$
 #
-# 再逐个单元乘上另一路。silu 是光滑的，在 0 以下也放过一点点（最小值 $-0.278$，在 $z \approx -1.28$ 处），$z$ 很大时
-# $\approx z$。
+# 再与另一路逐个单元相乘。silu 处处光滑，在 0 以下也会放过一点负值（在 $z \approx -1.28$ 处取到最小值 $-0.278$），$z$ 很
+# 大时 $\approx z$。
 #
 # 手算验证：$\operatorname{sigmoid}(1) = 1 / (1 + e^{-1}) = 0.7311$，所以
 # $\operatorname{silu}(1) = 0.7311$，$\operatorname{silu}(-1) = -0.2689$。
@@ -132,8 +133,8 @@ book.show("ch05-activations", ch05.activations)
 
 # %% [markdown] lang="zh"
 # ## 3. 动手写
-# **先动手：** 练习 207 要求写出 silu，以及由三个权重矩阵构成的整个 MLP。用 `python practice/judge.py start 207` 开始，
-# 或者在下面的单元格（笔记本里）写好这两个函数并运行：评测器会给它们打分。
+# **先动手：** 练习 207 要写出 silu，以及由三个权重矩阵组成的整个 MLP。可以用 `python practice/judge.py start 207` 开
+# 始，也可以（在笔记本里）直接在下面的单元格写好这两个函数再运行，评测器会给出评分。
 
 
 # %%
@@ -163,9 +164,10 @@ book.listing("qwen/mlp.py")
 # $u$ of $\operatorname{silu}(\mathrm{gate}_u \cdot x) \cdot (\mathrm{up}_u \cdot x)$ times column $u$ of `down_proj`.
 
 # %% [markdown] lang="zh"
-# 数学上就一行：`down_proj(silu(gate_proj(x)) * up_proj(x))`。名字和检查点里的一样，所以加载一层的 MLP
-# 就是把三个张量原样拷过来。在一个 token 上手算验证：MLP 的输出等于对所有隐藏单元 $u$ 求和
-# $\operatorname{silu}(\mathrm{gate}_u \cdot x) \cdot (\mathrm{up}_u \cdot x)$ 乘以 `down_proj` 的第 $u$ 列。
+# 写成数学式只有一行：`down_proj(silu(gate_proj(x)) * up_proj(x))`。子模块的名字和检查点里的一样，所以加载一层的 MLP 就
+# 是原样拷贝三个张量。在一个 token 上手算验证：对所有隐藏单元 $u$，把
+# $\operatorname{silu}(\mathrm{gate}_u \cdot x) \cdot (\mathrm{up}_u \cdot x)$ 乘以 `down_proj` 的第 $u$ 列，再全部加起
+# 来，就是 MLP 的输出。
 
 # %%
 mlp = fill(MLP(cfg), W, "layers.0.mlp.").to(dev)
@@ -176,15 +178,15 @@ with torch.no_grad():
     y = mlp(x)
 shape, off = tuple(y.shape), (y[0, 0] - by_units).abs().max()
 print(tr(f"layer 0 MLP on one random vector: output {shape}; unit-by-unit sum differs by {off:.1e} (fp32 rounding)",
-         f"第 0 层的 MLP 作用在一个随机向量上：输出 {shape}；与逐单元求和相差 {off:.1e}（fp32 舍入）"))
+         f"第 0 层的 MLP 处理一个随机向量：输出形状 {shape}；与逐单元求和的结果相差 {off:.1e}（fp32 舍入）"))
 
 # %% [markdown]
 # ## 4. Each token on its own
 # The MLP never mixes positions: changing one token's input changes only that token's output.
 
 # %% [markdown] lang="zh"
-# ## 4. 每个 token 各管各的
-# MLP 从不混合不同位置：改变一个 token 的输入，只会改变这个 token 的输出。
+# ## 4. 每个 token 各算各的
+# MLP 从不混合不同位置：改动一个 token 的输入，只有这个 token 的输出会变。
 
 # %%
 xs = torch.randn(1, 5, d, device=dev)
@@ -192,8 +194,8 @@ changed = xs.clone()
 changed[0, 2] += 1.0
 with torch.no_grad():
     moved = (mlp(changed) - mlp(xs)).abs().amax(-1)[0]
-print(tr("largest change of each output after changing token 2's input:", "改变 token 2 的输入后，各输出的最大变化："),
-      [f"{v:.2g}" for v in moved.tolist()])
+print(tr("largest change of each output after changing token 2's input:",
+         "改动 token 2 的输入后，各位置输出的最大变化："), [f"{v:.2g}" for v in moved.tolist()])
 
 # %% [markdown]
 # ## 5. The gate on a sentence
@@ -205,10 +207,10 @@ print(tr("largest change of each output after changing token 2's input:", "改�
 
 # %% [markdown] lang="zh"
 # ## 5. 句子上的门
-# 一个句子，取嵌入后经第 0 层的 `post_attention_layernorm` 归一化，再送进第 0 层的 MLP。这里跳过了混合层（第 8 章会跑完
-# 整的一层），所以看到的只是 MLP 对嵌入本身的响应。对每个 token：有多少隐藏单元几乎什么都没传给
-# `down_proj`（$\lvert \operatorname{silu}(z) \cdot \mathrm{up} \rvert$ 不到该 token 最大值的 1 %）。这是乘积小，不是门
-# 关上了：两个因子中哪个小都可以，而且很多这样的单元门是开着的（$z > 0$）；这类单元的个数也打印出来了。
+# 取一个句子，做嵌入，用第 0 层的 `post_attention_layernorm` 归一化，再送进第 0 层的 MLP。这里跳过了混合器（第 8 章会把
+# 整层跑完），所以看到的只是 MLP 对嵌入本身的响应。对每个 token，统计有多少隐藏单元几乎没往 `down_proj` 传东西，即
+# $\lvert \operatorname{silu}(z) \cdot \mathrm{up} \rvert$ 不到该 token 最大值的 1 %。这说明的是乘积小，不是门关上了：两
+# 个因子哪个小都有可能，而且这样的单元里有很多门是开着的（$z > 0$），它们的个数也一并打印出来。
 
 # %%
 tok = load_tokenizer(args.checkpoint.folder)
@@ -229,18 +231,18 @@ print(tr(f"{T} tokens, {I:,} units{units}", f"{T} 个 token，{I:,} 个单元{un
 negative, shares = (gate < 0).float().mean(), [f"{v:.0%}" for v in small.tolist()]
 print(tr(f"gate z < 0 (there |silu(z)| ≤ 0.28): {negative:.0%} of (token, unit) pairs; passing almost nothing, "
          f"per token: {shares}",
-         f"门 z < 0（此时 |silu(z)| ≤ 0.28）：占 (token, 单元) 对的 {negative:.0%}；几乎什么都不传的单元，逐 token："
+         f"门 z < 0（此时 |silu(z)| ≤ 0.28）的 (token, 单元) 对占 {negative:.0%}；各 token 中几乎不向下传的单元占比："
          f"{shares}"))
 n_tiny, n_open = int(tiny.sum()), int((tiny & (gate > 0)).sum())
 print(tr(f"of the {n_tiny} (token, unit) pairs that pass almost nothing, {n_open} have an open gate (z > 0): a small "
          f"product, not a shut gate",
-         f"几乎什么都不传的 {n_tiny} 个 (token, 单元) 对中，有 {n_open} 个的门是开着的（z > 0）：是乘积小，"
-         f"不是门关上了"))
+         f"在几乎不向下传的 {n_tiny} 个 (token, 单元) 对中，有 {n_open} 个的门是开着的（z > 0）：小的是乘积，"
+         f"门并没有关上"))
 
 # %%
 book.show("ch05-gates", ch05.gate_activations, gate.cpu(), up.cpu(), tokens,
           tr(f"Layer 0's MLP on one sentence, mixer skipped{SYNTHETIC}",
-             f"第 0 层的 MLP 作用在一个句子上，跳过混合层{SYNTHETIC}"))
+             f"第 0 层的 MLP 处理一个句子，跳过混合器{SYNTHETIC}"))
 
 # %% [markdown]
 # On the synthetic checkpoint the weights are random, so these shares say nothing about the real model: a random
@@ -260,19 +262,19 @@ book.show("ch05-gates", ch05.gate_activations, gate.cpu(), up.cpu(), tokens,
 # and product in the same order, so the outputs agree to fp32 rounding in fp32 and bit for bit in bf16.
 
 # %% [markdown] lang="zh"
-# 在合成检查点上权重是随机的，所以这些比例对真实模型说明不了什么：随机的门按构造就有大约一半时间是负的。用 `--model
-# Qwen/Qwen3.5-0.8B` 运行本章，看看训练出的门表现如何。
+# 合成检查点的权重是随机的，这些比例对真实模型说明不了什么：随机的门本来就有大约一半是负的。用
+# `--model Qwen/Qwen3.5-0.8B` 运行本章，可以看看训练好的门表现如何。
 #
 # ## 动手试试
 #
-# - 在 MLP 的一个副本里把 silu 换成 relu，比较句子上的输出：relu 恰好关掉了多少个单元，输出又偏了多远？
-# - 加载时交换 `gate_proj` 和 `up_proj`（把一个张量加载到另一个里）：输出变了，尽管每个权重都一样。silu
-#   看到的是两者中的哪一个？
-# - 在一个句子里放两次同一个 token：它的两个 MLP 输出完全相同，因为这里跳过了混合层。
+# - 复制一份 MLP，把 silu 换成 relu，比较句子上的输出：relu 恰好关掉了多少个单元？输出偏了多远？
+# - 加载时交换 `gate_proj` 和 `up_proj`（把一个张量加载到另一个的位置上）：每个权重都没变，输出却变了。silu 作用在哪一个
+#   上？
+# - 在一个句子里放两次同一个 token：它的两个 MLP 输出完全相同，因为这里跳过了混合器。
 #
-# ## 拿出证明
-# 同样的输入送进 transformers 里这个检查点第 0 层的 `Qwen3_5MLP`：同样的三次 `F.linear`、`F.silu` 和乘积，顺序也相同，
-# 所以 fp32 下输出在 fp32 舍入误差内一致，bf16 下逐位相同。
+# ## 对照验证
+# 把同样的输入送进 transformers 里本检查点第 0 层的 `Qwen3_5MLP`：同样是三次 `F.linear`、一次 `F.silu` 和一次乘法，顺序
+# 也一样。所以 fp32 下两者的输出在舍入误差内一致，bf16 下逐位一致。
 
 
 # %%
@@ -285,8 +287,9 @@ def compare(transformers, path):
     ours = fill(MLP(cfg), W, "layers.0.mlp.")
     x = torch.randn(2, 7, d)
     with torch.no_grad():
-        book.oracle.difference("MLP, fp32", ours(x), theirs(x))
-        book.oracle.difference("MLP, bf16", ours.bfloat16()(x.bfloat16()), theirs.bfloat16()(x.bfloat16()))
+        book.oracle.difference(tr("MLP, fp32", "fp32 下的 MLP"), ours(x), theirs(x))
+        book.oracle.difference(tr("MLP, bf16", "bf16 下的 MLP"), ours.bfloat16()(x.bfloat16()),
+                               theirs.bfloat16()(x.bfloat16()))
 
 
 book.proof(compare, args.checkpoint.folder)
@@ -317,18 +320,17 @@ book.proof(compare, args.checkpoint.folder)
 # ## 小结
 #
 # - MLP 是 $\operatorname{down}(\operatorname{silu}(\operatorname{gate}(x)) \odot \operatorname{up}(x))$：两个拓宽投影，
-#   其中一个经过 silu，逐个单元相乘，再一个投影回去。没有偏置；每个 token 各管各的。
-# - 真实 0.8B 的每一层都是 1024 → 3584 → 1024：24 层共 264M 个权重，比嵌入（254M）多，也比所有混合层加起来还多。
-# - $\operatorname{silu}(z) = z \cdot \operatorname{sigmoid}(z)$：光滑，0 以下略为负，$z$ 大一些（几以上）时
-#   $\approx z$。
-# - bf16 下 `F.silu` 只舍入一次；把 $z \cdot \operatorname{sigmoid}(z)$ 展开来写会舍入两次——参考实现用的是 `F.silu`。
+#   其中一个经过 silu，两者逐个单元相乘，再由一个投影变回原来的宽度。没有偏置；每个 token 单独计算。
+# - 真实 0.8B 的每一层都是 1024 → 3584 → 1024：24 层共 264M 个权重，比嵌入（254M）多，也超过所有混合器的总和。
+# - $\operatorname{silu}(z) = z \cdot \operatorname{sigmoid}(z)$：光滑，0 以下略为负，$z$ 大过几之后 $\approx z$。
+# - bf16 下 `F.silu` 只舍入一次；把 $z \cdot \operatorname{sigmoid}(z)$ 拆开写会舍入两次。参考实现用的是 `F.silu`。
 #
 # ### 形状
 #
 # | 步骤 | 形状 | 真实 Qwen3.5-0.8B |
 # |---|---|---|
 # | $x$（`post_attention_layernorm` 之后） | (B, T, d) | (B, T, 1024) |
-# | `gate_proj(x)`, `up_proj(x)` | (B, T, I) | (B, T, 3584) |
+# | `gate_proj(x)`、`up_proj(x)` | (B, T, I) | (B, T, 3584) |
 # | $\operatorname{silu}(\mathrm{gate}) \odot \mathrm{up}$ | (B, T, I) | (B, T, 3584) |
 # | `down_proj(…)` | (B, T, d) | (B, T, 1024) |
 
@@ -342,7 +344,7 @@ book.notation(args.checkpoint)
 
 # %% [markdown] lang="zh"
 # ### 练习
-# 207 · SwiGLU MLP，附有常见错误的提示（silu 用错了分支、gate 和 up 弄反、用 sigmoid 代替 silu、把 `x @ W.T` 写成
+# 207 · SwiGLU MLP，附常见错误的提示（silu 放错了分支、gate 和 up 弄反、用 sigmoid 代替 silu、把 `x @ W.T` 写成
 # `x @ W`）。
 
 # %%
@@ -386,17 +388,17 @@ book.attempt(207)
 # ```
 
 # %% [markdown] lang="zh"
-# ## 怎么讲清楚
+# ## 面试怎么答
 #
-# 1. **它是什么。** 一个门控线性单元（GLU）：
+# 1. **它是什么。** 一个门控线性单元（GLU），写出来是
 #    $\mathrm{out} = W_{\mathrm{down}} \left(\operatorname{silu}(W_{\mathrm{gate}} x) \odot W_{\mathrm{up}} x\right)$。
-#    和经典的 $W_2 \operatorname{relu}(W_1 x)$ 相比，它多了第三个矩阵；Shazeer 把宽度从 $4d$ 缩到 $\tfrac{8}{3} d$，保持
-#    参数量不变（$3 \cdot \tfrac{8}{3} = 2 \cdot 4$）。Qwen3.5-0.8B 用 $3.5d$，所以它的 MLP 比 $4d$ 的 relu MLP 多 31 %
-#    的参数。
-# 2. **为什么要门。** 这个乘积让网络能用输入的某个函数对每个隐藏单元做乘性调制——一个学出来的、随输入变化的掩码——在
-#    Shazeer 的对比里，同样的计算量下，GLU 变体训练到的困惑度比 relu 或 gelu 的 MLP 更低。
-# 3. **为什么用 silu。** 光滑（和 relu 不同，负输入也有非零梯度），大输入时接近恒等，而且算得快。MLP 对每个 token
-#    单独运行，所以很容易批处理；在短上下文下，它的 264M 个权重大约占 0.8B 中每个 token 要乘的 752M 个权重的三分之一。
+#    和经典的 $W_2 \operatorname{relu}(W_1 x)$ 相比多了一个矩阵；为了让参数量不变，Shazeer 把宽度从 $4d$ 缩到
+#    $\tfrac{8}{3} d$（$3 \cdot \tfrac{8}{3} = 2 \cdot 4$）。Qwen3.5-0.8B 用 $3.5d$，所以它的 MLP 比 $4d$ 的 relu
+#    MLP 多 31 % 的参数。
+# 2. **为什么要门。** 这个乘积让网络可以用输入的某个函数去乘每个隐藏单元，相当于一个学出来、随输入变化的掩码。Shazeer 的
+#    对比实验里，计算量相同时，GLU 变体训练出的困惑度比 relu 或 gelu 的 MLP 更低。
+# 3. **为什么用 silu。** 光滑（负输入也有非零梯度，relu 没有），输入大时接近恒等映射，计算也便宜。MLP 对每个 token 单独
+#    计算，很容易凑成批次一起算；上下文较短时，0.8B 里每个 token 要乘的 752M 个权重中，MLP 的 264M 约占三分之一。
 #
 # ## 文件
 #
@@ -417,5 +419,5 @@ book.attempt(207)
 # practice/
 # └── 207_swiglu/     + 练习 207
 #
-# + 本章新增 · 无标记：前面章节写的
+# + 本章新增 · 无标记：来自前面的章节
 # ```
