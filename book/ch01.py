@@ -14,7 +14,7 @@ def formulas():
     language the course speaks when called: the chapter calls it after --lang is read)."""
     return {
         "input_layernorm.weight": ("(d,)", tr("one scale per channel of the residual stream",
-                                              "残差流的每个通道一个缩放系数")),
+                                              "残差流每个通道一个比例")),
         "post_attention_layernorm.weight": ("(d,)", tr("the same, before the MLP", "同上，在 MLP 之前")),
         "mlp.gate_proj.weight": ("(I, d)", tr("SwiGLU's gate, d -> I", "SwiGLU 的门，d -> I")),
         "mlp.up_proj.weight": ("(I, d)", tr("SwiGLU's value, d -> I", "SwiGLU 的值，d -> I")),
@@ -26,11 +26,11 @@ def formulas():
         "linear_attn.in_proj_b.weight": ("(Hv, d)", tr("β, the write strength, one per value head",
                                                        "β，写入强度，每个值头一个")),
         "linear_attn.in_proj_a.weight": ("(Hv, d)", tr("the decay input, one per value head",
-                                                       "衰减的输入，每个值头一个")),
+                                                       "衰减项的输入，每个值头一个")),
         "linear_attn.conv1d.weight": ("(2·Hk·dk + Hv·dv, 1, K)",
                                       tr("depthwise: K taps for each q, k, v channel, no bias",
                                          "逐通道卷积：每个 q、k、v 通道 K 个抽头，无偏置")),
-        "linear_attn.dt_bias": ("(Hv,)", tr("added to the decay input", "加到衰减的输入上")),
+        "linear_attn.dt_bias": ("(Hv,)", tr("added to the decay input", "加到衰减项的输入上")),
         "linear_attn.A_log": ("(Hv,)", tr("log of each value head's decay rate", "每个值头衰减率的对数")),
         "linear_attn.norm.weight": ("(dv,)", tr("the gated RMSNorm, shared by the value heads",
                                                 "门控 RMSNorm，各值头共用")),
@@ -47,7 +47,7 @@ def formulas():
         "embed_tokens.weight": ("(V, d)", tr("one row per token id", "每个 token id 一行")),
         "norm.weight": ("(d,)", tr("the final norm, before the head", "最终归一化，在输出头之前")),
         "lm_head.weight": ("(V, d)", tr("stored only when the head is not tied to the embedding",
-                                        "只在输出头不与嵌入绑定时才存")),
+                                        "只在输出头不与嵌入共享时才存")),
     }
 
 
@@ -151,7 +151,7 @@ def parts_figure(counts, real_counts, n_linear, n_full, synthetic):
 
     parts = ("embedding", "lm_head", "linear_attention", "full_attention", "mlp", "norms")
     L = n_linear + n_full
-    labels = [tr("embedding", "嵌入"), tr("lm_head\n(0 when tied)", "lm_head\n（绑定时为 0）"),
+    labels = [tr("embedding", "嵌入"), tr("lm_head\n(0 when tied)", "lm_head\n（共享时为 0）"),
               tr(f"linear attention\n({n_linear} layers)", f"线性注意力\n（{n_linear} 层）"),
               tr(f"full attention\n({n_full} layers)", f"全注意力\n（{n_full} 层）"),
               tr(f"MLP\n({L} layers)", f"MLP\n（{L} 层）"),
@@ -172,5 +172,5 @@ def parts_figure(counts, real_counts, n_linear, n_full, synthetic):
     axes[0].set_xlim(0, 130)  # room for the labels beside the longest bar
     axes[0].set_xticks(range(0, 101, 20))
     fig.suptitle(tr("Parameters by part of the model (q/k norms and the gated norm count with their mixer)",
-                    "按模型各部分统计的参数量（q/k 的归一化和门控归一化计入各自的混合器）"))
+                    "模型各部分的参数量（q/k 归一化和门控归一化计入所在的混合器）"))
     return fig

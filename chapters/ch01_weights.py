@@ -46,38 +46,39 @@ Its notebook, notebooks/ch01_weights.ipynb, is written from this file by python 
 # %% [markdown] lang="zh"
 # # 第 1 章 · 检查点里有什么
 #
-# 写任何一层之前，先把检查点打开看一看：`config.json` 给出各项数字，`.safetensors` 文件给出一个个有名字的
-# 张量。本章新增 `qwen/weights.py`，之后每一章都靠它按名字取张量；本章还会手工读一个 safetensors 文件头，
-# 说明这个格式里没有任何魔法。
+# 动手写任何一层之前，先打开检查点看看里面有什么：`config.json` 里是各项尺寸，`.safetensors` 文件里是一个个带名字的张
+# 量。本章新增 `qwen/weights.py`，后面每一章都靠它按名字取张量。本章还会手工解析一个 safetensors 文件头，你会看到这个
+# 格式并没有什么玄机。
 #
 # ```
 # qwen/
-# ├── config.py           + Config、VisionConfig：config.json 里的数字（read_config 读文件）、dtype 的名字
-# ├── checkpoint.py       + open_checkpoint：文件夹只打开一次，config.json 只读一次，输出头绑不绑定也在这里定
+# ├── config.py           + Config、VisionConfig：config.json 里的数字（read_config 读文件）、dtype 名称
+# ├── checkpoint.py       + open_checkpoint：文件夹只打开一次，config.json 只读一次，输出头是否共享也在这里确定
 # ├── weights.py          + Weights、fill、read_header
-# ├── hub.py              + find_model：一个文件夹、data/、Hugging Face 缓存，或者下载
+# ├── hub.py              + find_model：依次找文件夹、data/、Hugging Face 缓存，都没有就下载
 # ├── synthetic.py        + 离线用的检查点：真实的布局，随机的权重
-# ├── make_tokenizer.py   + 写出合成检查点的分词器文件
-# └── course.py           + --model、设备和横幅，每一章都用
-# book/                   + 各章展示的东西：图、模型地图、记号表
+# ├── make_tokenizer.py   + 生成合成检查点的分词器文件
+# └── course.py           + 各章共用：--model 参数、设备选择、开头的横幅
+# book/                   + 各章要展示的内容：图、模型地图、记号表
 # chapters/
 # └── ch01_weights.py     + 本章的脚本
 # notebooks/
 # ├── ch01_weights.ipynb  + 本笔记本，由脚本生成
-# └── sync.py             + 由每章的脚本生成它的笔记本
+# └── sync.py             + 由各章脚本生成对应的笔记本
 #
 # + 本章新增 · ~ 本章修改 · 无标记：前面章节写的
 # ```
 #
-# 命令行跑的是同一份代码：`python chapters/ch01_weights.py`（几秒钟；加 `--figures` 会把图存到
-# `data/figures/`）。两者都先找真实 Qwen3.5-0.8B：先看 `--model`（在笔记本里是环境变量 `QWEN_MODEL`，它也接受
-# `synthetic`），再看 `data/Qwen3.5-0.8B/`，再看 Hugging Face 缓存，最后下载（约 1.7 GB）；这些都不行时，就用
-# 合成检查点。合成检查点的张量名、数据类型、层数和层型排列、词表（配有本课程据此重建的分词器文件，和 hub 上
-# 的有何不同，第 2 章会讲）以及 config 的结构都是真实的；它的宽度（因此形状和参数量）和所有数值都不是。在它上面
-# 运行时会注明这一点：输出开头有一条横幅；图的形状由随机值决定时，图的标题里写着"合成权重"；随机权重改变了某个数的
-# 含义时，旁边会说明；并且在它自己的数字旁边打印真实 0.8B 的数字。
+# 命令行跑的是同一份代码：`python chapters/ch01_weights.py`（几秒钟就跑完；加 `--figures` 会把图存到 `data/figures/`）
+# 。两种方式都会先找真实的 Qwen3.5-0.8B，顺序是：`--model` 参数（在笔记本里用环境变量 `QWEN_MODEL`，也可以设为
+# `synthetic`）、`data/Qwen3.5-0.8B/`、Hugging Face 缓存，最后是下载（约 1.7 GB）。都找不到时，就用合成检查点。
 #
-# 本章在模型中的位置：下面这张地图里，凡是含有张量的方框，本章都要读。
+# 合成检查点里真实的部分有：张量名、数据类型、层数和层型排列、词表（本课程据此重建了分词器文件，和 hub 上的文件有什么
+# 不同，第 2 章再讲），以及 config 的结构；不真实的是各层宽度（所以形状和参数量也不真实）和全部数值。在它上面运行时，
+# 程序会标明这一点：输出开头有一条横幅；图的形状如果由随机值决定，标题里会写“合成权重”；随机值改变了某个数的含义时，旁
+# 边会加说明；真实 0.8B 的数字也会打印在它自己的数字旁边。
+#
+# 本章在模型里的位置：下面这张地图上，凡是装着张量的方框，本章都要读。
 
 # %%
 import json
@@ -106,6 +107,11 @@ opened_ms = (time.perf_counter() - started) * 1000
 real = real_config()
 REAL = tr("real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B")  # printed beside this checkpoint's numbers (qwen.sizes.REAL_NAME)
 
+
+def yes_no(flag):
+    """A check's outcome as the run's language says it: True/False in English, 是/否 in Chinese."""
+    return tr("True", "是") if flag else tr("False", "否")
+
 # %%
 book.show("ch01-map", book.model_map.draw, "weights")
 
@@ -117,8 +123,8 @@ book.show("ch01-map", book.model_map.draw, "weights")
 
 # %% [markdown] lang="zh"
 # ## 1. 配置
-# 真实的 `config.json` 描述的是多模态模型（`Qwen3_5ForConditionalGeneration`）；文本模型的数字放在
-# `text_config` 下面。层型排列是 Qwen3.5 的核心：三层 Gated DeltaNet（线性注意力），接一层全注意力，重复六次。
+# 真实的 `config.json` 描述的是多模态模型（`Qwen3_5ForConditionalGeneration`），文本模型的数字放在 `text_config` 下面
+# 。Qwen3.5 的核心是它的层型排列：先是三层 Gated DeltaNet（线性注意力），再是一层全注意力，如此重复六次。
 
 # %%
 raw = json.loads((path / "config.json").read_text())
@@ -127,9 +133,9 @@ print(tr(f"config.json: {raw.get('architectures', ['?'])[0]}, model_type {raw['m
          f"text numbers under {'text_config' if 'text_config' in raw else 'the top level'}",
          f"config.json：{raw.get('architectures', ['?'])[0]}，model_type {raw['model_type']!r}；"
          f"文本模型的数字位于{' text_config 下' if 'text_config' in raw else '顶层'}"))
-print(tr(f"{cfg.num_hidden_layers} layers, saved as {cfg.dtype}, tied head: {cfg.tie_word_embeddings}, "
+print(tr(f"{cfg.num_hidden_layers} layers, saved as {cfg.dtype}, tied head: {yes_no(cfg.tie_word_embeddings)}, "
          f"rope_theta {cfg.rope_theta:g}, {cfg.partial_rotary_factor:.0%} of each head's dims rotate",
-         f"{cfg.num_hidden_layers} 层，保存为 {cfg.dtype}，共享的输出头：{cfg.tie_word_embeddings}，"
+         f"{cfg.num_hidden_layers} 层，以 {cfg.dtype} 保存，共享的输出头：{yes_no(cfg.tie_word_embeddings)}，"
          f"rope_theta {cfg.rope_theta:g}，每个头有 {cfg.partial_rotary_factor:.0%} 的维度参与旋转"))
 layout = " ".join(pattern[i:i + 4] for i in range(0, len(pattern), 4))
 print(tr(f"layer pattern: {layout}  (L = linear attention, F = full attention)",
@@ -140,8 +146,8 @@ print(tr(f"layer pattern: {layout}  (L = linear attention, F = full attention)",
 # its value in the real 0.8B and in the checkpoint at hand.
 
 # %% [markdown] lang="zh"
-# 每个尺寸用一个字母表示，从这里一直用到最后一章。下表给出每个字母对应的 config 字段，以及它在真实 0.8B 和
-# 手头这个检查点里的值。
+# 每个尺寸都用一个字母表示，这套记号从本章一直用到最后一章。下表列出每个字母对应的 config 字段，以及它在真实 0.8B 和当
+# 前检查点里的取值。
 
 # %%
 notation = book.notation(checkpoint)
@@ -153,9 +159,9 @@ notation = book.notation(checkpoint)
 # follows from the config by the formula beside it; the last column is the real 0.8B's shape.
 
 # %% [markdown] lang="zh"
-# ## 2. 两种层各取一层，看它的张量
-# 每一层都有两个归一化和一个 MLP；不同的是混合器（mixer）。名字是检查点里的键去掉 `model.language_model.`
-# 前缀——也正是我们的模块给参数起的名字。每个形状都由旁边的公式从 config 算出；最后一列是真实 0.8B 的形状。
+# ## 2. 两种层各看一层：有哪些张量
+# 每层都有两个归一化和一个 MLP，区别在于混合器（mixer）。表里的名字是检查点中的键名去掉 `model.language_model.` 前缀，
+# 我们的模块给参数起的也正是这些名字。每个形状都能用旁边的公式从 config 算出来；最后一列是真实 0.8B 的形状。
 
 # %%
 def shape_of(name):
@@ -183,12 +189,12 @@ depth = raw.get("vision_config", {}).get("depth", "?")
 print(tr(f"also in the files, skipped by Weights: {skipped['mtp']} mtp.* tensors (multi-token prediction)"
          f" and {skipped['model.visual']} model.visual.* tensors (the vision tower: {depth} block(s) in this config)",
          f"文件里还有 Weights 跳过的张量：{skipped['mtp']} 个 mtp.* 张量（多 token 预测）和 "
-         f"{skipped['model.visual']} 个 model.visual.* 张量（视觉塔：这份 config 里有 {depth} 个 block）"))
+         f"{skipped['model.visual']} 个 model.visual.* 张量（视觉塔：这份 config 里有 {depth} 层）"))
 if checkpoint.synthetic:
     print(tr(f"   the synthetic vision tower has the {REAL}'s layout and depth at narrow widths; the text model skips "
              f"it, here as there (the vision tower is read on its own: qwen/vision.py)",
-             f"   合成的视觉塔与{REAL} 的布局和深度相同，只是宽度很窄；文本模型跳过它，这里和真实模型一样"
-             f"（视觉塔单独读取：qwen/vision.py）"))
+             f"   合成的视觉塔与{REAL} 布局相同、深度相同，只是宽度很窄；文本模型跳过它，真实模型也是这样"
+             f"（视觉塔另行读取：qwen/vision.py）"))
 
 # %% [markdown]
 # All 24 layers at once, this checkpoint on the left and the real 0.8B (its shapes from its config) on the right:
@@ -200,11 +206,11 @@ if checkpoint.synthetic:
 # full-attention layers look heavier.
 
 # %% [markdown] lang="zh"
-# 一次看全部 24 层，左边是本检查点，右边是真实 0.8B（形状由它的 config 算出）：每个张量名一行，每层一列，颜色
-# 表示张量的大小，两边共用一个色标。[L, L, L, F] 的排列就是这张棋盘格：`linear_attn.*` 各行每四层填满三层，
-# `self_attn.*` 各行填在第四层；归一化和 MLP 每层都一样。上方的柱子是每层参数量之和。两边的比例不同：真实
-# 模型里线性注意力层的混合器更重（`in_proj_qkv` 是它最大的张量），而合成检查点的 DeltaNet 很窄，反倒让它的
-# 全注意力层显得更重。
+# 下图把 24 层一次画全：左边是本检查点，右边是真实 0.8B（形状由它的 config 算出）。每行是一个张量名，每列是一层，颜色
+# 表示张量大小，左右共用一个色标。[L, L, L, F] 的排列在图上就是一张棋盘格：`linear_attn.*` 这几行每四层里有三层有值
+# ，`self_attn.*` 这几行只在第四层有值；归一化和 MLP 每层都有。上方的柱子是每层参数量的合计。左右两边的比例并不相同：
+# 真实模型里，线性注意力层的混合器更重（其中最大的张量是 `in_proj_qkv`）；合成检查点的 DeltaNet 很窄，反倒显得全注意力
+# 层更重。
 
 # %%
 file_shapes = {n: shape_of(n) for n in W if n != "lm_head.weight" or not cfg.tie_word_embeddings}
@@ -218,8 +224,8 @@ book.show("ch01-layers", ch01.layers_figure, file_shapes, cfg.layer_types, REAL_
 
 # %% [markdown] lang="zh"
 # ## 3. 按部分统计参数量
-# 计数只需要形状，而形状由 config 决定。**先自己试试：**练习 202 要求只用 config 算出每个部分的参数量
-# （`python practice/judge.py start 202`，或者在下面的单元格里写好再运行：评测器就在这里给它打分）。
+# 数参数只需要形状，而形状由 config 决定。**先自己试试：**练习 202 要求只凭 config 算出每个部分的参数量（运行
+# `python practice/judge.py start 202`；也可以直接在下面的单元格里写好并运行，评测器当场判分）。
 
 # %%
 def count_parameters(config):
@@ -235,18 +241,17 @@ book.attempt(202, count_parameters)
 # shapes the config predicts, and count the real 0.8B from its config.
 
 # %% [markdown] lang="zh"
-# 本课程的答案是 `qwen/sizes.py`：由 config 得出每个张量的名字和形状（即上面的公式），再按部分求和。它是
-# 评测器给练习 202 判分所用的标准答案，测试也证明了它与 transformers 用同一份 config 搭出的模型一致。下面把
-# 文件里的张量按部分计数，核对文件里的形状是否恰好就是 config 推出的那些，并由真实 0.8B 的 config 算出它的
-# 参数量。
+# 本课程的答案在 `qwen/sizes.py` 里：由 config 推出每个张量的名字和形状（就是上面那些公式），再按部分求和。评测器给练
+# 习 202 判分时，用的就是它的结果；测试也核对过，它与 transformers 用同一份 config 搭出的模型一致。下面把文件里的张量
+# 按部分计数，检查这些形状是否正好是 config 推出的那些，再用真实 0.8B 的 config 算出它的参数量。
 
 # %%
 from_file = count_by_part(file_shapes)
 predicted = tensor_shapes(asdict(cfg))
 real_counts = count_by_part(real_shapes)
 print(tr(f"the file's {len(file_shapes)} tensors have exactly the names and shapes the config predicts: "
-         f"{predicted == file_shapes}",
-         f"文件里的 {len(file_shapes)} 个张量，名字和形状与 config 推出的完全一致：{predicted == file_shapes}"))
+         f"{yes_no(predicted == file_shapes)}",
+         f"文件里的 {len(file_shapes)} 个张量，名字和形状与 config 推出的完全一致：{yes_no(predicted == file_shapes)}"))
 print(tr(f"   {'part':18s} {'this checkpoint':>16s}         {REAL:>18s}",
          f"   {'部分':16s} {'本检查点':>12s}         {REAL:>16s}"))
 for k in ("embedding", "lm_head", "linear_attention", "full_attention", "mlp", "norms", "total"):
@@ -271,7 +276,7 @@ if checkpoint.synthetic:
     print(tr(f"the synthetic checkpoint's shares and per-layer proportions are not the real ones (its width is "
              f"{cfg.hidden_size}, its vocabulary the real {cfg.vocab_size:,}): read the {REAL} column",
              f"合成检查点的各部分占比和每层的比例都不是真实的（它的宽度是 {cfg.hidden_size}，词表则是真实的 "
-             f"{cfg.vocab_size:,}）：请看{REAL} 那一列"))
+             f"{cfg.vocab_size:,}）：请以{REAL} 那一列为准"))
 
 # %% [markdown]
 # The same counts as bars, each part's share of its model, on one scale for both. In the real 0.8B the 24 MLPs
@@ -280,9 +285,9 @@ if checkpoint.synthetic:
 # with a width of 64, so its embedding takes almost everything: its proportions are not the real ones.
 
 # %% [markdown] lang="zh"
-# 同样的计数画成柱状图：每个部分占所属模型的比例，两边用同一个刻度。真实 0.8B 里，24 个 MLP 是最大的部分，
-# 嵌入表（248,320 行、每行 1,024 个数）紧随其后，也是最大的单个张量；49 个层归一化和最终归一化只是个零头。
-# 合成检查点保留了真实的词表，宽度却只有 64，所以嵌入几乎占了全部：它的比例不是真实的。
+# 把同样的计数画成柱状图，横轴是各部分在所属模型里的占比，两边刻度相同。真实 0.8B 中，24 个 MLP 合起来最大；嵌入表
+# （248,320 行，每行 1,024 个数）紧随其后，也是最大的单个张量；49 个层归一化加上最终归一化，只是个零头。合成检查点沿用
+# 真实词表，宽度却只有 64，所以嵌入几乎占了全部参数：这个比例和真实模型不同。
 
 # %%
 book.show("ch01-params", ch01.parts_figure, from_file, real_counts, cfg.layer_types.count("linear_attention"),
@@ -297,10 +302,10 @@ book.show("ch01-params", ch01.parts_figure, from_file, real_counts, cfg.layer_ty
 
 # %% [markdown] lang="zh"
 # ## 4. 数据类型、文件大小和内存
-# 每个文件头都写着其中张量的数据类型；$\text{字节数} = \text{参数量} \times \text{该数据类型的大小}$。config.json 里的
-# `dtype`（bfloat16）是大多数张量的存储格式，但不是全部：已发布的 Qwen3.5 检查点把每个 DeltaNet 层的 `A_log` 和门控归一
-# 化的权重存成 fp32（加载过这些检查点的项目都这样报告；合成检查点也一样）。所以字节数要从文件头算，绝不能按参数量 × 2 来
-# 算。
+# 每个文件头都记着其中张量的数据类型；$\text{字节数} = \text{参数量} \times \text{该数据类型的大小}$。config.json 里的
+# `dtype`（bfloat16）只是大多数张量的存储类型，并非全部：已发布的 Qwen3.5 检查点把每个 DeltaNet 层的 `A_log` 和门控归
+# 一化权重存成 fp32（据加载过这些检查点的项目报告；合成检查点也照此存储）。所以字节数要按文件头逐个算，不能简单地用参
+# 数量 × 2。
 
 # %%
 BYTES = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8}  # safetensors dtype names -> bytes per number
@@ -317,7 +322,7 @@ print(tr(f"on disk: {on_disk / 1e6:,.1f} MB in {files} file(s) (text, vision and
          f"磁盘上：{on_disk / 1e6:,.1f} MB，共 {files} 个文件（文本、视觉和 MTP 的张量，加上文件头）"))
 print(tr(f"the text model in memory: {text_bytes / 1e6:,.1f} MB as stored, "
          f"{from_file['total'] * 4 / 1e6:,.1f} MB in fp32",
-         f"文本模型在内存中：按存储的类型 {text_bytes / 1e6:,.1f} MB，全用 fp32 则是 "
+         f"文本模型占用的内存：按存储类型算 {text_bytes / 1e6:,.1f} MB，全用 fp32 则是 "
          f"{from_file['total'] * 4 / 1e6:,.1f} MB"))
 real_fp32 = sum(torch.Size(s).numel() for n, s in real_shapes.items() if n.endswith(REAL_FP32))
 real_bytes = (real_counts["total"] - real_fp32) * torch.empty(0, dtype=getattr(torch, real.dtype)).element_size() \
@@ -336,10 +341,9 @@ print(tr(f"{REAL}: {real_counts['total']:,} parameters, {real_fp32:,} of them in
 
 # %% [markdown] lang="zh"
 # ## 5. 手工读 safetensors 格式
-# 一个 safetensors 文件依次是：8 个字节（小端序的无符号整数，即长度 $n$），$n$ 个字节的 JSON（名字 → 数据类型、
-# 形状，以及在数据区里的字节偏移），然后是原始数据。读它不会执行任何东西，这一点和 pickle 不同。
-# **先自己试试：**练习 201 手工读出一个文件头和一个张量（`python practice/judge.py start 201`，或者在下面的
-# 单元格里写）。
+# safetensors 文件由三段组成：先是 8 个字节，一个小端序无符号整数，表示长度 $n$；接着是 $n$ 个字节的 JSON，记录每个张
+# 量名对应的数据类型、形状和它在数据区的字节偏移；最后是原始数据。和 pickle 不同，读取它不会执行任何代码。**先自己试试
+# ：**练习 201 手工读出文件头和一个张量（运行 `python practice/judge.py start 201`，或者写在下面的单元格里）。
 
 # %%
 def read_header(path):
@@ -356,7 +360,7 @@ book.attempt(201, read_header, read_tensor)
 # Here it is done on one tensor of the checkpoint, and compared with the safetensors library.
 
 # %% [markdown] lang="zh"
-# 下面拿检查点里的一个张量手工读一遍，再和 safetensors 库读出的结果比较。
+# 下面拿检查点里的一个张量手工读一遍，再和 safetensors 库读出的结果对比。
 
 # %%
 name = "norm.weight"
@@ -375,15 +379,15 @@ by_hand = torch.frombuffer(bytearray(raw_bytes), dtype=torch.bfloat16).view(head
 with safe_open(file, framework="pt") as lib:
     same = torch.equal(by_hand, lib.get_tensor(key))
     print(tr(f"   the bytes at those offsets, as bf16: {by_hand[:4].tolist()} ...; equal to the library's tensor: "
-             f"{same}",
-             f"   这些偏移处的字节，按 bf16 解读：{by_hand[:4].tolist()} ……；与库读出的张量相等：{same}"))
+             f"{yes_no(same)}",
+             f"   这些偏移处的字节按 bf16 解读：{by_hand[:4].tolist()}……；与库读出的张量一致：{yes_no(same)}"))
 tied = tr(" (the file's tensors, plus lm_head.weight: the tied head's name for the embedding)",
           "（文件里的张量，再加上 lm_head.weight：共享的输出头用这个名字指向嵌入）") \
     if cfg.tie_word_embeddings and len(W) > len(file_shapes) else ""
 print(tr(f"Weights opened {len(W)} text names{tied} in {opened_ms:.1f} ms by reading headers only; "
          f"a tensor is read from disk when a chapter asks for it",
-         f"Weights 只读文件头，用 {opened_ms:.1f} ms 打开了 {len(W)} 个文本张量名{tied}；"
-         f"某一章要用某个张量时，才从磁盘读它"))
+         f"Weights 只读文件头，{opened_ms:.1f} ms 就打开了 {len(W)} 个文本张量名{tied}；"
+         f"哪一章用到某个张量，才从磁盘读取它"))
 
 # %% [markdown]
 # ## The code: `qwen/weights.py`
@@ -395,10 +399,10 @@ print(tr(f"Weights opened {len(W)} text names{tied} in {opened_ms:.1f} ms by rea
 
 # %% [markdown] lang="zh"
 # ## 代码：`qwen/weights.py`
-# 四样东西，之后每一章都要用：`open_checkpoint`（在 `qwen/checkpoint.py` 里）把文件夹打开一次，把 `config.json`
-# 读成一个 `Config` dataclass（`qwen/config.py`），并决定输出头是否绑定；`Weights` 把名字映射到张量，`fill` 把张量
-# 放进一个模块，`read_header` 是垫在它们底下的文件头读取器（找文件夹的是 `qwen/hub.py` 里的 `find_model`；
-# `chapter_args` 把它打开成 `args.checkpoint`）。下面列出后三个。
+# 这个文件有四样东西，后面每一章都要用：`open_checkpoint`（在 `qwen/checkpoint.py` 里）只打开文件夹一次，把
+# `config.json` 读成 `Config` dataclass（`qwen/config.py`），并确定输出头是否与嵌入共享；`Weights` 把名字映射到张量
+# ；`fill` 把张量装进模块；`read_header` 是它们底下读文件头的函数。（找文件夹的是 `qwen/hub.py` 里的
+# `find_model`，`chapter_args` 打开它，得到 `args.checkpoint`。）下面列出后三样。
 
 # %%
 book.listing("qwen/weights.py", "read_header", "Weights", "fill")
@@ -423,20 +427,20 @@ book.listing("qwen/weights.py", "read_header", "Weights", "fill")
 # Skipped with one line when transformers is not installed.
 
 # %% [markdown] lang="zh"
-# - **`read_header`** 读取 `.safetensors` 文件开头 8 字节的长度和 JSON 文件头，并检查文件够不够长、装不装得下
-#   文件头承诺的数据：下载了一半的文件在这里就会失败，报错信息会告诉你该怎么办，而不是等到后面某一章深处才出错。
-# - **`Weights`** 是一个只读的 `Mapping`，把文本模型的名字映射到张量。打开它只读文件头；有人按名字取某个张量时
-#   才去读它。它去掉 `model.language_model.` 前缀，跳过视觉塔和多 token 预测模块（这两部分由
-#   `Weights(checkpoint, "vision")` 和 `Weights(checkpoint, "mtp")` 提供），并且在输出头绑定时（打开的检查点
-#   说了算），用嵌入来回应 `lm_head.weight`。
-# - **`fill`** 把模块的每个参数设为张量 `W[prefix + name]`；缺失的、多余的或形状不对的张量一律拒绝，并指明是
-#   哪个检查点、该怎么修。因为我们的参数名就是检查点里的名字，这个循环就是整个加载器：不需要映射表。整个模型
-#   （第 8 章）、视觉塔（第 10 章）、MTP 头（第 11 章）和快速路径（第 9 章）都通过它加载。
+# - **`read_header`** 读出 `.safetensors` 文件开头 8 字节的长度和 JSON 文件头，并检查文件是否够长、装得下文件头声明的
+#   数据。下载到一半的文件会在这里就报错，报错信息会告诉你怎么处理，不会拖到后面某一章深处才出问题。
+# - **`Weights`** 是一个只读的 `Mapping`，把文本模型的名字映射到张量。打开它时只读文件头，按名字取某个张量时才读数据。
+#   它会去掉 `model.language_model.` 前缀，跳过视觉塔（视觉编码器）和多 token 预测模块（这两部分分别由
+#   `Weights(checkpoint, "vision")` 和 `Weights(checkpoint, "mtp")` 提供）。如果输出头与嵌入共享（以打开的检查点为准）
+#   ，取 `lm_head.weight` 时直接返回嵌入表。
+# - **`fill`** 把模块的每个参数设为张量 `W[prefix + name]`；缺失、多余或形状不符的张量一律拒绝，并指出是哪个检查点、该
+#   怎么修。我们的参数名和检查点里的名字完全一样，所以这个循环就是整个加载器，不需要映射表。整个模型（第 8 章）、视觉
+#   塔（第 10 章）、MTP 头（第 11 章）和快速路径（第 9 章）都靠它加载。
 #
-# ## 拿出证明
-# transformers 把同一个检查点读进它自己的 `Qwen3_5ForCausalLM`。它的张量应当就是我们的：名字相同，数值也
-# 逐位相同，因为两边读的是同样的字节。我们用 fp32 加载它，fp32 能精确表示每一个 bf16 和 fp32 的数（默认情况下，
-# transformers 会把那两个 fp32 张量舍入成 config 里的 bf16）。没有安装 transformers 时，这一步跳过，只打印一行。
+# ## 对照验证
+# transformers 会把同一个检查点读进它自己的 `Qwen3_5ForCausalLM`。它的张量应该和我们的完全一样：名字相同，数值逐位一致
+# ，因为两边读的是同一批字节。这里用 fp32 加载，因为 fp32 能精确表示所有 bf16 和 fp32 的数（默认情况下，transformers
+# 会按 config 把那两个 fp32 张量舍入成 bf16）。没装 transformers 时，这一步只打印一行提示就跳过。
 
 # %%
 def compare(transformers, path, W):
@@ -445,9 +449,9 @@ def compare(transformers, path, W):
     worst = max(float((W[n].float() - theirs[n].float()).abs().max()) for n in W)
     same = sorted(theirs) == sorted(W)
     print(tr(f"transformers {transformers.__version__}: {len(theirs)} tensors, the same names as Weights: "
-             f"{same}; max |ours - theirs| over all of them: {worst} (the same bytes)",
-             f"transformers {transformers.__version__}：{len(theirs)} 个张量，名字与 Weights 相同：{same}；"
-             f"所有张量上 |ours - theirs| 的最大值：{worst}（同样的字节）"))
+             f"{yes_no(same)}; max |ours - theirs| over all of them: {worst} (the same bytes)",
+             f"transformers {transformers.__version__}：{len(theirs)} 个张量，名字与 Weights 相同：{yes_no(same)}；"
+             f"全部张量上 max |本课 − transformers| = {worst}（两边读的是同样的字节）"))
 
 
 book.proof(compare, path, W)
@@ -510,50 +514,48 @@ book.proof(compare, path, W)
 # %% [markdown] lang="zh"
 # ## 动手试试
 #
-# - 把真实 0.8B 的输出头解绑，再数一遍：
-#   `count_by_part(tensor_shapes(dict(REAL_TEXT_CONFIG, tie_word_embeddings=False)))`——第二张 $(V, d)$ 的表会多出
-#   多少参数？嵌入和输出头加起来占模型的多大比例？
-# - 给真实 config 换上类的默认值：32 个值头（`linear_num_value_heads=32`）。哪些张量的形状会变？一个 DeltaNet
-#   层会大多少？
-# - 在第 5 节里，改读 `layers.3.self_attn.q_norm.weight` 而不是 `norm.weight`；再把某个张量按 `torch.float16`
-#   而不是 bf16 来读：同样的字节，会给出不同的数。
+# - 让真实 0.8B 的输出头不再共享，重新数一遍：
+#   `count_by_part(tensor_shapes(dict(REAL_TEXT_CONFIG, tie_word_embeddings=False)))`。多出来的第二张 $(V, d)$ 表有多
+#   少参数？嵌入和输出头合起来占模型多大比例？
+# - 把真实 config 的值头数改成 `Config` 类的默认值 32（`linear_num_value_heads=32`）：哪些张量的形状会变？一个
+#   DeltaNet 层会大多少？
+# - 在第 5 节里改读 `layers.3.self_attn.q_norm.weight`（而不是 `norm.weight`）；再把某个张量当作 `torch.float16`（而不
+#   是 bf16）来读：同样的字节，读出来的数完全不同。
 #
 # ## 小结
 #
-# - 检查点 = `config.json`（各项数字）加上 `.safetensors` 文件（有名字的张量）。真实的检查点描述的是多模态
-#   模型；文本模型的数字在 `text_config` 下，它的张量在 `model.language_model.` 下，视觉塔和多 token 预测模块
-#   放在旁边，这里用不到。
-# - 24 层遵循 [L, L, L, F] × 6 的排列：三层 Gated DeltaNet（线性注意力），接一层全注意力。每一层都有两个
-#   归一化和一个 MLP。
-# - 形状，从而参数量，只由 config 决定（见上表）。真实 0.8B 有 752,393,024 个文本参数：MLP 占得最多（35.1%），
-#   嵌入是最大的单个张量（33.8%），共享的输出头不再另存一份。
-# - 字节数 = 参数量 × 数据类型的大小，从每个文件头读出：真实 0.8B 以 bf16 保存，每个数 2 字节，只有 `A_log` 和
-#   门控归一化的权重是 fp32——文本模型约 1.5 GB；全用 fp32 则翻倍。
-# - safetensors 文件就是 8 字节的长度、一个 JSON 文件头和原始字节：读它不执行任何东西，单个张量也能单独读出。
+# - 检查点 = `config.json`（各项数字）+ `.safetensors` 文件（带名字的张量）。真实检查点描述的是多模态模型：文本模型的
+#   数字在 `text_config` 下，张量在 `model.language_model.` 下；视觉塔和多 token 预测模块放在一旁，本章用不到。
+# - 24 层按 [L, L, L, F] × 6 排列：三层 Gated DeltaNet（线性注意力）接一层全注意力。每层都有两个归一化和一个 MLP。
+# - 形状（进而参数量）完全由 config 决定（见上表）。真实 0.8B 有 752,393,024 个文本参数：MLP 最多（35.1%），嵌入是最大
+#   的单个张量（33.8%），共享的输出头不另存一份。
+# - 字节数 = 参数量 × 数据类型的大小，按每个文件头来算：真实 0.8B 以 bf16 保存，每个数 2 字节，只有 `A_log` 和门控归一
+#   化的权重是 fp32。文本模型约 1.5 GB，全用 fp32 则翻倍。
+# - safetensors 文件就是 8 字节的长度、JSON 文件头和原始字节：读取时不执行任何代码，也可以只读其中一个张量。
 #
-# 形状回顾，用上表的记号：MLP 是 $(I, d)$、$(I, d)$、$(d, I)$；全注意力的 `q_proj` 是 $(2 \cdot H \cdot D, d)$——查询和
-# 门——`k_proj`、`v_proj` 是 $(H_{kv} \cdot D, d)$；DeltaNet 的 `in_proj_qkv` 是
-# $(2 \cdot H_k \cdot d_k + H_v \cdot d_v, d)$，它的逐通道卷积是 $(2 \cdot H_k \cdot d_k + H_v \cdot d_v, 1, K)$；嵌入是
-# $(V, d)$。
+# 形状回顾（用上表的记号）：MLP 是 $(I, d)$、$(I, d)$、$(d, I)$；全注意力的 `q_proj` 是 $(2 \cdot H \cdot D, d)$（查询
+# 和门拼在一起），`k_proj`、`v_proj` 是 $(H_{kv} \cdot D, d)$；DeltaNet 的 `in_proj_qkv` 是
+# $(2 \cdot H_k \cdot d_k + H_v \cdot d_v, d)$，它的逐通道卷积是 $(2 \cdot H_k \cdot d_k + H_v \cdot d_v, 1, K)$；嵌入
+# 是 $(V, d)$。
 #
-# 练习：**201** 手工读取 safetensors 的文件头和张量；**202** 只用 config 算出每个部分的参数量
+# 练习：**201** 手工读取 safetensors 的文件头和张量；**202** 只用 config 算出各部分的参数量
 # （`python practice/judge.py list`）。
 #
-# 本章新增的文件：`qwen/config.py`、`qwen/weights.py`、`qwen/hub.py`、`qwen/synthetic.py`、
-# `qwen/make_tokenizer.py`、`qwen/course.py`、`book/`。
+# 本章新增的文件：`qwen/config.py`、`qwen/weights.py`、`qwen/hub.py`、`qwen/synthetic.py`、`qwen/make_tokenizer.py`、
+# `qwen/course.py`、`book/`。
 #
-# ## 怎么讲清楚
+# ## 面试怎么答
 #
-# 关于检查点的问题，问的其实是模型的成本。用数字回答。
+# 检查点方面的问题，本质上问的是模型的成本，回答时要拿数字说话。
 #
-# 1. **里面有什么。** 一份配置（尺寸、层型排列、rope 设置）和一组有名字的张量；用它们的代码是另外一回事，
-#    所以参数名很重要：加载器就是一个按名字遍历、检查形状的循环。
-# 2. **有多少参数，都在哪里。** 从 config 数：嵌入 $V \cdot d$；每个注意力层是 q、k、v、o 四个投影；每个 MLP 是
-#    $3 \cdot d \cdot I$（gate、up、down）；每个归一化 $d$ 个。0.8B 里 MLP 是最大的部分（35%），嵌入紧随其后（34%，也是
-#    最大的单个张量）：词表 248k、$d = 1{,}024$ 时，一张表就占了模型的三分之一，所以在这个规模上，把输出头绑到这张表上
+# 1. **里面有什么。** 一份配置（尺寸、层型排列、RoPE 参数）加一组带名字的张量。用这些张量的代码是另外一份，所以参数名
+#    很关键：加载器就是一个按名字遍历、逐个核对形状的循环。
+# 2. **参数有多少，在哪里。** 从 config 算：嵌入 $V \cdot d$；每个注意力层有 q、k、v、o 四个投影；每个 MLP 是
+#    $3 \cdot d \cdot I$（gate、up、down）；每个归一化 $d$ 个。0.8B 里 MLP 占比最大（35%），嵌入紧随其后（34%，也是最
+#    大的单个张量）。词表 248k、$d = 1{,}024$ 时，光这一张表就占了模型的三分之一，所以在这个规模上，让输出头共享这张表
 #    （两端共用一张表）很划算。
-# 3. **内存。** 参数量 × 字节数：$0.75\,\text{B} \times 2\,\text{字节} \approx 1.5\,\text{GB}$（bf16）。推理时还要加上缓
-#    存：Qwen3.5 里只有 6 个全注意力层保留随上下文增长的键值缓存；18 个线性注意力层保存固定大小的状态。这正是混合架构的
-#    意义：只用一小部分缓存，就能撑起长上下文。
-# 4. **格式。** safetensors 是 JSON 文件头加原始字节，所以它安全（pickle 在加载时可能执行代码）、快（数据可以
-#    内存映射）、惰性（单个张量可以单独读）。
+# 3. **内存。** 参数量 × 每个数的字节数：$0.75\,\text{B} \times 2\,\text{字节} \approx 1.5\,\text{GB}$（bf16）。推理时
+#    还要算上缓存：Qwen3.5 只有 6 个全注意力层带键值缓存（KV cache），它随上下文变长；18 个线性注意力层只保存固定大小
+#    的状态。这正是混合架构的意义：只花一小部分缓存，就能撑起长上下文。
+# 4. **格式。** safetensors 就是 JSON 文件头加原始字节，所以它安全（pickle 加载时可能执行代码）、快（数据可以直接内存
+#    映射），还能按需读取（单个张量可以单独读出）。
