@@ -37,6 +37,20 @@ def data_dir():
 DATA_DIR = data_dir()
 
 
+MIRROR = "https://hf-mirror.com"  # a public mirror of the Hugging Face hub, reachable from mainland China
+
+
+def elsewhere(name: str, local: Path) -> str:
+    """Where else checkpoint `name` can come from when huggingface.co is slow or out of reach: the mirror (for this
+    course's own download) or ModelScope, into `local`, the folder find_model reads for `name`."""
+    return tr(f"where huggingface.co is slow or out of reach, set HF_ENDPOINT={MIRROR} (a mirror of the hub) and "
+              f"rerun, or fetch it from ModelScope: pip install modelscope, then modelscope download --model {name} "
+              f"--local_dir {local} (the course reads that folder by itself; QWEN_MODEL={local} names it too)",
+              f"在中国大陆访问 huggingface.co 慢或连不上时，可以设 HF_ENDPOINT={MIRROR}（Hugging Face 的镜像站）"
+              f"再运行；也可以从魔搭（ModelScope）下载：先 pip install modelscope，再运行 modelscope download "
+              f"--model {name} --local_dir {local}（课程会自动读取这个文件夹，也可以用 QWEN_MODEL={local} 指定）")
+
+
 class ModelNotFound(FileNotFoundError):
     """No usable checkpoint: `reason` says what is missing, `fix` what to do (the message is both)."""
 
@@ -57,9 +71,9 @@ def find_model(name: str | None = None) -> Path:
         return path
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", name) or name.startswith((".", "/", "~")):
         raise ModelNotFound(tr(f"no checkpoint folder at {path}, and {name!r} is not a hub id like {DEFAULT_MODEL}",
-                               f"{path} 处没有检查点文件夹，而 {name!r} 也不是 {DEFAULT_MODEL} 这样的 hub id"),
+                               f"{path} 处没有检查点文件夹，{name!r} 也不是 {DEFAULT_MODEL} 这样的 hub id"),
                             tr("give --model a checkpoint folder, a hub id, a size (0.8B ... 27B) or synthetic",
-                               "给 --model 一个检查点文件夹、hub id、尺寸（0.8B ... 27B）或 synthetic"))
+                               "--model 可以是检查点文件夹、hub id、尺寸（0.8B … 27B）或 synthetic"))
     local = DATA_DIR / name.split("/")[1]
     if (local / "config.json").is_file():
         return local
@@ -73,19 +87,21 @@ def find_model(name: str | None = None) -> Path:
         # the rest takes minutes: say so before it starts
         size = tr(" (about 1.7 GB)", "（约 1.7 GB）") if name == DEFAULT_MODEL else ""
         print(tr(f"downloading {name}{size} into the Hugging Face cache, first use only: a few minutes on a fast "
-                 f"connection (--model synthetic runs without it)...",
-                 f"正在把 {name}{size} 下载到 Hugging Face 缓存，只在第一次使用时下载：网速快的话要几分钟"
-                 f"（--model synthetic 不需要它也能运行）……"), file=sys.stderr)
+                 f"connection (--model synthetic runs without it)... If it crawls, stop it with Ctrl-C: "
+                 f"{elsewhere(name, local)}",
+                 f"正在把 {name}{size} 下载到 Hugging Face 缓存（只有第一次使用时才下载），网速快的话要几分钟；"
+                 f"--model synthetic 不需要下载也能运行……下载太慢的话，按 Ctrl-C 停下。{elsewhere(name, local)}。"),
+              file=sys.stderr)
         return complete(Path(snapshot_download(name, allow_patterns=download_files(folder))))
     except OSError as e:  # what huggingface_hub raises for network, HTTP and disk failures
         why = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
         raise ModelNotFound(
             tr(f"{name} is not in {local} nor in the hub cache, and downloading it failed ({why})",
-               f"{name} 既不在 {local}，也不在 hub 缓存里，而且下载失败了（{why}）"),
-            tr(f"go online (or set HF_ENDPOINT to a mirror) and rerun, put the checkpoint in {local}, "
-               f"or use --model synthetic",
-               f"联网（或把 HF_ENDPOINT 设为镜像站）后重新运行，或者把检查点放进 {local}，"
-               f"或者用 --model synthetic")) from None
+               f"{name} 既不在 {local}，也不在 hub 缓存里，下载又失败了（{why}）"),
+            tr(f"go online and rerun; {elsewhere(name, local)}; or put the checkpoint in {local} yourself, or use "
+               f"--model synthetic",
+               f"联网后重新运行；{elsewhere(name, local)}；也可以自己把检查点放进 {local}，"
+               f"或者先用 --model synthetic")) from None
 
 
 def shards(folder, wanted):
@@ -129,14 +145,14 @@ def part_files(folder, part="text"):
     files = shards(folder, lambda k: key_part(k) == part)
     missing = [f for f in files if not (folder / f).is_file()]
     if missing:
-        but = "" if part == "text" else tr("; text works without it", "；只用文本的话不需要它")
-        files, what = ", ".join(missing), part_name(part)
+        but = "" if part == "text" else tr("; text works without it", "；只处理文本的话用不到它")
+        files, what = tr(", ", "、").join(missing), part_name(part)
         if len(missing) == 1:
             reason = tr(f"{folder} lacks {files}, which holds {what}{but}",
-                        f"{folder} 缺少 {files}，里面存的是{what}{but}")
+                        f"{folder} 缺少 {files}，这个文件存的是{what}{but}")
         else:
             reason = tr(f"{folder} lacks {files}, which hold {what}{but}",
-                        f"{folder} 缺少 {files}，里面存的是{what}{but}")
+                        f"{folder} 缺少 {files}，这些文件存的是{what}{but}")
         raise ModelNotFound(reason, fetch_fix(folder, missing))
     return [folder / f for f in files]
 
@@ -150,12 +166,12 @@ def fetch_fix(folder, files):
         repo_id = repo.removeprefix("models--").replace("--", "/", 1)
         return tr(f"online, run: hf download {repo_id} {names} --revision {folder.name} --cache-dir "
                   f"{folder.parents[2]}",
-                  f"联网后运行：hf download {repo_id} {names} --revision {folder.name} --cache-dir "
-                  f"{folder.parents[2]}")
+                  f"联网后运行 hf download {repo_id} {names} --revision {folder.name} --cache-dir "
+                  f"{folder.parents[2]}（访问 huggingface.co 慢时，先设 HF_ENDPOINT={MIRROR}）")
     return tr(f"copy {names} into {folder} from where the checkpoint came from (for a hub checkpoint: "
               f"hf download <hub id> {names} --local-dir {folder})",
-              f"从检查点的来源把 {names} 复制到 {folder}"
-              f"（hub 上的检查点：hf download <hub id> {names} --local-dir {folder}）")
+              f"从检查点原来的出处把 {names} 复制到 {folder}"
+              f"（来自 hub 的检查点可以运行 hf download <hub id> {names} --local-dir {folder}）")
 
 
 def complete(folder):
@@ -168,7 +184,7 @@ def complete(folder):
     missing = [f for f in text_shards(folder) if not (folder / f).is_file()]
     if missing:
         raise ModelNotFound(tr(f"{folder} lacks {', '.join(missing)}: the download is incomplete",
-                               f"{folder} 缺少 {', '.join(missing)}：下载不完整"),
+                               f"{folder} 缺少 {'、'.join(missing)}：下载不完整"),
                             tr("run it again (a finished download is never fetched twice)",
                                "再运行一次（已经下载完的文件不会重复下载）"))
     return folder
