@@ -328,3 +328,35 @@ def as_the_script_prints(nb, code):
     from qwen.synthetic import banner
 
     return shared_stdout(nb).replace(speaking(code, banner, notebook=True), speaking(code, banner, notebook=False))
+
+
+# English a Chinese run may keep: the glossary's kept terms, the names of tools and formats, units, language codes,
+# the chat roles, and the commands a line tells the learner to type
+KEPT_ENGLISH = set("""
+token tokens logits logit lens kernel kernels patch patches teacher forcing top-k top-p min-p softmax silu relu swiglu
+rmsnorm layernorm l2norm delta transformers safetensors torch pytorch numpy gguf ninja pip python bash git jupyter
+colab chromium matplotlib modelscope huggingface hf synthetic bf16 bfloat16 fp32 fp16 float32 float64 int8 int4 cpu
+cuda mps ms en zh locale cos sin max min argmax vs dk dv user assistant system think on off hide lab test list show
+start chat help quit reset limit history image drop all config id ids nat traceback one-hot in out rotate-half
+""".split())
+CODE_IN_A_LINE = re.compile(
+    r"`[^`]*`|'[^'\n]*'|\"[^\"\n]*\"|“[^”]*”|‘[^’]*’|https?://\S+|(?<![\w-])--?[A-Za-z][\w-]*"  # code, quotes, a flag
+    r"|\bfrom \S+ import \S+|\bgit \S+|^\s*def .*|.*<\|im_.*|Ġ.*"  # an import, a command, a signature, a template
+    r"|\S*[/\\_.=<>\[\]{}()|#:]\S*|\b[\w-]*[A-Z0-9][\w-]*\b"  # a path or an identifier, a name, a number
+    r"|\b[0-9a-f]{2}\b|\b[thw]{3,}\b")  # bytes in hex, M-RoPE's axes (t, h, w) spelled out
+TRACEBACK = re.compile(r'\s*File ".*", line \d+')
+ENGLISH_RUN = re.compile(r"\b[a-z][a-z-]+(?:\s+[a-z][a-z-]+)*\b")
+
+
+def english_left(text):
+    """The English a Chinese run left in its lines: each run of English words outside code, quotes, identifiers,
+    names written with a capital or a digit, a traceback's frames, and the words a Chinese line keeps
+    (KEPT_ENGLISH). [(run, line)]."""
+    left, lines = [], text.splitlines()
+    for i, line in enumerate(lines):
+        if TRACEBACK.match(line) or (i and TRACEBACK.match(lines[i - 1])):
+            continue  # a traceback's frame and its line of code
+        for run in ENGLISH_RUN.findall(CODE_IN_A_LINE.sub(" 。 ", line)):
+            if any(word.lower() not in KEPT_ENGLISH for word in run.split()):
+                left.append((run, line.strip()[:160]))
+    return left

@@ -17,7 +17,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from helpers import ROOT, run_chapter as run, stdout_of
+from helpers import ROOT, english_left, run_chapter as run, stdout_of
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes  # proven against transformers: test_practice
 
 SCRIPTS = tuple(p.name for p in sorted((ROOT / "chapters").glob("ch[0-9][0-9]_*.py")))
@@ -386,6 +386,7 @@ def test_every_chapter_runs_in_chinese_at_any_depth(shallow):
     for script, rc, out, err in runs:
         assert rc == 0 and "Traceback" not in err, f"{script} on 4 layers:\n{err[-2000:]}"
         assert out.startswith("*** 合成权重") and "（合成权重）" not in out, script  # the banner, no tag after it
+        assert english_left(out) == [], f"{script}: English in the Chinese run: {english_left(out)[:5]}"
     out = dict((script, out) for script, _, out, _ in runs)
     assert "层型排列：LLLF（" in out["ch01_weights.py"]
     assert "第 3 层（最后一层）之后" in out["ch08_model.py"]

@@ -2,13 +2,16 @@
 ships — the chapters' Chinese cells, every tr(en, zh) pair (printed lines, figure labels, the judge, the chat, the
 errors), the exercise statements and hints, the READMEs — keeps the glossary's renderings and none it rules out,
 quotes with “”, uses full-width punctuation in a Chinese sentence and one space between Chinese and Latin."""
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import tomllib
 from test_editions import SCRIPTS, SOURCES, markdown_pairs, tr_pairs
 
-from helpers import ROOT
+from helpers import ROOT, english_left
 from qwen import lang
 
 GLOSSARY = ROOT / "docs" / "glossary.md"
@@ -151,3 +154,55 @@ def test_a_kept_term_and_a_clean_line_pass():
     clean = "逐 token 计算递推形式，与 transformers 逐位一致；每个权重 8.5 比特，32 位浮点数，一个词表。"
     assert departures("clean", "", clean, pairs, avoid) == [] and style("clean", clean) == []
     assert departures("pair", "the KV cache grows", "缓存变大", pairs, avoid) == ["pair: 'KV cache' without '键值缓存'"]
+
+
+# Nothing English in a Chinese run: each command a learner types, with --lang zh, its help and one short session.
+# The chapters' own runs are checked where they run in Chinese (tests/test_editions.py, tests/test_chapters.py).
+HELPS = [["main.py", "--help"], ["main.py", "chat", "--help"], ["practice/judge.py", "--help"]] + [
+    pytest.param([f"chapters/{s}", "--help"], marks=[pytest.mark.slow] if i else [])  # one parser: one in the fast run
+    for i, s in enumerate(SCRIPTS)]
+SESSIONS = [["practice/judge.py", "list"], ["practice/judge.py", "show", "223"], ["practice/judge.py", "999"],
+            ["practice/judge.py", "204", "--file", "practice/204_rmsnorm/starter.py"]]
+
+
+def in_chinese(args, stdin=None, timeout=120):
+    """What a command prints (stdout and stderr) when the learner asks for Chinese with --lang zh, in an English
+    locale (so --lang alone decides)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("QWEN_LANG", "LC_ALL", "LC_MESSAGES", "LANGUAGE")}
+    r = subprocess.run([sys.executable, *args, "--lang", "zh"], input=stdin, capture_output=True, text=True,
+                       cwd=ROOT, env=dict(env, LANG="C.UTF-8"), timeout=timeout)
+    return r.returncode, r.stdout + r.stderr
+
+
+def test_english_left_is_found():
+    """The detector itself: a planted English sentence, and English words between Chinese ones, are found; code,
+    quotes, names, numbers and the kept terms are not."""
+    assert english_left("第 0 层（int8, group 32, packed kernel）")
+    assert english_left("评测器：the judge stopped it") and english_left("一个 batch 里的序列数")
+    clean = ("用 `F.linear` 计算 top-k 的 logits；token id 从 0 到 255；Q8_0 块：10 18 ab cd；'You are helpful.' 是"
+             "例子；运行 python main.py chat --lang zh；DeltaNet 的 kernel；from practice.judge import check")
+    assert english_left(clean) == []
+
+
+@pytest.mark.parametrize("args", HELPS, ids=lambda a: " ".join(a) if isinstance(a, list) else None)
+def test_a_chinese_help_is_chinese(args):
+    rc, out = in_chinese(args)
+    assert rc == 0 and "用法：" in out and "选项：" in out, out[-2000:]
+    assert english_left(out) == [], f"`{' '.join(args)} --lang zh`:\n" + "\n".join(map(str, english_left(out)))
+
+
+@pytest.mark.parametrize("args", SESSIONS, ids=lambda a: " ".join(a))
+def test_a_chinese_judge_session_is_chinese(args):
+    _, out = in_chinese(args)
+    assert re.search(f"[{CJK}]", out), out
+    assert english_left(out) == [], f"`{' '.join(args)} --lang zh`:\n" + "\n".join(map(str, english_left(out)))
+
+
+def test_a_chinese_chat_session_is_chinese():
+    """/help, one message (its reply cut to 4 tokens) and /quit on the synthetic checkpoint: every line the chat
+    writes is Chinese; the model's reply, random tokens on these weights, is left out."""
+    session = "/limit 4\n/help\n你好\n/quit\n"
+    rc, out = in_chinese(["main.py", "chat", "--model", "synthetic"], stdin=session, timeout=300)
+    assert rc == 0, out[-2000:]
+    said = re.sub(r"qwen>.*", "qwen>", out)  # the reply runs from the prompt mark to the end of its line
+    assert "命令" in said and english_left(said) == [], "\n".join(map(str, english_left(said)))

@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import ROOT, as_the_script_prints
+from helpers import ROOT, as_the_script_prints, english_left
 from qwen import lang
 
 sys.path.insert(0, str(ROOT / "notebooks"))
@@ -21,7 +21,6 @@ SCRIPTS = [s.name for s in sync.scripts()]
 CJK = re.compile(r"[\u4e00-\u9fff]")
 TIMING = re.compile(r"\d+(\.\d+)?\s*(ms|毫秒|s\b|秒|tok/s|token/s|tokens/s)")
 NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*(?:e[+-]?\d+)?")
-SENTENCE = re.compile(r"\b[a-z]{2,}(?: [a-z]{2,}){4,}\b")  # five English words in a row: a sentence left English
 CODE_SPAN = re.compile(r"```.*?```|`[^`\n]*`", re.S)
 
 
@@ -86,7 +85,7 @@ def numbers(text):
 @pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_the_chinese_run_prints_the_same_numbers_in_chinese(executed, script):
-    """The same numbers (timings aside) in either language, and no English sentence left in the Chinese run: the
+    """The same numbers (timings aside) in either language, and no English left in the Chinese run: the
     two notebooks' runs, read as the script prints them (tests/test_notebooks.py holds the script to its notebook,
     tests/test_chapters.py runs every script in Chinese)."""
     name = Path(script).stem
@@ -94,9 +93,8 @@ def test_the_chinese_run_prints_the_same_numbers_in_chinese(executed, script):
     assert en_error is None and zh_error is None, en_error or zh_error
     en, zh = as_the_script_prints(en_nb, "en"), as_the_script_prints(zh_nb, "zh")
     assert numbers(zh) == numbers(en), (numbers(zh) - numbers(en), numbers(en) - numbers(zh))
-    left = [line for line in zh.splitlines()
-            if SENTENCE.search(re.sub(r"'[^']*'|\"[^\"]*\"|“[^”]*”|`[^`]*`", "", line))]
-    assert left == [], "English left in the Chinese run:\n" + "\n".join(left[:10])
+    left = english_left(zh)
+    assert left == [], "English left in the Chinese run:\n" + "\n".join(map(str, left[:10]))
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(ROOT).as_posix())
