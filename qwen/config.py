@@ -20,6 +20,9 @@ IM_END, END_OF_TEXT = 248046, 248044  # stop on both: a chat turn ends with the 
 DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32,
           "fp16": torch.float16, "float16": torch.float16}
 VISION_ACTS = ("gelu_pytorch_tanh", "gelu")  # the activations the vision tower's MLP knows (qwen/vision.py)
+WIDTHS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+          "num_key_value_heads", "head_dim", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+          "linear_value_head_dim", "linear_conv_kernel_dim")  # Config's sizes: whole numbers of at least 1
 
 
 def dtype_of(dtype: str | torch.dtype | None) -> torch.dtype | None:
@@ -29,7 +32,7 @@ def dtype_of(dtype: str | torch.dtype | None) -> torch.dtype | None:
     if isinstance(dtype, str) and dtype in DTYPES:
         return DTYPES[dtype]
     raise ValueError(tr(f"dtype {dtype!r}: use one of {', '.join(DTYPES)} or a torch dtype",
-                        f"dtype {dtype!r}：请用 {', '.join(DTYPES)} 之一，或者一个 torch dtype"))
+                        f"dtype {dtype!r} 无效：请用 {'、'.join(DTYPES)} 之一，或者直接给一个 torch dtype"))
 
 
 def config_file(path: str | Path) -> Path:
@@ -42,7 +45,7 @@ def read_config(path: str | Path) -> dict:
     file = config_file(path)
     if not file.is_file():
         raise FileNotFoundError(tr(f"no config.json at {file}: point --model at a Qwen3.5 checkpoint folder",
-                                   f"{file} 处没有 config.json：--model 要指向一个 Qwen3.5 检查点文件夹"))
+                                   f"{file} 处没有 config.json：--model 应当指向一个 Qwen3.5 检查点文件夹"))
     try:
         return json.loads(file.read_text())
     except json.JSONDecodeError as e:
@@ -106,7 +109,7 @@ class Config:
             raise ValueError(tr(f"{file} is a {kind or 'non-model'} config, not a dense Qwen3.5 one (model_type "
                                 f"'qwen3_5' or 'qwen3_5_text'): use a Qwen3.5 checkpoint such as {DEFAULT_MODEL}",
                                 f"{file} 是 {kind or '非模型'} 的 config，不是稠密 Qwen3.5 的（model_type 应为 "
-                                f"'qwen3_5' 或 'qwen3_5_text'）：请用 Qwen3.5 检查点，例如 {DEFAULT_MODEL}"))
+                                f"'qwen3_5' 或 'qwen3_5_text'）：请换用 Qwen3.5 检查点，例如 {DEFAULT_MODEL}"))
         rope = dict(text.get("rope_parameters") or {})
         for key in ("rope_theta", "partial_rotary_factor"):  # old configs keep these at the top level
             if key in text:
@@ -114,6 +117,7 @@ class Config:
         known = {f for f in cls.__dataclass_fields__} - {"rope_theta", "partial_rotary_factor", "mrope_section"}
         cfg = cls(**{k: v for k, v in text.items() if k in known and v is not None},
                   **{k: rope[k] for k in ("rope_theta", "partial_rotary_factor", "mrope_section") if k in rope})
+        cfg.check_widths(file)
         if not text.get("dtype") and text.get("torch_dtype"):
             cfg.dtype = text["torch_dtype"]
         if not cfg.layer_types:  # absent: every `full_attention_interval`-th layer is full attention
@@ -122,9 +126,32 @@ class Config:
                                for i in range(cfg.num_hidden_layers)]
         bad = set(cfg.layer_types) - {"linear_attention", "full_attention"}
         if len(cfg.layer_types) != cfg.num_hidden_layers or bad:
-            raise ValueError(f"{file}: layer_types must list {cfg.num_hidden_layers} entries of 'linear_attention' or "
-                             f"'full_attention', got {len(cfg.layer_types)}{' with ' + str(bad) if bad else ''}")
+            raise ValueError(tr(f"{file}: layer_types must list {cfg.num_hidden_layers} entries of 'linear_attention' "
+                                f"or 'full_attention', got {len(cfg.layer_types)}{' with ' + str(bad) if bad else ''}",
+                                f"{file}：layer_types 应当列出 {cfg.num_hidden_layers} 项，每项是 'linear_attention' "
+                                f"或 'full_attention'，实际有 {len(cfg.layer_types)} 项"
+                                f"{'，其中有 ' + str(bad) if bad else ''}"))
         return cfg
+
+    def check_widths(self, file: str | Path = "config") -> None:
+        """The numbers every shape is built from, checked where config.json is read: whole numbers of at least 1, and
+        head counts that share out evenly (GQA: H/Hkv query heads per key/value head; DeltaNet: Hv/Hk value heads per
+        query/key head). A damaged or hand-edited config stops here, naming the field, not deep inside a layer."""
+        for name in WIDTHS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(tr(f"{file}: {name} is {value!r}; it must be a whole number of at least 1",
+                                    f"{file}：{name} 的值是 {value!r}，应为不小于 1 的整数"))
+        for many, few, why in (("num_attention_heads", "num_key_value_heads",
+                                tr("each key/value head serves the same number of query heads (GQA)",
+                                   "每个键值头要分到同样多的查询头（GQA）")),
+                               ("linear_num_value_heads", "linear_num_key_heads",
+                                tr("each DeltaNet query/key head serves the same number of value heads",
+                                   "DeltaNet 的每个键头要分到同样多的值头"))):
+            n, m = getattr(self, many), getattr(self, few)
+            if n % m:
+                raise ValueError(tr(f"{file}: {many} {n} is not a multiple of {few} {m}: {why}",
+                                    f"{file}：{many}（{n}）不是 {few}（{m}）的整数倍：{why}"))
 
 
 @dataclass
@@ -159,5 +186,8 @@ class VisionConfig:
         if "rope_theta" in (v.get("rope_parameters") or {}):
             fields["rope_theta"] = v["rope_parameters"]["rope_theta"]
         if fields.get("hidden_act", cls.hidden_act) not in VISION_ACTS:
-            raise ValueError(f"{file}: vision hidden_act {fields['hidden_act']!r} is not one of {sorted(VISION_ACTS)}")
+            raise ValueError(tr(f"{file}: vision hidden_act {fields['hidden_act']!r} is not one of "
+                                f"{sorted(VISION_ACTS)}",
+                                f"{file}：vision_config 的 hidden_act 是 {fields['hidden_act']!r}，"
+                                f"不在视觉塔支持的 {sorted(VISION_ACTS)} 之中"))
         return cls(**fields)

@@ -137,3 +137,33 @@ def test_a_checkpoint_value_is_what_the_loaders_read(synthetic):
     with pytest.raises(ValueError, match=r"do not fit Qwen35 \(unexpected \['layers\."):
         load_model(fewer)  # a 4-layer model does not fit the file's 24 layers: the value was read, not the file
     assert open_checkpoint(checkpoint) is checkpoint  # an opened checkpoint is not opened again
+
+
+@pytest.mark.parametrize("field, value, english, chinese", [
+    ("num_hidden_layers", "24", r"num_hidden_layers is '24'; it must be a whole number of at least 1",
+     r"num_hidden_layers 的值是 '24'，应为不小于 1 的整数"),
+    ("head_dim", 0, r"head_dim is 0; it must be a whole number", r"head_dim 的值是 0"),
+    ("num_attention_heads", 5, r"num_attention_heads 5 is not a multiple of num_key_value_heads 2: each key/value "
+                               r"head serves the same number of query heads \(GQA\)",
+     r"num_attention_heads（5）不是 num_key_value_heads（2）的整数倍：每个键值头要分到同样多的查询头（GQA）"),
+    ("linear_num_value_heads", 5, r"linear_num_value_heads 5 is not a multiple of linear_num_key_heads",
+     r"linear_num_value_heads（5）不是 linear_num_key_heads（\d+）的整数倍：DeltaNet 的每个键头要分到同样多的值头"),
+])
+def test_a_damaged_config_is_one_error_in_the_learners_language(synthetic, tmp_path, field, value, english, chinese):
+    """A config.json whose widths cannot build a model stops where it is read, naming the field, in either language
+    (not an assertion deep inside a layer)."""
+    from qwen import lang
+    from qwen.config import Config
+
+    raw = json.loads((synthetic / "config.json").read_text())
+    raw["text_config"][field] = value
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(ValueError, match=english):
+        Config.load(tmp_path)
+    was = lang.language()
+    try:
+        lang.use("zh")
+        with pytest.raises(ValueError, match=chinese):
+            Config.load(tmp_path)
+    finally:
+        lang.use(was)
