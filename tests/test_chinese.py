@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 import tomllib
@@ -206,3 +207,13 @@ def test_a_chinese_chat_session_is_chinese():
     assert rc == 0, out[-2000:]
     said = re.sub(r"qwen>.*", "qwen>", out)  # the reply runs from the prompt mark to the end of its line
     assert "命令" in said and english_left(said) == [], "\n".join(map(str, english_left(said)))
+
+
+def test_the_chinese_readme_holds_the_speed_numbers():
+    """README.zh.md is complete in itself: its speed section holds every number of the English one (the measured
+    speeds, the bounds, the commands' settings), not a pointer to the English README."""
+    number = re.compile(r"(?<![A-Za-z_\d.])-?\d+(?:[.,]\d+)*")
+    en = (ROOT / "README.md").read_text(encoding="utf-8").split("## Speed")[1].split("\n## ")[0]
+    zh = (ROOT / "README.zh.md").read_text(encoding="utf-8").split("## 速度")[1].split("\n## ")[0]
+    assert Counter(number.findall(zh)) == Counter(number.findall(en))
+    assert "README.md" not in zh
