@@ -88,18 +88,19 @@ def loop_figure(steps, text=str, title="", glyphs=None):
             colour = ACCEPTED if i < n else REJECTED if i == n else UNREAD
             cell(1 + i, row, colour, text(d))
         cell(1 + k, row, MAIN, text(s["main"]),
-             tr("bonus", "额外") if n == len(s["drafts"]) else tr(f"replaces d{n + 1}", f"替换 d{n + 1}"))
+             tr("bonus", "额外 token") if n == len(s["drafts"]) else tr(f"replaces d{n + 1}", f"顶替 d{n + 1}"))
         ax.text(k + 2.05, row + 0.4, f"+{n + 1}", va="center", fontsize=9)
     ax.legend(handles=[Patch(facecolor=ACCEPTED, label=tr("accepted: the main model's argmax after the previous token",
                                                           "接受：等于主模型在前一个 token 之后的 argmax")),
                        Patch(facecolor=REJECTED, label=tr("first rejected guess", "第一个被拒绝的猜测")),
                        Patch(facecolor=UNREAD, edgecolor="black",
-                             label=tr("after a rejection: discarded", "拒绝之后：丢弃")),
+                             label=tr("after a rejection: discarded", "被拒之后的猜测：丢弃")),
                        Patch(facecolor=MAIN, label=tr("the main model's own token from the same forward",
-                                                      "同一次前向中主模型自己的 token"))],
+                                                      "同一次前向里主模型自己选的 token"))],
               loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=2, fontsize=7, frameon=False)
     ax.set_title((title or tr("Speculative decoding: one main-model forward per row, +n new tokens",
-                              "投机解码：每行是一次主模型前向，+n 个新 token")) + "\n" + glyphs.caption(), fontsize=10)
+                              "投机解码：每行一次主模型前向，产出 +n 个新 token")) + "\n" + glyphs.caption(),
+                 fontsize=10)
     return fig
 
 
@@ -118,7 +119,7 @@ def rollback_figure(states, title=""):
         ax.set_xticks(range(S.shape[1]))
         ax.set_yticks(range(S.shape[0]))
     fig.suptitle(title or tr("A DeltaNet state cannot be cut back: it has absorbed every token it was fed",
-                             "DeltaNet 的状态截不回去：喂进去的每个 token 都已被它吸收"), fontsize=10)
+                             "DeltaNet 状态无法截回：喂进去的每个 token 都已吸收进状态"), fontsize=10)
     return fig
 
 
@@ -151,12 +152,12 @@ def speedup_figure(ks, verify_cost, draft_cost, measured=(), rollback_cost=0.0, 
         places.setdefault((round(alpha, 3), round(tokens, 3), name), []).append(k)
     for (alpha, tokens, name), at in places.items():
         edge = alpha > 0.95  # at α = 1 the label goes above and to the left of its point, elsewhere below and right
-        ax.annotate(f"{name}, k = {', '.join(map(str, at))}", (alpha, tokens), textcoords="offset points",
+        ax.annotate(f"{name}{tr(', ', '，')}k = {', '.join(map(str, at))}", (alpha, tokens), textcoords="offset points",
                     xytext=(-6, 5) if edge else (6, -13), ha="right" if edge else "left", fontsize=7)
     ax.set(xlabel=tr("acceptance rate α", "接受率 α"), ylabel=tr("new tokens per main-model forward",
                                                                   "每次主模型前向产出的新 token 数"),
            title=tr("(1 − α^(k+1)) / (1 − α); crosses: measured, in their k's colour",
-                    "(1 − α^(k+1)) / (1 − α)；叉号：测量值，颜色与其 k 的曲线相同"))
+                    "(1 − α^(k+1)) / (1 − α)；叉号为测量值，颜色同对应 k 的曲线"))
     bx.axhline(1, color="grey", linewidth=0.8, linestyle="--")
     bx.set(xlabel=tr("acceptance rate α", "接受率 α"),
            ylabel=tr("speed-up over plain decoding", "相对普通解码的加速比"),
@@ -166,5 +167,5 @@ def speedup_figure(ks, verify_cost, draft_cost, measured=(), rollback_cost=0.0, 
                     f"ρ = {rollback_cost:.2f}"))
     ax.legend()
     bx.legend()
-    fig.suptitle(title or tr("What speculative decoding can gain", "投机解码能带来多少收益"), fontsize=10)
+    fig.suptitle(title or tr("What speculative decoding can gain", "投机解码能快多少"), fontsize=10)
     return fig
