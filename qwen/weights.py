@@ -24,7 +24,13 @@ from qwen.lang import tr
 
 TEXT_PREFIXES = ("model.language_model.", "model.")  # multimodal layout first: "model.visual." must not match
 STRIPPED_PREFIXES = {"vision": VISION, "mtp": MTP}  # the other parts' key prefixes, stripped to their modules' names
-FIX = "download the checkpoint again (the files are incomplete, or belong to another model than its config.json)"
+
+
+def fix() -> str:
+    """What to do when the tensors do not fit the model built from config.json."""
+    return tr("download the checkpoint again (the files are incomplete, or belong to another model than its "
+              "config.json)",
+              "重新下载检查点（文件不完整，或者和 config.json 不是同一个模型的）")
 
 
 def read_header(file: str | Path) -> dict[str, dict[str, Any]]:
@@ -37,8 +43,8 @@ def read_header(file: str | Path) -> dict[str, dict[str, Any]]:
         if 8 + n > size:
             raise ValueError(tr(f"{file} is truncated or not a safetensors file ({size} bytes, the header alone "
                                 f"needs {8 + n}): delete it and download it again",
-                                f"{file} 不完整或不是 safetensors 文件（{size} 字节，光头部就需要 {8 + n}）："
-                                f"删掉它重新下载"))
+                                f"{file} 不完整，或者不是 safetensors 文件（文件只有 {size} 字节，仅头部就需要 "
+                                f"{8 + n} 字节）：删掉它重新下载"))
         try:
             header = json.loads(f.read(n))
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -72,7 +78,7 @@ class Weights(Mapping[str, torch.Tensor]):
     def __init__(self, checkpoint: Checkpoint | str | Path, part: str = "text") -> None:
         if part not in CHECKPOINT_PARTS:
             raise ValueError(tr(f"part must be one of {', '.join(CHECKPOINT_PARTS)}, got {part!r}",
-                                f"part 只能是 {', '.join(CHECKPOINT_PARTS)} 之一，收到的是 {part!r}"))
+                                f"part 只能是 {'、'.join(CHECKPOINT_PARTS)} 之一，收到的是 {part!r}"))
         checkpoint = open_checkpoint(checkpoint)
         self.folder, self.part = checkpoint.folder, part
         files = part_files(self.folder, part)
@@ -98,7 +104,7 @@ class Weights(Mapping[str, torch.Tensor]):
 
     def __getitem__(self, name: str) -> torch.Tensor:
         if name not in self.where:
-            raise KeyError(f"no tensor {name!r} in this checkpoint")
+            raise KeyError(tr(f"no tensor {name!r} in this checkpoint", f"这个检查点里没有张量 {name!r}"))
         file, key = self.where[name]
         if file not in self.files:
             self.files[file] = safe_open(file, framework="pt")
@@ -131,7 +137,7 @@ def sources(module, name):
 
 
 def short(names):
-    return f"{names[:3]}{' …' if len(names) > 3 else ''} ({len(names)})"
+    return f"{names[:3]}{' …' if len(names) > 3 else ''}" + tr(f" ({len(names)})", f"（共 {len(names)} 个）")
 
 
 M = TypeVar("M", bound=nn.Module)  # fill returns the module it was given: a Qwen35 stays a Qwen35 to the type checker
@@ -146,7 +152,7 @@ def fill(module: M, W: Mapping[str, torch.Tensor], prefix: str = "", dtype: torc
     parameter's own (a module built in fp32 stays fp32: bf16 widens exactly) and gives a meta one the tensor's own
     (as stored, on the cpu for a file). A tied parameter (the 0.8B's head is its embedding) is read once and stays
     tied; a joined one (qwen/fast.py) is its parts' rows stacked, built here so that no copy of the parts is kept."""
-    where = source or getattr(W, "folder", "the weights given")
+    where = source or getattr(W, "folder", None) or tr("the weights given", "传入的权重")
     kind = type(module).__name__
     names: dict[int, tuple[nn.Parameter, list[str]]] = {}  # id(parameter) -> every name it has (a tied one has two)
     for name, p in module.named_parameters(remove_duplicate=False):
@@ -156,17 +162,21 @@ def fill(module: M, W: Mapping[str, torch.Tensor], prefix: str = "", dtype: torc
     missing = sorted({s for s in read if s not in W})
     unexpected = sorted(k for k in W if k.startswith(prefix) and k not in read)
     if missing or unexpected:
-        what = "; ".join(f"{label} {short(keys)}" for label, keys in (("missing", missing), ("unexpected", unexpected))
-                         if keys)
-        raise ValueError(f"{where}: the tensors under {prefix!r} do not fit {kind} ({what}). Fix: {FIX}")
+        what = tr("; ", "；").join(f"{label} {short(keys)}" for label, keys in
+                                   ((tr("missing", "缺少"), missing), (tr("unexpected", "多出"), unexpected)) if keys)
+        raise ValueError(tr(f"{where}: the tensors under {prefix!r} do not fit {kind} ({what}). Fix: {fix()}",
+                            f"{where}：{prefix!r} 下的张量和 {kind} 对不上（{what}）。解决办法：{fix()}"))
     for p, group in names.values():
         keys = wanted[group[0]]
         get = W.alone if len(keys) > 1 and hasattr(W, "alone") else W.__getitem__  # parts: copied, then dropped
         parts = [get(k) for k in keys]
         shape = (sum(x.shape[0] for x in parts), *parts[0].shape[1:])  # joined: the parts' rows stacked
         if shape != p.shape or any(x.shape[1:] != parts[0].shape[1:] for x in parts):
-            raise ValueError(f"{where}: {'|'.join(keys)} has shape {' | '.join(str(tuple(x.shape)) for x in parts)} "
-                             f"in the checkpoint, {kind}.{group[0]} expects {tuple(p.shape)}. Fix: {FIX}")
+            shapes = " | ".join(str(tuple(x.shape)) for x in parts)
+            raise ValueError(tr(f"{where}: {'|'.join(keys)} has shape {shapes} in the checkpoint, {kind}.{group[0]} "
+                                f"expects {tuple(p.shape)}. Fix: {fix()}",
+                                f"{where}：检查点里 {'|'.join(keys)} 的形状是 {shapes}，而 {kind}.{group[0]} 需要 "
+                                f"{tuple(p.shape)}。解决办法：{fix()}"))
         t = parts[0] if len(parts) == 1 else torch.cat(parts)
         keep = not p.is_meta
         t = t.to(device=device or (p.device if keep else t.device), dtype=dtype or (p.dtype if keep else t.dtype))
