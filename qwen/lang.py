@@ -82,7 +82,7 @@ def zh_only(line: str) -> None:
         print(f"{ZH_ONLY} {line}")
 
 
-WIDE = re.compile("[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # a CJK character or full-width punctuation
+WIDE = re.compile("[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef“”‘’—…·]")  # a CJK character or Chinese punctuation
 FENCE = re.compile(r"(```.*?```)", re.S)
 HEADING = re.compile(r"#{1,6}[ \t]")  # a markdown heading: one line, never joined to the next
 

@@ -114,11 +114,12 @@ HEADING = re.compile(r"^#{1,6} .*$", re.M)
 
 def test_unwrap_joins_a_paragraph_and_nothing_else():
     """The join of Chinese lines wrapped in the source, by hand: a paragraph's lines join where both sides are
-    Chinese; a heading, a blank line, a list item and code stay where they are."""
+    Chinese (Chinese quotes, dashes and ellipses included); a heading, a blank line, a list item and code stay where
+    they are."""
     source = ("## 1. 配置\n真实的配置描述\n  多模态模型，ok\nLatin 结尾\n\n第二段\n- 列表项\n- 第二项\n  续行\n"
-              "```\n代码\n里\n```\n")
+              "\n引号里的“词”\n——破折号，省略……\n“开头\n```\n代码\n里\n```\n")
     joined = ("## 1. 配置\n真实的配置描述多模态模型，ok\nLatin 结尾\n\n第二段\n- 列表项\n- 第二项续行\n"
-              "```\n代码\n里\n```\n")
+              "\n引号里的“词”——破折号，省略……“开头\n```\n代码\n里\n```\n")
     assert lang.unwrap(source) == joined
 
 
