@@ -14,13 +14,13 @@ way. The weights themselves are not read here: qwen/weights.py reads a tensor wh
     model = load_model(checkpoint)                    # the text model (qwen/model.py)
     model.visual = load_vision(checkpoint)            # the vision tower, when a chapter needs it (qwen/vision.py)
 """
-import json
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
 from safetensors import SafetensorError, safe_open
 
+from qwen import config as configs
 from qwen.config import END_OF_TEXT, IM_END, Config, VisionConfig, config_file, eos_ids, read_config
 from qwen.image import ImageSettings
 from qwen.lang import tr
@@ -63,8 +63,8 @@ def open_checkpoint(checkpoint: Checkpoint | str | Path) -> Checkpoint:
     vision = VisionConfig.from_dict(raw, config_file(folder))
     config = replace(config, tie_word_embeddings=config.tie_word_embeddings and not stores_head(folder))
     generation = folder / "generation_config.json"
-    stop = {IM_END, END_OF_TEXT} | eos_ids(raw) | (eos_ids(json.loads(generation.read_text()))
-                                                   if generation.is_file() else set())
+    generated = configs.read_json(generation) if generation.is_file() else {}
+    stop = {IM_END, END_OF_TEXT} | eos_ids(raw) | eos_ids(generated if isinstance(generated, dict) else {})
     return Checkpoint(folder=folder, config=config, vision=vision, stop=frozenset(stop),
                       template=checkpoint_template(folder), synthetic=MARKER in raw)
 
@@ -74,7 +74,7 @@ def stores_head(folder: Path) -> bool:
     model.safetensors) says in the file's header, which safetensors reads (no tensor is)."""
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        return HEAD in json.loads(index.read_text())["weight_map"]
+        return HEAD in configs.weight_map(index)
     for file in sorted(folder.glob("*.safetensors")):
         try:
             with safe_open(file, framework="pt") as f:
@@ -93,7 +93,8 @@ def checkpoint_template(folder: Path) -> str | None:
         return file.read_text(encoding="utf-8")
     config = folder / "tokenizer_config.json"
     if config.is_file():
-        template = json.loads(config.read_text(encoding="utf-8")).get("chat_template")
+        raw = configs.read_json(config)
+        template = raw.get("chat_template") if isinstance(raw, dict) else None
         if isinstance(template, str):
             return template
     return None

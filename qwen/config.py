@@ -10,6 +10,7 @@ here, so this file imports nothing from qwen/ but qwen/lang.py (its errors speak
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -46,11 +47,27 @@ def read_config(path: str | Path) -> dict:
     if not file.is_file():
         raise FileNotFoundError(tr(f"no config.json at {file}: point --model at a Qwen3.5 checkpoint folder",
                                    f"{file} 处没有 config.json：--model 应当指向一个 Qwen3.5 检查点文件夹"))
+    return read_json(file)
+
+
+def read_json(file: Path) -> Any:
+    """One of a checkpoint's small JSON files (config, generation config, index, tokenizer config); a damaged one is
+    one error, in the learner's language, that says to download it again. What it holds is the caller's to check."""
     try:
-        return json.loads(file.read_text())
-    except json.JSONDecodeError as e:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(tr(f"{file} is not valid JSON ({e}): download the checkpoint again",
                             f"{file} 不是有效的 JSON（{e}）：请重新下载检查点")) from None
+
+
+def weight_map(index: Path) -> dict[str, str]:
+    """model.safetensors.index.json's map from each tensor to its weight file."""
+    raw = read_json(index)
+    raw = raw.get("weight_map") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict):
+        raise ValueError(tr(f"{index} has no weight_map: download the checkpoint again",
+                            f"{index} 里没有 weight_map：请重新下载检查点"))
+    return raw
 
 
 def eos_ids(raw: dict) -> set[int]:

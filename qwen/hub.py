@@ -7,13 +7,12 @@ tower's and the multi-token-prediction head's; a file comes whole. Text needs on
 without the vision or MTP files (an older download) still counts, and the tower or the head, when asked for, says
 which files to fetch and how. What the folder holds is read once, when it is opened (qwen/checkpoint.py).
 """
-import json
 import os
 import re
 import sys
 from pathlib import Path
 
-from qwen.config import DEFAULT_MODEL
+from qwen.config import DEFAULT_MODEL, weight_map
 from qwen.lang import tr
 
 DENSE_SIZES = ("0.8B", "2B", "4B", "9B", "27B")  # every dense Qwen3.5 shares this layout
@@ -109,8 +108,7 @@ def shards(folder, wanted):
     index = Path(folder) / "model.safetensors.index.json"
     if not index.is_file():
         return ["model.safetensors"]
-    weight_map = json.loads(index.read_text())["weight_map"]
-    return sorted({f for k, f in weight_map.items() if wanted(k)})
+    return sorted({f for k, f in weight_map(index).items() if wanted(k)})
 
 
 def part_name(part):

