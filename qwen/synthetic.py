@@ -49,9 +49,9 @@ def banner(notebook: bool) -> str:
               "layer pattern, vocabulary (Qwen's published table; the tokenizer files are the course's rebuild of it), "
               "config layout. Not real: widths, so shapes and parameter counts, and every value. ***\n"
               f"*** For the real model: {how}. ***",
-              "*** 合成权重：按真实 Qwen3.5 布局排列的随机数。真实的：张量名、数据类型、层数与层型排列、"
-              "词表（Qwen 公开的词表；分词器文件是本课程据此重建的）、config 的结构。"
-              "不真实的：各层宽度（因此形状和参数量也不真实），以及每一个数值。***\n"
+              "*** 合成权重：按真实 Qwen3.5 的布局生成的随机数。与真实模型一致的：张量名、数据类型、层数与各层类型的"
+              "排列、词表（Qwen 公开的词表，分词器文件由本课程据此重建）、config 的结构；与真实模型不同的：各层宽度"
+              "（因此形状和参数量也不同），以及每一个数值。***\n"
               f"*** 要用真实模型：{how}。***")
 
 
@@ -84,7 +84,7 @@ def synthetic_path(root: str | Path = DATA_DIR) -> Path:
     out = Path(root) / "synthetic"
     if not is_synthetic(out) or json.loads((out / "config.json").read_text())[MARKER]["version"] != VERSION:
         print(tr(f"generating the synthetic checkpoint in {out} (first use only, a few seconds)...",
-                 f"正在 {out} 生成合成检查点（只在第一次使用时生成，需要几秒）……"), file=sys.stderr)
+                 f"正在 {out} 生成合成检查点（只有第一次使用时才生成，几秒钟就好）……"), file=sys.stderr)
         generate(out)
     return out
 
@@ -165,4 +165,4 @@ def generate(out, seed=0, layers=None):
 
 if __name__ == "__main__":
     path = synthetic_path(sys.argv[1] if len(sys.argv) > 1 else DATA_DIR)
-    print(tr(f"synthetic Qwen3.5 checkpoint at {path}", f"合成 Qwen3.5 检查点在 {path}"))
+    print(tr(f"synthetic Qwen3.5 checkpoint at {path}", f"合成的 Qwen3.5 检查点位于 {path}"))
