@@ -1,6 +1,6 @@
 """Where does our model part ways with transformers? Module by module, on one prompt.
 
-我们的模型在哪里和 transformers 分道扬镳？在一个提示词上，逐个模块对比。
+本课的模型从哪个模块开始和 transformers 不一致？在同一个提示词上逐个模块对照。
 
 Both models run the same tokens. Each module is compared twice: "alone" (ours is fed transformers' input to that
 module, so the number is that module's own error) and "carried" (each model on its own residual stream, so rounding
@@ -32,7 +32,7 @@ def prompt_ids(path, text, vocab_size):
         return torch.tensor([Tokenizer(path).encode(text)])
     except FileNotFoundError:
         print(tr(f"(no tokenizer in {path}: using 24 fixed pseudo-random token ids instead of the prompt)",
-                 f"（{path} 里没有分词器：用 24 个固定的伪随机 token id 代替提示词）"))
+                 f"（{path} 里没有分词器：改用 24 个固定的伪随机 token id 代替提示词）"))
         return torch.randint(0, vocab_size, (1, 24), generator=torch.Generator().manual_seed(0))
 
 
@@ -89,7 +89,7 @@ def compare(checkpoint, dtype=torch.float32, text=PROMPT, ours=None, theirs=None
         tol, first = TOLERANCE[dtype], None
         print(tr(f"{'module':<34} {'alone':>10} {'carried':>10}   (max |ours - transformers| / max |transformers|)",
                  f"{'模块':<32} {'单独':>8} {'累积':>8}   "
-                 "（相对误差：max |ours - transformers| / max |transformers|）"))
+                 "（相对误差：max |本课 − transformers| / max |transformers|）"))
         for name, module in ours_named.items():
             x = hf_in[name]
             if name == "embed_tokens":
@@ -110,7 +110,7 @@ def compare(checkpoint, dtype=torch.float32, text=PROMPT, ours=None, theirs=None
             print(f"{name:<34} {own:>10.2e} {carried:>10.2e}{flag}")
     top_ours, top_theirs = our_out["lm_head"][0, -1].argmax().item(), hf_out["lm_head"][0, -1].argmax().item()
     print(tr(f"next token: ours {top_ours}, transformers {top_theirs}",
-             f"下一个 token：我们的 {top_ours}，transformers 的 {top_theirs}"))
+             f"下一个 token：本课 {top_ours}，transformers {top_theirs}"))
     kind = str(dtype).removeprefix("torch.")
     print(tr(f"tolerance {tol:.1e} ({kind}): ", f"容差 {tol:.1e}（{kind}）：")
           + (tr(f"first module beyond it: {first}", f"第一个超出容差的模块：{first}") if first
@@ -128,7 +128,7 @@ def main(argv=None):
     parser.add_argument("--prompt", default=PROMPT, help=tr("the text both models read", "两个模型读入的文本"))
     parser.add_argument("--lang", choices=lang.LANGUAGES,
                         help=tr("the language it speaks: en or zh (default: QWEN_LANG, else the locale)",
-                                "输出语言：en 或 zh（默认：QWEN_LANG，其次是系统的 locale）"))
+                                "输出语言：en 或 zh（默认取 QWEN_LANG，没有则按系统 locale）"))
     args = parser.parse_args(argv)
     lang.use(args.lang)
     try:

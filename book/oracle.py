@@ -17,7 +17,7 @@ def proof(compare, *args, **kwargs):
     after one line, when transformers is not installed or (in a script) --proof was not given."""
     if not in_notebook() and "--proof" not in sys.argv[1:]:
         note(tr("the proof against transformers: rerun with --proof (needs pip install transformers)",
-                "与 transformers 对照、拿出证明：加上 --proof 重新运行（需要 pip install transformers）"))
+                "与 transformers 对照验证：加上 --proof 重新运行（需要先 pip install transformers）"))
         return None
     try:
         with warnings.catch_warnings():  # in a Jupyter kernel without ipywidgets, tqdm (imported with transformers)
@@ -26,7 +26,7 @@ def proof(compare, *args, **kwargs):
     except ImportError:
         print(tr("transformers is not installed, so the comparison with it is skipped "
                  "(pip install -e '.[proofs]' to see it)",
-                 "没有安装 transformers，所以跳过与它的对比（pip install -e '.[proofs]' 之后就能看到）"))
+                 "没有安装 transformers，跳过与它的对照（pip install -e '.[proofs]' 之后就能看到）"))
         return None
     transformers.utils.logging.disable_progress_bar()  # the proof prints differences, not a bar per loaded model
     return compare(transformers, *args, **kwargs)
@@ -48,5 +48,5 @@ def difference(label, ours, theirs):
     steps = tr(f" = {bf16_steps(ours, theirs):g} bf16 steps", f" = {bf16_steps(ours, theirs):g} 个 bf16 步长") \
         if "bfloat16" in str(ours.dtype) else ""
     print(tr(f"{label}: max |ours - transformers| = {delta:.3g}{steps}",
-             f"{label}：最大差 max |ours - transformers| = {delta:.3g}{steps}"))
+             f"{label}：max |本课 − transformers| = {delta:.3g}{steps}"))
     return delta
