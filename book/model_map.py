@@ -40,7 +40,7 @@ def _layer(x, kind):
     """The boxes of one decoder layer drawn at column x: (x, y, width, height, text, part, holds weights)."""
     mixer = "deltanet" if kind == "L" else "attention"
     boxes = [(x, 1.2, 4.4, 0.45, tr("input_layernorm: RMSNorm, scale 1 + w (d)",
-                                    "input_layernorm：RMSNorm，缩放 1 + w (d)"), "norm", True),
+                                    "input_layernorm：RMSNorm，比例 1 + w (d)"), "norm", True),
              (x, 6.95, 4.4, 0.45, "post_attention_layernorm: RMSNorm (d)", "norm", True),
              (x, 7.6, 4.4, 0.6, "mlp: down_proj(silu(gate_proj(x)) · up_proj(x))", "mlp", True)]
     if kind == "L":
@@ -94,7 +94,7 @@ def _vision():
                                       "预处理：缩放到 32 的倍数，\n归一化，切成 patch (N, 3·2·16·16)"),
               "vision", False),
              (0.2, 6.2, 3.3, 0.6, tr("patch_embed: a Conv3d, stride = kernel:\none matrix, (N, 1536) → (N, C)",
-                                     "patch_embed：Conv3d，步长 = 卷积核：\n就是一个矩阵，(N, 1536) → (N, C)"),
+                                     "patch_embed：Conv3d，步长 = kernel 大小：\n其实就是一个矩阵，(N, 1536) → (N, C)"),
               "vision", True),
              (0.2, 5.25, 3.3, 0.6, tr("+ pos_embed: a 48 × 48 grid of C,\nresampled bilinearly to the image",
                                       "+ pos_embed：48 × 48 的网格，每格 C 维，\n双线性重采样到图像大小"), "vision",
@@ -126,10 +126,10 @@ def _boxes():
     stack = [(0.4, 0.05, 3.4, 0.45, tr("tokenizer: text → token ids (B, T)", "分词器：文本 → token id (B, T)"),
               "embedding", False),
              (0.4, 0.7, 3.4, 0.6, "embed_tokens (V, d)", "embedding", True),
-             (0.4, 7.95, 3.4, 0.45, tr("norm: final RMSNorm (d)", "norm：最后的 RMSNorm (d)"), "norm", True),
-             (0.4, 8.55, 3.4, 0.45, tr("lm_head (V, d): embed_tokens if tied", "lm_head (V, d)：绑定时即 embed_tokens"),
+             (0.4, 7.95, 3.4, 0.45, tr("norm: final RMSNorm (d)", "norm：最终归一化，RMSNorm (d)"), "norm", True),
+             (0.4, 8.55, 3.4, 0.45, tr("lm_head (V, d): embed_tokens if tied", "lm_head (V, d)：共享时即 embed_tokens"),
               "embedding", True),
-             (0.4, 9.15, 3.4, 0.4, tr("logits → next token → append", "logits → 下一个 token → 追加到末尾"), "generate",
+             (0.4, 9.15, 3.4, 0.4, tr("logits → next token → append", "logits → 下一个 token → 接到末尾"), "generate",
               False)]
     for i in range(24):  # [L, L, L, F] x 6, bottom to top
         kind = "F" if (i + 1) % 4 == 0 else "L"
@@ -188,13 +188,13 @@ def draw(highlight):
     note(S + 1.9, 4.5, tr("L: linear attention\n(Gated DeltaNet),\n18 layers\n\nF: full attention,\n6 layers\n\n"
                           "each one:\nh = x + mixer(norm(x)),\nh + mlp(norm(h))",
                           "L：线性注意力\n(Gated DeltaNet)，\n18 层\n\nF：全注意力，\n6 层\n\n"
-                          "每一层：\nh = x + mixer(norm(x))，\nh + mlp(norm(h))"))
+                          "每一层：\nh = x + mixer(norm(x))，\nh + mlp(norm(h))\n（mixer 即混合器）"))
     frame(0.1, 0.65, 3.5, 8.0, tr("model.visual: the vision tower", "model.visual：视觉塔"), "vision")
     frame(0.15, 1.45, 3.4, 3.1, tr("12 blocks (the 0.8B's depth)", "12 个块（0.8B 的深度）"), "vision")
     note(1.55, 3.0, tr("each one:\nh = x + attn(norm(x)),\nh + mlp(norm(h));\n\nattention with a\n"
                        "2-D RoPE (row, col),\nonly within one image",
-                       "每一块：\nh = x + attn(norm(x))，\nh + mlp(norm(h))；\n\n注意力带\n2-D RoPE（行，列），\n"
-                       "只在同一张图内"))
+                       "每一块：\nh = x + attn(norm(x))，\nh + mlp(norm(h))；\n\n注意力用\n2-D RoPE（行、列），\n"
+                       "只在同一张图内做"))
     frame(S + 4.0, 9.35, 10.95, 1.2, tr("mtp: multi-token prediction, the draft of speculative decoding",
                                         "mtp：多 token 预测，投机解码的草稿"), "mtp")
 
@@ -233,5 +233,5 @@ def draw(highlight):
                     f"(chapter {CHAPTERS[highlight]}). Names are the checkpoint's; chN marks the chapter that builds "
                     f"each part; arrows: the data flow.",
                     f"Qwen3.5：文本模型、视觉塔与 MTP 头。高亮：{what(highlight)}（第 {CHAPTERS[highlight]} 章）。"
-                    f"名称取自检查点；chN 标出构建该部分的章；箭头：数据流向。"), fontsize=10)
+                    f"名称取自检查点；chN 表示构建该部分的章；箭头表示数据流向。"), fontsize=10)
     return fig

@@ -43,7 +43,7 @@ class Tokenizer:
         if not config.is_file():
             raise FileNotFoundError(tr(f"{config} not found: it names the eos token; it sits next to tokenizer.json",
                                        f"找不到 {config}：结束 token（eos）的名字写在这个文件里，"
-                                       "它应当和 tokenizer.json 放在同一个文件夹"))
+                                       "它应当和分词器文件 tokenizer.json 放在同一个文件夹"))
         raw = read_json(config)
         eos = raw.get("eos_token") if isinstance(raw, dict) else None
         eos = eos.get("content") if isinstance(eos, dict) else eos  # older files wrap the name in an AddedToken dict
@@ -55,8 +55,8 @@ class Tokenizer:
         if eos not in self.special_tokens:
             raise ValueError(tr(f"{config} names the eos token {eos!r}, which is not one of tokenizer.json's added "
                                 "tokens: the two files belong to different checkpoints; download them again",
-                                f"{config} 给出的结束 token 是 {eos!r}，但它不在 tokenizer.json 的附加 token 里："
-                                "两个文件来自不同的检查点；请重新下载"))
+                                f"{config} 给出的结束 token 是 {eos!r}，"
+                                "但分词器文件 tokenizer.json 的附加 token 里没有它：两个文件来自不同的检查点；请重新下载"))
         self.eos_id = self.special_tokens[eos]  # <|im_end|>: the chat model ends its turn with it
 
     def encode(self, text: str) -> list[int]:
