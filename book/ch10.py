@@ -59,17 +59,17 @@ def symbols():
     """letter, meaning (in the language the course speaks), how it follows from the vision config"""
     return (
         ("P", tr("pixels per patch side", "patch 每边的像素数"), lambda c: c.patch_size),
-        ("Tp", tr("frames per patch (a still image is repeated)", "每个 patch 的帧数（静态图重复一遍）"),
+        ("Tp", tr("frames per patch (a still image is repeated)", "每个 patch 的帧数（静态图直接重复）"),
          lambda c: c.temporal_patch_size),
-        ("m", tr("patches per merged token, per side (m × m)", "合并后每个 token 每边的 patch 数（m × m）"),
+        ("m", tr("patches per merged token, per side (m × m)", "一个合并 token 每边的 patch 数（m × m）"),
          lambda c: c.spatial_merge_size),
         ("3·Tp·P²", tr("numbers in one patch: a row of pixel_values", "一个 patch 里的数值个数：pixel_values 的一行"),
          lambda c: c.in_channels * c.temporal_patch_size * c.patch_size ** 2),
         ("C", tr("width of the tower", "视觉塔的宽度"), lambda c: c.hidden_size),
         ("depth", tr("vision blocks", "视觉块数"), lambda c: c.depth),
-        ("heads", tr("attention heads of a block", "每个块的注意力头数"), lambda c: c.num_heads),
+        ("heads", tr("attention heads of a block", "每个视觉块的注意力头数"), lambda c: c.num_heads),
         ("Dh", tr("size of one head, C / heads", "一个头的维数，C / heads"), lambda c: c.hidden_size // c.num_heads),
-        ("Iv", tr("width inside a block's MLP", "块内 MLP 的宽度"), lambda c: c.intermediate_size),
+        ("Iv", tr("width inside a block's MLP", "视觉块内 MLP 的宽度"), lambda c: c.intermediate_size),
         ("side", tr("the learned position grid is side × side", "学到的位置网格为 side × side"),
          lambda c: math.isqrt(c.num_position_embeddings)),
         ("d", tr("text width: what the merger outputs", "文本宽度：合并器输出的宽度"), lambda c: c.out_hidden_size),
@@ -80,6 +80,11 @@ def symbols():
 def width(text):
     """Columns `text` takes in a terminal: a CJK character takes two."""
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def yes_no(flag):
+    """A check's outcome in a printed line: Python's True/False in English, 是/否 in Chinese."""
+    return tr("True", "是") if flag else tr("False", "否")
 
 
 def rjust(text, n):
@@ -170,7 +175,7 @@ def patch_grid(pixels, patch_size=16, merge_size=2, zoom=(3, 4)):
                      f"红框里的一角：每个 patch 在 pixel_values ({n:,}, 3·2·{P}·{P}) 中的行号\n"
                      f"一个 token 的 {m * m} 个 patch 是相邻的几行"), xticks=[], yticks=[])
     fig.suptitle(tr("Patches in the merge order: block by block, and inside a block row by row",
-                    "按合并顺序排列的 patch：逐块排列，块内逐行排列"))
+                    "按合并顺序排列的 patch：逐组排列，组内逐行排列"))
     return fig
 
 
@@ -211,7 +216,7 @@ def position_grid(table, resampled, standin=False):
     ax0.set(title=tr(f"{what}: {side} × {side} positions ({rows:,} rows, like pos_embed)\n"
                      f"dots: where the {gh} × {gw} patches of the image sample it",
                      f"{what}：{side} × {side} 个位置（{rows:,} 行，同 pos_embed）\n"
-                     f"点：图片的 {gh} × {gw} 个 patch 在表上取值的地方"),
+                     f"点：图片 {gh} × {gw} 个 patch 的取值位置"),
             xlabel=tr("column", "列"), ylabel=tr("row", "行"))
     image = ax1.imshow(right.numpy(), cmap="coolwarm", vmin=lo, vmax=hi)
     ax1.set(title=tr(f"resampled bilinearly (corners aligned) to the image's {gh} × {gw} patches",
@@ -219,7 +224,7 @@ def position_grid(table, resampled, standin=False):
             xlabel=tr("patch column", "patch 列"), ylabel=tr("patch row", "patch 行"))
     fig.colorbar(image, ax=ax1, shrink=0.8, label=tr("first principal component of the table", "表的第一主成分"))
     fig.suptitle(tr("The position embedding: one grid for every image size, resampled",
-                    "位置嵌入：一张网格，重新采样后用于任意尺寸的图") +
+                    "位置嵌入：只学一张网格，重新采样后用于任意尺寸的图") +
                  (tr("\nA STAND-IN (random low-frequency waves), not a checkpoint's weights: the synthetic "
                      "checkpoint's table is random noise",
                      "\n这是替身（随机的低频波），不是检查点的权重：合成检查点的表是随机噪声") if standin else ""))
@@ -245,15 +250,15 @@ def mrope_rows(positions, image, title=""):
         p = int(positions[0, after])
         axes[0].annotate(tr(f"text after the image: position {p} = largest image position + 1\n(a plain count would "
                             f"give {after})",
-                            f"图片之后的文本：位置 {p} = 图片的最大位置 + 1\n（简单计数会得到 {after}）"),
+                            f"图片之后的文本：位置 {p} = 图片的最大位置 + 1\n（按 token 数往下数会是 {after}）"),
                          xy=(after, p), xytext=(max(0, after - T * 0.45), p * 0.25 + 1),
                          arrowprops=dict(arrowstyle="->"), fontsize=9)
     axes[1].text((first + last) / 2, float(positions[1, first]),
                  tr(f"image: tokens {first} … {last}", f"图片：token {first} … {last}"), ha="center", va="bottom",
                  fontsize=9)
-    axes[-1].set_xlabel(tr("token index in the prompt", "token 在提示词中的下标"))
+    axes[-1].set_xlabel(tr("token index in the prompt", "token 在提示词中的序号"))
     fig.suptitle(title or tr("M-RoPE positions of a text + image + text prompt: the three rows differ only on the "
-                             "image", "文本 + 图片 + 文本的提示词的 M-RoPE 位置：三行只在图片上不同"))
+                             "image", "“文本 + 图片 + 文本”提示词的 M-RoPE 位置：三行只在图片处不同"))
     return fig
 
 
@@ -290,7 +295,7 @@ def token_bill_figure(settings, marks=()):
            xlabel=tr("pixels of the original image (log scale)", "原图的像素数（对数坐标）"),
            ylabel=tr("merged tokens in the prompt (log scale)", "提示词里合并后的 token 数（对数坐标）"),
            title=tr(f"The token bill of an image: one token per {f} × {f} pixels after resizing into the budget",
-                    f"一张图的 token 账单：缩放进预算之后，每 {f} × {f} 像素一个 token"))
+                    f"一张图占多少 token：缩放到预算之内后，每 {f} × {f} 像素一个 token"))
     ax.legend(title=tr("aspect ratio", "宽高比"), loc="lower right")
     bill = token_bill(marks, settings)
     for w, h, *_, tokens in bill:

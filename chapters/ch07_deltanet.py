@@ -114,10 +114,10 @@ book.show("ch07-map", book.model_map.draw, "deltanet")
 
 # %% [markdown] lang="zh"
 # 这些想法各有出处。把 delta 规则当作快速权重（fast weight）记忆来用，是 **DeltaNet**（Schlag、Irie、Schmidhuber
-# 2021，"Linear Transformers Are Secretly Fast Weight Programmers"）；第 4 节的分块并行形式出自
-# Yang、Wang、Zhang、Shen、Kim 2024（"Parallelizing Linear Transformers with the Delta Rule over Sequence Length"）；
-# 再加上遗忘门，就是 **Gated DeltaNet**（Yang、Kautz、Hatamizadeh 2025，"Gated Delta Networks: Improving Mamba2 with
-# Delta Rule"），也就是 Qwen3.5 用的层。
+# 2021，“Linear Transformers Are Secretly Fast Weight Programmers”）；第 4 节的分块并行形式出自
+# Yang、Wang、Zhang、Shen、Kim 2024（“Parallelizing Linear Transformers with the Delta Rule over Sequence Length”）；
+# 再加上遗忘门，就是 **Gated DeltaNet**（Yang、Kautz、Hatamizadeh 2025，“Gated Delta Networks: Improving Mamba2 with
+# Delta Rule”），也就是 Qwen3.5 用的层。
 #
 # ## 1. 把 delta 规则看成一块记忆
 # 取一个形状为 $(d_k, d_v)$ 的矩阵 $S$，往里写键值对：键 $k$（$d_k$ 维单位向量）→ 值 $v$（$d_v$ 维）。读取就是一次乘法

@@ -45,37 +45,36 @@ Its notebook, notebooks/ch10_vision.ipynb, is written from this file by python n
 # printed beside this checkpoint's.
 
 # %% [markdown] lang="zh"
-# # 第 10 章 · 视觉塔：一张图变成 token
+# # 第 10 章 · 视觉塔（视觉编码器）：一张图变成 token
 #
-# Qwen3.5 原生就是多模态的。0.8B 的检查点里，除了文本模型的 752 M 个参数，还有一个约 100 M 参数的视觉
-# Transformer（`model.visual.*`），前面各章从没读过它。本章跟着一张照片走完全程：像素 → patch → 视觉块 →
-# 合并成文本宽度的 token → 放进提示词，位置分三个轴（时间、行、列）→ 第 1–9 章的解码器像读其他 token 一样读它们，
-# 然后作答。
+# Qwen3.5 原生支持多模态。0.8B 的检查点里，除了文本模型的 752 M 个参数，还有一个约 100 M 参数的视觉
+# Transformer（`model.visual.*`），前面各章从没读过它。本章跟着一张照片走完全程：像素 → patch → 视觉块 → 合并成与文本
+# 同宽的 token → 放进提示词，位置分三个轴（时间、行、列）→ 第 1–9 章的解码器像读普通 token 一样读它们，然后作答。
 #
 # ```
 # qwen/
 # ├── …               （第 1–9 章）
 # ├── image.py        + 从图片到 patch：缩放规则、归一化、patch 的顺序
-# ├── vision.py       + 视觉塔（patch 嵌入、位置网格、二维旋转位置编码、块、合并器）和 load_vision
+# ├── vision.py       + 视觉塔（patch 嵌入、位置网格、二维旋转位置编码、视觉块、合并器）和 load_vision
 # ├── mrope.py        + 提示词里的图片及其三维位置
-# ├── model.py        ~ 装上 model.visual = load_vision(checkpoint) 后：model(ids, pixel_values=..., image_grid_thw=...)
+# ├── model.py        ~ 设好 model.visual = load_vision(checkpoint) 后：model(ids, pixel_values=..., image_grid_thw=...)
 # ├── generate.py     ~ generate(..., images=(pixel_values, image_grid_thw))
 # └── chat.py         ~ 图片内容渲染成 <|vision_start|><|image_pad|><|vision_end|>
 # book/
-# └── ch10.py         + 本章的图、token 账单、视觉部分的符号表（真实值：qwen/sizes.py）
+# └── ch10.py         + 本章的图、token 开销表、视觉部分的符号表（真实值：qwen/sizes.py）
 # chapters/
 # └── ch10_vision.py  + 本章的脚本
 # notebooks/
 # └── ch10_vision.ipynb + 本笔记本，由脚本生成
 #
-# + 本章新增 · ~ 本章修改 · 无标记：来自前面的章节
+# + 本章新增 · ~ 本章修改 · 无标记：前面章节写的
 # ```
 #
-# 命令行跑的是同一份代码：`python chapters/ch10_vision.py`（`--figures` 保存图，`--proof` 与 transformers 对比）。
-# 用合成检查点时，视觉塔的布局和深度与真实 0.8B 相同，只是宽度很窄、权重随机。真实的：每一步计算，
-# 以及所有由图片和预处理设置决定的形状（缩放、patch、`pixel_values`、token 数、位置）。不真实的：宽度（视觉塔的 C
-# 和文本的 d，真实 0.8B 里是 768 和 1,024，这里窄得多），因而所有带这两个宽度的形状，以及所有由权重算出的数，都不真实。
-# 两者不同的地方，会在本检查点的值旁边打印真实 0.8B 的值。
+# 命令行跑的也是这份代码：`python chapters/ch10_vision.py`（`--figures` 保存图，`--proof` 与 transformers 对照）。用合
+# 成检查点时，视觉塔的结构和深度与真实 0.8B 相同，只是宽度窄、权重随机。与真实模型一致的：每一步计算，以及由图片和预处
+# 理设置决定的所有形状（缩放、patch、`pixel_values`、token 数、位置）。与真实模型不同的：宽度（视觉塔的 C 和文本的 d，
+# 真实 0.8B 里分别是 768 和 1,024，这里窄得多），因而凡是带这两个宽度的形状、由权重算出的每个数，都和真实模型不同。两
+# 者不一样的地方，会在本检查点的值旁边打印真实 0.8B 的值。
 
 # %%
 import sys
@@ -133,11 +132,11 @@ book.show("ch10-map", book.model_map.draw, "vision")
 
 # %% [markdown] lang="zh"
 # ## 1. 照片与像素预算
-# matplotlib 的示例数据里自带一张照片：身着军装的 Grace Hopper。每个学习者离线也有它，所以本章就用这张图。
-# 预处理设置来自检查点的 `preprocessor_config.json`：像素预算（`size`：`shortest_edge` 是最少像素数，`longest_edge`
-# 是最多像素数，别被名字误导）、patch 大小、合并尺寸，以及归一化用的均值和标准差。没有这个文件的检查点，使用 Qwen3.5
-# 在该文件里公布的值，但视觉塔据以构建的三个值除外（patch 大小、合并尺寸、每个 patch 的帧数）：它们取自检查点的
-# vision_config；`preprocessor_config.json` 与 vision_config 不一致时直接报错。
+# matplotlib 的示例数据里自带一张照片：身穿军装的 Grace Hopper。每个学习者离线也能拿到它，本章就用这张图。预处理设置来
+# 自检查点的 `preprocessor_config.json`：像素预算（`size`；别被名字误导，`shortest_edge` 是最少像素数，`longest_edge`
+# 是最多像素数）、patch 大小、合并尺寸，以及归一化用的均值和标准差。检查点里没有这个文件时，就用 Qwen3.5 在该文件里公
+# 布的值；只有三个值例外，它们决定了视觉塔的结构（patch 大小、合并尺寸、每个 patch 的帧数），要取自检查点的
+# vision_config。`preprocessor_config.json` 与 vision_config 不一致时，直接报错。
 
 # %%
 photo = load_image(cbook.get_sample_data("grace_hopper.jpg"))
@@ -159,8 +158,8 @@ for name, x in ((own, s),
     lo, hi, mean, std = x.min_pixels ** 0.5, x.max_pixels ** 0.5, list(x.image_mean), list(x.image_std)
     print(tr(f"{name}: {x.min_pixels:,} to {x.max_pixels:,} pixels ({lo:.0f}² to {hi:.0f}²), patch {x.patch_size}, "
              f"merge {x.merge_size}, frames per patch {x.temporal_patch_size}, mean {mean}, std {std}",
-             f"{name}：{x.min_pixels:,} 到 {x.max_pixels:,} 像素（{lo:.0f}² 到 {hi:.0f}²），patch {x.patch_size}，"
-             f"合并 {x.merge_size}，每个 patch {x.temporal_patch_size} 帧，均值 {mean}，标准差 {std}"))
+             f"{name}：{x.min_pixels:,} 到 {x.max_pixels:,} 像素（{lo:.0f}² 到 {hi:.0f}²），patch 大小 {x.patch_size}，"
+             f"合并尺寸 {x.merge_size}，每个 patch {x.temporal_patch_size} 帧，均值 {mean}，标准差 {std}"))
 
 # %% [markdown]
 # ## 2. The resize rule
@@ -177,14 +176,14 @@ for name, x in ((own, s),
 
 # %% [markdown] lang="zh"
 # ## 2. 缩放规则
-# 视觉塔把图切成 $P \times P$ 的 patch（$P = 16$），之后合并器再把 $m \times m$ 个相邻 patch（$m = 2$）并成一个 token，
-# 所以两条边都必须是 $P \cdot m = 32$ 的倍数。`smart_resize` 把每条边取整到最近的 32 的倍数（用 Python 的 `round`，恰好
-# 一半时取偶数：10.5 → 10，11.5 → 12），尽量保持宽高比。只有取整后的尺寸会拿去和预算比较。如果它的像素数超过
-# `max_pixels`，就弃用它，把*原始*边长 $H$ 和 $W$ 都除以 $\beta = \sqrt{H \cdot W / \mathrm{max\_pixels}}$（用原始像素
-# 数，而不是取整后的），再各自*向下*取整到 32 的倍数（至少 32）；如果少于 `min_pixels`，就把原始边长乘以
-# $\beta = \sqrt{\mathrm{min\_pixels} / (H \cdot W)}$，各自*向上*取整。向下取整保证缩小后的图不超过 `max_pixels`，向上取
-# 整保证放大后的图不少于 `min_pixels`。这就是 transformers 里 `smart_resize` 的规则；我们的版本多做了一件事：图太细长、
-# 放不进预算时，给出一条明确的报错。这张照片：
+# 视觉塔把图切成 $P \times P$ 的 patch（$P = 16$），合并器之后再把 $m \times m$ 个相邻 patch（$m = 2$）并成一个
+# token，所以两条边都必须是 $P \cdot m = 32$ 的倍数。`smart_resize` 把每条边取整到最近的 32 的倍数（用 Python 的
+# `round`，恰好一半时取偶数：10.5 → 10，11.5 → 12），尽量保持宽高比。拿去和预算比较的，只有取整后的尺寸。像素数超过
+# `max_pixels` 时，弃用这个尺寸，改把*原始*边长 $H$、$W$ 都除以 $\beta = \sqrt{H \cdot W / \mathrm{max\_pixels}}$（用
+# 原始像素数，不是取整后的），再各自*向下*取整到 32 的倍数（至少为 32）；少于 `min_pixels` 时，把原始边长乘以
+# $\beta = \sqrt{\mathrm{min\_pixels} / (H \cdot W)}$，各自*向上*取整。向下取整，缩小后的图就不会超过 `max_pixels`；向
+# 上取整，放大后的图就不会少于 `min_pixels`。这就是 transformers 里 `smart_resize` 的规则；我们的版本只多做了一件事：
+# 图太细长、放不进预算时，给出一条明确的报错。这张照片：
 
 # %%
 f = s.factor
@@ -228,20 +227,20 @@ for width, height in ((8000, 6000), (100, 80)):  # a 48-megapixel photo, and a t
 
 # %% [markdown] lang="zh"
 # ## 3. 从像素到 patch
-# 缩放之后（双三次插值，在 8 位图像上做），再用三步把图变成 `pixel_values`：
+# 缩放（在 uint8 图像上做双三次插值）之后，还要三步才把图变成 `pixel_values`：
 #
-# 1. **缩放数值并归一化**：每个 8 位值乘以 `rescale_factor`（1/255）得到 $[0, 1]$ 内的值；再逐通道算
+# 1. **缩放数值并归一化**：每个 uint8 值乘以 `rescale_factor`（1/255），落到 $[0, 1]$；再逐通道算
 #    $(x - \mathrm{mean}) / \mathrm{std}$。Qwen3.5 的 $\mathrm{mean} = \mathrm{std} = 0.5$，所以每个值都落在 $[-1, 1]$
 #    内。
-# 2. **在时间上重复**：patch 嵌入一次读 $T_p = 2$ 帧（同一套权重也用来读视频），所以静态图要重复一遍：每个 patch
-#    的两帧是同一张图。
-# 3. **按合并顺序切 patch**：把 (3, h, w) 数组切成 $P \times P$ 的 patch，每个 patch 按 (通道, 帧, 行, 列) 的顺序展平：
-#    $3 \cdot 2 \cdot 16 \cdot 16 = 1{,}536$ 个数，就是 `pixel_values` 的一行。这些行*不是*按阅读顺序排的：它们逐块排列
-#    （每块是合并器要合并的 $m \times m = 2 \times 2$ 个 patch），块内再逐行排列。这样，合并后第 $k$ 个 token 的 4 个
-#    patch 正好是第 $4k, \dots, 4k + 3$ 行，合并器只需把连续的 4 行并排拼起来。
+# 2. **在时间上重复**：patch 嵌入一次读 $T_p = 2$ 帧（同一套权重也用来读视频），所以静态图要复制一份：每个 patch 的两
+#    帧是同一张图。
+# 3. **按合并顺序切 patch**：把 (3, h, w) 的数组切成 $P \times P$ 的 patch，每个 patch 按（通道，帧，行，列）的顺序展
+#    平成 $3 \cdot 2 \cdot 16 \cdot 16 = 1{,}536$ 个数，就是 `pixel_values` 的一行。这些行*不*按阅读顺序排列，而是一组
+#    一组地排（每组是合并器要合并的 $m \times m = 2 \times 2$ 个 patch），组内再逐行排列。这样，合并后第 $k$ 个 token
+#    的 4 个 patch 正好是第 $4k, \dots, 4k + 3$ 行，合并器只需把相邻的 4 行并排拼起来。
 #
-# 结果是 `pixel_values` (N, 1536)，其中 $N = (h/16) \cdot (w/16)$ 个 patch，以及 `image_grid_thw` = [[1, h/16, w/16]]：
-# 一帧（时间维合并后 $t = 1$），加上 patch 网格的高和宽。下图在照片上画出这个顺序。
+# 结果是 `pixel_values` (N, 1536)，其中 $N = (h/16) \cdot (w/16)$ 是 patch 数；另有 `image_grid_thw` = [[1, h/16,
+# w/16]]：一帧（时间维合并后 $t = 1$），再加上 patch 网格的高和宽。下图把这个顺序画在照片上。
 
 # %%
 resized = to_rgb(photo).resize((w, h), resample=Image.Resampling.BICUBIC)
@@ -253,9 +252,9 @@ book.show("ch10-patches", ch10.patch_grid, np.array(resized), s.patch_size, s.me
 # groups), channels last, the temporal repeat left out.
 
 # %% [markdown] lang="zh"
-# **先自己试试**：练习 216 就是切 patch 的顺序（运行 `python practice/judge.py start 216`，或者直接写在下面的单元格里：
-# 评测器会在这里评分）。它列出的典型错误：按普通阅读顺序排 patch（这会打散 2 × 2 的分组）、通道放在最后、
-# 漏掉时间上的重复。
+# **先自己试试**：练习 216 就是切 patch 的顺序（运行 `python practice/judge.py start 216`，或者直接写在下面的单元格里
+# ，评测器就在这里评分）。它点名的典型错误有三个：按普通的阅读顺序排 patch（会打散 2 × 2 的分组）、把通道放在最后、漏
+# 掉时间上的重复。
 
 # %%
 def patchify(pixels, patch_size, merge_size, temporal_patch_size):
@@ -280,10 +279,10 @@ book.listing("qwen/image.py")
 # 4k + 2a + b must be the patch at row 2i + a, column 2j + b of the patch grid, where token k sits at (i, j).
 
 # %% [markdown] lang="zh"
-# `patchify` 就是一次给每个轴命名的 reshape——(通道, 块行, 块内行, y, 块列, 块内列, x)——加一次 permute，把块放在最前、
-# 每个 patch 的像素放在最后，再用一次 `expand` 重复帧而不复制数据。下面在照片上运行它，
-# 并把每一行与手工从缩放后的图片上切下的 patch 对照：若 token k 位于 (i, j)，则第 4k + 2a + b 行必须是 patch 网格第 2i +
-# a 行、第 2j + b 列的 patch。
+# `patchify` 只有三步：一次 reshape，给每个轴起好名字（通道、组行、组内行、y、组列、组内列、x）；一次 permute，把组放
+# 在最前、每个 patch 的像素放在最后；再用 `expand` 重复帧，不复制数据。下面在照片上运行它，并把每一行和从缩放后的图上
+# 手工切下的 patch 逐一对照：如果 token k 位于 (i, j)，那么第 4k + 2a + b 行必须是 patch 网格中第 2i + a 行、第 2j + b
+# 列的 patch。
 
 # %%
 pixel_values, grid = preprocess(photo, s)
@@ -305,7 +304,7 @@ print(tr(f"pixel_values {tuple(pixel_values.shape)} {pixel_values.dtype}, image_
          f"pixel_values {tuple(pixel_values.shape)} {pixel_values.dtype}，image_grid_thw {grid.tolist()}："
          f"{gh} × {gw} = {gh * gw:,} 个 patch，合并成 {merged_n} 个 token"))
 print(tr(f"every row is the patch cut by hand from the resized photo, both frames the same: {rows_match}",
-         f"每一行都等于从缩放后的照片上手工切下的 patch，且两帧相同：{rows_match}"))
+         f"每一行都和从缩放后的照片上手工切下的 patch 相同，两帧也相同：{ch10.yes_no(rows_match)}"))
 
 # %% [markdown]
 # ## 4. The patch embedding is a matrix product
@@ -320,12 +319,14 @@ print(tr(f"every row is the patch cut by hand from the resized photo, both frame
 
 # %% [markdown] lang="zh"
 # ## 4. patch 嵌入就是一次矩阵乘法
-# 检查点把第一层存成一个 Conv3d，卷积核为 (2, 16, 16)，步长*与之相同*：卷积核的各个位置互不重叠，于是每个输出恰好读一个
-# patch；而每个输出只读一个 patch 的卷积，就是一次矩阵乘法：$\mathrm{embed} = \mathrm{pixel\_values} \cdot W^\top + b$，
-# 其中卷积核 $W$ (C, 3, 2, 16, 16) 按与 patch 相同的 (通道, 帧, 行, 列) 顺序展平成 (C, 1,536)。下面在照片上验证这一点。
-# 由于静态图的两帧相同，静态图实际上用的是卷积核两个帧切片之和。
+# 检查点把第一层存成一个 Conv3d：卷积核（kernel）为 (2, 16, 16)，步长*与卷积核相同*。卷积核每次挪动都不与上一次重叠，
+# 每个输出恰好只读一个 patch；而每个输出只读一个 patch 的卷积，就是一次矩阵乘法
+# ：$\mathrm{embed} = \mathrm{pixel\_values} \cdot W^\top + b$，其中卷积核 $W$ (C, 3, 2, 16, 16) 按与 patch 相同的（通
+# 道，帧，行，列）顺序展平成 (C, 1,536)。下面在照片上验证这一点。静态图的两帧相同，所以实际效果相当于只用一帧，乘以卷
+# 积核两个帧切片之和。
 #
-# 这里从检查点读入视觉塔，而且只读视觉塔：`load_vision` 惰性地打开 safetensors 文件，只读其中的 `model.visual.*` 张量。
+# 这里从检查点读入视觉塔，而且只读视觉塔：`load_vision` 惰性地打开 safetensors 文件，只读其中 `model.visual.*` 这些张
+# 量。
 
 # %%
 tower = load_vision(args.checkpoint, dtype=dtype, device=dev)
@@ -340,17 +341,17 @@ scale = float(product.abs().max())
 by_conv, by_frame = float((conv.flatten(1) - product).abs().max()), float((one_frame - product).abs().max())
 matrix = tuple(W.flatten(1).shape)
 print(tr(f"kernel {tuple(W.shape)} -> matrix {matrix}; Conv3d output {tuple(conv.shape)} = (N, C, 1, 1, 1)",
-         f"卷积核 {tuple(W.shape)} -> 矩阵 {matrix}；Conv3d 的输出 {tuple(conv.shape)} = (N, C, 1, 1, 1)"))
+         f"kernel {tuple(W.shape)} -> 矩阵 {matrix}；Conv3d 的输出 {tuple(conv.shape)} = (N, C, 1, 1, 1)"))
 print(tr(f"max |Conv3d − matrix product| = {by_conv:.1e}, max |one frame · summed kernel − matrix product| = "
          f"{by_frame:.1e} (embeddings up to {scale:.2f})",
-         f"max |Conv3d − 矩阵乘积| = {by_conv:.1e}，max |单帧 · 两帧相加的卷积核 − 矩阵乘积| = "
-         f"{by_frame:.1e}（嵌入的绝对值最大 {scale:.2f}）"))
+         f"max |Conv3d − 矩阵乘积| = {by_conv:.1e}，max |单帧 · 两帧相加后的 kernel − 矩阵乘积| = "
+         f"{by_frame:.1e}（嵌入的绝对值最大为 {scale:.2f}）"))
 real = ch10.real_vision()
 real_width = real.in_channels * real.temporal_patch_size * real.patch_size ** 2  # 3 · 2 · 16 · 16 = 1,536
 kernel = (real.hidden_size, real.in_channels, real.temporal_patch_size, real.patch_size, real.patch_size)
 print(tr(f"real Qwen3.5-0.8B: kernel {kernel} = {real.hidden_size * real_width:,} weights, "
          f"so each patch becomes a {real.hidden_size}-vector; this checkpoint: C = {C}",
-         f"真实 Qwen3.5-0.8B：卷积核 {kernel} = {real.hidden_size * real_width:,} 个权重，"
+         f"真实 Qwen3.5-0.8B：kernel {kernel} = {real.hidden_size * real_width:,} 个权重，"
          f"所以每个 patch 变成一个 {real.hidden_size} 维向量；本检查点：C = {C}"))
 
 # %% [markdown]
@@ -364,11 +365,11 @@ print(tr(f"real Qwen3.5-0.8B: kernel {kernel} = {real.hidden_size * real_width:,
 
 # %% [markdown] lang="zh"
 # ## 5. 位置之一：学到的网格，重新采样
-# 视觉塔为一个 48 × 48 网格的每个格子学一个位置向量（`pos_embed`，`num_position_embeddings` = 2,304 行，每行 C 维）。一
-# 张图有自己的 patch 网格（这张照片是 38 × 32），所以要把学到的网格重新采样到这个网格上，方式是**双线性插值、角点对
+# 视觉塔为 48 × 48 网格的每个格子学一个位置向量（`pos_embed`，`num_position_embeddings` = 2,304 行，每行 C 维）。一张
+# 图有自己的 patch 网格（这张照片是 38 × 32），所以要把学到的网格重新采样到这个网格上，方法是**双线性插值、角点对
 # 齐**：四个角上的 patch 正好取到四个角的向量，patch $(r, c)$ 在网格的
-# $\left(\frac{(\mathrm{side} - 1) \cdot r}{g_h - 1}, \frac{(\mathrm{side} - 1) \cdot c}{g_w - 1}\right)$ 处取值，由周围
-# 四个邻居混合而成。结果按合并顺序排列，加到 patch 嵌入上。下面对一个 patch 手算，并与视觉塔自己的结果对比：
+# $\left(\frac{(\mathrm{side} - 1) \cdot r}{g_h - 1}, \frac{(\mathrm{side} - 1) \cdot c}{g_w - 1}\right)$ 处取值，由周
+# 围四个格点混合而成。结果按合并顺序排好，加到 patch 嵌入上。下面对一个 patch 手算一遍，再和视觉塔自己的结果对比：
 
 # %%
 table = tower.pos_embed.weight.float().cpu()  # (side², C)
@@ -392,15 +393,15 @@ theirs = tower.positions(gh, gw).float().cpu()  # (gh·gw, C) in the merge order
 off = float((by_hand - raster[r, c]).abs().max())
 print(tr(f"patch ({r}, {c}) reads the {side} × {side} grid at ({yy:.3f}, {xx:.3f}): max |by hand − interpolate| = "
          f"{off:.1e}",
-         f"patch ({r}, {c}) 在 {side} × {side} 的网格上读取 ({yy:.3f}, {xx:.3f}) 处：max |手算 − interpolate| = "
+         f"patch ({r}, {c}) 在 {side} × {side} 网格上的取值点是 ({yy:.3f}, {xx:.3f})：max |手算 − F.interpolate| = "
          f"{off:.1e}"))
 first_corner, last_corner = torch.equal(raster[0, 0], grid2d[0, 0]), torch.allclose(raster[-1, -1], grid2d[-1, -1],
                                                                                      atol=1e-6)
 same_table = torch.allclose(merge_order(raster, m), theirs, atol=1e-6)
 print(tr(f"the corners are the grid's corners: {first_corner}, {last_corner}; "
          f"in the merge order it is the tower's table: {same_table}",
-         f"四个角取的正是网格的四个角：{first_corner}、{last_corner}；"
-         f"按合并顺序排列后，就是视觉塔自己的表：{same_table}"))
+         f"角上的 patch 取到的正是网格的角：{ch10.yes_no(first_corner)}、{ch10.yes_no(last_corner)}；"
+         f"按合并顺序排好后，与视觉塔自己的表一致：{ch10.yes_no(same_table)}"))
 
 # %% [markdown]
 # The figure projects every vector on the table's first principal component (one number per position), the learned
@@ -412,11 +413,11 @@ print(tr(f"the corners are the grid's corners: {first_corner}, {last_corner}; "
 # table.
 
 # %% [markdown] lang="zh"
-# 下图把每个向量投影到这张表的第一主成分上（每个位置得到一个数），左边是学到的网格，右边是重新采样到这张图上的网格。
-# 训练好的 ViT 里，学到的位置向量变化平滑：相邻位置的向量相近，能看出明显的行、列结构（Dosovitskiy et al., *An Image is
-# Worth 16x16 Words*, 2021，图 7）。合成检查点的表是随机噪声，什么也看不出来，所以用它时图里画的是一个**替身**，
-# 并且标明了这一点：一张形状相同的表，由行、列方向上随机的低频波叠加而成，再按同样的规则重新采样。用真实检查点时，
-# 画的就是真实的表。
+# 下图把每个向量投影到这张表的第一主成分上（每个位置得到一个数）：左边是学到的网格，右边是重新采样到这张图上的网格。训
+# 练好的 ViT 里，学到的位置向量变化平滑：相邻位置的向量相近，能看出明显的行、列结构（Dosovitskiy 等，*An Image is
+# Worth 16x16 Words*，2021，图 7）。合成检查点的表是随机噪声，什么也看不出来，所以这时图里画的是一个**替身**，图上也注
+# 明了：一张形状相同的表，由沿行、列方向的随机低频波叠加而成，再按同样的规则重新采样。用真实检查点时，画的就是真实的表
+# 。
 
 # %%
 shown = ch10.smooth_standin(side, C) if SYNTHETIC else table  # random weights: a stand-in, labelled so
@@ -433,11 +434,11 @@ book.show("ch10-positions", ch10.position_grid, shown, resample(shown), SYNTHETI
 
 # %% [markdown] lang="zh"
 # ## 6. 位置之二：二维旋转位置编码
-# 在块内部，注意力也像第 4 章那样按角度旋转 q 和 k，只不过是在两个维度上。一个 $D_h = C / \mathrm{heads}$ 维的头按
-# rotate-half 的方式成对旋转，而且整个头都转（这里没有部分旋转），共 $D_h/4$ 个频率 $f_j = \theta^{-4j/D_h}$，$\theta$
-# 是视觉配置里的 `rope_theta`（配置里不写就是 10,000）。前 $D_h/4$ 对的角度是 $\mathrm{row} \cdot f_j$，后 $D_h/4$ 对是
-# $\mathrm{column} \cdot f_j$。因此分数 $q \cdot k$ 只取决于两个 patch 的行差和列差。把两个 patch 同时平移 (3, 5)，分数
-# 不变：
+# 在视觉块内部，注意力也像第 4 章那样按角度旋转 q 和 k，只是换成了两个维度。一个 $D_h = C / \mathrm{heads}$ 维的头按前
+# 后半交换（rotate-half）两两配对旋转，整个头都转（这里没有部分旋转）；共 $D_h/4$ 个频率
+# $f_j = \theta^{-4j/D_h}$，$\theta$ 是视觉配置里的 `rope_theta`（配置里没写就是 10,000）。前 $D_h/4$ 对的角度是
+# $\mathrm{row} \cdot f_j$，后 $D_h/4$ 对是 $\mathrm{column} \cdot f_j$。因此分数 $q \cdot k$ 只取决于两个 patch 的行
+# 差和列差。把两个 patch 同时平移 (3, 5)，分数不变：
 
 # %%
 Dh = C // vcfg.num_heads
@@ -462,9 +463,9 @@ pairs, per_axis, real_pairs, real_per_axis = Dh // 2, Dh // 4, real_dh // 2, rea
 print(tr(f"a head of Dh = {Dh} dims is {pairs} rotate-half pairs: {per_axis} turned by the row, {per_axis} by the "
          f"column, at {per_axis} frequencies per axis, θ = {vcfg.rope_theta:g} (real Qwen3.5-0.8B: Dh = {real_dh}, "
          f"{real_pairs} pairs, {real_per_axis} frequencies per axis)",
-         f"一个头 Dh = {Dh} 维，分成 {pairs} 个 rotate-half 对：{per_axis} 对按行旋转，{per_axis} 对按列旋转，"
-         f"每个轴 {per_axis} 个频率，θ = {vcfg.rope_theta:g}（真实 Qwen3.5-0.8B：Dh = {real_dh}，"
-         f"{real_pairs} 对，每个轴 {real_per_axis} 个频率）"))
+         f"一个头 Dh = {Dh} 维，按前后半交换（rotate-half）配成 {pairs} 对：{per_axis} 对按行旋转，"
+         f"{per_axis} 对按列旋转，每个轴 {per_axis} 个频率，θ = {vcfg.rope_theta:g}"
+         f"（真实 Qwen3.5-0.8B：Dh = {real_dh}，{real_pairs} 对，每个轴 {real_per_axis} 个频率）"))
 here, moved, apart = score(q, k, (2, 3), (4, 1)), score(q, k, (5, 8), (7, 6)), score(q, k, (2, 3), (9, 1))
 print(tr(f"q·k at patches (2, 3) and (4, 1): {here:+.6f}; both moved by (3, 5): {moved:+.6f}; "
          f"moved apart instead: {apart:+.6f}",
@@ -480,10 +481,10 @@ print(tr(f"q·k at patches (2, 3) and (4, 1): {here:+.6f}; both moved by (3, 5):
 # images gives what two calls give:
 
 # %% [markdown] lang="zh"
-# ## 7. 块：注意力只在一张图之内
-# 接下来是 `depth` 个 pre-norm 块，和 ViT 一样：LayerNorm（带偏置，不是文本模型的 RMSNorm）、注意力、残差；LayerNorm、用
-# GELU（tanh 形式）的 MLP、残差。注意力是**双向的**——没有因果掩码，一个 patch 能看到整张图——但只在**一张图之内**：
-# 多张图在一次调用里经过视觉塔时，它们的 patch 首尾相接排成一列，每张图只关注自己的 patch。所以两张图一次调用，
+# ## 7. 视觉块：注意力只在一张图之内
+# 接下来是 `depth` 个 pre-norm 块，与 ViT 相同：LayerNorm（带偏置，不是文本模型的 RMSNorm）、注意力、残差；LayerNorm、
+# 用 GELU（tanh 近似）的 MLP、残差。注意力是**双向的**——没有因果掩码，一个 patch 能看到整张图——但只在**一张图之内**：
+# 多张图在一次调用里经过视觉塔时，它们的 patch 首尾相接排成一列，每张图只关注自己的 patch。所以两张图放在一次调用里，
 # 和每张图各调用一次，结果相同：
 
 # %%
@@ -494,11 +495,11 @@ both = tower(torch.cat([a_values, b_values]).to(dev), torch.cat([a_grid, b_grid]
 alone = torch.cat([tower(a_values.to(dev), a_grid), tower(b_values.to(dev), b_grid)])
 print(tr(f"two crops of the photo: grids {a_grid.tolist()} and {b_grid.tolist()}, {a_values.shape[0]} and "
          f"{b_values.shape[0]} patches",
-         f"照片上裁下的两块：网格 {a_grid.tolist()} 和 {b_grid.tolist()}，分别 {a_values.shape[0]} 和 "
+         f"从照片上裁出两张小图：网格 {a_grid.tolist()} 和 {b_grid.tolist()}，分别有 {a_values.shape[0]} 和 "
          f"{b_values.shape[0]} 个 patch"))
 diff, top_out = float((both - alone).abs().max()), float(alone.abs().max())
 print(tr(f"both in one call vs one call each: max |diff| = {diff:.1e} (outputs up to {top_out:.2f})",
-         f"两张图一次调用 vs 每张各调用一次：max |diff| = {diff:.1e}（输出的绝对值最大 {top_out:.2f}）"))
+         f"两张图放在一次调用里，与每张各调用一次相比：max |差| = {diff:.1e}（输出的绝对值最大为 {top_out:.2f}）"))
 
 # %% [markdown]
 # ## 8. Placing the image in the text
@@ -510,10 +511,10 @@ print(tr(f"both in one call vs one call each: max |diff| = {diff:.1e} (outputs u
 
 # %% [markdown] lang="zh"
 # ## 8. 把图片放进文本
-# 在提示词里，一张图由三种特殊 token 表示：先是 `<|vision_start|>`，然后每个合并后的 token 对应一个 `<|image_pad|>`，
-# 最后是 `<|vision_end|>`。聊天格式为一个图片内容只写一个 pad；`expand_image_tokens` 把它重复到与图片的 token 数一样多。
-# 模型照常对 ids 做嵌入，再把 pad 所在的行依次替换成合并器的输出（合并器在第 10 节实现；这里只关心它产生多少个 token：
-# 每个 2 × 2 的 patch 块一个）。这些 id 取自检查点的 config：
+# 在提示词里，一张图由三种特殊 token 组成：先是 `<|vision_start|>`，然后每个合并后的 token 对应一个占位符
+# `<|image_pad|>`，最后是 `<|vision_end|>`。聊天格式为一个图片内容只写一个占位符；`expand_image_tokens` 把它重复到图片
+# 的 token 数。模型照常对 ids 做嵌入，再把占位符所在的行依次换成合并器的输出（合并器在第 10 节实现；这里只关心它产生多
+# 少个 token：每 2 × 2 个 patch 一个）。这些 id 取自检查点的 config：
 
 # %%
 tok = load_tokenizer(args.checkpoint.folder)
@@ -528,8 +529,8 @@ first, last = ids.index(PAD), len(ids) - 1 - ids[::-1].index(PAD)
 n_text, n_pads = len(tok.encode(text)), ids.count(PAD)
 print(tr(f"{n_text} tokens with one pad -> {len(ids)} with {n_pads} pads "
          f"(tokens {first} … {last}), one per merged token of the {gh} × {gw} patch grid",
-         f"{n_text} 个 token，含一个 pad -> {len(ids)} 个，含 {n_pads} 个 pad"
-         f"（token {first} … {last}），{gh} × {gw} 的 patch 网格合并出的每个 token 对应一个 pad"))
+         f"{n_text} 个 token，其中一个占位符 -> 展开成 {len(ids)} 个，其中 {n_pads} 个占位符"
+         f"（token {first} … {last}）：{gh} × {gw} 的 patch 网格合并后，每个 token 对应一个占位符"))
 
 # %% [markdown]
 # ## 9. Positions III: M-RoPE with three different rows
@@ -547,14 +548,14 @@ print(tr(f"{n_text} tokens with one pad -> {len(ids)} with {n_pads} pads "
 
 # %% [markdown] lang="zh"
 # ## 9. 位置之三：三行各不相同的 M-RoPE
-# 第 4 章实现了 M-RoPE，并指出对文本来说，它的三行位置 (t, h, w) 相同，所以就是普通的 RoPE。图片正是三行不同的地方。按照
-# transformers 的 `get_rope_index`：文本 token 照常递增计数，三行取同一个数。图片的所有 token 都从 $p$ 开始，$p$ 是下一
-# 个文本 token 本该得到的位置；图片中合并后的 token $(i, j)$ 得到 $(p, p + i, p + j)$——时间相同，行、列各自不同。图片之
-# 后的文本从图片的**最大位置 + 1** 接着数，即 $p + \max(g_h, g_w)/m$，而不是按 token 数接着数。所以一张 304 个 token 的
-# 图，只让位置前进 19。提示词之后生成的 token 保持这个偏移（缓存里存着它：`cache.delta`）。
+# 第 4 章实现了 M-RoPE，并指出：对文本来说，三行位置 (t, h, w) 相同，它就是普通的 RoPE。到了图片，三行才各不相同。按照
+# transformers 的 `get_rope_index`：文本 token 照常递增，三行取同一个数。图片的所有 token 都从 $p$ 开始，$p$ 是下一个
+# 文本 token 本该得到的位置；图片中合并后的 token $(i, j)$ 得到 $(p, p + i, p + j)$——时间相同，行、列各自不同。图片之
+# 后的文本从图片的**最大位置 + 1** 接着数，即 $p + \max(g_h, g_w)/m$，而不是按 token 数接着数。所以一张 304 个 token
+# 的图，只让位置前进 19。提示词之后生成的 token 保持这个偏移（缓存里存着它：`cache.delta`）。
 #
-# **先自己试试**：练习 217 是三维的位置 id（`python practice/judge.py start 217`，或下面的单元格）；它列出的典型错误：
-# 图片之后的文本按 token 数接着数，而不是从最大位置 + 1 开始；以及 h 和 w 弄反。
+# **先自己试试**：练习 217 是三维位置 id（`python practice/judge.py start 217`，或下面的单元格）；它点名的典型错误：图
+# 片之后的文本按 token 数接着数，而不是从最大位置 + 1 开始；把 h 和 w 弄反。
 
 # %%
 def position_ids(input_ids, image_grid_thw, mask, image_token_id):
@@ -577,7 +578,7 @@ end_at, top_pos, bh, bw = int(pos[0, last + 1]), int(pos.max()), gh // m, gw // 
 print(tr(f"<|vision_end|> at token {last + 1} has position {end_at} = {p} + max({bh}, {bw}); "
          f"a plain count would give {last + 1}; the prompt's last position is {top_pos} for {len(ids)} tokens",
          f"<|vision_end|>（token {last + 1}）的位置是 {end_at} = {p} + max({bh}, {bw})；"
-         f"简单计数会得到 {last + 1}；提示词共 {len(ids)} 个 token，最后的位置是 {top_pos}"))
+         f"若按 token 数往下数，会是 {last + 1}；提示词共 {len(ids)} 个 token，最大位置是 {top_pos}"))
 
 # %%
 book.show("ch10-mrope", ch10.mrope_rows, pos, (first, last))
@@ -591,8 +592,8 @@ book.listing("qwen/mrope.py", "expand_image_tokens", "position_ids", "rope_delta
 # nothing changes; for an image token the h-frequencies turn with its row and the w-frequencies with its column:
 
 # %% [markdown] lang="zh"
-# 这些位置原样送进第 4 章的交错式 M-RoPE：全注意力层的第 $j$ 个频率，从 `mrope_axes` 分给它的轴（t、h 或 w，交错排列）
-# 取角度。文本的三行相同，所以什么也没变；图片 token 的 h 频率随它的行旋转，w 频率随它的列旋转：
+# 这些位置原样送进第 4 章的交错式 M-RoPE：全注意力层的第 $j$ 个频率，按 `mrope_axes` 分给它的轴（t、h 或 w，交错排列）
+# 取角度。文本的三行相同，所以什么也不变；图片 token 的 h 频率随它所在的行旋转，w 频率随它所在的列旋转：
 
 # %%
 cfg = args.checkpoint.config
@@ -609,8 +610,8 @@ print(tr(f"mrope_section {cfg.mrope_section}: axis per frequency {axes} (real Qw
          f"{real_text.mrope_section}，共 {real_freqs} 个频率）"))
 print(tr(f"tokens whose angles equal plain RoPE at their t position: {n_same} of {len(ids)}; the "
          f"{len(ids) - n_same} others are the image's tokens but its first, whose row and column offsets are 0",
-         f"角度与按 t 位置算的普通 RoPE 相同的 token：{n_same} 个，共 {len(ids)} 个；其余 "
-         f"{len(ids) - n_same} 个是图片的 token（第一个除外：它的行、列偏移都是 0）"))
+         f"角度与按 t 位置算的普通 RoPE 相同的 token：{len(ids)} 个中有 {n_same} 个；其余 "
+         f"{len(ids) - n_same} 个都是图片 token（图片的第一个 token 除外，它的行、列偏移都是 0）"))
 
 # %% [markdown]
 # ## 10. The merger: 2 × 2 patches → one token of the text width
@@ -624,12 +625,13 @@ print(tr(f"tokens whose angles equal plain RoPE at their t position: {n_same} of
 
 # %% [markdown] lang="zh"
 # ## 10. 合并器：2 × 2 个 patch → 一个文本宽度的 token
-# 最后一个块之后，合并器先对每个 patch 做 LayerNorm（C 维），再把每个 2 × 2 块的 4 个 patch 并排拼起来（4C：patch
-# 顺序中的第 $4k, \dots, 4k + 3$ 行），然后经过 Linear(4C, 4C)、精确的 GELU、Linear(4C, d)，映射到文本模型的宽度 $d$。
+# 最后一个视觉块之后，合并器先对每个 patch 做 LayerNorm（C 维），再把每组 2 × 2 共 4 个 patch 并排拼起来（4C：即 patch
+# 顺序中的第 $4k, \dots, 4k + 3$ 行），然后依次经过 Linear(4C, 4C)、精确的 GELU、Linear(4C, d)，映射到文本模型的宽度
+# $d$。
 #
-# **先自己试试**：练习 218 就是合并器（`python practice/judge.py start 218`，或下面的单元格）；它列出的典型错误：
-# 合并了错误的邻居（按阅读顺序取的 4 个 patch，并不构成一个 2 × 2 块），以及把归一化放在合并之后，而不是在合并前对每个
-# patch 做。
+# **先自己试试**：练习 218 就是合并器（`python practice/judge.py start 218`，或下面的单元格）；它点名的典型错误：合并
+# 了错误的邻居（按阅读顺序取的 4 个 patch 并不构成一组 2 × 2），以及把归一化放到合并之后，而不是在合并前对每个 patch
+# 做。
 
 # %%
 def patch_merger(x, image_grid_thw, weights):
@@ -643,7 +645,7 @@ book.attempt(218, patch_merger)
 # call of the finished tower:
 
 # %% [markdown] lang="zh"
-# 参考解答：一步一步走完整个视觉塔，附上每一步的形状，最后手算合并器，并与完成的视觉塔的一次调用对比：
+# 参考解答：一步步走完整个视觉塔，列出每一步的形状，最后手算合并器，再和完成的视觉塔调用一次的结果对比：
 
 # %%
 xs = tower.patch_embed(pixel_values.to(dev, tower.pos_embed.weight.dtype))  # (N, C)
@@ -653,10 +655,11 @@ xs = xs + tower.positions(gh, gw).to(xs.dtype)  # + the resampled position grid
 rot_cos, rot_sin = tower.rotary(gh, gw, xs.device)  # (N, Dh) each, fp32: q and k are turned in fp32
 for block in tower.blocks:
     xs = block(xs, rot_cos, rot_sin, [gh * gw])  # (N, C); [gh · gw]: one image, attending to itself
-print(tr(f"after {len(tower.blocks)} blocks {tuple(xs.shape)}", f"经过 {len(tower.blocks)} 个块 {tuple(xs.shape)}"))
+print(tr(f"after {len(tower.blocks)} blocks {tuple(xs.shape)}",
+         f"经过 {len(tower.blocks)} 个视觉块：{tuple(xs.shape)}"))
 joined = tower.merger.norm(xs).reshape(-1, m * m * C)  # (N/4, 4C)
 print(tr(f"merger: LayerNorm, then {m * m} rows side by side {tuple(joined.shape)}",
-         f"合并器：LayerNorm，再把 {m * m} 行并排拼接 {tuple(joined.shape)}"))
+         f"合并器：先做 LayerNorm，再把 {m * m} 行并排拼起来：{tuple(joined.shape)}"))
 merged = tower.merger.linear_fc2(F.gelu(tower.merger.linear_fc1(joined)))  # (N/4, d)
 image_tokens = tower(pixel_values.to(dev), grid)
 off = float((merged - image_tokens).abs().max())
@@ -669,7 +672,7 @@ real_n, real_m2 = (real_h // real.patch_size) * (real_w // real.patch_size), rea
 real_tokens, real_joined = real_n // real_m2, real_m2 * real.hidden_size
 print(tr(f"real Qwen3.5-0.8B: ({real_n}, {real_width}) -> ({real_n}, {real.hidden_size}) through {real.depth} blocks "
          f"-> ({real_tokens}, {real_joined}) -> ({real_tokens}, {real.out_hidden_size})",
-         f"真实 Qwen3.5-0.8B：({real_n}, {real_width}) -> ({real_n}, {real.hidden_size})，经过 {real.depth} 个块 "
+         f"真实 Qwen3.5-0.8B：({real_n}, {real_width}) -> ({real_n}, {real.hidden_size})，经过 {real.depth} 个视觉块 "
          f"-> ({real_tokens}, {real_joined}) -> ({real_tokens}, {real.out_hidden_size})"))
 
 # %% [markdown]
@@ -698,16 +701,16 @@ book.listing("qwen/vision.py", "PatchProjection", "VisionAttention", "VisionBloc
 
 # %% [markdown] lang="zh"
 # - **`PatchProjection`** 保留存储的 Conv3d 卷积核，计算时乘以它展平后的矩阵（第 4 节）。
-# - **`VisionAttention`** 把 `qkv` 拆成 `heads` 个头的 q、k、v，用二维角度旋转 q 和 k（在 fp32 下），softmax 只在每张图
-#   自己的 patch 之间做：`lengths` 列表按图（视频则按帧）切分序列。每张图的 q、k、v 以 4 维张量 (1, heads, n, Dh) 送进
-#   `scaled_dot_product_attention`，这一点很关键：torch 的融合 kernel（CPU 上是 flash attention；CUDA 上是 flash 或
-#   memory-efficient attention）一块一块地遍历键，从不存下 $n \times n$ 的分数，但它们只接受 4 维输入。给 3 维的 (heads,
-#   n, Dh)，torch 会退回普通 kernel，而它要把分数存下来：一张 $4096^2$ 的图有 65,536 个 patch，它的分数在 fp32 下每个头
-#   要占 $65{,}536^2 \times 4$ 字节 = 16 GiB。
-# - **`VisionTower.forward`** 做嵌入、加上重新采样的位置、跑完所有块、再合并。它的输出是每张图的 token 依次排在一起：
-#   $(\sum N / 4, d)$。
+# - **`VisionAttention`** 把 `qkv` 拆成 `heads` 个头的 q、k、v，用二维角度旋转 q 和 k（在 fp32 下），softmax 只在每张
+#   图自己的 patch 之间做：`lengths` 列表按图（视频则按帧）切分序列。每张图的 q、k、v 以 4 维张量 (1, heads, n, Dh) 传
+#   给 `scaled_dot_product_attention`，这一点很关键：torch 的融合 kernel（CPU 上是 flash attention；CUDA 上是 flash 或
+#   memory-efficient attention）把键分段遍历，从不存下 $n \times n$ 的分数矩阵，但它们只接受 4 维输入。传入 3 维的
+#   (heads, n, Dh) 时，torch 会退回普通 kernel，而普通 kernel 要把分数存下来：一张 $4096^2$ 的图有 65,536 个 patch，它
+#   的分数在 fp32 下每个头要占 $65{,}536^2 \times 4$ 字节 = 16 GiB。
+# - **`VisionTower.forward`** 依次做嵌入、加上重新采样的位置、跑完所有视觉块、合并。输出是各张图的 token 依次排在一起
+#   ：$(\sum N / 4, d)$。
 #
-# 与 Qwen3-VL 不同，Qwen3.5 没有 "deepstack"：只有最后一个块的输出送进文本模型（真实的 config 里写的是
+# 与 Qwen3-VL 不同，Qwen3.5 没有“deepstack”：只有最后一个视觉块的输出送进文本模型（真实 config 里写的是
 # `deepstack_visual_indexes: []`）。
 
 # %% [markdown]
@@ -718,18 +721,21 @@ book.listing("qwen/vision.py", "PatchProjection", "VisionAttention", "VisionBloc
 # A 12-megapixel phone photo (4032 × 3024) costs 11,844; the context of the 0.8B is 262,144 tokens.
 
 # %% [markdown] lang="zh"
-# ## 11. token 账单
-# 一张图缩放之后，每 32 × 32 像素花一个 token：$(h/32) \cdot (w/32)$ 个 token。预算决定了范围：按 Qwen3.5 公布的设置，
-# 65,536 像素（$256^2$）至少是 64 个 token，16,777,216 像素（$4096^2$）至多是 16,384 个。一张 12 MP 的手机照片（4032 ×
-# 3024）要花 11,844 个；0.8B 的上下文是 262,144 个 token。
+# ## 11. 一张图的 token 开销
+# 图片缩放之后，每 32 × 32 像素占一个 token：共 $(h/32) \cdot (w/32)$ 个 token。预算决定了范围：按 Qwen3.5 公布的设置
+# ，65,536 像素（$256^2$）至少 64 个 token，16,777,216 像素（$4096^2$）至多 16,384 个。一张 1200 万像素的手机照片
+# （4032 × 3024）要占 11,844 个；而 0.8B 的上下文是 262,144 个 token。
 
 # %%
 sizes = [(100, 80), (224, 224), (photo.width, photo.height), (640, 480), (1280, 720), (1920, 1080), (4032, 3024),
          (8000, 6000)]
 columns = (tr("image", "原图"), tr("resized", "缩放后"), tr("patches", "patch 数"), tr("tokens", "token 数"))
-print("  ".join(ch10.rjust(head, n) for head, n in zip(columns, (11, 11, 9, 7))))
+wide = max(7, ch10.width(columns[3]))  # the tokens column: as wide as its header, in terminal columns
+# a size column is 13 wide ("1920 × 1080  "), its header set over the "×"; the counts' headers end with the numbers
+print("  ".join([ch10.ljust(ch10.rjust(columns[0], 11), 13), ch10.ljust(ch10.rjust(columns[1], 11), 13),
+                 ch10.rjust(columns[2], 9), ch10.rjust(columns[3], wide)]))
 for width, height, rw, rh, patches, tokens in ch10.token_bill(sizes, s):
-    print(f"{width:>5} × {height:<5}  {rw:>5} × {rh:<5}  {patches:9,}  {tokens:7,}")
+    print(f"{width:>5} × {height:<5}  {rw:>5} × {rh:<5}  {patches:9,}  {tokens:{wide},}")
 
 # %%
 book.show("ch10-bill", ch10.token_bill_figure, s, sizes)
@@ -745,10 +751,10 @@ book.show("ch10-bill", ch10.token_bill_figure, s, sizes)
 # %% [markdown] lang="zh"
 # ## 12. 解码器读图
 # 现在轮到整个模型：加载第 8 章的文本模型，把已经读好的视觉塔交给它，再用提示词的 ids、`pixel_values` 和
-# `image_grid_thw` 调用它，与 transformers 的 `Qwen3_5ForConditionalGeneration` 接收的参数一样（后者还需要
-# `mm_token_type_ids`，在 pad 处为 1，用来为计算位置找出图片 token）。预填充之后，缓存像保存其他 token
-# 一样保存着这张图，生成从这里接着进行，和第 9 章一样（`generate(model, ids, n, images=(pixel_values, image_grid_thw))`
-# 一次调用就把两件事都做了）。
+# `image_grid_thw` 调用它，参数与 transformers 的 `Qwen3_5ForConditionalGeneration` 相同（后者还要
+# `mm_token_type_ids`：占位符处为 1，用来找出图片 token，计算它们的位置）。预填充之后，缓存像保存其他 token 一样保存着
+# 这张图，之后的生成和第 9 章一样从这里接着进行（`generate(model, ids, n, images=(pixel_values, image_grid_thw))` 一次
+# 调用就把两件事都做了）。
 
 # %%
 model = load_model(args.checkpoint, dtype=dtype, device=dev)
@@ -758,7 +764,8 @@ cache = model.new_cache()
 logits = model(torch.tensor([ids], device=dev), cache=cache, pixel_values=pixel_values, image_grid_thw=grid,
                last_only=True)  # the prefill: the tower runs inside, once
 top = logits[0, -1].float().softmax(-1).topk(5)
-likely = ", ".join(f"{tok.decode([i])!r} {pr:.1%}" for pr, i in zip(top.values.tolist(), top.indices.tolist()))
+likely = tr(", ", "、").join(f"{tok.decode([i])!r} {pr:.1%}"
+                             for pr, i in zip(top.values.tolist(), top.indices.tolist()))
 print(tr(f"next token after the image and {question!r}{NOISE}: {likely}",
          f"图片和 {question!r} 之后的下一个 token{NOISE}：{likely}"))
 delta = int(cache.delta[0, 0])  # the prompt's largest position + 1 − its token count
@@ -801,25 +808,25 @@ print(tr(f"greedy reply{NOISE}: {said!r}", f"贪心生成的回复{NOISE}：{sai
 # kernels), a few millionths of the output's scale.
 
 # %% [markdown] lang="zh"
-# 用合成检查点时，这些 token 是噪声：权重是随机的。用真实检查点（`--model Qwen/Qwen3.5-0.8B`，或任何带视觉塔的 Qwen3.5
-# 文件夹），同样的几行会打印出对这张照片的描述。
+# 用合成检查点时，这些 token 是噪声：权重是随机的。换成真实检查点（`--model Qwen/Qwen3.5-0.8B`，或任何带视觉塔的
+# Qwen3.5 文件夹），同样几行会打印出对这张照片的一句描述。
 #
 # ## 动手试试
 #
-# - 给照片一个更小的预算：`preprocess(photo, settings=ImageSettings(min_pixels=32 * 32, max_pixels=256 * 256))`，数一数
-#   token；再把新的 `pixel_values` 送进 `tower` 和模型（记得重新展开 pad）。
-# - 用 `photo.crop(...)` 把照片切成两半，把两半放进同一个提示词（`chat` 里的两个图片内容）：打印 `position_ids`，
-#   找出第二张图从哪里开始。
+# - 给照片一个更小的预算：`preprocess(photo, settings=ImageSettings(min_pixels=32 * 32, max_pixels=256 * 256))`，数一
+#   数 token；再把新的 `pixel_values` 送进 `tower` 和模型（记得重新展开占位符）。
+# - 用 `photo.crop(...)` 把照片切成两半，把两半放进同一个提示词（`chat` 里放两个图片内容）：打印 `position_ids`，找出
+#   第二张图从哪里开始。
 # - 在第 3 节的归一化里把 `s.image_std` 换成 (1, 1, 1)，比较数值的范围：为什么均值和标准差必须用检查点自己的？
 #
-# ## 拿出证明
-# 在同一个检查点上用 transformers 对照：它为 Qwen3.5 提供的图像处理器处理这张照片，`Qwen3_5VisionModel`
-# 用同样的权重处理同样的 `pixel_values`，`get_rope_index` 处理同样的 ids。transformers 为 Qwen3.5 准备了两个图像处理器，
-# 只要装了 torchvision 就选基于 torchvision 的 `Qwen2VLImageProcessor`（公布的 `preprocessor_config.json` 以
-# `Qwen2VLImageProcessorFast` 这个名字指定它）；没有 torchvision 时退回基于 PIL 的 `Qwen2VLImageProcessorPil`，
-# 这里对照的就是它：PyPI 上的 torchvision 无法与测试所用的 CPU 版 torch 一起工作。两者都用第 2 节的缩放规则和第 3 节的
-# patch 顺序。预处理和位置都是整数记账，加上顺序相同的 float32 运算：结果完全相等。fp32 下的视觉塔因求和顺序不同（Conv3d
-# 对矩阵乘法，注意力 kernel 也不同）而略有差异，约为输出量级的百万分之几。
+# ## 对照验证
+# 在同一个检查点上与 transformers 对照：用它为 Qwen3.5 提供的图像处理器处理这张照片，用 `Qwen3_5VisionModel` 在同样的
+# 权重上处理同样的 `pixel_values`，用 `get_rope_index` 处理同样的 ids。transformers 为 Qwen3.5 准备了两个图像处理器：
+# 只要装了 torchvision，就选基于 torchvision 的 `Qwen2VLImageProcessor`（公布的 `preprocessor_config.json` 用
+# `Qwen2VLImageProcessorFast` 这个名字指定它）；没有 torchvision 时，退回基于 PIL 的 `Qwen2VLImageProcessorPil`。这里
+# 对照的是后者，因为 PyPI 上的 torchvision 无法和测试所用的 CPU 版 torch 一起工作。两者都用第 2 节的缩放规则和第 3 节
+# 的 patch 顺序。预处理和位置只涉及整数运算和顺序相同的 float32 运算：结果逐位一致。fp32 下的视觉塔因求和顺序不同
+# （Conv3d 对矩阵乘法，注意力 kernel 也不同）而略有差异，约为输出量级的百万分之几。
 
 # %%
 def compare(transformers, path, tower, image, pixel_values, grid, ids, pos):
@@ -844,8 +851,8 @@ def compare(transformers, path, tower, image, pixel_values, grid, ids, pos):
     same_values, same_grid = torch.equal(ref["pixel_values"], pixel_values), torch.equal(ref["image_grid_thw"], grid)
     print(tr(f"image processor (Qwen2VLImageProcessorPil): pixel_values equal {same_values}, "
              f"image_grid_thw equal {same_grid}",
-             f"图像处理器（Qwen2VLImageProcessorPil）：pixel_values 相等 {same_values}，"
-             f"image_grid_thw 相等 {same_grid}"))
+             f"图像处理器（Qwen2VLImageProcessorPil）：pixel_values 逐位一致：{ch10.yes_no(same_values)}；"
+             f"image_grid_thw 一致：{ch10.yes_no(same_grid)}"))
     theirs = Qwen3_5VisionModel(config.vision_config).eval()
     theirs.load_state_dict({k: v.float().cpu() for k, v in tower.state_dict().items()})
     ours = load_vision(path, dtype=torch.float32)
@@ -858,7 +865,8 @@ def compare(transformers, path, tower, image, pixel_values, grid, ids, pos):
     ids = torch.tensor([ids])
     rope, _ = text.get_rope_index(ids, mm_token_type_ids=(ids == config.image_token_id).int(), image_grid_thw=grid)
     same_pos = torch.equal(rope[:, 0], pos)
-    print(tr(f"3-D positions equal get_rope_index: {same_pos}", f"3-D 位置与 get_rope_index 相同：{same_pos}"))
+    print(tr(f"3-D positions equal get_rope_index: {same_pos}",
+             f"3D 位置与 get_rope_index 一致：{ch10.yes_no(same_pos)}"))
 
 
 book.proof(compare, args.checkpoint.folder, tower, photo, pixel_values, grid, ids, pos)
@@ -895,27 +903,26 @@ book.proof(compare, args.checkpoint.folder, tower, photo, pixel_values, grid, id
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - **预处理**：缩放到两条边都是 32 的倍数（恰好一半时取偶数），再缩小或放大到像素预算之内（$256^2$ 到 $4096^2$）；缩放
-#   到 $[0, 1]$，用检查点的均值和标准差归一化；静态图重复成 2 帧；切成 16 × 16 的 patch，按 2 × 2 块逐块排列 →
+# - **预处理**：缩放到两条边都是 32 的倍数（恰好一半时取偶数），再缩小或放大到像素预算之内（$256^2$ 到 $4096^2$）；数
+#   值缩放到 $[0, 1]$，用检查点的均值和标准差归一化；静态图复制成 2 帧；切成 16 × 16 的 patch，按 2 × 2 一组逐组排列 →
 #   `pixel_values` (N, 1536)、`image_grid_thw`。
-# - **视觉塔**：patch 嵌入就是一次矩阵乘法；学到的 48 × 48 位置网格用双线性插值重新采样到图片的网格；`depth`
-#   个带二维旋转位置编码的 ViT 块，注意力只在每张图之内；合并器对每个 patch 做归一化，再把每个 2 × 2 块（4C）
-#   映射成一个文本宽度 $d$ 的 token。
-# - **在提示词里**：`<|vision_start|>`，每个合并后的 token 一个 `<|image_pad|>`，然后 `<|vision_end|>`；pad
-#   的嵌入被替换成合并后的 token。M-RoPE 在图片上给出三行不同的位置：
-#   $(p, p + \mathrm{row}, p + \mathrm{column})$；
-#   图片之后的文本从最大位置 + 1 接着数。
-# - **账单**：每 32 × 32 像素一个 token，每张图 64 到 16,384 个 token。
+# - **视觉塔**：patch 嵌入就是一次矩阵乘法；学到的 48 × 48 位置网格用双线性插值重新采样到图片的网格；`depth` 个带二维
+#   旋转位置编码的 ViT 块，注意力只在每张图之内；合并器对每个 patch 做归一化，再把每组 2 × 2（4C）映射成一个文本宽度
+#   $d$ 的 token。
+# - **在提示词里**：`<|vision_start|>`，每个合并后的 token 一个 `<|image_pad|>`，然后是 `<|vision_end|>`；占位符的嵌入
+#   换成合并后的 token。M-RoPE 在图片上给出三行不同的位置：$(p, p + \mathrm{row}, p + \mathrm{column})$；图片之后的文
+#   本从最大位置 + 1 接着数。
+# - **token 开销**：每 32 × 32 像素一个 token，每张图 64 到 16,384 个 token。
 #
 # ### 形状
 #
 # | 步骤 | 形状 | 这张照片，真实 Qwen3.5-0.8B |
 # |---|---|---|
 # | 缩放后的图 | (3, h, w) | (3, 608, 512) |
-# | `pixel_values` | $(N, 3 \cdot T_p \cdot P^2)$, $N = (h/P)(w/P)$ | (1216, 1536) |
-# | `image_grid_thw` | (图片数, 3): $(1, h/P, w/P)$ | [[1, 38, 32]] |
+# | `pixel_values` | $(N, 3 \cdot T_p \cdot P^2)$，$N = (h/P)(w/P)$ | (1216, 1536) |
+# | `image_grid_thw` | (图片数, 3)：$(1, h/P, w/P)$ | [[1, 38, 32]] |
 # | patch 嵌入 + 位置 | (N, C) | (1216, 768) |
-# | 经过所有块之后 | (N, C) | (1216, 768) |
+# | 经过所有视觉块之后 | (N, C) | (1216, 768) |
 # | 合并器的输入 | $(N/m^2, m^2 \cdot C)$ | (304, 3072) |
 # | 图片 token | $(N/m^2, d)$ | (304, 1024) |
 # | 提示词的位置 | (3, B, T) | (3, 1, T) |
@@ -934,10 +941,10 @@ ch10.vision_notation(vcfg, tr("synthetic checkpoint", "合成检查点") if SYNT
 
 # %% [markdown] lang="zh"
 # ### 练习
-# 216 · 切 patch：把图像排成一行行的 patch（典型错误：按阅读顺序而不是按 2 × 2 块排列、通道放在最后、漏掉时间上的重复）
-# ；217 · 文本与图像的三维 M-RoPE 位置（图片之后的文本按 token 数接着数、h 和 w 弄反）；218 · patch 合并器：2 × 2 个
-# patch，一个文本 token（合并了错误的邻居、归一化放在合并之后）。运行 `python practice/judge.py start 216`（217、218），
-# 或者用第 3、9、10 节里它们各自的单元格。
+# 216 · 切 patch：把图像排成一行行的 patch（典型错误：按阅读顺序而不是按 2 × 2 一组排列、通道放在最后、漏掉时间上的重
+# 复）；217 · 文本与图像的三维 M-RoPE 位置（图片之后的文本按 token 数接着数、h 和 w 弄反）；218 · patch 合并器：2 × 2
+# 个 patch 变成一个文本 token（合并了错误的邻居、归一化放在合并之后）。运行
+# `python practice/judge.py start 216`（217、218），或者用第 3、9、10 节里各自的单元格。
 
 # %%
 book.attempt(216)
@@ -960,15 +967,15 @@ book.attempt(218)
 #    must read (and cache) by 4, at the price of a wider merger input (4C).
 
 # %% [markdown] lang="zh"
-# ## 怎么讲清楚
+# ## 面试怎么答
 #
-# 1. **图片即 token。** ViT 把图切成 16 × 16 的 patch，每个 patch 当作一个 token；Qwen3.5 的视觉塔再把 2 × 2
-#    的邻居合并，所以文本模型看到的是每 32 × 32 像素一个 token，而且已经是它自己的宽度。对解码器来说，
-#    一张图就是一串不是从嵌入表里查出来的嵌入。
-# 2. **任意尺寸。** 缩放保持宽高比，在像素预算之内取整到 32 的倍数；学到的位置网格重新采样到缩放后得到的任何 patch
-#    网格；旋转位置编码根本不需要表。所以同一个视觉塔既能读缩略图，也能读海报，代价与像素数成正比。
-# 3. **它在哪里？** 在视觉塔内部，位置信息是双重的二维信息：重新采样的网格，加上按行、列旋转的角度。在提示词里，M-RoPE
-#    给图片 token 一个 (时间, 行, 列) 三元组，图片之后的文本从其中的最大值接着数，所以一张图让文本位置前进的是它的边长，
-#    而不是它的面积。
-# 4. **为什么合并 2 × 2。** 视觉塔内部的注意力代价随 patch 数按 $N^2$ 增长；合并把解码器要读（并缓存）的 token 数除以
-#    4，代价是合并器的输入更宽（4C）。
+# 1. **图片怎么变成 token。** ViT 把图切成 16 × 16 的 patch，每个 patch 当作一个 token；Qwen3.5 的视觉塔再把 2 × 2 个
+#    相邻 patch 合并，所以文本模型看到的是每 32 × 32 像素一个 token，宽度也已经和它自己的一样。对解码器来说，一张图就
+#    是一串嵌入，只不过不是从嵌入表里查出来的。
+# 2. **任意尺寸。** 缩放保持宽高比，在像素预算之内取整到 32 的倍数；学到的位置网格重新采样到缩放后得到的任意 patch 网
+#    格；旋转位置编码根本不需要表。所以同一个视觉塔既能读缩略图，也能读海报，代价与像素数成正比。
+# 3. **位置怎么表示。** 在视觉塔内部，位置有两套二维信息：重新采样的网格，以及按行、列旋转的角度。在提示词里，M-RoPE
+#    给图片 token 一个（时间，行，列）三元组，图片之后的文本从其中的最大值接着数，所以一张图让文本位置前进的是它的边长
+#    ，而不是面积。
+# 4. **为什么合并 2 × 2。** 视觉塔内部的注意力代价是 patch 数的平方 $N^2$；合并后，解码器要读（和缓存）的 token 数除以
+#    4，代价是合并器的输入变宽（4C）。
