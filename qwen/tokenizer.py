@@ -55,8 +55,8 @@ class Tokenizer:
         if eos not in self.special_tokens:
             raise ValueError(tr(f"{config} names the eos token {eos!r}, which is not one of tokenizer.json's added "
                                 "tokens: the two files belong to different checkpoints; download them again",
-                                f"{config} 给出的结束 token 是 {eos!r}，"
-                                "但分词器文件 tokenizer.json 的附加 token 里没有它：两个文件来自不同的检查点；请重新下载"))
+                                f"{config} 给出的结束 token 是 {eos!r}，但分词器文件 tokenizer.json 的附加 token "
+                                "里没有它：两个文件来自不同的检查点；请重新下载"))
         self.eos_id = self.special_tokens[eos]  # <|im_end|>: the chat model ends its turn with it
 
     def encode(self, text: str) -> list[int]:
