@@ -44,14 +44,14 @@ def gate_distribution(gate, num_heads, title):
                                    gridspec_kw=dict(width_ratios=[1.3, 1]))
     ax0.hist(s.ravel(), bins=np.linspace(0, 1, 51), color="C3", alpha=0.8)
     ax0.axvline(0.5, color="gray", ls=":", lw=1)
-    ax0.set(xlabel=tr("sigmoid(gate): how much of each output dimension passes", "sigmoid(gate)：每个输出维度放过多少"),
+    ax0.set(xlabel=tr("sigmoid(gate): how much of each output dimension passes", "sigmoid(gate)：各输出维度放行多少"),
             ylabel=tr("number of (token, dim) pairs", "(token, 维度) 对的个数"),
             title=tr(f"{s.shape[0]} tokens × {s.shape[1]:,} dimensions; 0.5 is sigmoid(0)",
                      f"{s.shape[0]} 个 token × {s.shape[1]:,} 维；0.5 即 sigmoid(0)"))
     heads = np.arange(num_heads)
     ax1.bar(heads - 0.2, per_head.mean(axis=(0, 2)), width=0.4, color="C3", label=tr("mean", "均值"))
     ax1.bar(heads + 0.2, (per_head < 0.1).mean(axis=(0, 2)), width=0.4, color="gray",
-            label=tr("share below 0.1", "低于 0.1 的比例"))
+            label=tr("share below 0.1", "小于 0.1 的占比"))
     ax1.set(xticks=heads, xlabel=tr("head", "头"), ylim=(0, 1), title=tr("per head", "按头统计"))
     ax1.legend()
     fig.suptitle(title)
@@ -78,24 +78,24 @@ def kv_cache_bytes(sizes=SIZES, context=262_144):
                          f"{name}：{full} 个全注意力层 × 2 × {c.num_key_value_heads} × {c.head_dim} × 2 B = "
                          f"每 token {per // 1024} KiB"))
         states.setdefault(state, (colour, c.layer_types.count("linear_attention"), []))[2].append(name)
-    both = tr(" and ", " 和 ")
+    both, colon = tr(" and ", "、"), tr(": ", "：")
     for state, (colour, linear, names) in states.items():  # sizes with the same DeltaNet layers share one line
         ax.plot(lengths, np.full(lengths.shape, state), color=colour, lw=1.2, ls="--",
                 label=tr(f"{both.join(names)}: DeltaNet state of {linear} linear layers, {state / 2 ** 20:.1f} MiB "
                          f"at any length",
-                         f"{both.join(names)}：{linear} 个线性注意力层的 DeltaNet 状态，任何长度都是 "
+                         f"{both.join(names)}：{linear} 个线性注意力层的 DeltaNet 状态，不论多长都是 "
                          f"{state / 2 ** 20:.1f} MiB"))
     for per, names in ends.items():
-        ax.annotate(f"{both.join(names)}: {per * context / 2 ** 30:.0f} GiB", (context, per * context),
+        ax.annotate(f"{both.join(names)}{colon}{per * context / 2 ** 30:.0f} GiB", (context, per * context),
                     xytext=(4, 0), textcoords="offset points", fontsize=8, va="center")
     for gib in (1, 16):
         ax.axhline(gib * 2 ** 30, color="gray", ls=":", lw=0.8)
         ax.text(context / 40, gib * 2 ** 30 * 1.15, f"{gib} GiB", fontsize=8, color="gray")
     ax.set(xscale="log", yscale="log",
-           xlabel=tr("tokens in the sequence (prompt + generated)", "序列中的 token 数（提示词 + 生成的）"),
+           xlabel=tr("tokens in the sequence (prompt + generated)", "序列中的 token 数（提示词 + 生成部分）"),
            ylabel=tr("bytes (one sequence)", "字节（一条序列）"), xlim=(10, context * 8),
            title=tr("Cache of the dense Qwen3.5 sizes: K and V grow with every token (solid), the DeltaNet state "
                     "does not (dashed)",
-                    "Qwen3.5 各稠密尺寸的缓存：K 和 V 随每个 token 增长（实线），DeltaNet 状态不增长（虚线）"))
+                    "Qwen3.5 各稠密尺寸的缓存：K 和 V 每多一个 token 就增长一截（实线），DeltaNet 状态不增长（虚线）"))
     ax.legend(fontsize=7, loc="upper left")
     return fig

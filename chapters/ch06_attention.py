@@ -1,7 +1,7 @@
 """Chapter 6: gated full attention — query and gate from one projection, QK-norm, RoPE, grouped K/V heads, the
 causal softmax written out, the output gate, and the KV cache.
 
-第 6 章：门控全注意力——查询和门出自同一个投影，QK-norm，RoPE，分组共享的 K/V 头，手写的因果
+第 6 章：门控全注意力——查询和门出自同一个投影，QK-norm，RoPE，分组共享的键值头，手写的因果
 softmax，输出门，以及键值缓存。
 
 Run: python chapters/ch06_attention.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
@@ -21,11 +21,12 @@ Its notebook, notebooks/ch06_attention.ipynb, is written from this file by pytho
 # %% [markdown] lang="zh"
 # # 第 6 章 · 门控全注意力与键值缓存
 #
-# Qwen3.5 每四层里有一层用普通的 softmax 注意力在 token 之间交换信息：每个 token 算出一个查询，和它之前每个 token 的键逐
-# 一比较，再对这些 token 的值做加权平均。相比教科书上的版本，Qwen3.5 改了四处：每个头一个**输出门**，由算查询的同一个投
-# 影产生，在输出投影之前以 $\operatorname{sigmoid}(\mathrm{gate})$ 乘到各头的输出上；RoPE 之前，对每个头的查询和键各做一
-# 次 RMSNorm（**QK-norm**）；**部分 RoPE**（每个头只有前四分之一的维度旋转）；以及**分组查询注意力**（几个查询头共用一个
-# 键/值头）。本章写出 `qwen/attention.py`，在一个句子上一步一步地运行它，再加上生成要用的**键值缓存**。
+# Qwen3.5 每四层中有一层用普通的 softmax 注意力在 token 之间交换信息：每个 token 算出一个查询，和它之前每个 token 的键逐
+# 一比较，再按比较结果对这些 token 的值加权平均。和教科书上的版本相比，Qwen3.5 改了四处。一是每个头带一个**输出门**：门
+# 和查询出自同一个投影，在输出投影之前，以 $\operatorname{sigmoid}(\mathrm{gate})$ 的形式乘到各头的输出上。二是在 RoPE
+# 之前，对每个头的查询和键各做一次 RMSNorm（**QK-norm**）。三是**部分 RoPE**：每个头只有前四分之一的维度旋转。四是**分组
+# 查询注意力**：几个查询头共用一个键值头。本章写出 `qwen/attention.py`，在一个句子上一步步运行它，最后加上生成要用的**键
+# 值缓存**（KV cache）。
 
 # %%
 import time
@@ -65,8 +66,8 @@ torch.set_grad_enabled(False)  # nothing is trained here
 # must hold.
 
 # %% [markdown] lang="zh"
-# 它在模型里的位置：第 3、7、11……层的混合器（四层里一层）；其余各层用 Gated DeltaNet（第 7 章）。
-# 图中键值缓存这一格属于生成（第 9 章），却由本章来写，因为它该存什么由注意力决定。
+# 它在模型中的位置：第 3、7、11……层的混合器（四层里有一层）；其余各层用 Gated DeltaNet（第 7 章）。图中键值缓存这一格属
+# 于生成（第 9 章），却放在本章来写，因为缓存里该存什么，由注意力决定。
 
 # %%
 book.show("ch06-map", book.model_map.draw, "attention")
@@ -79,9 +80,9 @@ book.show("ch06-map", book.model_map.draw, "attention")
 
 # %% [markdown] lang="zh"
 # ## 1. 每层六个张量
-# `q_proj` 的行数是查询所需的两倍：它产生 $H$ 个查询头**和** $H$ 个门头，每个头 $D$ 个值。`k_proj` 和 `v_proj` 只产生
-# $H_{kv}$ 个头，每个由一组查询头共用。`o_proj` 把 $H$ 个头映射回残差的宽度 $d$。`q_norm` 和 `k_norm` 各存一个长度为
-# $D$ 的 $(1 + w)$ 缩放，所有头共用。没有偏置。
+# `q_proj` 的行数是查询所需的两倍：它同时产生 $H$ 个查询头**和** $H$ 个门头，每个头 $D$ 个值。`k_proj` 和 `v_proj` 只产
+# 生 $H_{kv}$ 个头，每个头由一组查询头共用。`o_proj` 把 $H$ 个头映射回残差流的宽度 $d$。`q_norm` 和 `k_norm` 各存一个长
+# 度为 $D$ 的比例 $(1 + w)$，所有头共用。没有偏置。
 
 # %%
 full = [i for i, t in enumerate(cfg.layer_types) if t == "full_attention"]
@@ -125,18 +126,19 @@ for label, c in ((tr("this checkpoint", "本检查点"), cfg), (REAL, real)):
 
 # %% [markdown] lang="zh"
 # ## 2. 动手写
-# 输入 $x$ 的形状为 (B, T, d)，cos、sin 是这 $T$ 个位置的 RoPE 表（第 4 章），做法如下：
+# 输入 $x$ 的形状为 (B, T, d)，cos、sin 是这 $T$ 个位置的 RoPE 表（第 4 章）。做法如下：
 #
 # 1. 把 `q_proj(x)` 看成 $(B, T, H, 2 \cdot D)$：每个头的前 $D$ 个值是它的查询，后 $D$ 个是它的门。
-# 2. 每个查询头做 `q_norm`，每个键头做 `k_norm`（$k$ = `k_proj(x)` 看成 $(B, T, H_{kv}, D)$）；$v$ = `v_proj(x)`。
-# 3. 对 $q$ 和 $k$ 做 RoPE——在归一化之后。
-# 4. 对每一对（查询 $t$，键 $s$）算 $\mathrm{scores} = q k^\top / \sqrt{D}$；$s > t$ 或键 $s$ 是填充的位置置为
-#    $-\infty$（实际用最负的浮点数）；在 fp32 里对 $s$ 做 softmax；每个头的输出是值的加权和。查询头 $h$ 读 K/V 头
-#    $\lfloor h / (H/H_{kv}) \rfloor$。
+# 2. 每个查询头做 `q_norm`，每个键头做 `k_norm`（$k$ = `k_proj(x)`，看成 $(B, T, H_{kv}, D)$）；$v$ = `v_proj(x)`。
+# 3. 对 $q$ 和 $k$ 做 RoPE，放在归一化之后。
+# 4. 对每一对（查询 $t$，键 $s$）算 $\mathrm{scores} = q k^\top / \sqrt{D}$；$s > t$ 或者键 $s$ 是填充时，分数置为
+#    $-\infty$（实际用最负的浮点数）；在 fp32 下对 $s$ 做 softmax；每个头的输出是值的加权和。查询头 $h$ 读第
+#    $\lfloor h / (H/H_{kv}) \rfloor$ 个键值头。
 # 5. 各头并排拼成 $(B, T, H \cdot D)$，乘以 $\operatorname{sigmoid}(\mathrm{gate})$，再过 `o_proj`。
 #
-# **先自己试试：** 练习 208 要求用这一层的六个权重写出注意力（`attend`）和整个层（`gated_attention`）。用
-# `python practice/judge.py start 208` 开始，或者（在笔记本里）在下面的单元格里写这两个函数再运行：评测器会给它们打分。
+# **先动手：** 练习 208 要用这一层的六个权重写出注意力（`attend`）和整个层（`gated_attention`）。可以用
+# `python practice/judge.py start 208` 开始，也可以（在笔记本里）直接在下面的单元格写好这两个函数再运行，评测器会给出评
+# 分。
 
 
 # %%
@@ -170,12 +172,12 @@ book.listing("qwen/attention.py")
 # runs the whole stack), so what follows is this layer's response to the embeddings alone.
 
 # %% [markdown] lang="zh"
-# `GatedAttention.forward` 就是上面的做法逐行写出来；`attention` 是第 4 步，`causal_mask` 决定每个查询能看到哪些键；
-# `KVCache` 在第 7 节。本章余下的部分在一个句子上逐步运行这个模块的各个部分，每一步都做检查。
+# `GatedAttention.forward` 就是把上面的做法逐行写出来；`attention` 对应第 4 步，`causal_mask` 决定每个查询能看到哪些
+# 键；`KVCache` 在第 7 节。本章余下的部分在一个句子上把这个模块拆开，一步一步地运行，每一步都做检查。
 #
 # ## 3. 查询和门：按头交错
-# 取一个句子，做嵌入，再用该层的 `input_layernorm` 归一化。它前面的各层都跳过（第 8 章才运行整个堆叠），
-# 所以下面看到的是这一层对嵌入本身的响应。
+# 取一个句子，做嵌入，再用该层的 `input_layernorm` 归一化。前面的各层都跳过了（第 8 章才运行整个堆叠），所以下面看到的是
+# 这一层对嵌入本身的响应。
 
 # %%
 tok = load_tokenizer(args.checkpoint.folder)
@@ -191,7 +193,7 @@ q, gate = qg.view(1, T, H, 2 * D).split(D, dim=-1)  # each (1, T, H, D)
 print(tr(f"{T} tokens: {tokens}", f"{T} 个 token：{tokens}"))
 print(tr(f"q_proj(x) {tuple(qg.shape)} -> view (1, T, H, 2D) {(1, T, H, 2 * D)} -> query {tuple(q.shape)} "
          f"and gate {tuple(gate.shape)}",
-         f"q_proj(x) {tuple(qg.shape)} -> view 成 (1, T, H, 2D) {(1, T, H, 2 * D)} -> 查询 {tuple(q.shape)}，"
+         f"q_proj(x) {tuple(qg.shape)} -> 看成 (1, T, H, 2D) {(1, T, H, 2 * D)} -> 查询 {tuple(q.shape)}，"
          f"门 {tuple(gate.shape)}"))
 print(tr(f"head 1 reads rows {2 * D}..{3 * D - 1} of q_proj.weight as its query and rows {3 * D}..{4 * D - 1} as "
          f"its gate",
@@ -199,7 +201,7 @@ print(tr(f"head 1 reads rows {2 * D}..{3 * D - 1} of q_proj.weight as its query 
 blocked = qg.view(1, T, 2, H, D)  # the wrong reading: [all queries | all gates]
 wrong = torch.equal(blocked[:, :, 0, 1], gate[:, :, 0])
 print(tr(f"read as [all queries | all gates], 'query head 1' would be head 0's gate: {wrong}",
-         f"按 [全部查询 | 全部门] 读取，“查询头 1”其实是头 0 的门：{wrong}"))
+         f"按 [全部查询 | 全部门] 读取，“查询头 1”其实是头 0 的门：{'是' if wrong else '否'}"))
 
 # %% [markdown]
 # ## 4. QK-norm, then RoPE
@@ -210,10 +212,9 @@ print(tr(f"read as [all queries | all gates], 'query head 1' would be head 0's g
 
 # %% [markdown] lang="zh"
 # ## 4. 先 QK-norm，再 RoPE
-# 每个头的查询和键在 $D$ 维上做 RMS 归一化（第 3 章的零中心 RMSNorm，一份权重所有头共用）。这给每个分数都加了上界：
-# $\lvert q \cdot k \rvert \le \lVert q \rVert \, \lVert k \rVert$，而归一化之后，不管输入是什么，一个头的长度至多为
-# $\sqrt{D} \cdot \max \lvert 1 + w \rvert$。接着 RoPE 旋转前 $R$ 维；旋转不改变
-# 长度，所以上界依然成立。
+# 每个头的查询和键在 $D$ 维上做 RMS 归一化（即第 3 章的零中心 RMSNorm，所有头共用一份权重）。这给每个分数都加了上
+# 界：$\lvert q \cdot k \rvert \le \lVert q \rVert \, \lVert k \rVert$，而归一化之后，不论输入是什么，一个头的长度至多
+# 是 $\sqrt{D} \cdot \max \lvert 1 + w \rvert$。接着 RoPE 旋转前 $R$ 维。旋转不改变长度，所以上界依然成立。
 
 # %%
 rope = RotaryEmbedding(cfg)
@@ -230,7 +231,7 @@ print(tr(f"RMS of the query heads before q_norm: {q_raw_rms.min():.2f} .. {q_raw
 qr, kr = apply_rope(qn, cos, sin), apply_rope(k, cos, sin)
 moved, kept = (qr.norm(dim=-1) - qn.norm(dim=-1)).abs().max(), torch.equal(qr[..., R:], qn[..., R:])
 print(tr(f"RoPE keeps each head's length: max change {moved:.1e}; dims {R}..{D - 1} untouched: {kept}",
-         f"RoPE 不改变每个头的长度：最大变化 {moved:.1e}；第 {R}..{D - 1} 维原样不动：{kept}"))
+         f"RoPE 不改变每个头的长度：最大变化 {moved:.1e}；第 {R}..{D - 1} 维原样不动：{'是' if kept else '否'}"))
 
 # %% [markdown]
 # ## 5. The scores, the mask, the softmax, the weighted sum
@@ -240,15 +241,16 @@ print(tr(f"RoPE keeps each head's length: max change {moved:.1e}; dims {R}..{D -
 
 # %% [markdown] lang="zh"
 # ## 5. 分数、掩码、softmax、加权和
-# 先处理分组查询注意力：K/V 头 $j$ 服务查询头 $j \cdot (H/H_{kv}), \dots, (j+1) \cdot (H/H_{kv}) - 1$，是一串相邻的头，
-# 所以键要用 `repeat_interleave` 展开（不能用 `repeat`，它会整块平铺）。然后是四行：分数、掩码、softmax、加权和。
+# 先处理分组查询注意力：第 $j$ 个键值头服务查询头 $j \cdot (H/H_{kv}), \dots, (j+1) \cdot (H/H_{kv}) - 1$，这是一串相邻
+# 的头，所以键要用 `repeat_interleave` 展开。不能用 `repeat`，它会把整组头平铺重复。然后是四行代码：分数、掩
+# 码、softmax、加权和。
 
 # %%
 group, real_group = H // Hkv, real.num_attention_heads // real.num_key_value_heads
 reads = [h // group for h in range(H)]
 real_reads = [h // real_group for h in range(real.num_attention_heads)]
 print(tr(f"H = {H} query heads, Hkv = {Hkv} K/V heads: query head h reads K/V head {reads} ({REAL}: {real_reads})",
-         f"H = {H} 个查询头，Hkv = {Hkv} 个 K/V 头：查询头 h 读 K/V 头 {reads}（{REAL}：{real_reads}）"))
+         f"H = {H} 个查询头，Hkv = {Hkv} 个键值头：查询头 h 依次读取的键值头为 {reads}（{REAL}：{real_reads}）"))
 kx, vx = kr.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (1, H, T, D)
 raw = qr @ kx.transpose(-2, -1)  # (1, H, T, T): one score per (query, key)
 scores = raw * D ** -0.5
@@ -260,8 +262,8 @@ off_one = (probs.sum(-1) - 1).abs().max()
 above, itself = bool((probs[..., ~allowed] == 0).all()), bool((probs[..., 0, 0] == 1).all())
 print(tr(f"every row of probabilities sums to 1: max |sum - 1| = {off_one:.1e}; above the diagonal exactly 0: "
          f"{above}; the first token attends only to itself: {itself}",
-         f"每行概率之和为 1：max |sum - 1| = {off_one:.1e}；对角线以上恰好为 0：{above}；"
-         f"第一个 token 只关注它自己：{itself}"))
+         f"每行概率之和都是 1，与 1 的最大偏差为 {off_one:.1e}；对角线以上恰好为 0：{'是' if above else '否'}；"
+         f"第一个 token 只关注它自己：{'是' if itself else '否'}"))
 
 # %% [markdown]
 # Why divide by $\sqrt{D}$: a dot product of $D$ terms grows like $\sqrt{D}$. Without the scale the softmax of a large
@@ -271,16 +273,17 @@ print(tr(f"every row of probabilities sums to 1: max |sum - 1| = {off_one:.1e}; 
 # more.
 
 # %% [markdown] lang="zh"
-# 为什么除以 $\sqrt{D}$：$D$ 项的点积按 $\sqrt{D}$ 增长。不缩放时，大头（真实 0.8B 里 $D = 256$）的 softmax 要尖锐得多；
-# 缩放之后，分数的离散程度不再依赖 $D$——当 $q$ 和 $k$ 的各分量大致独立、方差为 1 时严格如此。QK-norm 让每个头的 RMS 接近
-# 1 （再乘上它的 $1 + w$），但并不让各分量独立：训练过的头，其 $q$ 和 $k$ 可能方向一致，分数就散得更开。
+# 为什么除以 $\sqrt{D}$：$D$ 项相加的点积，大小按 $\sqrt{D}$ 增长。不做缩放，宽的头（真实 0.8B 里 $D = 256$）的 softmax
+# 会尖锐得多；缩放之后，分数的离散程度就不再依赖 $D$。当 $q$ 和 $k$ 的各分量大致独立、方差为 1 时，这一点严格成
+# 立。QK-norm 让每个头的 RMS 接近 1（再乘上它的 $1 + w$），但并不保证各分量独立：训练过的头，其 $q$ 和 $k$ 可能方向趋
+# 同，分数就散得更开。
 
 # %%
 unscaled = torch.softmax(raw.masked_fill(~allowed, torch.finfo(raw.dtype).min), dim=-1, dtype=torch.float32)
 spread, scaled_spread = raw[..., allowed].std(), (raw * D ** -0.5)[..., allowed].std()
 print(tr(f"score spread (std over allowed pairs): {spread:.2f} without 1/√D, {scaled_spread:.2f} with it "
          f"(√D = {D ** 0.5:g})",
-         f"分数的离散程度（允许的位置对上的标准差）：不乘 1/√D 时 {spread:.2f}，乘上之后 {scaled_spread:.2f}"
+         f"分数的离散程度（所有允许的位置对上的标准差）：不乘 1/√D 时为 {spread:.2f}，乘上后为 {scaled_spread:.2f}"
          f"（√D = {D ** 0.5:g}）"))
 peak, scaled_peak = unscaled[..., 4:, :].amax(-1).mean(), probs[..., 4:, :].amax(-1).mean()
 print(tr(f"mean largest probability of a row from token 4 on: {peak:.2f} without the scale, {scaled_peak:.2f} "
@@ -293,14 +296,14 @@ print(tr(f"mean largest probability of a row from token 4 on: {peak:.2f} without
 # what trained heads attend to.
 
 # %% [markdown] lang="zh"
-# 几个头的概率图，以 token 作刻度。合成检查点的权重是随机的，这些图只显出因果三角形，与语言毫无关系；用
-# `--model Qwen/Qwen3.5-0.8B` 运行本章，才能看到训练过的头关注什么。
+# 下图是几个头的概率，刻度标的是 token。合成检查点的权重是随机的，图上只能看出因果掩码的三角形，与语言毫无关系；用
+# `--model Qwen/Qwen3.5-0.8B` 运行本章，才能看到训练过的头在关注什么。
 
 # %%
 picks = sorted({0, 1, H // 2, H - 1})
 book.show("ch06-maps", ch06.attention_maps, probs[0].cpu(), tokens, picks,
           tr(f"Attention of layer {layer}'s heads on one sentence, earlier layers skipped{SYNTHETIC}",
-             f"第 {layer} 层各头在一个句子上的注意力，跳过了之前的层{SYNTHETIC}"))
+             f"第 {layer} 层各头对一个句子的注意力，前面各层已跳过{SYNTHETIC}"))
 
 # %% [markdown]
 # ## 6. The output gate
@@ -313,29 +316,29 @@ book.show("ch06-maps", ch06.attention_maps, probs[0].cpu(), tokens, picks,
 
 # %% [markdown] lang="zh"
 # ## 6. 输出门
-# 每个头的输出逐维乘以 $\operatorname{sigmoid}(\mathrm{gate})$：一个 0 到 1 之间的数，由这个 token 自己算出来。一个头没
-# 什么有用的东西可加时，可以把自己关掉（$\mathrm{gate} \ll 0$）。Qwen 团队研究门控注意力的论文（Qiu et al., 2025，“Gated
-# Attention for Large Language Models”）报告说：这个门在值投影和输出投影之间加了一个非线性，让输出变得稀疏，并缓解了“注
-# 意力汇聚”（attention sink：各头把大部分权重压在第一个 token 上）——有了门，汇聚弱得多，但没有消失。把上面的步骤拼在一
-# 起，就是这个模块。
+# 每个头的输出逐维乘以 $\operatorname{sigmoid}(\mathrm{gate})$，这是一个 0 到 1 之间的数，由这个 token 自己算出。一个头
+# 没什么有用的东西可加时，可以把自己关掉（$\mathrm{gate} \ll 0$）。Qwen 团队专门研究过这个门（Qiu et al., 2025，“Gated
+# Attention for Large Language Models”）。论文报告说：它在值投影和输出投影之间加了一层非线性，让输出变得稀疏，还缓解了注
+# 意力汇聚（attention sink，即各头把大部分权重压在第一个 token 上）。有了门，汇聚现象弱了很多，但并没有消失。把上面的步
+# 骤拼在一起，就是这个模块。
 
 # %%
 gated = heads.transpose(1, 2).reshape(1, T, H * D) * torch.sigmoid(gate.reshape(1, T, H * D))
 y = attn.o_proj(gated)  # (1, T, d)
 by_hand = (y - attn(x, cos, sin)).abs().max()
 print(tr(f"the steps by hand vs GatedAttention: max |diff| = {by_hand:.1e}",
-         f"手写的步骤 vs GatedAttention：max |diff| = {by_hand:.1e}"))
+         f"手写步骤与 GatedAttention 的最大差值：{by_hand:.1e}"))
 s = torch.sigmoid(gate)
 shut, open_ = (s < 0.1).float().mean(), (s > 0.9).float().mean()
 drawn = tr(" (random weights: where they were drawn, not what a model learned)",
-           "（随机权重：这是抽样的结果，不是模型学到的）") if args.checkpoint.synthetic else ""
+           "（随机权重：这只反映抽样方式，不是模型学到的）") if args.checkpoint.synthetic else ""
 print(tr(f"sigmoid(gate) on this sentence: mean {s.mean():.2f}, {shut:.0%} below 0.1, {open_:.0%} above 0.9{drawn}",
-         f"这个句子上的 sigmoid(gate)：均值 {s.mean():.2f}，{shut:.0%} 低于 0.1，{open_:.0%} 高于 0.9{drawn}"))
+         f"这个句子上的 sigmoid(gate)：均值 {s.mean():.2f}，{shut:.0%} 小于 0.1，{open_:.0%} 大于 0.9{drawn}"))
 
 # %%
 book.show("ch06-gate", ch06.gate_distribution, gate.reshape(T, H * D).cpu(), H,
           tr(f"The output gate of layer {layer} on one sentence{SYNTHETIC}",
-             f"第 {layer} 层的输出门，一个句子上{SYNTHETIC}"))
+             f"第 {layer} 层的输出门在一个句子上的取值{SYNTHETIC}"))
 
 # %% [markdown]
 # On random weights the gate sits around 0.5 with a spread set by how the synthetic weights were drawn: a finding
@@ -352,17 +355,17 @@ book.show("ch06-gate", ch06.gate_distribution, gate.reshape(T, H * D).cpu(), H,
 # (`python practice/judge.py start 209`, or the cell below in the notebook).
 
 # %% [markdown] lang="zh"
-# 在随机权重上，门的值集中在 0.5 附近，散开多少取决于合成权重是怎么抽出来的：关于真实模型的结论，要用真实权重来下。
+# 在随机权重上，门的值集中在 0.5 附近，散开多少取决于合成权重是怎么抽样的。关于真实模型的结论，要用真实权重才能下。
 #
 # ## 7. 键值缓存
-# 生成文本时每次加一个 token，每个新 token 的查询都要用到之前所有 token 的键和值。这些键和值永远不变，因为模型是因果的：
-# token $s$ 的键和值只依赖 token $0, \dots, s$（这一层之前的每个混合器都只看之前的 token），而它的位置 $s$ 是固定的，
-# 旋转也就固定。
-# 后来的 token 改变不了它们，每来一个新 token 都重算一遍纯属浪费。键值缓存把它们存下来：键存的是**经过 `k_norm` 和 RoPE
-# 之后**的，和注意力用到的完全一样；还有值。两者都是 $(B, H_{kv}, S, D)$，沿 $S$ 增长。
+# 生成文本时每次只加一个 token，而每个新 token 的查询都要用到之前所有 token 的键和值。这些键和值永远不会变，因为模型是因
+# 果的：token $s$ 的键和值只依赖 token $0, \dots, s$（这一层之前的每个混合器都只往前看），它的位置 $s$ 也是固定的，旋转
+# 角度随之固定。后来的 token 改变不了它们，每来一个新 token 都重算一遍，纯属浪费。键值缓存（KV cache）把它们存下来：键存
+# 的是**经过 `k_norm` 和 RoPE 之后**的，和注意力实际用的完全一样；值也一并存下。两者的形状都是 $(B, H_{kv}, S, D)$，沿
+# $S$ 增长。
 #
-# **先自己试试：** 练习 209 要求写一步注意力：读取缓存，并返回增长后的缓存（`python practice/judge.py start 209`，
-# 或者在笔记本里用下面的单元格）。
+# **先动手：** 练习 209 要写一步注意力：读入缓存，返回增长后的缓存（`python practice/judge.py start 209`，或者在笔记本里
+# 用下面的单元格）。
 
 
 # %%
@@ -380,9 +383,9 @@ book.attempt(209, attention_step)
 # the next works too.
 
 # %% [markdown] lang="zh"
-# `KVCache.update` 沿 S 追加，并返回存着的全部内容；`GatedAttention.forward` 把第 $i$ 个新 token 放在因果掩码的
-# `cache.length + i` 位置上。判断缓存对不对的标准：把句子分段处理——先是提示词，再一次一个
-# token——结果和一次处理整句相同。第一段比第二段短也没问题。
+# `KVCache.update` 沿 S 追加，并返回存下的全部内容；`GatedAttention.forward` 在因果掩码里把第 $i$ 个新 token 放在
+# `cache.length + i` 的位置上。缓存是否正确，标准只有一条：把句子分段处理（先是提示词，再每次一个 token），结果与一次处
+# 理整句相同。第一段比第二段短也没问题。
 
 # %%
 whole = attn(x, cos, sin)
@@ -392,13 +395,13 @@ for n in [2, 5] + [1] * (T - 7):
     outs.append(attn(x[:, start:end], cos[:, start:end], sin[:, start:end], cache=cache))
     new = tr("new tokens", "个新 token") if n > 1 else tr("new token ", "个新 token")
     print(tr(f"   {n} {new} -> cache keys {tuple(cache.k.shape)}, values {tuple(cache.v.shape)}",
-             f"   {n} {new} -> 缓存的键 {tuple(cache.k.shape)}，值 {tuple(cache.v.shape)}"))
+             f"   {n} {new}，缓存的键变为 {tuple(cache.k.shape)}，值变为 {tuple(cache.v.shape)}"))
     start = end
 pieces, cached = (torch.cat(outs, 1) - whole).abs().max(), (cache.k - kr).abs().max()
 print(tr(f"in pieces vs at once: max |diff| = {pieces:.1e} (fp32 rounding); "
          f"cached keys vs the keys after k_norm and RoPE above: max |diff| = {cached:.1e}",
-         f"分段 vs 一次处理：max |diff| = {pieces:.1e}（fp32 舍入误差）；"
-         f"缓存的键 vs 上面经过 k_norm 和 RoPE 的键：max |diff| = {cached:.1e}"))
+         f"分段处理与一次处理的最大差值：{pieces:.1e}（fp32 舍入误差）；"
+         f"缓存的键与上面经过 k_norm 和 RoPE 的键的最大差值：{cached:.1e}"))
 
 # %% [markdown]
 # A continuation projects only its new tokens: the step above multiplied one row of x by `q_proj`, `k_proj` and
@@ -407,9 +410,9 @@ print(tr(f"in pieces vs at once: max |diff| = {pieces:.1e} (fp32 rounding); "
 # each full-attention layer, 2 bytes each in bf16.
 
 # %% [markdown] lang="zh"
-# 续写时只投影新 token：不管缓存多长，上面那一步只把 x 的一行乘以 `q_proj`、`k_proj` 和 `v_proj`。
-# 注意力本身仍要读每个缓存的键，所以每一步花的时间和内存都与上下文长度成正比。内存有多少：每个全注意力层每个 token 存
-# $2 \times H_{kv} \times D$ 个值（K 和 V），bf16 下每个值 2 字节。
+# 续写时只投影新 token：不管缓存多长，上面那一步都只把 x 的一行乘以 `q_proj`、`k_proj` 和 `v_proj`。但注意力本身仍要读缓
+# 存里的每个键，所以每一步的时间和内存开销都与上下文长度成正比。内存具体是多少：每个全注意力层每个 token 存
+# $2 \times H_{kv} \times D$ 个值（K 和 V 各一份），bf16 下每个值 2 字节。
 
 # %%
 per_token = cache_bytes(cfg, 1)[0]  # bf16, as the checkpoint stores it
@@ -420,7 +423,7 @@ for name, c in SIZES.items():
     print(tr(f"Qwen3.5-{name:4s}: {per:7,} bytes per token; {per * 32768 / 2 ** 30:5.2f} GiB at 32,768 tokens, "
              f"{per * 262144 / 2 ** 30:5.1f} GiB at 262,144; with full attention in all "
              f"{c.num_hidden_layers} layers: {every / 2 ** 30:5.1f} GiB",
-             f"Qwen3.5-{name:4s}：每 token {per:7,} 字节；32,768 个 token 时 {per * 32768 / 2 ** 30:5.2f} GiB，"
+             f"Qwen3.5-{name + '：':5s}每 token {per:7,} 字节；32,768 个 token 时 {per * 32768 / 2 ** 30:5.2f} GiB，"
              f"262,144 个时 {per * 262144 / 2 ** 30:5.1f} GiB；若 {c.num_hidden_layers} 层全用全注意力："
              f"{every / 2 ** 30:5.1f} GiB"))
 deltanet = cache_bytes(real, 0)[1]  # fp32 states + bf16 conv inputs, none of it growing
@@ -429,7 +432,7 @@ others = tr(", ", "，").join(f"{name} {cache_bytes(c, 0)[1] / 2 ** 20:.1f} MiB"
 linear = real.layer_types.count("linear_attention")
 print(tr(f"{REAL}'s {linear} DeltaNet layers keep {deltanet / 2 ** 20:.1f} MiB of state at any length (chapter 7); "
          f"the other sizes: {others}",
-         f"{REAL} 的 {linear} 个 DeltaNet 层不论多长都只存 {deltanet / 2 ** 20:.1f} MiB 的状态（第 7 章）；"
+         f"{REAL} 的 {linear} 个 DeltaNet 层无论文本多长，状态都只占 {deltanet / 2 ** 20:.1f} MiB（第 7 章）；"
          f"其他尺寸：{others}"))
 
 # %% [markdown]
@@ -439,9 +442,9 @@ print(tr(f"{REAL}'s {linear} DeltaNet layers keep {deltanet / 2 ** 20:.1f} MiB o
 # not grow (dashed, one line per size).
 
 # %% [markdown] lang="zh"
-# 这些尺寸取自各模型 config 的公开副本（本课程连不上 hub，无法核对；出处列在 `qwen/family.py` 里）。
-# 每个尺寸都是四层里一层用全注意力，所以它的缓存只有同样形状、层层都用全注意力的模型的四分之一；DeltaNet
-# 层存的状态不会增长（虚线，每个尺寸一条）。
+# 这些尺寸取自各模型 config 的公开副本（本课程连不上 hub，无法核对；出处列在 `qwen/family.py` 里）。每个尺寸都是四层里有
+# 一层用全注意力，所以缓存只有同样形状、层层都用全注意力的模型的四分之一；DeltaNet 层存的状态不会增长（虚线，每个尺寸一
+# 条）。
 
 # %%
 book.show("ch06-kv-bytes", ch06.kv_cache_bytes, SIZES, 262_144)
@@ -456,10 +459,10 @@ book.show("ch06-kv-bytes", ch06.kv_cache_bytes, SIZES, 262_144)
 
 # %% [markdown] lang="zh"
 # ### 追加而不复制
-# 让缓存变长最直接的写法 `torch.cat((k_old, k_new), dim=2)` 会新建一个张量，把存着的每个键都复制进去：每个 token
-# 都要复制整个缓存。在真实 0.8B 里，32k 个 token 时每个全注意力层就是 64 MiB，每一步搬的字节比这一层的权重还多。
-# `KVCache` 把新行写进留有余量的缓冲区，并记下 `length`；只有缓冲区满了才整体搬到一个更大的里，每次大四分之一，
-# 所以不管文本多长，每一行总共只被复制大约四次。真实 0.8B 的一层，bf16，一个新 token：
+# 让缓存变长，最直接的写法是 `torch.cat((k_old, k_new), dim=2)`。它会新建一个张量，把存过的每个键都复制进去，也就是每来
+# 一个 token，整个缓存都要复制一遍。在真实 0.8B 里，32k 个 token 时每个全注意力层就要复制 64 MiB，每一步搬的字节比这一层
+# 的权重还多。`KVCache` 把新行写进留有余量的缓冲区，并记下 `length`；只有缓冲区写满时，才整体搬到一个大四分之一的新缓冲
+# 区里。这样不管文本多长，每一行总共只被复制大约四次。下面是真实 0.8B 的一层，bf16，追加一个新 token：
 
 
 # %%
@@ -487,7 +490,7 @@ for S in (1024, 8192, 32768):
     print(tr(f"   {S:6,} tokens cached: torch.cat {cat:.3f} ms, KVCache.update {update:.3f} ms per layer; "
              f"× {full_layers} layers: {full_layers * cat:.2f} ms against {full_layers * update:.2f} ms per token",
              f"   缓存了 {S:6,} 个 token：每层 torch.cat {cat:.3f} ms，KVCache.update {update:.3f} ms；"
-             f"× {full_layers} 层：每 token {full_layers * cat:.2f} ms 对 {full_layers * update:.2f} ms"))
+             f"× {full_layers} 层，每个 token 合计 {full_layers * cat:.2f} ms 与 {full_layers * update:.2f} ms"))
 
 # %% [markdown]
 # The copy grows with the text; the write does not (timings on a shared machine vary from run to run; the growth
@@ -496,9 +499,9 @@ for S in (1024, 8192, 32768):
 # several times more. `bench/bench_model.py --contexts 1024 8192 32768` measures it on the whole model.
 
 # %% [markdown] lang="zh"
-# 复制的开销随文本增长，写入的不增长（共享机器上的计时每次运行都不一样，增长的趋势不变）。读缓存的开销仍随文本增长：
-# 六层合计每 token 12 KiB，32k 时约 384 MiB，而 bf16 权重有 1.5 GB，所以 32k 时一步解码应当只比 1k 时多四分之一左右，
-# 而不是好几倍。`bench/bench_model.py --contexts 1024 8192 32768` 在整个模型上测量这一点。
+# 复制的开销随文本增长，写入的开销不随之增长（共享机器上的计时每次运行都不同，但增长的趋势不变）。读缓存的开销仍随文本增
+# 长：六层合计每 token 12 KiB，32k 时约 384 MiB，而 bf16 权重有 1.5 GB，所以 32k 时一步解码应当只比 1k 时多四分之一左
+# 右，而不是贵好几倍。`bench/bench_model.py --contexts 1024 8192 32768` 在整个模型上测量了这一点。
 
 # %% [markdown]
 # ## 8. A faster path, proven equal
@@ -508,15 +511,15 @@ for S in (1024, 8192, 32768):
 # this course use.
 
 # %% [markdown] lang="zh"
-# ## 8. 更快的路径，证明相等
-# PyTorch 的融合算子 `F.scaled_dot_product_attention` 算的是同一个函数（在 GPU 上用 flash 或 memory-efficient 内核，从不
-# 存下 $T \times S$ 的矩阵）。它的运算顺序不同，所以只在舍入误差以内一致，并非逐位相同：在 bf16 下，它和 transformers 的
-# eager 路径及本课程使用的手写版本可能差一个 bf16 步长。
+# ## 8. 更快的路径，结果一致
+# PyTorch 的融合算子 `F.scaled_dot_product_attention` 计算的是同一个函数（在 GPU 上用 flash 或 memory-efficient kernel，
+# 从不把 $T \times S$ 的矩阵存下来）。它的运算顺序不同，所以结果只在舍入误差以内一致，并非逐位一致：在 bf16 下，它与
+# transformers 的 eager 路径以及本课程的手写版本可能差一个 bf16 步长。
 
 # %%
 fused = (F.scaled_dot_product_attention(qr, kx, vx, is_causal=True) - heads).abs().max()
 print(tr(f"F.scaled_dot_product_attention vs the written-out attention: max |diff| = {fused:.1e}",
-         f"F.scaled_dot_product_attention vs 手写的注意力：max |diff| = {fused:.1e}"))
+         f"F.scaled_dot_product_attention 与手写注意力的最大差值：{fused:.1e}"))
 
 # %% [markdown]
 # ## Try this
@@ -535,15 +538,15 @@ print(tr(f"F.scaled_dot_product_attention vs the written-out attention: max |dif
 # %% [markdown] lang="zh"
 # ## 动手试试
 #
-# - 把 `q_proj` 按 [全部查询 | 全部门] 读取（view 成 (1, T, 2, H, D)，再在第 2 维上拆开），然后运行这一层：
-#   输出偏了多远？什么都不会报错：每个形状都对得上，这正是这个 bug 能藏住的原因。
-# - 把键和值的 `repeat_interleave` 换成 `repeat`：在 $H = 8$、$H_{kv} = 2$（真实 0.8B）时，哪些查询头读到了别的 K/V 头？
-# - 用缓存解码，但给新 token 传的是位置 $0, \dots, n-1$ 的 RoPE 表，而不是它们真实的位置：每个权重都没变，输出却变了。
-#   缓存里哪一部分现在是错的？
+# - 把 `q_proj` 按 [全部查询 | 全部门] 的方式读取（view 成 (1, T, 2, H, D)，再在第 2 维上拆开），然后运行这一层：输出偏
+#   了多远？程序不会报错，每个形状都对得上，这正是这个 bug 不容易被发现的原因。
+# - 把键和值的 `repeat_interleave` 换成 `repeat`：在 $H = 8$、$H_{kv} = 2$ 时（真实 0.8B），哪些查询头读到了别的键值头？
+# - 用缓存解码，但给新 token 传位置 $0, \dots, n-1$ 的 RoPE 表，而不是它们真实的位置：权重一个没变，输出却变了。缓存里的
+#   哪一部分这时是错的？
 #
-# ## 拿出证明
-# 把这个句子送进 transformers 同一层的 `Qwen3_5Attention`（eager），用它自己的 RoPE 表和因果掩码：运算相同、顺序相同，
-# 所以在 fp32 和 bf16 下输出都完全一致。
+# ## 对照验证
+# 把这个句子送进 transformers 同一层的 `Qwen3_5Attention`（eager），用它自己的 RoPE 表和因果掩码：运算相同、顺序相同，所
+# 以 fp32 和 bf16 下的输出都完全一致。
 
 
 # %%
@@ -595,13 +598,13 @@ book.proof(compare, args.checkpoint.folder)
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - 全注意力每四层一层：0.8B 的 24 层里有 6 层。`q_proj` 为每个头产生一个查询和一个门，按头交错；`k_proj` 和 `v_proj`
-#   产生 $H_{kv}$ 个头，每个由 $H/H_{kv}$ 个相邻的查询头共用。
-# - `q_norm` 和 `k_norm`（在 $D$ 上的零中心 RMSNorm）在 RoPE 之前；RoPE 旋转前 $R = D/4$ 维。
+# - 全注意力每四层出现一次：0.8B 的 24 层里有 6 层。`q_proj` 为每个头产生一个查询和一个门，按头交错排列；`k_proj` 和
+#   `v_proj` 产生 $H_{kv}$ 个头，每个由 $H/H_{kv}$ 个相邻的查询头共用。
+# - `q_norm` 和 `k_norm`（在 $D$ 维上的零中心 RMSNorm）在 RoPE 之前；RoPE 旋转前 $R = D/4$ 维。
 # - $\mathrm{scores} = q k^\top / \sqrt{D}$，加上因果掩码和填充掩码（用最负的浮点数，所以全是填充的一行仍是有限值），在
-#   fp32 里做 softmax，对值加权求和；然后逐维乘 $\operatorname{sigmoid}(\mathrm{gate})$，再过 `o_proj`。
-# - 键值缓存存的是经过归一化和 RoPE 的键，以及值：提示词分段处理和一次处理结果相同。每个全注意力层每个 token 增长
-#   $2 \cdot H_{kv} \cdot D$ 个值：0.8B 在 bf16 下每 token 12 KiB，262,144 个 token 时 3 GiB。
+#   fp32 下做 softmax，再对值加权求和；然后逐维乘以 $\operatorname{sigmoid}(\mathrm{gate})$，最后过 `o_proj`。
+# - 键值缓存存的是经过归一化和 RoPE 的键，以及值：提示词分段处理和一次处理的结果相同。每个全注意力层每个 token 增加
+#   $2 \cdot H_{kv} \cdot D$ 个值：0.8B 在 bf16 下是每 token 12 KiB，262,144 个 token 时 3 GiB。
 #
 # ### 形状
 #
@@ -627,9 +630,9 @@ book.notation(args.checkpoint)
 
 # %% [markdown] lang="zh"
 # ### 练习
-# 208 · 注意力和门控层，附常见错误的提示（[全部查询 | 全部门]、漏了 sigmoid、门放在 `o_proj` 之后、RoPE 之后才归一化、在
-# bf16 里做 softmax、把 `repeat_interleave` 写成 `repeat`、漏了 $1/\sqrt{D}$、掩码错一位）。209 · 键值缓存：
-# 带缓存的续写必须等于一次处理整个序列的结果。
+# 208 · 注意力和门控层，附常见错误的提示（按 [全部查询 | 全部门] 读取、漏了 sigmoid、门放在 `o_proj` 之后、RoPE 之后才归
+# 一化、在 bf16 下做 softmax、把 `repeat_interleave` 写成 `repeat`、漏了 $1/\sqrt{D}$、掩码错了一位）。209 · 键值缓存：
+# 带缓存的续写，结果必须和一次处理整个序列相同。
 
 # %%
 book.attempt(208)
@@ -679,19 +682,19 @@ book.attempt(209)
 # ```
 
 # %% [markdown] lang="zh"
-# ## 怎么讲清楚
+# ## 面试怎么答
 #
 # 1. **核心。** 每个头算 $\operatorname{softmax}(QK^\top/\sqrt{D} + \mathrm{mask}) \, V$：每个 token 的查询给之前每个
-#    token 的键打分，分数变成权重，输出是值的加权平均。$\sqrt{D}$ 让分数的离散程度与头的大小无关（对大致独立、方差为 1
-#    的分量而言）；因果掩码挡住未来；softmax 在 fp32 里算。
-# 2. **Qwen3.5 改了什么。** QK-norm（RoPE 之前对每个头的 q 和 k 做 RMSNorm）限制了 logits 的大小，让训练更稳；部分
-#    RoPE（每个头四分之一的维度旋转）；GQA（0.8B 里 8 个查询头共用 2 个 K/V 头），键值缓存因此缩小为原来的 $H_{kv}/H$；
-#    还有输出门：输入的另一个投影过 sigmoid，在 `o_proj` 之前逐维相乘——一个头可以把自己关掉，Qwen
-#    团队报告说它缓解了注意力汇聚（attention sink）。
-# 3. **缓存。** 解码时重用过去的每个键和值，存的是归一化和 RoPE 之后的——这样做成立，是因为模型是因果的（一个 token 的键
-#    和值只依赖它自己及之前的 token）——所以每一步只投影新 token；代价是随上下文增长的内存：每个注意力层每个 token
-#    $2 \cdot H_{kv} \cdot D \cdot 2$ 字节。Qwen3.5 只在四分之一的层里用全注意力，把它压得很小；另外四分之三是线性注意
-#    力，状态大小固定（第 7 章）。
+#    token 的键打分，分数变成权重，输出是值的加权平均。除以 $\sqrt{D}$，是为了让分数的离散程度与头的大小无关（对大致
+#    独立、方差为 1 的分量而言）；因果掩码挡住未来的 token；softmax 在 fp32 下算。
+# 2. **Qwen3.5 改了什么。** QK-norm（RoPE 之前对每个头的 q 和 k 做 RMSNorm）限制了 logits 的大小，让训练更稳定；部分
+#    RoPE（每个头只旋转四分之一的维度）；GQA（0.8B 里 8 个查询头共用 2 个键值头），键值缓存因此缩小为原来的
+#    $H_{kv}/H$；还有输出门：输入的另一个投影过 sigmoid，在 `o_proj` 之前逐维相乘。一个头可以借此把自己关掉，Qwen 团
+#    队报告说它缓解了注意力汇聚（attention sink）。
+# 3. **缓存。** 解码时，过去的每个键和值都要重复使用，存的是归一化和 RoPE 之后的结果。这样做之所以成立，是因为模型是因果
+#    的：一个 token 的键和值只依赖它自己和它之前的 token。于是每一步只需投影新 token；代价是内存随上下文增长，每个注
+#    意力层每个 token 占 $2 \cdot H_{kv} \cdot D \cdot 2$ 字节。Qwen3.5 只在四分之一的层里用全注意力，把这部分压得很
+#    小；另外四分之三是线性注意力，状态大小固定（第 7 章）。
 #
 # ## 文件
 #
@@ -710,7 +713,7 @@ book.attempt(209)
 # chapters/
 # └── ch06_attention.py    + 本章的脚本
 # notebooks/
-# └── ch06_attention.ipynb + 本章的笔记本，由脚本生成（中文版在 notebooks/zh/）
+# └── ch06_attention.ipynb + 本笔记本，由脚本生成
 # practice/
 # ├── 208_gated_attention/ + 练习 208
 # └── 209_kv_cache/        + 练习 209
