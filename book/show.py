@@ -9,7 +9,9 @@ import ast
 import base64
 import io
 import json
+import logging
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +22,11 @@ ROOT = Path(__file__).resolve().parent.parent
 FIGURES = DATA_DIR / "figures"  # data/figures/ in a checkout, outside site-packages after a non-editable install
 NOTE = "» "  # starts every line that only the command line prints (the notebook shows the thing itself)
 DPI = 150  # figures as PNG: sharp on a screen, in a notebook, a saved file and the book alike
+# Fonts with CJK glyphs that matplotlib can fall back to, most common first (Linux, macOS, Windows).
+CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
+             "WenQuanYi Micro Hei", "Droid Sans Fallback", "PingFang SC", "Hiragino Sans GB", "Microsoft YaHei",
+             "SimHei", "Arial Unicode MS")
+_warned_no_cjk = False  # the warning that Chinese figures have no font to draw with: once per run
 
 
 def in_notebook():
@@ -68,7 +75,7 @@ def show(name, draw, *args, **kwargs):
                     f"图 {name}：在 {notebook} 里看，或者加上 --figures 重新运行，把它存到 {saved}"))
         else:
             note(tr(f"figure {name}: see it in the chapter's notebook, or rerun with --figures to save it to {saved}",
-                    f"图 {name}：在本章的 notebook 里看，或者加上 --figures 重新运行，把它存到 {saved}"))
+                    f"图 {name}：在本章的笔记本里看，或者加上 --figures 重新运行，把它存到 {saved}"))
         return None
     import matplotlib
 
@@ -83,12 +90,63 @@ def show(name, draw, *args, **kwargs):
     return None
 
 
+def cjk_font():
+    """The first font of CJK_FONTS that matplotlib has found on this machine, or None: the one place that looks."""
+    from matplotlib import font_manager
+
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    return next((f for f in CJK_FONTS if f in installed), None)
+
+
+def font_families():
+    """matplotlib's default sans-serif font, then the first installed CJK font (if any) for glyphs it lacks. When the
+    course speaks Chinese and there is none, every Chinese label would be a row of boxes: said once, with what to
+    install."""
+    from matplotlib import font_manager, rcParams
+
+    if not any(isinstance(f, _NearestWeight) for f in font_manager._log.filters):
+        font_manager._log.addFilter(_NearestWeight())
+    cjk = cjk_font()
+    if cjk is None and language() == "zh":
+        _warn_no_cjk_font()
+    return [rcParams["font.sans-serif"][0]] + ([cjk] if cjk else [])
+
+
+def _warn_no_cjk_font():
+    """One line on stderr, the first time a Chinese figure finds no CJK font: what to install, and that matplotlib
+    only sees a new font once its font cache is rebuilt. It stands for matplotlib's own warnings, one per missing
+    character of every figure, which are silenced from then on."""
+    global _warned_no_cjk
+    if _warned_no_cjk:
+        return
+    _warned_no_cjk = True
+    import matplotlib
+
+    warnings.filterwarnings("ignore", r"Glyph \d+ .* missing from font", UserWarning)
+
+    cache = matplotlib.get_cachedir()
+    print(tr("warning: no CJK font found, so the Chinese text in the figures shows as empty boxes. Install one: on "
+             "Debian/Ubuntu sudo apt install fonts-noto-cjk (or fonts-wqy-zenhei); macOS and Windows usually have "
+             "PingFang SC and Microsoft YaHei; elsewhere Noto Sans CJK SC. Then delete matplotlib's font cache "
+             f"({cache}) and run again",
+             "警告：没有找到 CJK 字体，图里的中文会显示成方框。请装一种中文字体：Debian/Ubuntu 上运行 "
+             "sudo apt install fonts-noto-cjk（或 fonts-wqy-zenhei）；macOS 和 Windows 一般自带 PingFang SC 和"
+             "微软雅黑（Microsoft YaHei）；其他系统可以装 Noto Sans CJK SC。装好后删掉 matplotlib 的字体缓存"
+             f"（{cache}）再运行"), file=sys.stderr)
+
+
+class _NearestWeight(logging.Filter):
+    """A CJK font may come in one weight only (WenQuanYi Zen Hei: 500): matplotlib draws its glyphs in that weight,
+    as a fallback should, and would log a warning per figure that it is not 'normal'. That line is dropped."""
+
+    def filter(self, record):
+        return not record.getMessage().startswith("findfont: Failed to find font weight")
+
+
 def _drawn(draw, *args, **kwargs):
     """draw(*args, **kwargs) with the first installed CJK font as a fallback for glyphs matplotlib's own font lacks:
     Chinese labels and titles (and tokens) are drawn, not boxes."""
     import matplotlib
-
-    from book.ch02 import font_families
 
     with matplotlib.rc_context({"font.family": font_families()}):
         return draw(*args, **kwargs)
@@ -125,12 +183,13 @@ def listing(path, *names):
         missing = [n for n in names if n not in found]
         if missing:
             raise ValueError(tr(f"{path} defines no {', '.join(missing)} (it has {', '.join(found)})",
-                                f"{path} 里没有定义 {', '.join(missing)}（它有 {', '.join(found)}）"))
+                                f"{path} 里没有定义 {'、'.join(missing)}（它定义了 {'、'.join(found)}）"))
         source = "\n\n\n".join(ast.get_source_segment(source, found[n], padded=True) for n in names)
     if not in_notebook():
-        what = ", ".join(names) if names else tr(f"{len(source.splitlines())} lines", f"{len(source.splitlines())} 行")
+        what = tr(", ", "、").join(names) if names else \
+            tr(f"{len(source.splitlines())} lines", f"共 {len(source.splitlines())} 行")
         note(tr(f"the finished code: {path} ({what}); the notebook shows it, or open the file",
-                f"完成的代码：{path}（{what}）；notebook 里会显示，也可以直接打开这个文件"))
+                f"完成的代码：{path}（{what}）；笔记本里会显示，也可以直接打开这个文件"))
         return None
     from IPython.display import Code, display
 
@@ -143,7 +202,7 @@ def exercise(number):
     folders = sorted((ROOT / "practice").glob(f"{number}_*"))
     if not folders or not (folders[0] / "meta.json").is_file():
         raise ValueError(tr(f"there is no practice problem {number} (see python practice/judge.py list)",
-                            f"没有编号为 {number} 的练习（见 python practice/judge.py list）"))
+                            f"没有编号为 {number} 的练习（评测器能列出所有练习：python practice/judge.py list）"))
     return folders[0], json.loads((folders[0] / "meta.json").read_text(encoding="utf-8"))
 
 
@@ -161,29 +220,30 @@ def attempt(number: int, *functions: Callable, **named: Callable) -> None:
     cell."""
     folder, meta = exercise(number)
     title = meta["title"].get(language(), meta["title"]["en"])
-    wanted = ", ".join(meta["functions"])
+    wanted = tr(", ", "、").join(meta["functions"])
     if not in_notebook():
         note(tr(f"exercise {number} ({title}): try it first. python practice/judge.py start {number} copies the "
                 f"starter to practice/work/{folder.name}.py; write {wanted} there, then grade it with "
                 f"python practice/judge.py {number}",
                 f"练习 {number}（{title}）：先自己试试。python practice/judge.py start {number} 会把起始代码复制到 "
-                f"practice/work/{folder.name}.py；在那里写好 {wanted}，再用 python practice/judge.py {number} 评测"))
+                f"practice/work/{folder.name}.py；在那里写好 {wanted}，再用评测器 python practice/judge.py {number} "
+                "评测"))
         return None
     given = functions + tuple(named.values())
     if not given:  # the reminder at the end of a chapter: the functions live in the exercise cell earlier on
         print(tr(f"exercise {number} ({title}): write {wanted} in the exercise cell earlier in this notebook (the "
                  f"one that ends with book.attempt({number}, ...)) and run it to grade them there, or grade a file "
                  f"with python practice/judge.py start {number}, then python practice/judge.py {number}",
-                 f"练习 {number}（{title}）：在本 notebook 前面的练习单元格"
-                 f"（以 book.attempt({number}, ...) 结尾的那个）里写好 {wanted}，运行它就会在那里评测；"
-                 f"也可以评测一个文件：先 python practice/judge.py start {number}，"
+                 f"练习 {number}（{title}）：在本笔记本前面的练习单元格"
+                 f"（以 book.attempt({number}, ...) 结尾的那个）里写好 {wanted}，运行这个单元格就会当场评测；"
+                 f"也可以用评测器评测一个文件：先 python practice/judge.py start {number}，"
                  f"再 python practice/judge.py {number}"))
         return None
     if all(_is_stub(f) for f in given):
         print(tr(f"exercise {number} ({title}): replace the line that raises NotImplementedError in {wanted} with "
                  f"your code and run the cell again to grade it (statement: python practice/judge.py show {number})",
                  f"练习 {number}（{title}）：把 {wanted} 里抛出 NotImplementedError 的那一行换成你的代码，"
-                 f"再运行这个单元格评测（题目：python practice/judge.py show {number}）"))
+                 f"再运行这个单元格，交给评测器评分（题目见 python practice/judge.py show {number}）"))
         return None
     from practice.judge import check
 

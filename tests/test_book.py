@@ -165,6 +165,34 @@ def test_show_in_a_notebook_displays_once(notebook, capsys):
     assert set(plt.get_fignums()) == before  # closed: the inline backend will not draw it a second time
 
 
+def test_no_cjk_font_is_said_once_in_chinese(notebook, capsys, monkeypatch, recwarn):
+    """Chinese figures on a machine without a CJK font: one warning on stderr, in Chinese, naming what to install,
+    however many figures follow, instead of matplotlib's one per missing character; they are still drawn (as boxes).
+    An English run says nothing."""
+    from matplotlib import font_manager
+
+    from qwen import lang
+
+    no_cjk = [f for f in font_manager.fontManager.ttflist if f.name not in show_module.CJK_FONTS]
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", no_cjk)
+    monkeypatch.setattr(show_module, "_warned_no_cjk", False)
+    assert show_module.cjk_font() is None
+    was = lang.language()
+    try:
+        lang.use("en")
+        book.show("ch99-line", line_figure, [1, 2], title="english")
+        assert capsys.readouterr().err == ""
+        lang.use("zh")
+        for title in ("第一张图", "第二张图", "第三张图"):
+            book.show("ch99-line", line_figure, [1, 2], title=title)
+    finally:
+        lang.use(was)
+    err = capsys.readouterr().err
+    assert err.count("警告：没有找到 CJK 字体") == 1 and "fonts-noto-cjk" in err and "微软雅黑" in err, err
+    assert len(notebook) == 4  # every figure is still shown
+    assert not [w for w in recwarn if "missing from font" in str(w.message)]
+
+
 def test_listing(script, notebook, capsys, monkeypatch):
     monkeypatch.setattr(show_module, "in_notebook", lambda: False)
     assert book.listing("qwen/course.py") is None
