@@ -81,7 +81,8 @@ def departures(where: str, en: str, zh: str, pairs, avoid) -> list[str]:
     problems = []
     prose, words = " ".join(plain(en).split()), " ".join(plain(zh).split())
     for english, chinese in pairs:
-        if english != "—" and re.search(rf"\b{re.escape(english)}\b", prose, re.I) and chinese not in words:
+        if english != "—" and re.search(rf"\b{re.escape(english)}\b", prose, re.I) \
+                and not any(c in words for c in chinese.split(" / ")):
             problems.append(f"{where}: '{english}' without '{chinese}'")
     for word, instead in avoid:
         found = word.search(words) if isinstance(word, re.Pattern) else (word if word in words else None)

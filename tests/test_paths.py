@@ -37,7 +37,7 @@ TREE_ENTRY = re.compile(r"^# ?(?:├──|└──) (.+?)(?:\s{2,}|\s+[+~(（]
 # A page of the built book (chapters/ch03_norm.html): the site mirrors chapters/ and practice/ in data/book/site/,
 # which is generated and git-ignored; web/ holds the only .html files of the repository, its templates.
 SITE_PAGE = re.compile(r"^(?!web/).*\.html(#.*)?$")
-MARKDOWN = ["README.md", "README.zh.md", "CONTRIBUTING.md", "CONTRIBUTING.zh.md", "practice/README.md",
+MARKDOWN = ["README.md", "README.zh.md", "CONTRIBUTING.md", "CONTRIBUTING.zh.md", "practice/README*.md",
             "practice/*/README*.md", "docs/*.md", "tests/hostile/README.md"]
 COMMENTED = ["course.sh", ".ci/run", ".github/workflows/*.yml", "pyproject.toml", "constraints.txt"]  # `#` comments
 
