@@ -18,6 +18,7 @@ from pathlib import Path
 
 from qwen.chat_tools import tool_calls_text, tools_system_text
 from qwen.checkpoint import Checkpoint, open_checkpoint
+from qwen.lang import tr
 
 THINK, END_THINK = "<think>", "</think>"
 PAD = {"image": "<|vision_start|><|image_pad|><|vision_end|>", "video": "<|vision_start|><|video_pad|><|vision_end|>"}
@@ -31,26 +32,35 @@ def render(messages: list[dict], add_generation_prompt: bool = True, thinking: b
     may also have "reasoning_content" and "tool_calls". `thinking` (True or False) is the generation prompt's mode;
     a checkpoint's default is default_thinking(checkpoint). `tools`: a list of JSON function schemas."""
     if not isinstance(thinking, bool):
-        raise ValueError(f"thinking must be True or False, got {thinking!r} (the checkpoint's default is "
-                         "qwen.chat.default_thinking(checkpoint): off for 0.8B and 2B, on for 4B and up)")
+        raise ValueError(tr(f"thinking must be True or False, got {thinking!r} (the checkpoint's default is "
+                            "qwen.chat.default_thinking(checkpoint): off for 0.8B and 2B, on for 4B and up)",
+                            f"thinking 必须是 True 或 False，收到的是 {thinking!r}（检查点的默认值由 "
+                            "qwen.chat.default_thinking(checkpoint) 给出：0.8B 和 2B 关闭，4B 及以上打开）"))
     if not isinstance(messages, (list, tuple)) or not messages:
-        raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
+        raise ValueError(tr("messages must be a non-empty list of {'role': ..., 'content': ...} dicts",
+                            "messages 必须是非空的列表，每一项是 {'role': ..., 'content': ...} 这样的字典"))
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool"):
-            raise ValueError(f"message {i} must be a dict with a role system, user, assistant or tool; got {short(m)}")
+            raise ValueError(tr(f"message {i} must be a dict with a role system, user, assistant or tool; got "
+                                f"{short(m)}",
+                                f"第 {i} 条消息必须是字典，role 为 system、user、assistant 或 tool；"
+                                f"收到的是 {short(m)}"))
         if m["role"] == "system" and i > 0:
-            raise ValueError(f"message {i}: a system message must be the first message")
+            raise ValueError(tr(f"message {i}: a system message must be the first message",
+                                f"第 {i} 条消息：系统消息只能是第一条"))
     seen = {"image": 0, "video": 0}  # images and videos so far, for add_vision_id
     texts = [content_text(m.get("content"), i, m["role"] == "system", seen, add_vision_id)
              for i, m in enumerate(messages)]
     queries = [i for i, (m, t) in enumerate(zip(messages, texts)) if m["role"] == "user" and not is_tool_result(t)]
     if not queries:
-        raise ValueError("no user query in messages: the template needs a user message that is not a tool response")
+        raise ValueError(tr("no user query in messages: the template needs a user message that is not a tool response",
+                            "messages 里没有用户提问：模板需要至少一条不是工具结果的用户消息"))
     last_query = queries[-1]
 
     system = texts[0] if messages[0]["role"] == "system" else None
     if tools is not None and not isinstance(tools, (list, tuple)):
-        raise ValueError(f"tools must be a list of JSON function schemas, got {type(tools).__name__}")
+        raise ValueError(tr(f"tools must be a list of JSON function schemas, got {type(tools).__name__}",
+                            f"tools 必须是函数 JSON schema 的列表，收到的是 {type(tools).__name__}"))
     if tools:  # the tool list opens the system message; the system text, if any, follows after a blank line
         system = tools_system_text(tools) + ("\n\n" + system if system else "")
     text = f"<|im_start|>system\n{system}<|im_end|>\n" if system is not None else ""
@@ -84,12 +94,16 @@ def content_text(content, i, system, seen, add_vision_id):
     if content is None or isinstance(content, str):
         return (content or "").strip()
     if not isinstance(content, (list, tuple)):
-        raise ValueError(f"message {i}: content must be a string or a list of parts, got {type(content).__name__}")
+        raise ValueError(tr(f"message {i}: content must be a string or a list of parts, got {type(content).__name__}",
+                            f"第 {i} 条消息：content 必须是字符串，或者由若干部分组成的列表，收到的是 "
+                            f"{type(content).__name__}"))
     text = ""
     for part in content:
         if not isinstance(part, dict):
-            raise ValueError(f"message {i}: each content part must be a dict like {{'type': 'text', 'text': ...}}, "
-                             f"got {short(part)}")
+            raise ValueError(tr(f"message {i}: each content part must be a dict like {{'type': 'text', 'text': ...}}, "
+                                f"got {short(part)}",
+                                f"第 {i} 条消息：content 的每一部分都必须是 {{'type': 'text', 'text': ...}} "
+                                f"这样的字典，收到的是 {short(part)}"))
         if "image" in part or "image_url" in part or part.get("type") == "image":
             kind = "image"
         elif "video" in part or part.get("type") == "video":
@@ -98,9 +112,12 @@ def content_text(content, i, system, seen, add_vision_id):
             text += str(part["text"])
             continue
         else:
-            raise ValueError(f"message {i}: a content part needs 'text', 'image' or 'video', got {short(part)}")
+            raise ValueError(tr(f"message {i}: a content part needs 'text', 'image' or 'video', got {short(part)}",
+                                f"第 {i} 条消息：content 的每一部分都要有 'text'、'image' 或 'video'，"
+                                f"收到的是 {short(part)}"))
         if system:
-            raise ValueError(f"message {i}: a system message cannot contain {kind}s")
+            raise ValueError(tr(f"message {i}: a system message cannot contain {kind}s",
+                                f"第 {i} 条消息：系统消息里不能有{'图片' if kind == 'image' else '视频'}"))
         seen[kind] += 1
         text += (f"{LABEL[kind]} {seen[kind]}: " if add_vision_id else "") + PAD[kind]
     return text.strip()

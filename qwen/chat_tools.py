@@ -7,6 +7,8 @@ the published template's wording.
 """
 import json
 
+from qwen.lang import tr
+
 TOOLS_INTRO = "# Tools\n\nYou have access to the following functions:\n\n<tools>"
 TOOLS_FORMAT = """</tools>
 
@@ -47,7 +49,8 @@ def tool_calls_text(calls, answer, i):
     if not calls:
         return ""
     if not isinstance(calls, (list, tuple)):
-        raise ValueError(f"message {i}: tool_calls must be a list of calls, got {type(calls).__name__}")
+        raise ValueError(tr(f"message {i}: tool_calls must be a list of calls, got {type(calls).__name__}",
+                            f"第 {i} 条消息：tool_calls 必须是由调用组成的列表，收到的是 {type(calls).__name__}"))
     return ("\n\n" if answer.strip() else "") + "\n".join(tool_call_text(call, i) for call in calls)
 
 
@@ -55,12 +58,16 @@ def tool_call_text(call, i):
     """One call, {"name": ..., "arguments": {...}} or OpenAI's {"function": {...}}, as the model writes it."""
     call = call.get("function", call) if isinstance(call, dict) else call
     if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-        raise ValueError(f"message {i}: a tool call must be a dict with a 'name' (and 'arguments'), got "
-                         f"{repr(call)[:80]}")
+        raise ValueError(tr(f"message {i}: a tool call must be a dict with a 'name' (and 'arguments'), got "
+                            f"{repr(call)[:80]}",
+                            f"第 {i} 条消息：工具调用必须是带 'name'（以及 'arguments'）的字典，收到的是 "
+                            f"{repr(call)[:80]}"))
     arguments = call.get("arguments", {})
     if not isinstance(arguments, dict):
-        raise ValueError(f"message {i}: tool call {call['name']!r} has arguments of type {type(arguments).__name__}; "
-                         "the template needs a dict (json.loads a JSON string first)")
+        raise ValueError(tr(f"message {i}: tool call {call['name']!r} has arguments of type "
+                            f"{type(arguments).__name__}; the template needs a dict (json.loads a JSON string first)",
+                            f"第 {i} 条消息：工具调用 {call['name']!r} 的 arguments 类型是 {type(arguments).__name__}，"
+                            "而模板需要字典（JSON 字符串请先用 json.loads 转换）"))
     text = f"<tool_call>\n<function={call['name']}>\n"
     for name, value in arguments.items():
         value = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list, tuple)) else str(value)
