@@ -15,6 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from qwen.config import Config
+from qwen.lang import tr
 
 # ---------------------------------------------------------------- the real Qwen3.5-0.8B
 
@@ -99,7 +100,8 @@ def layer_shapes(cfg: AnyConfig, kind: str) -> Shapes:
             "self_attn.k_norm.weight": (D,),
         })
     else:
-        raise ValueError(f"unknown layer type {kind!r}: expected 'linear_attention' or 'full_attention'")
+        raise ValueError(tr(f"unknown layer type {kind!r}: expected 'linear_attention' or 'full_attention'",
+                            f"未知的层类型 {kind!r}：应为 'linear_attention' 或 'full_attention'"))
     return shapes
 
 
