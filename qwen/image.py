@@ -57,8 +57,8 @@ class ImageSettings:
         except json.JSONDecodeError as e:
             raise ValueError(tr(f"{file} is not valid JSON ({e}): download it again, or delete it to use the values "
                                 f"Qwen3.5 publishes",
-                                f"{file} 不是有效的 JSON（{e}）：重新下载，"
-                                f"或者删掉它，改用 Qwen3.5 公布的数值")) from None
+                                f"{file} 不是有效的 JSON（{e}）：请重新下载，"
+                                f"或者删掉它，改用 Qwen3.5 公布的默认值")) from None
         size = raw.get("size") or {}
         known = {k: raw[k] for k in cls.__dataclass_fields__ if k in raw}
         known.setdefault("min_pixels", size.get("shortest_edge", cls.min_pixels))
@@ -70,7 +70,7 @@ class ImageSettings:
                                     f"preprocessor_config.json again, or delete it to use the vision config's",
                                     f"{file} 里 {name} 是 {known[name]}，但 config.json 的 vision_config 里 "
                                     f"{TOWER_KEYS[name]} 是 {value}：两者来自不同的检查点；重新下载 "
-                                    f"preprocessor_config.json，或者删掉它，改用 vision config 里的值"))
+                                    f"preprocessor_config.json，或者删掉它，改用 vision_config 里的值"))
         return cls(**known)
 
     @property
@@ -106,8 +106,8 @@ def smart_resize(height: int, width: int, s: ImageSettings) -> tuple[int, int]:
     if max(height, width) > 200 * min(height, width):
         raise ValueError(tr(f"image {width}×{height} is too thin: the processor accepts aspect ratios up to 200:1 "
                             f"(any size is then resized into {s.min_pixels:,} to {s.max_pixels:,} pixels); crop it",
-                            f"图片 {width}×{height} 太细长：图像处理器接受的长宽比最多 200:1"
-                            f"（尺寸不限，之后会缩放到 {s.min_pixels:,} 至 {s.max_pixels:,} 像素）；请裁剪"))
+                            f"图片 {width}×{height} 太细长：图像处理器只接受长宽比不超过 200:1 的图片"
+                            f"（尺寸不限，之后会缩放到 {s.min_pixels:,} 至 {s.max_pixels:,} 像素）；请先裁剪"))
     h, w = round(height / f) * f, round(width / f) * f
     if h * w > s.max_pixels:  # too many pixels: shrink, rounding down
         beta = math.sqrt(height * width / s.max_pixels)
@@ -118,8 +118,8 @@ def smart_resize(height: int, width: int, s: ImageSettings) -> tuple[int, int]:
     if not s.min_pixels <= h * w <= s.max_pixels:  # only a very thin image under a small budget gets here
         raise ValueError(tr(f"image {width}×{height} cannot fit the pixel budget of {s.min_pixels:,} to "
                             f"{s.max_pixels:,} pixels in multiples of {f}: crop it to a less elongated shape",
-                            f"图片 {width}×{height} 无法以 {f} 的倍数放进 {s.min_pixels:,} 至 {s.max_pixels:,} "
-                            f"像素的预算：请裁剪成不那么细长的形状"))
+                            f"图片 {width}×{height} 的边长取 {f} 的倍数后，无法落进 {s.min_pixels:,} 至 "
+                            f"{s.max_pixels:,} 像素的预算：请裁剪成不那么细长的形状"))
     return h, w
 
 
@@ -148,7 +148,7 @@ def preprocess(image: Image.Image | str | Path,
     if settings is not None and not isinstance(settings, ImageSettings):
         raise TypeError(tr(f"settings must be an ImageSettings (a checkpoint's: checkpoint.image), got "
                            f"{type(settings).__name__}",
-                           f"settings 必须是 ImageSettings（检查点自己的：checkpoint.image），收到的是 "
+                           f"settings 必须是 ImageSettings（用检查点自己的：checkpoint.image），收到的是 "
                            f"{type(settings).__name__}"))
     s = settings or ImageSettings()
     if not isinstance(image, Image.Image):

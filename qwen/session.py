@@ -76,12 +76,12 @@ class Session:
         if self.draft is not None:
             raise ValueError(tr("images cannot go with a draft: this course's speculative decoding "
                                 "(qwen/speculative.py) takes text only; use a session without one",
-                                "图片不能和草稿一起用：本课程的投机解码（qwen/speculative.py）只接受文本；"
-                                "请用不带草稿的会话"))
+                                "带草稿模型的会话不能附图片：本课程的投机解码（qwen/speculative.py）只接受文本；"
+                                "请换用不带草稿模型的会话"))
         if self.model.visual is None:
             raise ValueError(tr("the model has no vision tower loaded: "
                                 "`model.visual = qwen.vision.load_vision(checkpoint)` first",
-                                "模型还没有加载视觉塔：先 `model.visual = qwen.vision.load_vision(checkpoint)`"))
+                                "模型还没有加载视觉塔：先运行 `model.visual = qwen.vision.load_vision(checkpoint)`"))
         file = Path(path).expanduser()
         if not file.is_file():
             if file.is_dir():
