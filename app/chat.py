@@ -107,9 +107,10 @@ def parser():
     p.add_argument("--model", help=tr(f"checkpoint folder, hub id (default {DEFAULT_MODEL}), size or 'synthetic'",
                                       f"检查点文件夹、hub id（默认 {DEFAULT_MODEL}）、尺寸或 'synthetic'"))
     p.add_argument("--device", help=tr("cpu, cuda or mps (default: the fastest available)",
-                                       "cpu、cuda 或 mps（默认：可用的最快设备）"))
+                                       "cpu、cuda 或 mps（默认：可用设备中最快的）"))
     p.add_argument("--dtype", choices=["bf16", "fp32", "fp16"],
-                   help=tr("default: the checkpoint's (bf16 for Qwen3.5)", "默认：检查点自己的（Qwen3.5 是 bf16）"))
+                   help=tr("default: the checkpoint's (bf16 for Qwen3.5)",
+                           "默认用检查点自己的 dtype（Qwen3.5 是 bf16）"))
     p.add_argument("--quant", choices=SCHEMES,
                    help=tr("hold the projections and the head as int8 or int4 codes (chapter 12): fewer bytes read per "
                            "token; default: none",
@@ -186,7 +187,7 @@ def help_text(paste, images=True):
     if paste:
         enter = tr(f"Enter sends; a paste of several lines is one message (in terminals that mark pastes, as most "
                    f"do); or, for several lines, type {BLOCK} alone on a line, the lines, then {BLOCK} again.",
-                   f"回车发送；粘贴的多行文字算一条消息（终端会标记粘贴内容时如此，大多数终端都会）；"
+                   f"回车发送；粘贴的多行文字算作一条消息（前提是终端会标记粘贴内容，大多数终端都会）；"
                    f"也可以先单独一行输入 {BLOCK}，再写多行内容，最后单独一行再输入 {BLOCK}。")
     else:
         enter = tr(f"Enter sends; for several lines, type {BLOCK} alone on a line, the lines, then {BLOCK} again.",
@@ -386,7 +387,7 @@ def turn(chat, text, view):
             kept = tr("; the attached image(s) stay for your next message", "；附加的图片留给你的下一条消息") \
                 if chat.pending else ""
             print(tr(f"{plain} [stopped: your message and the partial reply are left out of the conversation{kept}]",
-                     f"{plain} [已停止：你的消息和回复的已生成部分都不计入对话{kept}]"))
+                     f"{plain} [已停止：你这条消息和已生成的部分回复都不计入对话{kept}]"))
         else:  # the reply had ended and joined; only its numbers were cut short
             print(tr(f"{plain} [the reply was complete and is kept]", f"{plain} [回复已经完整生成，保留在对话里]"))
 
@@ -455,7 +456,8 @@ def run(args):
         tr(f", {n} CPU threads (--threads N)", f"，{n} 个 CPU 线程（--threads N）") if n > 1 else \
         tr(f", {n} CPU thread (--threads N)", f"，{n} 个 CPU 线程（--threads N）")
     name = next((name for name, d in DTYPES.items() if d == dtype), dtype)  # the first, short name: bf16
-    state = tr("hidden", "开启但不打印") if view == "hide" else tr("on", "开启") if chat.thinking else tr("off", "关闭")
+    state = tr("hidden", "开启，不打印推理过程") if view == "hide" else \
+        tr("on", "开启") if chat.thinking else tr("off", "关闭")
     print(tr(f"{checkpoint.folder.name}: weights in {name} on {device}{threads}; thinking {state}; replies stop at "
              f"{chat.max_new_tokens} tokens (/limit N).",
              f"{checkpoint.folder.name}：权重为 {name}，运行在 {device} 上{threads}；思考{state}；"

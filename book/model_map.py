@@ -187,7 +187,7 @@ def draw(highlight):
           "model")
     note(S + 1.9, 4.5, tr("L: linear attention\n(Gated DeltaNet),\n18 layers\n\nF: full attention,\n6 layers\n\n"
                           "each one:\nh = x + mixer(norm(x)),\nh + mlp(norm(h))",
-                          "L：线性注意力\n(Gated DeltaNet)，\n18 层\n\nF：全注意力，\n6 层\n\n"
+                          "L：线性注意力\n（Gated DeltaNet），\n18 层\n\nF：全注意力，\n6 层\n\n"
                           "每一层：\nh = x + mixer(norm(x))，\nh + mlp(norm(h))\n（mixer 即混合器）"))
     frame(0.1, 0.65, 3.5, 8.0, tr("model.visual: the vision tower", "model.visual：视觉塔"), "vision")
     frame(0.15, 1.45, 3.4, 3.1, tr("12 blocks (the 0.8B's depth)", "12 个块（0.8B 的深度）"), "vision")
