@@ -46,12 +46,12 @@ def sampling_rules(logits, tokens, top_k=CARD[True]["top_k"], top_p=CARD[True]["
         ax.set_yscale("log")
         left, top = int(torch.isfinite(x[0]).sum()), float(p.max())
         ax.set_title(tr(f"{name}\n{left:,} tokens left, top one {top:.1%}",
-                        f"{name}\n剩 {left:,} 个 token，最高 {top:.1%}"), fontsize=9)
+                        f"{name}\n剩 {left:,} 个 token，最高概率 {top:.1%}"), fontsize=9)
         ax.set_xticks(range(show), [glyphs.shown(tokens(int(i)), 8) for i in order], rotation=90, fontsize=7,
                       fontfamily=glyphs.families)
-    axes[0].set_ylabel(tr("probability (log scale); outline: cut", "概率（对数刻度）；空心：被截掉"))
+    axes[0].set_ylabel(tr("probability (log scale); outline: cut", "概率（对数刻度）；空心柱：被截掉的 token"))
     fig.suptitle((title or tr("What each sampling rule does to the next-token distribution",
-                              "每条采样规则对下一个 token 分布的作用")) + "\n" + glyphs.caption(),
+                              "每条采样规则怎样改变下一个 token 的分布")) + "\n" + glyphs.caption(),
                  fontsize=10)
     return fig
 
@@ -70,7 +70,7 @@ def prefill_vs_decode(measured, real=None, title=""):
     import matplotlib.pyplot as plt
 
     panels = [(tr("this checkpoint, measured", "这个检查点，实测"), measured)] + \
-        ([(tr("real Qwen3.5-0.8B shapes, estimated", "真实 Qwen3.5-0.8B 的形状，估计"), real)] if real else [])
+        ([(tr("real Qwen3.5-0.8B shapes, estimated", "按真实 Qwen3.5-0.8B 的形状估算"), real)] if real else [])
     fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4.2), layout="constrained", squeeze=False)
     for ax, (name, bars) in zip(axes[0], panels):
         ms = [v * 1e3 for v in bars.values()]
@@ -99,8 +99,8 @@ def cache_growth(configs, max_tokens=32768, dtype_bytes=2):
         ax.plot(lengths, [flat] * len(lengths), color=colour, ls="--",
                 label=tr(f"{name}: DeltaNet state (fixed)", f"{name}：DeltaNet 状态（固定）"))
     ax.set(xlabel=tr("tokens in the conversation", "对话中的 token 数"),
-           ylabel=tr("MiB (batch 1, bf16 KV)", "MiB（batch 1，bf16 键值缓存）"),
+           ylabel=tr("MiB (batch 1, bf16 KV)", "MiB（批次大小 1，bf16 键值缓存）"),
            title=tr("The cache as a conversation grows: only the full-attention layers grow",
-                    "对话变长时的缓存：只有全注意力层在增长"))
+                    "对话越长，缓存越大：只有全注意力层的缓存在增长"))
     ax.legend(fontsize=8)
     return fig

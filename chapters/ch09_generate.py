@@ -18,11 +18,11 @@ Its notebook, notebooks/ch09_generate.ipynb, is written from this file by python
 # %% [markdown] lang="zh"
 # # 第 9 章 · 生成与对话
 #
-# 第 8 章的模型把 token id 映射成下一个 token 的 logits。要让它开口说话，需要一个循环：
-# 先把提示词完整读一遍（**预填充**，prefill），然后一次生成一个 token（**解码**，decode），每个新 token
-# 连同**缓存**一起喂回去，这样什么都不用重复计算。在 logits 和下一个 token 之间是**采样规则**；
-# 整段对话外面套着模型训练时用的**对话格式**。本章写出 `qwen/sampling.py`、`qwen/generate.py`、`qwen/chat.py`、
-# 对话会话和终端聊天程序（`bash course.sh chat`），并测一测解码为什么慢。
+# 第 8 章的模型输入 token id，输出下一个 token 的 logits。要让它开口说话，还得在外面套一个循环：先把提示词整段读一遍
+# （**预填充**，prefill），再一次生成一个 token（**解码**，decode）；每个新 token 都连同**缓存**一起喂回模型，算过的东西
+# 不再重算。从 logits 到下一个 token，中间要经过**采样规则**；整段对话外面，还要套上模型训练时用的**对话格式**。本章写出
+# `qwen/sampling.py`、`qwen/generate.py`、`qwen/chat.py`、对话会话和终端聊天程序（`bash course.sh chat`），最后测一测解
+# 码为什么慢。
 
 # %%
 
@@ -30,13 +30,14 @@ import torch
 
 import book
 from book import ch09
+from book.ch08 import padded
 from qwen import measure
 from qwen.chat import render
 from qwen.course import chapter_args
 from qwen.family import cache_bytes
 from qwen.fast import load_fast
 from qwen.generate import generate
-from qwen.lang import tr
+from qwen.lang import language, tr, zh_only
 from qwen.model import load_model
 from qwen.sampling import Sampling, filter_logits
 from qwen.sizes import real_config
@@ -66,26 +67,34 @@ book.show("ch09-map", book.model_map.draw, "generate")
 # `Sampling` (`qwen/sampling.py`) given as `generate(model, ids, n, sampling)`. A seed makes a draw repeatable.
 
 # %% [markdown] lang="zh"
-# ## 1. 预填充一次，然后一次一个 token
-# `generate(model, ids, n)` 先用空缓存在整段提示词上调用模型，取最后一个位置的 logits，选出一个 token；
-# 此后每次只用这一个 token 加上缓存调用模型。贪心解码（温度 0，默认）取 argmax；采样则按 softmax 抽取，规则和种子由一个
-# `Sampling`（`qwen/sampling.py`）给出：`generate(model, ids, n, sampling)`。固定种子，抽样结果就可以复现。
+# ## 1. 预填充一次，然后逐个 token 生成
+# `generate(model, ids, n)` 先用空缓存把整段提示词送进模型，取最后一个位置的 logits，选出一个 token；此后每一步只送入刚
+# 选出的那个 token，并带上缓存。贪心解码（温度为 0，即默认设置）直接取 argmax；采样则从 softmax 分布里抽取，采样规则和种
+# 子放在一个 `Sampling`（`qwen/sampling.py`）里传进去：`generate(model, ids, n, sampling)`。种子固定，抽样结果就能复现。
+# 中文版在这里还多跑一个中文提示词（标着〔中文版〕的几行，英文版不打印）：看看它被切成了哪些 token：token 和词并不一一对
+# 应。
 
 # %%
 prompt = "The capital of France is"
 ids = tok.encode(prompt)
 stop = args.checkpoint.stop
 greedy = list(generate(model, ids, 8, stop=stop))
-print(tr(f"prompt {prompt!r} = {len(ids)} tokens {ids}", f"提示词 {prompt!r} = {len(ids)} 个 token {ids}"))
+print(tr(f"prompt {prompt!r} = {len(ids)} tokens {ids}", f"提示词 {prompt!r} 切成 {len(ids)} 个 token：{ids}"))
 said = tok.decode(greedy)
 print(tr(f"greedy{NOISE}: {said!r}", f"贪心解码{NOISE}：{said!r}"))
+if language() == "zh":  # the Chinese edition runs a Chinese prompt too: lines the English edition does not print
+    zh_prompt = tok.encode("法国的首都是")
+    zh_only(f"提示词“法国的首都是”切成 {len(zh_prompt)} 个 token：{zh_prompt}，"
+            f"逐个还原成文字是 {[tok.decode([i]) for i in zh_prompt]}")
+    zh_only(f"贪心解码{NOISE}：{tok.decode(list(generate(model, zh_prompt, 8, stop=stop)))!r}")
 card = Sampling.card(thinking=True)  # the model card's settings with thinking: T 1.0, top-k 20, top-p 0.95, ...
 sampled = {seed: list(generate(model, ids, 8, card.but(seed=seed), stop=stop)) for seed in (1, 2)}
 for seed, out in sampled.items():
     said = tok.decode(out)
     print(tr(f"sampled, seed {seed}: {said!r}", f"采样，种子 {seed}：{said!r}"))
 again = list(generate(model, ids, 8, card.but(seed=1), stop=stop)) == sampled[1]
-print(tr(f"seed 1 again gives the same tokens: {again}", f"再用种子 1 生成一次，token 相同：{again}"))
+print(tr(f"seed 1 again gives the same tokens: {again}",
+         f"再用种子 1 生成一次，token 是否相同：{tr('True', '是') if again else tr('False', '否')}"))
 
 # %% [markdown]
 # ## 2. The sampling rules
@@ -109,25 +118,26 @@ print(tr(f"seed 1 again gives the same tokens: {again}", f"再用种子 1 生成
 
 # %% [markdown] lang="zh"
 # ## 2. 采样规则
-# 每条规则都在抽取之前改变下一个 token 的分布，顺序如下（`qwen/sampling.py`：先 `penalise`，再 `filter_logits`）：
+# 每条规则都在抽取之前改写下一个 token 的分布，按下面的顺序执行（`qwen/sampling.py`：先 `penalise`，再
+# `filter_logits`）：
 #
-# - **presence penalty**（存在惩罚）从每个已经生成过的 token 的 logit 上减去一个常数，不管它出现过几次都只减一次。
-#   transformers 没有 presence penalty（它的 `repetition_penalty` 用的是除法）；这条规则和它排在最前面的位置，取自 vLLM
+# - **存在惩罚**（`presence_penalty`）：凡是已经生成过的 token，logit 都减去一个常数，不管出现过几次，只减一
+#   次。transformers 没有存在惩罚（它的 `repetition_penalty` 用的是除法）；这条规则以及把它排在最前面的做法，来自 vLLM
 #   和 OpenAI；
-# - 然后按 transformers 的采样 warper 的顺序：**温度** $T$ 去除 logits（$T < 1$ 让分布更尖，$T > 1$ 让分布更平，
-#   $T \to 0$ 就是贪心）；**top-k** 只保留最可能的 $k$ 个 token；**top-p** 按概率从高到低保留 token，直到累计概率达到
-#   $p$（越过 $p$ 的那个 token 也保留）；**min-p** 保留概率不低于最可能 token 概率 `min_p` 倍的 token。
+# - 其余几条沿用 transformers 里采样变换的顺序：先把 logits 除以**温度** $T$（$T < 1$ 让分布变尖，$T > 1$ 让分布变
+#   平，$T \to 0$ 就是贪心）；**top-k** 只留概率最高的 $k$ 个 token；**top-p** 按概率从高到低留 token，直到累计概率达到
+#   $p$（跨过 $p$ 的那个 token 也留下）；**min-p** 只留概率不低于最高概率 `min_p` 倍的 token。
 #
-# 被截掉的 token 的 logit 设为 $-\infty$，最后一次 softmax 把剩下的重新归一化。和 transformers 还有一处不同：当 top-p 边
-# 界上有几个 token 的概率完全相同时，哪个留下取决于排序，我们的（降序）可能和 transformers 的（升序）留下不同的那个。
-# Qwen3.5 的模型卡推荐：不思考时，$T = 1.0$，top-p 1.0，top-k 20，min-p 0，presence penalty 2.0；思考
-# 时，$T = 1.0$，top-p 0.95，top-k 20，min-p 0，presence penalty 1.5；思考且用于精确编程时，$T = 0.6$，top-p 0.95，top-k
-# 20，min-p 0，presence penalty 0。`Sampling.card(thinking)` 存的是前两组。
+# 被截掉的 token，logit 置为 $-\infty$；最后只做一次 softmax，把剩下的重新归一化。和 transformers 还有一处不同：如果
+# top-p 边界上有几个 token 的概率完全相同，留下哪个取决于排序——我们按降序排，transformers 按升序排，留下的可能不是同一
+# 个。Qwen3.5 的模型卡推荐：不思考时，$T = 1.0$、top-p 1.0、top-k 20、min-p 0、存在惩罚 2.0；思考时，$T = 1.0$、top-p
+# 0.95、top-k 20、min-p 0、存在惩罚 1.5；思考并且做精确编程时，$T = 0.6$、top-p 0.95、top-k 20、min-p 0、存在惩罚
+# 0。`Sampling.card(thinking)` 存的是前两组。
 
 # %%
 with torch.no_grad():
     logits = model(torch.tensor([ids], device=dev), last_only=True)[0, -1].float().cpu()  # (V,)
-for name, kw in ((tr("original", "原始"), {}), ("+ top-k 20", dict(top_k=20)),
+for name, kw in ((tr("original", "原始分布"), {}), ("+ top-k 20", dict(top_k=20)),
                  ("+ top-p 0.95", dict(top_k=20, top_p=0.95)),
                  (tr("T = 0.6 too", "再加 T = 0.6"), dict(temperature=0.6, top_k=20, top_p=0.95))):
     p = filter_logits(logits[None], **kw).softmax(-1)[0]
@@ -135,21 +145,21 @@ for name, kw in ((tr("original", "原始"), {}), ("+ top-k 20", dict(top_k=20)),
     flat = tr(" (random weights: a nearly flat distribution)", "（随机权重：分布几乎是平的）") if SYNTHETIC and not kw \
         else ""
     print(tr(f"{name:12s}: {left:7,} tokens left, most likely {top!r} at {p.max():.1%}{flat}",
-             f"{name}：剩 {left:,} 个 token，最可能的是 {top!r}，概率 {p.max():.1%}{flat}"))
+             f"{padded(name + '：', 14)}剩 {left:7,} 个 token，最可能的是 {top!r}，概率 {p.max():.1%}{flat}"))
 
 # %%
 flat = tr(" (synthetic weights: a nearly flat distribution)", "（合成权重：分布几乎是平的）") if SYNTHETIC else ""
 book.show("ch09-sampling", ch09.sampling_rules, logits, lambda i: tok.decode([i]),
           title=tr(f"The next token after {prompt!r}, with the model card's settings{flat}",
-                   f"{prompt!r} 之后的下一个 token，用模型卡的设置{flat}"))
+                   f"{prompt!r} 之后的下一个 token，按模型卡的设置{flat}"))
 
 # %% [markdown]
 # **Try it first:** exercise 214 asks for the rules as one function, and the presence penalty. Start it with
 # `python practice/judge.py start 214`, or write the two functions in the cell below (in the notebook) and run it.
 
 # %% [markdown] lang="zh"
-# **先自己试试：** 练习 214 要求把这些规则写成一个函数，再写 presence penalty。用 `python practice/judge.py start 214`
-# 开始，或者在下面的单元格里（在笔记本中）写这两个函数并运行。
+# **先自己试试：** 练习 214 要你把这些规则写成一个函数，再写出存在惩罚。用 `python practice/judge.py start 214` 开始，或
+# 者直接在下面的单元格里（笔记本中）写这两个函数并运行。
 
 
 # %%
@@ -170,7 +180,7 @@ book.attempt(214, sampling_probs, presence_penalty)
 
 # %% [markdown] lang="zh"
 # ### 写好的模块：`qwen/sampling.py` 和 `qwen/generate.py`
-# 同一个 `Picker` 把一步的 logits 变成一个 token，这里的普通解码和第 11 章的投机解码都用它。
+# 同一个 `Picker` 负责把一步的 logits 变成一个 token：这里的普通解码用它，第 11 章的投机解码也用它。
 
 # %%
 book.listing("qwen/sampling.py")
@@ -187,11 +197,11 @@ book.listing("qwen/generate.py")
 # byte-level BPE may split across tokens; `TextStream` holds text back while it ends in a half-made character.
 
 # %% [markdown] lang="zh"
-# 批处理有两个细节要注意。长度不同的提示词在**左边**填充，这样每一行的最后一个 token 都在最后一列，再用一个掩码（1 =
-# 真实 token）告诉模型跳过填充：注意力把它们遮掉，DeltaNet 把它们置零（所以在真正的文本开始之前，它的状态严格为 0），
-# 位置也只数真实的 token。这样每一行生成的 token 与它单独生成时完全一样（tests/test_generate.py 拿 transformers 的
-# `generate` 检查这一点）。还有流式输出：一个汉字是 3 个 UTF-8 字节，一个 emoji 是 4 个，字节级 BPE
-# 可能把它们拆到不同的 token 里；`TextStream` 在文本以半个字符结尾时先把它扣住不输出。
+# 按批次生成时，有两个细节要注意。一是填充：长短不一的提示词在**左边**填充，这样每一行的最后一个 token 都落在最后一列；
+# 再用一个掩码（1 = 真实 token）让模型跳过填充位：注意力把它们遮掉，DeltaNet 把它们置零（所以真正的文本开始之前，状态严
+# 格为 0），位置编号也只数真实 token。这样，每一行生成的 token 和它单独生成时一模一样（tests/test_generate.py 拿
+# transformers 的 `generate` 核对了这一点）。二是流式输出：一个汉字占 3 个 UTF-8 字节，一个 emoji 占 4 个，字节级 BPE 可
+# 能把它们拆到不同的 token 里；文本末尾是半个字符时，`TextStream` 先压着不输出。
 
 # %%
 from qwen.generate import TextStream  # noqa: E402  (shown where it is explained)
@@ -200,7 +210,7 @@ stream = TextStream(tok)
 mixed = tok.encode("你好 👍🏽")
 pieces = [stream.push(i) for i in mixed] + [stream.flush()]
 print(tr(f"'你好 👍🏽' is {len(mixed)} tokens; streamed pieces: {pieces}",
-         f"'你好 👍🏽' 是 {len(mixed)} 个 token；流式输出的片段：{pieces}"))
+         f"“你好 👍🏽”切成 {len(mixed)} 个 token；流式输出的片段依次是 {pieces}"))
 
 # %% [markdown]
 # ## 3. The chat format
@@ -211,9 +221,10 @@ print(tr(f"'你好 👍🏽' is {len(mixed)} tokens; streamed pieces: {pieces}",
 
 # %% [markdown] lang="zh"
 # ## 3. 对话格式
-# 对话模型把一段对话读成一个带标记的文本：每一轮是 `<|im_start|>role\n…<|im_end|>\n`，提示词以
-# `<|im_start|>assistant\n` 加一个思考块结尾：关闭思考时是一个空的、已闭合的块，打开思考时只有开头。
-# 之前的回复只保留答案，推理过程被丢掉。这些标记都是单个特殊 token（id 248044 及以上），下面用 [这样] 标出。
+# 对话模型把一整段对话当成一段带标记的文本来读：每一轮是 `<|im_start|>role\n…<|im_end|>\n`；提示词以
+# `<|im_start|>assistant\n` 加一个思考块结尾——关闭思考时，这个块是空的、已经闭合；打开思考时，只有开头的标记。之前几轮的
+# 回复只保留答案，推理过程丢掉。这些标记都是单个特殊 token（id 从 248044 起），下面用 [这样] 标出。中文版还让一段中文对
+# 话走一遍同样的流程（标着〔中文版〕的几行）。
 
 # %%
 chat = [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "Hi"},
@@ -221,16 +232,30 @@ chat = [{"role": "system", "content": "You are helpful."}, {"role": "user", "con
         {"role": "user", "content": "What is 2 + 2?"}]
 text = render(chat)
 chat_ids = tok.encode(text)
+
+
+def marked(ids):
+    """Each token's text, a special token [marked like this]."""
+    return " ".join(f"[{tok.decode([i])}]" if i >= 248044 else repr(tok.decode([i]))[1:-1] for i in ids)
+
+
 print(text)
-print(tr(f"{len(chat_ids)} tokens:", f"{len(chat_ids)} 个 token："),
-      " ".join(f"[{tok.decode([i])}]" if i >= 248044 else repr(tok.decode([i]))[1:-1] for i in chat_ids))
-print(tr("thinking on, the prompt ends with:", "打开思考时，提示词的结尾是："), repr(render(chat, thinking=True)[-30:]))
+print(tr(f"{len(chat_ids)} tokens: ", f"{len(chat_ids)} 个 token：") + marked(chat_ids))
+print(tr("thinking on, the prompt ends with: ", "打开思考时，提示词的结尾是：")
+      + repr(render(chat, thinking=True)[-30:]))
+if language() == "zh":  # the same conversation in Chinese, and the first tokens of the reply (Chinese edition only)
+    zh_chat = [{"role": "system", "content": "你是一个乐于助人的助手。"}, {"role": "user", "content": "你好"},
+               {"role": "assistant", "content": "<think>\n对方在打招呼。\n</think>\n\n你好！有什么可以帮你？"},
+               {"role": "user", "content": "2 + 2 等于几？"}]
+    zh_ids = tok.encode(render(zh_chat))
+    zh_only(f"同样的对话换成中文，套上对话格式后是 {len(zh_ids)} 个 token：" + marked(zh_ids))
+    zh_only(f"贪心解码，回复的前 8 个 token{NOISE}：{tok.decode(list(generate(model, zh_ids, 8, stop=stop)))!r}")
 
 # %% [markdown]
 # **Try it first:** exercise 215 asks for the format by hand. Start it with `python practice/judge.py start 215`.
 
 # %% [markdown] lang="zh"
-# **先自己试试：** 练习 215 要求手写这个格式。用 `python practice/judge.py start 215` 开始。
+# **先自己试试：** 练习 215 要你手写这个格式。用 `python practice/judge.py start 215` 开始。
 
 
 # %%
@@ -262,19 +287,19 @@ book.listing("qwen/chat.py")
 # (`measure.sync`) before the clock starts and before it stops.
 
 # %% [markdown] lang="zh"
-# 对话会话 `qwen/session.py` 把这些组装起来：它渲染对话，在多轮之间保留缓存（一直保留到最后一个
-# `<|im_start|>assistant\n` 为止，包括它在内，这是下一轮提示词中保持不变的部分），并用模型卡的设置解码。终端聊天程序
-# `app/chat.py`（放在模型包之外：它是一个程序，不是模型的一部分）驱动它：`bash course.sh chat`（或
-# `python main.py chat`）流式输出回复，并打印每秒 token 数。`/think on|off|hide`、`/reset`；Ctrl-C 停止当前回复，
-# 并把没得到回答的那条消息从对话中去掉，但不会退出。
+# 对话会话 `qwen/session.py` 把这些拼到一起：它渲染对话；在多轮之间保留缓存，一直保留到最后一个
+# `<|im_start|>assistant\n`（含），因为提示词的这一段到下一轮也不会变；然后用模型卡的设置解码。终端聊天程序
+# `app/chat.py` 放在模型包之外（它是个程序，不属于模型），由它来驱动会话：`bash course.sh chat`（或
+# `python main.py chat`）流式输出回复，并打印每秒 token 数。命令有 `/think on|off|hide` 和 `/reset`；按 Ctrl-C 会停下当
+# 前回复，并把没得到回答的那条消息从对话里删掉，但不退出程序。
 #
 # ## 4. 预填充与解码
-# 预填充把每个权重矩阵一次乘以 $T$ 个 token 向量：从内存读出的每个权重服务 $T$ 个 token，所以瓶颈是处理器的算力。
-# 一个解码步把每个权重只乘以**一个**向量：每个权重读出来只做一次乘加，所以时间取决于内存送出权重的速度，还有缓存：
-# 每一步还要读所有缓存的键和值、所有 DeltaNet 状态。读取的字节数除以这台机器读内存的速率，就估出了一步的下限：只是估计，
-# 因为测到的速率是单个数据流的（对 256 MiB 求和），而真实的 kernel 各有各的读取速率（见下文）。计时和速率都出自
-# `qwen/measure.py`：GPU 的执行落后于给它排队派活的 Python，
-# 所以每次计时在开始计时和停止计时之前都要等设备完成（`measure.sync`）。
+# 预填充时，每个权重矩阵一次乘上 $T$ 个 token 向量：每从内存读一个权重，就能供 $T$ 个 token 使用，所以瓶颈在处理器的算
+# 力。解码时，每一步只拿每个权重乘**一个**向量：权重读出来只做一次乘加，耗时就取决于内存送出权重有多快——还有缓存：每一步
+# 还要读所有缓存的键和值，以及所有 DeltaNet 状态。用读取的字节数除以这台机器读内存的速率，就能估出一步耗时的下限。这只是
+# 估计：测到的速率来自单个数据流（对 256 MiB 求和），而真实的 kernel 各有各的读取速率（见下文）。计时和测速都用
+# `qwen/measure.py`：GPU 的执行落后于给它排队派活的 Python，所以计时开始前和结束前都要先等设备把活干完
+# （`measure.sync`）。
 
 # %%
 T, n = 64, 8
@@ -301,14 +326,14 @@ layer_weights = 752_393_024 - 248_320 * 1_024  # all but the embedding table: a 
 print(tr(f"real Qwen3.5-0.8B in bf16: {real_bytes / 1e9:.2f} GB of weights + {real_cache / 2 ** 20:.1f} MiB of "
          f"caches at 1,024 tokens per decode step, so here a step takes at least "
          f"{(real_bytes + real_cache) / read * 1e3:.0f} ms (an estimate), however fast the arithmetic",
-         f"真实 Qwen3.5-0.8B，bf16：每个解码步读 {real_bytes / 1e9:.2f} GB 权重 + {real_cache / 2 ** 20:.1f} MiB "
-         f"缓存（1,024 个 token 时），所以在这里一步至少要 {(real_bytes + real_cache) / read * 1e3:.0f} ms（估计值），"
-         f"算得再快也一样"))
+         f"真实 Qwen3.5-0.8B，bf16：上下文 1,024 个 token 时，每个解码步读 {real_bytes / 1e9:.2f} GB 权重 + "
+         f"{real_cache / 2 ** 20:.1f} MiB 缓存，所以在这台机器上，一步至少要 "
+         f"{(real_bytes + real_cache) / read * 1e3:.0f} ms（估计值），算得再快也一样"))
 print(tr(f"a prefill needs about 2 FLOPs per layer weight per token (the head runs for the last position only): at "
          f"the rate of an fp32 product of the MLP's shape, {2 * layer_weights / rate * 1e3:.1f} ms per token here "
          f"(an estimate)",
-         f"预填充每个 token 大约需要每个层权重 2 次浮点运算（输出头只算最后一个位置）：按 MLP 形状的 fp32 "
-         f"矩阵乘法的速率，这里每个 token {2 * layer_weights / rate * 1e3:.1f} ms（估计值）"))
+         f"预填充时，每个 token 对每个层权重约做 2 次浮点运算（输出头只算最后一个位置）：按 MLP 形状的 fp32 "
+         f"矩阵乘法速率算，这台机器上每个 token 要 {2 * layer_weights / rate * 1e3:.1f} ms（估计值）"))
 
 # %%
 book.show("ch09-prefill-decode", ch09.prefill_vs_decode,
@@ -338,13 +363,13 @@ book.show("ch09-prefill-decode", ch09.prefill_vs_decode,
 
 # %% [markdown] lang="zh"
 # ### 教学模型与快速路径
-# 第 2–8 章的模块一行写一个公式，处理器要为此付出代价：每一行都是一次单独的调用，一个解码步要调用几百次。`qwen/fast.py`
-# 用更少、更便宜的调用运行同样的权重：读同一个输入的几个投影合并成一个矩阵，在 `load_fast`
-# 读检查点时由其中的张量拼成（它是一个独立的模型：不与 `model` 共享任何张量，所以在一个上做实验永远不会影响另一个）；
-# 在没有 bf16 指令的 CPU 上，bf16 的提示词按 fp32 相乘，因为那里 bf16 乘法要慢好几倍；若 CPU 的内核库（oneDNN）在这台
-# CPU 上能做该 dtype 的乘法，每个权重在加载时就一次性重排成它单行乘积所读的布局；注意力用 torch 的融合实现；
-# DeltaNet 状态原地更新；加上 `last_only` 时，最后一层只算最后一个位置。`tests/test_fast.py` 用教学模型的容差证明它与
-# transformers 相等，通过它做贪心生成，得到的 token 与 transformers 相同。聊天程序用的就是它。
+# 第 2–8 章的模块一行写一个公式，读起来清楚，处理器跑起来却有代价：每一行都是一次单独的调用，一个解码步要调用好几百
+# 次。`qwen/fast.py` 用同一份权重，调用次数更少，每次调用也更便宜：读同一个输入的几个投影合并成一个矩阵，由
+# `load_fast` 读检查点时用对应的张量拼成（它是一个独立的模型，不与 `model` 共享任何张量，在其中一个上做实验，不会影响另
+# 一个）；CPU 没有 bf16 指令时，bf16 乘法要慢好几倍，所以提示词改用 fp32 相乘；如果这台 CPU 上的 kernel 库（oneDNN）能做
+# 该 dtype 的乘法，每个权重就在加载时一次性重排成该库单行乘法读取的布局；注意力用 torch 的融合实现；DeltaNet 状态原地更
+# 新；传入 `last_only` 时，最后一层只算最后一个位置。`tests/test_fast.py` 按教学模型的容差，核对了它与 transformers 一
+# 致；用它做贪心生成，得到的 token 也与 transformers 相同。聊天程序用的就是它。
 
 # %%
 fast = load_fast(args.checkpoint, dtype=dtype, device=dev)  # the same checkpoint, loaded once more: its own weights
@@ -368,14 +393,14 @@ print(tr(f"this checkpoint on {dev}{NARROW}, per token, teaching / fast: prefill
 # hold long conversations in little memory (chapter 7).
 
 # %% [markdown] lang="zh"
-# `bench/bench_model.py` 在真实 0.8B 的形状上拿两者与 transformers 对比，并把解码速度表示为上限的百分之几。
-# 它还测了一个更要紧的上限：一次大的矩阵-向量乘法，也就是构成解码步的那种 kernel，读内存并不总能像复制那样快。CPU
-# 库针对给定的处理器和 dtype 选了哪个 kernel，对解码速度的影响可能比模型代码本身还大。
+# `bench/bench_model.py` 在真实 0.8B 的形状上把两者和 transformers 对比，并给出解码速度达到了上限的百分之几。它还测了一
+# 个更要紧的上限：解码步由矩阵-向量乘法构成，而一次大的矩阵-向量乘法读内存，并不总能像复制那样快。CPU 库针对某种处理器和
+# dtype 选用哪个 kernel，对解码速度的影响可能比模型代码本身还大。
 #
 # ## 5. 对话变长时的缓存
-# 全注意力层（24 层中的 6 层）为每个 token 保留键和值：它们线性增长。DeltaNet 层（24 层中的 18 层）保留固定大小的
-# $(H_v, d_k, d_v)$ 状态和一个 $K - 1$ 的卷积窗口，与长度无关：这就是 Qwen3.5 能用很少的内存撑住长对话的原因（第 7
-# 章）。
+# 全注意力层（24 层中的 6 层）要为每个 token 保存键和值（这就是键值缓存，KV cache），缓存随长度线性增长。DeltaNet 层（24
+# 层中的 18 层）只保存一个固定大小的 $(H_v, d_k, d_v)$ 状态和一个长为 $K - 1$ 的卷积窗口，与长度无关：所以 Qwen3.5 用很
+# 少的内存就能撑住长对话（第 7 章）。
 
 # %%
 cache = model.new_cache()
@@ -388,13 +413,13 @@ print(tr(f"this checkpoint after {len(chat_ids)} tokens: cache holds {held / 102
          f"{reserved / 1024:.1f} KiB, room to grow without copying); by the formula {kv / 1024:.1f} KiB of keys and "
          f"values + {state / 1024:.1f} KiB of DeltaNet state",
          f"这个检查点读完 {len(chat_ids)} 个 token 后：缓存存了 {held / 1024:.1f} KiB（所在缓冲区共 "
-         f"{reserved / 1024:.1f} KiB，留有余量，增长时不必复制）；按公式是 {kv / 1024:.1f} KiB 的键和值 + "
-         f"{state / 1024:.1f} KiB 的 DeltaNet 状态"))
+         f"{reserved / 1024:.1f} KiB，留有余量，变长时不必复制）；按公式算，键和值 {kv / 1024:.1f} KiB + "
+         f"DeltaNet 状态 {state / 1024:.1f} KiB"))
 for tokens in (1_000, 32_000, 262_144):
     kv, state = cache_bytes(real, tokens)
     print(tr(f"real Qwen3.5-0.8B, {tokens:7,} tokens: KV {kv / 2 ** 20:8.1f} MiB (bf16) + DeltaNet state "
              f"{state / 2 ** 20:.1f} MiB",
-             f"真实 Qwen3.5-0.8B，{tokens:7,} 个 token：键值缓存 {kv / 2 ** 20:8.1f} MiB（bf16）+ DeltaNet 状态 "
+             f"真实 Qwen3.5-0.8B，上下文 {tokens:7,} 个 token：键值缓存 {kv / 2 ** 20:8.1f} MiB（bf16）+ DeltaNet 状态 "
              f"{state / 2 ** 20:.1f} MiB"))
 
 # %%
@@ -416,15 +441,15 @@ book.show("ch09-cache", ch09.cache_growth, [(tr("real Qwen3.5-0.8B", "真实 Qwe
 # %% [markdown] lang="zh"
 # ## 动手试试
 #
-# - 用 `Sampling(temperature=0.3, seed=1)` 生成，再用 `temperature=1.5`：两段文本多快就分道扬镳？
-# - 先在下一个 token 几乎确定的提示词上设 `top_p=0.5`，再在一个开放的提示词上试：数一数剩下多少 token。
-# - 在聊天程序里（`bash course.sh chat`）说点什么，然后 `/think on`，再问一次：生成提示从 4 个 token（`<think>`、
-#   `\n\n`、`</think>`、`\n\n`：一个空的、已闭合的块）缩短到 2 个（`<think>`、`\n`），每次回复后都会打印从缓存中读取的
-#   token 数。
+# - 用 `Sampling(temperature=0.3, seed=1)` 生成一段，再换成 `temperature=1.5`：两段文本多快就分道扬镳？
+# - 先找一个下一个 token 几乎确定的提示词，设 `top_p=0.5`，再换一个开放式的提示词：数一数各剩下多少 token。
+# - 在聊天程序里（`bash course.sh chat`）随便说句话，然后输入 `/think on` 再问一次：生成提示从 4 个
+#   token（`<think>`、`\n\n`、`</think>`、`\n\n`：一个空的、已闭合的块）缩短到 2 个（`<think>`、`\n`）；每次回复后还会打
+#   印有多少 token 是从缓存里读的。
 #
-# ## 拿出证明
-# 在同样的权重上，用这个检查点的贪心解码对比 transformers 的 `generate(do_sample=False)`：逐个比较 token id，
-# 应当完全相同（tests/test_generate.py 单条和左填充的批量都做了这个检查）。
+# ## 对照验证
+# 在同一份权重上，用这个检查点做贪心解码，与 transformers 的 `generate(do_sample=False)` 逐个比较 token id，应当完全一致
+# （tests/test_generate.py 对单条序列和左填充的批次都做了这项检查）。
 
 
 # %%
@@ -439,7 +464,8 @@ def compare(transformers, path):
     ours = list(generate(load_model(path, dtype=torch.float32), ids, 8, stop=stop))
     same = want[:len(ours)] == ours
     print(tr(f"greedy 8 tokens: transformers {want}\n                 ours         {ours}\nidentical: {same}",
-             f"贪心解码 8 个 token：transformers {want}\n                     我们的       {ours}\n完全相同：{same}"))
+             f"贪心解码 8 个 token：transformers {want}\n                     本课         {ours}\n"
+             f"完全一致：{tr('True', '是') if same else tr('False', '否')}"))
 
 
 book.proof(compare, args.checkpoint.folder)
@@ -471,25 +497,25 @@ book.proof(compare, args.checkpoint.folder)
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - 生成就是先预填充一次，然后每次调用生成一个 token，并带上缓存：DeltaNet 层携带固定大小的状态，
-#   全注意力层携带不断增长的键和值。
-# - 温度去除 logits；top-k、top-p 和 min-p 把 token 截成 $-\infty$；一次 softmax 重新归一化；presence penalty 抑制重复。
-#   贪心就是 argmax。固定种子，采样就可以复现。
-# - 对话格式：`<|im_start|>role\n…<|im_end|>\n` 组成的多轮，带思考块的生成提示，旧的推理被丢掉；遇到
-#   `<|im_end|>`（248046）和 `<|endoftext|>`（248044）停止。
-# - 解码每个 token 都要读一遍所有权重和所有缓存：它的速度最多是内存读取速率除以这些字节数（这是估计：真实 kernel
-#   读得比单纯的数据流慢）。
-# - 快速路径（`qwen/fast.py`）用更少、更便宜的调用算同一个模型，已证明与教学模型相等。
+# - 生成就是先预填充一次，之后每次调用带着缓存生成一个 token：DeltaNet 层带着固定大小的状态，全注意力层带着不断增长的键
+#   和值。
+# - logits 除以温度；top-k、top-p 和 min-p 把不要的 token 截成 $-\infty$；只做一次 softmax 重新归一化；存在惩罚抑制重
+#   复。贪心就是取 argmax。种子固定，采样就能复现。
+# - 对话格式：由 `<|im_start|>role\n…<|im_end|>\n` 组成一轮轮对话，生成提示带思考块，旧的推理丢掉；遇到
+#   `<|im_end|>`（248046）或 `<|endoftext|>`（248044）就停。
+# - 解码每出一个 token，都要把所有权重和所有缓存读一遍：速度最多是内存读取速率除以这些字节数（这是估计：真实 kernel 读得
+#   比单纯的数据流慢）。
+# - 快速路径（`qwen/fast.py`）用更少、更便宜的调用算同一个模型，结果经过核对，与教学模型一致。
 #
 # ### 形状
 #
 # | 步骤 | 形状 | 真实 Qwen3.5-0.8B |
 # |---|---|---|
 # | 提示词 id | (B, T) | |
-# | 预填充 logits（最后一个位置） | (B, 1, V) | (B, 1, 248320) |
+# | 预填充的 logits（最后一个位置） | (B, 1, V) | (B, 1, 248320) |
 # | 解码输入 | (B, 1) | |
-# | 键值缓存，每个全注意力层 | 2 × (B, Hkv, S, D) | 2 × (B, 2, S, 256) |
-# | DeltaNet 状态，每个线性层 | (B, Hv, dk, dv) fp32 | (B, 16, 128, 128) |
+# | 键值缓存（KV cache），每个全注意力层 | 2 × (B, Hkv, S, D) | 2 × (B, 2, S, 256) |
+# | DeltaNet 状态，每个线性注意力层 | (B, Hv, dk, dv) fp32 | (B, 16, 128, 128) |
 # | 左填充批次的掩码 | (B, S) | |
 
 # %%
@@ -502,7 +528,7 @@ book.notation(args.checkpoint)
 
 # %% [markdown] lang="zh"
 # ### 练习
-# 214 · 采样（截断之前先重新归一化、在 softmax 之后才除以温度、top-p 少留了一个 token）；215 · 对话格式（漏了生成提示、
+# 214 · 采样（截断之前就重新归一化、在 softmax 之后才除以温度、top-p 少留了一个 token）；215 · 对话格式（漏了生成提示、
 # 思考块放错了轮次）。
 
 # %%
@@ -551,26 +577,26 @@ book.attempt(215)
 # ```
 
 # %% [markdown] lang="zh"
-# ## 怎么讲清楚
+# ## 面试怎么答
 #
-# 1. **循环。** 语言模型只会给下一个 token 打分。生成就是一遍又一遍地问它，每次多给一个 token；缓存保存各层对前面 token
-#    算过的结果，所以每一步只需算一个 token。
-# 2. **采样。** 贪心生成的文本爱重复；从完整的 softmax 里采样又容易跑偏成胡话。温度、top-k 和 top-p
-#    修剪掉不太可能的长尾，决定抽样有多大胆；presence penalty 防止它自我重复。
-# 3. **速度。** 预填充受算力限制（许多 token 分摊每一次权重读取）；解码受内存限制（每个 token 都要读一遍所有权重）。
-#    权重越小（bf16、量化），每一步越快。同时解码多条序列（批处理）让它们分摊每一次权重读取：这提高的是每秒总 token 数，
-#    而不是单条序列的速度。
+# 1. **生成循环。** 语言模型只会给下一个 token 打分。生成就是一遍遍地问它，每次多给一个 token；缓存存着各层对前面 token
+#    算过的结果，所以每一步只需要算一个新 token。
+# 2. **采样。** 贪心生成的文本爱重复；直接从完整的 softmax 里采样，又容易跑偏成胡话。温度、top-k 和 top-p 剪掉可能性很低
+#    的长尾，并决定抽样有多大胆；存在惩罚防止模型翻来覆去说同样的话。
+# 3. **速度。** 预填充受算力限制（许多 token 分摊每一次权重读取）；解码受内存带宽限制（每个 token 都要把所有权重读一
+#    遍）。权重越小（bf16、量化），每一步越快。同时解码多条序列（按批次解码）能让它们分摊每一次权重读取：提高的是每秒总
+#    token 数，而不是单条序列的速度。
 #
 # ## 文件
 #
 # ```
 # qwen/
 # ├── …               （第 1–8 章）
-# ├── sampling.py     + 采样规则、一个选取器、模型卡的设置
+# ├── sampling.py     + 采样规则、统一的选取器（Picker）、模型卡的设置
 # ├── generate.py     + 生成循环、流式文本
-# ├── fast.py         + 快速路径：同一个模型，更少、更便宜的调用
+# ├── fast.py         + 快速路径：同一个模型，调用更少、更便宜
 # ├── kernels.py      + 它的原地 kernel（DeltaNet 的卷积和解码步、分组注意力）
-# ├── measure.py      + 等待设备完成的计时、内存带宽探测
+# ├── measure.py      + 等设备算完再计时、内存带宽探测
 # ├── chat.py         + 对话格式
 # ├── chat_tools.py   + 对话格式中的工具和工具调用
 # └── session.py      + 对话会话：多轮之间保留缓存
