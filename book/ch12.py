@@ -23,6 +23,11 @@ def bits(fmt, n_in):
             "Q4_0": bits_per_weight(4, 32)}[fmt]
 
 
+def scheme_name(label):
+    """A quantization scheme's label as the course prints it, in its language (the labels key the results)."""
+    return {"int4+zero": tr("int4+zero", "int4 + 零点")}.get(label, label)
+
+
 CLASSES = ("embedding/head", "attention", "DeltaNet projections", "in_proj_a/b", "MLP")
 
 
@@ -30,7 +35,7 @@ def class_name(c):
     """A tensor class as the course prints it, in its language."""
     return {"embedding/head": tr("embedding/head", "嵌入/输出头"), "attention": tr("attention", "注意力"),
             "DeltaNet projections": tr("DeltaNet projections", "DeltaNet 投影"), "in_proj_a/b": "in_proj_a/b",
-            "MLP": "MLP", "kept": tr("kept in bf16/fp32", "保留 bf16/fp32"),
+            "MLP": "MLP", "kept": tr("kept in bf16/fp32", "不量化（bf16/fp32）"),
             "KV cache": tr("KV cache", "键值缓存"), "DeltaNet state": tr("DeltaNet state", "DeltaNet 状态")}[c]
 
 
@@ -103,18 +108,18 @@ def bound_figure(rows, bandwidth, title=""):
         bottom = [b + m for b, m in zip(bottom, mb)]
     for i, total in enumerate(bottom):
         ax.text(i, total, f"{total:,.0f} MB", ha="center", va="bottom", fontsize=8)
-    ax.set(ylabel=tr("MB read per decode step", "每个解码步读取的 MB"),
-           title=tr("What one decode step reads", "一个解码步读些什么"))
+    ax.set(ylabel=tr("MB read per decode step", "每个解码步读取的数据量（MB）"),
+           title=tr("What one decode step reads", "一个解码步读了哪些数据"))
     ax.legend(fontsize=7, ncols=2)
     rates = [bandwidth / sum(rows[n].values()) for n in names]
     bx.bar(names, rates, color="C0")
     for i, r in enumerate(rates):
         bx.text(i, r, f"{r:.1f}", ha="center", va="bottom", fontsize=8)
-    bx.set(ylabel=tr("tokens/s, at most", "tokens/s 上限"),
+    bx.set(ylabel=tr("tokens/s, at most", "每秒 token 数上限（tokens/s）"),
            title=tr(f"The bound: {bandwidth / 1e9:.1f} GB/s ÷ the bytes of a step",
                     f"上限：{bandwidth / 1e9:.1f} GB/s ÷ 一步的字节数"))
-    fig.suptitle(title or tr("Fewer bytes per weight, more tokens per second", "每个权重的字节越少，每秒 token 越多"),
-                 fontsize=10)
+    fig.suptitle(title or tr("Fewer bytes per weight, more tokens per second",
+                             "每个权重的字节越少，每秒能出的 token 越多"), fontsize=10)
     return fig
 
 
@@ -125,11 +130,11 @@ def group_figure(groups, errors, title=""):
 
     fig, ax = plt.subplots(figsize=(7.5, 4.4), layout="constrained")
     for label, errs in errors.items():
-        ax.plot(groups, errs, marker="o", label=label)
+        ax.plot(groups, errs, marker="o", label=scheme_name(label))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(groups, [str(g) for g in groups])
-    ax.set(xlabel=tr("group size g (weights sharing one scale)", "组大小 g（共享一个 scale 的权重数）"),
+    ax.set(xlabel=tr("group size g (weights sharing one scale)", "组大小 g（共用一个缩放因子的权重数）"),
            ylabel=tr("relative error ‖w − ŵ‖ / ‖w‖", "相对误差 ‖w − ŵ‖ / ‖w‖"))
     from matplotlib.ticker import NullLocator
 
@@ -138,9 +143,9 @@ def group_figure(groups, errors, title=""):
     top.set_xticks(groups, [f"{bits_per_weight(4, g):.3g}" for g in groups])
     top.xaxis.set_minor_locator(NullLocator())
     top.set_xlabel(tr("bits per weight, symmetric (a 16-bit scale per group)",
-                      "每个权重的比特数，对称（每组一个 16 位缩放因子）"))
+                      "每个权重的比特数（对称，每组一个 16 比特的缩放因子）"))
     ax.legend(fontsize=8)
-    ax.set_title(title or tr("int4: smaller groups, smaller error, more bits", "int4：组越小，误差越小，比特越多"),
+    ax.set_title(title or tr("int4: smaller groups, smaller error, more bits", "int4：组越小，误差越小，比特数越多"),
                  fontsize=10)
     return fig
 
@@ -155,7 +160,7 @@ def class_figure(errors, title=""):
     width = 0.8 / len(schemes)
     for j, s in enumerate(schemes):
         xs = [i + (j - (len(schemes) - 1) / 2) * width for i in range(len(classes))]
-        ax.bar(xs, [errors[s].get(c, 0) for c in classes], width, label=s)
+        ax.bar(xs, [errors[s].get(c, 0) for c in classes], width, label=scheme_name(s))
     ax.set_yscale("log")
     low, high = ax.get_ylim()
     ax.set_ylim(low, high * 3)  # room for the legend above the bars
@@ -173,16 +178,16 @@ def output_figure(kl, top1, title=""):
 
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
     names = list(kl)
-    ax.bar(names, [max(kl[n], 1e-12) for n in names], color="C1")
+    ax.bar([scheme_name(n) for n in names], [max(kl[n], 1e-12) for n in names], color="C1")
     for i, n in enumerate(names):
         ax.text(i, max(kl[n], 1e-12), f"{kl[n]:.1e}", ha="center", va="bottom", fontsize=8)
     ax.set_yscale("log")
     ax.set(ylabel=tr("mean KL(reference ‖ scheme), nats", "平均 KL(参考 ‖ 方案)，nat"),
-           title=tr("How far the next-token distribution moves", "下一个 token 的分布移动了多远"))
-    bx.bar(list(top1), [100 * v for v in top1.values()], color="C2")
+           title=tr("How far the next-token distribution moves", "下一个 token 的分布偏了多少"))
+    bx.bar([scheme_name(n) for n in top1], [100 * v for v in top1.values()], color="C2")
     for i, v in enumerate(top1.values()):
         bx.text(i, 100 * v, f"{v:.1%}", ha="center", va="bottom", fontsize=8)
     bx.set(ylim=(0, 108), ylabel=tr("top-1 agreement, %", "top-1 一致率，%"),
-           title=tr("How often the most likely token stays the same", "最可能的 token 有多少次不变"))
-    fig.suptitle(title or tr("The error at the output, teacher-forced", "输出端的误差，teacher forcing"), fontsize=10)
+           title=tr("How often the most likely token stays the same", "最可能的 token 保持不变的比例"))
+    fig.suptitle(title or tr("The error at the output, teacher-forced", "输出端的误差（teacher forcing）"), fontsize=10)
     return fig

@@ -1,6 +1,6 @@
 """Chapter 12: decoding at the speed of memory — the bytes a step reads, and fewer: int8, int4, llama.cpp's blocks.
 
-第 12 章：以内存的速度解码——一步读多少字节，以及更少的字节：int8、int4、llama.cpp 的块。
+第 12 章：量化——解码速度受限于内存带宽：一步要读多少字节，怎样少读一些：int8、int4、llama.cpp 的块。
 
 Run: python chapters/ch12_quant.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
 Its notebook, notebooks/ch12_quant.ipynb, is written from this file by python notebooks/sync.py.
@@ -38,18 +38,19 @@ Its notebook, notebooks/ch12_quant.ipynb, is written from this file by python no
 # outliers; the run says so where that changes what a number means, and the byte counts are the real 0.8B's.
 
 # %% [markdown] lang="zh"
-# # 第 12 章 · 以内存的速度解码：量化
+# # 第 12 章 · 量化：解码速度受限于内存带宽
 #
-# 第 9 章测过解码为什么慢：每一步都要把所有权重读一遍，所以每秒 token 数最多是机器每秒读取的字节数除以一步读取的字节数。
-# 本章按权重的每种存法数清这些字节，看一行的矩阵乘法离这堵墙有多近，然后拉第二根杠杆：**每个权重更少的字节**。本章把权重
-# 存成小整数乘以一个共享的缩放因子（int8 按输出通道，int4 按组，带或不带零点），逐字节写出 llama.cpp 的 Q8_0 和 Q4_0
-# 块，并且测量——而不是假设——这样做的代价：每类张量的误差，以及下一个 token 的分布移动了多少。
+# 第 9 章测过解码为什么慢：每一步都要把所有权重读一遍，所以每秒 token 数的上限，就是机器每秒能读的字节数除以一步要读的字
+# 节数。本章先按权重的每种存法数清这些字节，看看单行矩阵乘法离内存带宽上限有多近；然后换一个办法提速：**让每个权重少占字
+# 节**。具体做法是把权重存成小整数乘以一个共享的缩放因子（int8 按输出通道，int4 按组，带或不带零点），逐字节写出
+# llama.cpp 的 Q8_0 和 Q4_0 块，并且实测——而不是想当然——这样做的代价：每类张量的误差有多大，下一个 token 的分布偏了多
+# 少。
 #
 # ```
 # qwen/
 # ├── measure.py      ~ 带宽探测（第 9 章）；+ next_token_kl、top1_agreement
 # ├── quant.py        + 按通道的 int8、按组的 int4（对称的和带零点的）、每个权重的比特数
-# ├── gguf_blocks.py  + 逐字节的 llama.cpp Q8_0 和 Q4_0 块，读取 Q4_K
+# ├── gguf_blocks.py  + 逐字节写出 llama.cpp 的 Q8_0 和 Q4_0 块，读取 Q4_K
 # ├── quantized.py    + 运行中的量化模型（打包 kernel），给教学模型用的 fake_quantize
 # └── fast.py         ~ load_fast(..., quant="int8" | "int4")
 # book/
@@ -62,9 +63,9 @@ Its notebook, notebooks/ch12_quant.ipynb, is written from this file by python no
 # + 本章新增 · ~ 本章修改 · 无标记：前面章节已有
 # ```
 #
-# 命令行跑的是同一份代码：`python chapters/ch12_quant.py`（`--figures` 保存图，`--proof` 把这些块和 `gguf` 包的参考量化
-# 器做对比）。在合成检查点上，权重是从正态分布随机抽的：它们的误差是这种随机数的误差，而不是训练过的权重的（训练过的权重
-# 的行里有离群值）；凡是这一点改变了某个数的含义的地方，运行时都会注明，而字节计数用的是真实 0.8B 的。
+# 命令行跑的是同一份代码：`python chapters/ch12_quant.py`（`--figures` 保存图，`--proof` 把这些块与 `gguf` 包的参考量化
+# 器对比）。用合成检查点时，权重是从正态分布随机抽的，误差也就是这种随机数的误差；训练过的权重不一样，它们的行里有离群
+# 值。凡是这一点会改变某个数的含义，运行时都会注明；字节数则一律按真实 0.8B 计算。
 
 # %%
 import struct
@@ -73,6 +74,7 @@ import torch
 
 import book
 from book import ch12
+from book.ch08 import padded
 from qwen import measure, products, quant
 from qwen.course import chapter_args
 from qwen.fast import load_fast
@@ -110,11 +112,11 @@ book.show("ch12-map", book.model_map.draw, "quant")
 
 # %% [markdown] lang="zh"
 # ## 1. 每种格式的上限
-# 一个解码步把每个投影乘以一个向量，所以要把每个投影的权重读一遍：24 层的注意力投影、DeltaNet 投影和 MLP，还有输出头——
-# 在 0.8B 里它就是嵌入表本身（共享的输出头）：查表只读其中一行，输出头要读全部 248,320 行。它还要读缓存：6 个全注意力层
-# 里之前每个 token 的键和值，以及其余 18 层固定大小的 DeltaNet 状态。那些小张量（各个 norm、卷积核、`A_log`、`dt_bias`）
-# 只是个零头。按真实 0.8B 的配置数出来（`book/ch12.py` 的 `step_bytes`，基于 `qwen.sizes` 的张量列表），上下文 1,024 个
-# token 时：
+# 解码一步，要拿每个投影乘一个向量，所以每个投影的权重都要读一遍：24 层的注意力投影、DeltaNet 投影和 MLP，还有输出头——在
+# 0.8B 里，输出头就是嵌入表本身（共享的输出头）：查嵌入只读其中一行，输出头却要读全部 248,320 行。此外还要读缓存：6 个全
+# 注意力层里之前每个 token 的键和值（即键值缓存，KV cache），以及其余 18 层固定大小的 DeltaNet 状态。小张量（各归一化层
+# 的权重、卷积核、`A_log`、`dt_bias`）只是个零头。按真实 0.8B 的配置来数（`book/ch12.py` 的 `step_bytes`，基于
+# `qwen.sizes` 的张量列表），上下文为 1,024 个 token 时：
 
 # %%
 TOKENS = 1024
@@ -122,7 +124,7 @@ bf16_step = ch12.step_bytes(real, "bf16", TOKENS)
 step_total = sum(bf16_step.values())
 for part, b in bf16_step.items():
     print(tr(f"real Qwen3.5-0.8B, bf16: {ch12.class_name(part):22s} {b / 1e6:8.1f} MB  {b / step_total:6.1%}",
-             f"真实 Qwen3.5-0.8B，bf16：{ch12.class_name(part)} {b / 1e6:8.1f} MB  {b / step_total:6.1%}"))
+             f"真实 Qwen3.5-0.8B，bf16：{padded(ch12.class_name(part), 20)} {b / 1e6:8.1f} MB  {b / step_total:6.1%}"))
 print(tr(f"real Qwen3.5-0.8B, bf16: one decode step at {TOKENS:,} tokens reads {step_total / 1e6:,.1f} MB",
          f"真实 Qwen3.5-0.8B，bf16：上下文 {TOKENS:,} 个 token 时，一个解码步读取 {step_total / 1e6:,.1f} MB"))
 
@@ -134,10 +136,10 @@ print(tr(f"real Qwen3.5-0.8B, bf16: one decode step at {TOKENS:,} tokens reads {
 # right panel):
 
 # %% [markdown] lang="zh"
-# 共享的输出头占了每一步的三分之一：在词表很大的小模型里，最后那次矩阵乘法是最大的一次。缓存在这里很小——这是混合设计的好
-# 处（第 7 章）——所以权重的格式决定了速度。这台机器的读取速率（`qwen.measure.read_bandwidth`，对 256 MiB 求和，取 5 次中
-# 最快的）把每种格式的字节数换算成一个解码步最少要花的时间，与代码怎么写无关（它的倒数，即每秒最多的 token 数，画在图的
-# 右半边）：
+# 共享的输出头占了每一步的三分之一：小模型配大词表，最后那次矩阵乘法反而最大。这里缓存很小——这要归功于混合架构（第 7
+# 章）——所以速度由权重的存储格式决定。用这台机器的读取速率（`qwen.measure.read_bandwidth`，对 256 MiB 求和，取 5 次中最
+# 快的一次）把每种格式的字节数换算成一个解码步至少要花的时间，代码写得再好也快不过它（它的倒数，也就是每秒最多能出多少
+# token，画在图的右半边）：
 
 # %%
 read = measure.read_bandwidth(dev)  # bytes read per second
@@ -149,7 +151,7 @@ for fmt, parts in rows.items():
     print(tr(f"real Qwen3.5-0.8B, {fmt:5s}: {ch12.bits(fmt, real.hidden_size):6.3f} bits per weight, weights "
              f"{weights / 1e6:7.1f} MB, a step {sum(parts.values()) / 1e6:7.1f} MB: at least "
              f"{sum(parts.values()) / read * 1e3:.0f} ms per token here",
-             f"真实 Qwen3.5-0.8B，{fmt:5s}：每个权重 {ch12.bits(fmt, real.hidden_size):6.3f} 比特，权重 "
+             f"真实 Qwen3.5-0.8B，{fmt}：每个权重 {ch12.bits(fmt, real.hidden_size):6.3f} 比特，权重 "
              f"{weights / 1e6:7.1f} MB，一步 {sum(parts.values()) / 1e6:7.1f} MB：在这里每个 token 至少 "
              f"{sum(parts.values()) / read * 1e3:.0f} ms"))
 
@@ -167,10 +169,11 @@ book.show("ch12-bound", ch12.bound_figure, rows, read,
 # 0.8B's head), one row through `F.linear`, in fp32 and in bf16:
 
 # %% [markdown] lang="zh"
-# ## 2. 贴着墙读
-# 这个上限假设每个权重都以数据流的速率读出。矩阵-向量乘法就是一个权重流，每个权重做一次乘加；但通用的矩阵乘法 kernel 是
-# 为很多行设计的：它把权重切成适合许多向量相乘的分块，边算边重新排列，只有一行时，大量时间花在这些簿记上，而不是读数据
-# 上。在一个和输出头同宽的权重上测（65,536 × 1,024，0.8B 输出头的四分之一），用 `F.linear` 算一行，fp32 和 bf16 各一次：
+# ## 2. 能否读满内存带宽
+# 上面的上限假设每个权重都按数据流的速率读出。矩阵-向量乘法本来就是读一串权重，每个做一次乘加；但通用矩阵乘法 kernel 是
+# 为多行输入设计的：它把权重切成适合多个向量相乘的分块，边算边重排。只有一行输入时，大量时间花在这些额外的整理工作上，而
+# 不是读数据。在一个和输出头同宽的权重上测（65,536 × 1,024，是 0.8B 输出头的四分之一），用 `F.linear` 算一行，fp32 和
+# bf16 各测一次：
 
 # %%
 def one_row(dtype, rows=65_536):
@@ -194,11 +197,12 @@ for dtype in (torch.float32, torch.bfloat16):
         print(tr(f"one row, {name:8s} {how:9s}: {seconds * 1e3:.2f} ms, so 1 GB of weights in "
                  f"{1e9 / rate * 1e3:.0f} ms (the stream above: 1 GB in {1e9 / read * 1e3:.0f} ms; one measurement "
                  f"each, on a shared machine)",
-                 f"一行，{name:8s} {how:9s}：{seconds * 1e3:.2f} ms，即读 1 GB 权重要 {1e9 / rate * 1e3:.0f} ms"
-                 f"（上面的数据流：1 GB 要 {1e9 / read * 1e3:.0f} ms；各测一次，在共享机器上）"))
+                 f"一行，{name:8s} {padded(how + '：', 10)}{seconds * 1e3:.2f} ms，相当于读 1 GB 权重要 "
+                 f"{1e9 / rate * 1e3:.0f} ms（上面的数据流读 1 GB 要 {1e9 / read * 1e3:.0f} ms；"
+                 f"各测一次，机器是共享的）"))
     if len(times) == 1:
         print(tr(f"{dev}: this torch does not prepack {name} weights for oneDNN here; the fast path keeps F.linear",
-                 f"{dev}：这里的 torch 不为 oneDNN 预打包 {name} 权重；快速路径保留 F.linear"))
+                 f"{dev}：当前 torch 不支持用 oneDNN 预打包 {name} 权重，快速路径继续用 F.linear"))
 
 
 # %% [markdown]
@@ -216,15 +220,15 @@ for dtype in (torch.float32, torch.bfloat16):
 # bound itself.
 
 # %% [markdown] lang="zh"
-# 两个速率相差很大时，墙是 kernel，而不是内存。有两件事能挪动它。第一，把权重**预先重排一次**，排成 kernel 读取的布局：
-# torch 的 oneDNN 后端可以在加载模型时重排一个线性层的权重（`torch.ops.mkldnn._reorder_linear_weight`，torch 自己的编译
-# 器冻结 CPU 权重时生成的正是它），之后每次乘法都不用再重排。第 9 章的快速路径对每个投影和共享的输出头都这样做
-# （`qwen/products.py`；上面几行在这个 torch 支持时给它计了时）。oneDNN 能否计算某种 dtype 取决于 CPU 的指令集（x86 上
-# bf16 需要 AVX-512 或 AVX-NE-CONVERT），所以快速路径按能力来选（`products.can_pack`），而不是按计时，其他情况下仍用普通
-# 的 `F.linear`；它的结果和快速路径上其他乘法一样，要对照教学路径和 transformers 证明。代价是内存：打包副本和原始权重并
-# 存，嵌入查找和 `state_dict` 读的是原始权重。第二，在没有 bf16 指令的 CPU 上，bf16 乘法比读两倍字节的 fp32 乘法还慢
-# （第 9 章的快速路径在那里把提示词的 bf16 乘法按 fp32 计算）。这两件事都不改变上限：它们只让代码更接近上限。只有更少的
-# 字节才能挪动上限本身。
+# 两个速率相差很大时，瓶颈在 kernel，而不在内存。有两个办法可以缓解。第一，把权重**预先重排一次**，排成 kernel 读取的布
+# 局：torch 的 oneDNN 后端可以在加载模型时重排一个线性层的权重（`torch.ops.mkldnn._reorder_linear_weight`，torch 自己的
+# 编译器冻结 CPU 权重时生成的也是它），之后每次乘法都不必再重排。第 9 章的快速路径对每个投影和共享的输出头都这样做
+# （`qwen/products.py`；这个 torch 支持时，上面几行也给它计了时）。oneDNN 能不能算某种 dtype，取决于 CPU 的指令集（x86
+# 上 bf16 需要 AVX-512 或 AVX-NE-CONVERT），所以快速路径按 CPU 的能力来选（`products.can_pack`），从不按计时结果选，其他
+# 情况一律用普通的 `F.linear`；和快速路径上的其他乘法一样，它的结果也核对过，与教学路径和 transformers 一致。代价是内
+# 存：打包副本和原始权重同时存在，嵌入查表和 `state_dict` 读的是原始权重。第二，在没有 bf16 指令的 CPU 上，bf16 乘法比读
+# 两倍字节的 fp32 乘法还慢（所以第 9 章的快速路径在那里把提示词的 bf16 乘法改用 fp32 计算）。这两个办法都不改变上限，只
+# 让代码更接近上限。只有减少字节数，才能抬高上限本身。
 
 # %% [markdown]
 # ## 3. Fewer bytes by hand: int8 and int4
@@ -237,13 +241,13 @@ for dtype in (torch.float32, torch.bfloat16):
 # exactly the group's $[m, M]$). One row of layer 0's `mlp.gate_proj`:
 
 # %% [markdown] lang="zh"
-# ## 3. 手写更少的字节：int8 和 int4
-# 把权重存成 $w \approx q \cdot s$：$q$ 是小整数，$s$ 是许多权重共享的缩放因子。**按输出通道的 int8** 给每一行一个缩放因
-# 子，$s = \max \lvert w_{\mathrm{row}} \rvert / 127$，这样这一行最大的权重正好落在 $\pm 127$ 上，没有任何值被截断；打包
-# 的 kernel 只需把这一行的整数和乘一次 $s$。**按组的 int4** 只有 16 个码，对一整行来说太少了：一个离群值就会把所有权重的
-# 步长撑大。所以每组 $g$ 个相邻的输入各有自己的缩放因子，$s = \max \lvert w_{\mathrm{group}} \rvert / 7$（对称，码
-# $-7, \dots, 7$），或者各有自己的范围和一个**零点**，$s = (M - m) / 15$，$w \approx q \cdot s + m$（码 $0, \dots, 15$
-# 恰好覆盖这一组的 $[m, M]$）。第 0 层 `mlp.gate_proj` 的一行：
+# ## 3. 亲手压缩字节：int8 与 int4
+# 把权重存成 $w \approx q \cdot s$：$q$ 是小整数，$s$ 是许多权重共用的缩放因子。**按输出通道的 int8** 给每一行一个缩放因
+# 子 $s = \max \lvert w_{\mathrm{row}} \rvert / 127$，这一行最大的权重正好落在 $\pm 127$ 上，不会有值被截断；打包 kernel
+# 只需把这一行的整数和乘一次 $s$。**按组的 int4** 只有 16 个码，对整整一行来说太少：一个离群值就会把整行的步长撑大。所以
+# 每 $g$ 个相邻输入分成一组，每组有自己的缩放因子 $s = \max \lvert w_{\mathrm{group}} \rvert / 7$（对称，码为
+# $-7, \dots, 7$）；或者每组有自己的范围，再加一个**零点**：$s = (M - m) / 15$，$w \approx q \cdot s + m$（码
+# $0, \dots, 15$ 正好覆盖这一组的 $[m, M]$）。下面是第 0 层 `mlp.gate_proj` 的一行：
 
 # %%
 name = "layers.0.mlp.gate_proj.weight"
@@ -258,15 +262,15 @@ def shown(t):
     return [round(v, 4) for v in t.tolist()]
 
 
-print(tr(f"{name} {tuple(w.shape)}, row 0, its first 8 weights:",
-         f"{name} {tuple(w.shape)}，第 0 行的前 8 个权重："), shown(row))
+print(tr(f"{name} {tuple(w.shape)}, row 0, its first 8 weights: {shown(row)}",
+         f"{name} {tuple(w.shape)}，第 0 行的前 8 个权重：{shown(row)}"))
 print(tr(f"int8: scale {s8[0]:.6f}, codes {q8[0, :8].tolist()}, back {shown(q8[0, :8] * s8[0])}",
-         f"int8：缩放因子 {s8[0]:.6f}，码 {q8[0, :8].tolist()}，还原 {shown(q8[0, :8] * s8[0])}"))
+         f"int8：缩放因子 {s8[0]:.6f}，码 {q8[0, :8].tolist()}，反量化后 {shown(q8[0, :8] * s8[0])}"))
 print(tr(f"int4, g = 32: scale {s4[0, 0]:.5f}, codes {q4[0, :8].tolist()}, back {shown(q4[0, :8] * s4[0, 0])}",
-         f"int4，g = 32：缩放因子 {s4[0, 0]:.5f}，码 {q4[0, :8].tolist()}，还原 {shown(q4[0, :8] * s4[0, 0])}"))
+         f"int4，g = 32：缩放因子 {s4[0, 0]:.5f}，码 {q4[0, :8].tolist()}，反量化后 {shown(q4[0, :8] * s4[0, 0])}"))
 print(tr(f"int4 + zero point, g = 32: scale {sz[0, 0]:.5f}, minimum {mz[0, 0]:.5f}, codes {qz[0, :8].tolist()}, back "
          f"{shown(qz[0, :8] * sz[0, 0] + mz[0, 0])}",
-         f"int4 + 零点，g = 32：缩放因子 {sz[0, 0]:.5f}，最小值 {mz[0, 0]:.5f}，码 {qz[0, :8].tolist()}，还原 "
+         f"int4 + 零点，g = 32：缩放因子 {sz[0, 0]:.5f}，最小值 {mz[0, 0]:.5f}，码 {qz[0, :8].tolist()}，反量化后 "
          f"{shown(qz[0, :8] * sz[0, 0] + mz[0, 0])}"))
 
 
@@ -281,8 +285,8 @@ schemes = {"int8": lambda w: quant.dequantize_int8(*quant.quantize_int8(w)),
 for label, roundtrip in schemes.items():
     print(tr(f"{label:9s}: {ch12.bits(label, w.shape[1]):.3f} bits per weight, relative error "
              f"{rel_error(w, roundtrip(w)):.2e} over the whole tensor",
-             f"{label:9s}：每个权重 {ch12.bits(label, w.shape[1]):.3f} 比特，整个张量的相对误差 "
-             f"{rel_error(w, roundtrip(w)):.2e}"))
+             f"{padded(ch12.scheme_name(label) + '：', 13)}每个权重 {ch12.bits(label, w.shape[1]):.3f} 比特，"
+             f"整个张量的相对误差 {rel_error(w, roundtrip(w)):.2e}"))
 
 # %% [markdown]
 # Each code is a multiple of the step, so the error of one weight is at most half a step: $s / 2$. int4's step is about
@@ -294,11 +298,11 @@ for label, roundtrip in schemes.items():
 # 16-bit scale is shared by fewer weights.
 
 # %% [markdown] lang="zh"
-# 每个码都是步长的整数倍，所以一个权重的误差最多是半个步长：$s / 2$。范围相同时，int4 的步长约是 int8 的 18 倍
-# （$127 / 7$），误差也随之变大。零点让偏向一侧的组得到更细的步长；对于像这里这样在零两侧对称分布的权重，[m, M] 上的 15
-# 个步长对比 [−max, max] 上的 14 个步长，收益不大，代价却是每组多存一个数（每个权重 5.0 比特而不是 4.5）。
+# 每个码都是步长的整数倍，所以单个权重的误差最多是半个步长，即 $s / 2$。范围相同时，int4 的步长约是 int8 的 18 倍
+# （$127 / 7$），误差也跟着变大。零点能让偏向一侧的组用上更细的步长；但像这里这样在零两侧对称分布的权重，[m, M] 上分 15
+# 步和 [−max, max] 上分 14 步差别不大，代价却是每组多存一个数（每个权重 5.0 比特，而不是 4.5）。
 #
-# 组大小是在误差和比特之间取舍：组越小，越能贴合权重局部的大小，但每组那个 16 位缩放因子分摊到的权重也越少。
+# 组大小是在误差和比特数之间取舍：组越小，越能贴合权重的局部大小，但每组那个 16 比特的缩放因子能分摊到的权重也越少。
 
 # %%
 groups = [g for g in (8, 16, 32, 64, 128, 256, 512, 1024) if w.shape[1] % g == 0]
@@ -307,20 +311,20 @@ by_group = {"int4": [rel_error(w, quant.dequantize_int4(*quant.quantize_int4(w, 
 for g, e, ez in zip(groups, by_group["int4"], by_group["int4+zero"]):
     print(tr(f"g = {g:4d}: {quant.bits_per_weight(4, g):.3f} bits per weight, relative error {e:.3e}; with a zero "
              f"point {quant.bits_per_weight(4, g, zero_bits=16):.3f} bits, {ez:.3e}",
-             f"g = {g:4d}：每个权重 {quant.bits_per_weight(4, g):.3f} 比特，相对误差 {e:.3e}；带零点 "
-             f"{quant.bits_per_weight(4, g, zero_bits=16):.3f} 比特，{ez:.3e}"))
+             f"g = {g:4d}：每个权重 {quant.bits_per_weight(4, g):.3f} 比特，相对误差 {e:.3e}；带零点时 "
+             f"{quant.bits_per_weight(4, g, zero_bits=16):.3f} 比特，相对误差 {ez:.3e}"))
 
 # %%
 book.show("ch12-groups", ch12.group_figure, groups, by_group,
-          title=tr(f"int4 on {name}: error against group size", f"{name} 上的 int4：误差与组大小"))
+          title=tr(f"int4 on {name}: error against group size", f"对 {name} 做 int4 量化：误差随组大小的变化"))
 
 # %% [markdown]
 # **Try it first**: exercise 223 is group-wise int4 with a zero point, quantize and dequantize
 # (`python practice/judge.py start 223`, or the cell below); the finished module follows it.
 
 # %% [markdown] lang="zh"
-# **先自己试试**：练习 223 是带零点的按组 int4，量化和反量化（`python practice/judge.py start 223`，或者下面的单元格）；
-# 写好的模块在它后面。
+# **先自己试试**：练习 223 是带零点的按组 int4，包括量化和反量化（`python practice/judge.py start 223`，或者用下面的单元
+# 格）；写好的模块紧随其后。
 
 
 # %%
@@ -351,15 +355,15 @@ book.listing("qwen/quant.py")
 # below).
 
 # %% [markdown] lang="zh"
-# ## 4. llama.cpp 的块，逐字节
-# GGUF 文件（llama.cpp 的格式）逐行存一个量化的权重，每行切成 32 个值一**块**，每块单独存：先是一个 fp16 的缩放因子
-# $d$，然后是码。**Q8_0** 占 34 字节：$d = \max \lvert x \rvert / 127$，32 个有符号字节
-# $q = \operatorname{round}(x / d)$，像 C 的 `roundf` 那样四舍五入时远离零。**Q4_0** 占 18 字节：$d = x_{\max} / (-8)$，
-# 其中 $x_{\max}$ 是这一块里绝对值最大的那个值，*带着它的符号*，这样它正好落在码 $-8$ 上；每个码存成 $q + 8$，在
-# $0, \dots, 15$ 之间，一个字节放两个，这一块的前 16 个值放在低 4 位，后 16 个放在高 4 位。两者就是 $g = 32$ 的 int8 和
-# int4；上面的对称 int4 空着 $-8$ 不用，Q4_0 则把 16 个码都用上了。
+# ## 4. 逐字节看 llama.cpp 的块
+# GGUF 文件（llama.cpp 的格式）逐行存储量化后的权重，每行切成 32 个值一**块**，每块独立存放：先是一个 fp16 的缩放因子
+# $d$，然后是各个码。**Q8_0** 一块 34 字节：$d = \max \lvert x \rvert / 127$，外加 32 个有符号字节
+# $q = \operatorname{round}(x / d)$，舍入方式和 C 的 `roundf` 一样，恰在一半时向远离零的方向取整。**Q4_0** 一块 18 字
+# 节：$d = x_{\max} / (-8)$，其中 $x_{\max}$ 是块内绝对值最大的那个值，*保留符号*，这样它正好落在码 $-8$ 上；每个码存成
+# $q + 8$，取值 $0, \dots, 15$，一个字节放两个：块内前 16 个值放在各字节的低半字节，后 16 个放在高半字节。两者就是
+# $g = 32$ 的 int8 和 int4；上面的对称 int4 不用 $-8$，Q4_0 则把 16 个码全用上了。
 #
-# **先自己试试**：练习 222 是手写一个 Q8_0 块的 34 个字节（`python practice/judge.py start 222`，或者下面的单元格）。
+# **先自己试试**：练习 222 是手写一个 Q8_0 块的 34 个字节（`python practice/judge.py start 222`，或者用下面的单元格）。
 
 
 # %%
@@ -377,7 +381,7 @@ book.attempt(222, q8_0_block, q8_0_values)
 # The first block of the row above, read back from its bytes:
 
 # %% [markdown] lang="zh"
-# 把上面那一行的第一块从它的字节里读回来：
+# 把上面那一行的第一块从字节里读回来：
 
 # %%
 block = w[:1, :32]  # (1, 32): one block
@@ -388,7 +392,8 @@ print(tr(f"Q8_0, {len(b8)} bytes: {b8[:2].hex(' ')} | {b8[2:].hex(' ')}",
          f"Q8_0，{len(b8)} 字节：{b8[:2].hex(' ')} | {b8[2:].hex(' ')}"))
 same8 = torch.equal(torch.tensor(codes8) * torch.tensor(d8), quant.from_gguf_bytes(b8, "Q8_0", (1, 32))[0])
 print(tr(f"  d = {d8:.6g} (fp16), codes {codes8[:8]} ...; d · q equal to from_gguf_bytes: {same8}",
-         f"  d = {d8:.6g}（fp16），码 {codes8[:8]} ...；d · q 与 from_gguf_bytes 相等：{same8}"))
+         f"  d = {d8:.6g}（fp16），码 {codes8[:8]} ...；d · q 与 from_gguf_bytes 是否一致："
+         f"{tr('True', '是') if same8 else tr('False', '否')}"))
 d4, = struct.unpack("<e", b4[:2])
 nibbles = [byte & 15 for byte in b4[2:]] + [byte >> 4 for byte in b4[2:]]  # values 0..15, then 16..31
 print(tr(f"Q4_0, {len(b4)} bytes: {b4[:2].hex(' ')} | {b4[2:].hex(' ')}",
@@ -397,7 +402,7 @@ same4 = torch.equal((torch.tensor(nibbles) - 8) * torch.tensor(d4), quant.from_g
 print(tr(f"  d = {d4:.6g} (fp16, the sign of −x_max), codes − 8: {[n - 8 for n in nibbles[:8]]} ...; d · (q − 8) "
          f"equal to from_gguf_bytes: {same4}",
          f"  d = {d4:.6g}（fp16，符号与 −x_max 相同），码 − 8：{[n - 8 for n in nibbles[:8]]} ...；d · (q − 8) 与 "
-         f"from_gguf_bytes 相等：{same4}"))
+         f"from_gguf_bytes 是否一致：{tr('True', '是') if same4 else tr('False', '否')}"))
 for fmt, ours in (("Q8_0", "int8"), ("Q4_0", "int4")):
     stored = quant.gguf_bytes(w, fmt)
     back = quant.from_gguf_bytes(stored, fmt, tuple(w.shape))
@@ -413,9 +418,9 @@ for fmt, ours in (("Q8_0", "int8"), ("Q4_0", "int4")):
 # 256-value super-blocks (its writer searches for the best scales, a story of its own):
 
 # %% [markdown] lang="zh"
-# Q8_0 每 32 个权重一个缩放因子，比按通道的 int8 多花半个比特，在没有离群值的权重上收益不大；Q4_0 多出的码 $-8$ 让它的步
-# 长是 $x_{\max} / 8$ 而不是 $x_{\max} / 7$，比对称 int4 略细。写好的模块一次为整个张量写出两种块，还能读 Q4_K，也就是
-# llama.cpp 用 256 个值的超级块存的 4 比特格式（写 Q4_K 要搜索最好的缩放因子，那是另一个故事）：
+# Q8_0 每 32 个权重一个缩放因子，比按通道的 int8 多花半个比特，对没有离群值的权重收益不大；Q4_0 多出的码 $-8$ 让步长变成
+# $x_{\max} / 8$ 而不是 $x_{\max} / 7$，比对称 int4 略细。写好的模块一次为整个张量写出这两种块，还能读取 Q4_K，即
+# llama.cpp 以 256 个值为一个超级块的 4 比特格式（写 Q4_K 要搜索最优的缩放因子，这里不展开）：
 
 # %%
 book.listing("qwen/gguf_blocks.py")
@@ -428,10 +433,10 @@ book.listing("qwen/gguf_blocks.py")
 # the MLPs. The error of a class is $\lVert w - \hat{w} \rVert / \lVert w \rVert$ over all its tensors together:
 
 # %% [markdown] lang="zh"
-# ## 5. 误差，按张量的类别
-# 把同样三种方案用在检查点的每个投影上，按张量的用途分组：嵌入表（它也是输出头）、注意力投影、DeltaNet 投影
-# （`in_proj_qkv`、 `in_proj_z`、`out_proj`）、很小的 `in_proj_a/b`（0.8B 里只有 16 行：它们给出每个值头的衰减和
-# $\beta$），以及 MLP。一个类别的误差是把它的所有张量放在一起算的 $\lVert w - \hat{w} \rVert / \lVert w \rVert$：
+# ## 5. 按张量类别看误差
+# 把这三种方案用在检查点的每个投影上，按张量的用途分组：嵌入表（它也是输出头）、注意力投影、DeltaNet 投影
+# （`in_proj_qkv`、`in_proj_z`、`out_proj`）、很小的 `in_proj_a/b`（0.8B 里只有 16 行，算出每个值头的衰减和 $\beta$），
+# 以及 MLP。一类张量的误差，是把该类所有张量放在一起算的 $\lVert w - \hat{w} \rVert / \lVert w \rVert$：
 
 # %%
 tensors = {n for n in W if ch12.tensor_class(n) and not (n == "lm_head.weight" and W.where[n] == W.where.get(
@@ -445,9 +450,9 @@ for n in sorted(tensors):
         acc[1] += float(t.pow(2).sum())
 class_errors = {label: {c: (e / n2) ** 0.5 for c, (e, n2) in by.items() if n2} for label, by in sums.items()}
 for c in ch12.CLASSES:
-    each = [f"{s} {class_errors[s][c]:.2e}" for s in schemes]
+    each = [f"{ch12.scheme_name(s)} {class_errors[s][c]:.2e}" for s in schemes]
     en, zh = ", ".join(each), "，".join(each)
-    print(tr(f"{ch12.class_name(c):22s} {en}", f"{ch12.class_name(c)}：{zh}"))
+    print(tr(f"{ch12.class_name(c):22s} {en}", f"{padded(ch12.class_name(c) + '：', 15)}{zh}"))
 
 # %%
 book.show("ch12-classes", ch12.class_figure, class_errors,
@@ -463,12 +468,12 @@ book.show("ch12-classes", ch12.class_figure, class_errors,
 # **What stays as it is.** The norms' weights, `A_log`, `dt_bias` and the conv kernels are not quantized:
 
 # %% [markdown] lang="zh"
-# 在合成检查点上，每一类都是从正态分布抽出来的，所以各类之间只差在行的长度（int8 每行一个缩放因子），结果差不多：训练过
-# 的权重有什么不同——有几个大值的行、输出头里的罕见 token——要在真实检查点上才看得到（`--model`）。一个权重的相对误差还不
-# 是模型的误差：`in_proj_a` 里的误差会移动一个衰减，它要取指数，并且每个 token 都乘进状态里；输出头里的误差则直接移动每
-# 个 logit。第 6 节在输出端测量。
+# 在合成检查点上，每一类都是从正态分布抽出来的，各类只差在行长（int8 每行一个缩放因子），结果也就差不多；训练过的权重有
+# 哪些不同——某些行有几个大值、输出头里有罕见 token——要用真实检查点（`--model`）才看得到。权重的相对误差还不等于模型的误
+# 差：`in_proj_a` 的误差会改变衰减率，而衰减要取指数，每个 token 都要乘进状态；输出头的误差则直接改变每个 logit。第 6 节
+# 在输出端测量。
 #
-# **哪些保持原样。** 各个 norm 的权重、`A_log`、`dt_bias` 和卷积核都不量化：
+# **哪些保持原样。** 各归一化层的权重、`A_log`、`dt_bias` 和卷积核都不量化：
 
 # %%
 kept = {n: s for n, s in tensor_shapes(real).items() if ch12.tensor_class(n) is None}
@@ -476,9 +481,9 @@ kept_numbers = sum(torch.Size(s).numel() for s in kept.values())
 all_numbers = sum(torch.Size(s).numel() for s in tensor_shapes(real).values())
 print(tr(f"real Qwen3.5-0.8B: {len(kept)} tensors stay as they are (norms, conv kernels, A_log, dt_bias): "
          f"{kept_numbers:,} numbers, {kept_numbers / all_numbers:.3%} of the text model's; "
-         f"{bf16_step['kept'] / 1e6:.2f} MB of a bf16 step",
-         f"真实 Qwen3.5-0.8B：{len(kept)} 个张量保持原样（各个 norm、卷积核、A_log、dt_bias）："
-         f"{kept_numbers:,} 个数，占文本模型的 {kept_numbers / all_numbers:.3%}；bf16 一步中占 "
+         f"{bf16_step['kept'] / 1e6:.2f} MB of a bf16 decode step",
+         f"真实 Qwen3.5-0.8B：{len(kept)} 个张量保持原样（归一化层、卷积核、A_log、dt_bias），共 "
+         f"{kept_numbers:,} 个数，占文本模型的 {kept_numbers / all_numbers:.3%}；在 bf16 的一个解码步里占 "
          f"{bf16_step['kept'] / 1e6:.2f} MB"))
 
 # %% [markdown]
@@ -489,10 +494,10 @@ print(tr(f"real Qwen3.5-0.8B: {len(kept)} tensors stay as they are (norms, conv 
 # checkpoints keep `A_log` (and the DeltaNet's norm) in fp32 for the same reason.
 
 # %% [markdown] lang="zh"
-# 它们只占字节数的不到百分之一，量化它们省不下什么值得的东西；而且误差对它们伤害最大：一个 norm 的权重在每一层缩放一整个
-# 通道；`A_log` 和 `dt_bias` 通过一个指数设定每个头的衰减（在这里舍入会改变状态遗忘的速度，每个 token 都是如此）；卷积核
-# 每个通道只有 4 个抽头，每 32 个权重一个缩放因子就会跨过 8 个大小不同的通道。已发布的检查点把 `A_log`（以及 DeltaNet 的
-# norm）存成 fp32，也是同样的理由。
+# 它们只占字节数的不到百分之一，量化它们几乎省不了什么；而它们恰恰最怕误差：归一化层的权重在每一层缩放一整个通
+# 道；`A_log` 和 `dt_bias` 经过指数运算决定每个头的衰减（这里的一点舍入会改变状态遗忘的快慢，而且每个 token 都受影响）；
+# 卷积核每个通道只有 4 个抽头，每 32 个权重共用一个缩放因子，就会跨过 8 个大小不一的通道。已发布的检查点把 `A_log`（以及
+# DeltaNet 的归一化权重）存成 fp32，也是这个原因。
 
 # %% [markdown]
 # ## 6. The error at the output
@@ -509,14 +514,15 @@ print(tr(f"real Qwen3.5-0.8B: {len(kept)} tensors stay as they are (norms, conv 
 
 # %% [markdown] lang="zh"
 # ## 6. 输出端的误差
-# 真正要紧的是模型说了什么。把同一段文本分别喂给用原始权重的模型和用量化权重的模型，在每个位置比较两个下一个 token 的分
-# 布（teacher forcing：两者读的都是这段文本，而不是它们自己的输出，所以前面一处不同不会让后面全部跑偏）。两个度量：量化
-# 模型的分布 $q$ 相对参考分布 $p$ 的 **KL 散度** $\mathrm{KL}(p \,\|\, q) = \sum p \cdot (\log p - \log q)$，单位是
-# nat（两者相等时为 0）；以及 **top-1 一致率**，即最可能的 token 相同的位置所占的比例。文本是《爱丽丝梦游仙境》的开头
-# （Lewis Carroll，1865，已进入公有领域），放在 `book/ch12.py` 里。
+# 真正要紧的是模型输出了什么。把同一段文本分别喂给原始权重的模型和量化权重的模型，在每个位置比较两者下一个 token 的分
+# 布。这里用的是 teacher forcing（每一步都喂入真实文本，而不是模型自己的输出）：两个模型读的都是这段文本，前面出现一处不
+# 同，也不会把后面全带偏。度量有两个：一是量化模型的分布 $q$ 相对参考分布 $p$ 的 **KL 散度**
+# $\mathrm{KL}(p \,\|\, q) = \sum p \cdot (\log p - \log q)$，单位是 nat（两个分布相同时为 0）；二是 **top-1 一致率**，
+# 即最可能的 token 相同的位置占多大比例。文本用的是《爱丽丝梦游仙境》（Lewis Carroll，1865，已进入公有领域）的开头，存放
+# 在 `book/ch12.py` 里。
 #
-# **先自己试试**：练习 224 是下一个 token 分布的 KL 和 top-1 一致率（`python practice/judge.py start 224`，或者下面的单
-# 元格）。
+# **先自己试试**：练习 224 是计算下一个 token 分布的 KL 和 top-1 一致率（`python practice/judge.py start 224`，或者用下
+# 面的单元格）。
 
 # %%
 def next_token_kl(ref_logits, logits):
@@ -537,10 +543,10 @@ book.attempt(224, next_token_kl, top1_agreement)
 # the only difference; the checkpoint's own weights computed in bf16 show what rounding alone does.
 
 # %% [markdown] lang="zh"
-# 写好的函数是 `qwen.measure.next_token_kl` 和 `top1_agreement`。量化后的权重来自
-# `qwen.quantized.fake_quantize(model, scheme)`：它原地把每个投影、输出头和嵌入的权重换成它们的码所代表的数（在那里
-# `"int4"` 是带零点的 int4，也就是第 7 节的运行模型用的形式；`symmetric=True` 是对称的那种）。这里模型用 fp32 计算，让权
-# 重成为唯一的差别；检查点原始权重用 bf16 计算，则显示单单舍入会带来什么。
+# 写好的函数是 `qwen.measure.next_token_kl` 和 `top1_agreement`。量化后的权重由
+# `qwen.quantized.fake_quantize(model, scheme)` 生成：它原地把每个投影、输出头和嵌入的权重替换成码所代表的数值（在这个函
+# 数里，`"int4"` 指带零点的 int4，即第 7 节运行模型用的形式；`symmetric=True` 才是对称的那种）。这里模型用 fp32 计算，让
+# 权重成为唯一的差别；另外用 bf16 跑一遍检查点的原始权重，看看单是舍入会带来多大影响。
 
 # %%
 tok = load_tokenizer(args.checkpoint.folder)
@@ -549,7 +555,7 @@ every = tok.encode(ch12.TEXT)
 text_ids = torch.tensor([every[:64] if SYNTHETIC else every], device=dev)  # (1, T)
 read = "" if text_ids.shape[1] == len(every) else tr(
     f" (its first {text_ids.shape[1]} of {len(every)}: on random weights the rest adds only time)",
-    f"（{len(every)} 个里的前 {text_ids.shape[1]} 个：随机权重上其余的只会多花时间）")
+    f"（共 {len(every)} 个，只取前 {text_ids.shape[1]} 个：权重是随机的，多算只会多花时间）")
 model = load_model(args.checkpoint, dtype=torch.float32, device=dev)  # fp32: the quantization is the only difference
 reference = model(text_ids)[0].cpu()  # (T, V); compared on the CPU, in fp64 (which Apple's MPS lacks)
 bf16 = load_model(args.checkpoint, dtype=torch.bfloat16, device=dev)
@@ -567,19 +573,19 @@ flat = tr("; random weights: nearly flat distributions, so top-1 agreement says 
           "；随机权重的分布几乎是平的，所以 top-1 一致率说明不了什么") if SYNTHETIC else ""
 print(tr(f"teacher-forced on {text_ids.shape[1]} tokens of the text{read}, against the checkpoint's weights in fp32"
          f"{flat}:",
-         f"在这段文本的 {text_ids.shape[1]} 个 token{read}上做 teacher forcing，对照 fp32 的检查点权重{flat}："))
+         f"用 teacher forcing 读这段文本的 {text_ids.shape[1]} 个 token{read}，与 fp32 的检查点权重对照{flat}："))
 for label in logits:
-    what = tr("(bf16 arithmetic, the same weights)", "（bf16 运算，同样的权重）") if label == "bf16" else \
-        tr("(fake-quantized weights, fp32 arithmetic)", "（伪量化的权重，fp32 运算）")
+    what = tr("(bf16 arithmetic, the same weights)", "（bf16 运算，权重不变）") if label == "bf16" else \
+        tr("(fake-quantized weights, fp32 arithmetic)", "（伪量化权重，fp32 运算）")
     print(tr(f"  {label:9s}: KL mean {kl[label].mean():.2e}, max {kl[label].max():.2e} nats; top-1 agreement "
              f"{top1[label]:.1%} {what}",
-             f"  {label:9s}：KL 平均 {kl[label].mean():.2e}，最大 {kl[label].max():.2e} nat；top-1 一致率 "
-             f"{top1[label]:.1%} {what}"))
+             f"  {padded(ch12.scheme_name(label) + '：', 13)}KL 平均 {kl[label].mean():.2e}，最大 "
+             f"{kl[label].max():.2e} nat；top-1 一致率 {top1[label]:.1%}{what}"))
 
 # %%
 book.show("ch12-output", ch12.output_figure, {k: float(v.mean()) for k, v in kl.items()}, top1,
           title=tr(f"The next-token distribution against the checkpoint's own weights, teacher-forced{TAG}",
-                   f"下一个 token 的分布与检查点原始权重的对比，teacher forcing{TAG}"))
+                   f"下一个 token 的分布：与检查点原始权重对比，teacher forcing{TAG}"))
 
 # %% [markdown]
 # bf16 arithmetic on the same weights is the yardstick: its rounding moves the distribution too, and a scheme whose KL
@@ -593,25 +599,26 @@ book.show("ch12-output", ch12.output_figure, {k: float(v.mean()) for k, v in kl.
 # probability of each next token: how surprised the model is by the text, and how much quantization adds.
 
 # %% [markdown] lang="zh"
-# 同样权重上的 bf16 运算是标尺：它的舍入也会移动分布；一个方案的 KL 若和 bf16 自己的在同一量级，它的代价就和用 bf16 运行
-# 差不多。比特数每减半，分布移动得更远；零点能为 int4 挽回一部分。在合成检查点上，这些是随机权重的数字：它的分布在
-# 248,320 个 token 上几乎是平的（下面的困惑度差不多就是词表的大小），最可能的 token 只是险胜，任何舍入都能把它挤下去，所
-# 以 top-1 一致率在那里说明不了什么。训练过的模型最可能的 token 通常领先一截；用 `--model` 运行就能看到。
+# 同样权重下的 bf16 运算是参照标尺：它的舍入也会让分布偏移；某个方案的 KL 如果和 bf16 本身的在同一量级，它的代价就和用
+# bf16 运行差不多。比特数每减半，分布就偏得更远；零点能帮 int4 挽回一部分。在合成检查点上，这些都是随机权重的数字：分布
+# 在 248,320 个 token 上几乎是平的（下面的困惑度差不多就是词表大小），最可能的 token 只是险胜，任何舍入都能把它挤下去，
+# 所以这时 top-1 一致率说明不了什么。训练过的模型，排第一的 token 通常领先一截；用 `--model` 运行就能看到。
 #
-# **困惑度。** 在真实检查点上，同样的 logits 给出这段文本的困惑度，即每个下一个 token 的负对数概率的平均值取指数：模型对
-# 这段文本有多意外，以及量化让它多意外了多少。
+# **困惑度。** 在真实检查点上，用同样的 logits 还能算出这段文本的困惑度：对每个下一个 token 的负对数概率取平均，再取指
+# 数。它衡量模型对这段文本有多“意外”，以及量化让这份意外增加了多少。
 
 # %%
 targets = text_ids[0, 1:].cpu()
 perplexity = {label: float(torch.nn.functional.cross_entropy(x[:-1].double(), targets).exp())
               for label, x in {"fp32": reference, **logits}.items()}
-each = [f"{k} {v:,.0f}" if SYNTHETIC else f"{k} {v:.3f}" for k, v in perplexity.items()]
+each = [f"{ch12.scheme_name(k)} {v:,.0f}" if SYNTHETIC else f"{ch12.scheme_name(k)} {v:.3f}"
+        for k, v in perplexity.items()]
 en, zh = ", ".join(each), "，".join(each)
 if SYNTHETIC:
     print(tr(f"perplexity of the text (synthetic weights: random, so near the vocabulary's size, "
              f"{cfg.vocab_size:,}; a real checkpoint gives a meaningful number): {en}",
-             f"这段文本的困惑度（合成权重：随机的，所以接近词表大小 {cfg.vocab_size:,}；"
-             f"真实检查点才给出有意义的数）：{zh}"))
+             f"这段文本的困惑度（合成权重是随机的，所以接近词表大小 {cfg.vocab_size:,}；"
+             f"真实检查点才给得出有意义的数）：{zh}"))
 else:
     print(tr(f"perplexity of the text: {en}", f"这段文本的困惑度：{zh}"))
 
@@ -629,13 +636,14 @@ else:
 
 # %% [markdown] lang="zh"
 # ## 7. 运行中的量化模型
-# 伪量化用来测误差；要提速，需要一个真正*存着*码、并且直接用码做乘法的模型。
-# `qwen.fast.load_fast(path, dtype, quant="int8" | "int4")` 返回第 9 章的快速模型，调用方式完全一样，只是它的投影（包括
-# 合并后的投影）和共享的输出头存的是码和缩放因子（`QuantLinear`），嵌入只反量化提示词读到的那几行。在 bf16 激活的 CPU
-# 上，每次乘法都是 torch 的一个打包 kernel（`torch._weight_int8pack_mm`；`torch._weight_int4pack_mm_for_cpu`，32 个一
-# 组，带零点），它读码，在乘法内部乘上缩放因子；其他情况下（fp32、GPU、MPS）则反量化一块行再调用 `F.linear`。走哪条路看
-# 能力，从不看计时。缩放因子舍入到模型的 dtype，在 bf16 教学模型上用 `fake_quantize` 写出的正是这些数，所以两条路径算的
-# 是同一个模型：它们只可能在求和的顺序上有差别。
+# 伪量化只用来测误差；要提速，得有一个真正*存着*码、直接拿码做乘法的模
+# 型。`qwen.fast.load_fast(path, dtype, quant="int8" | "int4")` 返回第 9 章的快速模型，调用方式完全相同，只是它的投影
+# （包括合并后的投影）和共享的输出头存的是码和缩放因子（`QuantLinear`），嵌入也只反量化提示词用到的那几行。在 CPU 上、激
+# 活为 bf16 时，每次乘法都调用 torch 的一个打包
+# kernel（`torch._weight_int8pack_mm`；`torch._weight_int4pack_mm_for_cpu`，32 个一组，带零点），它直接读码，在乘法内部
+# 乘上缩放因子；其他情况下（fp32、GPU、MPS）则先把若干行反量化，再调用 `F.linear`。走哪条路径看硬件能力，从不看计时。缩
+# 放因子舍入到模型的 dtype，而在 bf16 教学模型上用 `fake_quantize` 写出的正是这些数，所以两条路径算的是同一个模型：差别
+# 只可能来自求和的顺序。
 
 # %%
 prompt = tok.encode("Alice was beginning to get very tired of")
@@ -647,7 +655,7 @@ for scheme in (None, "int8", "int4"):
     teaching = fake_quantize(teaching, scheme) if scheme else teaching  # the same numbers, written out as weights
     held = sum(t.numel() * t.element_size() for t in (*live.parameters(), *live.buffers()))
     said = tok.decode(list(generate(live, prompt, 8, stop=[])))
-    path = live.layers[0].mlp.down_proj.extra_repr() if scheme else tr("bf16 F.linear", "bf16 的 F.linear")
+    path = live.layers[0].mlp.down_proj.extra_repr() if scheme else tr("bf16 F.linear", "bf16，用 F.linear")
     exact = torch.nn.functional.linear(x_mid.float(), teaching.layers[0].mlp.down_proj.weight.float())  # fp32
     off = float((live.layers[0].mlp.down_proj(x_mid).float() - exact).norm() / exact.norm())
     rounding = float((exact.to(torch.bfloat16).float() - exact).norm() / exact.norm())  # bf16's own, for scale
@@ -656,9 +664,9 @@ for scheme in (None, "int8", "int4"):
              f"exact product of the teaching weights: relative error {off:.1e} (rounding that product to bf16: "
              f"{rounding:.1e}); the whole model against the teaching one: KL at most {apart:.1e}; greedy "
              f"{said!r}{NOISE}",
-             f"{scheme or 'bf16':5s}：模型存了 {held / 1e6:6.1f} MB；第 0 层的 down_proj（{path}）"
-             f"对照教学权重的精确乘积：相对误差 {off:.1e}（把那个乘积舍入到 bf16：{rounding:.1e}）；"
-             f"整个模型对照教学模型：KL 最大 {apart:.1e}；贪心解码 {said!r}{NOISE}"))
+             f"{scheme or 'bf16'}：模型占用 {held / 1e6:6.1f} MB；第 0 层的 down_proj（{path}）"
+             f"与教学权重的精确乘积相比，相对误差 {off:.1e}（把该乘积舍入到 bf16 的误差：{rounding:.1e}）；"
+             f"整个模型与教学模型相比，KL 最大 {apart:.1e}；贪心解码 {said!r}{NOISE}"))
     del live, teaching  # before the next scheme's pair is loaded: two pairs at once would not fit a 16 GB machine
 
 # %% [markdown]
@@ -674,13 +682,13 @@ for scheme in (None, "int8", "int4"):
 # bytes.
 
 # %% [markdown] lang="zh"
-# 运行模型的一个投影与教学权重的精确乘积的接近程度，和把那个乘积舍入到 bf16 差不多：同样的数，换个顺序求和。在整个模型里
-# 这些舍入会累积起来；把每一行的 KL 与第一行（普通快速路径对照教学模型）以及第 6 节的 bf16 运算对照着看：打包 kernel 接
-# 受的是 bf16 激活，所以量化模型离它的教学孪生模型可能和 bf16 运算离 fp32 一样远，比在 fp32 里相乘的普通快速路径更远。在
-# 合成检查点上，贪心解码出的 token 是随机文本，三者可能很早就分道扬镳：随机模型的最高候选几乎打平，任何舍入都可能让它们
-# 互换。模型存的字节是权重的（加上保持原样的张量；对共享的输出头所用的 int4，还有嵌入要读的第二份按行排列的码：kernel 的
-# 分块布局没法一行一行地读）。`bench/` 在真实 0.8B 的形状上测量解码速度，量化的和不量化的都测，并在同样的字节数上对照
-# llama.cpp。
+# 量化模型里单个投影的结果与教学权重精确乘积之间的差距，大致相当于把该乘积舍入到 bf16 的误差：数还是那些数，只是求和顺序
+# 不同。放到整个模型里，这些舍入会累积起来；请把每一行的 KL 和第一行（普通快速路径对照教学模型）比，也和第 6 节的 bf16
+# 运算比：打包 kernel 接受的是 bf16 激活，所以量化模型与对应教学模型的距离，可能和 bf16 运算与 fp32 的距离一样远，比在
+# fp32 里相乘的普通快速路径更远。在合成检查点上，贪心解码出的是随机文本，三者可能很早就分道扬镳：随机模型排在最前的几个
+# 候选几乎打平，任何舍入都可能让它们换位。模型占用的字节主要是权重（再加上保持原样的张量；对于共享的输出头，用 int4 时还
+# 要另存一份按行排列的码，供嵌入查表读取：kernel 的分块布局没法一次只读一行）。`bench/` 在真实 0.8B 的形状上测量解码速
+# 度，量化与不量化都测，并在同样的字节数下与 llama.cpp 对比。
 
 # %% [markdown]
 # ## Try this
@@ -702,17 +710,18 @@ for scheme in (None, "int8", "int4"):
 # %% [markdown] lang="zh"
 # ## 动手试试
 #
-# - 在第 3 节里，把一行中的一个权重乘以 50（一个离群值，训练过的权重里就有）再量化：按通道的 int8 在这一行其余的权重上损
-#   失多少？$g = 32$ 的 int4 呢？
-# - 在第 6 节里，只量化嵌入/输出头这一类（`ch12.tensor_class(n) == "embedding/head"`），再只量化 MLP：按省下的每个字节
-#   算，哪一类让下一个 token 的分布移动得更多？
-# - 用真实检查点（`--model Qwen/Qwen3.5-0.8B`）：比较第 6 节的困惑度，以及第 5 节各类的误差和合成检查点上的有什么不同。
+# - 在第 3 节里，把一行中的某个权重乘以 50（制造一个离群值，训练过的权重里就有这种值）再量化：按通道的 int8 在这一行其余
+#   权重上损失多少？$g = 32$ 的 int4 呢？
+# - 在第 6 节里，只量化嵌入/输出头这一类（`ch12.tensor_class(n) == "embedding/head"`），再只量化 MLP：按每省下一个字节来
+#   算，哪一类让下一个 token 的分布偏得更多？
+# - 用真实检查点（`--model Qwen/Qwen3.5-0.8B`）：比较第 6 节的困惑度，再把第 5 节各类张量的误差和合成检查点上的对比一
+#   下。
 #
-# ## 拿出证明
-# 拿这些块对照 llama.cpp 自己的算法，也就是 `gguf` 包（llama.cpp 的 Python 库，和 transformers 一样属于课程的 `proofs`
-# 可选依赖）的量化结果：第 3、4 节那个权重，`qwen.quant.gguf_bytes` 的字节对照 `gguf.quants.quantize` 的字
-# 节，`from_gguf_bytes` 读出的值对照 `gguf.quants.dequantize` 的值。两者都是精确的：字节相同，值也相同
-# （tests/test_quant.py 还检查了边界情况的块：全零、一个特别大的值、最负的极值、极小的值）。
+# ## 对照验证
+# 拿这些块对照 llama.cpp 自己的算法，即 `gguf` 包（llama.cpp 的 Python 库，和 transformers 一样属于课程的 `proofs` 可选
+# 依赖）的量化结果：对第 3、4 节用的那个权重，比较 `qwen.quant.gguf_bytes` 与 `gguf.quants.quantize` 输出的字节，以及
+# `from_gguf_bytes` 与 `gguf.quants.dequantize` 读出的值。两者都完全一致：字节相同，数值也相同（tests/test_quant.py 还检
+# 查了边界情况的块：全零、一个特别大的值、负方向的极值、极小的值）。
 
 
 # %%
@@ -722,7 +731,7 @@ def compare(transformers, w):
         from gguf.quants import dequantize, quantize
     except ImportError:
         print(tr("the gguf package is not installed, so the comparison with it is skipped (pip install gguf)",
-                 "没有安装 gguf 包，所以跳过与它的对比（pip install gguf）"))
+                 "没有安装 gguf 包，跳过与它的对比（pip install gguf）"))
         return
     for fmt in ("Q8_0", "Q4_0"):
         theirs = quantize(w.numpy(), GGMLQuantizationType[fmt])
@@ -731,7 +740,9 @@ def compare(transformers, w):
         values = torch.equal(quant.from_gguf_bytes(ours, fmt, tuple(w.shape)),
                              torch.from_numpy(dequantize(theirs, GGMLQuantizationType[fmt])))
         print(tr(f"{fmt}: {len(ours):,} bytes, equal to gguf's: {same}; the values read back equal gguf's: {values}",
-                 f"{fmt}：{len(ours):,} 字节，与 gguf 的相同：{same}；读回的值与 gguf 的相同：{values}"))
+                 f"{fmt}：{len(ours):,} 字节，与 gguf 的字节是否一致："
+                 f"{tr('True', '是') if same else tr('False', '否')}；"
+                 f"读回的值与 gguf 的是否一致：{tr('True', '是') if values else tr('False', '否')}"))
 
 
 book.proof(compare, w)
@@ -772,31 +783,31 @@ book.proof(compare, w)
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - 一个解码步把每个投影读一遍，包括共享的输出头（占 0.8B 字节数的三分之一），再加上键值缓存和 DeltaNet 状态：
-#   $\text{tokens/s} \le \text{读取带宽} \div \text{这些字节}$。bf16 → int8 → int4 每一步都让权重的字节数减半，上限翻
-#   倍。
-# - 通用矩阵乘法 kernel 里的单行乘法读数据可能比数据流慢：这时墙是 kernel，而不是内存。按 CPU 的能力选用、为 kernel 预先
-#   重排一次的权重能挪动这堵墙；只有更少的字节才能挪动上限。
-# - 按输出通道的 int8：$s = \max \lvert w_{\mathrm{row}} \rvert / 127$，每个权重约 8 比特。按 $g$ 个一组的 int4：对称
-#   的， $s = \max \lvert w_{\mathrm{group}} \rvert / 7$，$4 + 16/g$ 比特；带零点
-#   的，$s = (M - m) / 15$，$w \approx q \cdot s + m$，$4 + 32/g$ 比特。组越小，误差越小，比特越多。
+# - 一个解码步要把每个投影读一遍，包括共享的输出头（占 0.8B 字节数的三分之一），再加上键值缓存和 DeltaNet 状
+#   态：$\text{tokens/s} \le \text{读取带宽} \div \text{这些字节}$。从 bf16 到 int8 再到 int4，每一步都让权重的字节数减
+#   半，上限随之翻倍。
+# - 通用矩阵乘法 kernel 做单行乘法时，读数据可能比数据流慢：这时瓶颈在 kernel，而不在内存。按 CPU 的能力选用、为 kernel
+#   预先重排一次的权重可以缓解这个瓶颈；只有减少字节数，才能抬高上限。
+# - 按输出通道的 int8：$s = \max \lvert w_{\mathrm{row}} \rvert / 127$，每个权重约 8 比特。按 $g$ 个一组的 int4：对称时
+#   $s = \max \lvert w_{\mathrm{group}} \rvert / 7$，$4 + 16/g$ 比特；带零点时
+#   $s = (M - m) / 15$，$w \approx q \cdot s + m$，$4 + 32/g$ 比特。组越小，误差越小，比特数越多。
 # - llama.cpp 的 Q8_0（每 32 个权重 34 字节）和 Q4_0（18 字节）：先是一个 fp16 的 $d$，然后是码；Q4_0 的 $d$ 是带符号的
-#   极值除以 $-8$，码存成 $q + 8$，一个字节放两个，低 4 位在前。我们的字节与 `gguf` 包的逐字节相同。
-# - 误差是测出来的，不是假设的：在权重上按张量类别测，在输出端测下一个 token 分布的 KL 和 top-1 一致率，以 bf16 自己的舍
-#   入为标尺。各个 norm、卷积核、`A_log` 和 `dt_bias` 保持原样：它们只占字节数的不到百分之一，而误差对它们伤害最大。
-# - 运行中的模型，`load_fast(path, dtype, quant="int8" | "int4")`：投影和共享的输出头存的是码，在设备和 dtype 支持时调用
-#   torch 的打包 kernel（其他情况下反量化后用 `F.linear`）；`fake_quantize` 把同样的数写进教学模型：一个模型，两条路径。
+#   极值除以 $-8$，码存成 $q + 8$，一个字节放两个，先放低半字节。本课写出的字节与 `gguf` 包逐字节一致。
+# - 误差靠测量，不靠假设：在权重上按张量类别测；在输出端测下一个 token 分布的 KL 和 top-1 一致率，并以 bf16 本身的舍入为
+#   标尺。归一化层、卷积核、`A_log` 和 `dt_bias` 保持原样：它们只占字节数的不到百分之一，又最怕误差。
+# - 运行中的量化模型 `load_fast(path, dtype, quant="int8" | "int4")`：投影和共享的输出头存的是码，设备和 dtype 支持时调
+#   用 torch 的打包 kernel（否则反量化后用 `F.linear`）；`fake_quantize` 把同样的数写进教学模型：同一个模型，两条路径。
 #
 # ### 形状
 #
-# | 是什么 | 形状 | 真实 Qwen3.5-0.8B |
+# | 名称 | 形状 | 真实 Qwen3.5-0.8B |
 # |---|---|---|
 # | 一个投影 $w$ | (out, in) | 例如 `mlp.gate_proj` (3584, 1024) |
 # | int8 的码 $q$、缩放因子 $s$ | (out, in) int8，(out,) | (3584, 1024)，(3584,) |
-# | int4 的码 $q$、缩放因子 $s$（和最小值 $m$） | (out, in)，(out, in / g) | g = 32 时 (3584, 1024)，(3584, 32) |
-# | 一个 Q8_0 块；一个 Q4_0 块 | 32 个权重 34 字节；18 字节 | |
-# | 共享的输出头，存成 g = 32 的 int4 | (V, d) 的码，(V, d / 32) 的缩放因子 | (248320, 1024)，(248320, 32) |
-# | teacher forcing 的 logits；每个位置的 KL | (T, V)；(T,) | (T, 248320)；(T,) |
+# | int4 的码 $q$、缩放因子 $s$（及最小值 $m$） | (out, in)，(out, in / g) | g = 32 时为 (3584, 1024)，(3584, 32) |
+# | 一个 Q8_0 块；一个 Q4_0 块 | 32 个权重占 34 字节；18 字节 | |
+# | 共享的输出头，存成 g = 32 的 int4 | 码 (V, d)，缩放因子 (V, d / 32) | (248320, 1024)，(248320, 32) |
+# | teacher forcing 下的 logits；每个位置的 KL | (T, V)；(T,) | (T, 248320)；(T,) |
 
 # %%
 book.notation(args.checkpoint)
@@ -826,15 +837,15 @@ book.notation(args.checkpoint)
 # 本章新增的文件：`book/ch12.py`（本章的模块是 `qwen/quant.py`、`qwen/gguf_blocks.py` 和 `qwen/quantized.py`）。
 #
 # ### 练习
-# 222 · 手写一个 Q8_0 块的 34 个字节；223 · 带零点的按组 int4，量化和反量化；224 · 下一个 token 分布的 KL 和 top-1 一致
+# 222 · 手写一个 Q8_0 块的 34 个字节；223 · 带零点的按组 int4：量化和反量化；224 · 下一个 token 分布的 KL 和 top-1 一致
 # 率。
 #
-# ## 怎么讲清楚
+# ## 面试怎么答
 #
-# 1. **为什么字节少就快。** 生成一个 token 要把整个模型从内存里读一遍；相比之下算术很便宜。每个权重用 4 比特而不是 16 比
-#    特来存，要读的东西就只剩四分之一。
-# 2. **一个权重怎么变成 4 比特。** 把一行切成 32 个一组，每组一个缩放因子（组里最大的权重除以 7），每个权重存成离它最近
-#    的缩放因子的整数倍：一个 $-7$ 到 7 的整数。用的时候再乘回去。
-# 3. **代价是什么。** 每个权重最多差半个步长。这要不要紧，在输出端测：下一个 token 的分布移动了多远（KL），最可能的
-#    token 多久变一次，拿它们对照用 bf16 运行本来就有的舍入。
-# 4. **什么不该动。** 那几个设定缩放和衰减的数（各个 norm、`A_log`、`dt_bias`、卷积）很小又很敏感：它们保持原样。
+# 1. **为什么字节少就快。** 每生成一个 token，都要把整个模型从内存里读一遍；跟这比起来，计算本身很便宜。每个权重用 4 比
+#    特而不是 16 比特存，要读的数据就只剩四分之一。
+# 2. **权重怎么压到 4 比特。** 把一行切成 32 个一组，每组一个缩放因子（组内最大的权重除以 7），每个权重四舍五入到这个缩
+#    放因子的整数倍，只存那个整数：$-7$ 到 7 之间。用的时候再乘回去。
+# 3. **代价是什么。** 每个权重最多偏差半个步长。影响大不大，要在输出端测：下一个 token 的分布偏了多少（KL），最可能的
+#    token 多常改变；再拿这些和 bf16 运行本身带来的舍入误差比。
+# 4. **哪些不要动。** 决定缩放和衰减的那几个张量（归一化层、`A_log`、`dt_bias`、卷积）很小又很敏感：保持原样。

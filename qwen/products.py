@@ -149,12 +149,12 @@ def numerics(model: Qwen35) -> str:
     how = tr("widened to fp32 (exact products, fp32 sums)", "提升到 fp32 计算（乘积精确，fp32 累加）") if model.widen \
         else tr(f"in {dtype}", f"用 {dtype} 计算")
     gb = packed_bytes(model) / 1e9
-    packed = tr(f"oneDNN-packed ({gb:.2f} GB of packed copies)", f"oneDNN 预打包（打包副本 {gb:.2f} GB）") if gb \
+    packed = tr(f"oneDNN-packed ({gb:.2f} GB of packed copies)", f"oneDNN 预打包的权重（打包副本 {gb:.2f} GB）") if gb \
         else "F.linear"
     quant = getattr(model, "quant", None)  # set by qwen/quantized.py's quantize_model
     if quant:
-        packed = tr(f"read {quant} codes (qwen/quantized.py)", f"读取 {quant} 编码（qwen/quantized.py）")
+        packed = tr(f"read {quant} codes (qwen/quantized.py)", f"{quant} 码（qwen/quantized.py）")
     return tr(f"{dtype} on {p.device} (CPU capability {capability}, native {dtype} products: {native}); prompt "
               f"products {how}; projections {packed}",
               f"{dtype}，在 {p.device} 上（CPU 指令集 {capability}，原生 {dtype} 乘法：{native}）；"
-              f"提示词的矩阵乘法{how}；投影{packed}")
+              f"提示词的矩阵乘法{how}；投影用 {packed}")

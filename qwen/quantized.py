@@ -148,8 +148,12 @@ class QuantLinear(nn.Module):
         return y if self.sizes is None else y.split(self.sizes, dim=-1)
 
     def extra_repr(self):
-        how = "packed kernel" if self.kernel else "dequantized F.linear"
-        return f"{self.in_features} -> {self.out_features}, {self.scheme}, group {self.group}, {how}"
+        if self.kernel:
+            return tr(f"{self.in_features} -> {self.out_features}, {self.scheme}, group {self.group}, packed kernel",
+                      f"{self.in_features} -> {self.out_features}，{self.scheme}，每组 {self.group} 个，打包 kernel")
+        return tr(f"{self.in_features} -> {self.out_features}, {self.scheme}, group {self.group}, dequantized F.linear",
+                  f"{self.in_features} -> {self.out_features}，{self.scheme}，每组 {self.group} 个，"
+                  f"反量化后用 F.linear")
 
 
 class QuantEmbedding(nn.Module):
@@ -201,15 +205,15 @@ def describe(model: nn.Module) -> str | None:
     plain = sum(m.out_features * m.in_features * m.dtype.itemsize for m in layers) / 2 ** 20
     dtype = str(m.dtype).removeprefix("torch.").replace("bfloat16", "bf16").replace("float32", "fp32")
     if m.scheme == "int8":
-        how = tr("int8 per output channel", "int8，每个输出通道一个 scale")
+        how = tr("int8 per output channel", "int8，每个输出通道一个缩放因子")
     else:
         how = tr(f"int4 in groups of {m.group} inputs", f"int4，每 {m.group} 个输入一组")
     n = len(layers)
     return tr(f"{how}: {n} products (the head included), {packed} by a packed kernel, {n - packed} dequantized "
               f"then F.linear; the embedding dequantizes the rows it reads; codes and scales {held:.1f} MiB "
               f"(the same weights in {dtype}: {plain:.1f} MiB)",
-              f"{how}：{n} 个矩阵乘（含输出头），{packed} 个用打包内核，{n - packed} 个先反量化再 F.linear；"
-              f"嵌入只反量化读到的行；编码和 scale 共 {held:.1f} MiB（同样的权重用 {dtype}：{plain:.1f} MiB）")
+              f"{how}：{n} 个矩阵乘法（含输出头），{packed} 个用打包 kernel，{n - packed} 个先反量化再用 F.linear；"
+              f"嵌入只反量化读到的行；码和缩放因子共 {held:.1f} MiB（同样的权重存成 {dtype}：{plain:.1f} MiB）")
 
 
 @torch.no_grad()
