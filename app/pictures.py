@@ -36,7 +36,7 @@ def pending_text(chat: Session) -> str:
                f"下一条消息待发送：{n} 张图片，共 {total} 个图像 token") if n > 1 else
             tr(f"pending for your next message: {n} picture, {total} image tokens",
                f"下一条消息待发送：{n} 张图片，共 {total} 个图像 token"))
-    return "\n".join([head, *lines, tr("(/image drop drops them)", "（/image drop 可以丢弃它们）")])
+    return "\n".join([head, *lines, tr("(/image drop drops them)", "（/image drop 可以丢弃待发送的图片）")])
 
 
 def image_args(arg: str) -> tuple[str, int | None]:
