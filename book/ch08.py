@@ -90,17 +90,17 @@ def residual_figure(rms, layer_types, synthetic):
 
     fig, ax = plt.subplots(figsize=(8, 3.5), layout="constrained")
     depth = range(len(rms))
-    ax.plot(depth, rms.mean(1), color="k", lw=2, label=tr("mean over positions", "各位置的平均"))
+    ax.plot(depth, rms.mean(1), color="k", lw=2, label=tr("mean over positions", "各位置平均"))
     ax.plot(depth, rms, color="gray", lw=0.5, alpha=0.4)
     for i, kind in enumerate(layer_types):
         if kind == "full_attention":
             ax.axvline(i + 1, color="C3", alpha=0.2)
     ax.set_xticks(*_depth_ticks(len(layer_types)))
     ax.set(xlabel=tr("after layer (numbered from 0, as in the checkpoint); red lines: full-attention layers",
-                     "经过的层（和检查点一样从 0 编号）；红线：全注意力层"),
+                     "第几层之后（与检查点一样从 0 编号）；红线：全注意力层"),
            ylabel=tr("RMS of x", "x 的 RMS"), yscale="log",
            title=tr(f"Size of the residual stream through the layers{_suffix(synthetic)}",
-                    f"残差流逐层的大小{_suffix(synthetic)}"))
+                    f"残差流的大小随层数的变化{_suffix(synthetic)}"))
     ax.legend()
     return fig
 
@@ -116,8 +116,8 @@ def lens_figure(ranks, labels, synthetic):
     image = ax.imshow(np.log10(1 + np.asarray(ranks)), aspect="auto", cmap="viridis_r", origin="lower")
     ax.set_xticks(range(len(labels)), labels, rotation=60, fontsize=7)
     ax.set_yticks(*_depth_ticks(len(ranks) - 1))
-    ax.set(xlabel=tr("next token (the one the text continues with)", "下一个 token（文本实际接着的那个）"),
-           ylabel=tr("after layer", "经过的层"),
+    ax.set(xlabel=tr("next token (the one the text continues with)", "下一个 token（文本中实际紧跟的那个）"),
+           ylabel=tr("after layer", "第几层之后"),
            title=tr(f"Logit lens: rank of the actual next token at each depth{_suffix(synthetic)}",
                     f"logit lens：实际的下一个 token 在各深度的排名{_suffix(synthetic)}"))
     fig.colorbar(image, ax=ax, label=tr("log10(1 + rank); 0 = top-1", "log10(1 + 排名)；0 = top-1"))

@@ -28,9 +28,9 @@ Its notebook, notebooks/ch08_model.ipynb, is written from this file by python no
 # %% [markdown] lang="zh"
 # # 第 8 章 · 整个模型
 #
-# 各个部件都写好了：嵌入（第 2 章）、归一化（第 3 章）、RoPE 和 MLP（第 4、5 章）、门控注意力（第 6 章）和 Gated
-# DeltaNet（第 7 章）。本章把它们堆成 Qwen3.5 的文本模型，把检查点加载进去，预测一个提示词的下一个 token，然后往里看：
-# 残差流会变得多大，如果模型在第 $i$ 层之后就停下它会预测什么（logit lens），以及参数和时间都花在了哪里。
+# 各个部件都已写好：嵌入（第 2 章）、归一化（第 3 章）、RoPE 和 MLP（第 4、5 章）、门控注意力（第 6 章）和 Gated
+# DeltaNet（第 7 章）。本章把它们堆叠成 Qwen3.5 的文本模型，加载检查点，预测一个提示词的下一个 token，然后看看模型内部：
+# 残差流会变得多大；如果模型在第 $i$ 层之后就停下，它会预测什么（logit lens）；参数和时间又都花在了哪里。
 #
 # ```
 # qwen/
@@ -84,19 +84,19 @@ book.show("ch08-map", book.model_map.draw, "model")
 # The pattern of mixers is the heart of Qwen3.5: three linear-attention layers, then one full-attention layer.
 
 # %% [markdown] lang="zh"
-# ## 1. 解码层，以及堆叠
+# ## 1. 解码层与堆叠
 #
-# 每一层（0.8B 有 24 层，和检查点的键一样从 0 编号到 23）做两件事，各自前面有一个 RMSNorm，结果各自加回残差流 $x$：
+# 每一层（0.8B 有 24 层，和检查点里的键一样从 0 编号到 23）做两件事。两件事前面各有一个 RMSNorm，结果都加回残差流 $x$：
 #
-# - $h = x + \operatorname{Mixer}(\operatorname{RMSNorm}(x))$——混合器是 token 之间唯一能互相看到的地
-#   方：“linear_attention” 层上是 Gated DeltaNet，“full_attention” 层上是门控注意力（config 里的 `layer_types`）；
-# - $\mathrm{out} = h + \operatorname{MLP}(\operatorname{RMSNorm}(h))$——每个 token 各算各的。
+# - $h = x + \operatorname{Mixer}(\operatorname{RMSNorm}(x))$：token 之间只有在混合器里才能互相看到。`linear_attention`
+#   层的混合器是 Gated DeltaNet，`full_attention` 层的是门控注意力（由 config 里的 `layer_types` 指定）；
+# - $\mathrm{out} = h + \operatorname{MLP}(\operatorname{RMSNorm}(h))$：每个 token 单独计算。
 #
-# 这就是 *pre-norm*：归一化放在分支上，从不作用在残差流本身，所以 $x$ 是每一层写入量的累加。最后一层之后再做一次
-# RMSNorm（`norm`），再由输出头（`lm_head`，0.8B 里与嵌入绑定）把每个位置的向量变成 248,320 个分数，每个 token 一个。
-# 没有嵌入缩放，也没有 logit 上限。
+# 这种结构叫 *pre-norm*：归一化只放在分支上，从不作用于残差流本身，所以 $x$ 是各层写入量的累加和。最后一层之后，再做一
+# 次 RMSNorm（`norm`），然后由输出头（`lm_head`，0.8B 里与嵌入共享）把每个位置的向量变成 248,320 个分数，每个 token 一
+# 个。没有嵌入缩放，也没有 logit 上限。
 #
-# 混合器的排列是 Qwen3.5 的核心：三层线性注意力，然后一层全注意力。
+# 混合器的排列方式是 Qwen3.5 的核心：三个线性注意力层，接一个全注意力层。
 
 # %%
 book.show("ch08-pattern", ch08.pattern_figure, args.checkpoint.config.layer_types)
@@ -106,8 +106,8 @@ book.show("ch08-pattern", ch08.pattern_figure, args.checkpoint.config.layer_type
 # (`python practice/judge.py start 213`, or replace the stubs below and run the cell: the judge grades it here).
 
 # %% [markdown] lang="zh"
-# **先自己试试：** 练习 213 要求写出解码层和堆叠，混合器和 MLP 已经给出（`python practice/judge.py start 213`，
-# 或者替换下面的桩函数并运行这个单元格：评测器就在这里打分）。
+# **先动手：** 练习 213 要写出解码层和堆叠，混合器和 MLP 已经给出（`python practice/judge.py start 213`，或者替换下面的
+# 桩函数后运行这个单元格，评测器就在这里评分）。
 
 # %%
 def decoder_layer(x, p, kind, eps):
@@ -128,10 +128,10 @@ book.attempt(213, decoder_layer, hybrid_stack)
 # through.
 
 # %% [markdown] lang="zh"
-# 本课程的模型：`qwen/model.py`。`load_model` 先在 PyTorch 的 “meta” 设备上把模型搭起来（只有形状，不占内存），
-# 再把每个参数换成从检查点读出、按要求的 dtype 存放的张量：不会先初始化再覆盖，在 bf16 下权重也从不同时存两份（一个
-# 0.8B 形状的检查点，内存峰值是文件大小的 1.04 倍，见 `python bench/load_memory.py`）。加载用的是第 1 章的 `fill`，
-# 模型的每个部件都经过它。
+# 本课程的模型在 `qwen/model.py`。`load_model` 先在 PyTorch 的 `meta` 设备上把模型搭起来（只有形状，不占内存），再把每个
+# 参数换成从检查点读出的张量，按要求的 dtype 存放。整个过程没有“先初始化、再覆盖”这一步，bf16 下权重也从不同时存两份：一
+# 个 0.8B 形状的检查点，内存峰值是文件大小的 1.04 倍（见 `python bench/load_memory.py`）。加载用的是第 1 章的 `fill`，模
+# 型的每个部件都经由它加载。
 
 # %%
 book.listing("qwen/model.py")
@@ -143,7 +143,7 @@ book.listing("qwen/model.py")
 
 # %% [markdown] lang="zh"
 # ## 2. 预测下一个 token
-# 一次前向给出每个位置上每个 token 的分数；最后一个位置的分数过一次 softmax，就是下一个 token 的分布。
+# 一次前向传播给出每个位置上每个 token 的分数；取最后一个位置的分数，过一次 softmax，就是下一个 token 的分布。
 
 # %%
 started = time.perf_counter()
@@ -165,7 +165,7 @@ for p, i in zip(top.values.tolist(), top.indices.tolist()):
     print(f"   p = {p:.3g}  {tok.decode([i])!r}")
 rows = probs.numel()
 print(tr(f"   (a uniform guess over the {rows:,} rows would give each token {1 / rows:.2g})",
-         f"   （在 {rows:,} 行上均匀地猜，每个 token 得到 {1 / rows:.2g}）"))
+         f"   （若在全部 {rows:,} 个 token 上均匀地猜，每个的概率是 {1 / rows:.2g}）"))
 
 # %% [markdown]
 # ## 3. Look inside: the residual stream and the logit lens
@@ -176,11 +176,11 @@ print(tr(f"   (a uniform guess over the {rows:,} rows would give each token {1 /
 # from 0, as in the checkpoint), and "the embedding" is $x$ before any layer.
 
 # %% [markdown] lang="zh"
-# ## 3. 往里看：残差流和 logit lens
-# 手动逐层运行，保存每一层之后的 $x$。它的大小（均方根）说明每一层写入了多少。然后把最终的归一化和输出头用到每个中间的
-# $x$ 上：**logit lens** 问的是，如果模型在这里停下，它会预测什么。用真实检查点时，看实际的下一个 token 在哪个深度爬到前
-# 几名；用随机权重则什么也找不到。下面的“第 $i$ 层之后”指 `layers.i` 的输出（和检查点一样从 0 编号），“嵌入”指进入任何
-# 一层之前的 $x$。
+# ## 3. 往里看：残差流与 logit lens
+# 手动逐层运行，保存每一层之后的 $x$。它的大小（均方根）反映了每一层写入了多少。再对每个中间的 $x$ 都做一次最终归一化、
+# 接上输出头，这就是 **logit lens**：如果模型在这里停下，它会预测什么？用真实检查点时，可以看实际的下一个 token 在哪一层
+# 爬进前几名；用随机权重则什么也找不到。下文中，“第 $i$ 层之后”指 `layers.i` 的输出（和检查点一样从 0 编号），“嵌入”指进
+# 入第一层之前的 $x$。
 
 # %%
 with torch.no_grad():
@@ -205,13 +205,14 @@ print(tr(f"residual stream RMS: after the embedding {at_start:.3g}, after layer 
 print(tr(f"logit lens, top-1 at the last position{NOISE}:", f"logit lens，最后一个位置的 top-1{NOISE}："))
 for i in [-1] + [i for i in range(L) if i % 4 == 3 or i == L - 1]:  # the embedding, then each 4th layer and the last
     name = tr("after the embedding", "嵌入之后") if i < 0 else tr(f"after layer {i:2d}", f"第 {i:2d} 层之后")
-    print(f"   {ch08.padded(name, 19)}: {tok.decode([lens[i + 1, -1].argmax().item()])!r}")
+    top1 = tok.decode([lens[i + 1, -1].argmax().item()])
+    print(tr(f"   {ch08.padded(name, 19)}: {top1!r}", f"   {ch08.padded(name + '：', 16)}{top1!r}"))
 tied = model.lm_head.weight is model.embed_tokens.weight
 echo = int((lens[0].argmax(-1) == ids[0]).sum())
 print(tr(f"logit lens at the embedding: the top-1 is the input token itself at {echo} of {T} positions",
          f"嵌入处的 logit lens：{T} 个位置中有 {echo} 个的 top-1 就是输入 token 本身")
       + (tr(" (the head is the embedding table, tied: norm(E[t]) is most aligned with its own row E[t])",
-            "（输出头就是嵌入表，二者绑定：norm(E[t]) 与它自己那一行 E[t] 最一致）") if tied else ""))
+            "（输出头就是嵌入表，两者共享：norm(E[t]) 和它自己那一行 E[t] 方向最接近）") if tied else ""))
 
 # %% [markdown]
 # The lens's first row reads the embedding itself. The head of the 0.8B is the embedding table (tied), so there each
@@ -220,9 +221,9 @@ print(tr(f"logit lens at the embedding: the top-1 is the input token itself at {
 # nothing about what the layers learn; the rows above it do.
 
 # %% [markdown] lang="zh"
-# logit lens 的第一行读的是嵌入本身。0.8B 的输出头就是嵌入表（绑定），所以这一行里每个位置的分数，
-# 是它自己那一行和每一行比出来的，而它自己那一行往往胜出（上面的计数就是在数有多常见）：嵌入“预测”的是输入 token，
-# 而不是下一个。这一行说明不了各层学到了什么；说明问题的是它上面的各行。
+# logit lens 的第一行读的是嵌入本身。0.8B 的输出头就是嵌入表（两者共享），所以在这一行，每个位置的分数是它自己那一行嵌入
+# 与所有行逐一比出来的，而自己那一行往往得分最高（上面的计数统计的就是这种情况有多常见）：嵌入“预测”的是输入 token 本
+# 身，而不是下一个 token。这一行说明不了各层学到了什么，要看的是它上面的各行。
 
 # %%
 book.show("ch08-residual", ch08.residual_figure, rms.numpy(), model.cfg.layer_types, synthetic)
@@ -243,11 +244,11 @@ book.show("ch08-lens", ch08.lens_figure, ranks.cpu().numpy(), labels, synthetic)
 
 # %% [markdown] lang="zh"
 # ## 4. 参数和时间花在哪里
-# 参数按组件计数；时间用套在每个模块外面的 forward hook 在提示词上跑一次前向来测（共享机器上只跑一次：看图里的占比，
-# 别看毫秒数）。测出的时间反映的是这个检查点在它自己的宽度下的开销：在合成的检查点上（$d = 64$ 而不是 1024），DeltaNet
-# 那些小运算的分量比在真实形状下重得多。所以第三行按真实 0.8B 的形状统计计算量：同一次前向的
-# FLOPs（`book.ch08.flops_by_component`：用 torch 的 FLOP 计数器套住本课程自己的模块，在 meta 设备上运行，只有形状；
-# 统计矩阵乘法和卷积，逐元素的运算不计）。计数不是计时，但在这样的宽度下，矩阵乘法占了大部分时间。
+# 参数按组件统计。时间的测法是在每个模块外面套上 forward hook，让提示词跑一次前向（共享机器上只跑一次：看图里的占比，别
+# 看毫秒数）。测出的时间反映的是这个检查点在它自己的宽度下的开销：在合成检查点上（$d = 64$，而不是 1024），DeltaNet 那些
+# 细碎运算所占的比重比真实形状下大得多。所以第三行按真实 0.8B 的形状统计计算量，即同一次前向的
+# FLOPs（`book.ch08.flops_by_component`：用 torch 的 FLOP 计数器包住本课程自己的模块，在 meta 设备上只按形状运行；统计矩
+# 阵乘法和卷积，逐元素运算不计）。计数不等于计时，但在这样的宽度下，矩阵乘法占了大部分时间。
 
 # %%
 def component(name):
@@ -299,10 +300,11 @@ shape_cfg = real_config() if synthetic else model.cfg
 flops = ch08.flops_by_component(shape_cfg, T)
 where = tr("real Qwen3.5-0.8B shapes", "真实 Qwen3.5-0.8B 的形状") if synthetic else \
     tr("this checkpoint's shapes", "本检查点的形状")
-counted = tr(", ", "，").join(f"{ch08.component_name(part)} {n / 1e9:.2f} G ({n / sum(flops.values()):.0%})"
+counted = tr(", ", "，").join(tr(f"{ch08.component_name(part)} {n / 1e9:.2f} G ({n / sum(flops.values()):.0%})",
+                                f"{ch08.component_name(part)} {n / 1e9:.2f} G（{n / sum(flops.values()):.0%}）")
                              for part, n in flops.items() if n)
 print(tr(f"FLOPs of one pass over these {T} tokens at the {where} (a count, not a timing): {counted}",
-         f"按{where}，对这 {T} 个 token 做一次前向的 FLOPs（是计数，不是计时）：{counted}"))
+         f"按{where}统计，这 {T} 个 token 一次前向的 FLOPs（这是计数，不是计时）：{counted}"))
 
 # %%
 book.show("ch08-shares", ch08.share_figure, {tr("parameters", "参数"): params, tr("time", "时间"): seconds,
@@ -318,12 +320,12 @@ book.show("ch08-shares", ch08.share_figure, {tr("parameters", "参数"): params,
 # rounded to 8 significant bits — about 6 bf16 steps of the largest logit (one step is 0.016 there).
 
 # %% [markdown] lang="zh"
-# ## 5. 带缓存
-# 生成时一次喂一个 token。`model.new_cache()` 为每一层保存下一次调用要用的东西：注意力层存键和值（0.8B 里 6 层；
-# 随文本增长），DeltaNet 层存一个卷积窗口和一个 $(H_v, d_k, d_v)$ 的状态（18 层；大小固定）。先预填充，再算一个 token，
-# 得到的分数和对全部 token 做一次前向的相同，只差舍入：两种计算顺序的舍入不同。在真实 0.8B 形状的随机权重上测得（logits
-# 最大约 3，提示词 12 到 50 个 token）：fp32 下最多 2.4e-5，bf16 下最多 0.10——bf16 下每一层的输出都舍入到 8
-# 个有效二进制位——约为最大 logit 的 6 个 bf16 步长（那里一个步长是 0.016）。
+# ## 5. 带缓存运行
+# 生成时每次只喂一个 token。`model.new_cache()` 为每一层保存下一次调用要用的东西：注意力层存键和值（0.8B 里有 6 层，随文
+# 本增长），DeltaNet 层存一个卷积窗口和一个 $(H_v, d_k, d_v)$ 的状态（18 层，大小固定）。先预填充，再算一个 token，得到
+# 的分数和对全部 token 做一次前向的结果相同，只差舍入：两种计算顺序的舍入方式不同。在真实 0.8B 形状的随机权重上测得
+# （logits 最大约为 3，提示词 12 到 50 个 token）：fp32 下最多差 2.4e-5；bf16 下最多差 0.10，因为 bf16 下每一层的输出都
+# 要舍入到 8 个有效比特，这约为最大 logit 处的 6 个 bf16 步长（那里一个步长是 0.016）。
 
 # %%
 with torch.no_grad():
@@ -334,7 +336,7 @@ scale = logits[0, -1].float().abs().max()
 gap = (last[0, -1].float() - logits[0, -1].float()).abs().max()
 print(tr(f"prefill {T - 1} tokens, then 1 with the cache, in {logits.dtype}: max |diff| to the full pass = "
          f"{gap:.2g} (largest logit {scale:.2g}); cache.length = {cache.length}",
-         f"先预填充 {T - 1} 个 token，再用缓存算 1 个，{logits.dtype}：与整段一次前向相比 max |diff| = "
+         f"先预填充 {T - 1} 个 token，再用缓存算 1 个，{logits.dtype}：与整段一次前向的最大差值为 "
          f"{gap:.2g}（最大的 logit 为 {scale:.2g}）；cache.length = {cache.length}"))
 
 # %% [markdown]
@@ -355,16 +357,16 @@ print(tr(f"prefill {T - 1} tokens, then 1 with the cache, in {logits.dtype}: max
 # %% [markdown] lang="zh"
 # ## 动手试试
 #
-# - 换一个提示词，看 logit lens 怎么变：用真实检查点时，正确答案在哪个深度占了上风？用合成的检查点时，
-#   有没有哪个位置把它的下一个 token 排在第一？
-# - 在第 3 节的循环里跳过最后一个全注意力层（0.8B 里是 `model.layers[23]`）：和跳过一个 DeltaNet
-#   层（`model.layers[22]`）相比，最终的预测变了多少？
+# - 换一个提示词，看 logit lens 怎么变：用真实检查点时，正确答案从哪一层开始占上风？用合成检查点时，有没有哪个位置把它的
+#   下一个 token 排到了第一？
+# - 在第 3 节的循环里跳过最后一个全注意力层（0.8B 里是 `model.layers[23]`）：和跳过一个 DeltaNet 层
+#   （`model.layers[22]`）相比，最终的预测变了多少？
 # - 用 `dtype=torch.float32` 加载，和 bf16 比较 top-5 的概率。
-# - 把你自己写的部件放进模型：做完第 3–7 章的某个练习后，在单元格里运行
-#   `from practice.plugin import plug_in; plug_in(204, rms_norm, gated_rms_norm, l2norm)`（或
-#   `python practice/judge.py 204 --plug-in`）：用课程的部件和用你的部件得到的 top-5 并排显示。
+# - 把你自己写的部件接入模型：做完第 3–7 章的某道练习后，在单元格里运行
+#   `from practice.plugin import plug_in; plug_in(204, rms_norm, gated_rms_norm, l2norm)`（或者
+#   `python practice/judge.py 204 --plug-in`），就能并排看到用课程的部件和用你的部件得到的 top-5。
 #
-# ## 拿出证明
+# ## 对照验证
 # `python -m book.diff --model ...` 在一个提示词上把每个模块都和 transformers 对比。这里只比 logits。
 
 # %%
@@ -380,7 +382,7 @@ def compare(transformers, path, ids):
         book.oracle.difference(tr("fp32 logits of the prompt", "提示词的 fp32 logits"), ours(ids.cpu()),
                                theirs(ids.cpu()).logits)
     print(tr("(fp32: rounding only; every module alone agrees to 1e-6 of its scale, see python -m book.diff)",
-             "（fp32：只有舍入误差；每个模块单独比较，都在它自身量级的 1e-6 以内，见 python -m book.diff）"))
+             "（fp32 下只有舍入误差；逐个模块单独比较时，误差都在各自量级的 1e-6 以内，见 python -m book.diff）"))
 
 
 book.proof(compare, args.checkpoint.folder, ids)
@@ -402,15 +404,15 @@ book.proof(compare, args.checkpoint.folder, ids)
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - Qwen3.5 的解码层是 pre-norm：$x + \operatorname{Mixer}(\operatorname{norm}(x))$，再
-#   $+ \operatorname{MLP}(\operatorname{norm}(\cdot))$。四层里三层的混合器是 Gated DeltaNet，
-#   第四层是门控注意力（0.8B 里是 [L, L, L, F] × 6）。
-# - 模型：嵌入（不缩放）→ 24 层 → 最终的 RMSNorm → 输出头（0.8B 里绑定）→ logits，没有上限。
-# - `load_model` 在 meta 设备上搭模型，按目标 dtype 从 safetensors 填入每个参数。
-# - 缓存让生成可以增量进行；它的 DeltaNet 部分不随文本增长。
+# - Qwen3.5 的解码层是 pre-norm 结构：先 $x + \operatorname{Mixer}(\operatorname{norm}(x))$，再
+#   $+ \operatorname{MLP}(\operatorname{norm}(\cdot))$。四层里有三层的混合器是 Gated DeltaNet，第四层是门控注意力
+#   （0.8B 里是 [L, L, L, F] × 6）。
+# - 模型：嵌入（不缩放）→ 24 层 → 最终归一化（RMSNorm）→ 输出头（0.8B 里与嵌入共享）→ logits，没有上限。
+# - `load_model` 在 meta 设备上搭模型，再按目标 dtype 从 safetensors 填入每个参数。
+# - 缓存让生成可以增量进行；其中 DeltaNet 的部分不随文本增长。
 #
-# 形状回顾：ids $(B, T)$ → $x$ $(B, T, d)$ 经过每一层 → logits $(B, T, V)$；每个全注意力层缓存 $(B, H_{kv}, S, D)$；
-# DeltaNet 缓存一个 $(B, C, K - 1)$ 的卷积窗口和一个 $(B, H_v, d_k, d_v)$ 的 fp32 状态。
+# 形状回顾：ids $(B, T)$ → $x$ $(B, T, d)$，经过每一层 → logits $(B, T, V)$；每个全注意力层缓存
+# $(B, H_{kv}, S, D)$；DeltaNet 层缓存一个 $(B, C, K - 1)$ 的卷积窗口和一个 $(B, H_v, d_k, d_v)$ 的 fp32 状态。
 
 # %%
 book.notation(args.checkpoint)
@@ -432,14 +434,14 @@ book.notation(args.checkpoint)
 #    the DeltaNet mixers' many small operations instead.
 
 # %% [markdown] lang="zh"
-# 练习：**213** 解码层和混合堆叠（`python practice/judge.py 213`）。
+# 练习：**213** 解码层与混合堆叠（`python practice/judge.py 213`）。
 #
-# ## 怎么讲清楚
+# ## 面试怎么答
 #
-# 1. **残差流。** 每一层读 $x$ 的一份归一化副本，再把结果加回去；$x$ 本身直到最后才归一化。所以模型是一份份贡献之
-#    和，logit lens 可以在任何深度读它。
-# 2. **为什么要混合。** 全注意力能回看每一个 token，但它的缓存随文本增长；Gated DeltaNet 保存一个大小固定的状态。
-#    四层里三层用便宜的那种；一层保留过去的每个键和值，所以仍能查到更早的任何一个 token。
-# 3. **开销在哪里。** 0.8B 里 MLP（35%）和嵌入（34%）占了三分之二的参数。时间取决于代码、设备和宽度，
-#    所以要在有意义的形状下测量（第 4 节）：在真实 0.8B 的形状下，一个短提示词的 FLOPs 大致三等分给输出头、DeltaNet
-#    混合器和 MLP，注意力约占 5%；而在很窄的合成检查点上，测得的时间主要花在 DeltaNet 混合器许多细小的运算上。
+# 1. **残差流。** 每一层读入的是 $x$ 归一化后的副本，算完再把结果加回去；$x$ 本身直到最后才做归一化。所以模型的输出是各
+#    层贡献之和，logit lens 在任何深度都能把它读出来。
+# 2. **为什么用混合结构。** 全注意力能回看每一个 token，但缓存随文本增长；Gated DeltaNet 只保存一个大小固定的状态。四层
+#    里有三层用便宜的 DeltaNet；剩下一层保留过去所有的键和值，所以仍能查到更早的任何一个 token。
+# 3. **开销在哪里。** 0.8B 里 MLP（35%）和嵌入（34%）占了三分之二的参数。时间取决于代码、设备和宽度，所以要在有意义的形
+#    状下测量（第 4 节）：按真实 0.8B 的形状，一个短提示词的 FLOPs 大致三等分给输出头、DeltaNet 混合器和 MLP，注意力
+#    约占 5%；而在很窄的合成检查点上，测得的时间主要花在 DeltaNet 混合器大量细碎的运算上。
