@@ -19,7 +19,7 @@ from qwen.checkpoint import Checkpoint, open_checkpoint
 from qwen.config import VisionConfig
 from qwen.hub import ModelNotFound
 from qwen.image import smart_resize
-from qwen.lang import tr
+from qwen.lang import language, tr
 from qwen.sizes import (
     REAL_VISION_CONFIG as REAL_VISION,  # config.json's vision_config, as public copies of the published file give it
     numel,
@@ -68,9 +68,9 @@ def symbols():
         ("C", tr("width of the tower", "视觉塔的宽度"), lambda c: c.hidden_size),
         ("depth", tr("vision blocks", "视觉块数"), lambda c: c.depth),
         ("heads", tr("attention heads of a block", "每个视觉块的注意力头数"), lambda c: c.num_heads),
-        ("Dh", tr("size of one head, C / heads", "一个头的维数，C / heads"), lambda c: c.hidden_size // c.num_heads),
+        ("Dh", tr("size of one head, C / heads", "一个头的维数：C 除以头数"), lambda c: c.hidden_size // c.num_heads),
         ("Iv", tr("width inside a block's MLP", "视觉块内 MLP 的宽度"), lambda c: c.intermediate_size),
-        ("side", tr("the learned position grid is side × side", "学到的位置网格为 side × side"),
+        ("side", tr("the learned position grid is side × side", "学到的位置网格每边的格数"),
          lambda c: math.isqrt(c.num_position_embeddings)),
         ("d", tr("text width: what the merger outputs", "文本宽度：合并器输出的宽度"), lambda c: c.out_hidden_size),
         ("params", tr("parameters of the tower", "视觉塔的参数量"), tower_parameters),
@@ -95,12 +95,18 @@ def ljust(text, n):
     return text + " " * (n - width(text))
 
 
+def named(symbol):
+    """A symbol as the notation table shows it: a name spelled as a word (depth, heads) is set in backticks in the
+    Chinese table, as the Chinese prose sets it, so that it reads as a name, not as English left in a Chinese line."""
+    return f"`{symbol}`" if language() == "zh" and symbol.isalpha() and symbol.islower() and len(symbol) > 1 else symbol
+
+
 def vision_notation(cfg, label):
     """Print the vision notation with the real 0.8B's values and those of `cfg` (this checkpoint's VisionConfig,
     under `label`); returns the text."""
     real = real_vision()
     rows = [("", tr("meaning", "含义"), tr("real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B"), label)]
-    rows += [(name, meaning, f"{value(real):,}", f"{value(cfg):,}") for name, meaning, value in symbols()]
+    rows += [(named(name), meaning, f"{value(real):,}", f"{value(cfg):,}") for name, meaning, value in symbols()]
     widths = [max(width(r[i]) for r in rows) for i in range(4)]
     text = "\n".join("  ".join(rjust(cell, w) if i >= 2 else ljust(cell, w) for i, (cell, w) in
                                enumerate(zip(row, widths))).rstrip() for row in rows)

@@ -764,7 +764,7 @@ cache = model.new_cache()
 logits = model(torch.tensor([ids], device=dev), cache=cache, pixel_values=pixel_values, image_grid_thw=grid,
                last_only=True)  # the prefill: the tower runs inside, once
 top = logits[0, -1].float().softmax(-1).topk(5)
-likely = tr(", ", "、").join(f"{tok.decode([i])!r} {pr:.1%}"
+likely = tr(", ", "、").join(tr(f"{tok.decode([i])!r} {pr:.1%}", f"{pr:.1%} {tok.decode([i])!r}")
                              for pr, i in zip(top.values.tolist(), top.indices.tolist()))
 print(tr(f"next token after the image and {question!r}{NOISE}: {likely}",
          f"图片和 {question!r} 之后的下一个 token{NOISE}：{likely}"))
