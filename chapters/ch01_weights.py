@@ -254,16 +254,19 @@ print(tr(f"the file's {len(file_shapes)} tensors have exactly the names and shap
          f"文件里的 {len(file_shapes)} 个张量，名字和形状与 config 推出的完全一致：{yes_no(predicted == file_shapes)}"))
 print(tr(f"   {'part':18s} {'this checkpoint':>16s}         {REAL:>18s}",
          f"   {'部分':16s} {'本检查点':>12s}         {REAL:>16s}"))
-for k in ("embedding", "lm_head", "linear_attention", "full_attention", "mlp", "norms", "total"):
-    print(f"   {k:18s} {from_file[k]:>16,} {from_file[k] / from_file['total']:6.1%}   "
+PART = {"embedding": tr("embedding", "嵌入"), "lm_head": tr("lm_head", "输出头"),  # count_by_part's keys, as said
+        "linear_attention": tr("linear_attention", "线性注意力"), "full_attention": tr("full_attention", "全注意力"),
+        "mlp": tr("mlp", "MLP 层"), "norms": tr("norms", "归一化"), "total": tr("total", "合计")}
+for k, label in PART.items():
+    print(f"   {ch01.padded(label, 18)} {from_file[k]:>16,} {from_file[k] / from_file['total']:6.1%}   "
           f"{real_counts[k]:>16,} {real_counts[k] / real_counts['total']:6.1%}")
 largest_part = max(("embedding", "linear_attention", "full_attention", "mlp"), key=real_counts.get)
 largest_tensor = max(real_shapes, key=lambda n: torch.Size(real_shapes[n]).numel())
 largest_share = real_counts[largest_part] / real_counts["total"]
 embedding_share = real_counts["embedding"] / real_counts["total"]
-print(tr(f"{REAL}: the largest part is {largest_part} ({largest_share:.1%}); "
+print(tr(f"{REAL}: the largest part is {PART[largest_part]} ({largest_share:.1%}); "
          f"the largest single tensor is {largest_tensor} ({embedding_share:.1%})",
-         f"{REAL}：最大的部分是 {largest_part}（{largest_share:.1%}）；"
+         f"{REAL}：最大的部分是 {PART[largest_part]}（{largest_share:.1%}）；"
          f"最大的单个张量是 {largest_tensor}（{embedding_share:.1%}）"))
 mixers = {}
 for name, (shapes, types) in {tr("this checkpoint", "本检查点"): (file_shapes, cfg.layer_types),
