@@ -6,6 +6,8 @@ written as its escaped code point (北 as \u5317), so two different characters n
 says which font to install (Debian: fonts-noto-cjk, or the smaller fonts-wqy-microhei).
 """
 import logging
+import re
+import unicodedata
 
 import numpy as np
 import torch
@@ -59,13 +61,13 @@ class Glyphs:
         if self.cjk:
             return tr(f"␣ is a space; CJK characters drawn with {self.families[1]}; a character no font here has is "
                       f"written as its code point, \\uXXXX",
-                      f"␣ 表示空格；中日韩字符用 {self.families[1]} 绘制；这里没有哪个字体能画的字符，"
-                      f"写成它的码位 \\uXXXX")
+                      f"␣ 表示空格；中日韩字符用 {self.families[1]} 绘制；本机字体都画不出的字符，"
+                      f"写成码位 \\uXXXX")
         return tr("␣ is a space; a character the installed fonts cannot draw is written as its code point, \\uXXXX "
                   "(no CJK font found: install Noto Sans CJK, on Debian fonts-noto-cjk or fonts-wqy-microhei, to see "
                   "the characters)",
-                  "␣ 表示空格；已安装的字体画不出的字符，写成它的码位 \\uXXXX（没有找到 CJK 字体：安装 Noto Sans CJK，"
-                  "Debian 上是 fonts-noto-cjk 或 fonts-wqy-microhei，就能看到这些字符）")
+                  "␣ 表示空格；已安装的字体画不出的字符，写成码位 \\uXXXX（没有找到中日韩字体：装上 Noto Sans CJK "
+                  "就能看到这些字符，Debian 上的包是 fonts-noto-cjk 或 fonts-wqy-microhei）")
 
 
 @torch.no_grad()  # figures want plain tensors
@@ -87,7 +89,7 @@ def _row_norms(plt, norms, n_plain, n_used, marked, synthetic):
               tr(f"added tokens (ids {n_plain:,}–{n_used - 1:,})", f"添加的 token（id {n_plain:,}–{n_used - 1:,}）"):
                   norms[n_plain:n_used],
               tr(f"padding rows (ids {n_used:,}–{len(norms) - 1:,}), never looked up",
-                 f"填充行（id {n_used:,}–{len(norms) - 1:,}），永远不会被查到"): norms[n_used:]}
+                 f"填充行（id {n_used:,}–{len(norms) - 1:,}），永远查不到"): norms[n_used:]}
     values = norms.numpy()
     bins = np.linspace(values.min(), values.max(), 80) if values.max() > values.min() else 80
     fig, ax = plt.subplots(figsize=(11, 5), layout="constrained")
@@ -100,7 +102,7 @@ def _row_norms(plt, norms, n_plain, n_used, marked, synthetic):
     ax.set(yscale="log", xlabel=tr("row length |E_v| (Euclidean norm)", "行长度 |E_v|（欧几里得范数）"),
            ylabel=tr("number of rows (log scale)", "行数（对数刻度）"),
            title=tr(f"Lengths of the {len(norms):,} rows of the embedding table{synthetic}",
-                    f"嵌入表 {len(norms):,} 行的长度{synthetic}"))
+                    f"嵌入表全部 {len(norms):,} 行的长度{synthetic}"))
     ax.set_ylim(bottom=0.5)
     ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
     return fig
@@ -130,7 +132,7 @@ def head_top5(E, ids, decode, head=None, synthetic="", glyphs=None):
         ax.set_xlabel("logit h · head_v")
         ax.set_title(f"h = E[{glyphs.shown(decode([i]))}]", fontfamily=glyphs.families)
     fig.suptitle(tr(f"Top 5 tokens of the head for each token's own embedding row{synthetic}\n({glyphs.caption()})",
-                    f"以每个 token 自己的嵌入行作 h，输出头得分最高的 5 个 token{synthetic}\n（{glyphs.caption()}）"),
+                    f"把每个 token 自己的嵌入行当作 h：输出头打分最高的 5 个 token{synthetic}\n（{glyphs.caption()}）"),
                  fontfamily=glyphs.families)
     return fig
 
@@ -187,7 +189,50 @@ def bpe_merges(piece, steps, to_bytes, glyphs=None):
                   fontfamily=glyphs.families)
     ax.set_title(tr(f"Byte-level BPE of '{glyphs.shown(piece, width=40)}': {len(steps[0])} bytes, {len(steps) - 1} "
                     f"merges, {len(steps[-1])} tokens; outlined: the pair each merge joins\n({glyphs.caption()})",
-                    f"'{glyphs.shown(piece, width=40)}' 的字节级 BPE：{len(steps[0])} 个字节，{len(steps) - 1} 次合并，"
-                    f"{len(steps[-1])} 个 token；框出的是每次合并连起来的那一对\n（{glyphs.caption()}）"),
+                    f"“{glyphs.shown(piece, width=40)}”的字节级 BPE：{len(steps[0])} 个字节，{len(steps) - 1} 次合并，"
+                    f"{len(steps[-1])} 个 token；黑框标出每次合并的那一对\n（{glyphs.caption()}）"),
                  fontfamily=glyphs.families)
     return fig
+
+
+HAN = re.compile("[\u4e00-\u9fff]")  # a Chinese character (CJK Unified Ideographs)
+
+
+def columns(text):
+    """Columns a text takes in a terminal: a CJK character or a full-width mark takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def chinese_split(sentence, ids, token_bytes):
+    """What the Chinese edition prints about one Chinese sentence (the English edition prints none of it, so the
+    lines are written in Chinese only): each token of `ids`, the tokenizer's split of `sentence`, with its UTF-8 bytes
+    and its id, in columns of equal width; a token that holds only part of a character is named as that character's
+    bytes; then the tokens per Chinese character, punctuation left out. token_bytes(id) gives a token's bytes."""
+    starts, at = {}, 0  # the byte offset where each character starts -> the character
+    for c in sentence:
+        starts[at] = c
+        at += len(c.encode("utf-8"))
+    hanzi = len(HAN.findall(sentence))
+    lines = [f"{len(sentence)} 个字符（其中 {hanzi} 个汉字），UTF-8 共 {at} 个字节，切成 {len(ids)} 个 token："]
+    rows, at, on_hanzi = [], 0, 0
+    for i in ids:
+        raw = token_bytes(i)
+        end = at + len(raw)
+        if at in starts and (end in starts or end == len(sentence.encode("utf-8"))):  # whole characters
+            shown = raw.decode("utf-8")
+            n = len(HAN.findall(shown))
+            note = f"{n} 个汉字" if n else "标点"
+        else:  # part of one character: its bytes a to b
+            first = max(s for s in starts if s <= at)
+            c = starts[first]
+            a, b = at - first + 1, end - first
+            shown = f"{c}（第 {a}–{b} 字节）" if b > a else f"{c}（第 {a} 字节）"
+            note = f"不足一个汉字（“{c}”共 {len(c.encode('utf-8'))} 个字节）"
+        on_hanzi += note != "标点"
+        rows.append((shown, raw.hex(" "), f"id {i}", note))
+        at = end
+    width = [max(columns(row[k]) for row in rows) for k in range(3)]
+    lines += ["  " + "  ".join(row[k] + " " * (width[k] - columns(row[k])) for k in range(3)) + "  " + row[3]
+              for row in rows]
+    lines.append(f"不算标点，{hanzi} 个汉字切成了 {on_hanzi} 个 token，平均每个汉字 {on_hanzi / hanzi:.2f} 个 token")
+    return lines

