@@ -1,6 +1,6 @@
 """Chapter 4: rotary position embedding — partial, rotate-half, and Qwen3.5's interleaved M-RoPE.
 
-第 4 章：旋转位置编码——部分旋转、rotate-half，以及 Qwen3.5 交错排列的 M-RoPE。
+第 4 章：旋转位置编码——部分旋转、前后半交换（rotate-half），以及 Qwen3.5 交错排列的 M-RoPE。
 
 Run: python chapters/ch04_rope.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
 Its notebook, notebooks/ch04_rope.ipynb, is written from this file by python notebooks/sync.py.

@@ -1,8 +1,8 @@
 """Chapter 6: gated full attention — query and gate from one projection, QK-norm, RoPE, grouped K/V heads, the
 causal softmax written out, the output gate, and the KV cache.
 
-第 6 章：门控全注意力——查询和门出自同一个投影，QK-norm，RoPE，分组共享的键值头，手写的因果
-softmax，输出门，以及键值缓存。
+第 6 章：门控全注意力——查询和门出自同一个投影、QK-norm、RoPE、分组共享的键值头、手写的因果
+softmax、输出门，以及键值缓存。
 
 Run: python chapters/ch06_attention.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
 Its notebook, notebooks/ch06_attention.ipynb, is written from this file by python notebooks/sync.py.
