@@ -47,7 +47,7 @@ def rms_before_after(vecs, after, synthetic=""):
                  label=tr(f"{label}: mean {mean:.2f}", f"{label}：均值 {mean:.2f}"))
     real = real_label()
     for value, name, text_at in ((REAL["layer0_rms"], tr("layer 0 input norm", "第 0 层输入归一化"), (0.01, 0.9)),
-                                 (REAL["final_rms"], tr("final norm", "最后的归一化"), (8, 0.6))):
+                                 (REAL["final_rms"], tr("final norm", "最终归一化"), (8, 0.6))):
         ax1.axvline(value, color="black", ls="--", lw=1)
         ax1.annotate(tr(f"{real},\n{name}: {value}", f"{real}，\n{name}：{value}"), (value, 0.85),
                      xycoords=("data", "axes fraction"), xytext=text_at, textcoords=("data", "axes fraction"),
@@ -94,10 +94,10 @@ def scales(W, layer_types, synthetic=""):
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in ("C0", "C1", "C3")]
     handles.append(plt.Line2D([], [], marker="D", color="black", ls="none"))
     real = real_label()
-    ax0.legend(handles=handles, labels=[tr("input_layernorm (before the mixer)", "input_layernorm（混合层之前）"),
+    ax0.legend(handles=handles, labels=[tr("input_layernorm (before the mixer)", "input_layernorm（混合器之前）"),
                                         tr("post_attention_layernorm (before the MLP)",
                                            "post_attention_layernorm（MLP 之前）"),
-                                        tr("final norm", "最后的归一化"),
+                                        tr("final norm", "最终归一化"),
                                         tr(f"{real}: mean and range", f"{real}：均值和范围")],
                loc="upper left", ncol=2, fontsize=9)
     full = [i for i in range(L) if letters[i] == "F"]
@@ -116,10 +116,10 @@ def scales(W, layer_types, synthetic=""):
     for ax in (ax0, ax1):  # head room for the legends
         lo, hi = ax.get_ylim()
         ax.set_ylim(lo, hi + 0.3 * (hi - lo))
-    ax1.set_xticks(list(range(L)) + [L + 0.5], [f"{i}\n{letters[i]}" for i in range(L)] + [tr("final", "最后")])
+    ax1.set_xticks(list(range(L)) + [L + 0.5], [f"{i}\n{letters[i]}" for i in range(L)] + [tr("final", "最终")])
     note = tr("\nsynthetic weights: every box is a random draw around the weight's initial value (qwen/synthetic.py); "
               "nothing in it was learned",
-              "\n合成权重：每个箱线都是围绕该权重初始值的随机抽样（qwen/synthetic.py），"
+              "\n合成权重：每个箱体都只是在该权重初始值附近随机抽样（qwen/synthetic.py），"
               "没有学到任何东西") if synthetic else ""  # says it once: the note, not the tag too
     fig.suptitle(tr(f"The effective scale of every norm in the model{note}", f"模型中每个归一化的有效比例{note}"))
     return fig
@@ -143,10 +143,10 @@ def bf16_grid():
         ax0.step(xs.numpy(), _gap(xs, dtype), where="post", color=color, label=str(dtype).replace("torch.", ""))
     ax0.axhline(2e-3, color="gray", ls=":", lw=1)
     ax0.text(1.2e-4, 2.6e-3, tr("gap 0.002: an update of 0.001 is rounded away above this line",
-                                "间隔 0.002：在这条线以上，0.001 的更新会被舍入掉"), fontsize=9, color="gray")
+                                "间距 0.002：在这条线以上，0.001 的更新会被舍掉"), fontsize=9, color="gray")
     for value, text, offset in ((1.0, tr("1 + 0.001 → 1.0\n(gap 2⁻⁷ ≈ 0.0078)",
-                                         "1 + 0.001 → 1.0\n（间隔 2⁻⁷ ≈ 0.0078）"), (-110, 20)),
-                                (1e-3, tr("0.001 → 0.000999\n(gap ≈ 7.6e-6)", "0.001 → 0.000999\n（间隔 ≈ 7.6e-6）"),
+                                         "1 + 0.001 → 1.0\n（间距 2⁻⁷ ≈ 0.0078）"), (-110, 20)),
+                                (1e-3, tr("0.001 → 0.000999\n(gap ≈ 7.6e-6)", "0.001 → 0.000999\n（间距 ≈ 7.6e-6）"),
                                  (15, 25))):
         g = _gap(torch.tensor([value], dtype=torch.float64), torch.bfloat16)[0]
         ax0.plot(value, g, "o", color="black", zorder=3)
@@ -154,7 +154,7 @@ def bf16_grid():
                      arrowprops=dict(arrowstyle="-", color="black", lw=0.8))
     ax0.set(xscale="log", yscale="log",
             xlabel=tr("magnitude of the stored number (log scale)", "所存数值的大小（对数刻度）"),
-            ylabel=tr("gap to the next representable number (log scale)", "到下一个可表示数的间隔（对数刻度）"),
+            ylabel=tr("gap to the next representable number (log scale)", "到下一个可表示数的间距（对数刻度）"),
             title=tr("spacing of representable numbers", "可表示数的间距"),
             ylim=(3e-12, 1.0))  # room for the labels above the curves
     ax0.legend(loc="lower right")
@@ -167,7 +167,7 @@ def bf16_grid():
     ax1.text(1.001, 0.62, "1.001 → 1.0", fontsize=10, ha="center", bbox=dict(fc="white", ec="none"), zorder=4)
     ax1.set(xlim=(grid[0] - 0.002, grid[-1] + 0.002), ylim=(0, 1), yticks=[], xlabel=tr("value", "数值"),
             title=tr("the bf16 numbers around 1: gaps of 2⁻⁸ below, 2⁻⁷ above",
-                     "1 附近的 bf16 数：下方间隔 2⁻⁸，上方 2⁻⁷"))
+                     "1 附近的 bf16 数：下方间距 2⁻⁸，上方 2⁻⁷"))
     ax1.legend(loc="upper right", fontsize=9)
     fig.suptitle(tr("The bf16 grid: fine near 0, coarse near 1 — one reason Qwen3.5 stores w, not 1 + w",
                     "bf16 的网格：0 附近细，1 附近粗——这是 Qwen3.5 存 w 而不存 1 + w 的一个原因"))
@@ -197,7 +197,7 @@ def gate(gated, h, synthetic=""):
     zmin = -1.2785
     ax0.plot([zmin], [F.silu(torch.tensor(zmin)).item()], "o", color="C0")
     ax0.annotate(tr("minimum −0.278 at z ≈ −1.278;\nnegative for every z < 0",
-                    "在 z ≈ −1.278 处取最小值 −0.278；\n对每个 z < 0 都为负"), (zmin, -0.278), xytext=(-7.8, 3),
+                    "在 z ≈ −1.278 处取最小值 −0.278；\nz < 0 时处处为负"), (zmin, -0.278), xytext=(-7.8, 3),
                  fontsize=9, arrowprops=dict(arrowstyle="->"))
     ax0.set(xlabel=tr("gate value z", "门值 z"), ylabel="silu(z)", ylim=(-1, 8.5),
             title=tr("the silu curve", "silu 曲线"))
@@ -226,5 +226,5 @@ def gate(gated, h, synthetic=""):
     ax2.legend(loc="upper left", fontsize=8)
     n = len(h)
     fig.suptitle(tr(f"The gate of GatedRMSNorm, layer 0, {n} random head outputs{synthetic}",
-                    f"GatedRMSNorm 的门，第 0 层，{n} 个随机的头输出{synthetic}"))
+                    f"GatedRMSNorm 的门：第 0 层，{n} 个随机的头输出{synthetic}"))
     return fig

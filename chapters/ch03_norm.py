@@ -42,11 +42,11 @@ Its notebook, notebooks/ch03_norm.ipynb, is written from this file by python not
 # %% [markdown] lang="zh"
 # # 第 3 章 · RMSNorm：零中心的归一化
 #
-# 每一层都先把输入归一化：向量除以它的均方根，再逐维乘一个可学的比例。本章写出模型用到的三种归一化——RMSNorm、
-# 线性注意力里的门控 RMSNorm、l2norm——并拿检查点里每一个归一化的权重来检验它们。
+# 每一层开头都要先把输入归一化：向量除以自己的均方根，再逐维乘上一个可学习的比例。本章写出模型用到的三种归一化，即
+# RMSNorm、线性注意力里的门控 RMSNorm 和 l2norm，并用检查点里每一个归一化的权重来检验它们。
 #
-# **记号。** 本章的 $w$ 一律指检查点在某个归一化的 `weight` 名下存的张量。RMSNorm 乘的比例是 $1 + w$（所以 $w = 0$
-# 就是“比例为 1”）；门控归一化直接乘 $w$。两者缩放的都是归一化后的向量：
+# **记号。** 本章的 $w$ 一律指检查点里某个归一化的 `weight` 张量。RMSNorm 乘的比例是 $1 + w$（所以 $w = 0$ 表示“比例为
+# 1”）；门控归一化直接乘 $w$。两者缩放的都是归一化之后的向量：
 #
 # $$
 # \hat{x} = \frac{x}{\sqrt{\operatorname{mean}(x^2) + \epsilon}}
@@ -56,7 +56,7 @@ Its notebook, notebooks/ch03_norm.ipynb, is written from this file by python not
 # qwen/
 # ├── weights.py, hub.py, ...   （第 1 章）
 # ├── tokenizer.py, bpe.py, embedding.py   （第 2 章）
-# └── norm.py         + RMSNorm, GatedRMSNorm, l2norm
+# └── norm.py         + RMSNorm、GatedRMSNorm、l2norm
 # chapters/
 # └── ch03_norm.py    + 本章的脚本
 # notebooks/
@@ -65,10 +65,10 @@ Its notebook, notebooks/ch03_norm.ipynb, is written from this file by python not
 # + 本章新增 · ~ 本章修改 · 无标记：前面章节写的
 # ```
 #
-# 命令行跑的是同一份代码：`python chapters/ch03_norm.py`（加 `--figures` 保存图，加 `--proof` 与 transformers 对比）。
-# 两者找得到真实 Qwen3.5-0.8B 就用它，找不到就用合成检查点：布局是真实的，权重是随机的。
-# 在合成检查点上运行时，开头会说明一次，之后只在随机权重改变了某个数的含义时才再提；旁边标着“真实 Qwen3.5-0.8B”的，
-# 是真实权重给出的值（取自原教程第 3 章打印的结果）。
+# 命令行跑的是同一份代码：`python chapters/ch03_norm.py`（加 `--figures` 保存图，加 `--proof` 与 transformers 对照）。
+# 两种方式都是找到真实的 Qwen3.5-0.8B 就用它，找不到就用合成检查点：布局是真实的，权重是随机的。在合成检查点上运行时，
+# 开头会提示一次，之后只在随机权重改变了某个数的含义时才再说明。旁边标着“真实 Qwen3.5-0.8B”的，是真实权重给出的值（取
+# 自原教程第 3 章的打印结果）。
 
 # %%
 import torch
@@ -116,16 +116,17 @@ book.show("ch03-map", book.model_map.draw, "norm")
 
 # %% [markdown] lang="zh"
 # ## 1. 它做什么
-# $w = 0$（比例恰好为 1）时，向量输出的均方根是 1——前提是 $\operatorname{mean}(x^2)$ 远大于 $\epsilon$。对很小的向量，
-# 根号里的 $\epsilon$ 就起作用了：RMS 为 $10^{-3}$ 时，$\operatorname{mean}(x^2) = 10^{-6} = \epsilon$，输出的 RMS 是
-# $\sqrt{1/2} \approx 0.707$。训练出的权重再去改变这个比例。
-# 合成检查点的权重是围绕初始值随机抽取的（`qwen/synthetic.py`）；只有旁边打印的真实值才是结论。
+# $w = 0$（比例恰好为 1）时，输出向量的均方根是 1，前提是 $\operatorname{mean}(x^2)$ 远大于 $\epsilon$。向量很小时，根
+# 号里的 $\epsilon$ 就起作用了：RMS 为 $10^{-3}$ 时，$\operatorname{mean}(x^2) = 10^{-6} = \epsilon$，输出的 RMS 只有
+# $\sqrt{1/2} \approx 0.707$。训练出来的权重会再调整这个比例。合成检查点的权重只是在初始值附近随机抽取的
+# （`qwen/synthetic.py`），只有旁边打印的真实值才说明问题。
 
 # %%
 x = torch.randn(2, 3, d, device=dev) * 5
 unit = RMSNorm(d, eps).to(dev)
-print(tr("RMS before:", "归一化前的均方根："), rms(x), tr(" after RMSNorm with w = 0:", "；w = 0 的 RMSNorm 之后："),
-      rms(unit(x)))
+before, after = rms(x), rms(unit(x))
+print(tr(f"RMS before: {before}  after RMSNorm with w = 0: {after}",
+         f"均方根：归一化前 {before}；经过 w = 0 的 RMSNorm 之后 {after}"))
 for size in (1e-2, 1e-3, 1e-4):
     tiny = torch.full((1, d), size, device=dev)
     out = unit(tiny).pow(2).mean().sqrt()
@@ -135,7 +136,7 @@ norm0 = fill(RMSNorm(d, eps), W, "layers.0.input_layernorm.").to(dev)
 final = fill(RMSNorm(d, eps), W, "norm.").to(dev)
 a, b = rms(norm0(x)), rms(final(x))
 print(tr(f"after layer 0's input norm: {a}, after the final norm: {b}",
-         f"第 0 层的输入归一化之后：{a}，最后的归一化之后：{b}"))
+         f"经过第 0 层的输入归一化：{a}；经过最终归一化：{b}"))
 print(tr(f"  {REAL_LABEL}: {REAL['layer0_rms']} and {REAL['final_rms']}",
          f"  {REAL_LABEL}：{REAL['layer0_rms']} 和 {REAL['final_rms']}"))
 for name, key in (("layers.0.input_layernorm.weight", "layer0_w"), ("norm.weight", "final_w")):
@@ -154,9 +155,9 @@ for name, key in (("layers.0.input_layernorm.weight", "layer0_w"), ("norm.weight
 # a little larger. The dashed lines are the real model's.
 
 # %% [markdown] lang="zh"
-# 同样的实验换成 2,000 个向量，它们的大小横跨四个数量级，两幅子图用同一个横轴刻度。归一化前：从 0.01 到 100 都有。
-# 归一化后：每个归一化只剩一个窄峰——$w = 0$ 时在 1，训练出的权重把它放在哪里就在哪里。峰的宽度来自逐维的比例：
-# 一个向量的能量若集中在 $1 + w$ 较大的那些维上，输出就会稍大一些。虚线是真实模型的值。
+# 换成 2,000 个向量再看一遍，它们的大小横跨四个数量级，两幅子图共用一个横轴刻度。归一化之前，从 0.01 到 100 都有；归一
+# 化之后，每个归一化只剩一个窄峰：$w = 0$ 时峰在 1，训练过的权重把它放在哪里，峰就在哪里。峰有一定宽度，是因为比例是逐
+# 维的：一个向量的能量如果集中在 $1 + w$ 较大的那些维上，输出就会稍大一些。虚线是真实模型的值。
 
 # %%
 gen = torch.Generator().manual_seed(1)  # the figures' own random numbers
@@ -164,7 +165,7 @@ sizes = 10 ** (4 * torch.rand(2000, 1, generator=gen) - 2)  # from 0.01 to 100
 vecs = (torch.randn(2000, d, generator=gen) * sizes).to(dev)
 book.show("ch03-rms", ch03.rms_before_after, vecs,
           {"RMSNorm, w = 0": unit,
-           tr("layer 0 input_layernorm", "第 0 层 input_layernorm"): norm0, tr("final norm", "最后的归一化"): final},
+           tr("layer 0 input_layernorm", "第 0 层 input_layernorm"): norm0, tr("final norm", "最终归一化"): final},
           SYNTHETIC)
 
 # %% [markdown]
@@ -181,14 +182,14 @@ book.show("ch03-rms", ch03.rms_before_after, vecs,
 
 # %% [markdown] lang="zh"
 # ### 训练出的权重把比例放在哪里
-# 把模型里每一个归一化都画成它的有效比例：每个归一化一个箱线，表示它各维比例的分布；虚线是比例 1。真实模型里，第 0
-# 层的输入归一化平均放大约 1.24 倍，最后的归一化约 4.3 倍（黑色菱形：真实的均值和范围）。在合成检查点上，
-# 每个箱线都是围绕该权重初始值的随机抽样（$w$ 的初始值是 0，即比例 1；门控归一化是 1）：箱线只反映随机的离散，
-# 没有学到任何东西。
+# 把模型里的每一个归一化都画成它的有效比例：每个归一化一个箱体，表示它各维比例的分布；虚线是比例 1。真实模型里，第 0
+# 层的输入归一化平均放大约 1.24 倍，最终归一化约 4.3 倍（黑色菱形是真实的均值和范围）。在合成检查点上，每个箱体都只是
+# 在该权重初始值附近随机抽样的结果（$w$ 的初始值是 0，即比例 1；门控归一化的初始值是 1）：箱体只反映随机抽样的离散程度
+# ，不代表学到了什么。
 #
-# 最后的归一化为什么要放大 4.3 倍？它的输出直接进输出头：$\mathrm{logits} = h \cdot E^\top$（第 2 章）。这个增益决定
-# $h$ 的大小，从而决定 logits 的大小——也就是对下一个 token 的 softmax 有多尖。这个乘积里没有任何东西要求 $h$ 和 $E$ 的行
-# 一样长。
+# 最终归一化为什么要放大 4.3 倍？它的输出直接进入输出头：$\mathrm{logits} = h \cdot E^\top$（第 2 章）。这个增益决定了
+# $h$ 的大小，也就决定了 logits 的大小，即下一个 token 的 softmax 分布有多尖。这个乘积并不要求 $h$ 与 $E$ 各行的长度相
+# 同。
 
 # %%
 book.show("ch03-scales", ch03.scales, W, cfg.layer_types, SYNTHETIC)
@@ -201,9 +202,9 @@ book.show("ch03-scales", ch03.scales, W, cfg.layer_types, SYNTHETIC)
 
 # %% [markdown] lang="zh"
 # ## 2. 先自己写，再看我们的
-# **先动手**：练习 204 要求写出本章的三个函数——`rms_norm`、`gated_rms_norm`、`l2norm`——并在真实的形状上、在 fp32、bf16
-# 和 fp16 下测试它们，输入小到 $\epsilon$ 会起作用。用 `python practice/judge.py start 204` 开始，
-# 或者在下一个单元格里写好并运行：评测器当场给它们打分。
+# **先自己试试**：练习 204 要求写出本章的三个函数 `rms_norm`、`gated_rms_norm` 和 `l2norm`。评测器用真实的形状，分别在
+# fp32、bf16、fp16 下检查，其中一些输入小到 $\epsilon$ 都会起作用。运行 `python practice/judge.py start 204` 开始，或
+# 者在下一个单元格里写好并运行，评测器当场判分。
 
 # %%
 def rms_norm(x, weight, eps=1e-6):
@@ -258,28 +259,30 @@ book.listing("qwen/norm.py")
 # the sum is large, each new square is smaller than half a step of the sum's grid and is rounded away.
 
 # %% [markdown] lang="zh"
-# 三种操作共用一个辅助函数 `rms_normalize`：在最后一维上算 $\hat{x} = x / \sqrt{\operatorname{mean}(x^2) + \epsilon}$。
+# 三种操作共用一个辅助函数 `rms_normalize`：在最后一维上算
+# $\hat{x} = x / \sqrt{\operatorname{mean}(x^2) + \epsilon}$。
 #
 # | | 把 $x$ 归一化为 | 再逐维乘以 | 模型在哪里用它 |
 # |---|---|---|---|
-# |`RMSNorm`|$\hat{x}$|$1 + w$|每个混合层和 MLP 之前、最后一层之后、按头作用于 q 和 k|
+# |`RMSNorm`|$\hat{x}$|$1 + w$|每个混合器和 MLP 之前、最后一层之后、按头作用于 q 和 k|
 # |`GatedRMSNorm`|$\hat{x}$|$w \cdot \operatorname{silu}(z)$|每个线性注意力头的输出（第 7 章）|
 # |`l2norm`|$x / \sqrt{\sum x^2 + \epsilon}$|不乘|线性注意力的 q 和 k（第 7 章）|
 #
 # `GatedRMSNorm` 里的 $z$ 是由该层输入算出的门。
 #
-# - **不减均值，没有偏置。** LayerNorm 要减去均值、加上偏置；RMSNorm 只管尺度。它更省计算，训练效果一样好，所以 Llama、
-#   Qwen 和 Gemma 都用它。
-# - **内部用 fp32。** bf16 数的平方会丢有效位（fp16 下大数的平方还会溢出），所以统计量在 fp32 里算，只把结果转回输入的
-#   dtype——`RMSNorm` 只在最后舍入一次（下面的单元格测量了求和一直留在 bf16 里会怎样）。`GatedRMSNorm` 在 transformers
-#   舍入的地方舍入：$\hat{x}$ 转成输入的 dtype，在这个 dtype 里算 $w \cdot \hat{x}$，再乘 fp32 的门，
-#   最后舍入一次（本章末尾的证明展示了只舍入一次会改变什么）。
-# - **权重的两种约定。** `RMSNorm` 从 `zeros` 开始，乘 `1 + w`；`GatedRMSNorm` 从 `ones` 开始，乘 `w`。
-#   两者的起点都是“比例 1”；把检查点加载进错误的那个类，比例处处恰好差 1，所以类必须和张量对得上。
+# - **不减均值，没有偏置。** LayerNorm 要减去均值、加上偏置；RMSNorm 只管缩放。它计算更省，训练效果一样好，所以
+#   Llama、Qwen 和 Gemma 都用它。
+# - **内部用 fp32。** bf16 数的平方会丢掉有效数字（fp16 下大数的平方还会溢出），所以统计量在 fp32 里算，只把结果转回输
+#   入的 dtype：`RMSNorm` 只在最后舍入一次（下面的单元格会测一下，求和一直用 bf16 会差多少）。`GatedRMSNorm` 的舍入位
+#   置与 transformers 完全相同：先把 $\hat{x}$ 转成输入的 dtype，在这个 dtype 里算 $w \cdot \hat{x}$，再乘 fp32 的门，
+#   最后舍入一次（本章末尾的对照验证会展示只舍入一次有什么不同）。
+# - **权重的两种约定。** `RMSNorm` 的权重初始化为 `zeros`，乘的是 `1 + w`；`GatedRMSNorm` 初始化为 `ones`，乘的是
+#   `w`。两者起点都是“比例 1”。把检查点加载进错误的类，比例会处处恰好差 1，所以类必须和张量对得上。
 #
-# bf16 在 $\operatorname{mean}(x^2)$ 上会丢多少？由 PyTorch 来算的话，比想象的少：它的 bf16 `mean` 在 fp32 里累加 bf16
-# 的平方，只舍入一次，所以不管 $d$ 多大，误差都在一次 bf16 舍入左右（相对误差 $\le 2^{-8}$）。而像朴素的 kernel 那样一次
-# 加一个、*始终留在* bf16 里的求和就是另一回事了：和一旦变大，每个新的平方都不到和所在网格半个间隔，直接被舍入掉。
+# bf16 算 $\operatorname{mean}(x^2)$ 会损失多少精度？交给 PyTorch 算的话，比想象的少：它的 bf16 `mean` 在 fp32 里累加
+# bf16 的平方，最后只舍入一次，所以不管 $d$ 多大，误差都在一次 bf16 舍入左右（相对误差 $\le 2^{-8}$）。但如果像朴素
+# kernel 那样逐项累加、累加值*始终*保持 bf16，情况就不同了：累加值一旦变大，新加的平方项还不到它所在位置 bf16 步长的一
+# 半，会被直接舍掉。
 
 # %%
 gen = torch.Generator().manual_seed(4)
@@ -291,7 +294,7 @@ for n in (256, 1024, 4096):
         running += square
     off_mean, off_sum = v.pow(2).mean().double() / exact - 1, running.double() / n / exact - 1
     print(tr(f"d = {n:5,}: torch's bf16 mean of x² off by {off_mean:+.1e}; a bf16 running sum off by {off_sum:+.0%}",
-             f"d = {n:5,}：torch 对 x² 求的 bf16 均值偏差 {off_mean:+.1e}；在 bf16 里逐项累加的和偏差 {off_sum:+.0%}"))
+             f"d = {n:5,}：torch 用 bf16 求 x² 的均值，偏差 {off_mean:+.1e}；用 bf16 逐项累加，偏差 {off_sum:+.0%}"))
 # %% [markdown]
 # ## 3. Why store the offset $w$, not the scale $1 + w$
 # Two reasons are usually given.
@@ -311,15 +314,15 @@ for n in (256, 1024, 4096):
 # ## 3. 为什么存偏移量 $w$，而不是比例 $1 + w$
 # 通常有两个理由。
 #
-# - **bf16 在 1 附近粗，在 0 附近细。** bf16 只有 8 位有效位：1 附近相邻两数的间隔是 $2^{-7} \approx 0.0078$，0 附近则小
-#   得多。一个*以 bf16 存储、以 bf16 更新*的权重，值为 1.0 时会丢掉 0.001 的更新，值为 0 时则能留住。（混合精度训练通常
-#   更新的是 fp32 的主副本，$1 + 0.001$ 在那里没问题；但把这份副本舍入成 bf16 写进检查点时，存偏移量仍然更接近原值。）接
-#   近多少取决于 $w$。$w$ 在 0 附近时是很大的倍数；合成权重按构造就在那里（围绕 0 抽取），所以下面它们那几行展示的是最好
-#   的情况。训练出的权重会离开 0：真实最后归一化的 $w$ 约为 3.3，第 0 层的最大到 1.0。$\lvert w \rvert$ 在 1 到 5 之间
-#   时，$w$ 和 $1 + w$ 至多相差一个二进制量级（binade），所以存 $w$ 让舍入误差减半（2×）——两者落在同一个二进制量级时则
-#   毫无改变。
-# - **权重衰减把值拉向 0。** 在对归一化权重做衰减的地方，衰减把 $w$ 拉向 0——比例为 1，“不动这个向量”
-#   ——而不是把比例本身拉向 0。
+# - **bf16 在 1 附近粗，在 0 附近细。** bf16 的有效位只有 8 个：1 附近相邻两个数相差 $2^{-7} \approx 0.0078$，0 附近则
+#   小得多。一个*以 bf16 存储、以 bf16 更新*的权重，值为 1.0 时会丢掉 0.001 的更新，值为 0 时却能留住。（混合精度训练
+#   通常更新的是 fp32 主副本，在那里 $1 + 0.001$ 没有问题；但这份副本舍入成 bf16 写进检查点时，存偏移量仍然更准。）好
+#   多少取决于 $w$：$w$ 在 0 附近时，精度能高出很多倍。合成权重按构造就在 0 附近（围绕 0 抽取），所以下面用它们算出的
+#   是最好的情况。训练后的权重会离开 0：真实最终归一化的 $w$ 约为 3.3，第 0 层的最大到 1.0。$\lvert w \rvert$ 在 1 到
+#   5 之间时，$w$ 和 $1 + w$ 至多差一个二进制量级（binade），所以存 $w$ 能让舍入误差减半（2×）；两者落在同一个二进制量
+#   级时，则毫无差别。
+# - **权重衰减把值拉向 0。** 在对归一化权重做权重衰减的地方，衰减会把 $w$ 拉向 0，也就是比例 1，即“不改变这个向量”，而
+#   不是把比例本身拉向 0。
 
 # %%
 big, small = torch.tensor(1.001).bfloat16().item(), torch.tensor(0.001).bfloat16().item()
@@ -347,15 +350,15 @@ def bf16_step(value):
 
 for label, w in ((tr(f"{REAL_LABEL}, layer 0's mean w", f"{REAL_LABEL}，第 0 层 w 的均值"), REAL["layer0_w"]["mean"]),
                  (tr(f"{REAL_LABEL}, layer 0's largest w", f"{REAL_LABEL}，第 0 层最大的 w"), REAL["layer0_w"]["max"]),
-                 (tr(f"{REAL_LABEL}, final norm's mean w", f"{REAL_LABEL}，最后归一化 w 的均值"),
+                 (tr(f"{REAL_LABEL}, final norm's mean w", f"{REAL_LABEL}，最终归一化 w 的均值"),
                   REAL["final_w"]["mean"]),
-                 (tr(f"{REAL_LABEL}, final norm's largest w", f"{REAL_LABEL}，最后归一化最大的 w"),
+                 (tr(f"{REAL_LABEL}, final norm's largest w", f"{REAL_LABEL}，最终归一化最大的 w"),
                   REAL["final_w"]["max"])):
     at_w, at_1w = bf16_step(w), bf16_step(1 + w)
     ratio = at_1w / at_w
     print(tr(f"{label} ({w:.3f}): bf16 step {at_w:.2g} at w, {at_1w:.2g} at 1 + w: ",
              f"{label}（{w:.3f}）：w 处的 bf16 步长 {at_w:.2g}，1 + w 处 {at_1w:.2g}：")
-          + (tr(f"storing w rounds {ratio:g}x finer", f"存 w 的舍入细 {ratio:g} 倍") if ratio > 1
+          + (tr(f"storing w rounds {ratio:g}x finer", f"存 w 的舍入精细 {ratio:g} 倍") if ratio > 1
              else tr("the same step: storing w gains nothing", "步长相同，存 w 没有好处")))
 y, stats = unit(x.bfloat16()), rms_normalize(x.bfloat16(), eps)
 print(tr(f"input bfloat16 -> output {y.dtype}; the statistics were computed in {stats.dtype}",
@@ -368,9 +371,9 @@ print(tr(f"input bfloat16 -> output {y.dtype}; the statistics were computed in {
 # (8 exponent bits) and only 7 bits of fraction; fp16 trades range for 3 more bits.
 
 # %% [markdown] lang="zh"
-# 网格本身。给一个数的位模式加 1，就得到它的下一个相邻数，所以可表示数之间的间隔能直接从位上读出来。每过一个 2 的幂，
-# 间隔就翻倍：浮点格式在 0 附近密、远离 0 处稀，各处的*相对*精度相同。bf16 的范围和 fp32 一样（8 个指数位），尾数却只有
-# 7 位；fp16 用范围换来多 3 位尾数。
+# 再看网格本身。给一个数的位模式加 1，就得到比它大的下一个可表示数，所以相邻两数的间距可以直接从位上读出来。每过一个 2
+# 的幂，间距就翻一倍：浮点格式在 0 附近密、离 0 越远越稀，但各处的*相对*精度相同。bf16 的范围和 fp32 一样（指数位都是
+# 8 个），尾数位却只有 7 个；fp16 则拿范围换来了多 3 个尾数位。
 
 # %%
 book.show("ch03-bf16", ch03.bf16_grid)
@@ -387,12 +390,12 @@ book.show("ch03-bf16", ch03.bf16_grid)
 
 # %% [markdown] lang="zh"
 # ## 4. 约定：同一个运算，三种写法
-# Llama 和 Qwen3 直接存比例（普通权重 $p$，初始化为 1）；Gemma 3 和 Qwen3.5 存偏移量（用时乘 $1 + w$，初始化为 0）；有的
-# 归一化没有比例。它们是同一个函数：$p = 1 + w$。PyTorch 自带的 `F.rms_norm` 接受普通权重，所以拿转换后的权重调用它，就
-# 是对我们的 RMSNorm 的一次独立检验。
+# Llama 和 Qwen3 直接存比例（普通权重 $p$，初始化为 1）；Gemma 3 和 Qwen3.5 存偏移量（用时乘 $1 + w$，初始化为 0）；还
+# 有的归一化干脆没有比例。它们其实是同一个函数：$p = 1 + w$。PyTorch 自带的 `F.rms_norm` 接受普通权重，所以拿转换后的
+# 权重调用它，就能独立检验我们的 RMSNorm。
 #
-# **动手试试**：练习 205 在两种约定之间转换整个 state dict 里的每个归一化权重，而且不能动门控归一化。用 `python
-# practice/judge.py start 205` 开始，或者在下一个单元格里写好这两个函数并运行。
+# **动手试试**：练习 205 要把整个 state dict 里的每个归一化权重在两种约定之间互相转换，而且不能动门控归一化。运行
+# `python practice/judge.py start 205` 开始，或者在下一个单元格里写好这两个函数并运行。
 
 # %%
 def centred_to_plain(state):
@@ -410,7 +413,7 @@ theirs = F.rms_norm(x.float(), (d,), weight=(1 + w0).to(dev), eps=eps)
 diff = (theirs - norm0(x)).abs().max()
 print(tr(f"F.rms_norm with p = 1 + w vs our RMSNorm with w: max |diff| = {diff:.1e} "
          "(PyTorch's implementation against ours)",
-         f"F.rms_norm 用 p = 1 + w，我们的 RMSNorm 用 w：最大 |差| = {diff:.1e}（PyTorch 的实现对照我们的）"))
+         f"F.rms_norm 用 p = 1 + w，本课的 RMSNorm 用 w：最大 |差| = {diff:.1e}（PyTorch 的实现对照本课的实现）"))
 
 # %% [markdown]
 # ## 5. The gated RMSNorm and l2norm (used by linear attention, chapter 7)
@@ -420,8 +423,9 @@ print(tr(f"F.rms_norm with p = 1 + w vs our RMSNorm with w: max |diff| = {diff:.
 
 # %% [markdown] lang="zh"
 # ## 5. 门控 RMSNorm 和 l2norm（线性注意力用，第 7 章）
-# DeltaNet 的输出按头归一化，再乘以 $\operatorname{silu}(z)$，其中 $z$ 是由该层输入算出的门：门关上（$z$ 很负）时这个头
-# 被静音，门打开时它被放大后通过。它的权重是普通权重（初始化为 1）。l2norm 把向量缩放到长度 1（用平方和，不是均值）。
+# DeltaNet 的输出按头归一化，再乘以 $\operatorname{silu}(z)$，其中 $z$ 是由该层输入算出的门：门关上（$z$ 取很大的负值
+# ）时，这个头基本不输出；门打开时，它的输出放大后通过。它的权重是普通权重（初始化为 1）。l2norm 把向量缩放到长度 1（
+# 用平方和，而不是均值）。
 
 # %%
 gated = fill(GatedRMSNorm(cfg.linear_value_head_dim, eps), W, "layers.0.linear_attn.norm.").to(dev)
@@ -432,8 +436,8 @@ for z in (-6.0, 0.0, 6.0):
     print(tr(f"  gate {z:+.0f}: output RMS {size:.3f}, {REAL_LABEL} {real:.3f};  silu({z:+.0f}) = {s:+.3f}",
              f"  门 = {z:+.0f}：输出的均方根 {size:.3f}，{REAL_LABEL} 为 {real:.3f}；"
              f"silu({z:+.0f}) = {s:+.3f}"))
-print(tr("lengths after l2norm:", "l2norm 之后向量的长度："),
-      [f"{v:.3f}" for v in qwen_l2norm(x).norm(dim=-1).flatten()[:3].tolist()])
+lengths = [f"{v:.3f}" for v in qwen_l2norm(x).norm(dim=-1).flatten()[:3].tolist()]
+print(tr(f"lengths after l2norm: {lengths}", f"经过 l2norm 之后，向量的长度：{lengths}"))
 
 # %% [markdown]
 # Sweeping the gate. $\operatorname{silu}(z) = z \cdot \operatorname{sigmoid}(z)$ (left) is negative for every $z < 0$,
@@ -445,11 +449,12 @@ print(tr("lengths after l2norm:", "l2norm 之后向量的长度："),
 # heads.
 
 # %% [markdown] lang="zh"
-# 扫一遍门的取值。$\operatorname{silu}(z) = z \cdot \operatorname{sigmoid}(z)$（左图）对每个 $z < 0$ 都是负的，在
-# $z \approx -1.278$ 处取到最小值 $-0.278$，$z \to -\infty$ 时趋于 0。所以半开半关的门会让这个头漏过一点点，而且*符号是
-# 反的*：中图取五个门值，把每个输出元素对它门控之前的值 $w \cdot \hat{x}$ 作图——每个门值是一条斜率为
-# $\operatorname{silu}(z)$ 的直线，$z < 0$ 时向下倾斜——而关死的门（$z$ 低于约 $-6$）几乎什么都不放过。RMS（右图）
-# 只反映大小，即 $\lvert \operatorname{silu}(z) \rvert$ 乘以这个头的大小；菱形是真实模型第 0 层在它自己的头上的值。
+# 把门的取值扫一遍。$\operatorname{silu}(z) = z \cdot \operatorname{sigmoid}(z)$（左图）在 $z < 0$ 时处处为负，在
+# $z \approx -1.278$ 处取到最小值 $-0.278$，$z \to -\infty$ 时趋于 0。所以半开半关的门会让这个头漏过来一点，而且*符号
+# 是反的*。中图取五个门值，以门控前的值 $w \cdot \hat{x}$ 为横轴、输出元素为纵轴作图：每个门值对应一条斜率为
+# $\operatorname{silu}(z)$ 的直线，$z < 0$ 时向下倾斜；而关死的门（$z$ 低于约 $-6$）几乎不让任何信号通过。右图的 RMS
+# 只反映大小，即 $\lvert \operatorname{silu}(z) \rvert$ 乘以这个头的大小；菱形是真实模型第 0 层在它自己那几个头输出上
+# 测得的值。
 
 # %%
 book.show("ch03-gate", ch03.gate, gated, h)  # silu's shape, whatever the weights
@@ -461,15 +466,15 @@ book.show("ch03-gate", ch03.gate, gated, h)  # silu's shape, whatever the weight
 
 # %% [markdown] lang="zh"
 # ## 6. 模型里有多少个归一化
-# 从 config 数出来：每层两个 RMSNorm，再加最后一个；每个全注意力层一个 `q_norm` 和一个 `k_norm`（按头作用）；
-# 每个线性注意力层一个门控归一化。
+# 按 config 数：每层两个 RMSNorm，再加一个最终归一化；每个全注意力层有一个 `q_norm` 和一个 `k_norm`（按头作用）；每个
+# 线性注意力层有一个门控归一化。
 
 # %%
 n_full, n_linear = cfg.layer_types.count("full_attention"), cfg.layer_types.count("linear_attention")
 n_rms, n_qk = 2 * cfg.num_hidden_layers + 1, 2 * n_full
 print(tr(f"the model has {n_rms} RMSNorms, {n_qk} per-head QK-norms and {n_linear} gated RMSNorms: all of them are "
          "these two classes",
-         f"全模型共 {n_rms} 个 RMSNorm、{n_qk} 个按头的 QK-norm 和 {n_linear} 个门控 RMSNorm：都是这两个类"))
+         f"全模型共 {n_rms} 个 RMSNorm、{n_qk} 个按头的 QK-norm 和 {n_linear} 个门控 RMSNorm：全都出自这两个类"))
 
 # %% [markdown]
 # ## Try this
@@ -498,22 +503,22 @@ print(tr(f"the model has {n_rms} RMSNorms, {n_qk} per-head QK-norms and {n_linea
 # ## 动手试试
 #
 # - **$\epsilon = 10^{-2}$**：`RMSNorm(d, eps=1e-2)(torch.full((1, d), 0.1))`。此时
-#   $\operatorname{mean}(x^2) = \epsilon$：输出的 RMS 是多少，为什么？
-# - **用错了类**：把门控归一化的权重加载进普通的 RMSNorm，`fill(RMSNorm(cfg.linear_value_head_dim), W,
-#   "layers.0.linear_attn.norm.")`，在 `h` 上把它的输出和 `gated(h, torch.full_like(h, 20.0)) /
-#   F.silu(torch.tensor(20.0))` 比一比。处处差多少？
-# - **在 bf16 里算统计量**：代码清单后面的那个单元格比较了 torch 对 $x^2$ 求的 bf16 均值（每个 $d$ 下都差几个 1e-3：它在
-#   fp32 里累加）和一直留在 bf16 里的求和（$d = 4{,}096$ 时约差 −54 %）。试试 $d = 16{,}384$，或者
-#   `v.bfloat16().pow(2).sum()`——它属于两者中的哪一种？`rms_normalize` 先调用 `.float()`，就是为了让任何 kernel
-#   的累加器都无关紧要。
+#   $\operatorname{mean}(x^2) = \epsilon$，输出的 RMS 是多少？为什么？
+# - **用错了类**：把门控归一化的权重加载进普通的 RMSNorm，
+#   `fill(RMSNorm(cfg.linear_value_head_dim), W, "layers.0.linear_attn.norm.")`，再在 `h` 上把它的输出和
+#   `gated(h, torch.full_like(h, 20.0)) / F.silu(torch.tensor(20.0))` 比一比。处处差多少？
+# - **在 bf16 里算统计量**：代码清单后面的单元格比较了两种做法，一是 torch 对 $x^2$ 求的 bf16 均值（各个 $d$ 下都只差
+#   几个 1e-3，因为它在 fp32 里累加），二是一直用 bf16 累加的求和（$d = 4{,}096$ 时约差 −54 %）。试试 $d = 16{,}384$，
+#   或者 `v.bfloat16().pow(2).sum()`：它属于哪一种？`rms_normalize` 先调用 `.float()`，就是为了不受任何 kernel 累加器
+#   的影响。
 #
-# ## 拿出证明
-# 装了 transformers 时，它的 Qwen3.5 归一化会拿到同样的权重。在 bf16 下两者必须完全一致：RMSNorm 在 fp32 里计算、只舍入
-# 一次；门控归一化在相同的三个位置舍入。这三次舍入是一种选择，不是定律。只在最后舍入一次，整体上会更接近精确值：
-# transformers 在乘门之前舍入两次（$\hat{x}$ 转 bf16，再在 bf16 里算 $w \cdot \hat{x}$），每次最多差半个步长，所以在最后
-# 一次舍入之前，它的值可能与只舍入一次的值相差整整一个步长，最后一次舍入又可能再加一个——最多相差 2 个 bf16 步长。课程的
-# 模块仍然跟随 transformers，因为它承诺的就是 transformers 的输出：在一整个 bf16 模型里，这样的步长逐层传下去，可能改变
-# top-1 token。最后几行测量了另一种做法（tests/test_norm.py 检查了这两个说法）。
+# ## 对照验证
+# 装了 transformers 时，让它的 Qwen3.5 归一化层拿到同样的权重。在 bf16 下两边必须完全一致：RMSNorm 都在 fp32 里计算、
+# 只舍入一次；门控归一化都在相同的三个位置舍入。这三次舍入是一种选择，并不是非此不可。只在最后舍入一次，整体上会更接近
+# 精确值：transformers 在乘门之前舍入两次（$\hat{x}$ 转 bf16，再在 bf16 里算 $w \cdot \hat{x}$），每次最多差半个步长，
+# 所以在最后一次舍入之前，它的值就可能与只舍入一次的值相差整整一个步长，最后一次舍入还可能再差一个，加起来最多相差 2
+# 个 bf16 步长。本课程的模块仍然跟随 transformers，因为它承诺的就是 transformers 的输出：在一整个 bf16 模型里，这样的
+# 步长差逐层传下去，可能改变 top-1 token。最后几行测量了另一种做法（tests/test_norm.py 检查了这两个说法）。
 
 # %%
 def compare(transformers, W):
@@ -522,7 +527,7 @@ def compare(transformers, W):
     x = torch.randn(64, d, generator=torch.Generator().manual_seed(3)).bfloat16() * 3
     ours, theirs = fill(RMSNorm(d, eps), W, "norm."), hf.Qwen3_5RMSNorm(d, eps)
     theirs.weight.copy_(W["norm.weight"])
-    book.oracle.difference(tr("final norm, bf16", "最后的归一化，bf16"), ours.bfloat16()(x), theirs.bfloat16()(x))
+    book.oracle.difference(tr("final norm, bf16", "最终归一化，bf16"), ours.bfloat16()(x), theirs.bfloat16()(x))
     dv = cfg.linear_value_head_dim
     hh, z = torch.randn(4096, dv).bfloat16() * 3, torch.randn(4096, dv).bfloat16()
     ours, theirs = fill(GatedRMSNorm(dv, eps), W, "layers.0.linear_attn.norm."), hf.Qwen3_5RMSNormGated(dv, eps=eps)
@@ -538,7 +543,8 @@ def compare(transformers, W):
              f"exact value {ours_off:.3g}, transformers' order {theirs_off:.3g}",
              f"门控归一化改为只舍入一次：与 transformers 最多相差 {steps:g} 个 bf16 步长；与精确值的平均距离 "
              f"{ours_off:.3g}，按 transformers 的顺序舍入则为 {theirs_off:.3g}"))
-    book.oracle.difference("l2norm, fp32", qwen_l2norm(hh.float()), hf.l2norm(hh.float(), dim=-1, eps=1e-6))
+    book.oracle.difference(tr("l2norm, fp32", "fp32 下的 l2norm"), qwen_l2norm(hh.float()),
+                           hf.l2norm(hh.float(), dim=-1, eps=1e-6))
 
 
 book.proof(compare, W)
@@ -566,18 +572,19 @@ book.proof(compare, W)
 # %% [markdown] lang="zh"
 # ## 小结
 #
-# - RMSNorm 把向量除以它的均方根，再逐维乘以 $1 + w$，$w$ 初始化为 0。只有 $\operatorname{mean}(x^2) \gg \epsilon$ 时输
-#   出的 RMS 才是 1（$w = 0$ 时）：RMS 为 $10^{-3}$、$\epsilon = 10^{-6}$ 时是 0.707。
-# - 统计量在 fp32 里算，结果舍入回输入的 dtype：RMSNorm 舍入一次，门控归一化在 transformers
-#   的三个位置舍入（只舍入一次会更接近精确值，与之最多差 2 个 bf16 步长，但课程与 transformers 逐位一致）。
-# - 存偏移量 $w$ 而不存比例：bf16 的网格在 0 附近细、在 1 附近粗（1.001 存成 1.0），这在权重以 bf16 保存且停留在 0
-#   附近时才有意义；对于 1 到 5 之间的训练后权重（真实最后归一化的 $w \approx 3.3$），差别至多一个二进制量级，细 2×。
-#   权重衰减则把它拉向比例 1。
-# - 训练出的比例不是 1：真实的最后归一化放大约 4.3 倍，决定了 logits 的大小。
-# - `GatedRMSNorm`（普通的 $w$，乘以 $\operatorname{silu}(z)$，对每个 $z < 0$ 都为负）和 `l2norm` 是线性注意力的部件（第
-#   7 章）；模型有 49 个 RMSNorm、12 个按头的 QK-norm 和 18 个门控归一化，全都由这几个类构成。
+# - RMSNorm 把向量除以它的均方根，再逐维乘以 $1 + w$，$w$ 初始化为 0。只有当 $\operatorname{mean}(x^2) \gg \epsilon$
+#   时，输出的 RMS 才是 1（$w = 0$ 时）：RMS 为 $10^{-3}$、$\epsilon = 10^{-6}$ 时只有 0.707。
+# - 统计量在 fp32 里算，结果再舍入回输入的 dtype：RMSNorm 舍入一次，门控归一化在 transformers 的三个位置舍入（只舍入一
+#   次会更接近精确值，与之最多差 2 个 bf16 步长，但本课程与 transformers 逐位一致）。
+# - 存偏移量 $w$ 而不存比例：bf16 的网格在 0 附近细、在 1 附近粗（1.001 会存成 1.0）。这只在权重以 bf16 保存、且停留在
+#   0 附近时才要紧；对于 1 到 5 之间的训练后权重（真实最终归一化的 $w \approx 3.3$），差别至多一个二进制量级，即精细 2
+#   倍。权重衰减则把它拉向比例 1。
+# - 训练出的比例不是 1：真实的最终归一化放大约 4.3 倍，决定了 logits 的大小。
+# - `GatedRMSNorm`（普通的 $w$，乘以 $\operatorname{silu}(z)$，$z < 0$ 时为负）和 `l2norm` 是线性注意力的部件（第 7 章
+#   ）；模型有 49 个 RMSNorm、12 个按头的 QK-norm 和 18 个门控归一化，全部由这几个类构成。
 #
-# 形状：每种归一化都作用在最后一维上——残差流上是 $d$，`q_norm` 和 `k_norm` 是每头的 $D$，门控归一化是每头的 $d_v$：
+# 形状：每种归一化都作用在最后一维上，残差流上是 $d$，`q_norm` 和 `k_norm` 是每个头的 $D$，门控归一化是每个头的
+# $d_v$：
 
 # %%
 book.notation(args.checkpoint)
@@ -611,20 +618,20 @@ book.notation(args.checkpoint)
 # %% [markdown] lang="zh"
 # 本章新增的文件：`qwen/norm.py`。
 #
-# **练习**：204 · 零中心的 RMSNorm 与门控 RMSNorm（`python practice/judge.py start 204`，或第 2 节的单元格）· 205 ·
-# 在两种约定之间转换归一化权重（`python practice/judge.py start 205`，或第 4 节的单元格）。
+# **练习**：204 · 零中心的 RMSNorm 与门控 RMSNorm（`python practice/judge.py start 204`，或第 2 节的单元格）· 205 · 在
+# 两种约定之间转换归一化权重（`python practice/judge.py start 205`，或第 4 节的单元格）。
 #
-# ## 怎么讲清楚
+# ## 面试怎么答
 #
 # 面试官问到 RMSNorm，想听三件事，按这个顺序讲。
 #
-# 1. **它是什么，和 LayerNorm 比。** LayerNorm 先中心化（减去均值），缩放到单位方差，再加上可学的比例和偏置。RMSNorm 只
-#    保留缩放：除以 $\sqrt{\operatorname{mean}(x^2) + \epsilon}$，再乘以一个可学的逐维比例。它更省——一个统计量而不是两
-#    个——实际效果一样好。
-# 2. **工程细节。** 统计量在 fp32 里算（bf16 数的平方会丢精度），结果只转换回去一次。Qwen3.5 和 Gemma 一样，
-#    把比例参数化为 $1 + w$，$w$ 初始化为 0：bf16 分辨 0 附近的小偏移远比 1 附近精细（训练后的权重到了 1 到 5，
-#    好处至多一个二进制量级），而在对归一化做权重衰减的地方，衰减把 $w$ 拉向“比例 1”而不是“比例 0”。
-# 3. **它放在哪里。** Pre-norm：每个子层看到的是归一化后的输入，它的输出加到一条从不归一化的残差流上，
-#    梯度沿着这条流畅通无阻——这就是 pre-norm 训练深层堆叠比 post-norm 更稳的原因。输出头之前有一个最后的归一化，
-#    它的增益决定 logits 的尺度；查询和键上的 QK-norm 让注意力 logits 保持有界。在 Qwen3.5 的线性注意力层里，
-#    头的输出要经过一个乘以 $\operatorname{silu}(\text{门})$ 的 RMSNorm，所以每个头都可以被它的输入关掉。
+# 1. **它是什么，和 LayerNorm 有什么区别。** LayerNorm 先中心化（减去均值），再缩放到单位方差，最后乘可学习的比例、加
+#    偏置。RMSNorm 只保留缩放：除以 $\sqrt{\operatorname{mean}(x^2) + \epsilon}$，再乘一个可学习的逐维比例。它更省计算
+#    （只算一个统计量，而不是两个），实际效果一样好。
+# 2. **工程细节。** 统计量在 fp32 里算（bf16 数的平方会丢精度），结果只转回去一次。Qwen3.5 和 Gemma 一样，把比例参数化
+#    为 $1 + w$，$w$ 初始化为 0：bf16 在 0 附近分辨小偏移的能力远好于 1 附近（训练后的权重到了 1 到 5，好处至多一个二
+#    进制量级）；另外，在对归一化做权重衰减的地方，衰减会把 $w$ 拉向“比例 1”，而不是“比例 0”。
+# 3. **它放在哪里。** Pre-norm：每个子层看到的都是归一化后的输入，输出再加回一条从不归一化的残差流，梯度沿这条流畅通无
+#    阻地传回去，所以 pre-norm 训练深层网络比 post-norm 更稳定。输出头之前有一个最终归一化，它的增益决定 logits 的尺度
+#    ；查询和键上的 QK-norm 让注意力 logits 保持有界。Qwen3.5 的线性注意力层里，每个头的输出要经过一个乘以
+#    $\operatorname{silu}(\text{门})$ 的 RMSNorm，所以每个头都可以被自己的输入关掉。
