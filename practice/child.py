@@ -15,6 +15,7 @@ from practice.limits import GRACE, LOAD_LIMIT, MAX_RESULT, STARTUP_LIMIT
 from practice.problems import HERE
 from practice.store import clean_stale_temp, temp_dir
 from practice.supervise import start_sandboxed, supervise
+from qwen.lang import language, tr
 
 
 def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
@@ -50,14 +51,18 @@ def run_file(problem, path, time_limit=None, load_limit=LOAD_LIMIT):
             elif ev["ev"] == "ret":
                 used += ev["_at"] - begun
             return limits.get(Protocol.LIMIT.get(proto.state), 0.0), None
-        seen = supervise(start_sandboxed(command, problem.memory_limit, cwd=tmp / "cwd"), proto, wait)
+        env = dict(os.environ, QWEN_LANG=language())  # the runner's few lines in the learner's language
+        seen = supervise(start_sandboxed(command, problem.memory_limit, cwd=tmp / "cwd", env=env), proto, wait)
         report.output, report.output_bytes = seen.output, seen.output_bytes
         stopped, garbled, rc = seen.stopped, seen.garbled, seen.rc
         if not seen.events:
             report.verdict = "JE"
-            report.outcome = Outcome("judge_error", f"Python and torch took over {STARTUP_LIMIT:g} s to start"
-                                     if stopped else f"the runner exited with code {rc} before starting"
-                                     if not garbled else f"the runner's first message was garbled ({garbled})")
+            report.outcome = Outcome("judge_error", tr(f"Python and torch took over {STARTUP_LIMIT:g} s to start",
+                                                        f"启动 Python 和 torch 用了 {STARTUP_LIMIT:g} 秒以上")
+                                     if stopped else tr(f"the runner exited with code {rc} before starting",
+                                                        f"运行器还没开始就退出了，退出码 {rc}")
+                                     if not garbled else tr(f"the runner's first message was garbled ({garbled})",
+                                                            f"运行器的第一条消息就被破坏了（{garbled}）"))
             return report
         grade_events(problem, cases, seen.events, lambda i: read_result(tmp / "out" / f"{i}.pt"), report,
                      stopped if stopped != "start" else None, rc, garbled)
@@ -77,9 +82,10 @@ def read_result(path):
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise ValueError("not a regular file")
+            raise ValueError(tr("not a regular file", "不是普通文件"))
         if st.st_size > MAX_RESULT:
-            raise ValueError(f"too large to send back (over {MAX_RESULT // 2 ** 20} MiB)")
+            cap = MAX_RESULT // 2 ** 20
+            raise ValueError(tr(f"too large to send back (over {cap} MiB)", f"太大，无法传回（超过 {cap} MiB）"))
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(MAX_RESULT + 1)
     finally:

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from practice.limits import slack
+from qwen.lang import tr
 
 # ---------------------------------------------------------------- what a grading found
 
@@ -90,7 +91,8 @@ def _text(value, cap=20_000):
     if value is None:
         return None
     if not isinstance(value, str):
-        raise Garbled(f"a {type(value).__name__} where text belongs")
+        kind = type(value).__name__
+        raise Garbled(tr(f"a {kind} where text belongs", f"本该是文本，收到的却是 {kind}"))
     return value[:cap]
 
 
@@ -107,7 +109,7 @@ class Protocol:
 
     def accept(self, ev):
         if not isinstance(ev, dict):
-            raise Garbled("a line that is not an event")
+            raise Garbled(tr("a line that is not an event", "收到的一行不是事件"))
         kind, st, i = ev.get("ev"), self.state, ev.get("i")
         if st == "start" and kind == "ready":
             self.state = "ready"
@@ -115,14 +117,14 @@ class Protocol:
         if kind == "answer" and st in ("ready", "between"):
             names = ev.get("names")
             if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-                raise Garbled("answer names that are not a list of text")
+                raise Garbled(tr("answer names that are not a list of text", "答案的名字不是文本列表"))
             self.state = "over"
             return {"ev": kind, "names": [n[:200] for n in names[:20]]}
         if st == "ready" and kind in ("loaded", "compile_error", "missing", "load_error"):
             if kind == "missing":
                 names = ev.get("names")
                 if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-                    raise Garbled("missing names that are not a list of text")
+                    raise Garbled(tr("missing names that are not a list of text", "缺少的名字不是文本列表"))
                 out = {"ev": kind, "names": [n[:100] for n in names[:50]]}
             else:
                 out = {"ev": kind, "msg": _text(ev.get("msg")), "exc": _text(ev.get("exc"), 200),
@@ -133,31 +135,39 @@ class Protocol:
             self.state = "over"
             return {"ev": kind}
         if type(i) is not int or i != (self.i + 1 if kind == "begin" else self.i):
-            raise Garbled(f"an event {str(kind)[:20]!r} for case {str(i)[:20]}, where the judge expected "
-                          f"{self._expected()}")
+            shown, case = str(kind)[:20], str(i)[:20]
+            raise Garbled(tr(f"an event {shown!r} for case {case}, where the judge expected {self._expected()}",
+                             f"收到用例 {case} 的事件 {shown!r}，评测器此时等待的是：{self._expected()}"))
         if st == "between" and kind == "begin" and i < self.n:
             self.i, self.state = i, "begun"
             return {"ev": kind, "i": i}
         if st == "begun" and kind == "ret":
             t = ev.get("t")
             if type(t) not in (int, float) or not math.isfinite(t) or t < 0:
-                raise Garbled(f"a case time that is not a number of seconds: {str(t)[:20]!r}")
+                shown = str(t)[:20]
+                raise Garbled(tr(f"a case time that is not a number of seconds: {shown!r}",
+                                 f"用例的用时不是秒数：{shown!r}"))
             self.state = "returned"
             return {"ev": kind, "i": i, "t": float(t)}
         if st == "returned" and kind == "end":
             ok, mutated = ev.get("ok"), ev.get("mutated", False)
             if type(ok) is not bool or type(mutated) is not bool:
-                raise Garbled("an end event without a true/false outcome")
+                raise Garbled(tr("an end event without a true/false outcome", "end 事件没有 true/false 结果"))
             out = {"ev": kind, "i": i, "ok": ok, "mutated": mutated, "exc": _text(ev.get("exc"), 200),
                    "tb": _text(ev.get("tb")), "code": _text(ev.get("code"), 200)}
             self.state = "between"
             return out
-        raise Garbled(f"an event {str(kind)[:20]!r}, where the judge expected {self._expected()}")
+        shown = str(kind)[:20]
+        raise Garbled(tr(f"an event {shown!r}, where the judge expected {self._expected()}",
+                         f"收到事件 {shown!r}，评测器此时等待的是：{self._expected()}"))
 
     def _expected(self):
-        return {"start": "'ready'", "ready": "the file's import", "begun": f"case {self.i}'s return",
-                "returned": f"case {self.i}'s end", "over": "nothing more"}.get(
-            self.state, "'done'" if self.i + 1 == self.n else f"case {self.i + 1}'s begin")
+        i, following = self.i, self.i + 1
+        return {"start": "'ready'", "ready": tr("the file's import", "导入文件"),
+                "begun": tr(f"case {i}'s return", f"用例 {i} 返回"),
+                "returned": tr(f"case {i}'s end", f"用例 {i} 结束"), "over": tr("nothing more", "不再有任何事件")}.get(
+            self.state, "'done'" if following == self.n else tr(f"case {following}'s begin",
+                                                                    f"用例 {following} 开始"))
 
 
 # ---------------------------------------------------------------- from the runner's events to verdicts
@@ -212,8 +222,9 @@ def grade_events(problem, cases, events, output, report, stopped=None, rc=None, 
                 r.got, r.mutated = output(ev["i"]), bool(ev.get("mutated"))
             except Exception as e:  # the saved result is gone, replaced or unreadable (the learner's code did it?)
                 r.verdict = "RE"
-                r.outcome = Outcome("raised", f"the judge could not read your result back: {type(e).__name__}: "
-                                              f"{str(e)[:300]}")
+                why = f"{type(e).__name__}: {str(e)[:300]}"
+                r.outcome = Outcome("raised", tr(f"the judge could not read your result back: {why}",
+                                                 f"评测器没能读回你的结果：{why}"))
                 continue
             r.mismatch = grade(r.case, r.got)
             if r.mismatch is not None:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from qwen.lang import tr
+
 
 @contextlib.contextmanager
 def float32_default():
@@ -58,10 +60,12 @@ class Tol:
     def describe(self, dtype):
         """The rule in words, y being the expected value (the statements use the same letters)."""
         if dtype is None or not dtype.is_floating_point or (self.steps, self.rtol, self.atol) == (0, 0, 0):
-            return "exact"
+            return tr("exact", "完全相等")
         if dtype in LOW_PRECISION:
-            name = "bf16" if dtype == torch.bfloat16 else "fp16"
-            return f"|Δ| <= {self.steps:g} {name} grid step{'s' if self.steps != 1 else ''} at y"
+            name, steps = "bf16" if dtype == torch.bfloat16 else "fp16", f"{self.steps:g}"
+            if self.steps == 1:
+                return tr(f"|Δ| <= 1 {name} grid step at y", f"|Δ| <= 1 个 {name} 步长（取 y 处的步长）")
+            return tr(f"|Δ| <= {steps} {name} grid steps at y", f"|Δ| <= {steps} 个 {name} 步长（取 y 处的步长）")
         return f"|Δ| <= {self.atol:g}·max(1, max|y|) + {self.rtol:g}·|y|"
 
 
@@ -117,9 +121,11 @@ def describe(v, path=False):
     if isinstance(v, torch.dtype):
         return dtype_name(v)
     if isinstance(v, dict) and "__unsupported__" in v:
-        return f"a {v['__unsupported__']}"
+        what = v["__unsupported__"]
+        return tr(f"a {what}", f"{what}")
     if isinstance(v, dict):
-        return f"dict ({len(v)} key{'s' if len(v) != 1 else ''})"
+        n = len(v)
+        return tr("dict (1 key)", "dict（1 个键）") if n == 1 else tr(f"dict ({n} keys)", f"dict（{n} 个键）")
     if isinstance(v, (list, tuple)):
         inner = ", ".join(describe(x, path) for x in v[:4]) + (", …" if len(v) > 4 else "")
         return f"({inner})" if isinstance(v, tuple) else f"[{inner}]"

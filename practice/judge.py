@@ -28,31 +28,32 @@ if str(HERE.parent) not in sys.path:  # `python practice/judge.py` puts practice
 
 # the judge's parts, one module each; check, grade_in_process and problems are the names notebooks and tools
 # import from here
+from practice import messages as say  # noqa: E402
 from practice.child import run_file  # noqa: E402
 from practice.limits import MAX_TIME_LIMIT  # noqa: E402
-from practice.messages import MSG, cmd, detect_lang  # noqa: E402
+from practice.messages import cmd, detect_lang, speaking  # noqa: E402
 from practice.notebook import check, grade_in_process  # noqa: E402,F401
 from practice.plugin import PLUGGABLE, plug_in_allowed, plug_in_file  # noqa: E402
 from practice.problems import find_problem, problems, verified  # noqa: E402
 from practice.report import Printer, shown_path, width  # noqa: E402
 from practice.store import load_progress, progress_path, record, work_dir  # noqa: E402
-from qwen.lang import from_command_line  # noqa: E402
+from qwen.lang import from_command_line, tr, use  # noqa: E402
 
 # ---------------------------------------------------------------- commands
 
 def cmd_list(lang):
     records = load_progress(lang)
-    print(MSG[lang]["list_head"])
+    print(say.list_head())
     column = 2 + max(width(prob.title(lang)) for prob in problems().values())
     for number, prob in problems().items():
         rec = records.get(str(number))
         mark = "–" if not rec else "✓" if rec.get("accepted") else "✗"
         chapter = prob.meta.get("chapter")
-        where = "" if not chapter else f"ch{chapter}" if lang == "en" else f"第 {chapter} 章"
+        where = say.chapter(chapter) if chapter else ""
         title, level = prob.title(lang), prob.meta.get("level", {}).get(lang, "")
         pad = " " * (column - width(title))
         print(f"  {mark} {number}  {title}{pad}{level:<7}{where}")
-    print(MSG[lang]["list_foot"].format(show=cmd("show", "N"), start=cmd("start", "N")))
+    print(say.list_foot(cmd("show", "N"), cmd("start", "N")))
     return 0
 
 
@@ -74,9 +75,9 @@ def cmd_start(n, lang):
         with open(target, "x", encoding="utf-8") as f:  # "x" fails if the file exists: it is never overwritten
             f.write((prob.folder / "starter.py").read_text(encoding="utf-8"))
     except FileExistsError:
-        print(MSG[lang]["exists"].format(path=shown_path(target), cmd=cmd(prob.number)))
+        print(say.exists(shown_path(target), cmd(prob.number)))
         return 0
-    print(MSG[lang]["created"].format(path=shown_path(target), cmd=cmd(prob.number)))
+    print(say.created(shown_path(target), cmd(prob.number)))
     return 0
 
 
@@ -104,21 +105,21 @@ def cmd_test(n, lang, file=None, time_limit=None, as_json=False):
     default = work_dir() / prob.work_name
     path = Path(file) if file else default
     if not path.is_file():
-        key = "is_folder" if path.is_dir() else "no_file_given" if file else "no_file"
-        print(MSG[lang][key].format(path=shown_path(path), cmd=cmd("start", prob.number)), file=sys.stderr)
+        start = cmd("start", prob.number)
+        print(say.is_folder(shown_path(path)) if path.is_dir() else say.no_file_given(shown_path(path), start)
+              if file else say.no_file(shown_path(path), start), file=sys.stderr)
         return 2
     if path.suffix == ".ipynb":  # JSON, not Python: importing it would only say "name 'null' is not defined"
-        print(MSG[lang]["is_notebook"].format(path=shown_path(path), n=prob.number,
-                                              functions=", ".join(prob.functions)), file=sys.stderr)
+        print(say.is_notebook(shown_path(path), prob.number, prob.functions), file=sys.stderr)
         return 2
     try:
         report = run_file(prob, path, time_limit)
     except KeyboardInterrupt:
-        print("\n" + MSG[lang]["interrupted"], file=sys.stderr)
+        print("\n" + say.interrupted(), file=sys.stderr)
         return 130
     except Exception:  # a bug in the judge itself: say so, with its traceback, rather than blame the learner
         import traceback
-        print(MSG[lang]["judge_error"].format(why="an internal error"), file=sys.stderr)
+        print(say.judge_error(tr("an internal error", "评测器内部出错")), file=sys.stderr)
         traceback.print_exc()
         return 3
     again = cmd(prob.number) if path.resolve() == default.resolve() else cmd(prob.number, "--file", shown_path(path))
@@ -134,7 +135,37 @@ def cmd_test(n, lang, file=None, time_limit=None, as_json=False):
     return 0 if report.verdict == "AC" else 1
 
 
-HELP = """\
+def grade(n, lang, args):
+    """`N` and `test N`: grade the file; with --plug-in, after Accepted, the whole model with it (an exercise that
+    is not a part of the model is refused before grading)."""
+    if args.plug_in:
+        prob = find_problem(n, lang)
+        if prob is None or not plug_in_allowed(prob, lang):
+            return 2
+    code = cmd_test(n, lang, args.file, args.time_limit, args.json)
+    if args.plug_in and code == 0:
+        code = plug_in_file(n, args.file, lang)
+    return code
+
+
+def _meant(words):
+    """For a command typed by mistake: the line that gives the command the learner meant, or None."""
+    if len(words) == 1 and words[0] in ("show", "start", "test"):
+        return say.needs_number(words[0], cmd(words[0], "N"), problems())
+    if len(words) == 1 and (words[0].endswith(".py") or os.sep in words[0] or "/" in words[0]):
+        number = re.match(r"(\d{3})(_|\.py$)", os.path.basename(words[0]))
+        if Path(words[0]).is_file():
+            return say.file_as_command(cmd(number.group(1) if number else "N", "--file", words[0]))
+        if number:  # no such file: they meant the problem, whose working file is practice/work/NNN_slug.py
+            return say.did_you_mean(cmd(number.group(1)))
+    if len(words) > 1 and all(w.split("_")[0].isdigit() for w in words):
+        return say.one_at_a_time(cmd(words[0]))
+    return None
+
+
+def epilog():
+    """The end of --help: the commands, the verdicts, examples, and where things are."""
+    return tr("""\
 commands:
   list             the problems and your status: ✓ accepted, ✗ tried, – not tried
   show N           the statement of problem N (--lang zh: in Chinese)
@@ -160,20 +191,22 @@ Progress: practice/.progress.json (git-ignored). In a notebook: from practice.ju
 A problem whose cases, or the course modules that compute its expected values, differ from the last commit is
 not graded: git checkout -- FILE restores one (practice/README.md).
 Language: --lang, else QWEN_LANG, else the locale (LANG=zh_CN.UTF-8 gives Chinese).
-"""
-
-HELP_ZH = """\
+""", """\
 命令：
-  list             列出所有题目和你的进度：✓ 已通过，✗ 试过但未通过，– 还没试
-  show N           显示第 N 题的题面（--lang en：英文）
-  start N          把第 N 题的起始代码复制到 practice/work/（已有的文件绝不覆盖）
-  N  或  test N    评测你的文件 practice/work/N_*.py；只有通过时退出码为 0
-                   （--file PATH：评测别的文件；--time-limit S：每个用例的秒数；--json：把结果输出为一个
-                   JSON 对象，给工具用；--plug-in：模型的某个部件通过后，把你的部件装进整个模型再跑一遍）
+  list
+      列出所有题目和你的进度：✓ 已通过，✗ 做过但未通过，– 还没做
+  show N
+      显示第 N 题的题面（--lang en：看英文题面）
+  start N
+      把第 N 题的起始代码复制到 practice/work/（已有的文件绝不覆盖）
+  N 或 test N
+      评测你的文件 practice/work/N_*.py；只有通过时退出码才是 0。--file PATH：评测别的文件；
+      --time-limit S：每个用例的秒数；--json：把结果输出为一个 JSON 对象，供工具读取；
+      --plug-in：接入模型，即模型部件的题目通过后，把你的部件装进整个模型再跑一遍
 
 评测结果：
-  通过；答案错误（给出用例、期望值与实际值、max |Δ|、容差、第一个出错的下标；你的答案与某个常见错误一致时
-  还会给出提示）；运行错误（你的 traceback）；超出时间限制；编译错误。
+  通过；答案错误（列出出错的用例、期望值与实际值、最大 |Δ|、容差和第一个出错的下标，你的答案与某个常见错误
+  吻合时还会给出提示）；运行错误（附上你的 traceback）；超出时间限制；编译错误。
 
 示例：
   python practice/judge.py list
@@ -183,40 +216,20 @@ HELP_ZH = """\
   python practice/judge.py 204 --file my_norm.py
 
 你的代码在单独的进程里运行，每个用例都有时限；评测器从不改写你的文件。
-进度：practice/.progress.json（git 已忽略）。在笔记本里：from practice.judge import check。
-若某道题的用例，或计算其期望值的课程模块，与最近一次提交不一致，这道题不予评测：git checkout -- FILE 可以恢复
-（见 practice/README.md）。
-语言：--lang，其次 QWEN_LANG，再次系统的 locale（LANG=zh_CN.UTF-8 即为中文）。
-"""
+进度保存在 practice/.progress.json（git 已忽略它）。在笔记本里评测：from practice.judge import check。
+如果某道题的用例或计算其期望值的课程模块与最近一次提交不一致，这道题不予评测；用 git checkout -- FILE
+恢复（见 practice/README.md）。
+语言：先看 --lang，其次是 QWEN_LANG，最后是系统的 locale（LANG=zh_CN.UTF-8 即为中文）。
+""")
 
 
-def grade(n, lang, args):
-    """`N` and `test N`: grade the file; with --plug-in, after Accepted, the whole model with it (an exercise that
-    is not a part of the model is refused before grading)."""
-    if args.plug_in:
-        prob = find_problem(n, lang)
-        if prob is None or not plug_in_allowed(prob, lang):
-            return 2
-    code = cmd_test(n, lang, args.file, args.time_limit, args.json)
-    if args.plug_in and code == 0:
-        code = plug_in_file(n, args.file, lang)
-    return code
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """argparse lines up the help column by characters; a Chinese metavar (命令) takes two columns a character."""
 
-
-def _meant(words):
-    """For a command typed by mistake: (message key, its fields) giving the command the learner meant, or None."""
-    numbers = ", ".join(map(str, problems()))
-    if len(words) == 1 and words[0] in ("show", "start", "test"):
-        return "needs_number", dict(word=words[0], cmd=cmd(words[0], "N"), all=numbers)
-    if len(words) == 1 and (words[0].endswith(".py") or os.sep in words[0] or "/" in words[0]):
-        number = re.match(r"(\d{3})(_|\.py$)", os.path.basename(words[0]))
-        if Path(words[0]).is_file():
-            return "file_as_command", dict(cmd=cmd(number.group(1) if number else "N", "--file", words[0]))
-        if number:  # no such file: they meant the problem, whose working file is practice/work/NNN_slug.py
-            return "did_you_mean", dict(cmd=cmd(number.group(1)))
-    if len(words) > 1 and all(w.split("_")[0].isdigit() for w in words):
-        return "one_at_a_time", dict(cmd=cmd(words[0]))
-    return None
+    def _format_action(self, action):
+        text, name = super()._format_action(action), self._format_action_invocation(action)
+        wide = width(name) - len(name)
+        return text.replace(name + " " * (wide + 2), name + "  ", 1) if wide else text
 
 
 def main(argv=None):
@@ -225,30 +238,35 @@ def main(argv=None):
             stream.reconfigure(errors="replace")
         except (AttributeError, ValueError):
             pass
-    zh = detect_lang(from_command_line(sys.argv[1:] if argv is None else argv)) == "zh"
-    tr = lambda en, chinese: chinese if zh else en  # noqa: E731  (--help speaks the language asked for)
-    parser = argparse.ArgumentParser(prog="python practice/judge.py", epilog=HELP_ZH if zh else HELP,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+    argv = sys.argv[1:] if argv is None else argv
+    with speaking(detect_lang(from_command_line(argv))):  # set before the parser exists: --help speaks it too
+        return _main(argv)
+
+
+def _main(argv):
+    parser = argparse.ArgumentParser(prog="python practice/judge.py", epilog=epilog(),
+                                     formatter_class=_Formatter,
                                      description=tr("Grade your solutions to the course's exercises, like an online "
-                                                    "judge.", "像在线评测一样，评测你对本课程练习的解答。"))
-    parser.add_argument("words", nargs="*", metavar="command", help="list | show N | start N | N | test N")
+                                                    "judge.", "评测器像在线评测系统（OJ）一样评测你写的练习答案。"))
+    parser.add_argument("words", nargs="*", metavar=tr("command", "命令"), help="list | show N | start N | N | test N")
     parser.add_argument("--lang", choices=["en", "zh"], help=tr("language of messages and statements",
                                                                 "提示信息和题面的语言"))
     parser.add_argument("--file", metavar="PATH", help=tr("grade this file instead of practice/work/N_*.py",
                                                           "评测这个文件，而不是 practice/work/N_*.py"))
     parser.add_argument("--time-limit", type=float, metavar="S", help=tr("seconds per case (default: the problem's)",
-                                                                         "每个用例的秒数（默认：题目自己的时限）"))
+                                                                         "每个用例的秒数（默认用题目自己的时限）"))
     parser.add_argument("--plug-in", action="store_true", help=tr(
-        f"after Accepted on a model part ({', '.join(map(str, PLUGGABLE))}), run the whole model with your part "
-        "and compare the next-token prediction",
-        f"模型部件（{'、'.join(map(str, PLUGGABLE))}）通过后，把你的部件装进整个模型，比较下一个 token 的预测"))
+        f"after Accepted on a model part ({say.joined(PLUGGABLE)}), run the whole model with your part and compare "
+        f"the next-token prediction",
+        f"模型部件（{say.joined(PLUGGABLE)}）的题目通过后，把你的部件装进整个模型，比较下一个 token 的预测"))
     parser.add_argument("--json", action="store_true", help=tr(
         "print the verdict as one JSON object (for tools): verdict, cases, times, hints and the report's text",
-        "把结果输出为一个 JSON 对象（给工具用）：结果、用例、用时、提示和报告全文"))
+        "把结果输出为一个 JSON 对象（供工具读取）：结果、用例、用时、提示和报告全文"))
     args = parser.parse_args(argv)
     if args.time_limit is not None and not 0 < args.time_limit <= MAX_TIME_LIMIT:  # NaN fails both
-        parser.error(f"--time-limit must be a number of seconds above 0 and at most {MAX_TIME_LIMIT:g}")
-    lang = detect_lang(args.lang)
+        parser.error(tr(f"--time-limit must be a number of seconds above 0 and at most {MAX_TIME_LIMIT:g}",
+                        f"--time-limit 要写秒数：大于 0，最多 {MAX_TIME_LIMIT:g}"))
+    lang = use(detect_lang(args.lang))  # argparse may have read an abbreviation (--la zh) that --lang's look missed
     words = args.words
     if words in ([], ["list"]):
         return cmd_list(lang)
@@ -263,10 +281,12 @@ def main(argv=None):
         return grade(words[0], lang, args)
     mistaken = _meant(words)
     if mistaken:
-        print(MSG[lang][mistaken[0]].format(**mistaken[1]), file=sys.stderr)
+        print(mistaken, file=sys.stderr)
         return 2
     parser.print_usage(sys.stderr)
-    print(f"{parser.prog}: error: unknown command {' '.join(words)!r} (see --help)", file=sys.stderr)
+    typed = " ".join(words)
+    print(tr(f"{parser.prog}: error: unknown command {typed!r} (see --help)",
+             f"{parser.prog}：错误：没有 {typed!r} 这个命令（见 --help）"), file=sys.stderr)
     return 2
 
 

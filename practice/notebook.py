@@ -13,13 +13,15 @@ import types
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from practice import messages as say
 from practice.events import Report, grade_events
 from practice.guard import Watch
 from practice.limits import LOAD_LIMIT
-from practice.messages import MSG, detect_lang
+from practice.messages import detect_lang, speaking
 from practice.problems import Problem, find_problem, verified
 from practice.report import Printer, shown_path
 from practice.store import clean_stale_temp, progress_path, record, temp_dir
+from qwen.lang import tr
 
 # ---------------------------------------------------------------- grading in this process (notebooks)
 
@@ -36,22 +38,20 @@ def check(problem: int | str, *objects: object, lang: str | None = None, save: b
     kernel; the line above the verdict says which case is running), and a case slower than the limit is marked
     Time Limit Exceeded only once it returns.
     """
-    lang = lang or detect_lang()
-    prob = find_problem(problem, lang)
-    if prob is None:
-        return False
-    if not verified(prob, lang):
-        return False
-    space, why = namespace(prob, objects, functions)
-    if why:
-        print(why)
-        return False
-    print(MSG[lang]["in_process"])
-    report = grade_in_process(prob, space, progress=_progress_line(lang))
-    Printer(lang).report(report, "notebook", None, shown_path(progress_path()))
-    if save:
-        record(report, lang)
-    return report.verdict == "AC"
+    with speaking(detect_lang(lang)):  # lang, else QWEN_LANG (the Chinese notebooks set it), else the locale
+        prob = find_problem(problem)
+        if prob is None or not verified(prob):
+            return False
+        space, why = namespace(prob, objects, functions)
+        if why:
+            print(why)
+            return False
+        print(say.in_process())
+        report = grade_in_process(prob, space, progress=_progress_line())
+        Printer().report(report, tr("notebook", "笔记本"), None, shown_path(progress_path()))
+        if save:
+            record(report)
+        return report.verdict == "AC"
 
 
 def _name(obj):
@@ -65,8 +65,11 @@ def namespace(prob: Problem, objects: Iterable[object],
     """check()'s arguments as {name: callable}, or (None, one line saying what check() takes); plug_in takes the
     same arguments."""
     wanted, space = prob.functions, {}
-    takes = (f"check() takes the functions {', '.join(wanted)} (or functools.partial of them), a namespace that "
-             f"defines them (globals(), a module, an object such as an nn.Module instance), or name=function")
+    names = say.joined(wanted)
+    takes = tr(f"check() takes the functions {names} (or functools.partial of them), a namespace that defines them "
+               f"(globals(), a module, an object such as an nn.Module instance), or name=function",
+               f"check() 接受的参数：函数 {names}（或它们的 functools.partial）、定义了它们的命名空间（globals()、"
+               f"模块、nn.Module 实例这样的对象），或者“函数名=函数”形式的关键字参数")
     for obj in objects:
         if isinstance(obj, dict):
             space.update(obj)
@@ -75,18 +78,21 @@ def namespace(prob: Problem, objects: Iterable[object],
         elif isinstance(obj, functools.partial) or inspect.isroutine(obj):
             name = _name(obj)
             if name not in wanted:
-                return None, (f"check(): {name} is not one of {', '.join(wanted)}; pass it by name: "
-                              f"check({prob.number}, {wanted[0]}={name})")
+                return None, tr(f"check(): {name} is not one of {names}; pass it by name: "
+                                f"check({prob.number}, {wanted[0]}={name})",
+                                f"check()：{name} 不是 {names} 中的一个；请按名字传入："
+                                f"check({prob.number}, {wanted[0]}={name})")
             space[name] = obj
         elif any(callable(getattr(obj, n, None)) for n in wanted):
             space.update({n: getattr(obj, n) for n in wanted if callable(getattr(obj, n, None))})
         elif callable(obj) and len(wanted) == 1:
             space[wanted[0]] = obj
         else:
-            return None, f"{takes}; got {type(obj).__name__} {_short(obj)}"
+            return None, tr(f"{takes}; got {type(obj).__name__} {_short(obj)}",
+                            f"{takes}；收到的是 {type(obj).__name__} {_short(obj)}")
     for name in functions:
         if name not in wanted:
-            return None, f"check(): {name} is not one of {', '.join(wanted)}"
+            return None, tr(f"check(): {name} is not one of {names}", f"check()：{name} 不是 {names} 中的一个")
     space.update(functions)
     return space, None
 
@@ -99,13 +105,13 @@ def _short(obj):
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _progress_line(lang):
+def _progress_line():
     """Overwrites one line with the case being graded: a hanging case stays on screen, with what to do."""
     def show(i, n, case, done=False):
         if done:
             print("\r" + " " * 79 + "\r", end="", flush=True)
         else:
-            text = MSG[lang]["running"].format(i=i + 1, n=n, label=case.label, fn=case.fn)
+            text = say.running(i + 1, n, say.case_label(case.label), case.fn)
             print("\r" + text[:79].ljust(79), end="", flush=True)
     return show
 

@@ -16,14 +16,16 @@ import signal
 import sys
 from pathlib import Path
 
+from practice import messages as say
 from practice.events import OUT_OF_MEMORY, Garbled
 from practice.limits import GRACE, LOAD_LIMIT, STARTUP_LIMIT
-from practice.messages import MSG, cmd
+from practice.messages import cmd, speaking
 from practice.notebook import namespace
 from practice.problems import HERE, find_problem, problems
-from practice.report import safe, size_text
+from practice.report import safe, size_text, width
 from practice.store import work_dir
 from practice.supervise import start_sandboxed, supervise
+from qwen.lang import language, tr
 
 # torch and the course's model are imported inside the functions that run the model: the judge imports this module
 # for its parent side (plug_in_file, below) and its commands that grade nothing start without torch
@@ -97,12 +99,13 @@ def plug_in(number, *functions, path=None, **named):
     functools.partial, a namespace such as globals(), or name=function); print the two top-5 lists side by side and
     whether the prediction is the same. Returns "same prediction" or "diverges"; None, with one line, for an
     exercise that is not a part of the model or functions it cannot use."""
-    prob = find_problem(number, "en")
+    prob = find_problem(number)
     if prob is None:
         return None
     if prob.number not in PLUGGABLE:
-        print(f"plug_in: exercise {prob.number} is not a part of the model; plug-in works for "
-              f"{', '.join(map(str, PLUGGABLE))}")
+        print(tr(f"plug_in: exercise {prob.number} is not a part of the model; plug-in works for "
+                 f"{say.joined(PLUGGABLE)}",
+                 f"plug_in：第 {prob.number} 题不是模型部件；能接入模型的题目有 {say.joined(PLUGGABLE)}"))
         return None
     space, why = namespace(prob, functions, named)
     if why:
@@ -130,6 +133,7 @@ def compare(number, f, path, model, tok, ids, ours):
     """The model with the learner's functions `f` ({name: function}) in place of the course's, against `ours`."""
     from qwen.synthetic import is_synthetic
 
+    yours_zh = say.joined(problems()[number].functions)  # the part by its functions: its name (PART) is English
     try:
         with swapped(swaps(number, f, model.cfg)):
             yours = top5(model, ids)
@@ -137,24 +141,35 @@ def compare(number, f, path, model, tok, ids, ours):
         first = (str(e).splitlines() or [""])[0][:300]
         limit = _memory_limit()
         if OUT_OF_MEMORY.search(f"{type(e).__name__}: {first}") and limit:
-            print(f"your {part(number)} ran out of memory inside the model: it asked for more than the "
-                  f"judge allows ({limit}); the model's inputs need far less, so look for a tensor much larger "
-                  f"than them")
+            print(tr(f"your {part(number)} ran out of memory inside the model: it asked for more than the judge "
+                     f"allows ({limit}); the model's inputs need far less, so look for a tensor much larger than them",
+                     f"你写的 {yours_zh} 在模型里耗尽了内存：申请的内存超过了评测器的上限（{limit}）。模型的输入"
+                     f"远用不了这么多内存，找找有没有比输入大得多的张量"))
         else:
-            print(f"your {part(number)} raised {type(e).__name__} inside the model: {first}")
+            print(tr(f"your {part(number)} raised {type(e).__name__} inside the model: {first}",
+                     f"你写的 {yours_zh} 在模型里抛出了 {type(e).__name__}：{first}"))
         return "diverges"
-    print(f"the whole model with your {part(number)} (exercise {number}), fp32, a prompt of {ids.shape[1]} tokens "
-          f"ending {'…' + PROMPT[-40:]!r}"
-          + (" — synthetic weights: the tokens mean nothing, only the comparison does" if is_synthetic(path) else ""))
-    print(f"   {'course model':34s} {'with your part':34s}")
+    ending = "…" + PROMPT[-40:]
+    print(tr(f"the whole model with your {part(number)} (exercise {number}), fp32, a prompt of {ids.shape[1]} tokens "
+             f"ending {ending!r}", f"整个模型换上你写的 {yours_zh}（第 {number} 题），fp32，提示词共 {ids.shape[1]} "
+             f"个 token，结尾是 {ending!r}")
+          + (tr(" — synthetic weights: the tokens mean nothing, only the comparison does",
+                "——合成权重：这些 token 本身没有意义，只看两边是否一致") if is_synthetic(path) else ""))
+    left, right = tr("course model", "课程的模型"), tr("with your part", "换上你的部件")
+    print(f"   {left}{' ' * (34 - width(left))} {right}")
+    def shown(token_id):  # a token's text, padded to 24 columns (a Chinese character takes two)
+        text = repr(tok.decode([token_id]))
+        return text + " " * (24 - width(text))
     for (i, p), (j, q) in zip(zip(*ours), zip(*yours)):
-        print(f"   {p:9.3g} {tok.decode([i])!r:24s} {q:9.3g} {tok.decode([j])!r:24s}{'' if i == j else '  <-'}")
+        print(f"   {p:9.3g} {shown(i)} {q:9.3g} {shown(j)}{'' if i == j else '  <-'}".rstrip())
     if ours[0] == yours[0]:
         worst = max(abs(p - q) for p, q in zip(ours[1], yours[1]))
-        print(f"same prediction: the same top-5 in the same order (probabilities within {worst:.1g})")
+        print(tr(f"same prediction: the same top-5 in the same order (probabilities within {worst:.1g})",
+                 f"预测相同：top-5 一致，顺序也一致（概率相差不超过 {worst:.1g}）"))
         return "same prediction"
-    first = next(r for r, (i, j) in enumerate(zip(ours[0], yours[0])) if i != j)
-    print(f"diverges: your part changes the prediction from rank {first + 1} of the top-5 on")
+    rank = next(r for r, (i, j) in enumerate(zip(ours[0], yours[0])) if i != j) + 1
+    print(tr(f"diverges: your part changes the prediction from rank {rank} of the top-5 on",
+             f"预测不同：从 top-5 的第 {rank} 名起，你的部件改变了预测"))
     return "diverges"
 
 
@@ -219,7 +234,7 @@ class PlugProtocol:
 
     def accept(self, ev):
         if not isinstance(ev, dict):
-            raise Garbled("a line that is not an event")
+            raise Garbled(tr("a line that is not an event", "收到的一行不是事件"))
         kind, st = ev.get("ev"), self.state
         if (st, kind) in (("start", "ready"), ("ready", "loaded")):
             self.state = kind
@@ -231,42 +246,50 @@ class PlugProtocol:
             self.state = "over"
             return {"ev": kind, "same": ev["same"]}
         else:
-            raise Garbled(f"an event {str(kind)[:20]!r} where the judge expected {self._expected()}")
+            shown = str(kind)[:20]
+            raise Garbled(tr(f"an event {shown!r} where the judge expected {self._expected()}",
+                             f"收到事件 {shown!r}，评测器此时等待的是：{self._expected()}"))
         return {"ev": kind}
 
     def _expected(self):
-        return {"start": "'ready'", "ready": "'loaded'", "loaded": "a call of your functions",
-                "inside": f"the return of your {self.fn}", "returned": "another call, or 'done'"}.get(
-            self.state, "nothing more")
+        return {"start": "'ready'", "ready": "'loaded'", "loaded": tr("a call of your functions", "调用你的函数"),
+                "inside": tr(f"the return of your {self.fn}", f"你的 {self.fn} 返回"),
+                "returned": tr("another call, or 'done'", "下一次调用或 'done'")}.get(
+            self.state, tr("nothing more", "不再有任何事件"))
 
 
-def plug_in_allowed(prob, lang):
+def plug_in_allowed(prob, lang=None):
     """True for an exercise that is a part of the model; else one line, with the parts and the command to grade it
     without --plug-in."""
     if prob.number in PLUGGABLE:
         return True
-    print(MSG[lang]["plug_not_part"].format(n=prob.number, parts=", ".join(map(str, PLUGGABLE)),
-                                            cmd=cmd(prob.number)), file=sys.stderr)
+    with speaking(lang):
+        print(say.plug_not_part(prob.number, PLUGGABLE, cmd(prob.number)), file=sys.stderr)
     return False
 
 
-def plug_in_file(number, file, lang="en"):
+def plug_in_file(number, file, lang=None):
     """The plug-in mode (practice/plugin.py) with the learner's file in a child process, under the limits it was
     graded with: the sandbox (memory, processes, a reaper) and the supervision loop of grading, with a deadline for
     each wait after the child's last event (PlugProtocol): Python, torch and the course model get STARTUP_LIMIT,
     importing the file LOAD_LIMIT, each call of the learner's functions the problem's time limit (+ GRACE), the
     course's own code between calls STARTUP_LIMIT. Past one, everything is stopped and one line says which. Returns
-    the exit code: 0 for the same prediction, 1 otherwise, 2 for an exercise that is not a part of the model."""
-    m = MSG[lang]
-    prob = find_problem(number, lang)
-    if prob is None or not plug_in_allowed(prob, lang):
+    the exit code: 0 for the same prediction, 1 otherwise, 2 for an exercise that is not a part of the model. It
+    speaks `lang` (None: the language already chosen), and so does the child."""
+    with speaking(lang):
+        return _plug_in_file(number, file)
+
+
+def _plug_in_file(number, file):
+    prob = find_problem(number)
+    if prob is None or not plug_in_allowed(prob):
         return 2
     path = Path(file) if file else work_dir() / prob.work_name
     waits = {"start": STARTUP_LIMIT, "ready": LOAD_LIMIT, "loaded": STARTUP_LIMIT, "returned": STARTUP_LIMIT,
              "inside": prob.time_limit + GRACE, "over": LOAD_LIMIT}  # over: only its exit is left
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent)] + [p for p in [os.environ.get("PYTHONPATH")]
-                                                                            if p]))
-    print(m["plug_banner"].format(n=prob.number), flush=True)
+                                                                            if p]), QWEN_LANG=language())
+    print(say.plug_banner(prob.number), flush=True)
     proto = PlugProtocol(prob.functions)
     proc = start_sandboxed([sys.executable, str(HERE / "plugin.py"), str(prob.number), str(path.resolve())],
                             prob.memory_limit, env=env)
@@ -274,20 +297,19 @@ def plug_in_file(number, file, lang="en"):
     for line in seen.output.decode("utf-8", "replace").splitlines():
         print(safe(line))
     if seen.output_bytes > len(seen.output):
-        print(m["printed"].format(size=size_text(seen.output_bytes), cap=size_text(len(seen.output))))
+        print(say.printed(size_text(seen.output_bytes), size_text(len(seen.output))))
     done = next((ev for ev in seen.events if ev["ev"] == "done"), None)
     if done is not None and seen.garbled is None:
         return 0 if done["same"] else 1
     if seen.garbled:
-        why = m["garbled"].format(why=seen.garbled)
+        why = say.garbled(seen.garbled)
     elif seen.stopped:
-        why = m["plug_" + seen.stopped].format(t=waits[seen.stopped], fn=proto.fn, n=prob.number,
-                                               limit=prob.time_limit)
+        why = say.plug_over(seen.stopped, waits[seen.stopped], proto.fn, prob.number, prob.time_limit)
     elif seen.rc < 0:
-        why = m["plug_died"].format(how=m["oom_kill"] if seen.rc == -signal.SIGKILL else f"signal {-seen.rc}")
+        why = say.plug_died(say.oom_kill() if seen.rc == -signal.SIGKILL else say.signal_name(-seen.rc))
     else:
         return 1  # it raised: its traceback is printed above
-    print(m["plug_stopped"].format(why=why), file=sys.stderr)
+    print(say.plug_stopped(why), file=sys.stderr)
     return 1
 
 

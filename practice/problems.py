@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from practice import messages as say
 from practice.imports import package_root
 from practice.limits import MEMORY_LIMIT, TIME_LIMIT, total_limit
-from practice.messages import MSG
+from practice.messages import speaking
 from practice.pinned import stale
 from practice.report import shown_path
 
@@ -122,21 +123,24 @@ def problems(root=HERE):
     return found
 
 
-def find_problem(n, lang):
+def find_problem(n, lang=None):
+    """Problem `n` (a number, or a file name that starts with one); None, with one line in `lang` (None: the language
+    already chosen), for a number that is no problem."""
     table = problems()
     try:
         number = int(str(n).split("_")[0])
     except ValueError:
         number = None
     if number not in table:
-        print(MSG[lang]["unknown"].format(n=n, all=", ".join(map(str, table))), file=sys.stderr)
+        with speaking(lang):
+            print(say.unknown(n, table), file=sys.stderr)
         return None
     return table[number]
 
 
 # ---------------------------------------------------------------- the files that decide a verdict, pinned
 
-def verified(prob, lang="en"):
+def verified(prob, lang=None):
     """True if the files that decide the problem's verdict (pinned.py: its reference files, given files and the
     `qwen` modules that compute its expected values) are the course's own; else one line says which are not and
     how to restore them (an accidental edit of cases.py or qwen/rope.py must not change what the judge accepts)."""
@@ -144,8 +148,9 @@ def verified(prob, lang="en"):
     if not bad:
         return True
     root = prob.folder.parent.parent
-    print(MSG[lang]["tampered" if how == "git" else "tampered_build"].format(
-        files=", ".join(bad), n=prob.number, restore=" ".join(shown_path(root / k) for k in bad)), file=sys.stderr)
+    with speaking(lang):
+        print(say.tampered(prob.number, bad, " ".join(shown_path(root / k) for k in bad)) if how == "git"
+              else say.tampered_build(prob.number, bad), file=sys.stderr)
     return False
 
 

@@ -7,7 +7,9 @@ import re
 import signal
 from pathlib import Path
 
-from practice.messages import MSG, VERDICT
+from practice import messages as say
+from practice.messages import speaking
+from qwen.lang import language, tr
 
 SHOW_OUTPUT = 20  # lines of it shown with a verdict that is not Accepted
 BLOCK_LINES = 60  # lines of a traceback or compile error shown (the runner already collapses repeated frames)
@@ -31,16 +33,19 @@ def size_text(n):
     """Binary units, named as such (the course's MB and GB elsewhere are 10**6 and 10**9 bytes)."""
     if n >= 2 ** 30:
         return f"{n / 2 ** 30:.3g} GiB"
-    return f"{n / 2 ** 20:.1f} MiB" if n >= 2 ** 20 else f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} bytes"
+    return f"{n / 2 ** 20:.1f} MiB" if n >= 2 ** 20 else f"{n / 1024:.0f} KiB" if n >= 1024 else tr(
+        f"{n} bytes", f"{n} 字节")
 
 
 class Printer:
-    def __init__(self, lang, out=print):
-        self.lang, self.m, self.v = lang, MSG[lang], VERDICT[lang]
+    """Shows a Report in `lang` (None: the language already chosen), each line through `out`."""
+
+    def __init__(self, lang=None, out=print):
+        self.lang = lang
         self.out = lambda text: out("\n".join(safe(ln) for ln in str(text).split("\n")))
 
     def line(self, key, value=""):
-        label = self.m[key]
+        label = say.label(key)
         self.out(f"{label}{' ' * max(1, 10 - width(label))}{value}".rstrip())
 
     def block(self, text):
@@ -48,43 +53,45 @@ class Printer:
         for ln in lines[:BLOCK_LINES]:
             self.out("  " + (ln if len(ln) <= LINE_CHARS else ln[:LINE_CHARS] + " …"))
         if len(lines) > BLOCK_LINES:
-            self.out(f"  … ({len(lines) - BLOCK_LINES} more lines)")
+            self.out("  " + say.more_lines(len(lines) - BLOCK_LINES))
 
     def report(self, rep, shown_file, again_cmd, progress_file):
+        with speaking(self.lang):
+            self._report(rep, shown_file, again_cmd, progress_file)
+
+    def _report(self, rep, shown_file, again_cmd, progress_file):
         prob = rep.problem
-        self.line("problem", f"{prob.number} · {prob.title(self.lang)}")
+        self.line("problem", f"{prob.number} · {prob.title(language())}")
         self.line("file", shown_file)
         if rep.verdict == "JE":
-            self.out(self.m["judge_error"].format(why=rep.outcome.detail))
+            self.out(say.judge_error(rep.outcome.detail))
             self.block(rep.output.decode("utf-8", "replace")[-3000:])
             return
         if rep.outcome is not None:  # decided before any case ran, or the run ended between two
-            self.line("verdict", self.v[rep.verdict])
+            self.line("verdict", say.verdict(rep.verdict))
             self._message(rep)
         else:
             self._cases(rep)
             failure = rep.failure
             if failure is None:
-                self.line("verdict", self.v["AC"])
+                self.line("verdict", say.verdict("AC"))
             else:
                 self._failure(rep, failure)
-            self.line("passed", self.m["summary"].format(k=rep.passed, n=len(rep.results), t=rep.seconds))
+            self.line("passed", say.summary(rep.passed, len(rep.results), rep.seconds))
         self._output(rep)
         if rep.verdict == "AC":
-            self.out(self.m["all_passed"].format(n=len(rep.results), path=progress_file))
+            self.out(say.all_passed(len(rep.results), progress_file))
         elif again_cmd:
-            self.out(self.m["again"].format(cmd=again_cmd))
+            self.out(say.again(again_cmd))
 
     def label(self, case):
-        if self.lang == "zh":
-            return case.label.replace("example", "样例").replace("hidden", "隐藏")
-        return case.label
+        return say.case_label(case.label)
 
     def _cases(self, rep):
         """One row a case; each column as wide as its longest entry (212's chunked_delta_rule, 213's hidden layer 1)."""
         def pad(text, column):
             return text + " " * (column - width(text))
-        rows = [(r, self.label(r.case), r.case.fn, self.v[r.verdict]) for r in rep.results]
+        rows = [(r, self.label(r.case), r.case.fn, say.verdict(r.verdict)) for r in rep.results]
         labels, fns, verdicts = (max((width(row[k]) for row in rows), default=0) + 2 for k in (1, 2, 3))
         for i, (r, label, fn, verdict) in enumerate(rows, 1):
             mark = {"AC": "✓", None: "·"}.get(r.verdict, "✗")
@@ -94,16 +101,16 @@ class Printer:
     def _message(self, rep):
         o = rep.outcome
         if o.kind == "missing":
-            self.line("error", self.m["missing"].format(names=", ".join(o.detail)))
+            self.line("error", say.missing(o.detail))
         elif o.kind == "answer":
             self.line("error", self._answer(o.detail, rep.problem.functions))
         elif o.kind == "load_time":
-            self.line("error", self.m["tle_load"].format(t=rep.load_limit))
+            self.line("error", say.tle_load(rep.load_limit))
         elif o.kind == "compile_error":
             self.line("error")
             self.block(o.detail)
         elif o.kind == "raised":  # an error at import time
-            self._traceback(o, self.m["load_error"])
+            self._traceback(o, say.load_error())
         else:  # died_load, died_between, garbled, stalled
             self.line("error", self._why(o))
 
@@ -112,19 +119,19 @@ class Printer:
         self.line("error", label)
         self.block(o.detail)
         if o.exit is not None:
-            self.line("hint", self.m["sysexit"].format(code=o.exit))
+            self.line("hint", say.sysexit(o.exit))
 
     def _how(self, rc):
         """An exit status in words: a negative one is the signal that ended the process."""
         if rc >= 0:
-            return self.m["exit_code"].format(rc=rc)
+            return say.exit_code(rc)
         if -rc == signal.SIGKILL:
-            return self.m["oom_kill"]
+            return say.oom_kill()
         try:
             sig = signal.Signals(-rc).name
         except (ValueError, AttributeError):
             sig = -rc
-        return self.m["signal"].format(sig=sig)
+        return say.signal_name(sig)
 
     def _answer(self, hits, functions):
         """What the file used: transformers (the reference), the answer, or a module that imports the answer
@@ -132,48 +139,45 @@ class Printer:
         kinds = ["answer_reference" if h.split(">")[-1].split(".")[0] == "transformers" else
                  "answer_via" if ">" in h else "answer" for h in hits]
         same = [h.split(">") for h, k in zip(hits, kinds) if k == kinds[0]]
-        return self.m[kinds[0]].format(functions=", ".join(functions), names=", ".join(h[0] for h in same),
-                                       answers=", ".join(h[-1] for h in same))
+        return say.answer(kinds[0], functions, [h[0] for h in same], [h[-1] for h in same])
 
     def _why(self, o):
         """The line for a run that ended abnormally: it died (in a case, loading, between cases), its events were
         garbled, or it stalled where no code of the learner's was running."""
         if o.kind == "garbled":
-            return self.m["garbled"].format(why=o.detail)
+            return say.garbled(o.detail)
         if o.kind == "stalled":
-            return self.m["stalled_returned" if o.detail == "returned" else "stalled_between"]
-        return self.m[o.kind].format(how=self._how(o.detail))
+            return say.stalled(o.detail == "returned")
+        return say.died(o.kind, self._how(o.detail))
 
     def _failure(self, rep, r):
         from practice.grading import describe  # grading imports torch: only when a case failed
 
-        m, case = self.m, r.case
+        case = r.case
         idx = rep.results.index(r) + 1
-        label = self.label(case) + (", " + m["seed"].format(seed=case.seed) if case.seed is not None else "")
-        label += f": {case.note}" if case.note else ""
-        self.line("verdict", f"{self.v[r.verdict]} {m['on_case'].format(i=idx, label=label)}")
+        name = say.case_name(self.label(case), case.seed, case.note)
+        self.line("verdict", say.on_case(say.verdict(r.verdict), idx, name))
         self.line("call", case.call_text())
         if r.verdict == "TLE":
             if r.outcome is not None and r.outcome.kind == "total":
-                self.line("error", m["tle_total"].format(t=rep.total_limit, n=len(rep.results)))
-                self.line("limit", m["limits"].format(t=rep.time_limit, total=rep.total_limit))
+                self.line("error", say.tle_total(rep.total_limit, len(rep.results)))
+                self.line("limit", say.limits(rep.time_limit, rep.total_limit))
             else:
-                self.line("error", m["tle_slow"].format(t=r.time) if r.time is not None
-                          else m["tle_killed"].format(t=rep.time_limit))
-                self.line("limit", f"{rep.time_limit:g} s")
+                self.line("error", say.tle_slow(r.time) if r.time is not None else say.tle_killed(rep.time_limit))
+                self.line("limit", say.seconds(rep.time_limit))
         elif r.verdict == "RE":
             if r.outcome.kind == "raised":
                 self._traceback(r.outcome)
             else:  # died, garbled, stalled
                 self.line("error", self._why(r.outcome))
         elif r.mismatch is None:  # the right answer, but the input was changed in place
-            self.line("error", m["mutated"])
+            self.line("error", say.mutated())
         else:
             mm, info = r.mismatch, r.mismatch.info
             if mm.kind == "text":  # a string: where it first differs, and the text around it in both
                 if mm.where != "output":
                     self.line("where", mm.where)
-                self.line("first", m["char"].format(idx=info["first"], n_exp=info["n_exp"], n_got=info["n_got"]))
+                self.line("first", say.first_char(info["first"], info["n_exp"], info["n_got"]))
                 self.line("expected", info["expected"])
                 self.line("got", info["got"])
             elif mm.where == "output":
@@ -182,43 +186,42 @@ class Printer:
             else:  # inside a dict or tuple: say where, then what differs there
                 self.line("where", mm.where)
             if mm.kind == "value":
-                worst = _num(info["max_abs"]) + (f" ({m['nan'].format(nan=info['nan'])})" if info["nan"] else "")
-                self.line("maxdiff", f"{worst}; " + m["n_bad"].format(n_bad=info["n_bad"], n=info["n"]))
+                self.line("maxdiff", say.max_diff(_num(info["max_abs"]), info["nan"], info["n_bad"], info["n"]))
                 e, g = _pair(info["exp_at"], info["got_at"])
-                self.line("first", m["index"].format(idx=tuple(info["first"]), e=e, g=g))
+                self.line("first", say.first_index(tuple(info["first"]), e, g))
                 self.line("tol", info["tol"])
             elif mm.kind == "keys":
                 if info["missing"]:
-                    self.line("error", m["keys_missing"].format(keys=_keys(info["missing"])))
+                    self.line("error", say.keys_missing(_keys(info["missing"])))
                 if info["extra"]:
-                    self.line("error", m["keys_extra"].format(keys=_keys(info["extra"])))
+                    self.line("error", say.keys_extra(_keys(info["extra"])))
             elif mm.kind == "type" and info.get("expected") == "torch.Tensor":
-                self.line("error", m["not_dense"].format(got=info["got"]))
+                self.line("error", say.not_dense(info["got"]))
             elif mm.kind in ("shape", "dtype", "len", "type"):
                 if mm.where != "output" or mm.kind == "len":  # at the top the two lines above said it
-                    self.line("expected", m[mm.kind].format(v=info["expected"]))
-                    self.line("got", m[mm.kind].format(v=info["got"]))
+                    self.line("expected", say.value_of(mm.kind, info["expected"]))
+                    self.line("got", say.value_of(mm.kind, info["got"]))
                 if mm.kind == "len" and "first" in info:  # a list: the items around its first difference
-                    self.line("first", m["item"].format(idx=info["first"], e=info["exp_at"], g=info["got_at"]))
+                    self.line("first", say.first_item(info["first"], info["exp_at"], info["got_at"]))
             elif mm.kind == "text":
                 pass
             else:
                 self.line("expected", info["expected"])
                 self.line("got", info["got"])
             if r.mutated:
-                self.line("error", m["mutated"])
+                self.line("error", say.mutated())
         for key in r.hints:
             if key == "not_implemented":
-                text = m["hint_not_implemented"]
+                text = say.hint_not_implemented()
             elif key == "out_of_memory":
-                text = m["hint_out_of_memory"].format(limit=size_text(rep.memory_limit * 2 ** 20))
+                text = say.hint_out_of_memory(size_text(rep.memory_limit * 2 ** 20))
             elif key == "wrong_dtype":
                 mm = r.mismatch
                 dtype = mm.info["expected"] if mm is not None and mm.kind == "dtype" else \
                     describe(case.expected).split("[")[0]
-                text = m["hint_wrong_dtype"].format(dtype=dtype)
+                text = say.hint_wrong_dtype(dtype)
             else:
-                text = rep.problem.hint_text(key, self.lang) or key
+                text = rep.problem.hint_text(key, language()) or key
             self.line("hint", text)
 
     def _output(self, rep):
@@ -232,7 +235,7 @@ class Printer:
                 self.out("  | " + ln[:200])
             cut = cut or len(lines) > SHOW_OUTPUT
         if cut:
-            self.out(self.m["printed"].format(size=size_text(rep.output_bytes), cap=size_text(len(rep.output))))
+            self.out(say.printed(size_text(rep.output_bytes), size_text(len(rep.output))))
 
 
 def _pair(e, g):
@@ -253,7 +256,7 @@ def _num(x):
 
 
 def _keys(keys):
-    shown = ", ".join(repr(k) for k in keys[:4])
+    shown = say.joined(repr(k) for k in keys[:4])
     return shown + (f" … (+{len(keys) - 4})" if len(keys) > 4 else "")
 
 

@@ -24,6 +24,11 @@ try:
 except ImportError:  # started as python practice/runner.py without the repository on the path: practice/ is first
     from guard import Watch
     from limits import MAX_ITEMS, MAX_TENSOR_BYTES
+try:
+    from qwen.lang import tr  # the language from QWEN_LANG, which the judge sets for this process (child.py)
+except ImportError:  # the course's qwen package not on the path either: its lines in English
+    def tr(en, zh):
+        return en
 
 TRACEBACK_LINES = 40  # of the learner's frames, after repeated ones are collapsed
 CLOCK = time.perf_counter  # taken before the learner's file is imported: replacing time.perf_counter cannot fool it
@@ -60,7 +65,7 @@ def _unsupported(obj, why=None):
 def sanitize(obj, depth=0):
     """The learner's result as plain data that torch.load(weights_only=True) can read back safely."""
     if depth > 20:
-        return _unsupported(obj, "structure nested too deep")
+        return _unsupported(obj, tr("structure nested too deep", "嵌套太深的结构"))
     if isinstance(obj, torch.Tensor):
         # a subclass (nn.Parameter, ...) is compared as the plain tensor it holds; one on a GPU is copied to the CPU
         try:
@@ -68,17 +73,20 @@ def sanitize(obj, depth=0):
             if type(t) is not torch.Tensor:
                 t = t.as_subclass(torch.Tensor)
             if t.is_nested or t.layout != torch.strided:
-                return _unsupported(obj, f"{'nested' if t.is_nested else str(t.layout).replace('torch.', '')} tensor")
+                layout = "nested" if t.is_nested else str(t.layout).replace("torch.", "")
+                return _unsupported(obj, tr(f"{layout} tensor", f"{layout} 张量"))
             if t.is_quantized:
-                return _unsupported(obj, "quantized tensor")
+                return _unsupported(obj, tr("quantized tensor", "量化张量"))
             if t.device.type == "meta":
-                return _unsupported(obj, "tensor on the meta device (it has a shape but no values)")
+                return _unsupported(obj, tr("tensor on the meta device (it has a shape but no values)",
+                                            "meta 设备上的张量（只有形状，没有数值）"))
             if t.numel() * t.element_size() > MAX_TENSOR_BYTES:
-                return _unsupported(obj, f"tensor too large to send back ({t.numel() * t.element_size() / 2 ** 20:.0f} "
-                                         f"MiB, over {MAX_TENSOR_BYTES // 2 ** 20} MiB)")
+                size, cap = f"{t.numel() * t.element_size() / 2 ** 20:.0f}", MAX_TENSOR_BYTES // 2 ** 20
+                return _unsupported(obj, tr(f"tensor too large to send back ({size} MiB, over {cap} MiB)",
+                                            f"张量太大，无法传回（{size} MiB，超过 {cap} MiB）"))
             return t.to("cpu").resolve_conj().resolve_neg().clone()
         except BaseException:
-            return _unsupported(obj, "tensor that cannot be copied to the CPU")
+            return _unsupported(obj, tr("tensor that cannot be copied to the CPU", "无法复制到 CPU 的张量"))
     if obj is None or isinstance(obj, bool):
         return None if obj is None else bool(obj)
     if isinstance(obj, str):
@@ -93,13 +101,15 @@ def sanitize(obj, depth=0):
         return sanitize(obj.item(), depth + 1)  # numpy scalars
     if isinstance(obj, (list, tuple)):
         if len(obj) > MAX_ITEMS:
-            return _unsupported(obj, f"{type(obj).__name__} too long to send back ({len(obj)} items, over "
-                                     f"{MAX_ITEMS})")
+            kind, n = type(obj).__name__, len(obj)
+            return _unsupported(obj, tr(f"{kind} too long to send back ({n} items, over {MAX_ITEMS})",
+                                        f"{kind} 太长，无法传回（{n} 项，超过 {MAX_ITEMS} 项）"))
         items = [sanitize(x, depth + 1) for x in obj]
         return tuple(items) if isinstance(obj, tuple) else items
     if isinstance(obj, dict):
         if len(obj) > MAX_ITEMS or not all(isinstance(k, (str, int)) for k in obj):
-            return _unsupported(obj, "dict with keys that are not str or int" if len(obj) <= MAX_ITEMS else None)
+            return _unsupported(obj, tr("dict with keys that are not str or int", "键不是 str 或 int 的 dict")
+                                if len(obj) <= MAX_ITEMS else None)
         return {(str(k) if isinstance(k, str) else int(k)): sanitize(v, depth + 1) for k, v in obj.items()}
     return _unsupported(obj)
 
@@ -121,8 +131,9 @@ def learner_traceback(exc, path):
     for item in collapse(frames):
         if item[0] == "repeat":
             _, n_lines, times = item
-            lines.append(f"  [… the same {n_lines} line{'s' if n_lines != 1 else ''} repeated {times} more "
-                         f"time{'s' if times != 1 else ''}]")
+            block = f"{n_lines} line{'s' if n_lines != 1 else ''}"
+            more = f"{times} more time{'s' if times != 1 else ''}"
+            lines.append(tr(f"  [… the same {block} repeated {more}]", f"  [……同样的 {n_lines} 行又重复了 {times} 次]"))
             continue
         filename, lineno, name = item
         lines.append(f'  File "{os.path.basename(filename)}", line {lineno}, in {name}')
@@ -131,7 +142,8 @@ def learner_traceback(exc, path):
             lines.append(f"    {code}")
     if len(lines) > TRACEBACK_LINES:
         head, tail = TRACEBACK_LINES // 4, TRACEBACK_LINES - TRACEBACK_LINES // 4
-        lines = lines[:head] + [f"  [… {len(lines) - head - tail} lines left out]"] + lines[-tail:]
+        cut = len(lines) - head - tail
+        lines = lines[:head] + [tr(f"  [… {cut} lines left out]", f"  [……省略了 {cut} 行]")] + lines[-tail:]
     return "\n".join(lines + [exception_line(exc)])
 
 
@@ -174,17 +186,19 @@ def load_file(path):
         with open(path, "rb") as f:
             source = f.read()
     except OSError as e:
-        return None, {"ev": "compile_error", "msg": f"cannot read {path}: {e}"}
+        return None, {"ev": "compile_error", "msg": tr(f"cannot read {path}: {e}", f"无法读取 {path}：{e}")}
     if source.startswith((b"\xff\xfe", b"\xfe\xff")) or source[:200].count(b"\x00") > 1:
-        return None, {"ev": "compile_error", "msg": "your file is saved as UTF-16 (it has null bytes), which Python "
-                                                   "does not read: save it as UTF-8 in your editor"}
+        return None, {"ev": "compile_error", "msg": tr("your file is saved as UTF-16 (it has null bytes), which "
+                                                      "Python does not read: save it as UTF-8 in your editor",
+                                                      "你的文件存成了 UTF-16（里面有空字节），Python 读不了："
+                                                      "请在编辑器里把它存成 UTF-8")}
     try:
         code = compile(source, path, "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as e:
-        where = f"line {e.lineno}: " if getattr(e, "lineno", None) else ""
+        where = tr(f", line {e.lineno}: ", f"，第 {e.lineno} 行：") if getattr(e, "lineno", None) else tr(", ", "，")
         text = (getattr(e, "text", None) or "").rstrip("\n")
         caret = f"\n    {text}\n    {' ' * max(0, (e.offset or 1) - 1)}^" if text else ""
-        return None, {"ev": "compile_error", "msg": f"{type(e).__name__}, {where}{getattr(e, 'msg', e)}{caret}"}
+        return None, {"ev": "compile_error", "msg": f"{type(e).__name__}{where}{getattr(e, 'msg', e)}{caret}"}
     mod = types.ModuleType("learner")
     mod.__file__ = path
     sys.modules["learner"] = mod
@@ -222,7 +236,8 @@ def run(functions, calls, emit, store, path, reraise=(), answers=None):
                 emit({"ev": "end", "i": i, "ok": True, "mutated": bool(mutated(before, values))})
             except Exception as e:
                 emit({"ev": "end", "i": i, "ok": False, "exc": "JudgeError",
-                      "tb": f"the judge could not read your result back: {exception_line(e)}"})
+                      "tb": tr(f"the judge could not read your result back: {exception_line(e)}",
+                               f"评测器没能读回你的结果：{exception_line(e)}")})
         else:
             emit({"ev": "end", "i": i, "ok": False, "exc": type(err).__name__,
                   "tb": learner_traceback(err, path),

@@ -8,9 +8,11 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from practice.messages import MSG
+from practice import messages as say
+from practice.messages import speaking
 from practice.problems import HERE
 from practice.report import shown_path
+from qwen.lang import tr
 
 # ---------------------------------------------------------------- progress: a JSON file, locked, replaced atomically
 
@@ -30,23 +32,28 @@ def work_dir():
     return Path(os.environ.get("PRACTICE_WORK") or home() / "work")
 
 
-def load_progress(lang="en"):
-    """{number: record}. A missing file is empty progress; so is an unreadable one, with a warning (never a crash)."""
-    path = progress_path()
+def load_progress(lang=None):
+    """{number: record}. A missing file is empty progress; so is an unreadable one, with a warning (never a crash) in
+    `lang` (None: the language already chosen)."""
+    with speaking(lang):
+        return _load_progress(progress_path())
+
+
+def _load_progress(path):
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, dict) or not isinstance(data.get("problems"), dict):
-            raise ValueError("not a progress record")
+            raise ValueError(tr("not a progress record", "不是进度记录"))
         return {str(k): v for k, v in data["problems"].items() if isinstance(v, dict)}
     except FileNotFoundError:
         return {}
     except (OSError, ValueError, UnicodeDecodeError) as e:
         why = (str(e).splitlines() or [type(e).__name__])[0][:80]
-        print(MSG[lang]["bad_progress"].format(path=shown_path(path), why=why), file=sys.stderr)
+        print(say.bad_progress(shown_path(path), why), file=sys.stderr)
         return {}
 
 
-def save_progress(records, lang="en"):
+def save_progress(records, lang=None):
     """Write a temporary file, flush it to disk, then os.replace it over the old one: a judge killed at any moment
     leaves the old file or the new one, never a mix. The temporary file lives in a git-ignored folder."""
     path = progress_path()
@@ -63,7 +70,8 @@ def save_progress(records, lang="en"):
         os.replace(tmp, path)
         tmp = None
     except OSError as e:
-        print(MSG[lang]["save_failed"].format(path=shown_path(path), why=e), file=sys.stderr)
+        with speaking(lang):
+            print(say.save_failed(shown_path(path), e), file=sys.stderr)
     finally:
         if tmp is not None:
             try:
@@ -98,7 +106,7 @@ class _Locked:
             self.f.close()  # releases the lock
 
 
-def record(report, lang):
+def record(report, lang=None):
     with _Locked():
         records = load_progress(lang)
         key = str(report.problem.number)

@@ -17,6 +17,7 @@ from pathlib import Path
 from practice.events import Garbled
 from practice.limits import MAX_EVENT, OUTPUT_CAP, STARTUP_LIMIT
 from practice.sandbox import kill_tree
+from qwen.lang import tr
 
 SANDBOX = Path(__file__).resolve().parent / "sandbox.py"
 
@@ -161,7 +162,7 @@ def supervise(proc, proto, wait):
             break
         try:
             if proto.state == "over":
-                raise Garbled("an event after the last one")
+                raise Garbled(tr("an event after the last one", "最后一个事件之后还有事件"))
             take(item)
         except (ValueError, RecursionError, Garbled) as e:
             garbled = why_garbled(e)

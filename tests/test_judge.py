@@ -5,6 +5,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -359,7 +360,7 @@ def test_reports_in_chinese(hostile_reports):
     lines = []
     Printer("zh", lines.append).report(hostile_reports[HOSTILE_DIR / "loops.py"], "loops.py", "again", "p")
     text = "\n".join(lines)
-    assert "结果      超出时间限制 于用例 1（样例 1）" in text and "评测已终止它" in text
+    assert "结果      用例 1（样例 1）：超出时间限制" in text and "评测器已终止运行" in text, text
 
 
 # ---------------------------------------------------------------- progress
@@ -453,6 +454,36 @@ def test_qwen_lang_makes_the_judge_speak_chinese(tmp_path):
     r = subprocess.run([sys.executable, str(REPO / "practice" / "judge.py"), "list"], capture_output=True, text=True,
                        env=env, cwd=REPO, timeout=60)
     assert r.returncode == 0 and "零中心的 RMSNorm" in r.stdout, r.stdout + r.stderr
+
+
+ENGLISH = re.compile(r"\b[a-z]{2,}(?: [a-z]{2,}){4,}\b")  # five English words in a row: a sentence left English
+
+
+def test_the_judge_speaks_chinese_from_its_help_on(env, capsys):
+    """--lang zh: the help (argparse's own words too), a mistyped command and a report are Chinese, with Chinese
+    punctuation; the language this process spoke before is kept afterwards."""
+    from practice.judge import main
+    from qwen import lang
+
+    before = lang.language()
+    with pytest.raises(SystemExit):
+        main(["--lang", "zh", "--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("用法：") and "位置参数：" in out and "显示本帮助并退出" in out and "  命令  " in out
+    assert "✓ 已通过，✗ 做过但未通过，– 还没做" in out and "--plug-in：接入模型" in out
+    assert [line for line in out.splitlines() if ENGLISH.search(line)] == []
+    assert main(["--lang", "zh", "999"]) == 2 and main(["--lang", "zh", "show"]) == 2
+    err = capsys.readouterr().err
+    assert "没有第 999 题。现有的题目：201、202、" in err and "show 后面要写题号" in err
+    assert lang.language() == before
+    prob = PROBLEMS[204]
+    cases = prob.cases(Path(tempfile.mkdtemp(prefix="judge-test-")))
+    events = [{"ev": "ready"}, {"ev": "loaded"}, {"ev": "begin", "i": 0}, {"ev": "ret", "i": 0, "t": 0.0},
+              {"ev": "end", "i": 0, "ok": True, "mutated": False}]
+    report = grade_events(prob, cases, events, lambda i: cases[i].expected * 2, Report(prob, Path("x.py"), 3.0, 10.0))
+    text = shown(report, "zh")
+    assert "结果      用例 1（样例 1）：答案错误" in text and "个超出容差" in text and "；" in text, text
+    assert [line for line in text.splitlines() if ENGLISH.search(line)] == [], text
 
 
 @pytest.mark.slow
@@ -760,7 +791,7 @@ def test_how_a_run_ended_is_a_value_said_by_its_kind():
     done0 = [{"ev": "end", "i": 0, "ok": True, "mutated": False}]
     ends = {  # (events, how the run ended: stopped, rc, garbled) -> (the outcome, where it is kept, a line it gives)
         "killed": (start + case0, (None, -int(signal.SIGKILL), None), Outcome("died", -int(signal.SIGKILL)), "case",
-                   ("signal SIGKILL: killed from outside; out of memory?", "信号 SIGKILL：被外部终止；内存耗尽？")),
+                   ("signal SIGKILL: killed from outside; out of memory?", "信号 SIGKILL：被外部强制终止")),
         "exit_3": (start[:1], (None, 3, None), Outcome("died_load", 3), "report",
                    ("while your file was being imported, before any case ran (exit code 3)", "导入你的文件时进程结束")),
         "between": (start + case0 + done0, (None, -int(signal.SIGSEGV), None), Outcome("died_between", -signal.SIGSEGV),
@@ -1139,9 +1170,9 @@ def test_what_the_file_used_is_said_in_both_languages():
     imports it, transformers (the reference); the first hit's kind is the message."""
     said = {("qwen.mlp",): ("your file imports qwen.mlp, which is the answer", "你的文件导入了 qwen.mlp，那就是答案"),
             ("qwen.model>qwen.mlp",): ("your file imports qwen.model, which imports qwen.mlp, the answer",
-                                       "你的文件导入了 qwen.model，而它导入了 qwen.mlp，那就是答案"),
+                                       "你的文件导入了 qwen.model，它又导入了 qwen.mlp，那就是答案"),
             ("transformers", "qwen.mlp"): ("your file uses transformers: transformers is the reference",
-                                           "你的文件用了 transformers：transformers 是判题器核对答案时")}
+                                           "你的文件用了 transformers：transformers 是评测器核对答案用的")}
     for hits, (en, zh) in said.items():
         report = Report(PROBLEMS[207], Path("x.py"), 3.0, 10.0)
         report.verdict, report.outcome = "NG", Outcome("answer", hits)
