@@ -48,8 +48,8 @@ code printed and the figures it drew. The exercises are graded on your machine b
 Run it yourself: clone the course, then `bash course.sh` runs every chapter, `bash course.sh lab` opens the
 notebooks, `bash course.sh book` builds these pages.""", """# 手写 Qwen3.5
 
-用 **PyTorch 从零实现 Qwen3.5**：每章一个部件，每个部件都证明与参考实现（Hugging Face `transformers`）相等。
-下面每一页都是一章实际运行的样子：正文、代码、代码打印的内容和画出的图。练习由课程的评测器在你的机器上评测。
+用 **PyTorch 从零实现 Qwen3.5**：每章实现一个部件，并证明它与参考实现（Hugging Face `transformers`）一致。
+下面每一页都是一章实际运行的结果：正文、代码、代码的输出和画出的图。练习由课程自带的评测器在你自己的机器上评测。
 
 自己动手：克隆课程后，`bash course.sh --lang zh` 依次运行每一章，`bash course.sh lab` 打开笔记本
 （中文版在 `notebooks/zh/`），`bash course.sh book` 生成这些网页。""")
@@ -183,7 +183,7 @@ def main(argv=None):
                                             "编辑提交到的分支（默认 main）"))
     parser.add_argument("--jobs", type=int, default=2, metavar="N",
                         help=tr("notebooks run at once, each in a kernel of its own (default 2)",
-                                "同时运行的笔记本数，每个在自己的内核里（默认 2）"))
+                                "同时运行几个笔记本，每个用一个单独的 Jupyter kernel（默认 2）"))
     parser.add_argument("--lang", choices=LANGUAGES, action="append",
                         help=tr("build only this edition (repeat for both; default: English and Chinese)",
                                 "只生成这个语言的版本（可重复；默认中英两版都生成）"))
