@@ -517,9 +517,8 @@ book.proof(compare, path, W)
 # %% [markdown] lang="zh"
 # ## 动手试试
 #
-# - 让真实 0.8B 的输出头不再共享，重新数一遍：
-#   `count_by_part(tensor_shapes(dict(REAL_TEXT_CONFIG, tie_word_embeddings=False)))`。多出来的第二张 $(V, d)$ 表有多
-#   少参数？嵌入和输出头合起来占模型多大比例？
+# - 让真实 0.8B 的输出头不再共享，用 `count_by_part(tensor_shapes(dict(REAL_TEXT_CONFIG, tie_word_embeddings=False)))`
+#   重新数一遍。多出来的第二张 $(V, d)$ 表有多少参数？嵌入和输出头合起来占模型多大比例？
 # - 把真实 config 的值头数改成 `Config` 类的默认值 32（`linear_num_value_heads=32`）：哪些张量的形状会变？一个
 #   DeltaNet 层会大多少？
 # - 在第 5 节里改读 `layers.3.self_attn.q_norm.weight`（而不是 `norm.weight`）；再把某个张量当作 `torch.float16`（而不
@@ -544,8 +543,8 @@ book.proof(compare, path, W)
 # 练习：**201** 手工读取 safetensors 的文件头和张量；**202** 只用 config 算出各部分的参数量
 # （`python practice/judge.py list`）。
 #
-# 本章新增的文件：`qwen/config.py`、`qwen/weights.py`、`qwen/hub.py`、`qwen/synthetic.py`、`qwen/make_tokenizer.py`、
-# `qwen/course.py`、`book/`。
+# 本章新增的文件：`qwen/config.py`、`qwen/weights.py`、`qwen/hub.py`、`qwen/synthetic.py`，以及
+# `qwen/make_tokenizer.py`、`qwen/course.py` 和 `book/`。
 #
 # ## 面试怎么答
 #

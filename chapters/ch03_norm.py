@@ -504,7 +504,7 @@ print(tr(f"the model has {n_rms} RMSNorms, {n_qk} per-head QK-norms and {n_linea
 #
 # - **$\epsilon = 10^{-2}$**：`RMSNorm(d, eps=1e-2)(torch.full((1, d), 0.1))`。此时
 #   $\operatorname{mean}(x^2) = \epsilon$，输出的 RMS 是多少？为什么？
-# - **用错了类**：把门控归一化的权重加载进普通的 RMSNorm，
+# - **用错了类**：把门控归一化的权重加载进普通的 RMSNorm，即
 #   `fill(RMSNorm(cfg.linear_value_head_dim), W, "layers.0.linear_attn.norm.")`，再在 `h` 上把它的输出和
 #   `gated(h, torch.full_like(h, 20.0)) / F.silu(torch.tensor(20.0))` 比一比。处处差多少？
 # - **在 bf16 里算统计量**：代码清单后面的单元格比较了两种做法，一是 torch 对 $x^2$ 求的 bf16 均值（各个 $d$ 下都只差
