@@ -1,6 +1,6 @@
 """Chapter 12: decoding at the speed of memory — the bytes a step reads, and fewer: int8, int4, llama.cpp's blocks.
 
-第 12 章：量化——解码速度受限于内存带宽：一步要读多少字节，怎样少读一些：int8、int4、llama.cpp 的块。
+第 12 章：量化——解码速度受限于内存带宽。一步要读多少字节，怎样少读一些：int8、int4、llama.cpp 的块。
 
 Run: python chapters/ch12_quant.py [--model PATH|HUB_ID|synthetic] [--figures] [--proof]
 Its notebook, notebooks/ch12_quant.ipynb, is written from this file by python notebooks/sync.py.
