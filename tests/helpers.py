@@ -341,7 +341,7 @@ start chat help quit reset limit history image drop all config id ids nat traceb
 """.split())
 CODE_IN_A_LINE = re.compile(
     r"`[^`]*`|'[^'\n]*'|\"[^\"\n]*\"|“[^”]*”|‘[^’]*’|https?://\S+|(?<![\w-])--?[A-Za-z][\w-]*"  # code, quotes, a flag
-    r"|\bfrom \S+ import \S+|\bgit \S+|^\s*def .*|.*<\|im_.*|Ġ.*"  # an import, a command, a signature, a template
+    r"|\bfrom \S+ import \S+|\b(?:git|pip install) \S+|^\s*def .*|.*<\|im_.*|Ġ.*"  # code, a command, a template
     r"|\S*[/\\_.=<>\[\]{}()|#:]\S*|\b[\w-]*[A-Z0-9][\w-]*\b"  # a path or an identifier, a name, a number
     r"|\b[0-9a-f]{2}\b|\b[thw]{3,}\b")  # bytes in hex, M-RoPE's axes (t, h, w) spelled out
 TRACEBACK = re.compile(r'\s*File ".*", line \d+')

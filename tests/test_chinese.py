@@ -182,7 +182,8 @@ def test_english_left_is_found():
     assert english_left("第 0 层（int8, group 32, packed kernel）")
     assert english_left("评测器：the judge stopped it") and english_left("一个 batch 里的序列数")
     clean = ("用 `F.linear` 计算 top-k 的 logits；token id 从 0 到 255；Q8_0 块：10 18 ab cd；'You are helpful.' 是"
-             "例子；运行 python main.py chat --lang zh；DeltaNet 的 kernel；from practice.judge import check")
+             "例子；运行 python main.py chat --lang zh；DeltaNet 的 kernel；from practice.judge import check；"
+             "先 pip install transformers")
     assert english_left(clean) == []
 
 
