@@ -105,7 +105,7 @@ def parser():
                                                "Ctrl-C 停止当前回复但不退出（你那条还没得到回答的消息会被丢弃）；"
                                                "Ctrl-D 或 /quit 退出。"))
     p.add_argument("--model", help=tr(f"checkpoint folder, hub id (default {DEFAULT_MODEL}), size or 'synthetic'",
-                                      f"检查点文件夹、hub id（默认 {DEFAULT_MODEL}）、尺寸或 'synthetic'"))
+                                      f"检查点文件夹、Hugging Face 模型名（默认 {DEFAULT_MODEL}）、尺寸或 'synthetic'"))
     p.add_argument("--device", help=tr("cpu, cuda or mps (default: the fastest available)",
                                        "cpu、cuda 或 mps（默认：可用设备中最快的）"))
     p.add_argument("--dtype", choices=["bf16", "fp32", "fp16"],

@@ -122,7 +122,7 @@ def main(argv=None):
     lang.use(lang.from_command_line(sys.argv[1:] if argv is None else argv))  # --help in the language asked for
     parser = argparse.ArgumentParser(description=summary(__doc__))
     parser.add_argument("--model", help=tr("checkpoint folder, hub id, size or 'synthetic'",
-                                           "检查点文件夹、hub id、尺寸或 'synthetic'"))
+                                           "检查点文件夹、Hugging Face 模型名、尺寸或 'synthetic'"))
     parser.add_argument("--dtype", default="fp32", choices=sorted(DTYPES),
                         help=tr("compute dtype (default fp32)", "计算用的 dtype（默认 fp32）"))
     parser.add_argument("--prompt", default=PROMPT, help=tr("the text both models read", "两个模型读入的文本"))

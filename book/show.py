@@ -126,11 +126,11 @@ def _warn_no_cjk_font():
 
     cache = matplotlib.get_cachedir()
     print(tr("warning: no CJK font found, so the Chinese text in the figures shows as empty boxes. Install one: on "
-             "Debian/Ubuntu sudo apt install fonts-noto-cjk (or fonts-wqy-zenhei); macOS and Windows usually have "
+             "Debian/Ubuntu `sudo apt install fonts-noto-cjk` (or `fonts-wqy-zenhei`); macOS and Windows usually have "
              "PingFang SC and Microsoft YaHei; elsewhere Noto Sans CJK SC. Then delete matplotlib's font cache "
              f"({cache}) and run again",
              "警告：没有找到 CJK 字体，图里的中文会显示成方框。请装一种中文字体：Debian/Ubuntu 上运行 "
-             "sudo apt install fonts-noto-cjk（或 fonts-wqy-zenhei）；macOS 和 Windows 一般自带 PingFang SC 和"
+             "`sudo apt install fonts-noto-cjk`（或 `fonts-wqy-zenhei`）；macOS 和 Windows 一般自带 PingFang SC 和"
              "微软雅黑（Microsoft YaHei）；其他系统可以装 Noto Sans CJK SC。装好后删掉 matplotlib 的字体缓存"
              f"（{cache}）再运行"), file=sys.stderr)
 

@@ -66,7 +66,8 @@ def chapter_parser(doc: str, every_chapter: bool = False, **kwargs: Any) -> argp
     tr = lang.tr
     parser = argparse.ArgumentParser(description=summary(doc), **kwargs)
     parser.add_argument("--model", help=tr(f"checkpoint folder, hub id (default {DEFAULT_MODEL}), size or 'synthetic'",
-                                           f"检查点文件夹、hub id（默认 {DEFAULT_MODEL}）、尺寸或 'synthetic'"))
+                                           f"检查点文件夹、Hugging Face 模型名（默认 {DEFAULT_MODEL}）、"
+                                           "尺寸或 'synthetic'"))
     parser.add_argument("--device", help=tr("cpu, cuda or mps (default: the fastest available)",
                                             "cpu、cuda 或 mps（默认：可用设备中最快的）"))
     if every_chapter:

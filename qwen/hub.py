@@ -43,11 +43,11 @@ def elsewhere(name: str, local: Path) -> str:
     """Where else checkpoint `name` can come from when huggingface.co is slow or out of reach: the mirror (for this
     course's own download) or ModelScope, into `local`, the folder find_model reads for `name`."""
     return tr(f"where huggingface.co is slow or out of reach, set HF_ENDPOINT={MIRROR} (a mirror of the hub) and "
-              f"rerun, or fetch it from ModelScope: pip install modelscope, then modelscope download --model {name} "
-              f"--local_dir {local} (the course reads that folder by itself; QWEN_MODEL={local} names it too)",
+              f"rerun, or fetch it from ModelScope: `pip install modelscope`, then `modelscope download --model {name} "
+              f"--local_dir {local}` (the course reads that folder by itself; QWEN_MODEL={local} names it too)",
               f"在中国大陆访问 huggingface.co 慢或连不上时，可以设 HF_ENDPOINT={MIRROR}（Hugging Face 的镜像站）"
-              f"再运行；也可以从魔搭（ModelScope）下载：先 pip install modelscope，再运行 modelscope download "
-              f"--model {name} --local_dir {local}（课程会自动读取这个文件夹，也可以用 QWEN_MODEL={local} 指定）")
+              f"再运行；也可以从魔搭（ModelScope）下载：先 `pip install modelscope`，再运行 `modelscope download "
+              f"--model {name} --local_dir {local}`（课程会自动读取这个文件夹，也可以用 QWEN_MODEL={local} 指定）")
 
 
 class ModelNotFound(FileNotFoundError):
@@ -70,9 +70,10 @@ def find_model(name: str | None = None) -> Path:
         return path
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", name) or name.startswith((".", "/", "~")):
         raise ModelNotFound(tr(f"no checkpoint folder at {path}, and {name!r} is not a hub id like {DEFAULT_MODEL}",
-                               f"{path} 处没有检查点文件夹，{name!r} 也不是 {DEFAULT_MODEL} 这样的 hub id"),
+                               f"{path} 处没有检查点文件夹，{name!r} 也不是 {DEFAULT_MODEL} 这样的 "
+                               "Hugging Face 模型名"),
                             tr("give --model a checkpoint folder, a hub id, a size (0.8B ... 27B) or synthetic",
-                               "--model 可以是检查点文件夹、hub id、尺寸（0.8B … 27B）或 synthetic"))
+                               "--model 可以是检查点文件夹、Hugging Face 模型名、尺寸（0.8B … 27B）或 synthetic"))
     local = DATA_DIR / name.split("/")[1]
     if (local / "config.json").is_file():
         return local
@@ -96,7 +97,7 @@ def find_model(name: str | None = None) -> Path:
         why = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
         raise ModelNotFound(
             tr(f"{name} is not in {local} nor in the hub cache, and downloading it failed ({why})",
-               f"{name} 既不在 {local}，也不在 hub 缓存里，下载又失败了（{why}）"),
+               f"{name} 既不在 {local}，也不在 Hugging Face 缓存里，下载又失败了（{why}）"),
             tr(f"go online and rerun; {elsewhere(name, local)}; or put the checkpoint in {local} yourself, or use "
                f"--model synthetic",
                f"联网后重新运行；{elsewhere(name, local)}；也可以自己把检查点放进 {local}，"
@@ -169,7 +170,7 @@ def fetch_fix(folder, files):
     return tr(f"copy {names} into {folder} from where the checkpoint came from (for a hub checkpoint: "
               f"hf download <hub id> {names} --local-dir {folder})",
               f"从检查点原来的出处把 {names} 复制到 {folder}"
-              f"（来自 hub 的检查点可以运行 hf download <hub id> {names} --local-dir {folder}）")
+              f"（来自 Hugging Face 的检查点可以运行 hf download <模型名> {names} --local-dir {folder}）")
 
 
 def complete(folder):

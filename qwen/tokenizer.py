@@ -30,8 +30,8 @@ class Tokenizer:
             raise FileNotFoundError(tr(f"{file} not found: point at a checkpoint folder (the real one from the hub, "
                                        f"or write the synthetic one's files with `python -m qwen.make_tokenizer "
                                        f"{path}`)",
-                                       f"找不到 {file}：请指向一个检查点文件夹（可以是 hub 上的真实检查点；合成检查点的"
-                                       f"分词器文件可以用 `python -m qwen.make_tokenizer {path}` 生成）"))
+                                       f"找不到 {file}：请指向一个检查点文件夹（可以是 Hugging Face 上的真实检查点；"
+                                       f"合成检查点的分词器文件可以用 `python -m qwen.make_tokenizer {path}` 生成）"))
         try:
             self._tok = tokenizers.Tokenizer.from_file(str(file))
         except Exception as e:  # the Rust side raises a bare Exception for bad JSON or a bad vocabulary
