@@ -94,7 +94,7 @@ def _vision():
                                       "预处理：缩放到 32 的倍数，\n归一化，切成 patch (N, 3·2·16·16)"),
               "vision", False),
              (0.2, 6.2, 3.3, 0.6, tr("patch_embed: a Conv3d, stride = kernel:\none matrix, (N, 1536) → (N, C)",
-                                     "patch_embed：Conv3d，步长 = kernel 大小：\n其实就是一个矩阵，(N, 1536) → (N, C)"),
+                                     "patch_embed：Conv3d，步长 = 卷积核大小：\n其实就是一个矩阵，(N, 1536) → (N, C)"),
               "vision", True),
              (0.2, 5.25, 3.3, 0.6, tr("+ pos_embed: a 48 × 48 grid of C,\nresampled bilinearly to the image",
                                       "+ pos_embed：48 × 48 的网格，每格 C 维，\n双线性重采样到图像大小"), "vision",
