@@ -105,7 +105,7 @@ def _vision():
              (0.2, 0.05, 3.3, 0.45, tr("M-RoPE positions: 3 rows t, h, w", "M-RoPE 位置：3 行 t、h、w"),
               ("vision", "rope"), False)]
     for i in range(12):  # block 0 at the top: the column runs downwards
-        boxes.append((0.2, 4.3 - i * 0.25, 1.2, 0.21, tr(f"block {i}", f"块 {i}"), "vision", True))
+        boxes.append((0.2, 4.3 - i * 0.25, 1.2, 0.21, tr(f"block {i}", f"视觉块 {i}"), "vision", True))
     return boxes
 
 
@@ -190,10 +190,10 @@ def draw(highlight):
                           "L：线性注意力\n（Gated DeltaNet），\n18 层\n\nF：全注意力，\n6 层\n\n"
                           "每一层：\nh = x + mixer(norm(x))，\nh + mlp(norm(h))\n（mixer 即混合器）"))
     frame(0.1, 0.65, 3.5, 8.0, tr("model.visual: the vision tower", "model.visual：视觉塔"), "vision")
-    frame(0.15, 1.45, 3.4, 3.1, tr("12 blocks (the 0.8B's depth)", "12 个块（0.8B 的深度）"), "vision")
+    frame(0.15, 1.45, 3.4, 3.1, tr("12 blocks (the 0.8B's depth)", "12 个视觉块（0.8B 的深度）"), "vision")
     note(1.55, 3.0, tr("each one:\nh = x + attn(norm(x)),\nh + mlp(norm(h));\n\nattention with a\n"
                        "2-D RoPE (row, col),\nonly within one image",
-                       "每一块：\nh = x + attn(norm(x))，\nh + mlp(norm(h))；\n\n注意力用\n2-D RoPE（行、列），\n"
+                       "每个视觉块：\nh = x + attn(norm(x))，\nh + mlp(norm(h))；\n\n注意力用\n2-D RoPE（行、列），\n"
                        "只在同一张图内做"))
     frame(S + 4.0, 9.35, 10.95, 1.2, tr("mtp: multi-token prediction, the draft of speculative decoding",
                                         "mtp：多 token 预测，投机解码的草稿"), "mtp")
