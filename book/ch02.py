@@ -5,37 +5,14 @@ are drawn with the first installed CJK font as a fallback; when none is installe
 written as its escaped code point (北 as \u5317), so two different characters never look the same, and the caption
 says which font to install (Debian: fonts-noto-cjk, or the smaller fonts-wqy-microhei).
 """
-import logging
 import re
 import unicodedata
 
 import numpy as np
 import torch
 
+from book.show import font_families
 from qwen.lang import tr
-
-# Fonts with CJK glyphs that matplotlib can fall back to, most common first (Linux, macOS, Windows).
-CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
-             "WenQuanYi Micro Hei", "Droid Sans Fallback", "PingFang SC", "Hiragino Sans GB", "Microsoft YaHei",
-             "SimHei", "Arial Unicode MS")
-
-
-def font_families():
-    """matplotlib's default sans-serif font, then the first installed CJK font (if any) for glyphs it lacks."""
-    from matplotlib import font_manager, rcParams
-
-    installed = {f.name for f in font_manager.fontManager.ttflist}
-    if not any(isinstance(f, _NearestWeight) for f in font_manager._log.filters):
-        font_manager._log.addFilter(_NearestWeight())
-    return [rcParams["font.sans-serif"][0]] + [f for f in CJK_FONTS if f in installed][:1]
-
-
-class _NearestWeight(logging.Filter):
-    """A CJK font may come in one weight only (WenQuanYi Zen Hei: 500): matplotlib draws its glyphs in that weight,
-    as a fallback should, and would log a warning per figure that it is not 'normal'. That line is dropped."""
-
-    def filter(self, record):
-        return not record.getMessage().startswith("findfont: Failed to find font weight")
 
 
 class Glyphs:

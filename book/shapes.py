@@ -16,7 +16,7 @@ def symbols():
         ("T", tr("tokens in a sequence (new tokens, in a cached step)",
                  "一个序列里的 token 数（用缓存的一步里是新 token 数）"), None),
         ("V", tr("vocabulary: rows of the embedding and of the head", "词表大小：嵌入表和输出头的行数"), "vocab_size"),
-        ("d", tr("width of the residual stream (hidden size)", "残差流的宽度（hidden size）"), "hidden_size"),
+        ("d", tr("width of the residual stream (hidden size)", "残差流的宽度"), "hidden_size"),
         ("I", tr("width inside the MLP", "MLP 内部的宽度"), "intermediate_size"),
         ("H", tr("query heads of full attention", "全注意力的查询头数"), "num_attention_heads"),
         ("Hkv", tr("key/value heads of full attention (shared by H/Hkv query heads)",
