@@ -259,8 +259,9 @@ def sampling_text(sampling) -> str:
     温度 1.0、top-p 0.95、top-k 20、min-p 0.0、存在惩罚 1.5."""
     names = ("temperature", "top_p", "top_k", "min_p", "presence_penalty")
     values = [tr("off", "关闭") if getattr(sampling, name) is None else getattr(sampling, name) for name in names]
-    return tr(", ".join(f"{name} {value}" for name, value in zip(names, values)),
-              "、".join(f"{setting_name(name)} {value}" for name, value in zip(names, values)))
+    if lang.language() == "zh":
+        return "、".join(f"{setting_name(name)} {value}" for name, value in zip(names, values))
+    return ", ".join(f"{name} {value}" for name, value in zip(names, values))
 
 
 def command(chat: Session, text: str, view: str, paste: bool, budget: int | None = None) -> str | None:
@@ -286,7 +287,7 @@ def command(chat: Session, text: str, view: str, paste: bool, budget: int | None
         try:
             chat.max_new_tokens = within(RANGES["max_new_tokens"])(args[0])
         except argparse.ArgumentTypeError as e:
-            print(tr(f"/limit: {e}", f"/limit：{e}"))
+            print(f"/limit{tr(': ', '：')}{e}")
             return view
         print(tr(f"(replies stop at {chat.max_new_tokens} tokens)", f"（回复最多 {chat.max_new_tokens} 个 token）"))
     elif name == "/history" and not args:
@@ -356,7 +357,7 @@ def turn(chat, text, view):
                 continue
             print(f"{dim}{piece}{plain}" if part == "think" else piece, end="", flush=True)
         s = chat.stats
-        speed = tr(f", {s['decode_tok_s']:.1f} tokens/s", f"，{s['decode_tok_s']:.1f} token/s") \
+        speed = tr(f", {s['decode_tok_s']:.1f} tokens/s", f"，每秒 {s['decode_tok_s']:.1f} 个 token") \
             if "decode_tok_s" in s else ""
         image = tr(f" ({s['image_tokens']} of them image tokens)", f"（其中 {s['image_tokens']} 个是图像 token）") \
             if s["image_tokens"] else ""

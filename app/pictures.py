@@ -153,7 +153,7 @@ def image_command(chat: Session, arg: str, budget: int | None = None) -> None:
         s = budget_settings(chat.checkpoint.image, one if one is not None else budget)
         (w0, h0), grid = chat.attach(path, s)
     except (OSError, ValueError) as e:
-        print(tr(f"/image: {e}", f"/image：{e}"))
+        print(f"/image{tr(': ', '：')}{e}")
         return
     h, w = (int(n) * s.patch_size for n in grid[0, 1:])
     tokens = tokens_per_image(grid, s.merge_size)[0]

@@ -164,7 +164,7 @@ def fetch_fix(folder, files):
     if folder.parent.name == "snapshots" and repo.startswith("models--"):
         repo_id = repo.removeprefix("models--").replace("--", "/", 1)
         return tr(f"online, run: hf download {repo_id} {names} --revision {folder.name} --cache-dir "
-                  f"{folder.parents[2]}",
+                  f"{folder.parents[2]} (where huggingface.co is slow, set HF_ENDPOINT={MIRROR} first)",
                   f"联网后运行 hf download {repo_id} {names} --revision {folder.name} --cache-dir "
                   f"{folder.parents[2]}（访问 huggingface.co 慢时，先设 HF_ENDPOINT={MIRROR}）")
     return tr(f"copy {names} into {folder} from where the checkpoint came from (for a hub checkpoint: "
