@@ -221,12 +221,13 @@ def attempt(number: int, *functions: Callable, **named: Callable) -> None:
     folder, meta = exercise(number)
     title = meta["title"].get(language(), meta["title"]["en"])
     wanted = tr(", ", "、").join(meta["functions"])
+    code = "、".join(f"`{name}`" for name in meta["functions"])  # a function's name in a Chinese line, marked as code
     if not in_notebook():
         note(tr(f"exercise {number} ({title}): try it first. python practice/judge.py start {number} copies the "
                 f"starter to practice/work/{folder.name}.py; write {wanted} there, then grade it with "
                 f"python practice/judge.py {number}",
                 f"练习 {number}（{title}）：先自己试试。python practice/judge.py start {number} 会把起始代码复制到 "
-                f"practice/work/{folder.name}.py；在那里写好 {wanted}，再用评测器 python practice/judge.py {number} "
+                f"practice/work/{folder.name}.py；在那里写好函数 {code}，再用评测器 python practice/judge.py {number} "
                 "评测"))
         return None
     given = functions + tuple(named.values())

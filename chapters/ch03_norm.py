@@ -40,7 +40,7 @@ Its notebook, notebooks/ch03_norm.ipynb, is written from this file by python not
 # weights give (printed by the source tutorial's chapter 3).
 
 # %% [markdown] lang="zh"
-# # 第 3 章 · RMSNorm：零中心的归一化
+# # 第 3 章 · RMSNorm：权重以零为中心的归一化
 #
 # 每一层开头都要先把输入归一化：向量除以自己的均方根，再逐维乘上一个可学习的比例。本章写出模型用到的三种归一化，即
 # RMSNorm、线性注意力里的门控 RMSNorm 和 l2norm，并用检查点里每一个归一化的权重来检验它们。
@@ -358,7 +358,7 @@ for label, w in ((tr(f"{REAL_LABEL}, layer 0's mean w", f"{REAL_LABEL}，第 0 �
     ratio = at_1w / at_w
     print(tr(f"{label} ({w:.3f}): bf16 step {at_w:.2g} at w, {at_1w:.2g} at 1 + w: ",
              f"{label}（{w:.3f}）：w 处的 bf16 步长 {at_w:.2g}，1 + w 处 {at_1w:.2g}：")
-          + (tr(f"storing w rounds {ratio:g}x finer", f"存 w 的舍入精细 {ratio:g} 倍") if ratio > 1
+          + (tr(f"storing w rounds {ratio:g}x finer", f"存 w 时舍入步长小 {ratio:g} 倍") if ratio > 1
              else tr("the same step: storing w gains nothing", "步长相同，存 w 没有好处")))
 y, stats = unit(x.bfloat16()), rms_normalize(x.bfloat16(), eps)
 print(tr(f"input bfloat16 -> output {y.dtype}; the statistics were computed in {stats.dtype}",
@@ -513,12 +513,13 @@ print(tr(f"the model has {n_rms} RMSNorms, {n_qk} per-head QK-norms and {n_linea
 #   的影响。
 #
 # ## 对照验证
-# 装了 transformers 时，让它的 Qwen3.5 归一化层拿到同样的权重。在 bf16 下两边必须完全一致：RMSNorm 都在 fp32 里计算、
-# 只舍入一次；门控归一化都在相同的三个位置舍入。这三次舍入是一种选择，并不是非此不可。只在最后舍入一次，整体上会更接近
-# 精确值：transformers 在乘门之前舍入两次（$\hat{x}$ 转 bf16，再在 bf16 里算 $w \cdot \hat{x}$），每次最多差半个步长，
-# 所以在最后一次舍入之前，它的值就可能与只舍入一次的值相差整整一个步长，最后一次舍入还可能再差一个，加起来最多相差 2
-# 个 bf16 步长。本课程的模块仍然跟随 transformers，因为它承诺的就是 transformers 的输出：在一整个 bf16 模型里，这样的
-# 步长差逐层传下去，可能改变 top-1 token。最后几行测量了另一种做法（tests/test_norm.py 检查了这两个说法）。
+# 装了 transformers 时，让它的 Qwen3.5 归一化层拿到同样的权重。在 bf16 下两边必须完全一致：RMSNorm 都在 fp32 里计
+# 算、只舍入一次；门控归一化都在相同的三个位置舍入。这三次舍入是一种选择，并不是非此不可。只在最后舍入一次，整体上会更
+# 接近精确值：transformers 在乘门之前舍入两次（$\hat{x}$ 转 bf16，再在 bf16 里算 $w \cdot \hat{x}$），每次最多差半个步
+# 长，所以在最后一次舍入之前，它的值就可能与只舍入一次的值相差整整一个步长，最后一次舍入还可能再差一个，加起来最多相差
+# 2 个 bf16 步长。本课程的模块仍照 transformers 的位置舍入，因为本课程承诺的就是与 transformers 相同的输出：在一整个
+# bf16 模型里，这样的步长差逐层传下去，可能改变 top-1 token。最后几行测量了另一种做法（tests/test_norm.py 检查了这两个
+# 说法）。
 
 # %%
 def compare(transformers, W):
@@ -577,8 +578,8 @@ book.proof(compare, W)
 # - 统计量在 fp32 里算，结果再舍入回输入的 dtype：RMSNorm 舍入一次，门控归一化在 transformers 的三个位置舍入（只舍入一
 #   次会更接近精确值，与之最多差 2 个 bf16 步长，但本课程与 transformers 逐位一致）。
 # - 存偏移量 $w$ 而不存比例：bf16 的网格在 0 附近细、在 1 附近粗（1.001 会存成 1.0）。这只在权重以 bf16 保存、且停留在
-#   0 附近时才要紧；对于 1 到 5 之间的训练后权重（真实最终归一化的 $w \approx 3.3$），差别至多一个二进制量级，即精细 2
-#   倍。权重衰减则把它拉向比例 1。
+#   0 附近时才要紧；对于 1 到 5 之间的训练后权重（真实最终归一化的 $w \approx 3.3$），两者至多差一个二进制量级，存 $w$
+#   的舍入精度最多高 2 倍。权重衰减则把它拉向比例 1。
 # - 训练出的比例不是 1：真实的最终归一化放大约 4.3 倍，决定了 logits 的大小。
 # - `GatedRMSNorm`（普通的 $w$，乘以 $\operatorname{silu}(z)$，$z < 0$ 时为负）和 `l2norm` 是线性注意力的部件（第 7 章
 #   ）；模型有 49 个 RMSNorm、12 个按头的 QK-norm 和 18 个门控归一化，全部由这几个类构成。
@@ -618,8 +619,8 @@ book.notation(args.checkpoint)
 # %% [markdown] lang="zh"
 # 本章新增的文件：`qwen/norm.py`。
 #
-# **练习**：204 · 零中心的 RMSNorm 与门控 RMSNorm（`python practice/judge.py start 204`，或第 2 节的单元格）· 205 · 在
-# 两种约定之间转换归一化权重（`python practice/judge.py start 205`，或第 4 节的单元格）。
+# **练习**：204 · 权重零中心的 RMSNorm 与门控 RMSNorm（`python practice/judge.py start 204`，或第 2 节的单元格）·
+# 205 · 在两种约定之间转换归一化权重（`python practice/judge.py start 205`，或第 4 节的单元格）。
 #
 # ## 面试怎么答
 #

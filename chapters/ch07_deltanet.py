@@ -252,7 +252,7 @@ book.show("ch07-memory", ch07.memory_figure, errors, (0.5, 0.9, 0.99))
 # 3. **读取**：$o_t = S^\top q_t$
 #
 # 写成一个式子就是 $S_t = e^{g_t} (I - \beta_t k_t k_t^\top) S_{t-1} + \beta_t k_t v_t^\top$：先衰减；再由
-# $(I - \beta_t k_t k_t^\top)$ 把 $k_t$ 原先对应的内容去掉 $\beta_t$ 这一比例（$\beta_t = 1$ 时全部去掉，这时它是一个
+# $(I - \beta_t k_t k_t^\top)$ 把 $k_t$ 原先对应的内容按比例 $\beta_t$ 去掉（$\beta_t = 1$ 时全部去掉，这时它是一个
 # 投影）；最后写入新的一对。查询 $q_t$ 读的是 token $t$ 写完之后的记忆。
 #
 # 这一层（`layers.N.linear_attn.*`）围绕这条规则，从归一化后的隐藏状态 $x$ (B, T, d) 算出各个输入：

@@ -71,8 +71,8 @@ book.show("ch09-map", book.model_map.draw, "generate")
 # `generate(model, ids, n)` 先用空缓存把整段提示词送进模型，取最后一个位置的 logits，选出一个 token；此后每一步只送入刚
 # 选出的那个 token，并带上缓存。贪心解码（温度为 0，即默认设置）直接取 argmax；采样则从 softmax 分布里抽取，采样规则和种
 # 子放在一个 `Sampling`（`qwen/sampling.py`）里传进去：`generate(model, ids, n, sampling)`。种子固定，抽样结果就能复现。
-# 中文版在这里还多跑一个中文提示词（标着〔中文版〕的几行，英文版不打印）：看看它被切成了哪些 token：token 和词并不一一对
-# 应。
+# 中文版在这里多跑一个中文提示词（标着〔中文版〕的几行，英文版没有），看看它被切成了哪些 token——token 和词并不是一一
+# 对应的。
 
 # %%
 prompt = "The capital of France is"
@@ -332,7 +332,7 @@ print(tr(f"real Qwen3.5-0.8B in bf16: {real_bytes / 1e9:.2f} GB of weights + {re
 print(tr(f"a prefill needs about 2 FLOPs per layer weight per token (the head runs for the last position only): at "
          f"the rate of an fp32 product of the MLP's shape, {2 * layer_weights / rate * 1e3:.1f} ms per token here "
          f"(an estimate)",
-         f"预填充时，每个 token 对每个层权重约做 2 次浮点运算（输出头只算最后一个位置）：按 MLP 形状的 fp32 "
+         f"预填充时，每个 token 对各层的每个权重约做 2 次浮点运算（输出头只算最后一个位置）：按 MLP 形状的 fp32 "
          f"矩阵乘法速率算，这台机器上每个 token 要 {2 * layer_weights / rate * 1e3:.1f} ms（估计值）"))
 
 # %%
@@ -364,12 +364,17 @@ book.show("ch09-prefill-decode", ch09.prefill_vs_decode,
 # %% [markdown] lang="zh"
 # ### 教学模型与快速路径
 # 第 2–8 章的模块一行写一个公式，读起来清楚，处理器跑起来却有代价：每一行都是一次单独的调用，一个解码步要调用好几百
-# 次。`qwen/fast.py` 用同一份权重，调用次数更少，每次调用也更便宜：读同一个输入的几个投影合并成一个矩阵，由
-# `load_fast` 读检查点时用对应的张量拼成（它是一个独立的模型，不与 `model` 共享任何张量，在其中一个上做实验，不会影响另
-# 一个）；CPU 没有 bf16 指令时，bf16 乘法要慢好几倍，所以提示词改用 fp32 相乘；如果这台 CPU 上的 kernel 库（oneDNN）能做
-# 该 dtype 的乘法，每个权重就在加载时一次性重排成该库单行乘法读取的布局；注意力用 torch 的融合实现；DeltaNet 状态原地更
-# 新；传入 `last_only` 时，最后一层只算最后一个位置。`tests/test_fast.py` 按教学模型的容差，核对了它与 transformers 一
-# 致；用它做贪心生成，得到的 token 也与 transformers 相同。聊天程序用的就是它。
+# 次。`qwen/fast.py` 用同一份权重，调用次数更少，每次调用也更便宜，办法有这么几条：
+#
+# - 读同一个输入的几个投影合并成一个矩阵，由 `load_fast` 读检查点时用对应的张量拼成。它是一个独立的模型，不与 `model`
+#   共享任何张量，在其中一个上做实验，不会影响另一个。
+# - CPU 没有 bf16 指令时，bf16 乘法要慢好几倍，所以提示词改用 fp32 相乘。
+# - 如果这台 CPU 上的 kernel 库（oneDNN）能做该 dtype 的乘法，就在加载时把每个权重一次性重排成该库做单行（矩阵-向量）
+#   乘法时读取的布局。
+# - 注意力用 torch 的融合实现；DeltaNet 的状态原地更新；传入 `last_only` 时，最后一层只算最后一个位置。
+#
+# `tests/test_fast.py` 按教学模型的容差核对过，它与 transformers 一致；用它做贪心生成，得到的 token 也与 transformers
+# 相同。聊天程序用的就是它。
 
 # %%
 fast = load_fast(args.checkpoint, dtype=dtype, device=dev)  # the same checkpoint, loaded once more: its own weights

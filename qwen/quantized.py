@@ -148,12 +148,11 @@ class QuantLinear(nn.Module):
         return y if self.sizes is None else y.split(self.sizes, dim=-1)
 
     def extra_repr(self):
-        if self.kernel:
-            return tr(f"{self.in_features} -> {self.out_features}, {self.scheme}, group {self.group}, packed kernel",
-                      f"{self.in_features} -> {self.out_features}，{self.scheme}，每组 {self.group} 个，打包 kernel")
-        return tr(f"{self.in_features} -> {self.out_features}, {self.scheme}, group {self.group}, dequantized F.linear",
-                  f"{self.in_features} -> {self.out_features}，{self.scheme}，每组 {self.group} 个，"
-                  f"反量化后用 F.linear")
+        how = tr(f"group {self.group}", f"每组 {self.group} 个") if self.scheme != "int8" else \
+            tr("a scale per output channel", "每个输出通道一个缩放因子")
+        product = tr("packed kernel", "打包 kernel") if self.kernel else \
+            tr("dequantized F.linear", "反量化后用 F.linear")
+        return tr(", ", "，").join([f"{self.in_features} -> {self.out_features}", self.scheme, how, product])
 
 
 class QuantEmbedding(nn.Module):
