@@ -219,3 +219,15 @@ def test_the_chinese_readme_holds_the_speed_numbers():
     zh = (ROOT / "README.zh.md").read_text(encoding="utf-8").split("## 速度")[1].split("\n## ")[0]
     assert Counter(number.findall(zh)) == Counter(number.findall(en))
     assert "README.md" not in zh
+
+
+def test_no_chinese_markdown_breaks_a_line_between_two_chinese_characters():
+    """A markdown viewer (GitHub, an editor's preview) shows a line break inside a paragraph as a space, which
+    Chinese text does not have: the Chinese documents break lines only where a space belongs (at Latin, at code) or
+    between paragraphs, which is what lang.unwrap leaves."""
+    names = ("README.zh.md", "CONTRIBUTING.zh.md", "practice/README.zh.md", "docs/glossary.md")
+    files = [ROOT / name for name in names]
+    files += sorted((ROOT / "practice").glob("[0-9][0-9][0-9]_*/README.zh.md"))
+    wrapped = [f.relative_to(ROOT).as_posix() for f in files
+               if lang.unwrap(text := f.read_text(encoding="utf-8")) != text]
+    assert wrapped == [], f"lines broken between two Chinese characters (join them: lang.unwrap) in {wrapped}"
