@@ -146,6 +146,36 @@ def _argparse_plural(singular: str, plural: str, n: int) -> str:
 
 
 _format_help = argparse.HelpFormatter.format_help
+_split_lines, _fill_text = argparse.HelpFormatter._split_lines, argparse.HelpFormatter._fill_text
+CJK = "\u2e80-\u9fff\uff00-\uffef\u3000-\u303f“”‘’"
+PIECE = re.compile(f"[{CJK}]|[^\\s{CJK}]+|\\s+")  # one Chinese character, one Latin word, or the space between
+
+
+def columns(text: str) -> int:
+    """How wide `text` shows in a terminal: a Chinese character or full-width mark takes two columns."""
+    return len(text) + len(WIDE.findall(text))
+
+
+def _wrap_by_columns(formatter: argparse.HelpFormatter, text: str, width: int) -> list[str]:
+    """An option's help in lines of at most `width` terminal columns (argparse counts characters, which lets a
+    Chinese line run twice as wide): Chinese breaks between any two characters, Latin between words."""
+    if _current != "zh":
+        return _split_lines(formatter, text, width)
+    lines, line = [], ""
+    for piece in PIECE.findall(" ".join(text.split())):
+        if line and columns(line + piece.rstrip()) > width:
+            lines.append(line.rstrip())
+            line = "" if piece.isspace() else piece
+        else:
+            line += piece
+    return lines + [line.rstrip()] if line.strip() else lines
+
+
+def _fill_by_columns(formatter: argparse.HelpFormatter, text: str, width: int, indent: str) -> str:
+    """A parser's description, filled to `width` terminal columns the same way."""
+    if _current != "zh":
+        return _fill_text(formatter, text, width, indent)
+    return "\n".join(indent + line for line in _wrap_by_columns(formatter, text, width - len(indent)))
 SECTION = re.compile(r"^(\S[^\n]*):$", re.M)  # a help section's title line, "options:", which argparse ends with ":"
 
 
@@ -157,3 +187,5 @@ def _help_in_chinese(formatter: argparse.HelpFormatter) -> str:
 argparse._ = _argparse_words  # type: ignore[attr-defined]  # read by argparse each time it words a line
 argparse.ngettext = _argparse_plural  # type: ignore[attr-defined]
 argparse.HelpFormatter.format_help = _help_in_chinese  # type: ignore[method-assign,assignment]
+argparse.HelpFormatter._split_lines = _wrap_by_columns  # type: ignore[method-assign,assignment]
+argparse.HelpFormatter._fill_text = _fill_by_columns  # type: ignore[method-assign,assignment]

@@ -231,3 +231,13 @@ def test_no_chinese_markdown_breaks_a_line_between_two_chinese_characters():
     wrapped = [f.relative_to(ROOT).as_posix() for f in files
                if lang.unwrap(text := f.read_text(encoding="utf-8")) != text]
     assert wrapped == [], f"lines broken between two Chinese characters (join them: lang.unwrap) in {wrapped}"
+
+
+def test_a_chinese_help_fits_the_terminal():
+    """argparse wraps help by characters, and a Chinese character takes two columns: the course wraps a Chinese
+    help by columns (lang.columns), so an 80-column terminal shows `main.py chat --help` unbroken."""
+    env = dict(os.environ, COLUMNS="80")
+    r = subprocess.run([sys.executable, "main.py", "chat", "--help", "--lang", "zh"], capture_output=True, text=True,
+                       cwd=ROOT, env=env, timeout=120)
+    wide = [line for line in r.stdout.splitlines() if lang.columns(line) > 80]
+    assert r.returncode == 0 and wide == [], "\n".join(wide)
