@@ -461,7 +461,7 @@ def run(args):
         tr("on", "开启") if chat.thinking else tr("off", "关闭")
     print(tr(f"{checkpoint.folder.name}: weights in {name} on {device}{threads}; thinking {state}; replies stop at "
              f"{chat.max_new_tokens} tokens (/limit N).",
-             f"{checkpoint.folder.name}：权重为 {name}，运行在 {device} 上{threads}；思考{state}；"
+             f"{checkpoint.folder.name}：权重为 {name}，运行在 {str(device).upper()} 上{threads}；思考{state}；"
              f"回复最多 {chat.max_new_tokens} 个 token（/limit N）。"))
     print(tr(f"commands: {commands(images=draft is None)}; /help says what each does. Ctrl-C stops a reply; Ctrl-D or "
              "/quit leaves.",

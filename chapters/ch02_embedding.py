@@ -333,7 +333,7 @@ x = emb(torch.tensor([ids], device=args.device))  # (1, T) -> (1, T, d)
 print(tr(f"E: {tuple(emb.weight.shape)} {emb.weight.dtype}; ids (1, {len(ids)}) -> vectors {tuple(x.shape)} "
          f"on {x.device}",
          f"E：{tuple(emb.weight.shape)} {emb.weight.dtype}；id (1, {len(ids)}) -> 向量 {tuple(x.shape)}，"
-         f"在 {x.device} 上"))
+         f"在 {str(x.device).upper()} 上"))
 one_hot = torch.nn.functional.one_hot(torch.tensor(ids[:3], device=args.device), cfg.vocab_size).float()
 same = torch.equal(one_hot @ emb.weight, x[0, :3])
 print(tr(f"lookup equals one-hot · E: {yes_no(same)}", f"查表与 one-hot · E 的结果一致：{yes_no(same)}"))

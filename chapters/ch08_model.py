@@ -151,7 +151,7 @@ model = load_model(args.checkpoint, device=args.device)
 ms, count, dtype = (time.perf_counter() - started) * 1000, sum(p.numel() for p in model.parameters()), \
     model.embed_tokens.weight.dtype
 print(tr(f"loaded {count:,} parameters in {dtype} on {args.device} in {ms:.0f} ms",
-         f"在 {args.device} 上加载了 {count:,} 个 {dtype} 参数，用时 {ms:.0f} ms"))
+         f"在 {str(args.device).upper()} 上加载了 {count:,} 个 {dtype} 参数，用时 {ms:.0f} ms"))
 tok = Tokenizer(args.checkpoint.folder)
 prompt = "The capital of France is Paris. The capital of Japan is"
 ids = torch.tensor([tok.encode(prompt)], device=args.device)

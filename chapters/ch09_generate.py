@@ -310,7 +310,7 @@ copy, read = measure.copy_bandwidth(dev), measure.read_bandwidth(dev)  # bytes m
 step_cache = sum(cache_bytes(cfg, 8 + n // 2, next(model.parameters()).element_size()))  # mid-decode
 print(tr(f"this checkpoint on {dev}{NARROW}: prefill "
          f"{prefill_s / T * 1e3:.2f} ms per token, decode {decode_s / n * 1e3:.2f} ms per token",
-         f"这个检查点在 {dev} 上{NARROW}："
+         f"这个检查点在 {str(dev).upper()} 上{NARROW}："
          f"预填充每个 token {prefill_s / T * 1e3:.2f} ms，解码每个 token {decode_s / n * 1e3:.2f} ms"))
 print(tr(f"this machine copies 1 GB (reads 1 GB and writes 1 GB) in {2e9 / copy * 1e3:.0f} ms, and reads 1 GB in "
          f"{1e9 / read * 1e3:.0f} ms",
@@ -382,7 +382,7 @@ fast_prefill_s, fast_decode_s = measure.time_model(fast, x, n)
 print(tr(f"this checkpoint on {dev}{NARROW}, per token, teaching / fast: prefill "
          f"{prefill_s / T * 1e3:.2f} ms / {fast_prefill_s / T * 1e3:.2f} ms, decode {decode_s / n * 1e3:.2f} ms / "
          f"{fast_decode_s / n * 1e3:.2f} ms (one run each: timings on a shared machine are noisy)",
-         f"这个检查点在 {dev} 上{NARROW}，每个 token，教学版 / 快速版：预填充 "
+         f"这个检查点在 {str(dev).upper()} 上{NARROW}，每个 token，教学模型 / 快速路径：预填充 "
          f"{prefill_s / T * 1e3:.2f} ms / {fast_prefill_s / T * 1e3:.2f} ms，解码 {decode_s / n * 1e3:.2f} ms / "
          f"{fast_decode_s / n * 1e3:.2f} ms（各跑一次：共享机器上的计时有噪声）"))
 

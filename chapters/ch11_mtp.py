@@ -959,7 +959,8 @@ print(tr(f"this checkpoint on {dev}{narrow}: one decode step {one_ms:.1f} ms, a 
          f"{four_ms:.1f} ms, a rollback that keeps 2 of them {replay_ms:.1f} ms (ρ here: {replay_ms:.1f} ms / "
          f"{one_ms:.1f} ms; by bytes at the 0.8B's shapes {rho:.3f}); {N} tokens: plain {plain_ms:.0f} ms, the "
          f"always-right draft with k = 4 {fast_ms:.0f} ms",
-         f"本检查点在 {dev} 上{narrow}：一步解码 {one_ms:.1f} ms，覆盖 4 个位置的一次验证前向 {four_ms:.1f} ms，"
+         f"本检查点在 {str(dev).upper()} 上{narrow}：一步解码 {one_ms:.1f} ms，覆盖 4 个位置的一次验证前向 "
+         f"{four_ms:.1f} ms，"
          f"保留其中 2 个的一次回滚 {replay_ms:.1f} ms（这里的 ρ：{replay_ms:.1f} ms / {one_ms:.1f} ms；"
          f"按 0.8B 形状的字节数算是 {rho:.3f}）；生成 {N} 个 token：普通解码 {plain_ms:.0f} ms，k = 4 的永远猜对"
          f"草稿 {fast_ms:.0f} ms"))

@@ -145,7 +145,7 @@ print(tr(f"real Qwen3.5-0.8B, bf16: one decode step at {TOKENS:,} tokens reads {
 read = measure.read_bandwidth(dev)  # bytes read per second
 rows = {fmt: ch12.step_bytes(real, fmt, TOKENS) for fmt in ch12.FORMATS}
 print(tr(f"this machine ({dev}) reads 1 GB in {1e9 / read * 1e3:.0f} ms",
-         f"这台机器（{dev}）读 1 GB 要 {1e9 / read * 1e3:.0f} ms"))
+         f"这台机器（{str(dev).upper()}）读 1 GB 要 {1e9 / read * 1e3:.0f} ms"))
 for fmt, parts in rows.items():
     weights = sum(v for k, v in parts.items() if k not in ("KV cache", "DeltaNet state"))
     print(tr(f"real Qwen3.5-0.8B, {fmt:5s}: {ch12.bits(fmt, real.hidden_size):6.3f} bits per weight, weights "
@@ -158,7 +158,7 @@ for fmt, parts in rows.items():
 # %%
 book.show("ch12-bound", ch12.bound_figure, rows, read,
           title=tr(f"Real Qwen3.5-0.8B at {TOKENS:,} tokens: the bytes of one decode step, and the bound on {dev}",
-                   f"真实 Qwen3.5-0.8B，{TOKENS:,} 个 token：一个解码步的字节数，以及在 {dev} 上的上限"))
+                   f"真实 Qwen3.5-0.8B，{TOKENS:,} 个 token：一个解码步的字节数，以及在 {str(dev).upper()} 上的上限"))
 
 # %% [markdown]
 # ## 2. Reading at the wall

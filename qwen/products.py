@@ -156,5 +156,5 @@ def numerics(model: Qwen35) -> str:
         packed = tr(f"read {quant} codes (qwen/quantized.py)", f"{quant} 码（qwen/quantized.py）")
     return tr(f"{dtype} on {p.device} (CPU capability {capability}, native {dtype} products: {native}); prompt "
               f"products {how}; projections {packed}",
-              f"{dtype}，在 {p.device} 上（CPU 指令集 {capability}，原生 {dtype} 乘法：{native}）；"
+              f"{dtype}，在 {str(p.device).upper()} 上（CPU 指令集 {capability}，原生 {dtype} 乘法：{native}）；"
               f"提示词的矩阵乘法{how}；投影用 {packed}")

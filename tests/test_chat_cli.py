@@ -92,7 +92,7 @@ def test_the_chat_speaks_chinese(synthetic):
     code, out, err = run_chat("/help\n/limit 3\n/think hide\n/nonsense\n/history\n", "--lang", "zh")
     assert code == 0 and "Traceback" not in err, err
     assert "合成检查点：权重是随机的，所以每条回复都是一串随机 token" in out and "*** 合成权重" in out
-    assert "synthetic：权重为 bf16，运行在 cpu 上，1 个 CPU 线程（--threads N）；思考关闭；回复最多 6 个 token" in out
+    assert "synthetic：权重为 bf16，运行在 CPU 上，1 个 CPU 线程（--threads N）；思考关闭；回复最多 6 个 token" in out
     assert "命令：\n  /image PATH  " in out and "每 32 × 32 像素一个 token" in out and "回车发送" in out
     assert "（回复最多 3 个 token）" in out and "（思考开启，不打印推理过程；采样：温度 1.0、top-p 0.95" in out
     assert "'/nonsense' 不是可用的命令：/image [PATH | drop]、/reset、" in out and "（还没有消息）" in out
