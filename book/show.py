@@ -189,7 +189,7 @@ def listing(path, *names):
         what = tr(", ", "、").join(names) if names else \
             tr(f"{len(source.splitlines())} lines", f"共 {len(source.splitlines())} 行")
         note(tr(f"the finished code: {path} ({what}); the notebook shows it, or open the file",
-                f"完成的代码：{path}（{what}）；笔记本里会显示，也可以直接打开这个文件"))
+                f"写好的代码：{path}（{what}）；笔记本里会显示，也可以直接打开这个文件"))
         return None
     from IPython.display import Code, display
 

@@ -258,7 +258,7 @@ book.show("ch07-memory", ch07.memory_figure, errors, (0.5, 0.9, 0.99))
 # 这一层（`layers.N.linear_attn.*`）围绕这条规则，从归一化后的隐藏状态 $x$ (B, T, d) 算出各个输入：
 #
 # - `in_proj_qkv` 给出 [q | k | v]（共 $2 \cdot H_k \cdot d_k + H_v \cdot d_v$ 个通道），再过一个**逐通道因果卷
-#   积**（causal depthwise conv）：每个通道只混合自己最近的 $K = 4$ 个值（卷积核 `conv1d.weight`，无偏置），然后过
+#   积**（causal depthwise conv）：每个通道只混合自己最近的 $K = 4$ 个值（抽头权重 `conv1d.weight`，无偏置），然后过
 #   silu。这样，一个 token 的 q、k、v 就能看到紧挨在它前面的几个 token。
 # - $q$ 和 $k$ 切成 $H_k$ 个 $d_k$ 维的头，做 **l2 归一化**（化成单位长度：$k$ 必须是一个方向，delta 规则的修正才是投
 #   影）；$q$ 还要再乘以 $d_k^{-1/2}$。$v$ 切成 $H_v$ 个 $d_v$ 维的头。$H_v > H_k$ 时（据已发布的模型卡，4B、9B、27B
