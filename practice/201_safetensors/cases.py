@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import save_file
 
 from practice.grading import EXACT, Case
+from qwen.lang import tr
 
 CODES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
          torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
@@ -106,7 +107,7 @@ def make_cases(tmp):
                                  metadata_first=rng.random() < 0.5)
         k += 1
         add(f"hidden {k}", "read_header", path, header_of(tensors), seed=seed,
-            note="metadata" if meta else "no metadata")
+            note=tr("metadata", "带元数据") if meta else tr("no metadata", "不带元数据"))
         for name in rng.sample(names, min(2, len(names))):
             k += 1
             add(f"hidden {k}", "read_tensor", path, tensors[name].clone(), name, seed,
@@ -117,7 +118,8 @@ def make_cases(tmp):
     tensors = checkpoint_like(g, rng, n_layers=40)
     path = write_safetensors(tmp / "checkpoint.safetensors", tensors, {"format": "pt"})
     k += 1
-    add(f"hidden {k}", "read_header", path, header_of(tensors), seed=seed, note="160 tensors, long header")
+    add(f"hidden {k}", "read_header", path, header_of(tensors), seed=seed,
+        note=tr("160 tensors, long header", "160 个张量，头部很长"))
     for name in ("model.language_model.layers.39.mlp.up_proj.weight",
                  "model.language_model.layers.7.linear_attn.A_log"):
         k += 1
@@ -130,7 +132,8 @@ def make_cases(tmp):
     path = tmp / "library.safetensors"
     save_file(tensors, str(path), metadata={"format": "pt"})
     k += 1
-    add(f"hidden {k}", "read_header", path, header_of(tensors), seed=seed, note="written by safetensors")
+    library = tr("written by safetensors", "由 safetensors 库写出")
+    add(f"hidden {k}", "read_header", path, header_of(tensors), seed=seed, note=library)
     k += 1
-    add(f"hidden {k}", "read_tensor", path, tensors["b.bias"].clone(), "b.bias", seed, note="written by safetensors")
+    add(f"hidden {k}", "read_tensor", path, tensors["b.bias"].clone(), "b.bias", seed, note=library)
     return cases

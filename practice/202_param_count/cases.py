@@ -7,6 +7,7 @@ config: 752,393,024 parameters, 254,279,680 in the embedding) and to the synthet
 import random
 
 from practice.grading import Case
+from qwen.lang import tr
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, tensor_shapes
 from qwen.synthetic import TEXT as SYNTHETIC_TEXT
 
@@ -51,7 +52,7 @@ HIDDEN_SEEDS = range(20201, 20211)
 def make_cases(tmp):
     cases = [Case("example 1", "count_parameters", [("config", dict(REAL_08B))], None, note="Qwen3.5-0.8B"),
              Case("example 2", "count_parameters", [("config", dict(SYNTHETIC_TEXT))], None,
-                  note="the synthetic checkpoint")]
+                  note=tr("the synthetic checkpoint", "合成检查点"))]
     for k, seed in enumerate(HIDDEN_SEEDS, 1):
         cases.append(Case(f"hidden {k}", "count_parameters", [("config", random_config(seed))], None, seed=seed))
     for c in cases:

@@ -8,6 +8,7 @@ import torch.nn as nn
 
 from practice.grading import EXACT, Case, Tol
 from qwen.embedding import Embedding, head_logits
+from qwen.lang import tr
 
 # fp32: 1e-5 * max(1, max|logit|) + 1e-5 * |logit| (sums of d products in another order round differently);
 # bf16: one grid step (any matrix product accumulates in fp32 and rounds once, so at most one step apart).
@@ -34,16 +35,17 @@ def _ids(g, shape, V):
 
 
 # (function, dtype, V, d, shape of ids or of h without d, note)
-HIDDEN = [("embed", torch.float32, 1000, 16, (2, 7), "fp32, ids 0 and V - 1 included"),
-          ("embed", torch.bfloat16, 248320, 8, (3, 5), "bf16, the real vocabulary size"),
-          ("embed", torch.float32, 50, 4, (9,), "ids (T,)"),
-          ("embed", torch.bfloat16, 300, 12, (2, 3, 4), "ids (B, T, S)"),
-          ("embed", torch.float32, 20, 6, (), "one id, shape ()"),
-          ("tied_logits", torch.float32, 500, 32, (2, 5), "fp32, h (B, T, d)"),
-          ("tied_logits", torch.bfloat16, 1000, 64, (3, 7), "bf16, h (B, T, d)"),
-          ("tied_logits", torch.bfloat16, 257, 24, (), "bf16, h (d,)"),
-          ("tied_logits", torch.float32, 50, 16, (4, 8), "fp32, V smaller than T·B"),
-          ("tied_logits", torch.float32, 16, 16, (16,), "fp32, V = d = T: a transposed result has the right shape")]
+HIDDEN = [("embed", torch.float32, 1000, 16, (2, 7), tr("fp32, ids 0 and V - 1 included", "fp32，包含 id 0 和 V - 1")),
+          ("embed", torch.bfloat16, 248320, 8, (3, 5), tr("bf16, the real vocabulary size", "bf16，真实词表大小")),
+          ("embed", torch.float32, 50, 4, (9,), tr("ids (T,)", "id 形状 (T,)")),
+          ("embed", torch.bfloat16, 300, 12, (2, 3, 4), tr("ids (B, T, S)", "id 形状 (B, T, S)")),
+          ("embed", torch.float32, 20, 6, (), tr("one id, shape ()", "单个 id，形状 ()")),
+          ("tied_logits", torch.float32, 500, 32, (2, 5), tr("fp32, h (B, T, d)", "fp32，h 形状 (B, T, d)")),
+          ("tied_logits", torch.bfloat16, 1000, 64, (3, 7), tr("bf16, h (B, T, d)", "bf16，h 形状 (B, T, d)")),
+          ("tied_logits", torch.bfloat16, 257, 24, (), tr("bf16, h (d,)", "bf16，h 形状 (d,)")),
+          ("tied_logits", torch.float32, 50, 16, (4, 8), tr("fp32, V smaller than T·B", "fp32，V 小于 T·B")),
+          ("tied_logits", torch.float32, 16, 16, (16,), tr("fp32, V = d = T: a transposed result has the right shape",
+                                                           "fp32，V = d = T：转置了的结果形状也对得上"))]
 
 
 def make_cases(tmp):

@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 from practice.grading import Case, Tol
+from qwen.lang import tr
 from qwen.norm import GatedRMSNorm, RMSNorm, l2norm as qwen_l2norm
 
 # bf16/fp16: one grid step for RMSNorm (x / sqrt(...) and x * rsqrt(...) may round apart), two for the gated norm
@@ -40,27 +41,33 @@ def _rand(g, shape, dtype, scale=1.0, shift=0.0):
     return (torch.randn(shape, generator=g) * scale + shift).to(dtype)
 
 
-# (dtype, shape, scale of x, eps, note). Tiny scales put mean(x²) at or below eps, so where eps goes matters.
-RMS = [(torch.float32, (2, 3, 64), 1.0, 1e-6, "fp32, (B, T, D)"),
-       (torch.float32, (4, 128), 1e-4, 1e-6, "fp32, tiny inputs: eps matters"),
-       (torch.float32, (32,), 1e-3, 1e-5, "fp32, one vector (D,), eps = 1e-5 matters"),
-       (torch.bfloat16, (8, 1024), 1.0, 1e-6, "bf16, D = 1024"),
-       (torch.bfloat16, (2, 5, 256), 30.0, 1e-6, "bf16, large inputs"),
-       (torch.bfloat16, (16, 64), 1e-4, 1e-5, "bf16, tiny inputs, eps = 1e-5"),
-       (torch.bfloat16, (2, 4, 8, 64), 1.0, 1e-6, "bf16, per head (B, T, H, D) like q_norm"),
-       (torch.float16, (4, 256), 100.0, 1e-6, "fp16, x² overflows fp16"),
-       (torch.float32, (6, 16), 1.0, 1e-6, "fp32, a row of zeros")]
-GATE = [(torch.float32, (2, 3, 4, 32), 1.0, 1e-6, "fp32, (B, T, Hv, dv)"),
-        (torch.float32, (4, 64), 1e-4, 1e-6, "fp32, tiny inputs: eps matters"),
-        (torch.float32, (16,), 1e-3, 1e-5, "fp32, one vector (D,), eps = 1e-5 matters"),
-        (torch.bfloat16, (64, 128), 1.0, 1e-6, "bf16, dv = 128"),
-        (torch.bfloat16, (8, 4, 128), 3.0, 1e-6, "bf16, (T, Hv, dv)"),
-        (torch.float16, (4, 128), 100.0, 1e-6, "fp16, x² overflows fp16")]
-L2N = [(torch.float32, (2, 3, 4, 32), 1.0, 1e-6, "fp32, (B, T, H, dk)"),
-       (torch.float32, (4, 128), 1e-4, 1e-6, "fp32, tiny inputs: eps matters"),
-       (torch.float32, (16,), 1e-3, 1e-5, "fp32, one vector (D,), eps = 1e-5 matters"),
-       (torch.float32, (1, 7, 2, 64), 10.0, 1e-6, "fp32, large inputs"),
-       (torch.float32, (5, 8), 1.0, 1e-6, "fp32, a row of zeros")]
+# (dtype, shape, scale of x, eps, a row of zeros, note). Tiny scales put mean(x²) at or below eps, so where eps goes
+# matters.
+TINY_INPUTS = tr("fp32, tiny inputs: eps matters", "fp32，输入极小：eps 的影响明显")
+ONE_VECTOR = tr("fp32, one vector (D,), eps = 1e-5 matters", "fp32，单个向量 (D,)，eps = 1e-5 的影响明显")
+FP16_OVERFLOW = tr("fp16, x² overflows fp16", "fp16，x² 在 fp16 里溢出")
+ZERO_ROW = tr("fp32, a row of zeros", "fp32，有一行全是 0")
+RMS = [(torch.float32, (2, 3, 64), 1.0, 1e-6, False, tr("fp32, (B, T, D)", "fp32，(B, T, D)")),
+       (torch.float32, (4, 128), 1e-4, 1e-6, False, TINY_INPUTS),
+       (torch.float32, (32,), 1e-3, 1e-5, False, ONE_VECTOR),
+       (torch.bfloat16, (8, 1024), 1.0, 1e-6, False, tr("bf16, D = 1024", "bf16，D = 1024")),
+       (torch.bfloat16, (2, 5, 256), 30.0, 1e-6, False, tr("bf16, large inputs", "bf16，输入很大")),
+       (torch.bfloat16, (16, 64), 1e-4, 1e-5, False, tr("bf16, tiny inputs, eps = 1e-5", "bf16，输入极小，eps = 1e-5")),
+       (torch.bfloat16, (2, 4, 8, 64), 1.0, 1e-6, False, tr("bf16, per head (B, T, H, D) like q_norm",
+                                                            "bf16，像 q_norm 那样按头排列：(B, T, H, D)")),
+       (torch.float16, (4, 256), 100.0, 1e-6, False, FP16_OVERFLOW),
+       (torch.float32, (6, 16), 1.0, 1e-6, True, ZERO_ROW)]
+GATE = [(torch.float32, (2, 3, 4, 32), 1.0, 1e-6, False, tr("fp32, (B, T, Hv, dv)", "fp32，(B, T, Hv, dv)")),
+        (torch.float32, (4, 64), 1e-4, 1e-6, False, TINY_INPUTS),
+        (torch.float32, (16,), 1e-3, 1e-5, False, ONE_VECTOR),
+        (torch.bfloat16, (64, 128), 1.0, 1e-6, False, tr("bf16, dv = 128", "bf16，dv = 128")),
+        (torch.bfloat16, (8, 4, 128), 3.0, 1e-6, False, tr("bf16, (T, Hv, dv)", "bf16，(T, Hv, dv)")),
+        (torch.float16, (4, 128), 100.0, 1e-6, False, FP16_OVERFLOW)]
+L2N = [(torch.float32, (2, 3, 4, 32), 1.0, 1e-6, False, tr("fp32, (B, T, H, dk)", "fp32，(B, T, H, dk)")),
+       (torch.float32, (4, 128), 1e-4, 1e-6, False, TINY_INPUTS),
+       (torch.float32, (16,), 1e-3, 1e-5, False, ONE_VECTOR),
+       (torch.float32, (1, 7, 2, 64), 10.0, 1e-6, False, tr("fp32, large inputs", "fp32，输入很大")),
+       (torch.float32, (5, 8), 1.0, 1e-6, True, ZERO_ROW)]
 
 
 def make_cases(tmp):
@@ -78,12 +85,12 @@ def make_cases(tmp):
     ]
     k = 0
     for fn, table in (("rms_norm", RMS), ("gated_rms_norm", GATE), ("l2norm", L2N)):
-        for dtype, shape, scale, eps, note in table:
+        for dtype, shape, scale, eps, zero_row, note in table:
             k += 1
             seed = 20400 + k
             g = torch.Generator().manual_seed(seed)
             x = _rand(g, shape, dtype, scale)
-            if "zeros" in note:
+            if zero_row:
                 x[1] = 0
             D = shape[-1]
             if fn == "rms_norm":

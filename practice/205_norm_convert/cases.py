@@ -10,6 +10,7 @@ import random
 import torch
 
 from practice.grading import EXACT, Case
+from qwen.lang import tr
 from qwen.sizes import is_zero_centred, tensor_shapes
 
 
@@ -66,8 +67,9 @@ def make_cases(tmp):
         dtype = torch.float32 if seed in (20503, 20506) else bf
         cfg = small_config(rng)
         k += 1
+        L, name = len(cfg["layer_types"]), "fp32" if dtype != bf else "bf16"
         cases.append(Case(f"hidden {k}", fn, [("state", state_dict(g, cfg, dtype, plain=fn == "plain_to_centred"))],
-                          None, EXACT, seed, f"{len(cfg['layer_types'])} layers, {'fp32' if dtype != bf else 'bf16'}"))
+                          None, EXACT, seed, tr(f"{L} layers, {name}", f"{L} 层，{name}")))
     for c in cases:
         c.expected = (oracle_to_plain if c.fn == "centred_to_plain" else oracle_to_centred)(*c.values())
     return cases

@@ -7,6 +7,7 @@ import torch
 
 from practice.grading import EXACT, Case, Tol
 from qwen.config import Config
+from qwen.lang import tr
 from qwen.rope import RotaryEmbedding, apply_rope as qwen_apply_rope
 
 FREQ = Tol(rtol=1e-6)  # θ^(−2j/R) and 1/θ^(2j/R) may round 1-2 fp32 steps apart
@@ -26,26 +27,29 @@ def oracle_tables(positions, inv_freq, dtype):
 
 
 # (head_dim, partial_rotary_factor, rope_theta, note)
-FREQS = [(256, 0.25, 1e7, "Qwen3.5: 64 of 256 dims, θ = 1e7"),
-         (256, 0.25, 10000.0, "θ = 10000, the default when rope_theta is absent"),
-         (128, 0.5, 1e6, "head_dim 128, half the dims"),
-         (64, 1.0, 500000.0, "every dim rotates"),
+FREQS = [(256, 0.25, 1e7, tr("Qwen3.5: 64 of 256 dims, θ = 1e7", "Qwen3.5：256 维里的 64 维，θ = 1e7")),
+         (256, 0.25, 10000.0, tr("θ = 10000, the default when rope_theta is absent",
+                                 "θ = 10000，配置里没有 rope_theta 时的默认值")),
+         (128, 0.5, 1e6, tr("head_dim 128, half the dims", "head_dim 128，旋转一半的维度")),
+         (64, 1.0, 500000.0, tr("every dim rotates", "每一维都旋转")),
          (96, 0.25, 1e7, "R = 24"),
-         (64, 0.25, 1e7, "the synthetic checkpoint's heads")]
+         (64, 0.25, 1e7, tr("the synthetic checkpoint's heads", "合成检查点的头"))]
 # (B, T, positions from, positions below, R, theta, dtype, note)
-TABLES = [(2, 9, 0, 4096, 64, 1e7, torch.bfloat16, "Qwen3.5 in bf16"),
-          (2, 9, 0, 4096, 64, 1e7, torch.float32, "Qwen3.5 in fp32"),
-          (1, 1, 29000, 30000, 64, 1e7, torch.bfloat16, "one decode step far into the text"),
-          (3, 5, 0, 100, 32, 10000.0, torch.float16, "fp16, θ = 10000"),
+TABLES = [(2, 9, 0, 4096, 64, 1e7, torch.bfloat16, tr("Qwen3.5 in bf16", "Qwen3.5，bf16")),
+          (2, 9, 0, 4096, 64, 1e7, torch.float32, tr("Qwen3.5 in fp32", "Qwen3.5，fp32")),
+          (1, 1, 29000, 30000, 64, 1e7, torch.bfloat16, tr("one decode step far into the text",
+                                                           "文本中很靠后的一步解码")),
+          (3, 5, 0, 100, 32, 10000.0, torch.float16, tr("fp16, θ = 10000", "fp16，θ = 10000")),
           (2, 6, 0, 50, 16, 1e6, torch.float32, "R = 16"),
-          (2, 7, 25000, 30000, 64, 1e7, torch.float32, "fp32, positions between 25000 and 30000")]
+          (2, 7, 25000, 30000, 64, 1e7, torch.float32, tr("fp32, positions between 25000 and 30000",
+                                                          "fp32，位置在 25000 到 30000 之间"))]
 # (B, H, T, D, R, dtype, note)
-APPLIES = [(2, 8, 5, 256, 64, torch.bfloat16, "Qwen3.5 query heads, bf16"),
-           (2, 2, 5, 256, 64, torch.float32, "Qwen3.5 key heads, fp32"),
-           (1, 4, 7, 64, 16, torch.bfloat16, "the synthetic checkpoint's heads"),
-           (2, 3, 4, 32, 32, torch.float32, "every dim rotates"),
-           (1, 2, 6, 128, 64, torch.float32, "head_dim 128, half the dims"),
-           (3, 1, 1, 256, 64, torch.bfloat16, "one new token, batch 3")]
+APPLIES = [(2, 8, 5, 256, 64, torch.bfloat16, tr("Qwen3.5 query heads, bf16", "Qwen3.5 的查询头，bf16")),
+           (2, 2, 5, 256, 64, torch.float32, tr("Qwen3.5 key heads, fp32", "Qwen3.5 的键头，fp32")),
+           (1, 4, 7, 64, 16, torch.bfloat16, tr("the synthetic checkpoint's heads", "合成检查点的头")),
+           (2, 3, 4, 32, 32, torch.float32, tr("every dim rotates", "每一维都旋转")),
+           (1, 2, 6, 128, 64, torch.float32, tr("head_dim 128, half the dims", "head_dim 128，旋转一半的维度")),
+           (3, 1, 1, 256, 64, torch.bfloat16, tr("one new token, batch 3", "一个新 token，批次大小 3"))]
 
 
 def _positions(g, B, T, top, low=0):

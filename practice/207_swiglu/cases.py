@@ -7,6 +7,7 @@ import torch
 
 from practice.grading import EXACT, Case, Tol
 from qwen.config import Config
+from qwen.lang import tr
 from qwen.mlp import MLP
 
 FP32 = Tol(rtol=1e-5, atol=1e-6)  # bf16 cases are EXACT: the same ops in the same dtype give the same bits
@@ -25,15 +26,17 @@ def oracle_silu(z):
 
 
 # (B, T, d, i, dtype, note)
-MLPS = [(2, 5, 64, 192, torch.bfloat16, "the synthetic checkpoint's widths, bf16"),
-        (2, 5, 64, 192, torch.float32, "the synthetic checkpoint's widths, fp32"),
-        (1, 3, 1024, 3584, torch.bfloat16, "Qwen3.5-0.8B's widths, bf16"),
-        (1, 1, 1024, 3584, torch.float32, "Qwen3.5-0.8B, one token, fp32"),
-        (3, 4, 32, 32, torch.float32, "square: d = i"),
-        (2, 2, 48, 80, torch.bfloat16, "batch 2, other widths"),
-        (2, 3, 1024, 3584, torch.bfloat16, "Qwen3.5-0.8B's widths, bf16, batch 2")]
-SILU = [((4, 64), 4.0, "fp32, (T, i)"), ((2, 3, 16), 30.0, "large: silu(z) ≈ z above, ≈ 0 below"),
-        ((100,), 1e-3, "tiny: silu(z) ≈ z / 2")]
+MLPS = [(2, 5, 64, 192, torch.bfloat16, tr("the synthetic checkpoint's widths, bf16", "合成检查点的宽度，bf16")),
+        (2, 5, 64, 192, torch.float32, tr("the synthetic checkpoint's widths, fp32", "合成检查点的宽度，fp32")),
+        (1, 3, 1024, 3584, torch.bfloat16, tr("Qwen3.5-0.8B's widths, bf16", "Qwen3.5-0.8B 的宽度，bf16")),
+        (1, 1, 1024, 3584, torch.float32, tr("Qwen3.5-0.8B, one token, fp32", "Qwen3.5-0.8B，一个 token，fp32")),
+        (3, 4, 32, 32, torch.float32, tr("square: d = i", "方阵：d = i")),
+        (2, 2, 48, 80, torch.bfloat16, tr("batch 2, other widths", "批次大小 2，其他宽度")),
+        (2, 3, 1024, 3584, torch.bfloat16, tr("Qwen3.5-0.8B's widths, bf16, batch 2",
+                                              "Qwen3.5-0.8B 的宽度，bf16，批次大小 2"))]
+SILU = [((4, 64), 4.0, tr("fp32, (T, i)", "fp32，(T, i)")),
+        ((2, 3, 16), 30.0, tr("large: silu(z) ≈ z above, ≈ 0 below", "输入很大：正半轴 silu(z) ≈ z，负半轴 ≈ 0")),
+        ((100,), 1e-3, tr("tiny: silu(z) ≈ z / 2", "输入很小：silu(z) ≈ z / 2"))]
 
 
 def make_cases(tmp):

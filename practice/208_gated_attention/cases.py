@@ -9,6 +9,7 @@ import torch
 from practice.grading import Case, Tol
 from qwen.attention import GatedAttention, attention, causal_mask
 from qwen.config import Config
+from qwen.lang import tr
 from qwen.rope import RotaryEmbedding
 from qwen.weights import fill
 
@@ -56,32 +57,48 @@ def padding(B, T, pads):
 
 
 # attend: (B, H, Hkv, T, S, D, dtype, left pads or None, scale of q and k, note)
-ATTEND = [(1, 8, 2, 7, 7, 16, torch.float32, None, 1.0, "fp32, 8 query heads share 2 K/V heads"),
-          (1, 6, 2, 5, 9, 48, torch.float32, None, 1.0, "fp32, 3 query heads per K/V head, 4 keys from a cache"),
-          (1, 4, 4, 1, 12, 32, torch.float32, None, 1.0, "fp32, one new token after 11 cached ones, no sharing"),
-          (2, 4, 2, 6, 6, 64, torch.float32, [2, 0], 1.0, "fp32, left padding: 2 queries see no key"),
-          (2, 8, 2, 4, 10, 256, torch.float32, [3, 0], 2.0, "fp32, D = 256 as in Qwen3.5, padded cache"),
-          (1, 2, 1, 64, 64, 16, torch.float32, None, 2.0, "fp32, 64 tokens"),
-          (2, 8, 2, 9, 9, 64, torch.bfloat16, [0, 4], 1.0, "bf16, left padding"),
-          (1, 8, 2, 5, 21, 256, torch.bfloat16, None, 2.0, "bf16, the 0.8B's heads: H 8, Hkv 2, D 256"),
-          (2, 4, 1, 16, 16, 16, torch.bfloat16, None, 3.0, "bf16, 4 query heads per K/V head, sharp scores"),
-          (3, 4, 2, 1, 10, 32, torch.float32, [4, 0, 9], 1.0, "fp32, one new token (T = 1) after left padding"),
-          (2, 8, 2, 1, 21, 256, torch.bfloat16, [6, 0], 2.0, "bf16, a decode step (T = 1) after left padding")]
+ATTEND = [(1, 8, 2, 7, 7, 16, torch.float32, None, 1.0, tr("fp32, 8 query heads share 2 K/V heads",
+                                                           "fp32，8 个查询头共用 2 个 K/V 头")),
+          (1, 6, 2, 5, 9, 48, torch.float32, None, 1.0, tr("fp32, 3 query heads per K/V head, 4 keys from a cache",
+                                                           "fp32，每个 K/V 头对应 3 个查询头，有 4 个键来自缓存")),
+          (1, 4, 4, 1, 12, 32, torch.float32, None, 1.0,
+           tr("fp32, one new token after 11 cached ones, no sharing",
+              "fp32，缓存了 11 个 token 之后来一个新 token，K/V 头不共用")),
+          (2, 4, 2, 6, 6, 64, torch.float32, [2, 0], 1.0, tr("fp32, left padding: 2 queries see no key",
+                                                             "fp32，左填充：有 2 个查询看不到任何键")),
+          (2, 8, 2, 4, 10, 256, torch.float32, [3, 0], 2.0, tr("fp32, D = 256 as in Qwen3.5, padded cache",
+                                                               "fp32，D = 256（与 Qwen3.5 相同），缓存带填充")),
+          (1, 2, 1, 64, 64, 16, torch.float32, None, 2.0, tr("fp32, 64 tokens", "fp32，64 个 token")),
+          (2, 8, 2, 9, 9, 64, torch.bfloat16, [0, 4], 1.0, tr("bf16, left padding", "bf16，左填充")),
+          (1, 8, 2, 5, 21, 256, torch.bfloat16, None, 2.0, tr("bf16, the 0.8B's heads: H 8, Hkv 2, D 256",
+                                                              "bf16，0.8B 的头：H 8，Hkv 2，D 256")),
+          (2, 4, 1, 16, 16, 16, torch.bfloat16, None, 3.0, tr("bf16, 4 query heads per K/V head, sharp scores",
+                                                              "bf16，每个 K/V 头对应 4 个查询头，分数很尖")),
+          (3, 4, 2, 1, 10, 32, torch.float32, [4, 0, 9], 1.0, tr("fp32, one new token (T = 1) after left padding",
+                                                                 "fp32，左填充之后的一个新 token（T = 1）")),
+          (2, 8, 2, 1, 21, 256, torch.bfloat16, [6, 0], 2.0, tr("bf16, a decode step (T = 1) after left padding",
+                                                                "bf16，左填充之后的一步解码（T = 1）"))]
 # gated_attention: (B, d, H, Hkv, D, T, partial_rotary_factor, rope_theta, eps, dtype, left pads, scale of x, note)
-GATED = [(1, 64, 4, 2, 16, 6, 0.5, 1e4, 1e-6, torch.float32, None, 1.0, "fp32, d = H·D"),
-         (1, 48, 6, 2, 16, 5, 0.25, 1e7, 1e-5, torch.float32, None, 1.0, "fp32, 3 query heads per K/V head, eps 1e-5"),
-         (2, 64, 4, 2, 64, 7, 0.25, 1e7, 1e-6, torch.float32, [0, 3], 1.0, "fp32, the synthetic checkpoint's sizes, "
-                                                                            "padded"),
-         (1, 40, 4, 4, 8, 5, 1.0, 500.0, 1e-6, torch.float32, None, 1.0, "fp32, no sharing, every dim rotates"),
-         (1, 128, 8, 2, 32, 3, 0.25, 1e7, 1e-6, torch.float32, None, 1.0, "fp32, 4 query heads per K/V head"),
-         (2, 64, 4, 2, 64, 9, 0.25, 1e7, 1e-6, torch.bfloat16, [2, 0], 1.0, "bf16, the synthetic checkpoint's sizes, "
-                                                                             "pads"),
-         (1, 1024, 8, 2, 256, 4, 0.25, 1e7, 1e-6, torch.bfloat16, None, 1.0, "bf16, the real 0.8B's sizes"),
-         (1, 96, 6, 2, 16, 6, 0.25, 1e4, 1e-6, torch.bfloat16, None, 1.0, "bf16, rope_theta 10000 (the default)"),
-         (1, 64, 4, 2, 16, 5, 0.25, 1e7, 1e-5, torch.float32, None, 0.01, "fp32, small activations (x ~ 0.01): "
-                                                                           "eps 1e-5 is a tenth of q's mean square"),
-         (2, 64, 4, 2, 16, 5, 0.25, 1e7, 1e-5, torch.bfloat16, [1, 0], 0.01, "bf16, small activations with eps "
-                                                                              "1e-5, padded")]
+GATED = [(1, 64, 4, 2, 16, 6, 0.5, 1e4, 1e-6, torch.float32, None, 1.0, tr("fp32, d = H·D", "fp32，d = H·D")),
+         (1, 48, 6, 2, 16, 5, 0.25, 1e7, 1e-5, torch.float32, None, 1.0,
+          tr("fp32, 3 query heads per K/V head, eps 1e-5", "fp32，每个 K/V 头对应 3 个查询头，eps 1e-5")),
+         (2, 64, 4, 2, 64, 7, 0.25, 1e7, 1e-6, torch.float32, [0, 3], 1.0,
+          tr("fp32, the synthetic checkpoint's sizes, padded", "fp32，合成检查点的尺寸，带填充")),
+         (1, 40, 4, 4, 8, 5, 1.0, 500.0, 1e-6, torch.float32, None, 1.0, tr("fp32, no sharing, every dim rotates",
+                                                                            "fp32，K/V 头不共用，每一维都旋转")),
+         (1, 128, 8, 2, 32, 3, 0.25, 1e7, 1e-6, torch.float32, None, 1.0, tr("fp32, 4 query heads per K/V head",
+                                                                             "fp32，每个 K/V 头对应 4 个查询头")),
+         (2, 64, 4, 2, 64, 9, 0.25, 1e7, 1e-6, torch.bfloat16, [2, 0], 1.0,
+          tr("bf16, the synthetic checkpoint's sizes, pads", "bf16，合成检查点的尺寸，带填充")),
+         (1, 1024, 8, 2, 256, 4, 0.25, 1e7, 1e-6, torch.bfloat16, None, 1.0, tr("bf16, the real 0.8B's sizes",
+                                                                                "bf16，真实 0.8B 的尺寸")),
+         (1, 96, 6, 2, 16, 6, 0.25, 1e4, 1e-6, torch.bfloat16, None, 1.0, tr("bf16, rope_theta 10000 (the default)",
+                                                                             "bf16，rope_theta 10000（默认值）")),
+         (1, 64, 4, 2, 16, 5, 0.25, 1e7, 1e-5, torch.float32, None, 0.01,
+          tr("fp32, small activations (x ~ 0.01): eps 1e-5 is a tenth of q's mean square",
+             "fp32，激活值很小（x ~ 0.01）：eps 1e-5 是 q 均方的十分之一")),
+         (2, 64, 4, 2, 16, 5, 0.25, 1e7, 1e-5, torch.bfloat16, [1, 0], 0.01,
+          tr("bf16, small activations with eps 1e-5, padded", "bf16，激活值很小，eps 1e-5，带填充"))]
 
 
 def make_cases(tmp):

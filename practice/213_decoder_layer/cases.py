@@ -10,6 +10,7 @@ import torch.nn as nn
 from practice import assembly as given
 from practice.grading import Case, Tol
 from qwen.config import Config
+from qwen.lang import tr
 from qwen.model import DecoderLayer
 from qwen.norm import RMSNorm
 
@@ -59,11 +60,12 @@ def _params(g, d, dtype, n=6, i=8):
 
 
 # (dtype, B, T, d, layer types, eps, note)
-STACKS = [(torch.float32, 1, 5, 8, "LLLF", 1e-6, "fp32, [L, L, L, F]"),
-          (torch.float32, 2, 7, 16, "LLLFLLLF", 1e-6, "fp32, [L, L, L, F] x 2"),
-          (torch.float32, 2, 6, 8, "LLFLLF", 1e-5, "fp32, a full layer every 3rd, eps 1e-5"),
-          (torch.float32, 1, 4, 8, "FLLL", 1e-6, "fp32, full attention first"),
-          (torch.bfloat16, 2, 5, 16, "LLLF", 1e-6, "bf16, [L, L, L, F]")]
+STACKS = [(torch.float32, 1, 5, 8, "LLLF", 1e-6, tr("fp32, [L, L, L, F]", "fp32，[L, L, L, F]")),
+          (torch.float32, 2, 7, 16, "LLLFLLLF", 1e-6, tr("fp32, [L, L, L, F] x 2", "fp32，[L, L, L, F] x 2")),
+          (torch.float32, 2, 6, 8, "LLFLLF", 1e-5, tr("fp32, a full layer every 3rd, eps 1e-5",
+                                                      "fp32，每 3 层一个全注意力层，eps 1e-5")),
+          (torch.float32, 1, 4, 8, "FLLL", 1e-6, tr("fp32, full attention first", "fp32，全注意力层在最前")),
+          (torch.bfloat16, 2, 5, 16, "LLLF", 1e-6, tr("bf16, [L, L, L, F]", "bf16，[L, L, L, F]"))]
 KINDS = {"L": "linear_attention", "F": "full_attention"}
 
 

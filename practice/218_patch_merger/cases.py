@@ -10,6 +10,7 @@ import torch
 
 from practice.grading import Case, Tol
 from qwen.config import VisionConfig
+from qwen.lang import tr
 from qwen.vision import PatchMerger
 
 FP32 = Tol(rtol=1e-5, atol=1e-5)  # a LayerNorm and two products summed in another order: ~1e-6 of the scale
@@ -44,16 +45,21 @@ def hidden_states(g, N, C, scale, dtype):
 
 
 # (image_grid_thw, C, d, scale of x, dtype, note)
-HIDDEN = [([[1, 14, 20]], 32, 64, 3.0, torch.float32, "the synthetic checkpoint's widths, a 224 × 320 image"),
-          ([[1, 8, 8]], 768, 1024, 3.0, torch.float32, "Qwen3.5-0.8B's widths: C = 768, d = 1024"),
-          ([[1, 4, 6], [1, 6, 4]], 48, 40, 3.0, torch.float32, "two images, wide then tall"),
-          ([[1, 2, 2], [1, 4, 10], [1, 6, 2]], 64, 24, 3.0, torch.float32, "three images, one of a single block"),
-          ([[1, 2, 40]], 32, 64, 3.0, torch.float32, "a strip two patches high"),
-          ([[1, 4, 6]], 32, 64, 0.01, torch.float32, "quiet hidden states: a variance near the LayerNorm's eps"),
-          ([[1, 6, 6]], 16, 128, 0.1, torch.float32, "the text wider than the merged vector: d = 128 > 4C = 64"),
-          ([[1, 4, 4]], 32, 64, 30.0, torch.float32, "large hidden states, scale 30"),
+HIDDEN = [([[1, 14, 20]], 32, 64, 3.0, torch.float32, tr("the synthetic checkpoint's widths, a 224 × 320 image",
+                                                         "合成检查点的宽度，一幅 224 × 320 的图像")),
+          ([[1, 8, 8]], 768, 1024, 3.0, torch.float32, tr("Qwen3.5-0.8B's widths: C = 768, d = 1024",
+                                                          "Qwen3.5-0.8B 的宽度：C = 768，d = 1024")),
+          ([[1, 4, 6], [1, 6, 4]], 48, 40, 3.0, torch.float32, tr("two images, wide then tall", "两幅图像，先宽后高")),
+          ([[1, 2, 2], [1, 4, 10], [1, 6, 2]], 64, 24, 3.0, torch.float32, tr("three images, one of a single block",
+                                                                              "三幅图像，其中一幅只有一个组")),
+          ([[1, 2, 40]], 32, 64, 3.0, torch.float32, tr("a strip two patches high", "两个 patch 高的长条")),
+          ([[1, 4, 6]], 32, 64, 0.01, torch.float32, tr("quiet hidden states: a variance near the LayerNorm's eps",
+                                                        "很小的隐藏状态：方差接近 LayerNorm 的 eps")),
+          ([[1, 6, 6]], 16, 128, 0.1, torch.float32, tr("the text wider than the merged vector: d = 128 > 4C = 64",
+                                                        "文本模型的宽度大于合并后的向量：d = 128 > 4C = 64")),
+          ([[1, 4, 4]], 32, 64, 30.0, torch.float32, tr("large hidden states, scale 30", "很大的隐藏状态，量级 30")),
           ([[1, 6, 8]], 32, 64, 3.0, torch.float64, "float64"),
-          ([[1, 4, 4], [1, 2, 6]], 16, 16, 1.0, torch.float64, "float64, two images")]
+          ([[1, 4, 4], [1, 2, 6]], 16, 16, 1.0, torch.float64, tr("float64, two images", "float64，两幅图像"))]
 
 
 def make_cases(tmp):
@@ -64,11 +70,12 @@ def make_cases(tmp):
     g = torch.Generator().manual_seed(21800)
     cases = [Case("example 1", "patch_merger", [("x", one), ("image_grid_thw", torch.tensor([[1, 2, 2]])),
                                                ("weights", hand)], None, FP32, None,
-                  "one block of four C = 2 patches, identity fc1, fc2 the mean"),
+                  tr("one block of four C = 2 patches, identity fc1, fc2 the mean",
+                     "一个组，含四个 C = 2 的 patch；fc1 为单位矩阵，fc2 取平均")),
              Case("example 2", "patch_merger", [("x", hidden_states(g, 8, 8, 3.0, torch.float32)),
                                                ("image_grid_thw", torch.tensor([[1, 2, 4]])),
                                                ("weights", make_weights(g, 8, 6, torch.float32))], None, FP32,
-                  21800, "2 × 4 patches (two blocks), C = 8, d = 6")]
+                  21800, tr("2 × 4 patches (two blocks), C = 8, d = 6", "2 × 4 个 patch（两个组），C = 8，d = 6"))]
     for n, (grids, C, d, scale, dtype, note) in enumerate(HIDDEN, 1):
         seed = 21800 + n
         g = torch.Generator().manual_seed(seed)

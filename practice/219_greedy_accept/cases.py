@@ -8,6 +8,7 @@ token for token equal to plain greedy decoding in tests/test_speculative.py).
 import torch
 
 from practice.grading import Case
+from qwen.lang import tr
 
 
 def oracle(drafts, logits):
@@ -74,23 +75,35 @@ def _example_2():
 
 
 # (B, k, V, dtype, accepted per row, tail, note)
-HIDDEN = [(1, 1, 100, torch.float32, [1], "random", "k = 1, the guess accepted: the bonus token follows"),
-          (1, 1, 100, torch.float32, [0], "random", "k = 1, the guess rejected: the correction replaces it"),
-          (1, 4, 1000, torch.float32, [2], "agree", "a wrong guess, then guesses that agree again: the walk stops "
-                                                    "at the first wrong one"),
-          (1, 4, 1000, torch.float32, [0], "shifted", "each guess is the main model's pick one position later: "
-                                                      "logits[:, i] verifies guess i + 1 (drafts[:, i])"),
-          (3, 4, 1000, torch.float32, [4, 1, 0], "random", "a batch: each row keeps its own number of guesses"),
-          (4, 2, 500, torch.float32, [2, 2, 2, 2], "random", "every row accepts every guess: a bonus token each"),
-          (2, 8, 2000, torch.bfloat16, [5, 8], "agree", "bf16 logits, k = 8"),
-          (1, 4, 248320, torch.float32, [3], "random", "the real vocabulary (248,320 tokens)"),
-          (2, 4, 1000, torch.float32, [0, 4], "shifted", "one row shifted by a position, one all accepted"),
-          (5, 3, 300, torch.float32, [3, 0, 2, 1, 3], "agree", "five rows, every count from 0 to k")]
+HIDDEN = [(1, 1, 100, torch.float32, [1], "random", tr("k = 1, the guess accepted: the bonus token follows",
+                                                       "k = 1，猜测被接受：后面跟着额外 token")),
+          (1, 1, 100, torch.float32, [0], "random", tr("k = 1, the guess rejected: the correction replaces it",
+                                                       "k = 1，猜测被拒绝：由纠正 token 取代")),
+          (1, 4, 1000, torch.float32, [2], "agree",
+           tr("a wrong guess, then guesses that agree again: the walk stops at the first wrong one",
+              "猜错一个之后，后面的猜测又对上了：遇到第一个猜错的就停")),
+          (1, 4, 1000, torch.float32, [0], "shifted",
+           tr("each guess is the main model's pick one position later: "
+              "logits[:, i] verifies guess i + 1 (drafts[:, i])",
+              "每个猜测都是主模型晚一个位置的选择：logits[:, i] 检验的是第 i + 1 个猜测（drafts[:, i]）")),
+          (3, 4, 1000, torch.float32, [4, 1, 0], "random", tr("a batch: each row keeps its own number of guesses",
+                                                              "一个批次：每行留下的猜测数各不相同")),
+          (4, 2, 500, torch.float32, [2, 2, 2, 2], "random", tr("every row accepts every guess: a bonus token each",
+                                                                "每行都接受全部猜测：各有一个额外 token")),
+          (2, 8, 2000, torch.bfloat16, [5, 8], "agree", tr("bf16 logits, k = 8", "bf16 logits，k = 8")),
+          (1, 4, 248320, torch.float32, [3], "random", tr("the real vocabulary (248,320 tokens)",
+                                                          "真实词表（248,320 个 token）")),
+          (2, 4, 1000, torch.float32, [0, 4], "shifted", tr("one row shifted by a position, one all accepted",
+                                                            "一行错开一个位置，一行全部接受")),
+          (5, 3, 300, torch.float32, [3, 0, 2, 1, 3], "agree", tr("five rows, every count from 0 to k",
+                                                                  "五行，个数从 0 到 k 都有"))]
 
 
 def make_cases(tmp):
-    cases = [Case("example 1", "greedy_accept", _example_1(), None, note="V = 5, k = 3: two guesses agree"),
-             Case("example 2", "greedy_accept", _example_2(), None, note="a bonus token and a correction")]
+    cases = [Case("example 1", "greedy_accept", _example_1(), None, note=tr("V = 5, k = 3: two guesses agree",
+                                                                            "V = 5，k = 3：两个猜测对上了")),
+             Case("example 2", "greedy_accept", _example_2(), None, note=tr("a bonus token and a correction",
+                                                                            "一个额外 token 和一个纠正 token"))]
     for n, (B, k, V, dtype, accepted, tail, note) in enumerate(HIDDEN, 1):
         seed = 21900 + n
         args = build(torch.Generator().manual_seed(seed), B, k, V, dtype, accepted, tail)
@@ -102,7 +115,8 @@ def make_cases(tmp):
     drafts[1] = logits[1, :3].argmax(-1)
     drafts[2, :1] = logits[2, :1].argmax(-1)
     cases.append(Case(f"hidden {len(HIDDEN) + 1}", "greedy_accept", [("drafts", drafts), ("logits", logits)], None,
-                      seed=seed, note="unplanted logits: rows that accept 0 or 1 or every guess"))
+                      seed=seed, note=tr("unplanted logits: rows that accept 0 or 1 or every guess",
+                                         "未预设 argmax 的 logits：各行接受 0 个、1 个或全部猜测")))
     for c in cases:
         c.expected = oracle(*c.values())
     return cases

@@ -16,6 +16,7 @@ accept's own draws pass the same bound, and the mistakes' distances.
 import torch
 
 from practice.grading import Case, Mismatch, compare
+from qwen.lang import tr
 
 MARGIN = 1e-4  # how far every uniform of an exact case stays from the values it is compared with
 TV_BOUND = 0.025
@@ -172,16 +173,20 @@ def distribution_check(got, case):
     bad = torch.nonzero(shaped.any(1) | (n < 0) | (n > drafts.shape[1]))
     if len(bad):  # draws are free here, the shape of a row is not
         b = int(bad[0, 0])
-        return Mismatch(f"output (row {b})", "scalar", {
-            "expected": "0 <= n[b] <= k, tokens[b, :n[b]] = drafts[b, :n[b]], -1 after tokens[b, n[b]]",
+        return Mismatch(tr(f"output (row {b})", f"output（第 {b} 行）"), "scalar", {
+            "expected": tr("0 <= n[b] <= k, tokens[b, :n[b]] = drafts[b, :n[b]], -1 after tokens[b, n[b]]",
+                           "0 <= n[b] <= k，tokens[b, :n[b]] = drafts[b, :n[b]]，tokens[b, n[b]] 之后全是 -1"),
             "got": f"n[b] = {int(n[b])}, tokens[b] = {tokens[b].tolist()}, drafts[b] = {drafts[b].tolist()}"})
     p_first = case.values()[0][0, 0]
     tv = first_token_tv(tokens[:, 0], p_first)
     if tv <= TV_BOUND:
         return None
-    return Mismatch("output[0][:, 0] (each row's first new token, over all rows, against p[0, 0])", "scalar",
-                    {"expected": f"TV(frequencies, p[0, 0]) <= {TV_BOUND} over {case.values()[0].shape[0]:,} rows",
-                     "got": f"TV(frequencies, p[0, 0]) = {tv:.4f}"})
+    rows = case.values()[0].shape[0]
+    return Mismatch(tr("output[0][:, 0] (each row's first new token, over all rows, against p[0, 0])",
+                       "output[0][:, 0]（每行的第一个新 token，统计所有行，与 p[0, 0] 对照）"), "scalar",
+                    {"expected": tr(f"TV(frequencies, p[0, 0]) <= {TV_BOUND} over {rows:,} rows",
+                                    f"TV(freq, p[0, 0]) <= {TV_BOUND}，共 {rows:,} 行"),
+                     "got": tr(f"TV(frequencies, p[0, 0]) = {tv:.4f}", f"TV(freq, p[0, 0]) = {tv:.4f}")})
 
 
 # the distribution cases' p and q: rows 0 are the first position, whose distribution the statistic tests
@@ -191,17 +196,25 @@ DIST_B = ([[0.1, 0.15, 0.4, 0.2, 0.1, 0.05], [0.3, 0.1, 0.1, 0.2, 0.2, 0.1]],
           [[0.0, 0.0, 1.0, 0.0, 0.0, 0.0]])
 
 # (B, k, V, kind of q, top-k of p, kind of uniforms, note)
-HIDDEN = [(3, 1, 10, "same", None, "rand", "the draft is the main model (q = p): every guess accepted, then the "
-                                           "bonus token drawn from p[:, 1]"),
-          (4, 3, 50, "far", None, "rand", "an unrelated draft: early rejections, the residual"),
-          (4, 3, 50, "near", None, "rand", "a draft close to the main model"),
-          (3, 2, 100, "onehot", None, "rand", "a deterministic draft (q one-hot): accepted with probability p(d), "
-                                              "else drawn from p without d, renormalised"),
-          (3, 4, 200, "near", 20, "rand", "p cut to 20 tokens (top-k 20): a guess outside them has p = 0"),
-          (2, 3, 1000, "near", None, "small", "small uniforms: most guesses accepted, bonus tokens"),
-          (2, 4, 1000, "far", None, "large", "large uniforms: most rows stop at the first guess"),
-          (1, 2, 248320, "near", 20, "rand", "the real vocabulary (248,320 tokens), p cut to its top 20"),
-          (6, 3, 30, "near", None, "rand", "a batch, each row its own count")]
+HIDDEN = [(3, 1, 10, "same", None, "rand",
+           tr("the draft is the main model (q = p): every guess accepted, then the bonus token drawn from p[:, 1]",
+              "草稿就是主模型（q = p）：猜测全被接受，再从 p[:, 1] 抽出额外 token")),
+          (4, 3, 50, "far", None, "rand", tr("an unrelated draft: early rejections, the residual",
+                                             "毫不相关的草稿：很早就被拒绝，从残差分布抽取")),
+          (4, 3, 50, "near", None, "rand", tr("a draft close to the main model", "与主模型接近的草稿")),
+          (3, 2, 100, "onehot", None, "rand",
+           tr("a deterministic draft (q one-hot): accepted with probability p(d), else drawn from p without d, "
+              "renormalised",
+              "确定性的草稿（q 是 one-hot）：以概率 p(d) 接受，否则从去掉 d 并重新归一化的 p 中抽取")),
+          (3, 4, 200, "near", 20, "rand", tr("p cut to 20 tokens (top-k 20): a guess outside them has p = 0",
+                                             "p 只保留 20 个 token（top-k 20）：落在其外的猜测 p = 0")),
+          (2, 3, 1000, "near", None, "small", tr("small uniforms: most guesses accepted, bonus tokens",
+                                                 "均匀数偏小：大多数猜测被接受，有额外 token")),
+          (2, 4, 1000, "far", None, "large", tr("large uniforms: most rows stop at the first guess",
+                                                "均匀数偏大：大多数行在第一个猜测处停下")),
+          (1, 2, 248320, "near", 20, "rand", tr("the real vocabulary (248,320 tokens), p cut to its top 20",
+                                                "真实词表（248,320 个 token），p 只保留前 20 个")),
+          (6, 3, 30, "near", None, "rand", tr("a batch, each row its own count", "一个批次，每行的个数各不相同"))]
 
 
 def _examples():
@@ -212,9 +225,12 @@ def _examples():
            ("drafts", torch.tensor([[1]])), ("u", torch.tensor([[0.9]])), ("u_last", torch.tensor([0.75]))]
     ex3 = [("p", torch.tensor([[[0.5, 0.3, 0.2], [0.2, 0.2, 0.6]]])), ("q", torch.tensor([[[0.0, 1.0, 0.0]]])),
            ("drafts", torch.tensor([[1]])), ("u", torch.tensor([[0.4]])), ("u_last", torch.tensor([0.8]))]
-    return [Case("example 1", "speculative_sample", ex1, None, note="a guess accepted, the next rejected"),
-            Case("example 2", "speculative_sample", ex2, None, note="every guess accepted: the bonus token"),
-            Case("example 3", "speculative_sample", ex3, None, note="a deterministic draft, rejected")]
+    return [Case("example 1", "speculative_sample", ex1, None, note=tr("a guess accepted, the next rejected",
+                                                                       "一个猜测被接受，下一个被拒绝")),
+            Case("example 2", "speculative_sample", ex2, None, note=tr("every guess accepted: the bonus token",
+                                                                       "猜测全被接受：额外 token")),
+            Case("example 3", "speculative_sample", ex3, None, note=tr("a deterministic draft, rejected",
+                                                                       "确定性的草稿，被拒绝"))]
 
 
 def make_cases(tmp):
@@ -223,10 +239,12 @@ def make_cases(tmp):
         seed = 22000 + n
         args = inputs(torch.Generator().manual_seed(seed), B, k, V, q_kind, top_k, u_kind)
         cases.append(Case(f"hidden {n}", "speculative_sample", args, None, seed=seed, note=note))
-    for n, (rows, note) in enumerate([(DIST_A, "V = 4, k = 2, guesses drawn from q: the first token's frequencies "
-                                               "against p"),
-                                      (DIST_B, "V = 6, k = 1, a deterministic draft (always token 2): the first "
-                                               "token's frequencies against p")], len(HIDDEN) + 1):
+    distributions = [(DIST_A, tr("V = 4, k = 2, guesses drawn from q: the first token's frequencies against p",
+                                 "V = 4，k = 2，猜测从 q 中抽出：第一个 token 的频率与 p 对照")),
+                     (DIST_B, tr("V = 6, k = 1, a deterministic draft (always token 2): the first token's "
+                                 "frequencies against p",
+                                 "V = 6，k = 1，确定性的草稿（总是 token 2）：第一个 token 的频率与 p 对照"))]
+    for n, (rows, note) in enumerate(distributions, len(HIDDEN) + 1):
         seed = 22000 + n
         args = shared(torch.Generator().manual_seed(seed), *rows)
         cases.append(Case(f"hidden {n}", "speculative_sample", args, None, seed=seed, note=note,

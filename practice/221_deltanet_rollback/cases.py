@@ -11,6 +11,7 @@ import torch
 
 from practice.grading import Case, Tol
 from qwen.deltanet import causal_conv, recurrent_delta_rule
+from qwen.lang import tr
 from qwen.norm import l2norm
 
 # The state: fp32, 1e-6·max(1, max|y|) + 1e-6·|y| (at most T = 9 steps of the rule; sums over dk in another order
@@ -50,24 +51,37 @@ def inputs(g, B, T, Hk, Hv, dk, dv, K, n_accepted, dtype, decay=2.0):
 
 # (B, T, Hk, Hv, dk, dv, K, n_accepted, dtype, g's range, note). T = the verified tokens: the token fed first and
 # T − 1 guesses.
-EXAMPLES = [(1, 4, 1, 1, 2, 2, 4, [1], torch.float32, 2.0, "three guesses, the first accepted: 2 of the 4 "
-                                                           "verified tokens stay"),
-            (2, 3, 1, 2, 2, 2, 4, [0, 2], torch.float32, 2.0, "two rows: no guess accepted, and both")]
-HIDDEN = [(1, 2, 2, 2, 8, 8, 4, [0], torch.float32, 2.0, "one guess, rejected: only the token fed first stays"),
-          (1, 2, 2, 2, 8, 8, 4, [1], torch.float32, 2.0, "one guess, accepted: nothing to undo"),
-          (1, 5, 2, 2, 16, 16, 4, [2], torch.float32, 2.0, "four guesses, two accepted"),
-          (3, 5, 2, 4, 8, 8, 4, [4, 0, 2], torch.float32, 2.0, "a batch, each row its own count; value heads = "
-                                                               "2 × key heads"),
-          (2, 3, 2, 2, 8, 8, 4, [0, 1], torch.float32, 2.0, "fewer kept tokens than K − 1 = 3: the window keeps "
-                                                            "inputs from the snapshot"),
-          (2, 9, 1, 3, 8, 12, 4, [7, 3], torch.float32, 2.0, "eight guesses; dk ≠ dv, 3 value heads per key head"),
-          (2, 5, 2, 2, 16, 16, 4, [1, 3], torch.bfloat16, 2.0, "bf16 conv inputs, window, v and β; the state fp32"),
-          (1, 3, 16, 16, 128, 128, 4, [1], torch.bfloat16, 2.0, "the real 0.8B's layer sizes (C = 6,144; 16 heads "
-                                                                "of 128 × 128)"),
-          (2, 4, 2, 2, 16, 16, 4, [2, 1], torch.float32, 20.0, "strong decays: g down to −20"),
-          (4, 4, 1, 2, 8, 8, 2, [3, 0, 1, 2], torch.float32, 2.0, "K = 2: a window of one input"),
-          (2, 6, 2, 2, 8, 8, 3, [5, 4], torch.float32, 2.0, "K = 3, most guesses accepted"),
-          (2, 4, 2, 6, 8, 8, 4, [1, 3], torch.float32, 2.0, "two key heads, each read by 3 value heads (0,0,0,1,1,1)")]
+EXAMPLES = [(1, 4, 1, 1, 2, 2, 4, [1], torch.float32, 2.0,
+             tr("three guesses, the first accepted: 2 of the 4 verified tokens stay",
+                "三个猜测，第一个被接受：验证过的 4 个 token 留下 2 个")),
+            (2, 3, 1, 2, 2, 2, 4, [0, 2], torch.float32, 2.0, tr("two rows: no guess accepted, and both",
+                                                                 "两行：一行没有猜测被接受，另一行两个都被接受"))]
+HIDDEN = [(1, 2, 2, 2, 8, 8, 4, [0], torch.float32, 2.0, tr("one guess, rejected: only the token fed first stays",
+                                                            "一个猜测，被拒绝：只留下最先喂入的 token")),
+          (1, 2, 2, 2, 8, 8, 4, [1], torch.float32, 2.0, tr("one guess, accepted: nothing to undo",
+                                                            "一个猜测，被接受：无需撤销")),
+          (1, 5, 2, 2, 16, 16, 4, [2], torch.float32, 2.0, tr("four guesses, two accepted", "四个猜测，两个被接受")),
+          (3, 5, 2, 4, 8, 8, 4, [4, 0, 2], torch.float32, 2.0,
+           tr("a batch, each row its own count; value heads = 2 × key heads",
+              "一个批次，每行的个数各不相同；值头数 = 2 × 键头数")),
+          (2, 3, 2, 2, 8, 8, 4, [0, 1], torch.float32, 2.0,
+           tr("fewer kept tokens than K − 1 = 3: the window keeps inputs from the snapshot",
+              "留下的 token 少于 K − 1 = 3 个：窗口里还留着快照中的输入")),
+          (2, 9, 1, 3, 8, 12, 4, [7, 3], torch.float32, 2.0, tr("eight guesses; dk ≠ dv, 3 value heads per key head",
+                                                                "八个猜测；dk ≠ dv，每个键头对应 3 个值头")),
+          (2, 5, 2, 2, 16, 16, 4, [1, 3], torch.bfloat16, 2.0, tr("bf16 conv inputs, window, v and β; the state fp32",
+                                                                  "卷积输入、窗口、v 和 β 为 bf16；状态为 fp32")),
+          (1, 3, 16, 16, 128, 128, 4, [1], torch.bfloat16, 2.0,
+           tr("the real 0.8B's layer sizes (C = 6,144; 16 heads of 128 × 128)",
+              "真实 0.8B 的层尺寸（C = 6,144；16 个 128 × 128 的头）")),
+          (2, 4, 2, 2, 16, 16, 4, [2, 1], torch.float32, 20.0, tr("strong decays: g down to −20",
+                                                                  "强衰减：g 低至 −20")),
+          (4, 4, 1, 2, 8, 8, 2, [3, 0, 1, 2], torch.float32, 2.0, tr("K = 2: a window of one input",
+                                                                     "K = 2：窗口只有一个输入")),
+          (2, 6, 2, 2, 8, 8, 3, [5, 4], torch.float32, 2.0, tr("K = 3, most guesses accepted",
+                                                               "K = 3，大多数猜测被接受")),
+          (2, 4, 2, 6, 8, 8, 4, [1, 3], torch.float32, 2.0,
+           tr("two key heads, each read by 3 value heads (0,0,0,1,1,1)", "两个键头，各被 3 个值头读取（0,0,0,1,1,1）"))]
 
 
 def make_cases(tmp):

@@ -10,6 +10,7 @@ import torch
 
 from practice.grading import EXACT, Case
 from qwen.gguf_blocks import q8_0_blocks, q8_0_values
+from qwen.lang import tr
 
 BELOW_HALF = 0.49999997  # the fp32 number just below 0.5: ⌊y + 0.5⌋ rounds it up, roundf does not
 
@@ -84,30 +85,40 @@ def _bytes(d, codes):
 
 # (function, label kind, make(g) -> the input, note)
 BLOCKS = [
-    ("example", lambda g: hand_example(), "d = 127/127 = 1: the codes are the values rounded, halves away from zero"),
-    ("example", lambda g: _random(g, 1.0), "32 values drawn from N(0, 1)"),
-    ("hidden", lambda g: _random(g, 0.02), "weight-sized values, N(0, 0.02)"),
-    ("hidden", lambda g: with_extreme(g, -5.0), "the value of largest magnitude is negative"),
-    ("hidden", lambda g: -_random(g, 1.0).abs(), "every value negative"),
-    ("hidden", lambda g: torch.zeros(32), "all zeros: d = 0 and every code 0"),
-    ("hidden", lambda g: with_extreme(g, 1e4, at=20, scale=0.01), "one huge value among small ones"),
-    ("hidden", lambda g: _random(g, 1e-6), "tiny values: d rounds to 0 in fp16, the codes still use the fp32 d"),
-    ("hidden", lambda g: _random(g, 2e-5), "small values: d is an fp16 subnormal"),
-    ("hidden", lambda g: halves(1.0), "d = 1 and exact halves: 2.5 → 3, −2.5 → −3; 0.49999997 → 0"),
-    ("hidden", lambda g: halves(0.5), "d = 0.5 and exact halves of it"),
-    ("hidden", lambda g: split_by_division(g, 3), "values where x · (1/d) and x / d round to different codes"),
-    ("hidden", lambda g: split_by_division(g, 5), "more values where x · (1/d) and x / d round apart"),
-    ("hidden", lambda g: _random(g, 100.0), "a wide range, N(0, 100)"),
+    ("example", lambda g: hand_example(), tr("d = 127/127 = 1: the codes are the values rounded, halves away from zero",
+                                             "d = 127/127 = 1：码就是舍入后的值，恰好一半时远离零舍入")),
+    ("example", lambda g: _random(g, 1.0), tr("32 values drawn from N(0, 1)", "32 个取自 N(0, 1) 的值")),
+    ("hidden", lambda g: _random(g, 0.02), tr("weight-sized values, N(0, 0.02)", "量级与权重相当的值，N(0, 0.02)")),
+    ("hidden", lambda g: with_extreme(g, -5.0), tr("the value of largest magnitude is negative",
+                                                   "绝对值最大的值是负数")),
+    ("hidden", lambda g: -_random(g, 1.0).abs(), tr("every value negative", "全部为负")),
+    ("hidden", lambda g: torch.zeros(32), tr("all zeros: d = 0 and every code 0", "全零：d = 0，每个码都是 0")),
+    ("hidden", lambda g: with_extreme(g, 1e4, at=20, scale=0.01), tr("one huge value among small ones",
+                                                                     "一个巨大的值混在小值里")),
+    ("hidden", lambda g: _random(g, 1e-6), tr("tiny values: d rounds to 0 in fp16, the codes still use the fp32 d",
+                                              "极小的值：d 在 fp16 里舍入成 0，码仍用 fp32 的 d 计算")),
+    ("hidden", lambda g: _random(g, 2e-5), tr("small values: d is an fp16 subnormal", "小值：d 是 fp16 次正规数")),
+    ("hidden", lambda g: halves(1.0), tr("d = 1 and exact halves: 2.5 → 3, −2.5 → −3; 0.49999997 → 0",
+                                         "d = 1，恰好一半的情况：2.5 → 3，−2.5 → −3；0.49999997 → 0")),
+    ("hidden", lambda g: halves(0.5), tr("d = 0.5 and exact halves of it", "d = 0.5，恰好一半的情况")),
+    ("hidden", lambda g: split_by_division(g, 3), tr("values where x · (1/d) and x / d round to different codes",
+                                                     "x · (1/d) 与 x / d 舍入到不同码的值")),
+    ("hidden", lambda g: split_by_division(g, 5), tr("more values where x · (1/d) and x / d round apart",
+                                                     "更多 x · (1/d) 与 x / d 舍入结果不同的值")),
+    ("hidden", lambda g: _random(g, 100.0), tr("a wide range, N(0, 100)", "范围很宽，N(0, 100)")),
 ]
 VALUES = [
-    ("example", lambda g: block_of(hand_example()), "the bytes of example 1: d = 1 (bytes 00 3C), the codes"),
-    ("hidden", lambda g: _random_block(g, 0.02), "the bytes of a block of weights"),
+    ("example", lambda g: block_of(hand_example()), tr("the bytes of example 1: d = 1 (bytes 00 3C), the codes",
+                                                       "样例 1 的字节：d = 1（字节 00 3C），然后是各个码")),
+    ("hidden", lambda g: _random_block(g, 0.02), tr("the bytes of a block of weights", "一块权重的字节")),
     ("hidden", lambda g: _bytes(0.0123, torch.randint(-128, 128, (32,), generator=g).tolist()),
-     "every code from −128 to 127 may appear (llama.cpp never writes −128, but it reads it)"),
-    ("hidden", lambda g: _bytes(2.0 ** -24, list(range(-128, 128, 8))), "d = 2⁻²⁴, the smallest fp16 subnormal"),
+     tr("every code from −128 to 127 may appear (llama.cpp never writes −128, but it reads it)",
+        "−128 到 127 的码都可能出现（llama.cpp 从不写出 −128，但会读它）")),
+    ("hidden", lambda g: _bytes(2.0 ** -24, list(range(-128, 128, 8))), tr("d = 2⁻²⁴, the smallest fp16 subnormal",
+                                                                           "d = 2⁻²⁴，最小的 fp16 次正规数")),
     ("hidden", lambda g: _bytes(-3.25, torch.randint(-127, 128, (32,), generator=g).tolist()),
-     "a negative scale: read as it is"),
-    ("hidden", lambda g: _random_block(g, 300.0), "large values: d near 7"),
+     tr("a negative scale: read as it is", "负的缩放因子：照原样读")),
+    ("hidden", lambda g: _random_block(g, 300.0), tr("large values: d near 7", "大值：d 接近 7")),
 ]
 
 

@@ -9,6 +9,7 @@ computing x · (1/s) or (M − m) · (1/15) instead gives the same codes on ever
 import torch
 
 from practice.grading import Case, Tol
+from qwen.lang import tr
 from qwen.quant import dequantize_int4_zero, quantize_int4_zero
 
 # The codes must be exact; s and m within 1e-6·|y| (s = (M − m) / 15 is one fp32 division; m is exact);
@@ -58,28 +59,37 @@ def from_weights(gen, out, n, g):
 # (function, kind, make(gen) -> the arguments, note)
 TABLE = [
     ("quantize_int4_zero", "example", lambda gen: (HAND, 4),
-     "g = 4: the groups [0, 0.2, 0.4, 3] and [−1, 0, 0.2, 2], each with s = 0.2"),
-    ("quantize_int4_zero", "example", lambda gen: (weights(gen, 4, 64), 32), "4 rows of 64 weights, N(0, 0.02)"),
-    ("dequantize_int4_zero", "example", lambda gen: quantize_int4_zero(HAND, 4), "the codes of example 1"),
-    ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 64, 256), 32), "64 × 256 weights, g = 32"),
+     tr("g = 4: the groups [0, 0.2, 0.4, 3] and [−1, 0, 0.2, 2], each with s = 0.2",
+        "g = 4：两组 [0, 0.2, 0.4, 3] 和 [−1, 0, 0.2, 2]，每组 s = 0.2")),
+    ("quantize_int4_zero", "example", lambda gen: (weights(gen, 4, 64), 32), tr("4 rows of 64 weights, N(0, 0.02)",
+                                                                                "4 行，每行 64 个权重，N(0, 0.02)")),
+    ("dequantize_int4_zero", "example", lambda gen: quantize_int4_zero(HAND, 4), tr("the codes of example 1",
+                                                                                    "样例 1 的码")),
+    ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 64, 256), 32), tr("64 × 256 weights, g = 32",
+                                                                                 "64 × 256 的权重，g = 32")),
     ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 32, 256), 64), "g = 64"),
     ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 16, 512), 128), "g = 128"),
-    ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 48, 96), 16), "48 × 96, g = 16"),
-    ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 8, 64), 64), "g = the whole row: one group a row"),
-    ("quantize_int4_zero", "hidden", lambda gen: (leaning(gen, 32, 128), 32), "every weight positive"),
+    ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 48, 96), 16), tr("48 × 96, g = 16", "48 × 96，g = 16")),
+    ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 8, 64), 64), tr("g = the whole row: one group a row",
+                                                                               "g = 整行：每行一组")),
+    ("quantize_int4_zero", "hidden", lambda gen: (leaning(gen, 32, 128), 32), tr("every weight positive",
+                                                                                 "权重全为正数")),
     ("quantize_int4_zero", "hidden", lambda gen: (constant_groups(gen), 16),
-     "constant groups (s = 0): every code 0, w = m exactly"),
-    ("quantize_int4_zero", "hidden", lambda gen: (outliers(gen, 16, 128), 32), "one outlier in each row"),
+     tr("constant groups (s = 0): every code 0, w = m exactly", "常数组（s = 0）：每个码都是 0，w = m 严格成立")),
+    ("quantize_int4_zero", "hidden", lambda gen: (outliers(gen, 16, 128), 32), tr("one outlier in each row",
+                                                                                  "每行一个离群值")),
     ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 32, 128, dtype=torch.bfloat16), 32),
-     "bf16 weights: s and m in fp32"),
+     tr("bf16 weights: s and m in fp32", "bf16 权重：s 和 m 为 fp32")),
     ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 8, 256, 1.0, torch.bfloat16), 128),
-     "bf16 weights, N(0, 1), g = 128"),
+     tr("bf16 weights, N(0, 1), g = 128", "bf16 权重，N(0, 1)，g = 128")),
     ("quantize_int4_zero", "hidden", lambda gen: (weights(gen, 16, 64), 8), "g = 8"),
-    ("dequantize_int4_zero", "hidden", lambda gen: from_weights(gen, 64, 256, 32), "a quantized 64 × 256 weight"),
-    ("dequantize_int4_zero", "hidden", lambda gen: codes(gen, 16, 128, 32), "any codes, scales and minima"),
+    ("dequantize_int4_zero", "hidden", lambda gen: from_weights(gen, 64, 256, 32), tr("a quantized 64 × 256 weight",
+                                                                                      "量化后的 64 × 256 权重")),
+    ("dequantize_int4_zero", "hidden", lambda gen: codes(gen, 16, 128, 32), tr("any codes, scales and minima",
+                                                                               "任意的码、缩放因子和最小值")),
     ("dequantize_int4_zero", "hidden", lambda gen: codes(gen, 4, 512, 128), "g = 128"),
     ("dequantize_int4_zero", "hidden", lambda gen: quantize_int4_zero(constant_groups(gen), 16),
-     "constant groups: s = 0"),
+     tr("constant groups: s = 0", "常数组：s = 0")),
 ]
 NAMES = {"quantize_int4_zero": ("w", "g"), "dequantize_int4_zero": ("q", "s", "m")}
 

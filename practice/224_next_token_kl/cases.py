@@ -10,6 +10,7 @@ import math
 import torch
 
 from practice.grading import EXACT, Case, Tol
+from qwen.lang import tr
 
 # fp64 throughout: sums in another order, or cross-entropy minus entropy, stay within 1e-14 of it; a computation
 # in fp32 is 1e-7 away (an fp32 log-probability near −10 is only good to about 1e-6), larger than the KL between
@@ -72,28 +73,38 @@ V_REAL = 248_320  # the real Qwen3.5 vocabulary (the rows of its tied head)
 
 # (function, kind, make(gen) -> (ref_logits, logits), note)
 TABLE = [
-    ("next_token_kl", "example", lambda g: hand_kl(), "uniform against (½, ¼, ¼), then equal logits"),
-    ("next_token_kl", "example", lambda g: pair(g, (5, 50), 0.3), "5 positions over 50 tokens"),
-    ("top1_agreement", "example", lambda g: hand_top1(), "4 positions, 3 agree: 0.75"),
-    ("next_token_kl", "hidden", lambda g: pair(g, (2, 7, 1000), 0.1), "a batch: (2, 7, 1000)"),
+    ("next_token_kl", "example", lambda g: hand_kl(), tr("uniform against (½, ¼, ¼), then equal logits",
+                                                         "先是均匀分布对比 (½, ¼, ¼)，再是相同的 logits")),
+    ("next_token_kl", "example", lambda g: pair(g, (5, 50), 0.3), tr("5 positions over 50 tokens",
+                                                                     "5 个位置，50 个 token")),
+    ("top1_agreement", "example", lambda g: hand_top1(), tr("4 positions, 3 agree: 0.75", "4 个位置，3 个一致：0.75")),
+    ("next_token_kl", "hidden", lambda g: pair(g, (2, 7, 1000), 0.1), tr("a batch: (2, 7, 1000)",
+                                                                         "批次：(2, 7, 1000)")),
     ("next_token_kl", "hidden", lambda g: pair(g, (4, 8, 2000), 0.05, torch.bfloat16), "bf16 logits"),
-    ("next_token_kl", "hidden", lambda g: pair(g, (3, 500), 1e-4), "nearly equal models: the KL is about 1e-9"),
-    ("next_token_kl", "hidden", lambda g: sharper(g, (6, 300)), "the other model is sharper (1.5 × the logits)"),
+    ("next_token_kl", "hidden", lambda g: pair(g, (3, 500), 1e-4), tr("nearly equal models: the KL is about 1e-9",
+                                                                      "几乎相同的两个模型：KL 约为 1e-9")),
+    ("next_token_kl", "hidden", lambda g: sharper(g, (6, 300)), tr("the other model is sharper (1.5 × the logits)",
+                                                                   "另一个模型更尖锐（logits 乘以 1.5）")),
     ("next_token_kl", "hidden", lambda g: (lambda r: (r, r.clone()))(torch.randn(4, 100, generator=g)),
-     "equal logits: 0"),
-    ("next_token_kl", "hidden", lambda g: masked(g, (3, 500), "both"), "tokens masked with −10⁴ in both models"),
-    ("next_token_kl", "hidden", lambda g: masked(g, (3, 500), "ref"), "tokens masked in the reference only"),
+     tr("equal logits: 0", "logits 完全相同：0")),
+    ("next_token_kl", "hidden", lambda g: masked(g, (3, 500), "both"), tr("tokens masked with −10⁴ in both models",
+                                                                          "两个模型都用 −10⁴ 掩掉了一些 token")),
+    ("next_token_kl", "hidden", lambda g: masked(g, (3, 500), "ref"), tr("tokens masked in the reference only",
+                                                                         "只有参考模型掩掉了 token")),
     ("next_token_kl", "hidden", lambda g: masked(g, (3, 500), "other"),
-     "tokens masked in the other model only: a large KL"),
-    ("next_token_kl", "hidden", lambda g: pair(g, (700,), 0.2), "one position, (V,): a 0-d result"),
+     tr("tokens masked in the other model only: a large KL", "只有另一个模型掩掉了 token：KL 很大")),
+    ("next_token_kl", "hidden", lambda g: pair(g, (700,), 0.2), tr("one position, (V,): a 0-d result",
+                                                                   "单个位置 (V,)：结果是 0 维的")),
     ("next_token_kl", "hidden", lambda g: pair(g, (2, V_REAL), 0.05, torch.bfloat16),
-     "the real vocabulary, 248,320 tokens, bf16"),
-    ("top1_agreement", "hidden", lambda g: pair(g, (2, 7, 1000), 1.0), "a batch: (2, 7, 1000)"),
+     tr("the real vocabulary, 248,320 tokens, bf16", "真实词表，248,320 个 token，bf16")),
+    ("top1_agreement", "hidden", lambda g: pair(g, (2, 7, 1000), 1.0), tr("a batch: (2, 7, 1000)",
+                                                                          "批次：(2, 7, 1000)")),
     ("top1_agreement", "hidden", lambda g: pair(g, (4, 8, 2000), 0.5, torch.bfloat16), "bf16 logits"),
-    ("top1_agreement", "hidden", lambda g: pair(g, (3, 5, 100), 2.0), "far apart: many disagree"),
-    ("top1_agreement", "hidden", lambda g: pair(g, (500,), 1.0), "one position, (V,)"),
+    ("top1_agreement", "hidden", lambda g: pair(g, (3, 5, 100), 2.0), tr("far apart: many disagree",
+                                                                         "两个模型相差很远：很多位置不一致")),
+    ("top1_agreement", "hidden", lambda g: pair(g, (500,), 1.0), tr("one position, (V,)", "单个位置 (V,)")),
     ("top1_agreement", "hidden", lambda g: pair(g, (3, V_REAL), 0.5, torch.bfloat16),
-     "the real vocabulary, 248,320 tokens, bf16"),
+     tr("the real vocabulary, 248,320 tokens, bf16", "真实词表，248,320 个 token，bf16")),
 ]
 
 
