@@ -54,8 +54,10 @@ def label(key):
 
 
 def case_label(text):
-    """A case's label ("example 1", "hidden 4") as the learner reads it."""
-    return text.replace("example", tr("example", "样例")).replace("hidden", tr("hidden", "隐藏"))
+    """A case's label ("example 1", "hidden 4", "hidden layer 2") as the learner reads it."""
+    for word, chinese in (("example", "样例"), ("hidden layer", "隐藏层"), ("hidden", "隐藏")):
+        text = text.replace(word, tr(word, chinese))
+    return text
 
 
 def case_name(label, seed=None, note=""):
