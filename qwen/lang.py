@@ -7,7 +7,8 @@ The code itself is written once.
 
 argparse's own words ("usage:", "options", "show this help message and exit", its error lines) come from the
 standard library in English; the course gives them the Chinese below, through the hook argparse itself calls for each
-such word (gettext's `_`), so that a Chinese `--help` or a mistyped option is Chinese from its first line.
+such word (gettext's `_`), so that a Chinese `--help` or a mistyped option is Chinese from its first line; and a
+Chinese help is wrapped by terminal columns (a Chinese character takes two), where argparse counts characters.
 
 Which language: `--lang en|zh` on the command line (chapters, main.py, the judge, the chat), else the environment
 variable QWEN_LANG (notebooks, scripts), else the locale (LC_ALL, LC_MESSAGES, LANG, LANGUAGE: zh_* -> Chinese),
@@ -18,6 +19,7 @@ import locale
 import os
 import re
 import sys
+import unicodedata
 
 LANGUAGES = ("en", "zh")
 
@@ -153,7 +155,7 @@ PIECE = re.compile(f"[{CJK}]|[^\\s{CJK}]+|\\s+")  # one Chinese character, one L
 
 def columns(text: str) -> int:
     """How wide `text` shows in a terminal: a Chinese character or full-width mark takes two columns."""
-    return len(text) + len(WIDE.findall(text))
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def _wrap_by_columns(formatter: argparse.HelpFormatter, text: str, width: int) -> list[str]:
@@ -176,6 +178,8 @@ def _fill_by_columns(formatter: argparse.HelpFormatter, text: str, width: int, i
     if _current != "zh":
         return _fill_text(formatter, text, width, indent)
     return "\n".join(indent + line for line in _wrap_by_columns(formatter, text, width - len(indent)))
+
+
 SECTION = re.compile(r"^(\S[^\n]*):$", re.M)  # a help section's title line, "options:", which argparse ends with ":"
 
 
