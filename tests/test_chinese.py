@@ -2,6 +2,7 @@
 ships — the chapters' Chinese cells, every tr(en, zh) pair (printed lines, figure labels, the judge, the chat, the
 errors), the exercise statements and hints, the READMEs — keeps the glossary's renderings and none it rules out,
 quotes with “”, uses full-width punctuation in a Chinese sentence and one space between Chinese and Latin."""
+import json
 import os
 import re
 import subprocess
@@ -59,9 +60,10 @@ def plain(text: str) -> str:
 
 
 def texts() -> list[tuple[str, str, str]]:
-    """(where, English, Chinese) for every text the course ships in both languages."""
+    """(where, English, Chinese) for every text the course ships in both languages: chapter cells, tr pairs (the
+    exercises' case notes too), exercise titles, statements and hints, the READMEs."""
     out = [(f"chapters/{s}", a, b) for s in SCRIPTS for a, b in markdown_pairs(ROOT / "chapters" / s)]
-    sources = SOURCES + sorted(ROOT.glob("*.py"))
+    sources = SOURCES + sorted(ROOT.glob("*.py")) + sorted((ROOT / "practice").glob("[0-9][0-9][0-9]_*/cases.py"))
     out += [(f"{p.relative_to(ROOT)}:{n}", a, b) for p in sources for a, b, n in tr_pairs(p) if a and b]
     for folder in sorted((ROOT / "practice").glob("[0-9][0-9][0-9]_*")):
         hints = folder / "mistakes.toml"
@@ -69,6 +71,8 @@ def texts() -> list[tuple[str, str, str]]:
             out += [(f"practice/{folder.name}/mistakes.toml:{key}", entry["en"], entry["zh"])
                     for key, entry in tomllib.loads(hints.read_text(encoding="utf-8")).items()
                     if isinstance(entry, dict) and entry.get("en") and entry.get("zh")]
+        title = json.loads((folder / "meta.json").read_text(encoding="utf-8"))["title"]
+        out.append((f"practice/{folder.name}/meta.json", title["en"], title["zh"]))
         out.append((f"practice/{folder.name}/README.zh.md", (folder / "README.md").read_text(encoding="utf-8"),
                     (folder / "README.zh.md").read_text(encoding="utf-8")))
     out += [(zh, (ROOT / en).read_text(encoding="utf-8"), (ROOT / zh).read_text(encoding="utf-8"))
