@@ -55,9 +55,8 @@ def label(key):
 
 def case_label(text):
     """A case's label ("example 1", "hidden 4", "hidden layer 2") as the learner reads it."""
-    for word, chinese in (("example", "样例"), ("hidden layer", "隐藏层"), ("hidden", "隐藏")):
-        text = text.replace(word, tr(word, chinese))
-    return text
+    text = text.replace("example", tr("example", "样例")).replace("hidden layer", tr("hidden layer", "隐藏层"))
+    return text.replace("hidden", tr("hidden", "隐藏"))
 
 
 def case_name(label, seed=None, note=""):

@@ -63,8 +63,7 @@ def texts() -> list[tuple[str, str, str]]:
     """(where, English, Chinese) for every text the course ships in both languages: chapter cells, tr pairs (the
     exercises' case notes too), exercise titles, statements and hints, the READMEs."""
     out = [(f"chapters/{s}", a, b) for s in SCRIPTS for a, b in markdown_pairs(ROOT / "chapters" / s)]
-    sources = SOURCES + sorted(ROOT.glob("*.py")) + sorted((ROOT / "practice").glob("[0-9][0-9][0-9]_*/cases.py"))
-    out += [(f"{p.relative_to(ROOT)}:{n}", a, b) for p in sources for a, b, n in tr_pairs(p) if a and b]
+    out += [(f"{p.relative_to(ROOT)}:{n}", a, b) for p in SOURCES for a, b, n in tr_pairs(p) if a and b]
     for folder in sorted((ROOT / "practice").glob("[0-9][0-9][0-9]_*")):
         hints = folder / "mistakes.toml"
         if hints.is_file():

@@ -50,8 +50,9 @@ def tr_pairs(path):
     return pairs
 
 
-SOURCES = sorted(p for folder in ("chapters", "book", "app", "qwen", "practice", "web") for p in
-                 (ROOT / folder).glob("*.py"))
+SOURCES = sorted([p for folder in ("chapters", "book", "app", "qwen", "practice", "web") for p in
+                  (ROOT / folder).glob("*.py")] + list((ROOT / "practice").glob("[0-9][0-9][0-9]_*/cases.py"))
+                 + list(ROOT.glob("*.py")))  # main.py, setup.py
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

@@ -46,7 +46,7 @@ def _rand(g, shape, dtype, scale=1.0, shift=0.0):
 TINY_INPUTS = tr("fp32, tiny inputs: eps matters", "fp32，输入极小：eps 的影响明显")
 ONE_VECTOR = tr("fp32, one vector (D,), eps = 1e-5 matters", "fp32，单个向量 (D,)，eps = 1e-5 的影响明显")
 FP16_OVERFLOW = tr("fp16, x² overflows fp16", "fp16，x² 在 fp16 里溢出")
-ZERO_ROW = tr("fp32, a row of zeros", "fp32，有一行全是 0")
+ZERO_ROW = tr("fp32, a row of zeros", "fp32，有一行全零")
 RMS = [(torch.float32, (2, 3, 64), 1.0, 1e-6, False, tr("fp32, (B, T, D)", "fp32，(B, T, D)")),
        (torch.float32, (4, 128), 1e-4, 1e-6, False, TINY_INPUTS),
        (torch.float32, (32,), 1e-3, 1e-5, False, ONE_VECTOR),

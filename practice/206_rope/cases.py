@@ -35,8 +35,8 @@ FREQS = [(256, 0.25, 1e7, tr("Qwen3.5: 64 of 256 dims, θ = 1e7", "Qwen3.5：256
          (96, 0.25, 1e7, "R = 24"),
          (64, 0.25, 1e7, tr("the synthetic checkpoint's heads", "合成检查点的头"))]
 # (B, T, positions from, positions below, R, theta, dtype, note)
-TABLES = [(2, 9, 0, 4096, 64, 1e7, torch.bfloat16, tr("Qwen3.5 in bf16", "Qwen3.5，bf16")),
-          (2, 9, 0, 4096, 64, 1e7, torch.float32, tr("Qwen3.5 in fp32", "Qwen3.5，fp32")),
+TABLES = [(2, 9, 0, 4096, 64, 1e7, torch.bfloat16, tr("Qwen3.5 in bf16", "Qwen3.5 的形状，用 bf16")),
+          (2, 9, 0, 4096, 64, 1e7, torch.float32, tr("Qwen3.5 in fp32", "Qwen3.5 的形状，用 fp32")),
           (1, 1, 29000, 30000, 64, 1e7, torch.bfloat16, tr("one decode step far into the text",
                                                            "文本中很靠后的一步解码")),
           (3, 5, 0, 100, 32, 10000.0, torch.float16, tr("fp16, θ = 10000", "fp16，θ = 10000")),

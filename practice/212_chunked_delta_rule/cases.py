@@ -25,7 +25,7 @@ HIDDEN = [(1, 20, 2, 8, 8, 8, False, torch.float32, 2.0, tr("T = 20 in chunks of
           (2, 33, 2, 8, 8, 8, True, torch.float64, 2.0, tr("float64: the two forms agree to rounding",
                                                            "float64：两种形式只差舍入")),
           (1, 130, 2, 16, 16, 64, False, torch.float64, 2.0, tr("float64, T = 130 = 2·64 + 2",
-                                                                "float64，T = 130 = 2·64 + 2")),
+                                                                "float64，T = 130 = 2·64 + 2，最后一块不满")),
           (1, 50, 2, 8, 8, 16, True, torch.float32, 20.0, tr("strong decays: g down to −20", "强衰减：g 低至 −20")),
           (1, 1, 2, 8, 8, 64, True, torch.float32, 2.0, tr("one token", "一个 token")),
           (1, 100, 2, 8, 8, 64, True, torch.float32, 20.0,

@@ -90,7 +90,7 @@ HIDDEN = [(1, 1, 100, torch.float32, [1], "random", tr("k = 1, the guess accepte
                                                               "一个批次：每行留下的猜测数各不相同")),
           (4, 2, 500, torch.float32, [2, 2, 2, 2], "random", tr("every row accepts every guess: a bonus token each",
                                                                 "每行都接受全部猜测：各有一个额外 token")),
-          (2, 8, 2000, torch.bfloat16, [5, 8], "agree", tr("bf16 logits, k = 8", "bf16 logits，k = 8")),
+          (2, 8, 2000, torch.bfloat16, [5, 8], "agree", tr("bf16 logits, k = 8", "bf16 的 logits，k = 8")),
           (1, 4, 248320, torch.float32, [3], "random", tr("the real vocabulary (248,320 tokens)",
                                                           "真实词表（248,320 个 token）")),
           (2, 4, 1000, torch.float32, [0, 4], "shifted", tr("one row shifted by a position, one all accepted",

@@ -185,8 +185,8 @@ def distribution_check(got, case):
     return Mismatch(tr("output[0][:, 0] (each row's first new token, over all rows, against p[0, 0])",
                        "output[0][:, 0]（每行的第一个新 token，统计所有行，与 p[0, 0] 对照）"), "scalar",
                     {"expected": tr(f"TV(frequencies, p[0, 0]) <= {TV_BOUND} over {rows:,} rows",
-                                    f"TV(freq, p[0, 0]) <= {TV_BOUND}，共 {rows:,} 行"),
-                     "got": tr(f"TV(frequencies, p[0, 0]) = {tv:.4f}", f"TV(freq, p[0, 0]) = {tv:.4f}")})
+                                    f"频率与 p[0, 0] 的 TV 距离 <= {TV_BOUND}，共 {rows:,} 行"),
+                     "got": tr(f"TV(frequencies, p[0, 0]) = {tv:.4f}", f"频率与 p[0, 0] 的 TV 距离 = {tv:.4f}")})
 
 
 # the distribution cases' p and q: rows 0 are the first position, whose distribution the statistic tests
