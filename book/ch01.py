@@ -3,7 +3,6 @@
 Each figure function takes what the chapter already computed (tensor shapes by name, counts by part) and returns a
 matplotlib Figure; matplotlib is imported inside, so the chapter script starts without it.
 """
-import unicodedata
 
 import numpy as np
 
@@ -51,11 +50,6 @@ def formulas():
         "lm_head.weight": ("(V, d)", tr("stored only when the head is not tied to the embedding",
                                         "只在输出头不与嵌入共享时才存")),
     }
-
-
-def padded(text, width):
-    """`text` padded with spaces to `width` columns, a CJK character counting as two (a column of Chinese names)."""
-    return text + " " * max(0, width - sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text))
 
 
 FORMULAS = formulas()  # the shapes (the reasons in the language at import: the chapter calls formulas() itself)

@@ -6,13 +6,12 @@ written as its escaped code point (北 as \u5317), so two different characters n
 says which font to install (Debian: fonts-noto-cjk, or the smaller fonts-wqy-microhei).
 """
 import re
-import unicodedata
 
 import numpy as np
 import torch
 
 from book.show import font_families
-from qwen.lang import tr
+from qwen.lang import columns, tr
 
 
 class Glyphs:
@@ -173,11 +172,6 @@ def bpe_merges(piece, steps, to_bytes, glyphs=None):
 
 
 HAN = re.compile("[\u4e00-\u9fff]")  # a Chinese character (CJK Unified Ideographs)
-
-
-def columns(text):
-    """Columns a text takes in a terminal: a CJK character or a full-width mark takes two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def chinese_split(sentence, ids, token_bytes):

@@ -6,7 +6,6 @@ rope_theta, mrope_section), so drawn with the real Qwen3.5-0.8B config it shows 
 the score figure are random vectors, and the figure says so. Each function returns a matplotlib Figure.
 """
 import math
-import unicodedata
 
 import numpy as np
 import torch
@@ -19,13 +18,6 @@ AXIS_COLOURS = ("#8ecae6", "#f4a261", "#b5e48c")
 # Qwen2-VL's M-RoPE, for comparison (transformers' Qwen2VLTextConfig and its rotary embedding): head_dim 128, all of
 # it rotated, so 64 frequencies; rope_theta 1e6; mrope_section [16, 24, 24] as contiguous blocks, t then h then w.
 QWEN2_VL = dict(n_freq=64, mrope_section=(16, 24, 24), rope_theta=1e6, head_dim=128)
-
-
-def padded(text, width):
-    """`text` padded with spaces to `width` columns, a CJK character counting as two: a column of names printed in
-    either language lines up."""
-    columns = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-    return text + " " * max(0, width - columns)
 
 
 def wavelengths(rope):

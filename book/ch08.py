@@ -2,7 +2,6 @@
 the parameters and the time go; and the FLOP count of a forward pass at any config's shapes (the real 0.8B's, when
 the checkpoint is synthetic). Each figure takes what the chapter computed and returns a matplotlib Figure; its texts
 are in the language the course speaks (qwen.lang), drawn with a CJK font as a fallback (book/ch02.py)."""
-import unicodedata
 
 from qwen.lang import tr
 
@@ -15,12 +14,6 @@ def component_name(part):
             "DeltaNet mixers": tr("DeltaNet mixers", "DeltaNet 混合器"),
             "attention mixers": tr("attention mixers", "注意力混合器"), "MLPs": tr("MLPs", "MLP 层"),
             "norms": tr("norms", "归一化")}.get(part, part)
-
-
-def padded(text, width):
-    """`text` padded with spaces to `width` columns, a CJK character counting as two (a column of Chinese names)."""
-    columns = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-    return text + " " * max(0, width - columns)
 
 
 def flops_by_component(cfg, T):

@@ -10,7 +10,6 @@ lives in qwen/sizes.py (REAL_VISION_CONFIG, from public copies of the published 
 returns a matplotlib Figure.
 """
 import math
-import unicodedata
 from pathlib import Path
 
 import torch
@@ -19,7 +18,7 @@ from qwen.checkpoint import Checkpoint, open_checkpoint
 from qwen.config import VisionConfig
 from qwen.hub import ModelNotFound
 from qwen.image import smart_resize
-from qwen.lang import language, tr
+from qwen.lang import columns, language, ljust, rjust, tr
 from qwen.sizes import (
     REAL_VISION_CONFIG as REAL_VISION,  # config.json's vision_config, as public copies of the published file give it
     numel,
@@ -77,24 +76,6 @@ def symbols():
     )
 
 
-def width(text):
-    """Columns `text` takes in a terminal: a CJK character takes two."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-
-
-def yes_no(flag):
-    """A check's outcome in a printed line: Python's True/False in English, 是/否 in Chinese."""
-    return tr("True", "是") if flag else tr("False", "否")
-
-
-def rjust(text, n):
-    return " " * (n - width(text)) + text
-
-
-def ljust(text, n):
-    return text + " " * (n - width(text))
-
-
 def named(symbol):
     """A symbol as the notation table shows it: a name spelled as a word (depth, heads) is set in backticks in the
     Chinese table, as the Chinese prose sets it, so that it reads as a name, not as English left in a Chinese line."""
@@ -107,7 +88,7 @@ def vision_notation(cfg, label):
     real = real_vision()
     rows = [("", tr("meaning", "含义"), tr("real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B"), label)]
     rows += [(named(name), meaning, f"{value(real):,}", f"{value(cfg):,}") for name, meaning, value in symbols()]
-    widths = [max(width(r[i]) for r in rows) for i in range(4)]
+    widths = [max(columns(r[i]) for r in rows) for i in range(4)]
     text = "\n".join("  ".join(rjust(cell, w) if i >= 2 else ljust(cell, w) for i, (cell, w) in
                                enumerate(zip(row, widths))).rstrip() for row in rows)
     print(text)

@@ -1,10 +1,9 @@
 """The course's notation: one letter per size, the config field it comes from, and its value in the real
 Qwen3.5-0.8B and in the checkpoint at hand. Every chapter, module comment and exercise uses these letters."""
-import unicodedata
 
 from qwen.checkpoint import Checkpoint
 from qwen.config import Config
-from qwen.lang import tr
+from qwen.lang import columns, tr
 from qwen.sizes import real_config
 
 
@@ -35,14 +34,9 @@ def symbols():
     )
 
 
-def _width(text):
-    """Columns a text takes in a terminal: a Chinese character takes two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
 def _pad(text, width, right=False):
     """`text` padded with spaces to `width` columns, on the left when `right`."""
-    space = " " * (width - _width(text))
+    space = " " * (width - columns(text))
     return space + text if right else text + space
 
 
@@ -67,7 +61,7 @@ def notation(checkpoint: Checkpoint | Config) -> str:
         value = (lambda c, field=field: f"{_value(c, field):,g}") if field else \
             (lambda c: tr("your input", "由输入决定"))
         rows.append((letter, meaning, field or "-", value(real), value(cfg)))
-    widths = [max(_width(r[i]) for r in rows) for i in range(5)]
+    widths = [max(columns(r[i]) for r in rows) for i in range(5)]
     text = "\n".join("  ".join(_pad(cell, w, right=i >= 3) for i, (cell, w) in
                                enumerate(zip(row, widths))).rstrip() for row in rows)
     print(text)

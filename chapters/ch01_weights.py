@@ -94,7 +94,7 @@ import book
 import qwen.weights
 from book import ch01
 from qwen.course import chapter_args
-from qwen.lang import tr
+from qwen.lang import ljust, tr, yes_no
 from qwen.sizes import REAL_FP32, REAL_TEXT_CONFIG, count_by_part, real_config, tensor_shapes
 from qwen.weights import Weights
 
@@ -108,9 +108,6 @@ real = real_config()
 REAL = tr("real Qwen3.5-0.8B", "真实 Qwen3.5-0.8B")  # printed beside this checkpoint's numbers (qwen.sizes.REAL_NAME)
 
 
-def yes_no(flag):
-    """A check's outcome as the run's language says it: True/False in English, 是/否 in Chinese."""
-    return tr("True", "是") if flag else tr("False", "否")
 
 # %%
 book.show("ch01-map", book.model_map.draw, "weights")
@@ -258,7 +255,7 @@ PART = {"embedding": tr("embedding", "嵌入"), "lm_head": tr("lm_head", "输出
         "linear_attention": tr("linear_attention", "线性注意力"), "full_attention": tr("full_attention", "全注意力"),
         "mlp": tr("mlp", "MLP 层"), "norms": tr("norms", "归一化"), "total": tr("total", "合计")}
 for k, label in PART.items():
-    print(f"   {ch01.padded(label, 18)} {from_file[k]:>16,} {from_file[k] / from_file['total']:6.1%}   "
+    print(f"   {ljust(label, 18)} {from_file[k]:>16,} {from_file[k] / from_file['total']:6.1%}   "
           f"{real_counts[k]:>16,} {real_counts[k] / real_counts['total']:6.1%}")
 largest_part = max(("embedding", "linear_attention", "full_attention", "mlp"), key=real_counts.get)
 largest_tensor = max(real_shapes, key=lambda n: torch.Size(real_shapes[n]).numel())

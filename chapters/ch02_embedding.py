@@ -67,7 +67,7 @@ from book import ch02
 from qwen.bpe import ByteLevelBPE
 from qwen.course import chapter_args
 from qwen.embedding import Embedding, head_logits
-from qwen.lang import tr, zh_only
+from qwen.lang import tr, yes_no, zh_only
 from qwen.sizes import real_config
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import Weights, fill
@@ -84,9 +84,6 @@ NOISE = tr(" (random weights: the tokens mean nothing)", "（随机权重：这�
     if args.checkpoint.synthetic else ""
 
 
-def yes_no(flag):
-    """A check's outcome as the run's language says it: True/False in English, 是/否 in Chinese."""
-    return tr("True", "是") if flag else tr("False", "否")
 
 # %%
 book.show("ch02-map", book.model_map.draw, "embedding")

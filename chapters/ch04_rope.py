@@ -38,7 +38,7 @@ import torch
 import book
 from book import ch04
 from qwen.course import chapter_args
-from qwen.lang import tr
+from qwen.lang import ljust, tr
 from qwen.rope import RotaryEmbedding
 from qwen.sizes import REAL_TEXT_CONFIG, real_config
 
@@ -98,7 +98,7 @@ for name, c, r in ((HERE, cfg, rope), (REAL, real, rope_real)):
     D, R, n, theta, first, last = c.head_dim, r.R, r.R // 2, c.rope_theta, lam[0], lam[-1]
     print(tr(f"{name:20s} D = {D}, R = {R} ({D - R} dims pass through), θ = {theta:g}, {n} frequencies;\n"
              f"{'':20s} wavelength of j = 0: {first:.2f} tokens, of j = {n - 1}: {last:,.0f} tokens",
-             f"{ch04.padded(name + '：', 20)}D = {D}，R = {R}（另 {D - R} 维不旋转），θ = {theta:g}，共 {n} 个频率；\n"
+             f"{ljust(name + '：', 20)}D = {D}，R = {R}（另 {D - R} 维不旋转），θ = {theta:g}，共 {n} 个频率；\n"
              f"{'':20s}波长：j = 0 为 {first:.2f} 个 token，j = {n - 1} 为 {last:,.0f} 个 token"))
 lam = 2 * math.pi / rope_real.inv_freq.double()
 ctx = real.max_position_embeddings
@@ -330,7 +330,7 @@ book.show("ch04-score", ch04.score_vs_distance, real, REAL_CONFIG)
 for name, c, r in ((HERE, cfg, rope), (REAL, real, rope_real)):
     axis = "".join("thw"[a] for a in mrope_axes(r.R // 2, c.mrope_section).tolist())
     print(tr(f"{name:20s} mrope_section {c.mrope_section}: axis per frequency {axis}",
-             f"{ch04.padded(name + '：', 20)}mrope_section {c.mrope_section}，各频率读取的轴依次为 {axis}"))
+             f"{ljust(name + '：', 20)}mrope_section {c.mrope_section}，各频率读取的轴依次为 {axis}"))
 p = torch.arange(0, 40000, 1000)[None]  # text: one position per token
 angle = p[..., None].float() * rope_real.inv_freq  # plain RoPE, no axes at all
 plain = torch.cat((angle, angle), dim=-1)

@@ -26,9 +26,8 @@ import torch.nn.functional as F
 
 import book
 from book import ch05
-from book.ch04 import padded
 from qwen.course import chapter_args
-from qwen.lang import tr
+from qwen.lang import ljust, tr
 from qwen.mlp import MLP
 from qwen.norm import RMSNorm
 from qwen.sizes import real_config
@@ -76,7 +75,7 @@ for name, c in ((HERE, cfg), (REAL, real)):
     one, all_layers = per_layer / 1e6, per_layer * L / 1e6
     print(tr(f"{name:20s} d = {cd:5,}, I = {ci:6,} ({ci / cd:.2f} d): {one:7.3f}M weights per MLP, "
              f"{all_layers:8.2f}M in {L} layers",
-             f"{padded(name + '：', 20)}d = {cd:5,}，I = {ci:6,}（{ci / cd:.2f} d）：每个 MLP {one:7.3f}M 个权重，"
+             f"{ljust(name + '：', 20)}d = {cd:5,}，I = {ci:6,}（{ci / cd:.2f} d）：每个 MLP {one:7.3f}M 个权重，"
              f"{L} 层共 {all_layers:8.2f}M"))
 relu_4d = 2 * real.hidden_size * 4 * real.hidden_size
 width, more = real.intermediate_size / real.hidden_size, 3 * real.hidden_size * real.intermediate_size / relu_4d - 1

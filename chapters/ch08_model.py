@@ -52,7 +52,7 @@ import torch
 import book
 from book import ch08
 from qwen.course import chapter_args
-from qwen.lang import tr
+from qwen.lang import ljust, tr
 from qwen.model import load_model
 from qwen.sizes import real_config
 from qwen.tokenizer import Tokenizer
@@ -206,7 +206,7 @@ print(tr(f"logit lens, top-1 at the last position{NOISE}:", f"logit lens，最�
 for i in [-1] + [i for i in range(L) if i % 4 == 3 or i == L - 1]:  # the embedding, then each 4th layer and the last
     name = tr("after the embedding", "嵌入之后") if i < 0 else tr(f"after layer {i:2d}", f"第 {i:2d} 层之后")
     top1 = tok.decode([lens[i + 1, -1].argmax().item()])
-    print(tr(f"   {ch08.padded(name, 19)}: {top1!r}", f"   {ch08.padded(name + '：', 16)}{top1!r}"))
+    print(tr(f"   {ljust(name, 19)}: {top1!r}", f"   {ljust(name + '：', 16)}{top1!r}"))
 tied = model.lm_head.weight is model.embed_tokens.weight
 echo = int((lens[0].argmax(-1) == ids[0]).sum())
 print(tr(f"logit lens at the embedding: the top-1 is the input token itself at {echo} of {T} positions",
@@ -291,7 +291,7 @@ for h in hooks:
 total = sum(params.values())
 print(tr("parameters and forward time by component:", "按组件统计的参数量和前向时间："))
 for part in params:
-    name, share, ms = ch08.padded(ch08.component_name(part), 18), params[part] / total, seconds.get(part, 0) * 1000
+    name, share, ms = ljust(ch08.component_name(part), 18), params[part] / total, seconds.get(part, 0) * 1000
     print(tr(f"   {name} {params[part]:>13,} parameters ({share:5.1%}), {ms:.1f} ms",
              f"   {name} {params[part]:>13,} 个参数（{share:5.1%}），{ms:.1f} ms"))
 print(tr("   (real Qwen3.5-0.8B: 752,393,024 text parameters; MLPs 35.1%, embedding 33.8%)",

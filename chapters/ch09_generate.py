@@ -30,14 +30,13 @@ import torch
 
 import book
 from book import ch09
-from book.ch08 import padded
 from qwen import measure
 from qwen.chat import render
 from qwen.course import chapter_args
 from qwen.family import cache_bytes
 from qwen.fast import load_fast
 from qwen.generate import generate
-from qwen.lang import language, tr, zh_only
+from qwen.lang import language, ljust, tr, zh_only
 from qwen.model import load_model
 from qwen.sampling import Sampling, filter_logits
 from qwen.sizes import real_config
@@ -145,7 +144,7 @@ for name, kw in ((tr("original", "原始分布"), {}), ("+ top-k 20", dict(top_k
     flat = tr(" (random weights: a nearly flat distribution)", "（随机权重：分布几乎是平的）") if SYNTHETIC and not kw \
         else ""
     print(tr(f"{name:12s}: {left:7,} tokens left, most likely {top!r} at {p.max():.1%}{flat}",
-             f"{padded(name + '：', 14)}剩 {left:7,} 个 token，最可能的是 {top!r}，概率 {p.max():.1%}{flat}"))
+             f"{ljust(name + '：', 14)}剩 {left:7,} 个 token，最可能的是 {top!r}，概率 {p.max():.1%}{flat}"))
 
 # %%
 flat = tr(" (synthetic weights: a nearly flat distribution)", "（合成权重：分布几乎是平的）") if SYNTHETIC else ""

@@ -93,7 +93,7 @@ from qwen.checkpoint import open_checkpoint
 from qwen.course import chapter_args
 from qwen.generate import generate
 from qwen.image import ImageSettings, load_image, preprocess, smart_resize, to_rgb
-from qwen.lang import tr
+from qwen.lang import columns, ljust, rjust, tr, yes_no
 from qwen.model import load_model
 from qwen.mrope import expand_image_tokens, tokens_per_image
 from qwen.rope import RotaryEmbedding, mrope_axes
@@ -304,7 +304,7 @@ print(tr(f"pixel_values {tuple(pixel_values.shape)} {pixel_values.dtype}, image_
          f"pixel_values {tuple(pixel_values.shape)} {pixel_values.dtype}，image_grid_thw {grid.tolist()}："
          f"{gh} × {gw} = {gh * gw:,} 个 patch，合并成 {merged_n} 个 token"))
 print(tr(f"every row is the patch cut by hand from the resized photo, both frames the same: {rows_match}",
-         f"每一行都和从缩放后的照片上手工切下的 patch 相同，两帧也相同：{ch10.yes_no(rows_match)}"))
+         f"每一行都和从缩放后的照片上手工切下的 patch 相同，两帧也相同：{yes_no(rows_match)}"))
 
 # %% [markdown]
 # ## 4. The patch embedding is a matrix product
@@ -400,8 +400,8 @@ first_corner, last_corner = torch.equal(raster[0, 0], grid2d[0, 0]), torch.allcl
 same_table = torch.allclose(merge_order(raster, m), theirs, atol=1e-6)
 print(tr(f"the corners are the grid's corners: {first_corner}, {last_corner}; "
          f"in the merge order it is the tower's table: {same_table}",
-         f"角上的 patch 取到的正是网格的角：{ch10.yes_no(first_corner)}、{ch10.yes_no(last_corner)}；"
-         f"按合并顺序排好后，与视觉塔自己的表一致：{ch10.yes_no(same_table)}"))
+         f"角上的 patch 取到的正是网格的角：{yes_no(first_corner)}、{yes_no(last_corner)}；"
+         f"按合并顺序排好后，与视觉塔自己的表一致：{yes_no(same_table)}"))
 
 # %% [markdown]
 # The figure projects every vector on the table's first principal component (one number per position), the learned
@@ -729,11 +729,11 @@ book.listing("qwen/vision.py", "PatchProjection", "VisionAttention", "VisionBloc
 # %%
 sizes = [(100, 80), (224, 224), (photo.width, photo.height), (640, 480), (1280, 720), (1920, 1080), (4032, 3024),
          (8000, 6000)]
-columns = (tr("image", "原图"), tr("resized", "缩放后"), tr("patches", "patch 数"), tr("tokens", "token 数"))
-wide = max(7, ch10.width(columns[3]))  # the tokens column: as wide as its header, in terminal columns
+headers = (tr("image", "原图"), tr("resized", "缩放后"), tr("patches", "patch 数"), tr("tokens", "token 数"))
+wide = max(7, columns(headers[3]))  # the tokens column: as wide as its header, in terminal columns
 # a size column is 13 wide ("1920 × 1080  "), its header set over the "×"; the counts' headers end with the numbers
-print("  ".join([ch10.ljust(ch10.rjust(columns[0], 11), 13), ch10.ljust(ch10.rjust(columns[1], 11), 13),
-                 ch10.rjust(columns[2], 9), ch10.rjust(columns[3], wide)]))
+print("  ".join([ljust(rjust(headers[0], 11), 13), ljust(rjust(headers[1], 11), 13),
+                 rjust(headers[2], 9), rjust(headers[3], wide)]))
 for width, height, rw, rh, patches, tokens in ch10.token_bill(sizes, s):
     print(f"{width:>5} × {height:<5}  {rw:>5} × {rh:<5}  {patches:9,}  {tokens:{wide},}")
 
@@ -851,8 +851,8 @@ def compare(transformers, path, tower, image, pixel_values, grid, ids, pos):
     same_values, same_grid = torch.equal(ref["pixel_values"], pixel_values), torch.equal(ref["image_grid_thw"], grid)
     print(tr(f"image processor (Qwen2VLImageProcessorPil): pixel_values equal {same_values}, "
              f"image_grid_thw equal {same_grid}",
-             f"图像处理器（Qwen2VLImageProcessorPil）：pixel_values 逐位一致：{ch10.yes_no(same_values)}；"
-             f"image_grid_thw 一致：{ch10.yes_no(same_grid)}"))
+             f"图像处理器（Qwen2VLImageProcessorPil）：pixel_values 逐位一致：{yes_no(same_values)}；"
+             f"image_grid_thw 一致：{yes_no(same_grid)}"))
     theirs = Qwen3_5VisionModel(config.vision_config).eval()
     theirs.load_state_dict({k: v.float().cpu() for k, v in tower.state_dict().items()})
     ours = load_vision(path, dtype=torch.float32)
@@ -866,7 +866,7 @@ def compare(transformers, path, tower, image, pixel_values, grid, ids, pos):
     rope, _ = text.get_rope_index(ids, mm_token_type_ids=(ids == config.image_token_id).int(), image_grid_thw=grid)
     same_pos = torch.equal(rope[:, 0], pos)
     print(tr(f"3-D positions equal get_rope_index: {same_pos}",
-             f"3D 位置与 get_rope_index 一致：{ch10.yes_no(same_pos)}"))
+             f"3D 位置与 get_rope_index 一致：{yes_no(same_pos)}"))
 
 
 book.proof(compare, args.checkpoint.folder, tower, photo, pixel_values, grid, ids, pos)

@@ -77,7 +77,6 @@ import copy
 import math
 import random
 import statistics
-import unicodedata
 
 import torch
 
@@ -93,7 +92,7 @@ from qwen.draft import MTPDraft, Scripted, follow
 from qwen.family import kv_bytes_per_token, linear_layer_bytes
 from qwen.generate import generate
 from qwen.hub import part_files
-from qwen.lang import tr
+from qwen.lang import ljust, tr, yes_no
 from qwen.model import load_model
 from qwen.mtp import FinalHidden, load_mtp, new_cache, step
 from qwen.sizes import REAL_TEXT_CONFIG, count_by_part, mtp_shapes, real_config, tensor_shapes
@@ -122,9 +121,6 @@ HEAD = tr(" (a random head: a trained one is often right)", "（随机的头：�
 SHORT = tr(" (a random head)", "（随机的头）") if SYNTHETIC else ""  # after HEAD has said it once
 
 
-def yes(flag):
-    """A printed True/False: Python's words in English, 是/否 in Chinese."""
-    return tr("True", "是") if flag else tr("False", "否")
 
 
 torch.manual_seed(0)
@@ -166,9 +162,9 @@ predicted = {"mtp." + k: v for k, v in mtp_shapes(model.cfg).items()}  # from th
 as_predicted = {k: tuple(v) for k, v in keys.items()} == predicted
 same_names, share = sorted(keys) == sorted(real_mtp), n_real_mtp / n_real
 print(tr(f"{len(keys)} tensors, {n_mtp:,} parameters; the same names as real Qwen3.5-0.8B's: "
-         f"{yes(same_names)}; the shapes its config predicts: {yes(as_predicted)}",
-         f"{len(keys)} 个张量，{n_mtp:,} 个参数；张量名与真实 Qwen3.5-0.8B 的相同：{yes(same_names)}；"
-         f"形状与本检查点 config 推出的一致：{yes(as_predicted)}"))
+         f"{yes_no(same_names)}; the shapes its config predicts: {yes_no(as_predicted)}",
+         f"{len(keys)} 个张量，{n_mtp:,} 个参数；张量名与真实 Qwen3.5-0.8B 的相同：{yes_no(same_names)}；"
+         f"形状与本检查点 config 推出的一致：{yes_no(as_predicted)}"))
 print(tr(f"real Qwen3.5-0.8B: {n_real_mtp:,} parameters in mtp.*, {share:.1%} of the text model's {n_real:,}",
          f"真实 Qwen3.5-0.8B：mtp.* 共 {n_real_mtp:,} 个参数，占文本模型 {n_real:,} 个参数的 {share:.1%}"))
 
@@ -222,9 +218,6 @@ u = mtp.fc(joined)  # (1, T, d)
 cos, sin = model.rotary(torch.arange(T, device=dev)[None], u.dtype)  # pair t at position t (vLLM's convention)
 g = mtp.norm(mtp.layers[0](u, cos, sin))  # (1, T, d): no cache, so causal attention over the T pairs
 mtp_logits = model.lm_head(g)  # (1, T, V): the guess for x_{t+2}
-def columns(text, n):
-    """`text` padded to n columns of a terminal, where a CJK character takes two."""
-    return text + " " * (n - sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text))
 
 
 for name, x, real_shape in (("h_t", h, f"(1, T, {d_real})"),
@@ -232,7 +225,7 @@ for name, x, real_shape in (("h_t", h, f"(1, T, {d_real})"),
                             (tr("joined", "拼接后"), joined, f"(1, T, {2 * d_real})"), ("fc", u, f"(1, T, {d_real})"),
                             (tr("layer + norm", "解码层 + 归一化"), g, f"(1, T, {d_real})"),
                             ("logits", mtp_logits, f"(1, T, {real.vocab_size})")):
-    print(f"{columns(name, 18)} {str(tuple(x.shape)):18s} {tr('real Qwen3.5-0.8B', '真实 Qwen3.5-0.8B')} {real_shape}")
+    print(f"{ljust(name, 18)} {str(tuple(x.shape)):18s} {tr('real Qwen3.5-0.8B', '真实 Qwen3.5-0.8B')} {real_shape}")
 by_step = float((mtp_logits - step(model, mtp, after, h, new_cache())[1]).abs().max())
 print(tr(f"the steps by hand vs qwen.mtp.step: max |diff| = {by_step:.1e}",
          f"逐步手算与 qwen.mtp.step 相比：max |diff| = {by_step:.1e}"))
@@ -459,9 +452,9 @@ out = list(speculate(model, chat_ids, N, draft, stop=stop))
 loop = steps_of(out, draft.log)
 kept_per, same = [s["accepted"] for s in loop], out == plain
 print(tr(f"k = 3, the scripted draft: {len(draft.log)} main-model forwards for {len(out)} tokens; kept per forward "
-         f"{kept_per}; identical to plain greedy: {yes(same)}",
+         f"{kept_per}; identical to plain greedy: {yes_no(same)}",
          f"k = 3，脚本草稿：{len(draft.log)} 次主模型前向生成 {len(out)} 个 token；每次前向保留的猜测数 {kept_per}；"
-         f"与普通贪心解码完全相同：{yes(same)}"))
+         f"与普通贪心解码完全相同：{yes_no(same)}"))
 
 # %%
 book.show("ch11-loop", ch11.loop_figure, loop[:6], lambda i: tok.decode([i]),
@@ -486,9 +479,9 @@ for kind, k in [("MTP head", 1), ("MTP head", 2), ("MTP head", 4), ("always righ
     stats = draft.counts  # main-model forwards after the prefill, guesses proposed and accepted
     runs[kind, k] = stats, (len(got) - 1) / max(stats["steps"], 1)  # the prefill made the first token
     same, per, tag = got == plain, runs[kind, k][1], SHORT if kind == "MTP head" else ""
-    print(tr(f"{columns(NAMES[kind], 12)} k = {k}: identical to plain greedy: {yes(same)}; accepted "
+    print(tr(f"{ljust(NAMES[kind], 12)} k = {k}: identical to plain greedy: {yes_no(same)}; accepted "
              f"{stats['accepted']} of {stats['proposed']} guesses; {per:.2f} tokens per main-model forward{tag}",
-             f"{columns(NAMES[kind], 12)} k = {k}：与普通贪心解码完全相同：{yes(same)}；{stats['proposed']} 个猜测中"
+             f"{ljust(NAMES[kind], 12)} k = {k}：与普通贪心解码完全相同：{yes_no(same)}；{stats['proposed']} 个猜测中"
              f"接受了 {stats['accepted']} 个；每次主模型前向产出 {per:.2f} 个 token{tag}"))
 
 # %% [markdown]
@@ -540,8 +533,8 @@ kept = torch.minimum(p, q)  # P(the guess is d and is kept)
 residual = (p - q).clamp(min=0) / (p - q).clamp(min=0).sum()
 total = kept + (1 - kept.sum()) * residual  # P(the step emits token d)
 emitted, equal = [round(v, 12) for v in total.tolist()], torch.allclose(total, p, rtol=0, atol=1e-15)
-print(tr(f"p = {p.tolist()}\nemitted = {emitted}: equal to p: {yes(equal)}",
-         f"p = {p.tolist()}\n输出的分布 = {emitted}：等于 p：{yes(equal)}"))
+print(tr(f"p = {p.tolist()}\nemitted = {emitted}: equal to p: {yes_no(equal)}",
+         f"p = {p.tolist()}\n输出的分布 = {emitted}：等于 p：{yes_no(equal)}"))
 only_if_above = torch.where(p >= q, q, 0) + (1 - torch.where(p >= q, q, 0).sum()) * residual
 from_p = kept + (1 - kept.sum()) * p
 wrong_above, wrong_from_p = [round(v, 3) for v in only_if_above.tolist()], [round(v, 3) for v in from_p.tolist()]
@@ -619,15 +612,15 @@ tiny(xs[:, 2:], spec)  # verify: 4 tokens at once
 absorbed = spec.state.clone()
 window = tiny.in_proj_qkv(xs[:, 3:]).transpose(1, 2)  # (1, C, 3): the inputs of d_1, d_2, d_3
 only_verified = torch.equal(spec.conv, window)
-print(tr(f"after the verify, the conv window is the inputs of d_1, d_2, d_3 only: {yes(only_verified)}",
-         f"验证之后，卷积窗口里只剩 d_1、d_2、d_3 的输入：{yes(only_verified)}"))
+print(tr(f"after the verify, the conv window is the inputs of d_1, d_2, d_3 only: {yes_no(only_verified)}",
+         f"验证之后，卷积窗口里只剩 d_1、d_2、d_3 的输入：{yes_no(only_verified)}"))
 spec.conv, spec.state = saved  # restore, then re-run the accepted tokens x, d_1
 tiny(xs[:, 2:4], spec)
 states = {tr("plain: after x, d1", "普通解码：x、d1 之后"): plain_cache.state[0, 0],
           tr("verify: after x, d1, d2, d3", "验证：x、d1、d2、d3 之后"): absorbed[0, 0],
           tr("restored + x, d1 replayed", "恢复后重放 x、d1"): spec.state[0, 0]}
 for name, S in states.items():
-    print(f"{columns(name, 28)} S = {[[round(v, 4) for v in row] for row in S.tolist()]}")
+    print(f"{ljust(name, 28)} S = {[[round(v, 4) for v in row] for row in S.tolist()]}")
 off = float((absorbed - plain_cache.state).abs().max())
 back = float((spec.state - plain_cache.state).abs().max())
 window_back = float((spec.conv - plain_cache.conv).abs().max())
@@ -892,9 +885,9 @@ for alpha in (0.5, 0.8):
     measured.append((alpha, per, K_SWEEP, tr(f"random, α = {alpha}", f"随机，α = {alpha}")))
     closed, same = ch11.tokens_per_step(alpha, K_SWEEP), got == long_plain
     print(tr(f"α = {alpha}, k = {K_SWEEP}: {per:.2f} tokens per forward over {stats['steps']} forwards, closed form "
-             f"{closed:.2f} (apart by chance); identical: {yes(same)}",
+             f"{closed:.2f} (apart by chance); identical: {yes_no(same)}",
              f"α = {alpha}，k = {K_SWEEP}：{stats['steps']} 次前向，每次 {per:.2f} 个 token，闭式解 {closed:.2f}"
-             f"（差别来自随机性）；输出完全相同：{yes(same)}"))
+             f"（差别来自随机性）；输出完全相同：{yes_no(same)}"))
 single = runs["MTP head", 1][0]["accepted"] / runs["MTP head", 1][0]["proposed"]  # k = 1: α itself
 for (kind, k), (_stats, per) in runs.items():
     measured.append((single if kind == "MTP head" else 1.0, per, k, NAMES[kind]))

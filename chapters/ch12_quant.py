@@ -74,12 +74,11 @@ import torch
 
 import book
 from book import ch12
-from book.ch08 import padded
 from qwen import measure, products, quant
 from qwen.course import chapter_args
 from qwen.fast import load_fast
 from qwen.generate import generate
-from qwen.lang import tr
+from qwen.lang import ljust, tr
 from qwen.model import load_model
 from qwen.quantized import fake_quantize
 from qwen.sizes import real_config, tensor_shapes
@@ -124,7 +123,7 @@ bf16_step = ch12.step_bytes(real, "bf16", TOKENS)
 step_total = sum(bf16_step.values())
 for part, b in bf16_step.items():
     print(tr(f"real Qwen3.5-0.8B, bf16: {ch12.class_name(part):22s} {b / 1e6:8.1f} MB  {b / step_total:6.1%}",
-             f"真实 Qwen3.5-0.8B，bf16：{padded(ch12.class_name(part), 20)} {b / 1e6:8.1f} MB  {b / step_total:6.1%}"))
+             f"真实 Qwen3.5-0.8B，bf16：{ljust(ch12.class_name(part), 20)} {b / 1e6:8.1f} MB  {b / step_total:6.1%}"))
 print(tr(f"real Qwen3.5-0.8B, bf16: one decode step at {TOKENS:,} tokens reads {step_total / 1e6:,.1f} MB",
          f"真实 Qwen3.5-0.8B，bf16：上下文 {TOKENS:,} 个 token 时，一个解码步读取 {step_total / 1e6:,.1f} MB"))
 
@@ -197,7 +196,7 @@ for dtype in (torch.float32, torch.bfloat16):
         print(tr(f"one row, {name:8s} {how:9s}: {seconds * 1e3:.2f} ms, so 1 GB of weights in "
                  f"{1e9 / rate * 1e3:.0f} ms (the stream above: 1 GB in {1e9 / read * 1e3:.0f} ms; one measurement "
                  f"each, on a shared machine)",
-                 f"一行，{name:8s} {padded(how + '：', 10)}{seconds * 1e3:.2f} ms，相当于读 1 GB 权重要 "
+                 f"一行，{name:8s} {ljust(how + '：', 10)}{seconds * 1e3:.2f} ms，相当于读 1 GB 权重要 "
                  f"{1e9 / rate * 1e3:.0f} ms（上面的数据流读 1 GB 要 {1e9 / read * 1e3:.0f} ms；"
                  f"各测一次，机器是共享的）"))
     if len(times) == 1:
@@ -285,7 +284,7 @@ schemes = {"int8": lambda w: quant.dequantize_int8(*quant.quantize_int8(w)),
 for label, roundtrip in schemes.items():
     print(tr(f"{label:9s}: {ch12.bits(label, w.shape[1]):.3f} bits per weight, relative error "
              f"{rel_error(w, roundtrip(w)):.2e} over the whole tensor",
-             f"{padded(ch12.scheme_name(label) + '：', 13)}每个权重 {ch12.bits(label, w.shape[1]):.3f} 比特，"
+             f"{ljust(ch12.scheme_name(label) + '：', 13)}每个权重 {ch12.bits(label, w.shape[1]):.3f} 比特，"
              f"整个张量的相对误差 {rel_error(w, roundtrip(w)):.2e}"))
 
 # %% [markdown]
@@ -452,7 +451,7 @@ class_errors = {label: {c: (e / n2) ** 0.5 for c, (e, n2) in by.items() if n2} f
 for c in ch12.CLASSES:
     each = [f"{ch12.scheme_name(s)} {class_errors[s][c]:.2e}" for s in schemes]
     en, zh = ", ".join(each), "，".join(each)
-    print(tr(f"{ch12.class_name(c):22s} {en}", f"{padded(ch12.class_name(c) + '：', 15)}{zh}"))
+    print(tr(f"{ch12.class_name(c):22s} {en}", f"{ljust(ch12.class_name(c) + '：', 15)}{zh}"))
 
 # %%
 book.show("ch12-classes", ch12.class_figure, class_errors,
@@ -579,7 +578,7 @@ for label in logits:
         tr("(fake-quantized weights, fp32 arithmetic)", "（伪量化权重，fp32 运算）")
     print(tr(f"  {label:9s}: KL mean {kl[label].mean():.2e}, max {kl[label].max():.2e} nats; top-1 agreement "
              f"{top1[label]:.1%} {what}",
-             f"  {padded(ch12.scheme_name(label) + '：', 13)}KL 平均 {kl[label].mean():.2e}，最大 "
+             f"  {ljust(ch12.scheme_name(label) + '：', 13)}KL 平均 {kl[label].mean():.2e}，最大 "
              f"{kl[label].max():.2e} nat；top-1 一致率 {top1[label]:.1%}{what}"))
 
 # %%

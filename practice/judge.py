@@ -35,23 +35,23 @@ from practice.messages import cmd, detect_lang, speaking  # noqa: E402
 from practice.notebook import check, grade_in_process  # noqa: E402,F401
 from practice.plugin import PLUGGABLE, plug_in_allowed, plug_in_file  # noqa: E402
 from practice.problems import find_problem, problems, verified  # noqa: E402
-from practice.report import Printer, shown_path, width  # noqa: E402
+from practice.report import Printer, shown_path  # noqa: E402
 from practice.store import load_progress, progress_path, record, work_dir  # noqa: E402
-from qwen.lang import from_command_line, tr, use  # noqa: E402
+from qwen.lang import columns, from_command_line, tr, use  # noqa: E402
 
 # ---------------------------------------------------------------- commands
 
 def cmd_list(lang):
     records = load_progress(lang)
     print(say.list_head())
-    column = 2 + max(width(prob.title(lang)) for prob in problems().values())
+    column = 2 + max(columns(prob.title(lang)) for prob in problems().values())
     for number, prob in problems().items():
         rec = records.get(str(number))
         mark = "–" if not rec else "✓" if rec.get("accepted") else "✗"
         chapter = prob.meta.get("chapter")
         where = say.chapter(chapter) if chapter else ""
         title, level = prob.title(lang), prob.meta.get("level", {}).get(lang, "")
-        pad = " " * (column - width(title))
+        pad = " " * (column - columns(title))
         print(f"  {mark} {number}  {title}{pad}{level:<7}{where}")
     print(say.list_foot(cmd("show", "N"), cmd("start", "N")))
     return 0
@@ -228,7 +228,7 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
     def _format_action(self, action):
         text, name = super()._format_action(action), self._format_action_invocation(action)
-        wide = width(name) - len(name)
+        wide = columns(name) - len(name)
         return text.replace(name + " " * (wide + 2), name + "  ", 1) if wide else text
 
 

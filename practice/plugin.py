@@ -22,10 +22,10 @@ from practice.limits import GRACE, LOAD_LIMIT, STARTUP_LIMIT
 from practice.messages import cmd, speaking
 from practice.notebook import namespace
 from practice.problems import HERE, find_problem, problems
-from practice.report import safe, size_text, width
+from practice.report import safe, size_text
 from practice.store import work_dir
 from practice.supervise import start_sandboxed, supervise
-from qwen.lang import language, tr
+from qwen.lang import columns, language, tr
 
 # torch and the course's model are imported inside the functions that run the model: the judge imports this module
 # for its parent side (plug_in_file, below) and its commands that grade nothing start without torch
@@ -156,10 +156,10 @@ def compare(number, f, path, model, tok, ids, ours):
           + (tr(" — synthetic weights: the tokens mean nothing, only the comparison does",
                 "——合成权重：这些 token 本身没有意义，只看两边是否一致") if is_synthetic(path) else ""))
     left, right = tr("course model", "课程的模型"), tr("with your part", "换上你的部件")
-    print(f"   {left}{' ' * (34 - width(left))} {right}")
+    print(f"   {left}{' ' * (34 - columns(left))} {right}")
     def shown(token_id):  # a token's text, padded to 24 columns (a Chinese character takes two)
         text = repr(tok.decode([token_id]))
-        return text + " " * (24 - width(text))
+        return text + " " * (24 - columns(text))
     for (i, p), (j, q) in zip(zip(*ours), zip(*yours)):
         print(f"   {p:9.3g} {shown(i)} {q:9.3g} {shown(j)}{'' if i == j else '  <-'}".rstrip())
     if ours[0] == yours[0]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from practice import messages as say
 from practice.messages import speaking
-from qwen.lang import language, tr
+from qwen.lang import columns, language, tr
 
 SHOW_OUTPUT = 20  # lines of it shown with a verdict that is not Accepted
 BLOCK_LINES = 60  # lines of a traceback or compile error shown (the runner already collapses repeated frames)
@@ -23,10 +23,6 @@ def safe(text):
     """`text` with every control character shown as an escape: '\x1b[8A' prints as the 7 characters \\x1b[8A."""
     return UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
                       else f"\\u{ord(m.group()):04x}", text)
-
-
-def width(s):
-    return sum(2 if ord(ch) >= 0x2E80 else 1 for ch in s)  # CJK characters take two columns
 
 
 def size_text(n):
@@ -46,7 +42,7 @@ class Printer:
 
     def line(self, key, value=""):
         label = say.label(key)
-        self.out(f"{label}{' ' * max(1, 10 - width(label))}{value}".rstrip())
+        self.out(f"{label}{' ' * max(1, 10 - columns(label))}{value}".rstrip())
 
     def block(self, text):
         lines = text.splitlines()
@@ -90,9 +86,9 @@ class Printer:
     def _cases(self, rep):
         """One row a case; each column as wide as its longest entry (212's chunked_delta_rule, 213's hidden layer 1)."""
         def pad(text, column):
-            return text + " " * (column - width(text))
+            return text + " " * (column - columns(text))
         rows = [(r, self.label(r.case), r.case.fn, say.verdict(r.verdict)) for r in rep.results]
-        labels, fns, verdicts = (max((width(row[k]) for row in rows), default=0) + 2 for k in (1, 2, 3))
+        labels, fns, verdicts = (max((columns(row[k]) for row in rows), default=0) + 2 for k in (1, 2, 3))
         for i, (r, label, fn, verdict) in enumerate(rows, 1):
             mark = {"AC": "✓", None: "·"}.get(r.verdict, "✗")
             t = f"{r.time * 1000:9.2f} ms" if r.time is not None else ""

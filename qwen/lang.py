@@ -158,6 +158,22 @@ def columns(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
+def ljust(text: str, n: int) -> str:
+    """`text` padded with spaces to `n` terminal columns (str.ljust counts characters, so a Chinese column would not
+    line up)."""
+    return text + " " * max(0, n - columns(text))
+
+
+def rjust(text: str, n: int) -> str:
+    """`text` padded on the left to `n` terminal columns."""
+    return " " * max(0, n - columns(text)) + text
+
+
+def yes_no(flag: bool) -> str:
+    """A check's outcome in a printed line: Python's True/False in English, 是/否 in Chinese."""
+    return tr("True", "是") if flag else tr("False", "否")
+
+
 def _wrap_by_columns(formatter: argparse.HelpFormatter, text: str, width: int) -> list[str]:
     """An option's help in lines of at most `width` terminal columns (argparse counts characters, which lets a
     Chinese line run twice as wide): Chinese breaks between any two characters, Latin between words."""
