@@ -71,6 +71,7 @@ class Report:
     in_process: bool = False
     memory_limit: int = 0  # MiB
     total_limit: float = 0.0  # seconds for all cases together
+    reference: str | None = None  # the problem's own solution.py, when it is what was graded: shown, never recorded
 
     @property
     def passed(self):

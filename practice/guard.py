@@ -1,10 +1,12 @@
 """The answer guard: a learner's file is graded only if it does not use the answer.
 
 The answer is the `qwen` module a problem asks the learner to write (meta.json "answer_modules"), a `qwen` module
-that imports one, any problem's solution.py or cases.py, and transformers, the library the statements name as
-their source and the reference the judge checks against. A file that uses one is refused, not graded, with a
-message that names what the file did. The command line (runner.py, in a child process) and a notebook's check()
-(notebook.py, in the judge's own process) watch the same way, so they give the same verdict. No torch here.
+that imports one, any problem's solution.py or cases.py, and the references the judge checks against: transformers,
+the library the statements name as their source, and gguf, llama.cpp's own Python package, whose quantizer is the
+oracle for llama.cpp's block formats (the tests and a problem's cases.py may import it; the learner's code may
+not). A file that uses one is refused, not graded, with a message that names what the file did. The command line
+(runner.py, in a child process) and a notebook's check() (notebook.py, in the judge's own process) watch the same
+way, so they give the same verdict. No torch here.
 """
 import ast
 import dis
@@ -20,7 +22,7 @@ try:
 except ImportError:  # in the runner, started without the repository on the path: practice/ is first
     from imports import PACKAGE, import_closure, imported, module_path
 
-REFERENCE = "transformers"  # the library the statements name as their source: what the judge checks against
+REFERENCES = ("transformers", "gguf")  # the libraries the judge checks answers against, for every problem
 
 
 def _norm(path):
@@ -58,7 +60,7 @@ class Watch:
     _installed = False
 
     def __init__(self, modules, files, root=None, learner=None, on_hit=None):
-        self.modules, self.root, self.on_hit = set(modules) | {REFERENCE}, root, on_hit
+        self.modules, self.root, self.on_hit = set(modules) | set(REFERENCES), root, on_hit
         self.learner = _norm(learner) if learner else None  # the learner's file; None: a notebook's cells
         self.files = {}
         for f in files:

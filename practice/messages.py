@@ -75,7 +75,17 @@ def summary(k, n, t):
 
 
 def all_passed(n, path):
+    """Every case passed; `path` is where the progress was saved (None: it was not saved)."""
+    if path is None:
+        return tr(f"All {n} cases passed.", f"全部 {n} 个用例通过。")
     return tr(f"All {n} cases passed. Progress saved in {path}.", f"全部 {n} 个用例通过，进度已保存到 {path}。")
+
+
+def reference_not_recorded(name):
+    return tr(f"Not recorded as solved: what was graded is {name}, this problem's own reference solution, not your "
+              f"work; define the functions yourself in the notebook and check them again",
+              f"不记为通过：这次评测的是 {name}，即本题自带的参考答案，不是你自己写的；请在笔记本里自己定义这些函数，"
+              f"再评测一次")
 
 
 def again(command):
@@ -245,8 +255,9 @@ def hint_out_of_memory(limit):
 
 
 def answer(kind, functions, names, answers):
-    """The file used the answer: imported it (answer), imported a module that imports it (answer_via), or used
-    transformers, the reference (answer_reference). Nothing was recorded as solved."""
+    """The file used the answer: imported it (answer), imported a module that imports it (answer_via), or used a
+    reference library, transformers or gguf (answer_reference; `answers` names it). Nothing was recorded as
+    solved."""
     functions, names, answers = joined(functions), joined(names), joined(answers)
     return {"answer": tr(f"this exercise asks you to write {functions}; your file imports {names}, which is the "
                          f"answer. Write it yourself (torch and the standard library are yours to use); nothing was "
@@ -259,10 +270,10 @@ def answer(kind, functions, names, answers):
                              f"这道题要你自己写 {functions}，而你的文件导入了 {names}，它又导入了 {answers}，那就是"
                              f"答案。请自己实现（可以用 torch 和标准库）；本次不记为通过"),
             "answer_reference": tr(f"this exercise asks you to write {functions}; your file uses {names}: "
-                                   f"transformers is the reference the judge checks answers against, not your own "
+                                   f"{answers} is the reference the judge checks answers against, not your own "
                                    f"work. Write it yourself (torch and the standard library are yours to use); "
                                    f"nothing was recorded as solved",
-                                   f"这道题要你自己写 {functions}，而你的文件用了 {names}：transformers 是评测器"
+                                   f"这道题要你自己写 {functions}，而你的文件用了 {names}：{answers} 是评测器"
                                    f"核对答案用的参考实现，用它不算你自己写的。请自己实现（可以用 torch 和标准库）；"
                                    f"本次不记为通过")}[kind]
 

@@ -36,7 +36,8 @@ def check(problem: int | str, *objects: object, lang: str | None = None, save: b
 
     It runs in this process, since the functions live here. So a case that hangs cannot be stopped (interrupt the
     kernel; the line above the verdict says which case is running), and a case slower than the limit is marked
-    Time Limit Exceeded only once it returns.
+    Time Limit Exceeded only once it returns. Functions that are, or call, the problem's own solution.py are graded
+    and shown, but not recorded as solved: that is the course's work, not the learner's.
     """
     with speaking(detect_lang(lang)):  # lang, else QWEN_LANG (the Chinese notebooks set it), else the locale
         prob = find_problem(problem)
@@ -48,7 +49,10 @@ def check(problem: int | str, *objects: object, lang: str | None = None, save: b
             return False
         print(say.in_process())
         report = grade_in_process(prob, space, progress=_progress_line())
-        Printer().report(report, tr("notebook", "笔记本"), None, shown_path(progress_path()))
+        save = save and report.reference is None  # the problem's own reference is graded, never recorded
+        Printer().report(report, tr("notebook", "笔记本"), None, shown_path(progress_path()) if save else None)
+        if report.reference is not None:
+            print(say.reference_not_recorded(report.reference))
         if save:
             record(report)
         return report.verdict == "AC"
@@ -140,6 +144,7 @@ def grade_in_process(prob: Problem, space: dict[str, Callable] | None = None, pa
         # the answer modules and the other problems' files count as the answer there
         answers = prob.answers(path if path is not None else prob.folder / "solution.py")
         watch = Watch(answers["modules"], answers["files"], answers["root"], path)
+        report.reference = _reference(prob, answers["root"], space if path is None else None, path)
         if path is not None:  # as the runner loads it, where the first answer seen ends the run
             before = set(sys.modules)
             with watch:
@@ -170,3 +175,16 @@ def grade_in_process(prob: Problem, space: dict[str, Callable] | None = None, pa
             grade_events(prob, cases, events, results.get, report)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _reference(prob: Problem, root: str, space: dict[str, Callable] | None, path: str | Path | None) -> str | None:
+    """The problem's own solution.py, named as the guard names files, when it is what is graded: the file at
+    `path`, or a file the functions in `space` are or reach (imported by module name, by path, or called from a
+    cell's own function); else None."""
+    own = prob.folder / "solution.py"
+    if path is not None:
+        return Watch._name(own, root) if Path(path).resolve() == own.resolve() else None
+    seen = Watch((), [own], root)  # this watch's answer is the solution file alone
+    seen.uses([space[n] for n in prob.functions if callable((space or {}).get(n))])
+    name = Watch._name(own, root)
+    return name if any(hit.split(">")[-1] == name for hit in seen.hits) else None
