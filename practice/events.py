@@ -261,7 +261,7 @@ def grade_events(problem, cases, events, output, report, stopped=None, rc=None, 
 
 
 OUT_OF_MEMORY = re.compile(r"MemoryError|can't allocate memory|cannot allocate memory|out of memory|"
-                           r"unable to allocate|bad_alloc", re.IGNORECASE)
+                           r"unable to allocate|bad_alloc|File too large", re.IGNORECASE)  # the last: RLIMIT_FSIZE
 
 
 def error_hints(problem, text):

@@ -27,7 +27,8 @@ def slack(limit):
 
 # ---------------------------------------------------------------- memory and processes (the sandbox sets them)
 
-MEMORY_LIMIT = 4096  # MiB of memory (RLIMIT_DATA) for the learner's process unless meta.json says "memory_limit"
+MEMORY_LIMIT = 4096  # MiB of memory for the learner's process unless meta.json says "memory_limit": its data segment
+# (RLIMIT_DATA) and what its processes hold in memory-backed files together, and any one file (RLIMIT_FSIZE)
 EXTRA_PROCESSES = 1024  # processes and threads the runner may add to what its user already runs
 
 # ---------------------------------------------------------------- what comes back from the child
