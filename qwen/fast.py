@@ -47,7 +47,7 @@ from qwen.kernels import conv_silu, delta_step, grouped_attention
 from qwen.mlp import MLP
 from qwen.model import DecoderLayer, Qwen35, load_model
 from qwen.products import PackedLinear, bf16_is_native, pack_all, packed_product, product, widens
-from qwen.quantized import check_scheme, quantize_model
+from qwen.quantized import check_scheme, notes, quantize_model
 
 STEP_ROWS = 8  # up to this many new tokens with a state, the DeltaNet steps token by token (see FastDeltaNet)
 
@@ -220,7 +220,7 @@ class Fast(Qwen35):
 
 def load_fast(checkpoint: Checkpoint | str | Path, dtype: str | torch.dtype | None = None,
               device: str | torch.device | None = None, widen: bool | None = None, packing: bool = True,
-              quant: str | None = None) -> Fast:
+              quant: str | None = None, quiet: bool = False) -> Fast:
     """The fast model with the checkpoint's weights: called like load_model's, `model(ids, cache=model.new_cache(),
     mask=None, last_only=False, pixel_values=None, image_grid_thw=None)`. checkpoint, dtype, device: as load_model's
     (built on the meta device, then filled: the joined projections are stacked from the file's tensors, no other
@@ -228,7 +228,10 @@ def load_fast(checkpoint: Checkpoint | str | Path, dtype: str | torch.dtype | No
     widen: None for the CPU's capability (`bf16_is_native`), or True / False. packing: projections read weights
     packed for oneDNN where this CPU and dtype allow it (qwen/products.py's can_pack; False: F.linear everywhere).
     quant: None, or "int8" / "int4": the projections and the head hold codes and multiply with them
-    (qwen/quantized.py; nothing is packed for oneDNN then: the codes are what the products read)."""
+    (qwen/quantized.py; nothing is packed for oneDNN then: the codes are what the products read). A quantized model
+    says once, when it is built, what a user should know (qwen/quantized.py's `notes`: tensors held as int8 where
+    int4's groups do not fit, products with no packed kernel here, which decode slower); quiet: say nothing (the
+    chat says it in its own lines)."""
     if quant is not None:  # an unknown scheme is refused before any file is opened (load_model does the dtype)
         check_scheme(quant)
     model = load_model(checkpoint, dtype=dtype, device=device, cls=Fast)
@@ -236,6 +239,9 @@ def load_fast(checkpoint: Checkpoint | str | Path, dtype: str | torch.dtype | No
     assert isinstance(model, Fast)  # for the type checker: load_model returns a Qwen35, whatever class it built
     model.widen = not bf16_is_native(p.device, p.dtype) if widen is None else widen
     if quant is not None:
-        return quantize_model(model, quant)
+        quantize_model(model, quant)
+        for line in [] if quiet else notes(model):
+            print(line)
+        return model
     pack_all(model, packing)
     return model

@@ -43,6 +43,7 @@ import torch.nn.functional as F
 
 from qwen.lang import tr
 from qwen.model import Qwen35
+from qwen.quantized import PACKED_ROWS, products
 
 DECODE_ROWS = 1  # the rows the packed layout is chosen for: a decode step's one token
 WIDE_ROWS = 16  # from this many rows on, a widened bf16 product beat a bf16 one (measured on a 2-core AMD EPYC)
@@ -142,19 +143,48 @@ def packed_bytes(model: nn.Module) -> int:
 
 def numerics(model: Qwen35) -> str:
     """One line for the chat and the bench: how a fast model's (qwen/fast.py) products are computed here, and why:
-    its dtype, whether prompt products are widened to fp32, whether projections read packed weights."""
+    its dtype, whether prompt products are widened to fp32, whether projections read packed weights; for a quantized
+    model, which product each number of rows takes (`quantized_paths`)."""
     p = model.norm.weight  # the model dtype (a quantized model's embedding holds codes)
     dtype, capability = str(p.dtype).removeprefix("torch."), torch.backends.cpu.get_cpu_capability()
     native = tr("yes", "是") if bf16_is_native(p.device, p.dtype) else tr("no", "否")
+    head = tr(f"{dtype} on {p.device} (CPU capability {capability}, native {dtype} products: {native}); ",
+              f"{dtype}，在 {str(p.device).upper()} 上（CPU 指令集 {capability}，原生 {dtype} 乘法：{native}）；")
+    if getattr(model, "quant", None):  # set by qwen/quantized.py's quantize_model
+        return head + quantized_paths(model)
     how = tr("widened to fp32 (exact products, fp32 sums)", "提升到 fp32 计算（乘积精确，fp32 累加）") if model.widen \
         else tr(f"in {dtype}", f"用 {dtype} 计算")
     gb = packed_bytes(model) / 1e9
     packed = tr(f"oneDNN-packed ({gb:.2f} GB of packed copies)", f"oneDNN 预打包的权重（打包副本 {gb:.2f} GB）") if gb \
         else "F.linear"
-    quant = getattr(model, "quant", None)  # set by qwen/quantized.py's quantize_model
-    if quant:
-        packed = tr(f"read {quant} codes (qwen/quantized.py)", f"{quant} 码（qwen/quantized.py）")
-    return tr(f"{dtype} on {p.device} (CPU capability {capability}, native {dtype} products: {native}); prompt "
-              f"products {how}; projections {packed}",
-              f"{dtype}，在 {str(p.device).upper()} 上（CPU 指令集 {capability}，原生 {dtype} 乘法：{native}）；"
-              f"提示词的矩阵乘法{how}；投影用 {packed}")
+    return head + tr(f"prompt products {how}; projections {packed}", f"提示词的矩阵乘法{how}；投影用 {packed}")
+
+
+def quantized_paths(model: Qwen35) -> str:
+    """Which product a quantized model's projections take, read from the layers themselves (QuantLinear.packs, the
+    test forward runs): with fewer than PACKED_ROWS rows (decode, a short prompt) and with more, each either the
+    packed kernel (bf16 activations times the codes, float sums) or a block of the weight dequantized to the model
+    dtype and F.linear (widened to fp32 where the layer widens)."""
+    layers = products(model)
+    m = layers[0]
+    dtype = str(m.dtype).removeprefix("torch.")
+    widened = tr("widened to fp32", "提升到 fp32") if m.widen else tr(f"in {dtype}", f"用 {dtype}")
+    kernel = tr(f"the packed kernel ({dtype} activations × {model.quant} codes, float sums)",
+                f"打包 kernel（{dtype} 激活乘 {model.quant} 码，浮点累加）")
+    dequantized = tr(f"a block of the weight dequantized to {dtype}, then F.linear {widened}",
+                     f"先把一块权重反量化成 {dtype}，再{widened}调用 F.linear")
+
+    def split(rows):
+        k, n = sum(m.packs(rows) for m in layers), len(layers)
+        if k == n:
+            return tr(f"all {n} by {kernel}", f"{n} 个全用{kernel}")
+        if k == 0:
+            return tr(f"all {n} by {dequantized}", f"{n} 个全是{dequantized}")
+        return tr(f"{k} of {n} by {kernel}, {n - k} by {dequantized}", f"{n} 个中 {k} 个用{kernel}，"
+                                                                      f"{n - k} 个{dequantized}")
+    short, long = split(1), split(PACKED_ROWS)
+    if short == long:
+        return tr(f"products of any number of rows: {short}", f"任意行数的矩阵乘法：{short}")
+    return tr(f"products of under {PACKED_ROWS} rows (decode, a short prompt): {short}; of {PACKED_ROWS} rows or "
+              f"more: {long}",
+              f"不到 {PACKED_ROWS} 行的矩阵乘法（解码、短提示词）：{short}；{PACKED_ROWS} 行及以上：{long}")
