@@ -417,7 +417,7 @@ def _solution(number):
 
 
 def test_check_in_a_notebook(env, capsys):
-    sol = _solution(204)
+    sol = _notebook((PROBLEMS[204].folder / "solution.py").read_text())  # the learner's own cell: recorded
     assert check(204, sol.rms_norm, sol.gated_rms_norm, sol.l2norm) is True
     assert "Verdict   Accepted" in capsys.readouterr().out
     assert load_progress()["204"]["accepted"] is True
@@ -549,8 +549,7 @@ def test_problems_ship_with_a_non_editable_install(tmp_path):
     code = ("import importlib.util, practice.judge as j\n"
             "spec = importlib.util.spec_from_file_location('s', j.HERE / '204_rmsnorm' / 'solution.py')\n"
             "s = importlib.util.module_from_spec(spec); spec.loader.exec_module(s)\n"
-            "spec = importlib.util.spec_from_file_location('c', j.HERE / '202_param_count' / 'solution.py')\n"
-            "c = importlib.util.module_from_spec(spec); spec.loader.exec_module(c)\n"
+            "c = {}; exec(compile((j.HERE / '202_param_count' / 'solution.py').read_text(), '<cell>', 'exec'), c)\n"
             "print(j.HERE); print(j.check(202, c) and j.check(204, s))\n"
             "open(j.HERE.parent / 'qwen' / 'norm.py', 'a').write('# edited')\n"
             "print(j.check(204, s), j.check(202, c))\n")
@@ -1177,3 +1176,126 @@ def test_what_the_file_used_is_said_in_both_languages():
         report = Report(PROBLEMS[207], Path("x.py"), 3.0, 10.0)
         report.verdict, report.outcome = "NG", Outcome("answer", hits)
         assert en in shown(report) and zh in shown(report, "zh"), hits
+
+
+# ---------------------------------------------------------------- gguf is a reference, like transformers
+
+GGUF_VALUES = ("\n\ndef q8_0_values(block):\n    d = block[:2].clone().view(torch.float16).float()\n"
+               "    return d * block[2:].clone().view(torch.int8).float()\n")
+GGUF = {"quantize": "import torch\nfrom gguf import GGMLQuantizationType\nfrom gguf.quants import quantize\n\n\n"
+                    "def q8_0_block(x):\n"
+                    "    q = quantize(x.float().numpy().reshape(1, 32), GGMLQuantizationType.Q8_0)\n"
+                    "    return torch.from_numpy(q.reshape(-1).copy())\n" + GGUF_VALUES,
+        "quantize_blocks, imported in the body": "import torch\n\n\ndef q8_0_block(x):\n    import gguf.quants\n"
+                    "    q = gguf.quants.Q8_0.quantize_blocks(x.float().numpy().reshape(1, 32))\n"
+                    "    return torch.from_numpy(q.reshape(-1).copy())\n" + GGUF_VALUES}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("style", sorted(GGUF))
+def test_gguf_is_the_reference_for_llama_cpps_blocks(env, style):
+    """222 solved by gguf's own quantizer (gguf.quants.quantize, or Q8_0.quantize_blocks imported inside the
+    function): Not graded in the child process the command line grades in, from the file in this process and from
+    a notebook's cell, the line naming gguf; nothing recorded as solved. The same file is right: with gguf no
+    reference it would be Accepted."""
+    graded = _graded(222, GGUF[style], env)
+    _all_not_graded(graded, "your file imports gguf")
+    record(run_file(PROBLEMS[222], env / "222_answer.py"))
+    assert load_progress()["222"]["accepted"] is False
+
+
+@pytest.mark.slow
+def test_gguf_reached_through_a_helper_module_is_the_reference(env, monkeypatch):
+    """A helper next to the file imports gguf, and the file calls gguf's quantizer through it: Not graded in the
+    child process (the runner puts the file's folder on the path; it names the helper, which imported gguf) and in
+    this one (where gguf was imported before, so it names what the function reaches: gguf)."""
+    (env / "q8_helper_j2.py").write_text("import gguf  # noqa: F401\n")
+    source = ("import torch\n\nimport q8_helper_j2\n\n\ndef q8_0_block(x):\n"
+              "    g = q8_helper_j2.gguf\n"
+              "    q = g.quants.quantize(x.float().numpy().reshape(1, 32), g.GGMLQuantizationType.Q8_0)\n"
+              "    return torch.from_numpy(q.reshape(-1).copy())\n" + GGUF_VALUES)
+    monkeypatch.syspath_prepend(str(env))
+    graded = _graded(222, source, env)
+    _all_not_graded({"child process": graded["child process"]}, "your file imports q8_helper_j2, which imports gguf")
+    _all_not_graded(graded, "gguf")
+
+
+# ---------------------------------------------------------------- the problem's own reference in a notebook
+
+def test_the_problems_own_reference_is_graded_in_a_notebook_but_not_recorded(env, capsys):
+    """A notebook that checks 204's solution.py, imported by module name, or a cell's function that calls it: the
+    verdict is shown (Accepted) and one line says it is not recorded, in both languages, and the progress stays
+    empty. The same code run in a cell of its own is the learner's, and recorded. From the command line, a file
+    that imports the reference by module name is Not graded."""
+    import importlib
+
+    sol = importlib.import_module("practice.204_rmsnorm.solution")
+
+    def rms_norm(x, weight, eps=1e-6):  # a cell's own function that calls the reference
+        return sol.rms_norm(x, weight, eps)
+
+    for functions, lang, said in [((sol.rms_norm, sol.gated_rms_norm, sol.l2norm), "en",
+                                   "Not recorded as solved: what was graded is practice/204_rmsnorm/solution.py, "
+                                   "this problem's own reference solution"),
+                                  ((rms_norm, sol.gated_rms_norm, sol.l2norm), "zh",
+                                   "不记为通过：这次评测的是 practice/204_rmsnorm/solution.py，即本题自带的参考答案")]:
+        assert check(204, *functions, lang=lang) is True
+        out = capsys.readouterr().out
+        assert ("Verdict   Accepted" if lang == "en" else "结果      通过") in out and said in out, out[-1500:]
+        assert "Progress saved" not in out and "进度已保存" not in out, out[-600:]
+        assert load_progress() == {}
+    cell = _notebook((PROBLEMS[204].folder / "solution.py").read_text())
+    assert check(204, cell) is True
+    out = capsys.readouterr().out
+    assert "Not recorded" not in out and "Progress saved in" in out, out[-600:]
+    assert load_progress()["204"]["accepted"] is True
+    path = env / "by_name.py"
+    path.write_text("import importlib\n\nsol = importlib.import_module('practice.204_rmsnorm.solution')\n"
+                    "rms_norm, gated_rms_norm, l2norm = sol.rms_norm, sol.gated_rms_norm, sol.l2norm\n")
+    for report in (run_file(PROBLEMS[204], path), grade_in_process(PROBLEMS[204], path=path)):
+        assert report.verdict == "NG" and "practice/204_rmsnorm/solution.py" in report.outcome.detail[0], report
+
+
+# ---------------------------------------------------------------- memory in memory-backed files
+
+SMALL = 512  # MiB: the limit these tests grade under (torch itself takes about 250 of it)
+IN_MEMORY = {  # one file grown to 1 GiB in a case, and four of 200 MiB as the file loads (each under the limit)
+    "memfd": ("fd = os.memfd_create('learner')\n", "    os.ftruncate(fd, 2 ** 30)\n",
+              "fds = [os.memfd_create('learner') for _ in range(4)]\n"
+              "for fd in fds:\n    for _ in range(200):\n        os.write(fd, bytes(2 ** 20))\n"),
+    "/dev/shm": ("fd = os.open('{name}-one', os.O_CREAT | os.O_RDWR)\n", "    os.ftruncate(fd, 2 ** 30)\n",
+                 "for k in range(4):\n    with open(f'{name}-{{k}}', 'wb') as f:\n"
+                 "        for _ in range(200):\n            f.write(bytes(2 ** 20))\n")}
+NORMS = "\n\ndef rms_norm(x, weight, eps=1e-6):\n{grown}    return x\n\n\ngated_rms_norm = l2norm = rms_norm\n"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox counts memory-backed files from /proc")
+@pytest.mark.parametrize("kind", sorted(IN_MEMORY))
+def test_memory_in_memory_backed_files_counts_against_the_limit(env, kind):
+    """A memfd or a file in /dev/shm is memory the data-segment limit does not see. One file grown past the limit
+    in a case is refused (File too large: an out-of-memory hint); four files, each under it and all of them over,
+    are killed by the sandbox as they pass it (out of memory?), held open or closed. A notebook's grading holds no
+    memory limit: the scope note says so in both languages."""
+    import dataclasses
+
+    prob = PROBLEMS[204]
+    prob = dataclasses.replace(prob, meta={**prob.meta, "memory_limit": SMALL})
+    name = f"/dev/shm/qwen-judge-test-{os.getpid()}-{env.name}"
+    opened, grown, many = (text.format(name=name) for text in IN_MEMORY[kind])
+    try:
+        (env / "one.py").write_text("import os\n\n" + opened + NORMS.format(grown=grown))
+        report = run_file(prob, env / "one.py")
+        text = shown(report)
+        assert report.failure is report.results[0] and report.failure.verdict == "RE", text
+        assert "File too large" in text and "out of memory: your code asked for more than the judge allows" in text
+        (env / "many.py").write_text("import os\n\n" + many + NORMS.format(grown=""))
+        report = run_file(prob, env / "many.py")
+        assert report.verdict == "RE" and report.outcome == Outcome("died_load", -signal.SIGKILL), report
+        assert "out of memory" in shown(report) and "内存耗尽" in shown(report, "zh"), shown(report)
+    finally:
+        for f in Path("/dev/shm").glob(Path(name).name + "*"):
+            f.unlink()
+    for readme, said in (("README.md", "Nor does a notebook's grading hold your code to the memory limit"),
+                         ("README.zh.md", "笔记本里的评测也不受内存上限约束")):
+        assert said in " ".join((PRACTICE / readme).read_text(encoding="utf-8").split()), readme
