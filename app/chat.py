@@ -35,7 +35,7 @@ from qwen.fast import load_fast
 from qwen.lang import tr
 from qwen.mtp import load_mtp
 from qwen.products import numerics
-from qwen.quantized import SCHEMES, describe
+from qwen.quantized import SCHEMES, describe, slow_note
 from qwen.sampling import CARD, RANGES, Range
 from qwen.session import Session
 from qwen.tokenizer import load_tokenizer
@@ -112,9 +112,13 @@ def parser():
                    help=tr("default: the checkpoint's (bf16 for Qwen3.5)",
                            "默认用检查点自己的 dtype（Qwen3.5 是 bf16）"))
     p.add_argument("--quant", choices=SCHEMES,
-                   help=tr("hold the projections and the head as int8 or int4 codes (chapter 12): fewer bytes read per "
-                           "token; default: none",
-                           "把投影和输出头量化成 int8 或 int4 码（第 12 章）：每个 token 要读的字节更少；默认不量化"))
+                   help=tr("hold the projections and the head as int8 or int4 codes (chapter 12): less memory. With "
+                           "bf16 on a CPU, torch's packed kernels read the codes, fewer bytes per token; elsewhere "
+                           "(fp32, cuda, mps) each product dequantizes a block of the weight first, which decodes "
+                           "slower than without --quant; default: none",
+                           "把投影和输出头量化成 int8 或 int4 码（第 12 章）：占的内存更少。在 CPU 上用 bf16 时，"
+                           "torch 的打包 kernel 直接读码，每个 token 读的字节更少；其他情况（fp32、cuda、mps）"
+                           "每次矩阵乘法都要先反量化一块权重，解码反而比不加 --quant 更慢；默认不量化"))
     p.add_argument("--threads", type=positive,
                    help=tr("CPU threads for torch (default: torch's, one per core; 1 on the synthetic checkpoint, "
                            "whose tiny matrices gain nothing from more). On a busy machine fewer threads can decode "
@@ -424,7 +428,8 @@ def run(args):
         tok = load_tokenizer(checkpoint.folder)
         synthetic = checkpoint.synthetic
         torch.set_num_threads(args.threads or (1 if synthetic else torch.get_num_threads()))
-        model = load_fast(checkpoint, dtype=args.dtype, device=device, quant=args.quant)  # the fast path (chapter 9)
+        model = load_fast(checkpoint, dtype=args.dtype, device=device, quant=args.quant,  # the fast path (chapter 9)
+                          quiet=True)  # what a quantized model says is said below, once
         if args.speculative:
             p = model.norm.weight  # the MTP head, attached now: a checkpoint without one is refused here
             model.mtp = load_mtp(checkpoint, p.dtype, p.device)
@@ -470,6 +475,9 @@ def run(args):
     print(tr(f"numerics: {numerics(model)}", f"数值：{numerics(model)}"))
     if args.quant:
         print(tr(f"quantized: {describe(model)}", f"量化：{describe(model)}"))
+        slow = slow_note(model)  # no packed kernel here: the cost said once, beside the line above
+        if slow:
+            print(slow)
     at_prompt_ctrl_c = False  # a second Ctrl-C in a row at the prompt leaves
     while True:
         try:

@@ -168,20 +168,20 @@ def quantized_paths(model: Qwen35) -> str:
     layers = products(model)
     m = layers[0]
     dtype = str(m.dtype).removeprefix("torch.")
-    widened = tr("widened to fp32", "提升到 fp32") if m.widen else tr(f"in {dtype}", f"用 {dtype}")
+    widened = tr("widened to fp32", "提升到 fp32 后调用") if m.widen else tr(f"in {dtype}", f"用 {dtype} 调用")
     kernel = tr(f"the packed kernel ({dtype} activations × {model.quant} codes, float sums)",
                 f"打包 kernel（{dtype} 激活乘 {model.quant} 码，浮点累加）")
-    dequantized = tr(f"a block of the weight dequantized to {dtype}, then F.linear {widened}",
-                     f"先把一块权重反量化成 {dtype}，再{widened}调用 F.linear")
+    dequantized = tr(f"dequantize a block of the weight to {dtype}, then call F.linear {widened}",
+                     f"先把一块权重反量化成 {dtype}，再{widened} F.linear")
 
     def split(rows):
         k, n = sum(m.packs(rows) for m in layers), len(layers)
         if k == n:
             return tr(f"all {n} by {kernel}", f"{n} 个全用{kernel}")
         if k == 0:
-            return tr(f"all {n} by {dequantized}", f"{n} 个全是{dequantized}")
-        return tr(f"{k} of {n} by {kernel}, {n - k} by {dequantized}", f"{n} 个中 {k} 个用{kernel}，"
-                                                                      f"{n - k} 个{dequantized}")
+            return tr(f"all {n} {dequantized}", f"{n} 个全都{dequantized}")
+        return tr(f"{k} of {n} by {kernel}, {n - k} {dequantized}", f"{n} 个中 {k} 个用{kernel}，"
+                                                                   f"{n - k} 个{dequantized}")
     short, long = split(1), split(PACKED_ROWS)
     if short == long:
         return tr(f"products of any number of rows: {short}", f"任意行数的矩阵乘法：{short}")

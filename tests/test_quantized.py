@@ -16,9 +16,12 @@ whole-model tests cannot see it); q − 7 for q − 8 in `dequantize` (14 cases)
 (K/g, N) by a reshape instead of a transpose (10); the head left unquantized (12: the embedding, the fp32 model,
 the bf16 int4 models; one unquantized int8 head moves these bf16 logits by less than their rounding does); the
 embedding reading row id − 1 (6)."""
+import re
+
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 import qwen.quantized
 from helpers import bf16_steps, fp32_tol, ids_for
@@ -26,10 +29,12 @@ from hf_checkpoint import CONFIGS
 from qwen.fast import load_fast
 from qwen.measure import next_token_kl, top1_agreement
 from qwen.model import load_model
+from qwen.products import numerics
 from qwen.quant import quantize_int4, quantize_int4_zero, quantize_int8
-from qwen.quantized import QuantEmbedding, QuantLinear, fake_quantize, has_kernel, quantize_model
+from qwen.quantized import QuantEmbedding, QuantLinear, describe, fake_quantize, has_kernel, products, quantize_model
 from qwen.weights import Weights
 
+PACKED_ROWS = qwen.quantized.PACKED_ROWS
 SCHEMES = {"int8": ("int8", False), "int4": ("int4", False), "int4 symmetric": ("int4", True)}
 TIED, UNTIED = "Hv=Hk, GQA 1, tied", "Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3"
 PROMPT, STEPS = 70, 10
@@ -267,3 +272,92 @@ def test_load_fast_quantizes_every_projection_and_the_head(synthetic):
     assert {n.rsplit(".", 1)[-1] for n, _ in model.named_parameters()} == {"weight", "A_log", "dt_bias"}
     with pytest.raises(ValueError, match="int8"):
         load_fast(synthetic, torch.bfloat16, quant="int3")
+
+
+# ---------------------------------------------------------------- what the model holds
+
+def hand_bytes(m, itemsize):
+    """The bytes one QuantLinear should hold, counted from its shape: int8 one byte a weight and a scale a row; int4
+    with the kernel the tiled codes (N padded to 16, two a byte) and the kernel's scales and zero points, plus the
+    row-major codes (two a byte) where rows are read; int4 without it the codes and (N, K/g) scales and zero points."""
+    N, K, g = m.out_features, m.in_features, m.group
+    if m.scheme == "int8":
+        return N * K + N * itemsize
+    N16, rows = N + -N % 16, m.q is not None
+    if m.kernel:
+        return N16 * K // 2 + K // g * N16 * 2 * itemsize + rows * N * K // 2
+    return N * K // 2 + 2 * N * K // g * itemsize
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("scheme", ["int8", "int4"])
+def test_describe_counts_the_bytes_held_once(folders, scheme, dtype):
+    """Each scale and zero point is held once: describe's MiB equal the storage the model's quantized buffers
+    actually take (untyped storages, each counted once, summed over named_buffers) and the count by hand from the
+    shapes; with the int4 kernel no (N, K/g) scale or zero point is kept beside the kernel's copy."""
+    model = load_fast(folders[TIED], dtype, quant=scheme)
+    layers = [m for m in model.modules() if isinstance(m, QuantLinear)]
+    storages = {}
+    for name, b in model.named_buffers():
+        if ".rotary." not in f".{name}":
+            storages[b.untyped_storage().data_ptr()] = b.untyped_storage().nbytes()
+    by_hand = sum(hand_bytes(m, dtype.itemsize) for m in layers)
+    assert sum(storages.values()) == by_hand
+    held = float(re.search(r"codes and scales ([\d.]+) MiB", describe(model)).group(1))
+    assert held == round(by_hand / 2 ** 20, 1)
+    assert all(m.scale is None and m.zero is None for m in layers if m.scheme == "int4" and m.kernel)
+
+
+# ---------------------------------------------------------------- which product runs
+
+def parse_paths(line):
+    """{rows: packed products} read from the numerics line: 'all n by the packed kernel', 'all n dequantize',
+    'k of n by the packed kernel', for under PACKED_ROWS rows and for PACKED_ROWS or more (or for any number)."""
+    def packed(part):
+        if m := re.search(r"(\d+) of (\d+) by the packed kernel", part):
+            return int(m.group(1))
+        if m := re.search(r"all (\d+) by the packed kernel", part):
+            return int(m.group(1))
+        assert re.search(r"all \d+ dequantize a block of the weight", part), part
+        return 0
+    if "products of any number of rows: " in line:
+        return dict.fromkeys((1, PACKED_ROWS), packed(line.split("any number of rows: ")[1]))
+    short, long = line.split("products of under ")[1].split(f"; of {PACKED_ROWS} rows or more: ")
+    return {1: packed(short), PACKED_ROWS: packed(long)}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("scheme", ["int8", "int4"])
+def test_numerics_line_says_the_path_that_runs(monkeypatch, folders, scheme, dtype):
+    """The chat's numerics line against the products a forward pass really calls: every QuantLinear's packed and
+    dequantized products spied on, a prompt of 5 tokens and one of PACKED_ROWS; the count the line gives for each
+    is the count that ran the packed kernel, and where a dequantized product ran, F.linear got fp32 rows exactly
+    when the line says widened."""
+    model = load_fast(folders[UNTIED], dtype, quant=scheme, quiet=True)
+    layers, ran, widths = products(model), [], set()
+    linear = F.linear
+
+    def spy(m, kind):
+        def call(x):
+            ran.append((m, kind))
+            return getattr(QuantLinear, kind)(m, x)
+        return call
+    for m in layers:
+        m.packed_product, m.dequantized_product = spy(m, "packed_product"), spy(m, "dequantized_product")
+    def spied_linear(x, w, *args):  # the rows' dtype, where a dequantized product calls it
+        if ran and ran[-1][1] == "dequantized_product":
+            widths.add(x.dtype)
+        return linear(x, w, *args)
+    monkeypatch.setattr(F, "linear", spied_linear)
+    line = numerics(model)
+    said = parse_paths(line)
+    for rows in (5, PACKED_ROWS):
+        ran.clear()
+        with torch.no_grad():
+            model(ids_for(512, shape=(1, rows)))
+        assert {m for m, _ in ran} == set(layers)  # every product ran, one kind each
+        packed = {m for m, kind in ran if kind == "packed_product"}
+        assert len(packed) == said[1 if rows < PACKED_ROWS else PACKED_ROWS], (rows, line)
+        assert not packed & {m for m, kind in ran if kind == "dequantized_product"}
+        if rows == PACKED_ROWS and len(packed) < len(layers):  # a dequantized product ran: in the dtype said
+            assert widths == {torch.float32 if "widened to fp32" in line else dtype}, line
