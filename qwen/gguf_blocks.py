@@ -1,11 +1,17 @@
 """llama.cpp's quantized blocks, byte for byte: what a GGUF file holds for a weight stored as Q8_0, Q4_0 or Q4_K.
 
-Each row of a weight is cut into blocks of 32 values, and every block is stored on its own: an fp16 scale d, then
-the codes. Q8_0 (34 bytes, 8.5 bits a weight): d = max|x| / 127 and q = round(x / d), rounded half away from zero
-as C's roundf does. Q4_0 (18 bytes, 4.5 bits): d = x_max / −8, where x_max is the block's value of largest magnitude
-WITH its sign, so that value lands exactly on code −8 and the other 15 codes cover the rest; each value is stored as
-q + 8 in 0..15, two to a byte, the block's first 16 values in the low nibbles and its last 16 in the high nibbles.
-Both quantize with the fp32 d and then store d rounded to fp16, as llama.cpp does. Q4_K is read only: 256 values
+A GGUF file is a header, metadata, the tensors' names, shapes and offsets, padding to its alignment, then each
+tensor's data; inside one tensor's data each row is cut into blocks of 32 values, stored one after another, each on
+its own: an fp16 scale d, then the codes. Q8_0 (34 bytes, 8.5 bits a weight): d = max|x| / 127, id = 1/d (0 when
+d = 0) and q = round(x · id), rounded half away from zero as C's roundf does; llama.cpp multiplies by the reciprocal,
+and x · (1/d) is not always x / d in floating point. Q4_0 (18 bytes, 4.5 bits): d = x_max / −8, where x_max is the
+block's value of largest magnitude WITH its sign, so that value lands exactly on code −8; each value is stored as
+q + 8 in 0..15, two to a byte: value j in the low nibble of byte j, value j + 16 in its high nibble. Its grid is
+lopsided: the side opposite x_max reaches only 7·|d| = 7/8·|x_max|, so a value there beyond 15/16·|x_max| is
+clipped, off by up to a whole step. Both quantize with the fp32 d and then store d rounded to fp16, as llama.cpp's
+reference quantizer does when no importance matrix is given (with one, llama-quantize searches other scales and
+writes other bytes); tests/test_quant.py proves the bytes equal the gguf package's (a Q4_0 block of −0.0 alone gets
+d = +0 here and there, where the C loop writes −0: the same values). Q4_K is read only: 256 values
 in 8 sub-blocks of 32, each sub-block's scale and minimum 6-bit multiples of two fp16 numbers, w = d·sc·q − dmin·m;
 writing it means searching for the best scales, which is a story of its own. Multi-byte numbers are little-endian,
 as on the machines llama.cpp runs on; torch's view of fp16 as bytes is that order on them.
@@ -42,7 +48,8 @@ def _round_half_away(x):
 
 
 def q8_0_blocks(x):
-    """Q8_0 blocks of x (n, 32) fp32: d = max|x| / 127, q = roundf(x / d). Returns (n, 34) uint8: d, then q."""
+    """Q8_0 blocks of x (n, 32) fp32: d = max|x| / 127, q = roundf(x · id) with id = 1/d. Returns (n, 34) uint8: d,
+    then q."""
     d = x.abs().amax(dim=1, keepdim=True) / 127  # (n, 1)
     inv_d = torch.where(d == 0, 0.0, 1 / d)  # an all-zero block: d = 0 and codes 0
     q = _round_half_away(x * inv_d).to(torch.int8)  # (n, 32) in −127..127
@@ -50,7 +57,7 @@ def q8_0_blocks(x):
 
 
 def q4_0_blocks(x):
-    """Q4_0 blocks of x (n, 32) fp32: d = x_max / −8, q = trunc(x / d + 8.5) clipped to 0..15 (round to nearest, the
+    """Q4_0 blocks of x (n, 32) fp32: d = x_max / −8, q = trunc(x · id + 8.5) clipped to 0..15 (round to nearest, the
     extreme value at 0). Returns (n, 18) uint8: d, then byte j = q_j | q_(j+16) << 4 for j < 16."""
     i = x.abs().argmax(dim=1, keepdim=True)  # (n, 1): the first of equal magnitudes, as llama.cpp's strict < keeps
     d = x.gather(1, i) / -8  # signed: d < 0 when the extreme value is positive

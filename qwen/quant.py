@@ -26,7 +26,8 @@ def _safe(s: torch.Tensor) -> torch.Tensor:
 def quantize_int8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric absmax int8 per output channel: s = max|w_row| / 127, q = round(w / s) in −127..127, so the row's
     largest weight lands on ±127 and no code is clipped. One scale per row: the row is one output's dot product, so
-    a packed kernel multiplies the row's integer sum by s once. w: (out, in). Returns q int8 (out, in), s (out,)."""
+    a kernel sums x·q over the row and multiplies that sum by s once (torch's packed kernel sums in fp32; llama.cpp,
+    which rounds x to 8 bits too, sums integers). w: (out, in). Returns q int8 (out, in), s (out,)."""
     w = w.float()
     s = w.abs().amax(dim=1) / 127  # (out,)
     q = torch.round(w / _safe(s)[:, None]).clamp(-127, 127)  # (out, in); |w / s| ≤ 127 already, clamp for rounding
@@ -68,11 +69,14 @@ def dequantize_int4(q: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
 
 def quantize_int4_zero(w: torch.Tensor, g: int = 32) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Group-wise int4 with a zero point: the 16 codes 0..15 span the group's own range [m, M],
-    s = (M − m) / 15, q = round((w − m) / s), w ≈ q · s + m. A group whose weights lean one way (all positive, say)
-    gets levels only where it has weights, so its step s is up to 2× finer than the symmetric one. The codes are
-    unsigned because they count steps up from m. The zero point is kept as the value m that code 0 stands for (as
-    llama.cpp's Q4_1 and torch's int4 kernels keep it), not as an integer code: then code 0 is m exactly and code 15
-    is M up to fp32 rounding. w: (out, in). Returns q uint8 (out, in) in 0..15, s and m (out, in / g)."""
+    s = (M − m) / 15, q = round((w − m) / s), w ≈ q · s + m. The levels span only the range the group has: for
+    weights spread around zero [m, M] is narrower than [−max|w|, max|w|], and a group whose weights lean one way
+    (all positive, say: M − m ≤ M against the symmetric step's max|w| / 7) gets a step at least 15/7 ≈ 2.14× finer,
+    and finer still the narrower the group. The codes are unsigned because they count steps up from m. The zero
+    point is kept as a float, the value m that code 0 stands for (as llama.cpp's Q4_1 keeps it; torch's int4 kernel
+    keeps m + 8·s, the value of code 8, qwen/quantized.py), not as an integer code z with w = (q − z)·s as PyTorch's
+    and ONNX's quantization do: then code 0 is m exactly and code 15 is M up to fp32 rounding. w: (out, in).
+    Returns q uint8 (out, in) in 0..15, s and m (out, in / g)."""
     x = _groups(w, g)  # (out, G, g)
     m, M = x.amin(dim=-1), x.amax(dim=-1)  # (out, G)
     s = (M - m) / 15

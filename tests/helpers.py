@@ -279,8 +279,8 @@ FIGURES = {
     "ch10_vision": {"ch10-map": False, "ch10-patches": False, "ch10-positions": False, "ch10-mrope": False,
                     "ch10-bill": False},
     "ch11_mtp": {"ch11-map": False, "ch11-loop": False, "ch11-rollback": False, "ch11-speedup": True},
-    "ch12_quant": {"ch12-map": False, "ch12-bound": False, "ch12-groups": False, "ch12-classes": True,
-                   "ch12-output": True},
+    "ch12_quant": {"ch12-map": False, "ch12-bound": False, "ch12-bits": True, "ch12-classes": True,
+                   "ch12-output": True, "ch12-decode": False},
 }
 # a notebook cell whose output differs from the script's by design: a figure, a listing, an exercise, the proof
 MODE_DEPENDENT = re.compile(r"\bbook\.(show|listing|attempt|proof)\(")
