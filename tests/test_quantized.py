@@ -361,3 +361,34 @@ def test_numerics_line_says_the_path_that_runs(monkeypatch, folders, scheme, dty
         assert not packed & {m for m, kind in ran if kind == "dequantized_product"}
         if rows == PACKED_ROWS and len(packed) < len(layers):  # a dequantized product ran: in the dtype said
             assert widths == {torch.float32 if "widened to fp32" in line else dtype}, line
+
+
+# ---------------------------------------------------------------- one class of tensors at a time
+
+def test_only_the_chosen_tensors_are_quantized(folders):
+    """fake_quantize(only=...): the MLP's weights change (to qwen/quant.py's int4 codes, within fp32 rounding of
+    the fp64 weight they stand for), every other parameter stays bit for bit; the tied table is chosen by either of
+    its names. quantize_model with the same selector holds codes in the MLP's projections only, and its fp32 model
+    computes the partly quantized teaching model's logits within the fp32 tolerance. A selector that splits a
+    joined matrix of the fast model is one clear error."""
+    folder = folders[TIED]
+    mlp = lambda name: ".mlp." in name  # noqa: E731
+    before = {n: p.clone() for n, p in load_model(folder, torch.float32).named_parameters()}
+    teaching = fake_quantize(load_model(folder, torch.float32), "int4", only=mlp)
+    after = dict(teaching.named_parameters())
+    assert {n for n in before if not torch.equal(before[n], after[n])} == {n for n in before if mlp(n)}
+    w = before["layers.0.mlp.down_proj.weight"]
+    want = exact_weight(w, "int4", False, torch.float32)
+    assert (after["layers.0.mlp.down_proj.weight"].double() - want).abs().max() <= 1e-6 * want.abs().max()
+    table = fake_quantize(load_model(folder, torch.float32), "int8", only=lambda n: n == "embed_tokens.weight")
+    assert not torch.equal(table.embed_tokens.weight, before["embed_tokens.weight"])
+    assert table.lm_head.weight is table.embed_tokens.weight
+
+    live = quantize_model(load_fast(folder, torch.float32), "int4", only=mlp)
+    held = {n for n, m in live.named_modules() if isinstance(m, QuantLinear)}
+    assert held and all(".mlp." in n for n in held) and not isinstance(live.lm_head, QuantLinear)
+    ids = ids_for(512, seed=3, shape=(1, PROMPT + STEPS))
+    want, got = forced(teaching, ids), forced(live, ids)
+    assert (got - want).abs().max() <= fp32_tol(want)
+    with pytest.raises(ValueError, match="one matrix"):
+        quantize_model(load_fast(folder, torch.float32), "int8", only=lambda name: "in_proj_qkv" in name)
