@@ -1,7 +1,14 @@
 """Chapters 10 and 11 on checkpoints they have not seen, made from the synthetic one (tests/variants.py): a tower of
 4 × 4-pixel patches without preprocessor_config.json, a preprocessor_config.json that disagrees with the tower, and an
 incomplete mtp.* block. Each chapter runs as a learner runs it; what it prints is checked by hand or against
-transformers, and the 4-pixel tower itself against transformers' Qwen3_5VisionModel built from that config."""
+transformers, and the 4-pixel tower itself against transformers' Qwen3_5VisionModel built from that config. The
+quantized live model (qwen/quantized.py) on widths no other checkpoint has, written by transformers
+(tests/hf_checkpoint.py): a DeltaNet value width of 144, whose out_proj int4's groups of 32 do not fit, and a hidden
+width of 96.
+
+Planted and caught: fake_quantize cutting out_proj into int4 groups as asked (its ValueError); fake_quantize leaving
+out_proj in bf16 while the live model holds it as int8 (the fp32 twins part by 0.7; the bf16 bounds are too loose to
+see it; the hand check of the teaching weight sees it too); load_fast saying nothing."""
 import json
 import re
 import shutil
@@ -10,10 +17,16 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from test_quantized import KL_RATIO, PROMPT, RATIO, STEPS, forced
 
-from helpers import fewer_layers, picture, run_chapter
+from helpers import bf16_steps, fewer_layers, fp32_tol, ids_for, picture, run_chapter, speaking
+from hf_checkpoint import save_checkpoint, text_config
 from qwen.checkpoint import open_checkpoint
+from qwen.fast import load_fast
 from qwen.image import preprocess
+from qwen.measure import next_token_kl
+from qwen.model import load_model
+from qwen.quantized import fake_quantize
 from variants import MTP_DROPPED, four_pixel_patches, incomplete_mtp
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]  # whole chapters, built checkpoints
@@ -128,3 +141,76 @@ def test_ch11_on_an_incomplete_mtp_block(synthetic, tmp_path, chapter_outputs):
     def steady(text):  # the lines that do not depend on the clock
         return [line for line in text.splitlines() if " ms" not in line and not line.startswith(("***", "(no usable"))]
     assert steady(out) == steady(plain)
+
+
+# ---------------------------------------------------------------- the quantized live model on odd widths
+
+# Checkpoints written by transformers (tests/hf_checkpoint.py) whose widths the others do not have: a DeltaNet value
+# width of 3 · 48 = 144 (out_proj's input is not a multiple of int4's group of 32) and a hidden width of 96 (a
+# multiple of 32, not of 64: every projection's input and the int4 kernel's tiles)
+ODD = {"value width 144, tied": (text_config(linear_num_key_heads=1, linear_num_value_heads=3,
+                                              linear_value_head_dim=48), True),
+       "hidden 96, untied": (text_config(hidden_size=96), False)}
+V144 = "value width 144, tied"
+
+
+@pytest.fixture(scope="module")
+def odd(tmp_path_factory):
+    return {name: save_checkpoint(tmp_path_factory.mktemp(f"odd{i}"), text, tied=tied, seed=20 + i)
+            for i, (name, (text, tied)) in enumerate(ODD.items())}
+
+
+@pytest.mark.parametrize("scheme", ["int8", "int4"])
+@pytest.mark.parametrize("which", ODD)
+def test_quantized_live_model_on_odd_widths(odd, which, scheme):
+    """load_fast(quant=...) on both: the bf16 packed model against the fp32 teaching model of its exact numbers
+    (fake_quantize with bf16 scales) within tests/test_quantized.py's bounds (RATIO bf16 steps and KL_RATIO times
+    the mean KL of the unquantized fast model from the fp32 teaching model of its weights), prompt and cached
+    decode; the fp32 model (the dequantized path) within the fp32 tolerance of fake_quantize's fp32 model."""
+    folder = odd[which]
+    ids = ids_for(512, seed=3, shape=(1, PROMPT + STEPS))
+    exact = forced(load_model(folder, torch.bfloat16).float(), ids)
+    fast = forced(load_fast(folder, torch.bfloat16), ids)
+    exact_q = forced(fake_quantize(load_model(folder, torch.bfloat16).float(), scheme, scale_dtype=torch.bfloat16),
+                     ids)
+    packed = forced(load_fast(folder, torch.bfloat16, quant=scheme), ids)
+    yard, yard_kl = bf16_steps(fast, exact).max().item(), next_token_kl(exact, fast).mean().item()
+    steps, kl = bf16_steps(packed, exact_q).max().item(), next_token_kl(exact_q, packed).mean().item()
+    print(f"{which}, {scheme}: packed {steps:.1f} bf16 steps, KL {kl:.1e} (unquantized {yard:.1f}, {yard_kl:.1e})")
+    assert steps <= RATIO * max(yard, 1) and kl <= KL_RATIO * yard_kl
+    want = forced(fake_quantize(load_model(folder, torch.float32), scheme), ids)
+    got = forced(load_fast(folder, torch.float32, quant=scheme), ids)
+    assert (got - want).abs().max() <= fp32_tol(want)
+
+
+def test_a_weight_int4_groups_do_not_fit_is_held_as_int8_and_said(odd, capsys):
+    """Value width 144, int4: every DeltaNet out_proj (144 inputs) is held as int8 per output channel, in the live
+    model and in fake_quantize's teaching weights alike (qwen/quant.py's int8 codes, the scale rounded to bf16, by
+    hand), the other projections in int4; load_fast says so in one line, in English and in Chinese, which
+    describe's line repeats (the chat prints describe's alone); int8 and the hidden width of 96 say nothing."""
+    from qwen.quant import quantize_int8
+    from qwen.quantized import QuantLinear, describe
+
+    folder = odd[V144]
+    cfg = open_checkpoint(folder).config
+    deltanet = [i for i, kind in enumerate(cfg.layer_types) if kind == "linear_attention"]
+    model = speaking("en", load_fast, checkpoint=folder, dtype=torch.bfloat16, quant="int4")
+    said = capsys.readouterr().out.strip().splitlines()
+    clause = f"layers.*.linear_attn.out_proj (144 inputs, {len(deltanet)} layers)"
+    assert said == [f"int4: {len(deltanet)} held as int8 per output channel instead, their input width not a "
+                    f"multiple of the group 32: {clause}"]
+    assert clause in describe(model)
+    held = {n: m.scheme for n, m in model.named_modules() if isinstance(m, QuantLinear)}
+    assert {n for n, s in held.items() if s == "int8"} == {f"layers.{i}.linear_attn.out_proj" for i in deltanet}
+    speaking("zh", load_fast, checkpoint=folder, dtype=torch.bfloat16, quant="int4")
+    zh = capsys.readouterr().out.strip().splitlines()
+    assert zh == [f"int4：其中 {len(deltanet)} 个改存为每个输出通道一个缩放因子的 int8，因为输入宽度不是组大小 32 "
+                  f"的倍数：layers.*.linear_attn.out_proj（144 个输入，{len(deltanet)} 层）"]
+    teaching = fake_quantize(load_model(folder, torch.bfloat16), "int4")
+    w = load_model(folder, torch.bfloat16).layers[deltanet[0]].linear_attn.out_proj.weight
+    q, s = quantize_int8(w)
+    assert torch.equal(teaching.layers[deltanet[0]].linear_attn.out_proj.weight,
+                       (q.float() * s.bfloat16().float()[:, None]).bfloat16())
+    for which, scheme in ((V144, "int8"), ("hidden 96, untied", "int4")):
+        load_fast(odd[which], torch.bfloat16, quant=scheme)
+        assert capsys.readouterr().out == ""
