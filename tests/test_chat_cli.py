@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+import app.chat as cli
 from app.chat import main
 from app.pictures import image_command
 from helpers import ROOT, chat_template, shared_once
@@ -70,6 +71,32 @@ def test_quantized_session(synthetic):
     held, plain = (float(x) for x in re.findall(r"([\d.]+) MiB", line))
     assert 0.5 * plain < held < 0.6 * plain, line  # one byte a weight and a bf16 scale a row, against two bytes
     assert out.count("qwen> ") == 1 and out.count("tokens/s") == 1 and "Traceback" not in err
+    assert "only saves memory" not in out  # bf16 on a CPU: the packed kernels run (where torch has them)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_quantized_session_without_a_kernel(synthetic, lang):
+    """fp32 has no packed kernel: the chat says once, in one line after the quantized line, that every product
+    dequantizes a block and calls F.linear, slower than without quantization; the numerics line says the same
+    path; the help of --quant promises fewer bytes only where the kernels run."""
+    code, out, err = run_chat("", "--quant", "int4", "--dtype", "fp32", "--lang", lang)
+    assert code == 0 and "Traceback" not in err, err
+    lines = out.splitlines()
+    if lang == "en":
+        slow = [i for i, line in enumerate(lines) if "decoding is slower than without quantization" in line]
+        assert slow and lines[slow[0]] == (
+            "torch has no packed int4 kernel for float32 on cpu: every product dequantizes a block of the weight and "
+            "calls F.linear, which reads more bytes than the plain weight; decoding is slower than without "
+            "quantization, which here only saves memory")
+        numerics = next(line for line in lines if line.startswith("numerics: "))  # 97: 24 layers' 4 products, head
+        assert numerics.endswith("products of any number of rows: all 97 dequantize a block of the weight to "
+                                 "float32, then call F.linear in float32")
+        help_text = " ".join(cli.parser().format_help().split())
+        assert "fewer bytes per token; elsewhere (fp32, cuda, mps)" in help_text
+    else:
+        slow = [i for i, line in enumerate(lines) if "解码比不量化更慢" in line]
+    assert len(slow) == 1 and lines[slow[0] - 1].startswith(("quantized: ", "量化："))
 
 
 @pytest.mark.slow
