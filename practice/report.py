@@ -8,6 +8,7 @@ import signal
 from pathlib import Path
 
 from practice import messages as say
+from practice.guard import REFERENCES
 from practice.messages import speaking
 from qwen.lang import columns, language, tr
 
@@ -130,9 +131,9 @@ class Printer:
         return say.signal_name(sig)
 
     def _answer(self, hits, functions):
-        """What the file used: transformers (the reference), the answer, or a module that imports the answer
+        """What the file used: a reference library (transformers, gguf), the answer, or a module that imports the answer
         ("qwen.model>qwen.mlp"); the kind of the first hit says which, and each hit of that kind is named."""
-        kinds = ["answer_reference" if h.split(">")[-1].split(".")[0] == "transformers" else
+        kinds = ["answer_reference" if h.split(">")[-1].split(".")[0] in REFERENCES else
                  "answer_via" if ">" in h else "answer" for h in hits]
         same = [h.split(">") for h, k in zip(hits, kinds) if k == kinds[0]]
         return say.answer(kinds[0], functions, [h[0] for h in same], [h[-1] for h in same])

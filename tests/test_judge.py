@@ -1199,7 +1199,7 @@ def test_gguf_is_the_reference_for_llama_cpps_blocks(env, style):
     a notebook's cell, the line naming gguf; nothing recorded as solved. The same file is right: with gguf no
     reference it would be Accepted."""
     graded = _graded(222, GGUF[style], env)
-    _all_not_graded(graded, "your file imports gguf")
+    _all_not_graded(graded, "gguf is the reference the judge checks answers against")
     record(run_file(PROBLEMS[222], env / "222_answer.py"))
     assert load_progress()["222"]["accepted"] is False
 
