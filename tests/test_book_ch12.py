@@ -189,7 +189,8 @@ def test_chapter_prints_the_real_numbers(chapter_outputs, synthetic):
     x = w.float()
     s = x.abs().amax(1, keepdim=True) / 127
     err8 = float((x - torch.round(x / s) * s).norm() / x.norm())
-    assert f"int8     : {8 + 16 / x.shape[1]:.3f} bits per weight, relative error {err8:.2e} over the whole tensor\n" \
+    assert f"int8     : {8 + 16 / x.shape[1]:.3f} bits per weight (one scale per row of {x.shape[1]}), relative " \
+           f"error {err8:.2e} over the whole tensor\n" \
         in out  # a number computed from the weights: not tagged synthetic (the banner says the weights are random)
     assert np.isfinite(err8)
     for label in ("bf16", "int8", "int4", "int4+zero"):
