@@ -55,8 +55,8 @@ KERNEL_DTYPES = (torch.bfloat16,)  # x in bf16: measured below; fp32 activations
 # 55. Rows 32: int8 96 / dequantized 126; rows 64: 212 / 250; rows 128: 428 / 237 (int4 384 / 323).
 PACKED_ROWS = 96
 # Without a kernel every product is `dequantized_product`. Measured (torch 2.13, 2-core AMD EPYC with AVX2, one
-# thread, fp32 16,384 × 1,024 weight, one row, best of 7): F.linear 5.6 ms, int8 dequantized 76 ms (14×), int4
-# 138 ms (25×): what `notes` warns of.
+# thread, fp32 16,384 × 1,024 weight, one row, best of 7, three runs on a shared machine): F.linear 5.5-6.4 ms,
+# int8 dequantized 41-76 ms (7-14×), int4 124-154 ms (22-25×): what `slow_note` warns of.
 BLOCK = 2 ** 22  # weight elements dequantized at once (16 MiB in fp32)
 Selector = Callable[[str], bool]  # a parameter name ("layers.0.mlp.down_proj.weight") -> quantize it?
 
