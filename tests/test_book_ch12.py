@@ -223,3 +223,23 @@ def test_chapter_prints_the_real_numbers(chapter_outputs, synthetic):
     assert held.keys() == {"bf16", "int8", "int4"} and held["int8"] < held["bf16"] and held["int4"] < held["bf16"]
     for n in (222, 223, 224):
         assert f"» exercise {n} (" in out
+
+
+@pytest.mark.slow
+def test_chapter_runs_where_int4_groups_do_not_fit(tmp_path, monkeypatch):
+    """The chapter on a checkpoint whose DeltaNet value width is 3 · 48 = 144 (4 layers: 3 DeltaNet, 1 full
+    attention): it exits 0, and as out_proj's 144 inputs are not a multiple of int4's group of 32, its own int4 rows
+    and the live model keep those tensors in int8 per output channel, and both say so. (A hidden width of 96 runs in
+    tests/test_any_checkpoint.py's live model: every width there is a multiple of 32.)"""
+    widths, misfit = dict(linear_num_key_heads=1, linear_num_value_heads=3, linear_value_head_dim=48), 144
+    from helpers import run_chapter
+    from qwen import synthetic
+    monkeypatch.setattr(synthetic, "TEXT", dict(synthetic.TEXT, **widths))
+    folder = tmp_path / "widths"
+    synthetic.generate(folder, layers=4)
+    code, out, err = run_chapter("ch12_quant.py", "--model", str(folder))
+    assert code == 0 and "Traceback" not in err, err[-3000:]
+    said = [line for line in out.splitlines() if "not a multiple of the group 32" in line]
+    assert said[0] == f"input widths [{misfit}] are not a multiple of the group 32: those tensors stay int8 per " \
+                      f"output channel in the int4 rows, as the live model keeps them"
+    assert len(said) == 2 and f"layers.*.linear_attn.out_proj ({misfit} inputs, 3 layers)" in said[1]
