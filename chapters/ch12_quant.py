@@ -219,7 +219,7 @@ for dtype in (torch.float32, torch.bfloat16):
                  f"是数据流的 {rate / read:.0%}（各测一次，机器是共享的）"))
     if len(times) == 1:
         print(tr(f"{dev}: this torch does not prepack {name} weights for oneDNN here; the fast path keeps F.linear",
-                 f"{dev}：当前 torch 不支持用 oneDNN 预打包 {name} 权重，快速路径继续用 F.linear"))
+                 f"{str(dev).upper()}：当前 torch 不支持用 oneDNN 预打包 {name} 权重，快速路径继续用 F.linear"))
     elif min(times.values()) > 0.9 * times["F.linear"]:  # the prepacked product is not clearly faster
         print(tr(f"  {name}: prepacking did not make this one-row product faster here: on this CPU the plain "
                  f"kernel was not held back by its layout",
@@ -872,13 +872,15 @@ for scheme, fmt in ((None, "bf16"), ("int8", "int8"), ("int4", "int4+zero")):
              f"{nbytes / 1e6:6.1f} MB take {timed[scheme] * 1e3:5.0f} ms, {measured[fmt]:5.2f} tokens/s; the bound "
              f"{bound[fmt]:5.2f} tokens/s: {measured[fmt] / bound[fmt]:.0%} of it ({nbytes / timed[scheme] / 1e9:.2f} "
              f"GB/s read)",
-             f"真实 0.8B 的形状，{ch12.scheme_name(fmt)}：{sum(step.values())} 次乘法读 {nbytes / 1e6:6.1f} MB，"
+             f"真实 0.8B 的形状，{ljust(ch12.scheme_name(fmt) + '：', 13)}{sum(step.values())} 次乘法读 "
+             f"{nbytes / 1e6:6.1f} MB，"
              f"耗时 {timed[scheme] * 1e3:5.0f} ms，每秒 {measured[fmt]:5.2f} 个 token；上限每秒 {bound[fmt]:5.2f} 个 "
              f"token：达到 {measured[fmt] / bound[fmt]:.0%}（每秒读 {nbytes / timed[scheme] / 1e9:.2f} GB）"))
 if not has_kernel("int8", dev, torch.bfloat16):
     print(tr(f"{dev}: no packed int8/int4 kernel here, so the quantized products dequantize a block and call F.linear: "
              f"they read more than the plain weight",
-             f"{dev}：这里没有 int8/int4 打包 kernel，量化乘法要先反量化一块再调用 F.linear，读的比原始权重还多"))
+             f"{str(dev).upper()}：这里没有 int8/int4 打包 kernel，量化乘法要先反量化一块再调用 F.linear，"
+             f"读的比原始权重还多"))
 
 # %%
 book.show("ch12-decode", ch12.decode_figure, bound, measured,
