@@ -153,7 +153,9 @@ def diagnose(problem, case, got):
     Each known mistake (practice/mistakes.py) runs on the case; its result must differ from the right answer
     there, and the learner's result must match it, within the case's own tolerance if any mistake does, else
     within a looser one (a learner's version of a mistake may round differently from ours), and be clearly
-    nearer it than the right answer: MARGIN times nearer, in the largest difference of any element."""
+    nearer it than the right answer and than nothing (the same structure with every float 0): MARGIN times
+    nearer, in the largest difference of any element. A mistake's result so small that an all-zero answer lies
+    within its tolerance is then named only for a result that is really that mistake's, never for zeros."""
     strict, loose = [], []
     right = distance(got, case.expected)
     for m in problem.mistakes:
@@ -161,8 +163,11 @@ def diagnose(problem, case, got):
             continue
         try:
             wrong = sanitize(m.result(case.fn, copy.deepcopy(case.values())))  # as the learner's comes back
-            if grade(case, wrong) is None or not distance(got, wrong) * MARGIN < right:
-                continue  # indistinguishable from the right answer here, or not clearly nearer the mistake
+            blank = nothing(wrong)
+            far = math.inf if blank is None else distance(blank, wrong)  # how near an all-zero answer is to it
+            if grade(case, wrong) is None or not distance(got, wrong) * MARGIN < min(right, far):
+                continue  # indistinguishable from the right answer here, or not clearly nearer the mistake than
+                # the right answer and an all-zero answer are
             if compare(got, wrong, case.tol) is None:
                 strict.append(m.shown)
             elif compare(got, wrong, case.tol.loose()) is None:
@@ -202,6 +207,29 @@ def distance(a, b):
         return 0.0 if a == b and type(a) is type(b) else math.inf
     except Exception:  # a learner's object whose == raises
         return math.inf
+
+
+def nothing(result):
+    """`result` with every float 0 and everything else kept (float tensors become zeros of their shape and dtype,
+    Python floats 0.0, inside tuples, lists and dicts): the answer that says nothing, in the shape of a result. Only
+    floats, because only they are matched within a tolerance that zeros can fall inside; integers match exactly.
+    None when the result holds no float."""
+    found = []
+
+    def zero(x):
+        if isinstance(x, torch.Tensor) and x.dtype.is_floating_point:
+            found.append(True)
+            return torch.zeros_like(x)
+        if isinstance(x, dict):
+            return {k: zero(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(zero(v) for v in x)
+        if isinstance(x, float):
+            found.append(True)
+            return 0.0
+        return x
+    blank = zero(result)
+    return blank if found else None
 
 
 def _cast_like(got, exp):

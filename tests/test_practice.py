@@ -802,7 +802,10 @@ def test_221_rule_equals_a_plain_pass_of_the_layer_and_the_course_rollback():
 
 def test_222_every_case_equals_the_gguf_packages_quantizer():
     """Every block's 34 bytes are what gguf.quants.quantize (llama.cpp's reference, in Python) writes, every read-back
-    what gguf.quants.dequantize reads; and the edge cases hold what their notes say."""
+    what gguf.quants.dequantize reads; and the edge cases hold what their notes say: the planted blocks move at least
+    two codes for each other way of computing the quotient (recomputed here, rounded by numpy), the fp16 ties sit
+    exactly half-way and are stored as the even neighbour, the tiny scales store 0 with full codes, and the large
+    ones store 65504 and inf."""
     import numpy as np
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize, quantize
@@ -812,7 +815,8 @@ def test_222_every_case_equals_the_gguf_packages_quantizer():
     for c in cases:
         (value,) = c.values()
         if c.fn == "q8_0_block":
-            want = quantize(value.numpy().reshape(1, 32), q8).reshape(34)
+            with np.errstate(over="ignore"):  # d beyond fp16's range becomes inf, as it must
+                want = quantize(value.numpy().reshape(1, 32), q8).reshape(34)
         else:
             want = dequantize(value.numpy().reshape(1, 34), q8).reshape(32)
         assert np.array_equal(c.expected.numpy(), want), c.label
@@ -822,12 +826,37 @@ def test_222_every_case_equals_the_gguf_packages_quantizer():
     hand = cases[0]  # d = 1: the codes are the values rounded by hand, halves away from zero
     assert hand.expected.tolist() == [0x00, 0x3C] + [v % 256 for v in [-127, 127, -3, -2, -1, 1, 2, 3,
                                                                        *range(-12, 12)]]
-    for c in cases:
-        if c.note.startswith(("values where", "more values where")):
-            x = c.values()[0]
-            d = x.abs().max() / 127
-            by_division = PROBLEMS[222].module._roundf(x / d).to(torch.int8)
-            assert (by_division != c.expected[2:].view(torch.int8)).sum() >= 3, c.label
+    codes = {c.label: c.expected[2:].view(torch.int8) for c in cases if c.fn == "q8_0_block"}
+    scale = {c.label: c.expected[:2].view(torch.float16).item() for c in cases if c.fn == "q8_0_block"}
+    by_label = {c.label: c.values()[0] for c in cases}
+
+    def moved(label, quotient):
+        """How many codes another quotient moves, rounded by numpy (np.round is halves to even: no value here is
+        on a half, only near one)."""
+        x = by_label[label]
+        amax = x.abs().max()
+        return int((np.round(quotient(x, amax).numpy()) != codes[label].numpy()).sum())
+    ways = {"x / d": lambda x, a: x / (a / 127), "fp64": lambda x, a: x.double() * 127 / a.double(),
+            "127 / max|x|": lambda x, a: x * (127 / a), "max|x| · (1/127)": lambda x, a: x * (1 / (a * (1 / 127)))}
+    planted = [c.label for c in cases if "round to another code" in c.note or "round apart" in c.note]
+    other = [c.label for c in cases if "1/d computed" in c.note]
+    assert len(planted) == len(other) == 2
+    for label in planted:
+        assert moved(label, ways["x / d"]) >= 2 and moved(label, ways["fp64"]) >= 2, label
+    for label in other:
+        assert moved(label, ways["127 / max|x|"]) >= 2 and moved(label, ways["max|x| · (1/127)"]) >= 2, label
+    for c in cases:  # the scales' edges, each by hand
+        if "half-way between two fp16" in c.note:  # stored as the lower, even one of the two
+            d = float(c.values()[0].abs().max()) / 127  # in float64: exact here
+            low = np.float16(scale[c.label])
+            assert d == (float(low) + float(np.nextafter(low, np.float16(np.inf)))) / 2, c.label
+            assert low.view(np.uint16) % 2 == 0, c.label
+        if c.note.startswith("values near"):
+            assert scale[c.label] == 0 and codes[c.label].abs().max() == 127, c.label
+    assert [scale[c.label] for c in cases if c.note.startswith("d = 65510")] == [65504.0]
+    assert [scale[c.label] for c in cases if "beyond fp16" in c.note] == [float("inf")]
+    (under,) = [c for c in cases if c.note.startswith("fp32 subnormals")]
+    assert under.values()[0].abs().max() > 0 and (under.expected == 0).all()
 
 
 def test_223_hand_example_and_every_case_by_float64():
