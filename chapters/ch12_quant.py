@@ -83,7 +83,7 @@ from qwen.fast import load_fast
 from qwen.generate import generate
 from qwen.lang import ljust, tr
 from qwen.model import load_model
-from qwen.quantized import codes, dequantize, fake_quantize, has_kernel
+from qwen.quantized import codes, dequantize, fake_quantize, has_kernel, held_as
 from qwen.sizes import real_config, tensor_shapes
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import Weights
@@ -545,7 +545,7 @@ for n in sorted(tensors):
     t = W[n].float()
     c = ch12.tensor_class(n)
     for label, roundtrip in schemes.items():
-        if label != "int8" and t.shape[1] % 32:
+        if label != "int8" and held_as("int4", t.shape[1]) == "int8":  # int4's groups of 32 do not fit
             misfits.add(t.shape[1])
             roundtrip = schemes["int8"]
         acc = sums[label][c]
@@ -614,16 +614,16 @@ print(tr(f"real Qwen3.5-0.8B: {len(kept)} tensors stay as they are (norms, conv 
 # kernel has 4 taps per channel, so a scale per 32 weights would span 8 channels of different sizes. The published
 # checkpoints store `A_log` and the DeltaNet's norm in fp32, which fits this reasoning, though the checkpoint does not
 # say why. `in_proj_a` feeds the same exponential, through a projection of the input, and is just as small (1.2 MB with
-# `in_proj_b`, 0.08 % of a bf16 step), yet it is quantized here with the other projections: whether keeping it helps is
-# one of the measurements in "Try this".
+# `in_proj_b`, 0.08 % of a decode step in bf16), yet it is quantized here with the other projections: whether keeping it
+# helps is one of the measurements in "Try this".
 
 # %% [markdown] lang="zh"
 # 它们只占字节数的不到百分之一，量化它们几乎省不了什么；而它们恰恰最怕误差：归一化层的权重在每一层缩放一整个通
 # 道；`A_log` 和 `dt_bias` 经过指数运算决定每个头的衰减（这里的一点舍入会改变状态遗忘的快慢，而且每个 token 都受影响）；
 # 卷积核每个通道只有 4 个抽头，每 32 个权重共用一个缩放因子，就会跨过 8 个大小不一的通道。已发布的检查点把 `A_log` 和
-# DeltaNet 的归一化权重存成 fp32，与这个道理相符，不过检查点本身并没有说明原因。`in_proj_a` 经由输入的一个投影，进入同
-# 一个指数运算，而且同样很小（连同 `in_proj_b` 共 1.2 MB，占 bf16 一步的 0.08 %），这里却和其他投影一起量化了：保留它
-# 有没有好处，留给“动手试试”去测。
+# DeltaNet 的归一化权重存成 fp32，与这个道理相符，不过检查点本身并没有说明原因。`in_proj_a` 经由输入的一个投影，进入同一
+# 个指数运算，而且同样很小（连同 `in_proj_b` 共 1.2 MB，在 bf16 的一个解码步里占 0.08 %），这里却和其他投影一起量化了：
+# 保留它有没有好处，留给“动手试试”去测。
 
 # %% [markdown]
 # ## 6. The error at the output
@@ -777,9 +777,10 @@ else:
 
 # %% [markdown] lang="zh"
 # ## 7. 运行中的量化模型
-# 伪量化只用来测误差；要提速，得有一个真正*存着*码、直接拿码做乘法的模型。`qwen.fast.load_fast(path, dtype, quant="int8"
-# | "int4")` 返回第 9 章的快速模型，调用方式完全相同，只是它的投影（包括合并后的投影）和共享的输出头存的是码和缩放因子
-# （`QuantLinear`），嵌入也只反量化提示词用到的那几行。在 CPU 上、激活为 bf16 时，每次乘法都调用 torch 的一个打包
+# 伪量化只用来测误差；要提速，得有一个真正*存着*码、直接拿码做乘法的模
+# 型。`qwen.fast.load_fast(path, dtype, quant="int8" | "int4")` 返回第 9 章的快速模型，调用方式完全相同，只是它的投影
+# （包括合并后的投影）和共享的输出头存的是码和缩放因子（`QuantLinear`），嵌入也只反量化提示词用到的那几行。在 CPU 上、激
+# 活为 bf16 时，每次乘法都调用 torch 的一个打包
 # kernel（`torch._weight_int8pack_mm`；`torch._weight_int4pack_mm_for_cpu`，32 个一组，带零点），它直接读码，在乘法内部
 # 乘上缩放因子；其他情况下（fp32、GPU、MPS）则先把若干行反量化，再调用 `F.linear`。走哪条路径看硬件能力，从不看计时。运
 # 行中的模型存的是码 $q$ 和舍入到模型 dtype 的缩放因子 $s$；int8 kernel 用 fp32 累加 $x \cdot q$，再乘缩放因子，最后只舍
@@ -872,7 +873,7 @@ for scheme, fmt in ((None, "bf16"), ("int8", "int8"), ("int4", "int4+zero")):
              f"{nbytes / 1e6:6.1f} MB take {timed[scheme] * 1e3:5.0f} ms, {measured[fmt]:5.2f} tokens/s; the bound "
              f"{bound[fmt]:5.2f} tokens/s: {measured[fmt] / bound[fmt]:.0%} of it ({nbytes / timed[scheme] / 1e9:.2f} "
              f"GB/s read)",
-             f"真实 0.8B 的形状，{ljust(ch12.scheme_name(fmt) + '：', 13)}{sum(step.values())} 次乘法读 "
+             f"真实 Qwen3.5-0.8B 的形状，{ljust(ch12.scheme_name(fmt) + '：', 13)}{sum(step.values())} 次乘法读 "
              f"{nbytes / 1e6:6.1f} MB，"
              f"耗时 {timed[scheme] * 1e3:5.0f} ms，每秒 {measured[fmt]:5.2f} 个 token；上限每秒 {bound[fmt]:5.2f} 个 "
              f"token：达到 {measured[fmt] / bound[fmt]:.0%}（每秒读 {nbytes / timed[scheme] / 1e9:.2f} GB）"))
