@@ -35,7 +35,8 @@ from qwen.fast import load_fast
 from qwen.lang import tr
 from qwen.mtp import load_mtp
 from qwen.products import numerics
-from qwen.quantized import SCHEMES, describe, slow_note
+from qwen.quantized import describe, slow_note
+from qwen.quantlinear import SCHEMES
 from qwen.sampling import CARD, RANGES, Range
 from qwen.session import Session
 from qwen.tokenizer import load_tokenizer

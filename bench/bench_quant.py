@@ -58,7 +58,7 @@ from qwen.course import pick_device
 from qwen.embedding import Embedding
 from qwen.fast import load_fast
 from qwen.measure import medians, next_token_kl, read_bandwidth, timed, top1_agreement
-from qwen.quantized import QuantEmbedding, QuantLinear
+from qwen.quantlinear import QuantEmbedding, QuantLinear
 from qwen.synthetic import synthetic_path
 
 FORMATS = ("bf16", "int8", "int4", "fp32")

@@ -20,7 +20,7 @@ from qwen.fast import Fast, FastLinear
 from qwen.lang import tr
 from qwen.products import pack_all
 from qwen.quant import bits_per_weight
-from qwen.quantized import QuantLinear
+from qwen.quantlinear import QuantLinear
 from qwen.sizes import REAL_FP32, numel, tensor_shapes
 
 # The formats a weight can be stored in, and its bits per weight: n_in is the row's length (int8 keeps one bf16

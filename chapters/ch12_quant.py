@@ -21,7 +21,8 @@ Its notebook, notebooks/ch12_quant.ipynb, is written from this file by python no
 # ├── measure.py      ~ the bandwidth probes (chapter 9); + next_token_kl, top1_agreement
 # ├── quant.py        + int8 per channel, int4 groups (symmetric and with a zero point), bits per weight
 # ├── gguf_blocks.py  + llama.cpp's Q8_0 and Q4_0 blocks byte for byte, Q4_K read
-# ├── quantized.py    + the quantized live model (packed kernels), fake_quantize for the teaching model
+# ├── quantlinear.py  + a projection held as int8 or int4 codes, on torch's packed kernels
+# ├── quantized.py    + the quantized live model, fake_quantize for the teaching model
 # └── fast.py         ~ load_fast(..., quant="int8" | "int4")
 # book/
 # └── ch12.py         + this chapter's byte counts, its text and its figures
@@ -52,7 +53,8 @@ Its notebook, notebooks/ch12_quant.ipynb, is written from this file by python no
 # ├── measure.py      ~ 带宽探测（第 9 章）；+ next_token_kl、top1_agreement
 # ├── quant.py        + 按通道的 int8、按组的 int4（对称的和带零点的）、每个权重的比特数
 # ├── gguf_blocks.py  + 逐字节写出 llama.cpp 的 Q8_0 和 Q4_0 块，读取 Q4_K
-# ├── quantized.py    + 运行中的量化模型（打包 kernel），给教学模型用的 fake_quantize
+# ├── quantlinear.py  + 存成 int8 或 int4 码的投影，用 torch 的打包 kernel 计算
+# ├── quantized.py    + 运行中的量化模型，给教学模型用的 fake_quantize
 # └── fast.py         ~ load_fast(..., quant="int8" | "int4")
 # book/
 # └── ch12.py         + 本章的字节计数、文本和图
@@ -83,7 +85,8 @@ from qwen.fast import load_fast
 from qwen.generate import generate
 from qwen.lang import ljust, tr
 from qwen.model import load_model
-from qwen.quantized import codes, dequantize, fake_quantize, has_kernel, held_as
+from qwen.quantized import fake_quantize
+from qwen.quantlinear import codes, dequantize, has_kernel, held_as
 from qwen.sizes import real_config, tensor_shapes
 from qwen.tokenizer import load_tokenizer
 from qwen.weights import Weights
@@ -1049,8 +1052,8 @@ book.proof(compare, w)
 book.notation(args.checkpoint)
 
 # %% [markdown]
-# File added in this chapter: `book/ch12.py` (`qwen/quant.py`, `qwen/gguf_blocks.py` and `qwen/quantized.py` are its
-# modules).
+# File added in this chapter: `book/ch12.py` (`qwen/quant.py`, `qwen/gguf_blocks.py`, `qwen/quantlinear.py` and
+# `qwen/quantized.py` are its modules).
 #
 # ### Exercises
 # 222 · one Q8_0 block's 34 bytes by hand; 223 · group-wise int4 with a zero point, quantize and dequantize; 224 · the
@@ -1071,7 +1074,8 @@ book.notation(args.checkpoint)
 #    and sensitive: they stay as they are.
 
 # %% [markdown] lang="zh"
-# 本章新增的文件：`book/ch12.py`（本章的模块是 `qwen/quant.py`、`qwen/gguf_blocks.py` 和 `qwen/quantized.py`）。
+# 本章新增的文件：`book/ch12.py`（本章的模块是 `qwen/quant.py`、`qwen/gguf_blocks.py`、`qwen/quantlinear.py` 和
+# `qwen/quantized.py`）。
 #
 # ### 练习
 # 222 · 手写一个 Q8_0 块的 34 个字节；223 · 带零点的按组 int4：量化和反量化；224 · 下一个 token 分布的 KL 和 top-1 一致

@@ -47,7 +47,8 @@ from qwen.kernels import conv_silu, delta_step, grouped_attention
 from qwen.mlp import MLP
 from qwen.model import DecoderLayer, Qwen35, load_model
 from qwen.products import PackedLinear, bf16_is_native, pack_all, packed_product, product, widens
-from qwen.quantized import check_scheme, notes, quantize_model
+from qwen.quantized import notes, quantize_model
+from qwen.quantlinear import check_scheme
 
 STEP_ROWS = 8  # up to this many new tokens with a state, the DeltaNet steps token by token (see FastDeltaNet)
 

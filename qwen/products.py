@@ -43,7 +43,8 @@ import torch.nn.functional as F
 
 from qwen.lang import tr
 from qwen.model import Qwen35
-from qwen.quantized import PACKED_ROWS, products
+from qwen.quantized import products
+from qwen.quantlinear import PACKED_ROWS
 
 DECODE_ROWS = 1  # the rows the packed layout is chosen for: a decode step's one token
 WIDE_ROWS = 16  # from this many rows on, a widened bf16 product beat a bf16 one (measured on a 2-core AMD EPYC)

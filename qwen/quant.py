@@ -74,7 +74,7 @@ def quantize_int4_zero(w: torch.Tensor, g: int = 32) -> tuple[torch.Tensor, torc
     (all positive, say: M − m ≤ M against the symmetric step's max|w| / 7) gets a step at least 15/7 ≈ 2.14× finer,
     and finer still the narrower the group. The codes are unsigned because they count steps up from m. The zero
     point is kept as a float, the value m that code 0 stands for (as llama.cpp's Q4_1 keeps it; torch's int4 kernel
-    keeps m + 8·s, the value of code 8, qwen/quantized.py), not as an integer code z with w = (q − z)·s as PyTorch's
+    keeps m + 8·s, the value of code 8, qwen/quantlinear.py), not as an integer code z with w = (q − z)·s as PyTorch's
     and ONNX's quantization do: then code 0 is m exactly and code 15 is M up to fp32 rounding. w: (out, in).
     Returns q uint8 (out, in) in 0..15, s and m (out, in / g)."""
     x = _groups(w, g)  # (out, G, g)

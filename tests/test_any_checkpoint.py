@@ -2,7 +2,7 @@
 4 × 4-pixel patches without preprocessor_config.json, a preprocessor_config.json that disagrees with the tower, and an
 incomplete mtp.* block. Each chapter runs as a learner runs it; what it prints is checked by hand or against
 transformers, and the 4-pixel tower itself against transformers' Qwen3_5VisionModel built from that config. The
-quantized live model (qwen/quantized.py) on widths no other checkpoint has, written by transformers
+quantized live model (qwen/quantized.py, qwen/quantlinear.py) on widths no other checkpoint has, written by transformers
 (tests/hf_checkpoint.py): a DeltaNet value width of 144, whose out_proj int4's groups of 32 do not fit, and a hidden
 width of 96.
 
@@ -189,7 +189,8 @@ def test_a_weight_int4_groups_do_not_fit_is_held_as_int8_and_said(odd, capsys):
     hand), the other projections in int4; load_fast says so in one line, in English and in Chinese, which
     describe's line repeats (the chat prints describe's alone); int8 and the hidden width of 96 say nothing."""
     from qwen.quant import quantize_int8
-    from qwen.quantized import QuantLinear, describe
+    from qwen.quantized import describe
+    from qwen.quantlinear import QuantLinear
 
     folder = odd[V144]
     cfg = open_checkpoint(folder).config

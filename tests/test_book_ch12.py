@@ -86,7 +86,7 @@ def test_time_step_sums_each_product_by_its_count(monkeypatch):
 
 @pytest.mark.parametrize("scheme", [None, "int8", "int4"])
 def test_live_product_is_the_live_models_product(scheme):
-    from qwen.quantized import QuantLinear, codes, dequantize
+    from qwen.quantlinear import QuantLinear, codes, dequantize
     torch.manual_seed(0)
     w = torch.randn(64, 128, dtype=torch.bfloat16)
     x = torch.randn(1, 1, 128, dtype=torch.bfloat16)

@@ -1,21 +1,21 @@
-"""qwen/quantized.py and qwen.measure's KL: the packed products against the exact product of the dequantized weight
-(fp64, the codes from qwen/quant.py, which tests/test_quant.py proves against the gguf package and by hand), the
-embedding rows against those codes exactly, the quantized live model against the teaching path of the same numbers
-(fake_quantize of qwen.model.load_model) in bf16 and fp32, prompt and teacher-forced cached decode, the dequantized
-fallback against the packed path, cache continuation against the full pass, and the quality cost of the weights'
-quantization (KL and top-1, teacher-forced) on the small checkpoints. next_token_kl against torch.distributions
-and a hand computation.
+"""qwen/quantlinear.py, qwen/quantized.py and qwen.measure's KL: the packed products against the exact product of the
+dequantized weight (fp64, the codes from qwen/quant.py, which tests/test_quant.py proves against the gguf package
+and by hand), the embedding rows against those codes exactly, the quantized live model against the teaching path of
+the same numbers (fake_quantize of qwen.model.load_model) in bf16 and fp32, prompt and teacher-forced cached decode,
+the dequantized fallback against the packed path, cache continuation against the full pass, and the quality cost of
+the weights' quantization (KL and top-1, teacher-forced) on the small checkpoints. next_token_kl against
+torch.distributions and a hand computation.
 
 Each small checkpoint is written once per module (conftest's `folders`), each model of it loaded and run once
 (`logits`, memoized): 80 tokens, one row. The synthetic checkpoint's 24 random layers and 248k-row head would cost
 minutes here and prove nothing the small ones do not; its quantized chat is tests/test_chat_cli.py's.
 
-Planted in qwen/quantized.py, one line each, and caught: the int4 zero point m + 7·s for m + 8·s (the packed
-products and the embedding rows against qwen/quant.py's codes: 4 cases; the teaching path shares `codes`, so the
-whole-model tests cannot see it); q − 7 for q − 8 in `dequantize` (14 cases); the int4 kernel's scales laid out
-(K/g, N) by a reshape instead of a transpose (10); the head left unquantized (12: the embedding, the fp32 model,
-the bf16 int4 models; one unquantized int8 head moves these bf16 logits by less than their rounding does); the
-embedding reading row id − 1 (6)."""
+Planted in qwen/quantlinear.py and qwen/quantized.py, one line each, and caught: the int4 zero point m + 7·s for m +
+8·s (the packed products and the embedding rows against qwen/quant.py's codes: 4 cases; the teaching path shares
+`codes`, so the whole-model tests cannot see it); q − 7 for q − 8 in `dequantize` (14 cases); the int4 kernel's
+scales laid out (K/g, N) by a reshape instead of a transpose (10); the head left unquantized (12: the embedding, the
+fp32 model, the bf16 int4 models; one unquantized int8 head moves these bf16 logits by less than their rounding
+does); the embedding reading row id − 1 (6)."""
 import re
 
 import pytest
@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import qwen.quantized
+import qwen.quantlinear
 from helpers import bf16_steps, fp32_tol, ids_for
 from hf_checkpoint import CONFIGS
 from qwen.fast import load_fast
@@ -31,10 +31,11 @@ from qwen.measure import next_token_kl, top1_agreement
 from qwen.model import load_model
 from qwen.products import numerics
 from qwen.quant import quantize_int4, quantize_int4_zero, quantize_int8
-from qwen.quantized import QuantEmbedding, QuantLinear, describe, fake_quantize, has_kernel, products, quantize_model
+from qwen.quantized import describe, fake_quantize, products, quantize_model
+from qwen.quantlinear import QuantEmbedding, QuantLinear, has_kernel
 from qwen.weights import Weights
 
-PACKED_ROWS = qwen.quantized.PACKED_ROWS
+PACKED_ROWS = qwen.quantlinear.PACKED_ROWS
 SCHEMES = {"int8": ("int8", False), "int4": ("int4", False), "int4 symmetric": ("int4", True)}
 TIED, UNTIED = "Hv=Hk, GQA 1, tied", "Hv=2Hk, dk!=dv, GQA 3, untied, eps 1e-5, interval 3"
 PROMPT, STEPS = 70, 10
@@ -82,7 +83,7 @@ def test_packed_product_equals_exact_product(monkeypatch, scheme, T):
     got, fallback = layer.packed_product(x), layer.dequantized_product(x)
     assert got.dtype == torch.bfloat16 and got.shape == (T, 392)
     assert bf16_steps(got.double(), want).max() <= 0.51 and bf16_steps(fallback.double(), want).max() <= 1
-    monkeypatch.setattr(qwen.quantized, "KERNEL_DTYPES", (torch.bfloat16, torch.float32))
+    monkeypatch.setattr(qwen.quantlinear, "KERNEL_DTYPES", (torch.bfloat16, torch.float32))
     linear.weight.data = linear.weight.data.float()
     layer = QuantLinear(linear, name, symmetric=symmetric)
     W = exact_weight(linear.weight, name, symmetric, torch.float32)
