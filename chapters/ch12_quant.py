@@ -218,15 +218,15 @@ for dtype in (torch.float32, torch.bfloat16):
         rate = nbytes / seconds
         print(tr(f"one row, {name:8s} {how:9s}: {seconds * 1e3:6.2f} ms, {rate / 1e9:.2f} GB/s of weights, "
                  f"{rate / read:.0%} of the stream (one measurement each, on a shared machine)",
-                 f"一行，{name:8s} {ljust(how + '：', 10)}{seconds * 1e3:6.2f} ms，每秒读 {rate / 1e9:.2f} GB 权重，"
+                 f"一行，{name:8s} {ljust(how + '：', 10)}{seconds * 1e3:6.2f} ms，读权重 {rate / 1e9:.2f} GB/s，"
                  f"是数据流的 {rate / read:.0%}（各测一次，机器是共享的）"))
     if len(times) == 1:
         print(tr(f"{dev}: this torch does not prepack {name} weights for oneDNN here; the fast path keeps F.linear",
                  f"{str(dev).upper()}：当前 torch 不支持用 oneDNN 预打包 {name} 权重，快速路径继续用 F.linear"))
-    elif min(times.values()) > 0.9 * times["F.linear"]:  # the prepacked product is not clearly faster
-        print(tr(f"  {name}: prepacking did not make this one-row product faster here: on this CPU the plain "
-                 f"kernel was not held back by its layout",
-                 f"  {name}：在这里预打包没有让单行乘法变快：这台 CPU 上，普通 kernel 并没有被权重布局拖慢"))
+    else:  # what to read from the two lines (the timings differ from run to run, the reading does not)
+        print(tr(f"  {name}: where prepacked is not clearly faster than F.linear, the plain kernel was not held back "
+                 f"by its layout on this CPU",
+                 f"  {name}：如果预打包没有明显快过 F.linear，说明这台 CPU 上普通 kernel 并没有被权重布局拖慢"))
 
 
 # %% [markdown]
@@ -235,31 +235,30 @@ for dtype in (torch.float32, torch.bfloat16):
 # weight when the model is loaded (`torch.ops.mkldnn._reorder_linear_weight`, the op torch's compiler uses when it
 # freezes bf16 CPU weights; for fp32 with a fixed batch it takes MKL's `_mkl_reorder_linear_weight`), and its product
 # then does no repacking per call. Chapter 9's fast path does it for every projection and the tied head
-# (`qwen/products.py`; the lines above time it where this torch offers it, and say so where it did not help: then the
-# layout was not what held the kernel back on this CPU). Whether oneDNN multiplies a dtype depends on the CPU's
-# instructions (bf16 needs AVX-512 or AVX-NE-CONVERT on x86), so the fast path chooses it by capability
-# (`products.can_pack`), never by a timing, and keeps plain `F.linear` elsewhere; its results are proven against the
-# teaching path and transformers like every other fast-path product. The price is memory: the packed copy sits beside
-# the plain weight, which the embedding lookup and `state_dict` read. Second, the dtype: on a CPU without bf16
-# instructions every bf16 weight is widened before it is multiplied. For one row, as here, bf16 still reads half of
-# fp32's bytes and may come out ahead; for a prompt's many rows a bf16 product measured slower than an fp32 one over
-# twice the bytes (`qwen/products.py` keeps the measurement), so chapter 9's fast path multiplies bf16 prompts in fp32
-# there (`products.WIDE_ROWS` rows or more). Neither changes the bound: they only bring the code closer to it. Only
-# fewer bytes move the bound itself.
+# (`qwen/products.py`; the lines above time it where this torch offers it: where it is not faster, the layout was not
+# what held the kernel back on this CPU). Whether oneDNN multiplies a dtype depends on the CPU's instructions (bf16
+# needs AVX-512 or AVX-NE-CONVERT on x86), so the fast path chooses it by capability (`products.can_pack`), never by a
+# timing, and keeps plain `F.linear` elsewhere; its results are proven against the teaching path and transformers like
+# every other fast-path product. The price is memory: the packed copy sits beside the plain weight, which the embedding
+# lookup and `state_dict` read. Second, the dtype: on a CPU without bf16 instructions every bf16 weight is widened
+# before it is multiplied. For one row, as here, bf16 still reads half of fp32's bytes and may come out ahead; for a
+# prompt's many rows a bf16 product measured slower than an fp32 one over twice the bytes (`qwen/products.py` keeps the
+# measurement), so chapter 9's fast path multiplies bf16 prompts in fp32 there (`products.WIDE_ROWS` rows or more).
+# Neither changes the bound: they only bring the code closer to it. Only fewer bytes move the bound itself.
 
 # %% [markdown] lang="zh"
-# 读取速率远低于数据流时，瓶颈在 kernel，而不在内存。有两个办法可能缓解。第一，把权重**预先重排一次**，排成 kernel 读
-# 取的布局：torch 的 oneDNN 后端可以在加载模型时重排一个线性层的权重（`torch.ops.mkldnn._reorder_linear_weight`，torch
-# 的编译器冻结 bf16 的 CPU 权重时用的就是它；fp32 且批次固定时改用 MKL 的 `_mkl_reorder_linear_weight`），之后每次乘法
-# 都不必再重排。第 9 章的快速路径对每个投影和共享的输出头都这样做（`qwen/products.py`；如果当前安装的 torch 支持，上面的
-# 计时里也有预打包这一行，没起作用时也会注明：那说明这台 CPU 上拖慢 kernel 的不是权重布局）。oneDNN 能不能算某种
-# dtype，取决于 CPU 的指令集（x86 上 bf16 需要 AVX-512 或 AVX-NE-CONVERT），所以快速路径按 CPU 的能力来选
-# （`products.can_pack`），从不按计时结果选，其他情况一律用普通的 `F.linear`；和快速路径上的其他乘法一样，它的结果也核
-# 对过，与教学路径和 transformers 一致。代价是内存：打包副本和原始权重同时存在，嵌入查表和 `state_dict` 读的是原始权
-# 重。第二是 dtype：没有 bf16 指令的 CPU 上，每个 bf16 权重都要先转成 fp32 再乘。只算一行时（比如上面），bf16 读的字节
-# 只有 fp32 的一半，仍可能更快；提示词有很多行，实测 bf16 乘法反而比读两倍字节的 fp32 乘法还慢（测量记录在
-# `qwen/products.py` 里），所以第 9 章的快速路径在那里把提示词的 bf16 乘法改用 fp32 计算（从 `products.WIDE_ROWS` 行
-# 起）。这两个办法都不改变上限，只让代码更接近上限。只有减少字节数，才能抬高上限本身。
+# 读取速率远低于数据流时，瓶颈在 kernel，而不在内存。有两个办法可能缓解。第一，把权重**预先重排一次**，排成 kernel 读取
+# 的布局：torch 的 oneDNN 后端可以在加载模型时重排一个线性层的权重（`torch.ops.mkldnn._reorder_linear_weight`，torch 的
+# 编译器冻结 bf16 的 CPU 权重时用的就是它；fp32 且批次固定时改用 MKL 的 `_mkl_reorder_linear_weight`），之后每次乘法都不
+# 必再重排。第 9 章的快速路径对每个投影和共享的输出头都这样做（`qwen/products.py`；如果当前安装的 torch 支持，上面的计时
+# 里也有预打包这一行；如果它不比 F.linear 快，说明这台 CPU 上拖慢 kernel 的不是权重布局）。oneDNN 能不能算某种 dtype，取
+# 决于 CPU 的指令集（x86 上 bf16 需要 AVX-512 或 AVX-NE-CONVERT），所以快速路径按 CPU 的能力来选
+# （`products.can_pack`），从不按计时结果选，其他情况一律用普通的 `F.linear`；和快速路径上的其他乘法一样，它的结果也核对
+# 过，与教学路径和 transformers 一致。代价是内存：打包副本和原始权重同时存在，嵌入查表和 `state_dict` 读的是原始权重。第
+# 二是 dtype：没有 bf16 指令的 CPU 上，每个 bf16 权重都要先转成 fp32 再乘。只算一行时（比如上面），bf16 读的字节只有
+# fp32 的一半，仍可能更快；提示词有很多行，实测 bf16 乘法反而比读两倍字节的 fp32 乘法还慢（测量记录在 `qwen/products.py`
+# 里），所以第 9 章的快速路径在那里把提示词的 bf16 乘法改用 fp32 计算（从 `products.WIDE_ROWS` 行起）。这两个办法都不改
+# 变上限，只让代码更接近上限。只有减少字节数，才能抬高上限本身。
 
 # %% [markdown]
 # ## 3. Fewer bytes by hand: int8 and int4
@@ -482,14 +481,15 @@ for fmt, ours in (("Q8_0", "int8"), ("Q4_0", "int4")):
              f"{name} 存成 {fmt}：{len(data):,} 字节 = 每个权重 {stored[fmt][0]:.2f} 比特，相对误差 "
              f"{stored[fmt][1]:.2e}（上面的 {ours}：{rel_error(w, schemes[ours](w)):.2e}）"))
 blocks = w.reshape(-1, 32)  # Q4_0's blocks, (n, 32)
-d = blocks.gather(1, blocks.abs().argmax(1, keepdim=True)) / -8  # (n, 1), as the writer computes it
-clipped = ((blocks * (1 / d) + 8.5).trunc() > 15).any(1)  # a code past 15 before the clamp: the short side's clipping
+x_max = blocks.gather(1, blocks.abs().argmax(1, keepdim=True))  # (n, 1), with its sign
+d = x_max / -8  # as the writer computes it
+clipped = ((blocks * x_max < 0) & (blocks.abs() > 15 / 16 * x_max.abs())).any(1)  # past the short side's reach
 off = ((blocks - back.reshape(-1, 32)).abs() / d.half().float().abs()).nan_to_num(0)  # in steps of the stored d
 # (a block of zeros: 0 / 0, no error)
 print(tr(f"Q4_0: {float(clipped.float().mean()):.1%} of the {len(blocks):,} blocks clip a value on their short side; "
-         f"the worst error is {float(off.max()):.2f} step (at most 0.5 without clipping){TAG}",
+         f"the worst error is {float(off.max()):.2f} step (at most 0.5 without clipping)",
          f"Q4_0：{len(blocks):,} 个块里有 {float(clipped.float().mean()):.1%} 在短的一侧截断了值；最大误差 "
-         f"{float(off.max()):.2f} 个步长（不截断时最多 0.5）{TAG}"))
+         f"{float(off.max()):.2f} 个步长（不截断时最多 0.5）"))
 
 # %% [markdown]
 # Q8_0's scale per 32 weights costs half a bit more than int8 per channel and gains little on weights without outliers;
@@ -572,9 +572,9 @@ if misfits:
 if SYNTHETIC:
     n_row = cfg.hidden_size
     typical = (2 * math.log(n_row)) ** 0.5
-    print(tr(f"random normal rows of n = {n_row} weights: max|w|/RMS is near √(2 ln n) = {typical:.1f} in every "
+    print(tr(f"random normal rows of n = {n_row} weights: max|w|/RMS is near √(2·ln(n)) = {typical:.1f} in every "
              f"class, by construction; trained rows with outliers stand higher",
-             f"正态随机的行，每行 n = {n_row} 个权重：各类的 max|w|/RMS 都接近 √(2 ln n) = {typical:.1f}，"
+             f"正态随机的行，每行 n = {n_row} 个权重：各类的 max|w|/RMS 都接近 √(2·ln(n)) = {typical:.1f}，"
              f"这是构造决定的；训练过的权重有离群值，这个数会更高"))
 
 # %%
@@ -878,8 +878,8 @@ for scheme, fmt in ((None, "bf16"), ("int8", "int8"), ("int4", "int4+zero")):
              f"GB/s read)",
              f"真实 Qwen3.5-0.8B 的形状，{ljust(ch12.scheme_name(fmt) + '：', 13)}{sum(step.values())} 次乘法读 "
              f"{nbytes / 1e6:6.1f} MB，"
-             f"耗时 {timed[scheme] * 1e3:5.0f} ms，每秒 {measured[fmt]:5.2f} 个 token；上限每秒 {bound[fmt]:5.2f} 个 "
-             f"token：达到 {measured[fmt] / bound[fmt]:.0%}（每秒读 {nbytes / timed[scheme] / 1e9:.2f} GB）"))
+             f"耗时 {timed[scheme] * 1e3:5.0f} ms，{measured[fmt]:5.2f} tokens/s；上限 {bound[fmt]:5.2f} tokens/s："
+             f"达到 {measured[fmt] / bound[fmt]:.0%}（读取 {nbytes / timed[scheme] / 1e9:.2f} GB/s）"))
 if not has_kernel("int8", dev, torch.bfloat16):
     print(tr(f"{dev}: no packed int8/int4 kernel here, so the quantized products dequantize a block and call F.linear: "
              f"they read more than the plain weight",

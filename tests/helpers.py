@@ -305,9 +305,14 @@ def shared_stdout(nb):
     return stdout_of([c for c in nb.cells if not MODE_DEPENDENT.search(c.source)])
 
 
+# what differs from run to run: a time, a rate measured on the machine, and a measured share of a bound
+TIMING = re.compile(r"\d+(\.\d+)?\s*(ms\b|毫秒|s\b|秒|tok/s|token/s|tokens/s|GB/s)"
+                    r"|\d+% of (it|the stream)\b|(达到|是数据流的) \d+%")
+
+
 def masked(text):
-    """`text` with its timings masked: they differ from run to run."""
-    return re.sub(r"\d+(\.\d+)? ms\b", "_ ms", text)
+    """`text` with its timings (TIMING) masked: they differ from run to run."""
+    return TIMING.sub("_", text)
 
 
 def speaking(code, text, **kwargs):

@@ -207,14 +207,15 @@ def test_chapter_prints_the_real_numbers(chapter_outputs, synthetic):
         if nbytes:
             assert mb == f"{nbytes / 1e6:.1f}"
         assert abs(float(rate) / float(bound) * 100 - int(share)) <= 1 + 100 * 0.006 / float(bound)
-    # Q4_0's clipping, counted from the gguf package's own blocks: a value more than half a step (and the fp16
-    # rounding of d) from its code
+    # Q4_0's clipping by its geometry: a value opposite the block's signed extreme x_max, beyond 15/16 of |x_max|;
+    # the worst error, in steps of the stored d, from the gguf package's own blocks
     from gguf.quants import dequantize
     rows = w.float().numpy().reshape(-1, 32)
+    x_max = np.take_along_axis(rows, np.abs(rows).argmax(1)[:, None], 1)  # (n, 1), signed
+    clipped = ((np.sign(rows) == -np.sign(x_max)) & (np.abs(rows) > 15 / 16 * np.abs(x_max))).any(1)
     raw = quantize(rows, GGMLQuantizationType.Q4_0).view(np.uint8).reshape(-1, 18)
     step = np.abs(raw[:, :2].copy().view(np.float16).astype(np.float32))  # (n, 1)
     off = np.abs(rows - dequantize(raw, GGMLQuantizationType.Q4_0).reshape(-1, 32)) / step
-    clipped = (off > 0.5 + 8 * 2.0 ** -11).any(1)
     assert f"Q4_0: {clipped.mean():.1%} of the {len(rows):,} blocks clip a value on their short side; the worst " \
            f"error is {off.max():.2f} step" in out
     assert "perplexity of the text (synthetic weights" in out  # on random weights it means something else

@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import ROOT, as_the_script_prints, english_left
+from helpers import ROOT, TIMING, as_the_script_prints, english_left
 from qwen import lang
 
 sys.path.insert(0, str(ROOT / "notebooks"))
@@ -19,7 +19,6 @@ import sync  # noqa: E402  (notebooks/sync.py: the one way notebooks are written
 
 SCRIPTS = [s.name for s in sync.scripts()]
 CJK = re.compile(r"[\u4e00-\u9fff]")
-TIMING = re.compile(r"\d+(\.\d+)?\s*(ms|毫秒|s\b|秒|tok/s|token/s|tokens/s)")
 NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*(?:e[+-]?\d+)?")
 CODE_SPAN = re.compile(r"```.*?```|`[^`\n]*`", re.S)
 
