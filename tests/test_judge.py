@@ -1209,14 +1209,14 @@ def test_gguf_reached_through_a_helper_module_is_the_reference(env, monkeypatch)
     """A helper next to the file imports gguf, and the file calls gguf's quantizer through it: Not graded in the
     child process (the runner puts the file's folder on the path; it names the helper, which imported gguf) and in
     this one (where gguf was imported before, so it names what the function reaches: gguf)."""
-    (env / "q8_helper_j2.py").write_text("import gguf  # noqa: F401\n")
-    source = ("import torch\n\nimport q8_helper_j2\n\n\ndef q8_0_block(x):\n"
-              "    g = q8_helper_j2.gguf\n"
+    (env / "q8_helper.py").write_text("import gguf  # noqa: F401\n")
+    source = ("import torch\n\nimport q8_helper\n\n\ndef q8_0_block(x):\n"
+              "    g = q8_helper.gguf\n"
               "    q = g.quants.quantize(x.float().numpy().reshape(1, 32), g.GGMLQuantizationType.Q8_0)\n"
               "    return torch.from_numpy(q.reshape(-1).copy())\n" + GGUF_VALUES)
     monkeypatch.syspath_prepend(str(env))
     graded = _graded(222, source, env)
-    _all_not_graded({"child process": graded["child process"]}, "your file imports q8_helper_j2, which imports gguf")
+    _all_not_graded({"child process": graded["child process"]}, "your file imports q8_helper, which imports gguf")
     _all_not_graded(graded, "gguf")
 
 
