@@ -185,10 +185,11 @@ def notes(model: nn.Module) -> list[str]:
 def fake_quantize(model: Qwen35, scheme: str, group: int = 32, symmetric: bool = False,
                   scale_dtype: torch.dtype | None = None, only: Selector | None = None) -> Qwen35:
     """A teaching model (qwen/model.py), in place: each projection's, the head's and the embedding's weight
-    replaced by the weight its codes stand for (`codes` then `dequantize`, rounded to the model dtype): the same
-    numbers quantize_model's model computes with, written out as ordinary weights, each weight in the scheme the
-    live model holds it in (`held_as`). scale_dtype: the scales' dtype (default the model's): a bf16 model's codes
-    and scales, written exactly into an fp32 model, give the numbers the packed kernels compute with, unrounded.
+    replaced by the weight its codes stand for (`codes` then `dequantize`): the codes and scales quantize_model's
+    model multiplies with, written out as ordinary weights and rounded to the model dtype (a rounding the live
+    model's kernels never make), each weight in the scheme the live model holds it in (`held_as`). scale_dtype:
+    the scales' dtype (default the model's): a bf16 model's codes and scales, written exactly into an fp32 model,
+    give the numbers the packed kernels compute with, unrounded.
     only: quantize only the weights whose parameter name it chooses, e.g. `only=lambda name: ".mlp." in name`
     (a tied head and embedding are one tensor, chosen by either name); the others stay bit for bit."""
     check_scheme(scheme)
