@@ -258,7 +258,10 @@ def answer(kind, functions, names, answers):
     """The file used the answer: imported it (answer), imported a module that imports it (answer_via), or used a
     reference library, transformers or gguf (answer_reference; `answers` names it). Nothing was recorded as
     solved."""
+    via = names != answers  # a module of the learner's imports the reference (answer_reference)
     functions, names, answers = joined(functions), joined(names), joined(answers)
+    uses = tr(f"imports {names}, which imports {answers}", f"导入了 {names}，它又导入了 {answers}") if via else \
+        tr(f"uses {names}", f"用了 {names}")
     return {"answer": tr(f"this exercise asks you to write {functions}; your file imports {names}, which is the "
                          f"answer. Write it yourself (torch and the standard library are yours to use); nothing was "
                          f"recorded as solved",
@@ -269,11 +272,11 @@ def answer(kind, functions, names, answers):
                              f"use); nothing was recorded as solved",
                              f"这道题要你自己写 {functions}，而你的文件导入了 {names}，它又导入了 {answers}，那就是"
                              f"答案。请自己实现（可以用 torch 和标准库）；本次不记为通过"),
-            "answer_reference": tr(f"this exercise asks you to write {functions}; your file uses {names}: "
+            "answer_reference": tr(f"this exercise asks you to write {functions}; your file {uses}: "
                                    f"{answers} is the reference the judge checks answers against, not your own "
                                    f"work. Write it yourself (torch and the standard library are yours to use); "
                                    f"nothing was recorded as solved",
-                                   f"这道题要你自己写 {functions}，而你的文件用了 {names}：{answers} 是评测器"
+                                   f"这道题要你自己写 {functions}，而你的文件{uses}：{answers} 是评测器"
                                    f"核对答案用的参考实现，用它不算你自己写的。请自己实现（可以用 torch 和标准库）；"
                                    f"本次不记为通过")}[kind]
 

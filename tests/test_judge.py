@@ -1216,7 +1216,8 @@ def test_gguf_reached_through_a_helper_module_is_the_reference(env, monkeypatch)
               "    return torch.from_numpy(q.reshape(-1).copy())\n" + GGUF_VALUES)
     monkeypatch.syspath_prepend(str(env))
     graded = _graded(222, source, env)
-    _all_not_graded({"child process": graded["child process"]}, "your file imports q8_helper, which imports gguf")
+    _all_not_graded({"child process": graded["child process"]},
+                    "your file imports q8_helper, which imports gguf: gguf is the reference")
     _all_not_graded(graded, "gguf")
 
 
@@ -1271,12 +1272,17 @@ NORMS = "\n\ndef rms_norm(x, weight, eps=1e-6):\n{grown}    return x\n\n\ngated_
 
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox counts memory-backed files from /proc")
-@pytest.mark.parametrize("kind", sorted(IN_MEMORY))
-def test_memory_in_memory_backed_files_counts_against_the_limit(env, kind):
+def test_memory_in_memory_backed_files_counts_against_the_limit(env):
     """A memfd or a file in /dev/shm is memory the data-segment limit does not see. One file grown past the limit
     in a case is refused (File too large: an out-of-memory hint); four files, each under it and all of them over,
     are killed by the sandbox as they pass it (out of memory?), held open or closed. A notebook's grading holds no
-    memory limit: the scope note says so in both languages."""
+    memory limit: the scope note says so in both languages. The kinds run one after the other, in one test: a file
+    another program writes in /dev/shm during a run counts against that run (the scope note says so too)."""
+    for kind in sorted(IN_MEMORY):
+        _memory_backed(env, kind)
+
+
+def _memory_backed(env, kind):
     import dataclasses
 
     prob = PROBLEMS[204]
