@@ -892,29 +892,29 @@ book.show("ch12-decode", ch12.decode_figure, bound, measured,
                    f"真实 0.8B 形状下一个解码步的矩阵乘法，在 {str(dev).upper()} 上"))
 
 # %% [markdown]
-# Fewer bytes are read, but a quantized product need not read them at the wall: compare the shares above. Where int8
-# and int4 reach a smaller share of their bound than bf16, they gain less than their bytes promise, and on some CPUs
+# Fewer bytes are read, but a quantized product need not read them at the wall: compare the shares above. Where int8 and
+# int4 reach a smaller share of their bound than bf16, they gain less than their bytes promise, and on some CPUs
 # nothing. The reason is the arithmetic per byte. torch's packed kernels are weight-only: each int8 or int4 code is
 # converted to a float and multiplied by a bf16 input, and the sum is taken in fp32 (`_weight_int8pack_mm`,
-# `_weight_int4pack_mm_for_cpu`). A byte of int4 holds two weights, so per byte read the kernel converts and multiplies
-# twice as many numbers as for bf16, four times as many as for fp32: with fewer bits, the instructions rather than the
-# memory can set the pace. llama.cpp's CPU kernels for Q8_0 and
-# Q4_0 first round the input row to 8 bits too, in Q8_0 blocks of 32 (their `vec_dot_type` is Q8_0), then multiply
-# integers: 8-bit × 8-bit (W8A8) or 4-bit × 8-bit (W4A8) products, summed as integers by SIMD instructions, with one
-# float multiply per block of 32. That costs a little extra error (the input rounded to 8 bits) and buys speed:
-# `bench/bench_quant.py` times our live models against llama.cpp's Q8_0 and Q4_0 files of the same weights, at about
-# the same bytes (a Q4_0 file keeps the head in Q6_K, section 1).
+# `_weight_int4pack_mm_for_cpu`). A bf16 weight takes two bytes, an int8 one a byte, an int4 one half a byte, so per
+# byte read the kernel converts and multiplies 2 times (int8) or 4 times (int4) as many numbers as for bf16: with fewer
+# bits, the instructions rather than the memory can set the pace. llama.cpp's CPU kernels for Q8_0 and Q4_0 first round
+# the input row to 8 bits too, in Q8_0 blocks of 32 (their `vec_dot_type` is Q8_0), then multiply integers: 8-bit ×
+# 8-bit (W8A8) or 4-bit × 8-bit (W4A8) products, summed as integers by SIMD instructions, with one float multiply per
+# block of 32. That costs a little extra error (the input rounded to 8 bits) and buys speed: `bench/bench_quant.py`
+# times our live models against llama.cpp's Q8_0 and Q4_0 files of the same weights, at about the same bytes (a Q4_0
+# file keeps the head in Q6_K, section 1).
 
 # %% [markdown] lang="zh"
 # 字节确实少读了，但量化乘法不一定能把它们读满：比一比上面的比例。如果 int8、int4 达到的上限比例比 bf16 低，提速就比字节
 # 数许诺的少，有的 CPU 上甚至没有提速。原因在于每个字节要做多少运算。torch 的打包 kernel 只量化权重：每个 int8 或 int4
-# 码先转成浮点数，再乘 bf16 的输入，用 fp32 累加（`_weight_int8pack_mm`、`_weight_int4pack_mm_for_cpu`）。int4 一个字节
-# 装两个权重，每读一个字节，kernel 要转换、相乘的数是 bf16 的两倍、fp32 的四倍：比特越少，越可能是指令数而不是内存决定快
-# 慢。llama.cpp 针对 Q8_0 和 Q4_0 的 CPU kernel 则先把输入行也舍入到 8 比特，按 32 个一块存成 Q8_0（它们的
-# `vec_dot_type` 是 Q8_0），然后做整数乘法：8 比特 × 8 比特（W8A8）或 4 比特 × 8 比特（W4A8），用 SIMD 指令按整数累加，
-# 每 32 个数只做一次浮点乘法。代价是多一点误差（输入被舍入到 8 比特），换来的是速度：`bench/bench_quant.py` 在同一份权
-# 重、大致相同的字节数下（Q4_0 文件把输出头存成 Q6_K，见第 1 节），把我们的运行模型和 llama.cpp 的 Q8_0、Q4_0 文件放在一
-# 起计时。
+# 码先转成浮点数，再乘 bf16 的输入，用 fp32 累加（`_weight_int8pack_mm`、`_weight_int4pack_mm_for_cpu`）。一个 bf16 权重
+# 占两个字节，int8 占一个字节，int4 只占半个字节，所以每读一个字节，kernel 要转换、相乘的数是 bf16 的 2 倍（int8）或 4
+# 倍（int4）：比特越少，越可能是指令数而不是内存决定快慢。llama.cpp 针对 Q8_0 和 Q4_0 的 CPU kernel 则先把输入行也舍入到
+# 8 比特，按 32 个一块存成 Q8_0（它们的 `vec_dot_type` 是 Q8_0），然后做整数乘法：8 比特 × 8 比特（W8A8）或 4 比特 × 8
+# 比特（W4A8），用 SIMD 指令按整数累加，每 32 个数只做一次浮点乘法。代价是多一点误差（输入被舍入到 8 比特），换来的是速
+# 度：`bench/bench_quant.py` 在同一份权重、大致相同的字节数下（Q4_0 文件把输出头存成 Q6_K，见第 1 节），把我们的运行模型
+# 和 llama.cpp 的 Q8_0、Q4_0 文件放在一起计时。
 
 # %% [markdown]
 # ## Try this
