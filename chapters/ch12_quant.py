@@ -797,12 +797,6 @@ else:
 prompt = tok.encode("Alice was beginning to get very tired of")
 prompt_ids = torch.tensor([prompt], device=dev)
 x_mid = torch.randn(1, cfg.intermediate_size, device=dev).to(torch.bfloat16)  # an input of layer 0's down_proj
-
-
-def relative(a, b):
-    return float((a - b).norm() / b.norm())
-
-
 for scheme in (None, "int8", "int4"):
     live = load_fast(args.checkpoint, dtype=torch.bfloat16, device=dev, quant=scheme)
     teaching = load_model(args.checkpoint, dtype=torch.bfloat16, device=dev)
@@ -813,9 +807,9 @@ for scheme in (None, "int8", "int4"):
     held = sum(t.numel() * t.element_size() for t in (*live.parameters(), *live.buffers()))
     said = tok.decode(list(generate(live, prompt, 8, stop=[])))
     path = live.layers[0].mlp.down_proj.extra_repr() if scheme else tr("bf16 F.linear", "bf16，用 F.linear")
-    off = relative(live.layers[0].mlp.down_proj(x_mid).float(), exact)
-    rounding = relative(exact.to(torch.bfloat16).float(), exact)  # bf16's own rounding of that product, for scale
-    twin = relative(torch.nn.functional.linear(x_mid.float(), teaching.layers[0].mlp.down_proj.weight.float()), exact)
+    off = rel_error(exact, live.layers[0].mlp.down_proj(x_mid).float())  # section 3's ‖w − ŵ‖ / ‖w‖
+    rounding = rel_error(exact, exact.to(torch.bfloat16).float())  # bf16's own rounding of that product, for scale
+    twin = rel_error(exact, torch.nn.functional.linear(x_mid.float(), teaching.layers[0].mlp.down_proj.weight.float()))
     apart = float(measure.next_token_kl(teaching(prompt_ids)[0].float().cpu(), live(prompt_ids)[0].float().cpu()).max())
     print(tr(f"{scheme or 'bf16':5s}: the model holds {held / 1e6:6.1f} MB; layer 0's down_proj ({path}) against the "
              f"exact product of its codes and scales: relative error {off:.1e} (rounding that product to bf16: "
