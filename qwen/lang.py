@@ -150,7 +150,9 @@ def _argparse_plural(singular: str, plural: str, n: int) -> str:
 _format_help = argparse.HelpFormatter.format_help
 _split_lines, _fill_text = argparse.HelpFormatter._split_lines, argparse.HelpFormatter._fill_text
 CJK = "\u2e80-\u9fff\uff00-\uffef\u3000-\u303f“”‘’"
-PIECE = re.compile(f"[{CJK}]|[^\\s{CJK}]+|\\s+")  # one Chinese character, one Latin word, or the space between
+CLOSING = "、，。：；！？）》”」』"  # marks a Chinese line never starts with: they stay with the piece before them
+# one Chinese character or one Latin word, with the closing marks after it, or the space between
+PIECE = re.compile(f"[{CJK}][{CLOSING}]*|[^\\s{CJK}]+[{CLOSING}]*|\\s+")
 
 
 def columns(text: str) -> int:

@@ -244,3 +244,19 @@ def test_a_chinese_help_fits_the_terminal():
                        cwd=ROOT, env=env, timeout=120)
     wide = [line for line in r.stdout.splitlines() if lang.columns(line) > 80]
     assert r.returncode == 0 and wide == [], "\n".join(wide)
+
+
+def test_a_chinese_help_line_never_starts_with_a_closing_mark():
+    """A Chinese help wrapped by terminal columns keeps 、，。）… with the piece before them: no line starts with
+    one, and none is wider than asked."""
+    import argparse
+
+    spoken = lang.language()
+    try:
+        lang.use("zh")
+        text = "其他情况（fp32、cuda、mps）每次都先反量化。" * 4
+        for width in range(20, 41):
+            lines = lang._wrap_by_columns(argparse.HelpFormatter("x"), text, width)
+            assert lines and all(line[0] not in lang.CLOSING and lang.columns(line) <= width for line in lines), lines
+    finally:
+        lang.use(spoken)
