@@ -1,0 +1,244 @@
+// The one-row product y = W x, written by hand: what a decode step spends its time in (chapter 13).
+//
+// A decode step multiplies one activation row by every weight once, so a kernel is fast when it streams the weight
+// from memory at the read bandwidth and does little per byte. Each function below is one step of the chapter:
+//
+//   rowdot_fp32   fp32 W, the plain loop: one float sum per row, added in order (the compiler may not reorder it)
+//   rowdot_fp32   with vector=true: `#pragma omp simd reduction(+:acc)` lets the compiler split the sum into lanes
+//   rowdot_bf16   bf16 W widened to fp32 as it is read (16 bits shifted up: exact), the same vector loop
+//   quantize_q8_0 the activation row to llama.cpp's Q8_0 blocks, once per product: d = max|x|/127, id = 1/d,
+//                 q = roundf(x·id), halves away from zero as C's roundf (qwen/gguf_blocks.py's rule)
+//   rowdot_q8_0   Q8_0 W times the Q8_0 row: per block of 32, Σ q_w·q_x in int32 (exact), then one fp32
+//                 product d_w·d_x·Σ added to the row's sum: llama.cpp's W8A8 dot
+//   rowdot_q4_0   Q4_0 W (two codes a byte: value j low nibble of byte j, value j+16 high) times the Q8_0 row:
+//                 the nibbles unpacked in registers, 8 subtracted, the same int32 block sum
+//
+// Weights are held as the GGUF file's bytes: a row of K values is K/32 blocks, each an fp16 d then the codes
+// (34 bytes for Q8_0, 18 for Q4_0). avx2=true takes the AVX2 intrinsics where this file was compiled for AVX2
+// (ggml's way: maddubs of |w| and sign-corrected x, then madd into int32 lanes), otherwise the portable loop.
+// Rows are split across torch's threads with at::parallel_for.
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Half.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__AVX2__) && defined(__F16C__)
+#include <immintrin.h>
+#define ROWDOT_AVX2 1
+#else
+#define ROWDOT_AVX2 0
+#endif
+
+namespace {
+
+constexpr int QK = 32;         // values in a block
+constexpr int Q8_BYTES = 34;   // fp16 d + 32 int8 codes
+constexpr int Q4_BYTES = 18;   // fp16 d + 16 bytes of nibbles
+constexpr int64_t GRAIN = 16;  // rows a thread takes at least
+
+float half(const uint8_t* p) {  // the fp16 number stored little-endian at p
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return static_cast<float>(c10::Half(bits, c10::Half::from_bits()));
+}
+
+void check(const torch::Tensor& t, at::ScalarType dtype, const char* name) {
+  TORCH_CHECK(t.device().is_cpu(), name, " must be on the CPU");
+  TORCH_CHECK(t.scalar_type() == dtype, name, " has the wrong dtype: expected ", dtype, ", got ", t.scalar_type());
+  TORCH_CHECK(t.dim() == 2 && t.is_contiguous(), name, " must be a contiguous 2-D tensor");
+}
+
+// ---- fp32 and bf16 weights: one float sum per row --------------------------------------------------------------
+
+float dot_fp32(const float* w, const float* x, int64_t K) {  // the sum in order: one add after another
+  float acc = 0.f;
+  for (int64_t k = 0; k < K; ++k) acc += w[k] * x[k];
+  return acc;
+}
+
+float dot_fp32_vector(const float* w, const float* x, int64_t K) {  // lanes of partial sums, added at the end
+  float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t k = 0; k < K; ++k) acc += w[k] * x[k];
+  return acc;
+}
+
+float dot_bf16(const uint16_t* w, const float* x, int64_t K) {  // bf16 is fp32's top half: shift it back up
+  float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t k = 0; k < K; ++k) {
+    uint32_t bits = static_cast<uint32_t>(w[k]) << 16;
+    float wk;
+    std::memcpy(&wk, &bits, 4);
+    acc += wk * x[k];
+  }
+  return acc;
+}
+
+// ---- Q8_0 and Q4_0 blocks times a Q8_0 row ---------------------------------------------------------------------
+
+float dot_q8_0(const uint8_t* w, const uint8_t* x, int64_t nb) {
+  float acc = 0.f;
+  for (int64_t b = 0; b < nb; ++b, w += Q8_BYTES, x += Q8_BYTES) {
+    const int8_t* qw = reinterpret_cast<const int8_t*>(w + 2);
+    const int8_t* qx = reinterpret_cast<const int8_t*>(x + 2);
+    int32_t sum = 0;  // at most 32·127·127: exact
+    for (int j = 0; j < QK; ++j) sum += qw[j] * qx[j];
+    acc += static_cast<float>(sum) * (half(w) * half(x));
+  }
+  return acc;
+}
+
+float dot_q4_0(const uint8_t* w, const uint8_t* x, int64_t nb) {
+  float acc = 0.f;
+  for (int64_t b = 0; b < nb; ++b, w += Q4_BYTES, x += Q8_BYTES) {
+    const uint8_t* qw = w + 2;
+    const int8_t* qx = reinterpret_cast<const int8_t*>(x + 2);
+    int8_t v[QK];  // the nibbles unpacked first, so the sum below is the Q8_0 loop the vectorizer knows
+    for (int j = 0; j < QK / 2; ++j) {
+      v[j] = static_cast<int8_t>((qw[j] & 15) - 8);
+      v[j + QK / 2] = static_cast<int8_t>((qw[j] >> 4) - 8);
+    }
+    int32_t sum = 0;
+    for (int j = 0; j < QK; ++j) sum += v[j] * qx[j];
+    acc += static_cast<float>(sum) * (half(w) * half(x));
+  }
+  return acc;
+}
+
+#if ROWDOT_AVX2
+float hsum(__m256 v) {  // the 8 lanes added: (0+4, 1+5, 2+6, 3+7), then pairs, then the last two
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+__m256 block_sums(__m256i qw, __m256i qx) {  // 8 int32 lanes, each Σ of 4 products q_w·q_x, as floats (exact)
+  __m256i aw = _mm256_sign_epi8(qw, qw);                  // |q_w|, unsigned for maddubs
+  __m256i sx = _mm256_sign_epi8(qx, qw);                  // q_x with q_w's sign (0 where q_w is 0)
+  __m256i pairs = _mm256_maddubs_epi16(aw, sx);           // 16 int16: q_w·q_x summed in pairs (≤ 2·127·128)
+  __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));  // 8 int32
+  return _mm256_cvtepi32_ps(quads);
+}
+
+float dot_q8_0_avx2(const uint8_t* w, const uint8_t* x, int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += Q8_BYTES, x += Q8_BYTES) {
+    __m256 d = _mm256_set1_ps(half(w) * half(x));
+    __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2));
+    __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2));
+    acc = _mm256_fmadd_ps(d, block_sums(qw, qx), acc);
+  }
+  return hsum(acc);
+}
+
+float dot_q4_0_avx2(const uint8_t* w, const uint8_t* x, int64_t nb) {
+  const __m256i low4 = _mm256_set1_epi8(15), eight = _mm256_set1_epi8(8);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += Q4_BYTES, x += Q8_BYTES) {
+    __m256 d = _mm256_set1_ps(half(w) * half(x));
+    __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2));  // 16 bytes, 32 nibbles
+    __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);  // high nibbles moved to the upper half
+    __m256i qw = _mm256_sub_epi8(_mm256_and_si256(both, low4), eight);   // values 0..31 in order, −8..7
+    __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2));
+    acc = _mm256_fmadd_ps(d, block_sums(qw, qx), acc);
+  }
+  return hsum(acc);
+}
+#endif
+
+// ---- the products: every row of W against every row of x, rows split across threads ---------------------------
+
+template <typename Dot>
+torch::Tensor rows(int64_t M, int64_t N, Dot dot) {  // y (M, N) with y[m][n] = dot(m, n)
+  auto y = torch::empty({M, N}, torch::kFloat32);
+  float* out = y.data_ptr<float>();
+  at::parallel_for(0, N, GRAIN, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n)
+      for (int64_t m = 0; m < M; ++m) out[m * N + n] = dot(m, n);
+  });
+  return y;
+}
+
+}  // namespace
+
+torch::Tensor quantize_q8_0(torch::Tensor x) {  // x (M, K) fp32 -> (M, K/32·34) uint8: the row's Q8_0 blocks
+  check(x, torch::kFloat32, "x");
+  const int64_t M = x.size(0), K = x.size(1), nb = K / QK;
+  TORCH_CHECK(K % QK == 0, "Q8_0 cuts a row into blocks of 32: the width ", K, " is not a multiple of 32");
+  auto out = torch::empty({M, nb * Q8_BYTES}, torch::kUInt8);
+  const float* src = x.data_ptr<float>();
+  uint8_t* dst = out.data_ptr<uint8_t>();
+  for (int64_t i = 0; i < M * nb; ++i, src += QK, dst += Q8_BYTES) {
+    float amax = 0.f;
+    for (int j = 0; j < QK; ++j) amax = std::max(amax, std::fabs(src[j]));
+    const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+    const uint16_t bits = c10::Half(d).x;  // d stored rounded to fp16; the codes use the fp32 d
+    std::memcpy(dst, &bits, 2);
+    for (int j = 0; j < QK; ++j) dst[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(src[j] * id)));
+  }
+  return out;
+}
+
+torch::Tensor rowdot_fp32(torch::Tensor x, torch::Tensor w, bool vector) {  // x (M, K) fp32, w (N, K) fp32
+  check(x, torch::kFloat32, "x");
+  check(w, torch::kFloat32, "w");
+  TORCH_CHECK(x.size(1) == w.size(1), "x has ", x.size(1), " inputs, w ", w.size(1));
+  const int64_t K = x.size(1);
+  const float *xp = x.data_ptr<float>(), *wp = w.data_ptr<float>();
+  if (vector) return rows(x.size(0), w.size(0), [&](int64_t m, int64_t n) { return dot_fp32_vector(wp + n * K, xp + m * K, K); });
+  return rows(x.size(0), w.size(0), [&](int64_t m, int64_t n) { return dot_fp32(wp + n * K, xp + m * K, K); });
+}
+
+torch::Tensor rowdot_bf16(torch::Tensor x, torch::Tensor w) {  // x (M, K) fp32, w (N, K) bf16
+  check(x, torch::kFloat32, "x");
+  check(w, torch::kBFloat16, "w");
+  TORCH_CHECK(x.size(1) == w.size(1), "x has ", x.size(1), " inputs, w ", w.size(1));
+  const int64_t K = x.size(1);
+  const float* xp = x.data_ptr<float>();
+  const uint16_t* wp = reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>());
+  return rows(x.size(0), w.size(0), [&](int64_t m, int64_t n) { return dot_bf16(wp + n * K, xp + m * K, K); });
+}
+
+torch::Tensor rowdot_q8_0(torch::Tensor x, torch::Tensor w, bool avx2) {  // x (M, K) fp32, w (N, K/32·34) uint8
+  check(w, torch::kUInt8, "w");
+  auto xq = quantize_q8_0(x);
+  TORCH_CHECK(w.size(1) == xq.size(1), "w's rows hold ", w.size(1) / Q8_BYTES, " Q8_0 blocks, x ", xq.size(1) / Q8_BYTES);
+  const int64_t nb = xq.size(1) / Q8_BYTES, row = w.size(1);
+  const uint8_t *xp = xq.data_ptr<uint8_t>(), *wp = w.data_ptr<uint8_t>();
+#if ROWDOT_AVX2
+  if (avx2) return rows(x.size(0), w.size(0), [&](int64_t m, int64_t n) { return dot_q8_0_avx2(wp + n * row, xp + m * row, nb); });
+#endif
+  return rows(x.size(0), w.size(0), [&](int64_t m, int64_t n) { return dot_q8_0(wp + n * row, xp + m * row, nb); });
+}
+
+torch::Tensor rowdot_q4_0(torch::Tensor x, torch::Tensor w, bool avx2) {  // x (M, K) fp32, w (N, K/32·18) uint8
+  check(w, torch::kUInt8, "w");
+  auto xq = quantize_q8_0(x);
+  const int64_t nb = xq.size(1) / Q8_BYTES, row = w.size(1);
+  TORCH_CHECK(row == nb * Q4_BYTES, "w's rows hold ", row / Q4_BYTES, " Q4_0 blocks, x ", nb);
+  const uint8_t *xp = xq.data_ptr<uint8_t>(), *wp = w.data_ptr<uint8_t>();
+  const int64_t xrow = xq.size(1);
+#if ROWDOT_AVX2
+  if (avx2) return rows(x.size(0), w.size(0), [&](int64_t m, int64_t n) { return dot_q4_0_avx2(wp + n * row, xp + m * xrow, nb); });
+#endif
+  return rows(x.size(0), w.size(0), [&](int64_t m, int64_t n) { return dot_q4_0(wp + n * row, xp + m * xrow, nb); });
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("quantize_q8_0", &quantize_q8_0, "x (M, K) fp32 -> its Q8_0 blocks (M, K/32*34) uint8");
+  m.def("rowdot_fp32", &rowdot_fp32, "x (M, K) fp32, w (N, K) fp32, vector -> x W^T (M, N)");
+  m.def("rowdot_bf16", &rowdot_bf16, "x (M, K) fp32, w (N, K) bf16 -> x W^T (M, N) fp32");
+  m.def("rowdot_q8_0", &rowdot_q8_0, "x (M, K) fp32, w Q8_0 blocks (N, K/32*34) uint8, avx2 -> (M, N) fp32");
+  m.def("rowdot_q4_0", &rowdot_q4_0, "x (M, K) fp32, w Q4_0 blocks (N, K/32*18) uint8, avx2 -> (M, N) fp32");
+  m.attr("avx2") = bool(ROWDOT_AVX2);
+#ifdef _OPENMP
+  m.attr("threads") = true;
+#else
+  m.attr("threads") = false;
+#endif
+}

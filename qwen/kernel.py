@@ -1,0 +1,96 @@
+"""The one-row product written in C++ (qwen/csrc/rowdot.cpp), compiled on this machine the first time it is used.
+
+A decode step is one activation row times every weight, read once: its speed is the weights' bytes over the time
+the kernel takes to stream them. torch's general kernels leave much of the read bandwidth unused at one row
+(chapter 12 measured its packed int8 and int4 products below a third of it), so chapter 13 writes the product by
+hand: fp32 and bf16 loops, and llama.cpp's integer way for its Q8_0 and Q4_0 blocks (the activation row rounded to
+Q8_0 once, an int8 × int8 sum per block of 32, one fp32 scale product per block).
+
+The source is compiled as a torch extension (torch.utils.cpp_extension, ninja from the course's dependencies) with
+-O3 -march=native, for the instructions of the CPU it runs on, and -fopenmp, so that at::parallel_for splits rows
+across torch's threads: torch's CPU builds use OpenMP, whose parallel_for is inline in torch's headers and runs on
+one thread in code compiled without the flag. Where that fails (a compiler without -fopenmp, or without
+-march=native) the plain -O3 build is tried; where no build works (no compiler, no headers) `why_not` says why in
+one line and the callers keep torch's products. The build is cached (torch's extension folder, keyed by the
+source), so only the first use waits, about a minute on 2 cores.
+"""
+import os
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
+from types import ModuleType
+
+import torch
+from torch.utils import cpp_extension
+
+from qwen.lang import tr
+
+SOURCE = Path(__file__).parent / "csrc" / "rowdot.cpp"
+# (name, compiler flags): the first that builds is used. The name keys torch's cache, so each build has its own.
+BUILDS = (("qwen_rowdot_native", ["-O3", "-march=native", "-fopenmp"], ["-fopenmp"]),
+          ("qwen_rowdot_portable", ["-O3"], []))
+FORMATS = ("q8_0", "q4_0")  # llama.cpp's block formats the kernel multiplies
+_built: dict[str, object] = {}  # "module" or "why": the outcome of the one build attempt per process
+
+
+def compiler() -> str | None:
+    """The C++ compiler torch would call ($CXX, else c++), or None where there is none."""
+    return shutil.which(os.environ.get("CXX", "c++"))
+
+
+def _build(quiet: bool) -> ModuleType:
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")  # the venv's ninja
+    if not cpp_extension.is_ninja_available():
+        raise RuntimeError(tr("ninja is not installed: pip install ninja", "没有安装 ninja：pip install ninja"))
+    if not Path(sysconfig.get_paths()["include"], "Python.h").exists():
+        raise RuntimeError(tr("Python's C headers are missing (Python.h): install your Python's dev package",
+                              "缺少 Python 的 C 头文件（Python.h）：请安装对应的 python dev 包"))
+    errors = []
+    for name, cflags, ldflags in BUILDS:
+        folder = Path(cpp_extension._get_build_directory(name, verbose=False))
+        if not quiet and not (folder / f"{name}.so").exists():
+            print(tr(f"building the C++ kernel {name} (first use: about a minute) ...",
+                     f"正在编译 C++ kernel {name}（第一次使用，大约一分钟）……"), file=sys.stderr, flush=True)
+        try:
+            return cpp_extension.load(name, [str(SOURCE)], extra_cflags=cflags, extra_ldflags=ldflags, verbose=False)
+        except Exception as e:  # a compiler error: the next build may still work
+            errors.append(str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__)
+    raise RuntimeError(tr(f"the build failed: {errors[-1]}", f"编译失败：{errors[-1]}"))
+
+
+def load(quiet: bool = False) -> ModuleType | None:
+    """The compiled kernel module (built on first use, once per process), or None where it cannot be built: then
+    `why_not` says why. quiet: no line while it builds."""
+    if not _built:
+        if compiler() is None:
+            _built["why"] = tr("no C++ compiler was found (install g++ or clang, or set CXX)",
+                               "找不到 C++ 编译器（请安装 g++ 或 clang，或设置 CXX）")
+        else:
+            try:
+                _built["module"] = _build(quiet)
+            except Exception as e:
+                _built["why"] = str(e)
+    return _built.get("module")  # type: ignore[return-value]
+
+
+def why_not() -> str | None:
+    """One line saying why the kernel cannot run here (after `load`), or None where it can."""
+    load()
+    return _built.get("why")  # type: ignore[return-value]
+
+
+def runs_on(device: torch.device) -> bool:
+    """Can the kernel multiply tensors on `device`? The CPU, where it builds; never a GPU or MPS."""
+    return device.type == "cpu" and load() is not None
+
+
+def row_product(x: torch.Tensor, blocks: torch.Tensor, fmt: str, avx2: bool = True) -> torch.Tensor:
+    """x (M, K) any float dtype, blocks (N, K/32·bytes) uint8 in format fmt ("q8_0" / "q4_0") -> x Wᵀ (M, N) fp32:
+    the activation rounded to Q8_0 once, integer sums per block. avx2: the intrinsics where compiled in."""
+    module = load()
+    if module is None:
+        raise RuntimeError(why_not())
+    x = x.to(torch.float32).contiguous()
+    fn = module.rowdot_q8_0 if fmt == "q8_0" else module.rowdot_q4_0
+    return fn(x, blocks, avx2)
