@@ -229,7 +229,10 @@ def load_fast(checkpoint: Checkpoint | str | Path, dtype: str | torch.dtype | No
     widen: None for the CPU's capability (`bf16_is_native`), or True / False. packing: projections read weights
     packed for oneDNN where this CPU and dtype allow it (qwen/products.py's can_pack; False: F.linear everywhere).
     quant: None, or "int8" / "int4": the projections and the head hold codes and multiply with them
-    (qwen/quantized.py; nothing is packed for oneDNN then: the codes are what the products read). A quantized model
+    (qwen/quantized.py; nothing is packed for oneDNN then: the codes are what the products read); "q8_0" / "q4_0":
+    they hold llama.cpp's blocks byte for byte and multiply with chapter 13's C++ kernel (qwen/blocklinear.py), the
+    activation rounded to Q8_0; with fp32 activations the rest of the step runs in fp32, as llama.cpp's does.
+    A quantized model
     says once, when it is built, what a user should know (qwen/quantized.py's `notes`: tensors held as int8 where
     int4's groups do not fit, products with no packed kernel here, which decode slower); quiet: say nothing (the
     chat says it in its own lines)."""

@@ -170,10 +170,17 @@ def quantized_paths(model: Qwen35) -> str:
     m = layers[0]
     dtype = str(m.dtype).removeprefix("torch.")
     widened = tr("widened to fp32", "提升到 fp32 后调用") if m.widen else tr(f"in {dtype}", f"用 {dtype} 调用")
-    kernel = tr(f"the packed kernel ({dtype} activations × {model.quant} codes, float sums)",
-                f"打包 kernel（{dtype} 激活乘 {model.quant} 码，浮点累加）")
-    dequantized = tr(f"dequantize a block of the weight to {dtype}, then call F.linear {widened}",
-                     f"先把一块权重反量化成 {dtype}，再{widened} F.linear")
+    quant = str(model.quant)
+    if quant in ("q8_0", "q4_0"):
+        kernel = tr(f"the C++ kernel (the activation rounded to Q8_0 × {quant.upper()} blocks, integer sums "
+                    "per block)", f"C++ kernel（激活舍入成 Q8_0，乘 {quant.upper()} 块，每块整数累加）")
+        dequantized = tr("round the input to Q8_0, dequantize a block of the weight to fp32, then call F.linear",
+                         "先把输入舍入成 Q8_0、把一块权重反量化成 fp32，再调用 F.linear")
+    else:
+        kernel = tr(f"the packed kernel ({dtype} activations × {quant} codes, float sums)",
+                    f"打包 kernel（{dtype} 激活乘 {quant} 码，浮点累加）")
+        dequantized = tr(f"dequantize a block of the weight to {dtype}, then call F.linear {widened}",
+                         f"先把一块权重反量化成 {dtype}，再{widened} F.linear")
 
     def split(rows):
         k, n = sum(m.packs(rows) for m in layers), len(layers)

@@ -7,6 +7,11 @@ parameter name, so one class of tensors can be quantized at a time. `describe`, 
 chat and load_fast say of the result: the scheme, the products that run a packed kernel, the bytes held, the
 tensors held another way, and where no kernel runs.
 
+llama.cpp's block formats ("q8_0", "q4_0") are held as GGUF bytes by BlockLinear (qwen/blocklinear.py) and
+multiplied by chapter 13's C++ kernel, the activation rounded to Q8_0 first. llama.cpp's own Q4_0 file keeps the
+tied table, the head, in Q6_K; there is no Q6_K kernel here, so a q4_0 model holds its head in Q8_0 (HEAD_FORMAT),
+the nearest format the kernel multiplies: 8.5 bits a weight against Q6_K's 6.5625, said in `describe`.
+
 `fake_quantize` is the teaching model's side: each weight replaced by the weight its codes stand for, q·s (int8)
 or (q − 8)·s + z (int4), written out as an ordinary weight in the model's dtype. That is one more rounding than the
 live model makes (its kernels never round q·s): on a bf16 teaching model the twin differs from the live model by
@@ -21,12 +26,28 @@ from typing import TypeVar
 import torch
 import torch.nn as nn
 
+from qwen.blocklinear import BlockLinear, blocks_of, round_input, values_of
+from qwen.kernel import FORMATS, why_not
 from qwen.lang import tr
 from qwen.model import Qwen35
 from qwen.quantlinear import GROUPS, QuantEmbedding, QuantLinear, check_scheme, codes, dequantize, has_kernel, held_as
 
 M = TypeVar("M", bound=nn.Module)  # the model given is the model returned, changed in place
 Selector = Callable[[str], bool]  # a parameter name ("layers.0.mlp.down_proj.weight") -> quantize it?
+HELD = (QuantLinear, BlockLinear)  # the layers that hold a quantized weight
+HEAD_FORMAT = {"q4_0": "q8_0"}  # the head's format where it differs from the layers' (the module docstring says why)
+
+
+def layer(linear, scheme, group=32, symmetric=False, packing=True, rows=False, head=False):
+    """The quantized layer for one projection (or the head): a BlockLinear for llama.cpp's formats, a QuantLinear
+    for int8 / int4, in the scheme `held_as` gives for its width; `asked` keeps the scheme asked for."""
+    fmt = HEAD_FORMAT.get(scheme, scheme) if head else scheme
+    held = held_as(fmt, linear.weight.shape[1], group)
+    if held in FORMATS:
+        return BlockLinear(linear, held, packing)
+    m = QuantLinear(linear, held, group, symmetric, packing, rows)
+    m.asked = fmt
+    return m
 
 
 def projections(model):
@@ -71,29 +92,28 @@ def quantize_model(model: M, scheme: str, group: int = 32, symmetric: bool = Fal
     tied = model.get_parameter("lm_head.weight") is model.get_parameter("embed_tokens.weight")
     for name, parent, attr, linear in projections(model):
         if selected(only, joined_names(name, linear), whole=True):
-            setattr(parent, attr, QuantLinear(linear, scheme, group, symmetric, packing))
+            setattr(parent, attr, layer(linear, scheme, group, symmetric, packing))
     head = selected(only, ["lm_head.weight", "embed_tokens.weight"] if tied else ["lm_head.weight"])
     if head:
-        model.lm_head = QuantLinear(model.lm_head, scheme, group, symmetric, packing, rows=tied)
+        model.lm_head = layer(model.lm_head, scheme, group, symmetric, packing, rows=tied, head=True)
     if tied and head:
         model.embed_tokens = QuantEmbedding(model.lm_head)
     elif not tied and selected(only, ["embed_tokens.weight"]):
-        model.embed_tokens = QuantEmbedding(QuantLinear(model.embed_tokens, scheme, group, symmetric, False))
+        model.embed_tokens = QuantEmbedding(layer(model.embed_tokens, scheme, group, symmetric, False, head=True))
     model.quant = scheme  # type: ignore[assignment]  # (torch types a module attribute as a Tensor or a Module)
     return model
 
 
-def products(model: nn.Module) -> list[QuantLinear]:
-    """The QuantLinears that multiply: every one but an untied embedding's table, which is only read by rows."""
+def products(model: nn.Module) -> list[QuantLinear | BlockLinear]:
+    """The quantized layers that multiply: every one but an untied embedding's table, which is only read by rows."""
     embed = getattr(model, "embed_tokens", None)
     table = embed.table if isinstance(embed, QuantEmbedding) and embed.table is not model.lm_head else None
-    return [m for m in model.modules() if isinstance(m, QuantLinear) and m is not table]
+    return [m for m in model.modules() if isinstance(m, HELD) and m is not table]
 
 
 def held_bytes(model: nn.Module) -> int:
     """Bytes the codes, scales and zero points of every QuantLinear take (the embedding's table included)."""
-    return sum(b.numel() * b.element_size() for m in model.modules() if isinstance(m, QuantLinear)
-               for b in m.buffers())
+    return sum(b.numel() * b.element_size() for m in model.modules() if isinstance(m, HELD) for b in m.buffers())
 
 
 def _where(model, kept):
@@ -108,7 +128,7 @@ def _where(model, kept):
 
 def fallback(model: nn.Module) -> tuple[str, str] | None:
     """(English, Chinese) clause naming the tensors held in another scheme than asked, and why; None if none."""
-    kept = [m for m in model.modules() if isinstance(m, QuantLinear) and m.scheme != m.asked]
+    kept = [m for m in model.modules() if isinstance(m, QuantLinear) and m.scheme != m.asked]  # blocks: none
     if not kept:
         return None
     g, where = kept[0].group, _where(model, kept)
@@ -124,26 +144,36 @@ def fallback(model: nn.Module) -> tuple[str, str] | None:
 def describe(model: nn.Module) -> str | None:
     """One line for the chat: the scheme, which product the projections call, the tensors held in another scheme
     (`fallback`), and the bytes the codes and scales take against the same weights in the model dtype."""
-    layers, every = products(model), [m for m in model.modules() if isinstance(m, QuantLinear)]
+    layers, every = products(model), [m for m in model.modules() if isinstance(m, HELD)]
     if not every:
         return None
     m, packed, n = every[0], sum(m.kernel for m in layers), len(layers)
     held = held_bytes(model) / 2 ** 20
     plain = sum(m.out_features * m.in_features * m.dtype.itemsize for m in every) / 2 ** 20
     dtype = str(m.dtype).removeprefix("torch.").replace("bfloat16", "bf16").replace("float32", "fp32")
-    if m.asked == "int8":
+    scheme = getattr(model, "quant", m.asked)
+    kernel = tr("the C++ kernel", "C++ kernel") if scheme in FORMATS else tr("a packed kernel", "打包 kernel")
+    if scheme in FORMATS:
+        how = tr(f"llama.cpp's {scheme.upper()} blocks, the activation rounded to Q8_0",
+                 f"llama.cpp 的 {scheme.upper()} 块，激活先舍入成 Q8_0")
+        if scheme in HEAD_FORMAT:
+            how += tr(f" (the head in {HEAD_FORMAT[scheme].upper()}: llama.cpp's file keeps it in Q6_K, which has "
+                      "no kernel here)",
+                      f"（输出头用 {HEAD_FORMAT[scheme].upper()}：llama.cpp 的文件里它是 Q6_K，"
+                      "这里没有 Q6_K 的 kernel）")
+    elif scheme == "int8":
         how = tr("int8 per output channel", "int8，每个输出通道一个缩放因子")
     else:
         how = tr(f"int4 in groups of {m.group} inputs", f"int4，每 {m.group} 个输入一组")
-    head = isinstance(getattr(model, "lm_head", None), QuantLinear)
+    head = isinstance(getattr(model, "lm_head", None), HELD)
     other = fallback(model)
     en_other, zh_other = (f"; {other[0]}", f"；{other[1]}") if other else ("", "")
     embed = tr("; the embedding dequantizes the rows it reads", "；嵌入只反量化读到的行") \
         if isinstance(getattr(model, "embed_tokens", None), QuantEmbedding) else ""
-    return tr(f"{how}: {n} products{' (the head included)' if head else ''}, {packed} by a packed kernel, "
+    return tr(f"{how}: {n} products{' (the head included)' if head else ''}, {packed} by {kernel}, "
               f"{n - packed} dequantized then F.linear{en_other}{embed}; codes and scales {held:.1f} MiB "
               f"(the same weights in {dtype}: {plain:.1f} MiB)",
-              f"{how}：{n} 个矩阵乘法{'（含输出头）' if head else ''}，{packed} 个用打包 kernel，"
+              f"{how}：{n} 个矩阵乘法{'（含输出头）' if head else ''}，{packed} 个用{kernel}，"
               f"{n - packed} 个先反量化再用 F.linear{zh_other}{embed}；码和缩放因子共 {held:.1f} MiB"
               f"（同样的权重存成 {dtype}：{plain:.1f} MiB）")
 
@@ -157,7 +187,12 @@ def slow_note(model: nn.Module) -> str | None:
         return None
     m = slow[0]
     device, dtype = next(m.buffers()).device, str(m.dtype).removeprefix("torch.")
-    if not has_kernel(m.scheme, device, m.dtype):
+    if m.scheme in FORMATS and device.type != "cpu":
+        why = tr(f"the C++ kernel runs on the CPU, not on {device}",
+                 f"C++ kernel 只在 CPU 上运行，不能在 {str(device).upper()} 上运行")
+    elif m.scheme in FORMATS:
+        why = why_not() or tr("packing is off", "打包已关闭")
+    elif not has_kernel(m.scheme, device, m.dtype):
         why = tr(f"torch has no packed {m.scheme} kernel for {dtype} on {device}",
                  f"torch 在 {str(device).upper()} 上没有 {dtype} 的打包 {m.scheme} kernel")
     elif m.scheme == "int4" and m.group not in GROUPS:
@@ -191,15 +226,31 @@ def fake_quantize(model: Qwen35, scheme: str, group: int = 32, symmetric: bool =
     the scales' dtype (default the model's): a bf16 model's codes and scales, written exactly into an fp32 model,
     give the numbers the packed kernels compute with, unrounded.
     only: quantize only the weights whose parameter name it chooses, e.g. `only=lambda name: ".mlp." in name`
-    (a tied head and embedding are one tensor, chosen by either name); the others stay bit for bit."""
+    (a tied head and embedding are one tensor, chosen by either name); the others stay bit for bit.
+    llama.cpp's formats ("q8_0", "q4_0"): each weight becomes its GGUF blocks' values (exact in fp32), and each
+    quantized projection and the head round their input to Q8_0 and back first (a forward pre-hook), so the twin
+    multiplies the numbers the live model's integer kernel multiplies."""
     check_scheme(scheme)
     named = [(f"{name}.weight", m.weight) for name, *_, m in projections(model)]
     named += [("lm_head.weight", model.lm_head.weight), ("embed_tokens.weight", model.embed_tokens.weight)]
     weights: dict[int, tuple[torch.Tensor, list[str]]] = {}
     for name, w in named:  # tied: one tensor, two names
         weights.setdefault(id(w), (w, []))[1].append(name)
+    modules = {id(m.weight): m for *_, m in projections(model)} | {id(model.lm_head.weight): model.lm_head}
     for w, names in weights.values():
         if selected(only, names):
-            held = held_as(scheme, w.shape[1], group)
-            w.copy_(dequantize(*codes(w, held, group, scale_dtype or w.dtype, symmetric)).to(w.dtype))
+            head = "lm_head.weight" in names or "embed_tokens.weight" in names
+            held = held_as(HEAD_FORMAT.get(scheme, scheme) if head else scheme, w.shape[1], group)
+            if held in FORMATS:  # the blocks' values, and each product's input rounded to Q8_0 as the kernel's is
+                w.copy_(values_of(blocks_of(w, held), held).to(w.dtype))
+                if id(w) in modules:
+                    modules[id(w)].register_forward_pre_hook(_rounded_input)
+            else:
+                w.copy_(dequantize(*codes(w, held, group, scale_dtype or w.dtype, symmetric)).to(w.dtype))
     return model
+
+
+def _rounded_input(module, args):
+    """A forward pre-hook: the teaching projection multiplies its input rounded to Q8_0 and back (`round_input`),
+    as llama.cpp's and the live model's integer products do."""
+    return (round_input(args[0]).to(args[0].dtype), *args[1:])

@@ -41,7 +41,7 @@ from qwen.embedding import check_ids
 from qwen.lang import tr
 from qwen.quant import quantize_int4, quantize_int4_zero, quantize_int8
 
-SCHEMES = ("int8", "int4")
+SCHEMES = ("int8", "int4", "q8_0", "q4_0")  # the last two: llama.cpp's blocks (qwen/blocklinear.py)
 GROUPS = (32, 64, 128, 256)  # the group sizes torch's int4 kernel takes
 KERNEL_DTYPES = (torch.bfloat16,)  # x in bf16: measured below; fp32 activations take the dequantized path
 # From PACKED_ROWS rows on (a prompt), dequantizing a block of the weight and calling F.linear beat the packed
@@ -73,6 +73,8 @@ def held_as(scheme, in_features, group=32):
     """The scheme a weight of `in_features` inputs is held in: `scheme`, except int4 where the inputs do not cut
     into whole groups of `group`: int8 per output channel then (the module docstring says why). The shape alone
     decides, so the live model and the teaching model choose alike on every machine."""
+    if scheme in ("q8_0", "q4_0") and in_features % 32:  # llama.cpp's blocks of 32 do not fit either
+        return "int8"
     return "int8" if scheme == "int4" and in_features % group else scheme
 
 
@@ -149,11 +151,15 @@ class QuantLinear(nn.Module):
         sz = self.scales_and_zeros[:, rows]  # (K/g, n, 2)
         return sz[..., 0].T, sz[..., 1].T
 
+    def rows_of(self, index):
+        """The weight's rows `index` (a slice within out_features, or a tensor of row numbers), dequantized in
+        fp32 from the row-major codes: (n, K)."""
+        q = self.q[index] if self.scheme == "int8" else one_per_byte(self.q[index])
+        return dequantize(q, *self.scales(index))
+
     def weight_rows(self, i, j):
         """Rows i:j of the weight, dequantized in fp32 from the row-major codes."""
-        j = min(j, self.out_features)  # the kernel's scales have padding rows beyond the last
-        q = self.q[i:j] if self.scheme == "int8" else one_per_byte(self.q[i:j])
-        return dequantize(q, *self.scales(slice(i, j)))
+        return self.rows_of(slice(i, min(j, self.out_features)))  # the kernel's scales have padding rows beyond
 
     def packed_product(self, x):
         """x (M, K) in bf16 -> (M, N) by torch's packed kernel."""
@@ -195,8 +201,9 @@ class QuantLinear(nn.Module):
 
 
 class QuantEmbedding(nn.Module):
-    """ids (B, T) -> vectors (B, T, d): the rows of a QuantLinear's row-major codes, dequantized as they are read
-    (the rows a prompt reads, not the table), rounded to the model dtype."""
+    """ids (B, T) -> vectors (B, T, d): the rows of a QuantLinear's row-major codes (or a BlockLinear's blocks,
+    qwen/blocklinear.py), dequantized as they are read (the rows a prompt reads, not the table), rounded to the
+    model dtype."""
 
     def __init__(self, table):
         super().__init__()
@@ -205,5 +212,4 @@ class QuantEmbedding(nn.Module):
     def forward(self, ids):
         check_ids(ids, self.table.out_features)
         t, flat = self.table, ids.reshape(-1)
-        q = t.q[flat] if t.scheme == "int8" else one_per_byte(t.q[flat])  # (B·T, d)
-        return dequantize(q, *t.scales(flat)).to(t.dtype).reshape(*ids.shape, -1)
+        return t.rows_of(flat).to(t.dtype).reshape(*ids.shape, -1)  # (B, T, d)
