@@ -231,11 +231,10 @@ def load_fast(checkpoint: Checkpoint | str | Path, dtype: str | torch.dtype | No
     quant: None, or "int8" / "int4": the projections and the head hold codes and multiply with them
     (qwen/quantized.py; nothing is packed for oneDNN then: the codes are what the products read); "q8_0" / "q4_0":
     they hold llama.cpp's blocks byte for byte and multiply with chapter 13's C++ kernel (qwen/blocklinear.py), the
-    activation rounded to Q8_0; with fp32 activations the rest of the step runs in fp32, as llama.cpp's does.
-    A quantized model
-    says once, when it is built, what a user should know (qwen/quantized.py's `notes`: tensors held as int8 where
-    int4's groups do not fit, products with no packed kernel here, which decode slower); quiet: say nothing (the
-    chat says it in its own lines)."""
+    activation rounded to Q8_0; with fp32 activations the rest of the step runs in fp32, as llama.cpp's does. A
+    quantized model says once, when it is built, what a user should know (qwen/quantized.py's `notes`: tensors held
+    as int8 where int4's groups do not fit, products with no packed kernel here, which decode slower); quiet: say
+    nothing (the chat says it in its own lines)."""
     if quant is not None:  # an unknown scheme is refused before any file is opened (load_model does the dtype)
         check_scheme(quant)
     model = load_model(checkpoint, dtype=dtype, device=device, cls=Fast)
