@@ -54,6 +54,7 @@ import torch.nn as nn
 from bench_model import hf_decode, hf_prefill, our_decode, our_prefill, transformers_model
 from torch.profiler import ProfilerActivity, profile
 
+from qwen.blocklinear import BlockLinear
 from qwen.course import pick_device
 from qwen.embedding import Embedding
 from qwen.fast import load_fast
@@ -61,9 +62,10 @@ from qwen.measure import medians, next_token_kl, read_bandwidth, timed, top1_agr
 from qwen.quantlinear import QuantEmbedding, QuantLinear
 from qwen.synthetic import synthetic_path
 
-FORMATS = ("bf16", "int8", "int4", "fp32")
-RUN_ORDER = ("bf16", "transformers bf16", "fp32", "transformers fp32", "int8", "int4")
-LLAMA = {"bf16": "bf16", "int8": "Q8_0", "int4": "Q4_0"}  # our format -> llama.cpp's at about the same bytes
+FORMATS = ("bf16", "int8", "int4", "fp32", "q8_0", "q4_0")
+RUN_ORDER = ("bf16", "transformers bf16", "fp32", "transformers fp32", "int8", "int4", "q8_0", "q4_0")
+LLAMA = {"bf16": "bf16", "int8": "Q8_0", "int4": "Q4_0", "q8_0": "Q8_0", "q4_0": "Q4_0"}  # ours -> llama.cpp's
+BLOCKS = ("q8_0", "q4_0")  # llama.cpp's formats, multiplied by the C++ kernel with fp32 activations, as llama.cpp
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # the real vocabulary, in the synthetic checkpoint
 VOCAB = 248044  # token ids drawn below the special tokens
 
@@ -79,7 +81,9 @@ def read_bytes(model):
     for m in model.modules():
         if isinstance(m, (nn.Embedding, Embedding, QuantEmbedding)):
             continue
-        if isinstance(m, QuantLinear):
+        if isinstance(m, BlockLinear):
+            tensors = [m.blocks]
+        elif isinstance(m, QuantLinear):
             tensors = ([m.q, m.scale] if m.scheme == "int8" else [m.tiled, m.scales_and_zeros]) if m.kernel \
                 else [m.q, m.scale, m.zero]
         else:
@@ -217,7 +221,7 @@ def main():
             theirs = name.startswith("transformers")
             if name.removeprefix("transformers ") not in args.formats or (theirs and args.no_transformers):
                 continue
-            dtype = torch.float32 if name.endswith("fp32") else torch.bfloat16
+            dtype = torch.float32 if name.endswith("fp32") or name in BLOCKS else torch.bfloat16
             if theirs:
                 model = hf if dtype == torch.bfloat16 else copy.deepcopy(hf).float()
             else:
@@ -265,7 +269,7 @@ def report(args, bandwidth, prefill, decode, size, logits, llama):
                      f"{dec * nbytes / bandwidth:4.0%} of the bound)")
         print(line)
     ref = logits.get("bf16")
-    kls = {} if ref is None else {name: next_token_kl(ref, logits[name]) for name in ("int8", "int4", "fp32")
+    kls = {} if ref is None else {name: next_token_kl(ref, logits[name]) for name in ("int8", "int4", "fp32", *BLOCKS)
                                   if logits.get(name) is not None}  # (T,) each
     for name, kl in kls.items():
         print(f"KL(bf16 ‖ {name}) over {args.kl_tokens} positions: mean {kl.mean().item():.3e}, largest "
@@ -284,16 +288,20 @@ def report(args, bandwidth, prefill, decode, size, logits, llama):
         goal("bf16 decode vs llama.cpp bf16", ratio("bf16", "llama.cpp bf16", both), 0.9)
         goal("bf16 decode vs transformers bf16", ratio("bf16", "transformers bf16"), 2)
         goal("fp32 decode vs transformers fp32", ratio("fp32", "transformers fp32"), 1.5)
-        goal("int8 decode vs llama.cpp Q8_0", ratio("int8", "llama.cpp Q8_0", both), 1)
-        goal("int4 decode vs llama.cpp Q4_0", ratio("int4", "llama.cpp Q4_0", both), 1)
+        goal("q8_0 decode vs llama.cpp Q8_0", ratio("q8_0", "llama.cpp Q8_0", both), 1)
+        goal("q4_0 decode vs llama.cpp Q4_0", ratio("q4_0", "llama.cpp Q4_0", both), 1)
+        for ours, theirs in (("int8", "Q8_0"), ("int4", "Q4_0")):  # torch's packed kernels, for comparison
+            r = ratio(ours, f"llama.cpp {theirs}", both)
+            if r is not None:
+                print(f"{ours} (torch's packed kernel) decode vs llama.cpp {theirs}: {r:.2f}x")
     if args.prefill:
         both = {**prefill, **{f"llama.cpp {k}": v for k, v in llama_prefill.items()}}
         for ours, theirs in (("bf16", "transformers bf16"), ("bf16", "llama.cpp bf16"), ("int8", "llama.cpp Q8_0"),
-                             ("int4", "llama.cpp Q4_0")):
+                             ("int4", "llama.cpp Q4_0"), ("q8_0", "llama.cpp Q8_0"), ("q4_0", "llama.cpp Q4_0")):
             r = ratio(ours, theirs, both)
             if r is not None:
                 print(f"prefill {args.prefill} tokens, {ours} vs {theirs}: {r:.2f}x")
-    for name, bound in (("int8", 1e-4), ("int4", 2e-2)):
+    for name, bound in (("int8", 1e-4), ("int4", 2e-2), ("q8_0", 1e-4), ("q4_0", 2e-2)):
         if name in kls:
             kl = kls[name].mean().item()
             verdict = "met" if kl <= bound else "NOT met"

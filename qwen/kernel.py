@@ -29,8 +29,8 @@ from qwen.lang import tr
 SOURCE = Path(__file__).parent / "csrc" / "rowdot.cpp"
 # (name, compiler flags, linker flags): the first that builds is used; the name keys torch's cache.
 BUILDS: tuple[tuple[str, list[str], list[str]], ...] = (
-    ("qwen_rowdot_native", ["-O3", "-march=native", "-fopenmp"], ["-fopenmp"]),
-    ("qwen_rowdot_portable", ["-O3"], []))
+    ("qwen_rowdot_native", ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"], ["-fopenmp"]),
+    ("qwen_rowdot_portable", ["-O3", "-ffp-contract=off"], []))
 FORMATS = ("q8_0", "q4_0")  # llama.cpp's block formats the kernel multiplies
 _built: dict[str, object] = {}  # "module" or "why": the outcome of the one build attempt per process
 

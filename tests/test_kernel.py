@@ -228,13 +228,9 @@ def test_fp32_in_order_oracle_is_fp32():
     assert fp32_in_order(x, w)[0, 0] == 1.0 and float(x.double() @ w.double().T) > 1.00005
 
 
-FUSED = pytest.mark.xfail(reason="compiled with -O3 -march=native and no -ffp-contract=off, g++ fuses the loop's "
-                          "last K mod 4 products into their adds (fma: the product is not rounded); clang's default "
-                          "(-ffp-contract=on) would fuse every one. qwen/kernel.py should pass -ffp-contract=off")
-
-
-@pytest.mark.parametrize("shape", SHAPES + [(1, 16, 100), pytest.param((2, 5, 3), marks=FUSED),
-                                            pytest.param((2, 7, 37), marks=FUSED)],
+# K = 3 and 37: a loop whose last K mod 4 products a compiler may fuse into fma unless told not to
+# (qwen/kernel.py compiles with -ffp-contract=off)
+@pytest.mark.parametrize("shape", SHAPES + [(1, 16, 100), (2, 5, 3), (2, 7, 37)],
                          ids=lambda s: "M{}-N{}-K{}".format(*s))
 def test_plain_fp32_loop_is_the_sum_in_order(rowdot, shape):
     """vector=False: one product rounded, then one add rounded, k after k: equal to the in-order oracle exactly."""
@@ -289,9 +285,12 @@ def test_bad_input_is_refused_in_words(rowdot):
          "Q8_0 cuts a row into blocks of 32: the width 48 is not a multiple of 32"),
         (lambda: rowdot.rowdot_fp32(x, torch.zeros(3, 32), False), "x has 64 inputs, w 32"),
         (lambda: rowdot.rowdot_bf16(torch.zeros(1, 32), w.bfloat16()), "x has 32 inputs, w 64"),
-        (lambda: rowdot.rowdot_q8_0(torch.zeros(1, 96), q8, True), "w's rows hold 2 Q8_0 blocks, x 3"),
-        (lambda: rowdot.rowdot_q4_0(torch.zeros(1, 32), q4, True), "w's rows hold 2 Q4_0 blocks, x 1"),
-        (lambda: rowdot.rowdot_q4_0(x, q8, True), "w's rows hold 3 Q4_0 blocks, x 2"),  # Q8_0 bytes as Q4_0
+        (lambda: rowdot.rowdot_q8_0(torch.zeros(1, 96), q8, True),
+         "w's rows are 68 bytes; x's 96 inputs need 102 bytes of Q8_0 blocks"),
+        (lambda: rowdot.rowdot_q4_0(torch.zeros(1, 32), q4, True),
+         "w's rows are 36 bytes; x's 32 inputs need 18 bytes of Q4_0 blocks"),
+        (lambda: rowdot.rowdot_q4_0(x, q8, True),  # Q8_0 bytes read as Q4_0
+         "w's rows are 68 bytes; x's 64 inputs need 36 bytes of Q4_0 blocks"),
     ]
     for call, message in cases:
         with pytest.raises(RuntimeError) as caught:
@@ -299,9 +298,6 @@ def test_bad_input_is_refused_in_words(rowdot):
         assert message in str(caught.value), f"{message!r} not in {str(caught.value).splitlines()[0]!r}"
 
 
-@pytest.mark.xfail(strict=True, reason="rowdot.cpp counts a row's blocks by whole division: a Q8_0 row of 35 bytes "
-                   "is refused as 'w's rows hold 1 Q8_0 blocks, x 1', which names no mismatch; the message should "
-                   "give the widths in bytes")
 def test_a_row_that_is_no_whole_number_of_blocks_is_named(rowdot):
     for fn, width in ((rowdot.rowdot_q8_0, 35), (rowdot.rowdot_q4_0, 19)):
         with pytest.raises(RuntimeError, match=str(width)):

@@ -125,29 +125,40 @@ __m256 block_sums(__m256i qw, __m256i qx) {  // 8 int32 lanes, each Σ of 4 prod
   return _mm256_cvtepi32_ps(quads);
 }
 
-float dot_q8_0_avx2(const uint8_t* w, const uint8_t* x, int64_t nb) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, w += Q8_BYTES, x += Q8_BYTES) {
-    __m256 d = _mm256_set1_ps(half(w) * half(x));
-    __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2));
-    __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2));
-    acc = _mm256_fmadd_ps(d, block_sums(qw, qx), acc);
-  }
-  return hsum(acc);
+float half_f16c(const uint8_t* p) {  // the same fp16 number, converted by the CPU's own instruction
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return _cvtsh_ss(bits);
 }
 
-float dot_q4_0_avx2(const uint8_t* w, const uint8_t* x, int64_t nb) {
-  const __m256i low4 = _mm256_set1_epi8(15), eight = _mm256_set1_epi8(8);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, w += Q4_BYTES, x += Q8_BYTES) {
-    __m256 d = _mm256_set1_ps(half(w) * half(x));
-    __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2));  // 16 bytes, 32 nibbles
+template <bool Q4>
+__m256i codes_avx2(const uint8_t* block) {  // a weight block's 32 codes as int8: Q8_0 as stored, Q4_0 unpacked
+  if constexpr (Q4) {
+    __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));  // 16 bytes, 32 nibbles
     __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);  // high nibbles moved to the upper half
-    __m256i qw = _mm256_sub_epi8(_mm256_and_si256(both, low4), eight);   // values 0..31 in order, −8..7
-    __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2));
-    acc = _mm256_fmadd_ps(d, block_sums(qw, qx), acc);
+    return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));  // −8..7 in order
+  } else {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
   }
-  return hsum(acc);
+}
+
+// R weight rows against one Q8_0 row: each activation block is loaded once for the R rows, and R independent
+// sums keep the FMA unit busy (one chain of FMAs would wait on itself). Each row's sum is the same as alone.
+template <bool Q4, int R>
+void dots_avx2(const uint8_t* w, int64_t row, const uint8_t* x, int64_t nb, float* out) {
+  constexpr int BYTES = Q4 ? Q4_BYTES : Q8_BYTES;
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* xb = x + b * Q8_BYTES;
+    const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
+    const float dx = half_f16c(xb);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* wb = w + r * row + b * BYTES;
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(half_f16c(wb) * dx), block_sums(codes_avx2<Q4>(wb), qx), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
 }
 #endif
 
@@ -163,6 +174,30 @@ torch::Tensor rows(int64_t M, int64_t N, Dot dot) {  // y (M, N) with y[m][n] = 
   });
   return y;
 }
+
+#if ROWDOT_AVX2
+template <bool Q4>  // rows four at a time (the last few one at a time), split across threads
+torch::Tensor rows_avx2(const uint8_t* xq, int64_t M, int64_t xrow, const uint8_t* w, int64_t N, int64_t row,
+                        int64_t nb) {
+  auto y = torch::empty({M, N}, torch::kFloat32);
+  float* out = y.data_ptr<float>();
+  at::parallel_for(0, (N + 3) / 4, GRAIN / 4, [&](int64_t begin, int64_t end) {
+    float four[4];
+    for (int64_t g = begin; g < end; ++g) {
+      const int64_t n = 4 * g;
+      for (int64_t m = 0; m < M; ++m) {
+        if (n + 4 <= N) {
+          dots_avx2<Q4, 4>(w + n * row, row, xq + m * xrow, nb, four);
+          for (int r = 0; r < 4; ++r) out[m * N + n + r] = four[r];
+        } else {
+          for (int64_t k = n; k < N; ++k) dots_avx2<Q4, 1>(w + k * row, row, xq + m * xrow, nb, out + m * N + k);
+        }
+      }
+    }
+  });
+  return y;
+}
+#endif
 
 }  // namespace
 
@@ -207,11 +242,12 @@ torch::Tensor rowdot_bf16(torch::Tensor x, torch::Tensor w) {  // x (M, K) fp32,
 torch::Tensor rowdot_q8_0(torch::Tensor x, torch::Tensor w, bool avx2) {  // x (M, K) fp32, w (N, K/32·34) uint8
   check(w, torch::kUInt8, "w");
   auto xq = quantize_q8_0(x);
-  TORCH_CHECK(w.size(1) == xq.size(1), "w's rows hold ", w.size(1) / Q8_BYTES, " Q8_0 blocks, x ", xq.size(1) / Q8_BYTES);
+  TORCH_CHECK(w.size(1) == xq.size(1), "w's rows are ", w.size(1), " bytes; x's ", x.size(1), " inputs need ",
+              xq.size(1), " bytes of Q8_0 blocks (34 per 32 inputs)");
   const int64_t nb = xq.size(1) / Q8_BYTES, row = w.size(1);
   const uint8_t *xp = xq.data_ptr<uint8_t>(), *wp = w.data_ptr<uint8_t>();
 #if ROWDOT_AVX2
-  if (avx2) return rows(x.size(0), w.size(0), [&](int64_t m, int64_t n) { return dot_q8_0_avx2(wp + n * row, xp + m * row, nb); });
+  if (avx2) return rows_avx2<false>(xp, x.size(0), row, wp, w.size(0), row, nb);
 #endif
   return rows(x.size(0), w.size(0), [&](int64_t m, int64_t n) { return dot_q8_0(wp + n * row, xp + m * row, nb); });
 }
@@ -220,11 +256,12 @@ torch::Tensor rowdot_q4_0(torch::Tensor x, torch::Tensor w, bool avx2) {  // x (
   check(w, torch::kUInt8, "w");
   auto xq = quantize_q8_0(x);
   const int64_t nb = xq.size(1) / Q8_BYTES, row = w.size(1);
-  TORCH_CHECK(row == nb * Q4_BYTES, "w's rows hold ", row / Q4_BYTES, " Q4_0 blocks, x ", nb);
+  TORCH_CHECK(row == nb * Q4_BYTES, "w's rows are ", row, " bytes; x's ", x.size(1), " inputs need ", nb * Q4_BYTES,
+              " bytes of Q4_0 blocks (18 per 32 inputs)");
   const uint8_t *xp = xq.data_ptr<uint8_t>(), *wp = w.data_ptr<uint8_t>();
   const int64_t xrow = xq.size(1);
 #if ROWDOT_AVX2
-  if (avx2) return rows(x.size(0), w.size(0), [&](int64_t m, int64_t n) { return dot_q4_0_avx2(wp + n * row, xp + m * xrow, nb); });
+  if (avx2) return rows_avx2<true>(xp, x.size(0), xrow, wp, w.size(0), row, nb);
 #endif
   return rows(x.size(0), w.size(0), [&](int64_t m, int64_t n) { return dot_q4_0(wp + n * row, xp + m * xrow, nb); });
 }
