@@ -91,10 +91,10 @@ def _remembered_result(self, fn, values):
 def test_numbering():
     """2xx = part 2 of the course, "writing the parts"; chapters 1-3 have 201-205, 204 is RMSNorm."""
     assert sorted(PROBLEMS) == [201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212, 213, 214, 215, 216, 217,
-                                218, 219, 220, 221, 222, 223, 224]
+                                218, 219, 220, 221, 222, 223, 224, 225, 226]
     assert PROBLEMS[204].slug == "rmsnorm"
     assert [PROBLEMS[n].meta["chapter"] for n in sorted(PROBLEMS)] == [1, 1, 2, 3, 3, 4, 5, 6, 6, 7, 7, 7, 8, 9, 9,
-                                                                       10, 10, 10, 11, 11, 11, 12, 12, 12]
+                                                                       10, 10, 10, 11, 11, 11, 12, 12, 12, 13, 13]
 
 
 @pytest.mark.parametrize("number", sorted(PROBLEMS))
