@@ -241,3 +241,23 @@ def test_each_mistake_is_rejected_where_its_note_says(tmp_path):
         (mistake,) = [m for m in PROBLEMS[number].mistakes if m.key == key]
         hit = [c for c in cases_of(number, tmp_path) if c.note.startswith(note)]
         assert hit and all(grade(c, mistake.result(c.fn, copy.deepcopy(c.values()))) is not None for c in hit), key
+
+
+@pytest.mark.parametrize("number", [225, 226])
+def test_each_mistake_is_named_alone_where_it_is_first_rejected(number, tmp_path):
+    """The judge shows the hints of the first case a file fails: there, each known mistake's own result is named by
+    its own hint and by no other (two mistakes can land within a dot's tolerance of each other by chance, as two did
+    on an earlier draw of example 4)."""
+    from practice.grading import grade
+    from practice.mistakes import diagnose
+
+    prob = PROBLEMS[number]
+    cases = cases_of(number, tmp_path)
+    for m in [m for m in prob.mistakes if m.hint is not None and not m.error]:
+        for c in cases:
+            got = m.result(c.fn, copy.deepcopy(c.values()))
+            if grade(c, got) is not None:
+                assert diagnose(prob, c, got) == [m.shown], (m.key, c.label)
+                break
+        else:
+            raise AssertionError(f"{m.key}: no case rejects it")

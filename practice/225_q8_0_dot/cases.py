@@ -137,6 +137,15 @@ def normal(K, scale=1.0):
     return lambda g: torch.randn(K, generator=g) * scale
 
 
+def outliers(K, at=(7, 300, 301, 777)):
+    """make(g): an N(0, 1) row with a few values 20 times larger: their blocks get a large d, the others not."""
+    def make(g):
+        x = torch.randn(K, generator=g)
+        x[list(at)] *= 20
+        return x
+    return make
+
+
 def leaping(nb):
     """make(g): each odd block starts with ±8, beyond every value of the block before it (the others N(0, 1))."""
     def make(g):
@@ -235,8 +244,9 @@ ROWS = [  # (label kind, make(g) -> x, note): quantize_row_q8_0(x)
 DOTS = [  # (label kind, make(g) -> (q_w, d_w, x), note): q8_0_dot(q_w, d_w, x)
     ("example", hand_dot, tr("q_w = 1, d_w = 0.5: 0.5 · (−127 + 127 − 3 − 2 − 1 + 1 + 2 + 3 − 12 − … + 11) = −6",
                              "q_w = 1，d_w = 0.5：0.5 · (−127 + 127 − 3 − 2 − 1 + 1 + 2 + 3 − 12 − … + 11) = −6")),
-    ("example", dot(normal(1024)), tr("N(0, 0.02) weights in Q8_0, an N(0, 1) row, K = 1024",
-                                      "Q8_0 的 N(0, 0.02) 权重，N(0, 1) 的一行，K = 1024")),
+    ("example", dot(outliers(1024)), tr("N(0, 0.02) weights in Q8_0, an N(0, 1) row with four values 20 times "
+                                        "larger, K = 1024", "Q8_0 的 N(0, 0.02) 权重，N(0, 1) 的一行，其中四个值放大 "
+                                        "20 倍，K = 1024")),
     ("hidden", dot(normal(3584)), tr("K = 3584, the width of the MLP's down_proj: 112 blocks",
                                      "K = 3584，MLP 的 down_proj 的宽度：112 块")),
     ("hidden", dot(normal(32, 3.0)), tr("one block, K = 32", "只有一块，K = 32")),
