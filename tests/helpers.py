@@ -281,6 +281,7 @@ FIGURES = {
     "ch11_mtp": {"ch11-map": False, "ch11-loop": False, "ch11-rollback": False, "ch11-speedup": True},
     "ch12_quant": {"ch12-map": False, "ch12-bound": False, "ch12-bits": True, "ch12-classes": True,
                    "ch12-output": True, "ch12-decode": False},
+    "ch13_kernel": {"ch13-map": False, "ch13-steps": False},
 }
 # a notebook cell whose output differs from the script's by design: a figure, a listing, an exercise, the proof
 MODE_DEPENDENT = re.compile(r"\bbook\.(show|listing|attempt|proof)\(")
@@ -305,9 +306,10 @@ def shared_stdout(nb):
     return stdout_of([c for c in nb.cells if not MODE_DEPENDENT.search(c.source)])
 
 
-# what differs from run to run: a time, a rate measured on the machine, and a measured share of a bound
+# what differs from run to run: a time, a rate measured on the machine, a measured share of a bound, a thread count
 TIMING = re.compile(r"\d+(\.\d+)?\s*(ms\b|毫秒|s\b|秒|tok/s|token/s|tokens/s|GB/s)"
-                    r"|\d+% of (it|the stream)\b|(达到|是数据流的) \d+%")
+                    r"|\d+% of (it|the stream|the read probe)\b|(达到|是数据流的|是读带宽探测值的) \d+%"
+                    r"|\d+ threads\b|\d+ 个线程")  # chapter 13: a share of the read probe, torch's thread count
 
 
 def masked(text):
