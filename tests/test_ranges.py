@@ -230,11 +230,11 @@ def test_the_loaders_refuse_a_bad_dtype_or_scheme_before_reading_a_weight(no_wei
     speaking("en")
     with pytest.raises(ValueError, match="safetensors file"):  # the folder does fail on a weight read
         load_fast(no_weights, torch.float32)
-    with pytest.raises(ValueError, match=r"^quantization scheme 'int3': use one of int8, int4$"):
+    with pytest.raises(ValueError, match=r"^quantization scheme 'int3': use one of int8, int4, q8_0, q4_0$"):
         load_fast(no_weights, torch.float32, quant="int3")
     for load in (load_fast, load_model, load_mtp, load_vision):
         with pytest.raises(ValueError, match=r"^dtype 'bf61': use one of bf16, "):
             load(no_weights, "bf61")
     speaking("zh")
-    with pytest.raises(ValueError, match=r"^量化方案 'int3'：请用 int8, int4 之一$"):
+    with pytest.raises(ValueError, match=r"^量化方案 'int3'：请用 int8, int4, q8_0, q4_0 之一$"):
         load_fast(no_weights, quant="int3")
