@@ -15,7 +15,7 @@
 //
 // Weights are held as the GGUF file's bytes: a row of K values is K/32 blocks, each an fp16 d then the codes
 // (34 bytes for Q8_0, 18 for Q4_0). avx2=true takes the AVX2 intrinsics where this file was compiled for AVX2
-// (ggml's way: maddubs of |w| and sign-corrected x, then madd into int32 lanes), otherwise the portable loop.
+// (ggml's way: maddubs of unsigned and signed bytes, then madd into int32 lanes), otherwise the portable loop.
 // Rows are split across torch's threads with at::parallel_for.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
@@ -117,45 +117,45 @@ float hsum(__m256 v) {  // the 8 lanes added: (0+4, 1+5, 2+6, 3+7), then pairs, 
   return _mm_cvtss_f32(s);
 }
 
-__m256 block_sums(__m256i qw, __m256i qx) {  // 8 int32 lanes, each Σ of 4 products q_w·q_x, as floats (exact)
-  __m256i aw = _mm256_sign_epi8(qw, qw);                  // |q_w|, unsigned for maddubs
-  __m256i sx = _mm256_sign_epi8(qx, qw);                  // q_x with q_w's sign (0 where q_w is 0)
-  __m256i pairs = _mm256_maddubs_epi16(aw, sx);           // 16 int16: q_w·q_x summed in pairs (≤ 2·127·128)
-  __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));  // 8 int32
-  return _mm256_cvtepi32_ps(quads);
-}
-
 float half_f16c(const uint8_t* p) {  // the same fp16 number, converted by the CPU's own instruction
   uint16_t bits;
   std::memcpy(&bits, p, 2);
   return _cvtsh_ss(bits);
 }
 
-template <bool Q4>
-__m256i codes_avx2(const uint8_t* block) {  // a weight block's 32 codes as int8: Q8_0 as stored, Q4_0 unpacked
-  if constexpr (Q4) {
-    __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));  // 16 bytes, 32 nibbles
-    __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);  // high nibbles moved to the upper half
-    return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));  // −8..7 in order
-  } else {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
-  }
-}
+// maddubs multiplies unsigned bytes by signed ones and adds neighbours into int16; madd with 1s adds those pairs
+// into 8 int32 lanes, each the exact sum of 4 products (at most 4·127·128: no overflow anywhere).
+__m256i lanes(__m256i u, __m256i s) { return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)); }
 
-// R weight rows against one Q8_0 row: each activation block is loaded once for the R rows, and R independent
-// sums keep the FMA unit busy (one chain of FMAs would wait on itself). Each row's sum is the same as alone.
+// R weight rows against one Q8_0 row: each activation block is loaded, and what depends on it alone is computed,
+// once for the R rows, and R independent sums keep the FMA unit busy (one chain of FMAs would wait on itself).
+//   Q8_0: Σ q_w·q_x = Σ |q_x| · (q_w with q_x's sign): |q_x| is the unsigned side, shared by the R rows.
+//   Q4_0: the codes as stored, 0..15, are already unsigned: Σ (q − 8)·q_x = Σ q·q_x − 8·Σ q_x, and 8·Σ q_x per lane
+//         is shared by the R rows. The lanes' integers are the same as unpacking to −8..7 first.
+// Each row's float sum is the same whatever R is: per lane, one FMA per block in block order, then `hsum`.
 template <bool Q4, int R>
 void dots_avx2(const uint8_t* w, int64_t row, const uint8_t* x, int64_t nb, float* out) {
   constexpr int BYTES = Q4 ? Q4_BYTES : Q8_BYTES;
+  const __m256i low4 = _mm256_set1_epi8(15);
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* xb = x + b * Q8_BYTES;
     const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2));
     const float dx = half_f16c(xb);
+    const __m256i shared = Q4 ? lanes(_mm256_set1_epi8(8), qx) : _mm256_sign_epi8(qx, qx);  // 8·Σq_x, or |q_x|
     for (int r = 0; r < R; ++r) {
       const uint8_t* wb = w + r * row + b * BYTES;
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(half_f16c(wb) * dx), block_sums(codes_avx2<Q4>(wb), qx), acc[r]);
+      __m256i sums;
+      if constexpr (Q4) {
+        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 2));  // 32 nibbles
+        const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), low4);  // 0..15
+        sums = _mm256_sub_epi32(lanes(q, qx), shared);
+      } else {
+        const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2));
+        sums = lanes(shared, _mm256_sign_epi8(qw, qx));
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(half_f16c(wb) * dx), _mm256_cvtepi32_ps(sums), acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
