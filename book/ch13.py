@@ -76,8 +76,8 @@ def step_name(step):
             "bf16 loop": tr("bf16, SIMD lanes", "bf16，SIMD 多路累加"),
             "Q8_0": tr("Q8_0 × Q8_0, portable", "Q8_0 × Q8_0，可移植"),
             "Q4_0": tr("Q4_0 × Q8_0, portable", "Q4_0 × Q8_0，可移植"),
-            "Q8_0 AVX2": tr("Q8_0 × Q8_0, AVX2", "Q8_0 × Q8_0，AVX2"),
-            "Q4_0 AVX2": tr("Q4_0 × Q8_0, AVX2", "Q4_0 × Q8_0，AVX2")}.get(step, step)
+            "Q8_0 AVX2": tr("Q8_0 × Q8_0, AVX2", "Q8_0 × Q8_0，AVX2 版本"),
+            "Q4_0 AVX2": tr("Q4_0 × Q8_0, AVX2", "Q4_0 × Q8_0，AVX2 版本")}.get(step, step)
 
 
 def steps_figure(rates, read, title=""):

@@ -225,6 +225,7 @@ timed({"F.linear fp32": (lambda: F.linear(x, w), w.numel() * 4),
 # (no compiler, no Python headers, no ninja), `load()` returns None and `kernel.why_not()` says why in one line.
 
 # %% [markdown] lang="zh"
+# ## 2. 在这台机器上编译 kernel
 # `qwen.kernel.load()` 第一次被调用时，把 `qwen/csrc/rowdot.cpp` 编译成 torch 扩展（`torch.utils.cpp_extension`，借助
 # ninja），结果缓存在 torch 的扩展目录里，按源码区分，以后再运行就直接加载。它给编译器的参数是
 # `-O3 -march=native -ffp-contract=off -fopenmp`：使用当前 CPU 支持的指令（有 AVX2 就用 AVX2）；代码里写的是两次舍入的乘
@@ -240,7 +241,7 @@ module = kernel.load()  # built on first use (about a minute), then loaded from 
 if module is None:
     print(tr(f"the C++ kernel cannot be built here: {kernel.why_not()}",
              f"这里编译不了 C++ kernel：{kernel.why_not()}"))
-    print(tr("sections 3 to 10 multiply with it (the loops, the blocks, the intrinsics, their figure, the live model) "
+    print(tr("sections 3 to 10 multiply with it (the loops, the blocks, the AVX2 code, their figure, the live model) "
              "and are not shown; the rates of section 1 stand",
              "第 3 到 10 节都要用它来乘（各个循环、块、AVX2 版本、对比图、运行中的模型），这里无法展示；第 1 节的速率"
              "仍然有效"))
@@ -344,6 +345,7 @@ timed({"fp32 SIMD": (lambda: module.rowdot_fp32(x, w, True), w.numel() * 4)})
 # bf16 rounds the activation and the result to bf16 too):
 
 # %% [markdown] lang="zh"
+# ## 5. bf16 权重走同一个循环
 # bf16 就是 fp32 数的高 16 比特：左移 16 比特，就精确地还原成那个 fp32 数。所以同一个循环只读一半的字节，每个权重移一下
 # 位就变成 fp32，激活也保持 fp32，用 fp32 累加（bf16 的 `F.linear` 则把激活和结果也都舍入成 bf16）：
 
@@ -534,28 +536,35 @@ timed({"Q4_0": (lambda: module.rowdot_q4_0(x, q4, False), q4.numel())})
 # The portable loops leave the choice of instructions to the compiler. llama.cpp writes them itself, with
 # **intrinsics**: C functions that each stand for one instruction. For a block of 32 int8 pairs, AVX2 has no
 # instruction that multiplies signed bytes by signed bytes, but it has `_mm256_maddubs_epi16`, unsigned bytes times
-# signed bytes, adjacent pairs summed into 16-bit lanes. So the weight's sign is moved onto the activation
-# (`_mm256_sign_epi8`), $\lvert q_w \rvert$ times $\pm q_x$ is taken in pairs, `_mm256_madd_epi16` adds neighbouring
-# pairs into 8 int32 lanes, those are converted to floats and multiplied by $d_w d_x$ with one fused multiply-add into
-# 8 running sums, added together at the end of the row. For Q4_0 the 16 bytes are split into low and high nibbles
-# with a shift and a mask, 8 subtracted, and the same block sum follows. This is how ggml's AVX2 code does it. One
-# more step is about the loop, not the arithmetic: `dots_avx2` takes four weight rows at a time, so each activation
-# block is loaded once for four rows and four independent chains of FMAs run side by side (one chain would wait on
-# itself); each row's sum is computed exactly as it would be alone.
+# signed bytes with neighbouring products added into 16-bit lanes, and `_mm256_madd_epi16`, which with ones adds
+# neighbouring pairs of those into 8 int32 lanes, each the exact sum of 4 products (`lanes` below). ggml's AVX2 code
+# makes the weight's codes the unsigned side: $\lvert q_w \rvert$ times $q_x$ with $q_w$'s sign moved onto it
+# (`_mm256_sign_epi8`), Q4_0's nibbles first unpacked to $-8, \dots, 7$. This file turns it round so that the unsigned
+# side depends on the activation alone and is computed once per block for all the rows: for Q8_0,
+# $\lvert q_x \rvert$ times $q_w$ with $q_x$'s sign; for Q4_0, the stored codes $0, \dots, 15$ are unsigned already,
+# and $\sum (q - 8)\, q_x = \sum q\, q_x - 8 \sum q_x$, the last term again the activation's alone. The same integers,
+# fewer instructions per weight row. The 8 int32 lanes become floats and are multiplied by $d_w d_x$ with one fused
+# multiply-add (FMA) into 8 running sums, added together at the end of the row (`hsum`). And one step is about the
+# loop, not the arithmetic: `dots_avx2` takes four weight rows at a time, so each activation block is loaded once for
+# four rows, and four independent chains of FMAs run side by side (one chain would wait on itself); each row's sum is
+# computed exactly as it would be alone.
 
 # %% [markdown] lang="zh"
 # ## 8. AVX2 intrinsics（选读）
 # 可移植的循环把指令的选择交给编译器。llama.cpp 则自己挑指令，用的是 **intrinsics**：每个都是一条指令的 C 函数写法。32
 # 对 int8 相乘时，AVX2 没有“有符号字节乘有符号字节”的指令，但有 `_mm256_maddubs_epi16`：无符号字节乘有符号字节，相邻两个
-# 乘积加成一个 16 位整数。所以先把权重的符号挪到激活上（`_mm256_sign_epi8`），成对地算 $\lvert q_w \rvert$ 乘
-# $\pm q_x$，再用 `_mm256_madd_epi16` 把相邻的和加进 8 个 int32 通道，转成 float，用一次乘加融合（FMA）乘上 $d_w d_x$、
-# 累加到 8 个部分和里，整行算完再把它们加起来。Q4_0 则先用移位和掩码把 16 个字节拆成低、高半字节，减 8，后面是同样的按块
-# 求和。ggml 的 AVX2 代码就是这样做的。还有一步改的是循环，不是算法：`dots_avx2` 一次处理四行权重，这样每个激活块只读一
+# 乘积加成一个 16 位整数；还有 `_mm256_madd_epi16`，乘以全 1 时把相邻的两个 16 位数加进 8 个 int32 通道，每个通道正好是
+# 4 个乘积的精确和（见下面的 `lanes`）。ggml 的 AVX2 代码让权重的码做无符号的一方：算 $\lvert q_w \rvert$ 乘 $q_x$，把
+# $q_w$ 的符号挪到 $q_x$ 上（`_mm256_sign_epi8`）；Q4_0 则先把半字节拆成 $-8, \dots, 7$。这个文件反过来，让无符号的一方
+# 只取决于激活，每个块只算一次，供所有行共用：Q8_0 算 $\lvert q_x \rvert$ 乘带上 $q_x$ 符号的 $q_w$；Q4_0 存的码
+# $0, \dots, 15$ 本来就是无符号的，而 $\sum (q - 8)\, q_x = \sum q\, q_x - 8 \sum q_x$，最后一项也只取决于激活。整数结果
+# 完全一样，每行权重要执行的指令更少。8 个 int32 通道转成 float，用一次乘加融合（FMA）乘上 $d_w d_x$、累加到 8 个部分和
+# 里，整行算完再把它们加起来（`hsum`）。还有一步改的是循环，不是算法：`dots_avx2` 一次处理四行权重，这样每个激活块只读一
 # 次，供四行使用，四条互不依赖的 FMA 链并排推进（只有一条链时，每次 FMA 都要等上一次）；每一行的和与单独计算时完全相同。
 
 # %%
 if module.avx2:
-    ch13.show_cpp("qwen/csrc/rowdot.cpp", "block_sums", "codes_avx2", "dots_avx2")
+    ch13.show_cpp("qwen/csrc/rowdot.cpp", "lanes", "dots_avx2", "hsum")
 else:
     print(tr("this build has no AVX2 intrinsics (the CPU or the compiler lacks AVX2 and F16C): the portable loops "
              "above are the kernel here",
@@ -756,8 +765,9 @@ for fmt in ("q8_0", "q4_0"):
 #   sum of int8 × int8 and one fp32 multiply by $d_w d_x$. Q4_0 × Q8_0 unpacks the nibbles first (value $j$ low,
 #   $j + 16$ high, minus 8). The activation's 8 bits cost about what 8-bit weights cost; the arithmetic adds only fp32
 #   rounding.
-# - AVX2 intrinsics do the block sum as ggml does (sign, `maddubs`, `madd`, an FMA per block), equal to the portable
-#   loop within fp32 rounding; NEON's dot product and VNNI do it in fewer instructions.
+# - AVX2 intrinsics do the block sum with ggml's instructions (`maddubs`, `madd`, an FMA per block), what depends on
+#   the activation alone computed once for four rows; equal to the portable loop within a stated fp32 bound. NEON's
+#   dot product and VNNI do it in fewer instructions.
 # - The live model `load_fast(path, torch.float32, quant="q8_0" | "q4_0")` holds the file's blocks and multiplies them
 #   with this kernel; its fp32 teaching twin multiplies the same numbers.
 #
@@ -785,8 +795,8 @@ for fmt in ("q8_0", "q4_0"):
 # - llama.cpp 的 Q8_0 × Q8_0：每次乘法先把激活行舍入成 Q8_0，然后每 32 个一块，用 int32 精确地累加 int8 × int8，再做一次
 #   fp32 乘法乘上 $d_w d_x$。Q4_0 × Q8_0 先拆开半字节（第 $j$ 个值在低半字节，第 $j + 16$ 个在高半字节，再减 8）。激活的
 #   8 比特带来的误差和 8 比特权重差不多；运算本身只多出 fp32 舍入。
-# - AVX2 intrinsics 按 ggml 的做法求块内和（挪符号、`maddubs`、`madd`，每块一次 FMA），结果与可移植循环在 fp32 舍入以内
-#   一致；NEON 点积和 VNNI 用的指令更少。
+# - AVX2 intrinsics 用 ggml 的那几条指令求块内和（`maddubs`、`madd`，每块一次 FMA），只取决于激活的部分每四行只算一次；
+#   结果与可移植循环在给定的 fp32 误差界内一致。NEON 点积和 VNNI 用的指令更少。
 # - 运行中的模型 `load_fast(path, torch.float32, quant="q8_0" | "q4_0")` 存的是文件里的块，用这个 kernel 相乘；它的 fp32
 #   教学版乘的是同样的数。
 #
