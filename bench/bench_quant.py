@@ -1,14 +1,16 @@
 """Speed and quality of each weight format in one run: bf16, int8, int4 and fp32 of the fast path (qwen/fast.py,
-qwen/quantized.py) beside transformers' bf16 and fp32 and, given a llama-bench and GGUF files of the same weights,
-llama.cpp's bf16, Q8_0 and Q4_0.
+qwen/quantized.py), q8_0 and q4_0 (llama.cpp's blocks multiplied by the course's C++ kernel, qwen/blocklinear.py,
+with fp32 activations as llama.cpp computes) beside transformers' bf16 and fp32 and, given a llama-bench and GGUF
+files of the same weights, llama.cpp's bf16, Q8_0 and Q4_0.
 
 Run: python bench/bench_quant.py [--model PATH] [--threads 2] [--prefill 256] [--decode 64] [--kl-tokens 64]
-     [--repeats 3] [--formats bf16 int8 int4 fp32] [--save DIR] [--llama-bench PATH --gguf DIR]
+     [--repeats 3] [--formats bf16 int8 int4 fp32 q8_0 q4_0] [--save DIR] [--llama-bench PATH --gguf DIR]
      (needs the dev extras: transformers)
 Shapes are Qwen3.5-0.8B's: the checkpoint at --model, otherwise the real 0.8B config with random bf16 weights made
 from a fixed seed (speed does not depend on the values), written as a checkpoint folder (--save DIR, or a temporary
-one). Every format is loaded from that folder's bf16 numbers: fp32 widens them exactly, int8 and int4 quantize them
-(qwen.fast.load_fast(path, dtype, quant=...)).
+one). Every format is loaded from that folder's bf16 numbers: fp32 widens them exactly, int8, int4, q8_0 and q4_0
+quantize them (qwen.fast.load_fast(path, dtype, quant=...); q8_0 and q4_0 with dtype fp32; the q4_0 head in Q8_0,
+where llama-quantize's Q4_0 file keeps it in Q6_K).
 - prefill: one forward over --prefill random tokens that fills the cache (last position's logits only), median.
 - decode: --decode tokens one at a time after an 8-token prompt (greedy, the prompt not timed), median and best.
 - KL: the next-token distributions of each format against bf16's, teacher-forced over one --kl-tokens random prompt
@@ -23,9 +25,11 @@ one). Every format is loaded from that folder's bf16 numbers: fp32 widens them e
   Its decode: the median and the best of its repeats; its prefill: their mean (avg_ts). Its read bound is the
   bandwidth over the GGUF file's bytes (llama-quantize's Q4_0 keeps the tied table, the head, in Q6_K).
 Goals (2 threads, 0.8B shapes): bf16 decode >= 0.9x llama.cpp's bf16 and >= 2x transformers' bf16; fp32
-decode >= 1.5x transformers' fp32; int8 decode >= llama.cpp's Q8_0; int4 decode >= llama.cpp's Q4_0; KL(bf16 ‖ int8)
-<= 1e-4 and KL(bf16 ‖ int4) <= 2e-2 per position (set for the small test checkpoints; printed here
-for the bench's weights, mean over the positions).
+decode >= 1.5x transformers' fp32; q8_0 decode >= llama.cpp's Q8_0; q4_0 decode >= llama.cpp's Q4_0 (int8 and
+int4, torch's packed kernels, are printed against them too); KL(bf16 ‖ int8 or q8_0) <= 1e-4 and KL(bf16 ‖ int4 or
+q4_0) <= 2e-2 per position (set for the small test checkpoints; printed here for the bench's weights, mean over the
+positions). --profile says where a decode step's time goes (the C++ kernel's calls are no torch op: their time is
+in "the rest").
 
 The same weights for llama.cpp (in a folder outside the repository; llama.cpp's source is in the llama-cpp-python
 sdist under vendor/llama.cpp, build its llama-bench and llama-quantize targets):

@@ -78,7 +78,7 @@ def test_bench_quant(shallow, tmp_path):
     out = run("bench/bench_quant.py", "--model", str(shallow), "--prefill", "8", "--decode", "2", "--kl-tokens", "4",
               "--repeats", "1", "--threads", "1", "--save", str(tmp_path / "w"),
               "--llama-bench", str(fake_llama_bench(tmp_path)), "--gguf", str(tmp_path))
-    for name in ("bf16", "transformers bf16", "fp32", "transformers fp32", "int8", "int4"):
+    for name in ("bf16", "transformers bf16", "fp32", "transformers fp32", "int8", "int4", "q8_0", "q4_0"):
         assert re.search(rf"\n{name} +[\d.]+ GB read per token, bound +[\d.]+ tok/s +prefill 8 tokens +[\d.]+ tok/s +"
                          rf"decode 2 tokens +[\d.]+ tok/s \(best +[\d.]+, +\d+% of the bound\)\n", out), name
     records = json.loads(LLAMA_SAMPLE.read_text())  # what llama.cpp measured, printed as it is
@@ -89,10 +89,12 @@ def test_bench_quant(shallow, tmp_path):
         assert re.search(rf"\nllama.cpp {fmt} +0.00 GB file, +bound +[\d.]+ tok/s +prefill 8 tokens +{pre:.1f} tok/s +"
                          rf"decode 2 tokens +{median:.2f} tok/s \(best +{best:.2f}, ", out)
     for what, target in (("bf16 decode vs llama.cpp bf16", 0.9), ("bf16 decode vs transformers bf16", 2),
-                         ("fp32 decode vs transformers fp32", 1.5), ("int8 decode vs llama.cpp Q8_0", 1),
-                         ("int4 decode vs llama.cpp Q4_0", 1)):
+                         ("fp32 decode vs transformers fp32", 1.5), ("q8_0 decode vs llama.cpp Q8_0", 1),
+                         ("q4_0 decode vs llama.cpp Q4_0", 1)):
         assert re.search(rf"\ngoal: {what} >= {target}x: [\d.]+x (met|NOT met)\n", out), what
-    for name, bound in (("int8", "0.0001"), ("int4", "0.02")):
+    for ours, theirs in (("int8", "Q8_0"), ("int4", "Q4_0")):
+        assert re.search(rf"\n{ours} \(torch's packed kernel\) decode vs llama.cpp {theirs}: [\d.]+x\n", out)
+    for name, bound in (("int8", "0.0001"), ("int4", "0.02"), ("q8_0", "0.0001"), ("q4_0", "0.02")):
         assert re.search(rf"\nKL\(bf16 ‖ {name}\) over 4 positions: mean [\d.e+-]+, largest [\d.e+-]+; top-1 "
                          rf"agreement [\d.]+%\n", out)
         assert re.search(rf"\ngoal: KL\(bf16 ‖ {name}\) per position <= {bound}: [\d.e+-]+ (met|NOT met)\n", out)
