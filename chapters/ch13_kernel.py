@@ -192,8 +192,8 @@ def timed(ways):
     seconds = measure.medians([f for f, _ in ways.values()], cpu, repeats=5)
     for (step, (_, nbytes)), s in zip(ways.items(), seconds):
         rates[step] = nbytes / s
-        print(tr(f"{ch13.step_name(step):22s}: {nbytes / 1e6:5.1f} MB in {s * 1e3:6.2f} ms, {nbytes / s / 1e9:5.2f} "
-                 f"GB/s, {nbytes / s / read:.0%} of the read probe",
+        print(tr(f"{ch13.step_name(step):22s}: {nbytes / 1e6:.1f} MB in {s * 1e3:.2f} ms, {nbytes / s / 1e9:.2f} GB/s, "
+                 f"{nbytes / s / read:.0%} of the read probe",
                  f"{ch13.step_name(step)}：{nbytes / 1e6:.1f} MB，耗时 {s * 1e3:.2f} ms，{nbytes / s / 1e9:.2f} GB/s，"
                  f"是读带宽探测值的 {nbytes / s / read:.0%}"))
 
