@@ -91,8 +91,9 @@ def steps_figure(rates, read, title=""):
     colours = ["#bbbbbb" if s.startswith("F.linear") else "C0" if "Q" not in s else "C2" for s in steps]
     ax.barh(range(len(steps)), shares, color=colours)
     for i, s in enumerate(steps):
-        ax.text(shares[i], i, f" {rates[s] / 1e9:.1f} GB/s ({shares[i]:.0f}%)", va="center", fontsize=8)
-    ax.axvline(100, color="black", linewidth=1, linestyle="--")
+        ax.text(shares[i], i, f" {rates[s] / 1e9:.1f} GB/s ({shares[i]:.0f}%)", va="center", fontsize=8,
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})  # legible across the probe's line
+    ax.axvline(100, color="black", linewidth=1, linestyle="--", zorder=1)
     probe = tr(f" the read probe: {read / 1e9:.1f} GB/s", f" 读带宽探测值：{read / 1e9:.1f} GB/s")
     ax.text(100, len(steps) - 0.4, probe, fontsize=8, va="bottom")
     ax.set_yticks(range(len(steps)), [step_name(s) for s in steps], fontsize=8)
