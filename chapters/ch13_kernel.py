@@ -11,15 +11,15 @@ Its notebook, notebooks/ch13_kernel.ipynb, is written from this file by python n
 #
 # Chapter 12 shrank the bytes a decode step reads, and measured that fewer bytes alone do not make a step faster:
 # torch's packed int8 and int4 kernels read their codes well below the memory's rate at one row. One run of
-# `bench/bench_quant.py` on one machine (a 2-core AMD EPYC with AVX2, random weights at the real Qwen3.5-0.8B's
-# shapes) gives the size of the gap: our int8 model decoded 7.45 tokens/s, llama.cpp's Q8_0 file of the same weights
-# 21.1, about 2.8 times as fast, from a little more bytes (8.5 bits a weight against int8's 8.02). The bytes do not
-# explain it; the kernels do. This chapter writes the kernel: the product of one activation row with a weight, in C++,
-# compiled on your machine the first time it is used. It starts from the plainest loop and adds one idea at a time —
-# the compiler's vector lanes, bf16 weights, then llama.cpp's way for its blocks: the activation rounded to 8 bits
-# once, integers multiplied and summed per block of 32, one float multiply per block — and measures each step against
-# the memory's read rate on this machine. Last, the live model holds its weights as llama.cpp's blocks and multiplies
-# them with this kernel.
+# `bench/bench_quant.py` on one machine (a 2-core AMD EPYC with AVX2, random weights at the real Qwen3.5-0.8B's shapes)
+# gives the size of the gap: our int8 model decoded 7.45 tokens/s, llama.cpp's Q8_0 file of the same weights 21.1, about
+# 2.8 times as fast, from a little more bytes (8.5 bits a weight against int8's 8.02). The bytes do not explain it; the
+# kernels do. This chapter writes the kernel: the product of one activation row with a weight, in C++, compiled on your
+# machine the first time it is used. It starts from the plainest loop and adds one idea at a time — the compiler's
+# vector lanes, bf16 weights, then llama.cpp's way for its blocks: the activation rounded to 8 bits once, integers
+# multiplied and summed per block of 32, one float multiply per block — and measures each step against the memory's read
+# rate on this machine. Last, the live model holds its weights as llama.cpp's blocks and multiplies them with this
+# kernel.
 #
 # ```
 # qwen/
@@ -114,10 +114,10 @@ book.show("ch13-map", book.model_map.draw, "quant")
 # activation row $x$, $(1, K)$, so each output is one dot product, $y_n = \sum_k W_{nk} x_k$, and each weight is read
 # once and used once. llama.cpp cuts every row into **blocks** of 32 values; a block holds a scale $d$ (fp16) and 32
 # codes $q$, and stands for the values $d \cdot q$ (chapter 12). The **bytes per step** are what the weight takes in
-# memory: 4 per weight in fp32, 2 in bf16, 34 per 32 in Q8_0, 18 per 32 in Q4_0. The **read bound**: a product
-# cannot take less than its bytes divided by the rate at which this machine reads memory, measured by a **read
-# probe** (`qwen.measure.read_bandwidth`: a sum over 256 MiB of fp32, best of 5). A kernel's rate is the bytes of
-# weight it reads per second; its share of the probe says how close it gets to that bound.
+# memory: 4 per weight in fp32, 2 in bf16, 34 per 32 in Q8_0, 18 per 32 in Q4_0. The **read bound**: a product cannot
+# take less than its bytes divided by the rate at which this machine reads memory, measured by a **read probe**
+# (`qwen.measure.read_bandwidth`: a sum over 256 MiB of fp32, best of 5). A kernel's rate is the bytes of weight it
+# reads per second; its share of the probe says how close it gets to that bound.
 #
 # | symbol | what | real Qwen3.5-0.8B |
 # |---|---|---|
@@ -153,26 +153,25 @@ book.show("ch13-map", book.model_map.draw, "quant")
 # `F.linear` calls a general matrix-multiply kernel (the BLAS library torch was built with, for fp32): code written for
 # many rows, which tiles $W$ so that each weight brought into the cache is used for every row of the input. A decode
 # step has one row. Nothing is reused, every weight is read once, and the work is a stream; the machinery built for
-# reuse (packing tiles, blocking for registers, splitting work across threads) is then overhead on a stream, and a bf16
-# weight on a CPU without bf16 instructions is widened to fp32 first. How far below the memory's rate that leaves a
-# product shows in a measurement. The weight is a slice of the head's shape, 65,536 of its 248,320 rows (a quarter) by
-# its 1,024 inputs: 256 MiB in fp32 and still 36 MiB as Q4_0 (section 7), more than most CPUs' last-level cache holds,
-# so every call reads it from memory (a cache that holds a smaller copy would flatter its rate). One row
-# through `F.linear` in fp32 and in bf16, timed in turn (`measure.medians`: fp32, bf16, fp32, … median of 5), against
-# the read probe measured just before:
+# reuse (packing tiles, blocking for registers) is then overhead on a stream, and a bf16 weight on a CPU without bf16
+# instructions is widened to fp32 first. How far below the memory's rate that leaves a product shows in a measurement.
+# The weight is a slice of the head's shape, 65,536 of its 248,320 rows (about a quarter) by its 1,024 inputs: 256 MiB
+# in fp32 and still 36 MiB as Q4_0 (section 7), more than most CPUs' last-level cache holds, so every call reads it from
+# memory (a cache that holds a smaller copy would flatter its rate). One row through `F.linear` in fp32 and in bf16,
+# timed in turn (`measure.medians`: fp32, bf16, fp32, … median of 5), against the read probe measured just before:
 
 # %% [markdown] lang="zh"
 # ## 1. 通用矩阵乘法只算一行时
 # `F.linear` 调用的是通用矩阵乘法 kernel（fp32 用的是 torch 编译时链接的 BLAS 库）。这种代码是为很多行写的：它把 $W$ 切
 # 成小块，每个权重读进缓存后，要给输入的每一行都用上一遍。解码一步只有一行：没有复用，每个权重只读一次，整个计算就是一条
-# 数据流。这时为复用准备的那套机制（打包小块、按寄存器分块、把工作分给多个线程）都成了额外开销；在没有 bf16 指令的 CPU
-# 上，每个 bf16 权重还要先转成 fp32。这样算一行比内存的读取速率慢多少，要实测才知道。权重取输出头的形状的一片：248,320
-# 行里的 65,536 行（四分之一），每行 1,024 个输入，fp32 下 256 MiB，存成 Q4_0（第 7 节）也还有 36 MiB，比大多数 CPU 的末
-# 级缓存都大，所以每次调用都要从内存里读（如果缓存装得下哪个小一些的副本，它的速率就会虚高）。用 `F.linear` 算一行，fp32
-# 和 bf16 轮流计时（`measure.medians`：fp32、bf16、fp32……取 5 次的中位数），再和之前刚测的读带宽探测值对比：
+# 数据流。这时为复用准备的那套机制（打包小块、按寄存器分块）都成了额外开销；在没有 bf16 指令的 CPU 上，每个 bf16 权重还
+# 要先转成 fp32。这样算一行比内存的读取速率慢多少，要实测才知道。权重取输出头的形状的一片：248,320 行里的 65,536 行（约
+# 四分之一），每行 1,024 个输入，fp32 下 256 MiB，存成 Q4_0（第 7 节）也还有 36 MiB，比大多数 CPU 的末级缓存都大，所以每
+# 次调用都要从内存里读（如果缓存装得下哪个小一些的副本，它的速率就会虚高）。用 `F.linear` 算一行，fp32 和 bf16 轮流计时
+# （`measure.medians`：fp32、bf16、fp32……取 5 次的中位数），再和之前刚测的读带宽探测值对比：
 
 # %%
-N, K = 65_536, real.hidden_size  # a quarter of the tied head's rows, 1,024 inputs each
+N, K = 65_536, real.hidden_size  # about a quarter of the tied head's rows, 1,024 inputs each
 w = torch.randn(N, K)  # (N, K) fp32, filled: untouched pages would flatter the rate
 w16 = w.to(torch.bfloat16)  # (N, K) bf16: the same weight in half the bytes
 x = torch.randn(1, K)  # (1, K): the one activation row of a decode step
@@ -204,8 +203,8 @@ timed({"F.linear fp32": (lambda: F.linear(x, w), w.numel() * 4),
 
 # %% [markdown]
 # Read the shares, not the milliseconds: the probe and the products ran on the same machine in the same minute, so a
-# burst of load from elsewhere slows both. Where a share is far below 100 %, the kernel, not the memory, set the pace.
-# A decode step is 97 such products (chapter 12), so its speed is theirs.
+# burst of load from elsewhere slows both. Where a share is far below 100 %, the kernel, not the memory, set the pace. A
+# decode step is 97 such products (chapter 12), so its speed is theirs.
 
 # %% [markdown] lang="zh"
 # 看比例，不要看毫秒数：探测和乘法在同一台机器上、同一分钟内测，其他程序突然占用机器时两者都会变慢。比例远低于 100 % 的
@@ -213,16 +212,16 @@ timed({"F.linear fp32": (lambda: F.linear(x, w), w.numel() * 4),
 
 # %% [markdown]
 # ## 2. The kernel, built on this machine
-# `qwen.kernel.load()` compiles `qwen/csrc/rowdot.cpp` as a torch extension (`torch.utils.cpp_extension`, with
-# ninja) the first time it is called, and caches the result in torch's extension folder, keyed by the source, so later
-# runs load it at once. It asks the compiler for `-O3 -march=native -ffp-contract=off -fopenmp`: the instructions of
-# the CPU it runs on (AVX2 where there is AVX2); no multiply and add fused into one FMA where the code wrote two
-# roundings, so a loop sums exactly as its C++ says, on any compiler; and OpenMP. The last flag is what makes the
-# kernel use more than one core. Each product splits its $N$ rows across torch's threads with `at::parallel_for`;
-# torch's CPU builds on Linux run their threads with OpenMP, and `at::parallel_for` is inline code in torch's headers
-# whose parallel region is an `#pragma omp parallel`: compiled without `-fopenmp`, the pragma is ignored and the whole
-# range runs on the calling thread. Where the native build fails, a plain `-O3` build is tried; where no build works
-# (no compiler, no Python headers, no ninja), `load()` returns None and `kernel.why_not()` says why in one line.
+# `qwen.kernel.load()` compiles `qwen/csrc/rowdot.cpp` as a torch extension (`torch.utils.cpp_extension`, with ninja)
+# the first time it is called, and caches the result in torch's extension folder, keyed by the source, so later runs
+# load it at once. It asks the compiler for `-O3 -march=native -ffp-contract=off -fopenmp`: the instructions of the CPU
+# it runs on (AVX2 where there is AVX2); no multiply and add fused into one FMA where the code wrote two roundings, so a
+# loop sums exactly as its C++ says, on any compiler; and OpenMP. The last flag is what makes the kernel use more than
+# one core. Each product splits its $N$ rows across torch's threads with `at::parallel_for`; torch's CPU builds on Linux
+# run their threads with OpenMP, and `at::parallel_for` is inline code in torch's headers whose parallel region is an
+# `#pragma omp parallel`: compiled without `-fopenmp`, the pragma is ignored and the whole range runs on the calling
+# thread. Where the native build fails, a plain `-O3` build is tried; where no build works (no compiler, no Python
+# headers, no ninja), `load()` returns None and `kernel.why_not()` says why in one line.
 
 # %% [markdown] lang="zh"
 # ## 2. 在这台机器上编译 kernel
@@ -267,9 +266,9 @@ book.listing("qwen/kernel.py")
 ch13.show_cpp("qwen/csrc/rowdot.cpp", "dot_fp32", "rows")
 
 # %% [markdown]
-# `rows` runs the dot product for every row of $W$ (and every row of $x$: a prompt has several), giving each thread
-# at least 16 consecutive rows. Each row is computed by one thread in one order, so the result does not depend on
-# how many threads there are. Against the exact product (float64), then timed:
+# `rows` runs the dot product for every row of $W$ (and every row of $x$: a prompt has several), giving each thread at
+# least 16 consecutive rows. Each row is computed by one thread in one order, so the result does not depend on how many
+# threads there are. Against the exact product (float64), then timed:
 
 # %% [markdown] lang="zh"
 # `rows` 对 $W$ 的每一行（以及 $x$ 的每一行：提示词有好几行）做点积，每个线程至少分到连续的 16 行。每一行都由一个线程按
@@ -293,12 +292,12 @@ timed({"fp32 loop": (lambda: module.rowdot_fp32(x, w, False), w.numel() * 4)})
 
 # %% [markdown]
 # ## 4. The compiler's vectorizer, and what it needs
-# An AVX2 register holds 8 floats, and one instruction multiplies and adds 8 pairs. A compiler at `-O3` turns many
-# loops into such instructions by itself, but not this one: vector lanes would keep 8 partial sums and add them at the
-# end, which is another order of additions, and floating-point addition is not associative — $(a + b) + c$ may differ
-# from $a + (b + c)$ in its last bit. C++ promises the order written, so the compiler keeps the sum scalar. Permission
-# is given for one loop with `#pragma omp simd reduction(+:acc)` (honoured with `-fopenmp`, ignored without it; the
-# blunt alternative, `-ffast-math`, gives it for every float in the file):
+# An AVX2 register holds 8 floats, and one instruction multiplies and adds 8 pairs. A compiler at `-O3` turns many loops
+# into such instructions by itself, but not this one: vector lanes would keep 8 partial sums and add them at the end,
+# which is another order of additions, and floating-point addition is not associative — $(a + b) + c$ may differ from
+# $a + (b + c)$ in its last bit. C++ promises the order written, so the compiler keeps the sum scalar. Permission is
+# given for one loop with `#pragma omp simd reduction(+:acc)` (honoured with `-fopenmp`, ignored without it; the blunt
+# alternative, `-ffast-math`, gives it for every float in the file):
 
 # %% [markdown] lang="zh"
 # ## 4. 编译器的向量化，以及它需要什么
@@ -331,8 +330,8 @@ if apart == 0:
 timed({"fp32 SIMD": (lambda: module.rowdot_fp32(x, w, True), w.numel() * 4)})
 
 # %% [markdown]
-# Neither order is the exact one; the lanes' order is often slightly closer, since each partial sum is 8 times
-# shorter. The speed is what changed: 8 products per instruction and 8 independent chains of additions.
+# Neither order is the exact one; the lanes' order is often slightly closer, since each partial sum is 8 times shorter.
+# The speed is what changed: 8 products per instruction and 8 independent chains of additions.
 
 # %% [markdown] lang="zh"
 # 两种顺序都不是精确值；多路累加往往还略准一点，因为每个部分和短了 8 倍。真正变的是速度：一条指令算 8 个乘积，8 条加法链
@@ -341,8 +340,8 @@ timed({"fp32 SIMD": (lambda: module.rowdot_fp32(x, w, True), w.numel() * 4)})
 # %% [markdown]
 # ## 5. bf16 weights through the same loop
 # bf16 is the top half of an fp32 number: shifted up by 16 bits it is that fp32 number, exactly. So the same loop reads
-# half the bytes, widens each weight with a shift, and sums in fp32 with the activation kept in fp32 (`F.linear` in
-# bf16 rounds the activation and the result to bf16 too):
+# half the bytes, widens each weight with a shift, and sums in fp32 with the activation kept in fp32 (`F.linear` in bf16
+# rounds the activation and the result to bf16 too):
 
 # %% [markdown] lang="zh"
 # ## 5. bf16 权重走同一个循环
@@ -371,10 +370,9 @@ timed({"bf16 loop": (lambda: module.rowdot_bf16(x, w16), w16.numel() * 2)})
 # A Q8_0 weight holds, per block of 32, an fp16 scale $d_w$ and 32 int8 codes $q_w$. Widening each code to a float and
 # multiplying by an fp32 activation costs as much per weight as bf16 did, for half the bytes: the instructions, not the
 # memory, would set the pace (chapter 12 measured torch's weight-only kernels there). llama.cpp rounds the
-# **activation** too: once per product, the row $x$ becomes Q8_0 blocks of its own ($d_x = \max \lvert x \rvert / 127$
-# per block, $q_x = \operatorname{round}(x \cdot i_d)$ with $i_d = 1 / d_x$, as chapter 12 rounds the weights). Then
-# each block's dot is
-# integers only, and one float multiply per block scales it:
+# **activation** too: once per product, the row $x$ becomes Q8_0 blocks of its own
+# ($d_x = \max \lvert x \rvert / 127$ per block, $q_x = \operatorname{round}(x \cdot i_d)$ with $i_d = 1 / d_x$, as
+# chapter 12 rounds the weights). Then each block's dot is integers only, and one float multiply per block scales it:
 #
 # $$y_n = \sum_{b} \big(d_w[n, b] \cdot d_x[b]\big) \cdot \sum_{j=1}^{32} q_w[n, b, j] \, q_x[b, j].$$
 #
@@ -416,10 +414,10 @@ def q8_0_dot(q_w, d_w, x):
 book.attempt(225, quantize_row_q8_0, q8_0_dot)
 
 # %% [markdown]
-# The kernel's side. First the activation row, rounded to Q8_0 by the kernel's `quantize_q8_0` (in C++, the same rule
-# as chapter 12's `q8_0_blocks`: $i_d = 1 / d$ and `roundf`, halves away from zero), and checked against the `gguf`
-# package, llama.cpp's Python library. llama.cpp's own AVX2 code rounds the activation another way (it multiplies by
-# $127 / \max \lvert x \rvert$ and rounds halves to even), so at an exact tie a code can differ from the reference's:
+# The kernel's side. First the activation row, rounded to Q8_0 by the kernel's `quantize_q8_0` (in C++, the same rule as
+# chapter 12's `q8_0_blocks`: $i_d = 1 / d$ and `roundf`, halves away from zero), and checked against the
+# `gguf` package, llama.cpp's Python library. llama.cpp's own AVX2 code rounds the activation another way (it multiplies
+# by $127 / \max \lvert x \rvert$ and rounds halves to even), so at an exact tie a code can differ from the reference's:
 # the course follows the reference, which the `gguf` package reproduces. Then the weight, as the GGUF file's bytes:
 
 # %% [markdown] lang="zh"
@@ -454,8 +452,8 @@ ch13.show_cpp("qwen/csrc/rowdot.cpp", "dot_q8_0")
 
 # %% [markdown]
 # Two references tell the two errors apart: the exact dot of the file's weights with the activation as it was (what
-# rounding $x$ to 8 bits costs), and the exact dot of the two rows of blocks, both dequantized (what the fp32
-# arithmetic costs, nothing else):
+# rounding $x$ to 8 bits costs), and the exact dot of the two rows of blocks, both dequantized (what the fp32 arithmetic
+# costs, nothing else):
 
 # %% [markdown] lang="zh"
 # 用两个参考值把两种误差分开：一个是文件里的权重与原始激活的精确点积（衡量把 $x$ 舍入到 8 比特的代价）；另一个是两边的块
@@ -474,8 +472,8 @@ timed({"Q8_0": (lambda: module.rowdot_q8_0(x, q8, False), q8.numel())})
 
 # %% [markdown]
 # The 8-bit activation costs about as much as the 8-bit weight did in chapter 12 (both are one rounding to 127 steps of
-# a block's largest value); the fp32 arithmetic costs almost nothing. This loop is portable C++: whether it runs
-# faster than the float loops depends on how well the compiler turns its int8 products into vector instructions.
+# a block's largest value); the fp32 arithmetic costs almost nothing. This loop is portable C++: whether it runs faster
+# than the float loops depends on how well the compiler turns its int8 products into vector instructions.
 
 # %% [markdown] lang="zh"
 # 8 比特激活的代价，和第 12 章 8 比特权重的代价差不多（两者都是按块内最大值舍入到 127 级）；fp32 运算本身几乎不添误差。
@@ -484,8 +482,8 @@ timed({"Q8_0": (lambda: module.rowdot_q8_0(x, q8, False), q8.numel())})
 # %% [markdown]
 # ## 7. Q4_0 × Q8_0: the nibbles unpacked
 # A Q4_0 block is 18 bytes: the fp16 $d_w$, then 16 bytes holding 32 codes of 4 bits, value $j$ in the low nibble of
-# byte $j$ and value $j + 16$ in its high nibble, each stored as $q + 8$ (chapter 12). Its dot with the Q8_0 row is
-# the same block sum once the codes are unpacked: `byte & 15` and `byte >> 4`, minus 8.
+# byte $j$ and value $j + 16$ in its high nibble, each stored as $q + 8$ (chapter 12). Its dot with the Q8_0 row is the
+# same block sum once the codes are unpacked: `byte & 15` and `byte >> 4`, minus 8.
 #
 # **Try it first**: exercise 226 is the unpack, a Q4_0 block's 18 bytes to its 32 values
 # (`python practice/judge.py start 226`, or the cell below).
@@ -534,20 +532,19 @@ timed({"Q4_0": (lambda: module.rowdot_q4_0(x, q4, False), q4.numel())})
 # %% [markdown]
 # ## 8. Intrinsics: AVX2 (optional)
 # The portable loops leave the choice of instructions to the compiler. llama.cpp writes them itself, with
-# **intrinsics**: C functions that each stand for one instruction. For a block of 32 int8 pairs, AVX2 has no
-# instruction that multiplies signed bytes by signed bytes, but it has `_mm256_maddubs_epi16`, unsigned bytes times
-# signed bytes with neighbouring products added into 16-bit lanes, and `_mm256_madd_epi16`, which with ones adds
-# neighbouring pairs of those into 8 int32 lanes, each the exact sum of 4 products (`lanes` below). ggml's AVX2 code
-# makes the weight's codes the unsigned side: $\lvert q_w \rvert$ times $q_x$ with $q_w$'s sign moved onto it
-# (`_mm256_sign_epi8`), Q4_0's nibbles first unpacked to $-8, \dots, 7$. This file turns it round so that the unsigned
-# side depends on the activation alone and is computed once per block for all the rows: for Q8_0,
-# $\lvert q_x \rvert$ times $q_w$ with $q_x$'s sign; for Q4_0, the stored codes $0, \dots, 15$ are unsigned already,
-# and $\sum (q - 8)\, q_x = \sum q\, q_x - 8 \sum q_x$, the last term again the activation's alone. The same integers,
-# fewer instructions per weight row. The 8 int32 lanes become floats and are multiplied by $d_w d_x$ with one fused
-# multiply-add (FMA) into 8 running sums, added together at the end of the row (`hsum`). And one step is about the
-# loop, not the arithmetic: `dots_avx2` takes four weight rows at a time, so each activation block is loaded once for
-# four rows, and four independent chains of FMAs run side by side (one chain would wait on itself); each row's sum is
-# computed exactly as it would be alone.
+# **intrinsics**: C functions that each stand for one instruction. For a block of 32 int8 pairs, AVX2 has no instruction
+# that multiplies signed bytes by signed bytes, but it has `_mm256_maddubs_epi16`, unsigned bytes times signed bytes
+# with neighbouring products added into 16-bit lanes, and `_mm256_madd_epi16`, which with ones adds neighbouring pairs
+# of those into 8 int32 lanes, each the exact sum of 4 products (`lanes` below). ggml's AVX2 code makes the weight's
+# codes the unsigned side: $\lvert q_w \rvert$ times $q_x$ with $q_w$'s sign moved onto it (`_mm256_sign_epi8`), Q4_0's
+# nibbles first unpacked to $-8, \dots, 7$. This file turns it round so that the unsigned side depends on the activation
+# alone and is computed once per block for all the rows: for Q8_0, $\lvert q_x \rvert$ times $q_w$ with $q_x$'s sign;
+# for Q4_0, the stored codes $0, \dots, 15$ are unsigned already, and $\sum (q - 8)\, q_x = \sum q\, q_x - 8 \sum q_x$,
+# the last term again the activation's alone. The same integers, fewer instructions per weight row. The 8 int32 lanes
+# become floats and are multiplied by $d_w d_x$ with one fused multiply-add (FMA) into 8 running sums, added together at
+# the end of the row (`hsum`). And one step is about the loop, not the arithmetic: `dots_avx2` takes four weight rows at
+# a time, so each activation block is loaded once for four rows, and four independent chains of FMAs run side by side
+# (one chain would wait on itself); each row's sum is computed exactly as it would be alone.
 
 # %% [markdown] lang="zh"
 # ## 8. AVX2 intrinsics（选读）
@@ -603,8 +600,8 @@ if module.avx2:
 # %% [markdown]
 # Other CPUs have better instructions for exactly this sum, which this file does not use: ARM's NEON dot product
 # (`vdotq_s32`, ARMv8.2's SDOT) and x86's VNNI (`_mm256_dpbusd_epi32` with AVX-VNNI, its 512-bit form with AVX-512 VNNI)
-# each multiply 4 byte pairs and add them into an int32 lane in one instruction, where AVX2 takes two
-# (`maddubs`, then `madd`); llama.cpp uses them where the CPU has them.
+# each multiply 4 byte pairs and add them into an int32 lane in one instruction, where AVX2 takes two (`maddubs`, then
+# `madd`); llama.cpp uses them where the CPU has them.
 
 # %% [markdown] lang="zh"
 # 别的 CPU 有专门做这种求和的更好指令，这个文件没有用：ARM 的 NEON 点积（`vdotq_s32`，即 ARMv8.2 的 SDOT）和 x86 的
@@ -613,12 +610,15 @@ if module.avx2:
 
 # %% [markdown]
 # ## 9. Every step against the read probe
-# The rates above, on one plot, as shares of the read probe; the probe is measured again now, to show how steady the
-# machine was while the products ran:
+# The rates above, on one plot, as shares of the read probe. The probe is one kernel's read rate (torch's sum over a
+# large tensor), not a law of the memory, so a product can reach past 100 %, and a busy machine slows the two
+# differently; it is measured again now, to show how steady the machine was while the products ran:
 
 # %% [markdown] lang="zh"
 # ## 9. 每一步对照读带宽探测值
-# 把上面的速率画在一张图上，都换算成占读带宽探测值的比例；现在再测一次探测值，看看跑这些乘法期间机器稳不稳：
+# 把上面的速率画在一张图上，都换算成占读带宽探测值的比例。探测值本身也只是一个 kernel 的读取速率（torch 对一个大张量求
+# 和），并不是内存的物理极限，所以乘法有可能超过 100 %；机器忙的时候，两者受的影响也不一样。现在再测一次探测值，看看跑这
+# 些乘法期间机器稳不稳：
 
 # %%
 again = measure.read_bandwidth(cpu)
@@ -633,11 +633,11 @@ book.show("ch13-steps", ch13.steps_figure, rates, read,
                    f"一行乘 {N:,} × {K:,} 的权重：每一步的速率与读带宽探测值对比，在 CPU 上"))
 
 # %% [markdown]
-# What the shares say depends on this CPU, which is the point of measuring them here. Some things hold everywhere:
-# the plain loop is bound by its chain of additions; the vector lanes and the halved bytes of bf16 move it toward the
-# probe; and the block formats read the fewest bytes, so at the same share they finish soonest — a block kernel that
-# reaches a lower share than the float loops can still be the fastest product per weight. Chapter 12's torch kernels
-# and llama.cpp's differ in exactly the steps of sections 6 to 8.
+# What the shares say depends on this CPU, which is the point of measuring them here. Some things hold everywhere: the
+# plain loop is bound by its chain of additions; the vector lanes and the halved bytes of bf16 move it toward the probe;
+# and the block formats read the fewest bytes, so at the same share they finish soonest — a block kernel that reaches a
+# lower share than the float loops can still be the fastest product per weight. Chapter 12's torch kernels and
+# llama.cpp's differ in exactly the steps of sections 6 to 8.
 
 # %% [markdown] lang="zh"
 # 这些比例说明什么，取决于这台 CPU，这正是要在这里实测的原因。有几点到哪儿都成立：朴素循环受限于它那条加法链；向量通道和
@@ -646,16 +646,16 @@ book.show("ch13-steps", ch13.steps_figure, rates, read,
 
 # %% [markdown]
 # ## 10. The live model in llama.cpp's formats
-# `load_fast(path, torch.float32, quant="q8_0" | "q4_0")` builds chapter 9's fast model with every projection and
-# the tied head held as llama.cpp's blocks, byte for byte (`qwen/blocklinear.py`'s `BlockLinear`), and multiplied by
-# this kernel, the activation rounded to Q8_0 first; with fp32 activations the rest of the step runs in fp32, as
-# llama.cpp's does. llama-quantize's Q4_0 file keeps the head in Q6_K, for which there is no kernel here, so a "q4_0"
-# model holds its head in Q8_0 and says so. Its teaching twin is `fake_quantize(model, "q8_0")` on an fp32 teaching
-# model: each weight replaced by its blocks' values, each product's input rounded to Q8_0 and back, so the two
-# multiply the same numbers and may differ only by the order of fp32 sums (and, rarely, by a code of an activation:
-# the two compute each layer's input in a different order, and one that lies within a rounding of a code's boundary
-# can round to either side). Each model's line says how it holds its weights; then its logits against its twin's on a
-# prompt, and one decode step timed:
+# `load_fast(path, torch.float32, quant="q8_0" | "q4_0")` builds chapter 9's fast model with every projection and the
+# tied head held as llama.cpp's blocks, byte for byte (`qwen/blocklinear.py`'s `BlockLinear`), and multiplied by this
+# kernel, the activation rounded to Q8_0 first; with fp32 activations the rest of the step runs in fp32, as llama.cpp's
+# does. llama-quantize's Q4_0 file keeps the head in Q6_K, for which there is no kernel here, so a "q4_0" model holds
+# its head in Q8_0 and says so. Its teaching twin is `fake_quantize(model, "q8_0")` on an fp32 teaching model: each
+# weight replaced by its blocks' values, each product's input rounded to Q8_0 and back, so the two multiply the same
+# numbers and may differ only by the order of fp32 sums (and, rarely, by a code of an activation: the two compute each
+# layer's input in a different order, and one that lies within a rounding of a code's boundary can round to either
+# side). Each model's line says how it holds its weights; then its logits against its twin's on a prompt, and one decode
+# step timed:
 
 # %% [markdown] lang="zh"
 # ## 10. llama.cpp 格式的运行模型
@@ -710,15 +710,15 @@ for fmt in ("q8_0", "q4_0"):
     del live
 
 # %% [markdown]
-# One product of the live model and the same product of its twin agree within fp32 rounding: the same numbers, summed
-# in another order. The whole model can differ by more, and where it does, an activation's code has flipped: the twin
+# One product of the live model and the same product of its twin agree within fp32 rounding: the same numbers, summed in
+# another order. The whole model can differ by more, and where it does, an activation's code has flipped: the twin
 # computes each layer's input with its sums in another order, and an input that lies within one fp32 rounding of the
-# boundary between two Q8_0 codes is rounded to one neighbour by one model and to the other by the other. That is a
-# step of $d_x$, one part in 254 of its block's range, and the later layers carry it on; random weights, as on the
-# synthetic checkpoint, can amplify it from layer to layer, and their top tokens are near-ties that such a change
-# swaps. The error of the formats themselves, against the unquantized model, is chapter 12's measurement (the KL of
-# the next-token distributions, top-1 agreement). The live model is what `bench/bench_quant.py` times against
-# llama.cpp's files of the same weights.
+# boundary between two Q8_0 codes is rounded to one neighbour by one model and to the other by the other. That is a step
+# of $d_x$, one part in 254 of its block's range, and the later layers carry it on; random weights, as on the synthetic
+# checkpoint, can amplify it from layer to layer, and their top tokens are near-ties that such a change swaps. The error
+# of the formats themselves, against the unquantized model, is chapter 12's measurement (the KL of the next-token
+# distributions, top-1 agreement). The live model is what `bench/bench_quant.py` times against llama.cpp's files of the
+# same weights.
 
 # %% [markdown] lang="zh"
 # 运行模型的一次乘法，和教学版的同一次乘法，结果只差 fp32 舍入：乘的是同样的数，只是加法顺序不同。整个模型的差别可能更
@@ -733,7 +733,7 @@ for fmt in ("q8_0", "q4_0"):
 #
 # - Run the chapter with `OMP_NUM_THREADS=1` and again with all your cores: which steps gain from a second thread, and
 #   does the read probe itself?
-# - In section 1, use a weight of 4,096 rows instead of 65,536 (16 MiB in fp32, 2 MiB as Q4_0): once the weight fits
+# - In section 1, use a weight of 4,096 rows instead of 65,536 (16 MiB in fp32, 2.25 MiB as Q4_0): once the weight fits
 #   the cache, what happens to the shares of the read probe?
 # - In `qwen/csrc/rowdot.cpp`, delete the `#pragma omp simd` line of `dot_fp32_vector` (the build is cached by the
 #   source, so the next run compiles it again): section 4's two lines become equal, bit for bit, and the speed falls
@@ -743,8 +743,8 @@ for fmt in ("q8_0", "q4_0"):
 # ## 动手试试
 #
 # - 用 `OMP_NUM_THREADS=1` 跑一遍本章，再用你所有的核跑一遍：哪些步骤从第二个线程得到了好处？读带宽探测值本身呢？
-# - 在第 1 节里，把权重换成 4,096 行而不是 65,536 行（fp32 下 16 MiB，存成 Q4_0 只有 2 MiB）：权重放得进缓存以后，各步占
-#   读带宽探测值的比例会怎样？
+# - 在第 1 节里，把权重换成 4,096 行而不是 65,536 行（fp32 下 16 MiB，存成 Q4_0 只有 2.25 MiB）：权重放得进缓存以后，各
+#   步占读带宽探测值的比例会怎样？
 # - 在 `qwen/csrc/rowdot.cpp` 里，删掉 `dot_fp32_vector` 中 `#pragma omp simd` 那一行（编译结果按源码缓存，下次运行会重
 #   新编译）：第 4 节的两行结果会逐位一致，速度也退回朴素循环的水平。
 
@@ -752,10 +752,10 @@ for fmt in ("q8_0", "q4_0"):
 # ## Summary
 #
 # - A decode step is one row times every weight: each weight is read once and used once, so a kernel is fast when it
-#   streams the weight at the memory's rate. A general matmul kernel, built to reuse weights across many rows, may
-#   read well below it at one row: measured here as a share of the read probe.
-# - The kernel is C++ compiled on first use (`qwen.kernel.load()`, `-O3 -march=native -fopenmp`, cached by the
-#   source); `-fopenmp` is what lets `at::parallel_for` split rows across torch's threads. Where it cannot be built,
+#   streams the weight at the memory's rate. A general matmul kernel, built to reuse weights across many rows, may read
+#   well below it at one row: measured here as a share of the read probe.
+# - The kernel is C++ compiled on first use (`qwen.kernel.load()`, `-O3 -march=native -fopenmp`, cached by the source);
+#   `-fopenmp` is what lets `at::parallel_for` split rows across torch's threads. Where it cannot be built,
 #   `kernel.why_not()` says why and the course keeps torch's products.
 # - The plain loop adds in order, one chain of dependent additions. Floating-point addition is not associative, so the
 #   compiler keeps it scalar at `-O3`; `#pragma omp simd reduction(+:acc)` permits lanes of partial sums for that loop
@@ -765,9 +765,9 @@ for fmt in ("q8_0", "q4_0"):
 #   sum of int8 × int8 and one fp32 multiply by $d_w d_x$. Q4_0 × Q8_0 unpacks the nibbles first (value $j$ low,
 #   $j + 16$ high, minus 8). The activation's 8 bits cost about what 8-bit weights cost; the arithmetic adds only fp32
 #   rounding.
-# - AVX2 intrinsics do the block sum with ggml's instructions (`maddubs`, `madd`, an FMA per block), what depends on
-#   the activation alone computed once for four rows; equal to the portable loop within a stated fp32 bound. NEON's
-#   dot product and VNNI do it in fewer instructions.
+# - AVX2 intrinsics do the block sum with ggml's instructions (`maddubs`, `madd`, an FMA per block), what depends on the
+#   activation alone computed once for four rows; equal to the portable loop within a stated fp32 bound. NEON's dot
+#   product and VNNI do it in fewer instructions.
 # - The live model `load_fast(path, torch.float32, quant="q8_0" | "q4_0")` holds the file's blocks and multiplies them
 #   with this kernel; its fp32 teaching twin multiplies the same numbers.
 #
@@ -811,12 +811,12 @@ for fmt in ("q8_0", "q4_0"):
 # | 本章计时用的权重 | (65536, 1024) | 共享的输出头的四分之一 |
 
 # %% [markdown]
-# File added in this chapter: `book/ch13.py` (`qwen/csrc/rowdot.cpp`, `qwen/kernel.py` and `qwen/blocklinear.py` are
-# its modules).
+# File added in this chapter: `book/ch13.py` (`qwen/csrc/rowdot.cpp`, `qwen/kernel.py` and `qwen/blocklinear.py` are its
+# modules).
 #
 # ### Exercises
-# 225 · the Q8_0 × Q8_0 block dot, as llama.cpp's integer path computes it; 226 · a Q4_0 block's nibbles unpacked to
-# its values.
+# 225 · the Q8_0 × Q8_0 block dot, as llama.cpp's integer path computes it; 226 · a Q4_0 block's nibbles unpacked to its
+# values.
 #
 # ## How to explain it
 #
@@ -826,8 +826,8 @@ for fmt in ("q8_0", "q4_0"):
 # 2. **Why the compiler needs permission.** Adding floats in another order changes the last bits, and C++ promises the
 #    order written; so a sum stays one slow chain until the code says the order may change (an OpenMP SIMD reduction).
 # 3. **What llama.cpp does differently.** It rounds the input to 8 bits too, so the inner loop multiplies small
-#    integers, exactly, 32 at a time, and multiplies by the two scales once per block. The price is a little error
-#    from the 8-bit input; the gain is fewer instructions per byte read.
+#    integers, exactly, 32 at a time, and multiplies by the two scales once per block. The price is a little error from
+#    the 8-bit input; the gain is fewer instructions per byte read.
 # 4. **How to know it is right.** Every version is checked against a float64 dot product of the same numbers, and
 #    differs only by fp32 rounding, within a stated bound; the bytes of the input blocks equal llama.cpp's library's.
 
