@@ -754,9 +754,9 @@ for fmt in ("q8_0", "q4_0"):
 # - A decode step is one row times every weight: each weight is read once and used once, so a kernel is fast when it
 #   streams the weight at the memory's rate. A general matmul kernel, built to reuse weights across many rows, may read
 #   well below it at one row: measured here as a share of the read probe.
-# - The kernel is C++ compiled on first use (`qwen.kernel.load()`, `-O3 -march=native -fopenmp`, cached by the source);
-#   `-fopenmp` is what lets `at::parallel_for` split rows across torch's threads. Where it cannot be built,
-#   `kernel.why_not()` says why and the course keeps torch's products.
+# - The kernel is C++ compiled on first use (`qwen.kernel.load()`, `-O3 -march=native -ffp-contract=off -fopenmp`,
+#   cached by the source); `-fopenmp` is what lets `at::parallel_for` split rows across torch's threads. Where it cannot
+#   be built, `kernel.why_not()` says why and the course keeps torch's products.
 # - The plain loop adds in order, one chain of dependent additions. Floating-point addition is not associative, so the
 #   compiler keeps it scalar at `-O3`; `#pragma omp simd reduction(+:acc)` permits lanes of partial sums for that loop
 #   alone: the result moves by fp32 rounding, the speed by several times.
@@ -786,9 +786,9 @@ for fmt in ("q8_0", "q4_0"):
 #
 # - 解码一步就是一行乘所有权重：每个权重读一次、用一次，所以 kernel 快不快，看它能不能按内存的速率把权重读完。通用矩阵乘
 #   法 kernel 是为多行复用权重写的，只算一行时读取速率可能远低于内存带宽上限：本章用占读带宽探测值的比例来衡量。
-# - kernel 是第一次使用时编译的 C++（`qwen.kernel.load()`，`-O3 -march=native -fopenmp`，按源码缓存）；有了
-#   `-fopenmp`，`at::parallel_for` 才能把行分给 torch 的多个线程。编译不了时，`kernel.why_not()` 说明原因，课程继续用
-#   torch 的乘法。
+# - kernel 是第一次使用时编译的 C++（`qwen.kernel.load()`，`-O3 -march=native -ffp-contract=off -fopenmp`，按源码缓
+#   存）；有了 `-fopenmp`，`at::parallel_for` 才能把行分给 torch 的多个线程。编译不了时，`kernel.why_not()` 说明原因，课
+#   程继续用 torch 的乘法。
 # - 朴素循环按顺序相加，是一条前后相依的加法链。浮点加法不满足结合律，所以编译器在 `-O3` 下让它保持标
 #   量；`#pragma omp simd reduction(+:acc)` 只对这一个循环允许多路部分和：结果的变化在 fp32 舍入以内，速度却快好几倍。
 # - bf16 权重就是 fp32 的高 16 比特：同一个循环读一半的字节，每个权重移一下位就还原。
