@@ -122,7 +122,7 @@ def parser():
                            "把投影和输出头量化成 int8 或 int4 码（第 12 章），或 llama.cpp 的 q8_0、q4_0 块"
                            "（第 13 章）：占的内存更少。int8、int4 在 CPU 上用 bf16 时，torch 的打包 kernel 直接读码，"
                            "每个 token 读的字节更少；q8_0、q4_0 在有 C++ 编译器的 CPU 上由本课程的 kernel 直接读块"
-                           "（和 llama.cpp 一样用 fp32 计算：加 --dtype fp32）；其他情况（cuda、mps、没有 kernel）"
+                           "（加 --dtype fp32，和 llama.cpp 一样）；其他情况（cuda、mps、没有 kernel）"
                            "每次矩阵乘法都要先反量化一块权重，解码反而比不加 --quant 更慢；默认不量化"))
     p.add_argument("--threads", type=positive,
                    help=tr("CPU threads for torch (default: torch's, one per core; 1 on the synthetic checkpoint, "

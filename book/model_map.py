@@ -7,7 +7,7 @@ Its words are in the language the course speaks (qwen.lang); the names of the ch
 from qwen.lang import tr
 
 CHAPTERS = {"weights": 1, "embedding": 2, "norm": 3, "rope": 4, "mlp": 5, "attention": 6, "deltanet": 7,
-            "model": 8, "generate": 9, "vision": 10, "mtp": 11, "quant": 12}
+            "model": 8, "generate": 9, "vision": 10, "mtp": 11, "quant": 12, "kernel": 13}
 # The parts whose weights chapter 12 stores in fewer bits: the text model's projections and its embedding/head (not
 # its norms, conv kernels, A_log or dt_bias, which stay as they are, nor the tower's or the MTP head's weights).
 QUANTIZED = ("embedding", "attention", "deltanet", "mlp")
@@ -27,12 +27,14 @@ def what(part):
             "vision": tr("the vision tower: an image becomes tokens", "视觉塔：图像变成 token"),
             "mtp": tr("the MTP head, the draft of speculative decoding", "MTP 头，投机解码的草稿"),
             "quant": tr("the weights stored in fewer bits: every projection and the tied head",
-                        "用更少比特存储的权重：每个投影和共享的输出头")}[part]
+                        "用更少比特存储的权重：每个投影和共享的输出头"),
+            "kernel": tr("the one-row products: every projection and the tied head, multiplied by the C++ kernel",
+                         "单行乘法：每个投影和共享的输出头，由 C++ kernel 相乘")}[part]
 
 
 COLOURS = {"weights": "#e9c46a", "embedding": "#8ecae6", "norm": "#f4a261", "rope": "#b5e48c", "mlp": "#cdb4db",
            "attention": "#ffafcc", "deltanet": "#90e0ef", "model": "#e9edc9", "generate": "#ffd6a5",
-           "vision": "#a0c4ff", "mtp": "#ffadad", "quant": "#b7e4c7"}
+           "vision": "#a0c4ff", "mtp": "#ffadad", "quant": "#b7e4c7", "kernel": "#f7b267"}
 S = 3.9  # the text model sits this far right of the vision column
 
 
@@ -153,8 +155,8 @@ def draw(highlight):
 
     def lit(parts, weights, text=""):
         quantized = parts[0] in QUANTIZED and not text.startswith(("conv1d", "β"))  # the conv, A_log, dt_bias stay
-        return highlight in parts or (highlight == "weights" and weights) or (highlight == "quant" and weights and
-                                                                              quantized)
+        return highlight in parts or (highlight == "weights" and weights) or \
+            (highlight in ("quant", "kernel") and weights and quantized)
 
     def box(x, y, w, h, text, part, weights, fontsize=8):
         parts = part if isinstance(part, tuple) else (part,)  # the first one builds it and gives the tag

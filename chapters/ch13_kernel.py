@@ -104,11 +104,11 @@ torch.manual_seed(0)
 torch.set_grad_enabled(False)  # nothing is trained here
 
 # %%
-book.show("ch13-map", book.model_map.draw, "quant")
+book.show("ch13-map", book.model_map.draw, "kernel")
 
 # %% [markdown]
-# The boxes lit are chapter 12's: every projection and the tied head, the products a decode step makes. This chapter
-# changes how each of them is computed, not what.
+# The boxes lit are the ones chapter 12 quantized: every projection and the tied head, the products a decode step
+# makes. This chapter changes how each of them is computed, not what.
 #
 # **Notation.** A projection's weight $W$ is $(N, K)$: $N$ outputs, $K$ inputs. A decode step multiplies it by one
 # activation row $x$, $(1, K)$, so each output is one dot product, $y_n = \sum_k W_{nk} x_k$, and each weight is read
@@ -129,8 +129,8 @@ book.show("ch13-map", book.model_map.draw, "quant")
 # | read bound | time ≥ bytes ÷ the read probe's rate | |
 
 # %% [markdown] lang="zh"
-# 高亮的框和第 12 章一样：每个投影和共享的输出头，也就是一个解码步里要做的那些矩阵乘法。本章改变的是它们怎么算，而不是算
-# 什么。
+# 高亮的框就是第 12 章量化的那些：每个投影和共享的输出头，也就是一个解码步里要做的那些矩阵乘法。本章改变的是它们怎么
+# 算，而不是算什么。
 #
 # **记号。** 投影的权重 $W$ 形状是 $(N, K)$：$N$ 个输出，$K$ 个输入。解码一步只拿一行激活 $x$（形状 $(1, K)$）去乘，所以
 # 每个输出就是一次点积 $y_n = \sum_k W_{nk} x_k$，每个权重读一次、用一次。llama.cpp 把每行切成 32 个值一**块**；一块存一

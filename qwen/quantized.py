@@ -152,7 +152,7 @@ def describe(model: nn.Module) -> str | None:
     plain = sum(m.out_features * m.in_features * m.dtype.itemsize for m in every) / 2 ** 20
     dtype = str(m.dtype).removeprefix("torch.").replace("bfloat16", "bf16").replace("float32", "fp32")
     scheme = getattr(model, "quant", m.asked)
-    kernel = tr("the C++ kernel", "C++ kernel") if scheme in FORMATS else tr("a packed kernel", "打包 kernel")
+    kernel = tr("the C++ kernel", "本课程的 C++ kernel") if scheme in FORMATS else tr("a packed kernel", "打包 kernel")
     if scheme in FORMATS:
         how = tr(f"llama.cpp's {scheme.upper()} blocks, the activation rounded to Q8_0",
                  f"llama.cpp 的 {scheme.upper()} 块，激活先舍入成 Q8_0")
@@ -160,7 +160,7 @@ def describe(model: nn.Module) -> str | None:
             how += tr(f" (the head in {HEAD_FORMAT[scheme].upper()}: llama.cpp's file keeps it in Q6_K, which has "
                       "no kernel here)",
                       f"（输出头用 {HEAD_FORMAT[scheme].upper()}：llama.cpp 的文件里它是 Q6_K，"
-                      "这里没有 Q6_K 的 kernel）")
+                      "这里没有这种格式的 kernel）")
     elif scheme == "int8":
         how = tr("int8 per output channel", "int8，每个输出通道一个缩放因子")
     else:
@@ -173,7 +173,7 @@ def describe(model: nn.Module) -> str | None:
     return tr(f"{how}: {n} products{' (the head included)' if head else ''}, {packed} by {kernel}, "
               f"{n - packed} dequantized then F.linear{en_other}{embed}; codes and scales {held:.1f} MiB "
               f"(the same weights in {dtype}: {plain:.1f} MiB)",
-              f"{how}：{n} 个矩阵乘法{'（含输出头）' if head else ''}，{packed} 个用{kernel}，"
+              f"{how}：{n} 个矩阵乘法{'（含输出头）' if head else ''}，{packed} 个用 {kernel}，"
               f"{n - packed} 个先反量化再用 F.linear{zh_other}{embed}；码和缩放因子共 {held:.1f} MiB"
               f"（同样的权重存成 {dtype}：{plain:.1f} MiB）")
 
