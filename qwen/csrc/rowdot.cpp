@@ -38,6 +38,8 @@ constexpr int QK = 32;         // values in a block
 constexpr int Q8_BYTES = 34;   // fp16 d + 32 int8 codes
 constexpr int Q4_BYTES = 18;   // fp16 d + 16 bytes of nibbles
 constexpr int64_t GRAIN = 16;  // rows a thread takes at least
+constexpr int AHEAD = 512;     // bytes of a weight row asked for ahead of use: four rows are four streams, more
+                               // than a CPU's prefetcher follows at full rate (measured: 10-15 % more bytes/s)
 
 float half(const uint8_t* p) {  // the fp16 number stored little-endian at p
   uint16_t bits;
@@ -146,6 +148,7 @@ void dots_avx2(const uint8_t* w, int64_t row, const uint8_t* x, int64_t nb, floa
     const __m256i shared = Q4 ? lanes(_mm256_set1_epi8(8), qx) : _mm256_sign_epi8(qx, qx);  // 8·Σq_x, or |q_x|
     for (int r = 0; r < R; ++r) {
       const uint8_t* wb = w + r * row + b * BYTES;
+      _mm_prefetch(reinterpret_cast<const char*>(wb + AHEAD), _MM_HINT_T0);  // a later block of this row
       __m256i sums;
       if constexpr (Q4) {
         const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 2));  // 32 nibbles
