@@ -141,7 +141,8 @@ def test_the_build_is_quiet_and_ships_every_package_file(tmp_path):
     src.mkdir()
     for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copy(REPO / name, src / name)
-    ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json", "*.pyc", "checksums.json")
+    ignore = shutil.ignore_patterns("__pycache__", "work", ".progress.json", ".progress.json.lock", "*.pyc",
+                                    "checksums.json")  # the judge's progress and its lock: the learner's, never shipped
     for pkg in ("qwen", "practice", "book", "app"):  # the packages pyproject.toml lists
         shutil.copytree(REPO / pkg, src / pkg, ignore=ignore)
     dist = tmp_path / "dist"
