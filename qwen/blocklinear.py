@@ -99,5 +99,6 @@ class BlockLinear(nn.Module):
         return y if self.sizes is None else y.split(self.sizes, dim=-1)
 
     def extra_repr(self):
-        product = tr("C++ kernel", "用 C++ kernel") if self.kernel else tr("dequantized F.linear", "反量化后用 F.linear")
+        product = tr("C++ kernel", "用 C++ kernel") if self.kernel else \
+            tr("dequantized F.linear", "反量化后用 F.linear")
         return tr(", ", "，").join([f"{self.in_features} -> {self.out_features}", self.scheme.upper(), product])

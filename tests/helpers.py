@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -124,6 +125,18 @@ def mistake_file(number, key, folder):
     path = Path(folder) / f"{number}_{key}.py"
     path.write_text(mistake.source(), encoding="utf-8")
     return path
+
+
+def graded_both_ways(prob, path):
+    """{"command line": report, "notebook": report}: the learner's file at `path` graded by the judge in a child
+    process, and as a notebook cell that holds the file's code (the problem's functions, nothing else of it)."""
+    from practice.child import run_file
+    from practice.judge import grade_in_process
+
+    cell = types.ModuleType("notebook")
+    exec(compile(Path(path).read_text(encoding="utf-8"), "<cell>", "exec"), vars(cell))
+    functions = {name: getattr(cell, name) for name in prob.functions}
+    return {"command line": run_file(prob, path), "notebook": grade_in_process(prob, functions)}
 
 
 # ---------------------------------------------------------------- pictures and text the tests read

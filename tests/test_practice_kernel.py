@@ -5,16 +5,14 @@ mistakes graded both ways a learner meets them: by the child process the command
 notebook's grading. tests/test_practice.py grades every known mistake in this process as well."""
 import copy
 import struct
-import types
 from fractions import Fraction
 
 import numpy as np
 import pytest
 import torch
 
-from helpers import mistake_file
-from practice.child import run_file
-from practice.judge import grade_in_process, problems
+from helpers import graded_both_ways, mistake_file
+from practice.judge import problems
 from practice.problems import Problem
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: one thread, as in the test workers
@@ -166,17 +164,6 @@ FILES = {  # the known mistakes (and an accepted form) graded both ways, by prob
 WAYS = [(n, key) for n, keys in FILES.items() for key in keys]
 
 
-def _cell(prob, path):
-    """The problem's functions as a notebook cell holding the file's code defines them (nothing else of the file)."""
-    cell = types.ModuleType("notebook")
-    exec(compile(path.read_text(encoding="utf-8"), "<cell>", "exec"), vars(cell))
-    return {name: getattr(cell, name) for name in prob.functions}
-
-
-def _both_ways(prob, path):
-    return {"command line": run_file(prob, path), "notebook": grade_in_process(prob, _cell(prob, path))}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("number,key", WAYS, ids=[f"{n}-{k}" for n, k in WAYS])
 def test_graded_both_ways_as_its_entry_says(number, key, tmp_path):
@@ -185,7 +172,7 @@ def test_graded_both_ways_as_its_entry_says(number, key, tmp_path):
     prob = PROBLEMS[number]
     (mistake,) = [m for m in prob.mistakes if m.key == key]
     verdict, marks = mistake.expectation()
-    for way, report in _both_ways(prob, mistake_file(number, key, tmp_path)).items():
+    for way, report in graded_both_ways(prob, mistake_file(number, key, tmp_path)).items():
         failure = report.failure
         assert report.verdict == verdict, (way, report.verdict, failure and (failure.case.label, failure.hints))
         if verdict == "AC":
@@ -222,7 +209,7 @@ def test_an_all_zero_answer_is_named_no_mistake(number, tmp_path):
     """Zeros in the shape and dtype of every result: rejected, and no case that rejects it names a known mistake."""
     path = tmp_path / f"{number}_zeros.py"
     path.write_text(ZEROS[number], encoding="utf-8")
-    for way, report in _both_ways(PROBLEMS[number], path).items():
+    for way, report in graded_both_ways(PROBLEMS[number], path).items():
         assert report.verdict == "WA", (way, report.verdict)
         named = {r.case.label: r.hints for r in report.results if r.hints}
         assert not named, (way, named)

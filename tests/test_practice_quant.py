@@ -6,13 +6,11 @@ the judge owes it), chosen for the ways of getting these problems wrong that a j
 computing a scale or a quotient, a rounding at a half, a floor on a scale, a tie, a dtype of a fraction. And an
 all-zero answer, which must get no mistake's hint. tests/test_practice.py grades every known mistake in this process
 too, and proves the cases against gguf, numpy and float64."""
-import types
 
 import pytest
 
-from helpers import mistake_file
-from practice.child import run_file
-from practice.judge import grade_in_process, problems
+from helpers import graded_both_ways, mistake_file
+from practice.judge import problems
 
 PROBLEMS = problems()
 
@@ -28,17 +26,6 @@ FILES = {
 WAYS = [(n, key) for n, keys in FILES.items() for key in keys]
 
 
-def _cell(prob, path):
-    """The problem's functions as a notebook cell holding the file's code defines them (nothing else of the file)."""
-    cell = types.ModuleType("notebook")
-    exec(compile(path.read_text(encoding="utf-8"), "<cell>", "exec"), vars(cell))
-    return {name: getattr(cell, name) for name in prob.functions}
-
-
-def _both_ways(prob, path):
-    return {"command line": run_file(prob, path), "notebook": grade_in_process(prob, _cell(prob, path))}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("number,key", WAYS, ids=[f"{n}-{k}" for n, k in WAYS])
 def test_graded_both_ways_as_its_entry_says(number, key, tmp_path):
@@ -47,7 +34,7 @@ def test_graded_both_ways_as_its_entry_says(number, key, tmp_path):
     prob = PROBLEMS[number]
     (mistake,) = [m for m in prob.mistakes if m.key == key]
     verdict, marks = mistake.expectation()
-    for way, report in _both_ways(prob, mistake_file(number, key, tmp_path)).items():
+    for way, report in graded_both_ways(prob, mistake_file(number, key, tmp_path)).items():
         failure = report.failure
         assert report.verdict == verdict, (way, report.verdict, failure and (failure.case.label, failure.hints))
         if verdict == "AC":
@@ -93,7 +80,7 @@ def test_an_all_zero_answer_is_named_no_mistake(number, tmp_path):
     prob = PROBLEMS[number]
     path = tmp_path / f"{number}_zeros.py"
     path.write_text(ZEROS[number], encoding="utf-8")
-    for way, report in _both_ways(prob, path).items():
+    for way, report in graded_both_ways(prob, path).items():
         assert report.verdict == "WA", (way, report.verdict)
         named = {r.case.label: r.hints for r in report.results if r.hints}
         assert not named, (way, named)
