@@ -8,9 +8,10 @@ projection's input rounded to Q8_0), prompt and cached decode, with a yardstick:
 may land one step apart (FLIPS below says why and how far). Where no kernel can be built every product takes the
 dequantized path, which computes the same model (proven here too, with CXX pointing nowhere in a child process).
 
-Planted and caught: round_input rounding half to even (torch.round) instead of half away (the rounding test and
-the product tests through it); the q4_0 head held in Q4_0 instead of Q8_0 (the head test); the embedding reading
-row id − 1 (the embedding test); the dequantized path multiplying the unrounded input (the fallback tests).
+Planted and caught: round_input rounding half to even (torch.round) with the stored fp16 d (the rounding test, and
+one twin comparison); the q4_0 head held in Q4_0 instead of Q8_0 (the head test); the embedding reading row id − 1
+(the embedding tests and the whole-model ones); the dequantized path multiplying the unrounded input (the 96-row
+products, the dequantized path's tests, the run without a compiler).
 """
 import os
 import subprocess
