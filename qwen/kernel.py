@@ -22,7 +22,6 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
-from torch.utils import cpp_extension
 
 from qwen.lang import tr
 
@@ -41,6 +40,11 @@ def compiler() -> str | None:
 
 
 def _build(quiet: bool) -> ModuleType:
+    # torch's build helper is imported here, when a build is asked for: importing it imports setuptools, which puts
+    # its own vendored packages on sys.path for the whole process (and takes a fifth of a second), so every importer
+    # of the fast model would carry that
+    from torch.utils import cpp_extension
+
     os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")  # the venv's ninja
     if not cpp_extension.is_ninja_available():
         raise RuntimeError(tr("ninja is not installed: pip install ninja", "没有安装 ninja：pip install ninja"))

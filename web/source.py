@@ -11,9 +11,9 @@ turns into the site, written into a folder of their own (data/book/sphinx/<lang>
 
 Three things are done to a chapter's notebook on its way in, none of which changes what a run printed: a line the
 kernel sent in two pieces is joined again; a figure (book.show) gets its title as caption and alt text and its
-name as anchor (#fig-ch03-rms); and a listing (book.listing) becomes a Python code block. Where the prose names an
-exercise ("exercise 204", "204 · ..."), the number links to its page. A file is written only when its bytes
-change, so the engine rebuilds only those pages.
+name as anchor (#fig-ch03-rms); and a listing (book.listing) becomes a Python code block (C++ for a .cpp file).
+Where the prose names an exercise ("exercise 204", "204 · ..."), the number links to its page. A file is written
+only when its bytes change, so the engine rebuilds only those pages.
 """
 import copy
 import json
@@ -81,7 +81,8 @@ def chapter_notebook(nb, exercises):
             elif "listing" in book:
                 names = ", ".join(book.get("names", []))
                 head = f"{book['listing']}{f' ({names})' if names else ''}"
-                output["data"] = {"text/markdown": f"**{head}**\n\n````python\n{output['data']['text/plain']}\n````\n"}
+                lang = "cpp" if book["listing"].endswith(".cpp") else "python"  # chapter 13 shows C++ from its file
+                output["data"] = {"text/markdown": f"**{head}**\n\n````{lang}\n{output['data']['text/plain']}\n````\n"}
     return nb
 
 
