@@ -139,6 +139,26 @@ def graded_both_ways(prob, path):
     return {"command line": run_file(prob, path), "notebook": grade_in_process(prob, functions)}
 
 
+def assert_graded_as_its_entry_says(prob, key, folder, at_least=0):
+    """Known mistake `key` of problem `prob`, written out in `folder` and graded both ways (`graded_both_ways`): the
+    verdict its entry expects; a rejected file is rejected by at least `at_least` cases and by as many as a
+    "cases>=N" mark asks, and shows every hint the entry names on the case that rejects it first."""
+    (mistake,) = [m for m in prob.mistakes if m.key == key]
+    verdict, marks = mistake.expectation()
+    for way, report in graded_both_ways(prob, mistake_file(prob.number, key, folder)).items():
+        failure = report.failure
+        assert report.verdict == verdict, (way, report.verdict, failure and (failure.case.label, failure.hints))
+        if verdict == "AC":
+            continue
+        rejecting = [r.case.label for r in report.results if r.verdict != "AC"]
+        assert len(rejecting) >= at_least, (way, rejecting)
+        for mark in marks:
+            if mark.startswith("cases>="):
+                assert len(rejecting) >= int(mark[7:]), (way, rejecting)
+            elif not mark.startswith("!"):
+                assert mark in failure.hints, (way, failure.case.label, failure.hints)
+
+
 # ---------------------------------------------------------------- pictures and text the tests read
 
 def picture(width, height, mode="RGB", seed=0):

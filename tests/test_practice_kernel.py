@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import graded_both_ways, mistake_file
+from helpers import assert_graded_as_its_entry_says, graded_both_ways
 from practice.judge import problems
 from practice.problems import Problem
 
@@ -169,18 +169,7 @@ WAYS = [(n, key) for n, keys in FILES.items() for key in keys]
 def test_graded_both_ways_as_its_entry_says(number, key, tmp_path):
     """The verdict the entry expects, both ways; a rejected file shows the entry's hint on the case that rejects it
     first, and at least two cases reject it."""
-    prob = PROBLEMS[number]
-    (mistake,) = [m for m in prob.mistakes if m.key == key]
-    verdict, marks = mistake.expectation()
-    for way, report in graded_both_ways(prob, mistake_file(number, key, tmp_path)).items():
-        failure = report.failure
-        assert report.verdict == verdict, (way, report.verdict, failure and (failure.case.label, failure.hints))
-        if verdict == "AC":
-            continue
-        rejecting = [r for r in report.results if r.verdict != "AC"]
-        assert len(rejecting) >= 2, (way, [r.case.label for r in rejecting])
-        assert all(mark in failure.hints for mark in marks if not mark.startswith(("cases>=", "!"))), \
-            (way, failure.case.label, failure.hints)
+    assert_graded_as_its_entry_says(PROBLEMS[number], key, tmp_path, at_least=2)
 
 
 ZEROS = {

@@ -9,7 +9,7 @@ too, and proves the cases against gguf, numpy and float64."""
 
 import pytest
 
-from helpers import graded_both_ways, mistake_file
+from helpers import assert_graded_as_its_entry_says, graded_both_ways
 from practice.judge import problems
 
 PROBLEMS = problems()
@@ -31,20 +31,7 @@ WAYS = [(n, key) for n, keys in FILES.items() for key in keys]
 def test_graded_both_ways_as_its_entry_says(number, key, tmp_path):
     """The verdict the entry expects, both ways; a rejected file shows the entry's hint on the case that rejects it
     first, and at least two cases reject it (one for a Runtime Error)."""
-    prob = PROBLEMS[number]
-    (mistake,) = [m for m in prob.mistakes if m.key == key]
-    verdict, marks = mistake.expectation()
-    for way, report in graded_both_ways(prob, mistake_file(number, key, tmp_path)).items():
-        failure = report.failure
-        assert report.verdict == verdict, (way, report.verdict, failure and (failure.case.label, failure.hints))
-        if verdict == "AC":
-            continue
-        rejecting = [r for r in report.results if r.verdict != "AC"]
-        for mark in marks:
-            if mark.startswith("cases>="):
-                assert len(rejecting) >= int(mark[7:]), (way, [r.case.label for r in rejecting])
-            elif not mark.startswith("!"):
-                assert mark in failure.hints, (way, failure.case.label, failure.hints)
+    assert_graded_as_its_entry_says(PROBLEMS[number], key, tmp_path)
 
 
 ZEROS = {
