@@ -173,7 +173,7 @@ def describe(model: nn.Module) -> str | None:
     return tr(f"{how}: {n} products{' (the head included)' if head else ''}, {packed} by {kernel}, "
               f"{n - packed} dequantized then F.linear{en_other}{embed}; codes and scales {held:.1f} MiB "
               f"(the same weights in {dtype}: {plain:.1f} MiB)",
-              f"{how}：{n} 个矩阵乘法{'（含输出头）' if head else ''}，{packed} 个用 {kernel}，"
+              f"{how}：{n} 个矩阵乘法{'（含输出头）' if head else ''}，{packed} 个用{kernel}，"
               f"{n - packed} 个先反量化再用 F.linear{zh_other}{embed}；码和缩放因子共 {held:.1f} MiB"
               f"（同样的权重存成 {dtype}：{plain:.1f} MiB）")
 
