@@ -1,4 +1,5 @@
-"""The one-row product written in C++ (qwen/csrc/rowdot.cpp), compiled on this machine the first time it is used.
+"""The one-row product written in C++ (qwen/csrc/rowdot.cpp, and rows8.cpp: eight weight rows at a time), compiled
+on this machine the first time it is used.
 
 A decode step is one activation row times every weight, read once: its speed is the weights' bytes over the time
 the kernel takes to stream them. torch's general kernels leave much of the read bandwidth unused at one row
@@ -25,7 +26,7 @@ import torch
 
 from qwen.lang import tr
 
-SOURCE = Path(__file__).parent / "csrc" / "rowdot.cpp"
+SOURCES = [Path(__file__).parent / "csrc" / name for name in ("rowdot.cpp", "rows8.cpp")]
 # (name, compiler flags, linker flags): the first that builds is used; the name keys torch's cache.
 BUILDS: tuple[tuple[str, list[str], list[str]], ...] = (
     ("qwen_rowdot_native", ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"], ["-fopenmp"]),
@@ -58,7 +59,8 @@ def _build(quiet: bool) -> ModuleType:
             print(tr(f"building the C++ kernel {name} (first use: about a minute) ...",
                      f"正在编译 C++ kernel {name}（第一次使用，大约一分钟）……"), file=sys.stderr, flush=True)
         try:
-            return cpp_extension.load(name, [str(SOURCE)], extra_cflags=cflags, extra_ldflags=ldflags, verbose=False)
+            return cpp_extension.load(name, [str(p) for p in SOURCES], extra_cflags=cflags, extra_ldflags=ldflags,
+                                      verbose=False)
         except Exception as e:  # a compiler error: the next build may still work
             errors.append(str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__)
     raise RuntimeError(tr(f"the build failed: {errors[-1]}", f"编译失败：{errors[-1]}"))
@@ -99,3 +101,19 @@ def row_product(x: torch.Tensor, blocks: torch.Tensor, fmt: str, avx2: bool = Tr
     x = x.to(torch.float32).contiguous()
     fn = module.rowdot_q8_0 if fmt == "q8_0" else module.rowdot_q4_0
     return fn(x, blocks, avx2)
+
+
+def groups_rows() -> bool:
+    """Does this build have the eight-row step (qwen/csrc/rows8.cpp: AVX2 and F16C), which reads weights grouped
+    by qwen/blocklinear.py's `group`?"""
+    module = load()
+    return module is not None and bool(module.rows8)
+
+
+def rows8_product(x: torch.Tensor, grouped: torch.Tensor, n: int, fmt: str) -> torch.Tensor:
+    """x (M, K) any float dtype, the blocks of n weight rows in the eight-row layout (⌈n/8⌉, K/32 · 8 · bytes) uint8
+    -> x Wᵀ (M, n) fp32, the same bits as row_product on the file's bytes."""
+    module = load()
+    if module is None:
+        raise RuntimeError(why_not())
+    return module.rowdot_rows8(x.to(torch.float32).contiguous(), grouped, n, fmt == "q4_0")

@@ -7,9 +7,11 @@ Every test skips with kernel.why_not() where the kernel cannot be built. The fir
 cached (torch's extension folder); after it each test here takes a fraction of a second, so the file runs in the
 default tier as well as in the full gate.
 
-To show a test catches a bug, plant it in a copy of the source and run this file against the copy: with the
-environment variable ROWDOT_UNDER_TEST set to the copy's path, the module fixture builds the copy as an extension of
-its own, with qwen/kernel.py's flags, and every test runs against it.
+To show a test catches a bug, plant it in a copy of a source file and run this file against the copy: with the
+environment variable ROWDOT_UNDER_TEST set to the copy's path (its name ending in the name of the file it replaces,
+rowdot.cpp or rows8.cpp), the module fixture builds it with the other file as an extension of its own, with
+qwen/kernel.py's flags, and every test runs against it. The eight-row step (rows8.cpp) is held to the portable loop
+bit for bit.
 """
 import os
 import sys
@@ -23,6 +25,7 @@ from gguf.quants import dequantize as gguf_dequantize, quantize as gguf_quantize
 from torch.utils import cpp_extension
 
 from qwen import kernel
+from qwen.blocklinear import group
 
 Q8_0, Q4_0 = GGMLQuantizationType.Q8_0, GGMLQuantizationType.Q4_0
 U = 2.0 ** -24  # fp32's unit roundoff: one rounding moves a number by at most U times its size
@@ -37,7 +40,9 @@ def rowdot():
     if planted:
         os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]  # the venv's ninja
         _, cflags, ldflags = kernel.BUILDS[0]
-        return cpp_extension.load(f"rowdot_planted_{Path(planted).stem}", [planted], extra_cflags=cflags,
+        sources = [planted if planted.endswith(p.name) else str(p) for p in kernel.SOURCES]
+        assert planted in sources, "name the copy after the file it replaces: ...rowdot.cpp or ...rows8.cpp"
+        return cpp_extension.load(f"rowdot_planted_{Path(planted).stem}", sources, extra_cflags=cflags,
                                   extra_ldflags=ldflags)
     module = kernel.load(quiet=True)
     if module is None:
@@ -208,6 +213,78 @@ def test_block_product_exact_where_nothing_rounds(rowdot, fmt, K, avx2):
     assert torch.equal(y.double(), want), f"largest difference {(y.double() - want).abs().max():.3g}"
 
 
+# ---------------------------------------------------------------- eight rows at a time (qwen/csrc/rows8.cpp)
+
+def use_rows8(rowdot):
+    if not rowdot.rows8:
+        pytest.skip("this build has no AVX2 and F16C: the live model multiplies the file's bytes, tested above")
+
+
+def rows8_of(rowdot, x, blocks, fmt):
+    """The eight-row step on the blocks regrouped by qwen/blocklinear.py's group (its layout tested there)."""
+    return rowdot.rowdot_rows8(x, group(blocks, fmt), blocks.shape[0], fmt == "q4_0")
+
+
+# N: fewer rows than a group, a group and one more, and not a multiple of 8 (the last group padded)
+@pytest.mark.parametrize("shape", SHAPES + [(1, 5, 64), (2, 9, 96), (95, 16, 64)],
+                         ids=lambda s: "M{}-N{}-K{}".format(*s))
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_0"])
+def test_rows8_is_the_portable_loop_bit_for_bit(rowdot, fmt, shape):
+    """Per lane the eight-row step adds float(Σ)·(d_w·d_x) block after block, the portable loop's arithmetic: the
+    same bits for every row, whatever its group. (The portable loop is held to float64 above.)"""
+    use_rows8(rowdot)
+    M, N, K = shape
+    qtype = {"q8_0": Q8_0, "q4_0": Q4_0}[fmt]
+    x, w = randn((M, K), K + M + 7), randn((N, K), N + 7, 0.02)
+    w[:, :32] *= 50.0
+    blocks = torch.from_numpy(gguf_values(w, qtype)[0])
+    want = getattr(rowdot, f"rowdot_{fmt}")(x, blocks, False)
+    got = rows8_of(rowdot, x, blocks, fmt)
+    assert got.shape == (M, N) and torch.equal(got, want), f"largest difference {(got - want).abs().max():.3g}"
+
+
+@pytest.mark.parametrize("case", ACTIVATIONS)
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_0"])
+def test_rows8_on_the_edge_activations(rowdot, fmt, case):
+    """Ties, zero blocks, extremes (an infinite d_x), tiny scales: the portable loop's bits, NaN where it is NaN."""
+    use_rows8(rowdot)
+    x = ACTIVATIONS[case]
+    w = randn((11, x.shape[1]), 40)
+    w[3] = 0  # a zero weight row: d_w = 0
+    w[5, :32] = torch.tensor([-8.0, 7.0] * 16)  # Q4_0's extreme codes 0 and 15
+    blocks = torch.from_numpy(gguf_values(w, {"q8_0": Q8_0, "q4_0": Q4_0}[fmt])[0])
+    want = getattr(rowdot, f"rowdot_{fmt}")(x, blocks, False)
+    torch.testing.assert_close(rows8_of(rowdot, x, blocks, fmt), want, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("K", [32, 1024])
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_0"])
+def test_rows8_exact_where_nothing_rounds(rowdot, fmt, K):
+    use_rows8(rowdot)
+    x, w, want = exact_case(fmt, 37, K, seed=K + 1)
+    blocks = torch.from_numpy(gguf_values(w, {"q8_0": Q8_0, "q4_0": Q4_0}[fmt])[0])
+    y = rows8_of(rowdot, x, blocks, fmt)
+    assert torch.equal(y.double(), want), f"largest difference {(y.double() - want).abs().max():.3g}"
+
+
+def test_rows8_refuses_bad_input_in_words(rowdot):
+    use_rows8(rowdot)
+    g8, g4 = torch.zeros(2, 2 * 8 * 34, dtype=torch.uint8), torch.zeros(2, 2 * 8 * 18, dtype=torch.uint8)
+    cases = [
+        (lambda: rowdot.rowdot_rows8(torch.zeros(1, 64), g8, 16, True), "w's groups are 544 bytes; 64 inputs need 288"),
+        (lambda: rowdot.rowdot_rows8(torch.zeros(1, 96), g4, 16, True), "w's groups are 288 bytes; 96 inputs need 432"),
+        (lambda: rowdot.rowdot_rows8(torch.zeros(1, 64), g8, 17, False), "17 rows do not fill 2 groups of 8"),
+        (lambda: rowdot.rowdot_rows8(torch.zeros(1, 64), g8, 8, False), "8 rows do not fill 2 groups of 8"),
+        (lambda: rowdot.rowdot_rows8(torch.zeros(1, 64), g8.view(torch.int8), 16, False),
+         "w must be a contiguous 2-D uint8 tensor"),
+        (lambda: rowdot.rowdot_rows8(torch.zeros(1, 64).double(), g8, 16, False), "x has the wrong dtype"),
+    ]
+    for call, message in cases:
+        with pytest.raises(RuntimeError) as caught:
+            call()
+        assert message in str(caught.value), f"{message!r} not in {str(caught.value).splitlines()[0]!r}"
+
+
 # ---------------------------------------------------------------- fp32 and bf16 weights
 
 def fp32_in_order(x, w):
@@ -311,6 +388,9 @@ def test_thread_count_changes_no_bit(rowdot):
     q4, _ = gguf_values(w, Q4_0)
     products = {"fp32": lambda: rowdot.rowdot_fp32(x, w, False), "fp32 simd": lambda: rowdot.rowdot_fp32(x, w, True),
                 "bf16": lambda: rowdot.rowdot_bf16(x, w.bfloat16()), "quantize": lambda: rowdot.quantize_q8_0(x)}
+    if rowdot.rows8:
+        for fmt, blocks in (("q8_0", q8), ("q4_0", q4)):
+            products[f"{fmt} rows8"] = lambda f=fmt, b=blocks: rows8_of(rowdot, x, torch.from_numpy(b), f)
     for avx2 in (False, True):
         products[f"q8_0 avx2={avx2}"] = lambda a=avx2: rowdot.rowdot_q8_0(x, torch.from_numpy(q8), a)
         products[f"q4_0 avx2={avx2}"] = lambda a=avx2: rowdot.rowdot_q4_0(x, torch.from_numpy(q4), a)
