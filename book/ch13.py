@@ -1,4 +1,4 @@
-"""Chapter 13's helpers: the C++ functions of qwen/csrc/rowdot.cpp shown from the file itself, the names of the steps
+"""Chapter 13's helpers: the C++ functions of qwen/csrc's files shown from the file itself, the names of the steps
 the chapter times, the float64 reference of a one-row product, and its figure: each step's rate against the read
 probe.
 
@@ -66,7 +66,7 @@ def rel_error(y, exact):
 
 # The steps the chapter times, in its order: what each reads per weight is in the chapter's lines.
 STEPS = ("F.linear fp32", "F.linear bf16", "fp32 loop", "fp32 SIMD", "bf16 loop", "Q8_0", "Q4_0", "Q8_0 AVX2",
-         "Q4_0 AVX2")
+         "Q4_0 AVX2", "Q8_0 AVX2 x8", "Q4_0 AVX2 x8")
 
 
 def step_name(step):
@@ -77,7 +77,9 @@ def step_name(step):
             "Q8_0": tr("Q8_0 × Q8_0, portable", "Q8_0 × Q8_0，可移植"),
             "Q4_0": tr("Q4_0 × Q8_0, portable", "Q4_0 × Q8_0，可移植"),
             "Q8_0 AVX2": tr("Q8_0 × Q8_0, AVX2", "Q8_0 × Q8_0，AVX2 版本"),
-            "Q4_0 AVX2": tr("Q4_0 × Q8_0, AVX2", "Q4_0 × Q8_0，AVX2 版本")}.get(step, step)
+            "Q4_0 AVX2": tr("Q4_0 × Q8_0, AVX2", "Q4_0 × Q8_0，AVX2 版本"),
+            "Q8_0 AVX2 x8": tr("Q8_0 × Q8_0, eight rows", "Q8_0 × Q8_0，八行一组"),
+            "Q4_0 AVX2 x8": tr("Q4_0 × Q8_0, eight rows", "Q4_0 × Q8_0，八行一组")}.get(step, step)
 
 
 def steps_figure(rates, read, title=""):

@@ -25,6 +25,8 @@ Its notebook, notebooks/ch13_kernel.ipynb, is written from this file by python n
 # qwen/
 # ├── csrc/rowdot.cpp  + the one-row product in C++: fp32 and bf16 loops, Q8_0 × Q8_0 and Q4_0 × Q8_0 block sums,
 # │                      portable and AVX2
+# ├── csrc/rows8.cpp   + the block sums eight weight rows at a time, one vector lane a row (the live model's)
+# ├── csrc/deltastep.cpp + a DeltaNet layer's decode step in one C++ call (the live model's)
 # ├── kernel.py        + builds it on first use (torch.utils.cpp_extension), or says in one line why it cannot
 # ├── blocklinear.py   + a projection held as llama.cpp's blocks byte for byte, multiplied by the kernel
 # ├── quantized.py     ~ the model in "q8_0" / "q4_0", and its teaching twin
@@ -60,6 +62,8 @@ Its notebook, notebooks/ch13_kernel.ipynb, is written from this file by python n
 # qwen/
 # ├── csrc/rowdot.cpp  + C++ 写的单行乘法：fp32 和 bf16 循环，Q8_0 × Q8_0 与 Q4_0 × Q8_0 的按块求和，
 # │                      可移植版和 AVX2 版
+# ├── csrc/rows8.cpp   + 八行权重一组求块内和，向量的每个通道对应一行（运行模型用的就是它）
+# ├── csrc/deltastep.cpp + 一次 C++ 调用走完 DeltaNet 层的一个解码步（运行模型用的就是它）
 # ├── kernel.py        + 第一次使用时编译它（torch.utils.cpp_extension），编译不了就用一行话说明原因
 # ├── blocklinear.py   + 逐字节存成 llama.cpp 块的投影，用这个 kernel 相乘
 # ├── quantized.py     ~ “q8_0”/“q4_0” 格式的模型，以及它的教学版
@@ -87,7 +91,7 @@ import torch.nn.functional as F
 
 import book
 from book import ch13
-from qwen import gguf_blocks, kernel, measure
+from qwen import blocklinear, gguf_blocks, kernel, measure
 from qwen.course import chapter_args
 from qwen.fast import load_fast
 from qwen.lang import tr, yes_no
@@ -598,27 +602,72 @@ if module.avx2:
            "Q4_0 AVX2": (lambda: module.rowdot_q4_0(x, q4, True), q4.numel())})
 
 # %% [markdown]
-# Other CPUs have better instructions for exactly this sum, which this file does not use: ARM's NEON dot product
-# (`vdotq_s32`, ARMv8.2's SDOT) and x86's VNNI (`_mm256_dpbusd_epi32` with AVX-VNNI, its 512-bit form with AVX-512 VNNI)
-# each multiply 4 byte pairs and add them into an int32 lane in one instruction, where AVX2 takes two (`maddubs`, then
-# `madd`); llama.cpp uses them where the CPU has them.
+# Other CPUs have better instructions for exactly this sum: ARM's NEON dot product (`vdotq_s32`, ARMv8.2's SDOT) and
+# x86's VNNI (`_mm256_dpbusd_epi32` with AVX-VNNI, its 512-bit form with AVX-512 VNNI) each multiply 4 byte pairs and
+# add them into an int32 lane in one instruction, where AVX2 takes two (`maddubs`, then `madd`); llama.cpp uses them
+# where the CPU has them, and so does the next step, for VNNI.
+#
+# ### Eight rows at a time
+# `dots_avx2` still finishes every row on its own: per block a conversion and a multiply-add into 8 lanes of partial
+# sums, and at the end of the row a horizontal sum, as many instructions again as the integer dot itself. llama.cpp's
+# x86 build avoids that bookkeeping for Q4_0: when it loads the file it **repacks** the weight so that one vector holds
+# one number for each of 8 rows. `qwen/csrc/rows8.cpp` does the same for both formats. The rows are cut into groups of 8
+# (the last padded with zero rows); each group's block $b$ holds the 8 rows' fp16 scales side by side (16 bytes), then
+# the codes in chunks of 32 bytes, chunk $c$ holding bytes $4c, \dots, 4c+3$ of each row in turn: the same bytes as the
+# file's 8 blocks, in another order (`qwen/blocklinear.py`'s `group`; `ungroup` undoes it). For one activation block,
+# its 4 codes $q_x[4c..4c+3]$ are broadcast to all 8 lanes and multiplied by chunk $c$; after the last chunk, lane $r$
+# holds row $r$'s exact int32 block sum. One conversion, one vector of 8 scales (read and widened by one instruction)
+# and one add finish the block for 8 rows, and no horizontal sum is left. Where the CPU has VNNI, `dot4` is the one
+# instruction `dpbusd` instead of `maddubs` and `madd`. Each lane's float arithmetic is the portable loop's, in the same
+# order and without a fused multiply-add, so the result equals the portable loop's bit for bit. The step also asks for
+# the bytes 4 KB ahead of the ones it multiplies (`_mm_prefetch`): on a weight far larger than the cache we measured it
+# streaming at about half the probe's rate without that, and at about the probe's rate with it. The live model of
+# section 10 holds its weights this way wherever this step is built.
 
 # %% [markdown] lang="zh"
-# 别的 CPU 有专门做这种求和的更好指令，这个文件没有用：ARM 的 NEON 点积（`vdotq_s32`，即 ARMv8.2 的 SDOT）和 x86 的
-# VNNI（AVX-VNNI 的 `_mm256_dpbusd_epi32`，AVX-512 VNNI 里有它的 512 比特版本），都是一条指令把 4 对字节相乘、加进一个
-# int32 通道，AVX2 则要两条（先 `maddubs`，再 `madd`）；CPU 支持时，llama.cpp 就用它们。
+# 别的 CPU 有专门做这种求和的更好指令：ARM 的 NEON 点积（`vdotq_s32`，即 ARMv8.2 的 SDOT）和 x86 的 VNNI（AVX-VNNI
+# 的 `_mm256_dpbusd_epi32`，AVX-512 VNNI 里有它的 512 比特版本），都是一条指令把 4 对字节相乘、加进一个 int32 通道，
+# AVX2 则要两条（先 `maddubs`，再 `madd`）；CPU 支持时，llama.cpp 就用它们，下一步在有 VNNI 的 CPU 上也用。
+#
+# ### 八行一组
+# `dots_avx2` 每一行还是各算各的：每块要做一次类型转换、一次乘加，累加到 8 个部分和通道里，一行算完再做一次横向求和，这
+# 些指令和整数点积本身差不多一样多。llama.cpp 的 x86 版本在 Q4_0 上省掉了这些杂活：加载文件时把权重**重新排布**
+# （repack），让一个向量里正好是 8 行各一个数。`qwen/csrc/rows8.cpp` 对两种格式都这么做。行按 8 个一组切开（最后一组不够
+# 就补全零的行）；每组的第 $b$ 块先并排放 8 行的 fp16 缩放因子（16 字节），再放码，每 32 字节一段，第 $c$ 段依次放每一行
+# 的第 $4c, \dots, 4c+3$ 个字节：字节和文件里的 8 个块完全相同，只是顺序不同（`qwen/blocklinear.py` 的 `group`；
+# `ungroup` 把它还原）。对激活的一个块，把它的 4 个码 $q_x[4c..4c+3]$ 广播到全部 8 个通道，与第 $c$ 段相乘；最后一段乘完
+# ，通道 $r$ 里就是第 $r$ 行这一块精确的 int32 和。一次类型转换、一个 8 行缩放因子的向量（一条指令读入并转换）再加一次加
+# 法，就把 8 行的这一块算完了，也不再需要横向求和。CPU 有 VNNI 时，`dot4` 是一条 `dpbusd` 指令，不再用 `maddubs` 加
+# `madd`。每个通道上的浮点运算和可移植循环完全相同，顺序相同，也不用乘加融合，所以结果与可移植循环逐位一致。这一步还会提
+# 前 4 KB 请求要用的字节（`_mm_prefetch`）：我们在远大于缓存的权重上实测，不预取时读取速率只有探测值的一半左右，预取后与
+# 探测值相当。第 10 节的运行模型在这一步能编译的地方，都这样存放权重。
+
+# %%
+if module.rows8:
+    ch13.show_cpp("qwen/csrc/rows8.cpp", "group_dot")
+    g8, g4 = blocklinear.group(q8, "q8_0"), blocklinear.group(q4, "q4_0")  # (N/8, K/32 · 8 · 34 or 18) uint8
+    for fmt, grouped, portable in (("Q8_0", g8, y8), ("Q4_0", g4, y4)):
+        same = yes_no(torch.equal(kernel.rows8_product(x, grouped, N, fmt.lower()), portable))
+        print(tr(f"{fmt} × Q8_0, eight rows at a time, against the portable loop: the same bits: {same}",
+                 f"{fmt} × Q8_0，八行一组，与可移植循环相比逐位相同：{same}"))
+    print(tr(f"VNNI (dpbusd) in this build: {yes_no(module.vnni)}", f"这次编译用了 VNNI 指令：{yes_no(module.vnni)}"))
+    timed({"Q8_0 AVX2 x8": (lambda: module.rowdot_rows8(x, g8, N, False), q8.numel()),
+           "Q4_0 AVX2 x8": (lambda: module.rowdot_rows8(x, g4, N, True), q4.numel())})
 
 # %% [markdown]
 # ## 9. Every step against the read probe
 # The rates above, on one plot, as shares of the read probe. The probe is one kernel's read rate (torch's sum over a
-# large tensor), not a law of the memory, so a product can reach past 100 %, and a busy machine slows the two
-# differently; it is measured again now, to show how steady the machine was while the products ran:
+# large tensor), not a law of the memory, so a product can reach past 100 %: a kernel may read faster than torch's sum,
+# and a weight that fits in the CPU's last-level cache (some server CPUs have hundreds of MB of it) is read from there
+# by the repeated calls of a timing. A busy machine slows the two differently; the probe is measured again now, to show
+# how steady the machine was while the products ran:
 
 # %% [markdown] lang="zh"
 # ## 9. 每一步对照读带宽探测值
 # 把上面的速率画在一张图上，都换算成占读带宽探测值的比例。探测值本身也只是一个 kernel 的读取速率（torch 对一个大张量求
-# 和），并不是内存的物理极限，所以乘法有可能超过 100 %；机器忙的时候，两者受的影响也不一样。现在再测一次探测值，看看跑这
-# 些乘法期间机器稳不稳：
+# 和），并不是内存的物理极限，所以乘法有可能超过 100 %：kernel 读得可能比 torch 的求和快；权重如果放得进 CPU 的最后一级
+# 缓存（有些服务器 CPU 有几百 MB），计时时反复调用，读的就是缓存。机器忙的时候，两者受的影响也不一样。现在再测一次探测
+# 值，看看跑这些乘法期间机器稳不稳：
 
 # %%
 again = measure.read_bandwidth(cpu)
@@ -654,8 +703,11 @@ book.show("ch13-steps", ch13.steps_figure, rates, read,
 # weight replaced by its blocks' values, each product's input rounded to Q8_0 and back, so the two multiply the same
 # numbers and may differ only by the order of fp32 sums (and, rarely, by a code of an activation: the two compute each
 # layer's input in a different order, and one that lies within a rounding of a code's boundary can round to either
-# side). Each model's line says how it holds its weights; then its logits against its twin's on a prompt, and one decode
-# step timed:
+# side). Where the eight-row step is built, each weight is held regrouped for it (`file_bytes()` gives the file's order
+# back), and each DeltaNet layer's decode step (the conv, the norms, the gates and the delta rule on its fp32 state) is
+# one C++ call, `qwen/csrc/deltastep.cpp`, held to the teaching rule in float64 by its tests: with the weights streamed
+# at the memory's rate, the small torch calls between the products were a large part of what was left of a step. Each
+# model's line says how it holds its weights; then its logits against its twin's on a prompt, and one decode step timed:
 
 # %% [markdown] lang="zh"
 # ## 10. llama.cpp 格式的运行模型
@@ -664,8 +716,11 @@ book.show("ch13-steps", ch13.steps_figure, rates, read,
 # 步里的其余计算也用 fp32，和 llama.cpp 一样。llama-quantize 写的 Q4_0 文件把输出头存成 Q6_K，这里没有 Q6_K 的 kernel，
 # 所以 “q4_0” 模型把输出头存成 Q8_0，并且会说明这一点。它的教学版是 fp32 教学模型上的 `fake_quantize(model, "q8_0")`：每
 # 个权重换成它的块代表的值，每次乘法的输入先舍入成 Q8_0 再还原，所以两者乘的是同样的数，差别只可能来自 fp32 求和的顺序
-# （偶尔还有激活的某个码：两者算每层输入的加法顺序不同，如果某个值离码的分界只差一次舍入，就可能舍入到不同的一侧）。每个
-# 模型先用一行话说明它怎么存权重；然后在一个提示词上，把它的 logits 和教学版对比，再给一个解码步计时：
+# （偶尔还有激活的某个码：两者算每层输入的加法顺序不同，如果某个值离码的分界只差一次舍入，就可能舍入到不同的一侧）。在
+# 八行一组这一步能编译的地方，每个权重都按它的需要重新排布存放（`file_bytes()` 还原成文件里的顺序）；每个 DeltaNet 层
+# 的解码步（卷积、归一化、门控，以及 fp32 状态上的 delta 规则）合成一次 C++ 调用，即 `qwen/csrc/deltastep.cpp`，它的
+# 测试用 float64 的教学实现检验它：权重能按内存的速率读完以后，各次乘法之间那些零碎的 torch 调用，占了一步剩下时间的一
+# 大块。每个模型先用一行话说明它怎么存权重；然后在一个提示词上，把它的 logits 和教学版对比，再给一个解码步计时：
 
 # %%
 tok = load_tokenizer(args.checkpoint.folder)
@@ -768,8 +823,12 @@ for fmt in ("q8_0", "q4_0"):
 # - AVX2 intrinsics do the block sum with ggml's instructions (`maddubs`, `madd`, an FMA per block), what depends on the
 #   activation alone computed once for four rows; equal to the portable loop within a stated fp32 bound. NEON's dot
 #   product and VNNI do it in fewer instructions.
+# - Eight rows at a time (`rows8.cpp`, llama.cpp's repacking for x86): the blocks of 8 rows regrouped so that one
+#   vector lane holds one row, no horizontal sum, the 8 scales read at once; the portable loop's bits, and with a
+#   prefetch 4 KB ahead it streams a large weight at about the read probe's rate.
 # - The live model `load_fast(path, torch.float32, quant="q8_0" | "q4_0")` holds the file's blocks and multiplies them
-#   with this kernel; its fp32 teaching twin multiplies the same numbers.
+#   with this kernel, and runs each DeltaNet layer's decode step as one C++ call; its fp32 teaching twin multiplies the
+#   same numbers.
 #
 # ### Shapes
 #
@@ -797,8 +856,10 @@ for fmt in ("q8_0", "q4_0"):
 #   8 比特带来的误差和 8 比特权重差不多；运算本身只多出 fp32 舍入。
 # - AVX2 intrinsics 用 ggml 的那几条指令求块内和（`maddubs`、`madd`，每块一次 FMA），只取决于激活的部分每四行只算一次；
 #   结果与可移植循环在给定的 fp32 误差界内一致。NEON 点积和 VNNI 用的指令更少。
-# - 运行中的模型 `load_fast(path, torch.float32, quant="q8_0" | "q4_0")` 存的是文件里的块，用这个 kernel 相乘；它的 fp32
-#   教学版乘的是同样的数。
+# - 八行一组（`rows8.cpp`，即 llama.cpp 在 x86 上的重新排布）：8 行的块重新排列，让向量的一个通道对应一行，不用横向求
+#   和，8 个缩放因子一次读入；结果与可移植循环逐位相同，再提前 4 KB 预取，大权重的读取速率就与读带宽探测值相当。
+# - 运行中的模型 `load_fast(path, torch.float32, quant="q8_0" | "q4_0")` 存的是文件里的块，用这个 kernel 相乘，每个
+#   DeltaNet 层的解码步用一次 C++ 调用算完；它的 fp32 教学版乘的是同样的数。
 #
 # ### 形状
 #
@@ -811,8 +872,8 @@ for fmt in ("q8_0", "q4_0"):
 # | 本章计时用的权重 | (65536, 1024) | 共享的输出头的四分之一 |
 
 # %% [markdown]
-# File added in this chapter: `book/ch13.py` (`qwen/csrc/rowdot.cpp`, `qwen/kernel.py` and `qwen/blocklinear.py` are its
-# modules).
+# File added in this chapter: `book/ch13.py` (`qwen/csrc/rowdot.cpp`, `rows8.cpp`, `deltastep.cpp`, `qwen/kernel.py` and
+# `qwen/blocklinear.py` are its modules).
 #
 # ### Exercises
 # 225 · the Q8_0 × Q8_0 block dot, as llama.cpp's integer path computes it; 226 · a Q4_0 block's nibbles unpacked to its
@@ -832,7 +893,8 @@ for fmt in ("q8_0", "q4_0"):
 #    differs only by fp32 rounding, within a stated bound; the bytes of the input blocks equal llama.cpp's library's.
 
 # %% [markdown] lang="zh"
-# 本章新增的文件：`book/ch13.py`（本章的模块是 `qwen/csrc/rowdot.cpp`、`qwen/kernel.py` 和 `qwen/blocklinear.py`）。
+# 本章新增的文件：`book/ch13.py`（本章的模块是 `qwen/csrc/rowdot.cpp`、`rows8.cpp`、`deltastep.cpp`、`qwen/kernel.py`
+# 和 `qwen/blocklinear.py`）。
 #
 # ### 练习
 # 225 · 按 llama.cpp 的整数路径计算 Q8_0 × Q8_0 的块点积；226 · 把 Q4_0 块的半字节拆开，还原成数值。

@@ -43,7 +43,8 @@ from qwen.attention import GatedAttention, attention, causal_mask, gate_heads
 from qwen.checkpoint import Checkpoint
 from qwen.config import Config
 from qwen.deltanet import GatedDeltaNet
-from qwen.kernels import conv_silu, delta_step, grouped_attention
+from qwen.kernel import FORMATS, runs_on
+from qwen.kernels import conv_silu, delta_step, fused_remember, grouped_attention
 from qwen.mlp import MLP
 from qwen.model import DecoderLayer, Qwen35, load_model
 from qwen.products import PackedLinear, bf16_is_native, pack_all, packed_product, product, widens
@@ -124,6 +125,7 @@ class FastDeltaNet(GatedDeltaNet):
         super().__init__(cfg)
         self.in_proj = Joined(self, "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")
         self.out_proj = fast_linear(self.out_proj)
+        self.fused = False
 
     def forward(self, x, cache=None, mask=None):
         if mask is not None:  # a padded position writes nothing into the state
@@ -132,6 +134,8 @@ class FastDeltaNet(GatedDeltaNet):
         return self.output(self.remember(qkv, b, a, cache), z)
 
     def remember(self, qkv, b, a, cache=None):  # GatedDeltaNet.remember with the in-place conv and decode step
+        if self.fused and cache is not None and cache.state is not None and qkv.shape[1] <= STEP_ROWS:
+            return fused_remember(self, qkv, b, a, cache)  # fp32, where chapter 13's C++ runs (load_fast sets it)
         u, conv = conv_silu(qkv, self.conv1d.weight, cache.conv if cache is not None else None)
         state = cache.state if cache is not None else None
         decode = qkv.shape[1] <= STEP_ROWS and state is not None  # decode, or a speculative verify of a few tokens
@@ -243,6 +247,10 @@ def load_fast(checkpoint: Checkpoint | str | Path, dtype: str | torch.dtype | No
     model.widen = not bf16_is_native(p.device, p.dtype) if widen is None else widen
     if quant is not None:
         quantize_model(model, quant)
+        fused = quant in FORMATS and p.dtype == torch.float32 and runs_on(p.device)  # chapter 13's model
+        for m in model.modules():
+            if isinstance(m, FastDeltaNet):
+                m.fused = fused
         for line in [] if quiet else notes(model):
             print(line)
         return model

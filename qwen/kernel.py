@@ -26,7 +26,7 @@ import torch
 
 from qwen.lang import tr
 
-SOURCES = [Path(__file__).parent / "csrc" / name for name in ("rowdot.cpp", "rows8.cpp")]
+SOURCES = [Path(__file__).parent / "csrc" / name for name in ("rowdot.cpp", "rows8.cpp", "deltastep.cpp")]
 # (name, compiler flags, linker flags): the first that builds is used; the name keys torch's cache.
 BUILDS: tuple[tuple[str, list[str], list[str]], ...] = (
     ("qwen_rowdot_native", ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"], ["-fopenmp"]),
@@ -117,3 +117,14 @@ def rows8_product(x: torch.Tensor, grouped: torch.Tensor, n: int, fmt: str) -> t
     if module is None:
         raise RuntimeError(why_not())
     return module.rowdot_rows8(x.to(torch.float32).contiguous(), grouped, n, fmt == "q4_0")
+
+
+def delta_decode(qkv, conv_w, conv, b, a, A_log, dt_bias, state, Hk):
+    """One token through a DeltaNet layer's memory (qwen/csrc/deltastep.cpp): qkv (B, C), conv_w (C, K), the conv
+    window (B, C, K−1) and the state (B, Hv, dk, dv) updated in place, b, a (B, Hv), A_log, dt_bias (Hv); all fp32.
+    Returns o (B, Hv, dv) fp32."""
+    module = load()
+    if module is None:
+        raise RuntimeError(why_not())
+    c = [t.contiguous() for t in (qkv, conv_w, b, a, A_log, dt_bias)]
+    return module.delta_decode(c[0], c[1], conv, c[2], c[3], c[4], c[5], state, Hk)

@@ -1,9 +1,12 @@
 """The fast path's kernels (qwen/fast.py): attention over a cache with each K/V head read once, and the DeltaNet conv
 and decode step computed in place. Each computes what a teaching function computes (qwen/attention.py's attention,
 qwen/deltanet.py's causal_conv and recurrent step), with fewer new tensors; tests/test_fast.py holds each to it.
+`fused_remember` hands a DeltaNet layer's whole decode step to chapter 13's C++ (qwen/csrc/deltastep.cpp).
 """
 import torch
 import torch.nn.functional as F
+
+from qwen import kernel
 
 
 def grouped_attention(q, k, v, allowed=None):
@@ -43,3 +46,13 @@ def delta_step(q, k, v, g, beta, S):
     delta = (v[:, 0].float() - (S * k).sum(-2)) * beta[:, 0, :, None].float()  # β(v − Sᵀk): (B, H, dv)
     S.add_(k * delta[:, :, None])  # S += k ⊗ delta
     return (S * q).sum(-2)[:, None].to(v.dtype)  # read: Sᵀq, (B, 1, H, dv)
+
+
+def fused_remember(layer, qkv, b, a, cache):
+    """A GatedDeltaNet layer's `remember` for a few tokens after a cached state, token by token in one C++ call each
+    (qwen/csrc/deltastep.cpp: the conv window and the fp32 state updated in place). qkv (B, T, C), b, a (B, T, Hv),
+    all fp32. Returns o (B, T, Hv, dv) fp32."""
+    w = layer.conv1d.weight[:, 0]  # (C, K)
+    steps = [kernel.delta_decode(qkv[:, t], w, cache.conv, b[:, t], a[:, t], layer.A_log, layer.dt_bias,
+                                 cache.state, layer.Hk) for t in range(qkv.shape[1])]  # (B, Hv, dv) each
+    return torch.stack(steps, dim=1)

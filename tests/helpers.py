@@ -400,3 +400,26 @@ def english_left(text):
             if any(word.lower() not in KEPT_ENGLISH for word in run.split()):
                 left.append((run, line.strip()[:160]))
     return left
+
+
+def kernel_under_test():
+    """The compiled C++ kernels to test: qwen/kernel.py's build, or, with KERNEL_UNDER_TEST set to the path of a
+    copy of one of qwen/csrc's files with a bug planted in it (the copy's name ending in the name of the file it
+    replaces: /tmp/swap_rows8.cpp replaces rows8.cpp), that copy built with the other files and qwen/kernel.py's
+    flags as an extension of its own. Skips the calling test where no build works."""
+    from torch.utils import cpp_extension  # imports setuptools: only where a kernel is tested
+
+    from qwen import kernel
+
+    planted = os.environ.get("KERNEL_UNDER_TEST")
+    if not planted:
+        module = kernel.load(quiet=True)
+        if module is None:
+            pytest.skip(kernel.why_not())
+        return module
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]  # the venv's ninja
+    _, cflags, ldflags = kernel.BUILDS[0]
+    sources = [planted if planted.endswith(p.name) else str(p) for p in kernel.SOURCES]
+    assert planted in sources, f"name the copy after the file it replaces, one of {[p.name for p in kernel.SOURCES]}"
+    return cpp_extension.load(f"kernel_planted_{Path(planted).stem}", sources, extra_cflags=cflags,
+                              extra_ldflags=ldflags)

@@ -115,7 +115,7 @@ def test_steps_figure_draws_each_share():
 def test_step_names_in_both_languages():
     assert [ch13.step_name(s) for s in ch13.STEPS][2:] == [
         "fp32, plain loop", "fp32, SIMD lanes", "bf16, SIMD lanes", "Q8_0 × Q8_0, portable", "Q4_0 × Q8_0, portable",
-        "Q8_0 × Q8_0, AVX2", "Q4_0 × Q8_0, AVX2"]
+        "Q8_0 × Q8_0, AVX2", "Q4_0 × Q8_0, AVX2", "Q8_0 × Q8_0, eight rows", "Q4_0 × Q8_0, eight rows"]
     zh = [speaking("zh", ch13.step_name, step=s) for s in ch13.STEPS]
     assert zh[:3] == ["F.linear fp32", "F.linear bf16", "fp32，朴素循环"] and all("," not in n for n in zh)
 

@@ -8,22 +8,20 @@ cached (torch's extension folder); after it each test here takes a fraction of a
 default tier as well as in the full gate.
 
 To show a test catches a bug, plant it in a copy of a source file and run this file against the copy: with the
-environment variable ROWDOT_UNDER_TEST set to the copy's path (its name ending in the name of the file it replaces,
-rowdot.cpp or rows8.cpp), the module fixture builds it with the other file as an extension of its own, with
-qwen/kernel.py's flags, and every test runs against it. The eight-row step (rows8.cpp) is held to the portable loop
-bit for bit.
+environment variable KERNEL_UNDER_TEST set to the copy's path (its name ending in the name of the file it replaces,
+e.g. /tmp/bug_rows8.cpp), the module fixture builds it with the other files as an extension of its own, with
+qwen/kernel.py's flags, and every test runs against it (tests/helpers.py's kernel_under_test). The eight-row step
+(rows8.cpp) is held to the portable loop bit for bit.
 """
 import os
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from gguf import GGMLQuantizationType
 from gguf.quants import dequantize as gguf_dequantize, quantize as gguf_quantize
-from torch.utils import cpp_extension
 
+from helpers import kernel_under_test
 from qwen import kernel
 from qwen.blocklinear import group
 
@@ -35,19 +33,8 @@ SHAPES = [(1, 37, 32), (3, 37, 32), (1, 53, 1024), (3, 53, 1024)]
 
 @pytest.fixture(scope="module")
 def rowdot():
-    """The compiled module under test: qwen/kernel.py's build, or the copy of the source ROWDOT_UNDER_TEST names."""
-    planted = os.environ.get("ROWDOT_UNDER_TEST")
-    if planted:
-        os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]  # the venv's ninja
-        _, cflags, ldflags = kernel.BUILDS[0]
-        sources = [planted if planted.endswith(p.name) else str(p) for p in kernel.SOURCES]
-        assert planted in sources, "name the copy after the file it replaces: ...rowdot.cpp or ...rows8.cpp"
-        return cpp_extension.load(f"rowdot_planted_{Path(planted).stem}", sources, extra_cflags=cflags,
-                                  extra_ldflags=ldflags)
-    module = kernel.load(quiet=True)
-    if module is None:
-        pytest.skip(kernel.why_not())
-    return module
+    """The compiled module under test: qwen/kernel.py's build, or a planted copy (helpers.kernel_under_test)."""
+    return kernel_under_test()
 
 
 def use_avx2(rowdot, avx2):
@@ -277,7 +264,8 @@ def test_rows8_refuses_bad_input_in_words(rowdot):
         (lambda: rowdot.rowdot_rows8(torch.zeros(1, 64), g8, 8, False), "8 rows do not fill 2 groups of 8"),
         (lambda: rowdot.rowdot_rows8(torch.zeros(1, 64), g8.view(torch.int8), 16, False),
          "w must be a contiguous 2-D uint8 tensor"),
-        (lambda: rowdot.rowdot_rows8(torch.zeros(1, 64).double(), g8, 16, False), "x has the wrong dtype"),
+        (lambda: rowdot.rowdot_rows8(torch.zeros(1, 64).double(), g8, 16, False), "x must be a contiguous 2-D fp32"),
+        (lambda: rowdot.rowdot_rows8(torch.zeros(1, 48), g8, 16, False), "the width 48 is not a multiple of 32"),
     ]
     for call, message in cases:
         with pytest.raises(RuntimeError) as caught:
@@ -408,7 +396,7 @@ def test_thread_count_changes_no_bit(rowdot):
 
 def test_row_product_takes_any_float_row(rowdot):
     """qwen.kernel.row_product: a bf16, non-contiguous x is the fp32 row it holds; fmt picks the block format."""
-    if os.environ.get("ROWDOT_UNDER_TEST"):
+    if os.environ.get("KERNEL_UNDER_TEST"):
         pytest.skip("row_product calls qwen/kernel.py's own build, not the copy under test")
     x = randn((64, 3), 30).bfloat16().T  # (3, 64), not contiguous
     w = randn((40, 64), 31)

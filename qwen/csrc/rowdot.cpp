@@ -204,6 +204,15 @@ torch::Tensor rows_avx2(const uint8_t* xq, int64_t M, int64_t xrow, const uint8_
 
 }  // namespace
 
+void q8_0_block(const float* src, uint8_t* dst) {  // 32 values -> one Q8_0 block (34 bytes)
+  float amax = 0.f;
+  for (int j = 0; j < QK; ++j) amax = std::max(amax, std::fabs(src[j]));
+  const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+  const uint16_t bits = c10::Half(d).x;  // d stored rounded to fp16; the codes use the fp32 d
+  std::memcpy(dst, &bits, 2);
+  for (int j = 0; j < QK; ++j) dst[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(src[j] * id)));
+}
+
 torch::Tensor quantize_q8_0(torch::Tensor x) {  // x (M, K) fp32 -> (M, K/32·34) uint8: the row's Q8_0 blocks
   check(x, torch::kFloat32, "x");
   const int64_t M = x.size(0), K = x.size(1), nb = K / QK;
@@ -211,14 +220,7 @@ torch::Tensor quantize_q8_0(torch::Tensor x) {  // x (M, K) fp32 -> (M, K/32·34
   auto out = torch::empty({M, nb * Q8_BYTES}, torch::kUInt8);
   const float* src = x.data_ptr<float>();
   uint8_t* dst = out.data_ptr<uint8_t>();
-  for (int64_t i = 0; i < M * nb; ++i, src += QK, dst += Q8_BYTES) {
-    float amax = 0.f;
-    for (int j = 0; j < QK; ++j) amax = std::max(amax, std::fabs(src[j]));
-    const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
-    const uint16_t bits = c10::Half(d).x;  // d stored rounded to fp16; the codes use the fp32 d
-    std::memcpy(dst, &bits, 2);
-    for (int j = 0; j < QK; ++j) dst[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(src[j] * id)));
-  }
+  for (int64_t i = 0; i < M * nb; ++i) q8_0_block(src + i * QK, dst + i * Q8_BYTES);
   return out;
 }
 
@@ -272,6 +274,8 @@ torch::Tensor rowdot_q4_0(torch::Tensor x, torch::Tensor w, bool avx2) {  // x (
 bool rows8_runs();  // rows8.cpp: eight rows at a time, their blocks interleaved
 bool rows8_vnni();
 torch::Tensor rowdot_rows8(torch::Tensor x, torch::Tensor w, int64_t N, bool q4);
+torch::Tensor delta_decode(torch::Tensor qkv, torch::Tensor conv_w, torch::Tensor conv, torch::Tensor b,  // deltastep.cpp
+                           torch::Tensor a, torch::Tensor A_log, torch::Tensor dt_bias, torch::Tensor S, int64_t Hk);
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("quantize_q8_0", &quantize_q8_0, "x (M, K) fp32 -> its Q8_0 blocks (M, K/32*34) uint8");
@@ -280,6 +284,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("rowdot_q8_0", &rowdot_q8_0, "x (M, K) fp32, w Q8_0 blocks (N, K/32*34) uint8, avx2 -> (M, N) fp32");
   m.def("rowdot_q4_0", &rowdot_q4_0, "x (M, K) fp32, w Q4_0 blocks (N, K/32*18) uint8, avx2 -> (M, N) fp32");
   m.def("rowdot_rows8", &rowdot_rows8, "x (M, K) fp32, w grouped blocks (N/8, K/32*8*bytes) uint8, N, q4 -> (M, N)");
+  m.def("delta_decode", &delta_decode, "one token through a DeltaNet layer's conv, gates and delta rule, in place");
   m.attr("avx2") = bool(ROWDOT_AVX2);
   m.attr("rows8") = rows8_runs();
   m.attr("vnni") = rows8_vnni();

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #if defined(__AVX2__) && defined(__F16C__)
 #include <immintrin.h>
@@ -32,7 +33,7 @@
 #define ROWS8 0
 #endif
 
-torch::Tensor quantize_q8_0(torch::Tensor x);  // rowdot.cpp: the activation rounded to Q8_0 blocks
+void q8_0_block(const float* src, uint8_t* dst);  // rowdot.cpp: 32 activations rounded to one Q8_0 block
 
 namespace {
 
@@ -114,28 +115,32 @@ torch::Tensor rowdot_rows8(torch::Tensor x, torch::Tensor w, int64_t N, bool q4)
   TORCH_CHECK(ROWS8, "the eight-row kernel needs AVX2 and F16C, which this build was not compiled for");
   TORCH_CHECK(w.device().is_cpu() && w.scalar_type() == torch::kUInt8 && w.dim() == 2 && w.is_contiguous(),
               "w must be a contiguous 2-D uint8 tensor on the CPU");
-  auto xq = quantize_q8_0(x);
+  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kFloat32 && x.dim() == 2 && x.is_contiguous(),
+              "x must be a contiguous 2-D fp32 tensor on the CPU");
+  TORCH_CHECK(x.size(1) % QK == 0, "Q8_0 cuts a row into blocks of 32: the width ", x.size(1),
+              " is not a multiple of 32");
   const int64_t M = x.size(0), nb = x.size(1) / QK, groups = w.size(0);
   TORCH_CHECK(w.size(1) == nb * G * (q4 ? 18 : 34), "w's groups are ", w.size(1), " bytes; ", x.size(1),
               " inputs need ", nb * G * (q4 ? 18 : 34));
   TORCH_CHECK(N > G * (groups - 1) && N <= G * groups, N, " rows do not fill ", groups, " groups of 8");
-  // what each activation block gives every row: d_x as a float, |q_x| (Q8_0), Σ q_x (Q4_0)
-  auto dx = torch::empty({M, nb}, torch::kFloat32);
-  auto sx = torch::empty({M, nb}, torch::kInt32);
-  auto xabs = torch::empty({M, nb * QK}, torch::kUInt8);
-  const uint8_t* xp = xq.data_ptr<uint8_t>();
+  // the activation as Q8_0 blocks, and what each block gives every row: d_x as a float, |q_x| (Q8_0), Σ q_x (Q4_0)
+  std::vector<uint8_t> xq(M * nb * Q8_BYTES), xabs(M * nb * QK);
+  std::vector<float> dx(M * nb);
+  std::vector<int32_t> sx(M * nb);
+  const float* src = x.data_ptr<float>();
   for (int64_t i = 0; i < M * nb; ++i) {
-    const uint8_t* blk = xp + i * Q8_BYTES;
+    uint8_t* blk = xq.data() + i * Q8_BYTES;
+    q8_0_block(src + i * QK, blk);
     uint16_t bits;
     std::memcpy(&bits, blk, 2);
-    dx.data_ptr<float>()[i] = static_cast<float>(c10::Half(bits, c10::Half::from_bits()));
-    int32_t s = 0;
+    dx[i] = static_cast<float>(c10::Half(bits, c10::Half::from_bits()));
+    int32_t sum = 0;
     for (int j = 0; j < QK; ++j) {
       const int8_t q = static_cast<int8_t>(blk[2 + j]);
-      s += q;
-      xabs.data_ptr<uint8_t>()[i * QK + j] = static_cast<uint8_t>(q < 0 ? -q : q);
+      sum += q;
+      xabs[i * QK + j] = static_cast<uint8_t>(q < 0 ? -q : q);
     }
-    sx.data_ptr<int32_t>()[i] = s;
+    sx[i] = sum;
   }
   auto y = torch::empty({M, N}, torch::kFloat32);
 #if ROWS8
@@ -146,9 +151,9 @@ torch::Tensor rowdot_rows8(torch::Tensor x, torch::Tensor w, int64_t N, bool q4)
     float eight[G];
     for (int64_t g = begin; g < end; ++g)
       for (int64_t m = 0; m < M; ++m) {
-        const uint8_t *xm = xp + m * nb * Q8_BYTES, *am = xabs.data_ptr<uint8_t>() + m * nb * QK;
-        const float* dm = dx.data_ptr<float>() + m * nb;
-        const int32_t* sm = sx.data_ptr<int32_t>() + m * nb;
+        const uint8_t *xm = xq.data() + m * nb * Q8_BYTES, *am = xabs.data() + m * nb * QK;
+        const float* dm = dx.data() + m * nb;
+        const int32_t* sm = sx.data() + m * nb;
         if (q4)
           group_dot<true>(wp + g * row, xm, am, dm, sm, nb, eight);
         else
