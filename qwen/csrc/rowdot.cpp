@@ -204,13 +204,18 @@ torch::Tensor rows_avx2(const uint8_t* xq, int64_t M, int64_t xrow, const uint8_
 
 }  // namespace
 
+float round_away(float v) {  // C's roundf (halves away from zero) as a truncation and a comparison, which the
+  const float t = std::trunc(v);  // compiler vectorizes: v − t is exact, so the test against 0.5 is too
+  return std::fabs(v - t) >= 0.5f ? t + std::copysign(1.f, v) : t;
+}
+
 void q8_0_block(const float* src, uint8_t* dst) {  // 32 values -> one Q8_0 block (34 bytes)
   float amax = 0.f;
   for (int j = 0; j < QK; ++j) amax = std::max(amax, std::fabs(src[j]));
   const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
   const uint16_t bits = c10::Half(d).x;  // d stored rounded to fp16; the codes use the fp32 d
   std::memcpy(dst, &bits, 2);
-  for (int j = 0; j < QK; ++j) dst[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(src[j] * id)));
+  for (int j = 0; j < QK; ++j) dst[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(round_away(src[j] * id)));
 }
 
 torch::Tensor quantize_q8_0(torch::Tensor x) {  // x (M, K) fp32 -> (M, K/32·34) uint8: the row's Q8_0 blocks
