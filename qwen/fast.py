@@ -24,7 +24,8 @@ bf16 cached decode teacher-forced against transformers' sdpa path, step by step)
    The DeltaNet conv accumulates its K products in one buffer, in the layout the projection wrote; the MLP and the
    residual stream update in place; a DeltaNet decode step updates its state in place, its sums taken in the
    order transformers' recurrent step takes them (so bf16 decode rounds as there). A few tokens after a state (a
-   speculative verify pass) take that step once per token, not the chunked rule padded to 64 tokens.
+   speculative verify pass) take that step once per token, not the chunked rule padded to 64 tokens. In chapter 13's
+   fp32 model in llama.cpp's formats the whole step is one C++ call per token (qwen/kernels.py's fused_remember).
 5. With last_only, the last layer computes its MLP for the last position only: no later layer reads the others.
 
 load_fast(checkpoint, dtype, device) is the entry point: the fast model built on the meta device and filled straight
@@ -247,10 +248,8 @@ def load_fast(checkpoint: Checkpoint | str | Path, dtype: str | torch.dtype | No
     model.widen = not bf16_is_native(p.device, p.dtype) if widen is None else widen
     if quant is not None:
         quantize_model(model, quant)
-        fused = quant in FORMATS and p.dtype == torch.float32 and runs_on(p.device)  # chapter 13's model
-        for m in model.modules():
-            if isinstance(m, FastDeltaNet):
-                m.fused = fused
+        for m in (m for m in model.modules() if isinstance(m, FastDeltaNet)):  # chapter 13's model: the step in C++
+            m.fused = quant in FORMATS and p.dtype == torch.float32 and runs_on(p.device)
         for line in [] if quiet else notes(model):
             print(line)
         return model
