@@ -216,28 +216,29 @@ timed({"F.linear fp32": (lambda: F.linear(x, w), w.numel() * 4),
 
 # %% [markdown]
 # ## 2. The kernel, built on this machine
-# `qwen.kernel.load()` compiles `qwen/csrc/rowdot.cpp` as a torch extension (`torch.utils.cpp_extension`, with ninja)
-# the first time it is called, and caches the result in torch's extension folder, keyed by the source, so later runs
-# load it at once. It asks the compiler for `-O3 -march=native -ffp-contract=off -fopenmp`: the instructions of the CPU
-# it runs on (AVX2 where there is AVX2); no multiply and add fused into one FMA where the code wrote two roundings, so a
-# loop sums exactly as its C++ says, on any compiler; and OpenMP. The last flag is what makes the kernel use more than
-# one core. Each product splits its $N$ rows across torch's threads with `at::parallel_for`; torch's CPU builds on Linux
-# run their threads with OpenMP, and `at::parallel_for` is inline code in torch's headers whose parallel region is an
-# `#pragma omp parallel`: compiled without `-fopenmp`, the pragma is ignored and the whole range runs on the calling
-# thread. Where the native build fails, a plain `-O3` build is tried; where no build works (no compiler, no Python
-# headers, no ninja), `load()` returns None and `kernel.why_not()` says why in one line.
+# `qwen.kernel.load()` compiles `qwen/csrc/rowdot.cpp` (with the folder's other files, which section 8 and the live
+# model use, and `module.cpp`, which names the functions for Python) as a torch extension (`torch.utils.cpp_extension`,
+# with ninja) the first time it is called, and caches the result in torch's extension folder, keyed by the source, so
+# later runs load it at once. It asks the compiler for `-O3 -march=native -ffp-contract=off -fopenmp`: the instructions
+# of the CPU it runs on (AVX2 where there is AVX2); no multiply and add fused into one FMA where the code wrote two
+# roundings, so a loop sums exactly as its C++ says, on any compiler; and OpenMP. The last flag is what makes the kernel
+# use more than one core. Each product splits its $N$ rows across torch's threads with `at::parallel_for`; torch's CPU
+# builds on Linux run their threads with OpenMP, and `at::parallel_for` is inline code in torch's headers whose parallel
+# region is an `#pragma omp parallel`: compiled without `-fopenmp`, the pragma is ignored and the whole range runs on
+# the calling thread. Where the native build fails, a plain `-O3` build is tried; where no build works (no compiler, no
+# Python headers, no ninja), `load()` returns None and `kernel.why_not()` says why in one line.
 
 # %% [markdown] lang="zh"
 # ## 2. 在这台机器上编译 kernel
-# `qwen.kernel.load()` 第一次被调用时，把 `qwen/csrc/rowdot.cpp` 编译成 torch 扩展（`torch.utils.cpp_extension`，借助
-# ninja），结果缓存在 torch 的扩展目录里，按源码区分，以后再运行就直接加载。它给编译器的参数是
-# `-O3 -march=native -ffp-contract=off -fopenmp`：使用当前 CPU 支持的指令（有 AVX2 就用 AVX2）；代码里写的是两次舍入的乘
-# 法和加法，就不许合并成一条 FMA，这样不管用哪个编译器，循环都严格按 C++ 写的那样求和；并启用 OpenMP。最后这个参数决定
-# kernel 能不能用上多个核。每次乘法用 `at::parallel_for` 把 $N$ 行分给 torch 的各个线程；Linux 上 torch 的 CPU 版本用
-# OpenMP 管理线程，而 `at::parallel_for` 是 torch 头文件里的内联代码，它的并行区就是一条 `#pragma omp parallel`：编译时
-# 不加 `-fopenmp`，这条 pragma 会被忽略，整个范围都在调用它的那个线程上跑。原生编译失败时，会再试一次只加 `-O3` 的编译；
-# 怎么都编译不了时（没有编译器、没有 Python 头文件、没有 ninja），`load()` 返回 None，由 `kernel.why_not()` 用一行话说明
-# 原因。
+# `qwen.kernel.load()` 第一次被调用时，把 `qwen/csrc/rowdot.cpp`（连同这个目录里第 8 节和运行模型要用的其他文件，以及给
+# Python 起函数名的 `module.cpp`）编译成 torch 扩展（`torch.utils.cpp_extension`，借助 ninja），结果缓存在 torch 的扩展
+# 目录里，按源码区分，以后再运行就直接加载。它给编译器的参数是 `-O3 -march=native -ffp-contract=off -fopenmp`：使用当前
+# CPU 支持的指令（有 AVX2 就用 AVX2）；代码里写的是两次舍入的乘法和加法，就不许合并成一条 FMA，这样不管用哪个编译器，循
+# 环都严格按 C++ 写的那样求和；并启用 OpenMP。最后这个参数决定 kernel 能不能用上多个核。每次乘法用 `at::parallel_for` 把
+# $N$ 行分给 torch 的各个线程；Linux 上 torch 的 CPU 版本用 OpenMP 管理线程，而 `at::parallel_for` 是 torch 头文件里的内
+# 联代码，它的并行区就是一条 `#pragma omp parallel`：编译时不加 `-fopenmp`，这条 pragma 会被忽略，整个范围都在调用它的那
+# 个线程上跑。原生编译失败时，会再试一次只加 `-O3` 的编译；怎么都编译不了时（没有编译器、没有 Python 头文件、没有
+# ninja），`load()` 返回 None，由 `kernel.why_not()` 用一行话说明原因。
 
 # %%
 module = kernel.load()  # built on first use (about a minute), then loaded from torch's extension cache

@@ -1,5 +1,6 @@
-"""The one-row product written in C++ (qwen/csrc/rowdot.cpp, and rows8.cpp: eight weight rows at a time), compiled
-on this machine the first time it is used.
+"""The one-row product written in C++ (qwen/csrc: rowdot.cpp, and for the live model rows8.cpp, eight weight rows
+at a time, and deltastep.cpp, a DeltaNet decode step; module.cpp names them for Python), compiled on this machine the
+first time it is used.
 
 A decode step is one activation row times every weight, read once: its speed is the weights' bytes over the time
 the kernel takes to stream them. torch's general kernels leave much of the read bandwidth unused at one row
@@ -26,7 +27,7 @@ import torch
 
 from qwen.lang import tr
 
-SOURCES = [Path(__file__).parent / "csrc" / name for name in ("rowdot.cpp", "rows8.cpp", "deltastep.cpp")]
+SOURCES = [Path(__file__).parent / "csrc" / name for name in ("module.cpp", "rowdot.cpp", "rows8.cpp", "deltastep.cpp")]
 # (name, compiler flags, linker flags): the first that builds is used; the name keys torch's cache.
 BUILDS: tuple[tuple[str, list[str], list[str]], ...] = (
     ("qwen_rowdot_native", ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"], ["-fopenmp"]),

@@ -276,26 +276,4 @@ torch::Tensor rowdot_q4_0(torch::Tensor x, torch::Tensor w, bool avx2) {  // x (
   return rows(x.size(0), w.size(0), [&](int64_t m, int64_t n) { return dot_q4_0(wp + n * row, xp + m * xrow, nb); });
 }
 
-bool rows8_runs();  // rows8.cpp: eight rows at a time, their blocks interleaved
-bool rows8_vnni();
-torch::Tensor rowdot_rows8(torch::Tensor x, torch::Tensor w, int64_t N, bool q4);
-torch::Tensor delta_decode(torch::Tensor qkv, torch::Tensor conv_w, torch::Tensor conv, torch::Tensor b,  // deltastep.cpp
-                           torch::Tensor a, torch::Tensor A_log, torch::Tensor dt_bias, torch::Tensor S, int64_t Hk);
-
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("quantize_q8_0", &quantize_q8_0, "x (M, K) fp32 -> its Q8_0 blocks (M, K/32*34) uint8");
-  m.def("rowdot_fp32", &rowdot_fp32, "x (M, K) fp32, w (N, K) fp32, vector -> x W^T (M, N)");
-  m.def("rowdot_bf16", &rowdot_bf16, "x (M, K) fp32, w (N, K) bf16 -> x W^T (M, N) fp32");
-  m.def("rowdot_q8_0", &rowdot_q8_0, "x (M, K) fp32, w Q8_0 blocks (N, K/32*34) uint8, avx2 -> (M, N) fp32");
-  m.def("rowdot_q4_0", &rowdot_q4_0, "x (M, K) fp32, w Q4_0 blocks (N, K/32*18) uint8, avx2 -> (M, N) fp32");
-  m.def("rowdot_rows8", &rowdot_rows8, "x (M, K) fp32, w grouped blocks (N/8, K/32*8*bytes) uint8, N, q4 -> (M, N)");
-  m.def("delta_decode", &delta_decode, "one token through a DeltaNet layer's conv, gates and delta rule, in place");
-  m.attr("avx2") = bool(ROWDOT_AVX2);
-  m.attr("rows8") = rows8_runs();
-  m.attr("vnni") = rows8_vnni();
-#ifdef _OPENMP
-  m.attr("threads") = true;
-#else
-  m.attr("threads") = false;
-#endif
-}
+bool rowdot_avx2() { return ROWDOT_AVX2; }  // were the AVX2 loops compiled in?
