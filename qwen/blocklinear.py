@@ -92,7 +92,7 @@ def round_input(x):
 
 class BlockLinear(nn.Module):
     """x Wᵀ with W held as GGUF blocks: the C++ kernel where it runs (and fewer than PACKED_ROWS rows), else a
-    block of rows dequantized and F.linear on the Q8_0-rounded input. `sizes`: a Joined's projections, whose
+    block of rows dequantized and F.linear on the Q8_0-rounded input. `sizes`, `joins`: a Joined's projections, whose
     outputs are returned split."""
 
     def __init__(self, linear, fmt, packing=True):
@@ -104,6 +104,7 @@ class BlockLinear(nn.Module):
                                 f"{fmt} 按每块 {QK} 个值切分：{self.in_features} 个输入切不整"))
         self.asked = self.scheme = fmt
         self.group, self.sizes = QK, getattr(linear, "sizes", None)
+        self.joins = getattr(linear, "joins", None)  # a Joined's projection names (qwen/speculative.py reads them)
         self.widen, self.dtype = getattr(linear, "widen", False), w.dtype
         self.kernel = packing and runs_on(w.device)  # packing=False: the dequantized path only
         self.grouped = self.kernel and groups_rows()  # the eight-row layout, where the kernel's step for it runs

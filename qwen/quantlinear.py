@@ -113,9 +113,9 @@ def one_per_byte(b):
 
 class QuantLinear(nn.Module):
     """x Wᵀ with W held as codes: the packed kernel where `has_kernel` (and fewer than PACKED_ROWS rows, when a
-    row-major copy exists for the others: `packs`), else `dequantized_product`. `sizes`: a Joined's projections,
-    whose outputs are returned split, as Joined returns them. rows: keep a row-major copy (the embedding reads it).
-    `asked` is the scheme asked for, `scheme` the one the weight is held in (`held_as`)."""
+    row-major copy exists for the others: `packs`), else `dequantized_product`. `sizes`, `joins`: a Joined's
+    projections, whose outputs are returned split, as Joined returns them. rows: keep a row-major copy (the embedding
+    reads it). `asked` is the scheme asked for, `scheme` the one the weight is held in (`held_as`)."""
 
     def __init__(self, linear, scheme, group=32, symmetric=False, packing=True, rows=False):
         super().__init__()
@@ -123,6 +123,7 @@ class QuantLinear(nn.Module):
         self.out_features, self.in_features = w.shape
         self.asked, self.scheme = scheme, held_as(scheme, self.in_features, group)
         self.group, self.sizes = group, getattr(linear, "sizes", None)
+        self.joins = getattr(linear, "joins", None)  # a Joined's projection names (qwen/speculative.py reads them)
         self.widen, self.dtype = getattr(linear, "widen", False), w.dtype
         q, s, z = codes(w, self.scheme, group, w.dtype, symmetric)
         self.kernel = packing and has_kernel(self.scheme, w.device, w.dtype) and (self.scheme == "int8" or

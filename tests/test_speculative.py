@@ -94,6 +94,21 @@ def test_fast_path_greedy_equals_plain(synthetic):
         assert run(model, PROMPTS, draft=drafts(model, plain, kind, k)) == plain
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("quant", ["int8", "q8_0", "q4_0"])
+def test_quantized_fast_path_greedy_equals_plain(synthetic, quant):
+    """The chat's --quant with --speculative: the quantized layers keep the names of the projections a rollback
+    replays. One prompt at a time: a padded batch runs attention through the teaching kernel, whose matrix products
+    round a verify pass's rows in another order than one row's, and a quantized model rounds each activation to a
+    grid, where such a last-bit difference can move a code a whole step (random weights then swap near-tie tokens)."""
+    model = load_fast(synthetic, dtype=torch.float32, quant=quant, quiet=True)
+    model.mtp = load_mtp(synthetic, dtype=torch.float32)
+    for prompt in PROMPTS:
+        plain = run(model, prompt)
+        for k, kind in ((2, "mtp"), (4, "right")):
+            assert run(model, prompt, draft=drafts(model, plain, kind, k)) == plain, (prompt, k, kind)
+
+
 def test_stop_tokens_end_rows_as_plain_decoding(loaded):
     """A stop token inside an accepted run ends that row there (None afterwards), the others go on."""
     model = loaded[next(iter(SMALL))]
