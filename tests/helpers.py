@@ -340,7 +340,7 @@ def shared_stdout(nb):
 
 
 # what differs from run to run: a time, a rate measured on the machine, a measured share of a bound, a thread count
-TIMING = re.compile(r"\d+(\.\d+)?\s*(ms\b|毫秒|s\b|秒|tok/s|token/s|tokens/s|GB/s)"
+TIMING = re.compile(r" *\d+(\.\d+)?\s*(ms\b|毫秒|s\b|秒|tok/s|token/s|tokens/s|GB/s)"  # with the spaces that pad it
                     r"|\d+% of (it|the stream|the read probe)\b|(达到|是数据流的|是读带宽探测值的) \d+%"
                     r"|\d+ threads\b|\d+ 个线程")  # chapter 13: a share of the read probe, torch's thread count
 
