@@ -88,6 +88,15 @@ def why_not() -> str | None:
     return _built.get("why")  # type: ignore[return-value]
 
 
+def built() -> ModuleType:
+    """The compiled kernel module, or a RuntimeError saying in one line why there is none (for the callers that
+    need it: the products and the DeltaNet step)."""
+    module = load()
+    if module is None:
+        raise RuntimeError(why_not())
+    return module
+
+
 def runs_on(device: torch.device) -> bool:
     """Can the kernel multiply tensors on `device`? The CPU, where it builds; never a GPU or MPS."""
     return device.type == "cpu" and load() is not None
@@ -96,9 +105,7 @@ def runs_on(device: torch.device) -> bool:
 def row_product(x: torch.Tensor, blocks: torch.Tensor, fmt: str, avx2: bool = True) -> torch.Tensor:
     """x (M, K) any float dtype, blocks (N, K/32·bytes) uint8 in format fmt ("q8_0" / "q4_0") -> x Wᵀ (M, N) fp32:
     the activation rounded to Q8_0 once, integer sums per block. avx2: the intrinsics where compiled in."""
-    module = load()
-    if module is None:
-        raise RuntimeError(why_not())
+    module = built()
     x = x.to(torch.float32).contiguous()
     fn = module.rowdot_q8_0 if fmt == "q8_0" else module.rowdot_q4_0
     return fn(x, blocks, avx2)
@@ -114,9 +121,7 @@ def groups_rows() -> bool:
 def rows8_product(x: torch.Tensor, grouped: torch.Tensor, n: int, fmt: str) -> torch.Tensor:
     """x (M, K) any float dtype, the blocks of n weight rows in the eight-row layout (⌈n/8⌉, K/32 · 8 · bytes) uint8
     -> x Wᵀ (M, n) fp32, the same bits as row_product on the file's bytes."""
-    module = load()
-    if module is None:
-        raise RuntimeError(why_not())
+    module = built()
     return module.rowdot_rows8(x.to(torch.float32).contiguous(), grouped, n, fmt == "q4_0")
 
 
@@ -124,8 +129,6 @@ def delta_decode(qkv, conv_w, conv, b, a, A_log, dt_bias, state, Hk):
     """One token through a DeltaNet layer's memory (qwen/csrc/deltastep.cpp): qkv (B, C), conv_w (C, K), the conv
     window (B, C, K−1) and the state (B, Hv, dk, dv) updated in place, b, a (B, Hv), A_log, dt_bias (Hv); all fp32.
     Returns o (B, Hv, dv) fp32."""
-    module = load()
-    if module is None:
-        raise RuntimeError(why_not())
+    module = built()
     c = [t.contiguous() for t in (qkv, conv_w, b, a, A_log, dt_bias)]
     return module.delta_decode(c[0], c[1], conv, c[2], c[3], c[4], c[5], state, Hk)

@@ -26,6 +26,7 @@ from qwen import kernel
 from qwen.blocklinear import group
 
 Q8_0, Q4_0 = GGMLQuantizationType.Q8_0, GGMLQuantizationType.Q4_0
+QTYPES = {"q8_0": Q8_0, "q4_0": Q4_0}  # the kernel's format names -> gguf's
 U = 2.0 ** -24  # fp32's unit roundoff: one rounding moves a number by at most U times its size
 # (M, N, K): one row and three; N not a multiple of the 16 rows a thread takes at least; one block and 32 blocks
 SHAPES = [(1, 37, 32), (3, 37, 32), (1, 53, 1024), (3, 53, 1024)]
@@ -152,7 +153,7 @@ def assert_within_bound(y, p, avx2):
 def test_block_product_within_fp32_rounding_of_float64(rowdot, fmt, shape, avx2):
     M, N, K = shape
     avx2 = use_avx2(rowdot, avx2)
-    qtype = {"q8_0": Q8_0, "q4_0": Q4_0}[fmt]
+    qtype = QTYPES[fmt]
     x, w = randn((M, K), K + M), randn((N, K), N, 0.02)
     x[:, :32] *= 1e-3  # blocks of unlike scales, and a zero one (d_x = 0) where a row has more than one
     if K > 32:
@@ -192,7 +193,7 @@ def exact_case(fmt, N, K, seed):
 def test_block_product_exact_where_nothing_rounds(rowdot, fmt, K, avx2):
     avx2 = use_avx2(rowdot, avx2)
     x, w, want = exact_case(fmt, 37, K, seed=K)
-    qtype = {"q8_0": Q8_0, "q4_0": Q4_0}[fmt]
+    qtype = QTYPES[fmt]
     blocks, wv = gguf_values(w, qtype)
     assert np.array_equal(wv, w.numpy()) and np.array_equal(gguf_values(x, Q8_0)[1], x.numpy())  # on the grid
     assert want.abs().max() < 2 ** 24 * (4 / 8 if fmt == "q8_0" else 0.25 / 8)  # the integer sums below 2^24
@@ -221,7 +222,7 @@ def test_rows8_is_the_portable_loop_bit_for_bit(rowdot, fmt, shape):
     same bits for every row, whatever its group. (The portable loop is held to float64 above.)"""
     use_rows8(rowdot)
     M, N, K = shape
-    qtype = {"q8_0": Q8_0, "q4_0": Q4_0}[fmt]
+    qtype = QTYPES[fmt]
     x, w = randn((M, K), K + M + 7), randn((N, K), N + 7, 0.02)
     w[:, :32] *= 50.0
     blocks = torch.from_numpy(gguf_values(w, qtype)[0])
@@ -239,7 +240,7 @@ def test_rows8_on_the_edge_activations(rowdot, fmt, case):
     w = randn((11, x.shape[1]), 40)
     w[3] = 0  # a zero weight row: d_w = 0
     w[5, :32] = torch.tensor([-8.0, 7.0] * 16)  # Q4_0's extreme codes 0 and 15
-    blocks = torch.from_numpy(gguf_values(w, {"q8_0": Q8_0, "q4_0": Q4_0}[fmt])[0])
+    blocks = torch.from_numpy(gguf_values(w, QTYPES[fmt])[0])
     want = getattr(rowdot, f"rowdot_{fmt}")(x, blocks, False)
     torch.testing.assert_close(rows8_of(rowdot, x, blocks, fmt), want, rtol=0, atol=0, equal_nan=True)
 
@@ -249,7 +250,7 @@ def test_rows8_on_the_edge_activations(rowdot, fmt, case):
 def test_rows8_exact_where_nothing_rounds(rowdot, fmt, K):
     use_rows8(rowdot)
     x, w, want = exact_case(fmt, 37, K, seed=K + 1)
-    blocks = torch.from_numpy(gguf_values(w, {"q8_0": Q8_0, "q4_0": Q4_0}[fmt])[0])
+    blocks = torch.from_numpy(gguf_values(w, QTYPES[fmt])[0])
     y = rows8_of(rowdot, x, blocks, fmt)
     assert torch.equal(y.double(), want), f"largest difference {(y.double() - want).abs().max():.3g}"
 

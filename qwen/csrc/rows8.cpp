@@ -32,19 +32,24 @@
 #else
 #define ROWS8 0
 #endif
+#if ROWS8 && (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__)))
+#define ROWS8_VNNI 1
+#else
+#define ROWS8_VNNI 0
+#endif
 
 void q8_0_block(const float* src, uint8_t* dst);  // rowdot.cpp: 32 activations rounded to one Q8_0 block
 
 namespace {
 
 constexpr int QK = 32, G = 8;  // values in a block, rows in a group
-constexpr int Q8_BYTES = 34;   // one Q8_0 block of the activation
+constexpr int Q8_BYTES = 34;   // one Q8_0 block (the activation's, or a weight row's)
+constexpr int Q4_BYTES = 18;   // one Q4_0 block of a weight row
 constexpr int AHEAD = 4096;    // bytes of the group asked for ahead of use: without it a thread streams the weight
                                // from memory at about half the read bandwidth; 2-8 KB ahead measured at it
 
 #if ROWS8
-#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
-#define ROWS8_VNNI 1
+#if ROWS8_VNNI
 __m256i dot4(__m256i sum, __m256i u, __m256i s) {  // sum + per lane Σ of 4 products u·s (u unsigned bytes)
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
   return _mm256_dpbusd_epi32(sum, u, s);
@@ -53,7 +58,6 @@ __m256i dot4(__m256i sum, __m256i u, __m256i s) {  // sum + per lane Σ of 4 pro
 #endif
 }
 #else
-#define ROWS8_VNNI 0
 __m256i dot4(__m256i sum, __m256i u, __m256i s) {
   return _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 }
@@ -69,7 +73,7 @@ __m256i x4(const uint8_t* p) {  // 4 activation codes broadcast to the 8 lanes
 template <bool Q4>
 void group_dot(const uint8_t* w, const uint8_t* x, const uint8_t* xabs, const float* dx, const int32_t* sx,
                int64_t nb, float* out) {
-  constexpr int GROUP_BYTES = Q4 ? G * 18 : G * 34;
+  constexpr int GROUP_BYTES = G * (Q4 ? Q4_BYTES : Q8_BYTES);
   const __m256i low4 = _mm256_set1_epi8(15);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, w += GROUP_BYTES) {
@@ -102,13 +106,7 @@ void group_dot(const uint8_t* w, const uint8_t* x, const uint8_t* xabs, const fl
 }  // namespace
 
 bool rows8_runs() { return ROWS8; }
-bool rows8_vnni() {
-#if ROWS8
-  return ROWS8_VNNI;
-#else
-  return false;
-#endif
-}
+bool rows8_vnni() { return ROWS8_VNNI; }
 
 // x (M, K) fp32, w (ceil(N/8), K/32 · 8 · bytes) uint8 grouped as above -> x Wᵀ (M, N) fp32
 torch::Tensor rowdot_rows8(torch::Tensor x, torch::Tensor w, int64_t N, bool q4) {
@@ -120,8 +118,9 @@ torch::Tensor rowdot_rows8(torch::Tensor x, torch::Tensor w, int64_t N, bool q4)
   TORCH_CHECK(x.size(1) % QK == 0, "Q8_0 cuts a row into blocks of 32: the width ", x.size(1),
               " is not a multiple of 32");
   const int64_t M = x.size(0), nb = x.size(1) / QK, groups = w.size(0);
-  TORCH_CHECK(w.size(1) == nb * G * (q4 ? 18 : 34), "w's groups are ", w.size(1), " bytes; ", x.size(1),
-              " inputs need ", nb * G * (q4 ? 18 : 34));
+  const int64_t need = nb * G * (q4 ? Q4_BYTES : Q8_BYTES);
+  TORCH_CHECK(w.size(1) == need, "w's groups are ", w.size(1), " bytes; ", x.size(1), " inputs need ",
+              need);
   TORCH_CHECK(N > G * (groups - 1) && N <= G * groups, N, " rows do not fill ", groups, " groups of 8");
   // the activation as Q8_0 blocks, and what each block gives every row: d_x as a float, |q_x| (Q8_0), Σ q_x (Q4_0)
   std::vector<uint8_t> xq(M * nb * Q8_BYTES), xabs(M * nb * QK);
