@@ -173,7 +173,7 @@ def quantized_paths(model: Qwen35) -> str:
     quant = str(model.quant)
     if quant in ("q8_0", "q4_0"):
         kernel = tr(f"the C++ kernel (the activation rounded to Q8_0 × {quant.upper()} blocks, integer sums "
-                    "per block)", f"C++ kernel（激活舍入成 Q8_0，乘 {quant.upper()} 块，每块整数累加）")
+                    "per block)", f"本课程的 C++ kernel（激活舍入成 Q8_0，乘 {quant.upper()} 块，每块整数累加）")
         dequantized = tr("round the input to Q8_0, dequantize a block of the weight to fp32, then call F.linear",
                          "先把输入舍入成 Q8_0、把一块权重反量化成 fp32，再调用 F.linear")
     else:
