@@ -20,9 +20,12 @@ where llama-quantize's Q4_0 file keeps it in Q6_K).
   are the weights a step reads (`read_bytes`: codes with their scales in the layout the product reads, norms, the
   tied table once as the head; the DeltaNet state and the short KV cache are left out), the bandwidth
   qwen.measure.read_bandwidth's, the best of one measure before and one after the timings.
-- llama.cpp (--llama-bench PATH --gguf DIR): `llama-bench -m FILE -t THREADS -p PREFILL -n DECODE -r REPEATS -o json`
-  on DIR's *bf16.gguf, *Q8_0.gguf and *Q4_0.gguf; its decode starts from an empty context (ours after 8 tokens).
-  Its decode: the median and the best of its repeats; its prefill: their mean (avg_ts). Its read bound is the
+- llama.cpp (--llama-bench PATH --gguf DIR): `llama-bench -m FILE -t THREADS -p PREFILL -n DECODE -r 1 -o json`
+  on DIR's *bf16.gguf, *Q8_0.gguf and *Q4_0.gguf, in turns with ours: after each of our decode repeats of bf16, q8_0
+  and q4_0, one repetition of the matching file, so both sides of a ratio see the same minutes of a shared machine
+  (its bandwidth has moved by a third between two runs a few minutes apart); a file without a partner among the
+  formats run is benched after ours, REPEATS times. Its decode starts from an empty context (ours after 8 tokens).
+  Its decode: the median and the best of its repetitions; its prefill: their mean (avg_ts). Its read bound is the
   bandwidth over the GGUF file's bytes (llama-quantize's Q4_0 keeps the tied table, the head, in Q6_K).
 Goals (2 threads, 0.8B shapes): bf16 decode >= 0.9x llama.cpp's bf16 and >= 2x transformers' bf16; fp32
 decode >= 1.5x transformers' fp32; q8_0 decode >= llama.cpp's Q8_0; q4_0 decode >= llama.cpp's Q4_0 (int8 and
@@ -69,6 +72,7 @@ from qwen.synthetic import synthetic_path
 FORMATS = ("bf16", "int8", "int4", "fp32", "q8_0", "q4_0")
 RUN_ORDER = ("bf16", "transformers bf16", "fp32", "transformers fp32", "int8", "int4", "q8_0", "q4_0")
 LLAMA = {"bf16": "bf16", "int8": "Q8_0", "int4": "Q4_0", "q8_0": "Q8_0", "q4_0": "Q4_0"}  # ours -> llama.cpp's
+PARTNERS = {"bf16": "bf16", "q8_0": "Q8_0", "q4_0": "Q4_0"}  # ours -> the llama.cpp file benched in turns with it
 BLOCKS = ("q8_0", "q4_0")  # llama.cpp's formats, multiplied by the C++ kernel with fp32 activations, as llama.cpp
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # the real vocabulary, in the synthetic checkpoint
 VOCAB = 248044  # token ids drawn below the special tokens
@@ -112,12 +116,14 @@ def save(hf, folder):
 # ---------------------------------------------------------------- llama.cpp's llama-bench
 
 def llama_rates(records):
-    """(prefill tokens/s, decode tokens/s, decode samples) from llama-bench's `-o json` records: a prompt test has
-    n_gen 0, a generation test n_prompt 0; avg_ts is the mean over its repetitions, samples_ts each one."""
-    prefill = [r for r in records if r["n_prompt"] > 0 and r["n_gen"] == 0]
+    """(prefill tokens/s, decode tokens/s, decode samples) from llama-bench's `-o json` records, of one run or of
+    several turns put together: a prompt test has n_gen 0, a generation test n_prompt 0; avg_ts is the mean over a
+    record's repetitions, samples_ts each one. Over several records: the mean of their avg_ts, all their samples."""
+    prefill = [r["avg_ts"] for r in records if r["n_prompt"] > 0 and r["n_gen"] == 0]
     decode = [r for r in records if r["n_gen"] > 0 and r["n_prompt"] == 0]
-    return (prefill[0]["avg_ts"] if prefill else None, decode[0]["avg_ts"] if decode else None,
-            decode[0]["samples_ts"] if decode else [])
+    return (statistics.mean(prefill) if prefill else None,
+            statistics.mean(r["avg_ts"] for r in decode) if decode else None,
+            [t for r in decode for t in r["samples_ts"]])
 
 
 def gguf_files(folder):
@@ -130,13 +136,13 @@ def gguf_files(folder):
     return found
 
 
-def llama_bench(exe, file, args):
-    """llama-bench's records for one GGUF file, run with the bench's threads, sizes and repeats. Where it fails (a
-    build of it has crashed in the prompt pass of a Q4_0 file), once more without the prompt; None, said in one line
-    each time, where that fails too."""
+def llama_bench(exe, file, args, repeats=None):
+    """llama-bench's records for one GGUF file, run with the bench's threads and sizes, `repeats` times (default:
+    the bench's repeats). Where it fails (a build of it has crashed in the prompt pass of a Q4_0 file), once more
+    without the prompt; None, said in one line each time, where that fails too."""
     for prompt in dict.fromkeys((args.prefill or 0, 0)):
         cmd = [str(exe), "-m", str(file), "-t", str(args.threads), "-p", str(prompt), "-n", str(args.decode),
-               "-r", str(args.repeats), "-o", "json"]
+               "-r", str(repeats or args.repeats), "-o", "json"]
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode == 0:
             return json.loads(out.stdout)
@@ -147,17 +153,31 @@ def llama_bench(exe, file, args):
     return None
 
 
+def llama_turn(args, ours, fmt, file, turns, rate):
+    """One repetition of llama.cpp's `file` right after one decode repeat of ours (`rate` tokens/s), its records
+    added to turns[fmt]; a line each turn, so a slow run shows where it is."""
+    records = llama_bench(args.llama_bench, file, args, repeats=1) or []
+    turns.setdefault(fmt, []).extend(records)
+    _, dec, _ = llama_rates(records)
+    theirs = f"{dec:.2f} tok/s" if dec is not None else "no figure"
+    print(f"turn: {ours} {rate:.2f} tok/s, then llama.cpp {fmt} {theirs}", file=sys.stderr, flush=True)
+
+
 # ---------------------------------------------------------------- the run
 
-def measure(name, model, args, ids, prompt, kl_ids, device, decode, prefill):
+def measure(name, model, args, ids, prompt, kl_ids, device, decode, prefill, turn=None):
     """Time one model: its prefill and decode tokens/s into `prefill` and `decode` (median, best), its logits over
-    kl_ids returned for the KL."""
+    kl_ids returned for the KL. turn(): run after each decode repeat (llama.cpp's matching file, one repetition)."""
     if args.prefill:
         t, = medians([partial(our_prefill if name in FORMATS else hf_prefill, model, ids)], device, args.repeats)
         prefill[name] = args.prefill / t
     if args.decode:
         run = our_decode if name in FORMATS else hf_decode
-        times = [run(model, prompt, args.decode) for _ in range(args.repeats)]
+        times = []
+        for _ in range(args.repeats):
+            times.append(run(model, prompt, args.decode))
+            if turn:
+                turn(args.decode / times[-1])
         decode[name] = (args.decode / statistics.median(times), args.decode / min(times))
     if args.profile and name in FORMATS:
         profile_step(name, model, prompt)
@@ -215,6 +235,8 @@ def main():
     prompt = torch.randint(0, VOCAB, (1, 8), generator=g).to(device)
     kl_ids = torch.randint(0, VOCAB, (1, max(args.kl_tokens, 1)), generator=g).to(device)
     prefill, decode, size, logits = {}, {}, {}, {}
+    files = gguf_files(args.gguf) if args.llama_bench and args.gguf else {}
+    turns = {}  # llama.cpp's format -> its records from the turns taken beside ours
     with torch.no_grad():
         hf = transformers_model(args.model, torch.bfloat16, device)  # every format is made from its numbers
         scratch = tempfile.TemporaryDirectory() if not (args.model or args.save) else None
@@ -231,7 +253,9 @@ def main():
             else:
                 model = load_fast(path, dtype=dtype, device=device, quant=None if name in ("bf16", "fp32") else name)
             size[name] = read_bytes(model)
-            logits[name] = measure(name, model, args, ids, prompt, kl_ids, device, decode, prefill)
+            partner = PARTNERS.get(name)
+            turn = partial(llama_turn, args, name, partner, files[partner], turns) if partner in files else None
+            logits[name] = measure(name, model, args, ids, prompt, kl_ids, device, decode, prefill, turn)
             print(f"measured {name}: prefill {prefill.get(name)} tok/s, decode (median, best) {decode.get(name)} tok/s",
                   file=sys.stderr, flush=True)  # progress: a run on a loaded machine takes long
             model = None  # free it before the next one
@@ -241,11 +265,9 @@ def main():
     bandwidth = max(bandwidth, read_bandwidth(device))  # the best of two: the load changes by the minute
 
     llama = {}
-    if args.llama_bench and args.gguf:
-        for fmt, file in gguf_files(args.gguf).items():
-            records = llama_bench(args.llama_bench, file, args)
-            if records is None:
-                continue
+    for fmt, file in files.items():
+        records = turns[fmt] if fmt in turns else llama_bench(args.llama_bench, file, args)
+        if records:
             pre, dec, samples = llama_rates(records)
             dec = statistics.median(samples) if samples else dec  # the median, as ours
             llama[fmt] = (pre, dec, max(samples, default=None), file.stat().st_size)

@@ -15,11 +15,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(*argv):
+def run(*argv, both=False):
+    """The script's stdout (both: stdout and stderr), after checking it exits 0."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
+    return (out.stdout, out.stderr) if both else out.stdout
 
 
 @pytest.mark.slow
@@ -75,9 +76,9 @@ def fake_llama_bench(folder):
 def test_bench_quant(shallow, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    out = run("bench/bench_quant.py", "--model", str(shallow), "--prefill", "8", "--decode", "2", "--kl-tokens", "4",
-              "--repeats", "1", "--threads", "1", "--save", str(tmp_path / "w"),
-              "--llama-bench", str(fake_llama_bench(tmp_path)), "--gguf", str(tmp_path))
+    out, err = run("bench/bench_quant.py", "--model", str(shallow), "--prefill", "8", "--decode", "2", "--kl-tokens",
+                   "4", "--repeats", "1", "--threads", "1", "--save", str(tmp_path / "w"),
+                   "--llama-bench", str(fake_llama_bench(tmp_path)), "--gguf", str(tmp_path), both=True)
     for name in ("bf16", "transformers bf16", "fp32", "transformers fp32", "int8", "int4", "q8_0", "q4_0"):
         assert re.search(rf"\n{name} +[\d.]+ GB read per token, bound +[\d.]+ tok/s +prefill 8 tokens +[\d.]+ tok/s +"
                          rf"decode 2 tokens +[\d.]+ tok/s \(best +[\d.]+, +\d+% of the bound\)\n", out), name
@@ -88,6 +89,12 @@ def test_bench_quant(shallow, tmp_path):
     for fmt in ("bf16", "Q8_0", "Q4_0"):
         assert re.search(rf"\nllama.cpp {fmt} +0.00 GB file, +bound +[\d.]+ tok/s +prefill 8 tokens +{pre:.1f} tok/s +"
                          rf"decode 2 tokens +{median:.2f} tok/s \(best +{best:.2f}, ", out)
+    # llama.cpp's files run in turns with ours: each right after our decode of its format, before the next format
+    progress = [m.group(1) for m in re.finditer(r"^(turn: \S+|measured [^:]+)", err, re.M)]
+    assert progress == ["turn: bf16", "measured bf16", "measured transformers bf16", "measured fp32",
+                        "measured transformers fp32", "measured int8", "measured int4", "turn: q8_0", "measured q8_0",
+                        "turn: q4_0", "measured q4_0"], progress
+    assert re.search(r"\nturn: q8_0 [\d.]+ tok/s, then llama.cpp Q8_0 [\d.]+ tok/s\n", err)
     for what, target in (("bf16 decode vs llama.cpp bf16", 0.9), ("bf16 decode vs transformers bf16", 2),
                          ("fp32 decode vs transformers fp32", 1.5), ("q8_0 decode vs llama.cpp Q8_0", 1),
                          ("q4_0 decode vs llama.cpp Q4_0", 1)):
@@ -112,6 +119,9 @@ def test_llama_rates():
 
     assert llama_rates(json.loads(LLAMA_SAMPLE.read_text())) == (17.883840, 2.343489, [2.06685, 2.62013])
     assert llama_rates([]) == (None, None, [])
+    again = [dict(r, avg_ts=r["avg_ts"] + 1, samples_ts=[3.0]) for r in json.loads(LLAMA_SAMPLE.read_text())]
+    pre, dec, samples = llama_rates(json.loads(LLAMA_SAMPLE.read_text()) + again)  # two turns' records together
+    assert (pre, dec) == (pytest.approx(18.383840), pytest.approx(2.843489)) and samples == [2.06685, 2.62013, 3.0]
 
 
 @pytest.mark.slow
