@@ -27,6 +27,7 @@ Its notebook, notebooks/ch13_kernel.ipynb, is written from this file by python n
 # │                      portable and AVX2
 # ├── csrc/rows8.cpp   + the block sums eight weight rows at a time, one vector lane a row (the live model's)
 # ├── csrc/deltastep.cpp + a DeltaNet layer's decode step in one C++ call (the live model's)
+# ├── csrc/norms.cpp    + RMSNorm and the gated RMSNorm, each in one C++ call (the live model's)
 # ├── kernel.py        + builds it on first use (torch.utils.cpp_extension), or says in one line why it cannot
 # ├── blocklinear.py   + a projection held as llama.cpp's blocks byte for byte, multiplied by the kernel
 # ├── quantized.py     ~ the model in "q8_0" / "q4_0", and its teaching twin
@@ -64,6 +65,7 @@ Its notebook, notebooks/ch13_kernel.ipynb, is written from this file by python n
 # │                      可移植版和 AVX2 版
 # ├── csrc/rows8.cpp   + 八行权重一组求块内和，向量的每个通道对应一行（运行模型用的就是它）
 # ├── csrc/deltastep.cpp + 一次 C++ 调用走完 DeltaNet 层的一个解码步（运行模型用的就是它）
+# ├── csrc/norms.cpp    + RMSNorm 和带门控的 RMSNorm，各一次 C++ 调用（运行模型用的就是它）
 # ├── kernel.py        + 第一次使用时编译它（torch.utils.cpp_extension），编译不了就用一行话说明原因
 # ├── blocklinear.py   + 逐字节存成 llama.cpp 块的投影，用这个 kernel 相乘
 # ├── quantized.py     ~ “q8_0”/“q4_0” 格式的模型，以及它的教学版
@@ -706,9 +708,10 @@ book.show("ch13-steps", ch13.steps_figure, rates, read,
 # layer's input in a different order, and one that lies within a rounding of a code's boundary can round to either
 # side). Where the eight-row step is built, each weight is held regrouped for it (`file_bytes()` gives the file's order
 # back), and each DeltaNet layer's decode step (the conv, the norms, the gates and the delta rule on its fp32 state) is
-# one C++ call, `qwen/csrc/deltastep.cpp`, held to the teaching rule in float64 by its tests: with the weights streamed
-# at the memory's rate, the small torch calls between the products were a large part of what was left of a step. Each
-# model's line says how it holds its weights; then its logits against its twin's on a prompt, and one decode step timed:
+# one C++ call, `qwen/csrc/deltastep.cpp`, and so is each norm, `qwen/csrc/norms.cpp` (79 in a step of the 0.8B), both
+# held to the teaching modules in float64 by their tests: with the weights streamed at the memory's rate, the small
+# torch calls between the products were a large part of what was left of a step. Each model's line says how it holds its
+# weights; then its logits against its twin's on a prompt, and one decode step timed:
 
 # %% [markdown] lang="zh"
 # ## 10. llama.cpp 格式的运行模型
@@ -716,12 +719,13 @@ book.show("ch13-steps", ch13.steps_figure, rates, read,
 # llama.cpp 的块（`qwen/blocklinear.py` 的 `BlockLinear`），用本章的 kernel 来乘，激活先舍入成 Q8_0；激活是 fp32 时，一
 # 步里的其余计算也用 fp32，和 llama.cpp 一样。llama-quantize 写的 Q4_0 文件把输出头存成 Q6_K，这里没有 Q6_K 的 kernel，
 # 所以 “q4_0” 模型把输出头存成 Q8_0，并且会说明这一点。它的教学版是 fp32 教学模型上的 `fake_quantize(model, "q8_0")`：每
-# 个权重换成它的块代表的值，每次乘法的输入先舍入成 Q8_0 再还原，所以两者乘的是同样的数，差别只可能来自 fp32 求和的顺序
-# （偶尔还有激活的某个码：两者算每层输入的加法顺序不同，如果某个值离码的分界只差一次舍入，就可能舍入到不同的一侧）。在
-# 八行一组这一步能编译的地方，每个权重都按它的需要重新排布存放（`file_bytes()` 还原成文件里的顺序）；每个 DeltaNet 层
-# 的解码步（卷积、归一化、门控，以及 fp32 状态上的 delta 规则）合成一次 C++ 调用，即 `qwen/csrc/deltastep.cpp`，它的
-# 测试用 float64 的教学实现检验它：权重能按内存的速率读完以后，各次乘法之间那些零碎的 torch 调用，占了一步剩下时间的一
-# 大块。每个模型先用一行话说明它怎么存权重；然后在一个提示词上，把它的 logits 和教学版对比，再给一个解码步计时：
+# 个权重换成它的块代表的值，每次乘法的输入先舍入成 Q8_0 再还原，所以两者乘的是同样的数，差别只可能来自 fp32 求和的顺序（
+# 偶尔还有激活的某个码：两者算每层输入的加法顺序不同，如果某个值离码的分界只差一次舍入，就可能舍入到不同的一侧）。在八行
+# 一组这一步能编译的地方，每个权重都按它的需要重新排布存放（`file_bytes()` 还原成文件里的顺序）；每个 DeltaNet 层的解码
+# 步（卷积、归一化、门控，以及 fp32 状态上的 delta 规则）合成一次 C++ 调用，即 `qwen/csrc/deltastep.cpp`；每个归一化也各
+# 是一次调用，即 `qwen/csrc/norms.cpp`（0.8B 的一步里有 79 个）。两者的测试都用 float64 的教学实现检验：权重能按内存的速
+# 率读完以后，各次乘法之间那些零碎的 torch 调用，占了一步剩下时间的一大块。每个模型先用一行话说明它怎么存权重；然后在一
+# 个提示词上，把它的 logits 和教学版对比，再给一个解码步计时：
 
 # %%
 tok = load_tokenizer(args.checkpoint.folder)
@@ -873,8 +877,8 @@ for fmt in ("q8_0", "q4_0"):
 # | 本章计时用的权重 | (65536, 1024) | 共享的输出头的四分之一 |
 
 # %% [markdown]
-# File added in this chapter: `book/ch13.py` (`qwen/csrc/rowdot.cpp`, `rows8.cpp`, `deltastep.cpp`, `qwen/kernel.py` and
-# `qwen/blocklinear.py` are its modules).
+# File added in this chapter: `book/ch13.py` (`qwen/csrc/rowdot.cpp`, `rows8.cpp`, `deltastep.cpp`, `norms.cpp`,
+# `qwen/kernel.py` and `qwen/blocklinear.py` are its modules).
 #
 # ### Exercises
 # 225 · the Q8_0 × Q8_0 block dot, as llama.cpp's integer path computes it; 226 · a Q4_0 block's nibbles unpacked to its
@@ -894,8 +898,8 @@ for fmt in ("q8_0", "q4_0"):
 #    differs only by fp32 rounding, within a stated bound; the bytes of the input blocks equal llama.cpp's library's.
 
 # %% [markdown] lang="zh"
-# 本章新增的文件：`book/ch13.py`（本章的模块是 `qwen/csrc/rowdot.cpp`、`rows8.cpp`、`deltastep.cpp`、`qwen/kernel.py`
-# 和 `qwen/blocklinear.py`）。
+# 本章新增的文件：`book/ch13.py`（本章的模块是 `qwen/csrc/rowdot.cpp`、`rows8.cpp`、`deltastep.cpp`、`norms.cpp`、
+# `qwen/kernel.py` 和 `qwen/blocklinear.py`）。
 #
 # ### 练习
 # 225 · 按 llama.cpp 的整数路径计算 Q8_0 × Q8_0 的块点积；226 · 把 Q4_0 块的半字节拆开，还原成数值。

@@ -25,7 +25,8 @@ bf16 cached decode teacher-forced against transformers' sdpa path, step by step)
    residual stream update in place; a DeltaNet decode step updates its state in place, its sums taken in the
    order transformers' recurrent step takes them (so bf16 decode rounds as there). A few tokens after a state (a
    speculative verify pass) take that step once per token, not the chunked rule padded to 64 tokens. In chapter 13's
-   fp32 model in llama.cpp's formats the whole step is one C++ call per token (qwen/kernels.py's fused_remember).
+   fp32 model in llama.cpp's formats the whole step is one C++ call per token, and each norm one call too
+   (qwen/kernels.py's fuse).
 5. With last_only, the last layer computes its MLP for the last position only: no later layer reads the others.
 
 load_fast(checkpoint, dtype, device) is the entry point: the fast model built on the meta device and filled straight
@@ -45,7 +46,7 @@ from qwen.checkpoint import Checkpoint
 from qwen.config import Config
 from qwen.deltanet import GatedDeltaNet
 from qwen.kernel import FORMATS, runs_on
-from qwen.kernels import conv_silu, delta_step, fused_remember, grouped_attention
+from qwen.kernels import conv_silu, delta_step, fuse, fused_remember, grouped_attention
 from qwen.mlp import MLP
 from qwen.model import DecoderLayer, Qwen35, load_model
 from qwen.products import PackedLinear, bf16_is_native, pack_all, packed_product, product, widens
@@ -108,8 +109,9 @@ class FastAttention(GatedAttention):
         S = k.shape[2]
         if mask is None and T == S:  # a prompt from the start: the fused kernel's own causal mask
             out = F.scaled_dot_product_attention(q, k, v, is_causal=T > 1, enable_gqa=True)
-        elif mask is None:  # new tokens after a cache (decode, a verify pass): every query has keys, as it needs
-            out = grouped_attention(q, k, v, None if T == 1 else causal_mask(T, S - T, None, x.device))
+        elif mask is None:  # new tokens after a cache (decode, a verify pass): each query over its keys, as decode
+            out = torch.cat([grouped_attention(q[:, :, t:t + 1], k[:, :, :S - T + t + 1], v[:, :, :S - T + t + 1])
+                             for t in range(T)], dim=2)  # reads them (one masked call rounds some rows otherwise)
         else:  # padding: the teaching kernel, which gives an all-padding row a harmless uniform softmax
             r, allowed = self.H // self.Hkv, causal_mask(T, S - T, mask, x.device)
             out = attention(q, k.repeat_interleave(r, 1), v.repeat_interleave(r, 1), allowed)
@@ -136,7 +138,7 @@ class FastDeltaNet(GatedDeltaNet):
 
     def remember(self, qkv, b, a, cache=None):  # GatedDeltaNet.remember with the in-place conv and decode step
         if self.fused and cache is not None and cache.state is not None and qkv.shape[1] <= STEP_ROWS:
-            return fused_remember(self, qkv, b, a, cache)  # fp32, where chapter 13's C++ runs (load_fast sets it)
+            return fused_remember(self, qkv, b, a, cache)  # fp32, where chapter 13's C++ runs (set by fuse)
         u, conv = conv_silu(qkv, self.conv1d.weight, cache.conv if cache is not None else None)
         state = cache.state if cache is not None else None
         decode = qkv.shape[1] <= STEP_ROWS and state is not None  # decode, or a speculative verify of a few tokens
@@ -248,8 +250,8 @@ def load_fast(checkpoint: Checkpoint | str | Path, dtype: str | torch.dtype | No
     model.widen = not bf16_is_native(p.device, p.dtype) if widen is None else widen
     if quant is not None:
         quantize_model(model, quant)
-        for m in (m for m in model.modules() if isinstance(m, FastDeltaNet)):  # chapter 13's model: the step in C++
-            m.fused = quant in FORMATS and p.dtype == torch.float32 and runs_on(p.device)
+        if quant in FORMATS and p.dtype == torch.float32 and runs_on(p.device):
+            fuse(model)  # chapter 13's model: the DeltaNet decode step and the norms in C++
         for line in [] if quiet else notes(model):
             print(line)
         return model

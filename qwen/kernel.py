@@ -1,6 +1,6 @@
 """The one-row product written in C++ (qwen/csrc: rowdot.cpp, and for the live model rows8.cpp, eight weight rows
-at a time, and deltastep.cpp, a DeltaNet decode step; module.cpp names them for Python), compiled on this machine the
-first time it is used.
+at a time, deltastep.cpp, a DeltaNet decode step, and norms.cpp, a norm in one call; module.cpp names them for
+Python), compiled on this machine the first time it is used.
 
 A decode step is one activation row times every weight, read once: its speed is the weights' bytes over the time
 the kernel takes to stream them. torch's general kernels leave much of the read bandwidth unused at one row
@@ -27,7 +27,8 @@ import torch
 
 from qwen.lang import tr
 
-SOURCES = [Path(__file__).parent / "csrc" / name for name in ("module.cpp", "rowdot.cpp", "rows8.cpp", "deltastep.cpp")]
+SOURCES = [Path(__file__).parent / "csrc" / name
+           for name in ("module.cpp", "rowdot.cpp", "rows8.cpp", "deltastep.cpp", "norms.cpp")]
 # (name, compiler flags, linker flags): the first that builds is used; the name keys torch's cache.
 BUILDS: tuple[tuple[str, list[str], list[str]], ...] = (
     ("qwen_rowdot_native", ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"], ["-fopenmp"]),
@@ -132,3 +133,17 @@ def delta_decode(qkv, conv_w, conv, b, a, A_log, dt_bias, state, Hk):
     module = built()
     c = [t.contiguous() for t in (qkv, conv_w, b, a, A_log, dt_bias)]
     return module.delta_decode(c[0], c[1], conv, c[2], c[3], c[4], c[5], state, Hk)
+
+
+def rms_norm(x, weight, eps, shift):
+    """x / sqrt(mean(x²) + eps) · (shift + weight) over the last dim of x (..., D) fp32 (qwen/csrc/norms.cpp)."""
+    y = built().rms_norm(x.reshape(-1, x.shape[-1]).contiguous(), weight.contiguous(), eps, shift)
+    return y.view(x.shape)
+
+
+def gated_rms_norm(x, gate, weight, eps):
+    """weight · x / sqrt(mean(x²) + eps) · silu(gate) over the last dim of x, gate (..., D) fp32 (norms.cpp)."""
+    D = x.shape[-1]
+    y = built().gated_rms_norm(x.reshape(-1, D).contiguous(), gate.reshape(-1, D).contiguous(), weight.contiguous(),
+                               eps)
+    return y.view(x.shape)

@@ -1,12 +1,15 @@
 """The fast path's kernels (qwen/fast.py): attention over a cache with each K/V head read once, and the DeltaNet conv
 and decode step computed in place. Each computes what a teaching function computes (qwen/attention.py's attention,
 qwen/deltanet.py's causal_conv and recurrent step), with fewer new tensors; tests/test_fast.py holds each to it.
-`fused_remember` hands a DeltaNet layer's whole decode step to chapter 13's C++ (qwen/csrc/deltastep.cpp).
+`fused_remember` hands a DeltaNet layer's whole decode step to chapter 13's C++ (qwen/csrc/deltastep.cpp), and
+`fuse` turns that on and gives every norm to it too (qwen/csrc/norms.cpp).
 """
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from qwen import kernel
+from qwen.norm import GatedRMSNorm, RMSNorm
 
 
 def grouped_attention(q, k, v, allowed=None):
@@ -56,3 +59,37 @@ def fused_remember(layer, qkv, b, a, cache):
     steps = [kernel.delta_decode(qkv[:, t], w, cache.conv, b[:, t], a[:, t], layer.A_log, layer.dt_bias,
                                  cache.state, layer.Hk) for t in range(qkv.shape[1])]  # (B, Hv, dv) each
     return torch.stack(steps, dim=1)
+
+
+class FusedRMSNorm(RMSNorm):
+    """RMSNorm in one C++ call for fp32 rows on the CPU (qwen/csrc/norms.cpp), the teaching forward elsewhere."""
+
+    def forward(self, x):
+        if x.dtype != torch.float32 or x.device.type != "cpu":
+            return super().forward(x)
+        return kernel.rms_norm(x, self.weight, self.eps, 1.0)  # (1 + w): the zero-centred weight
+
+
+class FusedGatedRMSNorm(GatedRMSNorm):
+    """GatedRMSNorm in one C++ call for fp32 rows on the CPU (qwen/csrc/norms.cpp), the teaching forward elsewhere."""
+
+    def forward(self, x, gate):
+        if x.dtype != torch.float32 or gate.dtype != torch.float32 or x.device.type != "cpu":
+            return super().forward(x, gate)
+        return kernel.gated_rms_norm(x, gate, self.weight, self.eps)
+
+
+def fuse(model: nn.Module) -> nn.Module:
+    """Chapter 13's model: every module with a `fused` switch (the fast DeltaNet's decode step) turned on, every norm
+    replaced by its one-call twin holding the same weight (same names, same state_dict). For fp32 weights on a CPU
+    where the C++ kernel is built (load_fast calls it for q8_0 and q4_0)."""
+    for parent in list(model.modules()):
+        if hasattr(parent, "fused"):
+            parent.fused = True  # type: ignore[assignment]  # a plain bool attribute, not a submodule
+        for name, child in list(parent.named_children()):
+            if type(child) in (RMSNorm, GatedRMSNorm):
+                assert isinstance(child, (RMSNorm, GatedRMSNorm))  # for the type checker
+                twin = (FusedRMSNorm if isinstance(child, RMSNorm) else FusedGatedRMSNorm)(len(child.weight), child.eps)
+                twin.weight = child.weight
+                setattr(parent, name, twin)
+    return model

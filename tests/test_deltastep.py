@@ -21,7 +21,9 @@ from qwen import deltanet, kernel
 from qwen.config import Config
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet
 from qwen.fast import FastDeltaNet, load_fast
-from qwen.kernels import fused_remember
+from qwen.kernels import FusedGatedRMSNorm, FusedRMSNorm, fused_remember
+from qwen.model import load_model
+from qwen.norm import GatedRMSNorm, RMSNorm
 
 pytestmark = pytest.mark.usefixtures("one_thread", "under_test")
 # (Hk, Hv, dk, dv, conv kernel): equal heads; value heads sharing a key head (the 2B and up); dk != dv; K = 2
@@ -94,7 +96,8 @@ def test_fused_step_is_the_teaching_rule_in_float64(shape, B):
 
 
 def test_the_fast_model_fuses_only_chapter_13s_model(folders):
-    """load_fast: the fp32 models in llama.cpp's formats take the C++ step; every other model keeps torch's."""
+    """load_fast: the fp32 models in llama.cpp's formats take the C++ step and norms (qwen/csrc/norms.cpp), each norm
+    holding the weight it held, under its name; every other model keeps torch's."""
     folder = next(iter(folders.values()))
     for dtype, quant, want in ((torch.float32, "q8_0", True), (torch.float32, "q4_0", True),
                                (torch.bfloat16, "q8_0", False), (torch.float32, "int8", False),
@@ -102,6 +105,12 @@ def test_the_fast_model_fuses_only_chapter_13s_model(folders):
         model = load_fast(folder, dtype, quant=quant, quiet=True)
         layers = [m for m in model.modules() if isinstance(m, FastDeltaNet)]
         assert layers and all(m.fused == want for m in layers), (dtype, quant)
+        norms = {name: m for name, m in model.named_modules() if isinstance(m, (RMSNorm, GatedRMSNorm))}
+        fused = {name for name, m in norms.items() if isinstance(m, (FusedRMSNorm, FusedGatedRMSNorm))}
+        assert norms and fused == (set(norms) if want else set()), (dtype, quant)
+        if want:
+            plain, ours = load_model(folder, torch.float32).state_dict(), model.state_dict()
+            assert all(torch.equal(ours[f"{name}.weight"], plain[f"{name}.weight"]) for name in norms)
 
 
 def test_bad_input_is_refused_in_words():

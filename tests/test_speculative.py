@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from hf_checkpoint import SMALL
+from qwen import kernel
 from qwen.draft import MTPDraft, Scripted, follow
 from qwen.fast import load_fast
 from qwen.generate import generate, pad_left
@@ -336,3 +337,26 @@ def test_replay_runs_no_projection(shallow, path):
         rolled_back(model, Rollback, m, ours)
         rolled_back(model, WholeMixerRollback, m, theirs)
         assert len(ours) == 0 and len(theirs) == linear * (5 if path == "teaching" else 2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("quant", ["q8_0", "q4_0"])
+def test_kernel_verify_pass_is_decode_bit_for_bit(synthetic, quant):
+    """Chapter 13's model: a verify pass of 3 tokens after a cache gives each position the logits 3 decode steps
+    give, bit for bit: its products, norms and DeltaNet steps take each row alone, and attention reads each query
+    over its own keys, as decode does (one masked call over the 3 rows rounded some of them otherwise: measured
+    0.006 apart on q4_0, enough to move an activation's code and swap a near-tie token)."""
+    model = load_fast(synthetic, dtype=torch.float32, quant=quant, quiet=True)
+    if not any(getattr(m, "fused", False) for m in model.modules()):
+        pytest.skip("the C++ kernel is not built here: " + str(kernel.why_not()))
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for _ in range(16):
+            ids = torch.randint(0, 240000, (1, 12), generator=g)
+            cache = model.new_cache()
+            model(ids[:, :9], cache=cache)
+            verify = model(ids[:, 9:], cache=cache)
+            cache = model.new_cache()
+            model(ids[:, :9], cache=cache)
+            decode = torch.cat([model(ids[:, t:t + 1], cache=cache) for t in range(9, 12)], dim=1)
+            assert torch.equal(verify, decode), (verify - decode).abs().max()

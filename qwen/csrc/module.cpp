@@ -3,6 +3,7 @@
 //   rowdot.cpp     the one-row product, step by step: fp32 and bf16 loops, Q8_0 and Q4_0 blocks (portable, AVX2)
 //   rows8.cpp      the Q8_0 and Q4_0 block sums eight weight rows at a time (the live model's products)
 //   deltastep.cpp  one token through a DeltaNet layer's memory (the live model's decode step)
+//   norms.cpp      RMSNorm and the gated RMSNorm of a few rows, each in one call (the live model's norms)
 #include <torch/extension.h>
 
 torch::Tensor quantize_q8_0(torch::Tensor x);  // rowdot.cpp
@@ -16,6 +17,8 @@ bool rows8_runs();
 bool rows8_vnni();
 torch::Tensor delta_decode(torch::Tensor qkv, torch::Tensor conv_w, torch::Tensor conv, torch::Tensor b,  // deltastep
                            torch::Tensor a, torch::Tensor A_log, torch::Tensor dt_bias, torch::Tensor S, int64_t Hk);
+torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps, double shift);  // norms.cpp
+torch::Tensor gated_rms_norm(torch::Tensor x, torch::Tensor z, torch::Tensor w, double eps);
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("quantize_q8_0", &quantize_q8_0, "x (M, K) fp32 -> its Q8_0 blocks (M, K/32*34) uint8");
@@ -25,6 +28,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("rowdot_q4_0", &rowdot_q4_0, "x (M, K) fp32, w Q4_0 blocks (N, K/32*18) uint8, avx2 -> (M, N) fp32");
   m.def("rowdot_rows8", &rowdot_rows8, "x (M, K) fp32, w grouped blocks (N/8, K/32*8*bytes) uint8, N, q4 -> (M, N)");
   m.def("delta_decode", &delta_decode, "one token through a DeltaNet layer's conv, gates and delta rule, in place");
+  m.def("rms_norm", &rms_norm, "x (R, D), w (D), eps, shift -> x / rms(x) * (shift + w), fp32");
+  m.def("gated_rms_norm", &gated_rms_norm, "x, z (R, D), w (D), eps -> w * x / rms(x) * silu(z), fp32");
   m.attr("avx2") = rowdot_avx2();
   m.attr("rows8") = rows8_runs();
   m.attr("vnni") = rows8_vnni();
