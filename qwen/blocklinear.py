@@ -116,7 +116,8 @@ class BlockLinear(nn.Module):
         """The weight's rows `index` (a slice or a tensor of row numbers) as the GGUF file stores them: (n, row)."""
         if not self.grouped:
             return self.blocks[index]
-        n = torch.arange(self.out_features, device=self.blocks.device)[index]
+        n = index if isinstance(index, torch.Tensor) else \
+            torch.arange(self.out_features, device=self.blocks.device)[index]  # row numbers (n,)
         eight = ungroup(self.blocks[n // G], self.scheme).reshape(len(n), G, -1)  # each row's whole group
         return eight[torch.arange(len(n), device=n.device), n % G]
 
