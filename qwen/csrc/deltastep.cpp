@@ -14,7 +14,7 @@
 //
 // fp32 throughout, each sum over dk in order of i (the loops over dv are the vector lanes), so the result is the
 // teaching recurrent_delta_rule's up to the order of fp32 roundings (tests/test_deltastep.py holds it to float64).
-// The B · H heads are split across torch's threads.
+// The conv's channels, then the B · H heads, are split across torch's threads.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 
@@ -55,21 +55,23 @@ torch::Tensor delta_decode(torch::Tensor qkv, torch::Tensor conv_w, torch::Tenso
   TORCH_CHECK(b.size(0) == B && b.size(1) == H && a.size(0) == B && a.size(1) == H && A_log.size(0) == H &&
               dt_bias.size(0) == H && S.size(0) == B, "b, a (B, H), A_log and dt_bias (H) must match S's heads");
 
-  // conv, silu and the heads: C numbers a token, done before the state is touched
+  // conv, silu and the heads: C numbers a token, done before the state is touched; the channels split across
+  // threads (on one, the conv took some 30 µs of a layer's 105 here: C = 6144 on the 0.8B, an exp each)
   auto u = torch::empty({B, C}, torch::kFloat32);
   float *up = u.data_ptr<float>(), *win = conv.data_ptr<float>();
   const float *xp = qkv.data_ptr<float>(), *wp = conv_w.data_ptr<float>();
-  for (int64_t n = 0; n < B; ++n)
-    for (int64_t c = 0; c < C; ++c) {
-      float* past = win + (n * C + c) * (Kc - 1);  // the K−1 inputs before this one, oldest first
-      const float* w = wp + c * Kc;
-      const float x = xp[n * C + c];
+  at::parallel_for(0, B * C, 512, [&](int64_t begin, int64_t end) {
+    for (int64_t nc = begin; nc < end; ++nc) {  // channel nc % C of token row nc / C
+      float* past = win + nc * (Kc - 1);  // the K−1 inputs before this one, oldest first
+      const float* w = wp + (nc % C) * Kc;
+      const float x = xp[nc];
       float acc = w[0] * (Kc > 1 ? past[0] : x);
       for (int64_t i = 1; i < Kc; ++i) acc += w[i] * (i < Kc - 1 ? past[i] : x);
       for (int64_t i = 0; i + 1 < Kc - 1; ++i) past[i] = past[i + 1];  // the window moves on by one
       if (Kc > 1) past[Kc - 2] = x;
-      up[n * C + c] = silu(acc);
+      up[nc] = silu(acc);
     }
+  });
   for (int64_t n = 0; n < B; ++n)
     for (int64_t h = 0; h < Hk; ++h) {
       unit(up + n * C + h * dk, dk, 1.f / std::sqrt(static_cast<float>(dk)));  // q
