@@ -18,7 +18,8 @@ another order, as llama.cpp's x86 build repacks its Q4_0 at load time: the rows 
 scales together, then the codes 4 bytes of each row at a time (`group`; `ungroup` gives the file's order back, and
 `file_bytes` the whole weight as the file holds it). One vector of the kernel then holds one number of each of 8
 rows, and no row needs a sum of its own (the Q4_0 product measured three times faster on one AVX-512 machine;
-chapter 13 times it on yours).
+chapter 13 times it on yours). Where the kernel runs, the blocks live on 2 MiB pages where Linux grants them
+(qwen/csrc/pages.cpp: a decode step streams all of them, and 4 KiB pages cost it a page-table walk every 4 KiB).
 
 Where the kernel does not run (no compiler, a GPU, Apple's MPS) or for a prompt of PACKED_ROWS rows or more, a
 block of rows is dequantized (fp16 d times the codes: exact in fp32) and multiplied by F.linear, with the
@@ -30,7 +31,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from qwen.gguf_blocks import BLOCK_BYTES, q4_0_blocks, q4_0_values, q8_0_blocks, q8_0_values
-from qwen.kernel import FORMATS, groups_rows, row_product, rows8_product, runs_on
+from qwen.kernel import FORMATS, groups_rows, on_huge_pages, row_product, rows8_product, runs_on
 from qwen.lang import tr
 
 QK = 32  # values in a block
@@ -110,7 +111,8 @@ class BlockLinear(nn.Module):
         self.kernel = packing and runs_on(w.device)  # packing=False: the dequantized path only
         self.grouped = self.kernel and groups_rows()  # the eight-row layout, where the kernel's step for it runs
         blocks = blocks_of(w, fmt)  # (N, K/32 · 34 or 18) uint8: the file's bytes
-        self.register_buffer("blocks", group(blocks, fmt) if self.grouped else blocks)  # grouped: (⌈N/8⌉, ·)
+        blocks = group(blocks, fmt) if self.grouped else blocks  # grouped: (⌈N/8⌉, ·)
+        self.register_buffer("blocks", on_huge_pages(blocks) if self.kernel else blocks)  # streamed every step
 
     def file_rows(self, index):
         """The weight's rows `index` (a slice or a tensor of row numbers) as the GGUF file stores them: (n, row)."""

@@ -1,6 +1,6 @@
 """The one-row product written in C++ (qwen/csrc: rowdot.cpp, and for the live model rows8.cpp, eight weight rows
-at a time, deltastep.cpp, a DeltaNet decode step, and norms.cpp, a norm in one call; module.cpp names them for
-Python), compiled on this machine the first time it is used.
+at a time, deltastep.cpp, a DeltaNet decode step, norms.cpp, a norm in one call, and pages.cpp, the weights on
+2 MiB pages; module.cpp names them for Python), compiled on this machine the first time it is used.
 
 A decode step is one activation row times every weight, read once: its speed is the weights' bytes over the time
 the kernel takes to stream them. torch's general kernels leave much of the read bandwidth unused at one row
@@ -28,7 +28,7 @@ import torch
 from qwen.lang import tr
 
 SOURCES = [Path(__file__).parent / "csrc" / name
-           for name in ("module.cpp", "rowdot.cpp", "rows8.cpp", "deltastep.cpp", "norms.cpp")]
+           for name in ("module.cpp", "rowdot.cpp", "rows8.cpp", "deltastep.cpp", "norms.cpp", "pages.cpp")]
 # (name, compiler flags, linker flags): the first that builds is used; the name keys torch's cache.
 BUILDS: tuple[tuple[str, list[str], list[str]], ...] = (
     ("qwen_rowdot_native", ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"], ["-fopenmp"]),
@@ -124,6 +124,12 @@ def rows8_product(x: torch.Tensor, grouped: torch.Tensor, n: int, fmt: str) -> t
     -> x Wᵀ (M, n) fp32, the same bits as row_product on the file's bytes."""
     module = built()
     return module.rowdot_rows8(x.to(torch.float32).contiguous(), grouped, n, fmt == "q4_0")
+
+
+def on_huge_pages(t: torch.Tensor) -> torch.Tensor:
+    """A copy of t (a CPU tensor) in memory asked for on 2 MiB pages (qwen/csrc/pages.cpp), or t itself where the
+    system has no such request (not Linux)."""
+    return built().on_huge_pages(t.contiguous())
 
 
 def delta_decode(qkv, conv_w, conv, b, a, A_log, dt_bias, state, Hk):

@@ -4,6 +4,7 @@
 //   rows8.cpp      the Q8_0 and Q4_0 block sums eight weight rows at a time (the live model's products)
 //   deltastep.cpp  one token through a DeltaNet layer's memory (the live model's decode step)
 //   norms.cpp      RMSNorm and the gated RMSNorm of a few rows, each in one call (the live model's norms)
+//   pages.cpp      a copy of a weight on 2 MiB pages (the live model's blocks)
 #include <torch/extension.h>
 
 torch::Tensor quantize_q8_0(torch::Tensor x);  // rowdot.cpp
@@ -19,6 +20,7 @@ torch::Tensor delta_decode(torch::Tensor qkv, torch::Tensor conv_w, torch::Tenso
                            torch::Tensor a, torch::Tensor A_log, torch::Tensor dt_bias, torch::Tensor S, int64_t Hk);
 torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps, double shift);  // norms.cpp
 torch::Tensor gated_rms_norm(torch::Tensor x, torch::Tensor z, torch::Tensor w, double eps);
+torch::Tensor on_huge_pages(torch::Tensor t);  // pages.cpp
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("quantize_q8_0", &quantize_q8_0, "x (M, K) fp32 -> its Q8_0 blocks (M, K/32*34) uint8");
@@ -30,6 +32,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("delta_decode", &delta_decode, "one token through a DeltaNet layer's conv, gates and delta rule, in place");
   m.def("rms_norm", &rms_norm, "x (R, D), w (D), eps, shift -> x / rms(x) * (shift + w), fp32");
   m.def("gated_rms_norm", &gated_rms_norm, "x, z (R, D), w (D), eps -> w * x / rms(x) * silu(z), fp32");
+  m.def("on_huge_pages", &on_huge_pages, "t -> a copy of t on 2 MiB pages (Linux), else t itself");
   m.attr("avx2") = rowdot_avx2();
   m.attr("rows8") = rows8_runs();
   m.attr("vnni") = rows8_vnni();
