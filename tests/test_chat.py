@@ -280,18 +280,16 @@ def test_equals_a_downloaded_checkpoints_template():
 PORT = Path(__file__).resolve().parent / "chat_template_port.py"  # a learner file, not a test module
 
 
-def exercise_cases():
-    import tempfile
-
+def exercise_cases(tmp_path_factory):
     from practice.judge import problems
 
     prob = problems()[215]
-    return prob, prob.cases(Path(tempfile.mkdtemp(prefix="practice-test-")))
+    return prob, prob.cases(tmp_path_factory.mktemp("practice-test-"))
 
 
-def test_215_expects_what_the_official_template_renders(official):
+def test_215_expects_what_the_official_template_renders(official, tmp_path_factory):
     template, _ = official
-    _, cases = exercise_cases()
+    _, cases = exercise_cases(tmp_path_factory)
     for case in cases:
         messages, gen, thinking = case.values()
         assert case.expected == official_render(template, messages, gen, thinking, {}), case.label
@@ -316,14 +314,14 @@ def test_the_template_port_is_line_by_line_faithful(official):
 
 
 @pytest.mark.slow
-def test_215_accepts_the_template_port(tmp_path):
+def test_215_accepts_the_template_port(tmp_path, tmp_path_factory):
     """Graded here (every case) and by the judge's command line, in its child process, as a learner runs it."""
     import subprocess
     import sys
 
     from practice.judge import grade_in_process
 
-    prob, _ = exercise_cases()
+    prob, _ = exercise_cases(tmp_path_factory)
     report = grade_in_process(prob, path=PORT)
     assert report.verdict == "AC", [(r.case.label, r.verdict, r.mismatch) for r in report.results]
     root = Path(__file__).resolve().parent.parent

@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import types
 from concurrent.futures import ThreadPoolExecutor
@@ -459,7 +458,7 @@ def test_qwen_lang_makes_the_judge_speak_chinese(tmp_path):
 ENGLISH = re.compile(r"\b[a-z]{2,}(?: [a-z]{2,}){4,}\b")  # five English words in a row: a sentence left English
 
 
-def test_the_judge_speaks_chinese_from_its_help_on(env, capsys):
+def test_the_judge_speaks_chinese_from_its_help_on(env, capsys, tmp_path):
     """--lang zh: the help (argparse's own words too), a mistyped command and a report are Chinese, with Chinese
     punctuation; the language this process spoke before is kept afterwards."""
     from practice.judge import main
@@ -477,7 +476,7 @@ def test_the_judge_speaks_chinese_from_its_help_on(env, capsys):
     assert "没有第 999 题。现有的题目：201、202、" in err and "show 后面要写题号" in err
     assert lang.language() == before
     prob = PROBLEMS[204]
-    cases = prob.cases(Path(tempfile.mkdtemp(prefix="judge-test-")))
+    cases = prob.cases(tmp_path)
     events = [{"ev": "ready"}, {"ev": "loaded"}, {"ev": "begin", "i": 0}, {"ev": "ret", "i": 0, "t": 0.0},
               {"ev": "end", "i": 0, "ok": True, "mutated": False}]
     report = grade_events(prob, cases, events, lambda i: cases[i].expected * 2, Report(prob, Path("x.py"), 3.0, 10.0))
@@ -768,10 +767,10 @@ def test_json_verdict_for_tools(env, tmp_path):
     assert out.returncode == 0 and json.loads(out.stdout)["verdict"] == "AC", out
 
 
-def test_the_judges_own_clock_overrules_the_runners():
+def test_the_judges_own_clock_overrules_the_runners(tmp_path):
     """The runner says case 1 took no time; the judge saw 5 s pass between its begin and its return: too slow."""
     prob = PROBLEMS[204]
-    cases = prob.cases(Path(tempfile.mkdtemp(prefix="judge-test-")))
+    cases = prob.cases(tmp_path)
     events = [{"ev": "ready"}, {"ev": "loaded"}, {"ev": "begin", "i": 0, "_at": 100.0},
               {"ev": "ret", "i": 0, "t": 0.0, "_at": 105.0}, {"ev": "end", "i": 0, "ok": True, "mutated": False}]
     report = grade_events(prob, cases, events, lambda i: cases[i].expected, Report(prob, Path("x.py"), 3.0, 10.0))
@@ -781,11 +780,11 @@ def test_the_judges_own_clock_overrules_the_runners():
     assert report.results[0].verdict == "AC" and report.results[0].time == 0.0
 
 
-def test_how_a_run_ended_is_a_value_said_by_its_kind():
+def test_how_a_run_ended_is_a_value_said_by_its_kind(tmp_path):
     """The runner's events cut short where a file dies, stalls or garbles them: each ending is an Outcome (the exit
     status as a number, negative for a signal), and the report says it by kind, in English and in Chinese."""
     prob = PROBLEMS[204]
-    cases = prob.cases(Path(tempfile.mkdtemp(prefix="judge-test-")))
+    cases = prob.cases(tmp_path)
     start, case0 = [{"ev": "ready"}, {"ev": "loaded"}], [{"ev": "begin", "i": 0}, {"ev": "ret", "i": 0, "t": 0.0}]
     done0 = [{"ev": "end", "i": 0, "ok": True, "mutated": False}]
     ends = {  # (events, how the run ended: stopped, rc, garbled) -> (the outcome, where it is kept, a line it gives)

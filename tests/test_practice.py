@@ -47,13 +47,14 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: one thread, 
 PROBLEMS = problems()
 WRONG = [(n, m) for n, p in PROBLEMS.items() for m in p.mistakes]  # every known mistake, one source each
 BUILT = {}  # number -> its cases, built once per worker by Problem.cases (seeded: the same each time)
+CASE_FILES = tempfile.TemporaryDirectory(prefix="practice-test-")  # the files cases read; removed when the worker ends
 
 
 def cases_of(number):
     """A fresh copy of the problem's cases (a test may change what it is given); the files some cases read (201's)
     stay in the folder they were built in."""
     if number not in BUILT:
-        BUILT[number] = Problem.cases(PROBLEMS[number], Path(tempfile.mkdtemp(prefix="practice-test-")))
+        BUILT[number] = Problem.cases(PROBLEMS[number], Path(tempfile.mkdtemp(dir=CASE_FILES.name)))
     return copy.deepcopy(BUILT[number])
 
 
