@@ -623,9 +623,11 @@ if module.avx2:
 # and one add finish the block for 8 rows, and no horizontal sum is left. Where the CPU has VNNI, `dot4` is the one
 # instruction `dpbusd` instead of `maddubs` and `madd`. Each lane's float arithmetic is the portable loop's, in the same
 # order and without a fused multiply-add, so the result equals the portable loop's bit for bit. The step also asks for
-# the bytes 4 KB ahead of the ones it multiplies (`_mm_prefetch`): on a weight far larger than the cache we measured it
-# streaming at about half the probe's rate without that, and at about the probe's rate with it. The live model of
-# section 10 holds its weights this way wherever this step is built.
+# the bytes 8 KB ahead of the ones it multiplies (`_mm_prefetch`, into the core's L2 cache): over a whole decode step's
+# products we measured it streaming at about 0.7 of the probe's rate without that, and at about the probe's rate with it
+# (asking into L1 instead was a tenth slower). The live model of section 10 holds its weights this way wherever this
+# step is built, on 2 MiB memory pages where Linux grants them (`qwen/csrc/pages.cpp`: on 4 KiB pages a step of the 0.8B
+# in Q8_0 crosses about 200,000 of them, and each costs an address translation).
 
 # %% [markdown] lang="zh"
 # 别的 CPU 有专门做这种求和的更好指令：ARM 的 NEON 点积（`vdotq_s32`，即 ARMv8.2 的 SDOT）和 x86 的 VNNI（AVX-VNNI
@@ -634,16 +636,18 @@ if module.avx2:
 #
 # ### 八行一组
 # `dots_avx2` 每一行还是各算各的：每块要做一次类型转换、一次乘加，累加到 8 个部分和通道里，一行算完再做一次横向求和，这
-# 些指令和整数点积本身差不多一样多。llama.cpp 的 x86 版本在 Q4_0 上省掉了这些杂活：加载文件时把权重**重新排布**
-# （repack），让一个向量里正好是 8 行各一个数。`qwen/csrc/rows8.cpp` 对两种格式都这么做。行按 8 个一组切开（最后一组不够
-# 就补全零的行）；每组的第 $b$ 块先并排放 8 行的 fp16 缩放因子（16 字节），再放码，每 32 字节一段，第 $c$ 段依次放每一行
-# 的第 $4c, \dots, 4c+3$ 个字节：字节和文件里的 8 个块完全相同，只是顺序不同（`qwen/blocklinear.py` 的 `group`；
-# `ungroup` 把它还原）。对激活的一个块，把它的 4 个码 $q_x[4c..4c+3]$ 广播到全部 8 个通道，与第 $c$ 段相乘；最后一段乘
-# 完，通道 $r$ 里就是第 $r$ 行这一块精确的 int32 和。一次类型转换、一个 8 行缩放因子的向量（一条指令读入并转换）再加一次
-# 加法，就把 8 行的这一块算完了，也不再需要横向求和。CPU 有 VNNI 时，`dot4` 是一条 `dpbusd` 指令，不再用 `maddubs` 加
-# `madd`。每个通道上的浮点运算和可移植循环完全相同，顺序相同，也不用乘加融合，所以结果与可移植循环逐位一致。这一步还会提
-# 前 4 KB 请求要用的字节（`_mm_prefetch`）：我们在远大于缓存的权重上实测，不预取时读取速率只有探测值的一半左右，预取后与
-# 探测值相当。第 10 节的运行模型在这一步能编译的地方，都这样存放权重。
+# 些指令和整数点积本身差不多一样多。llama.cpp 的 x86 版本在 Q4_0 上省掉了这些杂活：加载文件时把权重**重新排布** （repack
+# ），让一个向量里正好是 8 行各一个数。`qwen/csrc/rows8.cpp` 对两种格式都这么做。行按 8 个一组切开（最后一组不够就补全零
+# 的行）；每组的第 $b$ 块先并排放 8 行的 fp16 缩放因子（16 字节），再放码，每 32 字节一段，第 $c$ 段依次放每一行的第
+# $4c, \dots, 4c+3$ 个字节：字节和文件里的 8 个块完全相同，只是顺序不同（`qwen/blocklinear.py` 的 `group`； `ungroup` 把
+# 它还原）。对激活的一个块，把它的 4 个码 $q_x[4c..4c+3]$ 广播到全部 8 个通道，与第 $c$ 段相乘；最后一段乘完，通道 $r$
+# 里就是第 $r$ 行这一块精确的 int32 和。一次类型转换、一个 8 行缩放因子的向量（一条指令读入并转换）再加一次加法，就把 8
+# 行的这一块算完了，也不再需要横向求和。CPU 有 VNNI 时，`dot4` 是一条 `dpbusd` 指令，不再用 `maddubs` 加 `madd`。每个通
+# 道上的浮点运算和可移植循环完全相同，顺序相同，也不用乘加融合，所以结果与可移植循环逐位一致。这一步还会提前 8 KB 请求要
+# 用的字节（`_mm_prefetch`，取进核心的 L2 缓存）：我们对一个解码步的全部乘法实测，不预取时读取速率约为探测值的 0.7，预取
+# 后与探测值相当（改成取进 L1 反而慢了一成）。第 10 节的运行模型在这一步能编译的地方，都这样存放权重，而且在 Linux 肯给
+# 的地方放在 2 MiB 的内存页上（`qwen/csrc/pages.cpp`：用 4 KiB 的页，0.8B 的 Q8_0 模型走一步要跨过约 20 万个页，每个页都
+# 要做一次地址转换）。
 
 # %%
 if module.rows8:
@@ -830,7 +834,7 @@ for fmt in ("q8_0", "q4_0"):
 #   product and VNNI do it in fewer instructions.
 # - Eight rows at a time (`rows8.cpp`, llama.cpp's repacking for x86): the blocks of 8 rows regrouped so that one
 #   vector lane holds one row, no horizontal sum, the 8 scales read at once; the portable loop's bits, and with a
-#   prefetch 4 KB ahead it streams a large weight at about the read probe's rate.
+#   prefetch 8 KB ahead it streams a large weight at about the read probe's rate.
 # - The live model `load_fast(path, torch.float32, quant="q8_0" | "q4_0")` holds the file's blocks and multiplies them
 #   with this kernel, and runs each DeltaNet layer's decode step as one C++ call; its fp32 teaching twin multiplies the
 #   same numbers.
@@ -862,7 +866,7 @@ for fmt in ("q8_0", "q4_0"):
 # - AVX2 intrinsics 用 ggml 的那几条指令求块内和（`maddubs`、`madd`，每块一次 FMA），只取决于激活的部分每四行只算一次；
 #   结果与可移植循环在给定的 fp32 误差界内一致。NEON 点积和 VNNI 用的指令更少。
 # - 八行一组（`rows8.cpp`，即 llama.cpp 在 x86 上的重新排布）：8 行的块重新排列，让向量的一个通道对应一行，不用横向求
-#   和，8 个缩放因子一次读入；结果与可移植循环逐位相同，再提前 4 KB 预取，大权重的读取速率就与读带宽探测值相当。
+#   和，8 个缩放因子一次读入；结果与可移植循环逐位相同，再提前 8 KB 预取，大权重的读取速率就与读带宽探测值相当。
 # - 运行中的模型 `load_fast(path, torch.float32, quant="q8_0" | "q4_0")` 存的是文件里的块，用这个 kernel 相乘，每个
 #   DeltaNet 层的解码步用一次 C++ 调用算完；它的 fp32 教学版乘的是同样的数。
 #
