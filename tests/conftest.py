@@ -14,8 +14,9 @@ os.environ["QWEN_LANG"] = "en"  # the suite reads what the course prints in Engl
 import pytest
 import torch
 
-from helpers import ROOT, WORKER, fewer_layers, run_chapter, shared_once
+from helpers import ROOT, WORKER, fewer_layers, kernel_under_test, run_chapter, shared_once
 from hf_checkpoint import CONFIGS, SMALL, add_mtp, save_checkpoint
+from qwen import kernel
 from qwen.synthetic import synthetic_path
 
 # Two tiers. The default one (bash course.sh test) proves every qwen/ module against its oracle, the judge's units,
@@ -216,6 +217,17 @@ def hf_model(synthetic):
 
     model = AutoModelForCausalLM.from_pretrained(synthetic, dtype=torch.float32)
     return model.eval()
+
+
+@pytest.fixture(scope="module")
+def under_test():
+    """qwen.kernel's module for one test file's tests: its own build, or a planted copy's (KERNEL_UNDER_TEST,
+    helpers.kernel_under_test), so that the qwen functions the tests call run the copy."""
+    module, before = kernel_under_test(), dict(kernel._built)
+    kernel._built.update(module=module)
+    yield module
+    kernel._built.clear()
+    kernel._built.update(before)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ import copy
 import pytest
 import torch
 
-from helpers import kernel_under_test
 from qwen import deltanet, kernel
 from qwen.config import Config
 from qwen.deltanet import DeltaNetCache, GatedDeltaNet
@@ -28,16 +27,6 @@ from qwen.norm import GatedRMSNorm, RMSNorm
 pytestmark = pytest.mark.usefixtures("one_thread", "under_test")
 # (Hk, Hv, dk, dv, conv kernel): equal heads; value heads sharing a key head (the 2B and up); dk != dv; K = 2
 SHAPES = [(2, 2, 16, 16, 4), (2, 6, 16, 8, 4), (1, 3, 8, 24, 2)]
-
-
-@pytest.fixture(scope="module")
-def under_test():
-    """qwen.kernel's module for this file's tests: its own build, or a planted copy's."""
-    module, before = kernel_under_test(), dict(kernel._built)
-    kernel._built.update(module=module)
-    yield module
-    kernel._built.clear()
-    kernel._built.update(before)
 
 
 def layer_of(Hk, Hv, dk, dv, K, seed):

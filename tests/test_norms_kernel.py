@@ -15,23 +15,12 @@ import copy
 import pytest
 import torch
 
-from helpers import kernel_under_test
 from qwen import kernel
 from qwen.kernels import FusedGatedRMSNorm, FusedRMSNorm
 from qwen.norm import GatedRMSNorm, RMSNorm
 
 pytestmark = pytest.mark.usefixtures("one_thread", "under_test")
 SHAPES = [(1, 1024), (8, 256), (3, 128), (2, 5, 96), (1, 37)]  # (..., D)
-
-
-@pytest.fixture(scope="module")
-def under_test():
-    """qwen.kernel's module for this file's tests: its own build, or a planted copy's."""
-    module, before = kernel_under_test(), dict(kernel._built)
-    kernel._built.update(module=module)
-    yield module
-    kernel._built.clear()
-    kernel._built.update(before)
 
 
 def spread(shape, seed):
