@@ -332,3 +332,22 @@ def byte_level_ids(tok, text):
     for part in text.split("<|im_end|>"):
         out += [tok.token_to_id(table[b]) for b in part.encode("utf-8")] + [IM_END]
     return out[:-1]
+
+
+def test_inference_mode_only_for_a_cache_of_its_own(small):
+    """generate without a cache runs its steps under torch.inference_mode (autograd's bookkeeping skipped), and the
+    mode does not leak into the caller between steps; with the caller's cache it runs under no_grad, so that cache
+    can be fed again outside it (an inference tensor cannot be updated in place outside the mode)."""
+    model = load_fast(small[1], torch.float32)
+    seen = []
+    hook = model.register_forward_hook(lambda m, a, out: seen.append(torch.is_inference_mode_enabled()))
+    steps = generate(model, [1, 2, 3], 3, stop=[])
+    for _ in steps:
+        assert not torch.is_inference_mode_enabled() and torch.is_grad_enabled()  # the caller's own mode
+    assert seen == [True] * 3
+    seen.clear()
+    cache = model.new_cache()
+    assert len(list(generate(model, [1, 2, 3], 3, stop=[], cache=cache))) == 3 and seen == [False] * 3
+    hook.remove()
+    with torch.no_grad():
+        model(torch.tensor([[4]]), cache=cache)  # the caller's cache, fed again under no_grad
