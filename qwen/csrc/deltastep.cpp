@@ -21,12 +21,9 @@
 #include <cmath>
 #include <vector>
 
-namespace {
+void check_fp32(const torch::Tensor& t, const char* name, int64_t dim);  // rowdot.cpp
 
-void check32(const torch::Tensor& t, const char* name, int64_t dim) {
-  TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous() && t.dim() == dim,
-              name, " must be a contiguous ", dim, "-D fp32 tensor on the CPU");
-}
+namespace {
 
 float silu(float u) { return u / (1.f + std::exp(-u)); }
 float softplus(float x) { return x > 20.f ? x : std::log1p(std::exp(x)); }  // torch's threshold
@@ -44,8 +41,8 @@ void unit(float* x, int64_t n, float scale) {  // x ← x / sqrt(Σx² + 1e-6) �
 // b, a (B, H); A_log, dt_bias (H); S (B, H, dk, dv) updated in place; Hk key heads. Returns o (B, H, dv) fp32.
 torch::Tensor delta_decode(torch::Tensor qkv, torch::Tensor conv_w, torch::Tensor conv, torch::Tensor b,
                            torch::Tensor a, torch::Tensor A_log, torch::Tensor dt_bias, torch::Tensor S, int64_t Hk) {
-  check32(qkv, "qkv", 2), check32(conv_w, "conv_w", 2), check32(conv, "conv", 3), check32(b, "b", 2);
-  check32(a, "a", 2), check32(A_log, "A_log", 1), check32(dt_bias, "dt_bias", 1), check32(S, "S", 4);
+  check_fp32(qkv, "qkv", 2), check_fp32(conv_w, "conv_w", 2), check_fp32(conv, "conv", 3), check_fp32(b, "b", 2);
+  check_fp32(a, "a", 2), check_fp32(A_log, "A_log", 1), check_fp32(dt_bias, "dt_bias", 1), check_fp32(S, "S", 4);
   const int64_t B = qkv.size(0), C = qkv.size(1), Kc = conv_w.size(1);
   const int64_t H = S.size(1), dk = S.size(2), dv = S.size(3);
   TORCH_CHECK(Hk > 0 && H % Hk == 0 && C == 2 * Hk * dk + H * dv, "qkv has ", C, " channels; ", Hk, " key heads of ",

@@ -16,11 +16,13 @@
 
 #include <cmath>
 
+void check_fp32(const torch::Tensor& t, const char* name, int64_t dim);  // rowdot.cpp
+
 namespace {
 
-void check_rows(const torch::Tensor& t, const char* name) {
-  TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous() && t.dim() == 2,
-              name, " must be a contiguous 2-D fp32 tensor on the CPU");
+void check_weight(const torch::Tensor& w, const torch::Tensor& x) {  // w: one number for each of x's columns
+  TORCH_CHECK(w.scalar_type() == torch::kFloat32 && w.is_contiguous() && w.numel() == x.size(1),
+              "w must be a contiguous fp32 vector of x's width ", x.size(1));
 }
 
 float inverse_rms(const float* x, int64_t D, float eps) {  // 1 / sqrt(mean(x²) + eps)
@@ -33,9 +35,8 @@ float inverse_rms(const float* x, int64_t D, float eps) {  // 1 / sqrt(mean(x²)
 
 // x (R, D), w (D) -> y (R, D)
 torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps, double shift) {
-  check_rows(x, "x");
-  TORCH_CHECK(w.scalar_type() == torch::kFloat32 && w.is_contiguous() && w.numel() == x.size(1),
-              "w must be a contiguous fp32 vector of x's width ", x.size(1));
+  check_fp32(x, "x", 2);
+  check_weight(w, x);
   const int64_t R = x.size(0), D = x.size(1);
   auto y = torch::empty_like(x);
   const float *xp = x.data_ptr<float>(), *wp = w.data_ptr<float>();
@@ -50,11 +51,10 @@ torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps, double shif
 
 // x, z (R, D), w (D) -> y (R, D)
 torch::Tensor gated_rms_norm(torch::Tensor x, torch::Tensor z, torch::Tensor w, double eps) {
-  check_rows(x, "x");
-  check_rows(z, "z");
+  check_fp32(x, "x", 2);
+  check_fp32(z, "z", 2);
   TORCH_CHECK(z.sizes() == x.sizes(), "the gate z must have x's shape");
-  TORCH_CHECK(w.scalar_type() == torch::kFloat32 && w.is_contiguous() && w.numel() == x.size(1),
-              "w must be a contiguous fp32 vector of x's width ", x.size(1));
+  check_weight(w, x);
   const int64_t R = x.size(0), D = x.size(1);
   auto y = torch::empty_like(x);
   const float *xp = x.data_ptr<float>(), *zp = z.data_ptr<float>(), *wp = w.data_ptr<float>();

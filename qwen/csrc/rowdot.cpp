@@ -204,6 +204,11 @@ torch::Tensor rows_avx2(const uint8_t* xq, int64_t M, int64_t xrow, const uint8_
 
 }  // namespace
 
+void check_fp32(const torch::Tensor& t, const char* name, int64_t dim) {  // an input of the live model's C++: the
+  TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous() && t.dim() == dim,
+              name, " must be a contiguous ", dim, "-D fp32 tensor on the CPU");  // one message for every file
+}
+
 float round_away(float v) {  // C's roundf (halves away from zero) as a truncation and a comparison, which the
   const float t = std::trunc(v);  // compiler vectorizes: v − t is exact, so the test against 0.5 is too
   return std::fabs(v - t) >= 0.5f ? t + std::copysign(1.f, v) : t;

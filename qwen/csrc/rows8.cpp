@@ -39,6 +39,7 @@
 #endif
 
 void q8_0_block(const float* src, uint8_t* dst);  // rowdot.cpp: 32 activations rounded to one Q8_0 block
+void check_fp32(const torch::Tensor& t, const char* name, int64_t dim);
 
 namespace {
 
@@ -115,8 +116,7 @@ torch::Tensor rowdot_rows8(torch::Tensor x, torch::Tensor w, int64_t N, bool q4)
   TORCH_CHECK(ROWS8, "the eight-row kernel needs AVX2 and F16C, which this build was not compiled for");
   TORCH_CHECK(w.device().is_cpu() && w.scalar_type() == torch::kUInt8 && w.dim() == 2 && w.is_contiguous(),
               "w must be a contiguous 2-D uint8 tensor on the CPU");
-  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kFloat32 && x.dim() == 2 && x.is_contiguous(),
-              "x must be a contiguous 2-D fp32 tensor on the CPU");
+  check_fp32(x, "x", 2);
   TORCH_CHECK(x.size(1) % QK == 0, "Q8_0 cuts a row into blocks of 32: the width ", x.size(1),
               " is not a multiple of 32");
   const int64_t M = x.size(0), nb = x.size(1) / QK, groups = w.size(0);
