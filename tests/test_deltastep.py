@@ -9,7 +9,7 @@ in the state shows in every later output. The conv window is copied, never summe
 Planted and caught (each in a copy of deltastep.cpp named by KERNEL_UNDER_TEST, tests/helpers.py's
 kernel_under_test, which every test here then runs): value head h reading
 key head h mod Hk instead of h / (H/Hk); β left out of the correction; the decay applied after Sᵀk; the window
-not moved on; q not divided by √dk.
+not moved on; q not divided by √dk; the conv's silu replaced by sigmoid.
 """
 import copy
 

@@ -56,12 +56,12 @@ torch::Tensor gated_rms_norm(torch::Tensor x, torch::Tensor z, torch::Tensor w, 
   TORCH_CHECK(z.sizes() == x.sizes(), "the gate z must have x's shape");
   check_weight(w, x);
   const int64_t R = x.size(0), D = x.size(1);
-  auto y = torch::empty_like(x);
-  const float *xp = x.data_ptr<float>(), *zp = z.data_ptr<float>(), *wp = w.data_ptr<float>();
+  auto y = at::silu(z);  // torch's own silu, vectorised (std::exp one number at a time took longer than the rest)
+  const float *xp = x.data_ptr<float>(), *wp = w.data_ptr<float>();
   float* yp = y.data_ptr<float>();
-  for (int64_t r = 0; r < R; ++r, xp += D, zp += D, yp += D) {
+  for (int64_t r = 0; r < R; ++r, xp += D, yp += D) {
     const float inv = inverse_rms(xp, D, static_cast<float>(eps));
-    for (int64_t i = 0; i < D; ++i) yp[i] = wp[i] * (xp[i] * inv) * (zp[i] / (1.f + std::exp(-zp[i])));
+    for (int64_t i = 0; i < D; ++i) yp[i] = wp[i] * (xp[i] * inv) * yp[i];  // y held silu(z)
   }
   return y;
 }
