@@ -25,8 +25,8 @@ bf16 cached decode teacher-forced against transformers' sdpa path, step by step)
    residual stream update in place; a DeltaNet decode step updates its state in place, its sums taken in the
    order transformers' recurrent step takes them (so bf16 decode rounds as there). A few tokens after a state (a
    speculative verify pass) take that step once per token, not the chunked rule padded to 64 tokens. In chapter 13's
-   fp32 model in llama.cpp's formats the whole step is one C++ call per token, and each norm one call too
-   (qwen/kernels.py's fuse).
+   fp32 model in llama.cpp's formats the whole step is one C++ call per token, each norm one call too, and each
+   decoder layer's decode step one call, with no Python between its products (qwen/kernels.py's fuse).
 5. With last_only, the last layer computes its MLP for the last position only: no later layer reads the others.
 
 load_fast(checkpoint, dtype, device) is the entry point: the fast model built on the meta device and filled straight
@@ -46,7 +46,7 @@ from qwen.checkpoint import Checkpoint
 from qwen.config import Config
 from qwen.deltanet import GatedDeltaNet
 from qwen.kernel import FORMATS, runs_on
-from qwen.kernels import conv_silu, delta_step, fuse, fused_remember, grouped_attention
+from qwen.kernels import conv_silu, delta_step, fuse, fused_layer, fused_remember, grouped_attention
 from qwen.mlp import MLP
 from qwen.model import DecoderLayer, Qwen35, load_model
 from qwen.products import PackedLinear, bf16_is_native, pack_all, packed_product, product, widens
@@ -184,8 +184,11 @@ class FastLayer(DecoderLayer):
         else:
             self.self_attn = FastAttention(cfg)
         self.mlp = FastMLP(cfg)
+        self.step_weights = None  # chapter 13's model: what its decode step in one C++ call reads (set by fuse)
 
     def forward(self, x, cos, sin, cache=None, mask=None, last=False):
+        if self.step_weights is not None and cache is not None and mask is None and x.shape[1] == 1:
+            return fused_layer(self, x, cos, sin, cache)
         mix = self.mix(self.input_layernorm(x), cos, sin, cache, mask)
         if last:
             x, mix = x[:, -1:], mix[:, -1:]

@@ -1,6 +1,7 @@
 """The one-row product written in C++ (qwen/csrc: rowdot.cpp, and for the live model rows8.cpp, eight weight rows
-at a time, deltastep.cpp, a DeltaNet decode step, norms.cpp, a norm in one call, and pages.cpp, the weights on
-2 MiB pages; module.cpp names them for Python), compiled on this machine the first time it is used.
+at a time, deltastep.cpp, a DeltaNet decode step, norms.cpp, a norm in one call, layerstep.cpp, a decoder layer's
+decode step in one call, and pages.cpp, the weights on 2 MiB pages; module.cpp names them for Python), compiled on
+this machine the first time it is used.
 
 A decode step is one activation row times every weight, read once: its speed is the weights' bytes over the time
 the kernel takes to stream them. torch's general kernels leave much of the read bandwidth unused at one row
@@ -27,8 +28,8 @@ import torch
 
 from qwen.lang import tr
 
-SOURCES = [Path(__file__).parent / "csrc" / name
-           for name in ("module.cpp", "rowdot.cpp", "rows8.cpp", "deltastep.cpp", "norms.cpp", "pages.cpp")]
+SOURCES = [Path(__file__).parent / "csrc" / name for name in
+           ("module.cpp", "rowdot.cpp", "rows8.cpp", "deltastep.cpp", "norms.cpp", "layerstep.cpp", "pages.cpp")]
 # (name, compiler flags, linker flags): the first that builds is used; the name keys torch's cache.
 BUILDS: tuple[tuple[str, list[str], list[str]], ...] = (
     ("qwen_rowdot_native", ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"], ["-fopenmp"]),
@@ -153,3 +154,40 @@ def gated_rms_norm(x, gate, weight, eps):
     y = built().gated_rms_norm(x.reshape(-1, D).contiguous(), gate.reshape(-1, D).contiguous(), weight.contiguous(),
                                eps)
     return y.view(x.shape)
+
+
+def layer_weights(layer):
+    """What qwen/csrc/layerstep.cpp reads of a FastLayer (qwen/fast.py) whose projections hold the eight-row layout,
+    in the order its functions take them after the token and its cache: the mixer's, then the MLP's (the last six,
+    mlp_add's). Gathered once, by qwen/kernels.py's fuse: at every step that would be some 20 lookups through
+    torch's modules a layer, a few percent of a Q8_0 decode step. The tensors are the model's own, not copies."""
+    norm, post, mlp = layer.input_layernorm, layer.post_attention_layernorm, layer.mlp
+    tail = (post.weight, post.eps, mlp.gate_up_proj.blocks, mlp.down_proj.in_features, mlp.down_proj.blocks,
+            mlp.down_proj.scheme == "q4_0")
+    if layer.kind == "linear_attention":
+        m = layer.linear_attn
+        return (norm.weight, norm.eps, m.in_proj.blocks, m.conv1d.weight, m.A_log, m.dt_bias, m.Hk, m.norm.weight,
+                m.norm.eps, m.out_proj.blocks) + tail
+    a = layer.self_attn
+    return (norm.weight, norm.eps, a.qkv_proj.blocks, a.H, a.q_norm.weight, a.k_norm.weight, a.q_norm.eps,
+            a.o_proj.blocks) + tail
+
+
+def mlp_add(y, weights):
+    """y (B, D) += the MLP of the post-attention norm of y, in one C++ call (qwen/csrc/layerstep.cpp), in place;
+    weights: layer_weights' last six."""
+    built().mlp_add(y, *weights[-6:])
+
+
+def delta_layer(x, conv, state, weights):
+    """A DeltaNet decoder layer's output for one token in one C++ call (qwen/csrc/layerstep.cpp): x (B, D) fp32;
+    conv and state, its cache's, updated in place; weights: the layer's layer_weights. Returns a new (B, D) tensor."""
+    return built().delta_layer(x, conv, state, *weights)
+
+
+def attention_layer(x, cos, sin, cache, weights):
+    """An attention decoder layer's output for one token in one C++ call (qwen/csrc/layerstep.cpp): x (B, D) fp32;
+    cos, sin (B, 1, R); cache its KVCache, holding a token and room for one more: this token's key and value are
+    written into it (the caller moves its length on); weights: the layer's layer_weights. Returns a new (B, D)
+    tensor."""
+    return built().attention_layer(x, cos, sin, cache.keys, cache.values, cache.length, *weights)

@@ -1,14 +1,17 @@
 """The fast path's kernels (qwen/fast.py): attention over a cache with each K/V head read once, and the DeltaNet conv
 and decode step computed in place. Each computes what a teaching function computes (qwen/attention.py's attention,
 qwen/deltanet.py's causal_conv and recurrent step), with fewer new tensors; tests/test_fast.py holds each to it.
-`fused_remember` hands a DeltaNet layer's whole decode step to chapter 13's C++ (qwen/csrc/deltastep.cpp), and
-`fuse` turns that on and gives every norm to it too (qwen/csrc/norms.cpp).
+`fused_remember` hands a DeltaNet layer's memory at decode to chapter 13's C++ (qwen/csrc/deltastep.cpp),
+`fused_layer` a whole decoder layer's decode step (qwen/csrc/layerstep.cpp), and `fuse` turns both on and gives every
+norm to it too (qwen/csrc/norms.cpp).
 """
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from qwen import kernel
+from qwen.blocklinear import BlockLinear
+from qwen.model import DecoderLayer
 from qwen.norm import GatedRMSNorm, RMSNorm
 
 
@@ -61,6 +64,23 @@ def fused_remember(layer, qkv, b, a, cache):
     return torch.stack(steps, dim=1)
 
 
+def fused_layer(layer, x, cos, sin, cache):
+    """A FastLayer's decode step for one token (x (B, 1, D) fp32) in one C++ call (qwen/csrc/layerstep.cpp: the
+    work between the products out of Python), reading the weights `fuse` gathered (layer.step_weights). A DeltaNet's
+    first token (no state yet), or an attention layer whose KV cache is empty or full (its buffers then grow), takes
+    its mixer's module and the MLP's one call. Returns the layer's output (B, 1, D)."""
+    h, weights = x.reshape(-1, x.shape[-1]), layer.step_weights  # (B, D)
+    if layer.kind == "linear_attention" and cache.state is not None:
+        return kernel.delta_layer(h, cache.conv, cache.state, weights).view(x.shape)
+    if layer.kind == "full_attention" and 0 < cache.length < (0 if cache.keys is None else cache.keys.shape[2]):
+        h = kernel.attention_layer(h, cos, sin, cache, weights)
+        cache.length += 1
+        return h.view(x.shape)
+    h = h + layer.mix(layer.input_layernorm(x), cos, sin, cache, None).view(h.shape)
+    kernel.mlp_add(h, weights)
+    return h.view(x.shape)
+
+
 class FusedRMSNorm(RMSNorm):
     """RMSNorm in one C++ call for fp32 rows on the CPU (qwen/csrc/norms.cpp), the teaching forward elsewhere."""
 
@@ -79,13 +99,24 @@ class FusedGatedRMSNorm(GatedRMSNorm):
         return kernel.gated_rms_norm(x, gate, self.weight, self.eps)
 
 
+def eight_rows(module: nn.Module) -> bool:
+    """Are all the products inside `module` llama.cpp's blocks in the eight-row layout, of one format?"""
+    products = [m for m in module.modules() if isinstance(m, nn.Linear) or isinstance(m, BlockLinear)]
+    return all(isinstance(m, BlockLinear) and m.grouped for m in products) and \
+        len({m.scheme for m in products}) == 1
+
+
 def fuse(model: nn.Module) -> nn.Module:
     """Chapter 13's model: every module with a `fused` switch (the fast DeltaNet's decode step) turned on, every norm
-    replaced by its one-call twin holding the same weight (same names, same state_dict). For fp32 weights on a CPU
-    where the C++ kernel is built (load_fast calls it for q8_0 and q4_0)."""
+    replaced by its one-call twin holding the same weight (same names, same state_dict), and every decoder layer
+    whose products hold eight-row blocks given the weights its decode step in one call reads (`step_weights`,
+    qwen/fast.py's FastLayer). For fp32 weights on a CPU where the C++ kernel is built (load_fast calls it for q8_0
+    and q4_0)."""
     for parent in list(model.modules()):
-        if hasattr(parent, "fused"):
-            parent.fused = True  # type: ignore[assignment]  # a plain bool attribute, not a submodule
+        if hasattr(parent, "fused"):  # a plain bool attribute, not a submodule
+            parent.fused = True  # type: ignore[assignment]
+        if isinstance(parent, DecoderLayer) and hasattr(parent, "step_weights") and eight_rows(parent):
+            parent.step_weights = kernel.layer_weights(parent)
         for name, child in list(parent.named_children()):
             if type(child) in (RMSNorm, GatedRMSNorm):
                 assert isinstance(child, (RMSNorm, GatedRMSNorm))  # for the type checker

@@ -4,6 +4,7 @@
 //   rows8.cpp      the Q8_0 and Q4_0 block sums eight weight rows at a time (the live model's products)
 //   deltastep.cpp  one token through a DeltaNet layer's memory (the live model's decode step)
 //   norms.cpp      RMSNorm and the gated RMSNorm of a few rows, each in one call (the live model's norms)
+//   layerstep.cpp  a decoder layer's decode step, the calls between the products in C++ (the live model's layers)
 //   pages.cpp      a copy of a weight on 2 MiB pages (the live model's blocks)
 #include <torch/extension.h>
 
@@ -20,6 +21,18 @@ torch::Tensor delta_decode(torch::Tensor qkv, torch::Tensor conv_w, torch::Tenso
                            torch::Tensor a, torch::Tensor A_log, torch::Tensor dt_bias, torch::Tensor S, int64_t Hk);
 torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps, double shift);  // norms.cpp
 torch::Tensor gated_rms_norm(torch::Tensor x, torch::Tensor z, torch::Tensor w, double eps);
+void mlp_add(torch::Tensor y, torch::Tensor norm_w, double eps, torch::Tensor gate_up, int64_t F, torch::Tensor down,
+             bool q4);  // layerstep.cpp
+torch::Tensor delta_layer(torch::Tensor x, torch::Tensor conv, torch::Tensor S, torch::Tensor norm_w, double eps,
+                          torch::Tensor in_proj, torch::Tensor conv_w, torch::Tensor A_log, torch::Tensor dt_bias,
+                          int64_t Hk, torch::Tensor gate_w, double gate_eps, torch::Tensor out_proj,
+                          torch::Tensor post_w, double post_eps, torch::Tensor gate_up, int64_t F, torch::Tensor down,
+                          bool q4);
+torch::Tensor attention_layer(torch::Tensor x, torch::Tensor cos, torch::Tensor sin, torch::Tensor keys,
+                              torch::Tensor values, int64_t length, torch::Tensor norm_w, double eps, torch::Tensor qkv,
+                              int64_t H, torch::Tensor q_w, torch::Tensor k_w, double qk_eps, torch::Tensor out_proj,
+                              torch::Tensor post_w, double post_eps, torch::Tensor gate_up, int64_t F,
+                              torch::Tensor down, bool q4);
 torch::Tensor on_huge_pages(torch::Tensor t);  // pages.cpp
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -32,6 +45,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("delta_decode", &delta_decode, "one token through a DeltaNet layer's conv, gates and delta rule, in place");
   m.def("rms_norm", &rms_norm, "x (R, D), w (D), eps, shift -> x / rms(x) * (shift + w), fp32");
   m.def("gated_rms_norm", &gated_rms_norm, "x, z (R, D), w (D), eps -> w * x / rms(x) * silu(z), fp32");
+  m.def("mlp_add", &mlp_add, "y (B, D) += the MLP of rms_norm(y), in place");
+  m.def("delta_layer", &delta_layer, "x (B, D) -> a DeltaNet decoder layer's output for one token, cache in place");
+  m.def("attention_layer", &attention_layer, "x (B, D) -> an attention decoder layer's output for one token, cached");
   m.def("on_huge_pages", &on_huge_pages, "t -> a copy of t on 2 MiB pages (Linux), else t itself");
   m.attr("avx2") = rowdot_avx2();
   m.attr("rows8") = rows8_runs();
