@@ -115,10 +115,12 @@ class PackedLinear(nn.Linear):
     def packed(self):
         """The packed copy of the weight as it is now, or None where the plain product is taken."""
         W = self.weight
-        if not self.packing or (W.requires_grad and torch.is_grad_enabled()) or not can_pack(W.device, W.dtype):
+        if not self.packing or (W.requires_grad and torch.is_grad_enabled()):
             return None
         now = (W.data_ptr(), W._version, W.dtype, W.shape)  # changed by an edit in place, a load, a .to()
-        if self._packed_from != now:
+        if self._packed_from != now:  # the capability is asked when a copy is to be made, not at every product
+            if not can_pack(W.device, W.dtype):
+                return None
             self._packed, self._packed_from = pack(W), now
         return self._packed
 
