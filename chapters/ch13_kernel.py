@@ -28,6 +28,7 @@ Its notebook, notebooks/ch13_kernel.ipynb, is written from this file by python n
 # ├── csrc/rows8.cpp   + the block sums eight weight rows at a time, one vector lane a row (the live model's)
 # ├── csrc/deltastep.cpp + a DeltaNet layer's decode step in one C++ call (the live model's)
 # ├── csrc/norms.cpp    + RMSNorm and the gated RMSNorm, each in one C++ call (the live model's)
+# ├── csrc/layerstep.cpp + a decoder layer's decode step in one C++ call, no Python between its products
 # ├── kernel.py        + builds it on first use (torch.utils.cpp_extension), or says in one line why it cannot
 # ├── blocklinear.py   + a projection held as llama.cpp's blocks byte for byte, multiplied by the kernel
 # ├── quantized.py     ~ the model in "q8_0" / "q4_0", and its teaching twin
@@ -66,6 +67,7 @@ Its notebook, notebooks/ch13_kernel.ipynb, is written from this file by python n
 # ├── csrc/rows8.cpp   + 八行权重一组求块内和，向量的每个通道对应一行（运行模型用的就是它）
 # ├── csrc/deltastep.cpp + 一次 C++ 调用走完 DeltaNet 层的一个解码步（运行模型用的就是它）
 # ├── csrc/norms.cpp    + RMSNorm 和带门控的 RMSNorm，各一次 C++ 调用（运行模型用的就是它）
+# ├── csrc/layerstep.cpp + 一次 C++ 调用走完解码器一层的一个解码步，各次乘法之间不再经过 Python
 # ├── kernel.py        + 第一次使用时编译它（torch.utils.cpp_extension），编译不了就用一行话说明原因
 # ├── blocklinear.py   + 逐字节存成 llama.cpp 块的投影，用这个 kernel 相乘
 # ├── quantized.py     ~ “q8_0”/“q4_0” 格式的模型，以及它的教学版
@@ -714,8 +716,10 @@ book.show("ch13-steps", ch13.steps_figure, rates, read,
 # back), and each DeltaNet layer's decode step (the conv, the norms, the gates and the delta rule on its fp32 state) is
 # one C++ call, `qwen/csrc/deltastep.cpp`, and so is each norm, `qwen/csrc/norms.cpp` (79 in a step of the 0.8B), both
 # held to the teaching modules in float64 by their tests: with the weights streamed at the memory's rate, the small
-# torch calls between the products were a large part of what was left of a step. Each model's line says how it holds its
-# weights; then its logits against its twin's on a prompt, and one decode step timed:
+# torch calls between the products were a large part of what was left of a step. Last, a whole decoder layer's decode
+# step is one call, `qwen/csrc/layerstep.cpp`: the same calls the layer's modules make from Python, made from C++ in the
+# same order, so the same bits (its test compares them), with no interpreter between the products. Each model's line
+# says how it holds its weights; then its logits against its twin's on a prompt, and one decode step timed:
 
 # %% [markdown] lang="zh"
 # ## 10. llama.cpp 格式的运行模型
@@ -728,8 +732,10 @@ book.show("ch13-steps", ch13.steps_figure, rates, read,
 # 一组这一步能编译的地方，每个权重都按它的需要重新排布存放（`file_bytes()` 还原成文件里的顺序）；每个 DeltaNet 层的解码
 # 步（卷积、归一化、门控，以及 fp32 状态上的 delta 规则）合成一次 C++ 调用，即 `qwen/csrc/deltastep.cpp`；每个归一化也各
 # 是一次调用，即 `qwen/csrc/norms.cpp`（0.8B 的一步里有 79 个）。两者的测试都用 float64 的教学实现检验：权重能按内存的速
-# 率读完以后，各次乘法之间那些零碎的 torch 调用，占了一步剩下时间的一大块。每个模型先用一行话说明它怎么存权重；然后在一
-# 个提示词上，把它的 logits 和教学版对比，再给一个解码步计时：
+# 率读完以后，各次乘法之间那些零碎的 torch 调用，占了一步剩下时间的一大块。最后，解码器一整层的解码步也合成一次调用，即
+# `qwen/csrc/layerstep.cpp`：调用的函数和顺序都与这一层的模块从 Python 发出的相同，所以结果逐位相同（它的测试就是这样比
+# 的），只是各次乘法之间不再经过解释器。每个模型先用一行话说明它怎么存权重；然后在一个提示词上，把它的 logits 和教学版对
+# 比，再给一个解码步计时：
 
 # %%
 tok = load_tokenizer(args.checkpoint.folder)
@@ -836,7 +842,7 @@ for fmt in ("q8_0", "q4_0"):
 #   vector lane holds one row, no horizontal sum, the 8 scales read at once; the portable loop's bits, and with a
 #   prefetch 8 KB ahead it streams a large weight at about the read probe's rate.
 # - The live model `load_fast(path, torch.float32, quant="q8_0" | "q4_0")` holds the file's blocks and multiplies them
-#   with this kernel, and runs each DeltaNet layer's decode step as one C++ call; its fp32 teaching twin multiplies the
+#   with this kernel, and runs each decoder layer's decode step as one C++ call; its fp32 teaching twin multiplies the
 #   same numbers.
 #
 # ### Shapes
@@ -868,7 +874,7 @@ for fmt in ("q8_0", "q4_0"):
 # - 八行一组（`rows8.cpp`，即 llama.cpp 在 x86 上的重新排布）：8 行的块重新排列，让向量的一个通道对应一行，不用横向求
 #   和，8 个缩放因子一次读入；结果与可移植循环逐位相同，再提前 8 KB 预取，大权重的读取速率就与读带宽探测值相当。
 # - 运行中的模型 `load_fast(path, torch.float32, quant="q8_0" | "q4_0")` 存的是文件里的块，用这个 kernel 相乘，每个
-#   DeltaNet 层的解码步用一次 C++ 调用算完；它的 fp32 教学版乘的是同样的数。
+#   解码器层的解码步用一次 C++ 调用算完；它的 fp32 教学版乘的是同样的数。
 #
 # ### 形状
 #
@@ -882,7 +888,7 @@ for fmt in ("q8_0", "q4_0"):
 
 # %% [markdown]
 # File added in this chapter: `book/ch13.py` (`qwen/csrc/rowdot.cpp`, `rows8.cpp`, `deltastep.cpp`, `norms.cpp`,
-# `qwen/kernel.py` and `qwen/blocklinear.py` are its modules).
+# `layerstep.cpp`, `qwen/kernel.py` and `qwen/blocklinear.py` are its modules).
 #
 # ### Exercises
 # 225 · the Q8_0 × Q8_0 block dot, as llama.cpp's integer path computes it; 226 · a Q4_0 block's nibbles unpacked to its
@@ -903,7 +909,7 @@ for fmt in ("q8_0", "q4_0"):
 
 # %% [markdown] lang="zh"
 # 本章新增的文件：`book/ch13.py`（本章的模块是 `qwen/csrc/rowdot.cpp`、`rows8.cpp`、`deltastep.cpp`、`norms.cpp`、
-# `qwen/kernel.py` 和 `qwen/blocklinear.py`）。
+# `layerstep.cpp`、`qwen/kernel.py` 和 `qwen/blocklinear.py`）。
 #
 # ### 练习
 # 225 · 按 llama.cpp 的整数路径计算 Q8_0 × Q8_0 的块点积；226 · 把 Q4_0 块的半字节拆开，还原成数值。

@@ -14,8 +14,7 @@
 //
 // The functions and the order are the Python path's (qwen/fast.py's FastLayer with qwen/kernels.py's norms and
 // fused_remember; the products rows8.cpp's, torch's silu and mul), so a step here is that path's bit for bit
-// (tests/test_layerstep.py). x (B, D) fp32, one token of each of B sequences; the weights in the eight-row layout;
-// eps the layer's two norms' (the config's rms_norm_eps).
+// (tests/test_layerstep.py). x (B, D) fp32, one token of each of B sequences; the weights in the eight-row layout.
 #include <torch/extension.h>
 
 torch::Tensor rowdot_rows8(torch::Tensor x, torch::Tensor w, int64_t N, bool q4);  // rows8.cpp
