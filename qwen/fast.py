@@ -26,7 +26,8 @@ bf16 cached decode teacher-forced against transformers' sdpa path, step by step)
    order transformers' recurrent step takes them (so bf16 decode rounds as there). A few tokens after a state (a
    speculative verify pass) take that step once per token, not the chunked rule padded to 64 tokens. In chapter 13's
    fp32 model in llama.cpp's formats the whole step is one C++ call per token, each norm one call too, and each
-   decoder layer's decode step one call, with no Python between its products (qwen/kernels.py's fuse).
+   decoder layer's decode step one call, with no Python between its products (qwen/kernels.py's fuse); in a model of
+   packed products (bf16) a DeltaNet layer's decode step is its torch calls made from one C++ call, the same bits.
 5. With last_only, the last layer computes its MLP for the last position only: no later layer reads the others.
 
 load_fast(checkpoint, dtype, device) is the entry point: the fast model built on the meta device and filled straight
@@ -49,7 +50,7 @@ from qwen.kernel import FORMATS, runs_on
 from qwen.kernels import conv_silu, delta_step, fuse, fused_layer, fused_remember, grouped_attention
 from qwen.mlp import MLP
 from qwen.model import DecoderLayer, Qwen35, load_model
-from qwen.products import PackedLinear, bf16_is_native, pack_all, packed_product, product, widens
+from qwen.products import PackedLinear, bf16_is_native, can_pack, pack_all, packed_product, product, widens
 from qwen.quantized import notes, quantize_model
 from qwen.quantlinear import check_scheme
 
@@ -185,10 +186,12 @@ class FastLayer(DecoderLayer):
             self.self_attn = FastAttention(cfg)
         self.mlp = FastMLP(cfg)
         self.step_weights = None  # chapter 13's model: what its decode step in one C++ call reads (set by fuse)
+        self.packed_step = False  # a packed model's DeltaNet decode step in one C++ call (set by load_fast)
 
     def forward(self, x, cos, sin, cache=None, mask=None, last=False):
-        if self.step_weights is not None and cache is not None and mask is None and x.shape[1] == 1:
-            return fused_layer(self, x, cos, sin, cache)
+        if (self.step_weights is not None or self.packed_step) and cache is not None and mask is None and \
+                x.shape[1] == 1 and (y := fused_layer(self, x, cos, sin, cache)) is not None:
+            return y  # one token after a cache, in one C++ call (qwen/kernels.py)
         mix = self.mix(self.input_layernorm(x), cos, sin, cache, mask)
         if last:
             x, mix = x[:, -1:], mix[:, -1:]
@@ -259,4 +262,7 @@ def load_fast(checkpoint: Checkpoint | str | Path, dtype: str | torch.dtype | No
             print(line)
         return model
     pack_all(model, packing)
+    one_call = packing and can_pack(p.device, p.dtype) and runs_on(p.device)
+    for layer in model.layers:  # a packed DeltaNet layer's decode step: its torch calls made from C++, same bits
+        layer.packed_step = one_call  # type: ignore[assignment]  # a plain bool attribute, not a submodule
     return model

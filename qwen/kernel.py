@@ -29,7 +29,8 @@ import torch
 from qwen.lang import tr
 
 SOURCES = [Path(__file__).parent / "csrc" / name for name in
-           ("module.cpp", "rowdot.cpp", "rows8.cpp", "deltastep.cpp", "norms.cpp", "layerstep.cpp", "pages.cpp")]
+           ("module.cpp", "rowdot.cpp", "rows8.cpp", "deltastep.cpp", "norms.cpp", "layerstep.cpp", "bf16step.cpp",
+            "pages.cpp")]
 # (name, compiler flags, linker flags): the first that builds is used; the name keys torch's cache.
 BUILDS: tuple[tuple[str, list[str], list[str]], ...] = (
     ("qwen_rowdot_native", ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"], ["-fopenmp"]),
@@ -191,3 +192,19 @@ def attention_layer(x, cos, sin, cache, weights):
     written into it (the caller moves its length on); weights: the layer's layer_weights. Returns a new (B, D)
     tensor."""
     return built().attention_layer(x, cos, sin, cache.keys, cache.values, cache.length, *weights)
+
+
+def packed_delta_layer(x, layer, cache):
+    """A DeltaNet decoder layer's output for one token of a model whose products read oneDNN-packed weights (the
+    bf16 fast model), in one C++ call of the torch calls its modules make (qwen/csrc/bf16step.cpp): x (B, 1, D);
+    cache its DeltaNetCache, its state updated in place and its conv window replaced. None where a projection has
+    no packed copy now (the caller takes the modules)."""
+    m, mlp, norm, post = layer.linear_attn, layer.mlp, layer.input_layernorm, layer.post_attention_layernorm
+    packed = [p.packed() for p in (m.in_proj, m.out_proj, mlp.gate_up_proj, mlp.down_proj)]
+    if any(p is None for p in packed):
+        return None
+    y, cache.conv = built().bf16_delta_layer(x, cache.conv, cache.state, norm.weight, norm.eps, packed[0],
+                                             m.conv1d.weight, m.A_log, m.dt_bias, m.Hk, m.dk, m.norm.weight,
+                                             m.norm.eps, packed[1], post.weight, post.eps, packed[2],
+                                             mlp.down_proj.in_features, packed[3])
+    return y

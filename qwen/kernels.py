@@ -65,10 +65,16 @@ def fused_remember(layer, qkv, b, a, cache):
 
 
 def fused_layer(layer, x, cos, sin, cache):
-    """A FastLayer's decode step for one token (x (B, 1, D) fp32) in one C++ call (qwen/csrc/layerstep.cpp: the
-    work between the products out of Python), reading the weights `fuse` gathered (layer.step_weights). A DeltaNet's
-    first token (no state yet), or an attention layer whose KV cache is empty or full (its buffers then grow), takes
-    its mixer's module and the MLP's one call. Returns the layer's output (B, 1, D)."""
+    """A FastLayer's decode step for one token (x (B, 1, D)) in one C++ call, or None where the layer's modules
+    take it. Chapter 13's fp32 model in llama.cpp's formats (qwen/csrc/layerstep.cpp: the work between the products
+    out of Python) reads the weights `fuse` gathered (layer.step_weights); there a DeltaNet's first token (no state
+    yet), or an attention layer whose KV cache is empty or full (its buffers then grow), takes its mixer's module and
+    the MLP's one call. A model of packed products (the bf16 fast model, layer.packed_step) runs its DeltaNet layers'
+    steps as one call of the same torch calls (qwen/csrc/bf16step.cpp), and its attention layers as before."""
+    if layer.step_weights is None:
+        if layer.kind == "linear_attention" and cache.state is not None:
+            return kernel.packed_delta_layer(x, layer, cache)
+        return None
     h, weights = x.reshape(-1, x.shape[-1]), layer.step_weights  # (B, D)
     if layer.kind == "linear_attention" and cache.state is not None:
         return kernel.delta_layer(h, cache.conv, cache.state, weights).view(x.shape)

@@ -7,10 +7,15 @@ bits, logits and every cache, step after step, on a batch of two and on every sm
 attention layers, grouped keys, tied and untied heads), in Q8_0 and Q4_0. One run starts with each KV cache's
 buffers full, so that its first step takes the module path (the buffers grow) and the next ones the C++ again.
 
-Planted and caught (each in a copy of layerstep.cpp named by KERNEL_UNDER_TEST, tests/helpers.py's
+qwen/csrc/bf16step.cpp, the DeltaNet layers' decode step of a model whose products read oneDNN-packed weights (the
+bf16 fast model, and the fp32 one), is held the same way: the torch calls its modules make, made from C++, so the
+same bits, in bf16 and fp32, on every small checkpoint.
+
+Planted and caught (each in a copy of layerstep.cpp or bf16step.cpp named by KERNEL_UNDER_TEST, tests/helpers.py's
 kernel_under_test): silu taken of the up half instead of the gate; the new key written one place late; the
 rotation turned the other way (x1 for −x2); the DeltaNet norm's gate read from the projection's next row; the
-MLP's residual dropped (y = the MLP's output).
+MLP's residual dropped (y = the MLP's output); in bf16step.cpp the conv window returned unmoved, q scaled by
+dk^-½ instead of divided by √dk, the gated norm rounded once at the end instead of twice.
 """
 import pytest
 import torch
@@ -20,17 +25,18 @@ from hf_checkpoint import CONFIGS
 from qwen import kernel
 from qwen.attention import KVCache
 from qwen.fast import load_fast
+from qwen.products import can_pack
 
 PROMPT, STEPS = 12, 5
 pytestmark = pytest.mark.usefixtures("one_thread", "under_test")
 
 
-def decode(model, ids, weights, full=False):
+def decode(model, ids, weights, full=False, packed=False):
     """Logits of a prompt and STEPS greedy steps after it, (B, STEPS + 1, V), and the cache's tensors at the end,
-    each layer's step_weights set from `weights` (None each: the module path). full: every KV cache's buffers cut
-    to the prompt first."""
+    each layer's step_weights set from `weights` (None each: the module path) and its packed_step to `packed`. full:
+    every KV cache's buffers cut to the prompt first."""
     for layer, w in zip(model.layers, weights):
-        layer.step_weights = w
+        layer.step_weights, layer.packed_step = w, packed
     cache = model.new_cache()
     out = [model(ids, cache=cache, last_only=True)]
     for c in cache.layers:
@@ -78,6 +84,36 @@ def test_a_layer_in_one_call_is_the_module_path_bit_for_bit(folders, which, fmt,
     steps_in_cpp = STEPS - 1 if full else STEPS  # with full buffers the first step grows them in Python
     assert calls.get("attention_layer", 0) == steps_in_cpp * kinds.count("full_attention")
     assert calls.get("mlp_add", 0) == (STEPS - steps_in_cpp) * kinds.count("full_attention")
+    assert torch.equal(got, want)
+    assert len(got_cache) == len(want_cache) and all(torch.equal(a, b) for a, b in zip(got_cache, want_cache))
+
+
+@pytest.fixture
+def packed_calls(monkeypatch):
+    """How many times bf16step.cpp's layer step ran (through qwen/kernel.py's packed_delta_layer)."""
+    seen = [0]
+    function = kernel.packed_delta_layer
+
+    def counted(*args):
+        seen[0] += 1
+        return function(*args)
+
+    monkeypatch.setattr(kernel, "packed_delta_layer", counted)
+    return seen
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("which", CONFIGS)
+def test_a_packed_deltanet_layer_in_one_call_is_the_module_path_bit_for_bit(folders, which, dtype, packed_calls):
+    model = load_fast(folders[which], dtype)
+    if not can_pack(torch.device("cpu"), dtype) or not kernel.runs_on(torch.device("cpu")):
+        pytest.skip(f"no oneDNN-packed {dtype} products, or no C++ kernel, on this machine")
+    assert all(layer.packed_step for layer in model.layers)
+    ids = ids_for(512, seed=7, shape=(2, PROMPT))
+    want, want_cache = decode(model, ids, [None] * len(model.layers), packed=False)
+    assert packed_calls[0] == 0
+    got, got_cache = decode(model, ids, [None] * len(model.layers), packed=True)
+    assert packed_calls[0] == STEPS * model.cfg.layer_types.count("linear_attention")
     assert torch.equal(got, want)
     assert len(got_cache) == len(want_cache) and all(torch.equal(a, b) for a, b in zip(got_cache, want_cache))
 

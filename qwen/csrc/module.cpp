@@ -5,6 +5,7 @@
 //   deltastep.cpp  one token through a DeltaNet layer's memory (the live model's decode step)
 //   norms.cpp      RMSNorm and the gated RMSNorm of a few rows, each in one call (the live model's norms)
 //   layerstep.cpp  a decoder layer's decode step, the calls between the products in C++ (the live model's layers)
+//   bf16step.cpp   a bf16 DeltaNet layer's decode step as one call of torch's own ops (the packed bf16 model's)
 //   pages.cpp      a copy of a weight on 2 MiB pages (the live model's blocks)
 #include <torch/extension.h>
 
@@ -33,6 +34,12 @@ torch::Tensor attention_layer(torch::Tensor x, torch::Tensor cos, torch::Tensor 
                               int64_t H, torch::Tensor q_w, torch::Tensor k_w, double qk_eps, torch::Tensor out_proj,
                               torch::Tensor post_w, double post_eps, torch::Tensor gate_up, int64_t F,
                               torch::Tensor down, bool q4);
+std::vector<torch::Tensor> bf16_delta_layer(torch::Tensor x, torch::Tensor conv, torch::Tensor S, torch::Tensor norm_w,
+                                            double eps, torch::Tensor in_proj, torch::Tensor conv_w,
+                                            torch::Tensor A_log, torch::Tensor dt_bias, int64_t Hk, int64_t dk,
+                                            torch::Tensor gate_w, double gate_eps, torch::Tensor out_proj,
+                                            torch::Tensor post_w, double post_eps, torch::Tensor gate_up, int64_t F,
+                                            torch::Tensor down);  // bf16step.cpp
 torch::Tensor on_huge_pages(torch::Tensor t);  // pages.cpp
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -48,6 +55,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("mlp_add", &mlp_add, "y (B, D) += the MLP of rms_norm(y), in place");
   m.def("delta_layer", &delta_layer, "x (B, D) -> a DeltaNet decoder layer's output for one token, cache in place");
   m.def("attention_layer", &attention_layer, "x (B, D) -> an attention decoder layer's output for one token, cached");
+  m.def("bf16_delta_layer", &bf16_delta_layer, "x (B, 1, D) -> a packed DeltaNet layer's output and conv window");
   m.def("on_huge_pages", &on_huge_pages, "t -> a copy of t on 2 MiB pages (Linux), else t itself");
   m.attr("avx2") = rowdot_avx2();
   m.attr("rows8") = rows8_runs();
