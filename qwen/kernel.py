@@ -194,15 +194,12 @@ def attention_layer(x, cos, sin, cache, weights):
     return built().attention_layer(x, cos, sin, cache.keys, cache.values, cache.length, *weights)
 
 
-def packed_delta_layer(x, layer, cache):
+def packed_delta_layer(x, layer, cache, packed):
     """A DeltaNet decoder layer's output for one token of a model whose products read oneDNN-packed weights (the
     bf16 fast model), in one C++ call of the torch calls its modules make (qwen/csrc/bf16step.cpp): x (B, 1, D);
-    cache its DeltaNetCache, its state updated in place and its conv window replaced. None where a projection has
-    no packed copy now (the caller takes the modules)."""
+    cache its DeltaNetCache, its state updated in place and its conv window replaced; packed the packed copies of
+    in_proj's, out_proj's, gate_up_proj's and down_proj's weights."""
     m, mlp, norm, post = layer.linear_attn, layer.mlp, layer.input_layernorm, layer.post_attention_layernorm
-    packed = [p.packed() for p in (m.in_proj, m.out_proj, mlp.gate_up_proj, mlp.down_proj)]
-    if any(p is None for p in packed):
-        return None
     y, cache.conv = built().bf16_delta_layer(x, cache.conv, cache.state, norm.weight, norm.eps, packed[0],
                                              m.conv1d.weight, m.A_log, m.dt_bias, m.Hk, m.dk, m.norm.weight,
                                              m.norm.eps, packed[1], post.weight, post.eps, packed[2],

@@ -13,6 +13,7 @@ from qwen import kernel
 from qwen.blocklinear import BlockLinear
 from qwen.model import DecoderLayer
 from qwen.norm import GatedRMSNorm, RMSNorm
+from qwen.products import PackedLinear
 
 
 def grouped_attention(q, k, v, allowed=None):
@@ -71,10 +72,13 @@ def fused_layer(layer, x, cos, sin, cache):
     yet), or an attention layer whose KV cache is empty or full (its buffers then grow), takes its mixer's module and
     the MLP's one call. A model of packed products (the bf16 fast model, layer.packed_step) runs its DeltaNet layers'
     steps as one call of the same torch calls (qwen/csrc/bf16step.cpp), and its attention layers as before."""
-    if layer.step_weights is None:
-        if layer.kind == "linear_attention" and cache.state is not None:
-            return kernel.packed_delta_layer(x, layer, cache)
-        return None
+    if layer.step_weights is None:  # a packed model: where each of a DeltaNet layer's products reads a packed copy
+        if layer.kind != "linear_attention" or cache.state is None:
+            return None
+        m, mlp = layer.linear_attn, layer.mlp
+        packed = [p.packed() if isinstance(p, PackedLinear) else None
+                  for p in (m.in_proj, m.out_proj, mlp.gate_up_proj, mlp.down_proj)]
+        return None if any(p is None for p in packed) else kernel.packed_delta_layer(x, layer, cache, packed)
     h, weights = x.reshape(-1, x.shape[-1]), layer.step_weights  # (B, D)
     if layer.kind == "linear_attention" and cache.state is not None:
         return kernel.delta_layer(h, cache.conv, cache.state, weights).view(x.shape)
