@@ -1,7 +1,8 @@
 """The one-row product written in C++ (qwen/csrc: rowdot.cpp, and for the live model rows8.cpp, eight weight rows
 at a time, deltastep.cpp, a DeltaNet decode step, norms.cpp, a norm in one call, layerstep.cpp, a decoder layer's
-decode step in one call, and pages.cpp, the weights on 2 MiB pages; module.cpp names them for Python), compiled on
-this machine the first time it is used.
+decode step in one call, bf16step.cpp, the bf16 fast model's DeltaNet decode step as one call of torch's ops, and
+pages.cpp, the weights on 2 MiB pages; module.cpp names them for Python), compiled on this machine the first time it
+is used.
 
 A decode step is one activation row times every weight, read once: its speed is the weights' bytes over the time
 the kernel takes to stream them. torch's general kernels leave much of the read bandwidth unused at one row
