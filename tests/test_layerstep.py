@@ -52,7 +52,8 @@ def decode(model, ids, weights, full=False, packed=False):
 
 @pytest.fixture
 def calls(monkeypatch):
-    """How many times each of layerstep.cpp's functions was called (the bits of a path never taken prove nothing)."""
+    """How many times each of the one-call steps ran (the bits of a path never taken prove nothing): layerstep.cpp's
+    functions and bf16step.cpp's, through qwen/kernel.py."""
     seen: dict[str, int] = {}
 
     def counting(name, function):
@@ -61,7 +62,7 @@ def calls(monkeypatch):
             return function(*args)
         return counted
 
-    for name in ("delta_layer", "attention_layer", "mlp_add"):
+    for name in ("delta_layer", "attention_layer", "mlp_add", "packed_delta_layer"):
         monkeypatch.setattr(kernel, name, counting(name, getattr(kernel, name)))
     return seen
 
@@ -88,32 +89,18 @@ def test_a_layer_in_one_call_is_the_module_path_bit_for_bit(folders, which, fmt,
     assert len(got_cache) == len(want_cache) and all(torch.equal(a, b) for a, b in zip(got_cache, want_cache))
 
 
-@pytest.fixture
-def packed_calls(monkeypatch):
-    """How many times bf16step.cpp's layer step ran (through qwen/kernel.py's packed_delta_layer)."""
-    seen = [0]
-    function = kernel.packed_delta_layer
-
-    def counted(*args):
-        seen[0] += 1
-        return function(*args)
-
-    monkeypatch.setattr(kernel, "packed_delta_layer", counted)
-    return seen
-
-
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 @pytest.mark.parametrize("which", CONFIGS)
-def test_a_packed_deltanet_layer_in_one_call_is_the_module_path_bit_for_bit(folders, which, dtype, packed_calls):
+def test_a_packed_deltanet_layer_in_one_call_is_the_module_path_bit_for_bit(folders, which, dtype, calls):
     model = load_fast(folders[which], dtype)
     if not can_pack(torch.device("cpu"), dtype) or not kernel.runs_on(torch.device("cpu")):
         pytest.skip(f"no oneDNN-packed {dtype} products, or no C++ kernel, on this machine")
     assert all(layer.packed_step for layer in model.layers)
     ids = ids_for(512, seed=7, shape=(2, PROMPT))
     want, want_cache = decode(model, ids, [None] * len(model.layers), packed=False)
-    assert packed_calls[0] == 0
+    assert not calls
     got, got_cache = decode(model, ids, [None] * len(model.layers), packed=True)
-    assert packed_calls[0] == STEPS * model.cfg.layer_types.count("linear_attention")
+    assert calls == {"packed_delta_layer": STEPS * model.cfg.layer_types.count("linear_attention")}
     assert torch.equal(got, want)
     assert len(got_cache) == len(want_cache) and all(torch.equal(a, b) for a, b in zip(got_cache, want_cache))
 

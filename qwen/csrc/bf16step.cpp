@@ -39,7 +39,7 @@ torch::Tensor l2norm(const torch::Tensor& x) { return x * torch::rsqrt((x * x).s
 }  // namespace
 
 // x (B, 1, D) bf16; conv (B, C, Kc−1) and S (B, H, dk, dv) fp32 the cache's (conv is replaced: returned second);
-// the weights as qwen/kernel.py's bf16_layer_weights gathers them. Returns the layer's output (B, 1, D) and the new
+// the weights as qwen/kernel.py's packed_delta_layer passes them (the projections' packed copies). Returns the layer's output (B, 1, D) and the new
 // conv window.
 std::vector<torch::Tensor> bf16_delta_layer(torch::Tensor x, torch::Tensor conv, torch::Tensor S, torch::Tensor norm_w,
                                             double eps, torch::Tensor in_proj, torch::Tensor conv_w,
