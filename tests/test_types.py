@@ -166,6 +166,9 @@ def test_mypy_fails_on_a_planted_wrong_annotation(tmp_path):
     (tmp_path / "qwen" / "lang.py").write_text(lang.replace(signature, signature.replace("-> str", "-> int")),
                                                encoding="utf-8")
     (tmp_path / "caller.py").write_text('from qwen.lang import tr\n\nprint(tr(1, "是"))\n', encoding="utf-8")
+    # a cache of its own: the planted file is as long as the clean one, and once (a full run on a loaded machine) mypy
+    # reported the caller's error alone, as from the clean file's cache entry
+    config[-1] = str(tmp_path / "cache-planted")
     code, out = mypy(*config, "qwen/lang.py", "caller.py", cwd=tmp_path)
     line = lang[:lang.index(signature)].count("\n") + 3  # the return, after the def line and the docstring
     assert code == 1, out
