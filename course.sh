@@ -55,8 +55,9 @@ case $mode in
     run)  exec .venv/bin/python main.py "$@" ;;
     # -rfEs: every failure, error and skip (with its reason) in the summary; the 25 slowest tests; a hung test
     # fails after the timeout in pyproject.toml; -n: worker processes, one thread each (TEST_WORKERS=1 for one;
-    # bash course.sh test -n 0 runs in this process, for a debugger)
-    test) exec .venv/bin/python -m pytest -q -rfEs --durations=25 -n "${TEST_WORKERS:-2}" "$@" ;;
+    # bash course.sh test -n 0 runs in this process, for a debugger); worksteal: a worker that runs out of tests
+    # takes some of the other's, so a run of long chapter tests does not leave one worker idle at the end
+    test) exec .venv/bin/python -m pytest -q -rfEs --durations=25 -n "${TEST_WORKERS:-2}" --dist worksteal "$@" ;;
     lab)  exec .venv/bin/jupyter lab notebooks/ "$@" ;;
     chat) exec .venv/bin/python main.py chat "$@" ;;
     book) exec .venv/bin/python -m web "$@" ;;

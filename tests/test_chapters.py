@@ -363,30 +363,23 @@ def test_ch08_facts(chapter_outputs, synthetic):
     assert diff <= 8 * 2 ** -7 * scale
 
 
+AT_FOUR_LAYERS = {"ch01_weights.py": "层型排列：LLLF（", "ch08_model.py": "第 3 层（最后一层）之后"}  # depth shows
+
+
 @pytest.mark.slow
-def test_every_chapter_runs_in_chinese_at_any_depth(shallow):
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_chapter_runs_in_chinese_at_any_depth(shallow, script):
     """Every chapter runs on any Qwen3.5 checkpoint the loader accepts, not only on 24 layers (ch08 once indexed
-    layer 12): every script, two at a time with one thread each, on a 4-layer checkpoint (one block of the pattern:
-    an index past it fails there). In Chinese: this is the whole script run in that language (the English runs on
-    the synthetic checkpoint are chapter_outputs; the Chinese edition's numbers are its notebooks')."""
+    layer 12): every script, with one thread (the test workers run side by side), on a 4-layer checkpoint (one block
+    of the pattern: an index past it fails there). In Chinese: this is the whole script run in that language (the
+    English runs on the synthetic checkpoint are chapter_outputs; the Chinese edition's numbers are its notebooks')."""
     import os
     import subprocess
     import sys
-    from concurrent.futures import ThreadPoolExecutor
 
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-
-    def one(script):
-        r = subprocess.run([sys.executable, str(ROOT / "chapters" / script), "--model", str(shallow), "--lang", "zh"],
-                           capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
-        return script, r.returncode, r.stdout, r.stderr
-
-    with ThreadPoolExecutor(2) as pool:
-        runs = list(pool.map(one, SCRIPTS))
-    for script, rc, out, err in runs:
-        assert rc == 0 and "Traceback" not in err, f"{script} on 4 layers:\n{err[-2000:]}"
-        assert out.startswith("*** 合成权重") and "（合成权重）" not in out, script  # the banner, no tag after it
-        assert english_left(out) == [], f"{script}: English in the Chinese run: {english_left(out)[:5]}"
-    out = dict((script, out) for script, _, out, _ in runs)
-    assert "层型排列：LLLF（" in out["ch01_weights.py"]
-    assert "第 3 层（最后一层）之后" in out["ch08_model.py"]
+    r = subprocess.run([sys.executable, str(ROOT / "chapters" / script), "--model", str(shallow), "--lang", "zh"],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, f"{script} on 4 layers:\n{r.stderr[-2000:]}"
+    assert r.stdout.startswith("*** 合成权重") and "（合成权重）" not in r.stdout  # the banner, no tag after it
+    assert english_left(r.stdout) == [], f"English in the Chinese run: {english_left(r.stdout)[:5]}"
+    assert AT_FOUR_LAYERS.get(script, "") in r.stdout
