@@ -1,39 +1,33 @@
 """The fast path: the same model and the same math, run with fewer and cheaper calls.
 
-The teaching modules say one equation per line. Run as they are, a CPU spends its time in ways the equations do not
-show. The fast modules below are subclasses of the teaching ones: they inherit every shared step (the heads split and
-normalised, the gates, the gated output: `GatedAttention.heads`, `GatedDeltaNet.split_heads`, `.gates`, `.output`,
-`Qwen35.inputs`) and override only what differs. Each change was measured with bench/bench_model.py;
-tests/test_fast.py proves the result equal to transformers (fp32 logits within the teaching model's tolerance, and
-bf16 cached decode teacher-forced against transformers' sdpa path, step by step).
+The teaching modules say one equation per line; run as they are, a CPU spends its time in ways the equations do not
+show. The fast modules below subclass the teaching ones, inherit every shared step (`GatedAttention.heads`,
+`GatedDeltaNet.split_heads`, `.gates`, `.output`, `Qwen35.inputs`) and override only what differs. Each change was
+measured with bench/bench_model.py; tests/test_fast.py holds the result to transformers (fp32 logits within the
+teaching model's tolerance; bf16 cached decode, teacher-forced, against transformers' sdpa path step by step).
 
-1. Projections that read the same input are one matrix, built at load time from the checkpoint's tensors (their
-   rows stacked by qwen/weights.py fill, told which by the `joins` of a Joined): DeltaNet's in_proj_qkv|z|b|a,
-   attention's q|k|v, the MLP's gate|up. At decode that is one product instead of up to four:
-   fewer calls, one long pass over memory. (A prompt still multiplies projection by projection with F.linear:
-   there the joined product measured slower. A packed joined weight is one product at any length.)
-2. Each projection's product takes the kernel chosen by the machine's capabilities, never by a timing
-   (qwen/products.py): from a copy of the weight packed once at load for oneDNN's kernel where the CPU
-   has it (a decode step's one-row products then stream the weights; the tied head too, while the embedding lookup
-   indexes the plain table), and with a prompt's bf16 products widened to fp32 where the CPU has no bf16
+1. Projections of the same input are one matrix, stacked at load time from the checkpoint's tensors (qwen/weights.py
+   fill, told which by a Joined's `joins`): DeltaNet's in_proj_qkv|z|b|a, attention's q|k|v, the MLP's gate|up. At
+   decode that is one product instead of up to four: one long pass over memory. (A prompt multiplies projection by
+   projection, measured faster there, unless the joined weight is packed.)
+2. Each product takes the kernel the machine's capabilities choose, never a timing (qwen/products.py): a copy packed
+   once at load for oneDNN where the CPU has it (one-row products then stream the weights; the tied head too, while
+   the embedding indexes the plain table), and a prompt's bf16 products widened to fp32 where the CPU has no bf16
    instructions (`widen`).
-3. Attention calls torch's fused kernel (scaled_dot_product_attention) with the K/V heads shared in place, instead
-   of copying them for every query head at every step; after a cache, each K/V head's query heads are stacked as
-   rows of one head (`grouped_attention`), so the cached keys are read once per K/V head (10x faster at 32k).
-4. Fewer new tensors: on a CPU a new large tensor costs page faults that take longer than the arithmetic on it.
-   The DeltaNet conv accumulates its K products in one buffer, in the layout the projection wrote; the MLP and the
-   residual stream update in place; a DeltaNet decode step updates its state in place, its sums taken in the
-   order transformers' recurrent step takes them (so bf16 decode rounds as there). A few tokens after a state (a
-   speculative verify pass) take that step once per token, not the chunked rule padded to 64 tokens. In chapter 13's
-   fp32 model in llama.cpp's formats the whole step is one C++ call per token, each norm one call too, and each
-   decoder layer's decode step one call, with no Python between its products (qwen/kernels.py's fuse); in a model of
-   packed products (bf16) a DeltaNet layer's decode step is its torch calls made from one C++ call, the same bits.
-5. With last_only, the last layer computes its MLP for the last position only: no later layer reads the others.
+3. Attention calls torch's fused kernel with the K/V heads shared in place; after a cache, each K/V head's query
+   heads are rows of one head (`grouped_attention`), so the cached keys are read once per K/V head (10x at 32k).
+4. Fewer new tensors (on a CPU a new large tensor costs page faults dearer than its arithmetic): the DeltaNet conv
+   sums its K products in one buffer; the MLP, the residual stream and the DeltaNet state update in place, the
+   state's sums in transformers' order (bf16 decode rounds as there), a few tokens after a state (a speculative
+   verify) one step per token, not the chunked rule padded to 64.
+5. Fewer calls: in chapter 13's fp32 model in llama.cpp's formats each norm and each decoder layer's decode step is
+   one C++ call (qwen/kernels.py's fuse); in a model of packed products (bf16) a DeltaNet layer's decode step is its
+   torch calls made from one C++ call, the same bits. With last_only, the last layer's MLP sees the last position only.
 
-load_fast(checkpoint, dtype, device) is the entry point: the fast model built on the meta device and filled straight
-from the checkpoint, one copy of the weights (beside it the packed copies, where the CPU packs), shared with no other
+load_fast(checkpoint, dtype, device) is the entry point: the model built on the meta device and filled straight from
+the checkpoint, one copy of the weights (beside it the packed copies, where the CPU packs), shared with no other
 model. Each class calls its parent's constructor (on the meta device the parent's separate projections cost nothing)
-and swaps in the fast modules. The in-place kernels they call are in qwen/kernels.py.
+and swaps in the fast modules; the in-place kernels they call are in qwen/kernels.py.
 """
 from pathlib import Path
 
@@ -264,5 +258,5 @@ def load_fast(checkpoint: Checkpoint | str | Path, dtype: str | torch.dtype | No
     pack_all(model, packing)
     one_call = packing and can_pack(p.device, p.dtype) and runs_on(p.device)
     for layer in model.layers:  # a packed DeltaNet layer's decode step: its torch calls made from C++, same bits
-        layer.packed_step = one_call  # type: ignore[assignment]  # a plain bool attribute, not a submodule
+        layer.packed_step = one_call and layer.kind == "linear_attention"  # type: ignore[assignment]  # a bool
     return model
