@@ -29,7 +29,7 @@ Its notebook, notebooks/ch13_kernel.ipynb, is written from this file by python n
 # ├── csrc/deltastep.cpp + a DeltaNet layer's decode step in one C++ call (the live model's)
 # ├── csrc/norms.cpp    + RMSNorm and the gated RMSNorm, each in one C++ call (the live model's)
 # ├── csrc/layerstep.cpp + a decoder layer's decode step in one C++ call, no Python between its products
-# ├── csrc/bf16step.cpp + chapter 9's bf16 DeltaNet decode step: its torch calls made from C++, the same bits
+# ├── csrc/bf16step.cpp + chapter 9's bf16 decoder layer's decode step: its torch calls made from C++, the same bits
 # ├── kernel.py        + builds it on first use (torch.utils.cpp_extension), or says in one line why it cannot
 # ├── blocklinear.py   + a projection held as llama.cpp's blocks byte for byte, multiplied by the kernel
 # ├── quantized.py     ~ the model in "q8_0" / "q4_0", and its teaching twin
@@ -69,7 +69,7 @@ Its notebook, notebooks/ch13_kernel.ipynb, is written from this file by python n
 # ├── csrc/deltastep.cpp + 一次 C++ 调用走完 DeltaNet 层的一个解码步（运行模型用的就是它）
 # ├── csrc/norms.cpp    + RMSNorm 和带门控的 RMSNorm，各一次 C++ 调用（运行模型用的就是它）
 # ├── csrc/layerstep.cpp + 一次 C++ 调用走完解码器一层的一个解码步，各次乘法之间不再经过 Python
-# ├── csrc/bf16step.cpp + 第 9 章 bf16 模型的 DeltaNet 解码步：同样的 torch 调用改从 C++ 发出，结果逐位相同
+# ├── csrc/bf16step.cpp + 第 9 章 bf16 模型解码器层的解码步：同样的 torch 调用改从 C++ 发出，结果逐位相同
 # ├── kernel.py        + 第一次使用时编译它（torch.utils.cpp_extension），编译不了就用一行话说明原因
 # ├── blocklinear.py   + 逐字节存成 llama.cpp 块的投影，用这个 kernel 相乘
 # ├── quantized.py     ~ “q8_0”/“q4_0” 格式的模型，以及它的教学版

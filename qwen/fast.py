@@ -21,7 +21,7 @@ teaching model's tolerance; bf16 cached decode, teacher-forced, against transfor
    state's sums in transformers' order (bf16 decode rounds as there), a few tokens after a state (a speculative
    verify) one step per token, not the chunked rule padded to 64.
 5. Fewer calls: in chapter 13's fp32 model in llama.cpp's formats each norm and each decoder layer's decode step is
-   one C++ call (qwen/kernels.py's fuse); in a model of packed products (bf16) a DeltaNet layer's decode step is its
+   one C++ call (qwen/kernels.py's fuse); in a model of packed products (bf16) a decoder layer's decode step is its
    torch calls made from one C++ call, the same bits. With last_only, the last layer's MLP sees the last position only.
 
 load_fast(checkpoint, dtype, device) is the entry point: the model built on the meta device and filled straight from
@@ -180,7 +180,7 @@ class FastLayer(DecoderLayer):
             self.self_attn = FastAttention(cfg)
         self.mlp = FastMLP(cfg)
         self.step_weights = None  # chapter 13's model: what its decode step in one C++ call reads (set by fuse)
-        self.packed_step = False  # a packed model's DeltaNet decode step in one C++ call (set by load_fast)
+        self.packed_step = False  # a packed model's decode step in one C++ call (set by load_fast)
 
     def forward(self, x, cos, sin, cache=None, mask=None, last=False):
         if (self.step_weights is not None or self.packed_step) and cache is not None and mask is None and \
@@ -257,6 +257,6 @@ def load_fast(checkpoint: Checkpoint | str | Path, dtype: str | torch.dtype | No
         return model
     pack_all(model, packing)
     one_call = packing and can_pack(p.device, p.dtype) and runs_on(p.device)
-    for layer in model.layers:  # a packed DeltaNet layer's decode step: its torch calls made from C++, same bits
-        layer.packed_step = one_call and layer.kind == "linear_attention"  # type: ignore[assignment]  # a bool
+    for layer in model.layers:  # a packed layer's decode step: its torch calls made from C++, the same bits
+        layer.packed_step = one_call  # type: ignore[assignment]  # a plain bool attribute, not a submodule
     return model

@@ -1,6 +1,6 @@
 """The one-row product written in C++ (qwen/csrc: rowdot.cpp, and for the live model rows8.cpp, eight weight rows
 at a time, deltastep.cpp, a DeltaNet decode step, norms.cpp, a norm in one call, layerstep.cpp, a decoder layer's
-decode step in one call, bf16step.cpp, the bf16 fast model's DeltaNet decode step as one call of torch's ops, and
+decode step in one call, bf16step.cpp, the bf16 fast model's layer decode step as one call of torch's ops, and
 pages.cpp, the weights on 2 MiB pages; module.cpp names them for Python), compiled on this machine the first time it
 is used.
 
@@ -193,6 +193,17 @@ def attention_layer(x, cos, sin, cache, weights):
     written into it (the caller moves its length on); weights: the layer's layer_weights. Returns a new (B, D)
     tensor."""
     return built().attention_layer(x, cos, sin, cache.keys, cache.values, cache.length, *weights)
+
+
+def packed_attention_layer(x, cos, sin, cache, layer, packed):
+    """An attention decoder layer's output for one token of a model whose products read oneDNN-packed weights, in one
+    C++ call of the torch calls its modules make (qwen/csrc/bf16step.cpp): x (B, 1, D); cos, sin (B, 1, R); cache its
+    KVCache, holding a token and room for one more: this token's key and value are written into it (the caller moves
+    its length on); packed the packed copies of qkv_proj's, o_proj's, gate_up_proj's and down_proj's weights."""
+    a, mlp, norm, post = layer.self_attn, layer.mlp, layer.input_layernorm, layer.post_attention_layernorm
+    return built().bf16_attention_layer(x, cos, sin, cache.keys, cache.values, cache.length, norm.weight, norm.eps,
+                                        packed[0], a.H, a.q_norm.weight, a.k_norm.weight, a.q_norm.eps, packed[1],
+                                        post.weight, post.eps, packed[2], mlp.down_proj.in_features, packed[3])
 
 
 def packed_delta_layer(x, layer, cache, packed):

@@ -70,22 +70,40 @@ def fused_layer(layer, x, cos, sin, cache):
     take it. Chapter 13's fp32 model in llama.cpp's formats (qwen/csrc/layerstep.cpp: the work between the products
     out of Python) reads the weights `fuse` gathered (layer.step_weights); there a DeltaNet's first token (no state
     yet), or an attention layer whose KV cache is empty or full (its buffers then grow), takes its mixer's module and
-    the MLP's one call. A model of packed products (the bf16 fast model, layer.packed_step) runs its DeltaNet layers'
-    steps as one call of the same torch calls (qwen/csrc/bf16step.cpp), and its attention layers as before."""
-    if layer.step_weights is None:  # a packed model: where each of a DeltaNet layer's products reads a packed copy
-        if layer.kind != "linear_attention" or cache.state is None:
-            return None
-        m, mlp = layer.linear_attn, layer.mlp
+    the MLP's one call. A model of packed products (the bf16 fast model, layer.packed_step) runs each layer's step as
+    one call of the same torch calls (qwen/csrc/bf16step.cpp), where each of its products reads a packed copy; the
+    same cases take the modules there."""
+    delta = layer.kind == "linear_attention"
+    if delta:
+        ready = cache.state is not None  # a DeltaNet's first token has no state yet
+    else:
+        ready = 0 < cache.length < (0 if cache.keys is None else cache.keys.shape[2])  # a token cached, and room
+    if not ready:
+        return None if layer.step_weights is None else mixer_then_mlp(layer, x, cos, sin, cache)
+    if layer.step_weights is None:  # a packed model
+        m, mlp = layer.linear_attn if delta else layer.self_attn, layer.mlp
+        products = (m.in_proj, m.out_proj) if delta else (m.qkv_proj, m.o_proj)
         packed = [p.packed() if isinstance(p, PackedLinear) else None
-                  for p in (m.in_proj, m.out_proj, mlp.gate_up_proj, mlp.down_proj)]
-        return None if any(p is None for p in packed) else kernel.packed_delta_layer(x, layer, cache, packed)
-    h, weights = x.reshape(-1, x.shape[-1]), layer.step_weights  # (B, D)
-    if layer.kind == "linear_attention" and cache.state is not None:
-        return kernel.delta_layer(h, cache.conv, cache.state, weights).view(x.shape)
-    if layer.kind == "full_attention" and 0 < cache.length < (0 if cache.keys is None else cache.keys.shape[2]):
-        h = kernel.attention_layer(h, cos, sin, cache, weights)
+                  for p in (*products, mlp.gate_up_proj, mlp.down_proj)]
+        if any(p is None for p in packed):
+            return None
+        if delta:
+            return kernel.packed_delta_layer(x, layer, cache, packed)
+        y = kernel.packed_attention_layer(x, cos, sin, cache, layer, packed)
         cache.length += 1
-        return h.view(x.shape)
+        return y
+    h, weights = x.reshape(-1, x.shape[-1]), layer.step_weights  # (B, D)
+    if delta:
+        return kernel.delta_layer(h, cache.conv, cache.state, weights).view(x.shape)
+    h = kernel.attention_layer(h, cos, sin, cache, weights)
+    cache.length += 1
+    return h.view(x.shape)
+
+
+def mixer_then_mlp(layer, x, cos, sin, cache):
+    """Chapter 13's model where its mixer cannot take the one call (no state yet, a KV cache empty or full): the
+    mixer's module, then the MLP's one call."""
+    h, weights = x.reshape(-1, x.shape[-1]), layer.step_weights  # (B, D)
     h = h + layer.mix(layer.input_layernorm(x), cos, sin, cache, None).view(h.shape)
     kernel.mlp_add(h, weights)
     return h.view(x.shape)

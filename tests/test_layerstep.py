@@ -7,15 +7,17 @@ bits, logits and every cache, step after step, on a batch of two and on every sm
 attention layers, grouped keys, tied and untied heads), in Q8_0 and Q4_0. One run starts with each KV cache's
 buffers full, so that its first step takes the module path (the buffers grow) and the next ones the C++ again.
 
-qwen/csrc/bf16step.cpp, the DeltaNet layers' decode step of a model whose products read oneDNN-packed weights (the
-bf16 fast model, and the fp32 one), is held the same way: the torch calls its modules make, made from C++, so the
-same bits, in bf16 and fp32, on every small checkpoint.
+qwen/csrc/bf16step.cpp, a decoder layer's decode step in a model whose products read oneDNN-packed weights (the bf16
+fast model, and the fp32 one), is held the same way: the torch calls its modules make, made from C++, so the same
+bits, in bf16 and fp32, on every small checkpoint, with the KV caches' buffers full at the start in one run.
 
 Planted and caught (each in a copy of layerstep.cpp or bf16step.cpp named by KERNEL_UNDER_TEST, tests/helpers.py's
 kernel_under_test): silu taken of the up half instead of the gate; the new key written one place late; the
 rotation turned the other way (x1 for −x2); the DeltaNet norm's gate read from the projection's next row; the
 MLP's residual dropped (y = the MLP's output); in bf16step.cpp the conv window returned unmoved, q scaled by
-dk^-½ instead of divided by √dk, the gated norm rounded once at the end instead of twice.
+dk^-½ instead of divided by √dk, the gated norm rounded once at the end instead of twice, the attention's output
+opened by sigmoid of the query instead of the gate, the new key written one place early, the keys normed with the
+queries' norm weight.
 """
 import pytest
 import torch
@@ -62,7 +64,7 @@ def calls(monkeypatch):
             return function(*args)
         return counted
 
-    for name in ("delta_layer", "attention_layer", "mlp_add", "packed_delta_layer"):
+    for name in ("delta_layer", "attention_layer", "mlp_add", "packed_delta_layer", "packed_attention_layer"):
         monkeypatch.setattr(kernel, name, counting(name, getattr(kernel, name)))
     return seen
 
@@ -89,18 +91,22 @@ def test_a_layer_in_one_call_is_the_module_path_bit_for_bit(folders, which, fmt,
     assert len(got_cache) == len(want_cache) and all(torch.equal(a, b) for a, b in zip(got_cache, want_cache))
 
 
+@pytest.mark.parametrize("full", [False, True], ids=["room", "full buffers"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 @pytest.mark.parametrize("which", CONFIGS)
-def test_a_packed_deltanet_layer_in_one_call_is_the_module_path_bit_for_bit(folders, which, dtype, calls):
+def test_a_packed_layer_in_one_call_is_the_module_path_bit_for_bit(folders, which, dtype, full, calls):
     model = load_fast(folders[which], dtype)
     if not can_pack(torch.device("cpu"), dtype) or not kernel.runs_on(torch.device("cpu")):
         pytest.skip(f"no oneDNN-packed {dtype} products, or no C++ kernel, on this machine")
-    assert [layer.packed_step for layer in model.layers] == [k == "linear_attention" for k in model.cfg.layer_types]
+    assert all(layer.packed_step for layer in model.layers)
     ids = ids_for(512, seed=7, shape=(2, PROMPT))
-    want, want_cache = decode(model, ids, [None] * len(model.layers), packed=False)
+    want, want_cache = decode(model, ids, [None] * len(model.layers), full=full, packed=False)
     assert not calls
-    got, got_cache = decode(model, ids, [None] * len(model.layers), packed=True)
-    assert calls == {"packed_delta_layer": STEPS * model.cfg.layer_types.count("linear_attention")}
+    got, got_cache = decode(model, ids, [None] * len(model.layers), full=full, packed=True)
+    kinds = model.cfg.layer_types
+    steps_in_cpp = STEPS - 1 if full else STEPS  # with full buffers the first step grows them in Python
+    assert calls == {"packed_delta_layer": STEPS * kinds.count("linear_attention"),
+                     "packed_attention_layer": steps_in_cpp * kinds.count("full_attention")}
     assert torch.equal(got, want)
     assert len(got_cache) == len(want_cache) and all(torch.equal(a, b) for a, b in zip(got_cache, want_cache))
 

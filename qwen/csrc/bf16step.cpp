@@ -1,14 +1,15 @@
-// A bf16 DeltaNet layer's decode step as one call: the same torch calls the layer's modules make, made from C++.
+// A bf16 decoder layer's decode step as one call: the same torch calls the layer's modules make, made from C++.
 //
 // The bf16 fast model keeps transformers' bits (tests/test_fast.py holds its cached decode to transformers', step by
 // step), so its products must be oneDNN's, summed as transformers' are, and its DeltaNet step must round where
 // transformers' step rounds: neither can be rewritten by hand as chapter 13's fp32 model is. What can go is the
 // interpreter between those calls: some 60 torch calls a layer, each a few microseconds of Python, about a tenth of
 // a bf16 decode step on the 0.8B. Here they follow each other in C++, the same functions with the same arguments in
-// the same order (qwen/norm.py's RMSNorm and GatedRMSNorm, qwen/kernels.py's conv_silu and delta_step,
-// qwen/deltanet.py's split_heads and gates, qwen/products.py's packed_product, qwen/fast.py's FastLayer and FastMLP),
-// so the result is theirs bit for bit (tests/test_layerstep.py).
-#include <torch/extension.h>
+// the same order (qwen/norm.py's RMSNorm and GatedRMSNorm, qwen/kernels.py's conv_silu, delta_step and
+// grouped_attention, qwen/deltanet.py's split_heads and gates, qwen/attention.py's heads and gate_heads, qwen/rope.py's
+// apply_rope, qwen/products.py's packed_product, qwen/fast.py's FastLayer, FastAttention and FastMLP), so the result
+// is theirs bit for bit (tests/test_layerstep.py).
+#include <torch/types.h>  // ATen and torch::Tensor, without the Python binding headers module.cpp needs
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
@@ -36,7 +37,16 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double ep
 
 torch::Tensor l2norm(const torch::Tensor& x) { return x * torch::rsqrt((x * x).sum(-1, true) + 1e-6); }
 
+void mlp_add(torch::Tensor& y, const torch::Tensor& post_w, double post_eps, const torch::Tensor& gate_up, int64_t F,
+             const torch::Tensor& down) {  // FastMLP: y += W_down (silu(g) ⊙ u), [g | u] = W_gate|up · RMSNorm(y)
+  auto gu = packed_product(rms_norm(y, post_w, post_eps), gate_up).split_with_sizes({F, F}, -1);
+  torch::silu_(gu[0]).mul_(gu[1]);
+  y += packed_product(gu[0], down);
+}
+
 }  // namespace
+
+torch::Tensor rope(torch::Tensor x, torch::Tensor cos, torch::Tensor sin);  // layerstep.cpp: apply_rope, one position
 
 // x (B, 1, D) bf16; conv (B, C, Kc−1) and S (B, H, dk, dv) fp32 the cache's (conv is replaced: returned second);
 // the weights as qwen/kernel.py's packed_delta_layer passes them (the projections' packed copies). Returns the layer's output (B, 1, D) and the new
@@ -81,9 +91,33 @@ std::vector<torch::Tensor> bf16_delta_layer(torch::Tensor x, torch::Tensor conv,
   auto n = gate_w * rms_normalize(o, gate_eps).to(dtype);
   auto normed = (n * torch::silu(z.reshape({B, 1, H, dv}).to(torch::kFloat32))).to(dtype);
   auto y = x + packed_product(normed.reshape({B, 1, H * dv}), out_proj);
-  // the MLP: y += W_down (silu(g) ⊙ u), [g | u] = W_gate|up · RMSNorm(y)
-  auto gu = packed_product(rms_norm(y, post_w, post_eps), gate_up).split_with_sizes({F, F}, -1);
-  torch::silu_(gu[0]).mul_(gu[1]);
-  y += packed_product(gu[0], down);
+  mlp_add(y, post_w, post_eps, gate_up, F, down);
   return {y, window};
+}
+
+// x (B, 1, D) bf16; cos, sin (B, 1, R); keys, values (B, Hkv, capacity, Dh), the cache's, with room at `length`, where
+// this token's are written (the caller moves the length on); the weights as qwen/kernel.py's packed_attention_layer
+// passes them (the projections' packed copies). Returns the layer's output (B, 1, D).
+torch::Tensor bf16_attention_layer(torch::Tensor x, torch::Tensor cos, torch::Tensor sin, torch::Tensor keys,
+                                   torch::Tensor values, int64_t length, torch::Tensor norm_w, double eps,
+                                   torch::Tensor qkv, int64_t H, torch::Tensor q_w, torch::Tensor k_w, double qk_eps,
+                                   torch::Tensor out_proj, torch::Tensor post_w, double post_eps,
+                                   torch::Tensor gate_up, int64_t F, torch::Tensor down) {
+  const int64_t B = x.size(0), Hkv = keys.size(1), Dh = keys.size(3), S = length + 1;
+  TORCH_CHECK(length >= 1 && S <= keys.size(2), "the cache needs a token before and room for this one");
+  // heads: [q, gate | k | v] = W_qkv · RMSNorm(x), each head's query and gate side by side; q and k normed per head,
+  // then turned; v as it is
+  auto p = packed_product(rms_norm(x, norm_w, eps), qkv).split_with_sizes({2 * H * Dh, Hkv * Dh, Hkv * Dh}, -1);
+  auto qg = p[0].view({B, 1, H, 2 * Dh}).split(Dh, -1);
+  auto q = rope(rms_norm(qg[0], q_w, qk_eps).transpose(1, 2), cos, sin);                            // (B, H, 1, Dh)
+  auto k = rope(rms_norm(p[1].view({B, 1, Hkv, Dh}), k_w, qk_eps).transpose(1, 2), cos, sin);  // (B, Hkv, 1, Dh)
+  keys.narrow(2, length, 1).copy_(k);
+  values.narrow(2, length, 1).copy_(p[2].view({B, 1, Hkv, Dh}).transpose(1, 2));
+  // grouped_attention: each K/V head's H/Hkv query heads as rows of one head, then the gate
+  auto out = at::scaled_dot_product_attention(q.reshape({B, Hkv, H / Hkv, Dh}), keys.narrow(2, 0, S),
+                                              values.narrow(2, 0, S)).view({B, H, 1, Dh});
+  auto gated = out.transpose(1, 2).reshape({B, 1, H * Dh}) * torch::sigmoid(qg[1].reshape({B, 1, H * Dh}));
+  auto y = x + packed_product(gated, out_proj);
+  mlp_add(y, post_w, post_eps, gate_up, F, down);
+  return y;
 }

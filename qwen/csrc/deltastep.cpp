@@ -15,7 +15,7 @@
 // fp32 throughout, each sum over dk in order of i (the loops over dv are the vector lanes), so the result is the
 // teaching recurrent_delta_rule's up to the order of fp32 roundings (tests/test_deltastep.py holds it to float64).
 // The conv's channels, then the B · H heads, are split across torch's threads.
-#include <torch/extension.h>
+#include <torch/types.h>  // ATen and torch::Tensor, without the Python binding headers module.cpp needs
 #include <ATen/Parallel.h>
 
 #include <cmath>

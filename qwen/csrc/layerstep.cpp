@@ -15,7 +15,7 @@
 // The functions and the order are the Python path's (qwen/fast.py's FastLayer with qwen/kernels.py's norms and
 // fused_remember; the products rows8.cpp's, torch's silu and mul), so a step here is that path's bit for bit
 // (tests/test_layerstep.py). x (B, D) fp32, one token of each of B sequences; the weights in the eight-row layout.
-#include <torch/extension.h>
+#include <torch/types.h>  // ATen and torch::Tensor, without the Python binding headers module.cpp needs
 
 torch::Tensor rowdot_rows8(torch::Tensor x, torch::Tensor w, int64_t N, bool q4);  // rows8.cpp
 torch::Tensor delta_decode(torch::Tensor qkv, torch::Tensor conv_w, torch::Tensor conv, torch::Tensor b,  // deltastep
@@ -51,8 +51,7 @@ torch::Tensor delta_layer(torch::Tensor x, torch::Tensor conv, torch::Tensor S, 
   return y;
 }
 
-namespace {
-
+// qwen/rope.py's apply_rope for one position (bf16step.cpp's attention step calls it too)
 torch::Tensor rope(torch::Tensor x, torch::Tensor cos, torch::Tensor sin) {  // x (B, h, 1, Dh); cos, sin (B, 1, R)
   const int64_t R = cos.size(-1);
   auto c = cos.unsqueeze(1), s = sin.unsqueeze(1);  // (B, 1, 1, R): every head turns by the same angles
@@ -61,6 +60,8 @@ torch::Tensor rope(torch::Tensor x, torch::Tensor cos, torch::Tensor sin) {  // 
   auto turned = at::cat({half[1].neg(), half[0]}, -1);  // (x1, x2) -> (−x2, x1)
   return at::cat({xr * c + turned * s, x.narrow(-1, R, x.size(-1) - R)}, -1);
 }
+
+namespace {
 
 torch::Tensor head_norm(torch::Tensor x, torch::Tensor w, double eps, int64_t h) {  // x (B, h·Dh) -> (B, h, 1, Dh)
   const int64_t Dh = w.size(0);

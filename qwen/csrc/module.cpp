@@ -5,9 +5,10 @@
 //   deltastep.cpp  one token through a DeltaNet layer's memory (the live model's decode step)
 //   norms.cpp      RMSNorm and the gated RMSNorm of a few rows, each in one call (the live model's norms)
 //   layerstep.cpp  a decoder layer's decode step, the calls between the products in C++ (the live model's layers)
-//   bf16step.cpp   a bf16 DeltaNet layer's decode step as one call of torch's own ops (the packed bf16 model's)
+//   bf16step.cpp   a bf16 decoder layer's decode step as one call of torch's own ops (the packed bf16 model's)
 //   pages.cpp      a copy of a weight on 2 MiB pages (the live model's blocks)
-#include <torch/extension.h>
+#include <torch/types.h>
+#include <torch/csrc/utils/pybind.h>  // pybind11 with torch's Tensor casters: lighter than torch/extension.h
 
 torch::Tensor quantize_q8_0(torch::Tensor x);  // rowdot.cpp
 torch::Tensor rowdot_fp32(torch::Tensor x, torch::Tensor w, bool vector);
@@ -40,6 +41,11 @@ std::vector<torch::Tensor> bf16_delta_layer(torch::Tensor x, torch::Tensor conv,
                                             torch::Tensor gate_w, double gate_eps, torch::Tensor out_proj,
                                             torch::Tensor post_w, double post_eps, torch::Tensor gate_up, int64_t F,
                                             torch::Tensor down);  // bf16step.cpp
+torch::Tensor bf16_attention_layer(torch::Tensor x, torch::Tensor cos, torch::Tensor sin, torch::Tensor keys,
+                                   torch::Tensor values, int64_t length, torch::Tensor norm_w, double eps,
+                                   torch::Tensor qkv, int64_t H, torch::Tensor q_w, torch::Tensor k_w, double qk_eps,
+                                   torch::Tensor out_proj, torch::Tensor post_w, double post_eps,
+                                   torch::Tensor gate_up, int64_t F, torch::Tensor down);
 torch::Tensor on_huge_pages(torch::Tensor t);  // pages.cpp
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -56,6 +62,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("delta_layer", &delta_layer, "x (B, D) -> a DeltaNet decoder layer's output for one token, cache in place");
   m.def("attention_layer", &attention_layer, "x (B, D) -> an attention decoder layer's output for one token, cached");
   m.def("bf16_delta_layer", &bf16_delta_layer, "x (B, 1, D) -> a packed DeltaNet layer's output and conv window");
+  m.def("bf16_attention_layer", &bf16_attention_layer, "x (B, 1, D) -> a packed attention layer's output, cached");
   m.def("on_huge_pages", &on_huge_pages, "t -> a copy of t on 2 MiB pages (Linux), else t itself");
   m.attr("avx2") = rowdot_avx2();
   m.attr("rows8") = rows8_runs();

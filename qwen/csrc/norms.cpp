@@ -12,7 +12,7 @@
 // fp32 throughout, the products in qwen/norm.py's order; the sum of squares is added in order of i (torch's mean
 // adds in vector lanes), so the result is the teaching norm's up to fp32 rounding (tests/test_kernel.py holds both to
 // float64).
-#include <torch/extension.h>
+#include <torch/types.h>  // ATen and torch::Tensor, without the Python binding headers module.cpp needs
 
 #include <cmath>
 

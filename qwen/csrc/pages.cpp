@@ -11,7 +11,7 @@
 //
 //   on_huge_pages(t)   a copy of t in fresh memory aligned to 2 MiB, asked for on 2 MiB pages before it is written;
 //                      freed with the tensor. Elsewhere than Linux (or where the memory cannot be mapped): t itself.
-#include <torch/extension.h>
+#include <torch/types.h>  // ATen and torch::Tensor, without the Python binding headers module.cpp needs
 
 #include <cstdint>
 #include <cstring>

@@ -17,7 +17,7 @@
 // (34 bytes for Q8_0, 18 for Q4_0). avx2=true takes the AVX2 intrinsics where this file was compiled for AVX2
 // (ggml's way: maddubs of unsigned and signed bytes, then madd into int32 lanes), otherwise the portable loop.
 // Rows are split across torch's threads with at::parallel_for.
-#include <torch/extension.h>
+#include <torch/types.h>  // ATen and torch::Tensor, without the Python binding headers module.cpp needs
 #include <ATen/Parallel.h>
 #include <c10/util/Half.h>
 

@@ -19,7 +19,7 @@
 //   Q4_0: the codes 0..15 as stored are unsigned: Σ (q − 8)·q_x = Σ q·q_x − 8·Σ q_x, with Σ q_x once per block.
 // Where the CPU has VNNI (AVX-VNNI, or AVX-512 VNNI with VL), dpbusd does maddubs and madd in one instruction
 // (and cannot saturate: the sums are the same integers).
-#include <torch/extension.h>
+#include <torch/types.h>  // ATen and torch::Tensor, without the Python binding headers module.cpp needs
 #include <ATen/Parallel.h>
 
 #include <cstdint>
