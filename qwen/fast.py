@@ -12,8 +12,8 @@ teaching model's tolerance; bf16 cached decode, teacher-forced, against transfor
    projection, measured faster there, unless the joined weight is packed.)
 2. Each product takes the kernel the machine's capabilities choose, never a timing (qwen/products.py): a copy packed
    once at load for oneDNN where the CPU has it (one-row products then stream the weights; the tied head too, while
-   the embedding indexes the plain table), and a prompt's bf16 products widened to fp32 where the CPU has no bf16
-   instructions (`widen`).
+   the embedding indexes the plain table), one bf16 row by chapter 13's bf16 dot where it is built, and a prompt's
+   bf16 products widened to fp32 where the CPU has no bf16 instructions (`widen`).
 3. Attention calls torch's fused kernel with the K/V heads shared in place; after a cache, each K/V head's query
    heads are rows of one head (`grouped_attention`), so the cached keys are read once per K/V head (10x at 32k).
 4. Fewer new tensors (on a CPU a new large tensor costs page faults dearer than its arithmetic): the DeltaNet conv
@@ -44,7 +44,7 @@ from qwen.kernel import FORMATS, runs_on
 from qwen.kernels import conv_silu, delta_step, fuse, fused_layer, fused_remember, grouped_attention
 from qwen.mlp import MLP
 from qwen.model import DecoderLayer, Qwen35, load_model
-from qwen.products import PackedLinear, bf16_is_native, can_pack, pack_all, packed_product, product, widens
+from qwen.products import PackedLinear, bf16_is_native, can_pack, pack_all, product, read_product, widens
 from qwen.quantized import notes, quantize_model
 from qwen.quantlinear import check_scheme
 
@@ -60,8 +60,8 @@ class FastLinear(PackedLinear):
         self.widen = False
 
     def forward(self, x):
-        packed = None if widens(x, self.widen) else self.packed()
-        return product(x, self.weight, self.widen) if packed is None else packed_product(x, packed)
+        w = None if widens(x, self.widen) else self.reads(x)
+        return product(x, self.weight, self.widen) if w is None else read_product(x, w)
 
 
 class Joined(FastLinear):

@@ -1,8 +1,8 @@
 """The one-row product written in C++ (qwen/csrc: rowdot.cpp, and for the live model rows8.cpp, eight weight rows
 at a time, deltastep.cpp, a DeltaNet decode step, norms.cpp, a norm in one call, layerstep.cpp, a decoder layer's
-decode step in one call, bf16step.cpp, the bf16 fast model's layer decode step as one call of torch's ops, and
-pages.cpp, the weights on 2 MiB pages; module.cpp names them for Python), compiled on this machine the first time it
-is used.
+decode step in one call, bf16step.cpp, the bf16 fast model's layer decode step as one call of torch's ops,
+bf16rows.cpp, its decode products with the CPU's bf16 dot, and pages.cpp, the weights on 2 MiB pages; module.cpp
+names them for Python), compiled on this machine the first time it is used.
 
 A decode step is one activation row times every weight, read once: its speed is the weights' bytes over the time
 the kernel takes to stream them. torch's general kernels leave much of the read bandwidth unused at one row
@@ -31,7 +31,7 @@ from qwen.lang import tr
 
 SOURCES = [Path(__file__).parent / "csrc" / name for name in
            ("module.cpp", "rowdot.cpp", "rows8.cpp", "deltastep.cpp", "norms.cpp", "layerstep.cpp", "bf16step.cpp",
-            "pages.cpp")]
+            "bf16rows.cpp", "pages.cpp")]
 # (name, compiler flags, linker flags): the first that builds is used; the name keys torch's cache.
 BUILDS: tuple[tuple[str, list[str], list[str]], ...] = (
     ("qwen_rowdot_native", ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"], ["-fopenmp"]),
@@ -127,6 +127,19 @@ def rows8_product(x: torch.Tensor, grouped: torch.Tensor, n: int, fmt: str) -> t
     -> x Wᵀ (M, n) fp32, the same bits as row_product on the file's bytes."""
     module = built()
     return module.rowdot_rows8(x.to(torch.float32).contiguous(), grouped, n, fmt == "q4_0")
+
+
+def bf16_rows_run() -> bool:
+    """Does this build have the few-row bf16 product (qwen/csrc/bf16rows.cpp: AVX-512 with bf16 instructions)?"""
+    module = load()
+    return module is not None and bool(module.bf16_dot)
+
+
+def bf16_rows(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x (..., K) bf16, w (N, K) bf16 -> x Wᵀ (..., N) bf16: each sum in fp32 in an order that does not depend on
+    x's rows, rounded once (qwen/csrc/bf16rows.cpp)."""
+    y = built().bf16_rows(x.reshape(-1, x.shape[-1]).contiguous(), w.contiguous())
+    return y.view(*x.shape[:-1], w.shape[0])
 
 
 def on_huge_pages(t: torch.Tensor) -> torch.Tensor:

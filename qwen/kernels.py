@@ -83,7 +83,7 @@ def fused_layer(layer, x, cos, sin, cache):
     if layer.step_weights is None:  # a packed model
         m, mlp = layer.linear_attn if delta else layer.self_attn, layer.mlp
         products = (m.in_proj, m.out_proj) if delta else (m.qkv_proj, m.o_proj)
-        packed = [p.packed() if isinstance(p, PackedLinear) else None
+        packed = [p.reads(x) if isinstance(p, PackedLinear) else None
                   for p in (*products, mlp.gate_up_proj, mlp.down_proj)]
         if any(p is None for p in packed):
             return None

@@ -2,7 +2,7 @@
 
 Every projection of the model, the tied head included, is one product of the input rows x (rows, d_in) with a weight
 W (d_out, d_in). The math is the same everywhere; what differs is the kernel, and the right kernel depends on the
-number of rows and on the CPU. Two choices, both made from the machine's capabilities, never from a timing, so the
+number of rows and on the CPU. Three choices, all made from the machine's capabilities, never from a timing, so the
 numbers a learner gets do not depend on the load:
 
 1. Packed weights for few rows. A decode step multiplies one row by every weight: each number of W is read once and
@@ -24,6 +24,14 @@ numbers a learner gets do not depend on the load:
    in fp32 either way; only the order of the sums may differ. A prompt's products are widened where the CPU lacks
    them (`bf16_is_native`); a weight is widened a block of rows at a time (the 0.8B's head would be 1 GB in fp32).
    One row (decode) stays in bf16: it is bound by memory, and bf16 is half the bytes.
+3. One bf16 row by hand (`hand_rows`): where chapter 13's C++ is built with the CPU's bf16 dot instruction (x86's
+   AVX-512 bf16), a bf16 product of one row reads the weight itself with it (qwen/csrc/bf16rows.cpp), not the packed
+   copy. On an idle machine both stream the weight at about the read bandwidth; but on a CPU with AMX oneDNN takes
+   its AMX kernel for one row too, which lost half its speed and more whenever other programs shared the machine (a
+   bf16 decode at 5 tokens/s where oneDNN held to AVX-512 ran at 9, llama.cpp at 10). The hand dot sums in its own
+   order (an fp32 sum rounded once; a row's bits the same in any batch), so a one-row decode may differ from
+   transformers' in the last bf16 bit of a few outputs (tests/test_fast.py bounds it). From two rows on the packed
+   copy is read: measured faster there (HAND_ROWS).
 
 The packed copy is a cache of `weight`, which stays the layer's parameter, packed at load and again only when the
 weight changes (an edit in place bumps its version counter, `.to()` gives it new storage), so a product never reads
@@ -41,12 +49,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from qwen import kernel
 from qwen.lang import tr
 from qwen.model import Qwen35
 from qwen.quantized import products
 from qwen.quantlinear import PACKED_ROWS
 
 DECODE_ROWS = 1  # the rows the packed layout is chosen for: a decode step's one token
+HAND_ROWS = 1  # bf16 products of up to this many rows take chapter 13's bf16 dot where it is built (`hand_rows`)
 WIDE_ROWS = 16  # from this many rows on, a widened bf16 product beat a bf16 one (measured on a 2-core AMD EPYC)
 BLOCK = 2 ** 22  # elements of a weight widened at once (16 MiB in fp32)
 NATIVE_FLAGS = {torch.bfloat16: ("avx512_bf16", "amx_bf16", "bf16"), torch.float16: ("avx512_fp16", "amx_fp16")}
@@ -104,6 +114,17 @@ def packed_product(x: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
     return torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
 
 
+def hand_rows(x: torch.Tensor) -> bool:
+    """Does a packed product of x take chapter 13's bf16 dot on the weight itself instead: x bf16, at most HAND_ROWS
+    rows, and the kernel built with the CPU's bf16 dot instruction (qwen/csrc/bf16rows.cpp)?"""
+    return x.dtype == torch.bfloat16 and x.numel() <= HAND_ROWS * x.shape[-1] and kernel.bf16_rows_run()
+
+
+def read_product(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x Wᵀ from what PackedLinear.reads gave: a packed copy (oneDNN), or the bf16 weight itself (chapter 13's dot)."""
+    return packed_product(x, w) if w.is_mkldnn else kernel.bf16_rows(x, w)
+
+
 class PackedLinear(nn.Linear):
     """A projection (no bias) computing x Wᵀ from a packed copy of W where `can_pack` says so, F.linear elsewhere.
     `packing` switches it (load_fast sets it from the capability); `packed()` gives the copy a product reads."""
@@ -124,9 +145,15 @@ class PackedLinear(nn.Linear):
             self._packed, self._packed_from = pack(W), now
         return self._packed
 
-    def forward(self, x):  # x (..., d_in)
+    def reads(self, x):
+        """What the product of x reads: the weight itself where chapter 13's bf16 dot takes it (`hand_rows`), else
+        the packed copy, or None where the plain product is taken."""
         packed = self.packed()
-        return F.linear(x, self.weight) if packed is None else packed_product(x, packed)
+        return self.weight if packed is not None and hand_rows(x) else packed
+
+    def forward(self, x):  # x (..., d_in)
+        w = self.reads(x)
+        return F.linear(x, self.weight) if w is None else read_product(x, w)
 
 
 def pack_all(model: nn.Module, on: bool = True) -> nn.Module:

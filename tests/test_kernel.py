@@ -12,6 +12,12 @@ environment variable KERNEL_UNDER_TEST set to the copy's path (its name ending i
 e.g. /tmp/bug_rows8.cpp), the module fixture builds it with the other files as an extension of its own, with
 qwen/kernel.py's flags, and every test runs against it (tests/helpers.py's kernel_under_test). The eight-row step
 (rows8.cpp) is held to the portable loop bit for bit.
+
+bf16rows.cpp (the bf16 model's one-row decode product, where the CPU has AVX-512 bf16) is held to one bf16
+rounding of an fp32 sum within its stated bound of the float64 dot, exact where nothing rounds, and a row's bits
+independent of its batch and of the thread count. Planted and caught in copies of it: the tail's mask one lane
+short; every row of x read as the first; the weight rows shifted by one; the tail dropped; the last whole chunk
+dropped.
 """
 import os
 
@@ -330,6 +336,84 @@ def test_float_weights_within_fp32_rounding_of_float64(rowdot, kind, shape):
         y = rowdot.rowdot_fp32(x, w, kind == "fp32 omp simd")
     assert y.shape == (M, N) and y.dtype == torch.float32
     assert_fp32_bound(y, x, w.float())  # bf16 -> fp32 is exact: the weight's values are w.float()'s
+
+
+# ---------------------------------------------------------------- bf16 rows with the CPU's bf16 dot (bf16rows.cpp)
+
+def use_bf16_dot(rowdot):
+    if not rowdot.bf16_dot:
+        pytest.skip("this build has no bf16 dot instruction (AVX-512 bf16): the bf16 model keeps oneDNN's product")
+
+
+def bf16_rounding_of_fp32_sums(y, x, w):
+    """bf16rows.cpp's result is one fp32 sum rounded once to bf16. Each lane adds 2 products per chunk of 32 (each
+    product exact: 8 bits of mantissa times 8), then 4 adds join the 16 lanes: no product meets more than
+    n = 2·⌈K/32⌉ + 4 roundings to fp32, so the sum s lies within γ_n·Σ|x_k·w_k| of the exact dot (γ_n = n·U/(1 −
+    n·U)). Rounding to bf16 is monotonic: y lies between the bf16 roundings of the two ends of that interval
+    (through fp32, as s is an fp32 number). Returns the failing outputs' count."""
+    K = x.shape[1]
+    n = 2 * -(-K // 32) + 4
+    x64, w64 = x.double(), w.double()
+    exact, size = x64 @ w64.T, x64.abs() @ w64.abs().T
+    slack = n * U / (1 - n * U) * size
+    lo, hi = ((exact + sign * slack).float().bfloat16().double() for sign in (-1, 1))
+    got = y.double()
+    return int(((got < lo) | (got > hi)).sum())
+
+
+# (M, N, K): one row and a few; N not a multiple of the 8 rows a pass reads; K a multiple of 32 and not
+BF16_ROWS = [(1, 37, 1024), (2, 37, 1024), (3, 9, 1024), (5, 8, 64), (1, 7, 100), (2, 13, 33), (3, 1, 31), (1, 5, 7)]
+
+
+@pytest.mark.parametrize("shape", BF16_ROWS, ids=lambda s: "M{}-N{}-K{}".format(*s))
+def test_bf16_rows_are_fp32_sums_rounded_once(rowdot, shape):
+    use_bf16_dot(rowdot)
+    M, N, K = shape
+    x, w = randn((M, K), K + 3).bfloat16(), randn((N, K), N + 3).bfloat16()
+    y = rowdot.bf16_rows(x, w)
+    assert y.shape == (M, N) and y.dtype == torch.bfloat16
+    assert bf16_rounding_of_fp32_sums(y, x, w) == 0
+
+
+def test_bf16_rows_exact_where_nothing_rounds(rowdot):
+    """x in {-1, 0, 1}, w small integers, 80 inputs (two chunks of 32 and a tail): every product and sum is an
+    integer below 240 in size, exact in fp32 and a bf16 number (bf16 holds every integer to 256), so y is the dot."""
+    use_bf16_dot(rowdot)
+    g = torch.Generator().manual_seed(40)
+    x, w = torch.randint(-1, 2, (3, 80), generator=g).bfloat16(), torch.randint(-3, 4, (19, 80), generator=g).bfloat16()
+    want = x.double() @ w.double().T
+    assert torch.equal(rowdot.bf16_rows(x, w).double(), want)
+
+
+def test_bf16_rows_give_a_row_the_same_bits_in_any_batch(rowdot):
+    """A row's sum is added in the same order whatever the other rows are: alone, in a batch of 2 or 5, on 1 or 2
+    threads, the same bits (so a decode step, a batch and a verify pass agree)."""
+    use_bf16_dot(rowdot)
+    x, w = randn((5, 1024), 41).bfloat16(), randn((16 * 8 + 3, 1024), 42).bfloat16()
+    before = torch.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            results += [rowdot.bf16_rows(x, w), rowdot.bf16_rows(x[:2], w)[:1], rowdot.bf16_rows(x[3:4], w)]
+    finally:
+        torch.set_num_threads(before)
+    full, first, fourth = results[:3]
+    assert torch.equal(first, full[:1]) and torch.equal(fourth, full[3:4])
+    assert all(torch.equal(a, b) for a, b in zip(results[:3], results[3:]))
+
+
+def test_bf16_rows_refuse_bad_input_in_words(rowdot):
+    use_bf16_dot(rowdot)
+    x, w = torch.zeros(1, 64, dtype=torch.bfloat16), torch.zeros(3, 64, dtype=torch.bfloat16)
+    cases = [(lambda: rowdot.bf16_rows(x.float(), w), "x and w must be contiguous 2-D bf16 tensors on the CPU"),
+             (lambda: rowdot.bf16_rows(x, w.T), "x and w must be contiguous 2-D bf16 tensors on the CPU"),
+             (lambda: rowdot.bf16_rows(x, w[:, :32]), "x and w must be contiguous 2-D bf16 tensors on the CPU"),
+             (lambda: rowdot.bf16_rows(x, w[:, :32].contiguous()), "x has 64 inputs per row, w 32")]
+    for call, message in cases:
+        with pytest.raises(RuntimeError) as caught:
+            call()
+        assert message in str(caught.value), f"{message!r} not in {str(caught.value).splitlines()[0]!r}"
 
 
 # ---------------------------------------------------------------- refused input, threads, qwen/kernel.py

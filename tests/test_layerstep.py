@@ -9,7 +9,8 @@ buffers full, so that its first step takes the module path (the buffers grow) an
 
 qwen/csrc/bf16step.cpp, a decoder layer's decode step in a model whose products read oneDNN-packed weights (the bf16
 fast model, and the fp32 one), is held the same way: the torch calls its modules make, made from C++, so the same
-bits, in bf16 and fp32, on every small checkpoint, with the KV caches' buffers full at the start in one run.
+bits, in bf16 and fp32, on every small checkpoint, with the KV caches' buffers full at the start in one run, on a
+batch of two (oneDNN's products) and of one (in bf16 bf16rows.cpp's dot where it is built, in both paths).
 
 Planted and caught (each in a copy of layerstep.cpp or bf16step.cpp named by KERNEL_UNDER_TEST, tests/helpers.py's
 kernel_under_test): silu taken of the up half instead of the gate; the new key written one place late; the
@@ -17,11 +18,12 @@ rotation turned the other way (x1 for −x2); the DeltaNet norm's gate read from
 MLP's residual dropped (y = the MLP's output); in bf16step.cpp the conv window returned unmoved, q scaled by
 dk^-½ instead of divided by √dk, the gated norm rounded once at the end instead of twice, the attention's output
 opened by sigmoid of the query instead of the gate, the new key written one place early, the keys normed with the
-queries' norm weight.
+queries' norm weight; the one-row bf16 product taken by at::linear instead of bf16rows.cpp's dot.
 """
 import pytest
 import torch
 
+import qwen.products
 from helpers import ids_for
 from hf_checkpoint import CONFIGS
 from qwen import kernel
@@ -55,7 +57,7 @@ def decode(model, ids, weights, full=False, packed=False):
 @pytest.fixture
 def calls(monkeypatch):
     """How many times each of the one-call steps ran (the bits of a path never taken prove nothing): layerstep.cpp's
-    functions and bf16step.cpp's, through qwen/kernel.py."""
+    functions and bf16step.cpp's, through qwen/kernel.py, and bf16rows.cpp's product where Python calls it."""
     seen: dict[str, int] = {}
 
     def counting(name, function):
@@ -64,7 +66,8 @@ def calls(monkeypatch):
             return function(*args)
         return counted
 
-    for name in ("delta_layer", "attention_layer", "mlp_add", "packed_delta_layer", "packed_attention_layer"):
+    for name in ("delta_layer", "attention_layer", "mlp_add", "packed_delta_layer", "packed_attention_layer",
+                 "bf16_rows"):
         monkeypatch.setattr(kernel, name, counting(name, getattr(kernel, name)))
     return seen
 
@@ -91,20 +94,32 @@ def test_a_layer_in_one_call_is_the_module_path_bit_for_bit(folders, which, fmt,
     assert len(got_cache) == len(want_cache) and all(torch.equal(a, b) for a, b in zip(got_cache, want_cache))
 
 
+@pytest.mark.parametrize("batch", [2, 1])
 @pytest.mark.parametrize("full", [False, True], ids=["room", "full buffers"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 @pytest.mark.parametrize("which", CONFIGS)
-def test_a_packed_layer_in_one_call_is_the_module_path_bit_for_bit(folders, which, dtype, full, calls):
+def test_a_packed_layer_in_one_call_is_the_module_path_bit_for_bit(folders, which, dtype, full, batch, calls,
+                                                                    monkeypatch):
+    """A batch of one in bf16 multiplies with bf16rows.cpp's dot where it is built (qwen/products.py's hand_rows),
+    in the modules and in the one call alike; a batch of two with oneDNN's packed copies."""
     model = load_fast(folders[which], dtype)
     if not can_pack(torch.device("cpu"), dtype) or not kernel.runs_on(torch.device("cpu")):
         pytest.skip(f"no oneDNN-packed {dtype} products, or no C++ kernel, on this machine")
     assert all(layer.packed_step for layer in model.layers)
-    ids = ids_for(512, seed=7, shape=(2, PROMPT))
+    ids = ids_for(512, seed=7 if batch == 2 else 8, shape=(batch, PROMPT))
     want, want_cache = decode(model, ids, [None] * len(model.layers), full=full, packed=False)
-    assert not calls
+    hand = batch == 1 and dtype == torch.bfloat16 and kernel.bf16_rows_run()
+    assert calls.pop("bf16_rows", 0) > 0 if hand else not calls
+    if hand and which == next(iter(CONFIGS)):  # where oneDNN's products give other logits (seed 8: 1,427 of 3,072
+        rows = qwen.products.HAND_ROWS  # measured), so that equal bits name the kernel
+        monkeypatch.setattr(qwen.products, "HAND_ROWS", 0)
+        assert not torch.equal(decode(model, ids, [None] * len(model.layers), full=full)[0], want)
+        monkeypatch.setattr(qwen.products, "HAND_ROWS", rows)
+        calls.clear()
     got, got_cache = decode(model, ids, [None] * len(model.layers), full=full, packed=True)
     kinds = model.cfg.layer_types
     steps_in_cpp = STEPS - 1 if full else STEPS  # with full buffers the first step grows them in Python
+    calls.pop("bf16_rows", None)  # the head's product, and the steps the modules take
     assert calls == {"packed_delta_layer": STEPS * kinds.count("linear_attention"),
                      "packed_attention_layer": steps_in_cpp * kinds.count("full_attention")}
     assert torch.equal(got, want)

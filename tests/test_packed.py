@@ -1,5 +1,6 @@
 """qwen/products.py: the packed product against F.linear and float64 (fp32 within the classical bound on a sum's
-rounding, bf16 within one bf16 step), the packed copy kept in step with its weight, and the fallback to F.linear
+rounding, bf16 within one bf16 step), which kernel a product takes (one bf16 row: chapter 13's bf16 dot where it is
+built), the packed copy kept in step with its weight, and the fallback to F.linear
 where oneDNN is absent, giving the fast path the answers it gives with packing switched off. The fast path with
 packed weights against transformers and the teaching model: tests/test_fast.py."""
 import pytest
@@ -7,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers import bf16_steps, fp32_tol, ids_for
+from qwen import kernel
 from qwen.fast import load_fast
 from qwen.products import PackedLinear, can_pack, numerics, pack, pack_all, packed_bytes, packed_product
 
@@ -65,6 +67,30 @@ def test_capability_not_timing(monkeypatch):
                                              and torch.ops.mkldnn._is_mkldnn_bf16_supported())
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
     assert not can_pack(CPU, torch.float32) and not can_pack(CPU, torch.bfloat16)
+
+
+@torch.no_grad()
+def test_one_bf16_row_takes_the_hand_dot_and_more_rows_onednn(monkeypatch):
+    """A bf16 product of one row reads the weight itself with chapter 13's bf16 dot where it is built (`hand_rows`:
+    the same bits as kernel.bf16_rows, a row's own; its bound to float64 is in tests/test_kernel.py); two rows and
+    more read the packed copy (oneDNN's bits); fp32 always the packed copy. Without the kernel's bf16 dot one row
+    takes oneDNN too."""
+    if not can_pack(CPU, torch.bfloat16):
+        pytest.skip("oneDNN does not multiply bf16 on this CPU: the layer keeps F.linear, as tested above")
+    x, W = operands(3, 1024, 512, torch.bfloat16, seed=5)
+    layer = PackedLinear(1024, 512).requires_grad_(False).to(torch.bfloat16)
+    layer.weight.copy_(W)
+    pack_all(layer)
+    if kernel.bf16_rows_run():
+        assert torch.equal(layer(x[:1]), kernel.bf16_rows(x[:1], W)) and layer.reads(x[:1]) is layer.weight
+    assert torch.equal(layer(x[:2]), packed_product(x[:2], pack(W))) and layer.reads(x[:2]).is_mkldnn
+    assert torch.equal(layer(x[None, :2]), packed_product(x[None, :2], pack(W)))  # (1, 2, d): two rows
+    monkeypatch.setattr(kernel, "bf16_rows_run", lambda: False)
+    assert torch.equal(layer(x[:1]), packed_product(x[:1], pack(W)))
+    fp32 = PackedLinear(1024, 512).requires_grad_(False)
+    fp32.weight.copy_(W.float())
+    pack_all(fp32)
+    assert fp32.reads(x[:1].float()).is_mkldnn
 
 
 @torch.no_grad()

@@ -1,13 +1,14 @@
 // A bf16 decoder layer's decode step as one call: the same torch calls the layer's modules make, made from C++.
 //
-// The bf16 fast model keeps transformers' bits (tests/test_fast.py holds its cached decode to transformers', step by
-// step), so its products must be oneDNN's, summed as transformers' are, and its DeltaNet step must round where
-// transformers' step rounds: neither can be rewritten by hand as chapter 13's fp32 model is. What can go is the
+// The bf16 fast model keeps transformers' bits on a batch (tests/test_fast.py holds its cached decode to
+// transformers', step by step), so its products of two rows and more are oneDNN's, summed as transformers' are (one
+// row: bf16rows.cpp's dot where it is built, as qwen/products.py chooses), and its DeltaNet step must round where
+// transformers' step rounds: it cannot be rewritten by hand as chapter 13's fp32 model's is. What can go is the
 // interpreter between those calls: some 60 torch calls a layer, each a few microseconds of Python, about a tenth of
 // a bf16 decode step on the 0.8B. Here they follow each other in C++, the same functions with the same arguments in
 // the same order (qwen/norm.py's RMSNorm and GatedRMSNorm, qwen/kernels.py's conv_silu, delta_step and
 // grouped_attention, qwen/deltanet.py's split_heads and gates, qwen/attention.py's heads and gate_heads, qwen/rope.py's
-// apply_rope, qwen/products.py's packed_product, qwen/fast.py's FastLayer, FastAttention and FastMLP), so the result
+// apply_rope, qwen/products.py's read_product, qwen/fast.py's FastLayer, FastAttention and FastMLP), so the result
 // is theirs bit for bit (tests/test_layerstep.py).
 #include <torch/types.h>  // ATen and torch::Tensor, without the Python binding headers module.cpp needs
 
@@ -15,15 +16,24 @@
 
 #include <cmath>
 
+torch::Tensor bf16_rows(torch::Tensor x, torch::Tensor w);  // bf16rows.cpp
+
 namespace {
 
-torch::Tensor packed_product(const torch::Tensor& x, const torch::Tensor& packed) {  // oneDNN's, as torch.ops calls it
+// x Wᵀ from what qwen/products.py's PackedLinear.reads gives: a packed copy (oneDNN's product, as torch.ops calls
+// it), or the bf16 weight itself (bf16rows.cpp's dot), as read_product chooses
+torch::Tensor read_product(const torch::Tensor& x, const torch::Tensor& w) {
+  if (!w.is_mkldnn()) {
+    auto shape = x.sizes().vec();
+    shape.back() = w.size(0);
+    return bf16_rows(x.reshape({-1, x.size(-1)}).contiguous(), w).view(shape);
+  }
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("mkldnn::_linear_pointwise", "")
                        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
                                          c10::string_view, c10::List<std::optional<at::Scalar>>,
                                          std::optional<c10::string_view>)>();
-  return op.call(x, packed, std::nullopt, "none", c10::List<std::optional<at::Scalar>>(), "");
+  return op.call(x, w, std::nullopt, "none", c10::List<std::optional<at::Scalar>>(), "");
 }
 
 torch::Tensor rms_normalize(const torch::Tensor& x, double eps) {  // qwen/norm.py's, in fp32
@@ -39,9 +49,9 @@ torch::Tensor l2norm(const torch::Tensor& x) { return x * torch::rsqrt((x * x).s
 
 void mlp_add(torch::Tensor& y, const torch::Tensor& post_w, double post_eps, const torch::Tensor& gate_up, int64_t F,
              const torch::Tensor& down) {  // FastMLP: y += W_down (silu(g) ⊙ u), [g | u] = W_gate|up · RMSNorm(y)
-  auto gu = packed_product(rms_norm(y, post_w, post_eps), gate_up).split_with_sizes({F, F}, -1);
+  auto gu = read_product(rms_norm(y, post_w, post_eps), gate_up).split_with_sizes({F, F}, -1);
   torch::silu_(gu[0]).mul_(gu[1]);
-  y += packed_product(gu[0], down);
+  y += read_product(gu[0], down);
 }
 
 }  // namespace
@@ -60,7 +70,7 @@ std::vector<torch::Tensor> bf16_delta_layer(torch::Tensor x, torch::Tensor conv,
   const int64_t B = x.size(0), H = S.size(1), dv = S.size(3), C = conv_w.size(0), Kc = conv_w.size(2);
   const auto dtype = x.scalar_type();
   // the mixer: [qkv | z | b | a] = W_in · RMSNorm(x)
-  auto p = packed_product(rms_norm(x, norm_w, eps), in_proj);  // (B, 1, C + Z + 2H)
+  auto p = read_product(rms_norm(x, norm_w, eps), in_proj);  // (B, 1, C + Z + 2H)
   auto parts = p.split_with_sizes({C, H * dv, H, H}, -1);
   auto qkv = parts[0], z = parts[1], b = parts[2], a = parts[3];
   // conv_silu: the window and this token, the Kc products summed in fp32, rounded once, then silu
@@ -90,7 +100,7 @@ std::vector<torch::Tensor> bf16_delta_layer(torch::Tensor x, torch::Tensor conv,
   // output: GatedRMSNorm (transformers' roundings), then W_out
   auto n = gate_w * rms_normalize(o, gate_eps).to(dtype);
   auto normed = (n * torch::silu(z.reshape({B, 1, H, dv}).to(torch::kFloat32))).to(dtype);
-  auto y = x + packed_product(normed.reshape({B, 1, H * dv}), out_proj);
+  auto y = x + read_product(normed.reshape({B, 1, H * dv}), out_proj);
   mlp_add(y, post_w, post_eps, gate_up, F, down);
   return {y, window};
 }
@@ -107,7 +117,7 @@ torch::Tensor bf16_attention_layer(torch::Tensor x, torch::Tensor cos, torch::Te
   TORCH_CHECK(length >= 1 && S <= keys.size(2), "the cache needs a token before and room for this one");
   // heads: [q, gate | k | v] = W_qkv · RMSNorm(x), each head's query and gate side by side; q and k normed per head,
   // then turned; v as it is
-  auto p = packed_product(rms_norm(x, norm_w, eps), qkv).split_with_sizes({2 * H * Dh, Hkv * Dh, Hkv * Dh}, -1);
+  auto p = read_product(rms_norm(x, norm_w, eps), qkv).split_with_sizes({2 * H * Dh, Hkv * Dh, Hkv * Dh}, -1);
   auto qg = p[0].view({B, 1, H, 2 * Dh}).split(Dh, -1);
   auto q = rope(rms_norm(qg[0], q_w, qk_eps).transpose(1, 2), cos, sin);                            // (B, H, 1, Dh)
   auto k = rope(rms_norm(p[1].view({B, 1, Hkv, Dh}), k_w, qk_eps).transpose(1, 2), cos, sin);  // (B, Hkv, 1, Dh)
@@ -117,7 +127,7 @@ torch::Tensor bf16_attention_layer(torch::Tensor x, torch::Tensor cos, torch::Te
   auto out = at::scaled_dot_product_attention(q.reshape({B, Hkv, H / Hkv, Dh}), keys.narrow(2, 0, S),
                                               values.narrow(2, 0, S)).view({B, H, 1, Dh});
   auto gated = out.transpose(1, 2).reshape({B, 1, H * Dh}) * torch::sigmoid(qg[1].reshape({B, 1, H * Dh}));
-  auto y = x + packed_product(gated, out_proj);
+  auto y = x + read_product(gated, out_proj);
   mlp_add(y, post_w, post_eps, gate_up, F, down);
   return y;
 }

@@ -6,6 +6,7 @@
 //   norms.cpp      RMSNorm and the gated RMSNorm of a few rows, each in one call (the live model's norms)
 //   layerstep.cpp  a decoder layer's decode step, the calls between the products in C++ (the live model's layers)
 //   bf16step.cpp   a bf16 decoder layer's decode step as one call of torch's own ops (the packed bf16 model's)
+//   bf16rows.cpp   a bf16 product of a few rows with the CPU's bf16 dot (the bf16 fast model's decode products)
 //   pages.cpp      a copy of a weight on 2 MiB pages (the live model's blocks)
 #include <torch/types.h>
 #include <torch/csrc/utils/pybind.h>  // pybind11 with torch's Tensor casters: lighter than torch/extension.h
@@ -47,6 +48,8 @@ torch::Tensor bf16_attention_layer(torch::Tensor x, torch::Tensor cos, torch::Te
                                    torch::Tensor out_proj, torch::Tensor post_w, double post_eps,
                                    torch::Tensor gate_up, int64_t F, torch::Tensor down);
 torch::Tensor on_huge_pages(torch::Tensor t);  // pages.cpp
+torch::Tensor bf16_rows(torch::Tensor x, torch::Tensor w);  // bf16rows.cpp
+bool bf16_rows_run();
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("quantize_q8_0", &quantize_q8_0, "x (M, K) fp32 -> its Q8_0 blocks (M, K/32*34) uint8");
@@ -63,10 +66,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("attention_layer", &attention_layer, "x (B, D) -> an attention decoder layer's output for one token, cached");
   m.def("bf16_delta_layer", &bf16_delta_layer, "x (B, 1, D) -> a packed DeltaNet layer's output and conv window");
   m.def("bf16_attention_layer", &bf16_attention_layer, "x (B, 1, D) -> a packed attention layer's output, cached");
+  m.def("bf16_rows", &bf16_rows, "x (M, K) bf16, w (N, K) bf16 -> x W^T (M, N) bf16, summed in fp32");
   m.def("on_huge_pages", &on_huge_pages, "t -> a copy of t on 2 MiB pages (Linux), else t itself");
   m.attr("avx2") = rowdot_avx2();
   m.attr("rows8") = rows8_runs();
   m.attr("vnni") = rows8_vnni();
+  m.attr("bf16_dot") = bf16_rows_run();
 #ifdef _OPENMP
   m.attr("threads") = true;
 #else
