@@ -30,6 +30,7 @@ Its notebook, notebooks/ch13_kernel.ipynb, is written from this file by python n
 # ├── csrc/norms.cpp    + RMSNorm and the gated RMSNorm, each in one C++ call (the live model's)
 # ├── csrc/layerstep.cpp + a decoder layer's decode step in one C++ call, no Python between its products
 # ├── csrc/bf16step.cpp + chapter 9's bf16 decoder layer's decode step: its torch calls made from C++, the same bits
+# ├── csrc/bf16rows.cpp + chapter 9's bf16 model's one-row products with the CPU's bf16 dot (AVX-512 bf16)
 # ├── kernel.py        + builds it on first use (torch.utils.cpp_extension), or says in one line why it cannot
 # ├── blocklinear.py   + a projection held as llama.cpp's blocks byte for byte, multiplied by the kernel
 # ├── quantized.py     ~ the model in "q8_0" / "q4_0", and its teaching twin
@@ -70,6 +71,7 @@ Its notebook, notebooks/ch13_kernel.ipynb, is written from this file by python n
 # ├── csrc/norms.cpp    + RMSNorm 和带门控的 RMSNorm，各一次 C++ 调用（运行模型用的就是它）
 # ├── csrc/layerstep.cpp + 一次 C++ 调用走完解码器一层的一个解码步，各次乘法之间不再经过 Python
 # ├── csrc/bf16step.cpp + 第 9 章 bf16 模型解码器层的解码步：同样的 torch 调用改从 C++ 发出，结果逐位相同
+# ├── csrc/bf16rows.cpp + 第 9 章 bf16 模型的单行乘法，用 CPU 的 bf16 点积指令（AVX-512 bf16）
 # ├── kernel.py        + 第一次使用时编译它（torch.utils.cpp_extension），编译不了就用一行话说明原因
 # ├── blocklinear.py   + 逐字节存成 llama.cpp 块的投影，用这个 kernel 相乘
 # ├── quantized.py     ~ “q8_0”/“q4_0” 格式的模型，以及它的教学版
@@ -375,6 +377,24 @@ timed({"bf16 loop": (lambda: module.rowdot_bf16(x, w16), w16.numel() * 2)})
 
 # %% [markdown] lang="zh"
 # 把这一行和第 1 节 bf16 的 `F.linear` 那一行比一比：字节一样，kernel 不同。
+
+# %% [markdown]
+# Chapter 9's bf16 model takes neither for its decode products. Where the CPU has AVX-512's bf16 dot instruction
+# (`dpbf16ps`: in each fp32 lane, two bf16 products added to the sum), a product of one row is `qwen/csrc/bf16rows.cpp`:
+# this loop with that instruction, eight weight rows at a time. oneDNN, behind `F.linear`, reads one row as fast on an
+# idle machine, but on a CPU with AMX it takes its AMX kernel for that row too, and that kernel lost half its speed
+# whenever other programs shared the machine (a whole bf16 decode measured 5 tokens/s, against 9 with oneDNN held to its
+# AVX-512 kernel). The hand loop sums in its own order, so a one-row decode may differ from transformers' in the last
+# bf16 bit of a few outputs: its tests bound each sum by fp32's rounding and the decode by bf16 steps. A batch and a
+# prompt keep oneDNN's products, and transformers' bits.
+
+# %% [markdown] lang="zh"
+# 第 9 章的 bf16 模型解码时，两种都不用。如果 CPU 有 AVX-512 的 bf16 点积指令（`dpbf16ps`：每个 fp32 通道一次加上两个
+# bf16 乘积），单行乘法就交给 `qwen/csrc/bf16rows.cpp`：还是这个循环，换成这条指令，一次处理八行权重。`F.linear` 背后的
+# oneDNN 在机器空闲时读一行也一样快；可是在有 AMX 的 CPU 上，它连单行也走 AMX kernel，而只要有别的程序同时在跑，这个
+# kernel 的速度就掉一半（整个 bf16 解码实测每秒 5 个 token，把 oneDNN 限定在 AVX-512 kernel 上则是 9 个）。手写循环按自己的
+# 顺序求和，所以单行解码的结果可能在少数输出的最后一个 bf16 比特上和 transformers 不同：它的测试用 fp32 的舍入误差界约束每个
+# 和，用 bf16 步数约束整个解码。批次和提示词仍走 oneDNN 的乘法，结果与 transformers 逐位相同。
 
 # %% [markdown]
 # ## 6. llama.cpp's way: Q8_0 × Q8_0
