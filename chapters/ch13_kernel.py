@@ -390,11 +390,11 @@ timed({"bf16 loop": (lambda: module.rowdot_bf16(x, w16), w16.numel() * 2)})
 
 # %% [markdown] lang="zh"
 # 第 9 章的 bf16 模型解码时，两种都不用。如果 CPU 有 AVX-512 的 bf16 点积指令（`dpbf16ps`：每个 fp32 通道一次加上两个
-# bf16 乘积），单行乘法就交给 `qwen/csrc/bf16rows.cpp`：还是这个循环，换成这条指令，一次处理八行权重。`F.linear` 背后的
-# oneDNN 在机器空闲时读一行也一样快；可是在有 AMX 的 CPU 上，它连单行也走 AMX kernel，而只要有别的程序同时在跑，这个
-# kernel 的速度就掉一半（整个 bf16 解码实测每秒 5 个 token，把 oneDNN 限定在 AVX-512 kernel 上则是 9 个）。手写循环按自己的
-# 顺序求和，所以单行解码的结果可能在少数输出的最后一个 bf16 比特上和 transformers 不同：它的测试用 fp32 的舍入误差界约束每个
-# 和，用 bf16 步数约束整个解码。批次和提示词仍走 oneDNN 的乘法，结果与 transformers 逐位相同。
+# bf16 乘积），单行乘法就交给 `qwen/csrc/bf16rows.cpp`：还是这个循环，换成这条指令，一次处理八行权重。`F.linear` 背后
+# 的 oneDNN 在机器空闲时读一行也一样快；可是在有 AMX 的 CPU 上，它连单行也走 AMX kernel，而只要有别的程序同时在跑，
+# 这个 kernel 的速度就掉一半（整个 bf16 解码实测每秒 5 个 token，把 oneDNN 限定在 AVX-512 kernel 上则是 9 个）。手写
+# 循环按自己的顺序求和，所以单行解码的结果可能在少数输出的最后一个 bf16 比特上和 transformers 不同：它的测试用 fp32
+# 的舍入误差界约束每个和，用 bf16 步数约束整个解码。批次和提示词仍走 oneDNN 的乘法，结果与 transformers 逐位相同。
 
 # %% [markdown]
 # ## 6. llama.cpp's way: Q8_0 × Q8_0
