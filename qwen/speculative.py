@@ -27,8 +27,9 @@ One step, with x the token the main model picked last (not yet fed) and d_1..d_k
 decoding one at a time, and the two may round differently. The teaching model's verify pass runs the DeltaNet
 chunked kernel and products over k + 1 rows. The fast path's (qwen/fast.py) takes the DeltaNet decode step once per
 verified token and reads each attention row as decode does, so only its products of k + 1 rows may round
-otherwise (in bf16 on this course's CPU the synthetic checkpoint's verify logits equal its decode logits bit for
-bit; at the 0.8B's shapes the first DeltaNet layer's out_proj already sums some rows in another order). In fp32 the
+otherwise (at the 0.8B's shapes the first DeltaNet layer's out_proj already sums some rows in another order; in bf16,
+where chapter 13's bf16 dot multiplies a decode step's one row and oneDNN the verify pass's k + 1, a few outputs in ten
+thousand round to the neighbouring bf16 number). In fp32 the
 tests find the same tokens; in bf16 on the teaching path a top-2 pair within one bf16 step of each other can swap,
 and from there the texts part (on the synthetic checkpoint, whose logits are nearly flat, after 10 to 20 tokens).
 Batches: every row keeps the same number of tokens per step, the fewest any active row accepted (the others' extra
