@@ -212,7 +212,8 @@ def packed_attention_layer(x, cos, sin, cache, layer, packed):
     """An attention decoder layer's output for one token of a model whose products read oneDNN-packed weights, in one
     C++ call of the torch calls its modules make (qwen/csrc/bf16step.cpp): x (B, 1, D); cos, sin (B, 1, R); cache its
     KVCache, holding a token and room for one more: this token's key and value are written into it (the caller moves
-    its length on); packed the packed copies of qkv_proj's, o_proj's, gate_up_proj's and down_proj's weights."""
+    its length on); packed: what qkv_proj's, o_proj's, gate_up_proj's and down_proj's products read
+    (qwen/products.py's PackedLinear.reads: the packed copies, or for one bf16 row the weights themselves)."""
     a, mlp, norm, post = layer.self_attn, layer.mlp, layer.input_layernorm, layer.post_attention_layernorm
     return built().bf16_attention_layer(x, cos, sin, cache.keys, cache.values, cache.length, norm.weight, norm.eps,
                                         packed[0], a.H, a.q_norm.weight, a.k_norm.weight, a.q_norm.eps, packed[1],
@@ -222,8 +223,8 @@ def packed_attention_layer(x, cos, sin, cache, layer, packed):
 def packed_delta_layer(x, layer, cache, packed):
     """A DeltaNet decoder layer's output for one token of a model whose products read oneDNN-packed weights (the
     bf16 fast model), in one C++ call of the torch calls its modules make (qwen/csrc/bf16step.cpp): x (B, 1, D);
-    cache its DeltaNetCache, its state updated in place and its conv window replaced; packed the packed copies of
-    in_proj's, out_proj's, gate_up_proj's and down_proj's weights."""
+    cache its DeltaNetCache, its state updated in place and its conv window replaced; packed: what in_proj's,
+    out_proj's, gate_up_proj's and down_proj's products read (PackedLinear.reads, as packed_attention_layer's)."""
     m, mlp, norm, post = layer.linear_attn, layer.mlp, layer.input_layernorm, layer.post_attention_layernorm
     y, cache.conv = built().bf16_delta_layer(x, cache.conv, cache.state, norm.weight, norm.eps, packed[0],
                                              m.conv1d.weight, m.A_log, m.dt_bias, m.Hk, m.dk, m.norm.weight,
