@@ -7,7 +7,9 @@ transformers on the same device and the same weights:
      path, one prompt's logits in bf16 steps at the logits' scale, held to 8 steps or half the distance between
      transformers' own two paths, whichever is larger (that distance is how much this device's bf16 kernels, through
      24 layers, amplify one rounding);
-  2. cached decode in bf16, teacher-forced: the fast path's step-by-step logits against transformers' sdpa cache;
+  2. cached decode in bf16, teacher-forced: the fast path's step-by-step logits against transformers' sdpa cache,
+     held to the same bound (one row's products there may be other kernels than a prompt's: on a CPU with AVX-512
+     bf16, chapter 13's bf16 dot, which sums in its own order);
   3. the vision tower in bf16: the merged image tokens against transformers' tower, in bf16 steps;
   4. speculative decoding: greedy speculate() with the MTP head, and with a draft that is always right, equals plain
      greedy generate() token for token in fp32 (the share equal in bf16 is printed);
@@ -74,12 +76,13 @@ def text(checkpoint, device, ids):
               f"{max(BOUND, floor / 2):.0f}; eager to sdpa: {floor:.1f}), top-1 agreement {agree:.1%}: {verdict(ok)}")
         results.append(ok)
         del model
-    return all(results), sdpa
+    return all(results), sdpa, floor
 
 
 @torch.no_grad()
-def cached_decode(checkpoint, device, ids, sdpa):
-    """Check 2: the fast path's cached decode against transformers' sdpa cache, teacher-forced on the same ids."""
+def cached_decode(checkpoint, device, ids, sdpa, floor):
+    """Check 2: the fast path's cached decode against transformers' sdpa cache, teacher-forced on the same ids, held
+    to check 1's bound (floor: transformers' eager-to-sdpa distance measured there)."""
     from transformers import DynamicCache
 
     fast = load_fast(checkpoint, torch.bfloat16, device)
@@ -91,9 +94,9 @@ def cached_decode(checkpoint, device, ids, sdpa):
         got = fast(ids[:, t:t + 1], cache=cache)[:, -1]
         want = sdpa(input_ids=ids[:, t:t + 1], past_key_values=hf_cache, use_cache=True).logits[:, -1]
         worst = max(worst, bf16_steps(got, want))
-    ok = worst <= BOUND
+    ok = worst <= max(BOUND, floor / 2)
     print(f"cached decode bf16, fast: {ids.shape[1] - prompt} steps after {prompt} tokens, worst {worst:.1f} bf16 "
-          f"steps from transformers sdpa (bound {BOUND}): {verdict(ok)}")
+          f"steps from transformers sdpa (bound {max(BOUND, floor / 2):.0f}): {verdict(ok)}")
     return ok
 
 
@@ -161,8 +164,8 @@ def main():
     print(f"device check on {name}, torch {torch.__version__}, checkpoint {checkpoint.folder}")
     start = time.perf_counter()
     ids = torch.randint(0, 248044, (1, 48), generator=torch.Generator().manual_seed(0)).to(device)
-    ok, sdpa = text(checkpoint, device, ids)
-    ok &= cached_decode(checkpoint, device, ids, sdpa)
+    ok, sdpa, floor = text(checkpoint, device, ids)
+    ok &= cached_decode(checkpoint, device, ids, sdpa, floor)
     del sdpa
     ok &= vision(checkpoint, device)
     ok &= speculative(checkpoint, device, ids)
