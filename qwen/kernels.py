@@ -71,8 +71,9 @@ def fused_layer(layer, x, cos, sin, cache):
     out of Python) reads the weights `fuse` gathered (layer.step_weights); there a DeltaNet's first token (no state
     yet), or an attention layer whose KV cache is empty or full (its buffers then grow), takes its mixer's module and
     the MLP's one call. A model of packed products (the bf16 fast model, layer.packed_step) runs each layer's step as
-    one call of the same torch calls (qwen/csrc/bf16step.cpp), where each of its products reads a packed copy; the
-    same cases take the modules there."""
+    one call of the same torch calls (qwen/csrc/bf16step.cpp), where each of its products has a packed copy (each
+    reads what PackedLinear.reads says: that copy, or for one bf16 row the weight); the same cases take the modules
+    there."""
     delta = layer.kind == "linear_attention"
     if delta:
         ready = cache.state is not None  # a DeltaNet's first token has no state yet
@@ -83,13 +84,13 @@ def fused_layer(layer, x, cos, sin, cache):
     if layer.step_weights is None:  # a packed model
         m, mlp = layer.linear_attn if delta else layer.self_attn, layer.mlp
         products = (m.in_proj, m.out_proj) if delta else (m.qkv_proj, m.o_proj)
-        packed = [p.reads(x) if isinstance(p, PackedLinear) else None
-                  for p in (*products, mlp.gate_up_proj, mlp.down_proj)]
-        if any(p is None for p in packed):
+        reads = [p.reads(x) if isinstance(p, PackedLinear) else None
+                 for p in (*products, mlp.gate_up_proj, mlp.down_proj)]
+        if any(w is None for w in reads):
             return None
         if delta:
-            return kernel.packed_delta_layer(x, layer, cache, packed)
-        y = kernel.packed_attention_layer(x, cos, sin, cache, layer, packed)
+            return kernel.packed_delta_layer(x, layer, cache, reads)
+        y = kernel.packed_attention_layer(x, cos, sin, cache, layer, reads)
         cache.length += 1
         return y
     h, weights = x.reshape(-1, x.shape[-1]), layer.step_weights  # (B, D)

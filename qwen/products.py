@@ -126,8 +126,9 @@ def read_product(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 class PackedLinear(nn.Linear):
-    """A projection (no bias) computing x Wᵀ from a packed copy of W where `can_pack` says so, F.linear elsewhere.
-    `packing` switches it (load_fast sets it from the capability); `packed()` gives the copy a product reads."""
+    """A projection (no bias) computing x Wᵀ from a packed copy of W where `can_pack` says so (one bf16 row: from W
+    itself, `hand_rows`), F.linear elsewhere. `packing` switches it (load_fast sets it from the capability);
+    `packed()` gives the copy, `reads(x)` what the product of x reads."""
 
     def __init__(self, in_features, out_features):
         super().__init__(in_features, out_features, bias=False)

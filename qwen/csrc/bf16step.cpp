@@ -59,8 +59,8 @@ void mlp_add(torch::Tensor& y, const torch::Tensor& post_w, double post_eps, con
 torch::Tensor rope(torch::Tensor x, torch::Tensor cos, torch::Tensor sin);  // layerstep.cpp: apply_rope, one position
 
 // x (B, 1, D) bf16; conv (B, C, Kc−1) and S (B, H, dk, dv) fp32 the cache's (conv is replaced: returned second);
-// the weights as qwen/kernel.py's packed_delta_layer passes them (the projections' packed copies). Returns the
-// layer's output (B, 1, D) and the new conv window.
+// the weights as qwen/kernel.py's packed_delta_layer passes them (what the projections' products read: their packed
+// copies, or for one bf16 row the weights themselves). Returns the layer's output (B, 1, D) and the new conv window.
 std::vector<torch::Tensor> bf16_delta_layer(torch::Tensor x, torch::Tensor conv, torch::Tensor S, torch::Tensor norm_w,
                                             double eps, torch::Tensor in_proj, torch::Tensor conv_w,
                                             torch::Tensor A_log, torch::Tensor dt_bias, int64_t Hk, int64_t dk,
@@ -107,7 +107,7 @@ std::vector<torch::Tensor> bf16_delta_layer(torch::Tensor x, torch::Tensor conv,
 
 // x (B, 1, D) bf16; cos, sin (B, 1, R); keys, values (B, Hkv, capacity, Dh), the cache's, with room at `length`, where
 // this token's are written (the caller moves the length on); the weights as qwen/kernel.py's packed_attention_layer
-// passes them (the projections' packed copies). Returns the layer's output (B, 1, D).
+// passes them (as bf16_delta_layer's). Returns the layer's output (B, 1, D).
 torch::Tensor bf16_attention_layer(torch::Tensor x, torch::Tensor cos, torch::Tensor sin, torch::Tensor keys,
                                    torch::Tensor values, int64_t length, torch::Tensor norm_w, double eps,
                                    torch::Tensor qkv, int64_t H, torch::Tensor q_w, torch::Tensor k_w, double qk_eps,
