@@ -174,8 +174,9 @@ def packed_bytes(model: nn.Module) -> int:
 
 def numerics(model: Qwen35) -> str:
     """One line for the chat and the bench: how a fast model's (qwen/fast.py) products are computed here, and why:
-    its dtype, whether prompt products are widened to fp32, whether projections read packed weights; for a quantized
-    model, which product each number of rows takes (`quantized_paths`)."""
+    its dtype, whether prompt products are widened to fp32, whether projections read packed weights (and one bf16 row
+    chapter 13's dot, `hand_rows`); for a quantized model, which product each number of rows takes
+    (`quantized_paths`)."""
     p = model.norm.weight  # the model dtype (a quantized model's embedding holds codes)
     dtype, capability = str(p.dtype).removeprefix("torch."), torch.backends.cpu.get_cpu_capability()
     native = tr("yes", "是") if bf16_is_native(p.device, p.dtype) else tr("no", "否")
@@ -188,7 +189,11 @@ def numerics(model: Qwen35) -> str:
     gb = packed_bytes(model) / 1e9
     packed = tr(f"oneDNN-packed ({gb:.2f} GB of packed copies)", f"oneDNN 预打包的权重（打包副本 {gb:.2f} GB）") if gb \
         else "F.linear"
-    return head + tr(f"prompt products {how}; projections {packed}", f"提示词的矩阵乘法{how}；投影用 {packed}")
+    hand = gb and hand_rows(p[None])  # one row of the model's dtype
+    one_row = tr("; one-row products (decode): chapter 13's bf16 dot, qwen/csrc/bf16rows.cpp",
+                 "；单行乘法（解码）：第 13 章的 bf16 点积，qwen/csrc/bf16rows.cpp") if hand else ""
+    return head + tr(f"prompt products {how}; projections {packed}{one_row}",
+                     f"提示词的矩阵乘法{how}；投影用 {packed}{one_row}")
 
 
 def quantized_paths(model: Qwen35) -> str:

@@ -154,6 +154,8 @@ def test_fallback_without_onednn(monkeypatch, synthetic, plain_logits, dtype):
                        if isinstance(m, PackedLinear))
         assert packed_bytes(packed) == matrices and 0 < matrices < weights
         assert "oneDNN-packed" in numerics(packed)
+        hand = dtype == torch.bfloat16 and kernel.bf16_rows_run()  # one bf16 row: chapter 13's dot, said so
+        assert ("one-row products (decode): chapter 13's bf16 dot" in numerics(packed)) == hand
         if dtype == torch.float32:  # bf16: held to transformers' bits in test_fast.py
             assert (steps(packed, ids) - plain[dtype]).abs().max().item() <= fp32_tol(plain[dtype])
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
